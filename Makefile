@@ -1,0 +1,37 @@
+# Every target builds its own virtual environment, so a fresh clone needs nothing but Python 3.12.
+PYTHON ?= $(shell command -v python3.12 >/dev/null 2>&1 && echo python3.12 || echo python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP_ARC := $(VENV)/.installed-arc
+STAMP_DEV := $(VENV)/.installed-dev
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP_ARC): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[arc]'
+	touch $@
+
+$(STAMP_DEV): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(STAMP_ARC)
+
+demo: $(STAMP_ARC)
+	$(BIN)/ledger demo $(if $(DB),--db $(DB),)
+
+test: $(STAMP_DEV)
+	$(BIN)/ruff check ledger tests scripts migrations
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP_DEV)
+	$(BIN)/ruff check ledger tests scripts migrations
+	$(BIN)/ruff format --check ledger tests scripts migrations
+
+bench: $(STAMP_DEV)
+	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache build dist *.egg-info

@@ -1,0 +1,266 @@
+"""Live capture: attach a ledger to an ``arc_agi.Arcade`` so every scorecard fact is committed as it happens.
+
+The hooks sit on the Arcade's ``ScorecardManager`` (``new_scorecard``, ``update_scorecard``,
+``close_scorecard``): those calls are exactly what the toolkit's scorecard counts, and a wrapper's
+``update_scorecard`` runs inside its ``step``/``reset``, so each event is committed before the toolkit call
+returns. The toolkit swallows exceptions raised in ``update_scorecard``; so that a failed write still reaches
+the agent, the wrappers that ``Arcade.make`` returns re-raise it (:class:`CaptureError`) after the toolkit's
+own call finished. Capture never changes what the toolkit returns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from . import baselines as bl
+from . import document
+from .calculator import score_card
+from .events import CardClosed, CardOpened, card_stream
+from .projection import CardState, apply, new_card
+from .store import StoreError
+from .translator import Observation, translate
+
+if TYPE_CHECKING:
+    from .api import Ledger
+
+log = logging.getLogger(__name__)
+
+
+class CaptureError(RuntimeError):
+    """The ledger could not record what the toolkit just did (the toolkit's own call did complete)."""
+
+
+def fingerprint(api_key: str | None) -> str | None:
+    """A salted sha256 of an API key (``sha256$salt$digest``); the key itself is never stored."""
+    if not api_key:
+        return None
+    salt = secrets.token_hex(8)
+    return f"sha256${salt}${hashlib.sha256((salt + api_key).encode()).hexdigest()}"
+
+
+def observation(data: Any, full_reset: bool, *, with_reasoning: bool, ts: datetime) -> Observation:
+    """An :class:`Observation` from an arcengine ``FrameDataRaw``/``FrameData`` response."""
+    ai = data.action_input
+    action = ai.id.value if ai is not None else -1
+    payload = ai.data if ai is not None and isinstance(ai.data, dict) else {}
+    x = payload.get("x") if action == 6 else None
+    y = payload.get("y") if action == 6 else None
+    state = data.state.value if hasattr(data.state, "value") else str(data.state)
+    return Observation(
+        ts=ts,
+        game_id=data.game_id,
+        guid=data.guid,
+        action=action,
+        state=state,
+        levels_completed=int(data.levels_completed),
+        full_reset=bool(full_reset),
+        frame_empty=len(data.frame) == 0,
+        x=int(x) if isinstance(x, int) else None,
+        y=int(y) if isinstance(y, int) else None,
+        reasoning=ai.reasoning if with_reasoning and ai is not None else None,
+    )
+
+
+@dataclass
+class _LiveCard:
+    state: CardState
+    version: int
+    baselines: dict[str, Any]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Capture:
+    """The hooks of one attached Arcade. ``detach()`` restores the toolkit's own methods."""
+
+    def __init__(self, ledger: Ledger, arcade: Any, *, record_reasoning: bool = False) -> None:
+        self.ledger = ledger
+        self.arcade = arcade
+        self.record_reasoning = record_reasoning
+        self._cards: dict[str, _LiveCard] = {}
+        self._cards_lock = threading.Lock()
+        self._tls = threading.local()
+        self._seeds: dict[str, int | None] = {}
+        self._saved: list[tuple[Any, str, Any]] = []
+        self._install()
+
+    # -- installation ---------------------------------------------------------------------------------------
+
+    def _patch(self, obj: Any, name: str, replacement: Any) -> None:
+        self._saved.append((obj, name, obj.__dict__.get(name, _MISSING)))
+        setattr(obj, name, replacement)
+
+    def _install(self) -> None:
+        mgr = self.arcade.scorecard_manager
+        orig_new, orig_update, orig_close = mgr.new_scorecard, mgr.update_scorecard, mgr.close_scorecard
+        orig_make, orig_arcade_close = self.arcade.make, self.arcade.close_scorecard
+
+        def new_scorecard(*args: Any, **kwargs: Any) -> str:
+            card_id = orig_new(*args, **kwargs)
+            self._record_open(card_id)
+            return card_id
+
+        def update_scorecard(guid: str, data: Any, full_reset: bool = True) -> Any:
+            card_id = mgr.guids.get(guid)
+            live = self._cards.get(card_id) if card_id else None
+            if live is None or card_id not in mgr.scorecards:
+                return orig_update(guid, data, full_reset)
+            with live.lock:
+                result = orig_update(guid, data, full_reset)
+                self._record_update(card_id, live, data, full_reset)
+            return result
+
+        def close_scorecard(card_id: str, api_key: str | None) -> Any:
+            live = self._cards.get(card_id)
+            reason = self._close_reason(card_id)
+            if live is None:
+                return orig_close(card_id, api_key)
+            with live.lock:
+                result = orig_close(card_id, api_key)
+                if result[0] is not None:
+                    self._record_close(card_id, live, reason)
+            return result
+
+        def make(*args: Any, **kwargs: Any) -> Any:
+            self._tls.error = None
+            # make(game_id, seed=0, ...): the wrapper's first full reset happens inside make.
+            self._tls.make_seed = kwargs.get("seed", args[1] if len(args) > 1 else 0)
+            try:
+                wrapper = orig_make(*args, **kwargs)
+            finally:
+                self._tls.make_seed = None
+            if wrapper is not None:
+                self._wrap_env(wrapper)
+            self._raise_pending()
+            return wrapper
+
+        def arcade_close(*args: Any, **kwargs: Any) -> Any:
+            self._tls.explicit_close = True
+            self._tls.error = None
+            try:
+                out = orig_arcade_close(*args, **kwargs)
+            finally:
+                self._tls.explicit_close = False
+            self._raise_pending()
+            return out
+
+        self._patch(mgr, "new_scorecard", new_scorecard)
+        self._patch(mgr, "update_scorecard", update_scorecard)
+        self._patch(mgr, "close_scorecard", close_scorecard)
+        self._patch(self.arcade, "make", make)
+        self._patch(self.arcade, "close_scorecard", arcade_close)
+        # Cards opened before attach are captured only if nothing was played on them yet.
+        for card_id, sc in list(mgr.scorecards.items()):
+            if not sc.cards:
+                self._record_open(card_id)
+            else:
+                log.warning("card %s was played before the ledger was attached: not captured", card_id)
+
+    def _wrap_env(self, wrapper: Any) -> None:
+        for name in ("step", "reset"):
+            orig = getattr(wrapper, name)
+
+            def hooked(*args: Any, _orig: Any = orig, **kwargs: Any) -> Any:
+                self._tls.error = None
+                out = _orig(*args, **kwargs)
+                self._raise_pending()
+                return out
+
+            setattr(wrapper, name, hooked)
+
+    def detach(self) -> None:
+        """Put the toolkit's methods back (wrappers already made keep raising capture errors)."""
+        for obj, name, old in reversed(self._saved):
+            if old is _MISSING:
+                obj.__dict__.pop(name, None)
+            else:
+                setattr(obj, name, old)
+        self._saved.clear()
+
+    # -- recording ------------------------------------------------------------------------------------------
+
+    def _raise_pending(self) -> None:
+        err = getattr(self._tls, "error", None)
+        if err is not None:
+            self._tls.error = None
+            raise CaptureError(f"the ledger did not record this step: {err}") from err
+
+    def _fail(self, err: Exception) -> None:
+        log.error("ledger capture failed: %s", err)
+        self._tls.error = err
+
+    def _record_open(self, card_id: str) -> None:
+        sc = self.arcade.scorecard_manager.scorecards[card_id]
+        entries = bl.canonical(bl.entry_from_info(i) for i in self.arcade.available_environments)
+        now = datetime.now(UTC)
+        try:
+            set_id = self.ledger.record_baselines(entries, ts=now)
+            opened = CardOpened(
+                ts=now,
+                card_id=card_id,
+                source_url=sc.source_url,
+                tags=list(sc.tags) if sc.tags is not None else None,
+                opaque=sc.opaque,
+                competition_mode=sc.competition_mode,
+                api_key_fingerprint=fingerprint(sc.api_key),
+                baselines_id=set_id,
+            )
+            state = new_card(card_id)
+            apply(state, opened)
+            self.ledger.store.append(card_stream(card_id), [opened], expected_version=0)
+        except StoreError as e:
+            self._fail(e)
+            return
+        with self._cards_lock:
+            self._cards[card_id] = _LiveCard(state=state, version=1, baselines=bl.as_map(entries))
+
+    def _record_update(self, card_id: str, live: _LiveCard, data: Any, full_reset: bool) -> None:
+        if live.state.closed:
+            return
+        now = datetime.now(UTC)
+        obs = observation(data, full_reset, with_reasoning=self.record_reasoning, ts=now)
+        seed = self._seeds.setdefault(obs.guid, getattr(self._tls, "make_seed", None))
+        new = translate(live.state, obs, seed=seed)
+        if not new:
+            return
+        try:
+            self.ledger.store.append(card_stream(card_id), new, expected_version=live.version)
+            live.version += len(new)
+        except StoreError as e:
+            # The projection ran ahead of the log: rebuild it from what is actually stored.
+            live.state = self.ledger.load_card(card_id)
+            live.version = live.state.events
+            self._fail(e)
+
+    def _record_close(self, card_id: str, live: _LiveCard, reason: str) -> None:
+        now = datetime.now(UTC)
+        doc = score_card(live.state, live.baselines)
+        closed = CardClosed(ts=now, reason=reason, document_sha256=document.sha256(doc))  # type: ignore[arg-type]
+        try:
+            self.ledger.store.append(card_stream(card_id), [closed], expected_version=live.version)
+            live.version += 1
+            apply(live.state, closed)
+        except StoreError as e:
+            self._fail(e)
+
+    def _close_reason(self, card_id: str) -> str:
+        if getattr(self._tls, "explicit_close", False):
+            return "explicit"
+        mgr = self.arcade.scorecard_manager
+        sc = mgr.scorecards.get(card_id)
+        if sc is None:
+            return "explicit"
+        now = datetime.now(UTC)
+        if now - sc.last_update >= mgr.idle_for:
+            return "idle"
+        if now - sc.open_at >= getattr(mgr, "max_open_for", timedelta.max):
+            return "max_open"
+        return "explicit"
+
+
+_MISSING = object()

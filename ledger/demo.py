@@ -1,0 +1,56 @@
+"""``ledger demo``: two bundled arcengine games played through the real toolkit, OFFLINE, ledger attached."""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+
+from .api import Ledger
+
+DEMO_GAMES = Path(__file__).resolve().parent / "demo_games"
+
+
+def quiet_toolkit_logger() -> logging.Logger:
+    """A logger for ``Arcade`` that only shows warnings (the toolkit logs every step at INFO on stdout)."""
+    logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
+    log = logging.getLogger("ledger.demo.arcade")
+    log.setLevel(logging.WARNING)
+    return log
+
+
+def run_demo(ledger: Ledger, *, seed: int = 0) -> str:
+    """Play the demo games into ``ledger`` and return the closed card's id."""
+    try:
+        from arc_agi import Arcade, OperationMode
+        from arcengine import GameAction
+    except ImportError as e:  # pragma: no cover - the arc extra is missing
+        raise RuntimeError("the demo needs the toolkit: pip install 'arc-scorecard-ledger[arc]'") from e
+
+    rng = random.Random(seed)
+    arcade = Arcade(
+        operation_mode=OperationMode.OFFLINE, environments_dir=str(DEMO_GAMES), logger=quiet_toolkit_logger()
+    )
+    capture = ledger.attach(arcade)
+    try:
+        card_id = arcade.open_scorecard(tags=["demo"], source_url="https://example.invalid/ledger-demo")
+        # dm01: level 1 with a wasted move, a level reset, then level 2 with a few wasted moves.
+        env = arcade.make("dm01", scorecard_id=card_id, seed=seed)
+        for a in [1, 2, 1, 1]:
+            env.step(GameAction.from_id(a))
+        env.step(GameAction.ACTION1)
+        env.step(GameAction.RESET)  # level reset on level 2: one reset, one action
+        for _ in range(rng.randint(1, 3)):
+            env.step(GameAction.ACTION2)
+        for _ in range(4):
+            env.step(GameAction.ACTION1)
+        # dm02: click the target of level 1 after a miss; give up on level 2.
+        env2 = arcade.make("dm02", scorecard_id=card_id, seed=seed)
+        env2.step(GameAction.ACTION6, data={"x": 40, "y": 40})
+        env2.step(GameAction.ACTION6, data={"x": 12, "y": 12})
+        for _ in range(3):
+            env2.step(GameAction.ACTION6, data={"x": rng.randint(0, 63), "y": rng.randint(0, 15)})
+        arcade.close_scorecard(card_id)
+    finally:
+        capture.detach()
+    return card_id

@@ -1,0 +1,98 @@
+"""The scorecard document: the toolkit's ``EnvironmentScorecard.model_dump_json()``, key for key.
+
+Field order and omission follow pydantic's output for those models with ``exclude_none=True``: a field whose
+value is None is left out, computed fields come after the declared ones. ``api_key``, ``open_at`` and
+``last_update`` never appear.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+
+
+class _Doc(msgspec.Struct, frozen=True, omit_defaults=True):
+    pass
+
+
+class RunDoc(_Doc):
+    """One play's score: the toolkit's ``EnvironmentScore`` (also used for tag scores)."""
+
+    id: str | None = None
+    guid: str | None = None
+    score: float = 0.0
+    levels_completed: int = 0
+    actions: int = 0
+    resets: int | None = None
+    state: str | None = None
+    completed: bool | None = None
+    level_scores: list[float] | None = None
+    level_actions: list[int] | None = None
+    level_baseline_actions: list[int] | None = None
+    number_of_levels: int | None = None
+    number_of_environments: int | None = None
+    message: str | None = None
+
+
+class EnvironmentDoc(_Doc):
+    """One game's plays and their aggregates: the toolkit's ``EnvironmentScoreList``."""
+
+    id: str
+    runs: list[RunDoc]
+    score: float
+    actions: int
+    levels_completed: int
+    completed: bool
+    level_count: int
+    resets: int
+
+
+class ScorecardDoc(_Doc):
+    """The whole card: the toolkit's ``EnvironmentScorecard``."""
+
+    source_url: str | None = None
+    tags: list[str] | None = None
+    opaque: Any = None
+    card_id: str = ""
+    score: float = 0.0
+    environments: list[EnvironmentDoc] = msgspec.field(default_factory=list)
+    tags_scores: list[RunDoc] = msgspec.field(default_factory=list)
+    competition_mode: bool | None = None
+    total_environments_completed: int = 0
+    total_environments: int = 0
+    total_levels_completed: int = 0
+    total_levels: int = 0
+    total_actions: int = 0
+
+
+# omit_defaults would drop a score of 0.0 or an empty list; pydantic keeps every non-None value, so encode
+# through builtins with only the None values removed.
+_enc = msgspec.json.Encoder()
+
+
+def _strip_none(obj: Any) -> Any:
+    if isinstance(obj, msgspec.Struct):
+        out = {}
+        for name in obj.__struct_fields__:
+            v = getattr(obj, name)
+            if v is not None:
+                out[name] = _strip_none(v)
+        return out
+    if isinstance(obj, list):
+        return [_strip_none(v) for v in obj]
+    return obj  # opaque data and scalars are written as given (pydantic keeps None inside them)
+
+
+def to_json(doc: ScorecardDoc, indent: int | None = None) -> str:
+    """The document as the toolkit prints it: compact by default, or pretty with ``indent`` spaces."""
+    raw = _enc.encode(_strip_none(doc))
+    if indent is not None and indent > 0:
+        raw = msgspec.json.format(raw, indent=indent)
+    return raw.decode("utf-8")
+
+
+def sha256(doc: ScorecardDoc) -> str:
+    """The hash of the compact document (stored in CardClosed for the audit)."""
+    return hashlib.sha256(to_json(doc).encode("utf-8")).hexdigest()

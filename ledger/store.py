@@ -1,0 +1,515 @@
+"""The log: the only code that speaks SQL.
+
+One append-only ``events`` table (schema owned by the Alembic migrations in ``migrations/``), on SQLite or
+PostgreSQL through SQLAlchemy Core. Appends are serialized (SQLite ``BEGIN IMMEDIATE``; PostgreSQL a
+transaction-level advisory lock) so that ``seq`` is commit order, and a per-stream ``version`` with
+UNIQUE(stream, version) gives optimistic concurrency between writers of one stream.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Engine,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    create_engine,
+    event,
+    func,
+    select,
+    text,
+)
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from . import chain
+from .events import Event, encode, type_of
+
+Durability = Literal["normal", "full"]
+
+metadata = MetaData()
+
+#: Mirrors ``migrations/versions``; the migrations, not this object, create and change the schema.
+events = Table(
+    "events",
+    metadata,
+    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("stream", String(400), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("type", String(40), nullable=False),
+    Column("ts", String(40), nullable=False),
+    Column("body", LargeBinary, nullable=False),
+    Column("prev_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+)
+
+snapshots = Table(
+    "snapshots",
+    metadata,
+    Column("stream", String(400), primary_key=True),
+    Column("version", Integer, nullable=False),
+    Column("seq", BigInteger().with_variant(Integer, "sqlite"), nullable=False),
+    Column("kind", String(40), nullable=False),
+    Column("body", LargeBinary, nullable=False),
+)
+
+APPEND_ONLY_TRIGGERS = {
+    "sqlite": ("events_no_update", "events_no_delete"),
+    "postgresql": ("events_no_update", "events_no_delete", "events_no_truncate"),
+}
+
+# Any constant works; it only has to be the same for every writer of one PostgreSQL database.
+_PG_APPEND_LOCK = 0x4C454447  # "LEDG"
+
+
+class StoreError(Exception):
+    """A problem with the ledger database that a user can act on (message says what)."""
+
+
+class VersionConflict(StoreError):
+    """Another writer appended to the stream first: reload the stream and retry."""
+
+    def __init__(self, stream: str, expected: int | None) -> None:
+        super().__init__(f"version conflict on stream {stream!r}: expected last version {expected}")
+        self.stream = stream
+        self.expected = expected
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One row of the log, exactly as stored."""
+
+    seq: int
+    stream: str
+    version: int
+    type: str
+    ts: str
+    body: bytes
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamInfo:
+    """A stream's extent: number of events, last version and head hash, first and last ``seq``."""
+
+    stream: str
+    count: int
+    version: int
+    head: str
+    first_seq: int
+    last_seq: int
+    first_ts: str
+    last_ts: str
+
+
+def normalize_url(path_or_url: str | os.PathLike[str]) -> str:
+    """A file path becomes a ``sqlite:///`` URL; anything with ``://`` is taken as a SQLAlchemy URL."""
+    s = os.fspath(path_or_url)
+    if "://" in s:
+        return s
+    return "sqlite:///" + str(Path(s).expanduser().resolve())
+
+
+def migrations_dir() -> Path:
+    """Where the Alembic scripts are: inside the installed package, or the source tree's ``migrations/``."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "_migrations"
+    return packaged if packaged.is_dir() else here.parent / "migrations"
+
+
+def _row(r: Any) -> StoredEvent:
+    return StoredEvent(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), r[6], r[7])
+
+
+_COLS = (
+    events.c.seq,
+    events.c.stream,
+    events.c.version,
+    events.c.type,
+    events.c.ts,
+    events.c.body,
+    events.c.prev_hash,
+    events.c.hash,
+)
+
+
+class Store:
+    """A connection to one ledger database."""
+
+    def __init__(self, url: str, *, durability: Durability = "normal", busy_timeout_ms: int = 60_000) -> None:
+        self.url = normalize_url(url)
+        self.durability = durability
+        self.engine: Engine = _make_engine(self.url, durability, busy_timeout_ms)
+        self.dialect = self.engine.dialect.name
+        if self.dialect not in APPEND_ONLY_TRIGGERS:
+            raise StoreError(f"unsupported database {self.dialect!r}: use a SQLite path or postgresql+psycopg://")
+        # Last (version, hash) this process appended per stream: lets an append skip re-reading the head;
+        # a stale entry only turns into a VersionConflict through UNIQUE(stream, version).
+        self._heads: dict[str, tuple[int, str]] = {}
+        self._heads_lock = threading.Lock()
+
+    # -- schema -------------------------------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """Bring the schema to the latest Alembic revision (creates it on an empty database)."""
+        from alembic import command
+        from alembic.config import Config
+
+        cfg = Config()
+        cfg.set_main_option("script_location", str(migrations_dir()))
+        try:
+            with self.engine.begin() as conn:
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+        except OperationalError as e:
+            raise StoreError(f"cannot prepare the ledger at {self.describe()}: {_reason(e)}") from e
+
+    def revision(self) -> str | None:
+        """The Alembic revision the database is at (None for an empty database)."""
+        from alembic.runtime.migration import MigrationContext
+
+        with self.engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+
+    def head_revision(self) -> str:
+        """The newest revision the migrations know."""
+        from alembic.config import Config
+        from alembic.script import ScriptDirectory
+
+        cfg = Config()
+        cfg.set_main_option("script_location", str(migrations_dir()))
+        head = ScriptDirectory.from_config(cfg).get_current_head()
+        assert head is not None
+        return head
+
+    def triggers(self) -> set[str]:
+        """Names of the append-only triggers present on ``events``."""
+        with self.engine.connect() as conn:
+            if self.dialect == "sqlite":
+                rows = conn.execute(text("SELECT name FROM sqlite_master WHERE type='trigger' AND tbl_name='events'"))
+            else:
+                rows = conn.execute(
+                    text("SELECT tgname FROM pg_trigger WHERE tgrelid = 'events'::regclass AND NOT tgisinternal")
+                )
+            return {r[0] for r in rows}
+
+    def missing_triggers(self) -> list[str]:
+        """Append-only triggers that should exist and do not."""
+        have = self.triggers()
+        return [t for t in APPEND_ONLY_TRIGGERS[self.dialect] if t not in have]
+
+    # -- writing ------------------------------------------------------------------------------------------
+
+    def append(
+        self, stream: str, new_events: Sequence[Event], expected_version: int | None = None
+    ) -> list[StoredEvent]:
+        """Append events to ``stream`` in one transaction, committed when this returns.
+
+        ``expected_version`` is the stream's last version the caller knows (0 for a new stream); if another
+        writer got there first, :class:`VersionConflict` is raised and nothing is written. ``None`` appends
+        after whatever the stream holds.
+        """
+        if not new_events:
+            return []
+        rows = [(type_of(e), e.ts.isoformat(), encode(e)) for e in new_events]
+        return self._append_rows(stream, rows, expected_version)
+
+    def append_encoded(
+        self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None = None
+    ) -> list[StoredEvent]:
+        """Like :meth:`append` for already encoded ``(type, ts, body)`` rows."""
+        if not rows:
+            return []
+        return self._append_rows(stream, list(rows), expected_version)
+
+    def _append_rows(
+        self, stream: str, rows: list[tuple[str, str, bytes]], expected_version: int | None
+    ) -> list[StoredEvent]:
+        cached = self._heads.get(stream)
+        try:
+            with self._write() as conn:
+                if cached is not None and expected_version is not None and cached[0] == expected_version:
+                    version, prev = cached
+                else:
+                    version, prev = self._head(conn, stream)
+                    if expected_version is not None and version != expected_version:
+                        raise VersionConflict(stream, expected_version)
+                params = []
+                for type_, ts, body in rows:
+                    version += 1
+                    h = chain.event_hash(prev, stream, version, type_, body)
+                    params.append(
+                        {
+                            "stream": stream,
+                            "version": version,
+                            "type": type_,
+                            "ts": ts,
+                            "body": body,
+                            "prev_hash": prev,
+                            "hash": h,
+                        }
+                    )
+                    prev = h
+                result = conn.execute(events.insert().returning(events.c.seq), params)
+                seqs = [r[0] for r in result]
+        except IntegrityError as e:
+            self._forget(stream)
+            raise VersionConflict(stream, expected_version) from e
+        except OperationalError as e:
+            self._forget(stream)
+            raise StoreError(f"cannot append to the ledger at {self.describe()}: {_reason(e)}") from e
+        except BaseException:
+            self._forget(stream)
+            raise
+        with self._heads_lock:
+            self._heads[stream] = (version, prev)
+        return [
+            StoredEvent(seq, stream, p["version"], p["type"], p["ts"], p["body"], p["prev_hash"], p["hash"])
+            for seq, p in zip(seqs, params, strict=True)
+        ]
+
+    def insert_stored(self, stream: str, rows: Sequence[StoredEvent]) -> int:
+        """Insert events copied from another ledger with their own versions and hashes (``ledger copy``).
+
+        Rows must continue the stream exactly: the first row's ``prev_hash`` must be this ledger's head of the
+        stream and its version the next one. Returns the number inserted.
+        """
+        if not rows:
+            return 0
+        try:
+            with self._write() as conn:
+                version, prev = self._head(conn, stream)
+                params = []
+                for r in rows:
+                    if r.version != version + 1 or r.prev_hash != prev:
+                        raise StoreError(
+                            f"stream {stream!r}: event version {r.version} does not continue the destination "
+                            f"(head version {version})"
+                        )
+                    if chain.event_hash(r.prev_hash, stream, r.version, r.type, r.body) != r.hash:
+                        raise StoreError(f"stream {stream!r}: event version {r.version} fails its hash")
+                    params.append(
+                        {
+                            "stream": stream,
+                            "version": r.version,
+                            "type": r.type,
+                            "ts": r.ts,
+                            "body": r.body,
+                            "prev_hash": r.prev_hash,
+                            "hash": r.hash,
+                        }
+                    )
+                    version, prev = r.version, r.hash
+                conn.execute(events.insert(), params)
+        except IntegrityError as e:
+            self._forget(stream)
+            raise VersionConflict(stream, None) from e
+        except OperationalError as e:
+            self._forget(stream)
+            raise StoreError(f"cannot write to the ledger at {self.describe()}: {_reason(e)}") from e
+        self._forget(stream)
+        return len(params)
+
+    def _forget(self, stream: str) -> None:
+        with self._heads_lock:
+            self._heads.pop(stream, None)
+
+    def _head(self, conn: Any, stream: str) -> tuple[int, str]:
+        row = conn.execute(
+            select(events.c.version, events.c.hash)
+            .where(events.c.stream == stream)
+            .order_by(events.c.version.desc())
+            .limit(1)
+        ).first()
+        return (row[0], row[1]) if row else (0, chain.GENESIS)
+
+    def _write(self) -> Any:
+        return _WriteTxn(self)
+
+    # -- snapshots (a cache: never the truth) ------------------------------------------------------------------
+
+    def get_snapshot(self, stream: str, kind: str) -> tuple[int, int, bytes] | None:
+        """A cached projection of ``stream``: (version, seq, body), or None."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(snapshots.c.version, snapshots.c.seq, snapshots.c.body).where(
+                    snapshots.c.stream == stream, snapshots.c.kind == kind
+                )
+            ).first()
+        return (row[0], row[1], bytes(row[2])) if row else None
+
+    def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
+        """Store (or replace) the cached projection of ``stream``; failures are ignored, it is only a cache."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(snapshots.delete().where(snapshots.c.stream == stream))
+                conn.execute(snapshots.insert().values(stream=stream, kind=kind, version=version, seq=seq, body=body))
+        except OperationalError:
+            pass
+
+    def drop_snapshots(self) -> None:
+        """Delete every cached projection."""
+        with self.engine.begin() as conn:
+            conn.execute(snapshots.delete())
+
+    # -- reading ------------------------------------------------------------------------------------------
+
+    def read_stream(self, stream: str, *, after_version: int = 0, until_seq: int | None = None) -> list[StoredEvent]:
+        """Every event of ``stream`` in version order (optionally after a version, up to a global seq)."""
+        q = select(*_COLS).where(events.c.stream == stream, events.c.version > after_version)
+        if until_seq is not None:
+            q = q.where(events.c.seq <= until_seq)
+        with self.engine.connect() as conn:
+            return [_row(r) for r in conn.execute(q.order_by(events.c.version))]
+
+    def read_bodies(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None
+    ) -> tuple[list[bytes], int, int]:
+        """Only the bodies of ``stream`` in version order, with the last version and seq read (fast path)."""
+        q = select(events.c.body, events.c.version, events.c.seq).where(
+            events.c.stream == stream, events.c.version > after_version
+        )
+        if until_seq is not None:
+            q = q.where(events.c.seq <= until_seq)
+        with self.engine.connect() as conn:
+            rows = conn.execute(q.order_by(events.c.version)).all()
+        if not rows:
+            return [], after_version, 0
+        return [bytes(r[0]) for r in rows], rows[-1][1], rows[-1][2]
+
+    def stream_exists(self, stream: str) -> bool:
+        """True if the stream has at least one event."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(events.c.seq).where(events.c.stream == stream).limit(1)).first() is not None
+
+    def streams(self, prefix: str | None = None) -> list[StreamInfo]:
+        """Every stream (optionally those whose name starts with ``prefix``), in order of first event."""
+        q = select(
+            events.c.stream,
+            func.count(),
+            func.max(events.c.version),
+            func.min(events.c.seq),
+            func.max(events.c.seq),
+            func.min(events.c.ts),
+            func.max(events.c.ts),
+        ).group_by(events.c.stream)
+        if prefix is not None:
+            q = q.where(events.c.stream.startswith(prefix, autoescape=True))
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).all()
+            heads = {}
+            for r in rows:
+                h = conn.execute(
+                    select(events.c.hash).where(events.c.stream == r[0], events.c.version == r[2])
+                ).scalar_one()
+                heads[r[0]] = h
+        out = [StreamInfo(r[0], r[1], r[2], heads[r[0]], r[3], r[4], r[5], r[6]) for r in rows]
+        out.sort(key=lambda s: s.first_seq)
+        return out
+
+    def scan(self, *, after_seq: int = 0, batch: int = 10_000, prefix: str | None = None) -> Iterator[StoredEvent]:
+        """Every event in global ``seq`` order, read in batches (for verify, copy and tailing)."""
+        last = after_seq
+        while True:
+            q = select(*_COLS).where(events.c.seq > last)
+            if prefix is not None:
+                q = q.where(events.c.stream.startswith(prefix, autoescape=True))
+            with self.engine.connect() as conn:
+                rows = [_row(r) for r in conn.execute(q.order_by(events.c.seq).limit(batch))]
+            if not rows:
+                return
+            yield from rows
+            last = rows[-1].seq
+
+    def max_seq(self) -> int:
+        """The highest ``seq`` in the log (0 when empty)."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(func.coalesce(func.max(events.c.seq), 0))).scalar_one()
+
+    def count(self) -> int:
+        """Number of events in the log."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(func.count()).select_from(events)).scalar_one()
+
+    def describe(self) -> str:
+        """The database, for messages (no password)."""
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def close(self) -> None:
+        """Release every connection."""
+        self.engine.dispose()
+
+
+class _WriteTxn:
+    """A write transaction: BEGIN IMMEDIATE on SQLite (take the write lock before reading the head, so the
+    busy timeout applies instead of an instant SQLITE_BUSY), an advisory lock on PostgreSQL (so seq is
+    assigned in commit order and a reader tailing by seq never skips a late commit)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def __enter__(self) -> Any:
+        self.conn = self.store.engine.execution_options(ledger_immediate=True).connect()
+        self.txn = self.conn.begin()
+        if self.store.dialect == "postgresql":
+            self.conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_APPEND_LOCK})
+        return self.conn
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            if exc_type is None:
+                self.txn.commit()
+            else:
+                self.txn.rollback()
+        finally:
+            self.conn.close()
+
+
+def _reason(e: OperationalError) -> str:
+    return str(e.orig) if e.orig is not None else str(e)
+
+
+def _make_engine(url: str, durability: Durability, busy_timeout_ms: int) -> Engine:
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            parent = Path(path).parent
+            if not parent.is_dir():
+                raise StoreError(f"cannot open the ledger {path}: folder {parent} does not exist")
+        engine = create_engine(url, pool_size=8, max_overflow=32)
+        # A pooled SQLite handle must never be used by a forked child: give the child a fresh pool.
+        os.register_at_fork(after_in_child=lambda: engine.dispose(close=False))
+        sync = "FULL" if durability == "full" else "NORMAL"
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            # Let SQLAlchemy's begin event (below) issue BEGIN itself, so writes can ask for IMMEDIATE.
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute(f"PRAGMA synchronous={sync}")
+            # Without this, INSERT OR REPLACE deletes the old row without firing the BEFORE DELETE trigger.
+            cur.execute("PRAGMA recursive_triggers=ON")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Any) -> None:
+            immediate = conn.get_execution_options().get("ledger_immediate", False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+        return engine
+    if url.startswith("postgresql"):
+        return create_engine(url, pool_pre_ping=True)
+    return create_engine(url)

@@ -1,0 +1,98 @@
+"""The translator: what the toolkit observed -> the events that record it.
+
+One code path for live capture and for imported recordings. It applies the toolkit's counting rules
+(``Scorecard.update_scorecard``, ``EnvironmentWrapper._set_last_response``, arcengine's ``handle_reset``):
+
+- a response with an empty frame (an action after GAME_OVER or WIN) counts nothing, and its zeroed
+  ``levels_completed`` is not a level change;
+- RESET with ``full_reset`` starts a new play (not counted); any other RESET is a level reset: one reset and
+  one action on the guid's current play;
+- ACTION1..7 count one action each;
+- the play's state only moves to GAME_OVER or WIN (a level reset does not undo GAME_OVER on the card);
+- a change of ``levels_completed`` records a level completion at the current action count.
+
+The translator keeps the card's projection up to date as it emits, so each decision sees the state the
+toolkit's scorecard would have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .events import (
+    ActionTaken,
+    AnyEvent,
+    GameOver,
+    LevelCompleted,
+    LevelReset,
+    PlayStarted,
+    Win,
+)
+from .projection import CardState, apply
+
+GAME_ACTIONS = frozenset(range(1, 8))
+RESET = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One response the toolkit produced for a guid, reduced to what scoring needs."""
+
+    ts: datetime
+    game_id: str
+    guid: str
+    action: int
+    state: str
+    levels_completed: int
+    full_reset: bool
+    frame_empty: bool
+    x: int | None = None
+    y: int | None = None
+    reasoning: Any = None
+
+
+def translate(card: CardState, obs: Observation, *, seed: int | None = None) -> list[AnyEvent]:
+    """The events for ``obs`` given the card so far; ``card`` is advanced past them."""
+    if obs.frame_empty:
+        return []
+    out: list[AnyEvent] = []
+
+    def emit(e: AnyEvent) -> None:
+        apply(card, e)
+        out.append(e)
+
+    ts, gid, guid = obs.ts, obs.game_id, obs.guid
+    started = card.play_for(gid, guid) is not None
+    if obs.action == RESET:
+        if obs.full_reset:
+            emit(PlayStarted(ts=ts, game_id=gid, guid=guid, seed=seed))
+            started = True
+        elif started:
+            emit(LevelReset(ts=ts, game_id=gid, guid=guid, levels_completed=obs.levels_completed, state=obs.state))
+    elif obs.action in GAME_ACTIONS and started:
+        emit(
+            ActionTaken(
+                ts=ts,
+                game_id=gid,
+                guid=guid,
+                action=obs.action,
+                x=obs.x,
+                y=obs.y,
+                levels_completed=obs.levels_completed,
+                state=obs.state,  # type: ignore[arg-type]
+                reasoning=obs.reasoning,
+            )
+        )
+    if not started:
+        return out
+    play = card.play_for(gid, guid)
+    assert play is not None
+    if obs.state == "GAME_OVER" and play.state != "GAME_OVER":
+        emit(GameOver(ts=ts, game_id=gid, guid=guid))
+    elif obs.state == "WIN" and play.state != "WIN":
+        emit(Win(ts=ts, game_id=gid, guid=guid))
+    if obs.levels_completed != play.levels_completed:
+        emit(LevelCompleted(ts=ts, game_id=gid, guid=guid, levels_completed=obs.levels_completed, actions=play.actions))
+    return out

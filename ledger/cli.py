@@ -238,6 +238,10 @@ def demo(ctx: click.Context, seed: int) -> None:
         click.echo(f"try:    ledger --db {ctx.obj['db']} export {card_id} --indent 2")
 
 
+# Each area's commands live in their own module and register themselves on ``cli`` when imported.
+from . import cli_audit, cli_baselines, cli_copy, cli_import  # noqa: E402, F401
+
+
 def main() -> None:
     """Console entry point."""
     cli(prog_name="ledger")

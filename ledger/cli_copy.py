@@ -1,0 +1,3 @@
+"""`ledger copy` commands (registered on :data:`ledger.cli.cli`)."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""`ledger import` commands (registered on :data:`ledger.cli.cli`)."""
+
+from __future__ import annotations

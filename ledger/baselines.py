@@ -8,7 +8,9 @@ gives the same id whatever order it was found in.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -58,3 +60,43 @@ def by_base_id(entries: Mapping[str, BaselineEntry]) -> dict[str, list[BaselineE
     for gid, e in entries.items():
         out.setdefault(gid.split("-", 1)[0], []).append(e)
     return out
+
+
+class _Metadata(msgspec.Struct, forbid_unknown_fields=False):
+    game_id: str
+    title: str | None = None
+    baseline_actions: list[int] | None = None
+    tags: list[str] | None = None
+    private_tags: list[str] | None = None
+    level_tags: list[list[str]] | None = None
+
+
+_meta_decoder = msgspec.json.Decoder(_Metadata)
+
+
+def entry_from_metadata(data: bytes) -> BaselineEntry:
+    """One ``metadata.json``'s entry; raises ``msgspec.DecodeError``/``ValidationError`` on bad content."""
+    m = _meta_decoder.decode(data)
+    return BaselineEntry(
+        game_id=m.game_id,
+        title=m.title,
+        baseline_actions=m.baseline_actions,
+        tags=m.tags,
+        private_tags=m.private_tags,
+        level_tags=m.level_tags,
+    )
+
+
+def scan_environments(root: str | os.PathLike[str]) -> tuple[list[BaselineEntry], list[str]]:
+    """Every ``metadata.json`` under ``root`` (recursively, as the toolkit's Arcade scans), sorted by path.
+
+    Returns the entries and one message per file that could not be read (the toolkit skips those too).
+    """
+    entries: list[BaselineEntry] = []
+    problems: list[str] = []
+    for path in sorted(Path(root).rglob("metadata.json")):
+        try:
+            entries.append(entry_from_metadata(path.read_bytes()))
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as e:
+            problems.append(f"{path}: {e}")
+    return entries, problems

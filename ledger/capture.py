@@ -168,10 +168,20 @@ class Capture:
             def hooked(*args: Any, _orig: Any = orig, **kwargs: Any) -> Any:
                 self._tls.error = None
                 out = _orig(*args, **kwargs)
+                if out is not None and len(out.frame) == 0:
+                    # The toolkit never passes empty frames to the scorecard; record the wasted action here.
+                    self._record_ignored(wrapper.scorecard_id, out)
                 self._raise_pending()
                 return out
 
             setattr(wrapper, name, hooked)
+
+    def _record_ignored(self, card_id: str, data: Any) -> None:
+        live = self._cards.get(card_id)
+        if live is None or card_id not in self.arcade.scorecard_manager.scorecards:
+            return
+        with live.lock:
+            self._record_update(card_id, live, data, False)
 
     def detach(self) -> None:
         """Put the toolkit's methods back (wrappers already made keep raising capture errors)."""

@@ -70,6 +70,18 @@ class ActionTaken(Event, tag="action_taken", kw_only=True):
     reasoning: Any = None
 
 
+class ActionIgnored(Event, tag="action_ignored", kw_only=True):
+    """An action answered with an empty frame (sent after GAME_OVER or WIN, before a RESET).
+
+    The toolkit counts nothing for it; it is kept for the post-mortem (actions wasted after the end).
+    """
+
+    game_id: str
+    guid: str
+    action: int
+    state: State
+
+
 class LevelReset(Event, tag="level_reset", kw_only=True):
     """A RESET that restarted the current level (``Scorecard.reset``): counts one reset and one action.
 
@@ -149,6 +161,7 @@ AnyEvent = (
     CardOpened
     | PlayStarted
     | ActionTaken
+    | ActionIgnored
     | LevelReset
     | LevelCompleted
     | GameOver

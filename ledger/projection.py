@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from .events import (
+    ActionIgnored,
     ActionTaken,
     AnyEvent,
     CardClosed,
@@ -38,7 +39,7 @@ class Play:
     #: The toolkit's ``actions_by_level`` for this play: (levels_completed, action count when it changed).
     marks: list[tuple[int, int]] = field(default_factory=list)
     seed: int | None = None
-    #: Counters the post-mortem uses; not part of the toolkit's card.
+    #: Actions sent after GAME_OVER/WIN (empty frames): the toolkit counts none; the post-mortem reports them.
     actions_after_end: int = 0
     started_at: datetime | None = None
 
@@ -118,6 +119,10 @@ def apply(card: CardState, e: AnyEvent) -> None:
         p = card.play_for(e.game_id, e.guid)  # type: ignore[union-attr]
         if p is not None:
             p.state = "WIN"
+    elif t is ActionIgnored:
+        p = card.play_for(e.game_id, e.guid)  # type: ignore[union-attr]
+        if p is not None:
+            p.actions_after_end += 1
     elif t is CardOpened:
         card.card_id = e.card_id  # type: ignore[union-attr]
         card.source_url = e.source_url  # type: ignore[union-attr]

@@ -4,7 +4,7 @@ One code path for live capture and for imported recordings. It applies the toolk
 (``Scorecard.update_scorecard``, ``EnvironmentWrapper._set_last_response``, arcengine's ``handle_reset``):
 
 - a response with an empty frame (an action after GAME_OVER or WIN) counts nothing, and its zeroed
-  ``levels_completed`` is not a level change;
+  ``levels_completed`` is not a level change (it is kept as an ``ActionIgnored`` event for the post-mortem);
 - RESET with ``full_reset`` starts a new play (not counted); any other RESET is a level reset: one reset and
   one action on the guid's current play;
 - ACTION1..7 count one action each;
@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from .events import (
+    ActionIgnored,
     ActionTaken,
     AnyEvent,
     GameOver,
@@ -55,9 +56,14 @@ class Observation:
 
 def translate(card: CardState, obs: Observation, *, seed: int | None = None) -> list[AnyEvent]:
     """The events for ``obs`` given the card so far; ``card`` is advanced past them."""
-    if obs.frame_empty:
-        return []
     out: list[AnyEvent] = []
+    if obs.frame_empty:
+        # Counts nothing on the scorecard; recorded only when there is a play it was wasted on.
+        if obs.action in GAME_ACTIONS and card.play_for(obs.game_id, obs.guid) is not None:
+            e = ActionIgnored(ts=obs.ts, game_id=obs.game_id, guid=obs.guid, action=obs.action, state=obs.state)  # type: ignore[arg-type]
+            apply(card, e)
+            out.append(e)
+        return out
 
     def emit(e: AnyEvent) -> None:
         apply(card, e)

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
+
 from . import baselines as bl
 from . import document
 from .calculator import score_card
@@ -25,6 +27,22 @@ from .projection import CardState, fold, new_card
 from .store import Durability, Store, VersionConflict
 
 DEFAULT_DB = "ledger.sqlite"
+
+#: The projection cache's format; a new one makes old snapshots be ignored (and rewritten).
+SNAPSHOT_KIND = "card/v1"
+#: Write a new snapshot once a read folded this many events past the cached one.
+SNAPSHOT_AFTER = 2000
+
+_snapshot_enc = msgspec.msgpack.Encoder()
+_snapshot_dec = msgspec.msgpack.Decoder(CardState)
+
+
+def _decode_snapshot(body: bytes) -> CardState | None:
+    # A snapshot that does not decode (older format, damage) is ignored: the log is the truth.
+    try:
+        return _snapshot_dec.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 class UnknownCard(LookupError):
@@ -139,14 +157,52 @@ class Ledger:
         """Every card id, in order of opening."""
         return [s.stream[len(CARD_STREAM) :] for s in self.store.streams(CARD_STREAM)]
 
-    def load_card(self, card_id: str, *, until: int | None = None) -> CardState:
-        """The card rebuilt from its events (up to global ``seq`` ``until``)."""
-        bodies, _, _ = self.store.read_bodies(card_stream(card_id), until_seq=until)
-        if not bodies:
-            if until is not None and self.store.stream_exists(card_stream(card_id)):
+    def load_card(self, card_id: str, *, until: int | None = None, use_cache: bool = True) -> CardState:
+        """The card rebuilt from its events (up to global ``seq`` ``until``).
+
+        A cached projection (snapshot) is used for the events it covers and only the later events are folded;
+        the result is the same as a full replay (``use_cache=False``), which tests check.
+        """
+        stream = card_stream(card_id)
+        snap = self.store.get_snapshot(stream, SNAPSHOT_KIND) if use_cache and until is None else None
+        return self._load(card_id, snap, until=until, use_cache=use_cache)
+
+    def load_cards(self, card_ids: Iterable[str]) -> dict[str, CardState]:
+        """Many cards at once (one query for all their cached projections)."""
+        ids = list(card_ids)
+        snaps = self.store.snapshots_for([card_stream(c) for c in ids], SNAPSHOT_KIND)
+        return {c: self._load(c, snaps.get(card_stream(c))) for c in ids}
+
+    def cached_card(self, card_id: str) -> tuple[int, CardState] | None:
+        """The cached projection of a card and the version it covers, or None (for the audit)."""
+        snap = self.store.get_snapshot(card_stream(card_id), SNAPSHOT_KIND)
+        state = _decode_snapshot(snap[2]) if snap else None
+        return (snap[0], state) if snap and state is not None else None  # type: ignore[index]
+
+    def _load(
+        self,
+        card_id: str,
+        snap: tuple[int, int, bytes] | None,
+        *,
+        until: int | None = None,
+        use_cache: bool = True,
+    ) -> CardState:
+        stream = card_stream(card_id)
+        state = _decode_snapshot(snap[2]) if snap else None
+        after = snap[0] if snap and state is not None else 0
+        bodies, last_version, last_seq = self.store.read_bodies(stream, after_version=after, until_seq=until)
+        if state is None and not bodies:
+            if until is not None and self.store.stream_exists(stream):
                 return new_card(card_id)
             raise UnknownCard(card_id)
-        return fold(card_id, (decode(b) for b in bodies))
+        state = fold(card_id, (decode(b) for b in bodies), state)
+        if use_cache and until is None and len(bodies) >= SNAPSHOT_AFTER:
+            self.store.put_snapshot(stream, SNAPSHOT_KIND, last_version, last_seq, _snapshot_enc.encode(state))
+        return state
+
+    def save_snapshot(self, card_id: str, state: CardState, version: int, seq: int) -> None:
+        """Cache ``state`` as the projection of the card's first ``version`` events."""
+        self.store.put_snapshot(card_stream(card_id), SNAPSHOT_KIND, version, seq, _snapshot_enc.encode(state))
 
     def card_baselines(self, card: CardState) -> dict[str, BaselineEntry]:
         """The baseline set the card was played under (empty if it has none)."""
@@ -178,8 +234,7 @@ class Ledger:
     def cards(self) -> list[CardSummary]:
         """A summary of every card."""
         out = []
-        for cid in self.card_ids():
-            c = self.load_card(cid)
+        for cid, c in self.load_cards(self.card_ids()).items():
             doc = self.document(cid, card=c)
             out.append(
                 CardSummary(

@@ -252,11 +252,14 @@ class Capture:
         doc = score_card(live.state, live.baselines)
         closed = CardClosed(ts=now, reason=reason, document_sha256=document.sha256(doc))  # type: ignore[arg-type]
         try:
-            self.ledger.store.append(card_stream(card_id), [closed], expected_version=live.version)
+            stored = self.ledger.store.append(card_stream(card_id), [closed], expected_version=live.version)
             live.version += 1
             apply(live.state, closed)
         except StoreError as e:
             self._fail(e)
+            return
+        # A closed card never changes again: cache its projection so exports need not replay it.
+        self.ledger.save_snapshot(card_id, live.state, live.version, stored[-1].seq)
 
     def _close_reason(self, card_id: str) -> str:
         if getattr(self._tls, "explicit_close", False):

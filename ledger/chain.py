@@ -20,13 +20,18 @@ def _field(data: bytes) -> bytes:
 
 def event_hash(prev_hash: str, stream: str, version: int, type_: str, body: bytes) -> str:
     """sha256 (hex) over the domain tag, prev_hash, stream, version, type and the body bytes as stored."""
-    h = hashlib.sha256(DOMAIN)
-    h.update(_field(prev_hash.encode("ascii")))
-    h.update(_field(stream.encode("utf-8")))
-    h.update(_field(str(version).encode("ascii")))
-    h.update(_field(type_.encode("utf-8")))
-    h.update(_field(body))
-    return h.hexdigest()
+    return hashlib.sha256(
+        b"".join(
+            (
+                DOMAIN,
+                _field(prev_hash.encode("ascii")),
+                _field(stream.encode("utf-8")),
+                _field(str(version).encode("ascii")),
+                _field(type_.encode("utf-8")),
+                _field(body),
+            )
+        )
+    ).hexdigest()
 
 
 def ledger_head(stream_heads: Iterable[tuple[str, int, str]]) -> str:

@@ -138,8 +138,29 @@ def apply(card: CardState, e: AnyEvent) -> None:
 
 
 def fold(card_id: str, events: Iterable[AnyEvent], card: CardState | None = None) -> CardState:
-    """Fold ``events`` (in stream order) onto ``card``, or onto a new card."""
+    """Fold ``events`` (in stream order) onto ``card``, or onto a new card.
+
+    Same result as :func:`apply` on each event; runs of actions on one play (nearly all of a long card) skip
+    the play lookup, which is what makes replaying a million events fast.
+    """
     c = card if card is not None else new_card(card_id)
+    last_key: tuple[str, str] | None = None
+    last_play: Play | None = None
+    n = 0
     for e in events:
+        if type(e) is ActionTaken:
+            key = (e.game_id, e.guid)
+            if key != last_key:
+                last_key, last_play = key, c.play_for(e.game_id, e.guid)
+            if last_play is not None:
+                last_play.actions += 1
+            n += 1
+            c.last_ts = e.ts
+            continue
+        if type(e) is PlayStarted:
+            last_key = last_play = None  # a new play may now receive this guid's actions
+        c.events += n
+        n = 0
         apply(c, e)
+    c.events += n
     return c

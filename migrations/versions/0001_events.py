@@ -55,7 +55,6 @@ def upgrade() -> None:
         sa.Column("hash", sa.String(64), nullable=False),
         sa.UniqueConstraint("stream", "version", name="uq_events_stream_version"),
     )
-    op.create_index("ix_events_type", "events", ["type"])
     create_triggers()
 
 

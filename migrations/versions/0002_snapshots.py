@@ -1,7 +1,8 @@
-"""A cache of card projections (snapshots). Not part of the truth: deleting it changes no output.
+"""A cache of card projections (snapshots), and CHECK constraints on ``events``.
 
-Also rebuilds ``events`` in batch mode on SQLite to add a ``stream`` index; the rebuild drops the append-only
-triggers, so they are created again here (a test checks they exist at head).
+The snapshots table is not part of the truth: deleting it changes no output. The CHECK constraints (versions
+start at 1, hashes are 64 hex characters) need a table rebuild on SQLite (batch mode); the rebuild drops the
+append-only triggers, so they are created again here (a test checks they exist at head).
 
 Revision ID: 0002
 Revises: 0001
@@ -38,15 +39,19 @@ def upgrade() -> None:
         sa.Column("body", sa.LargeBinary, nullable=False),
     )
     dialect = op.get_bind().dialect.name
+    # Batch mode on SQLite copies the table to a new one: the rows (and seq values) survive, the triggers do not.
+    with op.batch_alter_table("events", recreate="always" if dialect == "sqlite" else "auto") as batch:
+        batch.create_check_constraint("ck_events_version", "version >= 1")
+        batch.create_check_constraint("ck_events_hash", "length(hash) = 64 AND length(prev_hash) = 64")
     if dialect == "sqlite":
-        # Batch mode copies the table to a new one: the rows (and seq values) survive, the triggers do not.
-        with op.batch_alter_table("events", recreate="always") as batch:
-            batch.create_index("ix_events_stream_seq", ["stream", "seq"])
         _create_triggers()
-    else:
-        op.create_index("ix_events_stream_seq", "events", ["stream", "seq"])
 
 
 def downgrade() -> None:
-    op.drop_index("ix_events_stream_seq", table_name="events")
+    dialect = op.get_bind().dialect.name
+    with op.batch_alter_table("events", recreate="always" if dialect == "sqlite" else "auto") as batch:
+        batch.drop_constraint("ck_events_hash", type_="check")
+        batch.drop_constraint("ck_events_version", type_="check")
+    if dialect == "sqlite":
+        _create_triggers()
     op.drop_table("snapshots")

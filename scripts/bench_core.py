@@ -1,0 +1,218 @@
+"""Core figures: export of a 1,000,000-event card vs the toolkit's in-memory scorecard on the same plays, and
+the per-step cost that live capture adds to a toolkit step next to one bare SQLite commit of a same-size row."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import sqlite3
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import arc_agi.scorecard  # noqa: F401  (imported first: its import sets its logger to INFO)
+
+from ledger import Ledger
+from ledger.events import card_stream, encode, type_of
+from ledger.projection import new_card
+from ledger.translator import Observation, translate
+
+logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
+
+GAME = "wkex-0000000f"
+BASELINES = [22, 123, 73]
+
+
+def synthetic_plays(n_steps: int, seed: int = 7) -> list[tuple[int, int, str, bool]]:
+    """(action, levels_completed after, state after, full_reset) for a long agent session on a 3-level game:
+    mostly ACTION2 (no effect), ACTION1 completing levels now and then, level resets, full resets."""
+    rng = random.Random(seed)
+    out = [(0, 0, "NOT_FINISHED", True)]
+    levels = 0
+    since_level = 0
+    for _ in range(n_steps - 1):
+        r = rng.random()
+        if r < 0.002:
+            if since_level == 0:
+                levels = 0
+                out.append((0, 0, "NOT_FINISHED", True))
+            else:
+                out.append((0, levels, "NOT_FINISHED", False))
+            since_level = 0
+        elif r < 0.004 and levels < 2:
+            levels += 1
+            since_level = 0
+            out.append((1, levels, "NOT_FINISHED", False))
+        else:
+            since_level += 1
+            out.append((2, levels, "NOT_FINISHED", False))
+    return out
+
+
+def toolkit_rate(plays: list[tuple[int, int, str, bool]]) -> tuple[float, str, str]:
+    """updates/s of ScorecardManager.update_scorecard on prebuilt frames, and the toolkit's JSON at the end."""
+    import numpy as np
+    from arc_agi import EnvironmentInfo
+    from arc_agi.scorecard import EnvironmentScorecard, ScorecardManager
+    from arcengine import ActionInput, FrameDataRaw, GameAction, GameState
+
+    mgr = ScorecardManager()
+    card_id = mgr.new_scorecard(None, None, "", None)
+    guid = "0f0e0d0c-0000-4000-8000-000000000001"
+    mgr.add_game(card_id, guid)
+    frame = [np.zeros((1, 1), dtype=np.int8)]
+    cache: dict[tuple[int, int, str, bool], Any] = {}
+    frames = []
+    for p in plays:
+        f = cache.get(p)
+        if f is None:
+            a, lv, st, fr = p
+            f = FrameDataRaw(
+                game_id=GAME,
+                state=GameState(st),
+                levels_completed=lv,
+                action_input=ActionInput(id=GameAction.from_id(a)),
+                guid=guid,
+                full_reset=fr,
+            )
+            f.frame = frame
+            cache[p] = f
+        frames.append(f)
+    t = time.perf_counter()
+    for f in frames:
+        mgr.update_scorecard(guid, f, f.full_reset)
+    doc = EnvironmentScorecard.from_scorecard(
+        mgr.scorecards[card_id], [EnvironmentInfo(game_id=GAME, baseline_actions=BASELINES)]
+    )
+    doc.api_key = None
+    dt = time.perf_counter() - t
+    return len(frames) / dt, doc.model_dump_json(), card_id
+
+
+def build_card(led: Ledger, plays: list[tuple[int, int, str, bool]], card_id: str) -> int:
+    """Write the plays as a captured card would be written (translator -> events), in large transactions."""
+    from ledger.baselines import BaselineEntry
+    from ledger.events import CardOpened
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    sid = led.record_baselines([BaselineEntry(game_id=GAME, baseline_actions=BASELINES)], ts=t0)
+    state = new_card(card_id)
+    stream = card_stream(card_id)
+    opened = CardOpened(ts=t0, card_id=card_id, baselines_id=sid)
+    from ledger.projection import apply
+
+    apply(state, opened)
+    batch = [(type_of(opened), t0.isoformat(), encode(opened))]
+    version = 0
+    n = 1
+    guid = "0f0e0d0c-0000-4000-8000-000000000001"
+    for i, (a, lv, st, fr) in enumerate(plays):
+        ts = t0 + timedelta(milliseconds=i)
+        obs = Observation(
+            ts=ts, game_id=GAME, guid=guid, action=a, state=st, levels_completed=lv, full_reset=fr, frame_empty=False
+        )
+        for e in translate(state, obs):
+            batch.append((type_of(e), ts.isoformat(), encode(e)))
+        if len(batch) >= 20_000:
+            led.store.append_encoded(stream, batch, expected_version=version)
+            version += len(batch)
+            n += len(batch)
+            batch = []
+    if batch:
+        led.store.append_encoded(stream, batch, expected_version=version)
+        n += len(batch)
+    return n
+
+
+def export_figures(n_steps: int) -> list[str]:
+    plays = synthetic_plays(n_steps)
+    rate_tk, tk_json, card_id = toolkit_rate(plays)
+    lines = [f"toolkit ScorecardManager.update_scorecard (in memory): {rate_tk:,.0f} updates/s on {len(plays):,} steps"]
+    with tempfile.TemporaryDirectory() as d, Ledger.open(Path(d) / "bench.sqlite") as led:
+        t = time.perf_counter()
+        n_events = build_card(led, plays, card_id)
+        lines.append(f"building the card: {n_events:,} events in {time.perf_counter() - t:.1f} s")
+        led.store.drop_snapshots()
+        t = time.perf_counter()
+        out = led.export(card_id)
+        cold = time.perf_counter() - t
+        t = time.perf_counter()
+        out2 = led.export(card_id)
+        warm = time.perf_counter() - t
+        same = out == tk_json and out2 == tk_json
+        lines.append(
+            f"ledger export, cold (full replay, no cache): {n_events / cold:,.0f} events/s ({cold:.2f} s), "
+            f"{n_events / cold / rate_tk:.1f}x the toolkit's rate"
+        )
+        lines.append(
+            f"ledger export, warm (projection cache): {warm * 1000:.1f} ms, "
+            f"{n_events / warm / rate_tk:,.0f}x the toolkit's rate"
+        )
+        lines.append(f"export identical to the toolkit's JSON for the same plays: {same}")
+    return lines
+
+
+def capture_figures(n_steps: int) -> list[str]:
+    from arc_agi import Arcade, OperationMode
+    from arcengine import GameAction
+
+    env_dir = Path(__file__).resolve().parent.parent / "tests" / "environment_files"
+    quiet = logging.getLogger("bench.arcade")
+    quiet.setLevel(logging.ERROR)
+    lines = []
+    for durability in ("normal", "full"):
+
+        def per_step(attached: bool, d: str, durability: str = durability) -> float:
+            arc = Arcade(operation_mode=OperationMode.OFFLINE, environments_dir=str(env_dir), logger=quiet)
+            led = None
+            if attached:
+                led = Ledger.open(Path(d) / f"cap-{durability}.sqlite", durability=durability)  # type: ignore[arg-type]
+                led.attach(arc)
+            card = arc.open_scorecard()
+            env = arc.make("wkex", scorecard_id=card)
+            for _ in range(50):
+                env.step(GameAction.ACTION2)
+            t = time.perf_counter()
+            for _ in range(n_steps):
+                env.step(GameAction.ACTION2)
+            dt = (time.perf_counter() - t) / n_steps
+            if led is not None:
+                led.close()
+            return dt
+
+        with tempfile.TemporaryDirectory() as d:
+            bare = min(per_step(False, d) for _ in range(2))
+            attached = min(per_step(True, d) for _ in range(2))
+            commit = min(bare_commit(Path(d) / f"bare-{durability}.sqlite", durability, n_steps) for _ in range(2))
+        added = attached - bare
+        lines.append(
+            f"[{durability}] toolkit step bare {bare * 1e6:.0f} us, attached {attached * 1e6:.0f} us: capture adds "
+            f"{added * 1e6:.0f} us/step; one bare SQLite commit of a same-size row {commit * 1e6:.0f} us "
+            f"-> {added / commit:.2f}x"
+        )
+    return lines
+
+
+def bare_commit(path: Path, durability: str, n: int) -> float:
+    """One INSERT + COMMIT of a row as large as a captured action event, on a plain table, same pragmas."""
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+    con.execute("CREATE TABLE IF NOT EXISTS t (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)")
+    row = os.urandom(430)  # a stored action event: stream, version, type, ts, body, two hashes
+    t = time.perf_counter()
+    for _ in range(n):
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("INSERT INTO t (body) VALUES (?)", (row,))
+        con.execute("COMMIT")
+    dt = (time.perf_counter() - t) / n
+    con.close()
+    return dt
+
+
+def run(quick: bool) -> list[str]:
+    """All core figures."""
+    return export_figures(20_000 if quick else 1_000_000) + capture_figures(300 if quick else 3000)

@@ -166,6 +166,7 @@ class Store:
     def __init__(self, url: str, *, durability: Durability = "normal", busy_timeout_ms: int = 60_000) -> None:
         self.url = normalize_url(url)
         self.durability = durability
+        self.busy_timeout_ms = busy_timeout_ms
         self.engine: Engine = _make_engine(self.url, durability, busy_timeout_ms)
         self.dialect = self.engine.dialect.name
         if self.dialect not in APPEND_ONLY_TRIGGERS:
@@ -366,28 +367,58 @@ class Store:
         return held[1].connection.driver_connection  # type: ignore[return-value]
 
     def insert_stored(self, stream: str, rows: Sequence[StoredEvent]) -> int:
-        """Insert events copied from another ledger with their own versions and hashes (``ledger copy``).
+        """Insert events of one stream copied from another ledger, with their own versions and hashes.
 
-        Rows must continue the stream exactly: the first row's ``prev_hash`` must be this ledger's head of the
-        stream and its version the next one. Returns the number inserted.
+        See :meth:`insert_copied`; every row must belong to ``stream``. Returns the number inserted.
+        """
+        if any(r.stream != stream for r in rows):
+            raise StoreError(f"insert_stored({stream!r}) was given rows of another stream")
+        return self.insert_copied(rows)
+
+    def insert_copied(self, rows: Sequence[StoredEvent]) -> int:
+        """Insert events copied from another ledger (``ledger copy``), keeping their versions and hashes.
+
+        Rows may belong to several streams, each in version order; they get new ``seq`` values here, in the
+        order given. Each stream must continue exactly: its next row is the destination's next version and
+        links to the destination's head hash, and every row's hash is recomputed. A row the destination already
+        holds (same stream, version and hash) is skipped, so a copy can be re-run, or run twice at once.
+        Raises :class:`HistoryConflict` if the destination holds a different event at a version, and
+        :class:`StoreError` if a stream would not continue; then nothing is written. Returns the number inserted.
         """
         if not rows:
             return 0
+        lowest: dict[str, int] = {}
+        for r in rows:
+            lowest[r.stream] = min(lowest.get(r.stream, r.version), r.version)
         try:
             with self._write() as conn:
-                version, prev = self._head(conn, stream)
+                heads = {s: self._head(conn, s) for s in lowest}
+                held: dict[tuple[str, int], str] = {}
+                for s, lo in lowest.items():
+                    if lo <= heads[s][0]:
+                        q = select(events.c.version, events.c.hash).where(
+                            events.c.stream == s, events.c.version >= lo, events.c.version <= heads[s][0]
+                        )
+                        held.update({(s, v): h for v, h in conn.execute(q)})
                 params = []
                 for r in rows:
+                    version, prev = heads[r.stream]
+                    if r.version <= version:
+                        if held.get((r.stream, r.version)) != r.hash:
+                            raise HistoryConflict(
+                                f"stream {r.stream!r}: the destination holds a different event at version {r.version}"
+                            )
+                        continue
                     if r.version != version + 1 or r.prev_hash != prev:
                         raise StoreError(
-                            f"stream {stream!r}: event version {r.version} does not continue the destination "
+                            f"stream {r.stream!r}: event version {r.version} does not continue the destination "
                             f"(head version {version})"
                         )
-                    if chain.event_hash(r.prev_hash, stream, r.version, r.type, r.body) != r.hash:
-                        raise StoreError(f"stream {stream!r}: event version {r.version} fails its hash")
+                    if chain.event_hash(r.prev_hash, r.stream, r.version, r.type, r.body) != r.hash:
+                        raise StoreError(f"stream {r.stream!r}: event version {r.version} fails its hash")
                     params.append(
                         {
-                            "stream": stream,
+                            "stream": r.stream,
                             "version": r.version,
                             "type": r.type,
                             "ts": r.ts,
@@ -396,16 +427,24 @@ class Store:
                             "hash": r.hash,
                         }
                     )
-                    version, prev = r.version, r.hash
-                conn.execute(events.insert(), params)
+                    heads[r.stream] = (r.version, r.hash)
+                if params:
+                    conn.execute(events.insert(), params)
         except IntegrityError as e:
-            self._forget(stream)
-            raise VersionConflict(stream, None) from e
+            # Every writer reads the head under the write lock, so this is a row the schema refuses (CHECK).
+            raise StoreError(f"cannot copy into the ledger at {self.describe()}: {_reason(e)}") from e
         except OperationalError as e:
-            self._forget(stream)
             raise StoreError(f"cannot write to the ledger at {self.describe()}: {_reason(e)}") from e
-        self._forget(stream)
+        finally:
+            for s in lowest:
+                self._forget(s)
         return len(params)
+
+    def event_at(self, stream: str, version: int) -> StoredEvent | None:
+        """The event of ``stream`` at ``version``, or None."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(*_COLS).where(events.c.stream == stream, events.c.version == version)).first()
+        return _row(row) if row else None
 
     def _forget(self, stream: str) -> None:
         with self._heads_lock:
@@ -426,13 +465,16 @@ class Store:
     # -- snapshots (a cache: never the truth) ------------------------------------------------------------------
 
     def get_snapshot(self, stream: str, kind: str) -> tuple[int, int, bytes] | None:
-        """A cached projection of ``stream``: (version, seq, body), or None."""
-        with self.engine.connect() as conn:
-            row = conn.execute(
-                select(snapshots.c.version, snapshots.c.seq, snapshots.c.body).where(
-                    snapshots.c.stream == stream, snapshots.c.kind == kind
-                )
-            ).first()
+        """A cached projection of ``stream``: (version, seq, body), or None (also when the cache is unreadable)."""
+        try:
+            with self.engine.connect() as conn:
+                row = conn.execute(
+                    select(snapshots.c.version, snapshots.c.seq, snapshots.c.body).where(
+                        snapshots.c.stream == stream, snapshots.c.kind == kind
+                    )
+                ).first()
+        except OperationalError:
+            return None
         return (row[0], row[1], bytes(row[2])) if row else None
 
     def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
@@ -441,7 +483,8 @@ class Store:
             with self.engine.begin() as conn:
                 conn.execute(snapshots.delete().where(snapshots.c.stream == stream))
                 conn.execute(snapshots.insert().values(stream=stream, kind=kind, version=version, seq=seq, body=body))
-        except OperationalError:
+        except DBAPIError:
+            # Includes two PostgreSQL writers racing on the same row (a unique violation): either cache is fine.
             pass
 
     def drop_snapshots(self) -> None:
@@ -488,16 +531,19 @@ class Store:
     def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, tuple[int, int, bytes]]:
         """Cached projections of many streams at once: stream -> (version, seq, body)."""
         out: dict[str, tuple[int, int, bytes]] = {}
-        with self.engine.connect() as conn:
-            for i in range(0, len(streams), 500):
-                chunk = list(streams[i : i + 500])
-                rows = conn.execute(
-                    select(snapshots.c.stream, snapshots.c.version, snapshots.c.seq, snapshots.c.body).where(
-                        snapshots.c.stream.in_(chunk), snapshots.c.kind == kind
+        try:
+            with self.engine.connect() as conn:
+                for i in range(0, len(streams), 500):
+                    chunk = list(streams[i : i + 500])
+                    rows = conn.execute(
+                        select(snapshots.c.stream, snapshots.c.version, snapshots.c.seq, snapshots.c.body).where(
+                            snapshots.c.stream.in_(chunk), snapshots.c.kind == kind
+                        )
                     )
-                )
-                for r in rows:
-                    out[r[0]] = (r[1], r[2], bytes(r[3]))
+                    for r in rows:
+                        out[r[0]] = (r[1], r[2], bytes(r[3]))
+        except OperationalError:
+            return {}
         return out
 
     def stream_exists(self, stream: str) -> bool:
@@ -579,8 +625,16 @@ class _WriteTxn:
         self.conn = self.store.engine.execution_options(ledger_immediate=True).connect()
         self.txn = self.conn.begin()
         if self.store.dialect == "postgresql":
-            self.conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_APPEND_LOCK})
+            try:
+                self.conn.execute(_pg_lock_sql(self.store.durability), {"k": _PG_APPEND_LOCK, "t": self._timeout()})
+            except BaseException:
+                self.txn.rollback()
+                self.conn.close()
+                raise
         return self.conn
+
+    def _timeout(self) -> str:
+        return str(int(self.store.busy_timeout_ms))
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         try:
@@ -592,7 +646,17 @@ class _WriteTxn:
             self.conn.close()
 
 
-def _reason(e: OperationalError) -> str:
+def _pg_lock_sql(durability: Durability) -> Any:
+    # One round trip: the FROM subquery runs first, so the busy timeout (as lock_timeout, like SQLite's
+    # busy_timeout) applies to the wait for the lock; 'full' insists on a synchronous commit whatever the
+    # server's default. set_config(..., true) lasts until the end of this transaction only.
+    settings = "set_config('lock_timeout', :t, true)"
+    if durability == "full":
+        settings += ", set_config('synchronous_commit', 'on', true)"
+    return text(f"SELECT pg_advisory_xact_lock(:k) FROM (SELECT {settings}) AS _settings")
+
+
+def _reason(e: DBAPIError) -> str:
     return str(e.orig) if e.orig is not None else str(e)
 
 
@@ -626,6 +690,56 @@ def _make_engine(url: str, durability: Durability, busy_timeout_ms: int) -> Engi
             conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
         return engine
-    if url.startswith("postgresql"):
-        return create_engine(url, pool_pre_ping=True)
-    return create_engine(url)
+    if url.startswith("postgres"):
+        return _make_pg_engine(url)
+    try:
+        backend = make_url(url).get_backend_name()
+    except ArgumentError as e:
+        raise StoreError(f"cannot open the ledger {url!r}: not a file path or a database URL") from e
+    raise StoreError(f"unsupported database {backend!r}: use a SQLite path or postgresql+psycopg://user@host/db")
+
+
+def _make_pg_engine(url: str) -> Engine:
+    try:
+        u = make_url(url)
+    except ArgumentError as e:
+        raise StoreError(f"cannot open the ledger {url!r}: not a database URL") from e
+    if u.drivername in ("postgres", "postgresql"):
+        # psycopg 3 is the driver the 'postgres' extra installs; SQLAlchemy's default would be psycopg2.
+        u = u.set(drivername="postgresql+psycopg")
+    try:
+        engine = create_engine(u, pool_size=8, max_overflow=32)
+    except ModuleNotFoundError as e:
+        raise StoreError(
+            f"cannot open {u.render_as_string(hide_password=True)}: the PostgreSQL driver is not installed "
+            "(pip install 'arc-scorecard-ledger[postgres]')"
+        ) from e
+    ref = weakref.ref(engine)
+
+    def _after_fork() -> None:
+        # A forked child must not talk over its parent's sockets: it gets a fresh pool.
+        e = ref()
+        if e is not None:
+            e.dispose(close=False)
+
+    os.register_at_fork(after_in_child=_after_fork)
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_conn: Any, record: Any) -> None:
+        record.info["ledger_idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get("ledger_idle_since")
+        if since is None or time.monotonic() - since < _PG_PING_AFTER_S:
+            return
+        try:
+            cur = dbapi_conn.cursor()
+            cur.execute("SELECT 1")
+            cur.close()
+            dbapi_conn.rollback()
+        except Exception as e:
+            # The pool drops this connection and checks out another (SQLAlchemy's pessimistic disconnect handling).
+            raise DisconnectionError(str(e)) from e
+
+    return engine

@@ -164,7 +164,9 @@ class Ledger:
         the result is the same as a full replay (``use_cache=False``), which tests check.
         """
         stream = card_stream(card_id)
-        snap = self.store.get_snapshot(stream, SNAPSHOT_KIND) if use_cache and until is None else None
+        snap = self.store.get_snapshot(stream, SNAPSHOT_KIND) if use_cache else None
+        if snap is not None and until is not None and snap[1] > until:
+            snap = None  # the cached state is later than the point asked for
         return self._load(card_id, snap, until=until, use_cache=use_cache)
 
     def load_cards(self, card_ids: Iterable[str]) -> dict[str, CardState]:

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Cache the projection of a card being captured every this many events.
+SNAPSHOT_EVERY = 10_000
+
 
 class CaptureError(RuntimeError):
     """The ledger could not record what the toolkit just did (the toolkit's own call did complete)."""
@@ -73,6 +76,7 @@ class _LiveCard:
     version: int
     baselines: dict[str, Any]
     lock: threading.Lock = field(default_factory=threading.Lock)
+    snapshot_version: int = 0
 
 
 class Capture:
@@ -239,8 +243,12 @@ class Capture:
         if not new:
             return
         try:
-            self.ledger.store.append(card_stream(card_id), new, expected_version=live.version)
+            stored = self.ledger.store.append(card_stream(card_id), new, expected_version=live.version)
             live.version += len(new)
+            if live.version - live.snapshot_version >= SNAPSHOT_EVERY:
+                # A long card's export then folds at most SNAPSHOT_EVERY events instead of all of them.
+                self.ledger.save_snapshot(card_id, live.state, live.version, stored[-1].seq)
+                live.snapshot_version = live.version
         except StoreError as e:
             # The projection ran ahead of the log: rebuild it from what is actually stored.
             live.state = self.ledger.load_card(card_id)

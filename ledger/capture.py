@@ -16,6 +16,7 @@ import secrets
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from . import baselines as bl
@@ -47,14 +48,17 @@ def fingerprint(api_key: str | None) -> str | None:
     return f"sha256${salt}${hashlib.sha256((salt + api_key).encode()).hexdigest()}"
 
 
-def observation(data: Any, full_reset: bool, *, with_reasoning: bool, ts: datetime) -> Observation:
+def observation(
+    data: Any, full_reset: bool, *, with_reasoning: bool, ts: datetime, frame_empty: bool | None = None
+) -> Observation:
     """An :class:`Observation` from an arcengine ``FrameDataRaw``/``FrameData`` response."""
     ai = data.action_input
     action = ai.id.value if ai is not None else -1
-    payload = ai.data if ai is not None and isinstance(ai.data, dict) else {}
-    x = payload.get("x") if action == 6 else None
-    y = payload.get("y") if action == 6 else None
-    state = data.state.value if hasattr(data.state, "value") else str(data.state)
+    x = y = None
+    if action == 6 and isinstance(ai.data, dict):
+        x, y = ai.data.get("x"), ai.data.get("y")
+    state = data.state
+    state = state.value if isinstance(state, Enum) else str(state)  # arcengine's GameState is a str Enum
     return Observation(
         ts=ts,
         game_id=data.game_id,
@@ -63,7 +67,7 @@ def observation(data: Any, full_reset: bool, *, with_reasoning: bool, ts: dateti
         state=state,
         levels_completed=int(data.levels_completed),
         full_reset=bool(full_reset),
-        frame_empty=len(data.frame) == 0,
+        frame_empty=len(data.frame) == 0 if frame_empty is None else frame_empty,
         x=int(x) if isinstance(x, int) else None,
         y=int(y) if isinstance(y, int) else None,
         reasoning=ai.reasoning if with_reasoning and ai is not None else None,
@@ -116,7 +120,8 @@ class Capture:
                 return orig_update(guid, data, full_reset)
             with live.lock:
                 result = orig_update(guid, data, full_reset)
-                self._record_update(card_id, live, data, full_reset)
+                # The wrapper calls update_scorecard only for non-empty frames.
+                self._record_update(card_id, live, data, full_reset, frame_empty=False)
             return result
 
         def close_scorecard(card_id: str, api_key: str | None) -> Any:
@@ -185,7 +190,7 @@ class Capture:
         if live is None or card_id not in self.arcade.scorecard_manager.scorecards:
             return
         with live.lock:
-            self._record_update(card_id, live, data, False)
+            self._record_update(card_id, live, data, False, frame_empty=True)
 
     def detach(self) -> None:
         """Put the toolkit's methods back (wrappers already made keep raising capture errors)."""
@@ -233,11 +238,13 @@ class Capture:
         with self._cards_lock:
             self._cards[card_id] = _LiveCard(state=state, version=1, baselines=bl.as_map(entries))
 
-    def _record_update(self, card_id: str, live: _LiveCard, data: Any, full_reset: bool) -> None:
+    def _record_update(
+        self, card_id: str, live: _LiveCard, data: Any, full_reset: bool, frame_empty: bool | None = None
+    ) -> None:
         if live.state.closed:
             return
         now = datetime.now(UTC)
-        obs = observation(data, full_reset, with_reasoning=self.record_reasoning, ts=now)
+        obs = observation(data, full_reset, with_reasoning=self.record_reasoning, ts=now, frame_empty=frame_empty)
         seed = self._seeds.setdefault(obs.guid, getattr(self._tls, "make_seed", None))
         new = translate(live.state, obs, seed=seed)
         if not new:

@@ -20,15 +20,21 @@ def _field(data: bytes) -> bytes:
 
 def event_hash(prev_hash: str, stream: str, version: int, type_: str, body: bytes) -> str:
     """sha256 (hex) over the domain tag, prev_hash, stream, version, type and the body bytes as stored."""
+    p, s, v, t = prev_hash.encode("ascii"), stream.encode("utf-8"), str(version).encode("ascii"), type_.encode()
     return hashlib.sha256(
         b"".join(
             (
                 DOMAIN,
-                _field(prev_hash.encode("ascii")),
-                _field(stream.encode("utf-8")),
-                _field(str(version).encode("ascii")),
-                _field(type_.encode("utf-8")),
-                _field(body),
+                len(p).to_bytes(8, "big"),
+                p,
+                len(s).to_bytes(8, "big"),
+                s,
+                len(v).to_bytes(8, "big"),
+                v,
+                len(t).to_bytes(8, "big"),
+                t,
+                len(body).to_bytes(8, "big"),
+                body,
             )
         )
     ).hexdigest()

@@ -11,7 +11,7 @@ import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -62,10 +62,14 @@ def by_base_id(entries: Mapping[str, BaselineEntry]) -> dict[str, list[BaselineE
     return out
 
 
+#: A baseline beyond int64 cannot be scored ((baseline / actions) ** 2 overflows a float, in the toolkit too).
+_Baseline = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
 class _Metadata(msgspec.Struct, forbid_unknown_fields=False):
     game_id: str
     title: str | None = None
-    baseline_actions: list[int] | None = None
+    baseline_actions: list[_Baseline] | None = None
     tags: list[str] | None = None
     private_tags: list[str] | None = None
     level_tags: list[list[str]] | None = None
@@ -76,7 +80,11 @@ _meta_decoder = msgspec.json.Decoder(_Metadata)
 
 def entry_from_metadata(data: bytes) -> BaselineEntry:
     """One ``metadata.json``'s entry; raises ``msgspec.DecodeError``/``ValidationError`` on bad content."""
-    m = _meta_decoder.decode(data)
+    try:
+        m = _meta_decoder.decode(data)
+    except RecursionError:
+        # Skipping an unknown field recurses into its value: deeply nested JSON there exhausts the stack.
+        raise msgspec.DecodeError("JSON is nested too deeply") from None
     return BaselineEntry(
         game_id=m.game_id,
         title=m.title,

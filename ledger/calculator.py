@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import msgspec
+
 from .document import EnvironmentDoc, RunDoc, ScorecardDoc
 from .events import BaselineEntry
 from .projection import CardState, Play
@@ -201,8 +203,13 @@ def score_card(
 ) -> ScorecardDoc:
     """The card's scorecard document under ``baselines`` (game_id -> entry, matched exactly).
 
-    ``all_environments`` lists game ids to score even if unplayed (each counting 0 in the mean), as the
-    competition server does; by default only played games appear, as on the toolkit's local card.
+    ``all_environments`` lists game ids to score even if unplayed, as the competition server does: before it
+    closes a competition card, the toolkit's server ``make``s every available game the card has no key
+    starting with (``Scorecard.has_environment``), which starts one play of 0 actions. So each such game
+    appears in ``environments`` after the played ones, in the order given, with one NOT_FINISHED run of
+    0 actions scoring 0 (its levels also pool into the tag scores), and counts in the mean and the totals.
+    The run has no ``guid``: the server's would be a fresh random one. By default only played games appear,
+    as on the toolkit's local card.
     """
     environments: list[EnvironmentDoc] = []
     tags: dict[str, WeightedLevels] = {}
@@ -215,10 +222,16 @@ def score_card(
             for i, p in enumerate(plays)
         ]
         environments.append(environment(game_id, runs))
+    if all_environments is not None:
+        keys = list(card.games)
+        for game_id in all_environments:
+            if any(k.startswith(game_id) for k in keys):
+                continue
+            run = score_run(game_id, Play(guid=""), baselines.get(game_id), tags, private_tags)
+            environments.append(environment(game_id, [msgspec.structs.replace(run, guid=None)]))
+            keys.append(game_id)
     n_games = len(environments)
     total = sum(e.score for e in environments)
-    if all_environments is not None:
-        n_games = len(set(all_environments) | set(card.games))
     return ScorecardDoc(
         source_url=card.source_url,
         tags=card.tags,

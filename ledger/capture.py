@@ -94,6 +94,8 @@ class Capture:
         self._cards_lock = threading.Lock()
         self._tls = threading.local()
         self._seeds: dict[str, int | None] = {}
+        # Cards whose CardOpened could not be written: their steps must not go unrecorded without a word.
+        self._unopened: set[str] = set()
         self._saved: list[tuple[Any, str, Any]] = []
         self._install()
 
@@ -107,6 +109,7 @@ class Capture:
         mgr = self.arcade.scorecard_manager
         orig_new, orig_update, orig_close = mgr.new_scorecard, mgr.update_scorecard, mgr.close_scorecard
         orig_make, orig_arcade_close = self.arcade.make, self.arcade.close_scorecard
+        orig_create = self.arcade.create_scorecard
 
         def new_scorecard(*args: Any, **kwargs: Any) -> str:
             card_id = orig_new(*args, **kwargs)
@@ -117,7 +120,10 @@ class Capture:
             card_id = mgr.guids.get(guid)
             live = self._cards.get(card_id) if card_id else None
             if live is None or card_id not in mgr.scorecards:
-                return orig_update(guid, data, full_reset)
+                result = orig_update(guid, data, full_reset)
+                if card_id in self._unopened:
+                    self._fail(StoreError(f"card {card_id} is not in the ledger: recording its opening failed"))
+                return result
             with live.lock:
                 result = orig_update(guid, data, full_reset)
                 # The wrapper calls update_scorecard only for non-empty frames.
@@ -148,6 +154,13 @@ class Capture:
             self._raise_pending()
             return wrapper
 
+        def create_scorecard(*args: Any, **kwargs: Any) -> str:
+            # open_scorecard goes through here; a CardOpened that failed to write must reach the agent now.
+            self._tls.error = None
+            card_id = orig_create(*args, **kwargs)
+            self._raise_pending()
+            return card_id
+
         def arcade_close(*args: Any, **kwargs: Any) -> Any:
             self._tls.explicit_close = True
             self._tls.error = None
@@ -163,6 +176,7 @@ class Capture:
         self._patch(mgr, "close_scorecard", close_scorecard)
         self._patch(self.arcade, "make", make)
         self._patch(self.arcade, "close_scorecard", arcade_close)
+        self._patch(self.arcade, "create_scorecard", create_scorecard)
         # Cards opened before attach are captured only if nothing was played on them yet.
         for card_id, sc in list(mgr.scorecards.items()):
             if not sc.cards:
@@ -188,6 +202,8 @@ class Capture:
     def _record_ignored(self, card_id: str, data: Any) -> None:
         live = self._cards.get(card_id)
         if live is None or card_id not in self.arcade.scorecard_manager.scorecards:
+            if card_id in self._unopened:
+                self._fail(StoreError(f"card {card_id} is not in the ledger: recording its opening failed"))
             return
         with live.lock:
             self._record_update(card_id, live, data, False, frame_empty=True)
@@ -233,6 +249,7 @@ class Capture:
             apply(state, opened)
             self.ledger.store.append(card_stream(card_id), [opened], expected_version=0)
         except StoreError as e:
+            self._unopened.add(card_id)
             self._fail(e)
             return
         with self._cards_lock:

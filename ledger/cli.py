@@ -19,6 +19,7 @@ import msgspec
 
 from . import document
 from .api import Ledger, UnknownBaselines, UnknownCard, default_db
+from .capture import CaptureError
 from .store import StoreError
 
 
@@ -42,7 +43,7 @@ def open_ledger(ctx: click.Context) -> Iterator[Ledger]:
         yield ledger
     except UnknownCard as e:
         raise LedgerCommandError(str(e)) from e
-    except (UnknownBaselines, StoreError) as e:
+    except (UnknownBaselines, StoreError, CaptureError) as e:
         raise LedgerCommandError(str(e)) from e
     finally:
         ledger.close()
@@ -135,29 +136,103 @@ def _card_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.argument("card_id")(f)
 
 
+def _scoring_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    # --baselines/--match/--all-environments of export and replay (ledger/rescore.py does the work).
+    f = click.option(
+        "--all-environments",
+        is_flag=True,
+        help="Competition view: every game of the set appears, an unplayed one with a 0-action run scoring 0.",
+    )(f)
+    f = click.option(
+        "--match",
+        type=click.Choice(["exact", "base"]),
+        default="exact",
+        show_default=True,
+        help="exact: the toolkit's rule (same game_id). base: same 4-letter base id when the version id changed.",
+    )(f)
+    return click.option(
+        "--baselines",
+        default=None,
+        metavar="LABEL|ID",
+        help="Score under this set (label or id, see `ledger baselines list`), not the one the card was played under.",
+    )(f)
+
+
+def _match_notes(matches: Any) -> list[str]:
+    from .rescore import match_note
+
+    return [n for n in (match_note(m) for m in matches) if n is not None]
+
+
 @cli.command()
 @_card_options
 @click.option("-o", "--output", default=None, metavar="FILE", help="Write to FILE (atomically) instead of stdout.")
 @click.option("--indent", type=click.IntRange(min=0, max=16), default=None, help="Pretty-print with N spaces.")
+@_scoring_options
 @click.pass_context
-def export(ctx: click.Context, card_id: str, until: int | None, output: str | None, indent: int | None) -> None:
-    """Print a card's scorecard JSON, identical to the toolkit's get_scorecard().model_dump_json()."""
+def export(
+    ctx: click.Context,
+    card_id: str,
+    until: int | None,
+    output: str | None,
+    indent: int | None,
+    baselines: str | None,
+    match: str,
+    all_environments: bool,
+) -> None:
+    """Print a card's scorecard JSON, identical to the toolkit's get_scorecard().model_dump_json().
+
+    With --baselines, the JSON the toolkit would give for the same plays under that set's EnvironmentInfos;
+    with --match base, games matched by base id are listed on stderr.
+    """
+    notes: list[str] = []
     with open_ledger(ctx) as ledger:
-        text = ledger.export(card_id, until=until, indent=indent)
+        if baselines is None and match == "exact" and not all_environments:
+            text = ledger.export(card_id, until=until, indent=indent)
+        else:
+            from .rescore import document_for
+
+            scored = document_for(
+                ledger, card_id, until=until, baselines=baselines, match=match, all_environments=all_environments
+            )
+            text = document.to_json(scored.doc, indent=indent)
+            notes = _match_notes(scored.matches) if match == "base" else []
     write_output(text, output)
+    for n in notes:
+        click.echo(n, err=True)
 
 
 @cli.command()
 @_card_options
 @click.option("--json", "as_json", is_flag=True, help="The card's plays and document as JSON.")
+@_scoring_options
 @click.pass_context
-def replay(ctx: click.Context, card_id: str, until: int | None, as_json: bool) -> None:
-    """Rebuild a card from its events and print the per-level post-mortem of every play."""
-    from .report import replay_text
+def replay(
+    ctx: click.Context,
+    card_id: str,
+    until: int | None,
+    as_json: bool,
+    baselines: str | None,
+    match: str,
+    all_environments: bool,
+) -> None:
+    """Rebuild a card from its events and print the per-level post-mortem of every play.
 
+    With --baselines, the plays are scored under that set (the first line says which).
+    """
+    from .report import replay_text
+    from .rescore import document_for
+
+    rescored = baselines is not None or match != "exact" or all_environments
     with open_ledger(ctx) as ledger:
-        card = ledger.load_card(card_id, until=until)
-        doc = ledger.document(card_id, card=card)
+        if rescored:
+            scored = document_for(
+                ledger, card_id, until=until, baselines=baselines, match=match, all_environments=all_environments
+            )
+            card, doc = scored.card, scored.doc
+        else:
+            card = ledger.load_card(card_id, until=until)
+            doc = ledger.document(card_id, card=card)
     if as_json:
         plays = {
             gid: [
@@ -173,21 +248,42 @@ def replay(ctx: click.Context, card_id: str, until: int | None, as_json: bool) -
             ]
             for gid, ps in card.games.items()
         }
-        echo_json(
-            {
-                "card_id": card.card_id,
-                "events": card.events,
-                "closed": card.close_reason,
-                "plays": plays,
-                "scorecard": json.loads(document.to_json(doc)),
+        out: dict[str, Any] = {
+            "card_id": card.card_id,
+            "events": card.events,
+            "closed": card.close_reason,
+            "plays": plays,
+            "scorecard": json.loads(document.to_json(doc)),
+        }
+        if rescored:
+            out["baselines"] = {
+                "set_id": scored.set_id,
+                "played_set_id": card.baselines_id,
+                "match": match,
+                "all_environments": all_environments,
+                "matches": scored.matches,
             }
-        )
+        echo_json(out)
         return
+    if rescored:
+        played = (card.baselines_id or "none")[:12]
+        view = ", competition view" if all_environments else ""
+        click.echo(
+            f"scored under baselines {(scored.set_id or 'none')[:12]} (played under {played}), match {match}{view}"
+        )
+        for n in _match_notes(scored.matches):
+            click.echo(f"  {n}")
     click.echo(replay_text(card, doc))
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON object: ok, events, streams, head, revision, head_revision, migrations_at_head, triggers, "
+    "chains_ok, errors, stream_checks.",
+)
 @click.pass_context
 def verify(ctx: click.Context, as_json: bool) -> None:
     """Check every link of every stream's hash chain, the append-only triggers and the schema revision.
@@ -200,21 +296,11 @@ def verify(ctx: click.Context, as_json: bool) -> None:
     with open_ledger(ctx) as ledger:
         rep = verify_ledger(ledger.store)
     if as_json:
-        echo_json(
-            {
-                "ok": rep.ok,
-                "events": rep.events,
-                "streams": len(rep.streams),
-                "head": rep.head,
-                "revision": rep.revision,
-                "errors": rep.errors,
-            }
-        )
+        echo_json(rep.to_json())
     else:
         for err in rep.errors:
             click.echo(f"FAIL {err}")
-        status = "OK" if rep.ok else "FAILED"
-        click.echo(f"{status}: {rep.events} events in {len(rep.streams)} streams, schema {rep.revision}")
+        click.echo(rep.summary())
         click.echo(f"head {rep.head}")
     if not rep.ok:
         sys.exit(1)

@@ -1,3 +1,74 @@
 """`ledger audit` commands (registered on :data:`ledger.cli.cli`)."""
 
 from __future__ import annotations
+
+import json
+import re
+import sys
+
+import click
+
+from .cli import cli, open_ledger
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _head(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    v = value.strip().lower()
+    if not _HEX64.fullmatch(v):
+        raise click.BadParameter("a head hash is 64 hexadecimal characters (as `ledger audit` prints it)")
+    return v
+
+
+@cli.command("audit")
+@click.argument("card_id")
+@click.option(
+    "--environments",
+    type=click.Path(exists=True, file_okay=False, dir_okay=True),
+    default=None,
+    metavar="DIR",
+    help="An environment_files folder (scanned for metadata.json like the toolkit does): re-run every recorded "
+    "action against the real game code and compare state and levels_completed action by action.",
+)
+@click.option(
+    "--expect-head",
+    callback=_head,
+    default=None,
+    metavar="HASH",
+    help="Fail unless the card's log still ends at this head hash (one an earlier audit printed, kept elsewhere).",
+)
+@click.option("--json", "as_json", is_flag=True, help="The checks and the post-mortem as one JSON object.")
+@click.pass_context
+def audit(ctx: click.Context, card_id: str, environments: str | None, expect_head: str | None, as_json: bool) -> None:
+    """Check that a card's score follows from its events, and explain it.
+
+    One line per check, in order, then the post-mortem:
+
+    \b
+    integrity     unbroken hash chain, versions 1..n, nothing missing or reordered; prints the head hash
+    consistency   the rebuilt scorecard equals the document recorded at close, and any cached projection
+    resimulation  (with --environments) every play replayed against the game code, same seed
+    lifecycle     idle gaps >= STALE_MINUTES and open time >= MAX_OPEN_FOR_MINUTES (the toolkit's auto-close):
+                  a warning, not a failure
+
+    Exit 0 when no check fails (WARN and SKIP do not fail), 1 when one fails or the card is unknown, 2 on bad usage.
+    """
+    from .audit import audit_card
+    from .postmortem import postmortem
+    from .report import postmortem_text
+
+    with open_ledger(ctx) as ledger:
+        rep = audit_card(ledger, card_id, environments=environments, expect_head=expect_head)
+    if as_json:
+        click.echo(json.dumps(rep.to_json(), indent=2))
+    else:
+        click.echo(f"audit of card {rep.card_id}: {rep.events} events, head {rep.head}")
+        for c in rep.checks:
+            click.echo(f"{c.status} {c.name}: {c.message}")
+        if rep.card is not None and rep.doc is not None:
+            click.echo("")
+            click.echo(postmortem_text(postmortem(rep.card, rep.doc)))
+    if not rep.ok:
+        sys.exit(1)

@@ -1,3 +1,92 @@
 """`ledger copy` commands (registered on :data:`ledger.cli.cli`)."""
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from .cli import LedgerCommandError, cli, echo_json
+from .copy import SameLedger, copy_ledger, open_destination, open_source, plan_copy
+from .store import HistoryConflict, Store, StoreError
+
+
+@contextmanager
+def _opened(open_fn: Any, where: str, **kwargs: Any) -> Iterator[Store]:
+    try:
+        store = open_fn(where, **kwargs)
+    except StoreError as e:
+        raise LedgerCommandError(str(e)) from e
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@cli.command("copy")
+@click.option(
+    "--from",
+    "source",
+    default=None,
+    metavar="PATH|URL",
+    help="The ledger to copy from (default: --db / $LEDGER_DB). It is only read: not created, not migrated.",
+)
+@click.option(
+    "--to",
+    "destination",
+    required=True,
+    metavar="PATH|URL",
+    help="The ledger to copy into: a SQLite path or postgresql+psycopg://user@host/db (created if needed).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print what was copied as one JSON object.")
+@click.pass_context
+def copy_cmd(ctx: click.Context, source: str | None, destination: str, as_json: bool) -> None:
+    """Copy every event, with its hash, from one ledger into another (SQLite -> PostgreSQL, and back).
+
+    Only events the destination does not hold yet are copied, so running it again (say nightly, from every
+    machine into the team's PostgreSQL ledger) is safe. Each stream continues exactly where the destination's
+    copy of it ends and the chain verifies there (`ledger --db DST verify`). If the destination holds a different
+    history for any stream, nothing is copied and the command fails (exit 1).
+    """
+    src_where = source or ctx.obj["db"]
+    with (
+        _opened(open_source, src_where) as src,
+        _opened(open_destination, destination, durability=ctx.obj["durability"]) as dst,
+    ):
+        try:
+            plan = plan_copy(src, dst)
+            show = not as_json and sys.stderr.isatty() and plan.events > 0
+            if show:
+                with click.progressbar(length=plan.events, label="copying events", file=sys.stderr) as bar:
+                    rep = copy_ledger(src, dst, plan=plan, progress=bar.update)
+            else:
+                rep = copy_ledger(src, dst, plan=plan)
+        except SameLedger as e:
+            raise LedgerCommandError(str(e), 2) from e
+        except (HistoryConflict, StoreError) as e:
+            raise LedgerCommandError(str(e)) from e
+    if as_json:
+        echo_json(
+            {
+                "from": rep.source,
+                "to": rep.destination,
+                "events": rep.events,
+                "new_streams": rep.new_streams,
+                "extended_streams": rep.extended_streams,
+                "current_streams": rep.current_streams,
+                "seconds": round(rep.seconds, 3),
+            }
+        )
+        return
+    if rep.events == 0:
+        click.echo(f"nothing to copy: {rep.destination} already holds every event of {rep.source}")
+        return
+    rate = rep.events / rep.seconds if rep.seconds > 0 else float("inf")
+    click.echo(
+        f"copied {rep.events} events ({rep.new_streams} new streams, {rep.extended_streams} extended, "
+        f"{rep.current_streams} already up to date) from {rep.source} to {rep.destination} "
+        f"in {rep.seconds:.2f} s ({rate:,.0f} events/s)"
+    )

@@ -1,3 +1,180 @@
-"""`ledger import` commands (registered on :data:`ledger.cli.cli`)."""
+"""`ledger import` commands (registered on :data:`ledger.cli.cli`); :mod:`ledger.importer` does the work."""
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .cli import LedgerCommandError, cli, echo_json, open_ledger
+from .importer import (
+    FATAL_KINDS,
+    STRICT_KINDS,
+    CardResult,
+    ImportInputError,
+    ImportSummary,
+    Problem,
+    find_recordings,
+    import_recordings,
+    total_bytes,
+)
+
+
+@cli.command("import")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path), metavar="PATH...")
+@click.option(
+    "--environments",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="An environment_files tree (every metadata.json under it, as the toolkit scans): new cards are stored "
+    "with its baselines. Without it they have none, and export shows 'No Matching EnvironmentInfo' for every game "
+    "unless given --baselines.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="A bad line or a file name that disagrees with its lines fails the card "
+    "(nothing of it imported, exit 2). A truncated last line is skipped either way.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object (and nothing else).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar and no line per card; problems and summary only.")
+@click.pass_context
+def import_cmd(
+    ctx: click.Context, paths: tuple[Path, ...], environments: Path | None, strict: bool, as_json: bool, quiet: bool
+) -> None:
+    """Import the toolkit's JSONL recordings (runs made with save_recording=True) and get their scorecards back.
+
+    PATH is a recordings folder (<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl), one card folder, or single
+    .jsonl files; the card id is the folder name. Each card is imported in one transaction, opened at its first
+    timestamp and closed (end_of_import) at its last. Importing again adds only what the files gained since:
+    nothing if they did not change ("already imported").
+
+    Lines that are not JSON or have wrong types are reported (file:line) and skipped; a truncated last line (a
+    run killed mid-write, or still writing) is skipped and read again next time.
+
+    Exit codes: 0 imported (or already imported), 1 a card the ledger refused (captured live, or a file rewritten
+    since its import), 2 bad usage, or bad input under --strict.
+    """
+    try:
+        cards, found_problems = find_recordings(paths)
+    except ImportInputError as e:
+        raise LedgerCommandError(str(e), 2) from e
+    show_bar = not quiet and not as_json and sys.stderr.isatty()
+    with open_ledger(ctx) as ledger, _bar(show_bar, total_bytes(cards)) as progress:
+        try:
+            summary = import_recordings(
+                ledger, cards=cards, environments=environments, strict=strict, progress=progress
+            )
+        except ImportInputError as e:
+            raise LedgerCommandError(str(e), 2) from e
+    summary.problems[:0] = found_problems
+    if as_json:
+        echo_json(_as_json(summary, environments is not None))
+    else:
+        _print(summary, quiet=quiet, strict=strict, with_environments=environments is not None)
+    if summary.exit_code:
+        sys.exit(summary.exit_code)
+
+
+def _bar(show: bool, total: int) -> Any:
+    if not show:
+        return nullcontext(None)
+    return _ProgressBar(total)
+
+
+class _ProgressBar:
+    """click's progress bar over bytes, on stderr (stdout stays the summary's)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.bar: Any = None
+
+    def __enter__(self) -> Callable[[int], None]:
+        self.bar = click.progressbar(
+            length=max(self.total, 1),
+            label="importing",
+            file=sys.stderr,
+            show_eta=True,
+            item_show_func=lambda _: f"{self.bar.pos / 1e6:.1f} of {self.total / 1e6:.1f} MB" if self.bar else None,
+        )
+        self.bar.__enter__()
+        return lambda n: self.bar.update(n, n)
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.__exit__(*exc)
+
+
+def _severity(p: Problem, strict: bool) -> str:
+    if p.kind in FATAL_KINDS or (strict and p.kind in STRICT_KINDS):
+        return "error"
+    return "warning" if p.kind in STRICT_KINDS or p.kind in ("truncated", "duplicate", "environments") else "note"
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _card_line(c: CardResult) -> str:
+    if c.status == "not imported":
+        return f"not imported      {c.card_id}: {c.error}"
+    what = _n(c.files, "file")
+    if c.status in ("imported", "updated"):
+        what += f", {_n(c.lines, 'line')}, {_n(c.plays, 'play')}, {_n(c.events, 'event')}"
+    return f"{c.status:<17} {c.card_id}: {what}"
+
+
+def _print(s: ImportSummary, *, quiet: bool, strict: bool, with_environments: bool) -> None:
+    for p in s.problems:
+        click.echo(f"{_severity(p, strict)}: {p}", err=True)
+    if not quiet:
+        for c in s.cards:
+            click.echo(_card_line(c))
+    t = s.totals()
+    click.echo(
+        f"{_n(t['cards'], 'card')}: {t['imported']} imported, {t['updated']} updated, "
+        f"{t['already_imported']} already imported, {t['not_imported']} not imported; "
+        f"{_n(t['plays'], 'play')}, {_n(t['events'], 'event')} from {_n(t['lines'], 'line')}"
+    )
+    skipped = s.skipped()
+    if skipped:
+        parts = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
+        click.echo(f"skipped {_n(sum(skipped.values()), 'line')}: {parts}")
+    click.echo(f"read {s.bytes_read / 1e6:.1f} MB in {s.seconds:.2f} s ({s.mb_per_s:.1f} MB/s)")
+    if not with_environments and t["imported"]:
+        click.echo(
+            "note: no --environments: the new cards have no baseline set, so every game shows 'No Matching "
+            "EnvironmentInfo'; score them with `ledger export CARD --baselines LABEL|ID`",
+            err=True,
+        )
+
+
+def _as_json(s: ImportSummary, with_environments: bool) -> dict[str, Any]:
+    return {
+        "exit_code": s.exit_code,
+        "totals": s.totals(),
+        "skipped": s.skipped(),
+        "bytes_read": s.bytes_read,
+        "seconds": s.seconds,
+        "mb_per_s": s.mb_per_s,
+        "baselines_id": s.baselines_id,
+        "environments": with_environments,
+        "cards": [
+            {
+                "card_id": c.card_id,
+                "status": c.status,
+                "files": c.files,
+                "lines": c.lines,
+                "plays": c.plays,
+                "events": c.events,
+                "skipped": c.skipped,
+                "error": c.error,
+            }
+            for c in s.cards
+        ],
+        "problems": [{"path": p.path, "line": p.line, "kind": p.kind, "message": p.message} for p in s.problems],
+    }

@@ -157,6 +157,33 @@ class LabelSet(Event, tag="label_set", kw_only=True):
     set_id: str
 
 
+class RecordingImported(Event, tag="recording_imported", kw_only=True):
+    """How far ``ledger import`` has read one recording file of an imported card (written with its events).
+
+    ``file`` is the file's name in the card's folder; ``offset`` the bytes consumed (complete lines only) and
+    ``lines`` the lines consumed, ``skipped`` of them not imported (bad lines). ``tail_sha256`` hashes the last
+    4096 bytes before ``offset`` so a rewritten file is told apart from one that grew; ``game_state`` is the game's
+    state after the last line, which says whether the next action (without frame data) got an empty frame.
+    ``ts`` is the last line's timestamp.
+    """
+
+    file: str
+    offset: int
+    lines: int
+    skipped: int = 0
+    tail_sha256: str
+    game_state: State | None = None
+
+
+class CardReopened(Event, tag="card_reopened", kw_only=True):
+    """An imported card's recordings grew after its ``end_of_import`` close: the close no longer holds.
+
+    The new lines' events follow, then a new ``CardClosed(end_of_import)`` at the card's last timestamp.
+    """
+
+    reason: Literal["import_resumed"] = "import_resumed"
+
+
 AnyEvent = (
     CardOpened
     | PlayStarted
@@ -169,6 +196,8 @@ AnyEvent = (
     | CardClosed
     | BaselinesRecorded
     | LabelSet
+    | RecordingImported
+    | CardReopened
 )
 
 _encoder = msgspec.json.Encoder()

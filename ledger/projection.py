@@ -19,6 +19,7 @@ from .events import (
     AnyEvent,
     CardClosed,
     CardOpened,
+    CardReopened,
     GameOver,
     LevelCompleted,
     LevelReset,
@@ -135,6 +136,10 @@ def apply(card: CardState, e: AnyEvent) -> None:
         card.closed_at = e.ts
         card.close_reason = e.reason  # type: ignore[union-attr]
         card.close_document_sha256 = e.document_sha256  # type: ignore[union-attr]
+    elif t is CardReopened:
+        card.closed_at = None
+        card.close_reason = None
+        card.close_document_sha256 = None
 
 
 def fold(card_id: str, events: Iterable[AnyEvent], card: CardState | None = None) -> CardState:

@@ -1,32 +1,33 @@
-"""Text for people: the per-level post-mortem table of ``ledger replay`` and the ``ledger cards`` listing."""
+"""Text for people: ``ledger replay``'s per-level tables with the post-mortem summary, and the audit's post-mortem."""
 
 from __future__ import annotations
 
 from .calculator import best_play_index
 from .document import RunDoc, ScorecardDoc
+from .postmortem import PostMortem, postmortem
+from .postmortem import arithmetic as _arithmetic
 from .projection import CardState
 
 
-def _num(v: float) -> str:
-    return f"{v:.2f}".rstrip("0").rstrip(".") if v != int(v) else str(int(v))
-
-
 def arithmetic(run: RunDoc) -> str:
-    """The run's weighted mean and cap, e.g. ``(1x25 + 2x9.46 + 3x0)/6 = 7.32, cap 3/6 = 50``."""
-    scores = run.level_scores or []
-    if not scores or run.message:
-        return f"score {_num(run.score)}"
-    weights = list(range(1, len(scores) + 1))
-    total_w = sum(weights)
-    scored_w = sum(w for w, s in zip(weights, scores, strict=True) if s > 0)
-    terms = " + ".join(f"{w}x{_num(s)}" for w, s in zip(weights, scores, strict=True))
-    mean = sum(w * s for w, s in zip(weights, scores, strict=True)) / total_w
-    cap = scored_w / total_w * 100
-    return f"({terms})/{total_w} = {mean:.2f}, cap {scored_w}/{total_w} = {_num(cap)} -> {run.score:.2f}"
+    """The run's weighted mean and cap, e.g. ``(1x25 + 2x9.46 + 3x0)/6 = 7.32, cap 3/6 = 50 -> 7.32``."""
+    ar = _arithmetic(run)
+    return ar.text if ar is not None else f"score {run.score:.2f}"
+
+
+def _level_table(run: RunDoc, indent: str) -> list[str]:
+    lines = [f"{indent}{'level':>5}  {'baseline':>8}  {'actions':>7}  {'score':>7}"]
+    for n, (b, a, s) in enumerate(
+        zip(run.level_baseline_actions or [], run.level_actions or [], run.level_scores or [], strict=False),
+        start=1,
+    ):
+        lines.append(f"{indent}{n:>5}  {('-' if b < 0 else b)!s:>8}  {a:>7}  {s:>7.2f}")
+    return lines
 
 
 def replay_text(card: CardState, doc: ScorecardDoc) -> str:
-    """The card, game by game and play by play, with each level's baseline, actions and score."""
+    """The card, game by game and play by play, with each level's baseline, actions and score, then the
+    post-mortem's observations."""
     lines = [f"card {card.card_id}   score {doc.score:.2f}"]
     opened = card.opened_at.isoformat() if card.opened_at else "?"
     closed = f"closed {card.closed_at.isoformat()} ({card.close_reason})" if card.closed_at else "open"
@@ -46,14 +47,55 @@ def replay_text(card: CardState, doc: ScorecardDoc) -> str:
             )
             if run.message:
                 lines.append(f"    {run.message}")
-            lines.append(f"    {'level':>5}  {'baseline':>8}  {'actions':>7}  {'score':>7}")
-            for n, (b, a, s) in enumerate(
-                zip(run.level_baseline_actions or [], run.level_actions or [], run.level_scores or [], strict=False),
-                start=1,
-            ):
-                lines.append(f"    {n:>5}  {('-' if b < 0 else b)!s:>8}  {a:>7}  {s:>7.2f}")
+            lines += _level_table(run, "    ")
             lines.append(f"    game score {arithmetic(run)}")
     if doc.tags_scores:
         lines.append("")
         lines.append("tags: " + ", ".join(f"{t.id} {t.score:.2f}" for t in doc.tags_scores))
+    lines.append("")
+    lines += summary_lines(postmortem(card, doc))
+    return "\n".join(lines)
+
+
+def summary_lines(pm: PostMortem) -> list[str]:
+    """The post-mortem's observations, game by game (the end of ``ledger replay``)."""
+    lines = ["post-mortem"]
+    if not pm.games:
+        lines.append("  no game was played on this card")
+    for g in pm.games:
+        if not g.plays:
+            lines.append(f"  {g.game_id}: not played, score {g.score:.2f}")
+            continue
+        lines.append(f"  {g.game_id}: best play {g.best_play} of {g.plays}, score {g.score:.2f}")
+        if not g.findings:
+            lines.append("    - nothing stands out")
+        lines += [f"    - {f.text}" for f in g.findings]
+    return lines
+
+
+def postmortem_text(pm: PostMortem) -> str:
+    """The audit's post-mortem: per game, the best play's levels, the arithmetic, and the observations."""
+    lines = [f"post-mortem of card {pm.card_id}   score {pm.score:.2f}"]
+    if not pm.games:
+        lines.append("  no game was played on this card")
+    for g in pm.games:
+        lines.append("")
+        if not g.plays:
+            lines.append(f"game {g.game_id}   score {g.score:.2f}   not played")
+            continue
+        lines.append(
+            f"game {g.game_id}   score {g.score:.2f}   best play {g.best_play} of {g.plays}  guid {g.guid}  "
+            f"state {g.state}"
+        )
+        if g.message:
+            lines.append(f"  {g.message}")
+        lines.append(f"  {'level':>5}  {'weight':>6}  {'baseline':>8}  {'actions':>7}  {'score':>7}")
+        for lv in g.levels:
+            base = "-" if lv.baseline is None else str(lv.baseline)
+            lines.append(f"  {lv.level:>5}  {lv.weight:>6}  {base:>8}  {lv.actions:>7}  {lv.score:>7.2f}")
+        if g.arithmetic is not None:
+            lines.append(f"  game score {g.arithmetic.text}")
+        if not g.findings:
+            lines.append("  - nothing stands out")
+        lines += [f"  - {f.text}" for f in g.findings]
     return "\n".join(lines)

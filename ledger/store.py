@@ -9,10 +9,10 @@ UNIQUE(stream, version) gives optimistic concurrency between writers of one stre
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import threading
-import time
 import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -35,7 +35,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError, IntegrityError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
 from . import chain
 from .events import Event, encode, type_of
@@ -79,9 +79,6 @@ _SQLITE_INSERT = "INSERT INTO events (stream, version, type, ts, body, prev_hash
 # Any constant works; it only has to be the same for every writer of one PostgreSQL database.
 _PG_APPEND_LOCK = 0x4C454447  # "LEDG"
 _PG_MIGRATE_LOCK = 0x4C454448  # concurrent first opens of one database must not both create the schema
-# A pooled PostgreSQL connection idle longer than this is pinged before use (a server restart or an idle
-# timeout closes it); pinging every checkout would add a round trip to every captured step.
-_PG_PING_AFTER_S = 10.0
 
 
 class StoreError(Exception):
@@ -177,6 +174,8 @@ class Store:
         self._heads_lock = threading.Lock()
         self._tls = threading.local()
         self._held: list[Any] = []
+        # (pid, connection): a forked child must never close (so talk over) its parent's connections.
+        self._pg_held: list[tuple[int, Any]] = []
 
     # -- schema -------------------------------------------------------------------------------------------
 
@@ -188,7 +187,11 @@ class Store:
         cfg = Config()
         cfg.set_main_option("script_location", str(migrations_dir()))
         try:
-            with self.engine.begin() as conn:
+            if self.dialect == "sqlite" and self.revision() == self.head_revision():
+                return  # already at head: opening for reading must not queue behind writers for the write lock
+            # SQLite: a deferred BEGIN would read alembic_version and then fail at once with "database is locked"
+            # when another process opening the fresh file wrote first; IMMEDIATE waits (busy_timeout) instead.
+            with self.engine.execution_options(ledger_immediate=True).begin() as conn:
                 if self.dialect == "postgresql":
                     # Eight agents opening a fresh team database at once: one creates the schema, the others
                     # wait here and then find it at head. (SQLite serializes DDL through its write lock.)
@@ -196,14 +199,29 @@ class Store:
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
         except DBAPIError as e:
-            raise StoreError(f"cannot prepare the ledger at {self.describe()}: {_reason(e)}") from e
+            hint = self._readonly_hint()
+            raise StoreError(f"cannot prepare the ledger at {self.describe()}: {_reason(e)}{hint}") from e
+
+    def _readonly_hint(self) -> str:
+        # SQLite only says "unable to open database file" for a ledger on a read-only mount (WAL needs to create
+        # the -wal and -shm files beside it); root ignores permission bits, but os.access sees a read-only mount.
+        path = self.engine.url.database if self.dialect == "sqlite" else None
+        if not path or path == ":memory:":
+            return ""
+        writable = os.access(path, os.W_OK) if os.path.exists(path) else True
+        if writable and os.access(os.path.dirname(path) or ".", os.W_OK):
+            return ""
+        return " (the file or its folder is read-only: the ledger needs to write the file and its -wal/-shm files)"
 
     def revision(self) -> str | None:
         """The Alembic revision the database is at (None for an empty database)."""
         from alembic.runtime.migration import MigrationContext
 
-        with self.engine.connect() as conn:
-            return MigrationContext.configure(conn).get_current_revision()
+        try:
+            with self.engine.connect() as conn:
+                return MigrationContext.configure(conn).get_current_revision()
+        except DBAPIError as e:
+            raise StoreError(f"cannot read the ledger at {self.describe()}: {_reason(e)}") from e
 
     def head_revision(self) -> str:
         """The newest revision the migrations know."""
@@ -265,6 +283,8 @@ class Store:
     ) -> list[StoredEvent]:
         if self.dialect == "sqlite":
             return self._append_rows_sqlite(stream, rows, expected_version)
+        if self.dialect == "postgresql":
+            return self._append_rows_pg(stream, rows, expected_version)
         cached = self._heads.get(stream)
         try:
             with self._write() as conn:
@@ -282,7 +302,8 @@ class Store:
         except IntegrityError as e:
             self._forget(stream)
             raise VersionConflict(stream, expected_version) from e
-        except OperationalError as e:
+        except DBAPIError as e:
+            # Any database failure must reach capture as a StoreError: the toolkit swallows other exceptions.
             self._forget(stream)
             raise StoreError(f"cannot append to the ledger at {self.describe()}: {_reason(e)}") from e
         except BaseException:
@@ -366,6 +387,107 @@ class Store:
             self._held.append(conn)
         return held[1].connection.driver_connection  # type: ignore[return-value]
 
+    def _append_rows_pg(
+        self, stream: str, rows: list[tuple[str, str, bytes]], expected_version: int | None
+    ) -> list[StoredEvent]:
+        # The capture hot path on PostgreSQL. psycopg's pipeline mode sends BEGIN, the advisory lock, the INSERT
+        # and COMMIT in one round trip when this process knows the stream's head (two when it must read it under
+        # the lock); the Core path waits for each of those statements in turn.
+        import psycopg
+
+        cached = self._heads.get(stream)
+        head = cached if cached is not None and expected_version is not None and cached[0] == expected_version else None
+        sent: list[dict[str, Any]] | None = None
+        for attempt in (1, 2):
+            try:
+                pg = self._thread_pg()
+            except DBAPIError as e:
+                self._forget(stream)
+                raise StoreError(f"cannot append to the ledger at {self.describe()}: {_reason(e)}") from e
+            try:
+                locked = False
+                if head is None:
+                    with pg.pipeline():
+                        pg.execute(_pg_lock_statement(self.durability, "%s", "%s"), self._pg_lock_args())
+                        cur = pg.execute(_PG_HEAD, (stream,))
+                    row = cur.fetchone()
+                    head = (row[0], row[1]) if row else (0, chain.GENESIS)
+                    locked = True
+                    if sent is not None and head == (sent[-1]["version"], sent[-1]["hash"]):
+                        # The attempt that lost its connection did commit: these are its rows.
+                        seqs = self._pg_seqs(pg, stream, sent)
+                        return self._appended(stream, sent, seqs)
+                    if expected_version is not None and head[0] != expected_version:
+                        raise VersionConflict(stream, expected_version)
+                params = sent = self._chain_rows(stream, rows, *head)
+                with pg.pipeline():
+                    if not locked:
+                        pg.execute(_pg_lock_statement(self.durability, "%s", "%s"), self._pg_lock_args())
+                    curs = [
+                        pg.execute(_pg_insert_sql(len(chunk)), [v for p in chunk for v in _pg_row(p)])
+                        for chunk in (params[i : i + 1000] for i in range(0, len(params), 1000))
+                    ]
+                    pg.commit()
+                seq_of = {version: seq for c in curs for seq, version in c.fetchall()}
+                return self._appended(stream, params, [seq_of[p["version"]] for p in params])
+            except VersionConflict:
+                _pg_rollback(pg)
+                self._forget(stream)
+                raise
+            except psycopg.errors.UniqueViolation as e:
+                _pg_rollback(pg)
+                self._forget(stream)
+                raise VersionConflict(stream, expected_version) from e
+            except psycopg.Error as e:
+                lost = pg.broken or pg.closed
+                _pg_rollback(pg)
+                if lost:
+                    self._pg_drop()
+                    if attempt == 1:
+                        # The server closed the connection (restart, idle timeout, terminated backend): once more
+                        # on a new one; whether the lost attempt committed is read from the head, under the lock.
+                        head = None
+                        continue
+                self._forget(stream)
+                raise StoreError(f"cannot append to the ledger at {self.describe()}: {' '.join(str(e).split())}") from e
+            except BaseException:
+                _pg_rollback(pg)
+                self._forget(stream)
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def _pg_lock_args(self) -> tuple[int, str]:
+        return (_PG_APPEND_LOCK, str(int(self.busy_timeout_ms)))
+
+    def _pg_seqs(self, pg: Any, stream: str, params: list[dict[str, Any]]) -> list[int]:
+        rows = pg.execute(
+            "SELECT version, seq FROM events WHERE stream = %s AND version BETWEEN %s AND %s",
+            (stream, params[0]["version"], params[-1]["version"]),
+        ).fetchall()
+        pg.rollback()
+        seq_of = dict(rows)
+        return [seq_of[p["version"]] for p in params]
+
+    def _thread_pg(self) -> Any:
+        """This thread's psycopg connection, kept checked out of the pool for appends."""
+        held = getattr(self._tls, "pg", None)
+        if held is None or held[0] != os.getpid() or held[1].closed or held[1].invalidated:
+            held = (os.getpid(), self.engine.connect())
+            self._tls.pg = held
+            self._pg_held.append(held)
+        return held[1].connection.driver_connection
+
+    def _pg_drop(self) -> None:
+        held = getattr(self._tls, "pg", None)
+        self._tls.pg = None
+        if held is not None and held[0] == os.getpid():
+            with contextlib.suppress(Exception):
+                held[1].invalidate()
+            with contextlib.suppress(Exception):
+                held[1].close()
+            with contextlib.suppress(ValueError):
+                self._pg_held.remove(held)
+
     def insert_stored(self, stream: str, rows: Sequence[StoredEvent]) -> int:
         """Insert events of one stream copied from another ledger, with their own versions and hashes.
 
@@ -433,7 +555,7 @@ class Store:
         except IntegrityError as e:
             # Every writer reads the head under the write lock, so this is a row the schema refuses (CHECK).
             raise StoreError(f"cannot copy into the ledger at {self.describe()}: {_reason(e)}") from e
-        except OperationalError as e:
+        except DBAPIError as e:
             raise StoreError(f"cannot write to the ledger at {self.describe()}: {_reason(e)}") from e
         finally:
             for s in lowest:
@@ -564,17 +686,15 @@ class Store:
         ).group_by(events.c.stream)
         if prefix is not None:
             q = q.where(events.c.stream.startswith(prefix, autoescape=True))
+        agg = q.subquery()
+        # The head hash in the same query (a join on UNIQUE(stream, version)): one round trip, not one per stream.
+        heads = (
+            select(agg.c[0], agg.c[1], agg.c[2], events.c.hash, agg.c[3], agg.c[4], agg.c[5], agg.c[6])
+            .join_from(agg, events, (events.c.stream == agg.c[0]) & (events.c.version == agg.c[2]))
+            .order_by(agg.c[3])
+        )
         with self.engine.connect() as conn:
-            rows = conn.execute(q).all()
-            heads = {}
-            for r in rows:
-                h = conn.execute(
-                    select(events.c.hash).where(events.c.stream == r[0], events.c.version == r[2])
-                ).scalar_one()
-                heads[r[0]] = h
-        out = [StreamInfo(r[0], r[1], r[2], heads[r[0]], r[3], r[4], r[5], r[6]) for r in rows]
-        out.sort(key=lambda s: s.first_seq)
-        return out
+            return [StreamInfo(*r) for r in conn.execute(heads)]
 
     def scan(self, *, after_seq: int = 0, batch: int = 10_000, prefix: str | None = None) -> Iterator[StoredEvent]:
         """Every event in global ``seq`` order, read in batches (for verify, copy and tailing)."""
@@ -600,6 +720,24 @@ class Store:
         with self.engine.connect() as conn:
             return conn.execute(select(func.count()).select_from(events)).scalar_one()
 
+    def same_database(self, other: Store) -> bool:
+        """True if ``other`` is a connection to this very database (same file, or same server and name)."""
+        a, b = self.engine.url, other.engine.url
+        if self.dialect != other.dialect:
+            return False
+        if self.dialect == "sqlite":
+            if a.database in (None, "", ":memory:") or b.database in (None, "", ":memory:"):
+                return False
+            try:
+                return os.path.samefile(a.database, b.database)  # type: ignore[arg-type]
+            except OSError:
+                return False
+        return (a.host or "localhost", a.port or 5432, a.database) == (
+            b.host or "localhost",
+            b.port or 5432,
+            b.database,
+        )
+
     def describe(self) -> str:
         """The database, for messages (no password)."""
         return self.engine.url.render_as_string(hide_password=True)
@@ -610,6 +748,11 @@ class Store:
             with contextlib.suppress(Exception):
                 conn.close()
         self._held.clear()
+        for pid, pg in self._pg_held:
+            if pid == os.getpid():
+                with contextlib.suppress(Exception):
+                    pg.close()
+        self._pg_held.clear()
         self.engine.dispose()
 
 
@@ -625,12 +768,19 @@ class _WriteTxn:
         self.conn = self.store.engine.execution_options(ledger_immediate=True).connect()
         self.txn = self.conn.begin()
         if self.store.dialect == "postgresql":
-            try:
-                self.conn.execute(_pg_lock_sql(self.store.durability), {"k": _PG_APPEND_LOCK, "t": self._timeout()})
-            except BaseException:
-                self.txn.rollback()
-                self.conn.close()
-                raise
+            for attempt in (1, 2):
+                try:
+                    self.conn.execute(_pg_lock_sql(self.store.durability), {"k": _PG_APPEND_LOCK, "t": self._timeout()})
+                    break
+                except BaseException as e:
+                    self.txn.rollback()
+                    self.conn.close()
+                    # A pooled connection the server closed (restart, idle timeout, terminated backend) fails on
+                    # this first statement, before anything is written: retrying once on a new one is safe.
+                    if attempt == 2 or not (isinstance(e, DBAPIError) and e.connection_invalidated):
+                        raise
+                    self.conn = self.store.engine.execution_options(ledger_immediate=True).connect()
+                    self.txn = self.conn.begin()
         return self.conn
 
     def _timeout(self) -> str:
@@ -646,18 +796,43 @@ class _WriteTxn:
             self.conn.close()
 
 
-def _pg_lock_sql(durability: Durability) -> Any:
-    # One round trip: the FROM subquery runs first, so the busy timeout (as lock_timeout, like SQLite's
+def _pg_lock_statement(durability: Durability, key: str, timeout: str) -> str:
+    # One statement: the FROM subquery runs first, so the busy timeout (as lock_timeout, like SQLite's
     # busy_timeout) applies to the wait for the lock; 'full' insists on a synchronous commit whatever the
     # server's default. set_config(..., true) lasts until the end of this transaction only.
-    settings = "set_config('lock_timeout', :t, true)"
+    settings = f"set_config('lock_timeout', {timeout}, true)"
     if durability == "full":
         settings += ", set_config('synchronous_commit', 'on', true)"
-    return text(f"SELECT pg_advisory_xact_lock(:k) FROM (SELECT {settings}) AS _settings")
+    return f"SELECT pg_advisory_xact_lock({key}) FROM (SELECT {settings}) AS _settings"
+
+
+def _pg_lock_sql(durability: Durability) -> Any:
+    return text(_pg_lock_statement(durability, ":k", ":t"))
+
+
+_PG_HEAD = "SELECT version, hash FROM events WHERE stream = %s ORDER BY version DESC LIMIT 1"
+
+
+@functools.cache
+def _pg_insert_sql(n: int) -> str:
+    rows = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * n)
+    return f"INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) VALUES {rows} RETURNING seq, version"
+
+
+def _pg_row(p: dict[str, Any]) -> tuple[Any, ...]:
+    return (p["stream"], p["version"], p["type"], p["ts"], p["body"], p["prev_hash"], p["hash"])
+
+
+def _pg_rollback(pg: Any) -> None:
+    """Roll back what a failed append left open, if the connection still works."""
+    if not (pg.broken or pg.closed):
+        with contextlib.suppress(Exception):
+            pg.rollback()
 
 
 def _reason(e: DBAPIError) -> str:
-    return str(e.orig) if e.orig is not None else str(e)
+    # One line: psycopg's messages run over several ("...Connection refused\n\tIs the server running...").
+    return " ".join((str(e.orig) if e.orig is not None else str(e)).split())
 
 
 def _make_engine(url: str, durability: Durability, busy_timeout_ms: int) -> Engine:
@@ -708,11 +883,13 @@ def _make_pg_engine(url: str) -> Engine:
         # psycopg 3 is the driver the 'postgres' extra installs; SQLAlchemy's default would be psycopg2.
         u = u.set(drivername="postgresql+psycopg")
     try:
-        engine = create_engine(u, pool_size=8, max_overflow=32)
+        # pre_ping: a pooled connection the server closed (restart, idle timeout) is replaced before use. It costs
+        # a round trip per checkout, but appends do not check out: they keep one connection per thread.
+        engine = create_engine(u, pool_size=8, max_overflow=32, pool_pre_ping=True)
     except ModuleNotFoundError as e:
         raise StoreError(
-            f"cannot open {u.render_as_string(hide_password=True)}: the PostgreSQL driver is not installed "
-            "(pip install 'arc-scorecard-ledger[postgres]')"
+            f"cannot open {u.render_as_string(hide_password=True)}: its driver {e.name} is not installed; the "
+            "ledger uses psycopg 3: postgresql+psycopg://... (pip install 'arc-scorecard-ledger[postgres]')"
         ) from e
     ref = weakref.ref(engine)
 
@@ -723,23 +900,4 @@ def _make_pg_engine(url: str) -> Engine:
             e.dispose(close=False)
 
     os.register_at_fork(after_in_child=_after_fork)
-
-    @event.listens_for(engine, "checkin")
-    def _on_checkin(_dbapi_conn: Any, record: Any) -> None:
-        record.info["ledger_idle_since"] = time.monotonic()
-
-    @event.listens_for(engine, "checkout")
-    def _on_checkout(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
-        since = record.info.get("ledger_idle_since")
-        if since is None or time.monotonic() - since < _PG_PING_AFTER_S:
-            return
-        try:
-            cur = dbapi_conn.cursor()
-            cur.execute("SELECT 1")
-            cur.close()
-            dbapi_conn.rollback()
-        except Exception as e:
-            # The pool drops this connection and checks out another (SQLAlchemy's pessimistic disconnect handling).
-            raise DisconnectionError(str(e)) from e
-
     return engine

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 import msgspec
 
 from . import chain
 from .events import decode, type_of
-from .store import Store
+from .store import APPEND_ONLY_TRIGGERS, Store
 
 
 @dataclass
@@ -29,6 +31,7 @@ class VerifyReport:
     events: int = 0
     streams: list[StreamCheck] = field(default_factory=list)
     missing_triggers: list[str] = field(default_factory=list)
+    expected_triggers: list[str] = field(default_factory=list)
     revision: str | None = None
     head_revision: str | None = None
     head: str = ""
@@ -47,9 +50,55 @@ class VerifyReport:
         """True when nothing is wrong."""
         return not self.errors
 
+    def to_json(self) -> dict[str, Any]:
+        """The stable ``ledger verify --json`` shape (documented in the README)."""
+        return {
+            "ok": self.ok,
+            "events": self.events,
+            "streams": len(self.streams),
+            "head": self.head,
+            "revision": self.revision,
+            "head_revision": self.head_revision,
+            "migrations_at_head": self.revision == self.head_revision,
+            "triggers": {"expected": self.expected_triggers, "missing": self.missing_triggers},
+            "chains_ok": not any(s.error for s in self.streams),
+            "errors": self.errors,
+            "stream_checks": [
+                {"stream": s.stream, "events": s.events, "version": s.version, "head": s.head, "error": s.error}
+                for s in self.streams
+            ],
+        }
 
-def check_event(check: StreamCheck, version: int, type_: str, body: bytes, prev_hash: str, hash_: str) -> None:
-    """Advance ``check`` by one stored event, recording the first problem."""
+    def summary(self) -> str:
+        """One line: ``OK: ...`` or ``FAILED: ...``."""
+        bad_chains = sum(1 for s in self.streams if s.error)
+        chains = "every chain verified" if not bad_chains else f"{bad_chains} broken chain(s)"
+        triggers = (
+            "append-only triggers present"
+            if not self.missing_triggers
+            else f"{len(self.missing_triggers)} append-only trigger(s) missing"
+        )
+        at_head = "head" if self.revision == self.head_revision else f"migrations are at {self.head_revision}"
+        return (
+            f"{'OK' if self.ok else 'FAILED'}: {self.events} events in {len(self.streams)} streams, {chains}, "
+            f"{triggers}, schema {self.revision} ({at_head})"
+        )
+
+
+def check_event(
+    check: StreamCheck,
+    version: int,
+    type_: str,
+    body: bytes,
+    prev_hash: str,
+    hash_: str,
+    *,
+    ts: str | None = None,
+) -> None:
+    """Advance ``check`` by one stored event, recording the first problem.
+
+    ``ts`` is the row's ``ts`` column: it is not hashed (the body's own ts is), so it must equal the body's.
+    """
     if check.error:
         return
     check.events += 1
@@ -70,8 +119,18 @@ def check_event(check: StreamCheck, version: int, type_: str, body: bytes, prev_
     if type_of(ev) != type_:
         check.error = f"version {version}: type column {type_!r} but body is {type_of(ev)!r}"
         return
+    if ts is not None and _ts_differs(ts, ev.ts):
+        check.error = f"version {version}: ts column {ts!r} differs from the event's ts {ev.ts.isoformat()}"
+        return
     check.version = version
     check.head = hash_
+
+
+def _ts_differs(column: str, ts: datetime) -> bool:
+    try:
+        return datetime.fromisoformat(column) != ts
+    except ValueError:
+        return True
 
 
 def verify_ledger(store: Store, *, progress: object = None) -> VerifyReport:
@@ -82,12 +141,13 @@ def verify_ledger(store: Store, *, progress: object = None) -> VerifyReport:
         c = checks.get(row.stream)
         if c is None:
             c = checks[row.stream] = StreamCheck(row.stream)
-        check_event(c, row.version, row.type, row.body, row.prev_hash, row.hash)
+        check_event(c, row.version, row.type, row.body, row.prev_hash, row.hash, ts=row.ts)
         report.events += 1
         if progress is not None:
             progress(1)  # type: ignore[operator]
     report.streams = list(checks.values())
     report.missing_triggers = store.missing_triggers()
+    report.expected_triggers = list(APPEND_ONLY_TRIGGERS[store.dialect])
     report.revision = store.revision()
     report.head_revision = store.head_revision()
     report.head = chain.ledger_head((s.stream, s.version, s.head) for s in report.streams)

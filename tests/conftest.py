@@ -1,17 +1,111 @@
-"""Shared fixtures: real SQLite files in tmp_path, the real PostgreSQL server when configured."""
+"""Shared fixtures: real SQLite files in tmp_path, the real PostgreSQL server when configured.
+
+PostgreSQL tests get a fresh, uniquely named database each (several test processes may share one server), created
+through an autocommit connection to ``$LEDGER_TEST_PG_URL`` and dropped afterwards. Without that variable they
+skip, naming it; with ``CI=true`` they must run, so an unset variable or an unreachable server fails them.
+"""
 
 from __future__ import annotations
 
 import os
+import time
+import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import NullPool
 
 from ledger import Ledger
 
-PG_URL = os.environ.get("LEDGER_TEST_PG_URL")
+PG_URL = os.environ.get("LEDGER_TEST_PG_URL") or None
 IN_CI = os.environ.get("CI", "").lower() == "true"
+PG_DB_PREFIX = "ledger_t_"
+BACKENDS = ["sqlite", "postgresql"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "postgres: needs the PostgreSQL server ($LEDGER_TEST_PG_URL)")
+
+
+def pg_unavailable(reason: str) -> None:
+    """Skip a PostgreSQL test, or fail it loudly under CI=true, where it must run."""
+    if IN_CI:
+        pytest.fail(f"CI=true, so the PostgreSQL tests must run, but {reason}", pytrace=False)
+    pytest.skip(f"PostgreSQL tests skipped: {reason}")
+
+
+def _admin_engine(admin_url: str) -> Engine:
+    return create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+
+
+@contextmanager
+def fresh_pg_database(admin_url: str) -> Iterator[str]:
+    """Create a uniquely named database on the server of ``admin_url``; yield its URL; drop it afterwards."""
+    name = f"{PG_DB_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:10]}"
+    admin = _admin_engine(admin_url)
+    try:
+        for attempt in range(5):
+            try:
+                with admin.connect() as conn:
+                    conn.execute(text(f'CREATE DATABASE "{name}"'))
+                break
+            except DBAPIError as e:
+                # Another session connected to template1 at that instant: CREATE DATABASE refuses; try again.
+                if "being accessed by other users" not in str(e) or attempt == 4:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+        try:
+            yield url
+        finally:
+            with admin.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """The URL of a fresh PostgreSQL database of its own for this test (dropped afterwards)."""
+    if not PG_URL:
+        pg_unavailable("LEDGER_TEST_PG_URL is not set (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test)")
+    assert PG_URL is not None
+    admin = _admin_engine(PG_URL)
+    try:
+        with admin.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except DBAPIError as e:
+        pg_unavailable(f"the server of LEDGER_TEST_PG_URL={PG_URL} is not reachable: {str(e.orig or e).strip()}")
+    finally:
+        admin.dispose()
+    with fresh_pg_database(PG_URL) as url:
+        yield url
+
+
+@pytest.fixture(params=[pytest.param(b, marks=[pytest.mark.postgres] if b == "postgresql" else []) for b in BACKENDS])
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend name, 'sqlite' or 'postgresql' (tests using it run once per backend)."""
+    return request.param
+
+
+@pytest.fixture
+def backend_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty ledger location on each backend: a SQLite file path, or a PostgreSQL URL."""
+    if backend == "sqlite":
+        return str(tmp_path / "ledger.sqlite")
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def backend_ledger(backend_url: str) -> Iterator[Ledger]:
+    """An open ledger on each backend."""
+    with Ledger.open(backend_url) as led:
+        yield led
 
 
 @pytest.fixture

@@ -32,6 +32,10 @@ PG_TRIGGERS = [
     "CREATE TRIGGER events_no_delete BEFORE DELETE ON events FOR EACH ROW EXECUTE FUNCTION ledger_events_append_only()",
     "CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events "
     "FOR EACH STATEMENT EXECUTE FUNCTION ledger_events_append_only()",
+    # ALWAYS: they fire even in a session with session_replication_role = replica, which skips ordinary triggers.
+    "ALTER TABLE events ENABLE ALWAYS TRIGGER events_no_update",
+    "ALTER TABLE events ENABLE ALWAYS TRIGGER events_no_delete",
+    "ALTER TABLE events ENABLE ALWAYS TRIGGER events_no_truncate",
 ]
 
 

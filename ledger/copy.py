@@ -1,0 +1,204 @@
+"""``ledger copy``: move every event, with its hash, from one ledger into another (SQLite <-> PostgreSQL).
+
+Events keep their stream, version, type, timestamp, bytes and hashes; only ``seq`` is new at the destination
+(the chain does not cover it), and copied events get their ``seq`` in the source's order. A copy is idempotent:
+each stream continues from the destination's head, so running it again copies only what is new, and a stream
+the destination holds with a different history stops the copy before anything is written. The one exception is
+a content-addressed baseline set both ledgers recorded on their own (same id, same entries, another ``ts``):
+that is the same set, and the destination keeps its own.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .events import BASELINES_STREAM, BaselinesRecorded, decode
+from .store import Durability, HistoryConflict, Store, StoredEvent, StoreError, normalize_url
+
+#: Rows per destination transaction.
+BATCH = 5_000
+
+
+class SameLedger(StoreError):
+    """The source and the destination of a copy are the same database."""
+
+
+@dataclass(frozen=True, slots=True)
+class CopyPlan:
+    """What a copy will do: for each stream to copy, the destination's head version (copy what follows)."""
+
+    after_version: dict[str, int]
+    events: int
+    new_streams: int
+    extended_streams: int
+    current_streams: int
+    start_seq: int
+    until_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class CopyReport:
+    """What a copy did."""
+
+    source: str
+    destination: str
+    events: int
+    new_streams: int
+    extended_streams: int
+    current_streams: int
+    seconds: float
+
+
+def open_source(path_or_url: str) -> Store:
+    """The ledger to copy from, read as it is (not created, not migrated)."""
+    url = normalize_url(path_or_url)
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///") :]
+        if not os.path.isfile(path):
+            raise StoreError(f"no ledger at {path}")
+    store = Store(url)
+    try:
+        if store.revision() is None:
+            raise StoreError(f"no ledger at {store.describe()} (the database has no ledger schema)")
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def open_destination(path_or_url: str, *, durability: Durability = "normal") -> Store:
+    """The ledger to copy into, created or upgraded to the latest schema."""
+    store = Store(path_or_url, durability=durability)
+    try:
+        store.migrate()
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def plan_copy(src: Store, dst: Store) -> CopyPlan:
+    """Compare every stream of ``src`` with ``dst``; raise :class:`HistoryConflict` if any stream diverges."""
+    if src.same_database(dst):
+        raise SameLedger(f"the source and the destination are the same ledger ({src.describe()})")
+    until = src.max_seq()  # events appended to the source while copying are left for the next copy
+    there = {s.stream: s for s in dst.streams()}
+    after: dict[str, int] = {}
+    events = new = extended = current = 0
+    start = until + 1
+    conflicts = []
+    for s in src.streams():
+        if s.first_seq > until:
+            continue
+        d = there.get(s.stream)
+        if d is None:
+            after[s.stream] = 0
+            events += s.count
+            new += 1
+            start = min(start, s.first_seq)
+            continue
+        if d.version >= s.version:
+            # Up to date, or the destination is ahead: fine if it holds the source's head at that version.
+            mine = d.head if d.version == s.version else _hash_at(dst, s.stream, s.version)
+            if mine == s.head or _same_baseline_set(src, dst, s.stream):
+                current += 1
+            else:
+                conflicts.append(_conflict(s.stream, s.version, mine, s.head))
+            continue
+        theirs = src.event_at(s.stream, d.version)
+        if theirs is None or theirs.hash != d.head:
+            conflicts.append(_conflict(s.stream, d.version, d.head, theirs.hash if theirs else None))
+            continue
+        after[s.stream] = d.version
+        events += s.version - d.version
+        extended += 1
+        start = min(start, theirs.seq + 1)
+    if conflicts:
+        shown = "; ".join(conflicts[:3]) + (f"; and {len(conflicts) - 3} more" if len(conflicts) > 3 else "")
+        raise HistoryConflict(
+            f"{dst.describe()} already holds a different history for {len(conflicts)} stream"
+            f"{'s' if len(conflicts) != 1 else ''} of {src.describe()}: {shown}. Nothing was copied."
+        )
+    return CopyPlan(after, events, new, extended, current, start, until)
+
+
+def copy_ledger(
+    src: Store,
+    dst: Store,
+    *,
+    plan: CopyPlan | None = None,
+    progress: Callable[[int], None] | None = None,
+    batch: int = BATCH,
+) -> CopyReport:
+    """Copy every event of ``src`` that ``dst`` does not hold yet, with its hash; returns what was copied.
+
+    Idempotent: a second run copies only events added to ``src`` since. Each destination transaction holds up to
+    ``batch`` events and continues its streams exactly, so an interrupted copy leaves ``dst`` consistent and
+    the next run finishes it. ``progress(n)`` is called after each batch with the number of events written.
+    """
+    t0 = time.perf_counter()
+    plan = plan if plan is not None else plan_copy(src, dst)
+    copied = 0
+    if plan.events:
+        buf: list[StoredEvent] = []
+        for row in src.scan(after_seq=plan.start_seq - 1):
+            if row.seq > plan.until_seq:
+                break
+            after = plan.after_version.get(row.stream)
+            if after is None or row.version <= after:
+                continue
+            buf.append(row)
+            if len(buf) >= batch:
+                copied += _flush(dst, buf, progress)
+        copied += _flush(dst, buf, progress)
+    return CopyReport(
+        source=src.describe(),
+        destination=dst.describe(),
+        events=copied,
+        new_streams=plan.new_streams,
+        extended_streams=plan.extended_streams,
+        current_streams=plan.current_streams,
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def _flush(dst: Store, buf: list[StoredEvent], progress: Callable[[int], None] | None) -> int:
+    if not buf:
+        return 0
+    n = dst.insert_copied(buf)
+    if progress is not None:
+        progress(len(buf))
+    buf.clear()
+    return n
+
+
+def _same_baseline_set(src: Store, dst: Store, stream: str) -> bool:
+    """Two machines that played the same games each recorded the same content-addressed baseline set, at
+    different times: the stream's one event differs only in ``ts``, and either copy is the same set."""
+    if not stream.startswith(BASELINES_STREAM):
+        return False
+    a, b = src.read_stream(stream), dst.read_stream(stream)
+    if len(a) != 1 or len(b) != 1:
+        return False
+    ea, eb = decode(a[0].body), decode(b[0].body)
+    return (
+        isinstance(ea, BaselinesRecorded)
+        and isinstance(eb, BaselinesRecorded)
+        and ea.set_id == eb.set_id == stream[len(BASELINES_STREAM) :]
+        and ea.entries == eb.entries
+    )
+
+
+def _hash_at(store: Store, stream: str, version: int) -> str | None:
+    ev = store.event_at(stream, version)
+    return ev.hash if ev else None
+
+
+def _conflict(stream: str, version: int, dst_hash: str | None, src_hash: str | None) -> str:
+    return (
+        f"{stream} at version {version} (destination {(dst_hash or 'nothing')[:12]}, "
+        f"source {(src_hash or 'nothing')[:12]})"
+    )

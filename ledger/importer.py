@@ -1,0 +1,868 @@
+"""Import the toolkit's JSONL recordings: every line goes through the same translator as live capture.
+
+Layout (``arc_agi/wrapper.py``): ``<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl``, one file per environment
+wrapper (one game instance, one guid); each line is ``{"timestamp": ..., "data": {game_id, state,
+levels_completed, win_levels, action_input, guid, full_reset, available_actions, frame?}}``, written with
+``json.dump`` before the toolkit updates its scorecard. The card id is the folder name.
+
+**Reading.** Only complete lines (ending in a newline) are consumed. A last line without a newline is a record
+being written or cut off by a killed process: it is reported as a truncated last line and left for a later import
+(unless it is a whole record that only lacks its newline). The frame is the last key the toolkit writes, so the fast
+path decodes only the bytes before ``, "frame": `` and never parses the frame: it checks that the frame's bytes hold
+no ``"`` (no other key and no second record glued on after them) and that the line ends the record (``}}``), and
+reads only whether the frame is ``[]``. Any line that does not fit that shape is decoded whole (msgspec, the frame
+kept raw), so the result is the same, only slower. Lines longer than :data:`MAX_LINE` are streamed, keeping only
+their head: memory stays bounded whatever the input.
+
+**Empty frames.** The toolkit updates its scorecard only for a response with a non-empty frame; arcengine answers an
+action sent after GAME_OVER or WIN (no RESET since) with an empty frame and ``levels_completed`` 0. With frame data
+that is read from the line; without it (``include_frame_data=False``) it is inferred from the file's previous line:
+a non-RESET action received while the game was GAME_OVER or WIN. A line with no guid is skipped, as the toolkit
+does not score it.
+
+**Events.** A card's files are merged in timestamp order (ties keep file-name order) and translated by
+:func:`ledger.translator.translate`. A new card gets ``CardOpened`` at its first timestamp (with the baseline set of
+``environments`` when given, content-addressed as live capture stores it; without it the card has no baseline set
+and every game shows the toolkit's "No Matching EnvironmentInfo" run until exported with ``--baselines``), then the
+events with the recordings' own timestamps, one ``RecordingImported`` per file read, and
+``CardClosed(end_of_import)`` at its last timestamp. All of it is one ``Store.append``: one transaction per card.
+
+**Idempotent and resumable.** ``RecordingImported`` records how far each file was read, so importing the same files
+again adds nothing ("already imported") and a file that grew is read from where the last import stopped. A grown
+card is reopened: ``CardReopened``, the new lines' events, new ``RecordingImported`` events and a new
+``CardClosed(end_of_import)`` at the card's last timestamp, again in one transaction. The log is append-only, so new
+lines come after everything already stored (merged in timestamp order among themselves): a game first played in
+lines imported later is listed after the games already on the card. A killed import loses only the card whose
+transaction it was in; the next import does it. Not imported (the card is left as it is):
+a card that is in the ledger from live capture (its actions would count twice), and a file shorter than what was
+imported or whose imported bytes changed (it was rewritten).
+
+**Bad input.** A line that is not JSON or has wrong types is reported with its file and line number and skipped
+(the line is consumed, so it is reported once); a file whose lines disagree with its name (``<game_id>-<guid>``) is
+reported and imported from what the lines say, which is what the toolkit scored. With ``strict``, either makes the
+card fail with nothing of it committed; a truncated last line does not (every killed run leaves one). An empty file
+is reported and imports nothing; a card whose files hold no valid line is not created. Unknown fields are ignored.
+Card metadata the recordings do not hold (tags, source_url, opaque, the API key, seeds) is absent from imported cards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
+
+from . import baselines as bl
+from . import document
+from .calculator import score_card
+from .events import (
+    AnyEvent,
+    BaselineEntry,
+    CardClosed,
+    CardOpened,
+    CardReopened,
+    PlayStarted,
+    RecordingImported,
+    State,
+    card_stream,
+    decode,
+)
+from .projection import CardState, apply, new_card
+from .store import VersionConflict
+from .translator import Observation, translate
+
+if TYPE_CHECKING:
+    from .api import Ledger
+
+#: Bytes read at a time: small enough that a block is still in the CPU cache when its lines are scanned.
+BLOCK = 1 << 18
+#: A line longer than this is streamed (only its first MAX_HEAD bytes are kept).
+MAX_LINE = 1 << 24
+MAX_HEAD = 1 << 20
+#: Bytes before a file's import offset whose hash tells a rewritten file from a grown one.
+TAIL = 4096
+#: Bad lines listed per file (the rest are counted).
+MAX_LISTED = 10
+
+FRAME_KEY = b', "frame": '
+ACTION_IDS = {"RESET": 0, **{f"ACTION{i}": i for i in range(1, 8)}}
+
+ProblemKind = Literal[
+    "truncated",  # last line without a newline: skipped, read again next time
+    "not_json",
+    "wrong_type",
+    "too_long",
+    "name_mismatch",
+    "unlisted",  # more bad lines of a file than are listed
+    "empty",
+    "duplicate",
+    "unreadable",
+    "rewritten",
+    "captured_live",
+    "environments",
+]
+#: Problems that make a card fail under ``strict``.
+STRICT_KINDS = frozenset(("not_json", "wrong_type", "too_long", "name_mismatch", "unlisted"))
+#: Problems that make a card fail in any case (nothing of it committed, exit 1).
+FATAL_KINDS = frozenset(("unreadable", "rewritten", "captured_live"))
+
+SKIP_REASONS = {
+    "truncated": "truncated last line",
+    "not_json": "not JSON",
+    "wrong_type": "wrong types",
+    "too_long": "too long",
+    "no_guid": "no guid (not scored by the toolkit)",
+    "blank": "blank",
+}
+
+
+class ImportInputError(ValueError):
+    """The paths given do not name any recording (bad usage)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something about the input worth telling: where (file, line) and what."""
+
+    path: str
+    line: int | None
+    kind: ProblemKind
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line is not None else self.path
+        return f"{where}: {self.message}"
+
+
+@dataclass(slots=True)
+class CardResult:
+    """What the import did with one card."""
+
+    card_id: str
+    status: Literal["imported", "updated", "already imported", "nothing to import", "not imported"]
+    files: int = 0
+    lines: int = 0
+    plays: int = 0
+    events: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+    #: 0, or the exit code this card asks for: 1 (the ledger refused it), 2 (bad input under ``strict``).
+    exit_code: int = 0
+
+
+@dataclass(slots=True)
+class ImportSummary:
+    """The whole import: per-card results, problems, bytes read and time taken."""
+
+    cards: list[CardResult]
+    problems: list[Problem]
+    bytes_read: int
+    seconds: float
+    baselines_id: str | None
+
+    @property
+    def mb_per_s(self) -> float:
+        """Recording bytes read per second (MB = 10^6 bytes)."""
+        return self.bytes_read / 1e6 / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def exit_code(self) -> int:
+        """2 if a card failed on bad input under strict, else 1 if the ledger refused one, else 0."""
+        codes = {c.exit_code for c in self.cards}
+        return 2 if 2 in codes else (1 if 1 in codes else 0)
+
+    def totals(self) -> dict[str, int]:
+        """Counts over every card."""
+        return {
+            "cards": len(self.cards),
+            "imported": sum(c.status == "imported" for c in self.cards),
+            "updated": sum(c.status == "updated" for c in self.cards),
+            "already_imported": sum(c.status == "already imported" for c in self.cards),
+            "not_imported": sum(c.status == "not imported" for c in self.cards),
+            "plays": sum(c.plays for c in self.cards),
+            "events": sum(c.events for c in self.cards),
+            "lines": sum(c.lines for c in self.cards),
+        }
+
+    def skipped(self) -> dict[str, int]:
+        """Skipped lines by reason, over every card."""
+        out: Counter[str] = Counter()
+        for c in self.cards:
+            out.update(c.skipped)
+        return dict(out)
+
+
+# -- the line format ----------------------------------------------------------------------------------------------
+
+
+#: msgspec.Raw cannot be optional: an absent value reads as JSON null.
+_NULL = msgspec.Raw(b"null")
+
+
+class _Action(msgspec.Struct):
+    id: str | int
+    data: msgspec.Raw = _NULL
+
+
+class _HeadData(msgspec.Struct):
+    # The fast path: every scoring field is required, so a line whose fields come after its frame falls back.
+    game_id: str
+    state: State
+    levels_completed: int
+    action_input: _Action | None
+    guid: str | None
+    full_reset: bool
+
+
+class _Head(msgspec.Struct):
+    timestamp: datetime
+    data: _HeadData
+
+
+class _Data(msgspec.Struct):
+    game_id: str
+    state: State
+    levels_completed: int
+    action_input: _Action | None = None
+    guid: str | None = None
+    full_reset: bool = False
+    frame: msgspec.Raw = _NULL
+
+
+class _Line(msgspec.Struct):
+    timestamp: datetime
+    data: _Data
+
+
+_head_decoder = msgspec.json.Decoder(_Head)
+_line_decoder = msgspec.json.Decoder(_Line)
+_any_decoder = msgspec.json.Decoder()
+
+
+def _frame_is_empty(raw: msgspec.Raw) -> bool | None:
+    """True/False as the toolkit's ``len(frame) > 0`` decides; None when the line has no frame."""
+    if len(raw) > 16:
+        return False
+    value = _any_decoder.decode(raw)
+    if value is None:
+        return None
+    return isinstance(value, list) and len(value) == 0
+
+
+def _click(raw: msgspec.Raw) -> tuple[int | None, int | None]:
+    # As ledger.capture.observation reads ACTION6 data from the toolkit's objects.
+    payload = _any_decoder.decode(raw)
+    if not isinstance(payload, dict):
+        return None, None
+    x, y = payload.get("x"), payload.get("y")
+    return (int(x) if isinstance(x, int) else None, int(y) if isinstance(y, int) else None)
+
+
+# -- reading one file ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class FileRead:
+    """One file read from ``start`` to ``end`` (bytes consumed): its observations and what went wrong."""
+
+    path: Path
+    name: str
+    start: int
+    end: int
+    lines: int
+    new_lines: int
+    skipped: int
+    observations: list[Observation]
+    problems: list[Problem]
+    skip_reasons: Counter[str]
+    game_state: str | None
+    last_ts: datetime | None
+    tail_sha256: str
+    bytes_read: int
+
+
+class _LongLine:
+    """A line too long to hold: its head, whether its frame part holds a quote, its last bytes, its length."""
+
+    __slots__ = ("head", "k", "length", "quote", "tail")
+
+    def __init__(self, first: bytes) -> None:
+        self.head = first[:MAX_HEAD]
+        self.k = self.head.find(FRAME_KEY, 0, MAX_HEAD - 16)
+        self.quote = self.k < 0 or first.find(b'"', self.k + len(FRAME_KEY)) >= 0
+        self.tail = first[-3:]
+        self.length = len(first)
+
+    def feed(self, buf: bytes, s: int, e: int) -> None:
+        if not self.quote and buf.find(b'"', s, e) >= 0:
+            self.quote = True
+        self.tail = (self.tail + buf[max(s, e - 3) : e])[-3:]
+        self.length += e - s
+
+
+class _FileReader:
+    """Turns the lines of one file into observations (see the module docstring for the rules)."""
+
+    def __init__(self, path: Path, name: str, first_line: int, game_state: str | None) -> None:
+        self.path = path
+        self.name = name
+        self.lineno = first_line
+        self.game_state = game_state
+        self.obs: list[Observation] = []
+        self.problems: list[Problem] = []
+        self.reasons: Counter[str] = Counter()
+        self.bad = 0
+        self.listed = 0
+        stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
+        self.stem = stem
+        self._add = self.obs.append
+        # The (game_id, guid) last found to make the file name: most lines need no check.
+        self._ok_game: str | None = None
+        self._ok_guid: str | None = None
+        self._mismatch: dict[str, list[int]] = {}
+
+    # The hot path: one call per line of the file.
+    def line(self, buf: bytes, s: int, e: int) -> None:
+        self.lineno += 1
+        if e > s and buf[e - 1] == 13:
+            e -= 1
+        k = buf.find(FRAME_KEY, s, e)
+        if k >= 0 and buf.endswith(b"}}", s, e) and buf.find(b'"', k + 11, e) < 0:
+            try:
+                head = _head_decoder.decode(buf[s:k] + b"}}")
+            except (msgspec.DecodeError, RecursionError):
+                pass
+            else:
+                self._observe(head.timestamp, head.data, buf.startswith(b"[]", k + 11))
+                return
+        if e - s < 2 and not buf[s:e].strip():
+            self.reasons["blank"] += 1
+            return
+        self._full(buf[s:e])
+
+    def long_line(self, ll: _LongLine) -> None:
+        self.lineno += 1
+        tail = ll.tail[:-1] if ll.tail.endswith(b"\r") else ll.tail
+        if ll.k >= 0 and not ll.quote and tail.endswith(b"}}"):
+            try:
+                head = _head_decoder.decode(ll.head[: ll.k] + b"}}")
+            except (msgspec.DecodeError, RecursionError):
+                pass
+            else:
+                self._observe(head.timestamp, head.data, ll.head.startswith(b"[]", ll.k + 11))
+                return
+        self._bad(
+            "too_long",
+            f"line of {ll.length / 1e6:.1f} MB that does not end with its frame (limit {MAX_LINE >> 20} MiB): skipped",
+        )
+
+    def fragment(self, data: bytes) -> bool:
+        """The last line of the file, with no newline: True if it is a whole record (consumed)."""
+        if not data.strip():
+            return False
+        try:
+            rec = _line_decoder.decode(data)
+        except (msgspec.DecodeError, RecursionError):
+            rec = None
+        if rec is not None:
+            self.lineno += 1
+            self._record(rec)
+            return True
+        where = self.lineno + 1
+        if data.lstrip().startswith(b"{"):
+            self.problems.append(
+                Problem(
+                    str(self.path), where, "truncated", f"truncated last line ({len(data)} bytes, no newline): skipped"
+                )
+            )
+            self.reasons["truncated"] += 1
+        else:
+            self.problems.append(Problem(str(self.path), where, "not_json", "not JSON (last line, no newline)"))
+            self.reasons["not_json"] += 1
+        return False
+
+    def long_fragment(self, ll: _LongLine) -> None:
+        self.problems.append(
+            Problem(
+                str(self.path),
+                self.lineno + 1,
+                "truncated",
+                f"truncated last line ({ll.length} bytes, no newline): skipped",
+            )
+        )
+        self.reasons["truncated"] += 1
+
+    def _full(self, data: bytes) -> None:
+        try:
+            rec = _line_decoder.decode(data)
+        except msgspec.ValidationError as ex:
+            self._bad("wrong_type", f"wrong type: {ex}")
+            return
+        except msgspec.DecodeError as ex:
+            self._bad("not_json", f"not JSON: {ex}")
+            return
+        except RecursionError:
+            self._bad("not_json", "not JSON: nested too deeply")
+            return
+        self._record(rec)
+
+    def _record(self, rec: _Line) -> None:
+        self._observe(rec.timestamp, rec.data, _frame_is_empty(rec.data.frame))
+
+    def _bad(self, kind: ProblemKind, message: str) -> None:
+        self.bad += 1
+        self.reasons[kind] += 1
+        if self.listed < MAX_LISTED:
+            self.listed += 1
+            self.problems.append(Problem(str(self.path), self.lineno, kind, message))
+
+    def _observe(self, ts: datetime, d: _HeadData | _Data, frame_empty: bool | None) -> None:
+        ai = d.action_input
+        if ai is None:
+            action = -1
+        else:
+            action = ACTION_IDS.get(ai.id)  # type: ignore[arg-type]
+            if action is None:
+                aid = ai.id
+                if type(aid) is not int or not 0 <= aid <= 7:
+                    self._bad("wrong_type", f"wrong type: unknown action id {aid!r} - at `$.data.action_input.id`")
+                    return
+                action = aid
+        prev = self.game_state
+        state = self.game_state = d.state
+        if frame_empty is None:
+            frame_empty = action != 0 and (prev == "GAME_OVER" or prev == "WIN")
+        guid = d.guid
+        if not guid:
+            self.reasons["no_guid"] += 1
+            return
+        game_id = d.game_id
+        if guid != self._ok_guid or game_id != self._ok_game:
+            self._check_name(game_id, guid)
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=UTC)
+        if action == 6:
+            x, y = _click(ai.data)  # type: ignore[union-attr]
+            self._add(Observation(ts, game_id, guid, 6, state, d.levels_completed, d.full_reset, frame_empty, x, y))
+        else:
+            self._add(Observation(ts, game_id, guid, action, state, d.levels_completed, d.full_reset, frame_empty))
+
+    def _check_name(self, game_id: str, guid: str) -> None:
+        if self.stem == f"{game_id}-{guid}":
+            self._ok_game, self._ok_guid = game_id, guid
+            return
+        if self.stem.endswith("-" + guid):
+            what = f"game_id {game_id!r} differs from the file name's {self.stem[: -len(guid) - 1]!r}"
+        elif self.stem.startswith(game_id + "-"):
+            what = f"guid {guid!r} differs from the file name's {self.stem[len(game_id) + 1 :]!r}"
+        else:
+            what = f"game_id {game_id!r} and guid {guid!r} do not make the file name ({self.stem!r})"
+        self._mismatch.setdefault(what, []).append(self.lineno)
+
+    def finish(self) -> None:
+        for what, lines in self._mismatch.items():
+            more = f" (and {len(lines) - 1} more lines)" if len(lines) > 1 else ""
+            self.problems.append(
+                Problem(str(self.path), lines[0], "name_mismatch", f"{what}{more}: imported as the lines say")
+            )
+        if self.bad > self.listed:
+            self.problems.append(
+                Problem(str(self.path), None, "unlisted", f"{self.bad - self.listed} more bad lines not listed")
+            )
+
+
+def _tail_hash(f: Any, end: int) -> str:
+    start = max(0, end - TAIL)
+    f.seek(start)
+    return hashlib.sha256(f.read(end - start)).hexdigest()
+
+
+def read_recording(
+    path: str | os.PathLike[str],
+    *,
+    since: RecordingImported | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> FileRead:
+    """Read one recording file from where ``since`` stopped (or from the start).
+
+    Raises :class:`OSError` if the file cannot be read and :class:`RewrittenError` if it no longer continues
+    what ``since`` recorded.
+    """
+    p = Path(path)
+    start = since.offset if since is not None else 0
+    with open(p, "rb") as f:
+        if since is not None:
+            size = os.fstat(f.fileno()).st_size
+            if size < start:
+                raise RewrittenError(f"is {size} bytes, shorter than the {start} bytes already imported")
+            if _tail_hash(f, start) != since.tail_sha256:
+                raise RewrittenError(f"changed in the {min(start, TAIL)} bytes before byte {start} already imported")
+        reader = _FileReader(
+            p, p.name, since.lines if since is not None else 0, since.game_state if since is not None else None
+        )
+        line = reader.line
+        f.seek(start)
+        carry = b""
+        long: _LongLine | None = None
+        read = 0
+        while True:
+            chunk = f.read(BLOCK)
+            if not chunk:
+                break
+            read += len(chunk)
+            if progress is not None:
+                progress(len(chunk))
+            pos = 0
+            if long is not None or carry:
+                nl = chunk.find(b"\n")
+                if nl < 0:
+                    if long is not None:
+                        long.feed(chunk, 0, len(chunk))
+                    elif len(carry) + len(chunk) > MAX_LINE:
+                        long, carry = _LongLine(carry + chunk), b""
+                    else:
+                        carry += chunk
+                    continue
+                if long is not None:
+                    long.feed(chunk, 0, nl)
+                    reader.long_line(long)
+                    long = None
+                else:
+                    whole = carry + chunk[:nl]
+                    line(whole, 0, len(whole))
+                    carry = b""
+                pos = nl + 1
+            find = chunk.find
+            while True:
+                nl = find(b"\n", pos)
+                if nl < 0:
+                    break
+                line(chunk, pos, nl)
+                pos = nl + 1
+            carry = chunk[pos:]
+        # Everything read is consumed but the last line when it has no newline.
+        consumed = start + read - len(carry) - (long.length if long is not None else 0)
+        if long is not None:
+            reader.long_fragment(long)
+        elif carry and reader.fragment(carry):
+            consumed += len(carry)
+        reader.finish()
+        tail = _tail_hash(f, consumed) if consumed != start or since is None else since.tail_sha256
+    return FileRead(
+        path=p,
+        name=p.name,
+        start=start,
+        end=consumed,
+        lines=reader.lineno,
+        new_lines=reader.lineno - (since.lines if since is not None else 0),
+        skipped=(since.skipped if since is not None else 0) + reader.bad,
+        observations=reader.obs,
+        problems=reader.problems,
+        skip_reasons=reader.reasons,
+        game_state=reader.game_state,
+        last_ts=reader.obs[-1].ts if reader.obs else None,
+        tail_sha256=tail,
+        bytes_read=read,
+    )
+
+
+class RewrittenError(Exception):
+    """A recording no longer continues the bytes already imported from it."""
+
+
+# -- finding recordings ------------------------------------------------------------------------------------------
+
+
+def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> tuple[dict[str, list[Path]], list[Problem]]:
+    """card_id -> its recording files (sorted by name), from recordings folders, card folders or ``.jsonl`` files.
+
+    A folder holding ``.jsonl`` files is a card folder; its sub-folders holding ``.jsonl`` files are cards too
+    (a recordings folder). Raises :class:`ImportInputError` for a path that names no recording.
+    """
+    cards: dict[str, dict[str, Path]] = {}
+    problems: list[Problem] = []
+    seen: set[Path] = set()
+
+    def add(card_id: str, f: Path) -> None:
+        real = f.resolve()
+        if real in seen:
+            return
+        seen.add(real)
+        files = cards.setdefault(card_id, {})
+        if f.name in files:
+            problems.append(Problem(str(f), None, "duplicate", f"card {card_id} already has {files[f.name]}: ignored"))
+            return
+        files[f.name] = f
+
+    def jsonl(d: Path) -> list[Path]:
+        return sorted(f for f in d.glob("*.jsonl") if f.is_file())
+
+    for raw in paths:
+        p = Path(raw)
+        if p.is_file():
+            if p.suffix != ".jsonl":
+                raise ImportInputError(f"{p}: not a .jsonl recording")
+            add(p.resolve().parent.name, p)
+        elif p.is_dir():
+            found = jsonl(p)
+            for f in found:
+                add(p.resolve().name, f)
+            for sub in sorted(d for d in p.iterdir() if d.is_dir()):
+                inner = jsonl(sub)
+                found += inner
+                for f in inner:
+                    add(sub.name, f)
+            if not found:
+                raise ImportInputError(f"{p}: no recordings (*.jsonl) in it or in its card folders")
+        else:
+            raise ImportInputError(f"{p}: no such file or folder")
+    return {cid: [files[n] for n in sorted(files)] for cid, files in cards.items()}, problems
+
+
+# -- importing cards ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Existing:
+    card: CardState
+    progress: dict[str, RecordingImported]
+    imported: bool
+
+
+def _load_existing(ledger: Ledger, card_id: str) -> _Existing | None:
+    bodies, _, _ = ledger.store.read_bodies(card_stream(card_id))
+    if not bodies:
+        return None
+    card = new_card(card_id)
+    progress: dict[str, RecordingImported] = {}
+    imported = False
+    for b in bodies:
+        e = decode(b)
+        apply(card, e)
+        if type(e) is RecordingImported:
+            progress[e.file] = e
+            imported = True
+        elif type(e) is CardClosed and e.reason == "end_of_import":
+            imported = True
+    return _Existing(card, progress, imported)
+
+
+def _ts_key(o: Observation) -> datetime:
+    return o.ts
+
+
+class _Baselines:
+    """The --environments set, recorded in the ledger only when a new card needs it."""
+
+    def __init__(self, ledger: Ledger, entries: Sequence[BaselineEntry] | None) -> None:
+        self.ledger = ledger
+        self.entries = entries
+        self.set_id: str | None = None
+
+    def for_new_card(self) -> tuple[str | None, dict[str, BaselineEntry]]:
+        if self.entries is None:
+            return None, {}
+        if self.set_id is None:
+            self.set_id = self.ledger.record_baselines(self.entries)
+        return self.set_id, bl.as_map(self.entries)
+
+
+def _import_card(
+    ledger: Ledger,
+    card_id: str,
+    files: list[Path],
+    baselines: _Baselines,
+    strict: bool,
+    progress: Callable[[int], None] | None,
+    problems: list[Problem],
+) -> tuple[CardResult, int]:
+    for _attempt in range(5):
+        found: list[Problem] = []
+        try:
+            result = _import_card_once(ledger, card_id, files, baselines, strict, progress, found)
+        except VersionConflict:
+            # Another writer appended to this card meanwhile: look again at what it holds now.
+            continue
+        problems.extend(found)
+        return result
+    result = CardResult(card_id, "not imported", len(files), error="other writers kept changing this card", exit_code=1)
+    return result, 0
+
+
+def _import_card_once(
+    ledger: Ledger,
+    card_id: str,
+    files: list[Path],
+    baselines: _Baselines,
+    strict: bool,
+    progress: Callable[[int], None] | None,
+    problems: list[Problem],
+) -> tuple[CardResult, int]:
+    existing = _load_existing(ledger, card_id)
+    result = CardResult(card_id, "nothing to import", len(files))
+    if existing is not None and not existing.imported:
+        msg = f"card {card_id} is in the ledger from live capture: not imported (its actions would count twice)"
+        problems.append(Problem(str(files[0].parent), None, "captured_live", msg))
+        result.status, result.error, result.exit_code = "not imported", msg, 1
+        if progress is not None:
+            progress(sum(_size(f) for f in files))
+        return result, 0
+
+    reads: list[FileRead] = []
+    card_problems: list[Problem] = []
+    bytes_read = 0
+    for f in files:
+        since = existing.progress.get(f.name) if existing is not None else None
+        if progress is not None and since is not None:
+            progress(min(since.offset, _size(f)))
+        try:
+            r = read_recording(f, since=since, progress=progress)
+        except RewrittenError as e:
+            card_problems.append(Problem(str(f), None, "rewritten", f"{e}: it was rewritten, not imported"))
+            if progress is not None:
+                progress(max(0, _size(f) - since.offset))  # type: ignore[union-attr]
+            continue
+        except OSError as e:
+            card_problems.append(Problem(str(f), None, "unreadable", f"cannot read: {e.strerror or e}"))
+            continue
+        bytes_read += r.bytes_read
+        if r.start == 0 and r.end == 0 and r.bytes_read == 0:
+            card_problems.append(Problem(str(f), None, "empty", "empty file: nothing to import"))
+        card_problems.extend(r.problems)
+        reads.append(r)
+    problems.extend(card_problems)
+    for r in reads:
+        for reason, n in r.skip_reasons.items():
+            result.skipped[SKIP_REASONS[reason]] = result.skipped.get(SKIP_REASONS[reason], 0) + n
+
+    fatal = [p for p in card_problems if p.kind in FATAL_KINDS]
+    if fatal:
+        result.status, result.error, result.exit_code = "not imported", str(fatal[0]), 1
+        return result, bytes_read
+    bad = [p for p in card_problems if p.kind in STRICT_KINDS]
+    if strict and bad:
+        result.status, result.exit_code = "not imported", 2
+        result.error = f"{len(bad)} problem(s) in its recordings (--strict): nothing of this card imported"
+        return result, bytes_read
+
+    advanced = [r for r in reads if r.end > r.start]
+    result.lines = sum(r.new_lines for r in advanced)
+    if not advanced:
+        result.status = "already imported" if existing is not None else "nothing to import"
+        return result, bytes_read
+    observations = [r.observations for r in advanced if r.observations]
+    if existing is None and not observations:
+        # Only bad lines: no card to open (they are reported again next time).
+        result.lines = 0
+        return result, bytes_read
+
+    out: list[AnyEvent] = []
+    if existing is None:
+        first = min(o[0].ts for o in observations)
+        set_id, bmap = baselines.for_new_card()
+        card = new_card(card_id)
+        opened = CardOpened(ts=first, card_id=card_id, baselines_id=set_id)
+        apply(card, opened)
+        out.append(opened)
+        version = 0
+        last = first
+    else:
+        card = existing.card
+        version = card.events
+        bmap = ledger.card_baselines(card)
+        last = card.closed_at or card.last_ts or datetime.now(UTC)
+        if card.closed:
+            starts = [o[0].ts for o in observations]
+            reopened = CardReopened(ts=min(starts) if starts else last)
+            apply(card, reopened)
+            out.append(reopened)
+
+    merged = (
+        heapq.merge(*observations, key=_ts_key)
+        if len(observations) > 1
+        else iter(observations[0] if observations else ())
+    )
+    for obs in merged:
+        evs = translate(card, obs)
+        if evs:
+            out.extend(evs)
+        if obs.ts > last:
+            last = obs.ts
+    plays = sum(1 for e in out if type(e) is PlayStarted)
+    for r in advanced:
+        ev = RecordingImported(
+            ts=r.last_ts or last,
+            file=r.name,
+            offset=r.end,
+            lines=r.lines,
+            skipped=r.skipped,
+            tail_sha256=r.tail_sha256,
+            game_state=r.game_state,  # type: ignore[arg-type]
+        )
+        apply(card, ev)
+        out.append(ev)
+    doc = score_card(card, bmap)
+    closed = CardClosed(ts=last, reason="end_of_import", document_sha256=document.sha256(doc))
+    apply(card, closed)
+    out.append(closed)
+    ledger.store.append(card_stream(card_id), out, expected_version=version)
+    result.status = "imported" if existing is None else "updated"
+    result.events = len(out)
+    result.plays = plays
+    return result, bytes_read
+
+
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except OSError:
+        return 0
+
+
+def total_bytes(cards: dict[str, list[Path]]) -> int:
+    """The bytes of every file to import (the progress bar's total)."""
+    return sum(_size(f) for files in cards.values() for f in files)
+
+
+def import_recordings(
+    ledger: Ledger,
+    paths: Iterable[str | os.PathLike[str]] | None = None,
+    *,
+    cards: dict[str, list[Path]] | None = None,
+    environments: str | os.PathLike[str] | None = None,
+    strict: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> ImportSummary:
+    """Import the recordings under ``paths`` (or the ``cards`` from :func:`find_recordings`) into ``ledger``.
+
+    ``environments``: an ``environment_files`` tree whose ``metadata.json`` baselines new cards are stored with.
+    ``progress`` is called with byte counts as files are read. Raises :class:`ImportInputError` on bad paths or
+    an ``environments`` folder without any ``metadata.json``.
+    """
+    problems: list[Problem] = []
+    if cards is None:
+        cards, problems = find_recordings(paths or [])
+    entries: list[BaselineEntry] | None = None
+    if environments is not None:
+        found, env_problems = bl.scan_environments(environments)
+        if not found:
+            raise ImportInputError(f"{environments}: no metadata.json in it (an environment_files tree)")
+        problems.extend(Problem(p, None, "environments", "skipped (the toolkit skips it too)") for p in env_problems)
+        entries = bl.canonical(found)
+    baselines = _Baselines(ledger, entries)
+    t0 = time.perf_counter()
+    results: list[CardResult] = []
+    bytes_read = 0
+    for card_id, files in cards.items():
+        r, n = _import_card(ledger, card_id, files, baselines, strict, progress, problems)
+        results.append(r)
+        bytes_read += n
+    return ImportSummary(results, problems, bytes_read, time.perf_counter() - t0, baselines.set_id)

@@ -1,0 +1,336 @@
+"""The post-mortem of a card: per game, the best play's levels and arithmetic, and what cost the score.
+
+Observations (each names the numbers it comes from):
+
+- ``failed_level``: the level that dominates the lost score, the highest-weight level the best play did not complete
+  (a level's weight is its number, so the last failed level outweighs every level before it);
+- ``costliest_level``: when every level was completed, the level that lost the most weighted points;
+- ``completion_cap``: the weighted mean was above the completion cap, so the cap is the score;
+- ``level_cap``: levels of the best play above 115 before the cap ((baseline/actions)^2 x 100 > 115);
+- ``restarting``: many level resets and new plays without a win next to modest actions: the agent dies and
+  restarts rather than progressing;
+- ``after_end``: actions sent after GAME_OVER or WIN, answered with empty frames and counted nowhere.
+
+Pure: a :class:`CardState` and its :class:`ScorecardDoc` in, a :class:`PostMortem` out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from .calculator import LEVEL_CAP, best_play_index
+from .document import RunDoc, ScorecardDoc
+from .projection import CardState, Play
+
+#: "Many resets next to modest actions": at least this many restarts (level resets + new plays without a win)...
+RESTARTS_MIN = 3
+#: ...with at most this many actions per restart on average.
+ACTIONS_PER_RESTART_MAX = 10.0
+
+
+class Finding(msgspec.Struct, frozen=True, kw_only=True):
+    """One observation: ``kind`` (see the module docstring), the sentence, and the numbers in it."""
+
+    kind: str
+    game_id: str
+    text: str
+    numbers: dict[str, Any]
+    play: int | None = None
+
+
+class LevelLine(msgspec.Struct, frozen=True, kw_only=True):
+    """One level of the best play; ``baseline`` is None when the game has no baselines."""
+
+    level: int
+    weight: int
+    baseline: int | None
+    actions: int
+    score: float
+    completed: bool
+
+
+class Arithmetic(msgspec.Struct, frozen=True, kw_only=True):
+    """How a run's score is made: weighted mean of level scores, capped by the weight of levels that scored."""
+
+    weighted_mean: float
+    total_weight: int
+    scored_weight: int
+    cap: float
+    score: float
+    text: str
+
+
+class GameReport(msgspec.Struct, frozen=True, kw_only=True):
+    """One game of the card."""
+
+    game_id: str
+    score: float
+    plays: int
+    best_play: int
+    guid: str | None
+    state: str | None
+    levels: list[LevelLine]
+    arithmetic: Arithmetic | None
+    message: str | None
+    findings: list[Finding]
+
+
+class PostMortem(msgspec.Struct, frozen=True, kw_only=True):
+    """The whole card."""
+
+    card_id: str
+    score: float
+    games: list[GameReport]
+
+
+def num(v: float) -> str:
+    """A number as people read it: integers without decimals, others with at most two."""
+    return f"{v:.2f}".rstrip("0").rstrip(".") if v != int(v) else str(int(v))
+
+
+def arithmetic(run: RunDoc) -> Arithmetic | None:
+    """The run's weighted mean and cap, e.g. ``(1x25 + 2x9.46 + 3x0)/6 = 7.32, cap 3/6 = 50 -> 7.32``."""
+    scores = run.level_scores or []
+    if not scores or run.message:
+        return None
+    weights = list(range(1, len(scores) + 1))
+    total_w = sum(weights)
+    scored_w = sum(w for w, s in zip(weights, scores, strict=True) if s > 0)
+    terms = " + ".join(f"{w}x{num(s)}" for w, s in zip(weights, scores, strict=True))
+    mean = sum(w * s for w, s in zip(weights, scores, strict=True)) / total_w
+    cap = scored_w / total_w * 100
+    text = f"({terms})/{total_w} = {mean:.2f}, cap {scored_w}/{total_w} = {num(cap)} -> {run.score:.2f}"
+    return Arithmetic(
+        weighted_mean=mean, total_weight=total_w, scored_weight=scored_w, cap=cap, score=run.score, text=text
+    )
+
+
+def _levels(run: RunDoc) -> list[LevelLine]:
+    base = run.level_baseline_actions or []
+    acts = run.level_actions or []
+    scores = run.level_scores or []
+    out = []
+    for i, (b, a, s) in enumerate(zip(base, acts, scores, strict=False)):
+        out.append(
+            LevelLine(
+                level=i + 1,
+                weight=i + 1,
+                baseline=None if b < 0 else b,
+                actions=a,
+                score=s,
+                completed=i < run.levels_completed,
+            )
+        )
+    return out
+
+
+def _range(levels: list[int]) -> str:
+    return f"level {levels[0]}" if len(levels) == 1 else f"levels {levels[0]}-{levels[-1]}"
+
+
+def _score_findings(game_id: str, play_no: int, run: RunDoc, ar: Arithmetic) -> list[Finding]:
+    out: list[Finding] = []
+    levels = _levels(run)
+    total_w = ar.total_weight
+    failed = [lv for lv in levels if not lv.completed]
+    if failed:
+        top = failed[-1]
+        share = top.weight / total_w * 100
+        failed_w = sum(lv.weight for lv in failed)
+        verb = "leave" if len(failed) > 1 else "leaves"
+        stuck = failed[0]
+        where = (
+            f"; the play stopped on level {stuck.level} after {stuck.actions} action(s) there "
+            f"(baseline {stuck.baseline})"
+            if stuck.actions
+            else ""
+        )
+        out.append(
+            Finding(
+                kind="failed_level",
+                game_id=game_id,
+                play=play_no,
+                text=(
+                    f"{game_id}: level {top.level} was not completed and weighs {top.weight} of {total_w}: it alone "
+                    f"is worth {num(share)} of the game's 100 points; {_range([lv.level for lv in failed])} not "
+                    f"completed (weight {failed_w} of {total_w}) {verb} a cap of {num(ar.cap)}{where}"
+                ),
+                numbers={
+                    "level": top.level,
+                    "weight": top.weight,
+                    "total_weight": total_w,
+                    "share": share,
+                    "failed_levels": [lv.level for lv in failed],
+                    "failed_weight": failed_w,
+                    "cap": ar.cap,
+                    "stopped_on_level": stuck.level,
+                    "actions_on_level": stuck.actions,
+                    "baseline": stuck.baseline,
+                },
+            )
+        )
+    elif ar.score < 100:
+        losses = [(lv.weight * (100 - min(lv.score, 100.0)) / total_w, lv) for lv in levels]
+        loss, lv = max(losses, key=lambda t: t[0])
+        if loss > 0:
+            out.append(
+                Finding(
+                    kind="costliest_level",
+                    game_id=game_id,
+                    play=play_no,
+                    text=(
+                        f"{game_id}: every level was completed; level {lv.level} cost the most: {lv.actions} "
+                        f"action(s) for a baseline of {lv.baseline} scored {lv.score:.2f}, which at weight "
+                        f"{lv.weight} of {total_w} is {loss:.2f} points below a perfect 100 (game score "
+                        f"{ar.score:.2f})"
+                    ),
+                    numbers={
+                        "level": lv.level,
+                        "weight": lv.weight,
+                        "total_weight": total_w,
+                        "baseline": lv.baseline,
+                        "actions": lv.actions,
+                        "score": lv.score,
+                        "points_lost": loss,
+                    },
+                )
+            )
+    if ar.weighted_mean > ar.cap:
+        out.append(
+            Finding(
+                kind="completion_cap",
+                game_id=game_id,
+                play=play_no,
+                text=(
+                    f"{game_id}: the completion cap bound: the weighted mean {ar.weighted_mean:.2f} is above the cap "
+                    f"{num(ar.cap)} (levels that scored weigh {ar.scored_weight} of {total_w}), so the score is "
+                    f"{ar.score:.2f}"
+                ),
+                numbers={
+                    "weighted_mean": ar.weighted_mean,
+                    "cap": ar.cap,
+                    "scored_weight": ar.scored_weight,
+                    "total_weight": total_w,
+                },
+            )
+        )
+    return out
+
+
+def _cap_finding(game_id: str, play_no: int, run: RunDoc) -> Finding | None:
+    capped = []
+    for lv in _levels(run):
+        if lv.completed and lv.actions > 0 and lv.baseline is not None:
+            raw = (lv.baseline / lv.actions) ** 2 * 100
+            if raw > LEVEL_CAP:
+                capped.append((lv, raw))
+    if not capped:
+        return None
+    terms = "; ".join(f"level {lv.level}: ({lv.baseline}/{lv.actions})^2 x 100 = {raw:.2f}" for lv, raw in capped)
+    cap = num(LEVEL_CAP)
+    return Finding(
+        kind="level_cap",
+        game_id=game_id,
+        play=play_no,
+        text=f"{game_id}: the {cap} cap per level was hit by play {play_no}: {terms}, scored {cap}",
+        numbers={
+            "cap": LEVEL_CAP,
+            "levels": [
+                {"level": lv.level, "baseline": lv.baseline, "actions": lv.actions, "uncapped": raw}
+                for lv, raw in capped
+            ],
+        },
+    )
+
+
+def _restart_finding(game_id: str, plays: list[Play]) -> Finding | None:
+    resets = sum(p.resets for p in plays)
+    # A new play of a guid whose previous play did not win is a restart; a new play after a WIN is not.
+    last_state: dict[str, str] = {}
+    new_plays = 0
+    for p in plays:
+        if p.guid in last_state and last_state[p.guid] != "WIN":
+            new_plays += 1
+        last_state[p.guid] = p.state
+    restarts = resets + new_plays
+    actions = sum(p.actions for p in plays)
+    if restarts < RESTARTS_MIN or actions > ACTIONS_PER_RESTART_MAX * restarts:
+        return None
+    overs = sum(1 for p in plays if p.state == "GAME_OVER")
+    per = actions / restarts
+    return Finding(
+        kind="restarting",
+        game_id=game_id,
+        text=(
+            f"{game_id}: {resets} level reset(s) and {new_plays} new play(s) without a win ({restarts} restarts) "
+            f"next to {actions} actions, {per:.1f} actions per restart; {overs} of {len(plays)} play(s) ended "
+            f"GAME_OVER: the agent is dying and restarting rather than progressing"
+        ),
+        numbers={
+            "resets": resets,
+            "new_plays": new_plays,
+            "restarts": restarts,
+            "actions": actions,
+            "actions_per_restart": per,
+            "game_over_plays": overs,
+            "plays": len(plays),
+        },
+    )
+
+
+def _after_end_findings(game_id: str, plays: list[Play]) -> list[Finding]:
+    out = []
+    for i, p in enumerate(plays):
+        if p.actions_after_end <= 0:
+            continue
+        end = p.state if p.state in ("GAME_OVER", "WIN") else "the game ended"
+        out.append(
+            Finding(
+                kind="after_end",
+                game_id=game_id,
+                play=i + 1,
+                text=(
+                    f"{game_id} play {i + 1} (guid {p.guid}): {p.actions_after_end} action(s) sent after {end}, "
+                    f"answered with empty frames and counted nowhere (a RESET was needed)"
+                ),
+                numbers={"actions_after_end": p.actions_after_end, "state": p.state, "actions": p.actions},
+            )
+        )
+    return out
+
+
+def postmortem(card: CardState, doc: ScorecardDoc) -> PostMortem:
+    """The post-mortem of ``card`` scored as ``doc``."""
+    games = []
+    for env in doc.environments:
+        plays = card.games.get(env.id, [])
+        best = best_play_index(plays)
+        run = env.runs[best] if 0 <= best < len(env.runs) else None
+        findings: list[Finding] = []
+        ar = arithmetic(run) if run is not None else None
+        if run is not None and ar is not None:
+            findings += _score_findings(env.id, best + 1, run, ar)
+            cap = _cap_finding(env.id, best + 1, run)
+            if cap is not None:
+                findings.append(cap)
+        restart = _restart_finding(env.id, plays)
+        if restart is not None:
+            findings.append(restart)
+        findings += _after_end_findings(env.id, plays)
+        games.append(
+            GameReport(
+                game_id=env.id,
+                score=env.score,
+                plays=len(plays),
+                best_play=best + 1,
+                guid=run.guid if run is not None else None,
+                state=run.state if run is not None else None,
+                levels=_levels(run) if run is not None else [],
+                arithmetic=ar,
+                message=run.message if run is not None else None,
+                findings=findings,
+            )
+        )
+    return PostMortem(card_id=card.card_id, score=doc.score, games=games)

@@ -1,0 +1,347 @@
+"""Re-simulation: execute a card's recorded plays again against the real game code and compare, action by action.
+
+A play's record is its PlayStarted (with the seed the game was made with), then the inputs the agent sent:
+ActionTaken (ACTION1..7, with x/y for ACTION6), LevelReset (a RESET that restarted the level) and ActionIgnored
+(an action the game answered with an empty frame), interleaved across the card's guids in stream order; each guid
+is its own game instance, and a later PlayStarted of the same guid is a RESET that the game turned into a full
+reset. Each input is sent to a fresh instance of the game (``arc_agi.LocalEnvironmentWrapper`` over the game
+files, exactly what ``Arcade.make`` builds in OFFLINE mode), the response goes through the same translator live
+capture uses, and the events it yields must equal the recorded ones (timestamps and reasoning aside). So the check
+covers the frame's state and levels_completed after every action and every derived event (level completed, game
+over, win): a run that was fabricated or edited diverges at the first event the game does not produce.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import msgspec
+
+from .capture import observation
+from .events import (
+    ActionIgnored,
+    ActionTaken,
+    AnyEvent,
+    GameOver,
+    LevelCompleted,
+    LevelReset,
+    PlayStarted,
+    Win,
+    type_of,
+)
+from .projection import new_card
+from .translator import translate
+
+#: Events that record what the agent sent (each one is replayed).
+INPUTS = (PlayStarted, ActionTaken, LevelReset, ActionIgnored)
+#: Events the translator derives from a response (compared, not replayed).
+DERIVED = (GameOver, Win, LevelCompleted)
+#: Fields that are not the game's output: never compared.
+_NOT_COMPARED = frozenset({"ts", "reasoning"})
+
+_quiet = logging.getLogger("ledger.resimulate.toolkit")
+_quiet.setLevel(logging.CRITICAL)
+
+
+class Numbered(NamedTuple):
+    """An event with its place in the log: ``version`` in the card's stream and global ``seq``."""
+
+    version: int
+    seq: int
+    event: AnyEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """The first point where the game and the recording disagree.
+
+    ``version``/``seq`` name the recorded event (for a missing event: the last recorded event before the point).
+    ``expected`` is what the game produced, ``recorded`` what the log holds (``None`` when one side has no event).
+    """
+
+    version: int
+    seq: int
+    game_id: str | None
+    guid: str | None
+    action: str | None
+    field: str
+    expected: Any
+    recorded: Any
+    message: str
+
+
+@dataclass(slots=True)
+class ResimResult:
+    """What the re-simulation replayed, and the first divergence (None when everything matched)."""
+
+    guids: int = 0
+    plays: int = 0
+    inputs: int = 0
+    default_seed_plays: int = 0
+    divergence: Divergence | None = None
+    #: Problems that stopped the re-simulation before it could compare (a game missing from the folder...).
+    error: str | None = None
+    games: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every recorded event was reproduced."""
+        return self.divergence is None and self.error is None
+
+
+def scan_games(environments_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """game_id -> ``arc_agi.EnvironmentInfo`` for every ``metadata.json`` under the folder, as the toolkit scans.
+
+    This is ``Arcade._scan_for_environments`` (recursive, ``local_dir`` = the file's folder, unreadable files
+    skipped) without constructing an Arcade, whose OPERATION_MODE environment variable could take it online.
+    The first file found for a game id wins, as ``Arcade.make`` with an exact version picks the first match.
+    """
+    from arc_agi.models import EnvironmentInfo
+
+    out: dict[str, Any] = {}
+    for meta in Path(environments_dir).rglob("metadata.json"):
+        try:
+            info = EnvironmentInfo.model_validate_json(meta.read_text(encoding="utf-8"))
+        except Exception:  # the toolkit skips any file that fails to load
+            continue
+        info.local_dir = str(meta.parent)
+        out.setdefault(info.game_id, info)
+    return out
+
+
+def action_name(action: int) -> str:
+    """RESET, ACTION1 ... ACTION7."""
+    return "RESET" if action == 0 else f"ACTION{action}"
+
+
+def _describe(n: Numbered) -> str:
+    e = n.event
+    if isinstance(e, ActionTaken):
+        what = action_name(e.action) + (f" at ({e.x},{e.y})" if e.x is not None or e.y is not None else "")
+    elif isinstance(e, ActionIgnored):
+        what = action_name(e.action) + " (ignored)"
+    elif isinstance(e, LevelReset):
+        what = "RESET (level reset)"
+    elif isinstance(e, PlayStarted):
+        what = f"RESET (full reset, seed {e.seed})"
+    else:
+        what = type_of(e)
+    return what
+
+
+def _fields(e: AnyEvent) -> dict[str, Any]:
+    return {k: v for k, v in msgspec.structs.asdict(e).items() if k not in _NOT_COMPARED}
+
+
+def _compare(
+    expected: AnyEvent | None, recorded: Numbered | None, last: Numbered, input_: Numbered
+) -> Divergence | None:
+    """The divergence between one expected and one recorded event, or None if they are the same fact.
+
+    ``input_`` is the recorded input the events follow; ``last`` the last recorded event before a missing one.
+    """
+    gid = getattr(input_.event, "game_id", None)
+    guid = getattr(input_.event, "guid", None)
+    act = _describe(input_)
+    who = f"{act} on {gid} guid {guid[:8] if guid else '?'}"
+
+    def at(n: Numbered) -> str:
+        if n is input_:
+            return f"version {n.version} (seq {n.seq}) {who}"
+        return f"version {n.version} (seq {n.seq}) {type_of(n.event)} after {who} (version {input_.version})"
+
+    def div(n: Numbered, field: str, exp: Any, rec: Any, message: str) -> Divergence:
+        return Divergence(n.version, n.seq, gid, guid, act, field, exp, rec, message)
+
+    if expected is not None and recorded is not None:
+        rec = recorded.event
+        if type(expected) is not type(rec):
+            return div(
+                recorded,
+                "type",
+                type_of(expected),
+                type_of(rec),
+                f"{at(recorded)}: the game produces {_summary(expected)}, the recording has {_summary(rec)}",
+            )
+        if expected == rec:
+            return None
+        exp_f, rec_f = _fields(expected), _fields(rec)
+        diffs = [k for k in exp_f if exp_f[k] != rec_f.get(k)]
+        if not diffs:  # only the timestamps or the reasoning differ: not the game's output
+            return None
+        exp_txt = ", ".join(f"{d}={exp_f[d]!r}" for d in diffs)
+        rec_txt = ", ".join(f"{d}={rec_f.get(d)!r}" for d in diffs)
+        k = diffs[0]
+        return div(
+            recorded, k, exp_f[k], rec_f.get(k), f"{at(recorded)}: expected {exp_txt} (the game), recorded {rec_txt}"
+        )
+    if expected is not None:
+        return div(
+            last,
+            "type",
+            type_of(expected),
+            None,
+            f"after version {last.version} (seq {last.seq}), {who} (version {input_.version}): the game produces "
+            f"{_summary(expected)}, the recording has no such event",
+        )
+    assert recorded is not None
+    return div(
+        recorded,
+        "type",
+        None,
+        type_of(recorded.event),
+        f"{at(recorded)}: the recording has {_summary(recorded.event)}, the game produces no such event",
+    )
+
+
+def _summary(e: AnyEvent) -> str:
+    f = _fields(e)
+    f.pop("game_id", None)
+    f.pop("guid", None)
+    inner = ", ".join(f"{k}={v!r}" for k, v in f.items() if v is not None)
+    return f"{type_of(e)}({inner})"
+
+
+class _Games:
+    """One game instance per guid, built the way ``Arcade.make`` builds it."""
+
+    def __init__(self, infos: dict[str, Any]) -> None:
+        from arc_agi import LocalEnvironmentWrapper
+
+        self._wrapper = LocalEnvironmentWrapper
+        self.infos = infos
+        self.by_guid: dict[str, tuple[Any, int | None]] = {}
+
+    def make(self, game_id: str, guid: str, seed: int | None) -> Any:
+        info = self.infos[game_id]
+        # seed=None makes the wrapper build the game with its own default seed, as the toolkit does.
+        w = self._wrapper(environment_info=info, logger=_quiet, scorecard_id="ledger-audit", seed=seed)  # type: ignore[arg-type]
+        self.by_guid[guid] = (w, seed)
+        return w
+
+
+def resimulate(events: Sequence[Numbered], environments_dir: str | os.PathLike[str]) -> ResimResult:
+    """Replay every play of the card (``events`` in stream order) against the games under ``environments_dir``."""
+    result = ResimResult()
+    infos = scan_games(environments_dir)
+    needed = sorted({e.event.game_id for e in events if isinstance(e.event, PlayStarted)})
+    result.games = needed
+    missing = [g for g in needed if g not in infos]
+    if missing:
+        result.error = (
+            f"game {', '.join(missing)} not found under {environments_dir} (no metadata.json with that game_id)"
+        )
+        return result
+    games = _Games(infos)
+    try:
+        _replay(events, games, result)
+    finally:
+        result.guids = len(games.by_guid)
+    return result
+
+
+def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> None:
+    from arcengine import GameAction
+
+    card = new_card("resimulation")
+    reset = GameAction.RESET
+    n = len(events)
+    i = 0
+    while i < n:
+        cur = events[i]
+        ev = cur.event
+        t = type(ev)
+        if t not in INPUTS and t not in DERIVED:
+            # card_opened, card_closed (and anything integrity already reports as out of place): no game input.
+            i += 1
+            continue
+        if t in DERIVED:
+            result.divergence = _compare(None, cur, cur, cur)
+            return
+        # Send this input to the guid's game instance.
+        guid = ev.guid  # type: ignore[union-attr]
+        inst = games.by_guid.get(guid)
+        if t is PlayStarted:
+            result.plays += 1
+            if inst is None:
+                seed = ev.seed  # type: ignore[union-attr]
+                if seed is None:
+                    result.default_seed_plays += 1
+                try:
+                    w = games.make(ev.game_id, guid, seed)  # type: ignore[union-attr]
+                except Exception as e:  # a game whose code fails to load or reset
+                    result.error = f"version {cur.version}: cannot start {ev.game_id}: {e}"  # type: ignore[union-attr]
+                    return
+                frame = w.observation_space
+                inst = (w, seed)
+            else:
+                frame = inst[0].step(reset)
+        elif inst is None:
+            result.divergence = Divergence(
+                cur.version,
+                cur.seq,
+                ev.game_id,  # type: ignore[union-attr]
+                guid,
+                _describe(cur),
+                "guid",
+                None,
+                guid,
+                f"version {cur.version} (seq {cur.seq}) {type_of(ev)} for guid {guid}, which no play_started began",
+            )
+            return
+        elif t is LevelReset:
+            frame = inst[0].step(reset)
+        else:
+            a = ev.action  # type: ignore[union-attr]
+            try:
+                ga = GameAction.from_id(a)
+            except ValueError:
+                ga = None
+            if ga is None:
+                frame = None
+            elif a == 6 and t is ActionTaken:
+                data = {}
+                if ev.x is not None:  # type: ignore[union-attr]
+                    data["x"] = ev.x  # type: ignore[union-attr]
+                if ev.y is not None:  # type: ignore[union-attr]
+                    data["y"] = ev.y  # type: ignore[union-attr]
+                frame = inst[0].step(ga, data=data)
+            else:
+                frame = inst[0].step(ga)
+        result.inputs += 1
+        if frame is None:
+            result.divergence = Divergence(
+                cur.version,
+                cur.seq,
+                getattr(ev, "game_id", None),
+                guid,
+                _describe(cur),
+                "response",
+                None,
+                type_of(ev),
+                f"version {cur.version} (seq {cur.seq}) {_describe(cur)}: the game returned no response (it raised "
+                f"an error or the action does not exist)",
+            )
+            return
+        frame.guid = guid
+        empty = len(frame.frame) == 0
+        obs = observation(frame, False if empty else bool(frame.full_reset), with_reasoning=False, ts=ev.ts)
+        expected = translate(card, obs, seed=inst[1])
+        # The recorded events for this input: the input itself and what was derived from it.
+        j = i + 1
+        while j < n and type(events[j].event) in DERIVED:
+            j += 1
+        recorded = events[i:j]
+        for k in range(max(len(expected), len(recorded))):
+            exp = expected[k] if k < len(expected) else None
+            rec = recorded[k] if k < len(recorded) else None
+            d = _compare(exp, rec, recorded[min(k, len(recorded)) - 1], cur)
+            if d is not None:
+                result.divergence = d
+                return
+        i = j

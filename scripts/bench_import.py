@@ -1,0 +1,156 @@
+"""Import throughput on recordings with frames, next to a raw read and a plain ``json.loads`` of the same files.
+
+The recordings are made by the real toolkit (OFFLINE, ``save_recording=True``, ``include_frame_data=True``) playing
+the test games; the agent resets after GAME_OVER/WIN so nearly every line carries its 64x64 frame. The files of one
+run are copied under more card folders to reach the target size. Every figure is read from the page cache (each
+pass is preceded by a warm-up read), so they compare CPU work, not the disk.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ledger import Ledger  # noqa: E402
+from ledger.importer import BLOCK, find_recordings, import_recordings, read_recording  # noqa: E402
+from tests.toolkit import ENV_DIR, arcade, random_action, step  # noqa: E402
+
+
+def _record(recordings: Path, steps: int, seed: int = 7) -> str:
+    """Play one card of ``steps`` actions over two games, recorded with frames; returns its card id."""
+    rng = random.Random(seed)
+    arc = arcade(recordings_dir=str(recordings))
+    card = arc.open_scorecard()
+    envs = [
+        arc.make(g, scorecard_id=card, seed=1, save_recording=True, include_frame_data=True) for g in ("cnt3", "clk2")
+    ]
+    for _ in range(steps):
+        env = rng.choice(envs)
+        if env.observation_space is not None and env.observation_space.state.name in ("GAME_OVER", "WIN"):
+            step(env, 0)
+            continue
+        a, x, y = random_action(rng, env)
+        step(env, a, x, y)
+    return card
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(root.rglob("*.jsonl"))
+
+
+def _raw_read(files: list[Path]) -> int:
+    n = 0
+    for f in files:
+        with open(f, "rb") as fh:
+            while chunk := fh.read(BLOCK):
+                n += len(chunk)
+    return n
+
+
+def _line_read(files: list[Path]) -> int:
+    n = 0
+    for f in files:
+        with open(f, "rb") as fh:
+            for line in fh:
+                n += len(line)
+    return n
+
+
+def _json_lines(files: list[Path]) -> int:
+    n = 0
+    for f in files:
+        with open(f, "rb") as fh:
+            for line in fh:
+                json.loads(line)
+                n += len(line)
+    return n
+
+
+def _best(fn: object, repeat: int) -> tuple[float, int]:
+    best, size = float("inf"), 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        size = fn()  # type: ignore[operator]
+        best = min(best, time.perf_counter() - t0)
+    return best, size
+
+
+def run(quick: bool) -> list[str]:
+    """Measure and return the printed lines."""
+    steps, copies, repeat = (600, 3, 2) if quick else (3000, 12, 3)
+    out: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
+        rec = Path(tmp) / "recordings"
+        t0 = time.perf_counter()
+        card = _record(rec, steps)
+        gen = time.perf_counter() - t0
+        for _ in range(copies - 1):
+            shutil.copytree(rec / card, rec / str(uuid.uuid4()))
+        files = _files(rec)
+        size = sum(f.stat().st_size for f in files)
+        lines = sum(1 for f in files for _ in open(f, "rb"))  # noqa: SIM115
+        _raw_read(files)  # warm the page cache
+        out.append(
+            f"recordings: {copies} cards x {steps} actions with frames, {len(files)} files, {lines} lines, "
+            f"{size / 1e6:.1f} MB ({size / lines / 1e3:.1f} KB/line; played in {gen:.1f} s)"
+        )
+        t_raw, _ = _best(lambda: _raw_read(files), repeat)
+        t_lines, _ = _best(lambda: _line_read(files), repeat)
+        t_json, _ = _best(lambda: _json_lines(files), 1)
+        t_scan, _ = _best(lambda: sum(len(read_recording(f).observations) for f in files), repeat)
+        cards, _ = find_recordings([rec])
+        t_import, t_append, events = float("inf"), 0.0, 0
+        for i in range(repeat):
+            with Ledger.open(Path(tmp) / f"ledger{i}.sqlite") as led:
+                spent = [0.0]
+                append = led.store.append
+
+                def timed(*args: object, _append: object = append, _spent: list[float] = spent, **kw: object) -> object:
+                    t = time.perf_counter()
+                    try:
+                        return _append(*args, **kw)  # type: ignore[operator]
+                    finally:
+                        _spent[0] += time.perf_counter() - t
+
+                led.store.append = timed  # type: ignore[method-assign]
+                t0 = time.perf_counter()
+                s = import_recordings(led, cards=cards, environments=ENV_DIR)
+                took = time.perf_counter() - t0
+                assert s.totals()["imported"] == copies, s.totals()
+                if took < t_import:
+                    t_import, t_append, events = took, spent[0], s.totals()["events"]
+        mb = size / 1e6
+        raw = mb / t_raw
+        imp = mb / t_import
+
+        def row(label: str, seconds: float, extra: str = "") -> str:
+            return f"{label:<42}{mb / seconds:8.0f} MB/s  {seconds / lines * 1e6:6.2f} us/line{extra}"
+
+        out.append(row("raw read (256 KiB blocks)", t_raw))
+        out.append(row("raw read, line by line (for line in f)", t_lines))
+        out.append(row("json.loads per line", t_json))
+        out.append(row("importer decode only (read_recording)", t_scan))
+        out.append(row("ledger import (into SQLite)", t_import, f"  ({events} events, {events / t_import:,.0f}/s)"))
+        out.append(
+            f"  of which Store.append: {t_append / t_import:.0%} ({t_append / events * 1e6:.1f} us/event: "
+            "encode, hash chain, one INSERT per event)"
+        )
+        out.append(
+            f"import / raw read: {imp / raw:.1%} (goal >= 40%); import / line-by-line read: {t_lines / t_import:.0%}; "
+            f"import / json.loads: {t_json / t_import:.1f}x"
+        )
+    return out
+
+
+if __name__ == "__main__":
+    for line in run("--quick" in sys.argv):
+        print(line)

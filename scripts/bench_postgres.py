@@ -1,0 +1,222 @@
+"""PostgreSQL next to SQLite, same run, same sizes: what live capture adds to a toolkit step, export (full replay)
+events/s, and ``ledger copy`` events/s in both directions.
+
+The PostgreSQL server is ``$LEDGER_BENCH_PG_URL``, else ``$LEDGER_TEST_PG_URL``, else the machine's default
+(postgresql+psycopg://postgres@127.0.0.1:5432/test); the bench creates its own database there and drops it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import arc_agi.scorecard  # noqa: F401  (imported first: its import sets its logger to INFO)
+
+from ledger import Ledger
+from ledger.baselines import BaselineEntry
+from ledger.copy import copy_ledger, open_destination, open_source
+from ledger.events import CardOpened, card_stream, encode, type_of
+from ledger.projection import apply, new_card
+from ledger.translator import Observation, translate
+
+logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
+
+DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+GAME = "wkex-0000000f"
+GUID = "0f0e0d0c-0000-4000-8000-000000000001"
+
+
+def admin_url() -> str:
+    """The server to bench on (its database is only used to create and drop the bench's own)."""
+    return os.environ.get("LEDGER_BENCH_PG_URL") or os.environ.get("LEDGER_TEST_PG_URL") or DEFAULT_PG
+
+
+@contextmanager
+def bench_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for the bench, dropped afterwards."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.pool import NullPool
+
+    name = f"ledger_bench_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(admin_url(), isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(admin_url()).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def per_step(where: str | None, n_steps: int) -> float:
+    """Seconds per toolkit step (ACTION2 on wkex) with the ledger at ``where`` attached, or bare (None)."""
+    from arc_agi import Arcade, OperationMode
+    from arcengine import GameAction
+
+    env_dir = Path(__file__).resolve().parent.parent / "tests" / "environment_files"
+    quiet = logging.getLogger("bench.arcade")
+    quiet.setLevel(logging.ERROR)
+    arc = Arcade(operation_mode=OperationMode.OFFLINE, environments_dir=str(env_dir), logger=quiet)
+    led = None
+    if where is not None:
+        led = Ledger.open(where)
+        led.attach(arc)
+    card = arc.open_scorecard()
+    env = arc.make("wkex", scorecard_id=card)
+    for _ in range(50):
+        env.step(GameAction.ACTION2)
+    t = time.perf_counter()
+    for _ in range(n_steps):
+        env.step(GameAction.ACTION2)
+    dt = (time.perf_counter() - t) / n_steps
+    if led is not None:
+        led.close()
+    return dt
+
+
+def bare_pg_commit(url: str, n: int) -> float:
+    """One INSERT + COMMIT of a row as large as a captured action event on a plain table (psycopg, no ORM)."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    con = psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password, dbname=u.database)
+    con.execute("CREATE TABLE IF NOT EXISTS bench_t (seq BIGSERIAL PRIMARY KEY, body BYTEA NOT NULL)")
+    con.commit()
+    row = os.urandom(430)
+    t = time.perf_counter()
+    for _ in range(n):
+        con.execute("INSERT INTO bench_t (body) VALUES (%s)", (row,))
+        con.commit()
+    dt = (time.perf_counter() - t) / n
+    con.execute("DROP TABLE bench_t")
+    con.commit()
+    con.close()
+    return dt
+
+
+def build_card(led: Ledger, n_steps: int, seed: int = 7) -> tuple[str, int]:
+    """A long captured-like card (translator -> events) written in large transactions; (card_id, events)."""
+    rng = random.Random(seed)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    card_id = f"bench-{seed}"
+    sid = led.record_baselines([BaselineEntry(game_id=GAME, baseline_actions=[22, 123, 73])], ts=t0)
+    state = new_card(card_id)
+    opened = CardOpened(ts=t0, card_id=card_id, baselines_id=sid)
+    apply(state, opened)
+    batch = [(type_of(opened), t0.isoformat(), encode(opened))]
+    version, levels, since = 0, 0, 0
+    for i in range(n_steps):
+        r = rng.random()
+        if i == 0 or (r < 0.002 and since == 0):
+            a, full, levels = 0, True, 0
+        elif r < 0.002:
+            a, full, since = 0, False, 0
+        elif r < 0.004 and levels < 2:
+            a, full, since, levels = 1, False, 0, levels + 1
+        else:
+            a, full, since = 2, False, since + 1
+        ts = t0 + timedelta(milliseconds=i)
+        obs = Observation(
+            ts=ts, game_id=GAME, guid=GUID, action=a, state="NOT_FINISHED", levels_completed=levels,
+            full_reset=full, frame_empty=False,
+        )  # fmt: skip
+        batch.extend((type_of(e), ts.isoformat(), encode(e)) for e in translate(state, obs))
+        if len(batch) >= 20_000:
+            led.store.append_encoded(card_stream(card_id), batch, expected_version=version)
+            version += len(batch)
+            batch = []
+    if batch:
+        led.store.append_encoded(card_stream(card_id), batch, expected_version=version)
+        version += len(batch)
+    return card_id, version
+
+
+def export_rate(where: str, card_id: str, n_events: int) -> tuple[float, float, str]:
+    """(cold events/s with no projection cache, warm seconds, the JSON)."""
+    with Ledger.open(where) as led:
+        led.store.drop_snapshots()
+        t = time.perf_counter()
+        out = led.export(card_id)
+        cold = time.perf_counter() - t
+        t = time.perf_counter()
+        again = led.export(card_id)
+        warm = time.perf_counter() - t
+    assert again == out
+    return n_events / cold, warm, out
+
+
+def copy_rate(src: str, dst: str) -> tuple[int, float]:
+    s, d = open_source(src), open_destination(dst)
+    try:
+        rep = copy_ledger(s, d)
+    finally:
+        s.close()
+        d.close()
+    return rep.events, rep.events / rep.seconds
+
+
+def unreachable() -> str | None:
+    """Why the PostgreSQL server cannot be used, or None."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import DBAPIError
+    from sqlalchemy.pool import NullPool
+
+    engine = create_engine(admin_url(), poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except DBAPIError as e:
+        return str(e.orig or e).strip().splitlines()[0]
+    finally:
+        engine.dispose()
+    return None
+
+
+def run(quick: bool) -> list[str]:
+    """Capture and export figures on PostgreSQL next to SQLite."""
+    why = unreachable()
+    if why is not None:
+        return [f"skipped: PostgreSQL at {admin_url()} is not usable ({why}); set LEDGER_BENCH_PG_URL"]
+    steps = 300 if quick else 3000
+    card_steps = 20_000 if quick else 200_000
+    lines: list[str] = []
+    with bench_database() as pg, tempfile.TemporaryDirectory() as d:
+        sq = str(Path(d) / "bench.sqlite")
+        bare = min(per_step(None, steps) for _ in range(2))
+        on_sq = min(per_step(sq, steps) for _ in range(2))
+        on_pg = min(per_step(pg, steps) for _ in range(2))
+        commit = min(bare_pg_commit(pg, steps) for _ in range(2))
+        lines.append(f"capture, {steps} toolkit steps each: bare {bare * 1e6:.0f} us/step")
+        lines.append(
+            f"  SQLite     attached {on_sq * 1e6:.0f} us/step: capture adds {(on_sq - bare) * 1e6:.0f} us/step"
+        )
+        lines.append(
+            f"  PostgreSQL attached {on_pg * 1e6:.0f} us/step: capture adds {(on_pg - bare) * 1e6:.0f} us/step; "
+            f"one bare INSERT+COMMIT of a same-size row {commit * 1e6:.0f} us -> {(on_pg - bare) / commit:.2f}x"
+        )
+        built = str(Path(d) / "card.sqlite")
+        with Ledger.open(built) as led:
+            card_id, n_events = build_card(led, card_steps)
+        n_copy, to_pg = copy_rate(built, pg)
+        _, to_sq = copy_rate(pg, str(Path(d) / "back.sqlite"))
+        lines.append(
+            f"ledger copy of {n_copy:,} events: SQLite -> PostgreSQL {to_pg:,.0f} events/s, back {to_sq:,.0f} events/s"
+        )
+        sq_rate, sq_warm, sq_json = export_rate(built, card_id, n_events)
+        pg_rate, pg_warm, pg_json = export_rate(pg, card_id, n_events)
+        lines.append(f"export of a {n_events:,}-event card, cold (full replay, no cache) and warm (projection cache):")
+        for name, rate, warm in (("SQLite    ", sq_rate, sq_warm), ("PostgreSQL", pg_rate, pg_warm)):
+            lines.append(f"  {name} {rate:,.0f} events/s ({n_events / rate:.2f} s), warm {warm * 1000:.1f} ms")
+        lines.append(f"exports identical on both backends: {sq_json == pg_json}")
+    return lines

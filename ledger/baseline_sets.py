@@ -18,7 +18,15 @@ import msgspec
 
 from . import baselines as bl
 from .api import Ledger, UnknownBaselines
-from .events import LABELS_STREAM, BaselineEntry, BaselinesRecorded, LabelSet, baselines_stream, decode
+from .events import (
+    LABEL_STREAM,
+    BaselineEntry,
+    BaselinesRecorded,
+    LabelSet,
+    baselines_stream,
+    decode,
+    label_stream,
+)
 from .store import VersionConflict
 
 #: Labels are short names; 64 hex characters is refused because it would read as a set id.
@@ -155,14 +163,15 @@ class Label:
     history: tuple[str, ...] = ()
 
 
-def _label_events(ledger: Ledger) -> tuple[list[LabelSet], int]:
-    bodies, version, _ = ledger.store.read_bodies(LABELS_STREAM)
-    out = []
-    for b in bodies:
-        ev = decode(b)
-        if isinstance(ev, LabelSet):
-            out.append(ev)
-    return out, version
+def _label_events(ledger: Ledger, label: str | None = None) -> tuple[list[LabelSet], int]:
+    """LabelSet events of one label (with its stream's last version), or of every label (version 0)."""
+    streams = [label_stream(label)] if label is not None else [s.stream for s in ledger.store.streams(LABEL_STREAM)]
+    out: list[LabelSet] = []
+    version = 0
+    for stream in streams:
+        bodies, version, _ = ledger.store.read_bodies(stream)
+        out.extend(ev for ev in (decode(b) for b in bodies) if isinstance(ev, LabelSet))
+    return out, version if label is not None else 0
 
 
 def _fold_labels(events: Iterable[LabelSet]) -> dict[str, Label]:
@@ -194,12 +203,12 @@ def check_label(label: str) -> None:
 def set_label(ledger: Ledger, label: str, set_id: str, *, move: bool = False) -> tuple[bool, str | None]:
     """Point ``label`` at ``set_id``. Returns (changed, previous set id). Raises :class:`LabelConflict`.
 
-    Appends under optimistic concurrency on the ``labels`` stream, so two writers cannot both move a label
+    Appends under optimistic concurrency on the label's own stream, so two writers cannot both move a label
     without one of them seeing the other's LabelSet first.
     """
     check_label(label)
     while True:
-        events, version = _label_events(ledger)
+        events, version = _label_events(ledger, label)
         current = _fold_labels(events).get(label)
         if current is not None and current.set_id == set_id:
             return False, current.set_id
@@ -207,7 +216,7 @@ def set_label(ledger: Ledger, label: str, set_id: str, *, move: bool = False) ->
             raise LabelConflict(label, current.set_id, set_id)
         ev = LabelSet(ts=datetime.now(UTC), label=label, set_id=set_id)
         try:
-            ledger.store.append(LABELS_STREAM, [ev], expected_version=version)
+            ledger.store.append(label_stream(label), [ev], expected_version=version)
         except VersionConflict:
             continue
         return True, current.set_id if current is not None else None

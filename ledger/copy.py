@@ -3,9 +3,10 @@
 Events keep their stream, version, type, timestamp, bytes and hashes; only ``seq`` is new at the destination
 (the chain does not cover it), and copied events get their ``seq`` in the source's order. A copy is idempotent:
 each stream continues from the destination's head, so running it again copies only what is new, and a stream
-the destination holds with a different history stops the copy before anything is written. The one exception is
-a content-addressed baseline set both ledgers recorded on their own (same id, same entries, another ``ts``):
-that is the same set, and the destination keeps its own.
+the destination holds with a different history stops the copy before anything is written. Two exceptions: a
+content-addressed baseline set both ledgers recorded on their own (same id, same entries, another ``ts``) is the
+same set, and a label both ledgers pointed at the same sets in the same order has the same history; in both cases
+the destination keeps its own events.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .events import BASELINES_STREAM, BaselinesRecorded, decode
+from .events import BASELINES_STREAM, LABEL_STREAM, BaselinesRecorded, LabelSet, decode
 from .store import Durability, HistoryConflict, Store, StoredEvent, StoreError, normalize_url
 
 #: Rows per destination transaction.
@@ -103,7 +104,7 @@ def plan_copy(src: Store, dst: Store) -> CopyPlan:
         if d.version >= s.version:
             # Up to date, or the destination is ahead: fine if it holds the source's head at that version.
             mine = d.head if d.version == s.version else _hash_at(dst, s.stream, s.version)
-            if mine == s.head or _same_baseline_set(src, dst, s.stream):
+            if mine == s.head or _same_baseline_set(src, dst, s.stream) or _same_label_history(src, dst, s.stream):
                 current += 1
             else:
                 conflicts.append(_conflict(s.stream, s.version, mine, s.head))
@@ -190,6 +191,20 @@ def _same_baseline_set(src: Store, dst: Store, stream: str) -> bool:
         and ea.set_id == eb.set_id == stream[len(BASELINES_STREAM) :]
         and ea.entries == eb.entries
     )
+
+
+def _same_label_history(src: Store, dst: Store, stream: str) -> bool:
+    """Two machines that each pointed a label at the same sets, in the same order, at different times: the
+    destination's history of that label already says everything the source's does."""
+    if not stream.startswith(LABEL_STREAM):
+        return False
+
+    def sets(store: Store) -> list[tuple[str, str]]:
+        evs = [decode(r.body) for r in store.read_stream(stream)]
+        return [(e.label, e.set_id) for e in evs if isinstance(e, LabelSet)]
+
+    mine, theirs = sets(dst), sets(src)
+    return len(theirs) > 0 and mine[: len(theirs)] == theirs
 
 
 def _hash_at(store: Store, stream: str, version: int) -> str | None:

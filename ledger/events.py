@@ -151,7 +151,7 @@ class BaselinesRecorded(Event, tag="baselines_recorded", kw_only=True):
 
 
 class LabelSet(Event, tag="label_set", kw_only=True):
-    """A human label now points at a baseline set (``ledger baselines import --label``)."""
+    """A human label now points at a baseline set (``ledger baselines import --label``); stream ``label:<label>``."""
 
     label: str
     set_id: str
@@ -219,10 +219,11 @@ def type_of(event: Event) -> str:
     return type(event).__struct_config__.tag  # type: ignore[return-value]
 
 
-#: Stream name prefixes: one stream per card, one per baseline set, one for labels.
+#: Stream name prefixes: one stream per card, one per baseline set, one per label (so that machines which set
+#: different labels can be copied into one team ledger without their label histories colliding).
 CARD_STREAM = "card:"
 BASELINES_STREAM = "baselines:"
-LABELS_STREAM = "labels"
+LABEL_STREAM = "label:"
 
 
 def card_stream(card_id: str) -> str:
@@ -233,3 +234,8 @@ def card_stream(card_id: str) -> str:
 def baselines_stream(set_id: str) -> str:
     """The stream that holds one baseline set."""
     return BASELINES_STREAM + set_id
+
+
+def label_stream(label: str) -> str:
+    """The stream that holds one label's history (its LabelSet events)."""
+    return LABEL_STREAM + label

@@ -15,7 +15,7 @@ from ledger import Ledger
 from ledger import baseline_sets as bs
 from ledger import baselines as bl
 from ledger.cli import cli
-from ledger.events import LABELS_STREAM, BaselineEntry, LabelSet, decode
+from ledger.events import BaselineEntry, LabelSet, decode, label_stream
 from tests.toolkit import ENV_DIR, arcade, step
 
 TEST_SET_GAMES = ["clk2-0000000b", "cnt3-0000000a", "nbas-0000000d", "nobl-0000000c", "shrt-0000000e", "wkex-0000000f"]
@@ -192,7 +192,8 @@ def test_bad_folders(tmp_path: Path, db_path: Path) -> None:
 
 def label_events(db: Path) -> list[LabelSet]:
     with Ledger.open(db) as led:
-        return [decode(e.body) for e in led.store.read_stream(LABELS_STREAM)]  # type: ignore[misc]
+        rows = [r for s in led.store.streams("label:") for r in led.store.read_stream(s.stream)]
+        return sorted((decode(r.body) for r in rows), key=lambda e: e.ts)  # type: ignore[misc]
 
 
 def test_labels(tmp_path: Path, db_path: Path) -> None:
@@ -364,7 +365,7 @@ def test_labels_and_rescore_on_each_backend(tmp_path: Path, backend_url: str) ->
     doc = json.loads(run(backend_url, "export", card, "--baselines", "v1").stdout)
     assert doc["score"] == 1 / 6 * 100
     with Ledger.open(backend_url) as led:
-        assert [(e.label, e.set_id) for e in (decode(x.body) for x in led.store.read_stream(LABELS_STREAM))] == [
+        assert [(e.label, e.set_id) for e in (decode(x.body) for x in led.store.read_stream(label_stream("v1")))] == [
             ("v1", v1),
             ("v1", v2),
         ]

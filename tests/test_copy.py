@@ -125,6 +125,31 @@ def test_two_machines_into_one_team_ledger(tmp_path: Path, backend_url: str) -> 
         assert verify_ledger(a.store).ok
 
 
+def test_labels_set_on_two_machines_merge_into_the_team_ledger(tmp_path: Path, backend_url: str) -> None:
+    """Each label is its own stream: different labels never collide, the same label on the same set is the same
+    history, and the same label on different sets is refused."""
+    from ledger.baseline_sets import labels, set_label
+
+    for name in ("a", "b", "c"):
+        _, _, led = machine(tmp_path / f"{name}.sqlite", seed=1, cards=1)
+        sid = led.baseline_set_ids()[0]
+        set_label(led, f"only-{name}", sid)
+        set_label(led, "shared", sid)
+        led.close()
+    copied(str(tmp_path / "a.sqlite"), backend_url)
+    copied(str(tmp_path / "b.sqlite"), backend_url)
+    with Ledger.open(backend_url) as team:
+        assert {k: v.set_id for k, v in labels(team).items()} == {"only-a": sid, "only-b": sid, "shared": sid}
+        assert verify_ledger(team.store).ok
+    from ledger.baselines import BaselineEntry
+
+    with Ledger.open(tmp_path / "c.sqlite") as c:
+        other = c.record_baselines([BaselineEntry(game_id="zz99-1", baseline_actions=[1])])
+        set_label(c, "shared", other, move=True)
+    with pytest.raises(HistoryConflict, match="label:shared"):
+        copied(str(tmp_path / "c.sqlite"), backend_url)
+
+
 def test_a_different_history_is_refused_and_nothing_is_written(tmp_path: Path, backend_url: str) -> None:
     a_path = tmp_path / "a.sqlite"
     _, _, led = machine(a_path, seed=5, cards=2)

@@ -221,7 +221,7 @@ class Store:
             with self.engine.connect() as conn:
                 return MigrationContext.configure(conn).get_current_revision()
         except DBAPIError as e:
-            raise StoreError(f"cannot read the ledger at {self.describe()}: {_reason(e)}") from e
+            raise StoreError(f"cannot read the ledger at {self.describe()}: {_reason(e)}{self._readonly_hint()}") from e
 
     def head_revision(self) -> str:
         """The newest revision the migrations know."""
@@ -360,7 +360,14 @@ class Store:
                     if expected_version is not None and version != expected_version:
                         raise VersionConflict(stream, expected_version)
                 params = self._chain_rows(stream, rows, version, prev)
-                seqs = [dbapi.execute(_SQLITE_INSERT, tuple(p.values())).lastrowid for p in params]
+                if len(params) == 1:
+                    seqs = [dbapi.execute(_SQLITE_INSERT, tuple(params[0].values())).lastrowid]
+                else:
+                    # Under the write lock, an INTEGER PRIMARY KEY without deletes is assigned max+1 each time:
+                    # a batch's seqs are the consecutive numbers ending at the last one inserted.
+                    dbapi.executemany(_SQLITE_INSERT, [tuple(p.values()) for p in params])
+                    last = dbapi.execute("SELECT last_insert_rowid()").fetchone()[0]
+                    seqs = list(range(last - len(params) + 1, last + 1))
                 dbapi.execute("COMMIT")
             except BaseException:
                 if dbapi.in_transaction:

@@ -174,3 +174,20 @@ def test_cached_projection_equals_full_replay_at_every_cut(db_path: Path) -> Non
         for cut in [rows[10].seq, rows[len(rows) // 2].seq, rows[-2].seq, rows[-1].seq]:
             cold = led.load_card(card, until=cut, use_cache=False)
             assert led.document(card, until=cut) == led.document(card, card=cold)
+
+
+def test_a_batch_append_returns_the_rows_as_stored(db_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from ledger.events import CardOpened, Win
+
+    ts = datetime(2026, 1, 1, tzinfo=UTC)
+    store = Store(str(db_path))
+    store.migrate()
+    store.append("card:other", [CardOpened(ts=ts, card_id="other")], expected_version=0)
+    batch = store.append(
+        "card:y", [CardOpened(ts=ts, card_id="y")] + [Win(ts=ts, game_id="g", guid=str(i)) for i in range(4)], 0
+    )
+    assert batch == store.read_stream("card:y")
+    assert [e.seq for e in batch] == [2, 3, 4, 5, 6]
+    store.close()

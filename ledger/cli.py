@@ -86,7 +86,8 @@ def echo_json(obj: Any) -> None:
     type=click.Choice(["normal", "full"]),
     default="normal",
     show_default=True,
-    help="SQLite: 'normal' survives a killed process; 'full' (synchronous=FULL) also survives power loss.",
+    help="SQLite: 'normal' (WAL, synchronous=NORMAL) survives a killed process; 'full' (synchronous=FULL) also "
+    "survives power loss. PostgreSQL: 'normal' keeps the server's synchronous_commit, 'full' forces it on.",
 )
 @click.pass_context
 def cli(ctx: click.Context, db: str | None, durability: str) -> None:
@@ -321,7 +322,9 @@ def demo(ctx: click.Context, seed: int) -> None:
         click.echo(replay_text(card, doc))
         click.echo("")
         click.echo(f"ledger: {ledger.store.describe()}")
-        click.echo(f"try:    ledger --db {ctx.obj['db']} export {card_id} --indent 2")
+        db = ctx.obj["db"]
+        shown = ledger.store.describe() if "://" in db else db  # never echo a password given in a URL
+        click.echo(f"try:    ledger --db {shown} export {card_id} --indent 2")
 
 
 # Each area's commands live in their own module and register themselves on ``cli`` when imported.

@@ -43,7 +43,8 @@ def replay_text(card: CardState, doc: ScorecardDoc) -> str:
         for i, run in enumerate(env.runs):
             tag = " (best)" if i == best else ""
             lines.append(
-                f"  play {i + 1}{tag}  guid {run.guid}  state {run.state}  actions {run.actions}  resets {run.resets}"
+                f"  play {i + 1}{tag}  guid {run.guid or '(not played)'}  state {run.state}  actions {run.actions}  "
+                f"resets {run.resets}"
             )
             if run.message:
                 lines.append(f"    {run.message}")

@@ -813,7 +813,9 @@ def _import_card_once(
     closed = CardClosed(ts=last, reason="end_of_import", document_sha256=document.sha256(doc))
     apply(card, closed)
     out.append(closed)
-    ledger.store.append(card_stream(card_id), out, expected_version=version)
+    stored = ledger.store.append(card_stream(card_id), out, expected_version=version)
+    # The card is closed again: cache its projection, as live capture does at close.
+    ledger.save_snapshot(card_id, card, stored[-1].version, stored[-1].seq)
     result.status = "imported" if existing is None else "updated"
     result.events = len(out)
     result.plays = plays

@@ -37,6 +37,8 @@ def kill_after(db: Path, seed: int, kill_at: int) -> list[dict]:
             break
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
+    # The child ran on while this loop read: what it printed before it died was acknowledged too.
+    acked += [json.loads(line) for line in proc.stdout if line.endswith("\n")]
     return acked
 
 

@@ -108,6 +108,7 @@ ProblemKind = Literal[
     "rewritten",
     "captured_live",
     "environments",
+    "bad_name",  # a card folder or file name that is not UTF-8: that card is skipped
 ]
 #: Problems that make a card fail under ``strict``.
 STRICT_KINDS = frozenset(("not_json", "wrong_type", "too_long", "name_mismatch", "unlisted"))
@@ -592,6 +593,15 @@ def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> tuple[dict[str, 
     seen: set[Path] = set()
 
     def add(card_id: str, f: Path) -> None:
+        # Linux allows any bytes in a name; Python hands undecodable ones over as lone surrogates, which no
+        # stream name or message can carry. Report such a card and go on with the others.
+        try:
+            card_id.encode("utf-8")
+            f.name.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(f).decode("utf-8", "backslashreplace")
+            problems.append(Problem(shown, None, "bad_name", "the card folder or file name is not UTF-8: skipped"))
+            return
         real = f.resolve()
         if real in seen:
             return

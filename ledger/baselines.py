@@ -75,7 +75,8 @@ class _Metadata(msgspec.Struct, forbid_unknown_fields=False):
     level_tags: list[list[str]] | None = None
 
 
-_meta_decoder = msgspec.json.Decoder(_Metadata)
+# Lax, like the toolkit's pydantic EnvironmentInfo: "22", 22.0 and 1e2 are the baseline 22, 22 and 100 there too.
+_meta_decoder = msgspec.json.Decoder(_Metadata, strict=False)
 
 
 def entry_from_metadata(data: bytes) -> BaselineEntry:

@@ -408,3 +408,20 @@ def test_a_100_mb_line_keeps_memory_bounded(tmp_path: Path, kind: str) -> None:
             assert [p.kind for p in summary.problems] == ["too_long"] and result.skipped == {"too long": 1}
         else:
             assert summary.problems == []
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [('["22", 5]', [22, 5]), ("[22.0]", [22]), ("[1e2]", [100]), ("[7]", [7])],
+)
+def test_metadata_numbers_are_read_as_the_toolkit_reads_them(raw: str, expected: list[int]) -> None:
+    from arc_agi import EnvironmentInfo
+
+    from ledger.baselines import entry_from_metadata
+
+    data = f'{{"game_id": "ab12-1", "baseline_actions": {raw}}}'.encode()
+    assert (
+        entry_from_metadata(data).baseline_actions
+        == expected
+        == EnvironmentInfo.model_validate_json(data).baseline_actions
+    )

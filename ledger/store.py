@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -98,9 +99,10 @@ class HistoryConflict(StoreError):
     """The destination of a copy holds a different event than the source at some stream version."""
 
 
-@dataclass(frozen=True, slots=True)
-class StoredEvent:
+class StoredEvent(msgspec.Struct, frozen=True):
     """One row of the log, exactly as stored."""
+
+    # A frozen Struct: a batch append returns one per event, and a frozen dataclass costs ~1 us each to build.
 
     seq: int
     stream: str

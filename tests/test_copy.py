@@ -6,12 +6,12 @@ identical exports, chains and ledger head hashes.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 from datetime import UTC, datetime
 from pathlib import Path
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 
@@ -198,7 +198,7 @@ def test_insert_copied_skips_rows_already_held_and_refuses_gaps(tmp_path: Path, 
     tail = [r for r in rows if r.stream == stream][-2:]
     with pytest.raises(StoreError, match="does not continue the destination"):
         dst.insert_copied(tail)
-    forged = dataclasses.replace(rows[6], hash="0" * 64)
+    forged = msgspec.structs.replace(rows[6], hash="0" * 64)
     with pytest.raises(HistoryConflict, match=f"holds a different event at version {rows[6].version}"):
         dst.insert_copied([*rows[:5], forged, *rows[8:10]])
     assert [e.hash for e in dst.scan()] == [r.hash for r in rows[:8]]

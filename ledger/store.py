@@ -638,16 +638,24 @@ class Store:
     ) -> tuple[list[bytes], int, int]:
         """Only the bodies of ``stream`` in version order, with the last version and seq read (fast path)."""
         if self.dialect == "sqlite":
-            # Replaying a million-event card: the driver cursor returns rows ~5x faster than Core result rows.
-            sql = "SELECT body, version, seq FROM events WHERE stream = ? AND version > ?"
+            # Replaying a million-event card: the driver cursor returns rows ~5x faster than Core result rows, and
+            # one-column rows iterated straight into a list cost about half of fetching (body, version, seq).
+            where = "WHERE stream = ? AND version > ?"
             args: tuple[Any, ...] = (stream, after_version)
             if until_seq is not None:
-                sql += " AND seq <= ?"
+                where += " AND seq <= ?"
                 args += (until_seq,)
-            rows = self._thread_dbapi().execute(sql + " ORDER BY version", args).fetchall()
-            if not rows:
+            dbapi = self._thread_dbapi()
+            dbapi.execute("BEGIN")  # one snapshot for both statements, so the last version matches the bodies
+            try:
+                bodies = [r[0] for r in dbapi.execute(f"SELECT body FROM events {where} ORDER BY version", args)]
+                last = dbapi.execute(f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1", args)
+                row = last.fetchone()
+            finally:
+                dbapi.execute("COMMIT")
+            if not bodies or row is None:
                 return [], after_version, 0
-            return [r[0] for r in rows], rows[-1][1], rows[-1][2]
+            return bodies, row[0], row[1]
         q = select(events.c.body, events.c.version, events.c.seq).where(
             events.c.stream == stream, events.c.version > after_version
         )

@@ -156,36 +156,12 @@ def export_figures(n_steps: int) -> list[str]:
 
 
 def capture_figures(n_steps: int) -> list[str]:
-    from arc_agi import Arcade, OperationMode
-    from arcengine import GameAction
-
-    env_dir = Path(__file__).resolve().parent.parent / "tests" / "environment_files"
-    quiet = logging.getLogger("bench.arcade")
-    quiet.setLevel(logging.ERROR)
+    """Per-step cost of capture next to one bare commit, in both durability modes."""
     lines = []
     for durability in ("normal", "full"):
-
-        def per_step(attached: bool, d: str, durability: str = durability) -> float:
-            arc = Arcade(operation_mode=OperationMode.OFFLINE, environments_dir=str(env_dir), logger=quiet)
-            led = None
-            if attached:
-                led = Ledger.open(Path(d) / f"cap-{durability}.sqlite", durability=durability)  # type: ignore[arg-type]
-                led.attach(arc)
-            card = arc.open_scorecard()
-            env = arc.make("wkex", scorecard_id=card)
-            for _ in range(50):
-                env.step(GameAction.ACTION2)
-            t = time.perf_counter()
-            for _ in range(n_steps):
-                env.step(GameAction.ACTION2)
-            dt = (time.perf_counter() - t) / n_steps
-            if led is not None:
-                led.close()
-            return dt
-
         with tempfile.TemporaryDirectory() as d:
-            bare = min(per_step(False, d) for _ in range(2))
-            attached = min(per_step(True, d) for _ in range(2))
+            bare = min(step_cost(None, n_steps) for _ in range(2))
+            attached = min(step_cost(str(Path(d) / f"cap-{durability}.sqlite"), n_steps, durability) for _ in range(2))
             commit = min(bare_commit(Path(d) / f"bare-{durability}.sqlite", durability, n_steps) for _ in range(2))
             schema = min(schema_commit(Path(d) / f"schema-{durability}.sqlite", durability, n_steps) for _ in range(2))
         added = attached - bare
@@ -199,6 +175,32 @@ def capture_figures(n_steps: int) -> list[str]:
             f"UNIQUE(stream, version) index: {schema * 1e6:.0f} us -> capture adds {added / schema:.2f}x that)"
         )
     return lines
+
+
+def step_cost(where: str | None, n_steps: int, durability: str = "normal") -> float:
+    """Seconds per toolkit step (ACTION2 on wkex) with the ledger at ``where`` attached, or bare (None)."""
+    from arc_agi import Arcade, OperationMode
+    from arcengine import GameAction
+
+    env_dir = Path(__file__).resolve().parent.parent / "tests" / "environment_files"
+    quiet = logging.getLogger("bench.arcade")
+    quiet.setLevel(logging.ERROR)
+    arc = Arcade(operation_mode=OperationMode.OFFLINE, environments_dir=str(env_dir), logger=quiet)
+    led = None
+    if where is not None:
+        led = Ledger.open(where, durability=durability)  # type: ignore[arg-type]
+        led.attach(arc)
+    card = arc.open_scorecard()
+    env = arc.make("wkex", scorecard_id=card)
+    for _ in range(50):
+        env.step(GameAction.ACTION2)
+    t = time.perf_counter()
+    for _ in range(n_steps):
+        env.step(GameAction.ACTION2)
+    dt = (time.perf_counter() - t) / n_steps
+    if led is not None:
+        led.close()
+    return dt
 
 
 def bare_commit(path: Path, durability: str, n: int) -> float:

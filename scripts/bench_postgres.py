@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import arc_agi.scorecard  # noqa: F401  (imported first: its import sets its logger to INFO)
+from bench_core import step_cost
 
 from ledger import Ledger
 from ledger.baselines import BaselineEntry
@@ -56,32 +57,6 @@ def bench_database() -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
-
-
-def per_step(where: str | None, n_steps: int) -> float:
-    """Seconds per toolkit step (ACTION2 on wkex) with the ledger at ``where`` attached, or bare (None)."""
-    from arc_agi import Arcade, OperationMode
-    from arcengine import GameAction
-
-    env_dir = Path(__file__).resolve().parent.parent / "tests" / "environment_files"
-    quiet = logging.getLogger("bench.arcade")
-    quiet.setLevel(logging.ERROR)
-    arc = Arcade(operation_mode=OperationMode.OFFLINE, environments_dir=str(env_dir), logger=quiet)
-    led = None
-    if where is not None:
-        led = Ledger.open(where)
-        led.attach(arc)
-    card = arc.open_scorecard()
-    env = arc.make("wkex", scorecard_id=card)
-    for _ in range(50):
-        env.step(GameAction.ACTION2)
-    t = time.perf_counter()
-    for _ in range(n_steps):
-        env.step(GameAction.ACTION2)
-    dt = (time.perf_counter() - t) / n_steps
-    if led is not None:
-        led.close()
-    return dt
 
 
 def bare_pg_commit(url: str, n: int) -> float:
@@ -193,9 +168,9 @@ def run(quick: bool) -> list[str]:
     lines: list[str] = []
     with bench_database() as pg, tempfile.TemporaryDirectory() as d:
         sq = str(Path(d) / "bench.sqlite")
-        bare = min(per_step(None, steps) for _ in range(2))
-        on_sq = min(per_step(sq, steps) for _ in range(2))
-        on_pg = min(per_step(pg, steps) for _ in range(2))
+        bare = min(step_cost(None, steps) for _ in range(2))
+        on_sq = min(step_cost(sq, steps) for _ in range(2))
+        on_pg = min(step_cost(pg, steps) for _ in range(2))
         commit = min(bare_pg_commit(pg, steps) for _ in range(2))
         lines.append(f"capture, {steps} toolkit steps each: bare {bare * 1e6:.0f} us/step")
         lines.append(

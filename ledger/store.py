@@ -74,6 +74,17 @@ APPEND_ONLY_TRIGGERS = {
     "postgresql": ("events_no_update", "events_no_delete", "events_no_truncate"),
 }
 
+# This process's id, kept current across fork (os.getpid() is a system call on the append hot path).
+_pid = os.getpid()
+
+
+def _after_fork() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
 _SQLITE_HEAD = "SELECT version, hash FROM events WHERE stream = ? ORDER BY version DESC LIMIT 1"
 _SQLITE_INSERT = "INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
 
@@ -389,12 +400,13 @@ class Store:
     def _thread_dbapi(self) -> sqlite3.Connection:
         """This thread's pooled SQLite connection, kept checked out for appends."""
         held = getattr(self._tls, "conn", None)
-        if held is None or held[0] != os.getpid() or held[1].closed:
+        if held is None or held[0] != _pid or held[1].closed:
             conn = self.engine.connect()
-            held = (os.getpid(), conn)
+            # The driver connection is kept beside its SQLAlchemy Connection: one lookup per append, not four.
+            held = (_pid, conn, conn.connection.driver_connection)
             self._tls.conn = held
             self._held.append(conn)
-        return held[1].connection.driver_connection  # type: ignore[return-value]
+        return held[2]  # type: ignore[no-any-return]
 
     def _append_rows_pg(
         self, stream: str, rows: list[tuple[str, str, bytes]], expected_version: int | None

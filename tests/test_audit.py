@@ -188,8 +188,14 @@ def rewrite_card(
     stream = card_stream(card)
     con.execute("DELETE FROM events WHERE stream = ?", (stream,))
     con.execute("DELETE FROM snapshots WHERE stream = ?", (stream,))
-    prev = chain.GENESIS
-    for v, e in enumerate(events, start=1):
+    insert_chained(con, stream, events, 1, chain.GENESIS)
+    con.commit()
+
+
+def insert_chained(con: sqlite3.Connection, stream: str, events: list[AnyEvent], first: int, prev: str) -> str:
+    """Insert ``events`` as versions ``first``.. of ``stream`` behind the ledger's back, each hash correctly chained
+    from ``prev`` (what a forger who knows the chain would write); returns the new head."""
+    for v, e in enumerate(events, start=first):
         body = encode(e)
         h = chain.event_hash(prev, stream, v, type_of(e), body)
         con.execute(
@@ -197,7 +203,7 @@ def rewrite_card(
             (stream, v, type_of(e), e.ts.isoformat(), body, prev, h),
         )
         prev = h
-    con.commit()
+    return prev
 
 
 # -- an untouched ledger --------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import msgspec
 import pytest
 from sqlalchemy import text
 
-from ledger import Ledger, chain
+from ledger import Ledger
 from ledger.events import (
     ActionTaken,
     AnyEvent,
@@ -24,7 +24,6 @@ from ledger.events import (
     PlayStarted,
     card_stream,
     encode,
-    type_of,
 )
 from tests.test_audit import (
     audit_json,
@@ -33,6 +32,7 @@ from tests.test_audit import (
     card_rows,
     check,
     copy_ledger,
+    insert_chained,
     play_disputed_card,
     raw,
     rewrite_card,
@@ -207,15 +207,7 @@ def test_forged_append_with_a_recomputed_chain(master, tmp_path: Path) -> None:
     last = card_events(con, card)[-1]
     assert isinstance(last, ActionTaken)
     forged = _forged_level_claim([*card_events(con, card), msgspec.structs.replace(last, action=2)], 5)[5:]
-    stream, prev = card_stream(card), rows[-1][6]
-    for v, e in enumerate(forged, start=6):
-        body = encode(e)
-        h = chain.event_hash(prev, stream, v, type_of(e), body)
-        con.execute(
-            "INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (stream, v, type_of(e), e.ts.isoformat(), body, prev, h),
-        )
-        prev = h
+    insert_chained(con, card_stream(card), forged, 6, rows[-1][6])
     con.commit()
     con.close()
     code, doc = audit_json(db, card, *ENV)
@@ -244,13 +236,7 @@ def test_forged_append_after_close_fails_consistency(master, tmp_path: Path) -> 
     events = card_events(con, card)
     rows = card_rows(con, card)
     extra = msgspec.structs.replace(events[28], ts=events[-1].ts)  # one more ACTION2 for g1, after the close
-    body = encode(extra)
-    stream = card_stream(card)
-    h = chain.event_hash(rows[-1][6], stream, 39, "action_taken", body)
-    con.execute(
-        "INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (stream, 39, "action_taken", extra.ts.isoformat(), body, rows[-1][6], h),
-    )
+    insert_chained(con, card_stream(card), [extra], 39, rows[-1][6])
     con.commit()
     con.close()
     code, doc = audit_json(db, card, *ENV)

@@ -20,6 +20,7 @@ import msgspec
 from . import document
 from .api import Ledger, UnknownBaselines, UnknownCard, default_db
 from .capture import CaptureError
+from .rescore import MATCHES
 from .store import StoreError
 
 
@@ -137,20 +138,26 @@ def _card_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.argument("card_id")(f)
 
 
-def _scoring_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    # --baselines/--match/--all-environments of export and replay (ledger/rescore.py does the work).
+def match_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--match and --all-environments: how a card's games meet a baseline set (export, replay, rescore)."""
     f = click.option(
         "--all-environments",
         is_flag=True,
-        help="Competition view: every game of the set appears, an unplayed one with a 0-action run scoring 0.",
+        help="Competition view: score against every game of the baseline set, an unplayed game appearing with a "
+        "0-action run that scores 0.",
     )(f)
-    f = click.option(
+    return click.option(
         "--match",
-        type=click.Choice(["exact", "base"]),
+        type=click.Choice(MATCHES),
         default="exact",
         show_default=True,
         help="exact: the toolkit's rule (same game_id). base: same 4-letter base id when the version id changed.",
     )(f)
+
+
+def _scoring_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    # --baselines/--match/--all-environments of export and replay (ledger/rescore.py does the work).
+    f = match_options(f)
     return click.option(
         "--baselines",
         default=None,

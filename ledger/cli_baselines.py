@@ -10,7 +10,7 @@ import click
 import msgspec
 
 from . import baseline_sets as bs
-from .cli import LedgerCommandError, cli, echo_json, open_ledger
+from .cli import LedgerCommandError, cli, echo_json, match_options, open_ledger
 from .events import BaselineEntry
 from .rescore import MATCHES, by_largest_change, rescore_cards, rescore_text
 
@@ -212,18 +212,7 @@ def diff_cmd(ctx: click.Context, a: str, b: str, match: str, show_all: bool, as_
 @click.argument("card_ids", nargs=-1, metavar="CARD_ID...")
 @click.option("--baselines", "ref", required=True, metavar="LABEL|ID", help="The set to score the cards under.")
 @click.option("--all", "every", is_flag=True, help="Every card in the ledger.")
-@click.option(
-    "--match",
-    type=click.Choice(MATCHES),
-    default="exact",
-    show_default=True,
-    help="exact: the toolkit's rule (same game_id). base: same 4-letter base id when the version id changed.",
-)
-@click.option(
-    "--all-environments",
-    is_flag=True,
-    help="Competition view: score against every game of each set, an unplayed game counting 0.",
-)
+@match_options
 @click.option("--json", "as_json", is_flag=True, help="Every card's changes as JSON.")
 @click.pass_context
 def rescore_cmd(

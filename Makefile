@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP_ARC := $(VENV)/.installed-arc
 STAMP_DEV := $(VENV)/.installed-dev
+# The machine's PostgreSQL server; its tests skip when it cannot be reached (and fail under CI=true).
+export LEDGER_TEST_PG_URL ?= postgresql+psycopg://postgres@127.0.0.1:5432/test
 
 .PHONY: demo test lint bench clean
 

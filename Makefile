@@ -25,12 +25,12 @@ demo: $(STAMP_ARC)
 	$(BIN)/ledger demo $(if $(DB),--db $(DB),)
 
 test: $(STAMP_DEV)
-	$(BIN)/ruff check ledger tests scripts migrations
+	$(BIN)/ruff check ledger tests scripts
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP_DEV)
-	$(BIN)/ruff check ledger tests scripts migrations
-	$(BIN)/ruff format --check ledger tests scripts migrations
+	$(BIN)/ruff check ledger tests scripts
+	$(BIN)/ruff format --check ledger tests scripts
 
 bench: $(STAMP_DEV)
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)

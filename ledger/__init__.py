@@ -7,9 +7,28 @@
 ...     print(led.export(card_id))  # == arcade.get_scorecard(card_id).model_dump_json()
 """
 
-from .api import CardSummary, Ledger, UnknownCard
-from .capture import CaptureError
-from .store import StoreError, VersionConflict
+from ledger.errors import (
+    CaptureError,
+    HistoryConflict,
+    InputError,
+    LedgerError,
+    StoreError,
+    UnknownBaselines,
+    UnknownCard,
+    VersionConflict,
+)
+from ledger.ledger import CardSummary, Ledger
 
-__all__ = ["CaptureError", "CardSummary", "Ledger", "StoreError", "UnknownCard", "VersionConflict"]
+__all__ = [
+    "CaptureError",
+    "CardSummary",
+    "HistoryConflict",
+    "InputError",
+    "Ledger",
+    "LedgerError",
+    "StoreError",
+    "UnknownBaselines",
+    "UnknownCard",
+    "VersionConflict",
+]
 __version__ = "0.1.0"

@@ -16,18 +16,19 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from ledger import Ledger, document
-from ledger.audit import AuditReport, audit_card
-from ledger.baselines import entry_from_info
-from ledger.calculator import score_card
-from ledger.capture import observation
-from ledger.events import AnyEvent, CardClosed, CardOpened, card_stream
-from ledger.postmortem import postmortem
-from ledger.projection import apply, new_card
-from ledger.report import postmortem_text
-from ledger.resimulate import scan_games
-from ledger.translator import translate
-from ledger.verify import verify_ledger
+from ledger import Ledger
+from ledger.core import document
+from ledger.core.baselines import entry_from_info
+from ledger.core.events import AnyEvent, CardClosed, CardOpened, card_stream
+from ledger.core.postmortem import postmortem
+from ledger.core.projection import apply, new_card
+from ledger.core.scoring import score_card
+from ledger.core.text import postmortem_text
+from ledger.core.translator import translate
+from ledger.services.audit import AuditReport, audit_card
+from ledger.services.verify import verify_ledger
+from ledger.toolkit.capture import observation
+from ledger.toolkit.resimulate import scan_games
 
 ENV_DIR = Path(__file__).resolve().parent.parent / "tests" / "environment_files"
 GAME = "cnt3-0000000a"

@@ -16,9 +16,9 @@ from typing import Any
 import arc_agi.scorecard  # noqa: F401  (imported first: its import sets its logger to INFO)
 
 from ledger import Ledger
-from ledger.events import card_stream, encode, type_of
-from ledger.projection import new_card
-from ledger.translator import Observation, translate
+from ledger.core.events import card_stream, encode, type_of
+from ledger.core.projection import new_card
+from ledger.core.translator import Observation, translate
 
 logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
 
@@ -94,15 +94,15 @@ def toolkit_rate(plays: list[tuple[int, int, str, bool]]) -> tuple[float, str, s
 
 def build_card(led: Ledger, plays: list[tuple[int, int, str, bool]], card_id: str) -> int:
     """Write the plays as a captured card would be written (translator -> events), in large transactions."""
-    from ledger.baselines import BaselineEntry
-    from ledger.events import CardOpened
+    from ledger.core.baselines import BaselineEntry
+    from ledger.core.events import CardOpened
 
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     sid = led.record_baselines([BaselineEntry(game_id=GAME, baseline_actions=BASELINES)], ts=t0)
     state = new_card(card_id)
     stream = card_stream(card_id)
     opened = CardOpened(ts=t0, card_id=card_id, baselines_id=sid)
-    from ledger.projection import apply
+    from ledger.core.projection import apply
 
     apply(state, opened)
     batch = [(type_of(opened), t0.isoformat(), encode(opened))]

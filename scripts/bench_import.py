@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ledger import Ledger  # noqa: E402
-from ledger.importer import BLOCK, find_recordings, import_recordings, read_recording  # noqa: E402
+from ledger.services.importing import import_recordings  # noqa: E402
+from ledger.toolkit.recordings import BLOCK, find_recordings, read_recording  # noqa: E402
 from tests.toolkit import ENV_DIR, arcade, random_action, step  # noqa: E402
 
 

@@ -22,11 +22,11 @@ import arc_agi.scorecard  # noqa: F401  (imported first: its import sets its log
 from bench_core import step_cost
 
 from ledger import Ledger
-from ledger.baselines import BaselineEntry
-from ledger.copy import copy_ledger, open_destination, open_source
-from ledger.events import CardOpened, card_stream, encode, type_of
-from ledger.projection import apply, new_card
-from ledger.translator import Observation, translate
+from ledger.core.baselines import BaselineEntry
+from ledger.core.events import CardOpened, card_stream, encode, type_of
+from ledger.core.projection import apply, new_card
+from ledger.core.translator import Observation, translate
+from ledger.services.copying import copy_ledger, open_destination, open_source
 
 logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from ledger import Ledger
 from ledger.cli import cli
-from ledger.events import (
+from ledger.core.events import (
     ActionTaken,
     BaselineEntry,
     CardClosed,
@@ -28,8 +28,8 @@ from ledger.events import (
     encode,
     type_of,
 )
-from ledger.projection import fold
-from ledger.rescore import rescore_card, rescore_cards
+from ledger.core.projection import fold
+from ledger.services.rescore import rescore_card, rescore_cards
 
 OLD = [
     BaselineEntry(game_id="wkex-0000000f", baseline_actions=[22, 123, 73], tags=["keyboard"]),

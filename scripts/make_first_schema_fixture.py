@@ -67,7 +67,7 @@ def build(out: Path) -> tuple[list[list[Any]], dict[str, str]]:
     from alembic.config import Config
 
     from ledger import Ledger
-    from ledger.store import Store, migrations_dir
+    from ledger.storage.store import Store, migrations_dir
     from tests.toolkit import arcade, step
 
     db = out / f"{NAME}.sqlite"

@@ -17,18 +17,11 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 
-from ledger import Ledger, chain, document
-from ledger.audit import (
-    DEFAULT_MAX_OPEN_FOR_MINUTES,
-    DEFAULT_STALE_MINUTES,
-    check_lifecycle,
-    max_open_minutes,
-    stale_minutes,
-)
-from ledger.baselines import as_map
-from ledger.calculator import score_card
+from ledger import Ledger
 from ledger.cli import cli
-from ledger.events import (
+from ledger.core import chain, document
+from ledger.core.baselines import as_map
+from ledger.core.events import (
     ActionIgnored,
     ActionTaken,
     AnyEvent,
@@ -43,9 +36,17 @@ from ledger.events import (
     encode,
     type_of,
 )
-from ledger.postmortem import postmortem
-from ledger.projection import fold
-from ledger.resimulate import Numbered
+from ledger.core.postmortem import postmortem
+from ledger.core.projection import fold
+from ledger.core.scoring import score_card
+from ledger.services.audit import (
+    DEFAULT_MAX_OPEN_FOR_MINUTES,
+    DEFAULT_STALE_MINUTES,
+    check_lifecycle,
+    max_open_minutes,
+    stale_minutes,
+)
+from ledger.toolkit.resimulate import Numbered
 from tests.toolkit import ENV_DIR, arcade, step
 
 # -- helpers (also used by test_tamper.py) ----------------------------------------------------------------------

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ledger import CaptureError, Ledger
-from ledger.events import ActionTaken, CardClosed, CardOpened, PlayStarted, card_stream, decode
+from ledger import Ledger
+from ledger.core.events import ActionTaken, CardClosed, CardOpened, PlayStarted, card_stream, decode
+from ledger.errors import CaptureError
 from tests.toolkit import arcade, random_action, step
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger import Ledger, VersionConflict
-from ledger.events import (
+from ledger import Ledger
+from ledger.core.events import (
     ActionIgnored,
     ActionTaken,
     CardOpened,
@@ -27,8 +27,9 @@ from ledger.events import (
     card_stream,
     decode,
 )
-from ledger.store import Store
-from ledger.verify import verify_ledger
+from ledger.errors import VersionConflict
+from ledger.services.verify import verify_ledger
+from ledger.storage.store import Store
 from tests.child_agent import GAMES, Agent
 from tests.toolkit import arcade
 

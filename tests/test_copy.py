@@ -17,10 +17,11 @@ from click.testing import CliRunner
 
 from ledger import Ledger
 from ledger.cli import cli
-from ledger.copy import CopyReport, SameLedger, copy_ledger, open_destination, open_source, plan_copy
-from ledger.events import CardClosed, CardOpened, card_stream
-from ledger.store import HistoryConflict, Store, StoreError
-from ledger.verify import verify_ledger
+from ledger.core.events import CardClosed, CardOpened, card_stream
+from ledger.errors import HistoryConflict, SameLedger, StoreError
+from ledger.services.copying import CopyReport, copy_ledger, open_destination, open_source, plan_copy
+from ledger.services.verify import verify_ledger
+from ledger.storage.store import Store
 from tests.toolkit import arcade, play_random_card, step
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -128,7 +129,7 @@ def test_two_machines_into_one_team_ledger(tmp_path: Path, backend_url: str) -> 
 def test_labels_set_on_two_machines_merge_into_the_team_ledger(tmp_path: Path, backend_url: str) -> None:
     """Each label is its own stream: different labels never collide, the same label on the same set is the same
     history, and the same label on different sets is refused."""
-    from ledger.baseline_sets import labels, set_label
+    from ledger.services.baseline_sets import labels, set_label
 
     for name in ("a", "b", "c"):
         _, _, led = machine(tmp_path / f"{name}.sqlite", seed=1, cards=1)
@@ -141,7 +142,7 @@ def test_labels_set_on_two_machines_merge_into_the_team_ledger(tmp_path: Path, b
     with Ledger.open(backend_url) as team:
         assert {k: v.set_id for k, v in labels(team).items()} == {"only-a": sid, "only-b": sid, "shared": sid}
         assert verify_ledger(team.store).ok
-    from ledger.baselines import BaselineEntry
+    from ledger.core.baselines import BaselineEntry
 
     with Ledger.open(tmp_path / "c.sqlite") as c:
         other = c.record_baselines([BaselineEntry(game_id="zz99-1", baseline_actions=[1])])

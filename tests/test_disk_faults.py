@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ledger import CaptureError, Ledger, StoreError
-from ledger.events import card_stream
-from ledger.verify import verify_ledger
+from ledger import Ledger
+from ledger.core.events import card_stream
+from ledger.errors import CaptureError, StoreError
+from ledger.services.verify import verify_ledger
 from tests.toolkit import arcade, step
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -24,11 +24,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger import Ledger
-from ledger import baselines as bl
 from ledger.cli import cli
-from ledger.events import ActionTaken, BaselineEntry, CardClosed, CardOpened, PlayStarted, card_stream, decode
-from ledger.importer import STRICT_KINDS, ImportInputError, import_recordings
-from ledger.verify import verify_ledger
+from ledger.core import baselines as bl
+from ledger.core.events import ActionTaken, BaselineEntry, CardClosed, CardOpened, PlayStarted, card_stream, decode
+from ledger.errors import ImportInputError
+from ledger.services.importing import import_recordings
+from ledger.toolkit.recordings import STRICT_KINDS
+from ledger.services.verify import verify_ledger
+from ledger.toolkit.environments import scan_environments
 
 CORPUS = Path(__file__).resolve().parent / "recordings_corpus"
 GOOD = next((CORPUS / "good").glob("*/*.jsonl"))
@@ -159,7 +162,7 @@ def test_scan_environments_reports_every_bad_file_and_keeps_the_good_ones(files:
         (root / "dir_named" / "metadata.json").mkdir(parents=True)  # unreadable: a folder
         os.symlink(root, root / "loop")  # a symlink loop must not make the scan run forever
         before = tree(root)
-        entries, problems = bl.scan_environments(root)
+        entries, problems = scan_environments(root)
         assert tree(root) == before
         good = 0
         for data in files:
@@ -417,7 +420,7 @@ def test_a_100_mb_line_keeps_memory_bounded(tmp_path: Path, kind: str) -> None:
 def test_metadata_numbers_are_read_as_the_toolkit_reads_them(raw: str, expected: list[int]) -> None:
     from arc_agi import EnvironmentInfo
 
-    from ledger.baselines import entry_from_metadata
+    from ledger.core.baselines import entry_from_metadata
 
     data = f'{{"game_id": "ab12-1", "baseline_actions": {raw}}}'.encode()
     assert (

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ledger import Ledger, document
-from ledger.calculator import score_card
+from ledger import Ledger
 from ledger.cli import cli
-from ledger.events import (
+from ledger.core import document
+from ledger.core.events import (
     ActionIgnored,
     ActionTaken,
     BaselinesRecorded,
@@ -35,9 +35,11 @@ from ledger.events import (
     card_stream,
     decode,
 )
-from ledger.importer import BLOCK, MAX_LINE, ImportSummary, find_recordings, import_recordings, read_recording
-from ledger.projection import fold
-from ledger.verify import verify_ledger
+from ledger.core.projection import fold
+from ledger.core.scoring import score_card
+from ledger.services.importing import ImportSummary, import_recordings
+from ledger.toolkit.recordings import BLOCK, MAX_LINE, find_recordings, read_recording
+from ledger.services.verify import verify_ledger
 from tests.toolkit import ENV_DIR, arcade, play_random_card, step
 
 SCORING = (PlayStarted, ActionTaken, ActionIgnored, LevelReset)

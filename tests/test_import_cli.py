@@ -20,8 +20,8 @@ from click.testing import CliRunner
 
 from ledger import Ledger
 from ledger.cli import cli
-from ledger.events import CardOpened, card_stream, decode
-from ledger.verify import verify_ledger
+from ledger.core.events import CardOpened, card_stream, decode
+from ledger.services.verify import verify_ledger
 from tests.test_import import recording_arcade
 from tests.toolkit import ENV_DIR, play_random_card, step
 
@@ -228,7 +228,7 @@ def _kill_rounds(tmp_path: Path, recordings: tuple[Path, dict[str, str]], kill_a
     totals = json.loads(done.stdout)["totals"]
     assert totals["imported"] + totals["already_imported"] == len(expected)
     with Ledger.open(tmp_path / "clean.sqlite") as clean:
-        from ledger.importer import import_recordings
+        from ledger.services.importing import import_recordings
 
         import_recordings(clean, [rec], environments=ENV_DIR)
         with Ledger.open(db) as led:

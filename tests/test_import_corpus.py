@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from ledger import Ledger
 from ledger.cli import cli
-from ledger.events import card_stream
-from ledger.verify import verify_ledger
+from ledger.core.events import card_stream
+from ledger.services.verify import verify_ledger
 from tests.toolkit import ENV_DIR
 
 CORPUS = Path(__file__).resolve().parent / "recordings_corpus"

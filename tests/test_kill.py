@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ledger import Ledger
-from ledger.events import ActionTaken, card_stream, decode
-from ledger.verify import verify_ledger
+from ledger.core.events import ActionTaken, card_stream, decode
+from ledger.services.verify import verify_ledger
 
 ROOT = Path(__file__).resolve().parent.parent
 

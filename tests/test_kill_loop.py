@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from ledger import Ledger
-from ledger.events import (
+from ledger.core.events import (
     CARD_STREAM,
     ActionIgnored,
     ActionTaken,
@@ -34,8 +34,8 @@ from ledger.events import (
     card_stream,
     decode,
 )
-from ledger.importer import import_recordings
-from ledger.verify import verify_ledger
+from ledger.services.importing import import_recordings
+from ledger.services.verify import verify_ledger
 from tests.child_agent import GAMES, Agent, import_worker, kill_worker
 from tests.toolkit import arcade
 

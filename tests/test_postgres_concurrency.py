@@ -18,10 +18,11 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from ledger import Ledger, StoreError
-from ledger.events import CardOpened
-from ledger.store import _PG_APPEND_LOCK, Store
-from ledger.verify import verify_ledger
+from ledger import Ledger
+from ledger.core.events import CardOpened
+from ledger.errors import StoreError
+from ledger.services.verify import verify_ledger
+from ledger.storage.store import _PG_APPEND_LOCK, Store
 from tests.toolkit import arcade, play_random_card, step
 
 pytestmark = pytest.mark.postgres

@@ -11,9 +11,9 @@ from click.testing import CliRunner, Result
 
 from ledger import Ledger
 from ledger.cli import cli
-from ledger.events import BaselineEntry
-from ledger.rescore import match_baselines, rescore_card
-from ledger.verify import verify_ledger
+from ledger.core.events import BaselineEntry
+from ledger.services.rescore import match_baselines, rescore_card
+from ledger.services.verify import verify_ledger
 from tests.toolkit import arcade, step
 
 WKEX = "wkex-0000000f"

@@ -18,10 +18,11 @@ from arc_agi import EnvironmentInfo
 from arc_agi.scorecard import EnvironmentScorecard, Scorecard
 from click.testing import CliRunner
 
-from ledger import Ledger, document
-from ledger import baselines as bl
+from ledger import Ledger
 from ledger.cli import cli
-from ledger.rescore import document_for
+from ledger.core import baselines as bl
+from ledger.core import document
+from ledger.services.rescore import document_for
 from tests.toolkit import arcade, play_random_card, step
 
 Infos = list[EnvironmentInfo]

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from ledger import Ledger
-from ledger.events import CardOpened, card_stream, decode
-from ledger.store import Store
-from ledger.verify import verify_ledger
+from ledger.core.events import CardOpened, card_stream, decode
+from ledger.services.verify import verify_ledger
+from ledger.storage.store import Store
 from tests.toolkit import arcade, step
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -21,12 +21,13 @@ from click.testing import CliRunner
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from ledger import Ledger, VersionConflict
-from ledger import chain as chain_mod
+from ledger import Ledger
 from ledger.cli import cli
-from ledger.events import ActionTaken, CardOpened, Win, card_stream, encode
-from ledger.store import APPEND_ONLY_TRIGGERS, Store, StoredEvent, migrations_dir
-from ledger.verify import verify_ledger
+from ledger.core import chain as chain_mod
+from ledger.core.events import ActionTaken, CardOpened, Win, card_stream, encode
+from ledger.errors import VersionConflict
+from ledger.services.verify import verify_ledger
+from ledger.storage.store import APPEND_ONLY_TRIGGERS, Store, StoredEvent, migrations_dir
 from tests.toolkit import arcade, play_random_card, step
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

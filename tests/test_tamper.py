@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import text
 
 from ledger import Ledger
-from ledger.events import (
+from ledger.core.events import (
     ActionTaken,
     AnyEvent,
     LevelCompleted,

@@ -8,9 +8,9 @@ from typing import Any
 
 import msgspec
 
-from . import chain
-from .events import decode, type_of
-from .store import APPEND_ONLY_TRIGGERS, Store
+from ledger.core import chain
+from ledger.core.events import decode, type_of
+from ledger.storage.store import APPEND_ONLY_TRIGGERS, Store
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from .events import (
+from ledger.core.events import (
     ActionIgnored,
     ActionTaken,
     AnyEvent,
@@ -32,7 +32,7 @@ from .events import (
     PlayStarted,
     Win,
 )
-from .projection import CardState, apply
+from ledger.core.projection import CardState, apply
 
 GAME_ACTIONS = frozenset(range(1, 8))
 RESET = 0

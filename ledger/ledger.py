@@ -11,10 +11,9 @@ from typing import Any
 
 import msgspec
 
-from . import baselines as bl
-from . import document
-from .calculator import score_card
-from .events import (
+from ledger.core import baselines as bl
+from ledger.core import document
+from ledger.core.events import (
     BASELINES_STREAM,
     CARD_STREAM,
     BaselineEntry,
@@ -23,8 +22,10 @@ from .events import (
     card_stream,
     decode,
 )
-from .projection import CardState, fold, new_card
-from .store import Durability, Store, VersionConflict
+from ledger.core.projection import CardState, fold, new_card
+from ledger.core.scoring import score_card
+from ledger.errors import UnknownBaselines, UnknownCard, VersionConflict
+from ledger.storage.store import Durability, Store
 
 DEFAULT_DB = "ledger.sqlite"
 
@@ -43,18 +44,6 @@ def _decode_snapshot(body: bytes) -> CardState | None:
         return _snapshot_dec.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-
-
-class UnknownCard(LookupError):
-    """No card with that id in this ledger."""
-
-    def __init__(self, card_id: str) -> None:
-        super().__init__(f"no card {card_id!r} in this ledger (see `ledger cards`)")
-        self.card_id = card_id
-
-
-class UnknownBaselines(LookupError):
-    """A card refers to a baseline set that is not in the ledger."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +101,7 @@ class Ledger:
 
         Returns the :class:`ledger.capture.Capture`; call its ``detach()`` to stop.
         """
-        from .capture import Capture
+        from ledger.toolkit.capture import Capture
 
         return Capture(self, arcade, record_reasoning=record_reasoning)
 

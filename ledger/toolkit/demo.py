@@ -6,7 +6,7 @@ import logging
 import random
 from pathlib import Path
 
-from .api import Ledger
+from ledger.ledger import Ledger
 
 DEMO_GAMES = Path(__file__).resolve().parent / "demo_games"
 

@@ -17,13 +17,11 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgspec
 
-from .capture import observation
-from .events import (
+from ledger.core.events import (
     ActionIgnored,
     ActionTaken,
     AnyEvent,
@@ -34,8 +32,10 @@ from .events import (
     Win,
     type_of,
 )
-from .projection import new_card
-from .translator import translate
+from ledger.core.projection import new_card
+from ledger.core.translator import translate
+from ledger.toolkit.environments import scan_games
+from ledger.toolkit.observation import observation
 
 #: Events that record what the agent sent (each one is replayed).
 INPUTS = (PlayStarted, ActionTaken, LevelReset, ActionIgnored)
@@ -92,26 +92,6 @@ class ResimResult:
     def ok(self) -> bool:
         """True when every recorded event was reproduced."""
         return self.divergence is None and self.error is None
-
-
-def scan_games(environments_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """game_id -> ``arc_agi.EnvironmentInfo`` for every ``metadata.json`` under the folder, as the toolkit scans.
-
-    This is ``Arcade._scan_for_environments`` (recursive, ``local_dir`` = the file's folder, unreadable files
-    skipped) without constructing an Arcade, whose OPERATION_MODE environment variable could take it online.
-    The first file found for a game id wins, as ``Arcade.make`` with an exact version picks the first match.
-    """
-    from arc_agi.models import EnvironmentInfo
-
-    out: dict[str, Any] = {}
-    for meta in Path(environments_dir).rglob("metadata.json"):
-        try:
-            info = EnvironmentInfo.model_validate_json(meta.read_text(encoding="utf-8"))
-        except Exception:  # the toolkit skips any file that fails to load
-            continue
-        info.local_dir = str(meta.parent)
-        out.setdefault(info.game_id, info)
-    return out
 
 
 def action_name(action: int) -> str:

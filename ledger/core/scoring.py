@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from .document import EnvironmentDoc, RunDoc, ScorecardDoc
-from .events import BaselineEntry
-from .projection import CardState, Play
+from ledger.core.document import EnvironmentDoc, RunDoc, ScorecardDoc
+from ledger.core.events import BaselineEntry
+from ledger.core.projection import CardState, Play
 
 LEVEL_CAP = 115.0
 

@@ -16,9 +16,8 @@ from typing import Literal
 
 import msgspec
 
-from . import baselines as bl
-from .api import Ledger, UnknownBaselines
-from .events import (
+from ledger.core import baselines as bl
+from ledger.core.events import (
     LABEL_STREAM,
     BaselineEntry,
     BaselinesRecorded,
@@ -27,30 +26,15 @@ from .events import (
     decode,
     label_stream,
 )
-from .store import VersionConflict
+from ledger.errors import BaselinesInputError, LabelConflict, UnknownBaselines, VersionConflict
+from ledger.ledger import Ledger
+from ledger.toolkit.environments import scan_environments
 
 #: Labels are short names; 64 hex characters is refused because it would read as a set id.
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,63}$")
 _FULL_ID_RE = re.compile(r"^[0-9a-f]{64}$")
 #: Shortest id prefix accepted as a reference (shorter ones match too much to be meant).
 MIN_PREFIX = 4
-
-
-class BaselinesInputError(ValueError):
-    """The file or folder to import is not a valid baseline source (nothing was written)."""
-
-
-class LabelConflict(ValueError):
-    """The label already points at another set (use ``move``)."""
-
-    def __init__(self, label: str, current: str, wanted: str) -> None:
-        super().__init__(
-            f"label {label!r} already points at baseline set {current[:12]}; "
-            f"use --move to point it at {wanted[:12]} instead"
-        )
-        self.label = label
-        self.current = current
-        self.wanted = wanted
 
 
 class UnknownBaselineRef(UnknownBaselines):
@@ -126,7 +110,7 @@ def read_source(path: str | Path, *, skip_invalid: bool = False) -> Source:
     """
     p = Path(path)
     if p.is_dir():
-        entries, problems = bl.scan_environments(p)
+        entries, problems = scan_environments(p)
         warnings: list[str] = []
         if problems:
             if not skip_invalid:

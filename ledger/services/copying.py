@@ -16,15 +16,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .events import BASELINES_STREAM, LABEL_STREAM, BaselinesRecorded, LabelSet, decode
-from .store import Durability, HistoryConflict, Store, StoredEvent, StoreError, normalize_url
+from ledger.core.events import BASELINES_STREAM, LABEL_STREAM, BaselinesRecorded, LabelSet, decode
+from ledger.errors import HistoryConflict, SameLedger, StoreError
+from ledger.storage.store import Durability, Store, StoredEvent, normalize_url
 
 #: Rows per destination transaction.
 BATCH = 5_000
-
-
-class SameLedger(StoreError):
-    """The source and the destination of a copy are the same database."""
 
 
 @dataclass(frozen=True, slots=True)

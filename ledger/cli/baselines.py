@@ -9,10 +9,10 @@ from typing import Any
 import click
 import msgspec
 
-from . import baseline_sets as bs
-from .cli import LedgerCommandError, cli, echo_json, match_options, open_ledger
-from .events import BaselineEntry
-from .rescore import MATCHES, by_largest_change, rescore_cards, rescore_text
+from ledger.cli.common import LedgerCommandError, echo_json, match_options, open_ledger
+from ledger.core.events import BaselineEntry
+from ledger.services import baseline_sets as bs
+from ledger.services.rescore import MATCHES, by_largest_change, rescore_cards, rescore_text
 
 
 def _short(set_id: str) -> str:
@@ -23,7 +23,7 @@ def _named(info: bs.SetInfo) -> str:
     return f"{_short(info.set_id)} ({', '.join(info.labels)})" if info.labels else _short(info.set_id)
 
 
-@cli.group("baselines")
+@click.group("baselines")
 def baselines_group() -> None:
     """Baseline sets: immutable, content-addressed snapshots of every game's human baselines and tags.
 
@@ -54,19 +54,13 @@ def import_cmd(
     Importing the same content again (in any order) gives the same id and writes nothing new.
     Bad input exits 2 and writes nothing; so does a --label that already points at another set (see --move).
     """
-    try:
-        src = bs.read_source(source, skip_invalid=skip_invalid)
-        if label is not None:
-            bs.check_label(label)
-    except bs.BaselinesInputError as e:
-        raise LedgerCommandError(str(e), 2) from e
+    src = bs.read_source(source, skip_invalid=skip_invalid)
+    if label is not None:
+        bs.check_label(label)
     for w in src.warnings:
         click.echo(f"warning: {w}", err=True)
     with open_ledger(ctx) as ledger:
-        try:
-            res = bs.import_set(ledger, src.entries, label=label, move=move, warnings=src.warnings)
-        except bs.LabelConflict as e:
-            raise LedgerCommandError(str(e), 2) from e
+        res = bs.import_set(ledger, src.entries, label=label, move=move, warnings=src.warnings)
     if as_json:
         echo_json(res)
         return
@@ -208,7 +202,7 @@ def diff_cmd(ctx: click.Context, a: str, b: str, match: str, show_all: bool, as_
         click.echo(f"  {same} game(s) the same" if same else "  no game the same")
 
 
-@cli.command("rescore")
+@click.command("rescore")
 @click.argument("card_ids", nargs=-1, metavar="CARD_ID...")
 @click.option("--baselines", "ref", required=True, metavar="LABEL|ID", help="The set to score the cards under.")
 @click.option("--all", "every", is_flag=True, help="Every card in the ledger.")

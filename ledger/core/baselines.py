@@ -8,14 +8,12 @@ gives the same id whatever order it was found in.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
 
-from .events import BaselineEntry
+from ledger.core.events import BaselineEntry
 
 _enc = msgspec.json.Encoder()
 
@@ -94,18 +92,3 @@ def entry_from_metadata(data: bytes) -> BaselineEntry:
         private_tags=m.private_tags,
         level_tags=m.level_tags,
     )
-
-
-def scan_environments(root: str | os.PathLike[str]) -> tuple[list[BaselineEntry], list[str]]:
-    """Every ``metadata.json`` under ``root`` (recursively, as the toolkit's Arcade scans), sorted by path.
-
-    Returns the entries and one message per file that could not be read (the toolkit skips those too).
-    """
-    entries: list[BaselineEntry] = []
-    problems: list[str] = []
-    for path in sorted(Path(root).rglob("metadata.json")):
-        try:
-            entries.append(entry_from_metadata(path.read_bytes()))
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as e:
-            problems.append(f"{path}: {e}")
-    return entries, problems

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .calculator import best_play_index
-from .document import RunDoc, ScorecardDoc
-from .postmortem import PostMortem, postmortem
-from .postmortem import arithmetic as _arithmetic
-from .projection import CardState
+from ledger.core.document import RunDoc, ScorecardDoc
+from ledger.core.postmortem import PostMortem, postmortem
+from ledger.core.postmortem import arithmetic as _arithmetic
+from ledger.core.projection import CardState
+from ledger.core.scoring import best_play_index
 
 
 def arithmetic(run: RunDoc) -> str:

@@ -9,24 +9,21 @@ from typing import Any
 
 import click
 
-from .cli import LedgerCommandError, cli, echo_json
-from .copy import SameLedger, copy_ledger, open_destination, open_source, plan_copy
-from .store import HistoryConflict, Store, StoreError
+from ledger.cli.common import echo_json
+from ledger.services.copying import copy_ledger, open_destination, open_source, plan_copy
+from ledger.storage.store import Store
 
 
 @contextmanager
 def _opened(open_fn: Any, where: str, **kwargs: Any) -> Iterator[Store]:
-    try:
-        store = open_fn(where, **kwargs)
-    except StoreError as e:
-        raise LedgerCommandError(str(e)) from e
+    store = open_fn(where, **kwargs)
     try:
         yield store
     finally:
         store.close()
 
 
-@cli.command("copy")
+@click.command("copy")
 @click.option(
     "--from",
     "source",
@@ -56,18 +53,13 @@ def copy_cmd(ctx: click.Context, source: str | None, destination: str, as_json: 
         _opened(open_source, src_where) as src,
         _opened(open_destination, destination, durability=ctx.obj["durability"]) as dst,
     ):
-        try:
-            plan = plan_copy(src, dst)
-            show = not as_json and sys.stderr.isatty() and plan.events > 0
-            if show:
-                with click.progressbar(length=plan.events, label="copying events", file=sys.stderr) as bar:
-                    rep = copy_ledger(src, dst, plan=plan, progress=bar.update)
-            else:
-                rep = copy_ledger(src, dst, plan=plan)
-        except SameLedger as e:
-            raise LedgerCommandError(str(e), 2) from e
-        except (HistoryConflict, StoreError) as e:
-            raise LedgerCommandError(str(e)) from e
+        plan = plan_copy(src, dst)
+        show = not as_json and sys.stderr.isatty() and plan.events > 0
+        if show:
+            with click.progressbar(length=plan.events, label="copying events", file=sys.stderr) as bar:
+                rep = copy_ledger(src, dst, plan=plan, progress=bar.update)
+        else:
+            rep = copy_ledger(src, dst, plan=plan)
     if as_json:
         echo_json(
             {

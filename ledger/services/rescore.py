@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from . import baselines as bl
-from .calculator import best_play_index, score_card
-from .document import EnvironmentDoc, RunDoc, ScorecardDoc
-from .events import BaselineEntry
-from .projection import CardState
+from ledger.core import baselines as bl
+from ledger.core.document import EnvironmentDoc, RunDoc, ScorecardDoc
+from ledger.core.events import BaselineEntry
+from ledger.core.projection import CardState
+from ledger.core.scoring import best_play_index, score_card
 
 if TYPE_CHECKING:
-    from .api import Ledger
+    from ledger.ledger import Ledger
 
 Match = Literal["exact", "base"]
 MATCHES: tuple[Match, ...] = ("exact", "base")
@@ -393,7 +393,7 @@ def document_for(
 ) -> Scored:
     """The card (up to ``until``) scored under the set named by ``baselines`` (label, id or id prefix; default:
     the set it was played under), matched by ``match``, optionally over every game of the set."""
-    from .baseline_sets import resolve
+    from ledger.services.baseline_sets import resolve
 
     card = ledger.load_card(card_id, until=until)
     if baselines is not None:

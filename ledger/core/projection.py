@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .events import (
+from ledger.core.events import (
     ActionIgnored,
     ActionTaken,
     AnyEvent,

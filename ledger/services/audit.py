@@ -24,9 +24,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from . import chain, document
-from .calculator import score_card
-from .events import (
+from ledger.core import chain, document
+from ledger.core.events import (
     ActionIgnored,
     ActionTaken,
     BaselineEntry,
@@ -42,9 +41,10 @@ from .events import (
     decode,
     type_of,
 )
-from .projection import CardState, fold, new_card
-from .resimulate import Numbered, resimulate
-from .store import StoredEvent
+from ledger.core.projection import CardState, fold, new_card
+from ledger.core.scoring import score_card
+from ledger.storage.store import StoredEvent
+from ledger.toolkit.resimulate import Numbered, resimulate
 
 Status = Literal["PASS", "FAIL", "WARN", "SKIP"]
 
@@ -593,7 +593,7 @@ class AuditReport:
 
     def to_json(self) -> dict[str, Any]:
         """The stable ``--json`` shape (documented in the README)."""
-        from .postmortem import postmortem
+        from ledger.core.postmortem import postmortem
 
         pm = postmortem(self.card, self.doc) if self.card is not None and self.doc is not None else None
         return {
@@ -615,7 +615,7 @@ def audit_card(
     environ: Mapping[str, str] | None = None,
 ) -> AuditReport:
     """Run every check on ``card_id`` of an open :class:`ledger.api.Ledger` (raises UnknownCard)."""
-    from .api import UnknownBaselines, UnknownCard
+    from ledger.errors import UnknownBaselines, UnknownCard
 
     rows = ledger.store.read_stream(card_stream(card_id))
     if not rows:

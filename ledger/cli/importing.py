@@ -10,12 +10,11 @@ from typing import Any
 
 import click
 
-from .cli import LedgerCommandError, cli, echo_json, open_ledger
-from .importer import (
+from ledger.cli.common import echo_json, open_ledger
+from ledger.services.importing import (
     FATAL_KINDS,
     STRICT_KINDS,
     CardResult,
-    ImportInputError,
     ImportSummary,
     Problem,
     find_recordings,
@@ -24,7 +23,7 @@ from .importer import (
 )
 
 
-@cli.command("import")
+@click.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path), metavar="PATH...")
 @click.option(
     "--environments",
@@ -60,18 +59,10 @@ def import_cmd(
     Exit codes: 0 imported (or already imported), 1 a card the ledger refused (captured live, or a file rewritten
     since its import), 2 bad usage, or bad input under --strict.
     """
-    try:
-        cards, found_problems = find_recordings(paths)
-    except ImportInputError as e:
-        raise LedgerCommandError(str(e), 2) from e
+    cards, found_problems = find_recordings(paths)
     show_bar = not quiet and not as_json and sys.stderr.isatty()
     with open_ledger(ctx) as ledger, _bar(show_bar, total_bytes(cards)) as progress:
-        try:
-            summary = import_recordings(
-                ledger, cards=cards, environments=environments, strict=strict, progress=progress
-            )
-        except ImportInputError as e:
-            raise LedgerCommandError(str(e), 2) from e
+        summary = import_recordings(ledger, cards=cards, environments=environments, strict=strict, progress=progress)
     summary.problems[:0] = found_problems
     if as_json:
         echo_json(_as_json(summary, environments is not None))

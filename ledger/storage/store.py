@@ -38,8 +38,9 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
-from . import chain
-from .events import Event, encode, type_of
+from ledger.core import chain
+from ledger.core.events import Event, encode, type_of
+from ledger.errors import HistoryConflict, StoreError, VersionConflict
 
 Durability = Literal["normal", "full"]
 
@@ -93,23 +94,6 @@ _PG_APPEND_LOCK = 0x4C454447  # "LEDG"
 _PG_MIGRATE_LOCK = 0x4C454448  # concurrent first opens of one database must not both create the schema
 
 
-class StoreError(Exception):
-    """A problem with the ledger database that a user can act on (message says what)."""
-
-
-class VersionConflict(StoreError):
-    """Another writer appended to the stream first: reload the stream and retry."""
-
-    def __init__(self, stream: str, expected: int | None) -> None:
-        super().__init__(f"version conflict on stream {stream!r}: expected last version {expected}")
-        self.stream = stream
-        self.expected = expected
-
-
-class HistoryConflict(StoreError):
-    """The destination of a copy holds a different event than the source at some stream version."""
-
-
 class StoredEvent(msgspec.Struct, frozen=True):
     """One row of the log, exactly as stored."""
 
@@ -148,10 +132,8 @@ def normalize_url(path_or_url: str | os.PathLike[str]) -> str:
 
 
 def migrations_dir() -> Path:
-    """Where the Alembic scripts are: inside the installed package, or the source tree's ``migrations/``."""
-    here = Path(__file__).resolve().parent
-    packaged = here / "_migrations"
-    return packaged if packaged.is_dir() else here.parent / "migrations"
+    """Where the Alembic scripts are: ``migrations/`` beside this module, inside the package."""
+    return Path(__file__).resolve().parent / "migrations"
 
 
 def _row(r: Any) -> StoredEvent:

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from .cli import cli, open_ledger
+from ledger.cli.common import open_ledger
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -22,7 +22,7 @@ def _head(_ctx: click.Context, _param: click.Parameter, value: str | None) -> st
     return v
 
 
-@cli.command("audit")
+@click.command("audit")
 @click.argument("card_id")
 @click.option(
     "--environments",
@@ -55,9 +55,9 @@ def audit(ctx: click.Context, card_id: str, environments: str | None, expect_hea
 
     Exit 0 when no check fails (WARN and SKIP do not fail), 1 when one fails or the card is unknown, 2 on bad usage.
     """
-    from .audit import audit_card
-    from .postmortem import postmortem
-    from .report import postmortem_text
+    from ledger.core.postmortem import postmortem
+    from ledger.core.text import postmortem_text
+    from ledger.services.audit import audit_card
 
     with open_ledger(ctx) as ledger:
         rep = audit_card(ledger, card_id, environments=environments, expect_head=expect_head)

@@ -20,9 +20,9 @@ from typing import Any
 
 import msgspec
 
-from .calculator import LEVEL_CAP, best_play_index
-from .document import RunDoc, ScorecardDoc
-from .projection import CardState, Play
+from ledger.core.document import RunDoc, ScorecardDoc
+from ledger.core.projection import CardState, Play
+from ledger.core.scoring import LEVEL_CAP, best_play_index
 
 #: "Many resets next to modest actions": at least this many restarts (level resets + new plays without a win)...
 RESTARTS_MIN = 3

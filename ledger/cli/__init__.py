@@ -1,0 +1,62 @@
+"""The ``ledger`` command: a Click group with one module per command family, added explicitly below.
+
+Exit codes: 0 success, 1 a failed check or an unknown card/ledger problem, 2 bad usage or bad input.
+"""
+
+from __future__ import annotations
+
+import click
+
+from ledger.cli import audit, baselines, cards, copy, importing
+from ledger.cli.common import LedgerGroup
+from ledger.ledger import default_db
+
+
+@click.group(cls=LedgerGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db",
+    envvar="LEDGER_DB",
+    default=None,
+    metavar="PATH|URL",
+    help="The ledger: a SQLite file path or a SQLAlchemy URL (postgresql+psycopg://user@host/db). "
+    "Default: $LEDGER_DB, else ./ledger.sqlite.",
+)
+@click.option(
+    "--durability",
+    type=click.Choice(["normal", "full"]),
+    default="normal",
+    show_default=True,
+    help="SQLite: 'normal' (WAL, synchronous=NORMAL) survives a killed process; 'full' (synchronous=FULL) also "
+    "survives power loss. PostgreSQL: 'normal' keeps the server's synchronous_commit, 'full' forces it on.",
+)
+@click.pass_context
+def cli(ctx: click.Context, db: str | None, durability: str) -> None:
+    """arc-scorecard-ledger: ARC-AGI-3 scorecards as an append-only event log.
+
+    Every action, reset, level completion and close of a play is an event; every scorecard is rebuilt from
+    the events with the toolkit's own arithmetic, so it can be replayed, exported, verified and re-scored.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["db"] = db or default_db()
+    ctx.obj["durability"] = durability
+
+
+for _command in (
+    cards.init,
+    cards.cards,
+    cards.export,
+    cards.replay,
+    cards.verify,
+    cards.demo,
+    importing.import_cmd,
+    baselines.baselines_group,
+    baselines.rescore_cmd,
+    audit.audit,
+    copy.copy_cmd,
+):
+    cli.add_command(_command)
+
+
+def main() -> None:
+    """Console entry point."""
+    cli(prog_name="ledger")

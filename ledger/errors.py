@@ -1,0 +1,79 @@
+"""Every error the ledger raises on purpose, under one root.
+
+Each kind carries the exit code the CLI turns it into (``ledger.cli.common`` maps them, once): 1 for a failed
+check or something missing, 2 for bad usage or bad input. The message is one line a user can act on.
+"""
+
+from __future__ import annotations
+
+
+class LedgerError(Exception):
+    """The root: a problem the user can act on; the message says what."""
+
+    exit_code: int = 1
+
+
+class InputError(LedgerError, ValueError):
+    """Bad input or bad usage: nothing was written."""
+
+    exit_code = 2
+
+
+class StoreError(LedgerError):
+    """A problem with the ledger database that a user can act on (message says what)."""
+
+
+class VersionConflict(StoreError):
+    """Another writer appended to the stream first: reload the stream and retry."""
+
+    def __init__(self, stream: str, expected: int | None) -> None:
+        super().__init__(f"version conflict on stream {stream!r}: expected last version {expected}")
+        self.stream = stream
+        self.expected = expected
+
+
+class HistoryConflict(StoreError):
+    """The destination of a copy holds a different event than the source at some stream version."""
+
+
+class SameLedger(StoreError):
+    """The source and the destination of a copy are the same database."""
+
+    exit_code = 2
+
+
+class UnknownCard(LedgerError, LookupError):
+    """No card with that id in this ledger."""
+
+    def __init__(self, card_id: str) -> None:
+        super().__init__(f"no card {card_id!r} in this ledger (see `ledger cards`)")
+        self.card_id = card_id
+
+
+class UnknownBaselines(LedgerError, LookupError):
+    """A card refers to a baseline set that is not in the ledger."""
+
+
+class CaptureError(LedgerError, RuntimeError):
+    """The ledger could not record what the toolkit just did (the toolkit's own call did complete)."""
+
+
+class ImportInputError(InputError):
+    """The paths given do not name any recording (bad usage)."""
+
+
+class BaselinesInputError(InputError):
+    """The file or folder to import is not a valid baseline source (nothing was written)."""
+
+
+class LabelConflict(InputError):
+    """The label already points at another set (use ``move``)."""
+
+    def __init__(self, label: str, current: str, wanted: str) -> None:
+        super().__init__(
+            f"label {label!r} already points at baseline set {current[:12]}; "
+            f"use --move to point it at {wanted[:12]} instead"
+        )
+        self.label = label
+        self.current = current
+        self.wanted = wanted

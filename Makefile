@@ -7,7 +7,11 @@ STAMP_DEV := $(VENV)/.installed-dev
 # The machine's PostgreSQL server; its tests skip when it cannot be reached (and fail under CI=true).
 export LEDGER_TEST_PG_URL ?= postgresql+psycopg://postgres@127.0.0.1:5432/test
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean chromium
+
+# The viewer's browser tests drive Debian's chromium through Playwright (the dev extra); never a downloaded browser.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,13 +28,18 @@ $(STAMP_DEV): $(BIN)/python pyproject.toml
 demo: $(STAMP_ARC)
 	$(BIN)/ledger demo $(if $(DB),--db $(DB),)
 
-test: $(STAMP_DEV)
+test: $(STAMP_DEV) chromium
 	$(BIN)/ruff check ledger tests scripts
+	$(BIN)/mypy
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP_DEV)
 	$(BIN)/ruff check ledger tests scripts
 	$(BIN)/ruff format --check ledger tests scripts
+	$(BIN)/mypy
+
+chromium:
+	@test -x $(CHROMIUM) || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
 
 bench: $(STAMP_DEV)
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)

@@ -8,6 +8,7 @@
 """
 
 from ledger.errors import (
+    AmbiguousCard,
     CaptureError,
     HistoryConflict,
     InputError,
@@ -17,9 +18,24 @@ from ledger.errors import (
     UnknownCard,
     VersionConflict,
 )
-from ledger.ledger import CardSummary, Ledger
+from ledger.version import __version__ as __version__
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ledger.ledger import CardSummary, Ledger
+
+
+def __getattr__(name: str) -> object:
+    # Loaded on first use: `ledger --help` and `--version` must not pay for the facade and its imports.
+    if name in ("Ledger", "CardSummary"):
+        from ledger import ledger as facade
+
+        return getattr(facade, name)
+    raise AttributeError(f"module 'ledger' has no attribute {name!r}")
+
 
 __all__ = [
+    "AmbiguousCard",
     "CaptureError",
     "CardSummary",
     "HistoryConflict",
@@ -31,4 +47,3 @@ __all__ = [
     "UnknownCard",
     "VersionConflict",
 ]
-__version__ = "0.1.0"

@@ -50,8 +50,22 @@ class UnknownCard(LedgerError, LookupError):
         self.card_id = card_id
 
 
+class AmbiguousCard(InputError, LookupError):
+    """A card id prefix that several cards start with (bad input: the message lists them)."""
+
+    def __init__(self, prefix: str, candidates: list[str]) -> None:
+        shown = ", ".join(candidates[:10]) + (f" (+{len(candidates) - 10} more)" if len(candidates) > 10 else "")
+        super().__init__(f"{prefix!r} is ambiguous: {len(candidates)} cards start with it: {shown}")
+        self.prefix = prefix
+        self.candidates = candidates
+
+
 class UnknownBaselines(LedgerError, LookupError):
     """A card refers to a baseline set that is not in the ledger."""
+
+
+class MissingExtra(LedgerError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
 
 
 class CaptureError(LedgerError, RuntimeError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -16,23 +16,31 @@ from ledger.core import document
 from ledger.core.events import (
     BASELINES_STREAM,
     CARD_STREAM,
+    AnyEvent,
     BaselineEntry,
     BaselinesRecorded,
+    CardClosed,
+    CloseReason,
     baselines_stream,
     card_stream,
     decode,
 )
 from ledger.core.projection import CardState, fold, new_card
+from ledger.core.replay import ChunkMismatch, fold_joined
 from ledger.core.scoring import score_card
-from ledger.errors import UnknownBaselines, UnknownCard, VersionConflict
-from ledger.storage.store import Durability, Store
+from ledger.errors import AmbiguousCard, InputError, UnknownBaselines, UnknownCard, VersionConflict
+from ledger.storage.base import Durability, LogStore, Snapshot, StoredEvent, open_store
 
 DEFAULT_DB = "ledger.sqlite"
 
-#: The projection cache's format; a new one makes old snapshots be ignored (and rewritten).
+# The snapshot policy, all of it here. A snapshot is a cache of a card's projection (the log stays the truth):
+#: its format; a new one makes old snapshots be ignored (and rewritten);
 SNAPSHOT_KIND = "card/v1"
-#: Write a new snapshot once a read folded this many events past the cached one.
+#: a read that folded this many events past the cached projection caches what it folded;
 SNAPSHOT_AFTER = 2000
+#: a writer that holds the card's state (live capture) caches it every this many events, and always once the card
+#: is closed or imported (a closed card never changes again, so its exports never replay it).
+SNAPSHOT_EVERY = 10_000
 
 _snapshot_enc = msgspec.msgpack.Encoder()
 _snapshot_dec = msgspec.msgpack.Decoder(CardState)
@@ -44,6 +52,33 @@ def _decode_snapshot(body: bytes) -> CardState | None:
         return _snapshot_dec.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
+
+
+def _fold_joined(
+    store: LogStore, card_id: str, snap: Snapshot | None, until: int | None
+) -> tuple[CardState, int, int, int] | None:
+    """(state, events folded, last version, last seq) replayed from bodies the store joins (SQLite), or None.
+
+    None also when nothing was read or a body does not decode: the per-body path then says what it says.
+    """
+    read_joined = getattr(store, "read_joined", None)
+    if read_joined is None:
+        return None
+    chunks, last_version, last_seq = read_joined(
+        card_stream(card_id), after_version=snap.version if snap else 0, until_seq=until
+    )
+    if not chunks:
+        return None
+    try:
+        state = fold_joined(
+            card_id,
+            chunks,
+            _decode_snapshot(snap.body) if snap else None,
+            last_event=lambda: decode(store.event_at(card_stream(card_id), last_version).body),  # type: ignore[union-attr]
+        )
+    except (msgspec.DecodeError, msgspec.ValidationError, ChunkMismatch):
+        return None
+    return state, sum(n for _, n in chunks), last_version, last_seq
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +94,18 @@ class CardSummary:
     actions: int
     score: float
     events: int
+    #: The card's tags (``open_scorecard(tags=...)``), as in its JSON.
+    tags: list[str] | None = None
+    #: True when ``closed``/``close_reason`` are the toolkit's auto-close (idle/max_open) as of now, not an event.
+    lapsed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """What :meth:`Ledger.append_card` wrote: the events as stored, and whether it cached the card's projection."""
+
+    stored: list[StoredEvent]
+    cached: bool
 
 
 def default_db() -> str:
@@ -69,20 +116,38 @@ def default_db() -> str:
 class Ledger:
     """An open ledger. Use :meth:`open` (also a context manager)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: LogStore) -> None:
         self.store = store
         self._baselines_cache: dict[str, dict[str, BaselineEntry]] = {}
 
     @classmethod
-    def open(cls, path_or_url: str | os.PathLike[str] | None = None, *, durability: Durability = "normal") -> Ledger:
-        """Open (creating and migrating as needed) the ledger at a SQLite path or SQLAlchemy URL."""
-        store = Store(os.fspath(path_or_url) if path_or_url is not None else default_db(), durability=durability)
+    def open(
+        cls,
+        path_or_url: str | os.PathLike[str] | None = None,
+        *,
+        durability: Durability = "normal",
+        readonly: bool = False,
+    ) -> Ledger:
+        """Open the ledger at a SQLite path or SQLAlchemy URL, creating and migrating it as needed.
+
+        ``readonly=True`` (every read command): never create, migrate or write; a missing database, one that is
+        not a ledger, or one written by a newer version is refused with :class:`~ledger.errors.StoreError`.
+        """
+        where = os.fspath(path_or_url) if path_or_url is not None else default_db()
+        if readonly:
+            return cls(open_store(where, readonly=True))
+        store = open_store(where, durability=durability)
         try:
             store.migrate()
         except BaseException:
             store.close()
             raise
         return cls(store)
+
+    @classmethod
+    def open_readonly(cls, path_or_url: str | os.PathLike[str] | None = None) -> Ledger:
+        """The same as ``Ledger.open(path_or_url, readonly=True)``."""
+        return cls.open(path_or_url, readonly=True)
 
     def __enter__(self) -> Ledger:
         return self
@@ -96,14 +161,20 @@ class Ledger:
 
     # -- capture ------------------------------------------------------------------------------------------
 
-    def attach(self, arcade: Any, *, record_reasoning: bool = False) -> Any:
+    def attach(self, arcade: Any, *, record_reasoning: bool = False, **options: Any) -> Any:
         """Capture everything ``arcade`` (an ``arc_agi.Arcade``) does to its scorecards from now on.
 
-        Returns the :class:`ledger.capture.Capture`; call its ``detach()`` to stop.
+        OFFLINE/NORMAL: the toolkit's own scorecards (:class:`ledger.toolkit.capture.Capture`); ONLINE/COMPETITION:
+        the server's, from its answers (:class:`ledger.toolkit.remote.RemoteCapture`). ``options``: ``context``,
+        ``on_open``, ``raise_errors`` (see those classes). Returns the capture; its ``detach()`` stops it.
         """
+        from ledger.toolkit.remote import REMOTE_MODES, RemoteCapture
+
+        if str(getattr(getattr(arcade, "operation_mode", None), "value", "")) in REMOTE_MODES:
+            return RemoteCapture(self, arcade, record_reasoning=record_reasoning, **options)
         from ledger.toolkit.capture import Capture
 
-        return Capture(self, arcade, record_reasoning=record_reasoning)
+        return Capture(self, arcade, record_reasoning=record_reasoning, **options)
 
     # -- baselines ----------------------------------------------------------------------------------------
 
@@ -118,7 +189,7 @@ class Ledger:
             ev = BaselinesRecorded(ts=ts or datetime.now(UTC), set_id=sid, entries=canon)
             # Another writer may have stored the same content first: that is the same set.
             with contextlib.suppress(VersionConflict):
-                self.store.append(stream, [ev], expected_version=0)
+                self.append(stream, [ev], expected_version=0)
         self._baselines_cache[sid] = bl.as_map(canon)
         return sid
 
@@ -143,8 +214,64 @@ class Ledger:
     # -- reading cards ----------------------------------------------------------------------------------------
 
     def card_ids(self) -> list[str]:
-        """Every card id, in order of opening."""
+        """Every card id, in the order the ledger first stored each card."""
         return [s.stream[len(CARD_STREAM) :] for s in self.store.streams(CARD_STREAM)]
+
+    def resolve_card(self, ref: str) -> str:
+        """The card id ``ref`` names: the id itself, or a unique prefix of one.
+
+        Raises :class:`UnknownCard` when nothing matches and :class:`AmbiguousCard` (exit 2, listing the
+        candidates) when several cards start with ``ref``.
+        """
+        if ref and self.store.stream_exists(card_stream(ref)):
+            return ref
+        hits = [s.stream[len(CARD_STREAM) :] for s in self.store.streams(card_stream(ref))] if ref else []
+        if len(hits) == 1:
+            return hits[0]
+        if hits:
+            raise AmbiguousCard(ref, hits)
+        raise UnknownCard(ref)
+
+    def card_events(self, card_id: str) -> list[StoredEvent]:
+        """Every stored event of a card, in version order (raises :class:`UnknownCard`)."""
+        rows = self.store.read_stream(card_stream(card_id))
+        if not rows:
+            raise UnknownCard(card_id)
+        return rows
+
+    def seq_at_version(self, card_id: str, version: int) -> int:
+        """The ledger-wide ``seq`` of the card's event ``version`` (what ``until=`` takes).
+
+        Raises :class:`InputError` when the card has no such version (it says which versions it has).
+        """
+        stream = card_stream(card_id)
+        row = self.store.event_at(stream, version) if version >= 1 else None
+        if row is None:
+            last = self.store.streams(stream)
+            top = next((s.version for s in last if s.stream == stream), 0)
+            if top == 0:
+                raise UnknownCard(card_id)
+            raise InputError(f"card {card_id} has versions 1..{top} (see `ledger events {card_id}`), not {version}")
+        return row.seq
+
+    def close_card(self, card_id: str, reason: CloseReason = "explicit", *, ts: datetime | None = None) -> CardState:
+        """Append a ``card_closed`` event (with the document hash, as capture does) to an open card.
+
+        Returns the card as closed. Raises :class:`InputError` if it is already closed and
+        :class:`VersionConflict` if another writer appended meanwhile (nothing is written then).
+        """
+        stream = card_stream(card_id)
+        rows = self.store.read_stream(stream)
+        if not rows:
+            raise UnknownCard(card_id)
+        card = fold(card_id, (decode(r.body) for r in rows))
+        if card.closed:
+            raise InputError(f"card {card_id} is already closed ({card.close_reason}); nothing written")
+        doc = self.document(card_id, card=card)
+        ev = CardClosed(ts=ts or datetime.now(UTC), reason=reason, document_sha256=document.sha256(doc))
+        closed = fold(card_id, [ev], card)
+        self.append_card(card_id, [ev], rows[-1].version, state=closed)
+        return closed
 
     def load_card(self, card_id: str, *, until: int | None = None, use_cache: bool = True) -> CardState:
         """The card rebuilt from its events (up to global ``seq`` ``until``).
@@ -154,7 +281,7 @@ class Ledger:
         """
         stream = card_stream(card_id)
         snap = self.store.get_snapshot(stream, SNAPSHOT_KIND) if use_cache else None
-        if snap is not None and until is not None and snap[1] > until:
+        if snap is not None and until is not None and snap.seq > until:
             snap = None  # the cached state is later than the point asked for
         return self._load(card_id, snap, until=until, use_cache=use_cache)
 
@@ -167,33 +294,72 @@ class Ledger:
     def cached_card(self, card_id: str) -> tuple[int, CardState] | None:
         """The cached projection of a card and the version it covers, or None (for the audit)."""
         snap = self.store.get_snapshot(card_stream(card_id), SNAPSHOT_KIND)
-        state = _decode_snapshot(snap[2]) if snap else None
-        return (snap[0], state) if snap and state is not None else None  # type: ignore[index]
+        state = _decode_snapshot(snap.body) if snap else None
+        return (snap.version, state) if snap and state is not None else None
 
     def _load(
         self,
         card_id: str,
-        snap: tuple[int, int, bytes] | None,
+        snap: Snapshot | None,
         *,
         until: int | None = None,
         use_cache: bool = True,
     ) -> CardState:
         stream = card_stream(card_id)
-        state = _decode_snapshot(snap[2]) if snap else None
-        after = snap[0] if snap and state is not None else 0
-        bodies, last_version, last_seq = self.store.read_bodies(stream, after_version=after, until_seq=until)
-        if state is None and not bodies:
-            if until is not None and self.store.stream_exists(stream):
-                return new_card(card_id)
-            raise UnknownCard(card_id)
-        state = fold(card_id, (decode(b) for b in bodies), state)
-        if use_cache and until is None and len(bodies) >= SNAPSHOT_AFTER:
+        state = _decode_snapshot(snap.body) if snap else None
+        after = snap.version if snap and state is not None else 0
+        joined = _fold_joined(self.store, card_id, snap if state is not None else None, until)
+        if joined is not None:
+            state, folded, last_version, last_seq = joined
+        else:
+            bodies, last_version, last_seq = self.store.read_bodies(stream, after_version=after, until_seq=until)
+            if state is None and not bodies:
+                if until is not None and self.store.stream_exists(stream):
+                    return new_card(card_id)
+                raise UnknownCard(card_id)
+            state = fold(card_id, (decode(b) for b in bodies), state)
+            folded = len(bodies)
+        if use_cache and until is None and folded >= SNAPSHOT_AFTER:
             self.store.put_snapshot(stream, SNAPSHOT_KIND, last_version, last_seq, _snapshot_enc.encode(state))
         return state
 
     def save_snapshot(self, card_id: str, state: CardState, version: int, seq: int) -> None:
         """Cache ``state`` as the projection of the card's first ``version`` events."""
         self.store.put_snapshot(card_stream(card_id), SNAPSHOT_KIND, version, seq, _snapshot_enc.encode(state))
+
+    # -- writing ------------------------------------------------------------------------------------------------
+
+    def append(self, stream: str, events: Sequence[AnyEvent], expected_version: int | None) -> list[StoredEvent]:
+        """Append ``events`` to ``stream``, hash-chained, in one transaction; returns them as stored.
+
+        ``expected_version`` is the stream's version the caller built on (0: a new stream); another writer that
+        went first raises :class:`VersionConflict` and nothing is written. ``None`` appends at the head.
+        """
+        return self.store.append(stream, events, expected_version=expected_version)
+
+    def append_card(
+        self,
+        card_id: str,
+        events: Sequence[AnyEvent],
+        expected_version: int,
+        *,
+        state: CardState | None = None,
+        cached_version: int = 0,
+    ) -> Appended:
+        """:meth:`append` to a card's stream, then apply the snapshot policy.
+
+        ``state`` is the card after these events, when the caller holds it (capture, import), and
+        ``cached_version`` the version its last snapshot covers: the state is cached once the card is closed or
+        once :data:`SNAPSHOT_EVERY` events have followed that snapshot.
+        """
+        stored = self.append(card_stream(card_id), events, expected_version)
+        cached = False
+        if state is not None and stored:
+            last = stored[-1]
+            if state.closed or last.version - cached_version >= SNAPSHOT_EVERY:
+                self.save_snapshot(card_id, state, last.version, last.seq)
+                cached = True
+        return Appended(stored, cached)
 
     def card_baselines(self, card: CardState) -> dict[str, BaselineEntry]:
         """The baseline set the card was played under (empty if it has none)."""
@@ -209,7 +375,9 @@ class Ledger:
     ) -> document.ScorecardDoc:
         """The scorecard document of a card, under its own baselines unless others are given."""
         c = card if card is not None else self.load_card(card_id, until=until)
-        return score_card(c, baselines if baselines is not None else self.card_baselines(c))
+        # An open competition card is shown as the server will close it: every game it never played at 0.
+        every = c.environments if c.competition_mode and not c.closed else None
+        return score_card(c, baselines if baselines is not None else self.card_baselines(c), all_environments=every)
 
     def export(
         self,
@@ -238,6 +406,7 @@ class Ledger:
                     actions=c.total_actions,
                     score=doc.score,
                     events=c.events,
+                    tags=c.tags,
                 )
             )
         return out

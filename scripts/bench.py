@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-AREAS = ["core", "import", "rescore", "audit", "postgres"]
+AREAS = ["cli", "core", "import", "rescore", "audit", "postgres", "web"]
 
 
 def main() -> int:

@@ -127,25 +127,35 @@ def build_card(led: Ledger, plays: list[tuple[int, int, str, bool]], card_id: st
     return n
 
 
-def export_figures(n_steps: int) -> list[str]:
+def export_figures(n_steps: int, rounds: int = 3) -> list[str]:
+    """The toolkit's in-memory rate and a cold export of the same plays, in alternating rounds, best of each."""
     plays = synthetic_plays(n_steps)
     rate_tk, tk_json, card_id = toolkit_rate(plays)
-    lines = [f"toolkit ScorecardManager.update_scorecard (in memory): {rate_tk:,.0f} updates/s on {len(plays):,} steps"]
     with tempfile.TemporaryDirectory() as d, Ledger.open(Path(d) / "bench.sqlite") as led:
         t = time.perf_counter()
         n_events = build_card(led, plays, card_id)
-        lines.append(f"building the card: {n_events:,} events in {time.perf_counter() - t:.1f} s")
-        led.store.drop_snapshots()
-        t = time.perf_counter()
-        out = led.export(card_id)
-        cold = time.perf_counter() - t
+        built = time.perf_counter() - t
+        cold = float("inf")
+        same = True
+        for r in range(rounds):
+            if r:
+                rate_tk = max(rate_tk, toolkit_rate(plays)[0])
+            led.store.drop_snapshots()
+            t = time.perf_counter()
+            out = led.export(card_id)
+            cold = min(cold, time.perf_counter() - t)
+            same = same and out == tk_json
         t = time.perf_counter()
         out2 = led.export(card_id)
         warm = time.perf_counter() - t
-        same = out == tk_json and out2 == tk_json
+        same = same and out2 == tk_json
+        lines = [
+            f"toolkit ScorecardManager.update_scorecard (in memory): {rate_tk:,.0f} updates/s on {len(plays):,} steps",
+            f"building the card: {n_events:,} events in {built:.1f} s",
+        ]
         lines.append(
             f"ledger export, cold (full replay, no cache): {n_events / cold:,.0f} events/s ({cold:.2f} s), "
-            f"{n_events / cold / rate_tk:.1f}x the toolkit's rate"
+            f"{n_events / cold / rate_tk:.1f}x the toolkit's rate (GOAL >= 5x)"
         )
         lines.append(
             f"ledger export, warm (projection cache): {warm * 1000:.1f} ms, "
@@ -155,24 +165,37 @@ def export_figures(n_steps: int) -> list[str]:
     return lines
 
 
-def capture_figures(n_steps: int) -> list[str]:
-    """Per-step cost of capture next to one bare commit, in both durability modes."""
+def capture_figures(n_steps: int, rounds: int = 3) -> list[str]:
+    """Per-step cost of capture next to one bare commit, in both durability modes, measured in alternating rounds
+    (bare step, attached step, bare commit, ...) and the best of each taken, so that a busy machine weighs on all.
+
+    The ledger runs SQLite's WAL checkpoints in a background thread (``ledger/storage/checkpoint.py``); the bare
+    commit is a plain SQLite program and checkpoints inline, as SQLite does by default. The second line also gives
+    the bare commit with its checkpoints kept out of the loop, i.e. the commit alone."""
     lines = []
     for durability in ("normal", "full"):
+        best: dict[str, float] = {}
         with tempfile.TemporaryDirectory() as d:
-            bare = min(step_cost(None, n_steps) for _ in range(2))
-            attached = min(step_cost(str(Path(d) / f"cap-{durability}.sqlite"), n_steps, durability) for _ in range(2))
-            commit = min(bare_commit(Path(d) / f"bare-{durability}.sqlite", durability, n_steps) for _ in range(2))
-            schema = min(schema_commit(Path(d) / f"schema-{durability}.sqlite", durability, n_steps) for _ in range(2))
-        added = attached - bare
+            for r in range(rounds):
+                got = {
+                    "bare": step_cost(None, n_steps),
+                    "attached": step_cost(str(Path(d) / f"cap-{durability}-{r}.sqlite"), n_steps, durability),
+                    "commit": bare_commit(Path(d) / f"bare-{durability}-{r}.sqlite", durability, n_steps),
+                    "commit_only": bare_commit(Path(d) / f"nockpt-{durability}-{r}.sqlite", durability, n_steps, 0),
+                    "schema": schema_commit(Path(d) / f"schema-{durability}.sqlite", durability, n_steps),
+                }
+                best = {k: min(v, best.get(k, v)) for k, v in got.items()}
+        added = best["attached"] - best["bare"]
+        goal = " (GOAL <= 1.5x)" if durability == "normal" else ""
         lines.append(
-            f"[{durability}] toolkit step bare {bare * 1e6:.0f} us, attached {attached * 1e6:.0f} us: capture adds "
-            f"{added * 1e6:.0f} us/step; one bare SQLite commit of a same-size row {commit * 1e6:.0f} us "
-            f"-> {added / commit:.2f}x"
+            f"[{durability}] toolkit step bare {best['bare'] * 1e6:.0f} us, attached {best['attached'] * 1e6:.0f} us: "
+            f"capture adds {added * 1e6:.0f} us/step; one bare SQLite commit of a same-size row "
+            f"{best['commit'] * 1e6:.0f} us -> {added / best['commit']:.2f}x{goal}"
         )
         lines.append(
-            f"[{durability}]   (one raw INSERT+COMMIT of such an event into the ledger's own events table, with its "
-            f"UNIQUE(stream, version) index: {schema * 1e6:.0f} us -> capture adds {added / schema:.2f}x that)"
+            f"[{durability}]   (that bare commit with no checkpoint in its loop: {best['commit_only'] * 1e6:.0f} us -> "
+            f"{added / best['commit_only']:.2f}x; one raw INSERT+COMMIT into the ledger's own events table with its "
+            f"UNIQUE(stream, version) index: {best['schema'] * 1e6:.0f} us -> {added / best['schema']:.2f}x)"
         )
     return lines
 
@@ -203,11 +226,14 @@ def step_cost(where: str | None, n_steps: int, durability: str = "normal") -> fl
     return dt
 
 
-def bare_commit(path: Path, durability: str, n: int) -> float:
-    """One INSERT + COMMIT of a row as large as a captured action event, on a plain table, same pragmas."""
+def bare_commit(path: Path, durability: str, n: int, autocheckpoint: int | None = None) -> float:
+    """One INSERT + COMMIT of a row as large as a captured action event, on a plain table, same pragmas
+    (``autocheckpoint`` 0: no checkpoint in the loop; None: SQLite's default)."""
     con = sqlite3.connect(path, isolation_level=None)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+    if autocheckpoint is not None:
+        con.execute(f"PRAGMA wal_autocheckpoint={autocheckpoint}")
     con.execute("CREATE TABLE IF NOT EXISTS t (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)")
     row = os.urandom(430)  # a stored action event: stream, version, type, ts, body, two hashes
     t = time.perf_counter()

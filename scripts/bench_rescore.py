@@ -29,7 +29,8 @@ from ledger.core.events import (
     type_of,
 )
 from ledger.core.projection import fold
-from ledger.services.rescore import rescore_card, rescore_cards
+from ledger.core.rescoring import rescore_card
+from ledger.services.rescore import rescore_cards
 
 OLD = [
     BaselineEntry(game_id="wkex-0000000f", baseline_actions=[22, 123, 73], tags=["keyboard"]),

@@ -67,13 +67,13 @@ def build(out: Path) -> tuple[list[list[Any]], dict[str, str]]:
     from alembic.config import Config
 
     from ledger import Ledger
-    from ledger.storage.store import Store, migrations_dir
+    from ledger.storage.base import migrations_dir, open_store
     from tests.toolkit import arcade, step
 
     db = out / f"{NAME}.sqlite"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
-    store = Store(str(db))
+    store = open_store(str(db))
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
     with store.engine.begin() as conn:

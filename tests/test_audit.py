@@ -29,6 +29,7 @@ from ledger.core.events import (
     CardClosed,
     CardOpened,
     LevelReset,
+    Numbered,
     PlayStarted,
     baselines_stream,
     card_stream,
@@ -36,17 +37,11 @@ from ledger.core.events import (
     encode,
     type_of,
 )
+from ledger.core.lifecycle import DEFAULT_MAX_OPEN_FOR_MINUTES, DEFAULT_STALE_MINUTES, check_lifecycle
 from ledger.core.postmortem import postmortem
 from ledger.core.projection import fold
 from ledger.core.scoring import score_card
-from ledger.services.audit import (
-    DEFAULT_MAX_OPEN_FOR_MINUTES,
-    DEFAULT_STALE_MINUTES,
-    check_lifecycle,
-    max_open_minutes,
-    stale_minutes,
-)
-from ledger.toolkit.resimulate import Numbered
+from ledger.services.audit import max_open_minutes, stale_minutes
 from tests.toolkit import ENV_DIR, arcade, step
 
 # -- helpers (also used by test_tamper.py) ----------------------------------------------------------------------
@@ -220,7 +215,10 @@ def test_untouched_card_passes_every_check(master, tmp_path: Path) -> None:
     code, out = run("--db", str(db), "audit", card, "--environments", str(ENV_DIR), "--expect-head", head)
     assert code == 0, out
     lines = out.splitlines()
-    assert lines[0] == f"audit of card {card}: {len(rows)} events, head {head}"
+    assert lines[0] == (
+        f"audit of card {card}: {len(rows)} events, card head {head} (this card's last event; `ledger verify` "
+        "prints the ledger's head)"
+    )
     assert lines[1] == (
         f"PASS integrity: {len(rows)} events, versions 1..{len(rows)}, hash chain unbroken; head {head}, "
         "matches the expected head"
@@ -309,7 +307,7 @@ def test_usage_errors_exit_2_and_unknown_card_exits_1(master, tmp_path: Path) ->
     code, out = run("--db", str(db), "audit", card, "--environments", str(tmp_path / "nope"))
     assert code == 2 and "does not exist" in out
     code, out = run("--db", str(db), "audit")
-    assert code == 2 and "Missing argument 'CARD_ID'" in out
+    assert code == 2 and "Missing argument 'CARD'" in out
     code, out = run("--db", str(db), "audit", "no-such-card")
     assert code == 1 and out == "Error: no card 'no-such-card' in this ledger (see `ledger cards`)\n"
 
@@ -610,7 +608,7 @@ def test_verify_json_shape(master, tmp_path: Path) -> None:
     assert out.splitlines() == [
         f"OK: {doc['events']} events in 3 streams, every chain verified, append-only triggers present, "
         f"schema {doc['revision']} (head)",
-        f"head {doc['head']}",
+        f"ledger head {doc['head']}  (all streams; keep it, check later with `ledger verify --expect-head`)",
     ]
 
 

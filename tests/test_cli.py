@@ -56,7 +56,7 @@ def test_export_until_shows_the_card_as_it_stood(played) -> None:
     db, card, _ = played
     with Ledger.open(db) as led:
         rows = led.store.read_stream("card:" + card)
-    code, out = run("--db", str(db), "export", card, "--until", str(rows[3].seq))
+    code, out = run("--db", str(db), "export", card, "--until", str(rows[3].version))
     doc = json.loads(out)
     assert code == 0 and doc["environments"][0]["runs"][0]["actions"] == 2  # PlayStarted, then 2 actions
 
@@ -114,7 +114,7 @@ def test_verify_ok_then_tampered(played, tmp_path: Path) -> None:
     con.commit()
     con.close()
     code, out = run("--db", str(bad), "verify")
-    assert code == 1 and "FAIL" in out and "hash does not match" in out
+    assert code == 1 and "FAIL" in out and "do not match the event's hash" in out
 
 
 def test_bad_database_path_is_a_clean_error(tmp_path: Path) -> None:

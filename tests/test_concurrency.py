@@ -29,7 +29,7 @@ from ledger.core.events import (
 )
 from ledger.errors import VersionConflict
 from ledger.services.verify import verify_ledger
-from ledger.storage.store import Store
+from ledger.storage.base import open_store
 from tests.child_agent import GAMES, Agent
 from tests.toolkit import arcade
 
@@ -162,7 +162,7 @@ def test_two_writers_racing_on_one_card(db_path: Path) -> None:
     """Both read the card's last version, both append: one wins, the other gets VersionConflict, reloads, retries."""
     ts = datetime(2026, 1, 1, tzinfo=UTC)
     stream = card_stream("race")
-    seeder = Store(str(db_path))
+    seeder = open_store(str(db_path))
     seeder.migrate()
     seeder.append(stream, [CardOpened(ts=ts, card_id="race")], expected_version=0)
     seeder.append(stream, [PlayStarted(ts=ts, game_id="clk2-0000000b", guid="g")], expected_version=1)
@@ -175,7 +175,7 @@ def test_two_writers_racing_on_one_card(db_path: Path) -> None:
     errors: list[BaseException] = []
 
     def writer(w: int) -> None:
-        store = Store(str(db_path))
+        store = open_store(str(db_path))
         try:
             for k in range(rounds):
                 version = store.read_stream(stream)[-1].version

@@ -21,13 +21,13 @@ from ledger.core.events import CardClosed, CardOpened, card_stream
 from ledger.errors import HistoryConflict, SameLedger, StoreError
 from ledger.services.copying import CopyReport, copy_ledger, open_destination, open_source, plan_copy
 from ledger.services.verify import verify_ledger
-from ledger.storage.store import Store
+from ledger.storage.base import LogStore
 from tests.toolkit import arcade, play_random_card, step
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def log(store: Store) -> list[tuple[str, int, str, str, bytes, str, str]]:
+def log(store: LogStore) -> list[tuple[str, int, str, str, bytes, str, str]]:
     """The log in seq order without the seq itself (which a copy renumbers)."""
     return [(e.stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash) for e in store.scan()]
 
@@ -244,7 +244,10 @@ def test_cli_copy(tmp_path: Path, backend_url: str) -> None:
         f"Error: the source and the destination are the same ledger (sqlite:///{a_path})",
     )
     res = runner.invoke(cli, ["copy", "--from", str(tmp_path / "none.sqlite"), "--to", backend_url])
-    assert (res.exit_code, res.output.strip()) == (1, f"Error: no ledger at {tmp_path / 'none.sqlite'}")
+    assert (res.exit_code, res.output.strip()) == (
+        1,
+        f"Error: no ledger at {tmp_path / 'none.sqlite'} (create one with `ledger init`)",
+    )
     other = tmp_path / "other.sqlite"
     with Ledger.open(other) as o:
         o.store.append(card_stream(card), [CardOpened(ts=T0, card_id=card)], expected_version=0)

@@ -29,9 +29,9 @@ from ledger.core import baselines as bl
 from ledger.core.events import ActionTaken, BaselineEntry, CardClosed, CardOpened, PlayStarted, card_stream, decode
 from ledger.errors import ImportInputError
 from ledger.services.importing import import_recordings
-from ledger.toolkit.recordings import STRICT_KINDS
 from ledger.services.verify import verify_ledger
 from ledger.toolkit.environments import scan_environments
+from ledger.toolkit.recordings import STRICT_KINDS
 
 CORPUS = Path(__file__).resolve().parent / "recordings_corpus"
 GOOD = next((CORPUS / "good").glob("*/*.jsonl"))

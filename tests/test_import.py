@@ -38,8 +38,8 @@ from ledger.core.events import (
 from ledger.core.projection import fold
 from ledger.core.scoring import score_card
 from ledger.services.importing import ImportSummary, import_recordings
-from ledger.toolkit.recordings import BLOCK, MAX_LINE, find_recordings, read_recording
 from ledger.services.verify import verify_ledger
+from ledger.toolkit.recordings import BLOCK, MAX_LINE, find_recordings, read_recording
 from tests.toolkit import ENV_DIR, arcade, play_random_card, step
 
 SCORING = (PlayStarted, ActionTaken, ActionIgnored, LevelReset)
@@ -396,9 +396,12 @@ def test_without_environments_a_card_has_no_baseline_set(tmp_path: Path) -> None
         assert led.baseline_set_ids() == []
         run = json.loads(led.export(card))["environments"][0]["runs"][0]
         assert run["message"] == "No Matching EnvironmentInfo found for wkex-0000000f"
-        # Re-importing with --environments does not change a card already there.
+        # Re-importing with --environments gives the card those baselines (issue 12), and only once.
         s = imported(led, [tmp_path / "rec"], environments=ENV_DIR)
-        assert s.cards[0].status == "already imported" and led.baseline_set_ids() == []
+        assert s.cards[0].status == "updated" and s.cards[0].baselines_attached
+        assert led.load_card(card).baselines_id == s.baselines_id is not None
+        s = imported(led, [tmp_path / "rec"], environments=ENV_DIR)
+        assert s.cards[0].status == "already imported" and not s.cards[0].baselines_attached
 
 
 def test_environments_are_stored_content_addressed(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from ledger import Ledger
 from ledger.core.events import card_stream
 from ledger.services.verify import verify_ledger
-from ledger.storage.store import Store
+from ledger.storage.base import open_store
 from tests.toolkit import arcade, step
 
 
@@ -57,9 +57,9 @@ def test_upgrade_from_first_revision_keeps_events_and_triggers(db_path: Path) ->
     from alembic import command
     from alembic.config import Config
 
-    from ledger.storage.store import migrations_dir
+    from ledger.storage.base import migrations_dir
 
-    store = Store(str(db_path))
+    store = open_store(str(db_path))
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
     with store.engine.begin() as conn:
@@ -96,7 +96,7 @@ def test_verify_walks_every_link_and_detects_a_changed_body(tmp_path: Path) -> N
     with Ledger.open(bad) as led:
         rep = verify_ledger(led.store)
     assert not rep.ok
-    assert any("hash does not match the stored bytes" in e for e in rep.errors)
+    assert any("the stored bytes do not match the event's hash" in e for e in rep.errors)
     assert "append-only trigger missing: events_no_update" in rep.errors
     assert rep.head != head
 
@@ -137,7 +137,7 @@ def test_version_conflict_between_two_writers(db_path: Path) -> None:
     from ledger.errors import VersionConflict
 
     ts = datetime(2026, 1, 1, tzinfo=UTC)
-    a, b = Store(str(db_path)), Store(str(db_path))
+    a, b = open_store(str(db_path)), open_store(str(db_path))
     a.migrate()
     a.append("card:x", [CardOpened(ts=ts, card_id="x")], expected_version=0)
     with pytest.raises(VersionConflict):
@@ -182,7 +182,7 @@ def test_a_batch_append_returns_the_rows_as_stored(db_path: Path) -> None:
     from ledger.core.events import CardOpened, Win
 
     ts = datetime(2026, 1, 1, tzinfo=UTC)
-    store = Store(str(db_path))
+    store = open_store(str(db_path))
     store.migrate()
     store.append("card:other", [CardOpened(ts=ts, card_id="other")], expected_version=0)
     batch = store.append(

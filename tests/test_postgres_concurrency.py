@@ -22,7 +22,8 @@ from ledger import Ledger
 from ledger.core.events import CardOpened
 from ledger.errors import StoreError
 from ledger.services.verify import verify_ledger
-from ledger.storage.store import _PG_APPEND_LOCK, Store
+from ledger.storage.base import LogStore, open_store
+from ledger.storage.postgres import PG_APPEND_LOCK
 from tests.toolkit import arcade, play_random_card, step
 
 pytestmark = pytest.mark.postgres
@@ -69,7 +70,7 @@ def test_eight_capturing_processes_and_a_tailing_reader(pg_url: str) -> None:
 
     def tail() -> None:
         nonlocal seen_while_writing
-        reader = Store(pg_url)
+        reader = open_store(pg_url)
         last = 0
         try:
             while True:
@@ -100,7 +101,7 @@ def test_eight_capturing_processes_and_a_tailing_reader(pg_url: str) -> None:
     assert [p.exitcode for p in procs] == [0] * WRITERS
     assert reader_errors == []
 
-    store = Store(pg_url)
+    store = open_store(pg_url)
     everything = [(e.seq, e.stream, e.version) for e in store.scan()]
     # Every event exactly once, in seq order, none skipped while the writers were still committing.
     assert seen == everything
@@ -127,7 +128,7 @@ def test_concurrent_first_opens_create_the_schema_once(pg_url: str) -> None:
     errors: list[BaseException] = []
 
     def open_it() -> None:
-        s = Store(pg_url)
+        s = open_store(pg_url)
         try:
             barrier.wait()
             s.migrate()
@@ -142,7 +143,7 @@ def test_concurrent_first_opens_create_the_schema_once(pg_url: str) -> None:
     for t in threads:
         t.join()
     assert errors == []
-    s = Store(pg_url)
+    s = open_store(pg_url)
     assert s.revision() == s.head_revision()
     assert s.missing_triggers() == []
     s.close()
@@ -150,11 +151,11 @@ def test_concurrent_first_opens_create_the_schema_once(pg_url: str) -> None:
 
 def test_a_writer_blocked_past_the_busy_timeout_gets_a_clear_error(pg_url: str) -> None:
     Ledger.open(pg_url).close()
-    store = Store(pg_url, busy_timeout_ms=200)
+    store = open_store(pg_url, busy_timeout_ms=200)
     holder = create_engine(pg_url, poolclass=NullPool)
     ev = CardOpened(ts=datetime(2026, 1, 1, tzinfo=UTC), card_id="x")
     with holder.connect() as conn, conn.begin():
-        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_APPEND_LOCK})
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_APPEND_LOCK})
         with pytest.raises(StoreError, match=r"cannot append to the ledger at .*lock timeout"):
             store.append("card:x", [ev], expected_version=0)
     assert store.count() == 0
@@ -206,7 +207,7 @@ def test_capture_reads_and_copies_go_on_when_the_server_drops_connections(pg_url
     admin.dispose()
 
 
-def _append_in_child(store: Store, results: Any) -> None:
+def _append_in_child(store: LogStore, results: Any) -> None:
     try:
         got = store.append("card:child", [CardOpened(ts=datetime(2026, 1, 1, tzinfo=UTC), card_id="child")], 0)
         session = store._thread_pg().info.backend_pid
@@ -217,7 +218,7 @@ def _append_in_child(store: Store, results: Any) -> None:
 
 
 def test_a_forked_child_does_not_touch_its_parents_connections(pg_url: str) -> None:
-    store = Store(pg_url)
+    store = open_store(pg_url)
     store.migrate()
     ev = CardOpened(ts=datetime(2026, 1, 1, tzinfo=UTC), card_id="p")
     store.append("card:p", [ev], expected_version=0)  # the parent now holds a connection for appends

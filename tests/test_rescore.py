@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 from ledger import Ledger
 from ledger.cli import cli
 from ledger.core.events import BaselineEntry
-from ledger.services.rescore import match_baselines, rescore_card
+from ledger.core.rescoring import match_baselines, rescore_card
 from ledger.services.verify import verify_ledger
 from tests.toolkit import arcade, step
 

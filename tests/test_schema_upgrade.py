@@ -17,7 +17,7 @@ import pytest
 from ledger import Ledger
 from ledger.core.events import CardOpened, card_stream, decode
 from ledger.services.verify import verify_ledger
-from ledger.storage.store import Store
+from ledger.storage.base import LogStore
 from tests.toolkit import arcade, step
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -32,7 +32,7 @@ def old_ledger(tmp_path: Path) -> Path:
     return copy
 
 
-def listing(store: Store) -> list[list]:
+def listing(store: LogStore) -> list[list]:
     return [[r.seq, r.stream, r.version, r.type, r.hash] for r in store.scan()]
 
 

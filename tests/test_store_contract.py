@@ -27,7 +27,7 @@ from ledger.core import chain as chain_mod
 from ledger.core.events import ActionTaken, CardOpened, Win, card_stream, encode
 from ledger.errors import VersionConflict
 from ledger.services.verify import verify_ledger
-from ledger.storage.store import APPEND_ONLY_TRIGGERS, Store, StoredEvent, migrations_dir
+from ledger.storage.base import APPEND_ONLY_TRIGGERS, LogStore, Snapshot, StoredEvent, migrations_dir, open_store
 from tests.toolkit import arcade, play_random_card, step
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -44,11 +44,11 @@ def act(i: int, guid: str = "g1") -> ActionTaken:
     )  # fmt: skip
 
 
-def rows(store: Store) -> list[StoredEvent]:
+def rows(store: LogStore) -> list[StoredEvent]:
     return list(store.scan())
 
 
-def alembic(store: Store, cmd: str, revision: str) -> None:
+def alembic(store: LogStore, cmd: str, revision: str) -> None:
     """Run ``alembic upgrade|downgrade REVISION`` on the store's database."""
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
@@ -63,7 +63,7 @@ def assert_same(arc, led: Ledger, card_id: str) -> None:
 
 @pytest.fixture
 def store(backend_url: str):
-    s = Store(backend_url)
+    s = open_store(backend_url)
     s.migrate()
     yield s
     s.close()
@@ -72,7 +72,7 @@ def store(backend_url: str):
 # -- appends ------------------------------------------------------------------------------------------------
 
 
-def test_append_numbers_versions_links_the_chain_and_orders_seq(store: Store) -> None:
+def test_append_numbers_versions_links_the_chain_and_orders_seq(store: LogStore) -> None:
     a = store.append(card_stream("a"), [opened("a"), act(1), act(2)], expected_version=0)
     b = store.append(card_stream("b"), [opened("b")], expected_version=0)
     a4 = store.append(card_stream("a"), [Win(ts=T0, game_id="cnt3-0000000a", guid="g1")], expected_version=3)
@@ -103,16 +103,16 @@ def test_append_numbers_versions_links_the_chain_and_orders_seq(store: Store) ->
     assert store.event_at("card:a", 9) is None
 
 
-def test_none_expected_version_appends_after_the_head(store: Store) -> None:
+def test_none_expected_version_appends_after_the_head(store: LogStore) -> None:
     store.append("s", [opened("x")], expected_version=0)
-    other = Store(store.url)
+    other = open_store(store.url)
     got = other.append("s", [act(1), act(2)], expected_version=None)
     other.close()
     assert [e.version for e in got] == [2, 3]
     assert [e.version for e in store.append("s", [act(3)])] == [4]
 
 
-def test_bytes_and_names_round_trip_exactly(store: Store) -> None:
+def test_bytes_and_names_round_trip_exactly(store: LogStore) -> None:
     body = bytes(range(256)) * 4
     odd = "card:é/ü%_x\N{SNOWMAN}"
     got = store.append_encoded(odd, [("card_opened", T0.isoformat(), body)], expected_version=0)
@@ -127,8 +127,8 @@ def test_bytes_and_names_round_trip_exactly(store: Store) -> None:
 # -- optimistic concurrency ---------------------------------------------------------------------------------
 
 
-def test_version_conflicts_write_nothing(store: Store) -> None:
-    other = Store(store.url)
+def test_version_conflicts_write_nothing(store: LogStore) -> None:
+    other = open_store(store.url)
     store.append("card:x", [opened("x")], expected_version=0)
     with pytest.raises(VersionConflict) as info:
         other.append("card:x", [opened("x")], expected_version=0)
@@ -147,14 +147,14 @@ def test_version_conflicts_write_nothing(store: Store) -> None:
 
 
 def test_racing_writers_exactly_one_wins_each_version(backend_url: str) -> None:
-    stores = [Store(backend_url) for _ in range(4)]
+    stores = [open_store(backend_url) for _ in range(4)]
     stores[0].migrate()
     rounds = 12
     wins = [0] * rounds
     errors: list[BaseException] = []
     barrier = threading.Barrier(len(stores))
 
-    def writer(s: Store, n: int) -> None:
+    def writer(s: LogStore, n: int) -> None:
         try:
             for r in range(rounds):
                 barrier.wait()
@@ -207,7 +207,7 @@ REFUSED = {
 }  # fmt: skip
 
 
-def test_update_delete_truncate_replace_are_refused(store: Store, backend: str) -> None:
+def test_update_delete_truncate_replace_are_refused(store: LogStore, backend: str) -> None:
     store.append("card:x", [opened("x"), act(1), act(2)], expected_version=0)
     before = rows(store)
     for sql, op in REFUSED[backend]:
@@ -218,7 +218,7 @@ def test_update_delete_truncate_replace_are_refused(store: Store, backend: str) 
     assert verify_ledger(store).ok
 
 
-def test_triggers_at_head(store: Store, backend: str) -> None:
+def test_triggers_at_head(store: LogStore, backend: str) -> None:
     assert store.revision() == store.head_revision()
     assert store.triggers() == set(APPEND_ONLY_TRIGGERS[backend])
     assert store.missing_triggers() == []
@@ -286,7 +286,7 @@ def test_tampering_once_the_triggers_are_off_is_detected(backend_ledger: Ledger,
         )
     rep = verify_ledger(store)
     assert rep.errors == [
-        f"{stream}: version 3: hash does not match the stored bytes (event changed)",
+        f"{stream}: version 3: the stored bytes do not match the event's hash (the event was changed)",
         "append-only trigger missing: events_no_update",
     ]
     assert rep.head != head
@@ -307,7 +307,9 @@ def test_a_forged_insert_is_detected(backend_ledger: Ledger) -> None:
             {"s": stream, "v": last.version + 1, "ts": T0.isoformat(), "b": body, "p": last.hash, "h": "f" * 64},
         )
     rep = verify_ledger(store)
-    assert rep.errors == [f"{stream}: version {last.version + 1}: hash does not match the stored bytes (event changed)"]
+    assert rep.errors == [
+        f"{stream}: version {last.version + 1}: the stored bytes do not match the event's hash (the event was changed)"
+    ]
 
 
 # -- migrations -----------------------------------------------------------------------------------------------
@@ -326,7 +328,7 @@ def _revisions() -> tuple[str, str, str]:
 
 
 def test_migrate_from_empty(backend_url: str, backend: str) -> None:
-    store = Store(backend_url)
+    store = open_store(backend_url)
     assert store.revision() is None
     assert store.triggers() == set()
     store.migrate()
@@ -341,7 +343,7 @@ def test_migrate_from_empty(backend_url: str, backend: str) -> None:
 @pytest.mark.parametrize("start", ["first", "previous"])
 def test_migrate_from_an_earlier_revision_keeps_every_event(backend_url: str, backend: str, start: str) -> None:
     first, previous, head = _revisions()
-    store = Store(backend_url)
+    store = open_store(backend_url)
     alembic(store, "upgrade", first if start == "first" else previous)
     written = store.append("card:x", [opened("x"), act(1), act(2)], expected_version=0)
     written += store.append("card:y", [opened("y")], expected_version=0)
@@ -354,7 +356,7 @@ def test_migrate_from_an_earlier_revision_keeps_every_event(backend_url: str, ba
     store.close()
 
 
-def test_downgrade_one_step_then_upgrade(store: Store, backend: str) -> None:
+def test_downgrade_one_step_then_upgrade(store: LogStore, backend: str) -> None:
     _, previous, head = _revisions()
     written = store.append("card:x", [opened("x"), act(1)], expected_version=0)
     alembic(store, "downgrade", "-1")
@@ -371,11 +373,11 @@ def test_downgrade_one_step_then_upgrade(store: Store, backend: str) -> None:
 # -- the snapshot cache ----------------------------------------------------------------------------------------
 
 
-def test_snapshots_are_a_replaceable_cache(store: Store) -> None:
+def test_snapshots_are_a_replaceable_cache(store: LogStore) -> None:
     assert store.get_snapshot("card:x", "card") is None
     store.put_snapshot("card:x", "card", 3, 7, b"one")
     store.put_snapshot("card:x", "card", 4, 9, bytes(range(256)))
-    assert store.get_snapshot("card:x", "card") == (4, 9, bytes(range(256)))
+    assert store.get_snapshot("card:x", "card") == Snapshot(4, 9, bytes(range(256)))
     assert store.get_snapshot("card:x", "other") is None
     store.drop_snapshots()
     assert store.get_snapshot("card:x", "card") is None
@@ -467,7 +469,7 @@ def test_cli_commands_work_on_each_backend(backend_url: str) -> None:
 
 
 def test_full_durability_appends_and_verifies(backend_url: str) -> None:
-    store = Store(backend_url, durability="full")
+    store = open_store(backend_url, durability="full")
     store.migrate()
     got = store.append("card:x", [opened("x"), act(1)], expected_version=0)
     got += store.append("card:x", [act(2)], expected_version=2)

@@ -90,7 +90,10 @@ def test_one_changed_byte_of_a_body(master, tmp_path: Path) -> None:
     )
     code, out = run("--db", str(db), "verify")
     assert code == 1
-    assert f"FAIL card:{card}: version 15: hash does not match the stored bytes (event changed)" in out.splitlines()
+    assert (
+        f"FAIL card:{card}: version 15: the stored bytes do not match the event's hash (the event was changed)"
+        in out.splitlines()
+    )
     assert "FAIL append-only trigger missing: events_no_update" in out.splitlines()
 
 
@@ -145,7 +148,8 @@ def test_a_deleted_last_event_is_caught_by_the_expected_head(master, tmp_path: P
     new_head = doc["head"]
     assert check(doc, "integrity")["message"] == (
         f"the log no longer ends at the expected head {head}: no event of this card has that hash (events changed "
-        f"or removed; head now {new_head})"
+        f"or removed; head now {new_head}); if that hash came from `ledger verify`, it is a ledger head, not a "
+        "card's: check it with `ledger verify --expect-head`"
     )
 
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import click
 
-from ledger.cli import audit, baselines, cards, copy, importing
+from ledger.cli import audit, baselines, cards, copy, events, importing, record, serve, view
 from ledger.cli.common import LedgerGroup
-from ledger.ledger import default_db
+from ledger.version import __version__
 
 
 @click.group(cls=LedgerGroup, context_settings={"help_option_names": ["-h", "--help"]})
+# The version is given, not looked up: importlib.metadata would cost a good part of the startup budget.
+@click.version_option(__version__, "--version", prog_name="ledger", message="%(prog)s %(version)s")
 @click.option(
     "--db",
     envvar="LEDGER_DB",
@@ -37,6 +39,8 @@ def cli(ctx: click.Context, db: str | None, durability: str) -> None:
     the events with the toolkit's own arithmetic, so it can be replayed, exported, verified and re-scored.
     """
     ctx.ensure_object(dict)
+    from ledger.ledger import default_db
+
     ctx.obj["db"] = db or default_db()
     ctx.obj["durability"] = durability
 
@@ -53,6 +57,13 @@ for _command in (
     baselines.rescore_cmd,
     audit.audit,
     copy.copy_cmd,
+    events.events,
+    events.close,
+    view.view,
+    view.bundle,
+    view.compare,
+    serve.serve,
+    record.record,
 ):
     cli.add_command(_command)
 

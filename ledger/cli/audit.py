@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 
 import click
 
-from ledger.cli.common import open_ledger
-
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-
-
-def _head(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    if value is None:
-        return None
-    v = value.strip().lower()
-    if not _HEX64.fullmatch(v):
-        raise click.BadParameter("a head hash is 64 hexadecimal characters (as `ledger audit` prints it)")
-    return v
+from ledger.cli.common import card_argument, open_ledger
+from ledger.cli.params import head_hash
 
 
 @click.command("audit")
-@click.argument("card_id")
+@card_argument
 @click.option(
     "--environments",
     type=click.Path(exists=True, file_okay=False, dir_okay=True),
@@ -34,10 +23,11 @@ def _head(_ctx: click.Context, _param: click.Parameter, value: str | None) -> st
 )
 @click.option(
     "--expect-head",
-    callback=_head,
+    callback=head_hash,
     default=None,
     metavar="HASH",
-    help="Fail unless the card's log still ends at this head hash (one an earlier audit printed, kept elsewhere).",
+    help="Fail unless the card's log still ends at this card head (one an earlier audit printed, kept elsewhere). "
+    "Given the ledger's head (what `ledger verify` prints), the audit says so and checks that instead.",
 )
 @click.option("--json", "as_json", is_flag=True, help="The checks and the post-mortem as one JSON object.")
 @click.pass_context
@@ -55,20 +45,23 @@ def audit(ctx: click.Context, card_id: str, environments: str | None, expect_hea
 
     Exit 0 when no check fails (WARN and SKIP do not fail), 1 when one fails or the card is unknown, 2 on bad usage.
     """
-    from ledger.core.postmortem import postmortem
     from ledger.core.text import postmortem_text
     from ledger.services.audit import audit_card
 
     with open_ledger(ctx) as ledger:
+        card_id = ledger.resolve_card(card_id)
         rep = audit_card(ledger, card_id, environments=environments, expect_head=expect_head)
     if as_json:
         click.echo(json.dumps(rep.to_json(), indent=2))
     else:
-        click.echo(f"audit of card {rep.card_id}: {rep.events} events, head {rep.head}")
+        click.echo(
+            f"audit of card {rep.card_id}: {rep.events} events, card head {rep.head} (this card's last event; "
+            "`ledger verify` prints the ledger's head)"
+        )
         for c in rep.checks:
             click.echo(f"{c.status} {c.name}: {c.message}")
-        if rep.card is not None and rep.doc is not None:
+        if rep.postmortem is not None:
             click.echo("")
-            click.echo(postmortem_text(postmortem(rep.card, rep.doc)))
+            click.echo(postmortem_text(rep.postmortem))
     if not rep.ok:
         sys.exit(1)

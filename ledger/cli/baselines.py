@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
 
-from ledger.cli.common import LedgerCommandError, echo_json, match_options, open_ledger
-from ledger.core.events import BaselineEntry
-from ledger.services import baseline_sets as bs
-from ledger.services.rescore import MATCHES, by_largest_change, rescore_cards, rescore_text
+from ledger.cli.common import MATCHES, LedgerCommandError, complete_card_ids, echo_json, match_options, open_ledger
+
+if TYPE_CHECKING:  # the services are imported when a command runs: `ledger --help` must start fast
+    from ledger.core.events import BaselineEntry
+    from ledger.services import baseline_sets as bs
 
 
 def _short(set_id: str) -> str:
@@ -54,18 +55,20 @@ def import_cmd(
     Importing the same content again (in any order) gives the same id and writes nothing new.
     Bad input exits 2 and writes nothing; so does a --label that already points at another set (see --move).
     """
+    from ledger.services import baseline_sets as bs
+
     src = bs.read_source(source, skip_invalid=skip_invalid)
     if label is not None:
         bs.check_label(label)
     for w in src.warnings:
         click.echo(f"warning: {w}", err=True)
-    with open_ledger(ctx) as ledger:
+    with open_ledger(ctx, write=True) as ledger:
         res = bs.import_set(ledger, src.entries, label=label, move=move, warnings=src.warnings)
     if as_json:
         echo_json(res)
         return
     state = "new set" if res.new else "already stored"
-    click.echo(f"{res.set_id}  {res.games} games  ({state})")
+    click.echo(f"{res.set_id}  {res.games} game{'' if res.games == 1 else 's'}  ({state})")
     if res.label is not None:
         if res.label_changed and res.label_previous:
             click.echo(f"label {res.label}: moved from {_short(res.label_previous)} to {_short(res.set_id)}")
@@ -80,6 +83,8 @@ def import_cmd(
 @click.pass_context
 def list_cmd(ctx: click.Context, as_json: bool) -> None:
     """List every stored set, oldest first: id, when recorded, games, levels with a baseline, labels."""
+    from ledger.services import baseline_sets as bs
+
     with open_ledger(ctx) as ledger:
         sets = bs.list_sets(ledger)
     if as_json:
@@ -108,7 +113,7 @@ def list_cmd(ctx: click.Context, as_json: bool) -> None:
 
 
 def _entry_json(e: BaselineEntry) -> dict[str, Any]:
-    return msgspec.to_builtins(e)  # type: ignore[no-any-return]
+    return msgspec.to_builtins(e)
 
 
 @baselines_group.command("show")
@@ -117,6 +122,8 @@ def _entry_json(e: BaselineEntry) -> dict[str, Any]:
 @click.pass_context
 def show_cmd(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Print one set's games: id, baselines per level, tags."""
+    from ledger.services import baseline_sets as bs
+
     with open_ledger(ctx) as ledger:
         info = bs.set_info(ledger, bs.resolve(ledger, ref))
     if as_json:
@@ -168,6 +175,8 @@ def _levels_text(d: bs.GameDiff) -> list[str]:
 @click.pass_context
 def diff_cmd(ctx: click.Context, a: str, b: str, match: str, show_all: bool, as_json: bool) -> None:
     """What changed from set A to set B (labels or ids): per game, levels added/removed, per-level baselines."""
+    from ledger.services import baseline_sets as bs
+
     with open_ledger(ctx) as ledger:
         labs = bs.labels(ledger)
         ia = bs.set_info(ledger, bs.resolve(ledger, a), labs)
@@ -203,7 +212,7 @@ def diff_cmd(ctx: click.Context, a: str, b: str, match: str, show_all: bool, as_
 
 
 @click.command("rescore")
-@click.argument("card_ids", nargs=-1, metavar="CARD_ID...")
+@click.argument("card_ids", nargs=-1, metavar="CARD...", shell_complete=complete_card_ids)
 @click.option("--baselines", "ref", required=True, metavar="LABEL|ID", help="The set to score the cards under.")
 @click.option("--all", "every", is_flag=True, help="Every card in the ledger.")
 @match_options
@@ -223,14 +232,18 @@ def rescore_cmd(
     Per card, game, play and level: baseline old -> new, actions, level score old -> new, game score old -> new.
     A rescore is a read: nothing is written to the ledger.
     """
+    from ledger.core.rescoring import by_largest_change, rescore_text
+    from ledger.services import baseline_sets as bs
+    from ledger.services.rescore import rescore_cards
+
     if every and card_ids:
         raise LedgerCommandError("give CARD_IDs or --all, not both", 2)
     if not every and not card_ids:
         raise LedgerCommandError("give at least one CARD_ID, or --all (see `ledger cards`)", 2)
     with open_ledger(ctx) as ledger:
+        ids = ledger.card_ids() if every else list(dict.fromkeys(ledger.resolve_card(c) for c in card_ids))
         set_id = bs.resolve(ledger, ref)
         entries = ledger.baselines(set_id)
-        ids = ledger.card_ids() if every else list(dict.fromkeys(card_ids))
         results_iter = rescore_cards(ledger, ids, entries, match=match, all_environments=all_environments)  # type: ignore[arg-type]
         if sys.stderr.isatty() and len(ids) > 20:
             with click.progressbar(results_iter, length=len(ids), label="rescoring", file=sys.stderr) as bar:

@@ -4,41 +4,132 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ledger.cli.common import card_options, echo_json, match_notes, open_ledger, scoring_options, write_output
-from ledger.core import document
+from ledger.cli.common import (
+    SORT_KEYS,
+    card_options,
+    echo_json,
+    match_notes,
+    open_ledger,
+    scoring_options,
+    until_seq,
+    write_output,
+)
+from ledger.cli.params import SINCE, head_hash
+from ledger.cli.progress import ledger_command, verify_progress
+
+if TYPE_CHECKING:  # `ledger --help` must not import the scoring modules
+    from ledger.core.rescoring import Match
 
 
 @click.command()
 @click.pass_context
 def init(ctx: click.Context) -> None:
-    """Create the ledger (or upgrade its schema) and print where it is."""
-    with open_ledger(ctx) as ledger:
+    """Create the ledger (or upgrade its schema), repair any missing append-only trigger, and print where it is."""
+    with open_ledger(ctx, write=True) as ledger:
+        for name in ledger.store.repair_triggers():
+            click.echo(f"repaired: append-only trigger {name} was missing and is created again")
         click.echo(f"ledger ready at {ledger.store.describe()} (schema {ledger.store.revision()})")
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="One JSON array of card summaries.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array of card summaries (with tags and `lapsed`).")
+@click.option(
+    "--tag", "tags", multiple=True, metavar="TAG", help="Only cards with this tag (repeat it: cards with all of them)."
+)
+@click.option(
+    "--game", "games", multiple=True, metavar="GAME", help="Only cards that played this game (id or 4-letter base id)."
+)
+@click.option("--open/--closed", "state", default=None, help="Only open cards, or only closed ones (as shown).")
+@click.option(
+    "--since",
+    type=SINCE,
+    default=None,
+    metavar="WHEN",
+    help="Only cards opened at or after WHEN: an ISO date or time (UTC unless it says), or an age like 30m, 12h, 7d.",
+)
+@click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N", help="At most N cards (after sorting).")
+@click.option(
+    "--sort",
+    type=click.Choice(SORT_KEYS),
+    default="opened",
+    show_default=True,
+    help="Order: opened/closed/id oldest or first; score/actions/events largest first.",
+)
+@click.option("--reverse", is_flag=True, help="Reverse the order (with --limit: newest N, say).")
 @click.pass_context
-def cards(ctx: click.Context, as_json: bool) -> None:
-    """List every card: id, opened, closed, games, actions, score."""
+def cards(
+    ctx: click.Context,
+    as_json: bool,
+    tags: tuple[str, ...],
+    games: tuple[str, ...],
+    state: bool | None,
+    since: datetime | None,
+    limit: int | None,
+    sort: str,
+    reverse: bool,
+) -> None:
+    """List cards in the order they were opened: id, opened, closed (and why), games, actions, score, tags.
+
+    A card left open that has been idle for STALE_MINUTES, or open for MAX_OPEN_FOR_MINUTES, is shown closed as
+    the toolkit would have closed it (idle / max_open, at that moment, marked *); `ledger close` records it.
+    """
+    from ledger.services.listing import CardFilter, list_cards
+
+    descending = sort in ("score", "actions", "events")
+    f = CardFilter(
+        tags=tags,
+        games=games,
+        state=None if state is None else ("open" if state else "closed"),
+        since=since,
+        limit=limit,
+        sort=sort,  # type: ignore[arg-type]
+        reverse=descending != reverse,
+    )
     with open_ledger(ctx) as ledger:
-        rows = ledger.cards()
+        rows = list_cards(ledger, f)
     if as_json:
         echo_json(rows)
         return
     if not rows:
-        click.echo("no cards in this ledger")
+        click.echo("no cards match" if f != CardFilter(sort=f.sort, reverse=f.reverse) else "no cards in this ledger")
         return
-    click.echo(f"{'card':<38} {'opened':<26} {'closed':<26} {'games':>5} {'actions':>8} {'score':>7}")
-    for r in rows:
-        closed = f"{r.closed[:19]} {r.close_reason}" if r.closed else "open"
-        click.echo(
-            f"{r.card_id:<38} {(r.opened or '?')[:19]:<26} {closed:<26} {r.games:>5} {r.actions:>8} {r.score:>7.2f}"
+    click.echo(cards_table(rows))
+
+
+def cards_table(rows: list[Any]) -> str:
+    """The `ledger cards` table: every column as wide as its widest cell."""
+    head = ("card", "opened", "closed", "games", "actions", "score", "tags")
+    cells = [
+        (
+            r.card_id,
+            (r.opened or "?")[:19],
+            f"{r.closed[:19]} {r.close_reason}{'*' if r.lapsed else ''}" if r.closed else "open",
+            str(r.games),
+            str(r.actions),
+            f"{r.score:.2f}",
+            ",".join(r.tags or []) or "-",
         )
+        for r in rows
+    ]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
+    right = {3, 4, 5}
+
+    def line(values: tuple[str, ...]) -> str:
+        return "  ".join(
+            v.rjust(w) if i in right else (v if i == len(values) - 1 else v.ljust(w))
+            for i, (v, w) in enumerate(zip(values, widths, strict=True))
+        )
+
+    out = [line(head), *(line(c) for c in cells)]
+    if any(r.lapsed for r in rows):
+        out.append("* no close event: closed as the toolkit would have (STALE_MINUTES / MAX_OPEN_FOR_MINUTES)")
+    return "\n".join(out)
 
 
 @click.command()
@@ -54,7 +145,7 @@ def export(
     output: str | None,
     indent: int | None,
     baselines: str | None,
-    match: str,
+    match: Match,
     all_environments: bool,
 ) -> None:
     """Print a card's scorecard JSON, identical to the toolkit's get_scorecard().model_dump_json().
@@ -64,6 +155,8 @@ def export(
     """
     notes: list[str] = []
     with open_ledger(ctx) as ledger:
+        card_id = ledger.resolve_card(card_id)
+        until = until_seq(ledger, card_id, until)
         if baselines is None and match == "exact" and not all_environments:
             text = ledger.export(card_id, until=until, indent=indent)
         else:
@@ -72,6 +165,8 @@ def export(
             scored = document_for(
                 ledger, card_id, until=until, baselines=baselines, match=match, all_environments=all_environments
             )
+            from ledger.core import document
+
             text = document.to_json(scored.doc, indent=indent)
             notes = match_notes(scored.matches) if match == "base" else []
     write_output(text, output)
@@ -90,18 +185,22 @@ def replay(
     until: int | None,
     as_json: bool,
     baselines: str | None,
-    match: str,
+    match: Match,
     all_environments: bool,
 ) -> None:
     """Rebuild a card from its events and print the per-level post-mortem of every play.
 
     With --baselines, the plays are scored under that set (the first line says which).
     """
+    from ledger.core import document
     from ledger.core.text import replay_text
+    from ledger.services.listing import as_shown
     from ledger.services.rescore import document_for
 
     rescored = baselines is not None or match != "exact" or all_environments
     with open_ledger(ctx) as ledger:
+        card_id = ledger.resolve_card(card_id)
+        until = until_seq(ledger, card_id, until)
         if rescored:
             scored = document_for(
                 ledger, card_id, until=until, baselines=baselines, match=match, all_environments=all_environments
@@ -128,7 +227,7 @@ def replay(
         out: dict[str, Any] = {
             "card_id": card.card_id,
             "events": card.events,
-            "closed": card.close_reason,
+            "closed": (as_shown(card) if until is None else card).close_reason,
             "plays": plays,
             "scorecard": json.loads(document.to_json(doc)),
         }
@@ -150,10 +249,17 @@ def replay(
         )
         for n in match_notes(scored.matches):
             click.echo(f"  {n}")
-    click.echo(replay_text(card, doc))
+    click.echo(replay_text(as_shown(card) if until is None else card, doc))
 
 
 @click.command()
+@click.option(
+    "--expect-head",
+    callback=head_hash,
+    default=None,
+    metavar="HASH",
+    help="Fail (exit 1) unless the ledger's head is still HASH (the `ledger head` line an earlier verify printed).",
+)
 @click.option(
     "--json",
     "as_json",
@@ -162,25 +268,35 @@ def replay(
     "chains_ok, errors, stream_checks.",
 )
 @click.pass_context
-def verify(ctx: click.Context, as_json: bool) -> None:
+def verify(ctx: click.Context, expect_head: str | None, as_json: bool) -> None:
     """Check every link of every stream's hash chain, the append-only triggers and the schema revision.
 
-    Prints the ledger's head hash: keep it somewhere else; a later verify that prints another head means the
-    log changed. Exit 1 if anything is wrong.
+    Prints the ledger's head: one hash over every stream's last event (not a card's head, which `ledger audit`
+    prints). Keep it somewhere else and pass it back with --expect-head: a ledger whose head moved has gained,
+    lost or changed events since. Exit 1 if anything is wrong. On a terminal, a large ledger shows progress.
     """
-    from ledger.services.verify import verify_ledger
+    from ledger.services.verify import check_expected_head, verify_ledger
 
     with open_ledger(ctx) as ledger:
-        rep = verify_ledger(ledger.store)
+        with verify_progress(ledger, show=not as_json) as progress:
+            rep = verify_ledger(ledger.store, progress=progress)
+        head_check = check_expected_head(ledger, rep, expect_head) if expect_head is not None else None
     if as_json:
-        echo_json(rep.to_json())
+        out = rep.to_json()
+        if head_check is not None:
+            out["expected_head"] = {"hash": expect_head, "status": head_check[0], "message": head_check[1]}
+        echo_json(out)
     else:
         for err in rep.errors:
             click.echo(f"FAIL {err}")
         click.echo(rep.summary())
-        click.echo(f"head {rep.head}")
-    if not rep.ok:
+        click.echo(f"ledger head {rep.head}  (all streams; keep it, check later with `ledger verify --expect-head`)")
+        if head_check is not None:
+            click.echo(f"{'NOTE' if head_check[0] == 'CARD' else head_check[0]} expected head: {head_check[1]}")
+    if not rep.ok or (head_check is not None and head_check[0] == "FAIL"):
         sys.exit(1)
+    if head_check is not None and head_check[0] == "CARD":
+        sys.exit(2)
 
 
 @click.command()
@@ -189,9 +305,9 @@ def verify(ctx: click.Context, as_json: bool) -> None:
 def demo(ctx: click.Context, seed: int) -> None:
     """Play two bundled games through the real toolkit (OFFLINE) with the ledger attached, then replay the card."""
     from ledger.core.text import replay_text
-    from ledger.toolkit.demo import run_demo
+    from ledger.toolkit.demo import run_demo, viewer_commands
 
-    with open_ledger(ctx) as ledger:
+    with open_ledger(ctx, write=True) as ledger:
         card_id = run_demo(ledger, seed=seed)
         card = ledger.load_card(card_id)
         doc = ledger.document(card_id, card=card)
@@ -200,4 +316,10 @@ def demo(ctx: click.Context, seed: int) -> None:
         click.echo(f"ledger: {ledger.store.describe()}")
         db = ctx.obj["db"]
         shown = ledger.store.describe() if "://" in db else db  # never echo a password given in a URL
-        click.echo(f"try:    ledger --db {shown} export {card_id} --indent 2")
+        exe = ledger_command()
+        click.echo(f"try:    {exe} --db {shown} export {card_id} --indent 2")
+        if exe != "ledger":
+            click.echo(f"        (`ledger` alone works after `source {Path(exe).parent}/activate`)")
+        view, bundle = viewer_commands(exe, shown, card_id)
+        click.echo(f"look:   {view}")
+        click.echo(f"share:  {bundle}")

@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
 
 from ledger.errors import LedgerError
-from ledger.ledger import Ledger
-from ledger.services.rescore import MATCHES
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+
+# Choices the options offer, spelled here so that `ledger --help` need not import the modules that define them
+# (tests/test_cli_startup.py checks they equal ledger.core.rescoring.MATCHES and ledger.services.listing.SORT_KEYS).
+MATCHES: tuple[str, ...] = ("exact", "base")
+SORT_KEYS: tuple[str, ...] = ("opened", "closed", "score", "actions", "events", "id")
 
 
 class LedgerCommandError(click.ClickException):
@@ -23,23 +30,77 @@ class LedgerCommandError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        # Click types exit_code as a class constant; here each error carries its own, and Click reads the instance.
+        self.exit_code = exit_code  # type: ignore[misc]
 
 
 class LedgerGroup(click.Group):
     """The one place a :class:`~ledger.errors.LedgerError` becomes a one-line message and its exit code."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The subcommand, with --db/--durability accepted after its name too (added once, on first use)."""
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is not None and not getattr(cmd, "_ledger_common", False):
+            add_common_options(cmd)
+            cmd._ledger_common = True  # type: ignore[attr-defined]
+        return cmd
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except LedgerError as e:
             raise LedgerCommandError(str(e), e.exit_code) from e
+        except KeyboardInterrupt:
+            # Ctrl-C: 130 like any shell, and one line on what the ledger now holds (each write is one transaction).
+            report = (ctx.obj or {}).get("on_interrupt")
+            line = report() if callable(report) else INTERRUPTED
+            click.echo(f"\n{line}", err=True)
+            ctx.exit(130)
+        except ImportError as e:  # an optional dependency (the `arc` or `postgres` extra) is not installed
+            extra = missing_extra(e)
+            if extra is None:
+                raise
+            raise LedgerCommandError(extra, 1) from e
+
+
+#: What Ctrl-C prints when the command did not say more: every write is one transaction, so nothing is half-written.
+INTERRUPTED = "interrupted: the ledger holds everything committed before Ctrl-C and nothing half-written"
+
+#: Optional dependencies: the module a command failed to import -> the extra that installs it.
+_EXTRAS = {
+    "arc_agi": ("arc", "the ARC toolkit"),
+    "arcengine": ("arc", "the ARC toolkit"),
+    "psycopg": ("postgres", "psycopg"),
+}
+
+
+def missing_extra(e: ImportError) -> str | None:
+    """The one-line advice for an optional dependency that is not installed (None for any other ImportError)."""
+    name = (e.name or "").split(".")[0]
+    if name not in _EXTRAS:
+        name = next((n for n in _EXTRAS if n in str(e)), "")
+    if not name:
+        return None
+    extra, what = _EXTRAS[name]
+    return (
+        f"this needs {what} ({name} cannot be imported: {e}); install the extra: "
+        f"pip install 'arc-scorecard-ledger[{extra}]'"
+    )
 
 
 @contextmanager
-def open_ledger(ctx: click.Context) -> Iterator[Ledger]:
-    """Open the ledger named by ``--db``/``LEDGER_DB``; it is closed when the block ends."""
-    ledger = Ledger.open(ctx.obj["db"], durability=ctx.obj["durability"])
+def open_ledger(ctx: click.Context, *, write: bool = False) -> Iterator[Ledger]:
+    """Open the ledger named by ``--db``/``LEDGER_DB``; it is closed when the block ends.
+
+    Read commands (the default) open it read-only: never created, migrated or written. Only the commands that
+    record (``init``, live capture, ``import``, ``baselines import``, ``close``) pass ``write=True``.
+    """
+    from ledger.ledger import Ledger
+
+    if not write:
+        ledger = Ledger.open(ctx.obj["db"], readonly=True)
+    else:
+        ledger = Ledger.open(ctx.obj["db"], durability=ctx.obj["durability"])
     try:
         yield ledger
     finally:
@@ -47,21 +108,53 @@ def open_ledger(ctx: click.Context) -> Iterator[Ledger]:
 
 
 def write_output(text: str, out: str | None) -> None:
-    """Print ``text`` or write it to ``out`` atomically (a reader never sees half a file)."""
+    """Print ``text`` or write it to ``out``.
+
+    A regular file is replaced atomically (a reader never sees half a file) with the mode it had, or the mode the
+    umask gives a new file; a symbolic link keeps pointing where it did and its target is what gets replaced; a
+    device, FIFO or socket (``/dev/stdout``, a pipe) is written to directly, never replaced.
+    """
     if out is None or out == "-":
         click.echo(text)
         return
-    target = Path(out)
+    try:
+        _write_file(text + "\n", out)
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise LedgerCommandError(f"cannot write {out}: {reason}", 2) from None
+
+
+def _write_file(data: str, out: str) -> None:
+    try:
+        st: os.stat_result | None = os.stat(out)  # follows links, /dev/stdout's magic one too
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise LedgerCommandError(f"cannot write {out}: it is a folder (give a file name)", 2)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(data)
+        return
+    target = Path(os.path.realpath(out))  # through every symbolic link: the link stays, its target is written
     if not target.parent.is_dir():
         raise LedgerCommandError(f"cannot write {out}: folder {target.parent} does not exist", 2)
+    mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+            f.write(data)
+            os.fchmod(f.fileno(), mode)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    # The only way to read the umask is to set it; put it straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def echo_json(obj: Any) -> None:
@@ -70,10 +163,16 @@ def echo_json(obj: Any) -> None:
 
 
 def card_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """CARD_ID (an id or a unique prefix) and --until VERSION (the card's own event number, see `ledger events`)."""
     f = click.option(
-        "--until", type=click.IntRange(min=0), default=None, metavar="SEQ", help="The card as it stood after event SEQ."
+        "--until",
+        type=click.IntRange(min=1, max=2**63 - 1),  # a database integer: larger cannot be a version
+        default=None,
+        metavar="VERSION",
+        help="The card as it stood after its own event VERSION (the numbers `ledger events` and `ledger audit` "
+        "show); a version the card does not have exits 2.",
     )(f)
-    return click.argument("card_id")(f)
+    return card_argument(f)
 
 
 def match_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -105,6 +204,89 @@ def scoring_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def match_notes(matches: Any) -> list[str]:
-    from ledger.services.rescore import match_note
+    from ledger.core.rescoring import match_note
 
     return [n for n in (match_note(m) for m in matches) if n is not None]
+
+
+# -- card ids ----------------------------------------------------------------------------------------------------
+
+
+def complete_card_ids(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of card ids: the cards of the ledger named so far on the command line (read-only)."""
+    from click.shell_completion import CompletionItem
+
+    from ledger.ledger import Ledger
+
+    db = _completion_db(ctx)
+    if "://" not in db and not Path(db).is_file():
+        return []  # completing must never create a ledger
+    try:
+        with Ledger.open(db, readonly=True) as ledger:
+            ids = ledger.card_ids()
+    except Exception:
+        return []
+    return [CompletionItem(c) for c in ids if c.startswith(incomplete)]
+
+
+def _completion_db(ctx: click.Context) -> str:
+    from ledger.ledger import default_db
+
+    c: click.Context | None = ctx
+    while c is not None:
+        if c.params.get("db"):
+            return str(c.params["db"])
+        c = c.parent
+    return default_db()
+
+
+def card_argument(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The CARD_ID argument: a card id or a unique prefix of one; completes from the ledger."""
+    return click.argument("card_id", metavar="CARD", shell_complete=complete_card_ids)(f)
+
+
+def until_seq(ledger: Ledger, card_id: str, until: int | None) -> int | None:
+    """``--until VERSION`` as the ledger-wide seq the library takes (None stays None; bad versions exit 2)."""
+    return None if until is None else ledger.seq_at_version(card_id, until)
+
+
+# -- --db and --durability after the command too --------------------------------------------------------------
+
+
+def _set_obj(key: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value is not None:
+            ctx.ensure_object(dict)[key] = value
+
+    return callback
+
+
+def add_common_options(command: click.Command) -> None:
+    """Let ``ledger COMMAND --db X`` mean ``ledger --db X COMMAND`` (and --durability), for every subcommand."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            add_common_options(sub)
+        return
+    names = {o for p in command.params for o in getattr(p, "opts", [])}
+    if "--db" not in names:
+        command.params.append(
+            click.Option(
+                ["--db"],
+                default=None,
+                expose_value=False,
+                callback=_set_obj("db"),
+                metavar="PATH|URL",
+                help="The ledger (same as `ledger --db`).",
+            )
+        )
+    if "--durability" not in names:
+        command.params.append(
+            click.Option(
+                ["--durability"],
+                type=click.Choice(["normal", "full"]),
+                default=None,
+                expose_value=False,
+                callback=_set_obj("durability"),
+                help="Same as `ledger --durability`.",
+            )
+        )

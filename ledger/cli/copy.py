@@ -5,17 +5,18 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ledger.cli.common import echo_json
-from ledger.services.copying import copy_ledger, open_destination, open_source, plan_copy
-from ledger.storage.store import Store
+
+if TYPE_CHECKING:
+    from ledger.storage.base import LogStore
 
 
 @contextmanager
-def _opened(open_fn: Any, where: str, **kwargs: Any) -> Iterator[Store]:
+def _opened(open_fn: Any, where: str, **kwargs: Any) -> Iterator[LogStore]:
     store = open_fn(where, **kwargs)
     try:
         yield store
@@ -48,6 +49,8 @@ def copy_cmd(ctx: click.Context, source: str | None, destination: str, as_json: 
     copy of it ends and the chain verifies there (`ledger --db DST verify`). If the destination holds a different
     history for any stream, nothing is copied and the command fails (exit 1).
     """
+    from ledger.services.copying import copy_ledger, open_destination, open_source, plan_copy
+
     src_where = source or ctx.obj["db"]
     with (
         _opened(open_source, src_where) as src,

@@ -1,4 +1,4 @@
-"""`ledger import` commands (registered on :data:`ledger.cli.cli`); :mod:`ledger.importer` does the work."""
+"""`ledger import` (added to the group in :mod:`ledger.cli`); :mod:`ledger.services.importing` does the work."""
 
 from __future__ import annotations
 
@@ -6,21 +6,15 @@ import sys
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ledger.cli.common import echo_json, open_ledger
-from ledger.services.importing import (
-    FATAL_KINDS,
-    STRICT_KINDS,
-    CardResult,
-    ImportSummary,
-    Problem,
-    find_recordings,
-    import_recordings,
-    total_bytes,
-)
+from ledger.cli.progress import Throttled
+
+if TYPE_CHECKING:  # the services are imported when the command runs: `ledger --help` must start fast
+    from ledger.services.importing import CardResult, ImportSummary, Problem
 
 
 @click.command("import")
@@ -31,14 +25,16 @@ from ledger.services.importing import (
     default=None,
     metavar="DIR",
     help="An environment_files tree (every metadata.json under it, as the toolkit scans): new cards are stored "
-    "with its baselines. Without it they have none, and export shows 'No Matching EnvironmentInfo' for every game "
-    "unless given --baselines.",
+    "with its baselines, and already imported cards that have none get them. Without it they have none, and export "
+    "shows 'No Matching EnvironmentInfo' for every game unless given --baselines. For harness recordings, the "
+    "games' code under it is re-run to recover each line's action, resets included.",
 )
 @click.option(
     "--strict",
     is_flag=True,
-    help="A bad line or a file name that disagrees with its lines fails the card "
-    "(nothing of it imported, exit 2). A truncated last line is skipped either way.",
+    help="A bad line, a file name that disagrees with its lines, or an impossible value (levels_completed below 0 "
+    "or above win_levels, an unknown state, timestamps going backwards in a file) fails the card (nothing of it "
+    "imported, exit 2). A truncated last line is skipped either way.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object (and nothing else).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no line per card; problems and summary only.")
@@ -46,23 +42,37 @@ from ledger.services.importing import (
 def import_cmd(
     ctx: click.Context, paths: tuple[Path, ...], environments: Path | None, strict: bool, as_json: bool, quiet: bool
 ) -> None:
-    """Import the toolkit's JSONL recordings (runs made with save_recording=True) and get their scorecards back.
+    """Import JSONL recordings and get their scorecards back: the toolkit's own (save_recording=True) and the
+    ARC-AGI-3-Agents harness's (<game_id>.<agent>.<uuid>.recording.jsonl).
 
     PATH is a recordings folder (<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl), one card folder, or single
-    .jsonl files; the card id is the folder name. Each card is imported in one transaction, opened at its first
-    timestamp and closed (end_of_import) at its last. Importing again adds only what the files gained since:
-    nothing if they did not change ("already imported").
+    .jsonl files; a toolkit card's id is its folder name, a harness recording is one card named by the uuid in its
+    file name (the agent name is its tag). Each card is imported in one transaction, opened at its first timestamp
+    and closed (end_of_import) at its last. Importing again adds only what the files gained since: nothing if they
+    did not change ("already imported").
 
-    Lines that are not JSON or have wrong types are reported (file:line) and skipped; a truncated last line (a
-    run killed mid-write, or still writing) is skipped and read again next time.
+    Harness recordings hold each answer but not the action: with --environments the game is re-run and each line's
+    action recovered (lines no action reproduces are reported and skipped); without it the scores are exact but
+    resets are unknown, which the summary and the card's audit say. A benchmarking run folder beside the file
+    (run_meta.json, step_NNN.json) gives the chosen actions.
+
+    Lines that are not JSON or have wrong types are reported (file:line), skipped and recorded with the card (the
+    audit warns); a truncated last line (a run killed mid-write, or still writing) is read again next time. A file
+    in no format the ledger reads is an error (exit 2) and makes no card.
 
     Exit codes: 0 imported (or already imported), 1 a card the ledger refused (captured live, or a file rewritten
-    since its import), 2 bad usage, or bad input under --strict.
+    anywhere in what was imported), 2 bad usage, a file in no known format, or bad input under --strict.
     """
+    from ledger.services.importing import find_recordings, import_recordings, total_bytes
+
     cards, found_problems = find_recordings(paths)
     show_bar = not quiet and not as_json and sys.stderr.isatty()
-    with open_ledger(ctx) as ledger, _bar(show_bar, total_bytes(cards)) as progress:
-        summary = import_recordings(ledger, cards=cards, environments=environments, strict=strict, progress=progress)
+    done = _Committed(len(cards))
+    ctx.obj["on_interrupt"] = done.line
+    with open_ledger(ctx, write=True) as ledger, _bar(show_bar, total_bytes(cards)) as progress:
+        summary = import_recordings(
+            ledger, cards=cards, environments=environments, strict=strict, progress=progress, on_card=done
+        )
     summary.problems[:0] = found_problems
     if as_json:
         echo_json(_as_json(summary, environments is not None))
@@ -70,6 +80,25 @@ def import_cmd(
         _print(summary, quiet=quiet, strict=strict, with_environments=environments is not None)
     if summary.exit_code:
         sys.exit(summary.exit_code)
+
+
+class _Committed:
+    """Counts the cards an import has committed, for the line Ctrl-C prints."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.cards = 0
+
+    def __call__(self, result: CardResult) -> None:
+        if result.status in ("imported", "updated", "already imported"):
+            self.cards += 1
+
+    def line(self) -> str:
+        left = self.total - self.cards
+        return (
+            f"import: {self.cards} of {self.total} card(s) committed, {left} not yet (each card is all or nothing); "
+            "run it again to finish"
+        )
 
 
 def _bar(show: bool, total: int) -> Any:
@@ -94,16 +123,22 @@ class _ProgressBar:
             item_show_func=lambda _: f"{self.bar.pos / 1e6:.1f} of {self.total / 1e6:.1f} MB" if self.bar else None,
         )
         self.bar.__enter__()
-        return lambda n: self.bar.update(n, n)
+        # Lines arrive thousands a second: redraw at most every REDRAW_SECONDS.
+        self.throttled = Throttled(self.bar)
+        return self.throttled
 
     def __exit__(self, *exc: object) -> None:
+        self.throttled.flush()
         self.bar.__exit__(*exc)
 
 
 def _severity(p: Problem, strict: bool) -> str:
-    if p.kind in FATAL_KINDS or (strict and p.kind in STRICT_KINDS):
+    from ledger.services.importing import FATAL_KINDS, STRICT_KINDS
+
+    if p.kind in FATAL_KINDS or p.kind == "unknown_format" or (strict and p.kind in STRICT_KINDS):
         return "error"
-    return "warning" if p.kind in STRICT_KINDS or p.kind in ("truncated", "duplicate", "environments") else "note"
+    warn = ("truncated", "duplicate", "environments", "unreproduced", "cross_check")
+    return "warning" if p.kind in STRICT_KINDS or p.kind in warn else "note"
 
 
 def _n(count: int, word: str) -> str:
@@ -116,6 +151,13 @@ def _card_line(c: CardResult) -> str:
     what = _n(c.files, "file")
     if c.status in ("imported", "updated"):
         what += f", {_n(c.lines, 'line')}, {_n(c.plays, 'play')}, {_n(c.events, 'event')}"
+    if c.format == "harness" and c.status in ("imported", "updated"):
+        how = "re-simulated" if c.resets_known else "from the frames, resets unknown"
+        what += f"; harness: {c.inferred} actions inferred ({how}), {c.undecided} undecided"
+        if c.unreproduced:
+            what += f", {c.unreproduced} unreproduced"
+    if c.baselines_attached:
+        what += "; baselines attached"
     return f"{c.status:<17} {c.card_id}: {what}"
 
 
@@ -131,6 +173,17 @@ def _print(s: ImportSummary, *, quiet: bool, strict: bool, with_environments: bo
         f"{t['already_imported']} already imported, {t['not_imported']} not imported; "
         f"{_n(t['plays'], 'play')}, {_n(t['events'], 'event')} from {_n(t['lines'], 'line')}"
     )
+    h = s.inference()
+    if h["inferred_actions"] or h["undecided_lines"] or h["unreproduced_lines"]:
+        unknown = h["resets_unknown_cards"]
+        click.echo(
+            f"harness: {_n(h['inferred_actions'], 'action')} inferred, {_n(h['undecided_lines'], 'line')} undecided "
+            f"(a level RESET or the action imported; scores do not depend on it), "
+            f"{_n(h['unreproduced_lines'], 'line')} no action reproduces"
+            + (f"; resets unknown on {_n(unknown, 'card')} (no game code: give --environments)" if unknown else "")
+        )
+    if h["baselines_attached"]:
+        click.echo(f"baselines attached to {_n(h['baselines_attached'], 'card')} imported without them")
     skipped = s.skipped()
     if skipped:
         parts = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
@@ -148,6 +201,7 @@ def _as_json(s: ImportSummary, with_environments: bool) -> dict[str, Any]:
     return {
         "exit_code": s.exit_code,
         "totals": s.totals(),
+        "harness": s.inference(),
         "skipped": s.skipped(),
         "bytes_read": s.bytes_read,
         "seconds": s.seconds,
@@ -164,6 +218,12 @@ def _as_json(s: ImportSummary, with_environments: bool) -> dict[str, Any]:
                 "events": c.events,
                 "skipped": c.skipped,
                 "error": c.error,
+                "format": c.format,
+                "inferred_actions": c.inferred,
+                "undecided_lines": c.undecided,
+                "unreproduced_lines": c.unreproduced,
+                "resets_known": c.resets_known,
+                "baselines_attached": c.baselines_attached,
             }
             for c in s.cards
         ],

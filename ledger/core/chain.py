@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from typing import Literal, NamedTuple, Protocol
 
 DOMAIN = b"arc-scorecard-ledger/event/v1"
 GENESIS = "0" * 64
@@ -51,3 +52,55 @@ def ledger_head(stream_heads: Iterable[tuple[str, int, str]]) -> str:
         h.update(_field(str(version).encode("ascii")))
         h.update(_field(head.encode("ascii")))
     return h.hexdigest()
+
+
+class Link(Protocol):
+    """A stored event as the chain and the audit see it (``StoredEvent`` is one)."""
+
+    @property
+    def version(self) -> int: ...
+    @property
+    def ts(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def prev_hash(self) -> str: ...
+    @property
+    def hash(self) -> str: ...
+
+
+class BrokenLink(NamedTuple):
+    """Why a stored event does not continue its stream's chain: ``kind`` for code, ``message`` for people."""
+
+    kind: Literal["gap", "order", "prev_hash", "hash"]
+    message: str
+
+
+def check_link(
+    stream: str, row: Link, prev_version: int, prev_hash: str, prev_seq: int | None = None
+) -> BrokenLink | None:
+    """The first thing that breaks the link from the stream's previous event to ``row`` (None: the link holds).
+
+    The previous event is ``prev_version`` with hash ``prev_hash`` (0 and :data:`GENESIS` before the first);
+    with ``prev_seq`` (where it was stored) ``row`` must also have been stored after it. Only a ``gap`` message
+    names ``row``'s version; callers prefix the others with it where they need to.
+    """
+    if row.version != prev_version + 1:
+        missing = row.version - prev_version - 1
+        tail = f": {missing} event(s) missing" if missing > 0 else ""
+        return BrokenLink("gap", f"version {row.version} follows version {prev_version}{tail}")
+    if prev_seq is not None and row.seq <= prev_seq:
+        return BrokenLink(
+            "order", f"stored before version {prev_version} (seq {row.seq} < {prev_seq}): events reordered"
+        )
+    if row.prev_hash != prev_hash:
+        return BrokenLink(
+            "prev_hash", f"prev_hash does not link to version {prev_version}'s hash (an event before it was replaced)"
+        )
+    if event_hash(prev_hash, stream, row.version, row.type, row.body) != row.hash:
+        return BrokenLink("hash", "the stored bytes do not match the event's hash (the event was changed)")
+    return None

@@ -17,7 +17,7 @@ class _Doc(msgspec.Struct, frozen=True, omit_defaults=True):
     pass
 
 
-class RunDoc(_Doc):
+class RunDoc(_Doc, frozen=True):
     """One play's score: the toolkit's ``EnvironmentScore`` (also used for tag scores)."""
 
     id: str | None = None
@@ -36,7 +36,7 @@ class RunDoc(_Doc):
     message: str | None = None
 
 
-class EnvironmentDoc(_Doc):
+class EnvironmentDoc(_Doc, frozen=True):
     """One game's plays and their aggregates: the toolkit's ``EnvironmentScoreList``."""
 
     id: str
@@ -49,7 +49,7 @@ class EnvironmentDoc(_Doc):
     resets: int
 
 
-class ScorecardDoc(_Doc):
+class ScorecardDoc(_Doc, frozen=True):
     """The whole card: the toolkit's ``EnvironmentScorecard``."""
 
     source_url: str | None = None

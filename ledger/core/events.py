@@ -7,7 +7,7 @@ The tag of each Struct is the value of the log's ``type`` column.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
@@ -15,7 +15,7 @@ import msgspec
 State = Literal["NOT_PLAYED", "NOT_FINISHED", "WIN", "GAME_OVER"]
 
 #: Why a card was closed.
-CloseReason = Literal["explicit", "idle", "max_open", "end_of_import"]
+CloseReason = Literal["explicit", "idle", "max_open", "end_of_import", "abandoned"]
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True):
@@ -24,7 +24,7 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_de
     ts: datetime
 
 
-class CardOpened(Event, tag="card_opened", kw_only=True):
+class CardOpened(Event, tag="card_opened", frozen=True, kw_only=True):
     """A scorecard was opened (``Arcade.open_scorecard``/``create_scorecard`` or the first ``make``).
 
     ``api_key_fingerprint`` is a salted hash of the API key the card was opened with; the key itself is never
@@ -39,9 +39,11 @@ class CardOpened(Event, tag="card_opened", kw_only=True):
     competition_mode: bool | None = None
     api_key_fingerprint: str | None = None
     baselines_id: str | None = None
+    #: Competition cards only: the server's games in its order, each made at close if the card never played it.
+    environments: list[str] | None = None
 
 
-class PlayStarted(Event, tag="play_started", kw_only=True):
+class PlayStarted(Event, tag="play_started", frozen=True, kw_only=True):
     """A full reset: the toolkit's ``Scorecard.new_play``. A new play of ``game_id`` begins for ``guid``.
 
     arcengine performs a full reset on a RESET sent before any action of the current level (or after a WIN);
@@ -53,7 +55,7 @@ class PlayStarted(Event, tag="play_started", kw_only=True):
     seed: int | None = None
 
 
-class ActionTaken(Event, tag="action_taken", kw_only=True):
+class ActionTaken(Event, tag="action_taken", frozen=True, kw_only=True):
     """ACTION1..ACTION7 answered with a frame: one action counted on the guid's current play.
 
     ``x``/``y`` are set for complex actions (ACTION6). ``levels_completed`` and ``state`` are what the game
@@ -70,7 +72,7 @@ class ActionTaken(Event, tag="action_taken", kw_only=True):
     reasoning: Any = None
 
 
-class ActionIgnored(Event, tag="action_ignored", kw_only=True):
+class ActionIgnored(Event, tag="action_ignored", frozen=True, kw_only=True):
     """An action answered with an empty frame (sent after GAME_OVER or WIN, before a RESET).
 
     The toolkit counts nothing for it; it is kept for the post-mortem (actions wasted after the end).
@@ -82,7 +84,7 @@ class ActionIgnored(Event, tag="action_ignored", kw_only=True):
     state: State
 
 
-class LevelReset(Event, tag="level_reset", kw_only=True):
+class LevelReset(Event, tag="level_reset", frozen=True, kw_only=True):
     """A RESET that restarted the current level (``Scorecard.reset``): counts one reset and one action.
 
     The play's state does not go back: a play that was GAME_OVER stays GAME_OVER on the scorecard.
@@ -94,7 +96,7 @@ class LevelReset(Event, tag="level_reset", kw_only=True):
     state: State
 
 
-class LevelCompleted(Event, tag="level_completed", kw_only=True):
+class LevelCompleted(Event, tag="level_completed", frozen=True, kw_only=True):
     """The play's ``levels_completed`` changed to ``levels_completed`` after ``actions`` actions in the play.
 
     This is one entry of the toolkit's ``Card.actions_by_level``.
@@ -106,30 +108,75 @@ class LevelCompleted(Event, tag="level_completed", kw_only=True):
     actions: int
 
 
-class GameOver(Event, tag="game_over", kw_only=True):
+class GameOver(Event, tag="game_over", frozen=True, kw_only=True):
     """The game reported GAME_OVER: the play's scorecard state becomes GAME_OVER."""
 
     game_id: str
     guid: str
 
 
-class Win(Event, tag="win", kw_only=True):
+class Win(Event, tag="win", frozen=True, kw_only=True):
     """The game reported WIN: the play's scorecard state becomes WIN and the play counts as completed."""
 
     game_id: str
     guid: str
 
 
-class CardClosed(Event, tag="card_closed", kw_only=True):
+class CardClosed(Event, tag="card_closed", frozen=True, kw_only=True):
     """The card was closed; nothing after this counts on it.
 
     ``reason``: ``explicit`` (``close_scorecard``), ``idle`` (no update for STALE_MINUTES), ``max_open`` (open for
-    MAX_OPEN_FOR_MINUTES) or ``end_of_import`` (an imported recording ended). ``document_sha256`` is the hash of
+    MAX_OPEN_FOR_MINUTES), ``end_of_import`` (an imported recording ended) or ``abandoned`` (``ledger close``:
+    the agent died and left the card open). ``document_sha256`` is the hash of
     the scorecard document the ledger produced at close, so an audit can show the rebuilt card still matches it.
     """
 
     reason: CloseReason
     document_sha256: str | None = None
+
+
+class ObservationReapplied(Event, tag="observation_reapplied", frozen=True, kw_only=True):
+    """A RESET the REST server did not execute (competition mode, the level had no action yet).
+
+    The server re-applied the play's last observation to the card (``Scorecard.update_scorecard`` called on the
+    card): one action, and one reset as well when ``action``, that observation's action, was itself a RESET (0).
+    The game itself did not move.
+    """
+
+    game_id: str
+    guid: str
+    action: int
+    levels_completed: int
+    state: State
+
+
+class RequestFailed(Event, tag="request_failed", frozen=True, kw_only=True):
+    """A request to the ARC server got no usable answer (ONLINE/COMPETITION capture): nothing was counted.
+
+    ``request`` is ``RESET``, ``ACTION1``..``ACTION7`` or ``close``; ``status`` the HTTP status if one came back;
+    ``error`` what went wrong (``HTTP 500``, ``ConnectionError: ...``, ``malformed answer: ...``).
+    """
+
+    request: str
+    game_id: str | None = None
+    guid: str | None = None
+    status: int | None = None
+    error: str
+
+
+class ServerDocument(Event, tag="server_document", frozen=True, kw_only=True):
+    """The scorecard document the ARC server returned when it closed the card, as received (``ledger audit``
+    compares the ledger's card with it field by field)."""
+
+    document: dict[str, Any]
+
+
+class CaptureContext(Event, tag="capture_context", frozen=True, kw_only=True):
+    """How the card was captured: ``via`` ``serve`` (``ledger serve``) or ``record`` (``ledger record``), with the
+    ``--tag`` values given. Not part of the card's JSON."""
+
+    via: str
+    tags: list[str] | None = None
 
 
 class BaselineEntry(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=False):
@@ -143,21 +190,21 @@ class BaselineEntry(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unkn
     level_tags: list[list[str]] | None = None
 
 
-class BaselinesRecorded(Event, tag="baselines_recorded", kw_only=True):
+class BaselinesRecorded(Event, tag="baselines_recorded", frozen=True, kw_only=True):
     """A content-addressed baseline set: ``set_id`` is the sha256 of its canonical entries."""
 
     set_id: str
     entries: list[BaselineEntry]
 
 
-class LabelSet(Event, tag="label_set", kw_only=True):
+class LabelSet(Event, tag="label_set", frozen=True, kw_only=True):
     """A human label now points at a baseline set (``ledger baselines import --label``); stream ``label:<label>``."""
 
     label: str
     set_id: str
 
 
-class RecordingImported(Event, tag="recording_imported", kw_only=True):
+class RecordingImported(Event, tag="recording_imported", frozen=True, kw_only=True):
     """How far ``ledger import`` has read one recording file of an imported card (written with its events).
 
     ``file`` is the file's name in the card's folder; ``offset`` the bytes consumed (complete lines only) and
@@ -173,9 +220,51 @@ class RecordingImported(Event, tag="recording_imported", kw_only=True):
     skipped: int = 0
     tail_sha256: str
     game_state: State | None = None
+    #: sha256 of every byte before ``offset``: a rewrite anywhere in what was imported is found (absent in events
+    #: written before it existed, whose files are checked by ``tail_sha256`` only).
+    prefix_sha256: str | None = None
 
 
-class CardReopened(Event, tag="card_reopened", kw_only=True):
+class SkippedLine(msgspec.Struct, frozen=True):
+    """One line of a recording that was not imported: its number (1-based), why, and the sha256 of its bytes."""
+
+    line: int
+    reason: str
+    sha256: str
+    size: int
+
+
+class LinesSkipped(Event, tag="lines_skipped", frozen=True, kw_only=True):
+    """Lines of ``file`` that ``ledger import`` could not use (not JSON, wrong types, cut mid-file, not
+    reproducible by the game): the card may be short of what the run did, and ``ledger audit`` says so."""
+
+    file: str
+    lines: list[SkippedLine]
+
+
+class ActionsInferred(Event, tag="actions_inferred", frozen=True, kw_only=True):
+    """A harness recording (which holds answers, not actions) was imported: how its actions were found.
+
+    ``method``: ``resimulated`` (the game's code re-run, each line matched by an action), ``frames`` (no game code:
+    actions and level completions follow from the frames, resets cannot be known). ``inferred`` actions were
+    recovered; ``undecided`` lists the lines (1-based) that could be a level RESET as well as the action they were
+    imported as, so the card's reset counts are uncertain by up to that many; every score-bearing number is exact.
+    """
+
+    file: str
+    method: Literal["resimulated", "frames"]
+    inferred: int
+    undecided: list[int] = []
+    resets_known: bool = True
+
+
+class BaselinesAttached(Event, tag="baselines_attached", frozen=True, kw_only=True):
+    """A card imported without baselines is scored from now on under the baseline set ``baselines_id``."""
+
+    baselines_id: str
+
+
+class CardReopened(Event, tag="card_reopened", frozen=True, kw_only=True):
     """An imported card's recordings grew after its ``end_of_import`` close: the close no longer holds.
 
     The new lines' events follow, then a new ``CardClosed(end_of_import)`` at the card's last timestamp.
@@ -198,6 +287,13 @@ AnyEvent = (
     | LabelSet
     | RecordingImported
     | CardReopened
+    | ObservationReapplied
+    | RequestFailed
+    | ServerDocument
+    | CaptureContext
+    | LinesSkipped
+    | ActionsInferred
+    | BaselinesAttached
 )
 
 _encoder = msgspec.json.Encoder()
@@ -239,3 +335,11 @@ def baselines_stream(set_id: str) -> str:
 def label_stream(label: str) -> str:
     """The stream that holds one label's history (its LabelSet events)."""
     return LABEL_STREAM + label
+
+
+class Numbered(NamedTuple):
+    """An event with its place in the log: ``version`` in the card's stream and global ``seq``."""
+
+    version: int
+    seq: int
+    event: AnyEvent

@@ -17,13 +17,18 @@ from ledger.core.events import (
     ActionIgnored,
     ActionTaken,
     AnyEvent,
+    BaselinesAttached,
+    CaptureContext,
     CardClosed,
     CardOpened,
     CardReopened,
     GameOver,
     LevelCompleted,
     LevelReset,
+    ObservationReapplied,
     PlayStarted,
+    RequestFailed,
+    ServerDocument,
     Win,
 )
 
@@ -63,6 +68,15 @@ class CardState:
     #: game_id -> plays, in the order games were first played (the toolkit's dict order).
     games: dict[str, list[Play]] = field(default_factory=dict)
     events: int = 0
+    #: Competition cards: the server's games, in its order (each is made at close if never played).
+    environments: list[str] | None = None
+    #: Requests to the ARC server without a usable answer (ONLINE/COMPETITION capture): none of them counted.
+    requests_failed: int = 0
+    #: The document the ARC server returned at close, as received.
+    server_document: dict[str, Any] | None = None
+    #: ``ledger serve`` / ``ledger record``, and the tags given to it.
+    captured_via: str | None = None
+    capture_tags: list[str] | None = None
 
     @property
     def closed(self) -> bool:
@@ -92,50 +106,69 @@ def new_card(card_id: str) -> CardState:
 
 def apply(card: CardState, e: AnyEvent) -> None:
     """Fold one event into ``card`` (in place)."""
+    # Dispatched on the exact type (fast on long cards), which a type checker cannot follow: ``ev`` is untyped.
+    ev: Any = e
     card.events += 1
-    card.last_ts = e.ts
+    card.last_ts = ev.ts
     t = type(e)
     if t is ActionTaken:
-        p = card.play_for(e.game_id, e.guid)  # type: ignore[union-attr]
+        p = card.play_for(ev.game_id, ev.guid)
         if p is not None:
             p.actions += 1
     elif t is PlayStarted:
-        play = Play(guid=e.guid, seed=e.seed, started_at=e.ts)  # type: ignore[union-attr]
-        card.games.setdefault(e.game_id, []).append(play)  # type: ignore[union-attr]
+        play = Play(guid=ev.guid, seed=ev.seed, started_at=ev.ts)
+        card.games.setdefault(ev.game_id, []).append(play)
     elif t is LevelCompleted:
-        p = card.play_for(e.game_id, e.guid)  # type: ignore[union-attr]
+        p = card.play_for(ev.game_id, ev.guid)
         if p is not None:
-            p.marks.append((e.levels_completed, p.actions))  # type: ignore[union-attr]
-            p.levels_completed = e.levels_completed  # type: ignore[union-attr]
+            p.marks.append((ev.levels_completed, p.actions))
+            p.levels_completed = ev.levels_completed
     elif t is LevelReset:
-        p = card.play_for(e.game_id, e.guid)  # type: ignore[union-attr]
+        p = card.play_for(ev.game_id, ev.guid)
         if p is not None:
             p.resets += 1
             p.actions += 1
     elif t is GameOver:
-        p = card.play_for(e.game_id, e.guid)  # type: ignore[union-attr]
+        p = card.play_for(ev.game_id, ev.guid)
         if p is not None:
             p.state = "GAME_OVER"
     elif t is Win:
-        p = card.play_for(e.game_id, e.guid)  # type: ignore[union-attr]
+        p = card.play_for(ev.game_id, ev.guid)
         if p is not None:
             p.state = "WIN"
     elif t is ActionIgnored:
-        p = card.play_for(e.game_id, e.guid)  # type: ignore[union-attr]
+        p = card.play_for(ev.game_id, ev.guid)
         if p is not None:
             p.actions_after_end += 1
     elif t is CardOpened:
-        card.card_id = e.card_id  # type: ignore[union-attr]
-        card.source_url = e.source_url  # type: ignore[union-attr]
-        card.tags = e.tags  # type: ignore[union-attr]
-        card.opaque = e.opaque  # type: ignore[union-attr]
-        card.competition_mode = e.competition_mode  # type: ignore[union-attr]
-        card.baselines_id = e.baselines_id  # type: ignore[union-attr]
-        card.opened_at = e.ts
+        card.card_id = ev.card_id
+        card.source_url = ev.source_url
+        card.tags = ev.tags
+        card.opaque = ev.opaque
+        card.competition_mode = ev.competition_mode
+        card.baselines_id = ev.baselines_id
+        card.environments = ev.environments
+        card.opened_at = ev.ts
     elif t is CardClosed:
-        card.closed_at = e.ts
-        card.close_reason = e.reason  # type: ignore[union-attr]
-        card.close_document_sha256 = e.document_sha256  # type: ignore[union-attr]
+        card.closed_at = ev.ts
+        card.close_reason = ev.reason
+        card.close_document_sha256 = ev.document_sha256
+    elif t is ObservationReapplied:
+        # The server counted its last observation again: one action, and one reset if it was a RESET.
+        p = card.play_for(ev.game_id, ev.guid)
+        if p is not None:
+            p.actions += 1
+            if ev.action == 0:
+                p.resets += 1
+    elif t is RequestFailed:
+        card.requests_failed += 1
+    elif t is ServerDocument:
+        card.server_document = ev.document
+    elif t is CaptureContext:
+        card.captured_via = ev.via
+        card.capture_tags = ev.tags
+    elif t is BaselinesAttached:
+        card.baselines_id = ev.baselines_id
     elif t is CardReopened:
         card.closed_at = None
         card.close_reason = None

@@ -10,9 +10,10 @@ from ledger.core.scoring import best_play_index
 
 
 def arithmetic(run: RunDoc) -> str:
-    """The run's weighted mean and cap, e.g. ``(1x25 + 2x9.46 + 3x0)/6 = 7.32, cap 3/6 = 50 -> 7.32``."""
+    """The run's weighted mean and cap, e.g. ``(1x25 + 2x9.46 + 3x0)/6 = 7.32, cap 3/6 = 50 -> 7.32``, or just the
+    score when there is no arithmetic to show (no baselines: the toolkit's message says why)."""
     ar = _arithmetic(run)
-    return ar.text if ar is not None else f"score {run.score:.2f}"
+    return ar.text if ar is not None else f"{run.score:.2f}"
 
 
 def _level_table(run: RunDoc, indent: str) -> list[str]:
@@ -32,6 +33,8 @@ def replay_text(card: CardState, doc: ScorecardDoc) -> str:
     opened = card.opened_at.isoformat() if card.opened_at else "?"
     closed = f"closed {card.closed_at.isoformat()} ({card.close_reason})" if card.closed_at else "open"
     lines.append(f"  opened {opened}, {closed}, {card.events} events")
+    if card.requests_failed:  # ONLINE/COMPETITION capture: what the server may have counted unseen
+        lines.append(f"  {card.requests_failed} request(s) to the server failed; none of them counted")
     for env in doc.environments:
         plays = card.games.get(env.id, [])
         best = best_play_index(plays)

@@ -29,7 +29,9 @@ from ledger.core.events import (
     GameOver,
     LevelCompleted,
     LevelReset,
+    ObservationReapplied,
     PlayStarted,
+    State,
     Win,
 )
 from ledger.core.projection import CardState, apply
@@ -48,22 +50,26 @@ class Observation(msgspec.Struct, frozen=True):
     game_id: str
     guid: str
     action: int
-    state: str
+    state: State
     levels_completed: int
     full_reset: bool
     frame_empty: bool
     x: int | None = None
     y: int | None = None
     reasoning: Any = None
+    #: The REST server counted this observation again instead of executing the RESET sent (competition mode).
+    reapplied: bool = False
 
 
 def translate(card: CardState, obs: Observation, *, seed: int | None = None) -> list[AnyEvent]:
     """The events for ``obs`` given the card so far; ``card`` is advanced past them."""
     out: list[AnyEvent] = []
+    if obs.reapplied and not obs.full_reset:
+        return _reapplied(card, obs)
     if obs.frame_empty:
         # Counts nothing on the scorecard; recorded only when there is a play it was wasted on.
         if obs.action in GAME_ACTIONS and card.play_for(obs.game_id, obs.guid) is not None:
-            e = ActionIgnored(ts=obs.ts, game_id=obs.game_id, guid=obs.guid, action=obs.action, state=obs.state)  # type: ignore[arg-type]
+            e = ActionIgnored(ts=obs.ts, game_id=obs.game_id, guid=obs.guid, action=obs.action, state=obs.state)
             apply(card, e)
             out.append(e)
         return out
@@ -90,12 +96,41 @@ def translate(card: CardState, obs: Observation, *, seed: int | None = None) -> 
                 x=obs.x,
                 y=obs.y,
                 levels_completed=obs.levels_completed,
-                state=obs.state,  # type: ignore[arg-type]
+                state=obs.state,
                 reasoning=obs.reasoning,
             )
         )
     if not started:
         return out
+    return _outcome(card, obs, out)
+
+
+def _reapplied(card: CardState, obs: Observation) -> list[AnyEvent]:
+    # Scorecard.update_scorecard on the card itself, whatever the frame: the server does not look at it.
+    if card.play_for(obs.game_id, obs.guid) is None:
+        return []
+    if obs.action != RESET and obs.action not in GAME_ACTIONS:
+        return _outcome(card, obs, [])  # no action on it: the scorecard counts none
+    e = ObservationReapplied(
+        ts=obs.ts,
+        game_id=obs.game_id,
+        guid=obs.guid,
+        action=obs.action,
+        levels_completed=obs.levels_completed,
+        state=obs.state,
+    )
+    apply(card, e)
+    return _outcome(card, obs, [e])
+
+
+def _outcome(card: CardState, obs: Observation, out: list[AnyEvent]) -> list[AnyEvent]:
+    # The play's state and level marks after the observation (GAME_OVER/WIN stick; a level change is marked).
+    ts, gid, guid = obs.ts, obs.game_id, obs.guid
+
+    def emit(e: AnyEvent) -> None:
+        apply(card, e)
+        out.append(e)
+
     play = card.play_for(gid, guid)
     assert play is not None
     if obs.state == "GAME_OVER" and play.state != "GAME_OVER":

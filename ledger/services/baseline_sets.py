@@ -30,9 +30,10 @@ from ledger.errors import BaselinesInputError, LabelConflict, UnknownBaselines, 
 from ledger.ledger import Ledger
 from ledger.toolkit.environments import scan_environments
 
-#: Labels are short names; 64 hex characters is refused because it would read as a set id.
+#: Labels are short names; one that could read as a set id (or a prefix of one) is refused, see check_label.
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,63}$")
-_FULL_ID_RE = re.compile(r"^[0-9a-f]{64}$")
+#: A label made only of hex digits, as long as an id prefix: `baselines show` would resolve it instead of the set.
+_ID_LIKE_RE = re.compile(r"^[0-9a-fA-F]{4,}$")
 #: Shortest id prefix accepted as a reference (shorter ones match too much to be meant).
 MIN_PREFIX = 4
 
@@ -95,11 +96,17 @@ def check_entries(entries: Iterable[BaselineEntry], name: str = "input") -> list
         if e.baseline_actions is not None and any(b < 0 for b in e.baseline_actions):
             raise BaselinesInputError(f"{name}: {e.game_id} has a negative baseline_actions value")
         seen[e.game_id] = seen.get(e.game_id, 0) + 1
+    zeros = [
+        f"{e.game_id} has a baseline of 0 for level(s) {', '.join(str(i + 1) for i in idx)}: every completion of "
+        "such a level scores 0 ((0/actions)^2, as the toolkit computes it); is the baseline missing?"
+        for e in entries
+        if (idx := [i for i, b in enumerate(e.baseline_actions or []) if b == 0])
+    ]
     return [
         f"{gid} appears {n} times in {name}; the last one is used (as the toolkit does)"
         for gid, n in seen.items()
         if n > 1
-    ]
+    ] + zeros
 
 
 def read_source(path: str | Path, *, skip_invalid: bool = False) -> Source:
@@ -180,8 +187,11 @@ def check_label(label: str) -> None:
         raise BaselinesInputError(
             f"bad label {label!r}: use up to 64 letters, digits and . _ : @ + -, starting with a letter or digit"
         )
-    if _FULL_ID_RE.match(label):
-        raise BaselinesInputError(f"bad label {label!r}: it looks like a baseline set id")
+    if _ID_LIKE_RE.match(label):
+        raise BaselinesInputError(
+            f"bad label {label!r}: it looks like a baseline set id or id prefix (only 0-9 and a-f, 4 or more "
+            "characters), so it could hide a set; add another character (say 'v' or '-')"
+        )
 
 
 def set_label(ledger: Ledger, label: str, set_id: str, *, move: bool = False) -> tuple[bool, str | None]:
@@ -200,7 +210,7 @@ def set_label(ledger: Ledger, label: str, set_id: str, *, move: bool = False) ->
             raise LabelConflict(label, current.set_id, set_id)
         ev = LabelSet(ts=datetime.now(UTC), label=label, set_id=set_id)
         try:
-            ledger.store.append(label_stream(label), [ev], expected_version=version)
+            ledger.append(label_stream(label), [ev], expected_version=version)
         except VersionConflict:
             continue
         return True, current.set_id if current is not None else None

@@ -11,14 +11,14 @@ the destination keeps its own events.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ledger.core.events import BASELINES_STREAM, LABEL_STREAM, BaselinesRecorded, LabelSet, decode
-from ledger.errors import HistoryConflict, SameLedger, StoreError
-from ledger.storage.store import Durability, Store, StoredEvent, normalize_url
+from ledger.errors import HistoryConflict, SameLedger
+from ledger.ledger import Ledger
+from ledger.storage.base import Durability, LogStore, StoredEvent, open_store
 
 #: Rows per destination transaction.
 BATCH = 5_000
@@ -50,35 +50,17 @@ class CopyReport:
     seconds: float
 
 
-def open_source(path_or_url: str) -> Store:
-    """The ledger to copy from, read as it is (not created, not migrated)."""
-    url = normalize_url(path_or_url)
-    if url.startswith("sqlite:///"):
-        path = url[len("sqlite:///") :]
-        if not os.path.isfile(path):
-            raise StoreError(f"no ledger at {path}")
-    store = Store(url)
-    try:
-        if store.revision() is None:
-            raise StoreError(f"no ledger at {store.describe()} (the database has no ledger schema)")
-    except BaseException:
-        store.close()
-        raise
-    return store
+def open_source(path_or_url: str) -> LogStore:
+    """The ledger to copy from, opened read-only (not created, not migrated, never written)."""
+    return open_store(path_or_url, readonly=True)
 
 
-def open_destination(path_or_url: str, *, durability: Durability = "normal") -> Store:
-    """The ledger to copy into, created or upgraded to the latest schema."""
-    store = Store(path_or_url, durability=durability)
-    try:
-        store.migrate()
-    except BaseException:
-        store.close()
-        raise
-    return store
+def open_destination(path_or_url: str, *, durability: Durability = "normal") -> LogStore:
+    """The ledger to copy into, created or upgraded to the latest schema (as :meth:`Ledger.open` opens it)."""
+    return Ledger.open(path_or_url, durability=durability).store
 
 
-def plan_copy(src: Store, dst: Store) -> CopyPlan:
+def plan_copy(src: LogStore, dst: LogStore) -> CopyPlan:
     """Compare every stream of ``src`` with ``dst``; raise :class:`HistoryConflict` if any stream diverges."""
     if src.same_database(dst):
         raise SameLedger(f"the source and the destination are the same ledger ({src.describe()})")
@@ -124,8 +106,8 @@ def plan_copy(src: Store, dst: Store) -> CopyPlan:
 
 
 def copy_ledger(
-    src: Store,
-    dst: Store,
+    src: LogStore,
+    dst: LogStore,
     *,
     plan: CopyPlan | None = None,
     progress: Callable[[int], None] | None = None,
@@ -163,7 +145,7 @@ def copy_ledger(
     )
 
 
-def _flush(dst: Store, buf: list[StoredEvent], progress: Callable[[int], None] | None) -> int:
+def _flush(dst: LogStore, buf: list[StoredEvent], progress: Callable[[int], None] | None) -> int:
     if not buf:
         return 0
     n = dst.insert_copied(buf)
@@ -173,7 +155,7 @@ def _flush(dst: Store, buf: list[StoredEvent], progress: Callable[[int], None] |
     return n
 
 
-def _same_baseline_set(src: Store, dst: Store, stream: str) -> bool:
+def _same_baseline_set(src: LogStore, dst: LogStore, stream: str) -> bool:
     """Two machines that played the same games each recorded the same content-addressed baseline set, at
     different times: the stream's one event differs only in ``ts``, and either copy is the same set."""
     if not stream.startswith(BASELINES_STREAM):
@@ -190,13 +172,13 @@ def _same_baseline_set(src: Store, dst: Store, stream: str) -> bool:
     )
 
 
-def _same_label_history(src: Store, dst: Store, stream: str) -> bool:
+def _same_label_history(src: LogStore, dst: LogStore, stream: str) -> bool:
     """Two machines that each pointed a label at the same sets, in the same order, at different times: the
     destination's history of that label already says everything the source's does."""
     if not stream.startswith(LABEL_STREAM):
         return False
 
-    def sets(store: Store) -> list[tuple[str, str]]:
+    def sets(store: LogStore) -> list[tuple[str, str]]:
         evs = [decode(r.body) for r in store.read_stream(stream)]
         return [(e.label, e.set_id) for e in evs if isinstance(e, LabelSet)]
 
@@ -204,7 +186,7 @@ def _same_label_history(src: Store, dst: Store, stream: str) -> bool:
     return len(theirs) > 0 and mine[: len(theirs)] == theirs
 
 
-def _hash_at(store: Store, stream: str, version: int) -> str | None:
+def _hash_at(store: LogStore, stream: str, version: int) -> str | None:
     ev = store.event_at(stream, version)
     return ev.hash if ev else None
 

@@ -1,31 +1,19 @@
 """Import the toolkit's JSONL recordings: every line goes through the same translator as live capture.
 
-Layout (``arc_agi/wrapper.py``): ``<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl``, one file per environment
-wrapper (one game instance, one guid); each line is ``{"timestamp": ..., "data": {game_id, state,
-levels_completed, win_levels, action_input, guid, full_reset, available_actions, frame?}}``, written with
-``json.dump`` before the toolkit updates its scorecard. The card id is the folder name.
-
-**Reading.** Only complete lines (ending in a newline) are consumed. A last line without a newline is a record
-being written or cut off by a killed process: it is reported as a truncated last line and left for a later import
-(unless it is a whole record that only lacks its newline). The frame is the last key the toolkit writes, so the fast
-path decodes only the bytes before ``, "frame": `` and never parses the frame: it checks that the frame's bytes hold
-no ``"`` (no other key and no second record glued on after them) and that the line ends the record (``}}``), and
-reads only whether the frame is ``[]``. Any line that does not fit that shape is decoded whole (msgspec, the frame
-kept raw), so the result is the same, only slower. Lines longer than :data:`MAX_LINE` are streamed, keeping only
-their head: memory stays bounded whatever the input.
-
-**Empty frames.** The toolkit updates its scorecard only for a response with a non-empty frame; arcengine answers an
-action sent after GAME_OVER or WIN (no RESET since) with an empty frame and ``levels_completed`` 0. With frame data
-that is read from the line; without it (``include_frame_data=False``) it is inferred from the file's previous line:
-a non-RESET action received while the game was GAME_OVER or WIN. A line with no guid is skipped, as the toolkit
-does not score it.
+How the files are found and read (their layout, truncated last lines, empty frames, bad lines) is
+:mod:`ledger.toolkit.recordings`; this module turns what they hold into cards. A harness recording
+(``{game_id}.{agent}.{uuid}.recording.jsonl``) is a card of its own, imported by
+:mod:`ledger.services.importing_harness`; a file in neither format is reported (exit 2) and makes no card. Lines
+skipped at import are recorded with the card (``LinesSkipped``); every import records the sha256 of all the bytes it
+consumed, so a file changed anywhere before its offset is refused; ``--environments`` also attaches its baseline
+set to imported cards that have none (``BaselinesAttached``).
 
 **Events.** A card's files are merged in timestamp order (ties keep file-name order) and translated by
-:func:`ledger.translator.translate`. A new card gets ``CardOpened`` at its first timestamp (with the baseline set of
-``environments`` when given, content-addressed as live capture stores it; without it the card has no baseline set
+:func:`ledger.core.translator.translate`. A new card gets ``CardOpened`` at its first timestamp (with the baseline
+set of ``environments`` when given, content-addressed as live capture stores it; without it the card has no baseline set
 and every game shows the toolkit's "No Matching EnvironmentInfo" run until exported with ``--baselines``), then the
 events with the recordings' own timestamps, one ``RecordingImported`` per file read, and
-``CardClosed(end_of_import)`` at its last timestamp. All of it is one ``Store.append``: one transaction per card.
+``CardClosed(end_of_import)`` at its last timestamp. All of it is one ``Ledger.append_card``: one transaction per card.
 
 **Idempotent and resumable.** ``RecordingImported`` records how far each file was read, so importing the same files
 again adds nothing ("already imported") and a file that grew is read from where the last import stopped. A grown
@@ -55,16 +43,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ledger.core import baselines as bl
 from ledger.core import document
 from ledger.core.events import (
     AnyEvent,
     BaselineEntry,
+    BaselinesAttached,
     CardClosed,
     CardOpened,
     CardReopened,
+    LinesSkipped,
     PlayStarted,
     RecordingImported,
     card_stream,
@@ -75,6 +65,7 @@ from ledger.core.scoring import score_card
 from ledger.core.translator import Observation, translate
 from ledger.errors import ImportInputError, VersionConflict
 from ledger.toolkit.environments import scan_environments
+from ledger.toolkit.harness import FORMATS, parse_name, sniff
 from ledger.toolkit.recordings import (
     FATAL_KINDS,
     SKIP_REASONS,
@@ -104,6 +95,16 @@ class CardResult:
     error: str | None = None
     #: 0, or the exit code this card asks for: 1 (the ledger refused it), 2 (bad input under ``strict``).
     exit_code: int = 0
+    #: ``toolkit`` or ``harness`` (ARC-AGI-3-Agents recordings, whose actions are inferred).
+    format: str = "toolkit"
+    #: Harness imports: actions recovered, lines that could also have been a level RESET, lines no action
+    #: reproduces (skipped), and whether resets are known (the game's code was given).
+    inferred: int = 0
+    undecided: int = 0
+    unreproduced: int = 0
+    resets_known: bool = True
+    #: --environments gave baselines to a card imported without them.
+    baselines_attached: bool = False
 
 
 @dataclass(slots=True)
@@ -123,8 +124,11 @@ class ImportSummary:
 
     @property
     def exit_code(self) -> int:
-        """2 if a card failed on bad input under strict, else 1 if the ledger refused one, else 0."""
+        """2 if a card failed on bad input under strict or a file is in no format read, else 1 if the ledger
+        refused a card, else 0."""
         codes = {c.exit_code for c in self.cards}
+        if any(p.kind == "unknown_format" for p in self.problems):
+            codes.add(2)
         return 2 if 2 in codes else (1 if 1 in codes else 0)
 
     def totals(self) -> dict[str, int]:
@@ -138,6 +142,17 @@ class ImportSummary:
             "plays": sum(c.plays for c in self.cards),
             "events": sum(c.events for c in self.cards),
             "lines": sum(c.lines for c in self.cards),
+        }
+
+    def inference(self) -> dict[str, int]:
+        """Harness imports and baselines: actions inferred, undecided and unreproduced lines, cards whose resets
+        are unknown (no game code), cards that were given baselines."""
+        return {
+            "inferred_actions": sum(c.inferred for c in self.cards),
+            "undecided_lines": sum(c.undecided for c in self.cards),
+            "unreproduced_lines": sum(c.unreproduced for c in self.cards),
+            "resets_unknown_cards": sum(c.format == "harness" and not c.resets_known for c in self.cards),
+            "baselines_attached": sum(c.baselines_attached for c in self.cards),
         }
 
     def skipped(self) -> dict[str, int]:
@@ -181,12 +196,26 @@ def _ts_key(o: Observation) -> datetime:
 
 
 class _Baselines:
-    """The --environments set, recorded in the ledger only when a new card needs it."""
+    """The --environments set, recorded in the ledger only when a new card needs it, and the games' code."""
 
-    def __init__(self, ledger: Ledger, entries: Sequence[BaselineEntry] | None) -> None:
+    def __init__(
+        self, ledger: Ledger, entries: Sequence[BaselineEntry] | None, folder: str | os.PathLike[str] | None = None
+    ) -> None:
         self.ledger = ledger
         self.entries = entries
         self.set_id: str | None = None
+        self.folder = folder
+        self._infos: dict[str, Any] | None = None
+
+    def game_info(self, game_id: str) -> Any:
+        """The toolkit's EnvironmentInfo of ``game_id`` under --environments (None without it or if absent)."""
+        if self.folder is None:
+            return None
+        if self._infos is None:
+            from ledger.toolkit.environments import scan_games
+
+            self._infos = scan_games(self.folder)
+        return self._infos.get(game_id)
 
     def for_new_card(self) -> tuple[str | None, dict[str, BaselineEntry]]:
         if self.entries is None:
@@ -205,6 +234,13 @@ def _import_card(
     progress: Callable[[int], None] | None,
     problems: list[Problem],
 ) -> tuple[CardResult, int]:
+    files = _known_formats(files, problems)
+    if not files:
+        return CardResult(card_id, "not imported", 0, error="no recording in a format the ledger reads", exit_code=2), 0
+    if len(files) == 1 and parse_name(files[0].name) is not None:
+        from ledger.services.importing_harness import import_harness_card
+
+        return import_harness_card(ledger, card_id, files[0], baselines, strict, progress, problems)
     for _attempt in range(5):
         found: list[Problem] = []
         try:
@@ -214,8 +250,8 @@ def _import_card(
             continue
         problems.extend(found)
         return result
-    result = CardResult(card_id, "not imported", len(files), error="other writers kept changing this card", exit_code=1)
-    return result, 0
+    gave_up = "other writers kept changing this card"
+    return CardResult(card_id, "not imported", len(files), error=gave_up, exit_code=1), 0
 
 
 def _import_card_once(
@@ -278,6 +314,8 @@ def _import_card_once(
     result.lines = sum(r.new_lines for r in advanced)
     if not advanced:
         result.status = "already imported" if existing is not None else "nothing to import"
+        if existing is not None:
+            attach_baselines(ledger, existing, baselines, result)
         return result, bytes_read
     observations = [r.observations for r in advanced if r.observations]
     if existing is None and not observations:
@@ -319,6 +357,10 @@ def _import_card_once(
             last = obs.ts
     plays = sum(1 for e in out if type(e) is PlayStarted)
     for r in advanced:
+        if r.skipped_lines:
+            skipped = LinesSkipped(ts=r.last_ts or last, file=r.name, lines=r.skipped_lines)
+            apply(card, skipped)
+            out.append(skipped)
         ev = RecordingImported(
             ts=r.last_ts or last,
             file=r.name,
@@ -327,6 +369,7 @@ def _import_card_once(
             skipped=r.skipped,
             tail_sha256=r.tail_sha256,
             game_state=r.game_state,  # type: ignore[arg-type]
+            prefix_sha256=r.prefix_sha256,
         )
         apply(card, ev)
         out.append(ev)
@@ -334,13 +377,54 @@ def _import_card_once(
     closed = CardClosed(ts=last, reason="end_of_import", document_sha256=document.sha256(doc))
     apply(card, closed)
     out.append(closed)
-    stored = ledger.store.append(card_stream(card_id), out, expected_version=version)
-    # The card is closed again: cache its projection, as live capture does at close.
-    ledger.save_snapshot(card_id, card, stored[-1].version, stored[-1].seq)
+    # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
+    ledger.append_card(card_id, out, version, state=card)
     result.status = "imported" if existing is None else "updated"
     result.events = len(out)
     result.plays = plays
     return result, bytes_read
+
+
+def _known_formats(files: list[Path], problems: list[Problem]) -> list[Path]:
+    """The files in a format the ledger reads; every other one is reported (exit 2) and makes no card."""
+    kept = []
+    for f in files:
+        try:
+            fmt = sniff(f)
+        except OSError:
+            fmt = "toolkit"  # the reader reports it as unreadable
+        if fmt == "unknown":
+            formats = "; ".join(FORMATS)
+            problems.append(
+                Problem(str(f), None, "unknown_format", f"not a recording the ledger reads. It reads: {formats}")
+            )
+        else:
+            kept.append(f)
+    return kept
+
+
+def attach_baselines(ledger: Ledger, existing: _Existing, baselines: _Baselines, result: CardResult) -> None:
+    """With --environments, give an imported card that has no baseline set this one (reopen, attach, close).
+
+    The close before it keeps the document it recorded (scored without baselines, as the card stood then).
+    """
+    card = existing.card
+    if baselines.entries is None or card.baselines_id is not None or not card.closed:
+        return
+    set_id, _ = baselines.for_new_card()
+    assert set_id is not None
+    ts = card.closed_at or card.last_ts or datetime.now(UTC)
+    out: list[AnyEvent] = [CardReopened(ts=ts), BaselinesAttached(ts=ts, baselines_id=set_id)]
+    version = card.events
+    for e in out:
+        apply(card, e)
+    doc = score_card(card, ledger.card_baselines(card))
+    closed = CardClosed(ts=ts, reason="end_of_import", document_sha256=document.sha256(doc))
+    apply(card, closed)
+    out.append(closed)
+    # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
+    ledger.append_card(card.card_id, out, version, state=card)
+    result.status, result.baselines_attached, result.events = "updated", True, len(out)
 
 
 def _size(p: Path) -> int:
@@ -363,12 +447,14 @@ def import_recordings(
     environments: str | os.PathLike[str] | None = None,
     strict: bool = False,
     progress: Callable[[int], None] | None = None,
+    on_card: Callable[[CardResult], None] | None = None,
 ) -> ImportSummary:
     """Import the recordings under ``paths`` (or the ``cards`` from :func:`find_recordings`) into ``ledger``.
 
     ``environments``: an ``environment_files`` tree whose ``metadata.json`` baselines new cards are stored with.
-    ``progress`` is called with byte counts as files are read. Raises :class:`ImportInputError` on bad paths or
-    an ``environments`` folder without any ``metadata.json``.
+    ``progress`` is called with byte counts as files are read; ``on_card`` with each card's result once it is
+    committed (or refused), so an interrupted import can say how far it got. Raises :class:`ImportInputError` on
+    bad paths or an ``environments`` folder without any ``metadata.json``.
     """
     problems: list[Problem] = []
     if cards is None:
@@ -380,12 +466,14 @@ def import_recordings(
             raise ImportInputError(f"{environments}: no metadata.json in it (an environment_files tree)")
         problems.extend(Problem(p, None, "environments", "skipped (the toolkit skips it too)") for p in env_problems)
         entries = bl.canonical(found)
-    baselines = _Baselines(ledger, entries)
+    baselines = _Baselines(ledger, entries, environments)
     t0 = time.perf_counter()
     results: list[CardResult] = []
     bytes_read = 0
     for card_id, files in cards.items():
         r, n = _import_card(ledger, card_id, files, baselines, strict, progress, problems)
         results.append(r)
+        if on_card is not None:
+            on_card(r)
         bytes_read += n
     return ImportSummary(results, problems, bytes_read, time.perf_counter() - t0, baselines.set_id)

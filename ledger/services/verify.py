@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -9,8 +10,8 @@ from typing import Any
 import msgspec
 
 from ledger.core import chain
-from ledger.core.events import decode, type_of
-from ledger.storage.store import APPEND_ONLY_TRIGGERS, Store
+from ledger.core.events import CARD_STREAM, decode, type_of
+from ledger.storage.base import APPEND_ONLY_TRIGGERS, LogStore, StoredEvent
 
 
 @dataclass
@@ -85,31 +86,18 @@ class VerifyReport:
         )
 
 
-def check_event(
-    check: StreamCheck,
-    version: int,
-    type_: str,
-    body: bytes,
-    prev_hash: str,
-    hash_: str,
-    *,
-    ts: str | None = None,
-) -> None:
-    """Advance ``check`` by one stored event, recording the first problem.
+def check_event(check: StreamCheck, row: StoredEvent) -> None:
+    """Advance ``check`` by one stored event of its stream, recording the first problem.
 
-    ``ts`` is the row's ``ts`` column: it is not hashed (the body's own ts is), so it must equal the body's.
+    The row's ``ts`` column is not hashed (the body's own ts is), so it must equal the body's.
     """
     if check.error:
         return
     check.events += 1
-    if version != check.version + 1:
-        check.error = f"version {version} follows version {check.version} (an event is missing or moved)"
-        return
-    if prev_hash != check.head:
-        check.error = f"version {version}: prev_hash does not link to version {check.version}"
-        return
-    if chain.event_hash(prev_hash, check.stream, version, type_, body) != hash_:
-        check.error = f"version {version}: hash does not match the stored bytes (event changed)"
+    version, type_, body, ts = row.version, row.type, row.body, row.ts
+    broken = chain.check_link(check.stream, row, check.version, check.head)
+    if broken is not None:
+        check.error = broken.message if broken.kind == "gap" else f"version {version}: {broken.message}"
         return
     try:
         ev = decode(body)
@@ -119,11 +107,11 @@ def check_event(
     if type_of(ev) != type_:
         check.error = f"version {version}: type column {type_!r} but body is {type_of(ev)!r}"
         return
-    if ts is not None and _ts_differs(ts, ev.ts):
+    if _ts_differs(ts, ev.ts):
         check.error = f"version {version}: ts column {ts!r} differs from the event's ts {ev.ts.isoformat()}"
         return
     check.version = version
-    check.head = hash_
+    check.head = row.hash
 
 
 def _ts_differs(column: str, ts: datetime) -> bool:
@@ -133,7 +121,7 @@ def _ts_differs(column: str, ts: datetime) -> bool:
         return True
 
 
-def verify_ledger(store: Store, *, progress: object = None) -> VerifyReport:
+def verify_ledger(store: LogStore, *, progress: Callable[[int], None] | None = None) -> VerifyReport:
     """Walk every event in ``seq`` order and check each stream's chain link by link."""
     report = VerifyReport()
     checks: dict[str, StreamCheck] = {}
@@ -141,10 +129,10 @@ def verify_ledger(store: Store, *, progress: object = None) -> VerifyReport:
         c = checks.get(row.stream)
         if c is None:
             c = checks[row.stream] = StreamCheck(row.stream)
-        check_event(c, row.version, row.type, row.body, row.prev_hash, row.hash, ts=row.ts)
+        check_event(c, row)
         report.events += 1
         if progress is not None:
-            progress(1)  # type: ignore[operator]
+            progress(1)
     report.streams = list(checks.values())
     report.missing_triggers = store.missing_triggers()
     report.expected_triggers = list(APPEND_ONLY_TRIGGERS[store.dialect])
@@ -152,3 +140,60 @@ def verify_ledger(store: Store, *, progress: object = None) -> VerifyReport:
     report.head_revision = store.head_revision()
     report.head = chain.ledger_head((s.stream, s.version, s.head) for s in report.streams)
     return report
+
+
+def check_expected_head(ledger: Any, report: VerifyReport, expected: str) -> tuple[str, str]:
+    """Compare the ledger head ``verify`` computed with one the user kept: (``PASS``|``FAIL``|``CARD``, message).
+
+    ``CARD``: the hash is not a ledger head but a stream's own head (what ``ledger audit`` prints for a card).
+    """
+    if expected == report.head:
+        return "PASS", f"the ledger's head is still {expected}: no event was added, removed or changed since"
+    for s in report.streams:
+        if s.head == expected:
+            what = f"card {s.stream[len(CARD_STREAM) :]}" if s.stream.startswith(CARD_STREAM) else s.stream
+            hint = (
+                f"check it with `ledger audit {s.stream[len(CARD_STREAM) :]} --expect-head HASH`"
+                if s.stream.startswith(CARD_STREAM)
+                else "a stream's head"
+            )
+            return (
+                "CARD",
+                f"{expected} is the head of {what} (its last event, version {s.version}, as `ledger audit` prints "
+                f"it), not the ledger's head: {hint}",
+            )
+    return (
+        "FAIL",
+        f"the ledger's head is now {report.head}, not the expected {expected}: events were added, removed or "
+        "changed since that head was printed (audit each card with its own head to see which)",
+    )
+
+
+def card_head_check(ledger: Any, integrity: Any, expected: str | None) -> Any:
+    """The audit's integrity check, told apart from a ledger head: a ``--expect-head`` that is the ledger's head
+    (what ``ledger verify`` prints) is not a tampered card. Returns the check as it should read."""
+    import dataclasses
+
+    details = integrity.details
+    if expected is None or expected == details.get("head") or details.get("expected_head_version") is not None:
+        return integrity
+    streams = ledger.store.streams()
+    if expected == chain.ledger_head((s.stream, s.version, s.head) for s in streams):
+        note = (
+            f"the expected head {expected} is the ledger's head (as `ledger verify` prints it), not this card's, "
+            "and the whole ledger still ends there: nothing was added, removed or changed anywhere since"
+        )
+        if details.get("problems"):
+            return dataclasses.replace(integrity, message=f"{integrity.message}; {note}")
+        n = details.get("events", 0)
+        return dataclasses.replace(
+            integrity,
+            status="PASS",
+            message=f"{n} events, versions 1..{n}, hash chain unbroken; card head {details.get('head')}; {note}",
+            details={**details, "expected_head_is_ledger_head": True},
+        )
+    hint = (
+        "; if that hash came from `ledger verify`, it is a ledger head, not a card's: check it with "
+        "`ledger verify --expect-head`"
+    )
+    return dataclasses.replace(integrity, message=integrity.message + hint)

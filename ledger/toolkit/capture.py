@@ -12,26 +12,27 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from ledger.core import baselines as bl
 from ledger.core import document
-from ledger.core.events import CardClosed, CardOpened, card_stream
+from ledger.core.events import AnyEvent, CaptureContext, CardClosed, CardOpened
 from ledger.core.projection import CardState, apply, new_card
 from ledger.core.scoring import score_card
 from ledger.core.translator import translate
 from ledger.errors import CaptureError, StoreError
+from ledger.toolkit import rest
 from ledger.toolkit.observation import fingerprint, observation
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
 
 log = logging.getLogger(__name__)
-
-#: Cache the projection of a card being captured every this many events.
-SNAPSHOT_EVERY = 10_000
 
 
 @dataclass
@@ -41,15 +42,31 @@ class _LiveCard:
     baselines: dict[str, Any]
     lock: threading.Lock = field(default_factory=threading.Lock)
     snapshot_version: int = 0
+    #: The projection could not be rebuilt after a failed append (the database was unreachable): rebuild it first.
+    stale: bool = False
 
 
 class Capture:
     """The hooks of one attached Arcade. ``detach()`` restores the toolkit's own methods."""
 
-    def __init__(self, ledger: Ledger, arcade: Any, *, record_reasoning: bool = False) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        arcade: Any,
+        *,
+        record_reasoning: bool = False,
+        context: CaptureContext | None = None,
+        on_open: Callable[[str], None] | None = None,
+        raise_errors: bool = True,
+    ) -> None:
         self.ledger = ledger
         self.arcade = arcade
         self.record_reasoning = record_reasoning
+        #: Recorded after each CardOpened (``ledger serve``/``record``); ``on_open`` is told each card id.
+        self.context = context
+        self.on_open = on_open
+        #: False (``ledger serve``): a failed write is logged, and the toolkit's answers stay exactly the same.
+        self.raise_errors = raise_errors
         self._cards: dict[str, _LiveCard] = {}
         self._cards_lock = threading.Lock()
         self._tls = threading.local()
@@ -84,7 +101,7 @@ class Capture:
                 if card_id in self._unopened:
                     self._fail(StoreError(f"card {card_id} is not in the ledger: recording its opening failed"))
                 return result
-            with live.lock:
+            with live.lock, rest.via_manager():
                 result = orig_update(guid, data, full_reset)
                 # The wrapper calls update_scorecard only for non-empty frames.
                 self._record_update(card_id, live, data, full_reset, frame_empty=False)
@@ -98,6 +115,7 @@ class Capture:
             with live.lock:
                 result = orig_close(card_id, api_key)
                 if result[0] is not None:
+                    rest.unwatch(card_id)
                     self._record_close(card_id, live, reason)
             return result
 
@@ -183,6 +201,8 @@ class Capture:
         err = getattr(self._tls, "error", None)
         if err is not None:
             self._tls.error = None
+            if not self.raise_errors:
+                return  # logged by _fail already
             raise CaptureError(f"the ledger did not record this step: {err}") from err
 
     def _fail(self, err: Exception) -> None:
@@ -204,54 +224,99 @@ class Capture:
                 competition_mode=sc.competition_mode,
                 api_key_fingerprint=fingerprint(sc.api_key),
                 baselines_id=set_id,
+                environments=[i.game_id for i in self.arcade.available_environments] if sc.competition_mode else None,
             )
+            events: list[AnyEvent] = [opened]
+            if self.context is not None:
+                events.append(msgspec.structs.replace(self.context, ts=now))
             state = new_card(card_id)
-            apply(state, opened)
-            self.ledger.store.append(card_stream(card_id), [opened], expected_version=0)
+            for e in events:
+                apply(state, e)
+            self.ledger.append_card(card_id, events, 0)
         except StoreError as e:
             self._unopened.add(card_id)
             self._fail(e)
             return
         with self._cards_lock:
-            self._cards[card_id] = _LiveCard(state=state, version=1, baselines=bl.as_map(entries))
+            self._cards[card_id] = _LiveCard(state=state, version=len(events), baselines=bl.as_map(entries))
+        # The REST server also updates a card directly, bypassing the manager (see ledger.toolkit.rest).
+        rest.watch(card_id, self)
+        if self.on_open is not None:
+            self.on_open(card_id)
+
+    def direct_update(self, sc: Any, orig: Callable[..., Any], guid: str, data: Any, full_reset: bool) -> Any:
+        """``Scorecard.update_scorecard`` called on a watched card itself (``RestAPI.cmd``): run it, record it."""
+        live = self._cards.get(sc.card_id)
+        if live is None:
+            return orig(sc, guid, data, full_reset)
+        with live.lock:
+            result = orig(sc, guid, data, full_reset)
+            # Not through a wrapper: the card counts the observation whatever its frame holds.
+            self._record_update(sc.card_id, live, data, full_reset, frame_empty=False, reapplied=not full_reset)
+        return result
 
     def _record_update(
-        self, card_id: str, live: _LiveCard, data: Any, full_reset: bool, frame_empty: bool | None = None
+        self,
+        card_id: str,
+        live: _LiveCard,
+        data: Any,
+        full_reset: bool,
+        frame_empty: bool | None = None,
+        reapplied: bool = False,
     ) -> None:
+        if live.stale:
+            err = self._resync(card_id, live)
+            if err is not None:
+                self._fail(err)
+                return
         if live.state.closed:
             return
         now = datetime.now(UTC)
         obs = observation(data, full_reset, with_reasoning=self.record_reasoning, ts=now, frame_empty=frame_empty)
+        if reapplied:
+            obs = msgspec.structs.replace(obs, reapplied=True)
         seed = self._seeds.setdefault(obs.guid, getattr(self._tls, "make_seed", None))
         new = translate(live.state, obs, seed=seed)
         if not new:
             return
         try:
-            stored = self.ledger.store.append(card_stream(card_id), new, expected_version=live.version)
+            # A long card is cached as it grows (the facade's snapshot policy): its export never replays it all.
+            wrote = self.ledger.append_card(
+                card_id, new, live.version, state=live.state, cached_version=live.snapshot_version
+            )
             live.version += len(new)
-            if live.version - live.snapshot_version >= SNAPSHOT_EVERY:
-                # A long card's export then folds at most SNAPSHOT_EVERY events instead of all of them.
-                self.ledger.save_snapshot(card_id, live.state, live.version, stored[-1].seq)
+            if wrote.cached:
                 live.snapshot_version = live.version
         except StoreError as e:
             # The projection ran ahead of the log: rebuild it from what is actually stored.
-            live.state = self.ledger.load_card(card_id)
-            live.version = live.state.events
+            self._resync(card_id, live)
             self._fail(e)
+
+    def _resync(self, card_id: str, live: _LiveCard) -> StoreError | None:
+        """Rebuild the card's projection from the log; if the log cannot be read now (a server restarting),
+        mark it stale: the next step rebuilds it first, so capture resumes by itself once the database is back."""
+        try:
+            live.state = self.ledger.load_card(card_id)
+        except StoreError as e:
+            live.stale = True
+            return e
+        live.version = live.state.events
+        live.stale = False
+        return None
 
     def _record_close(self, card_id: str, live: _LiveCard, reason: str) -> None:
         now = datetime.now(UTC)
         doc = score_card(live.state, live.baselines)
         closed = CardClosed(ts=now, reason=reason, document_sha256=document.sha256(doc))  # type: ignore[arg-type]
+        apply(live.state, closed)
         try:
-            stored = self.ledger.store.append(card_stream(card_id), [closed], expected_version=live.version)
+            # Closed, the card is cached by the facade's snapshot policy: exports need not replay it.
+            self.ledger.append_card(card_id, [closed], live.version, state=live.state)
             live.version += 1
-            apply(live.state, closed)
         except StoreError as e:
+            # The projection ran ahead of the log: rebuild it from what is actually stored.
+            self._resync(card_id, live)
             self._fail(e)
-            return
-        # A closed card never changes again: cache its projection so exports need not replay it.
-        self.ledger.save_snapshot(card_id, live.state, live.version, stored[-1].seq)
 
     def _close_reason(self, card_id: str) -> str:
         if getattr(self._tls, "explicit_close", False):

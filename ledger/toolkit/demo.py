@@ -5,8 +5,12 @@ from __future__ import annotations
 import logging
 import random
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ledger.ledger import Ledger
+from ledger.errors import MissingExtra
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
 
 DEMO_GAMES = Path(__file__).resolve().parent / "demo_games"
 
@@ -24,8 +28,8 @@ def run_demo(ledger: Ledger, *, seed: int = 0) -> str:
     try:
         from arc_agi import Arcade, OperationMode
         from arcengine import GameAction
-    except ImportError as e:  # pragma: no cover - the arc extra is missing
-        raise RuntimeError("the demo needs the toolkit: pip install 'arc-scorecard-ledger[arc]'") from e
+    except ImportError as e:  # the arc extra is missing (tests/test_interrupt_and_extras.py)
+        raise MissingExtra(f"the demo needs the ARC toolkit ({e}): pip install 'arc-scorecard-ledger[arc]'") from e
 
     rng = random.Random(seed)
     arcade = Arcade(
@@ -54,3 +58,14 @@ def run_demo(ledger: Ledger, *, seed: int = 0) -> str:
     finally:
         capture.detach()
     return card_id
+
+
+def viewer_commands(exe: str, db: str, card_id: str) -> list[str]:
+    """The commands that look at the demo card in a browser: the live viewer, and the static bundle to share."""
+    import shlex
+
+    games = shlex.quote(str(DEMO_GAMES))
+    return [
+        f"{exe} --db {db} view --environments {games}",
+        f"{exe} --db {db} bundle {card_id} --environments {games} -o ledger-demo-site",
+    ]

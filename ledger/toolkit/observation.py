@@ -6,8 +6,9 @@ import hashlib
 import secrets
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
+from ledger.core.events import State
 from ledger.core.translator import Observation
 
 
@@ -19,17 +20,24 @@ def fingerprint(api_key: str | None) -> str | None:
     return f"sha256${salt}${hashlib.sha256((salt + api_key).encode()).hexdigest()}"
 
 
+def click_xy(payload: object) -> tuple[int | None, int | None]:
+    """ACTION6's ``x``/``y`` from its data payload (a dict, live or as a recording line holds it); None where absent."""
+    if not isinstance(payload, dict):
+        return None, None
+    x, y = payload.get("x"), payload.get("y")
+    return (int(x) if isinstance(x, int) else None, int(y) if isinstance(y, int) else None)
+
+
 def observation(
     data: Any, full_reset: bool, *, with_reasoning: bool, ts: datetime, frame_empty: bool | None = None
 ) -> Observation:
     """An :class:`Observation` from an arcengine ``FrameDataRaw``/``FrameData`` response."""
     ai = data.action_input
     action = ai.id.value if ai is not None else -1
-    x = y = None
-    if action == 6 and isinstance(ai.data, dict):
-        x, y = ai.data.get("x"), ai.data.get("y")
-    state = data.state
-    state = state.value if isinstance(state, Enum) else str(state)  # arcengine's GameState is a str Enum
+    x, y = click_xy(ai.data) if action == 6 else (None, None)
+    raw = data.state
+    # arcengine's GameState is a str Enum whose values are exactly the ledger's State.
+    state = cast(State, raw.value if isinstance(raw, Enum) else str(raw))
     return Observation(
         ts=ts,
         game_id=data.game_id,
@@ -39,7 +47,7 @@ def observation(
         levels_completed=int(data.levels_completed),
         full_reset=bool(full_reset),
         frame_empty=len(data.frame) == 0 if frame_empty is None else frame_empty,
-        x=int(x) if isinstance(x, int) else None,
-        y=int(y) if isinstance(y, int) else None,
+        x=x,
+        y=y,
         reasoning=ai.reasoning if with_reasoning and ai is not None else None,
     )

@@ -34,17 +34,20 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
-from ledger.core.events import RecordingImported, State
+from ledger.core.events import RecordingImported, SkippedLine, State
 from ledger.core.translator import Observation
-from ledger.errors import ImportInputError
+from ledger.toolkit.import_problems import FATAL_KINDS as FATAL_KINDS  # re-exported
+from ledger.toolkit.import_problems import SKIP_REASONS, Problem, ProblemKind
+from ledger.toolkit.import_problems import STRICT_KINDS as STRICT_KINDS  # re-exported
+from ledger.toolkit.observation import click_xy
 
 #: Bytes read at a time: small enough that a block is still in the CPU cache when its lines are scanned.
 BLOCK = 1 << 18
@@ -58,50 +61,6 @@ MAX_LISTED = 10
 
 FRAME_KEY = b', "frame": '
 ACTION_IDS = {"RESET": 0, **{f"ACTION{i}": i for i in range(1, 8)}}
-
-ProblemKind = Literal[
-    "truncated",  # last line without a newline: skipped, read again next time
-    "not_json",
-    "wrong_type",
-    "too_long",
-    "name_mismatch",
-    "unlisted",  # more bad lines of a file than are listed
-    "empty",
-    "duplicate",
-    "unreadable",
-    "rewritten",
-    "captured_live",
-    "environments",
-    "bad_name",  # a card folder or file name that is not UTF-8: that card is skipped
-]
-#: Problems that make a card fail under ``strict``.
-STRICT_KINDS = frozenset(("not_json", "wrong_type", "too_long", "name_mismatch", "unlisted"))
-#: Problems that make a card fail in any case (nothing of it committed, exit 1).
-FATAL_KINDS = frozenset(("unreadable", "rewritten", "captured_live"))
-
-SKIP_REASONS = {
-    "truncated": "truncated last line",
-    "not_json": "not JSON",
-    "wrong_type": "wrong types",
-    "too_long": "too long",
-    "no_guid": "no guid (not scored by the toolkit)",
-    "blank": "blank",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """Something about the input worth telling: where (file, line) and what."""
-
-    path: str
-    line: int | None
-    kind: ProblemKind
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.path}:{self.line}" if self.line is not None else self.path
-        return f"{where}: {self.message}"
-
 
 # -- the line format ----------------------------------------------------------------------------------------------
 
@@ -123,6 +82,7 @@ class _HeadData(msgspec.Struct):
     action_input: _Action | None
     guid: str | None
     full_reset: bool
+    win_levels: int | None = None
 
 
 class _Head(msgspec.Struct):
@@ -138,6 +98,7 @@ class _Data(msgspec.Struct):
     guid: str | None = None
     full_reset: bool = False
     frame: msgspec.Raw = _NULL
+    win_levels: int | None = None
 
 
 class _Line(msgspec.Struct):
@@ -158,15 +119,6 @@ def _frame_is_empty(raw: msgspec.Raw) -> bool | None:
     if value is None:
         return None
     return isinstance(value, list) and len(value) == 0
-
-
-def _click(raw: msgspec.Raw) -> tuple[int | None, int | None]:
-    # As ledger.capture.observation reads ACTION6 data from the toolkit's objects.
-    payload = _any_decoder.decode(raw)
-    if not isinstance(payload, dict):
-        return None, None
-    x, y = payload.get("x"), payload.get("y")
-    return (int(x) if isinstance(x, int) else None, int(y) if isinstance(y, int) else None)
 
 
 # -- reading one file ---------------------------------------------------------------------------------------------
@@ -190,6 +142,10 @@ class FileRead:
     last_ts: datetime | None
     tail_sha256: str
     bytes_read: int
+    #: sha256 of the file's bytes before ``end`` (None when it could not be kept while streaming a huge line).
+    prefix_sha256: str | None = None
+    #: Bad lines of this read, as recorded with the card (``LinesSkipped``).
+    skipped_lines: list[SkippedLine] = field(default_factory=list)
 
 
 class _LongLine:
@@ -224,6 +180,9 @@ class _FileReader:
         self.reasons: Counter[str] = Counter()
         self.bad = 0
         self.listed = 0
+        self.skipped_lines: list[SkippedLine] = []
+        self.impossible = 0
+        self.last_ts: datetime | None = None
         stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
         self.stem = stem
         self._add = self.obs.append
@@ -265,6 +224,8 @@ class _FileReader:
         self._bad(
             "too_long",
             f"line of {ll.length / 1e6:.1f} MB that does not end with its frame (limit {MAX_LINE >> 20} MiB): skipped",
+            ll.head,
+            ll.length,
         )
 
     def fragment(self, data: bytes) -> bool:
@@ -307,28 +268,35 @@ class _FileReader:
         try:
             rec = _line_decoder.decode(data)
         except msgspec.ValidationError as ex:
-            self._bad("wrong_type", f"wrong type: {ex}")
+            self._bad("wrong_type", f"wrong type: {ex}", data)
             return
         except msgspec.DecodeError as ex:
-            self._bad("not_json", f"not JSON: {ex}")
+            self._bad("not_json", f"not JSON: {ex}", data)
             return
         except RecursionError:
-            self._bad("not_json", "not JSON: nested too deeply")
+            self._bad("not_json", "not JSON: nested too deeply", data)
             return
         self._record(rec)
 
     def _record(self, rec: _Line) -> None:
         self._observe(rec.timestamp, rec.data, _frame_is_empty(rec.data.frame))
 
-    def _bad(self, kind: ProblemKind, message: str) -> None:
+    def _bad(self, kind: ProblemKind, message: str, data: bytes = b"", size: int | None = None) -> None:
         self.bad += 1
         self.reasons[kind] += 1
+        # Recorded with the card (LinesSkipped): the hash says which bytes were left out.
+        self.skipped_lines.append(
+            SkippedLine(
+                self.lineno, SKIP_REASONS[kind], hashlib.sha256(data).hexdigest(), len(data) if size is None else size
+            )
+        )
         if self.listed < MAX_LISTED:
             self.listed += 1
             self.problems.append(Problem(str(self.path), self.lineno, kind, message))
 
     def _observe(self, ts: datetime, d: _HeadData | _Data, frame_empty: bool | None) -> None:
         ai = d.action_input
+        action: int | None
         if ai is None:
             action = -1
         else:
@@ -336,9 +304,19 @@ class _FileReader:
             if action is None:
                 aid = ai.id
                 if type(aid) is not int or not 0 <= aid <= 7:
-                    self._bad("wrong_type", f"wrong type: unknown action id {aid!r} - at `$.data.action_input.id`")
+                    self._bad(
+                        "wrong_type",
+                        f"wrong type: unknown action id {aid!r} - at `$.data.action_input.id`",
+                        msgspec.json.encode(aid),
+                    )
                     return
                 action = aid
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=UTC)
+        levels, win = d.levels_completed, d.win_levels
+        if levels < 0 or (win is not None and levels > win) or (self.last_ts is not None and ts < self.last_ts):
+            self._impossible(ts, levels, win)
+        self.last_ts = ts
         prev = self.game_state
         state = self.game_state = d.state
         if frame_empty is None:
@@ -353,10 +331,20 @@ class _FileReader:
         if ts.tzinfo is None:
             ts = ts.replace(tzinfo=UTC)
         if action == 6:
-            x, y = _click(ai.data)  # type: ignore[union-attr]
+            x, y = click_xy(_any_decoder.decode(ai.data))  # type: ignore[union-attr]
             self._add(Observation(ts, game_id, guid, 6, state, d.levels_completed, d.full_reset, frame_empty, x, y))
         else:
             self._add(Observation(ts, game_id, guid, action, state, d.levels_completed, d.full_reset, frame_empty))
+
+    def _impossible(self, ts: datetime, levels: int, win: int | None) -> None:
+        self.impossible += 1
+        if self.impossible > MAX_LISTED:
+            return
+        if self.last_ts is not None and ts < self.last_ts:
+            what = f"timestamp {ts.isoformat()} is before the previous line's {self.last_ts.isoformat()}"
+        else:
+            what = f"levels_completed {levels} outside 0..win_levels {win}"
+        self.problems.append(Problem(str(self.path), self.lineno, "impossible", f"{what}: the toolkit cannot write it"))
 
     def _check_name(self, game_id: str, guid: str) -> None:
         if self.stem == f"{game_id}-{guid}":
@@ -402,12 +390,21 @@ def read_recording(
     p = Path(path)
     start = since.offset if since is not None else 0
     with open(p, "rb") as f:
+        digest = hashlib.sha256()
         if since is not None:
             size = os.fstat(f.fileno()).st_size
             if size < start:
                 raise RewrittenError(f"is {size} bytes, shorter than the {start} bytes already imported")
-            if _tail_hash(f, start) != since.tail_sha256:
+            if since.prefix_sha256 is not None:
+                # Every imported byte is compared, not only the last ones: one action changed on line 9 is found.
+                _hash_range(f, 0, start, digest)
+                if digest.hexdigest() != since.prefix_sha256:
+                    raise RewrittenError(f"changed in the {start} bytes already imported")
+            elif _tail_hash(f, start) != since.tail_sha256:
                 raise RewrittenError(f"changed in the {min(start, TAIL)} bytes before byte {start} already imported")
+            else:
+                # Imported before whole-prefix hashes were kept: from now on the whole prefix is hashed.
+                _hash_range(f, 0, start, digest)
         reader = _FileReader(
             p, p.name, since.lines if since is not None else 0, since.game_state if since is not None else None
         )
@@ -421,6 +418,7 @@ def read_recording(
             if not chunk:
                 break
             read += len(chunk)
+            digest.update(chunk)
             if progress is not None:
                 progress(len(chunk))
             pos = 0
@@ -459,6 +457,11 @@ def read_recording(
             consumed += len(carry)
         reader.finish()
         tail = _tail_hash(f, consumed) if consumed != start or since is None else since.tail_sha256
+        if consumed != start + read:
+            # The last line is left for later: hash exactly what was consumed.
+            digest = hashlib.sha256()
+            _hash_range(f, 0, consumed, digest)
+        prefix = digest.hexdigest()
     return FileRead(
         path=p,
         name=p.name,
@@ -474,66 +477,24 @@ def read_recording(
         last_ts=reader.obs[-1].ts if reader.obs else None,
         tail_sha256=tail,
         bytes_read=read,
+        prefix_sha256=prefix,
+        skipped_lines=reader.skipped_lines,
     )
+
+
+def _hash_range(f: Any, start: int, end: int, digest: Any) -> None:
+    f.seek(start)
+    left = end - start
+    while left > 0:
+        chunk = f.read(min(left, BLOCK))
+        if not chunk:
+            break
+        digest.update(chunk)
+        left -= len(chunk)
 
 
 class RewrittenError(Exception):
     """A recording no longer continues the bytes already imported from it."""
 
 
-# -- finding recordings ------------------------------------------------------------------------------------------
-
-
-def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> tuple[dict[str, list[Path]], list[Problem]]:
-    """card_id -> its recording files (sorted by name), from recordings folders, card folders or ``.jsonl`` files.
-
-    A folder holding ``.jsonl`` files is a card folder; its sub-folders holding ``.jsonl`` files are cards too
-    (a recordings folder). Raises :class:`ImportInputError` for a path that names no recording.
-    """
-    cards: dict[str, dict[str, Path]] = {}
-    problems: list[Problem] = []
-    seen: set[Path] = set()
-
-    def add(card_id: str, f: Path) -> None:
-        # Linux allows any bytes in a name; Python hands undecodable ones over as lone surrogates, which no
-        # stream name or message can carry. Report such a card and go on with the others.
-        try:
-            card_id.encode("utf-8")
-            f.name.encode("utf-8")
-        except UnicodeEncodeError:
-            shown = os.fsencode(f).decode("utf-8", "backslashreplace")
-            problems.append(Problem(shown, None, "bad_name", "the card folder or file name is not UTF-8: skipped"))
-            return
-        real = f.resolve()
-        if real in seen:
-            return
-        seen.add(real)
-        files = cards.setdefault(card_id, {})
-        if f.name in files:
-            problems.append(Problem(str(f), None, "duplicate", f"card {card_id} already has {files[f.name]}: ignored"))
-            return
-        files[f.name] = f
-
-    def jsonl(d: Path) -> list[Path]:
-        return sorted(f for f in d.glob("*.jsonl") if f.is_file())
-
-    for raw in paths:
-        p = Path(raw)
-        if p.is_file():
-            if p.suffix != ".jsonl":
-                raise ImportInputError(f"{p}: not a .jsonl recording")
-            add(p.resolve().parent.name, p)
-        elif p.is_dir():
-            found = jsonl(p)
-            for f in found:
-                add(p.resolve().name, f)
-            for sub in sorted(d for d in p.iterdir() if d.is_dir()):
-                inner = jsonl(sub)
-                found += inner
-                for f in inner:
-                    add(sub.name, f)
-            if not found:
-                raise ImportInputError(f"{p}: no recordings (*.jsonl) in it or in its card folders")
-        else:
-            raise ImportInputError(f"{p}: no such file or folder")
-    return {cid: [files[n] for n in sorted(files)] for cid, files in cards.items()}, problems
+from ledger.toolkit.finding import find_recordings as find_recordings  # noqa: E402  (re-exported)

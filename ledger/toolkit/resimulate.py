@@ -17,7 +17,7 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
@@ -28,11 +28,13 @@ from ledger.core.events import (
     GameOver,
     LevelCompleted,
     LevelReset,
+    Numbered,
+    ObservationReapplied,
     PlayStarted,
     Win,
     type_of,
 )
-from ledger.core.projection import new_card
+from ledger.core.projection import apply, new_card
 from ledger.core.translator import translate
 from ledger.toolkit.environments import scan_games
 from ledger.toolkit.observation import observation
@@ -46,14 +48,6 @@ _NOT_COMPARED = frozenset({"ts", "reasoning"})
 
 _quiet = logging.getLogger("ledger.resimulate.toolkit")
 _quiet.setLevel(logging.CRITICAL)
-
-
-class Numbered(NamedTuple):
-    """An event with its place in the log: ``version`` in the card's stream and global ``seq``."""
-
-    version: int
-    seq: int
-    event: AnyEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +194,7 @@ class _Games:
     def make(self, game_id: str, guid: str, seed: int | None) -> Any:
         info = self.infos[game_id]
         # seed=None makes the wrapper build the game with its own default seed, as the toolkit does.
-        w = self._wrapper(environment_info=info, logger=_quiet, scorecard_id="ledger-audit", seed=seed)  # type: ignore[arg-type]
+        w = self._wrapper(environment_info=info, logger=_quiet, scorecard_id="ledger-audit", seed=seed)
         self.by_guid[guid] = (w, seed)
         return w
 
@@ -234,8 +228,18 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
     i = 0
     while i < n:
         cur = events[i]
-        ev = cur.event
+        # Dispatched on the exact type, which a type checker cannot follow: ``ev`` is untyped.
+        ev: Any = cur.event
         t = type(ev)
+        if t is ObservationReapplied:
+            # The REST server counted the last observation again (competition RESET): the card moves, the game
+            # does not. What it derived follows it.
+            apply(card, ev)
+            i += 1
+            while i < n and type(events[i].event) in DERIVED:
+                apply(card, events[i].event)
+                i += 1
+            continue
         if t not in INPUTS and t not in DERIVED:
             # card_opened, card_closed (and anything integrity already reports as out of place): no game input.
             i += 1
@@ -244,18 +248,18 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
             result.divergence = _compare(None, cur, cur, cur)
             return
         # Send this input to the guid's game instance.
-        guid = ev.guid  # type: ignore[union-attr]
+        guid = ev.guid
         inst = games.by_guid.get(guid)
         if t is PlayStarted:
             result.plays += 1
             if inst is None:
-                seed = ev.seed  # type: ignore[union-attr]
+                seed = ev.seed
                 if seed is None:
                     result.default_seed_plays += 1
                 try:
-                    w = games.make(ev.game_id, guid, seed)  # type: ignore[union-attr]
+                    w = games.make(ev.game_id, guid, seed)
                 except Exception as e:  # a game whose code fails to load or reset
-                    result.error = f"version {cur.version}: cannot start {ev.game_id}: {e}"  # type: ignore[union-attr]
+                    result.error = f"version {cur.version}: cannot start {ev.game_id}: {e}"
                     return
                 frame = w.observation_space
                 inst = (w, seed)
@@ -265,7 +269,7 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
             result.divergence = Divergence(
                 cur.version,
                 cur.seq,
-                ev.game_id,  # type: ignore[union-attr]
+                ev.game_id,
                 guid,
                 _describe(cur),
                 "guid",
@@ -277,7 +281,7 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         elif t is LevelReset:
             frame = inst[0].step(reset)
         else:
-            a = ev.action  # type: ignore[union-attr]
+            a = ev.action
             try:
                 ga = GameAction.from_id(a)
             except ValueError:
@@ -286,10 +290,10 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
                 frame = None
             elif a == 6 and t is ActionTaken:
                 data = {}
-                if ev.x is not None:  # type: ignore[union-attr]
-                    data["x"] = ev.x  # type: ignore[union-attr]
-                if ev.y is not None:  # type: ignore[union-attr]
-                    data["y"] = ev.y  # type: ignore[union-attr]
+                if ev.x is not None:
+                    data["x"] = ev.x
+                if ev.y is not None:
+                    data["y"] = ev.y
                 frame = inst[0].step(ga, data=data)
             else:
                 frame = inst[0].step(ga)

@@ -1,0 +1,53 @@
+"""Click parameter types the commands share."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import click
+
+_AGE = re.compile(r"^(\d+)\s*([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+class Since(click.ParamType):
+    """A moment: an ISO date or time (UTC unless it has an offset), or an age back from now (``30m``, ``7d``)."""
+
+    name = "when"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
+        """The moment as an aware UTC datetime (bad input: a usage error, exit 2)."""
+        if isinstance(value, datetime):
+            return value
+        text = str(value).strip()
+        age = _AGE.match(text)
+        if age:
+            try:
+                return datetime.now(UTC) - timedelta(**{_UNITS[age.group(2)]: int(age.group(1))})
+            except OverflowError:
+                self.fail(f"{text!r} reaches back before the year 1")
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            self.fail(f"{text!r} is neither an ISO date/time (2026-12-01, 2026-12-01T09:30) nor an age (30m, 12h, 7d)")
+        return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+SINCE = Since()
+
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def head_hash(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """``--expect-head``: 64 hexadecimal characters, any case, surrounding blanks ignored."""
+    if value is None:
+        return None
+    v = value.strip().lower()
+    if not _HEX64.fullmatch(v):
+        raise click.BadParameter(
+            "a head hash is 64 hexadecimal characters (as `ledger verify` or `ledger audit` prints it)"
+        )
+    return v

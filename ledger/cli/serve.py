@@ -1,0 +1,87 @@
+"""`ledger serve`: the toolkit's own REST server with the ledger attached (any agent that speaks the REST API)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from datetime import UTC, datetime
+
+import click
+
+from ledger.cli.common import LedgerCommandError, open_ledger
+
+
+@click.command("serve")
+@click.option(
+    "--environments",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, dir_okay=True),
+    metavar="DIR",
+    help="An environment_files folder (metadata.json + game code per game), scanned as the toolkit does.",
+)
+@click.option(
+    "--competition",
+    is_flag=True,
+    help="Competition mode (create_app(competition_mode=True)): one card, a game made once per card, an open card "
+    "hidden (403), RESET on an untouched level re-applies the last observation, unplayed games made at close.",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind. Anything but a loopback address warns: the API's only check is the X-API-Key header.",
+)
+@click.option("--port", type=click.IntRange(1, 65535), default=8001, show_default=True, help="TCP port.")
+@click.pass_context
+def serve(ctx: click.Context, environments: str, competition: bool, host: str, port: int) -> None:
+    """Serve the ARC-AGI-3 REST API (the toolkit's Arcade.listen_and_serve) with every card captured.
+
+    Agents in any language send /api/scorecard/open, /api/cmd/RESET, /api/cmd/ACTION1..7 and
+    /api/scorecard/close with an X-API-Key header; each card is recorded exactly as the server counts it
+    (the card the server returns at close equals `ledger export CARD`). Ctrl-C stops the server (exit 130).
+    """
+    import logging
+
+    from ledger.core.events import CaptureContext
+    from ledger.toolkit.rest import check_bindable, is_loopback, offline_arcade, serve
+
+    quiet = logging.getLogger("ledger.serve.toolkit")
+    quiet.setLevel(logging.WARNING)
+    logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
+    with open_ledger(ctx, write=True) as ledger:
+        arcade = offline_arcade(environments, logger=quiet)
+        if not arcade.available_environments:
+            raise LedgerCommandError(f"no games under {environments}: no metadata.json found", 2)
+        # A ledger write that fails is logged; the server keeps answering exactly as without the ledger.
+        ledger.attach(arcade, context=CaptureContext(ts=datetime.now(UTC), via="serve"), raise_errors=False)
+        try:
+            check_bindable(host, port)
+        except OSError as e:
+            raise LedgerCommandError(f"cannot serve on {host}:{port}: {e.strerror or e}", 2) from e
+        if not is_loopback(host):
+            click.echo(
+                f"warning: serving on {host}, reachable from other machines; the API has no authentication "
+                "beyond the X-API-Key header",
+                err=True,
+            )
+        mode = "competition" if competition else "normal"
+        click.echo(
+            f"serving {len(arcade.available_environments)} games on http://{host}:{port} ({mode} mode); "
+            f"ledger {ledger.store.describe()}",
+            err=True,
+        )
+        interrupted: list[int] = []
+
+        def on_sigint(signum: int, _frame: object) -> None:
+            interrupted.append(signum)  # werkzeug swallows the KeyboardInterrupt; the exit status must not
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGINT, on_sigint)
+        try:
+            serve(arcade, host=host, port=port, competition_mode=competition)
+        except KeyboardInterrupt:
+            interrupted.append(signal.SIGINT)
+        except OSError as e:
+            raise LedgerCommandError(f"cannot serve on {host}:{port}: {e.strerror or e}", 2) from e
+    if interrupted:
+        sys.exit(130)

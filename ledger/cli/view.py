@@ -1,0 +1,189 @@
+"""The viewer commands: ``ledger view`` (a live local web app), ``ledger bundle`` (a static site), ``ledger compare``.
+
+All three open the ledger read-only (``Ledger.open(..., readonly=True)``): they never create, migrate or write to
+it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import click
+
+from ledger.cli.common import LedgerCommandError, echo_json
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+
+_ENVIRONMENTS_HELP = (
+    "Folder of game files (searched for metadata.json, as the toolkit's environments_dir): replays re-simulate the "
+    "recorded actions against this game code to draw every frame. Without it, replay pages say why there are no frames."
+)
+
+
+@contextmanager
+def read_only(ctx: click.Context) -> Iterator[Ledger]:
+    """The ledger of ``--db``, opened read-only; closed when the block ends."""
+    from ledger.ledger import Ledger
+
+    ledger = Ledger.open(ctx.obj["db"], readonly=True)
+    try:
+        yield ledger
+    finally:
+        ledger.close()
+
+
+def _shown_db(ledger: Ledger, db: str) -> str:
+    return ledger.store.describe() if "://" in db else db  # never echo a password given in a URL
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        import ipaddress
+
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+@click.command("view")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on. Anything but a loopback address lets other machines read the ledger.",
+)
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port to listen on (0: any free)."
+)
+@click.option("--environments", type=click.Path(exists=True, file_okay=False), default=None, help=_ENVIRONMENTS_HELP)
+@click.pass_context
+def view(ctx: click.Context, host: str, port: int, environments: str | None) -> None:
+    """Serve a local web viewer over the ledger, read-only: cards, card, compare and replay pages.
+
+    Open cards update in the page while agents play. The first line printed is the address to open. Ctrl-C stops
+    the server (exit 130).
+    """
+    import logging
+
+    from ledger.web.server import create_app, run
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request is noise here
+    with read_only(ctx) as ledger:
+        source = _shown_db(ledger, ctx.obj["db"])
+        app = create_app(ledger, environments=environments, source=source)
+
+        def ready(url: str) -> None:
+            click.echo(f"ledger view: {source} (read-only) at {url}  (Ctrl-C stops)")
+            if not _is_loopback(host):
+                warn = f"warning: listening on {host}: anyone who can reach this machine can read the ledger"
+                click.echo(warn, err=True)
+            sys.stdout.flush()
+
+        try:
+            run(app, host, port, ready)
+        except OSError as e:
+            raise LedgerCommandError(f"cannot listen on {host}:{port}: {e.strerror or e}", 1) from e
+        except KeyboardInterrupt:
+            pass
+    # The server only stops on Ctrl-C (or SIGINT): the exit code says so, as for any interrupted command.
+    click.echo("ledger view: stopped", err=True)
+    sys.exit(130)
+
+
+@click.command("bundle")
+@click.argument("card_ids", nargs=-1, metavar="[CARD]...")
+@click.option("--all", "all_cards", is_flag=True, help="Every card of the ledger.")
+@click.option("--tag", "tags", multiple=True, metavar="T", help="Every card with tag T (repeat for more tags).")
+@click.option("--environments", type=click.Path(exists=True, file_okay=False), default=None, help=_ENVIRONMENTS_HELP)
+@click.option(
+    "--with-reasoning",
+    is_flag=True,
+    help="Keep the agent's recorded reasoning on the replay pages (left out by default: it may be private).",
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    metavar="DIR",
+    help="Folder to write (index.html and one page per card); it must be new, empty, or an earlier bundle.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON: path, cards, pages, bytes.")
+@click.pass_context
+def bundle(
+    ctx: click.Context,
+    card_ids: tuple[str, ...],
+    all_cards: bool,
+    tags: tuple[str, ...],
+    environments: str | None,
+    with_reasoning: bool,
+    output: str,
+    as_json: bool,
+) -> None:
+    """Write cards as a static site that opens from file:// with no server and no network.
+
+    Choose the cards by id (CARD...), with --all, or with --tag. API-key fingerprints are never written; the agent's
+    reasoning only with --with-reasoning. Open DIR/index.html.
+    """
+    from ledger.web.bundle import select_cards, write_bundle
+
+    if all_cards and (card_ids or tags):
+        raise LedgerCommandError("give cards by id, or --all, or --tag: not --all with the others", 2)
+    if not (all_cards or card_ids or tags):
+        raise LedgerCommandError("which cards? give CARD ids, --all or --tag T (see `ledger bundle --help`)", 2)
+    with read_only(ctx) as ledger:
+        chosen = select_cards(ledger, card_ids, all_cards, tags)
+        if not chosen:
+            what = "has a tag " + ", ".join(repr(t) for t in tags) if tags else "is in this ledger"
+            raise LedgerCommandError(f"no card {what}: nothing to bundle", 1)
+        progress = None
+        if sys.stderr.isatty() and not as_json:
+
+            def progress(done: int, total: int) -> None:
+                click.echo(f"\rbundling cards: {done}/{total}", nl=done == total, err=True)
+
+        result = write_bundle(
+            ledger,
+            chosen,
+            output,
+            environments=environments,
+            with_reasoning=with_reasoning,
+            source=_shown_db(ledger, ctx.obj["db"]),
+            progress=progress,
+        )
+    if as_json:
+        echo_json(result)
+        return
+    frames = f", {result.replays_without_frames} replay page(s) without frames" if result.replays_without_frames else ""
+    click.echo(f"wrote {result.pages} pages for {result.cards} card(s) ({result.bytes / 1024:.0f} KB) to {result.path}")
+    click.echo(f"open:  file://{result.path}/index.html{frames}")
+
+
+@click.command("compare")
+@click.argument("card_ids", nargs=-1, metavar="CARD CARD...")
+@click.option("--tag", "tags", multiple=True, metavar="T", help="Also every card with tag T (repeat for more tags).")
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object: cards, games (per level, per card), leaderboard."
+)
+@click.pass_context
+def compare(ctx: click.Context, card_ids: tuple[str, ...], tags: tuple[str, ...], as_json: bool) -> None:
+    """Compare cards side by side: per game and level, each card's actions and score; then a leaderboard by tag.
+
+    The numbers of the viewer's compare page. A game's columns show each card's best play (the play its game
+    score comes from).
+    """
+    from ledger.services.compare import compare_cards, comparison_text
+
+    if not tags and len(set(card_ids)) < 2:
+        raise LedgerCommandError("compare needs two or more cards (or --tag T)", 2)
+    with read_only(ctx) as ledger:
+        cmp = compare_cards(ledger, card_ids, tags)
+    if not cmp.cards:
+        raise LedgerCommandError("no card has tag " + ", ".join(repr(t) for t in tags), 1)
+    if as_json:
+        echo_json(cmp)
+        return
+    click.echo(comparison_text(cmp))

@@ -1,0 +1,155 @@
+"""The audit's lifecycle check (pure): where the toolkit's idle (STALE_MINUTES) and open-time
+(MAX_OPEN_FOR_MINUTES) limits would have closed the card under the agent. A warning, never a failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from ledger.core.audit_checks import Check
+from ledger.core.events import (
+    ActionIgnored,
+    ActionTaken,
+    CardOpened,
+    GameOver,
+    LevelCompleted,
+    LevelReset,
+    Numbered,
+    PlayStarted,
+    Win,
+)
+
+#: The toolkit's defaults and clamping windows (``arc_agi/scorecard.py``).
+DEFAULT_STALE_MINUTES = 15
+DEFAULT_MAX_OPEN_FOR_MINUTES = 4320
+STALE_RANGE = (1, 60)
+MAX_OPEN_RANGE = (60, 60 * 24 * 7)
+
+
+# -- the toolkit's limits ---------------------------------------------------------------------------------------
+
+
+def env_minutes(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    """A minutes setting read exactly as the toolkit does: int() of the raw string (a non-int falls back to
+    ``default``), then clamped to ``lo..hi``."""
+    raw = environ.get(name, str(default))
+    try:
+        value = int(raw)
+    except ValueError:
+        value = default
+    return max(lo, min(hi, value))
+
+
+# -- 4. lifecycle -----------------------------------------------------------------------------------------------
+
+#: Events that mean the toolkit's scorecard was touched (opened, or ``update_scorecard`` refreshed ``last_update``).
+#: An ignored action's empty frame never reaches the scorecard; closes and import bookkeeping are not updates.
+_ACTIVITY = (CardOpened, PlayStarted, ActionTaken, LevelReset, LevelCompleted, GameOver, Win)
+
+
+def check_lifecycle(events: Sequence[Numbered], stale: int, max_open: int) -> Check:
+    """Where the toolkit would have closed the card: idle for ``stale`` minutes, open for ``max_open`` minutes.
+
+    The toolkit closes a card once ``now - last_update >= idle_for`` or ``now - open_at >= max_open_for``;
+    an event that arrives past such a point would have landed on a new card. Pure.
+    """
+    idle_for = timedelta(minutes=stale)
+    max_for = timedelta(minutes=max_open)
+    gaps: list[dict[str, Any]] = []
+    over: dict[str, Any] | None = None
+    first_close_index: int | None = None
+    opened_at = next((n.event.ts for n in events if isinstance(n.event, CardOpened)), None)
+    if opened_at is None and events:
+        opened_at = events[0].event.ts
+    last: Numbered | None = None
+    longest: tuple[timedelta, Numbered | None, Numbered | None] = (timedelta(0), None, None)
+    for i, n in enumerate(events):
+        ev = n.event
+        if not isinstance(ev, _ACTIVITY):
+            continue
+        if last is not None:
+            gap = ev.ts - last.event.ts
+            if gap > longest[0]:
+                longest = (gap, last, n)
+            if gap >= idle_for:
+                gaps.append(
+                    {
+                        "previous_version": last.version,
+                        "previous_ts": last.event.ts.isoformat(),
+                        "version": n.version,
+                        "seq": n.seq,
+                        "ts": ev.ts.isoformat(),
+                        "minutes": round(gap.total_seconds() / 60, 3),
+                    }
+                )
+                if first_close_index is None:
+                    first_close_index = i
+        if over is None and opened_at is not None and ev.ts - opened_at >= max_for:
+            over = {
+                "version": n.version,
+                "seq": n.seq,
+                "ts": ev.ts.isoformat(),
+                "opened_at": opened_at.isoformat(),
+                "closes_at": (opened_at + max_for).isoformat(),
+                "minutes": round((ev.ts - opened_at).total_seconds() / 60, 3),
+            }
+            if first_close_index is None or i < first_close_index:
+                first_close_index = i
+        last = n
+    after_events = after_actions = 0
+    if first_close_index is not None:
+        rest = [n.event for n in events[first_close_index:]]
+        after_events = sum(1 for e in rest if isinstance(e, (*_ACTIVITY, ActionIgnored)))
+        after_actions = sum(1 for e in rest if isinstance(e, ActionTaken | LevelReset))
+    open_minutes = (
+        round(((last.event.ts if last else opened_at) - opened_at).total_seconds() / 60, 3) if opened_at else 0.0
+    )
+    details: dict[str, Any] = {
+        "stale_minutes": stale,
+        "max_open_minutes": max_open,
+        "idle_gaps": gaps,
+        "max_open": over,
+        "open_minutes": open_minutes,
+        "events_after_first_close": after_events,
+        "actions_after_first_close": after_actions,
+    }
+    return _lifecycle_check(details, longest)
+
+
+def _lifecycle_check(details: dict[str, Any], longest: tuple[timedelta, Numbered | None, Numbered | None]) -> Check:
+    """The lifecycle check's status and message, from its details and the longest gap between updates."""
+    stale, max_open, open_minutes = details["stale_minutes"], details["max_open_minutes"], details["open_minutes"]
+    gaps, over = details["idle_gaps"], details["max_open"]
+    after_events, after_actions = details["events_after_first_close"], details["actions_after_first_close"]
+    if not gaps and over is None:
+        lg, a, b = longest
+        lg_txt = (
+            f"longest {lg.total_seconds() / 60:.1f} min, between versions {a.version} and {b.version}"
+            if a is not None and b is not None
+            else "no gaps"
+        )
+        msg = (
+            f"no idle gap of STALE_MINUTES={stale} or more ({lg_txt}); open {open_minutes:.1f} min "
+            f"of MAX_OPEN_FOR_MINUTES={max_open}"
+        )
+        return Check("lifecycle", "PASS", msg, details)
+    parts = []
+    if gaps:
+        shown = "; ".join(
+            f"version {g['version']} at {g['ts']} came {g['minutes']:.1f} min after version {g['previous_version']}"
+            for g in gaps[:3]
+        )
+        more = f" (+{len(gaps) - 3} more)" if len(gaps) > 3 else ""
+        parts.append(f"{len(gaps)} idle gap(s) of STALE_MINUTES={stale} or more: {shown}{more}")
+    if over is not None:
+        parts.append(
+            f"version {over['version']} at {over['ts']} came {over['minutes']:.1f} min after the card opened "
+            f"(MAX_OPEN_FOR_MINUTES={max_open}: closed at {over['closes_at']})"
+        )
+    msg = (
+        "; ".join(parts) + f"; the toolkit would have closed the card there, and the {after_events} later event(s) "
+        f"({after_actions} action(s)) would have landed on a new card"
+    )
+    return Check("lifecycle", "WARN", msg, details)

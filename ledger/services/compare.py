@@ -1,0 +1,249 @@
+"""Cards side by side: per game and level, who spent what and who completed what, and a leaderboard by tag.
+
+The numbers are the scorecard documents' (the toolkit's arithmetic, through :func:`ledger.core.scoring.score_card`):
+a game's column shows the best play's levels (the play the game's score comes from, the first with the most levels
+completed), its score, and the game's totals over every play. ``ledger compare`` prints them and the viewer's
+compare page draws them; both come from :func:`comparison`.
+
+A tag is how users name an agent, so the leaderboard ranks tags: for each tag of the compared cards, the mean of
+their card scores (ties: more cards, then the tag).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from ledger.core.document import EnvironmentDoc, ScorecardDoc
+from ledger.core.projection import CardState
+from ledger.core.scoring import best_play_index
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+
+
+class LevelCell(msgspec.Struct, frozen=True, kw_only=True):
+    """One level of the best play: ``baseline`` None when the card has no baseline for the game."""
+
+    level: int
+    baseline: int | None
+    actions: int
+    score: float
+    completed: bool
+
+
+class CardGame(msgspec.Struct, frozen=True, kw_only=True):
+    """One card's entry for one game."""
+
+    score: float
+    levels_completed: int
+    level_count: int
+    actions: int
+    resets: int
+    completed: bool
+    plays: int
+    best_play: int
+    levels: list[LevelCell]
+    message: str | None = None
+
+
+class GameRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One game across the cards: ``cards[i]`` is the i-th compared card's entry, None when it did not play it."""
+
+    game_id: str
+    #: The most levels any card's best play has for this game (the rows of the table).
+    levels: int
+    cards: list[CardGame | None]
+
+
+class CardColumn(msgspec.Struct, frozen=True, kw_only=True):
+    """One compared card."""
+
+    card_id: str
+    tags: list[str]
+    score: float
+    games: int
+    levels_completed: int
+    levels: int
+    actions: int
+    closed: bool
+
+
+class LeaderRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One tag: its cards among those compared, their mean and best score."""
+
+    rank: int
+    tag: str
+    cards: int
+    mean_score: float
+    best_score: float
+    best_card: str
+
+
+class Comparison(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything the compare page and ``ledger compare`` show."""
+
+    cards: list[CardColumn]
+    games: list[GameRow]
+    leaderboard: list[LeaderRow]
+
+
+def _card_game(card: CardState, env: EnvironmentDoc) -> CardGame:
+    plays = card.games.get(env.id, [])
+    best = best_play_index(plays)
+    runs = env.runs
+    run = runs[best] if 0 <= best < len(runs) else runs[0]
+    levels = [
+        LevelCell(
+            level=i + 1,
+            baseline=None if b < 0 else b,
+            actions=a,
+            score=s,
+            completed=i < run.levels_completed,
+        )
+        for i, (b, a, s) in enumerate(
+            zip(run.level_baseline_actions or [], run.level_actions or [], run.level_scores or [], strict=False)
+        )
+    ]
+    return CardGame(
+        score=env.score,
+        levels_completed=env.levels_completed,
+        level_count=env.level_count,
+        actions=env.actions,
+        resets=env.resets,
+        completed=env.completed,
+        plays=len(plays),
+        best_play=best + 1,
+        levels=levels,
+        message=run.message,
+    )
+
+
+def leaderboard(columns: Sequence[CardColumn]) -> list[LeaderRow]:
+    """Tags ranked by the mean score of their cards among ``columns`` (untagged cards are left out)."""
+    by_tag: dict[str, list[CardColumn]] = {}
+    for c in columns:
+        for t in dict.fromkeys(c.tags):
+            by_tag.setdefault(t, []).append(c)
+    rows = []
+    for tag, cols in by_tag.items():
+        best = max(cols, key=lambda c: c.score)
+        rows.append((sum(c.score for c in cols) / len(cols), len(cols), tag, best))
+    rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
+    return [
+        LeaderRow(rank=i + 1, tag=tag, cards=n, mean_score=mean, best_score=best.score, best_card=best.card_id)
+        for i, (mean, n, tag, best) in enumerate(rows)
+    ]
+
+
+def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]]) -> Comparison:
+    """The comparison of ``cards`` (each with its document), in the order given; games in order of first play."""
+    columns: list[CardColumn] = []
+    game_ids: dict[str, None] = {}
+    entries: list[dict[str, CardGame]] = []
+    for card, doc in cards:
+        mine: dict[str, CardGame] = {}
+        for env in doc.environments:
+            game_ids.setdefault(env.id)
+            mine[env.id] = _card_game(card, env)
+        entries.append(mine)
+        columns.append(
+            CardColumn(
+                card_id=card.card_id,
+                tags=list(card.tags or []),
+                score=doc.score,
+                games=len(doc.environments),
+                levels_completed=doc.total_levels_completed,
+                levels=doc.total_levels,
+                actions=doc.total_actions,
+                closed=card.closed,
+            )
+        )
+    games = []
+    for g in game_ids:
+        row = [e.get(g) for e in entries]
+        games.append(
+            GameRow(game_id=g, levels=max((len(e.levels) for e in row if e is not None), default=0), cards=row)
+        )
+    return Comparison(cards=columns, games=games, leaderboard=leaderboard(columns))
+
+
+def cards_with_tags(cards: Iterable[CardState], tags: Sequence[str]) -> list[str]:
+    """The ids of ``cards`` carrying any of ``tags``, in the order given."""
+    want = set(tags)
+    return [c.card_id for c in cards if want.intersection(c.tags or [])]
+
+
+def compare_cards(ledger: Ledger, card_ids: Sequence[str] = (), tags: Sequence[str] = ()) -> Comparison:
+    """Compare the named cards and every card with one of ``tags`` (each card once, named ones first).
+
+    Raises :class:`ledger.errors.UnknownCard` for a card id that is not in the ledger.
+    """
+    ids = list(dict.fromkeys(card_ids))
+    if tags:
+        everything = ledger.load_cards(ledger.card_ids())
+        ids += [c for c in cards_with_tags(everything.values(), tags) if c not in ids]
+    states = [ledger.load_card(c) for c in ids]
+    return comparison([(s, ledger.document(s.card_id, card=s)) for s in states])
+
+
+def comparison_text(cmp: Comparison) -> str:
+    """The comparison for a terminal: cards lettered A, B, ...; per game, each level's baseline and each card's
+    actions and score; then the leaderboard."""
+    letters = [letter(i) for i in range(len(cmp.cards))]
+    lines = ["cards"]
+    for mark, c in zip(letters, cmp.cards, strict=True):
+        tags = ", ".join(c.tags) if c.tags else "-"
+        state = "closed" if c.closed else "open"
+        lines.append(
+            f"  {mark:>2}  {c.card_id}  score {c.score:.2f}  levels {c.levels_completed}/{c.levels}  "
+            f"actions {c.actions}  {state}  tags {tags}"
+        )
+    for g in cmp.games:
+        lines += ["", f"game {g.game_id}", _game_header(letters)]
+        for lv in range(g.levels):
+            lines.append(_level_line(g, lv, letters))
+        totals = [f"{_entry_total(e):>18}" for e in g.cards]
+        lines.append(f"  {'game':>5}  {'':>8}" + "".join(f"  {t}" for t in totals))
+    if cmp.games:
+        lines += ["", "(* level not completed; a game's columns show its best play, then its score and levels)"]
+    lines += ["", "leaderboard by tag"]
+    if not cmp.leaderboard:
+        lines.append("  no compared card has a tag")
+    for r in cmp.leaderboard:
+        lines.append(
+            f"  {r.rank:>2}. {r.tag}  mean {r.mean_score:.2f} over {r.cards} card(s), best {r.best_score:.2f} "
+            f"({r.best_card})"
+        )
+    return "\n".join(lines)
+
+
+def letter(i: int) -> str:
+    """The column letter of the i-th compared card: A, B, ... Z, then A26, A27, ..."""
+    return chr(ord("A") + i) if i < 26 else f"A{i}"
+
+
+def _game_header(letters: Sequence[str]) -> str:
+    cols = "".join(f"  {mark + ' actions':>9} {'score':>7} " for mark in letters)
+    return f"  {'level':>5}  {'baseline':>8}{cols}"
+
+
+def _level_line(g: GameRow, lv: int, letters: Sequence[str]) -> str:
+    base = next((e.levels[lv].baseline for e in g.cards if e is not None and lv < len(e.levels)), None)
+    cells = []
+    for e in g.cards:
+        if e is None or lv >= len(e.levels):
+            cells.append(f"  {'-':>9} {'-':>7} ")
+            continue
+        cell = e.levels[lv]
+        done = "" if cell.completed else "*"
+        cells.append(f"  {cell.actions:>9} {cell.score:>7.2f}{done or ' '}")
+    return f"  {lv + 1:>5}  {('-' if base is None else base)!s:>8}" + "".join(cells)
+
+
+def _entry_total(e: CardGame | None) -> str:
+    if e is None:
+        return "not played"
+    return f"{e.score:.2f} ({e.levels_completed}/{e.level_count})"

@@ -1,0 +1,400 @@
+"""Importing one ARC-AGI-3-Agents harness recording as one card (see :mod:`ledger.toolkit.harness`).
+
+The card id is the uuid in the file name, the agent name its tag. The answer to ``Arcade.make``'s RESET is not in
+the file, so the card starts with that play (``PlayStarted`` at the first line's time). Each frame line's action is
+recovered (:mod:`ledger.toolkit.harness_search` with the game's code from ``--environments``, else from the frames
+alone), then the line goes through the same translator as every other import. What could not be read or known is
+recorded with the card: ``LinesSkipped`` (file, line numbers, reason, sha256 of the bytes) and ``ActionsInferred``
+(how the actions were found, the lines that could also have been a level RESET). A non-empty final scorecard line
+is compared with the imported card.
+
+A grown file is re-simulated from its start (the game's state depends on every earlier line) and only lines after
+the import offset add events. A file rewritten anywhere before that offset is refused (whole-prefix sha256).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from ledger.core import document
+from ledger.core.events import (
+    ActionsInferred,
+    AnyEvent,
+    CardClosed,
+    CardOpened,
+    CardReopened,
+    LinesSkipped,
+    PlayStarted,
+    RecordingImported,
+    SkippedLine,
+    State,
+)
+from ledger.core.projection import apply, new_card
+from ledger.core.scoring import score_card
+from ledger.core.translator import Observation, translate
+from ledger.errors import VersionConflict
+from ledger.toolkit.harness import (
+    FrameLine,
+    HarnessRead,
+    Step,
+    classify_from_frames,
+    match_steps,
+    parse_name,
+    prefix_hash,
+    read_harness,
+    read_run_folder,
+    run_folders,
+)
+from ledger.toolkit.recordings import MAX_LISTED, Problem
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+    from ledger.services.importing import CardResult, _Baselines, _Existing
+
+
+def import_harness_card(
+    ledger: Ledger,
+    card_id: str,
+    path: Path,
+    baselines: _Baselines,
+    strict: bool,
+    progress: Callable[[int], None] | None,
+    problems: list[Problem],
+) -> tuple[CardResult, int]:
+    """Import (or resume) the card of one harness recording; retried when another writer got there first."""
+    from ledger.services.importing import CardResult
+
+    for _attempt in range(5):
+        found: list[Problem] = []
+        try:
+            result = _import_once(ledger, card_id, path, baselines, strict, progress, found)
+        except VersionConflict:
+            continue
+        problems.extend(found)
+        return result
+    return CardResult(card_id, "not imported", 1, error="other writers kept changing this card", exit_code=1), 0
+
+
+def _steps_for(path: Path, read: HarnessRead, problems: list[Problem]) -> dict[int, Step]:
+    """The benchmarking run folder's steps matched to frame lines (the folder whose steps match most lines)."""
+    best: dict[int, Step] = {}
+    best_dir: Path | None = None
+    for d in run_folders(path.parent, read.name):
+        matched = match_steps(read.frames, read_run_folder(d))
+        if len(matched) > len(best):
+            best, best_dir = matched, d
+    if best_dir is not None:
+        problems.append(
+            Problem(str(path), None, "harness", f"parsed_action of {len(best)} step(s) from {best_dir.name}/ used")
+        )
+    return best
+
+
+def _recover(
+    read: HarnessRead, game_id: str, baselines: _Baselines, steps: dict[int, Step], problems: list[Problem]
+) -> tuple[dict[int, tuple[int, int | None, int | None]], list[int], list[int], str]:
+    """lineno -> (action, x, y), undecided lines, unreproduced lines, method."""
+    info = baselines.game_info(game_id)
+    if info is not None:
+        from ledger.toolkit.harness_search import recover
+
+        rec = recover(read.frames, info, steps, lost=read.lost_frames)
+        if rec.error is None:
+            if rec.cut:
+                problems.append(
+                    Problem(
+                        str(read.path),
+                        rec.cut[0],
+                        "harness",
+                        f"too many hypotheses from this line on ({len(rec.cut)} lines): the first ones were kept",
+                    )
+                )
+            return {k: tuple(v) for k, v in rec.choices.items()}, rec.undecided, rec.unreproduced, "resimulated"  # type: ignore[misc]
+        problems.append(Problem(str(read.path), None, "harness", f"{rec.error}: actions read from the frames only"))
+    cls = classify_from_frames(read.frames, game_id, steps)
+    return cls.choices, cls.undecided, cls.unreproduced, "frames"
+
+
+def _observations(
+    frames: list[FrameLine], choices: dict[int, tuple[int, int | None, int | None]], after: int
+) -> list[Observation]:
+    out = []
+    for f in frames:
+        c = choices.get(f.lineno)
+        if c is None or f.lineno <= after or f.guid is None:
+            continue
+        a, x, y = c
+        state = cast(State, f.state)  # a recorded frame's state is one of the toolkit's GameState values
+        out.append(Observation(f.ts, f.game_id, f.guid, a, state, f.levels_completed, f.full_reset, f.empty, x, y))
+    return out
+
+
+def _check_rewritten(path: Path, since: RecordingImported) -> str | None:
+    size = path.stat().st_size
+    if size < since.offset:
+        return f"is {size} bytes, shorter than the {since.offset} bytes already imported"
+    if prefix_hash(path, since.offset) != since.prefix_sha256:
+        return f"changed in the {since.offset} bytes already imported"
+    return None
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """A harness file read and checked, ready to import from line ``done`` on."""
+
+    existing: _Existing | None
+    read: HarnessRead
+    done: int
+    size: int
+
+
+def _prepare(
+    ledger: Ledger,
+    result: CardResult,
+    path: Path,
+    strict: bool,
+    progress: Callable[[int], None] | None,
+    problems: list[Problem],
+) -> _Prepared | None:
+    """Refusals first (captured live, rewritten, unreadable, bad input under --strict); None when refused."""
+    from ledger.services.importing import _load_existing
+
+    name = parse_name(path.name)
+    assert name is not None
+    existing = _load_existing(ledger, result.card_id)
+    size = path.stat().st_size if path.exists() else 0
+    if progress is not None:
+        progress(size)
+    if existing is not None and not existing.imported:
+        msg = f"card {result.card_id} is in the ledger from live capture: not imported (its actions would count twice)"
+        problems.append(Problem(str(path), None, "captured_live", msg))
+        result.status, result.error, result.exit_code = "not imported", msg, 1
+        return None
+    since = existing.progress.get(path.name) if existing is not None else None
+    try:
+        why = _check_rewritten(path, since) if since is not None else None
+        read = read_harness(path, name) if why is None else None
+    except OSError as e:
+        problems.append(Problem(str(path), None, "unreadable", f"cannot read: {e.strerror or e}"))
+        result.status, result.error, result.exit_code = "not imported", f"{path}: cannot read", 1
+        return None
+    if why is not None or read is None:
+        msg = f"{why}: it was rewritten, not imported"
+        problems.append(Problem(str(path), None, "rewritten", msg))
+        result.status, result.error, result.exit_code = "not imported", f"{path}: {msg}", 1
+        return None
+    done = since.lines if since is not None else 0
+    result.format = "harness"
+    _report_read(read, done, problems, result)
+    bad = [ln for ln, _ in read.impossible if ln > done] + [s.lineno for s in read.skipped if s.lineno > done]
+    if strict and bad:
+        result.status, result.exit_code = "not imported", 2
+        result.error = f"{len(bad)} problem(s) in its recording (--strict): nothing of this card imported"
+        return None
+    if since is not None and read.end <= since.offset:
+        result.status = "already imported"
+    return _Prepared(existing, read, done, size)
+
+
+def _import_once(
+    ledger: Ledger,
+    card_id: str,
+    path: Path,
+    baselines: _Baselines,
+    strict: bool,
+    progress: Callable[[int], None] | None,
+    problems: list[Problem],
+) -> tuple[CardResult, int]:
+    from ledger.services.importing import CardResult, attach_baselines
+
+    result = CardResult(card_id, "nothing to import", 1)
+    prep = _prepare(ledger, result, path, strict, progress, problems)
+    if prep is None:
+        return result, 0 if result.exit_code == 1 else (path.stat().st_size if path.exists() else 0)
+    read, done = prep.read, prep.done
+    if result.status == "already imported":
+        attach_baselines(ledger, prep.existing, baselines, result)  # type: ignore[arg-type]
+        return result, prep.size
+    game_id = read.frames[0].game_id if read.frames else read.name.game_id
+    steps = _steps_for(path, read, problems)
+    choices, undecided, unreproduced, method = _recover(read, game_id, baselines, steps, problems)
+    undecided = [ln for ln in undecided if ln > done]
+    unreproduced = [ln for ln in unreproduced if ln > done]
+    for ln in unreproduced[:MAX_LISTED]:
+        msg = "no action reproduces this line (never reached the game): skipped"
+        problems.append(Problem(str(path), ln, "unreproduced", msg))
+    obs = _observations(read.frames, choices, done)
+    if prep.existing is None and not obs:
+        result.lines = 0
+        return result, prep.size
+    out, doc = _commit(ledger, card_id, prep, obs, baselines, method, undecided, unreproduced)
+    _cross_check(read, doc, method, problems)
+    result.status = "imported" if prep.existing is None else "updated"
+    result.events = len(out)
+    result.plays = sum(1 for e in out if type(e) is PlayStarted)
+    result.lines = read.lines - done
+    result.inferred = len(obs)
+    result.undecided = len(undecided)
+    result.unreproduced = len(unreproduced)
+    result.resets_known = method == "resimulated"
+    return result, prep.size
+
+
+def _commit(
+    ledger: Ledger,
+    card_id: str,
+    prep: _Prepared,
+    obs: list[Observation],
+    baselines: _Baselines,
+    method: str,
+    undecided: list[int],
+    unreproduced: list[int],
+) -> tuple[list[AnyEvent], Any]:
+    """The card's new events, in one append: the lines' events, what was skipped and inferred, the progress, the
+    close. Returns them and the document at close."""
+    read, path = prep.read, prep.read.path
+    out, card, version = _open_or_reopen(ledger, prep.existing, card_id, read.name.agent, obs, read, baselines)
+    bmap = ledger.card_baselines(card)
+    last = card.last_ts or read.frames[-1].ts
+    for o in obs:
+        out.extend(translate(card, o))
+        last = max(last, o.ts)
+    new_skips = _skipped(read, unreproduced, prep.done)
+    tail_ts = max(last, read.frames[-1].ts) if read.frames else last
+    extra: list[AnyEvent] = []
+    if new_skips:
+        extra.append(LinesSkipped(ts=tail_ts, file=path.name, lines=new_skips))
+    resets_known = method == "resimulated"
+    extra.append(
+        ActionsInferred(
+            ts=tail_ts,
+            file=path.name,
+            method=method,  # type: ignore[arg-type]
+            inferred=len(obs),
+            undecided=undecided,
+            resets_known=resets_known,
+        )
+    )
+    extra.append(
+        RecordingImported(
+            ts=tail_ts,
+            file=path.name,
+            offset=read.end,
+            lines=read.lines,
+            skipped=len(read.skipped) + len(unreproduced),
+            tail_sha256=_tail(path, read.end),
+            game_state=read.frames[-1].state if read.frames else None,  # type: ignore[arg-type]
+            prefix_sha256=read.prefix_sha256,
+        )
+    )
+    for ev in extra:
+        apply(card, ev)
+        out.append(ev)
+    doc = score_card(card, bmap)
+    closed = CardClosed(ts=tail_ts, reason="end_of_import", document_sha256=document.sha256(doc))
+    apply(card, closed)
+    out.append(closed)
+    # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
+    ledger.append_card(card_id, out, version, state=card)
+    return out, doc
+
+
+def _report_read(read: HarnessRead, done: int, problems: list[Problem], result: CardResult) -> None:
+    new_skips = [s for s in read.skipped if s.lineno > done]
+    for s in new_skips[:MAX_LISTED]:
+        kind = "not_json" if s.reason == "not JSON" else "wrong_type"
+        problems.append(Problem(str(read.path), s.lineno, kind, f"{s.reason}: skipped"))  # type: ignore[arg-type]
+    for ln, msg in [i for i in read.impossible if i[0] > done][:MAX_LISTED]:
+        problems.append(Problem(str(read.path), ln, "impossible", f"{msg}: the harness cannot write it"))
+    if read.truncated_tail:
+        problems.append(
+            Problem(str(read.path), read.lines + 1, "truncated", "truncated last line (no newline): read next time")
+        )
+    for s in new_skips:
+        result.skipped[s.reason] = result.skipped.get(s.reason, 0) + 1
+    if read.side_lines and done == 0:
+        result.skipped["side lines (not frames)"] = read.side_lines
+
+
+def _skipped(read: HarnessRead, unreproduced: list[int], done: int) -> list[SkippedLine]:
+    out = [SkippedLine(s.lineno, s.reason, s.sha256, s.size) for s in read.skipped if s.lineno > done]
+    if unreproduced:
+        import hashlib
+
+        wanted = {ln for ln in unreproduced if ln > done}
+        with open(read.path, "rb") as f:
+            for i, raw in enumerate(f, 1):
+                if i in wanted:
+                    body = raw.rstrip(b"\r\n")
+                    out.append(SkippedLine(i, "no action reproduces it", hashlib.sha256(body).hexdigest(), len(body)))
+    return sorted(out, key=lambda s: s.line)
+
+
+def _tail(path: Path, end: int) -> str:
+    import hashlib
+
+    with open(path, "rb") as f:
+        start = max(0, end - 4096)
+        f.seek(start)
+        return hashlib.sha256(f.read(end - start)).hexdigest()
+
+
+def _open_or_reopen(
+    ledger: Ledger,
+    existing: _Existing | None,
+    card_id: str,
+    agent: str,
+    obs: list[Observation],
+    read: HarnessRead,
+    baselines: _Baselines,
+) -> tuple[list[AnyEvent], Any, int]:
+    out: list[AnyEvent] = []
+    if existing is None:
+        first = obs[0].ts
+        set_id, _ = baselines.for_new_card()
+        card = new_card(card_id)
+        opened = CardOpened(ts=first, card_id=card_id, tags=[agent], baselines_id=set_id)
+        # Arcade.make's RESET: its answer is not recorded, its play is on the toolkit's card.
+        make = Observation(first, obs[0].game_id, obs[0].guid, 0, "NOT_FINISHED", 0, True, False)
+        for e in (opened, *translate_first(card, opened, make)):
+            out.append(e)
+        return out, card, 0
+    card = existing.card
+    if card.closed:
+        reopened = CardReopened(ts=obs[0].ts if obs else card.last_ts or datetime.now(UTC))
+        apply(card, reopened)
+        out.append(reopened)
+    return out, card, card.events - len(out)
+
+
+def translate_first(card: Any, opened: CardOpened, make: Observation) -> list[AnyEvent]:
+    """CardOpened applied, then the play ``Arcade.make`` started."""
+    apply(card, opened)
+    return translate(card, make)
+
+
+def _cross_check(read: HarnessRead, doc: Any, method: str, problems: list[Problem]) -> None:
+    """The final ``scorecard.get(game_id)`` line against the card: it is the toolkit's *first* run of the game on
+    its card, which is another agent's when several played the game (then there is nothing to compare)."""
+    final = read.final
+    if not final or "actions" not in final:
+        return
+    guid = final.get("guid")
+    runs = [r for env in doc.environments for r in env.runs if r.guid == guid]
+    if not runs:
+        return
+    run = runs[0]
+    fields = ["actions", "levels_completed", "state"] + (["resets"] if method == "resimulated" else [])
+    diffs = [
+        f"{k} {final.get(k)!r} (its scorecard line) vs {getattr(run, k)!r} (imported)"
+        for k in fields
+        if k in final and final.get(k) != getattr(run, k)
+    ]
+    if diffs:
+        problems.append(Problem(str(read.path), read.final_lineno, "cross_check", "; ".join(diffs)))
+    else:
+        problems.append(Problem(str(read.path), read.final_lineno, "harness", "its final scorecard line agrees"))

@@ -1,0 +1,361 @@
+"""The log's contract, shared by both backends, and :func:`open_store`, which picks one.
+
+One append-only ``events`` table (schema owned by the Alembic migrations in ``migrations/``). Appends are
+serialized (SQLite ``BEGIN IMMEDIATE``; PostgreSQL a transaction-level advisory lock) so that ``seq`` is commit
+order, and a per-stream ``version`` with UNIQUE(stream, version) gives optimistic concurrency between writers.
+
+This module imports no database driver and no SQLAlchemy: a read command on a SQLite ledger never loads them.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Literal, Protocol
+
+import msgspec
+
+from ledger.core import chain
+from ledger.core.events import Event, encode, type_of
+from ledger.errors import HistoryConflict, InputError, StoreError
+
+Durability = Literal["normal", "full"]
+
+APPEND_ONLY_TRIGGERS = {
+    "sqlite": ("events_no_update", "events_no_delete"),
+    "postgresql": ("events_no_update", "events_no_delete", "events_no_truncate"),
+}
+
+TABLES = ("events", "alembic_version")
+
+
+class StoredEvent(msgspec.Struct, frozen=True):
+    """One row of the log, exactly as stored."""
+
+    # A frozen Struct: a batch append returns one per event, and a frozen dataclass costs ~1 us each to build.
+
+    seq: int
+    stream: str
+    version: int
+    type: str
+    ts: str
+    body: bytes
+    prev_hash: str
+    hash: str
+
+
+class StreamInfo(msgspec.Struct, frozen=True):
+    """A stream's extent: number of events, last version and head hash, first and last ``seq``."""
+
+    stream: str
+    count: int
+    version: int
+    head: str
+    first_seq: int
+    last_seq: int
+    first_ts: str
+    last_ts: str
+
+
+class Snapshot(msgspec.Struct, frozen=True):
+    """A cached projection of a stream's first ``version`` events (its last event has global ``seq``)."""
+
+    version: int
+    seq: int
+    body: bytes
+
+
+class LogStore(Protocol):
+    """What the ledger needs from a backend; ``tests/test_store_contract.py`` holds every backend to it."""
+
+    url: str
+    dialect: str
+    durability: Durability
+    readonly: bool
+
+    def migrate(self) -> None:
+        """Bring the schema to the latest revision (creates it on an empty database)."""
+
+    def revision(self) -> str | None:
+        """The schema revision the database is at (None for an empty database)."""
+
+    def head_revision(self) -> str:
+        """The newest revision this version knows."""
+
+    def triggers(self) -> set[str]:
+        """Names of the enabled append-only triggers present on ``events``."""
+
+    def missing_triggers(self) -> list[str]:
+        """Append-only triggers that should exist and do not."""
+
+    def repair_triggers(self) -> list[str]:
+        """Create the missing append-only triggers again; returns their names."""
+
+    def append(
+        self, stream: str, new_events: Sequence[Event], expected_version: int | None = None
+    ) -> list[StoredEvent]:
+        """Append events to ``stream`` in one transaction, committed when this returns."""
+
+    def append_encoded(
+        self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None = None
+    ) -> list[StoredEvent]:
+        """Like :meth:`append` for already encoded ``(type, ts, body)`` rows."""
+
+    def insert_copied(self, rows: Sequence[StoredEvent]) -> int:
+        """Insert events copied from another ledger, keeping their versions and hashes."""
+
+    def event_at(self, stream: str, version: int) -> StoredEvent | None:
+        """The event of ``stream`` at ``version``, or None."""
+
+    def get_snapshot(self, stream: str, kind: str) -> Snapshot | None:
+        """A cached projection of ``stream``, or None (also when the cache is unreadable)."""
+
+    def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
+        """Store (or replace) the cached projection of ``stream``; failures are ignored."""
+
+    def drop_snapshots(self) -> None:
+        """Delete every cached projection."""
+
+    def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
+        """Cached projections of many streams at once."""
+
+    def read_stream(self, stream: str, *, after_version: int = 0, until_seq: int | None = None) -> list[StoredEvent]:
+        """Every event of ``stream`` in version order."""
+
+    def read_bodies(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None
+    ) -> tuple[list[bytes], int, int]:
+        """Only the bodies of ``stream`` in version order, with the last version and seq read."""
+
+    def stream_exists(self, stream: str) -> bool:
+        """True if the stream has at least one event."""
+
+    def streams(self, prefix: str | None = None) -> list[StreamInfo]:
+        """Every stream (optionally with a name prefix), in order of first event."""
+
+    def scan(self, *, after_seq: int = 0, batch: int = 10_000, prefix: str | None = None) -> Iterator[StoredEvent]:
+        """Every event in global ``seq`` order."""
+
+    def max_seq(self) -> int:
+        """The highest ``seq`` in the log (0 when empty)."""
+
+    def count(self) -> int:
+        """Number of events in the log."""
+
+    def same_database(self, other: LogStore) -> bool:
+        """True if ``other`` is a connection to this very database."""
+
+    def describe(self) -> str:
+        """The database, for messages (no password)."""
+
+    def close(self) -> None:
+        """Release every connection."""
+
+
+def normalize_url(path_or_url: str | os.PathLike[str]) -> str:
+    """A file path becomes a ``sqlite:///`` URL; anything with ``://`` is taken as a SQLAlchemy URL."""
+    s = os.fspath(path_or_url)
+    if "://" in s:
+        return s
+    return "sqlite:///" + str(Path(s).expanduser().resolve())
+
+
+def hide_password(url: str) -> str:
+    """``url`` with its password, if any, replaced by ``***`` (for messages)."""
+    return re.sub(r"(//[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+def migrations_dir() -> Path:
+    """Where the Alembic scripts are: ``migrations/`` beside this module, inside the package."""
+    return Path(__file__).resolve().parent / "migrations"
+
+
+@functools.cache
+def known_revisions() -> tuple[str, ...]:
+    """Every revision the migrations know, oldest first (named by their files: ``NNNN_*.py``).
+
+    Read from the file names so that checking a ledger's revision needs no Alembic (a test checks that this
+    agrees with Alembic's own script directory).
+    """
+    names = (p.name.split("_", 1)[0] for p in (migrations_dir() / "versions").glob("[0-9]*_*.py"))
+    return tuple(sorted(names))
+
+
+def head_revision() -> str:
+    """The newest revision the migrations know."""
+    return known_revisions()[-1]
+
+
+def check_revision(revision: str | None, where: str) -> None:
+    """Refuse a ledger written by a newer version of this tool (an unknown revision)."""
+    if revision is not None and revision not in known_revisions():
+        from ledger.version import __version__
+
+        raise StoreError(
+            f"the ledger at {where} has schema revision {revision!r}, newer than this version of "
+            f"arc-scorecard-ledger ({__version__}, schema {head_revision()}) knows: upgrade arc-scorecard-ledger "
+            "to use it"
+        )
+
+
+def no_ledger(where: str) -> StoreError:
+    """The error of a read command given a database that does not exist."""
+    return StoreError(f"no ledger at {where} (create one with `ledger init`)")
+
+
+def open_store(
+    path_or_url: str | os.PathLike[str],
+    *,
+    durability: Durability = "normal",
+    busy_timeout_ms: int = 60_000,
+    readonly: bool = False,
+) -> LogStore:
+    """A store for a SQLite path or a ``postgresql+psycopg://`` URL (not migrated: see ``migrate``).
+
+    ``readonly``: never create, migrate or write; the database must already be a ledger (else StoreError).
+    A URL that cannot name a ledger (in-memory SQLite, a PostgreSQL URL without a database, a bad port) is
+    refused with :class:`InputError`.
+    """
+    url = normalize_url(path_or_url)
+    scheme = url.split("://", 1)[0].lower()
+    if scheme == "sqlite" or scheme.startswith("sqlite+"):
+        from ledger.storage.sqlite import SQLiteStore
+
+        return SQLiteStore(url, durability=durability, busy_timeout_ms=busy_timeout_ms, readonly=readonly)
+    if scheme.startswith("postgres"):
+        from ledger.storage.postgres import PostgresStore
+
+        return PostgresStore(url, durability=durability, busy_timeout_ms=busy_timeout_ms, readonly=readonly)
+    raise InputError(
+        f"unsupported database {scheme!r} in {hide_password(url)}: use a SQLite file path or "
+        "postgresql+psycopg://user@host/db"
+    )
+
+
+def chain_rows(stream: str, rows: Sequence[tuple[str, str, bytes]], version: int, prev: str) -> list[StoredEvent]:
+    """The rows to insert after ``(version, prev)``: numbered and hash-linked (``seq`` 0 until inserted)."""
+    out = []
+    for type_, ts, body in rows:
+        version += 1
+        h = chain.event_hash(prev, stream, version, type_, body)
+        out.append(StoredEvent(0, stream, version, type_, ts, body, prev, h))
+        prev = h
+    return out
+
+
+def copied_rows(
+    rows: Sequence[StoredEvent], heads: dict[str, tuple[int, str]], held: dict[tuple[str, int], str]
+) -> list[StoredEvent]:
+    """Which copied rows to insert: those past each stream's head (``heads``, updated), each checked to continue it.
+
+    ``held`` maps (stream, version) to the hash the destination holds for the versions the rows overlap.
+    Raises :class:`HistoryConflict` or :class:`StoreError` (nothing is to be written then).
+    """
+    out = []
+    for r in rows:
+        version, prev = heads[r.stream]
+        if r.version <= version:
+            if held.get((r.stream, r.version)) != r.hash:
+                raise HistoryConflict(
+                    f"stream {r.stream!r}: the destination holds a different event at version {r.version}"
+                )
+            continue
+        broken = chain.check_link(r.stream, r, version, prev)
+        if broken is not None:
+            raise StoreError(
+                f"stream {r.stream!r}: event version {r.version} does not continue the destination "
+                f"(head version {version}): {broken.message}"
+            )
+        out.append(r)
+        heads[r.stream] = (r.version, r.hash)
+    return out
+
+
+def lowest_versions(rows: Sequence[StoredEvent]) -> dict[str, int]:
+    """The lowest version given for each stream of ``rows``."""
+    lowest: dict[str, int] = {}
+    for r in rows:
+        lowest[r.stream] = min(lowest.get(r.stream, r.version), r.version)
+    return lowest
+
+
+class HeadCache:
+    """The last (version, hash) this process appended per stream: an append can skip re-reading the head.
+
+    A stale entry only turns into a VersionConflict through UNIQUE(stream, version).
+    """
+
+    def __init__(self) -> None:
+        self._heads: dict[str, tuple[int, str]] = {}
+        self._lock = threading.Lock()
+
+    def known(self, stream: str, expected_version: int | None) -> tuple[int, str] | None:
+        """The cached head if it is the one the caller expects, else None (read it under the lock)."""
+        cached = self._heads.get(stream)
+        if cached is not None and expected_version is not None and cached[0] == expected_version:
+            return cached
+        return None
+
+    def set(self, stream: str, last: StoredEvent) -> None:
+        """Remember the stream's new head."""
+        with self._lock:
+            self._heads[stream] = (last.version, last.hash)
+
+    def forget(self, stream: str) -> None:
+        """Drop what is known of the stream (after a failure or a copy)."""
+        with self._lock:
+            self._heads.pop(stream, None)
+
+
+def encode_events(new_events: Sequence[Event]) -> list[tuple[str, str, bytes]]:
+    """Events as ``(type, ts, body)`` rows."""
+    return [(type_of(e), e.ts.isoformat(), encode(e)) for e in new_events]
+
+
+class StoreBase:
+    """What both backends share: the public append methods over their ``_append_rows``, the trigger check."""
+
+    dialect: str
+
+    def append(
+        self, stream: str, new_events: Sequence[Event], expected_version: int | None = None
+    ) -> list[StoredEvent]:
+        """Append events to ``stream`` in one transaction, committed when this returns.
+
+        ``expected_version`` is the stream's last version the caller knows (0 for a new stream); if another
+        writer got there first, :class:`VersionConflict` is raised and nothing is written. ``None`` appends
+        after whatever the stream holds.
+        """
+        if not new_events:
+            return []
+        return self._append_rows(stream, encode_events(new_events), expected_version)
+
+    def append_encoded(
+        self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None = None
+    ) -> list[StoredEvent]:
+        """Like :meth:`append` for already encoded ``(type, ts, body)`` rows."""
+        if not rows:
+            return []
+        return self._append_rows(stream, rows, expected_version)
+
+    def _append_rows(
+        self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None
+    ) -> list[StoredEvent]:
+        raise NotImplementedError
+
+    def triggers(self) -> set[str]:
+        """Names of the enabled append-only triggers present on ``events``."""
+        raise NotImplementedError
+
+    def missing_triggers(self) -> list[str]:
+        """Append-only triggers that should exist and do not."""
+        have = self.triggers()
+        return [t for t in APPEND_ONLY_TRIGGERS[self.dialect] if t not in have]
+
+    def head_revision(self) -> str:
+        """The newest revision the migrations know."""
+        return head_revision()

@@ -1,0 +1,447 @@
+"""The PostgreSQL backend (psycopg 3), through SQLAlchemy Core; appends through the driver's pipeline mode.
+
+Appends take a transaction-level advisory lock, so ``seq`` is assigned in commit order and a reader tailing by
+``seq`` never skips a late commit. A read-only store runs every transaction READ ONLY
+(``default_transaction_read_only``) and refuses a database without the ledger's tables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from sqlalchemy import Engine, func, select, text
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from ledger.core import chain
+from ledger.errors import HistoryConflict, StoreError, VersionConflict
+from ledger.storage.base import (
+    Durability,
+    HeadCache,
+    LogStore,
+    Snapshot,
+    StoreBase,
+    StoredEvent,
+    StreamInfo,
+    chain_rows,
+    check_revision,
+    copied_rows,
+    head_revision,
+    lowest_versions,
+    no_ledger,
+)
+from ledger.storage.pg_engine import (
+    EVENT_COLUMNS,
+    HEAD_SQL,
+    PG_APPEND_LOCK,
+    events,
+    insert_sql,
+    lock_statement,
+    make_engine,
+    reason,
+    rollback_quietly,
+    row_values,
+    snapshots,
+    stored_event,
+)
+
+
+class PostgresStore(StoreBase):
+    """A ledger in one PostgreSQL database."""
+
+    dialect = "postgresql"
+
+    def __init__(
+        self, url: str, *, durability: Durability = "normal", busy_timeout_ms: int = 60_000, readonly: bool = False
+    ) -> None:
+        self.url = url
+        self.durability = durability
+        self.busy_timeout_ms = busy_timeout_ms
+        self.readonly = readonly
+        self.engine: Engine = make_engine(url, readonly=readonly)
+        self._heads = HeadCache()
+        self._tls = threading.local()
+        # (pid, connection): a forked child must never close (so talk over) its parent's connections.
+        self._held: list[tuple[int, Any]] = []
+        if readonly:
+            try:
+                self._check_is_ledger()
+            except BaseException:
+                self.close()
+                raise
+
+    def _check_is_ledger(self) -> None:
+        q = text(
+            "SELECT to_regclass('events') IS NOT NULL, to_regclass('alembic_version') IS NOT NULL, "
+            "(SELECT count(*) FROM pg_tables WHERE schemaname = current_schema())"
+        )
+        try:
+            with self.engine.connect() as conn:
+                has_events, has_version, tables = conn.execute(q).one()
+        except DBAPIError as e:
+            raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
+        if not (has_events and has_version):
+            if tables == 0:
+                raise no_ledger(self.describe())
+            raise StoreError(f"{self.describe()} is not a ledger (no events table or schema revision)")
+        check_revision(self.revision(), self.describe())
+
+    # -- schema -------------------------------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """Bring the schema to the latest revision (creates it on an empty database)."""
+        if self.readonly:
+            raise StoreError(f"the ledger at {self.describe()} is open read-only: it cannot be migrated")
+        rev = self.revision()
+        check_revision(rev, self.describe())
+        if rev == head_revision():
+            return
+        from ledger.storage.migrating import upgrade
+
+        try:
+            with self.engine.begin() as conn:
+                upgrade(conn)
+        except DBAPIError as e:
+            raise StoreError(f"cannot prepare the ledger at {self.describe()}: {reason(e)}") from e
+
+    def revision(self) -> str | None:
+        """The schema revision the database is at (None for an empty database)."""
+        q = text("SELECT CASE WHEN to_regclass('alembic_version') IS NULL THEN NULL ELSE 1 END")
+        try:
+            with self.engine.connect() as conn:
+                if conn.execute(q).scalar() is None:
+                    return None
+                return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        except DBAPIError as e:
+            raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
+
+    def triggers(self) -> set[str]:
+        """Names of the enabled append-only triggers present on ``events``."""
+        # A disabled trigger ('D'), or one firing only for replication ('R'), does not protect the log.
+        q = text(
+            "SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass('events') "
+            "AND NOT tgisinternal AND tgenabled IN ('O', 'A')"
+        )
+        with self.engine.connect() as conn:
+            return {r[0] for r in conn.execute(q)}
+
+    def repair_triggers(self) -> list[str]:
+        """Create the missing (or disabled) append-only triggers again (``ledger init``); returns their names."""
+        missing = self.missing_triggers()
+        if missing:
+            from ledger.storage.migrating import trigger_statements
+
+            with self.engine.begin() as conn:
+                for stmt in trigger_statements(self.dialect, missing):
+                    conn.execute(text(stmt))
+        return missing
+
+    # -- writing ------------------------------------------------------------------------------------------
+
+    def _append_rows(
+        self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None
+    ) -> list[StoredEvent]:
+        # The capture hot path. psycopg's pipeline mode sends BEGIN, the advisory lock, the INSERT and COMMIT in
+        # one round trip when this process knows the stream's head (two when it must read it under the lock).
+        import psycopg
+
+        head = self._heads.known(stream, expected_version)
+        sent: list[StoredEvent] | None = None
+        for attempt in (1, 2):
+            try:
+                pg = self._thread_pg()
+            except DBAPIError as e:
+                self._heads.forget(stream)
+                raise StoreError(f"cannot append to the ledger at {self.describe()}: {reason(e)}") from e
+            try:
+                locked = False
+                if head is None:
+                    with pg.pipeline():
+                        pg.execute(lock_statement(self.durability, "%s", "%s"), self._lock_args())
+                        cur = pg.execute(HEAD_SQL, (stream,))
+                    row = cur.fetchone()
+                    head = (row[0], row[1]) if row else (0, chain.GENESIS)
+                    locked = True
+                    if sent is not None and head == (sent[-1].version, sent[-1].hash):
+                        # The attempt that lost its connection did commit: these are its rows.
+                        return self._appended(stream, sent, self._seqs(pg, stream, sent))
+                    if expected_version is not None and head[0] != expected_version:
+                        raise VersionConflict(stream, expected_version)
+                new = sent = chain_rows(stream, rows, *head)
+                with pg.pipeline():
+                    if not locked:
+                        pg.execute(lock_statement(self.durability, "%s", "%s"), self._lock_args())
+                    curs = [
+                        pg.execute(insert_sql(len(chunk)), [v for e in chunk for v in row_values(e)])
+                        for chunk in (new[i : i + 1000] for i in range(0, len(new), 1000))
+                    ]
+                    pg.commit()
+                seq_of = {version: seq for c in curs for seq, version in c.fetchall()}
+                return self._appended(stream, new, [seq_of[e.version] for e in new])
+            except VersionConflict:
+                rollback_quietly(pg)
+                self._heads.forget(stream)
+                raise
+            except psycopg.errors.UniqueViolation as e:
+                rollback_quietly(pg)
+                self._heads.forget(stream)
+                raise VersionConflict(stream, expected_version) from e
+            except psycopg.Error as e:
+                lost = pg.broken or pg.closed
+                rollback_quietly(pg)
+                if lost:
+                    self._drop_thread_pg()
+                    if attempt == 1:
+                        # The server closed the connection (restart, idle timeout, terminated backend): once more
+                        # on a new one; whether the lost attempt committed is read from the head, under the lock.
+                        head = None
+                        continue
+                self._heads.forget(stream)
+                raise StoreError(f"cannot append to the ledger at {self.describe()}: {' '.join(str(e).split())}") from e
+            except BaseException:
+                rollback_quietly(pg)
+                self._heads.forget(stream)
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def _appended(self, stream: str, new: list[StoredEvent], seqs: list[int]) -> list[StoredEvent]:
+        out = [
+            StoredEvent(s, stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash)
+            for s, e in zip(seqs, new, strict=True)
+        ]
+        self._heads.set(stream, out[-1])
+        return out
+
+    def _lock_args(self) -> tuple[int, str]:
+        return (PG_APPEND_LOCK, str(int(self.busy_timeout_ms)))
+
+    def _seqs(self, pg: Any, stream: str, new: list[StoredEvent]) -> list[int]:
+        rows = pg.execute(
+            "SELECT version, seq FROM events WHERE stream = %s AND version BETWEEN %s AND %s",
+            (stream, new[0].version, new[-1].version),
+        ).fetchall()
+        pg.rollback()
+        seq_of = dict(rows)
+        return [seq_of[e.version] for e in new]
+
+    def _thread_pg(self) -> Any:
+        """This thread's psycopg connection, kept checked out of the pool for appends."""
+        held = getattr(self._tls, "pg", None)
+        if held is None or held[0] != os.getpid() or held[1].closed or held[1].invalidated:
+            held = (os.getpid(), self.engine.connect())
+            self._tls.pg = held
+            self._held.append(held)
+        return held[1].connection.driver_connection
+
+    def _drop_thread_pg(self) -> None:
+        held = getattr(self._tls, "pg", None)
+        self._tls.pg = None
+        if held is not None and held[0] == os.getpid():
+            with contextlib.suppress(Exception):
+                held[1].invalidate()
+            with contextlib.suppress(Exception):
+                held[1].close()
+            with contextlib.suppress(ValueError):
+                self._held.remove(held)
+
+    def insert_copied(self, rows: Sequence[StoredEvent]) -> int:
+        """Insert events copied from another ledger, keeping their versions and hashes (see the protocol).
+
+        Each stream must continue exactly; a row the destination already holds is skipped. Raises
+        :class:`HistoryConflict` or :class:`StoreError` with nothing written. Returns the number inserted.
+        """
+        if not rows:
+            return 0
+        lowest = lowest_versions(rows)
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    text(lock_statement(self.durability, ":k", ":t")), {"k": PG_APPEND_LOCK, "t": self._lock_args()[1]}
+                )
+                heads = {s: self._head(conn, s) for s in lowest}
+                held: dict[tuple[str, int], str] = {}
+                for s, lo in lowest.items():
+                    if lo <= heads[s][0]:
+                        q = select(events.c.version, events.c.hash).where(
+                            events.c.stream == s, events.c.version >= lo, events.c.version <= heads[s][0]
+                        )
+                        held.update({(s, v): h for v, h in conn.execute(q)})
+                new = copied_rows(rows, heads, held)
+                if new:
+                    keys = ("stream", "version", "type", "ts", "body", "prev_hash", "hash")
+                    conn.execute(events.insert(), [dict(zip(keys, row_values(e), strict=True)) for e in new])
+        except (HistoryConflict, StoreError):
+            raise
+        except IntegrityError as e:
+            # Every writer reads the head under the append lock, so this is a row the schema refuses (CHECK).
+            raise StoreError(f"cannot copy into the ledger at {self.describe()}: {reason(e)}") from e
+        except DBAPIError as e:
+            raise StoreError(f"cannot write to the ledger at {self.describe()}: {reason(e)}") from e
+        finally:
+            for s in lowest:
+                self._heads.forget(s)
+        return len(new)
+
+    def _head(self, conn: Any, stream: str) -> tuple[int, str]:
+        row = conn.execute(
+            select(events.c.version, events.c.hash)
+            .where(events.c.stream == stream)
+            .order_by(events.c.version.desc())
+            .limit(1)
+        ).first()
+        return (row[0], row[1]) if row else (0, chain.GENESIS)
+
+    # -- snapshots (a cache: never the truth) ------------------------------------------------------------------
+
+    def get_snapshot(self, stream: str, kind: str) -> Snapshot | None:
+        """A cached projection of ``stream``, or None (also when the cache is unreadable)."""
+        q = select(snapshots.c.version, snapshots.c.seq, snapshots.c.body).where(
+            snapshots.c.stream == stream, snapshots.c.kind == kind
+        )
+        try:
+            with self.engine.connect() as conn:
+                row = conn.execute(q).first()
+        except DBAPIError:
+            return None
+        return Snapshot(row[0], row[1], bytes(row[2])) if row else None
+
+    def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
+        """Store (or replace) the cached projection of ``stream``; failures are ignored, it is only a cache."""
+        if self.readonly:
+            return
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(snapshots.delete().where(snapshots.c.stream == stream))
+                conn.execute(snapshots.insert().values(stream=stream, kind=kind, version=version, seq=seq, body=body))
+        except DBAPIError:
+            # Includes two writers racing on the same row (a unique violation): either cache is fine.
+            pass
+
+    def drop_snapshots(self) -> None:
+        """Delete every cached projection."""
+        with self.engine.begin() as conn:
+            conn.execute(snapshots.delete())
+
+    def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
+        """Cached projections of many streams at once."""
+        out: dict[str, Snapshot] = {}
+        cols = (snapshots.c.stream, snapshots.c.version, snapshots.c.seq, snapshots.c.body)
+        try:
+            with self.engine.connect() as conn:
+                for i in range(0, len(streams), 500):
+                    chunk = list(streams[i : i + 500])
+                    q = select(*cols).where(snapshots.c.stream.in_(chunk), snapshots.c.kind == kind)
+                    for r in conn.execute(q):
+                        out[r[0]] = Snapshot(r[1], r[2], bytes(r[3]))
+        except DBAPIError:
+            return {}
+        return out
+
+    # -- reading ------------------------------------------------------------------------------------------
+
+    def read_stream(self, stream: str, *, after_version: int = 0, until_seq: int | None = None) -> list[StoredEvent]:
+        """Every event of ``stream`` in version order (optionally after a version, up to a global seq)."""
+        q = select(*EVENT_COLUMNS).where(events.c.stream == stream, events.c.version > after_version)
+        if until_seq is not None:
+            q = q.where(events.c.seq <= until_seq)
+        return [stored_event(r) for r in self._all(q.order_by(events.c.version))]
+
+    def read_bodies(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None
+    ) -> tuple[list[bytes], int, int]:
+        """Only the bodies of ``stream`` in version order, with the last version and seq read."""
+        q = select(events.c.body, events.c.version, events.c.seq).where(
+            events.c.stream == stream, events.c.version > after_version
+        )
+        if until_seq is not None:
+            q = q.where(events.c.seq <= until_seq)
+        rows = self._all(q.order_by(events.c.version))
+        if not rows:
+            return [], after_version, 0
+        return [bytes(r[0]) for r in rows], rows[-1][1], rows[-1][2]
+
+    def stream_exists(self, stream: str) -> bool:
+        """True if the stream has at least one event."""
+        return bool(self._all(select(events.c.seq).where(events.c.stream == stream).limit(1)))
+
+    def streams(self, prefix: str | None = None) -> list[StreamInfo]:
+        """Every stream (optionally those whose name starts with ``prefix``), in order of first event."""
+        q = select(
+            events.c.stream,
+            func.count(),
+            func.max(events.c.version),
+            func.min(events.c.seq),
+            func.max(events.c.seq),
+            func.min(events.c.ts),
+            func.max(events.c.ts),
+        ).group_by(events.c.stream)
+        if prefix is not None:
+            q = q.where(events.c.stream.startswith(prefix, autoescape=True))
+        agg = q.subquery()
+        # The head hash in the same query (a join on UNIQUE(stream, version)): one round trip, not one per stream.
+        heads = (
+            select(agg.c[0], agg.c[1], agg.c[2], events.c.hash, agg.c[3], agg.c[4], agg.c[5], agg.c[6])
+            .join_from(agg, events, (events.c.stream == agg.c[0]) & (events.c.version == agg.c[2]))
+            .order_by(agg.c[3])
+        )
+        return [StreamInfo(*r) for r in self._all(heads)]
+
+    def scan(self, *, after_seq: int = 0, batch: int = 10_000, prefix: str | None = None) -> Iterator[StoredEvent]:
+        """Every event in global ``seq`` order, read in batches (for verify, copy and tailing)."""
+        last = after_seq
+        while True:
+            q = select(*EVENT_COLUMNS).where(events.c.seq > last)
+            if prefix is not None:
+                q = q.where(events.c.stream.startswith(prefix, autoescape=True))
+            rows = [stored_event(r) for r in self._all(q.order_by(events.c.seq).limit(batch))]
+            if not rows:
+                return
+            yield from rows
+            last = rows[-1].seq
+
+    def event_at(self, stream: str, version: int) -> StoredEvent | None:
+        """The event of ``stream`` at ``version``, or None."""
+        rows = self._all(select(*EVENT_COLUMNS).where(events.c.stream == stream, events.c.version == version))
+        return stored_event(rows[0]) if rows else None
+
+    def max_seq(self) -> int:
+        """The highest ``seq`` in the log (0 when empty)."""
+        return int(self._all(select(func.coalesce(func.max(events.c.seq), 0)))[0][0])
+
+    def count(self) -> int:
+        """Number of events in the log."""
+        return int(self._all(select(func.count()).select_from(events))[0][0])
+
+    def _all(self, q: Any) -> list[Any]:
+        try:
+            with self.engine.connect() as conn:
+                return list(conn.execute(q).all())
+        except DBAPIError as e:
+            raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
+
+    def same_database(self, other: LogStore) -> bool:
+        """True if ``other`` is a connection to this very database (same server and name)."""
+        if not isinstance(other, PostgresStore):
+            return False
+        a, b = self.engine.url, other.engine.url
+        return (a.host or "localhost", a.port or 5432, a.database) == (
+            b.host or "localhost",
+            b.port or 5432,
+            b.database,
+        )
+
+    def describe(self) -> str:
+        """The database, for messages (no password)."""
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def close(self) -> None:
+        """Release every connection."""
+        for pid, conn in self._held:
+            if pid == os.getpid():
+                with contextlib.suppress(Exception):
+                    conn.close()
+        self._held.clear()
+        self.engine.dispose()

@@ -1,0 +1,506 @@
+"""The SQLite backend, on the standard library's ``sqlite3`` driver.
+
+A read command must start at interpreter speed, and importing SQLAlchemy alone costs several times that: so the
+log is read and appended through ``sqlite3`` with plain SQL, one connection per thread, and SQLAlchemy/Alembic
+are loaded only to create or upgrade the schema (:meth:`SQLiteStore.migrate`) or when a caller asks for
+:attr:`SQLiteStore.engine`. The revision check is one query against ``alembic_version``.
+
+Read-only stores open the file with ``mode=ro`` (and ``immutable=1`` when the file or its folder cannot be written,
+so WAL's ``-shm`` cannot be created): they never create, migrate or write a byte.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ledger.core import chain
+from ledger.errors import HistoryConflict, StoreError, VersionConflict
+from ledger.storage import sqlite_sql as sq
+from ledger.storage.base import (
+    Durability,
+    HeadCache,
+    LogStore,
+    Snapshot,
+    StoreBase,
+    StoredEvent,
+    StreamInfo,
+    chain_rows,
+    check_revision,
+    copied_rows,
+    head_revision,
+    lowest_versions,
+    no_ledger,
+)
+from ledger.storage.checkpoint import BACKSTOP_PAGES, Checkpointer
+from ledger.storage.sqlite_sql import (
+    COLUMNS,
+    HEAD_SQL,
+    INSERT_SQL,
+    PREFIX_SQL,
+    STREAMS_SQL,
+    row_values,
+    sqlite_path,
+    stream_where,
+    writable,
+)
+
+
+class SQLiteStore(StoreBase):
+    """A ledger in one SQLite file (WAL mode when opened for writing)."""
+
+    dialect = "sqlite"
+
+    def __init__(
+        self, url: str, *, durability: Durability = "normal", busy_timeout_ms: int = 60_000, readonly: bool = False
+    ) -> None:
+        self.url = url
+        self.path = sqlite_path(url)
+        self.durability = durability
+        self.busy_timeout_ms = busy_timeout_ms
+        self.readonly = readonly
+        self._heads = HeadCache()
+        self._tls = threading.local()
+        # (pid, connection): a forked child must never close (so talk over) its parent's connections.
+        self._held: list[tuple[int, sqlite3.Connection]] = []
+        self._engine: Any = None
+        # WAL checkpoints run in a background thread, not inside a captured step's commit (see checkpoint.py).
+        self._checkpointer = Checkpointer(self._connect)
+        if readonly:
+            self._immutable = not writable(self.path)
+            self._check_is_ledger()
+            return
+        parent = Path(self.path).parent
+        if not parent.is_dir():
+            raise StoreError(f"cannot open the ledger {self.path}: folder {parent} does not exist")
+        if not writable(self.path):
+            raise StoreError(f"cannot open the ledger at {self.describe()} for writing{self._readonly_hint()}")
+
+    # -- connections ----------------------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        timeout = self.busy_timeout_ms / 1000
+        try:
+            if self.readonly:
+                flags = "mode=ro&immutable=1" if self._immutable else "mode=ro"
+                uri = f"file:{urllib.parse.quote(self.path)}?{flags}"
+                con = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=timeout)
+                con.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
+                return con
+            con = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=timeout)
+            con.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'full' else 'NORMAL'}")
+            con.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
+            # Without this, INSERT OR REPLACE deletes the old row without firing the BEFORE DELETE trigger.
+            con.execute("PRAGMA recursive_triggers=ON")
+            return con
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open the ledger at {self.describe()}: {e}{self._readonly_hint()}") from e
+
+    def _thread_dbapi(self) -> sqlite3.Connection:
+        """This thread's connection (opened on first use; a forked child opens its own)."""
+        held = getattr(self._tls, "conn", None)
+        if held is None or held[0] != sq.pid:
+            held = (sq.pid, self._connect())
+            self._tls.conn = held
+            self._held.append(held)
+        return held[1]
+
+    def _readonly_hint(self) -> str:
+        if writable(self.path):
+            return ""
+        return " (the file or its folder is read-only: the ledger needs to write the file and its -wal/-shm files)"
+
+    def _check_is_ledger(self) -> None:
+        """Refuse (reading only the schema) a missing file, a file that is not a ledger, a newer schema."""
+        if not os.path.isfile(self.path):
+            raise no_ledger(self.path)
+        try:
+            con = self._thread_dbapi()
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as e:
+            self.close()
+            raise StoreError(f"{self.path} is not a ledger ({e})") from e
+        except StoreError:
+            self.close()
+            raise
+        if not tables:
+            self.close()
+            raise no_ledger(self.path)
+        if not {"events", "alembic_version"} <= tables:
+            self.close()
+            raise StoreError(f"{self.path} is not a ledger (no events table or schema revision); nothing was changed")
+        try:
+            check_revision(self.revision(), self.describe())
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def engine(self) -> Any:
+        """A SQLAlchemy engine on the same file with the same settings (loads SQLAlchemy: migrations, tools)."""
+        if self._engine is None:
+            from sqlalchemy import create_engine, event
+            from sqlalchemy.pool import NullPool
+
+            engine = create_engine("sqlite://", creator=self._connect, poolclass=NullPool)
+
+            @event.listens_for(engine, "begin")
+            def _on_begin(conn: Any) -> None:
+                # The driver connection is in autocommit mode: BEGIN is ours to issue, IMMEDIATE for writers.
+                immediate = conn.get_execution_options().get("ledger_immediate", False)
+                conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+            self._engine = engine
+        return self._engine
+
+    # -- schema -------------------------------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """Bring the schema to the latest revision (creates it on an empty database)."""
+        if self.readonly:
+            raise StoreError(f"the ledger at {self.describe()} is open read-only: it cannot be migrated")
+        # At head (the usual case) this is one query: opening must not queue behind writers for the write lock.
+        rev = self.revision()
+        check_revision(rev, self.describe())
+        if rev == head_revision():
+            return
+        if rev is None and self._create_fresh():
+            return
+        from sqlalchemy.exc import DBAPIError
+
+        from ledger.storage.migrating import upgrade
+
+        try:
+            # A deferred BEGIN would read alembic_version and then fail at once with "database is locked" when
+            # another process opening the fresh file wrote first; IMMEDIATE waits (busy_timeout) instead.
+            with self.engine.execution_options(ledger_immediate=True).begin() as conn:
+                upgrade(conn)
+        except DBAPIError as e:
+            raise StoreError(f"cannot prepare the ledger at {self.describe()}: {e.orig}{self._readonly_hint()}") from e
+
+    def _create_fresh(self) -> bool:
+        # A new file gets the head schema in plain SQL: no SQLAlchemy/Alembic imports (see sqlite_fresh.py).
+        from ledger.storage.sqlite_fresh import create_fresh
+
+        try:
+            return create_fresh(self._thread_dbapi())
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot prepare the ledger at {self.describe()}: {e}{self._readonly_hint()}") from e
+
+    def revision(self) -> str | None:
+        """The schema revision the database is at (None for an empty database)."""
+        try:
+            row = self._thread_dbapi().execute("SELECT version_num FROM alembic_version").fetchone()
+        except sqlite3.OperationalError as e:
+            if "no such table" in str(e):
+                return None
+            raise StoreError(f"cannot read the ledger at {self.describe()}: {e}{self._readonly_hint()}") from e
+        return row[0] if row else None
+
+    def triggers(self) -> set[str]:
+        """Names of the append-only triggers present on ``events``."""
+        q = "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'"
+        return {r[0] for r in self._thread_dbapi().execute(q)}
+
+    def repair_triggers(self) -> list[str]:
+        """Create the missing append-only triggers again (``ledger init``); returns their names."""
+        missing = self.missing_triggers()
+        if missing:
+            from ledger.storage.migrating import trigger_statements
+
+            con = self._thread_dbapi()
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                for stmt in trigger_statements(self.dialect, missing):
+                    con.execute(stmt)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        return missing
+
+    # -- writing ------------------------------------------------------------------------------------------
+
+    def _append_rows(
+        self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None
+    ) -> list[StoredEvent]:
+        # The capture hot path: one append per toolkit step, so plain driver calls and nothing else.
+        dbapi = self._thread_dbapi()
+        head = self._heads.known(stream, expected_version)
+        try:
+            dbapi.execute("BEGIN IMMEDIATE")
+            try:
+                if head is None:
+                    row = dbapi.execute(HEAD_SQL, (stream,)).fetchone()
+                    head = (row[0], row[1]) if row else (0, chain.GENESIS)
+                    if expected_version is not None and head[0] != expected_version:
+                        raise VersionConflict(stream, expected_version)
+                new = chain_rows(stream, rows, *head)
+                if len(new) == 1:
+                    e = new[0]
+                    cur = dbapi.execute(INSERT_SQL, (stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash))
+                    assert cur.lastrowid is not None  # set by every INSERT
+                    seqs = [cur.lastrowid]
+                else:
+                    # Under the write lock, an INTEGER PRIMARY KEY without deletes is assigned max+1 each time:
+                    # a batch's seqs are the consecutive numbers ending at the last one inserted.
+                    dbapi.executemany(INSERT_SQL, [(stream, *row_values(e)) for e in new])
+                    last = dbapi.execute("SELECT last_insert_rowid()").fetchone()[0]
+                    seqs = list(range(last - len(new) + 1, last + 1))
+                dbapi.execute("COMMIT")
+            except BaseException:
+                if dbapi.in_transaction:
+                    dbapi.execute("ROLLBACK")
+                raise
+            self._checkpointer.committed()
+        except sqlite3.IntegrityError as e:
+            self._heads.forget(stream)
+            raise VersionConflict(stream, expected_version) from e
+        except sqlite3.Error as e:
+            self._heads.forget(stream)
+            raise StoreError(f"cannot append to the ledger at {self.describe()}: {e}") from e
+        except BaseException:
+            self._heads.forget(stream)
+            raise
+        out = [
+            StoredEvent(s, stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash)
+            for s, e in zip(seqs, new, strict=True)
+        ]
+        self._heads.set(stream, out[-1])
+        return out
+
+    def insert_copied(self, rows: Sequence[StoredEvent]) -> int:
+        """Insert events copied from another ledger (``ledger copy``), keeping their versions and hashes.
+
+        Rows may belong to several streams, each in version order; they get new ``seq`` values here, in the
+        order given. Each stream must continue exactly: its next row is the destination's next version and
+        links to the destination's head hash, and every row's hash is recomputed. A row the destination already
+        holds (same stream, version and hash) is skipped, so a copy can be re-run, or run twice at once.
+        Raises :class:`HistoryConflict` if the destination holds a different event at a version, and
+        :class:`StoreError` if a stream would not continue; then nothing is written. Returns the number inserted.
+        """
+        if not rows:
+            return 0
+        lowest = lowest_versions(rows)
+        con = self._thread_dbapi()
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                heads: dict[str, tuple[int, str]] = {}
+                held: dict[tuple[str, int], str] = {}
+                for s, lo in lowest.items():
+                    row = con.execute(HEAD_SQL, (s,)).fetchone()
+                    heads[s] = (row[0], row[1]) if row else (0, chain.GENESIS)
+                    if lo <= heads[s][0]:
+                        q = "SELECT version, hash FROM events WHERE stream = ? AND version BETWEEN ? AND ?"
+                        held.update({(s, v): h for v, h in con.execute(q, (s, lo, heads[s][0]))})
+                new = copied_rows(rows, heads, held)
+                con.executemany(INSERT_SQL, [(e.stream, *row_values(e)) for e in new])
+                con.execute("COMMIT")
+            except BaseException:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                raise
+        except (HistoryConflict, StoreError):
+            raise
+        except sqlite3.IntegrityError as e:
+            # Every writer reads the head under the write lock, so this is a row the schema refuses (CHECK).
+            raise StoreError(f"cannot copy into the ledger at {self.describe()}: {e}") from e
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot write to the ledger at {self.describe()}: {e}") from e
+        finally:
+            for s in lowest:
+                self._heads.forget(s)
+        return len(new)
+
+    # -- snapshots (a cache: never the truth) ------------------------------------------------------------------
+
+    def get_snapshot(self, stream: str, kind: str) -> Snapshot | None:
+        """A cached projection of ``stream``, or None (also when the cache is unreadable)."""
+        q = "SELECT version, seq, body FROM snapshots WHERE stream = ? AND kind = ?"
+        try:
+            row = self._thread_dbapi().execute(q, (stream, kind)).fetchone()
+        except sqlite3.Error:
+            return None
+        return Snapshot(row[0], row[1], bytes(row[2])) if row else None
+
+    def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
+        """Store (or replace) the cached projection of ``stream``; failures are ignored, it is only a cache."""
+        if self.readonly:
+            return
+        con = self._thread_dbapi()
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            con.execute("DELETE FROM snapshots WHERE stream = ?", (stream,))
+            con.execute(
+                "INSERT INTO snapshots (stream, kind, version, seq, body) VALUES (?, ?, ?, ?, ?)",
+                (stream, kind, version, seq, body),
+            )
+            con.execute("COMMIT")
+        except sqlite3.Error:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+
+    def drop_snapshots(self) -> None:
+        """Delete every cached projection."""
+        self._thread_dbapi().execute("DELETE FROM snapshots")
+
+    def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
+        """Cached projections of many streams at once."""
+        out: dict[str, Snapshot] = {}
+        con = self._thread_dbapi()
+        try:
+            for i in range(0, len(streams), 500):
+                chunk = list(streams[i : i + 500])
+                q = (
+                    "SELECT stream, version, seq, body FROM snapshots "
+                    f"WHERE kind = ? AND stream IN ({', '.join('?' * len(chunk))})"
+                )
+                for r in con.execute(q, (kind, *chunk)):
+                    out[r[0]] = Snapshot(r[1], r[2], bytes(r[3]))
+        except sqlite3.Error:
+            return {}
+        return out
+
+    # -- reading ------------------------------------------------------------------------------------------
+
+    def read_stream(self, stream: str, *, after_version: int = 0, until_seq: int | None = None) -> list[StoredEvent]:
+        """Every event of ``stream`` in version order (optionally after a version, up to a global seq)."""
+        where, args = stream_where(stream, after_version, until_seq)
+        q = f"SELECT {COLUMNS} FROM events {where} ORDER BY version"
+        return [StoredEvent(*r) for r in self._read(q, args)]
+
+    def read_bodies(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None
+    ) -> tuple[list[bytes], int, int]:
+        """Only the bodies of ``stream`` in version order, with the last version and seq read (fast path)."""
+        # One-column rows iterated straight into a list cost about half of fetching (body, version, seq).
+        where, args = stream_where(stream, after_version, until_seq)
+        dbapi = self._thread_dbapi()
+        try:
+            dbapi.execute("BEGIN")  # one snapshot for both statements, so the last version matches the bodies
+            try:
+                bodies = [r[0] for r in dbapi.execute(f"SELECT body FROM events {where} ORDER BY version", args)]
+                last = dbapi.execute(f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1", args)
+                row = last.fetchone()
+            finally:
+                dbapi.execute("COMMIT")
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
+        if not bodies or row is None:
+            return [], after_version, 0
+        return bodies, row[0], row[1]
+
+    def read_joined(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, chunk: int = 50_000
+    ) -> tuple[list[tuple[bytes, int]], int, int]:
+        """Like :meth:`read_bodies`, the bodies as ``(JSON lines, count)`` chunks of up to ``chunk`` versions.
+
+        SQLite joins them (no row object per event: a cold replay of a million events is mostly that), in version
+        order: explicitly from SQLite 3.44, before that as the ordered subquery feeds the aggregate.
+        """
+        where, args = stream_where(stream, after_version, until_seq)
+        ordered = sqlite3.sqlite_version_info >= (3, 44, 0)
+        joined = (
+            f"SELECT CAST(group_concat(body, char(10) ORDER BY version) AS BLOB), count(*) FROM events {where} "
+            "AND version <= ?"
+            if ordered
+            else f"SELECT CAST(group_concat(body, char(10)) AS BLOB), count(*) FROM "
+            f"(SELECT body FROM events {where} AND version <= ? ORDER BY version)"
+        )
+        dbapi = self._thread_dbapi()
+        out: list[tuple[bytes, int]] = []
+        try:
+            dbapi.execute("BEGIN")  # one snapshot for every statement
+            try:
+                q = f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1"
+                row = dbapi.execute(q, args).fetchone()
+                lo = after_version
+                while row is not None and lo < row[0]:
+                    body, count = dbapi.execute(joined, (*args[:1], lo, *args[2:], lo + chunk)).fetchone()
+                    if count:
+                        out.append((body, count))
+                    lo += chunk
+            finally:
+                dbapi.execute("COMMIT")
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
+        if row is None:
+            return [], after_version, 0
+        return out, row[0], row[1]
+
+    def stream_exists(self, stream: str) -> bool:
+        """True if the stream has at least one event."""
+        return bool(self._read("SELECT 1 FROM events WHERE stream = ? LIMIT 1", (stream,)))
+
+    def streams(self, prefix: str | None = None) -> list[StreamInfo]:
+        """Every stream (optionally those whose name starts with ``prefix``), in order of first event."""
+        # The head hash in the same query (a join on UNIQUE(stream, version)): one round trip, not one per stream.
+        if prefix is None:
+            return [StreamInfo(*r) for r in self._read(STREAMS_SQL.format(where=""), ())]
+        return [StreamInfo(*r) for r in self._read(STREAMS_SQL.format(where=f"WHERE {PREFIX_SQL}"), (prefix, prefix))]
+
+    def scan(self, *, after_seq: int = 0, batch: int = 10_000, prefix: str | None = None) -> Iterator[StoredEvent]:
+        """Every event in global ``seq`` order, read in batches (for verify, copy and tailing)."""
+        last = after_seq
+        extra, pargs = (f" AND {PREFIX_SQL}", (prefix, prefix)) if prefix is not None else ("", ())
+        q = f"SELECT {COLUMNS} FROM events WHERE seq > ?{extra} ORDER BY seq LIMIT ?"
+        while True:
+            rows = [StoredEvent(*r) for r in self._read(q, (last, *pargs, batch))]
+            if not rows:
+                return
+            yield from rows
+            last = rows[-1].seq
+
+    def event_at(self, stream: str, version: int) -> StoredEvent | None:
+        """The event of ``stream`` at ``version``, or None."""
+        rows = self._read(f"SELECT {COLUMNS} FROM events WHERE stream = ? AND version = ?", (stream, version))
+        return StoredEvent(*rows[0]) if rows else None
+
+    def max_seq(self) -> int:
+        """The highest ``seq`` in the log (0 when empty)."""
+        return int(self._read("SELECT coalesce(max(seq), 0) FROM events", ())[0][0])
+
+    def count(self) -> int:
+        """Number of events in the log."""
+        return int(self._read("SELECT count(*) FROM events", ())[0][0])
+
+    def _read(self, q: str, args: tuple[Any, ...]) -> list[Any]:
+        try:
+            return self._thread_dbapi().execute(q, args).fetchall()
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
+
+    def same_database(self, other: LogStore) -> bool:
+        """True if ``other`` is a connection to this very file."""
+        if not isinstance(other, SQLiteStore):
+            return False
+        try:
+            return os.path.samefile(self.path, other.path)
+        except OSError:
+            return False
+
+    def describe(self) -> str:
+        """The database, for messages."""
+        return self.url
+
+    def close(self) -> None:
+        """Release every connection this process opened."""
+        self._checkpointer.close()
+        for pid, con in self._held:
+            if pid == sq.pid:
+                with contextlib.suppress(Exception):
+                    con.close()
+        self._held.clear()
+        self._tls = threading.local()
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None

@@ -1,0 +1,59 @@
+"""A new SQLite ledger's schema in plain SQL, so that creating one does not load SQLAlchemy and Alembic.
+
+Importing those two takes several times the whole interpreter start, and a first ``ledger import`` or capture
+into a new file paid for it. An empty database gets here exactly what the Alembic migrations leave at
+:data:`REVISION` (the statements below are the ``sqlite_master`` entries they produce; a test creates a ledger
+both ways and compares). Any other case (an existing schema to upgrade, or migrations newer than
+:data:`REVISION`) goes through Alembic as before.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ledger.storage.base import head_revision
+
+#: The revision these statements are the schema of.
+REVISION = "0002"
+
+STATEMENTS = (
+    "CREATE TABLE alembic_version (\n\tversion_num VARCHAR(32) NOT NULL, \n\t"
+    "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)\n)",
+    "CREATE TABLE snapshots (\n\tstream VARCHAR(400) NOT NULL, \n\tversion INTEGER NOT NULL, \n\t"
+    "seq INTEGER NOT NULL, \n\tkind VARCHAR(40) NOT NULL, \n\tbody BLOB NOT NULL, \n\tPRIMARY KEY (stream)\n)",
+    'CREATE TABLE "events" (\n\tseq INTEGER NOT NULL, \n\tstream VARCHAR(400) NOT NULL, \n\t'
+    "version INTEGER NOT NULL, \n\ttype VARCHAR(40) NOT NULL, \n\tts VARCHAR(40) NOT NULL, \n\t"
+    "body BLOB NOT NULL, \n\tprev_hash VARCHAR(64) NOT NULL, \n\thash VARCHAR(64) NOT NULL, \n\t"
+    "PRIMARY KEY (seq), \n\tCONSTRAINT uq_events_stream_version UNIQUE (stream, version), \n\t"
+    "CONSTRAINT ck_events_version CHECK (version >= 1), \n\t"
+    "CONSTRAINT ck_events_hash CHECK (length(hash) = 64 AND length(prev_hash) = 64)\n)",
+    "CREATE TRIGGER events_no_update BEFORE UPDATE ON events "
+    "BEGIN SELECT RAISE(ABORT, 'events are append-only: UPDATE refused'); END",
+    "CREATE TRIGGER events_no_delete BEFORE DELETE ON events "
+    "BEGIN SELECT RAISE(ABORT, 'events are append-only: DELETE refused'); END",
+)
+
+
+def create_fresh(con: sqlite3.Connection) -> bool:
+    """Create the head schema on an empty database, in one transaction; False (nothing done) if the database is
+    not empty or the migrations are newer than :data:`REVISION` (then Alembic must do it).
+
+    ``con`` is in autocommit mode (``isolation_level=None``). IMMEDIATE: a second process creating the same new
+    file waits for the first and then finds it not empty.
+    """
+    if head_revision() != REVISION:
+        return False
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        if con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            con.execute("ROLLBACK")
+            return False
+        for stmt in STATEMENTS:
+            con.execute(stmt)
+        con.execute("INSERT INTO alembic_version (version_num) VALUES (?)", (REVISION,))
+        con.execute("COMMIT")
+    except BaseException:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        raise
+    return True

@@ -1,0 +1,61 @@
+"""SQLite plumbing for :mod:`ledger.storage.sqlite`: its SQL, the file of a URL, the process id across fork."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ledger.errors import InputError
+from ledger.storage.base import StoredEvent
+
+# This process's id, kept current across fork (os.getpid() is a system call on the append hot path).
+pid = os.getpid()
+
+
+def _after_fork() -> None:
+    global pid
+    pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+COLUMNS = "seq, stream, version, type, ts, body, prev_hash, hash"
+HEAD_SQL = "SELECT version, hash FROM events WHERE stream = ? ORDER BY version DESC LIMIT 1"
+INSERT_SQL = "INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
+# A prefix compared exactly (LIKE would be case-insensitive for ASCII and need its wildcards escaped).
+PREFIX_SQL = "substr(stream, 1, length(?)) = ?"
+STREAMS_SQL = (
+    "SELECT a.stream, a.n, a.v, e.hash, a.fs, a.ls, a.ft, a.lt FROM ("
+    "SELECT stream, count(*) AS n, max(version) AS v, min(seq) AS fs, max(seq) AS ls, min(ts) AS ft, max(ts) AS lt "
+    "FROM events {where} GROUP BY stream) AS a JOIN events AS e ON e.stream = a.stream AND e.version = a.v "
+    "ORDER BY a.fs"
+)
+
+
+def sqlite_path(url: str) -> str:
+    """The file of a ``sqlite:///PATH`` URL; an in-memory database cannot hold a ledger."""
+    rest = url.partition("://")[2]
+    path = rest[1:] if rest.startswith("/") else rest
+    path = path.split("?", 1)[0]
+    if not path or path == ":memory:" or path.startswith("file::memory:"):
+        raise InputError(f"{url!r} is an in-memory database, which cannot hold a ledger: give a file path")
+    return path
+
+
+def writable(path: str) -> bool:
+    # Root ignores permission bits, but os.access still sees a read-only mount.
+    file_ok = os.access(path, os.W_OK) if os.path.exists(path) else True
+    return file_ok and os.access(os.path.dirname(path) or ".", os.W_OK)
+
+
+def row_values(e: StoredEvent) -> tuple[Any, ...]:
+    return (e.version, e.type, e.ts, e.body, e.prev_hash, e.hash)
+
+
+def stream_where(stream: str, after_version: int, until_seq: int | None) -> tuple[str, tuple[Any, ...]]:
+    where = "WHERE stream = ? AND version > ?"
+    args: tuple[Any, ...] = (stream, after_version)
+    if until_seq is not None:
+        where += " AND seq <= ?"
+        args += (until_seq,)
+    return where, args

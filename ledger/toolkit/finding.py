@@ -1,0 +1,72 @@
+"""Finding recordings under the paths given to ``ledger import``: which files make which card."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from ledger.errors import ImportInputError
+from ledger.toolkit.harness import parse_name
+from ledger.toolkit.import_problems import Problem
+
+
+def _card_of(f: Path, folder_card: str) -> str:
+    name = parse_name(f.name)
+    return name.uuid if name is not None else folder_card
+
+
+def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> tuple[dict[str, list[Path]], list[Problem]]:
+    """card_id -> its recording files (sorted by name), from recordings folders, card folders or ``.jsonl`` files.
+
+    A folder holding ``.jsonl`` files is a card folder; its sub-folders holding ``.jsonl`` files are cards too
+    (a recordings folder). A harness recording (``{game_id}.{agent}.{uuid}.recording.jsonl``) is a card of its
+    own, named by its uuid, wherever it is. Raises :class:`ImportInputError` for a path that names no recording.
+    """
+    cards: dict[str, dict[str, Path]] = {}
+    problems: list[Problem] = []
+    seen: set[Path] = set()
+
+    def add(card_id: str, f: Path) -> None:
+        # Linux allows any bytes in a name; Python hands undecodable ones over as lone surrogates, which no
+        # stream name or message can carry. Report such a card and go on with the others.
+        try:
+            card_id.encode("utf-8")
+            f.name.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(f).decode("utf-8", "backslashreplace")
+            problems.append(Problem(shown, None, "bad_name", "the card folder or file name is not UTF-8: skipped"))
+            return
+        real = f.resolve()
+        if real in seen:
+            return
+        seen.add(real)
+        files = cards.setdefault(card_id, {})
+        if f.name in files:
+            problems.append(Problem(str(f), None, "duplicate", f"card {card_id} already has {files[f.name]}: ignored"))
+            return
+        files[f.name] = f
+
+    def jsonl(d: Path) -> list[Path]:
+        return sorted(f for f in d.glob("*.jsonl") if f.is_file())
+
+    for raw in paths:
+        p = Path(raw)
+        if p.is_file():
+            if p.suffix != ".jsonl":
+                raise ImportInputError(f"{p}: not a .jsonl recording")
+            add(_card_of(p, p.resolve().parent.name), p)
+        elif p.is_dir():
+            found = jsonl(p)
+            for f in found:
+                add(_card_of(f, p.resolve().name), f)
+            for sub in sorted(d for d in p.iterdir() if d.is_dir()):
+                inner = jsonl(sub)
+                found += inner
+                for f in inner:
+                    add(_card_of(f, sub.name), f)
+            if not found:
+                raise ImportInputError(f"{p}: no recordings (*.jsonl) in it or in its card folders")
+        else:
+            raise ImportInputError(f"{p}: no such file or folder")
+    return {cid: [files[n] for n in sorted(files)] for cid, files in cards.items()}, problems

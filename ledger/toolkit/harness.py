@@ -1,0 +1,468 @@
+"""Reading the ARC-AGI-3-Agents harness's recordings (also vendored by arc-agi-3-benchmarking).
+
+**Files.** ``{RECORDINGS_DIR}/{game_id}.{agent_name}.{uuid}.recording.jsonl`` (``agents/recorder.py``): the agent
+name may itself hold dots; the uuid is the recorder's, not the game's guid. Each line is ``{"timestamp", "data"}``
+written with ``json.dump``. ``data`` is one of:
+
+- a frame line, ``FrameData.model_dump``: game_id, frame, state, levels_completed (``score`` in older files),
+  win_levels (``win_score``), action_input, guid, full_reset, available_actions. The frame is always present.
+  ``Agent._convert_raw_frame_data`` does not copy ``action_input``, so every line says RESET (``{"id": 0}``)
+  whatever was sent: the action is *not* in the file. The answer to the RESET inside ``Arcade.make`` is not
+  recorded either.
+- a side line: what LLM templates record between frames (token counts, prompts, ...); skipped, only counted;
+- the last line, ``scorecard.get(game_id)``: ``{}`` for local cards, a run's ``EnvironmentScore`` dump online.
+
+arc-agi-3-benchmarking also writes one folder per run, ``{agent_name}.{run_id}/`` with ``run_meta.json`` and
+``step_NNN.json`` (``parsed_action``: ``"ACTION1"`` or ``{"action": "ACTION6", "x": .., "y": ..}``), the action the
+agent chose at each step, written just before it was sent.
+
+This module only reads; :mod:`ledger.toolkit.harness_search` recovers the actions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+RECORDING_SUFFIX = ".recording.jsonl"
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_NAME = re.compile(rf"^(?P<game>[^.]+)\.(?P<agent>.+)\.(?P<uuid>{_UUID})\.recording\.jsonl$")
+_RUN_DIR = re.compile(rf"^(?P<prefix>.+)\.(?P<run>{_UUID})$")
+STATES = frozenset(("NOT_PLAYED", "NOT_FINISHED", "WIN", "GAME_OVER"))
+ACTION_NAMES = {"RESET": 0, **{f"ACTION{i}": i for i in range(1, 8)}}
+
+
+@dataclass(frozen=True, slots=True)
+class HarnessName:
+    """What a harness recording's file name says."""
+
+    game_id: str
+    agent: str
+    uuid: str
+
+    @property
+    def prefix(self) -> str:
+        """``{game_id}.{agent}``: the benchmarking harness's run folders start with it."""
+        return f"{self.game_id}.{self.agent}"
+
+
+def parse_name(name: str) -> HarnessName | None:
+    """The game id, agent name and recorder uuid in a harness file name, or None if it is not one."""
+    m = _NAME.match(name)
+    if m is None:
+        return None
+    return HarnessName(m["game"], m["agent"], m["uuid"].lower())
+
+
+@dataclass(frozen=True, slots=True)
+class FrameLine:
+    """One frame line of a harness recording (``lineno`` is 1-based)."""
+
+    lineno: int
+    ts: datetime
+    game_id: str
+    guid: str | None
+    state: str
+    levels_completed: int
+    win_levels: int | None
+    full_reset: bool
+    frame: bytes
+    available_actions: tuple[int, ...]
+
+    @property
+    def empty(self) -> bool:
+        """The toolkit's ``len(frame) == 0``: an action answered after GAME_OVER or WIN."""
+        return self.frame == b"[]"
+
+    def grids(self) -> Any:
+        """The frame as a numpy array (animation frames x rows x columns)."""
+        import numpy as np
+
+        return np.asarray(msgspec.json.decode(self.frame), dtype=np.int16)
+
+    def last_grid_key(self) -> bytes:
+        """A key for the frame's last grid (the one a level starts from), formatting aside."""
+        grids = msgspec.json.decode(self.frame)
+        return msgspec.json.encode(grids[-1]) if grids else b""
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedLine:
+    """A line not imported: where, why, and a hash of its bytes (so a later edit of it can be told)."""
+
+    lineno: int
+    reason: str
+    sha256: str
+    size: int
+
+
+@dataclass(slots=True)
+class HarnessRead:
+    """A harness recording read from its start to ``end`` (complete lines only)."""
+
+    path: Path
+    name: HarnessName
+    frames: list[FrameLine] = field(default_factory=list)
+    side_lines: int = 0
+    blank_lines: int = 0
+    skipped: list[SkippedLine] = field(default_factory=list)
+    #: The last line's data when it is the final ``scorecard.get(game_id)`` ({} or a run's dump).
+    final: dict[str, Any] | None = None
+    final_lineno: int | None = None
+    lines: int = 0
+    end: int = 0
+    truncated_tail: int = 0
+    #: (lineno, message) for values the toolkit cannot have produced (refused under --strict).
+    impossible: list[tuple[int, str]] = field(default_factory=list)
+    prefix_sha256: str = ""
+    #: Skipped lines that look like frame lines (an action the game saw, its answer unreadable).
+    lost_frames: list[int] = field(default_factory=list)
+
+
+class _Action(msgspec.Struct):
+    id: int | str = 0
+    data: dict[str, Any] | None = None
+
+
+class _Data(msgspec.Struct):
+    frame: msgspec.Raw
+    state: str
+    game_id: str = ""
+    levels_completed: int | None = None
+    score: int | None = None
+    win_levels: int | None = None
+    win_score: int | None = None
+    action_input: _Action | None = None
+    guid: str | None = None
+    full_reset: bool = False
+    available_actions: list[int] = []
+
+
+class _Line(msgspec.Struct):
+    timestamp: datetime
+    data: msgspec.Raw
+
+
+_line = msgspec.json.Decoder(_Line)
+_data = msgspec.json.Decoder(_Data)
+_any = msgspec.json.Decoder()
+
+
+def _skip(read: HarnessRead, lineno: int, raw: bytes, reason: str) -> None:
+    read.skipped.append(SkippedLine(lineno, reason, hashlib.sha256(raw).hexdigest(), len(raw)))
+    if b'"frame"' in raw or b'"game_id"' in raw:
+        read.lost_frames.append(lineno)
+
+
+def _is_scorecard(data: Any) -> bool:
+    return isinstance(data, dict) and (not data or ("actions" in data and "levels_completed" in data))
+
+
+def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
+    """Read a whole harness recording (it is re-simulated from its start, so it is always read whole).
+
+    A last line without a newline is left for a later import unless it is a complete record.
+    """
+    p = Path(path)
+    read = HarnessRead(p, name)
+    digest = hashlib.sha256()
+    last_ts: datetime | None = None
+    lineno = 0
+    pending_final: tuple[int, dict[str, Any]] | None = None
+    with open(p, "rb") as f:
+        for raw in f:
+            complete = raw.endswith(b"\n")
+            body = raw.rstrip(b"\r\n")
+            if not complete:
+                try:
+                    _line.decode(body)
+                except (msgspec.DecodeError, RecursionError):
+                    read.truncated_tail = len(raw)
+                    break
+            digest.update(raw)
+            read.end += len(raw)
+            lineno += 1
+            if not body.strip():
+                read.blank_lines += 1
+                continue
+            if pending_final is not None:
+                # A scorecard-shaped line that was not the last: a side line after all.
+                pending_final = None
+                read.side_lines += 1
+            try:
+                rec = _line.decode(body)
+            except msgspec.ValidationError:
+                _skip(read, lineno, body, "wrong types")
+                continue
+            except (msgspec.DecodeError, RecursionError):
+                _skip(read, lineno, body, "not JSON")
+                continue
+            ts = rec.timestamp if rec.timestamp.tzinfo is not None else rec.timestamp.replace(tzinfo=UTC)
+            try:
+                d = _data.decode(rec.data)
+            except (msgspec.DecodeError, RecursionError):
+                whole = _any.decode(rec.data) if _valid_json(rec.data) else None
+                if isinstance(whole, dict) and "frame" in whole:
+                    _skip(read, lineno, body, "wrong types")
+                elif _is_scorecard(whole):
+                    pending_final = (lineno, whole)  # type: ignore[assignment]
+                else:
+                    read.side_lines += 1
+                continue
+            line = _frame_line(read, lineno, ts, d, body)
+            if line is None:
+                continue
+            if last_ts is not None and ts < last_ts:
+                read.impossible.append((lineno, f"timestamp {ts.isoformat()} is before the previous line's"))
+            last_ts = ts
+            read.frames.append(line)
+    if pending_final is not None:
+        read.final_lineno, read.final = pending_final
+    read.lines = lineno
+    read.prefix_sha256 = digest.hexdigest()
+    return read
+
+
+def _valid_json(raw: bytes) -> bool:
+    try:
+        _any.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return True
+
+
+def _frame_line(read: HarnessRead, lineno: int, ts: datetime, d: _Data, body: bytes) -> FrameLine | None:
+    levels = d.levels_completed if d.levels_completed is not None else d.score
+    win = d.win_levels if d.win_levels is not None else d.win_score
+    frame = bytes(d.frame)
+    if levels is None or d.state not in STATES or not frame.startswith(b"["):
+        _skip(read, lineno, body, "wrong types")
+        return None
+    if levels < 0 or (win is not None and levels > win):
+        read.impossible.append((lineno, f"levels_completed {levels} outside 0..win_levels {win}"))
+    return FrameLine(
+        lineno=lineno,
+        ts=ts,
+        game_id=d.game_id,
+        guid=d.guid or None,
+        state=d.state,
+        levels_completed=levels,
+        win_levels=win,
+        full_reset=d.full_reset,
+        frame=frame,
+        available_actions=tuple(d.available_actions),
+    )
+
+
+def prefix_hash(path: str | Path, end: int) -> str:
+    """sha256 of a file's first ``end`` bytes (how a rewrite anywhere before the import offset is found)."""
+    h = hashlib.sha256()
+    left = end
+    with open(path, "rb") as f:
+        while left > 0:
+            chunk = f.read(min(left, 1 << 20))
+            if not chunk:
+                break
+            h.update(chunk)
+            left -= len(chunk)
+    return h.hexdigest()
+
+
+# -- arc-agi-3-benchmarking run folders ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One ``step_NNN.json``: the action the agent chose (``x``/``y`` for ACTION6) and when."""
+
+    step: int
+    ts: datetime
+    action: int
+    x: int | None = None
+    y: int | None = None
+
+
+def _parse_action(value: Any) -> tuple[int, int | None, int | None] | None:
+    if isinstance(value, str):
+        a = ACTION_NAMES.get(value.strip().upper())
+        return (a, None, None) if a is not None else None
+    if isinstance(value, dict):
+        a = ACTION_NAMES.get(str(value.get("action", "")).upper())
+        if a is None:
+            return None
+        x, y = value.get("x"), value.get("y")
+        return a, x if isinstance(x, int) else None, y if isinstance(y, int) else None
+    return None
+
+
+def read_run_folder(folder: Path) -> list[Step]:
+    """The steps of a benchmarking run folder, in step order (unreadable step files are left out)."""
+    steps: list[Step] = []
+    for f in sorted(folder.glob("step_*.json")):
+        try:
+            d = json.loads(f.read_text(encoding="utf-8"))
+            ts = datetime.fromisoformat(str(d["timestamp"]).replace("Z", "+00:00"))
+            parsed = _parse_action(d.get("parsed_action"))
+            n = int(d["step"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if parsed is None:
+            continue
+        steps.append(Step(n, ts if ts.tzinfo else ts.replace(tzinfo=UTC), *parsed))
+    steps.sort(key=lambda s: s.step)
+    return steps
+
+
+def run_folders(folder: Path, name: HarnessName) -> list[Path]:
+    """Benchmarking run folders beside a recording whose agent name is the recording's (``run_meta.json`` in it)."""
+    out = []
+    for d in sorted(folder.iterdir()):
+        m = _RUN_DIR.match(d.name)
+        if m and m["prefix"] == name.prefix and (d / "run_meta.json").is_file():
+            out.append(d)
+    return out
+
+
+def match_steps(frames: list[FrameLine], steps: list[Step]) -> dict[int, Step]:
+    """lineno -> the step whose action that frame line answers.
+
+    A step is written just before its action is sent, so it answers the first frame line at or after its timestamp
+    and before the next step's. Steps with no such line (the run is another one, or the line is missing) match
+    nothing.
+    """
+    out: dict[int, Step] = {}
+    i = 0
+    for k, s in enumerate(steps):
+        nxt = steps[k + 1].ts if k + 1 < len(steps) else None
+        while i < len(frames) and frames[i].ts < s.ts:
+            i += 1
+        if i < len(frames) and (nxt is None or frames[i].ts <= nxt):
+            out[frames[i].lineno] = s
+            i += 1
+    return out
+
+
+# -- telling the formats apart ----------------------------------------------------------------------------------
+
+#: What ``ledger import`` reads, for the error on anything else.
+FORMATS = (
+    "the toolkit's recordings (<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl, lines "
+    '{"timestamp", "data": {"game_id", "state", "levels_completed", "action_input": {"id": "ACTION1"}, ...}})',
+    "the ARC-AGI-3-Agents harness's recordings (<game_id>.<agent>.<uuid>.recording.jsonl, lines "
+    '{"timestamp", "data": FrameData} and side lines)',
+)
+_SNIFF_LINES = 20
+
+
+class _Sniff(msgspec.Struct):
+    timestamp: str
+    data: msgspec.Raw
+
+
+_sniff = msgspec.json.Decoder(_Sniff)
+
+
+def sniff(path: Path) -> str:
+    """``toolkit``, ``harness`` or ``unknown``, from the file name and the shape of the first lines.
+
+    A file holding no JSON record at all is left to the toolkit reader, which reports its lines one by one.
+    """
+    harness_name = parse_name(path.name) is not None
+    records = 0
+    with open(path, "rb") as f:
+        for _ in range(_SNIFF_LINES):
+            raw = f.readline(1 << 24)
+            if not raw:
+                break
+            if not _valid_json(raw.strip()):
+                continue
+            records += 1
+            try:
+                rec = _sniff.decode(raw.strip())
+            except (msgspec.DecodeError, RecursionError):
+                continue  # JSON, but not a {"timestamp", "data"} record
+            d = bytes(rec.data)
+            if not d.startswith(b"{"):
+                continue
+            head = d[: 1 << 16]
+            if b'"state"' in head and b'"game_id"' in head:
+                fpos, spos = head.find(b'"frame"'), head.find(b'"state"')
+                # FrameData.model_dump writes the frame before the state; the toolkit writes it last.
+                if harness_name or 0 <= fpos < spos:
+                    return "harness" if harness_name else "unknown"
+                return "toolkit"
+    if records == 0:
+        return "harness" if harness_name else "toolkit"
+    return "harness" if harness_name else "unknown"
+
+
+# -- without the game's code --------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class FrameClassification:
+    """What the frames alone say: each kept line's action, the lines that could also be a level RESET."""
+
+    choices: dict[int, tuple[int, int | None, int | None]] = field(default_factory=dict)
+    undecided: list[int] = field(default_factory=list)
+    unreproduced: list[int] = field(default_factory=list)
+
+
+def classify_from_frames(
+    frames: list[FrameLine], game_id: str, steps: dict[int, Step] | None = None
+) -> FrameClassification:
+    """The actions as far as the frames tell them (rules in the README, "Importing").
+
+    full_reset: a RESET. A non-empty answer after GAME_OVER: a level RESET (a game action would be answered with an
+    empty frame). Anything else is a game action: the step file's when it matched the line, else the lowest id the
+    game offered. A line whose last grid is a start frame seen for its level (or any line of a level whose start
+    was never seen) could have been a level RESET too: undecided (no reset is invented). A line without a guid or
+    of another game never reached this game: skipped.
+    """
+    out = FrameClassification()
+    steps = steps or {}
+    starts: dict[int, set[bytes]] = {}
+    prev: FrameLine | None = None
+    for line in frames:
+        if not line.guid or line.game_id != game_id:
+            out.unreproduced.append(line.lineno)
+            continue
+        step = steps.get(line.lineno)
+        offered = [a for a in (prev.available_actions if prev else line.available_actions) if 1 <= a <= 7]
+        fallback = (
+            (step.action, step.x, step.y)
+            if step is not None and step.action != 0
+            else (min(offered or [1]), None, None)
+        )
+        if line.full_reset:
+            out.choices[line.lineno] = (0, None, None)
+            starts.setdefault(line.levels_completed, set()).add(line.last_grid_key())
+        elif line.empty:
+            out.choices[line.lineno] = fallback
+        elif prev is not None and prev.state == "GAME_OVER":
+            out.choices[line.lineno] = (0, None, None)
+            starts.setdefault(line.levels_completed, set()).add(line.last_grid_key())
+        else:
+            key = line.last_grid_key()
+            could_reset = prev is not None and prev.levels_completed == line.levels_completed
+            known = starts.get(line.levels_completed)
+            # A level whose start frame was never seen (the first play's, after Arcade.make's unrecorded RESET)
+            # cannot rule a reset out.
+            could_reset = could_reset and line.state == "NOT_FINISHED" and (known is None or key in known)
+            if could_reset and step is not None:
+                out.choices[line.lineno] = (0, None, None) if step.action == 0 else fallback
+            else:
+                out.choices[line.lineno] = fallback
+                if could_reset:
+                    out.undecided.append(line.lineno)
+            if prev is not None and line.levels_completed > prev.levels_completed:
+                starts.setdefault(line.levels_completed, set()).add(key)
+        prev = line
+    return out

@@ -1,0 +1,54 @@
+"""What ``ledger import`` reports about its input: :class:`Problem` (where, what) and the kinds of problem."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ProblemKind = Literal[
+    "truncated",  # last line without a newline: skipped, read again next time
+    "not_json",
+    "wrong_type",
+    "too_long",
+    "name_mismatch",
+    "unlisted",  # more bad lines of a file than are listed
+    "empty",
+    "duplicate",
+    "unreadable",
+    "rewritten",
+    "captured_live",
+    "environments",
+    "bad_name",  # a card folder or file name that is not UTF-8: that card is skipped
+    "impossible",  # a value the toolkit cannot produce (levels outside 0..win_levels, time going backwards)
+    "unknown_format",  # neither a toolkit recording nor a harness recording: no card
+    "unreproduced",  # a harness line no action reproduces: skipped
+    "cross_check",  # a harness recording's final scorecard line disagrees with the imported card
+    "harness",  # notes on a harness import (resets unknown without the game's code, run folders used)
+]
+#: Problems that make a card fail under ``strict``.
+STRICT_KINDS = frozenset(("not_json", "wrong_type", "too_long", "name_mismatch", "unlisted", "impossible"))
+#: Problems that make a card fail in any case (nothing of it committed, exit 1).
+FATAL_KINDS = frozenset(("unreadable", "rewritten", "captured_live"))
+
+SKIP_REASONS = {
+    "truncated": "truncated last line",
+    "not_json": "not JSON",
+    "wrong_type": "wrong types",
+    "too_long": "too long",
+    "no_guid": "no guid (not scored by the toolkit)",
+    "blank": "blank",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something about the input worth telling: where (file, line) and what."""
+
+    path: str
+    line: int | None
+    kind: ProblemKind
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line is not None else self.path
+        return f"{where}: {self.message}"

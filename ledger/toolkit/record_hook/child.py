@@ -1,0 +1,46 @@
+"""``ledger record``, inside the recorded command: attach every new Arcade to the ledger named in the environment."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+from ledger.core.events import CaptureContext
+from ledger.ledger import Ledger
+from ledger.toolkit.record_hook import ENV_CARDS, ENV_DB, ENV_TAGS
+
+_lock = threading.Lock()
+_ledger: Ledger | None = None
+_pid: int | None = None
+
+
+def _open() -> Ledger:
+    global _ledger, _pid
+    with _lock:
+        if _ledger is None or _pid != os.getpid():
+            # A forked child opens its own connection: the parent's is not its to use.
+            _ledger, _pid = Ledger.open(os.environ[ENV_DB]), os.getpid()
+            atexit.register(_ledger.close)
+        return _ledger
+
+
+def _note_card(card_id: str) -> None:
+    path = os.environ.get(ENV_CARDS)
+    if path:
+        # One short O_APPEND write per card: lines from several processes do not interleave.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, (card_id + "\n").encode())
+        finally:
+            os.close(fd)
+
+
+def attach(arcade: Any) -> Any:
+    """Attach the ledger to ``arcade`` with the tags ``ledger record --tag`` gave."""
+    tags = json.loads(os.environ.get(ENV_TAGS) or "[]")
+    context = CaptureContext(ts=datetime.now(UTC), via="record", tags=list(tags) or None)
+    return _open().attach(arcade, context=context, on_open=_note_card)

@@ -1,0 +1,86 @@
+"""``ledger record``: loaded at start-up by every Python process the recorded command starts.
+
+``ledger record`` puts this folder first on the command's PYTHONPATH (for that command only; nothing is installed).
+It waits for ``arc_agi.base`` to be imported and then wraps ``Arcade.__init__`` so that every Arcade created
+gets the ledger attached; the command itself never imports the ledger. Standard library only until then, and
+the ``sitecustomize`` this one shadows (if any) still runs.
+"""
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import types
+from collections.abc import Sequence
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _run_shadowed_sitecustomize() -> None:
+    others = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
+    if spec is not None and spec.loader is not None and spec.origin != os.path.abspath(__file__):
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+
+def _hook_arcade(module: object) -> None:
+    cls = module.Arcade  # type: ignore[attr-defined]
+    original_init = cls.__init__
+
+    def __init__(self: object, *args: object, **kwargs: object) -> None:
+        original_init(self, *args, **kwargs)
+        try:
+            from ledger.toolkit.record_hook.child import attach
+
+            attach(self)
+        except Exception as e:  # the command runs on, uncaptured, and says so
+            sys.stderr.write(f"ledger record: this Arcade is NOT recorded: {type(e).__name__}: {e}\n")
+
+    cls.__init__ = __init__
+
+
+class _ArcadeFinder:
+    """Finds ``arc_agi.base`` with the other finders and runs :func:`_hook_arcade` once it is loaded."""
+
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if name != "arc_agi.base":
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        original_exec = loader.exec_module
+
+        def exec_module(module: types.ModuleType) -> None:
+            original_exec(module)
+            _hook_arcade(module)
+
+        setattr(loader, "exec_module", exec_module)  # noqa: B010 (a patch of this one loader, not a typed attribute)
+        return spec
+
+
+def _install() -> None:
+    if not os.environ.get("LEDGER_RECORD_DB"):
+        return
+    # The ledger's own import paths, after the command's: the command's packages win where both have one.
+    for p in os.environ.get("LEDGER_RECORD_PATH", "").split(os.pathsep):
+        if p and p not in sys.path:
+            sys.path.append(p)
+    if "arc_agi.base" in sys.modules:
+        _hook_arcade(sys.modules["arc_agi.base"])
+    else:
+        sys.meta_path.insert(0, _ArcadeFinder())
+
+
+_install()
+_run_shadowed_sitecustomize()

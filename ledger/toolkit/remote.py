@@ -1,0 +1,405 @@
+"""ONLINE / COMPETITION capture: an ``arc_agi.Arcade`` whose scorecards live on the ARC server, recorded client-side.
+
+In those modes the toolkit keeps no scorecard of its own: ``open_scorecard``, every ``make`` and step, and
+``close_scorecard`` are HTTP requests (``RemoteEnvironmentWrapper``, ``Arcade``). The ledger watches those
+requests, only inside the Arcade's and its wrappers' own calls and only on the calling thread, through one
+pass-through hook on ``requests.Session.request``; it records every answer under the server's card id and guids
+and folds it with the server's counting rules (:mod:`ledger.core.server_rules`). A request without a usable answer
+(connection error, timeout, HTTP 4xx/5xx, an answer that is not a frame) is recorded as ``request_failed`` and
+counts nothing. At close the server's document is stored as it came. The agent's call behaves exactly as without
+the ledger: the same requests, the same return values and exceptions (plus :class:`CaptureError` after the call
+when the ledger could not write).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import msgspec
+import requests
+from arcengine import FrameData
+
+from ledger.core import baselines as bl
+from ledger.core import document
+from ledger.core.events import (
+    AnyEvent,
+    CaptureContext,
+    CardClosed,
+    CardOpened,
+    PlayStarted,
+    RequestFailed,
+    ServerDocument,
+)
+from ledger.core.projection import CardState, apply, new_card
+from ledger.core.server_rules import RESET, ServerModel
+from ledger.core.translator import translate
+from ledger.errors import CaptureError, StoreError
+from ledger.toolkit.observation import fingerprint, observation
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+
+log = logging.getLogger(__name__)
+
+REMOTE_MODES = frozenset({"online", "competition"})
+
+# -- the request probe ------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One HTTP request the toolkit made inside a watched call, and what came back."""
+
+    method: str
+    path: str
+    payload: Any
+    status: int | None = None
+    body: bytes | None = None
+    error: str | None = None
+
+
+_probe = threading.local()
+_install_lock = threading.Lock()
+_original_request: Callable[..., Any] | None = None
+
+
+def _probed_request(self: requests.Session, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+    exchanges: list[Exchange] | None = getattr(_probe, "exchanges", None)
+    assert _original_request is not None
+    if exchanges is None:
+        return _original_request(self, method, url, *args, **kwargs)
+    ex = Exchange(method=method.upper(), path=urlsplit(url).path, payload=kwargs.get("json"))
+    exchanges.append(ex)
+    try:
+        resp = _original_request(self, method, url, *args, **kwargs)
+    except BaseException as e:
+        ex.error = f"{type(e).__name__}: {e}"[:300]
+        raise
+    ex.status = resp.status_code
+    try:
+        ex.body = resp.content
+    except Exception as e:  # a body cut off mid-read: the toolkit will not get a frame from it either
+        ex.error = f"{type(e).__name__}: {e}"[:300]
+    return resp
+
+
+def install_probe() -> None:
+    """Put the pass-through hook on ``requests.Session.request`` (once per process; it only looks when asked)."""
+    global _original_request
+    with _install_lock:
+        if _original_request is None:
+            _original_request = requests.Session.request
+            setattr(requests.Session, "request", _probed_request)  # noqa: B010 (a patch, not an assignment mypy types)
+
+
+# -- reading answers --------------------------------------------------------------------------------------------
+
+
+def _json(ex: Exchange) -> tuple[Any, str | None]:
+    if ex.error is not None:
+        return None, ex.error
+    if ex.status != 200:
+        return None, f"HTTP {ex.status}"
+    try:
+        return json.loads(ex.body or b""), None
+    except ValueError:
+        return None, "malformed answer: not JSON"
+
+
+def _frame(ex: Exchange) -> tuple[FrameData | None, str | None]:
+    data, err = _json(ex)
+    if err is not None:
+        return None, err
+    try:
+        fd = FrameData.model_validate(data)
+    except Exception:
+        return None, "malformed answer: not a frame"
+    if not fd.frame or not fd.guid or fd.action_input is None:
+        return None, "malformed answer: no frame"
+    return fd, None
+
+
+def server_tags(tags: Any) -> list[str]:
+    """The tags the server stores for a card opened with ``tags`` (``RestAPI.new_scorecard``)."""
+    out = list(tags) if isinstance(tags, list) else []
+    if "human" not in out and "agent" not in out:
+        out.append("agent")
+    return out
+
+
+# -- the capture ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _RemoteCard:
+    state: CardState
+    version: int
+    baselines: dict[str, Any]
+    model: ServerModel
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class RemoteCapture:
+    """The hooks of one attached ONLINE/COMPETITION Arcade. ``detach()`` restores the toolkit's own methods."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        arcade: Any,
+        *,
+        record_reasoning: bool = False,
+        context: CaptureContext | None = None,
+        on_open: Callable[[str], None] | None = None,
+        raise_errors: bool = True,
+    ) -> None:
+        self.ledger = ledger
+        self.arcade = arcade
+        self.record_reasoning = record_reasoning
+        self.context = context
+        self.on_open = on_open
+        self.raise_errors = raise_errors
+        self._cards: dict[str, _RemoteCard] = {}
+        self._cards_lock = threading.Lock()
+        self._tls = threading.local()
+        self._saved: list[tuple[Any, str, Any]] = []
+        install_probe()
+        self._install()
+
+    # -- installation -------------------------------------------------------------------------------------------
+
+    def _patch(self, obj: Any, name: str, replacement: Any) -> None:
+        self._saved.append((obj, name, obj.__dict__.get(name, _MISSING)))
+        setattr(obj, name, replacement)
+
+    def _install(self) -> None:
+        arc = self.arcade
+        orig_create, orig_close, orig_make = arc.create_scorecard, arc.close_scorecard, arc.make
+        orig_get = arc.get_scorecard
+
+        def create_scorecard(*args: Any, **kwargs: Any) -> Any:
+            return self._watched(orig_create, None, args, kwargs)
+
+        def close_scorecard(*args: Any, **kwargs: Any) -> Any:
+            return self._watched(orig_close, None, args, kwargs)
+
+        def get_scorecard(*args: Any, **kwargs: Any) -> Any:
+            # Without an id it opens the default card first (a POST to /api/scorecard/open).
+            return self._watched(orig_get, None, args, kwargs)
+
+        def make(*args: Any, **kwargs: Any) -> Any:
+            wrapper = self._watched(orig_make, None, args, kwargs)
+            if wrapper is not None:
+                self._wrap_env(wrapper)
+            return wrapper
+
+        self._patch(arc, "create_scorecard", create_scorecard)
+        self._patch(arc, "close_scorecard", close_scorecard)
+        self._patch(arc, "make", make)
+        self._patch(arc, "get_scorecard", get_scorecard)
+
+    def _wrap_env(self, wrapper: Any) -> None:
+        for name in ("step", "reset"):
+            orig = getattr(wrapper, name)
+
+            def hooked(*args: Any, _orig: Any = orig, **kwargs: Any) -> Any:
+                return self._watched(_orig, wrapper, args, kwargs)
+
+            setattr(wrapper, name, hooked)
+
+    def detach(self) -> None:
+        """Put the toolkit's methods back (the request hook stays: it passes through when nothing watches)."""
+        for obj, name, old in reversed(self._saved):
+            if old is _MISSING:
+                obj.__dict__.pop(name, None)
+            else:
+                setattr(obj, name, old)
+        self._saved.clear()
+
+    # -- watching one toolkit call ----------------------------------------------------------------------------
+
+    def _watched(self, fn: Callable[..., Any], wrapper: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if getattr(_probe, "exchanges", None) is not None:
+            return fn(*args, **kwargs)  # a call inside a watched call: the outer one records
+        exchanges: list[Exchange] = []
+        _probe.exchanges = exchanges
+        self._tls.error = None
+        try:
+            out = fn(*args, **kwargs)
+        except BaseException:
+            # The toolkit's own exception (an HTTP error, Ctrl-C) goes on unchanged, after what was answered.
+            self._record_all(exchanges, wrapper)
+            self._tls.error = None
+            raise
+        self._record_all(exchanges, wrapper)
+        self._raise_pending()
+        return out
+
+    def _record_all(self, exchanges: list[Exchange], wrapper: Any) -> None:
+        _probe.exchanges = None
+        card_hint = getattr(wrapper, "scorecard_id", None)
+        try:
+            for ex in exchanges:
+                self._record_exchange(ex, card_hint)
+        except Exception as e:  # never let the ledger change what the agent's call does
+            log.exception("ledger capture failed")
+            self._fail(e)
+
+    def _raise_pending(self) -> None:
+        err = getattr(self._tls, "error", None)
+        self._tls.error = None
+        if err is not None and self.raise_errors:
+            raise CaptureError(f"the ledger did not record this call: {err}") from err
+
+    def _fail(self, err: Exception) -> None:
+        log.error("ledger capture failed: %s", err)
+        self._tls.error = err
+
+    def _record_exchange(self, ex: Exchange, card_hint: str | None) -> None:
+        if ex.method != "POST":
+            return  # reads (games, metadata, an open card) count nothing
+        payload = ex.payload if isinstance(ex.payload, dict) else {}
+        if ex.path.endswith("/api/scorecard/open"):
+            self._on_open(ex, payload)
+        elif ex.path.endswith("/api/scorecard/close"):
+            self._on_close(ex, payload)
+        elif "/api/cmd/" in ex.path:
+            card_id = payload.get("card_id") or card_hint
+            live = self._cards.get(card_id) if isinstance(card_id, str) else None
+            if live is None:
+                return
+            with live.lock:
+                self._on_cmd(card_id, live, ex, payload)  # type: ignore[arg-type]
+
+    # -- the three kinds of request ----------------------------------------------------------------------------
+
+    def _on_open(self, ex: Exchange, payload: dict[str, Any]) -> None:
+        data, err = _json(ex)
+        card_id = data.get("card_id") if isinstance(data, dict) else None
+        if err is not None or not isinstance(card_id, str):
+            log.warning("scorecard open got no card id (%s): nothing to record", err or "no card_id")
+            return
+        competition = True if payload.get("competition_mode") is not None else None
+        envs = list(self.arcade.available_environments)
+        entries = bl.canonical(bl.entry_from_info(i) for i in envs)
+        now = datetime.now(UTC)
+        try:
+            set_id = self.ledger.record_baselines(entries, ts=now)
+            opened = CardOpened(
+                ts=now,
+                card_id=card_id,
+                source_url=payload.get("source_url"),
+                tags=server_tags(payload.get("tags", [])),
+                opaque=payload.get("opaque"),
+                competition_mode=competition,
+                api_key_fingerprint=fingerprint(self.arcade.arc_api_key),
+                baselines_id=set_id,
+                environments=[e.game_id for e in envs] if competition else None,
+            )
+            events: list[AnyEvent] = [opened]
+            if self.context is not None:
+                events.append(msgspec.structs.replace(self.context, ts=now))
+            state = new_card(card_id)
+            for e in events:
+                apply(state, e)
+            self.ledger.append_card(card_id, events, 0)
+        except StoreError as e:
+            self._fail(e)
+            return
+        model = ServerModel(competition=bool(competition))
+        with self._cards_lock:
+            self._cards[card_id] = _RemoteCard(state, len(events), bl.as_map(entries), model)
+        if self.on_open is not None:
+            self.on_open(card_id)
+
+    def _on_cmd(self, card_id: str, live: _RemoteCard, ex: Exchange, payload: dict[str, Any]) -> None:
+        if live.state.closed:
+            return
+        name = ex.path.rsplit("/", 1)[-1]
+        sent = RESET if name == "RESET" else int(name[6:]) if name.startswith("ACTION") and name[6:].isdigit() else -1
+        fd, err = _frame(ex)
+        now = datetime.now(UTC)
+        if fd is None:
+            failed = RequestFailed(
+                ts=now,
+                request=name,
+                game_id=payload.get("game_id"),
+                guid=payload.get("guid"),
+                status=ex.status,
+                error=err or "no answer",
+            )
+            self._append(card_id, live, [failed], fold=True)
+            return
+        state = fd.state.value if hasattr(fd.state, "value") else str(fd.state)
+        answered = fd.action_input.id.value
+        verdict = live.model.judge(sent, fd.game_id, fd.guid or "", answered, fd.levels_completed, state)
+        obs = observation(fd, verdict.full_reset, with_reasoning=self.record_reasoning, ts=now, frame_empty=False)
+        obs = msgspec.structs.replace(obs, reapplied=verdict.reapplied)
+        self._append(card_id, live, translate(live.state, obs), fold=False)
+
+    def _on_close(self, ex: Exchange, payload: dict[str, Any]) -> None:
+        card_id = payload.get("card_id")
+        live = self._cards.get(card_id) if isinstance(card_id, str) else None
+        if live is None or not isinstance(card_id, str):
+            return
+        data, err = _json(ex)
+        now = datetime.now(UTC)
+        with live.lock:
+            if live.state.closed:
+                return
+            if err is not None or not isinstance(data, dict):
+                failed = RequestFailed(ts=now, request="close", status=ex.status, error=err or "malformed answer")
+                self._append(card_id, live, [failed], fold=True)
+                return
+            events: list[AnyEvent] = [ServerDocument(ts=now, document=data)]
+            events += self._closing_makes(live.state, data, now)
+            # The hash is of the document as the closed card will export it.
+            scratch = copy.deepcopy(live.state)
+            for e in [*events, CardClosed(ts=now, reason="explicit")]:
+                apply(scratch, e)
+            doc = document.sha256(self.ledger.document(card_id, card=scratch))
+            events.append(CardClosed(ts=now, reason="explicit", document_sha256=doc))
+            self._append(card_id, live, events, fold=True)
+
+    @staticmethod
+    def _closing_makes(card: CardState, data: dict[str, Any], now: datetime) -> list[AnyEvent]:
+        # The competition server makes every game the card never touched before it closes it (RestAPI
+        # close_scorecard): one play of 0 actions each, whose guids only the close answer tells.
+        if not card.competition_mode or not card.environments:
+            return []
+        out: list[AnyEvent] = []
+        wanted = set(card.environments) - {g for g in card.environments if any(k.startswith(g) for k in card.games)}
+        for env in data.get("environments") or []:
+            runs = env.get("runs") if isinstance(env, dict) else None
+            gid = env.get("id") if isinstance(env, dict) else None
+            if gid in wanted and isinstance(runs, list) and len(runs) == 1 and isinstance(runs[0], dict):
+                guid = runs[0].get("guid")
+                if isinstance(guid, str) and runs[0].get("actions") == 0:
+                    out.append(PlayStarted(ts=now, game_id=gid, guid=guid))
+        return out
+
+    def _append(self, card_id: str, live: _RemoteCard, events: list[AnyEvent], *, fold: bool) -> None:
+        # ``fold``: events built here are folded once stored (translate() already folded its own).
+        if not events:
+            return
+        try:
+            self.ledger.append_card(card_id, events, live.version)
+            live.version += len(events)
+            if fold:
+                for e in events:
+                    apply(live.state, e)
+        except StoreError as e:
+            # The projection ran ahead of the log: rebuild it from what is actually stored.
+            live.state = self.ledger.load_card(card_id)
+            live.version = live.state.events
+            self._fail(e)
+
+
+_MISSING = object()

@@ -1,0 +1,157 @@
+"""``ledger bundle``: the viewer's pages as a static site that opens from ``file://``, with no server and no network.
+
+``DIR/index.html`` lists the cards, ``compare.html`` compares them, and each card has its page and one replay page
+per play; every page carries its data and loads only ``static/viewer.css`` and ``static/viewer.js`` beside it.
+Nothing that identifies the key a card was played with is written (pages never show the API-key fingerprint), and
+the agent's reasoning is left out unless asked for.
+
+The site is written to a temporary folder next to ``DIR`` and moved into place at the end, so a failure leaves
+no half-written bundle; an existing ``DIR`` is replaced only if it is empty or a bundle this command wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ledger.errors import InputError, UnknownCard
+from ledger.services.compare import comparison, leaderboard
+
+from . import pages
+from .data import CardCache, card_events, card_row, card_view, column_of
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+#: Written in every bundle: a folder holding it may be replaced by a new bundle.
+MARKER = ".ledger-bundle"
+
+
+class BundleResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What was written."""
+
+    path: str
+    cards: int
+    pages: int
+    bytes: int
+    replays_without_frames: int
+
+
+def select_cards(ledger: Any, card_ids: Sequence[str], all_cards: bool, tags: Sequence[str]) -> list[str]:
+    """The cards to bundle: those named, every card, or every card with one of ``tags`` (in order of opening).
+
+    Raises :class:`ledger.errors.UnknownCard` for a named card that is not in the ledger.
+    """
+    everything = ledger.card_ids()
+    if all_cards:
+        return everything
+    chosen = list(dict.fromkeys(card_ids))
+    known = set(everything)
+    for c in chosen:
+        if c not in known:
+            raise UnknownCard(c)
+    if tags:
+        want = set(tags)
+        for cid, card in ledger.load_cards(everything).items():
+            if cid not in chosen and want.intersection(card.tags or []):
+                chosen.append(cid)
+    return chosen
+
+
+def _check_target(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise InputError(f"cannot write the bundle to {out}: it is a file")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise InputError(f"{out} is not empty and not a bundle: refusing to replace it (choose another -o folder)")
+    if not out.parent.is_dir():
+        raise InputError(f"cannot write the bundle to {out}: folder {out.parent} does not exist")
+
+
+def write_bundle(
+    ledger: Any,
+    card_ids: Sequence[str],
+    out: str | os.PathLike[str],
+    *,
+    environments: str | None = None,
+    with_reasoning: bool = False,
+    source: str = "",
+    progress: Any = None,
+) -> BundleResult:
+    """Write the static site for ``card_ids`` into ``out`` (see the module docstring)."""
+    target = Path(out).expanduser().resolve()
+    _check_target(target)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
+    try:
+        result = _write(ledger, card_ids, tmp, environments, with_reasoning, source, progress)
+        (tmp / MARKER).write_text("written by `ledger bundle`; the next bundle to this folder replaces it\n")
+        if target.exists():
+            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            target.rename(old)
+            tmp.rename(target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return msgspec.structs.replace(result, path=str(target))
+
+
+def _write(
+    ledger: Any,
+    card_ids: Sequence[str],
+    root: Path,
+    environments: str | None,
+    with_reasoning: bool,
+    source: str,
+    progress: Any,
+) -> BundleResult:
+    from ledger.toolkit.frames import palette_or_empty, play_frames
+
+    links = pages.BundleLinks()
+    cache = CardCache(ledger)
+    (root / "static").mkdir()
+    for name in ("viewer.css", "viewer.js"):
+        shutil.copyfile(STATIC / name, root / "static" / name)
+    colours = palette_or_empty()
+    loaded, rows = [], []
+    written = 0
+    no_frames = 0
+    for i, cid in enumerate(card_ids):
+        card, version = cache.get(cid)
+        doc = ledger.document(cid, card=card)
+        loaded.append((card, doc))
+        rows.append(card_row(card, doc))
+        _put(
+            root / links.card(cid),
+            pages.card_page(card_view(card, doc), version=version, links=links, bundle=True, source=source),
+        )
+        written += 1
+        events = card_events(ledger, cid)
+        for game_id, plays in card.games.items():
+            for n in range(1, len(plays) + 1):
+                frames = play_frames(events, game_id, n, environments, with_reasoning=with_reasoning)
+                no_frames += 1 if frames.error else 0
+                html = pages.replay_page(cid, frames, colours, links=links, bundle=True, source=source)
+                _put(root / links.replay(cid, game_id, n), html)
+                written += 1
+        if progress is not None:
+            progress(i + 1, len(card_ids))
+    board = leaderboard([column_of(r) for r in rows])
+    _put(
+        root / "index.html", pages.cards_page(rows, links=links, bundle=True, source=source, stamp=0, leaderboard=board)
+    )
+    _put(root / "compare.html", pages.compare_page(comparison(loaded), links=links, bundle=True, source=source))
+    size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    return BundleResult(
+        path=str(root), cards=len(card_ids), pages=written + 2, bytes=size, replays_without_frames=no_frames
+    )
+
+
+def _put(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")

@@ -1,0 +1,272 @@
+"""What the pages show, read from a ledger without writing to it.
+
+:class:`CardCache` keeps each card's projection in memory and folds only the events appended since (one indexed
+query per refresh), so an open card's page can be polled every second. It reads through a read-only ledger and
+never stores anything: its cache lives in the server process. The ``*_view`` functions turn a card and its
+document into the frozen structs the templates draw: the numbers are the document's, formatted by the templates.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from ledger.core.document import EnvironmentDoc, RunDoc, ScorecardDoc
+from ledger.core.events import Numbered, card_stream, decode
+from ledger.core.postmortem import arithmetic, postmortem
+from ledger.core.projection import CardState, fold
+from ledger.core.scoring import LEVEL_CAP, best_play_index
+from ledger.errors import UnknownCard
+from ledger.services.compare import CardColumn
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+
+
+class CardCache:
+    """Each card's projection, refreshed with the events appended since it was last read."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self._cards: dict[str, tuple[CardState, int]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, card_id: str) -> tuple[CardState, int]:
+        """The card as it stands now and the number of its events (its stream version)."""
+        with self._lock:
+            cached = self._cards.get(card_id)
+            state, version = cached if cached is not None else self._start(card_id)
+            bodies, last, _ = self.ledger.store.read_bodies(card_stream(card_id), after_version=version)
+            if bodies:
+                # fold() works in place: the cached state moves forward with the log.
+                state = fold(card_id, (decode(b) for b in bodies), state)
+                version = last
+            if version == 0:
+                raise UnknownCard(card_id)
+            self._cards[card_id] = (state, version)
+            return state, version
+
+    def _start(self, card_id: str) -> tuple[CardState, int]:
+        # The facade's load: a cached projection another process wrote, then its fast fold of the rest (a read-only
+        # store never caches). Every event of a card's stream counts once in ``events`` and versions run 1, 2, ...
+        # without gaps, so ``events`` is the version the state covers: later reads fold from there.
+        state = self.ledger.load_card(card_id)
+        return state, state.events
+
+    def card_ids(self) -> list[str]:
+        """Every card id, in order of opening."""
+        return self.ledger.card_ids()
+
+    def stamp(self) -> int:
+        """The log's last ``seq``: it changes whenever anything was appended."""
+        return self.ledger.store.max_seq()
+
+
+class CardRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One line of the cards page."""
+
+    card_id: str
+    tags: list[str]
+    games: list[str]
+    opened: str | None
+    closed: str | None
+    close_reason: str | None
+    score: float
+    plays: int
+    actions: int
+    levels_completed: int
+    levels: int
+    events: int
+
+
+class LevelView(msgspec.Struct, frozen=True, kw_only=True):
+    """One level of one play: ``uncapped`` is (baseline/actions)^2 x 100 when it went over the 115 cap."""
+
+    level: int
+    baseline: int | None
+    actions: int
+    score: float
+    completed: bool
+    uncapped: float | None = None
+
+
+class PlayView(msgspec.Struct, frozen=True, kw_only=True):
+    """One play of a game (``n`` from 1, in the card's order)."""
+
+    n: int
+    guid: str | None
+    state: str | None
+    actions: int
+    resets: int
+    levels_completed: int
+    score: float
+    best: bool
+    message: str | None
+    levels: list[LevelView]
+    arithmetic: str | None
+    actions_after_end: int
+
+
+class GameView(msgspec.Struct, frozen=True, kw_only=True):
+    """One game of the card: its totals, its plays, the post-mortem's findings."""
+
+    game_id: str
+    score: float
+    levels_completed: int
+    level_count: int
+    actions: int
+    resets: int
+    completed: bool
+    best_play: int
+    plays: list[PlayView]
+    findings: list[str]
+    #: The largest of the actions and baselines of any level: the bars' full width.
+    scale: int
+
+
+class CardView(msgspec.Struct, frozen=True, kw_only=True):
+    """The card page."""
+
+    row: CardRow
+    source_url: str | None
+    opaque: str | None
+    competition_mode: bool | None
+    baselines_id: str | None
+    games: list[GameView]
+    tags_scores: list[RunDoc]
+    level_cap: float = LEVEL_CAP
+
+
+def card_row(card: CardState, doc: ScorecardDoc) -> CardRow:
+    """The cards page's line for ``card``."""
+    return CardRow(
+        card_id=card.card_id,
+        tags=list(card.tags or []),
+        games=list(card.games),
+        opened=card.opened_at.isoformat() if card.opened_at else None,
+        closed=card.closed_at.isoformat() if card.closed_at else None,
+        close_reason=card.close_reason,
+        score=doc.score,
+        plays=sum(len(p) for p in card.games.values()),
+        actions=doc.total_actions,
+        levels_completed=doc.total_levels_completed,
+        levels=doc.total_levels,
+        events=card.events,
+    )
+
+
+def _levels(run: RunDoc) -> list[LevelView]:
+    out = []
+    for i, (b, a, s) in enumerate(
+        zip(run.level_baseline_actions or [], run.level_actions or [], run.level_scores or [], strict=False)
+    ):
+        completed = i < run.levels_completed
+        raw = (b / a) ** 2 * 100 if completed and a > 0 and b >= 0 else None
+        out.append(
+            LevelView(
+                level=i + 1,
+                baseline=None if b < 0 else b,
+                actions=a,
+                score=s,
+                completed=completed,
+                uncapped=raw if raw is not None and raw > LEVEL_CAP else None,
+            )
+        )
+    return out
+
+
+def _game(card: CardState, env: EnvironmentDoc, findings: list[str]) -> GameView:
+    plays = card.games.get(env.id, [])
+    best = best_play_index(plays)
+    views = []
+    for i, run in enumerate(env.runs):
+        ar = arithmetic(run)
+        play = plays[i] if i < len(plays) else None
+        views.append(
+            PlayView(
+                n=i + 1,
+                guid=run.guid,
+                state=run.state,
+                actions=run.actions,
+                resets=run.resets or 0,
+                levels_completed=run.levels_completed,
+                score=run.score,
+                best=i == best,
+                message=run.message,
+                levels=_levels(run),
+                arithmetic=ar.text if ar is not None else None,
+                actions_after_end=play.actions_after_end if play is not None else 0,
+            )
+        )
+    scale = max([1] + [max(lv.actions, lv.baseline or 0) for p in views for lv in p.levels])
+    return GameView(
+        game_id=env.id,
+        score=env.score,
+        levels_completed=env.levels_completed,
+        level_count=env.level_count,
+        actions=env.actions,
+        resets=env.resets,
+        completed=env.completed,
+        best_play=best + 1,
+        plays=views,
+        findings=findings,
+        scale=scale,
+    )
+
+
+def card_view(card: CardState, doc: ScorecardDoc) -> CardView:
+    """The card page for ``card`` scored as ``doc``."""
+    pm = postmortem(card, doc)
+    findings = {g.game_id: [f.text for f in g.findings] for g in pm.games}
+    opaque = None if card.opaque is None else json.dumps(card.opaque, indent=1, sort_keys=True, default=str)
+    return CardView(
+        row=card_row(card, doc),
+        source_url=card.source_url,
+        opaque=opaque,
+        competition_mode=card.competition_mode,
+        baselines_id=card.baselines_id,
+        games=[_game(card, env, findings.get(env.id, [])) for env in doc.environments],
+        tags_scores=list(doc.tags_scores),
+    )
+
+
+def load(cache: CardCache, card_id: str) -> tuple[CardState, ScorecardDoc, int]:
+    """A card, its document under the baselines it was played with, and its version."""
+    card, version = cache.get(card_id)
+    return card, cache.ledger.document(card_id, card=card), version
+
+
+def card_rows(cache: CardCache, card_ids: Sequence[str] | None = None) -> list[CardRow]:
+    """The cards page's lines, in order of opening."""
+    ids = cache.card_ids() if card_ids is None else card_ids
+    rows = []
+    for cid in ids:
+        card, doc, _ = load(cache, cid)
+        rows.append(card_row(card, doc))
+    return rows
+
+
+def column_of(row: CardRow) -> CardColumn:
+    """A cards-page line as a compare column (for the leaderboard by tag)."""
+    return CardColumn(
+        card_id=row.card_id,
+        tags=row.tags,
+        score=row.score,
+        games=len(row.games),
+        levels_completed=row.levels_completed,
+        levels=row.levels,
+        actions=row.actions,
+        closed=row.closed is not None,
+    )
+
+
+def card_events(ledger: Ledger, card_id: str) -> list[Numbered]:
+    """The card's events in stream order, decoded, with their version and seq (what a replay re-simulates)."""
+    rows = ledger.store.read_stream(card_stream(card_id))
+    if not rows:
+        raise UnknownCard(card_id)
+    return [Numbered(r.version, r.seq, decode(r.body)) for r in rows]

@@ -1,0 +1,224 @@
+"""The pages, rendered by Jinja2 for the live server and for the static bundle alike.
+
+Autoescaping is on for every template: whatever the ledger holds (tags, opaque, game ids, reasoning: written by
+agents or read from imported files) reaches the page as text, in element content, in quoted attributes, or as JSON
+inside ``<script type="application/json">`` through ``tojson`` (which escapes ``<``, ``>``, ``&`` and ``'``).
+Links are built by a :class:`Links` object, so the same templates serve URLs (``card?id=...``) and the bundle's
+file names (``card-....html``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Any, Protocol
+from urllib.parse import urlencode
+
+import msgspec
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from ledger.services.compare import Comparison, letter
+from ledger.toolkit.frames import PlayFrames
+
+from .data import CardRow, CardView
+
+#: The policy every page runs under: only the package's own script and style, no inline script, nothing remote.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+#: The bundle opens from file://, where 'self' matches no file: only scripts and styles from file: URLs run.
+BUNDLE_CSP = "default-src 'none'; script-src file:; style-src file:; img-src data:; base-uri 'none'; form-action 'none'"
+
+_env = Environment(
+    loader=PackageLoader("ledger.web", "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+class Links(Protocol):
+    """Where each page lives."""
+
+    def cards(self) -> str: ...
+    def card(self, card_id: str) -> str: ...
+    def compare_all(self) -> str: ...
+    def replay(self, card_id: str, game_id: str, play: int) -> str: ...
+    def static(self, name: str) -> str: ...
+    def api_card(self, card_id: str) -> str: ...
+
+
+class LiveLinks:
+    """The server's URLs (relative, so the app can sit behind any prefix)."""
+
+    def cards(self) -> str:
+        """The cards page."""
+        return "./"
+
+    def card(self, card_id: str) -> str:
+        """A card's page."""
+        return "card?" + urlencode({"id": card_id})
+
+    def compare_all(self) -> str:
+        """The compare page."""
+        return "compare"
+
+    def compare(self, card_ids: Sequence[str] = (), tags: Sequence[str] = ()) -> str:
+        """The compare page for these cards and tags."""
+        return "compare?" + urlencode([("card", c) for c in card_ids] + [("tag", t) for t in tags])
+
+    def replay(self, card_id: str, game_id: str, play: int, start: int = 0) -> str:
+        """A play's replay page."""
+        q = [("card", card_id), ("game", game_id), ("play", str(play))] + ([("start", str(start))] if start else [])
+        return "replay?" + urlencode(q)
+
+    def static(self, name: str) -> str:
+        """A packaged script or style."""
+        return "static/" + name
+
+    def api_card(self, card_id: str) -> str:
+        """The card's live-update endpoint."""
+        return "api/card?" + urlencode({"id": card_id})
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of any id: its safe characters, then a short hash so different ids never collide."""
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "_", text)[:48]
+    return f"{safe}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:8]}"
+
+
+class BundleLinks:
+    """The bundle's file names, all in one folder."""
+
+    def cards(self) -> str:
+        """The cards page."""
+        return "index.html"
+
+    def card(self, card_id: str) -> str:
+        """A card's page."""
+        return f"card-{slug(card_id)}.html"
+
+    def compare_all(self) -> str:
+        """The compare page (every bundled card)."""
+        return "compare.html"
+
+    def replay(self, card_id: str, game_id: str, play: int, start: int = 0) -> str:
+        """A play's replay page."""
+        return f"replay-{slug(card_id)}-{slug(game_id)}-{play}.html"
+
+    def static(self, name: str) -> str:
+        """A packaged script or style, copied beside the pages."""
+        return "static/" + name
+
+    def api_card(self, card_id: str) -> str:
+        """No server, no live updates."""
+        return ""
+
+
+def _render(name: str, *, links: Links, bundle: bool, source: str, **ctx: Any) -> str:
+    return _env.get_template(name).render(links=links, bundle=bundle, source=source, csp=BUNDLE_CSP, **ctx)
+
+
+def cards_page(
+    rows: Sequence[CardRow], *, links: Links, bundle: bool, source: str, stamp: int, leaderboard: Sequence[Any] = ()
+) -> str:
+    """The cards page: every row, with the filter controls and the leaderboard by tag."""
+    return _render(
+        "cards.html",
+        links=links,
+        bundle=bundle,
+        source=source,
+        page="cards",
+        title="cards",
+        rows=rows,
+        stamp=stamp,
+        all_tags=sorted({t for r in rows for t in r.tags}),
+        all_games=sorted({g for r in rows for g in r.games}),
+        leaderboard=leaderboard,
+    )
+
+
+def card_rows_fragment(rows: Sequence[CardRow], *, links: Links) -> str:
+    """Just the rows of the cards table (the live page swaps them in)."""
+    return _env.get_template("_cards_rows.html").render(rows=rows, links=links, bundle=False)
+
+
+def card_page(view: CardView, *, version: int, links: Links, bundle: bool, source: str) -> str:
+    """A card's page."""
+    return _render(
+        "card.html",
+        links=links,
+        bundle=bundle,
+        source=source,
+        page="card",
+        title=f"card {view.row.card_id}",
+        view=view,
+        version=version,
+    )
+
+
+def card_body_fragment(view: CardView, *, links: Links) -> str:
+    """The card page's body (the live page swaps it in when the card changed)."""
+    return _env.get_template("_card_body.html").render(view=view, links=links, bundle=False)
+
+
+def compare_page(
+    cmp: Comparison,
+    *,
+    links: Links,
+    bundle: bool,
+    source: str,
+    all_tags: Sequence[str] = (),
+    chosen_tags: Sequence[str] = (),
+    chosen_cards: Sequence[str] = (),
+) -> str:
+    """The compare page."""
+    return _render(
+        "compare.html",
+        links=links,
+        bundle=bundle,
+        source=source,
+        page="compare",
+        title="compare",
+        cmp=cmp,
+        letters=[letter(i) for i in range(len(cmp.cards))],
+        leaderboard=cmp.leaderboard,
+        all_tags=all_tags,
+        chosen_tags=list(chosen_tags),
+        chosen_cards=list(chosen_cards),
+    )
+
+
+def replay_page(
+    card_id: str,
+    frames: PlayFrames,
+    palette: Sequence[str],
+    *,
+    links: Links,
+    bundle: bool,
+    source: str,
+    prev_href: str | None = None,
+    next_href: str | None = None,
+) -> str:
+    """A play's replay page: the frames as JSON for the player, the palette beside them."""
+    payload = {"palette": list(palette), "frames": msgspec.to_builtins(frames)}
+    return _render(
+        "replay.html",
+        links=links,
+        bundle=bundle,
+        source=source,
+        page="replay",
+        title=f"replay {frames.game_id} play {frames.play}",
+        card_id=card_id,
+        frames=frames,
+        payload=payload,
+        prev_href=prev_href,
+        next_href=next_href,
+    )
+
+
+def message_page(title: str, text: str, *, links: Links, source: str) -> str:
+    """A page that only says something (an unknown card, a bad address)."""
+    return _render("message.html", links=links, bundle=False, source=source, page="message", title=title, text=text)

@@ -1,0 +1,196 @@
+/* ledger view: filters, live updates and the replay player. No library, nothing fetched but this server's own
+   JSON. Data from the ledger is untrusted: it is only ever set as text (textContent) or as SVG attributes; the
+   only markup inserted is the server's own escaped HTML fragments. */
+(function () {
+  "use strict";
+  var body = document.body;
+  var live = body.dataset.mode === "live";
+
+  function $(id) { return document.getElementById(id); }
+
+  function poll(url, every, onData) {
+    var stopped = false;
+    function tick() {
+      if (stopped) return;
+      fetch(url(), { cache: "no-store", headers: { "Accept": "application/json" } })
+        .then(function (r) { return r.status === 200 ? r.json() : null; })
+        .then(function (data) { if (data && onData(data) === false) stopped = true; })
+        .catch(function () { /* the server may be restarting: try again later */ })
+        .then(function () { if (!stopped) setTimeout(tick, every); });
+    }
+    setTimeout(tick, every);
+  }
+
+  /* -- cards page ------------------------------------------------------------------------------------------ */
+  function cardsPage() {
+    var form = $("filters"), table = $("cards"), tbody = $("card-rows");
+    if (!form || !tbody) return;
+    function apply() {
+      var f = new FormData(form);
+      var id = String(f.get("id") || "").trim().toLowerCase(), tag = f.get("tag"), game = f.get("game");
+      var state = f.get("state"), from = f.get("from"), to = f.get("to"), sort = String(f.get("sort") || "date-desc");
+      var rows = Array.prototype.slice.call(tbody.rows), shown = 0;
+      rows.forEach(function (tr) {
+        var d = tr.dataset, opened = (d.opened || "").slice(0, 10);
+        var ok = (!id || d.card.toLowerCase().indexOf(id) === 0) &&
+          (!tag || JSON.parse(d.tags).indexOf(tag) >= 0) &&
+          (!game || JSON.parse(d.games).indexOf(game) >= 0) &&
+          (!state || d.state === state) && (!from || opened >= from) && (!to || (opened && opened <= to));
+        tr.hidden = !ok;
+        if (ok) shown++;
+      });
+      var key = sort.split("-")[0], dir = sort.split("-")[1] === "asc" ? 1 : -1;
+      rows.sort(function (a, b) {
+        var x = key === "score" ? parseFloat(a.dataset.score) : a.dataset.opened;
+        var y = key === "score" ? parseFloat(b.dataset.score) : b.dataset.opened;
+        return x < y ? -dir : x > y ? dir : 0;
+      });
+      rows.forEach(function (tr) { tbody.appendChild(tr); });
+      $("card-count").textContent = "(" + shown + " of " + rows.length + ")";
+    }
+    form.addEventListener("input", apply);
+    form.addEventListener("submit", function (e) { e.preventDefault(); });
+    apply();
+    var button = $("compare-selected");
+    function picked() {
+      return Array.prototype.map.call(tbody.querySelectorAll("input.pick:checked"), function (c) { return c.value; });
+    }
+    if (button) {
+      tbody.addEventListener("change", function () { button.disabled = picked().length < 2; });
+      button.addEventListener("click", function () {
+        var q = new URLSearchParams();
+        picked().forEach(function (c) { q.append("card", c); });
+        location.href = "compare?" + q.toString();
+      });
+    }
+    if (live) {
+      poll(function () { return "api/cards?since=" + encodeURIComponent(table.dataset.stamp); }, 2000, function (data) {
+        var keep = picked();
+        table.dataset.stamp = data.stamp;
+        tbody.innerHTML = data.html; /* the server's escaped fragment */
+        keep.forEach(function (c) {
+          tbody.querySelectorAll("input.pick").forEach(function (box) { if (box.value === c) box.checked = true; });
+        });
+        if (button) button.disabled = picked().length < 2;
+        apply();
+      });
+    }
+  }
+
+  /* -- card page: live updates ----------------------------------------------------------------------------- */
+  function cardPage() {
+    var box = $("card-body");
+    if (!box || !live || !box.dataset.poll || box.dataset.open !== "true") return;
+    poll(function () { return box.dataset.poll + "&since=" + encodeURIComponent(box.dataset.events); }, 1000,
+      function (data) {
+        box.innerHTML = data.html; /* the server's escaped fragment */
+        box.dataset.events = data.events;
+        box.dataset.open = data.open ? "true" : "false";
+        return data.open; /* a closed card stops polling */
+      });
+  }
+
+  /* -- replay page ----------------------------------------------------------------------------------------- */
+  function replayPage() {
+    var data = $("replay-data"), canvas = $("screen");
+    if (!data || !canvas) return;
+    var payload = JSON.parse(data.textContent), palette = payload.palette, frames = payload.frames;
+    var steps = frames.steps, ctx = canvas.getContext("2d"), scale = parseInt(canvas.dataset.scale, 10);
+    var scrub = $("scrub"), timeline = $("timeline"), cur = 0, timer = null;
+    if (!steps.length) return;
+
+    function draw(i) {
+      var s = steps[i];
+      if (!s.grid) { /* an empty frame (action after the end): keep the last picture, dimmed */
+        ctx.fillStyle = "rgba(0,0,0,0.5)"; ctx.fillRect(0, 0, canvas.width, canvas.height); return;
+      }
+      if (canvas.width !== s.width * scale || canvas.height !== s.height * scale) {
+        canvas.width = s.width * scale; canvas.height = s.height * scale;
+      }
+      for (var y = 0; y < s.height; y++) {
+        for (var x = 0; x < s.width; x++) {
+          ctx.fillStyle = palette[parseInt(s.grid.charAt(y * s.width + x), 16)];
+          ctx.fillRect(x * scale, y * scale, scale, scale);
+        }
+      }
+    }
+    function show(i) {
+      cur = Math.max(0, Math.min(steps.length - 1, i));
+      var s = steps[cur];
+      /* draw from the last step with a picture, so stepping back over an empty frame shows what the agent saw */
+      var j = cur; while (j > 0 && !steps[j].grid) j--;
+      if (j !== cur) draw(j);
+      draw(cur);
+      scrub.value = cur;
+      canvas.dataset.step = s.n;
+      $("s-n").textContent = s.n + " of " + (frames.total_steps - 1);
+      $("s-action").textContent = s.action + (s.x !== null && s.x !== undefined ? " at (" + s.x + ", " + s.y + ")" : "");
+      $("s-state").textContent = s.state;
+      $("s-levels").textContent = String(s.levels_completed);
+      $("s-marks").textContent = s.marks.length ? s.marks.join(", ") : "-";
+      $("s-version").textContent = "version " + s.version;
+      var r = s.reasoning;
+      $("s-reasoning-box").hidden = r === null || r === undefined;
+      $("s-reasoning").textContent = r === null || r === undefined ? "" :
+        (typeof r === "string" ? r : JSON.stringify(r, null, 1));
+      var c = $("tl-cursor");
+      if (c) c.setAttribute("x", String(pos(cur) - 1));
+    }
+    function pos(i) { return steps.length > 1 ? (i / (steps.length - 1)) * 996 + 2 : 500; }
+    function markTimeline() {
+      var ns = "http://www.w3.org/2000/svg";
+      steps.forEach(function (s, i) {
+        s.marks.forEach(function (m) {
+          var cls = m.indexOf("completed") >= 0 ? "k-level" : m.indexOf("reset") >= 0 ? "k-reset" :
+            m === "GAME_OVER" ? "k-over" : m === "WIN" ? "k-win" : null;
+          if (!cls) return;
+          var r = document.createElementNS(ns, "rect");
+          r.setAttribute("class", cls); r.setAttribute("x", String(pos(i) - 2)); r.setAttribute("y", "2");
+          r.setAttribute("width", "4"); r.setAttribute("height", "18");
+          var t = document.createElementNS(ns, "title"); t.textContent = "step " + s.n + ": " + m; r.appendChild(t);
+          timeline.appendChild(r);
+        });
+      });
+      var c = document.createElementNS(ns, "rect");
+      c.setAttribute("id", "tl-cursor"); c.setAttribute("class", "cursor"); c.setAttribute("y", "0");
+      c.setAttribute("width", "2"); c.setAttribute("height", "22");
+      timeline.appendChild(c);
+      timeline.addEventListener("click", function (e) {
+        var box = timeline.getBoundingClientRect();
+        show(Math.round(((e.clientX - box.left) / box.width) * (steps.length - 1)));
+      });
+    }
+    function pause() { if (timer) { clearInterval(timer); timer = null; } $("play").textContent = "play"; }
+    function play() {
+      if (timer) { pause(); return; }
+      if (cur >= steps.length - 1) show(0);
+      $("play").textContent = "pause";
+      timer = setInterval(function () {
+        if (cur >= steps.length - 1) { pause(); return; }
+        show(cur + 1);
+      }, 1000 / parseFloat($("speed").value));
+    }
+    $("first").addEventListener("click", function () { pause(); show(0); });
+    $("prev").addEventListener("click", function () { pause(); show(cur - 1); });
+    $("next").addEventListener("click", function () { pause(); show(cur + 1); });
+    $("last").addEventListener("click", function () { pause(); show(steps.length - 1); });
+    $("play").addEventListener("click", play);
+    $("speed").addEventListener("change", function () { if (timer) { pause(); play(); } });
+    scrub.addEventListener("input", function () { pause(); show(parseInt(scrub.value, 10)); });
+    document.addEventListener("keydown", function (e) {
+      if (e.target && (e.target.tagName === "INPUT" || e.target.tagName === "SELECT")) return;
+      if (e.key === "ArrowRight") { pause(); show(cur + 1); }
+      else if (e.key === "ArrowLeft") { pause(); show(cur - 1); }
+      else if (e.key === "Home") { pause(); show(0); }
+      else if (e.key === "End") { pause(); show(steps.length - 1); }
+      else if (e.key === " ") { e.preventDefault(); play(); }
+    });
+    markTimeline();
+    show(0);
+  }
+
+  var page = body.dataset.page;
+  if (page === "cards") cardsPage();
+  else if (page === "card") cardPage();
+  else if (page === "replay") replayPage();
+})();

@@ -1,0 +1,444 @@
+"""Importing the ARC-AGI-3-Agents harness's recordings, and the import's honesty about what it could not read.
+
+The recordings are written by ``tests/harness_recorder.py`` (the harness's swarm/agent/recorder logic, its
+``action_input`` bug included) from seeded agents playing through the real toolkit; each imported card is compared
+with the toolkit's own scorecard entry for that game.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ledger import Ledger
+from ledger.cli import cli
+from ledger.core.events import (
+    ActionsInferred,
+    BaselinesAttached,
+    CardOpened,
+    LevelReset,
+    LinesSkipped,
+    PlayStarted,
+    RecordingImported,
+    card_stream,
+    decode,
+)
+from ledger.services.audit import audit_card
+from ledger.services.importing import import_recordings
+from ledger.services.verify import verify_ledger
+from tests.harness_recorder import SwarmRun, environments, game_entry, run_swarm
+from tests.toolkit import ENV_DIR, arcade, step
+
+VIS = "vis5-0000001a"  # every action shows in its frame: resets are always decidable
+STATIC = ["cnt3-0000000a", "clk2-0000000b", "shrt-0000000e"]  # frames that do not change within a level
+
+
+@pytest.fixture(scope="module")
+def envs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return environments(tmp_path_factory.mktemp("envs"))
+
+
+def events_of(led: Ledger, card_id: str) -> list[Any]:
+    return [decode(b) for b in led.store.read_bodies(card_stream(card_id))[0]]
+
+
+def invoke(db: Path, *args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(cli, ["--db", str(db), *args])
+    return r.exit_code, r.stdout, r.stderr
+
+
+def without_resets(entry: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in entry.items() if k != "resets"}
+    out["runs"] = [{k: v for k, v in r.items() if k != "resets"} for r in entry["runs"]]
+    return out
+
+
+def compare(led: Ledger, run: SwarmRun, summary: Any, seen: dict[str, int]) -> None:
+    """Each agent's card against the toolkit's entry for its game: exact, resets included, unless lines were
+    undecided, and then every other number exact and the reset gap no larger than the undecided lines."""
+    for agent in run.agents:
+        card_id = agent.recorder.guid
+        got = game_entry(json.loads(led.export(card_id)), agent.game_id)
+        want = game_entry(run.expected, agent.game_id)
+        if sum(a.game_id == agent.game_id for a in run.agents) > 1:
+            # Two agents on one game and one toolkit card: the toolkit's entry holds both; compare this guid's runs.
+            guid = got["runs"][0]["guid"]
+            got = {"runs": got["runs"], "resets": sum(r["resets"] for r in got["runs"])}
+            want = {"runs": [r for r in want["runs"] if r["guid"] == guid]}
+            want["resets"] = sum(r["resets"] for r in want["runs"])
+        result = next(c for c in summary.cards if c.card_id == card_id)
+        assert result.format == "harness" and result.resets_known and result.unreproduced == 0
+        if result.undecided == 0:
+            assert got == want, (agent.game_id, card_id)
+            seen["exact"] += 1
+        else:
+            assert without_resets(got) == without_resets(want), (agent.game_id, card_id)
+            assert 0 <= want["resets"] - got["resets"] <= result.undecided
+            seen["undecided"] += 1
+        evs = events_of(led, card_id)
+        opened = evs[0]
+        assert type(opened) is CardOpened and opened.card_id == card_id and opened.tags == [agent.kind]
+        inferred = [e for e in evs if type(e) is ActionsInferred]
+        assert len(inferred) == 1 and inferred[0].method == "resimulated" and inferred[0].resets_known
+        assert (
+            inferred[0].inferred == sum(1 for f in agent.frames[1:]) and len(inferred[0].undecided) == result.undecided
+        )
+        seen["level resets"] += any(type(e) is LevelReset for e in evs)
+        seen["several plays"] += sum(type(e) is PlayStarted for e in evs) > 1
+        seen["after the end"] += any(not f.frame for f in agent.frames[1:])
+        seen["clicks"] += any(a == 6 for a, _, _ in agent.sent)
+
+
+def test_seeded_harness_runs_import_to_the_toolkits_cards(tmp_path: Path, envs: Path) -> None:
+    """Three swarms (one card each, several games, 130 actions per agent at most), LLM side lines in one, old
+    ``score`` keys in another: every recording becomes its card, equal to the toolkit's entry for its game."""
+    rec = tmp_path / "recordings"
+    runs = [
+        run_swarm(rec, [VIS, "cnt3-0000000a", "shrt-0000000e"], 11, env_dir=envs),
+        run_swarm(rec, [VIS, VIS, "clk2-0000000b"], 12, env_dir=envs, llm=True),
+        run_swarm(rec, [VIS, "cnt3-0000000a"], 13, env_dir=envs, old_style=True),
+    ]
+    seen = dict.fromkeys(("exact", "undecided", "level resets", "several plays", "after the end", "clicks"), 0)
+    with Ledger.open(tmp_path / "l.sqlite") as led:
+        s = import_recordings(led, [rec], environments=envs)
+        assert s.exit_code == 0, [str(p) for p in s.problems]
+        assert [str(p) for p in s.problems if p.kind not in ("harness",)] == []
+        seen["cross-checked"] = sum("final scorecard line agrees" in p.message for p in s.problems)
+        assert s.totals()["imported"] == sum(len(r.agents) for r in runs) == 8
+        assert "recordings" not in led.card_ids()
+        for run in runs:
+            compare(led, run, s, seen)
+        assert s.inference()["inferred_actions"] == sum(len(a.sent) for r in runs for a in r.agents)
+        assert s.skipped()["side lines (not frames)"] > 0
+        assert verify_ledger(led.store).ok
+        again = import_recordings(led, [rec], environments=envs)
+        assert again.totals()["already_imported"] == 8 and again.totals()["events"] == 0
+    # The runs covered what the test claims (a test that cannot fail proves nothing).
+    assert seen["exact"] >= 4 and seen["undecided"] >= 1 and seen["cross-checked"] >= 1, seen
+    assert all(seen[k] >= 2 for k in ("level resets", "several plays", "after the end", "clicks")), seen
+
+
+def test_without_the_games_code_scores_are_exact_and_resets_unknown(tmp_path: Path, envs: Path) -> None:
+    rec = tmp_path / "rec"
+    run = run_swarm(rec, [VIS, "cnt3-0000000a"], 21, env_dir=envs)
+    db = tmp_path / "l.sqlite"
+    code, out, err = invoke(db, "import", str(rec))
+    assert code == 0, err
+    assert "resets unknown on 2 cards" in out and "from the frames, resets unknown" in out
+    with Ledger.open(db) as led:
+        base = json.loads(led.export(run.agents[0].recorder.guid))  # imported without baselines
+        assert base["environments"][0]["runs"][0]["message"].startswith("No Matching EnvironmentInfo")
+        from ledger.core.baselines import as_map, canonical
+        from ledger.toolkit.environments import scan_environments
+
+        bmap = as_map(canonical(scan_environments(envs)[0]))
+        for agent in run.agents:
+            got = game_entry(json.loads(led.export(agent.recorder.guid, baselines=bmap)), agent.game_id)
+            assert without_resets(got) == without_resets(game_entry(run.expected, agent.game_id))
+            evs = events_of(led, agent.recorder.guid)
+            inferred = next(e for e in evs if type(e) is ActionsInferred)
+            assert inferred.method == "frames" and not inferred.resets_known
+            report = audit_card(led, agent.recorder.guid)
+            imp = next(c for c in report.checks if c.name == "import")
+            assert imp.status == "WARN" and "resets are unknown" in imp.message
+
+
+# -- the benchmarking harness: the real file's shape, its run folders, its phantom copies -------------------------
+
+
+def _benchmark_fixture(folder: Path, envs: Path, *, phantom: bool) -> tuple[Path, dict[str, Any]]:
+    """The shape of arc-agi-3-benchmarking's recordings/ (commit 238e1bd): token lines between frame lines, three
+    ACTION1 answers, and the run folder with run_meta.json and step_NNN.json; optionally a copy of the last frame
+    recorded for an action the harness did not send (after a RESET)."""
+    from tests.harness_recorder import convert
+
+    arc = arcade(envs)
+    card = arc.open_scorecard()
+    env = arc.make(VIS, scorecard_id=card)
+    name = f"{VIS}.conversationrollingwindow.gpt-x-openrouter.anim7"
+    run_id = "546533b5-dc0c-4912-85de-a185df1221dc"
+    path = folder / f"{name}.222f30a3-f3f6-48ee-b02c-583dea272051.recording.jsonl"
+    run_dir = folder / f"{name}.{run_id}"
+    run_dir.mkdir(parents=True)
+    lines: list[str] = []
+    total = 0
+    actions = [1, 1, 1] + ([0, 2] if phantom else [])
+    for i, a in enumerate(actions, 1):
+        ts = f"2026-04-01T03:04:{19 + 2 * i:02d}.5"
+        parsed = "RESET" if a == 0 else f"ACTION{a}"
+        (run_dir / f"step_{i:03d}.json").write_text(
+            json.dumps({"step": i, "timestamp": ts + "5Z", "model": "x", "messages_sent": [], "parsed_action": parsed})
+        )
+        total += 12449
+        tokens = {"tokens": 12449, "total_tokens": total, "conversation_length": 2 * i, "assistant": ""}
+        lines.append(json.dumps({"timestamp": ts + "55969+00:00", "data": tokens}))
+        if phantom and i == len(actions):
+            frame = json.loads(lines[-2])["data"]  # the harness refused to send it: the last frame again
+        else:
+            from arcengine import GameAction
+
+            frame = json.loads(convert(env.step(GameAction.from_id(a))).model_dump_json())
+        lines.append(json.dumps({"timestamp": ts + "61483+00:00", "data": frame}))
+    (run_dir / "run_meta.json").write_text(
+        json.dumps(
+            {"run_id": run_id, "game_id": VIS, "agent_name": name, "model": "x", "started_at": "2026-04-01T03:04:17Z"}
+        )
+    )
+    path.write_text("\n".join(lines) + "\n")
+    expected = json.loads(arc.get_scorecard(card).model_dump_json())
+    return path, expected
+
+
+def test_the_benchmarking_files_shape_and_run_folder(tmp_path: Path, envs: Path) -> None:
+    folder = tmp_path / "recordings"
+    _, expected = _benchmark_fixture(folder, envs, phantom=False)
+    db = tmp_path / "l.sqlite"
+    code, out, err = invoke(db, "import", str(folder), "--environments", str(envs), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    (card,) = doc["cards"]
+    assert card["card_id"] == "222f30a3-f3f6-48ee-b02c-583dea272051" and card["plays"] == 1
+    assert (
+        card["inferred_actions"] == 3
+        and card["undecided_lines"] == 0
+        and card["skipped"] == {"side lines (not frames)": 3}
+    )
+    assert any("parsed_action of 3 step(s)" in p["message"] for p in doc["problems"])
+    with Ledger.open(db) as led:
+        got = game_entry(json.loads(led.export(card["card_id"])), VIS)
+        assert got == game_entry(expected, VIS) and got["actions"] == 3
+        assert [e.action for e in events_of(led, card["card_id"]) if hasattr(e, "action")] == [1, 1, 1]
+
+
+def test_a_phantom_copy_is_reported_and_skipped(tmp_path: Path, envs: Path) -> None:
+    folder = tmp_path / "recordings"
+    path, expected = _benchmark_fixture(folder, envs, phantom=True)
+    db = tmp_path / "l.sqlite"
+    code, out, err = invoke(db, "import", str(path), "--environments", str(envs))
+    assert code == 0, err
+    assert f"{path}:10: no action reproduces this line" in err
+    assert "1 line no action reproduces" in out
+    with Ledger.open(db) as led:
+        card_id = path.name.split(".")[-3]
+        assert game_entry(json.loads(led.export(card_id)), VIS) == game_entry(expected, VIS)
+        (skipped,) = [e for e in events_of(led, card_id) if type(e) is LinesSkipped]
+        assert [(s.line, s.reason) for s in skipped.lines] == [(10, "no action reproduces it")]
+
+
+# -- not a recording ---------------------------------------------------------------------------------------------
+
+
+def test_jsonl_in_no_known_format_is_an_error_and_makes_no_card(tmp_path: Path) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "metrics.jsonl").write_text('{"step": 1, "loss": 0.5}\n{"step": 2, "loss": 0.4}\n')
+    (folder / "events.jsonl").write_text('{"timestamp": "2026-01-01T00:00:00Z", "data": {"msg": "hi"}}\n')
+    db = tmp_path / "l.sqlite"
+    code, _, err = invoke(db, "import", str(folder))
+    assert code == 2
+    assert f"error: {folder / 'events.jsonl'}: not a recording the ledger reads" in err
+    assert "the toolkit's recordings" in err and "ARC-AGI-3-Agents harness" in err
+    with Ledger.open(db) as led:
+        assert led.card_ids() == []
+
+
+# -- honest imports ----------------------------------------------------------------------------------------------
+
+
+def _toolkit_recording(tmp_path: Path, seed: int = 0) -> tuple[Path, str]:
+    arc = arcade(recordings_dir=str(tmp_path / "rec"))
+    card = arc.open_scorecard()
+    env = arc.make("cnt3", scorecard_id=card, save_recording=True)
+    rng = random.Random(seed)
+    for _ in range(14):
+        step(env, rng.choice([1, 1, 2, 4]))
+    (f,) = (tmp_path / "rec" / card).glob("*.jsonl")
+    return f, card
+
+
+def test_a_recording_rewritten_before_the_import_offset_is_refused(tmp_path: Path) -> None:
+    f, _ = _toolkit_recording(tmp_path)
+    db = tmp_path / "l.sqlite"
+    assert invoke(db, "import", str(f))[0] == 0
+    lines = f.read_bytes().split(b"\n")
+    assert b'"ACTION1"' in lines[8] or b'"ACTION2"' in lines[8] or b'"ACTION4"' in lines[8]
+    for a, b in ((b'"ACTION1"', b'"ACTION3"'), (b'"ACTION2"', b'"ACTION3"'), (b'"ACTION4"', b'"ACTION3"')):
+        lines[8] = lines[8].replace(a, b)
+    f.write_bytes(b"\n".join(lines))  # same size: only a whole-prefix hash sees it
+    code, out, err = invoke(db, "import", str(f))
+    assert code == 1, out
+    assert "it was rewritten" in err and "0 already imported, 1 not imported" in out
+
+
+def test_skipped_lines_are_recorded_and_the_audit_warns(tmp_path: Path) -> None:
+    f, card = _toolkit_recording(tmp_path)
+    lines = f.read_bytes().split(b"\n")
+    cut = lines[5][: len(lines[5]) // 2]
+    lines[5] = cut  # a line cut in the middle of the file
+    f.write_bytes(b"\n".join(lines))
+    db = tmp_path / "l.sqlite"
+    code, out, err = invoke(db, "import", str(f))
+    assert code == 0 and f"{f}:6: not JSON" in err
+    with Ledger.open(db) as led:
+        (ev,) = [e for e in events_of(led, card) if type(e) is LinesSkipped]
+        assert ev.file == f.name and [(s.line, s.reason, s.size) for s in ev.lines] == [(6, "not JSON", len(cut))]
+        import hashlib
+
+        assert ev.lines[0].sha256 == hashlib.sha256(cut).hexdigest()
+    code, out, _ = invoke(db, "audit", card)
+    assert code == 0 and "WARN" in out and f"{f.name}:6 (not JSON)" in out
+
+
+@pytest.mark.parametrize("what", ["levels_high", "levels_negative", "state", "time_backwards"])
+def test_strict_refuses_impossible_values(tmp_path: Path, what: str) -> None:
+    f, card = _toolkit_recording(tmp_path)
+    lines = f.read_text().split("\n")
+    d = json.loads(lines[4])
+    if what == "levels_high":
+        d["data"]["levels_completed"] = d["data"]["win_levels"] + 1
+    elif what == "levels_negative":
+        d["data"]["levels_completed"] = -1
+    elif what == "state":
+        d["data"]["state"] = "PAUSED"
+    else:
+        d["timestamp"] = "2000-01-01T00:00:00+00:00"
+    lines[4] = json.dumps(d)
+    f.write_text("\n".join(lines))
+    db = tmp_path / "l.sqlite"
+    code, out, err = invoke(db, "import", "--strict", str(f))
+    assert code == 2 and f"{f}:5:" in err, (out, err)
+    with Ledger.open(db) as led:
+        assert card not in led.card_ids()
+    # Without --strict the value is reported and the card imported.
+    code, out, err = invoke(db, "import", str(f))
+    assert code == 0 and f"{f}:5:" in err
+
+
+def test_importing_again_with_environments_gives_baselines_to_cards_without(tmp_path: Path, envs: Path) -> None:
+    f, card = _toolkit_recording(tmp_path)
+    db = tmp_path / "l.sqlite"
+    assert invoke(db, "import", str(f))[0] == 0
+    with Ledger.open(db) as led:
+        before = json.loads(led.export(card))
+    assert before["score"] == 0 and "No Matching" in before["environments"][0]["runs"][0]["message"]
+    code, out, err = invoke(db, "import", str(f), "--environments", str(ENV_DIR))
+    assert code == 0 and "baselines attached to 1 card" in out, (out, err)
+    with Ledger.open(db) as led:
+        after = json.loads(led.export(card))
+        assert (
+            "message" not in after["environments"][0]["runs"][0]
+            or "No Matching" not in after["environments"][0]["runs"][0]["message"]
+        )
+        assert any(type(e) is BaselinesAttached for e in events_of(led, card))
+        assert audit_card(led, card).ok
+        assert verify_ledger(led.store).ok
+    # Once attached, nothing more to do.
+    code, out, _ = invoke(db, "import", str(f), "--environments", str(ENV_DIR))
+    assert code == 0 and "already imported" in out and "baselines attached" not in out
+
+
+def test_a_harness_recording_rewritten_after_import_is_refused(tmp_path: Path, envs: Path) -> None:
+    rec = tmp_path / "rec"
+    run = run_swarm(rec, [VIS], 31, env_dir=envs, max_actions=20)
+    path = run.agents[0].recorder.path
+    db = tmp_path / "l.sqlite"
+    assert invoke(db, "import", str(path), "--environments", str(envs))[0] == 0
+    raw = bytearray(path.read_bytes())
+    i = raw.index(b'"state": "NOT_FINISHED"')
+    raw[i : i + 23] = b'"state": "GAME_OVER"   '
+    path.write_bytes(bytes(raw))
+    code, _, err = invoke(db, "import", str(path), "--environments", str(envs))
+    assert code == 1 and "rewritten" in err
+    with Ledger.open(db) as led:
+        (ri,) = [e for e in events_of(led, run.agents[0].recorder.guid) if type(e) is RecordingImported]
+        assert ri.prefix_sha256 is not None
+
+
+def test_a_copy_of_the_harness_folder_elsewhere_is_the_same_card(tmp_path: Path, envs: Path) -> None:
+    rec = tmp_path / "rec"
+    run = run_swarm(rec, [VIS], 41, env_dir=envs, max_actions=15)
+    other = tmp_path / "copy"
+    shutil.copytree(rec, other)
+    db = tmp_path / "l.sqlite"
+    assert invoke(db, "import", str(rec), "--environments", str(envs))[0] == 0
+    code, out, _ = invoke(db, "import", str(other), "--environments", str(envs))
+    assert code == 0 and "already imported" in out
+    with Ledger.open(db) as led:
+        assert led.card_ids() == [run.agents[0].recorder.guid]
+
+
+def test_a_grown_harness_recording_adds_only_its_new_lines(tmp_path: Path, envs: Path) -> None:
+    """A run still going: import the first half (cut mid-line, as a live writer leaves it), then the rest."""
+    rec = tmp_path / "rec"
+    run = run_swarm(rec, [VIS], 51, env_dir=envs, max_actions=60)
+    path = run.agents[0].recorder.path
+    whole = path.read_bytes()
+    cut = whole.index(b"\n", len(whole) // 2) + 40  # a partial line at the end
+    path.write_bytes(whole[:cut])
+    db = tmp_path / "l.sqlite"
+    code, out, err = invoke(db, "import", str(path), "--environments", str(envs))
+    assert code == 0 and "truncated last line" in err, (out, err)
+    path.write_bytes(whole)
+    code, out, err = invoke(db, "import", str(path), "--environments", str(envs))
+    assert code == 0 and out.startswith("updated "), (out, err)
+    with Ledger.open(db) as led:
+        card_id = run.agents[0].recorder.guid
+        assert game_entry(json.loads(led.export(card_id)), VIS) == game_entry(run.expected, VIS)
+        reads = [e for e in events_of(led, card_id) if type(e) is RecordingImported]
+        assert len(reads) == 2 and reads[-1].offset == len(whole)
+        assert audit_card(led, card_id).ok
+    code, out, _ = invoke(db, "import", str(path), "--environments", str(envs))
+    assert code == 0 and out.startswith("already imported")
+
+
+@pytest.mark.parametrize("what", ["cut", "levels_high", "time_backwards"])
+def test_harness_bad_lines_are_recorded_and_strict_refuses_them(tmp_path: Path, envs: Path, what: str) -> None:
+    run = run_swarm(tmp_path / "rec", [VIS], 61, env_dir=envs, max_actions=12)
+    path = run.agents[0].recorder.path
+    lines = path.read_text().split("\n")
+    d = json.loads(lines[3])
+    if what == "cut":
+        lines[3] = lines[3][:200]
+    elif what == "levels_high":
+        d["data"]["levels_completed"] = d["data"]["win_levels"] + 1
+        lines[3] = json.dumps(d)
+    else:
+        d["timestamp"] = "2000-01-01T00:00:00+00:00"
+        lines[3] = json.dumps(d)
+    path.write_text("\n".join(lines))
+    db = tmp_path / "l.sqlite"
+    code, _, err = invoke(db, "import", "--strict", str(path), "--environments", str(envs))
+    assert code == 2 and f"{path}:4:" in err, err
+    with Ledger.open(db) as led:
+        assert led.card_ids() == []
+    code, _, err = invoke(db, "import", str(path), "--environments", str(envs))
+    assert code == 0 and f"{path}:4:" in err
+    with Ledger.open(db) as led:
+        card_id = run.agents[0].recorder.guid
+        skipped = [e for e in events_of(led, card_id) if type(e) is LinesSkipped]
+        if what == "cut":
+            # The game never saw a line it cannot read: the next line is reproduced from the state before it.
+            assert [(s.line, s.reason) for e in skipped for s in e.lines] == [(4, "not JSON")]
+            # One action short of the toolkit's card, every later line still reproduced.
+            got = game_entry(json.loads(led.export(card_id)), VIS)
+            want = game_entry(run.expected, VIS)
+            assert got["actions"] == want["actions"] - 1
+            report = audit_card(led, card_id)
+            assert next(c for c in report.checks if c.name == "import").status == "WARN"
+
+
+def test_harness_import_on_each_backend(backend_ledger: Ledger, tmp_path: Path, envs: Path) -> None:
+    run = run_swarm(tmp_path / "rec", [VIS, "cnt3-0000000a"], 71, env_dir=envs, max_actions=30)
+    s = import_recordings(backend_ledger, [tmp_path / "rec"], environments=envs)
+    assert s.exit_code == 0 and s.totals()["imported"] == 2
+    vis = next(a for a in run.agents if a.game_id == VIS)
+    got = game_entry(json.loads(backend_ledger.export(vis.recorder.guid)), VIS)
+    assert got == game_entry(run.expected, VIS)
+    again = import_recordings(backend_ledger, [tmp_path / "rec"], environments=envs)
+    assert again.totals()["already_imported"] == 2

@@ -1,0 +1,281 @@
+"""Read commands never write, bad databases get one clear line, `init` repairs the append-only triggers.
+
+Every case runs the real `ledger` CLI as a subprocess on real SQLite files and on the real PostgreSQL server
+(issue 14 items 1, 2 and 11; issue 15's lazy imports, checked by what a process has imported, never by timing).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
+
+from ledger import Ledger
+from ledger.cli import common
+from ledger.errors import StoreError
+from ledger.storage.base import APPEND_ONLY_TRIGGERS, known_revisions
+from ledger.storage.migrating import alembic_config
+
+ROOT = Path(__file__).resolve().parent.parent
+LEDGER_CLI = [sys.executable, "-c", "from ledger.cli import main; main()"]
+READ_COMMANDS = [
+    ["cards"],
+    ["cards", "--json"],
+    ["export", "CARD"],
+    ["replay", "CARD"],
+    ["verify"],
+    ["audit", "CARD"],
+    ["events", "CARD"],
+    ["baselines", "list"],
+    ["rescore", "--all", "--baselines", "x"],
+]
+
+
+def ledger_cli(db: str | Path, *args: str) -> tuple[int, str, str]:
+    r = subprocess.run([*LEDGER_CLI, "--db", str(db), *args], capture_output=True, text=True, cwd=ROOT)
+    assert "Traceback" not in r.stderr + r.stdout, r.stderr
+    return r.returncode, r.stdout, r.stderr
+
+
+def one_line(result: tuple[int, str, str], code: int, says: str) -> None:
+    got, out, err = result
+    assert got == code, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and says in lines[0], err
+
+
+def demo_ledger(db: str | Path) -> str:
+    code, out, err = ledger_cli(db, "demo")
+    assert code == 0, err
+    found = re.search(r"export (\S+) --indent 2", out)
+    assert found is not None, out
+    return found.group(1)
+
+
+# -- SQLite: missing, foreign, read-only, newer -----------------------------------------------------------------
+
+
+def test_a_read_command_on_a_missing_file_creates_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "typo.sqlite"
+    for args in READ_COMMANDS:
+        one_line(ledger_cli(db, *args), 1, f"no ledger at {db} (create one with `ledger init`)")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(StoreError, match="no ledger at"):
+        Ledger.open(db, readonly=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_database_that_is_not_a_ledger_is_refused_untouched(tmp_path: Path) -> None:
+    db = tmp_path / "other.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE t (x)")
+    con.execute("INSERT INTO t VALUES (1)")
+    con.commit()
+    con.close()
+    os.chmod(db, 0o640)
+    before = (db.read_bytes(), os.stat(db).st_mode)
+    for args in READ_COMMANDS:
+        one_line(ledger_cli(db, *args), 1, "is not a ledger")
+    assert (db.read_bytes(), os.stat(db).st_mode) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]  # no -wal, no -shm
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA journal_mode").fetchone() == ("delete",)  # not switched to WAL
+    con.close()
+    garbage = tmp_path / "notes.txt"
+    garbage.write_bytes(b"not a database at all, but long enough to have a header" * 4)
+    before_text = garbage.read_bytes()
+    one_line(ledger_cli(garbage, "cards"), 1, "is not a ledger")
+    assert garbage.read_bytes() == before_text
+
+
+def test_read_commands_never_write_a_ledger(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.sqlite"
+    card = demo_ledger(db)
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    stamp = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.iterdir() if p.is_file()}
+    for args in READ_COMMANDS[:-1]:
+        code, _, err = ledger_cli(db, *[card if a == "CARD" else a for a in args])
+        assert code == 0, (args, err)
+    after = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.iterdir() if p.is_file()}
+    # The database file is untouched; a WAL reader may open an empty -wal and its -shm index, nothing in them.
+    assert after["ledger.sqlite"] == stamp["ledger.sqlite"]
+    assert after.get("ledger.sqlite-wal", (b"", 0))[0] == b""
+    with Ledger.open(db, readonly=True) as led, pytest.raises(StoreError, match="readonly"):
+        led.store.append_encoded("card:x", [("card_opened", "2026-01-01T00:00:00+00:00", b"{}")], expected_version=0)
+
+
+def test_a_ledger_the_user_may_only_read_is_read(tmp_path: Path) -> None:
+    folder = tmp_path / "shelf"
+    folder.mkdir()
+    db = folder / "ledger.sqlite"
+    card = demo_ledger(db)
+    with Ledger.open(db) as led:
+        expected = led.export(card)
+    os.chmod(db, 0o444)
+    os.chmod(folder, 0o555)
+    try:
+        code, out, err = ledger_cli(db, "export", card)
+        assert (code, out, err) == (0, expected + "\n", "")
+        assert ledger_cli(db, "verify")[0] == 0
+        assert json.loads(ledger_cli(db, "cards", "--json")[1])[0]["card_id"] == card
+    finally:
+        os.chmod(folder, 0o755)
+        os.chmod(db, 0o644)
+
+
+def test_an_older_schema_is_read_as_it_is_and_migrated_only_by_a_writer(tmp_path: Path) -> None:
+    db = tmp_path / "old.sqlite"
+    db.write_bytes((ROOT / "tests" / "fixtures" / "first_schema.sqlite").read_bytes())
+    exports = json.loads((ROOT / "tests" / "fixtures" / "first_schema.exports.json").read_text())
+    card, toolkit_json = next(iter(exports.items()))
+    code, out, _ = ledger_cli(db, "export", card)
+    assert (code, out) == (0, toolkit_json + "\n")
+    assert sqlite3.connect(db).execute("SELECT version_num FROM alembic_version").fetchone() == ("0001",)
+    code, out, _ = ledger_cli(db, "init")
+    assert code == 0 and f"(schema {known_revisions()[-1]})" in out
+    assert ledger_cli(db, "export", card)[1] == toolkit_json + "\n"
+
+
+def test_a_newer_schema_is_refused_with_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.sqlite"
+    card = demo_ledger(db)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE alembic_version SET version_num = '9999'")
+    con.commit()
+    con.close()
+    for args in (["cards"], ["export", card], ["verify"], ["init"], ["demo"]):
+        one_line(ledger_cli(db, *args), 1, "schema revision '9999', newer than this version")
+    assert sqlite3.connect(db).execute("SELECT version_num FROM alembic_version").fetchone() == ("9999",)
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("postgresql+psycopg://postgres:pw@127.0.0.1:notaport/test", "is not a valid database URL"),
+        ("sqlite:///:memory:", "in-memory database, which cannot hold a ledger"),
+        ("sqlite://", "in-memory database, which cannot hold a ledger"),
+        ("postgresql+psycopg://", "names no database"),
+        ("mysql://u@h/db", "unsupported database 'mysql'"),
+    ],
+)
+def test_urls_that_cannot_name_a_ledger_exit_2(url: str, says: str) -> None:
+    for args in (["cards"], ["init"]):
+        result = ledger_cli(url, *args)
+        one_line(result, 2, says)
+        assert "pw@" not in result[2]
+
+
+# -- `ledger init` repairs the append-only triggers ---------------------------------------------------------------
+
+
+def _drop_trigger(url: str, backend: str) -> None:
+    engine = create_engine(url if "://" in url else f"sqlite:///{url}", poolclass=NullPool)
+    with engine.begin() as conn:
+        if backend == "sqlite":
+            conn.execute(text("DROP TRIGGER events_no_delete"))
+        else:
+            conn.execute(text("ALTER TABLE events DISABLE TRIGGER events_no_delete"))
+            conn.execute(text("DROP TRIGGER events_no_truncate ON events"))
+    engine.dispose()
+
+
+def test_init_repairs_a_missing_trigger(backend_url: str, backend: str) -> None:
+    assert ledger_cli(backend_url, "init")[0] == 0
+    _drop_trigger(backend_url, backend)
+    code, out, _ = ledger_cli(backend_url, "verify")
+    assert code == 1 and "append-only trigger missing: events_no_delete" in out
+    code, out, _ = ledger_cli(backend_url, "init")
+    assert code == 0
+    repaired = ["events_no_delete"] + (["events_no_truncate"] if backend == "postgresql" else [])
+    assert [line.split()[3] for line in out.splitlines() if line.startswith("repaired")] == repaired
+    assert "ledger ready at" in out.splitlines()[-1]
+    with Ledger.open(backend_url, readonly=True) as led:
+        assert led.store.missing_triggers() == []
+        assert led.store.triggers() == set(APPEND_ONLY_TRIGGERS[backend])
+    code, out, _ = ledger_cli(backend_url, "init")
+    assert code == 0 and "repaired" not in out
+    assert ledger_cli(backend_url, "verify")[0] == 0
+
+
+# -- PostgreSQL: read-only transactions, refusals ------------------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_postgres_read_commands_never_create_the_schema(pg_url: str) -> None:
+    for args in (["cards"], ["verify"], ["baselines", "list"]):
+        one_line(ledger_cli(pg_url, *args), 1, "no ledger at")
+    engine = create_engine(pg_url, poolclass=NullPool)
+    with engine.connect() as conn:
+        tables = conn.execute(text("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")).scalar_one()
+        assert tables == 0
+        conn.execute(text("CREATE TABLE unrelated (x int)"))
+        conn.commit()
+    one_line(ledger_cli(pg_url, "cards"), 1, "is not a ledger")
+    engine.dispose()
+
+
+@pytest.mark.postgres
+def test_postgres_readonly_store_runs_read_only_transactions(pg_url: str) -> None:
+    card = demo_ledger(pg_url)
+    with Ledger.open(pg_url, readonly=True) as led:
+        assert led.card_ids() == [card]
+        with pytest.raises(StoreError, match="read-only transaction"):
+            led.store.append_encoded(
+                "card:x", [("card_opened", "2026-01-01T00:00:00+00:00", b"{}")], expected_version=0
+            )
+        with led.store.engine.connect() as conn:  # type: ignore[attr-defined]
+            assert conn.execute(text("SHOW transaction_read_only")).scalar_one() == "on"
+    code, out, _ = ledger_cli(pg_url, "export", card)
+    assert code == 0 and json.loads(out)["card_id"] == card
+
+
+# -- startup: no SQLAlchemy or Alembic for a read command on SQLite ------------------------------------------------
+
+
+def _modules_after(db: Path, *args: str) -> set[str]:
+    code = (
+        "import sys; from ledger.cli import main\n"
+        f"sys.argv = ['ledger', '--db', {str(db)!r}, *{list(args)!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    return set(r.stderr.strip().splitlines()[-1].split())
+
+
+def test_read_commands_on_sqlite_load_neither_sqlalchemy_nor_alembic(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.sqlite"
+    card = demo_ledger(db)
+    for args in (["--help"], ["--version"], ["cards"], ["export", card], ["replay", card], ["verify"]):
+        loaded = _modules_after(db, *args)
+        assert "click" in loaded
+        assert not {m for m in loaded if m.split(".")[0] in ("sqlalchemy", "alembic", "arc_agi", "arcengine")}, args
+    assert "ledger.ledger" not in _modules_after(db, "--help")
+
+
+def test_version() -> None:
+    from ledger import __version__
+
+    r = subprocess.run([*LEDGER_CLI, "--version"], capture_output=True, text=True, cwd=ROOT)
+    assert (r.returncode, r.stdout) == (0, f"ledger {__version__}\n")
+
+
+def test_constants_spelled_for_fast_startup_agree_with_their_sources() -> None:
+    from ledger.core.rescoring import MATCHES
+    from ledger.services.listing import SORT_KEYS
+
+    assert common.MATCHES == MATCHES
+    assert common.SORT_KEYS == SORT_KEYS
+    script = ScriptDirectory.from_config(alembic_config())
+    assert known_revisions() == tuple(r.revision for r in reversed(list(script.walk_revisions())))

@@ -1,0 +1,90 @@
+"""`ledger record -- COMMAND`: an unchanged, threaded Swarm-like harness captured through a sitecustomize hook."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ledger import Ledger
+from tests.rest_agent import LEDGER
+from tests.test_online_capture import server
+
+HARNESS = Path(__file__).resolve().parent / "swarm_harness.py"
+
+
+def record(db: Path, *args: str, tags: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    tag_args = [a for t in tags for a in ("--tag", t)]
+    cmd = [*LEDGER, "--db", str(db), "record", *tag_args, "--", sys.executable, str(HARNESS), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def test_swarm_export_is_byte_identical_to_what_the_harness_printed(db_path: Path) -> None:
+    for seed in (1, 2, 3):
+        r = record(db_path, "--seed", str(seed), "--steps", "60", tags=("swarm", "nightly"))
+        assert r.returncode == 0, r.stderr[-3000:]
+        printed = r.stdout.strip().splitlines()[-1]
+        card_id = json.loads(printed)["card_id"]
+        with Ledger.open(db_path) as led:
+            assert led.export(card_id) == printed
+            card = led.load_card(card_id)
+            assert card.closed and card.captured_via == "record" and card.capture_tags == ["swarm", "nightly"]
+            assert len(card.games) == 3  # one thread per game, one card
+            assert any(p.actions_after_end for plays in card.games.values() for p in plays) or seed != 1
+        assert f"card {card_id}   score" in r.stderr
+
+
+def test_the_harness_never_imports_the_ledger() -> None:
+    source = HARNESS.read_text()
+    assert "ledger" not in source.replace("never imports the ledger", "").replace("`ledger record`", "")
+
+
+def test_python_children_are_recorded_and_the_exit_status_passes_through(db_path: Path) -> None:
+    r = record(db_path, "--seed", "5", "--steps", "20", "--child", "--exit", "3")
+    assert r.returncode == 3, r.stderr[-3000:]
+    printed = [json.loads(line) for line in r.stdout.strip().splitlines()]
+    assert len(printed) == 2  # the child's card, then the parent's
+    with Ledger.open(db_path) as led:
+        for doc in printed:
+            assert json.loads(led.export(doc["card_id"])) == doc
+    assert r.stderr.count("score") == 2
+
+
+def test_ctrl_c_reaches_the_command_and_its_status_comes_back(db_path: Path) -> None:
+    cmd = [*LEDGER, "--db", str(db_path), "record", "--", sys.executable, str(HARNESS), "--hang", "--steps", "30"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout is not None
+    card_id = proc.stdout.readline().strip()
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-3000:]
+    assert f"card {card_id}" in err and "open" in err and "Traceback (most recent call last)" in err
+    with Ledger.open(db_path) as led:
+        card = led.load_card(card_id)
+        assert not card.closed and card.total_actions > 0
+
+
+def test_a_command_that_does_not_exist_is_bad_usage(db_path: Path) -> None:
+    r = subprocess.run(
+        [*LEDGER, "--db", str(db_path), "record", "--", "/nonexistent/agent"], capture_output=True, text=True
+    )
+    assert r.returncode == 2 and "cannot run /nonexistent/agent" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_an_online_swarm_is_recorded_from_the_client_side(db_path: Path) -> None:
+    with server() as srv:
+        r = record(db_path, "--seed", "4", "--steps", "40", "--online", srv.url)
+        assert r.returncode == 0, r.stderr[-3000:]
+        printed = r.stdout.strip().splitlines()[-1]
+        card_id = json.loads(printed)["card_id"]
+        server_doc = srv.closes[card_id]
+    with Ledger.open(db_path) as led:
+        assert json.loads(led.export(card_id)) == server_doc
+        # (What the harness printed is the client's re-parse of that document: it adds the model's defaults.)
+        assert json.loads(printed)["score"] == server_doc["score"]
+        assert led.load_card(card_id).server_document == server_doc

@@ -1,0 +1,124 @@
+"""A cold replay from joined bodies (``ledger.core.replay``) equals the per-event fold; WAL checkpoints leave the
+appending thread."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import threading
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from ledger import Ledger
+from ledger.core import chain
+from ledger.core.events import card_stream, decode
+from ledger.core.projection import fold
+from ledger.core.replay import ChunkMismatch, fold_joined
+from tests.toolkit import arcade, random_action, step
+
+_state = msgspec.msgpack.Encoder()
+
+
+def _played(path: Path, steps: int, seed: int, close: bool = True) -> str:
+    """A card of random real play on two games (level resets, GAME_OVER, WIN, empty frames); returns its id."""
+    rng = random.Random(seed)
+    arc = arcade()
+    with Ledger.open(path) as led:
+        led.attach(arc)
+        card = arc.open_scorecard()
+        envs = [arc.make(g, scorecard_id=card, seed=1) for g in ("cnt3", "clk2")]
+        for _ in range(steps):
+            env = rng.choice(envs)
+            a, x, y = random_action(rng, env)
+            step(env, a, x, y)
+        if close:
+            arc.close_scorecard(card)
+    return card
+
+
+def _per_event(led: Ledger, card: str, until: int | None = None) -> bytes:
+    bodies, _, _ = led.store.read_bodies(card_stream(card), until_seq=until)
+    return _state.encode(fold(card, (decode(b) for b in bodies)))
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 50_000])
+def test_joined_replay_equals_the_per_event_fold(db_path: Path, chunk: int) -> None:
+    card = _played(db_path, 400, seed=chunk)
+    with Ledger.open(db_path) as led:
+        stream = card_stream(card)
+        chunks, version, seq = led.store.read_joined(stream, chunk=chunk)  # type: ignore[attr-defined]
+        assert sum(n for _, n in chunks) == version == len(led.store.read_stream(stream))
+        last = led.store.event_at(stream, version)
+        assert last is not None and last.seq == seq
+        state = fold_joined(card, chunks, last_event=lambda: decode(last.body))
+        assert _state.encode(state) == _per_event(led, card)
+        # Part of the card (``--until``) and what a cold load_card returns.
+        rows = led.store.read_stream(stream)
+        mid = rows[len(rows) // 2].seq
+        part, v2, _ = led.store.read_joined(stream, until_seq=mid, chunk=chunk)  # type: ignore[attr-defined]
+        ev = led.store.event_at(stream, v2)
+        assert ev is not None
+        assert _state.encode(fold_joined(card, part, last_event=lambda: decode(ev.body))) == _per_event(led, card, mid)
+        led.store.drop_snapshots()
+        assert _state.encode(led.load_card(card, use_cache=False)) == _per_event(led, card)
+
+
+def test_an_open_card_ending_on_an_action_gets_that_actions_ts(db_path: Path) -> None:
+    card = _played(db_path, 60, seed=3, close=False)
+    with Ledger.open(db_path) as led:
+        led.store.drop_snapshots()
+        state = led.load_card(card, use_cache=False)
+        assert _state.encode(state) == _per_event(led, card)
+        assert state.last_ts == decode(led.store.read_stream(card_stream(card))[-1].body).ts
+
+
+def test_a_body_that_is_not_one_event_is_reported_as_before(db_path: Path) -> None:
+    card = _played(db_path, 30, seed=5, close=False)
+    stream = card_stream(card)
+    with Ledger.open(db_path) as led:
+        head = led.store.read_stream(stream)[-1]
+    # Two events in one stored body (written around the ledger): the joined chunk would decode one too many.
+    body = head.body + b"\n" + head.body
+    con = sqlite3.connect(db_path)
+    v = head.version + 1
+    h = chain.event_hash(head.hash, stream, v, head.type, body)
+    con.execute(
+        "INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (stream, v, head.type, head.ts, body, head.hash, h),
+    )
+    con.commit()
+    con.close()
+    with Ledger.open(db_path) as led:
+        chunks, _, _ = led.store.read_joined(stream)  # type: ignore[attr-defined]
+        with pytest.raises(ChunkMismatch):
+            fold_joined(card, chunks, last_event=lambda: decode(head.body))
+        # The facade falls back to decoding event by event, which refuses the body as it always did.
+        with pytest.raises(msgspec.DecodeError):
+            led.load_card(card, use_cache=False)
+
+
+def test_checkpoints_run_off_the_appending_thread(db_path: Path) -> None:
+    from ledger.storage import checkpoint
+
+    seen: list[str] = []
+    real = checkpoint.Checkpointer._run
+
+    def spy(self: checkpoint.Checkpointer) -> None:
+        seen.append(threading.current_thread().name)
+        real(self)
+
+    checkpoint.Checkpointer._run = spy  # type: ignore[method-assign]
+    try:
+        _played(db_path, checkpoint.EVERY_COMMITS + 20, seed=9)
+    finally:
+        checkpoint.Checkpointer._run = real  # type: ignore[method-assign]
+    assert seen == ["ledger-wal-checkpoint"]
+    con = sqlite3.connect(db_path)
+    assert con.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000  # a plain connection: SQLite's default
+    with Ledger.open(db_path) as led:
+        assert led.store._thread_dbapi().execute("PRAGMA wal_autocheckpoint").fetchone()[0] == (  # type: ignore[attr-defined]
+            checkpoint.BACKSTOP_PAGES
+        )
+    con.close()

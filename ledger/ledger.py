@@ -29,7 +29,8 @@ from ledger.core.projection import CardState, fold, new_card
 from ledger.core.replay import ChunkMismatch, fold_joined
 from ledger.core.scoring import score_card
 from ledger.errors import AmbiguousCard, InputError, UnknownBaselines, UnknownCard, VersionConflict
-from ledger.storage.base import Durability, LogStore, Snapshot, StoredEvent, open_store
+from ledger.storage.backends import open_store
+from ledger.storage.base import Durability, LogStore, Snapshot, StoredEvent
 
 DEFAULT_DB = "ledger.sqlite"
 

@@ -67,7 +67,8 @@ def build(out: Path) -> tuple[list[list[Any]], dict[str, str]]:
     from alembic.config import Config
 
     from ledger import Ledger
-    from ledger.storage.base import migrations_dir, open_store
+    from ledger.storage.backends import open_store
+    from ledger.storage.base import migrations_dir
     from tests.toolkit import arcade, step
 
     db = out / f"{NAME}.sqlite"

@@ -271,6 +271,7 @@ def test_resolve_references(db_path: Path) -> None:
 
 
 def test_show_and_list_text(db_path: Path) -> None:
+    assert run(db_path, "init").exit_code == 0  # read commands never create the ledger
     assert run(db_path, "baselines", "list").stdout.strip() == (
         "no baseline sets in this ledger (see `ledger baselines import`)"
     )

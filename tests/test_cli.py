@@ -119,7 +119,10 @@ def test_verify_ok_then_tampered(played, tmp_path: Path) -> None:
 
 def test_bad_database_path_is_a_clean_error(tmp_path: Path) -> None:
     code, out = run("--db", str(tmp_path / "missing" / "l.sqlite"), "cards")
+    assert code == 1 and "no ledger at" in out and "Traceback" not in out  # a read command creates nothing
+    code, out = run("--db", str(tmp_path / "missing" / "l.sqlite"), "init")
     assert code == 1 and "does not exist" in out and "Traceback" not in out
+    assert not (tmp_path / "missing").exists()
 
 
 def test_demo(tmp_path: Path) -> None:

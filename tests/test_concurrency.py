@@ -29,7 +29,7 @@ from ledger.core.events import (
 )
 from ledger.errors import VersionConflict
 from ledger.services.verify import verify_ledger
-from ledger.storage.base import open_store
+from ledger.storage.backends import open_store
 from tests.child_agent import GAMES, Agent
 from tests.toolkit import arcade
 
@@ -55,6 +55,8 @@ def cli_reads(db: Path, rng: random.Random) -> tuple[int, list[str]]:
     """One `ledger cards --json` and, when there is a card, one `ledger export` of a random card."""
     problems = []
     r = subprocess.run([*LEDGER_CLI, "--db", str(db), "cards", "--json"], capture_output=True, text=True, cwd=ROOT)
+    if r.returncode == 1 and r.stderr.startswith(f"Error: no ledger at {db} "):
+        return 1, problems  # read commands never create it: the agents have not created it yet
     if r.returncode != 0 or r.stderr:
         problems.append(f"cards: exit {r.returncode}: {r.stderr.strip()}")
         return 1, problems

@@ -116,6 +116,8 @@ def test_the_walk_finds_nested_commands() -> None:
     # The walk itself, so that a group's subcommands cannot silently escape the checks above.
     assert ("baselines", "import") in [p for p, _ in COMMANDS]
     assert any(_long_flag(o) == "--db" for p, _, o in OPTIONS if p == ())
+    # A command's documentation is the part of the README about it, not the whole README.
+    assert "--expect-head" in _documentation(("verify",)) and "--seed" not in _documentation(("verify",))
 
 
 # -- the examples ------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 from ledger import Ledger
 from ledger.core.events import card_stream
 from ledger.services.verify import verify_ledger
-from ledger.storage.base import open_store
+from ledger.storage.backends import open_store
 from tests.toolkit import arcade, step
 
 

@@ -22,7 +22,8 @@ from ledger import Ledger
 from ledger.core.events import CardOpened
 from ledger.errors import StoreError
 from ledger.services.verify import verify_ledger
-from ledger.storage.base import LogStore, open_store
+from ledger.storage.backends import open_store
+from ledger.storage.base import LogStore
 from ledger.storage.postgres import PG_APPEND_LOCK
 from tests.toolkit import arcade, play_random_card, step
 

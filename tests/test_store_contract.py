@@ -27,7 +27,8 @@ from ledger.core import chain as chain_mod
 from ledger.core.events import ActionTaken, CardOpened, Win, card_stream, encode
 from ledger.errors import VersionConflict
 from ledger.services.verify import verify_ledger
-from ledger.storage.base import APPEND_ONLY_TRIGGERS, LogStore, Snapshot, StoredEvent, migrations_dir, open_store
+from ledger.storage.backends import open_store
+from ledger.storage.base import APPEND_ONLY_TRIGGERS, LogStore, Snapshot, StoredEvent, migrations_dir
 from tests.toolkit import arcade, play_random_card, step
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from ledger.core.events import BASELINES_STREAM, LABEL_STREAM, BaselinesRecorded, LabelSet, decode
 from ledger.errors import HistoryConflict, SameLedger
 from ledger.ledger import Ledger
-from ledger.storage.base import Durability, LogStore, StoredEvent, open_store
+from ledger.storage.backends import open_store
+from ledger.storage.base import Durability, LogStore, StoredEvent
 
 #: Rows per destination transaction.
 BATCH = 5_000

@@ -39,31 +39,29 @@ import heapq
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
 
 from ledger.core import baselines as bl
 from ledger.core import document
 from ledger.core.events import (
     AnyEvent,
     BaselineEntry,
-    BaselinesAttached,
     CardClosed,
     CardOpened,
     CardReopened,
     LinesSkipped,
     PlayStarted,
     RecordingImported,
-    card_stream,
-    decode,
 )
-from ledger.core.projection import CardState, apply, new_card
+from ledger.core.projection import apply, new_card
 from ledger.core.scoring import score_card
 from ledger.core.translator import Observation, translate
 from ledger.errors import ImportInputError, VersionConflict
+from ledger.services.import_cards import Baselines, CardResult, attach_baselines, load_existing
 from ledger.toolkit.environments import scan_environments
 from ledger.toolkit.harness import FORMATS, parse_name, sniff
 from ledger.toolkit.recordings import (
@@ -79,32 +77,6 @@ from ledger.toolkit.recordings import (
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
-
-
-@dataclass(slots=True)
-class CardResult:
-    """What the import did with one card."""
-
-    card_id: str
-    status: Literal["imported", "updated", "already imported", "nothing to import", "not imported"]
-    files: int = 0
-    lines: int = 0
-    plays: int = 0
-    events: int = 0
-    skipped: dict[str, int] = field(default_factory=dict)
-    error: str | None = None
-    #: 0, or the exit code this card asks for: 1 (the ledger refused it), 2 (bad input under ``strict``).
-    exit_code: int = 0
-    #: ``toolkit`` or ``harness`` (ARC-AGI-3-Agents recordings, whose actions are inferred).
-    format: str = "toolkit"
-    #: Harness imports: actions recovered, lines that could also have been a level RESET, lines no action
-    #: reproduces (skipped), and whether resets are known (the game's code was given).
-    inferred: int = 0
-    undecided: int = 0
-    unreproduced: int = 0
-    resets_known: bool = True
-    #: --environments gave baselines to a card imported without them.
-    baselines_attached: bool = False
 
 
 @dataclass(slots=True)
@@ -166,70 +138,15 @@ class ImportSummary:
 # -- importing cards ---------------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Existing:
-    card: CardState
-    progress: dict[str, RecordingImported]
-    imported: bool
-
-
-def _load_existing(ledger: Ledger, card_id: str) -> _Existing | None:
-    bodies, _, _ = ledger.store.read_bodies(card_stream(card_id))
-    if not bodies:
-        return None
-    card = new_card(card_id)
-    progress: dict[str, RecordingImported] = {}
-    imported = False
-    for b in bodies:
-        e = decode(b)
-        apply(card, e)
-        if type(e) is RecordingImported:
-            progress[e.file] = e
-            imported = True
-        elif type(e) is CardClosed and e.reason == "end_of_import":
-            imported = True
-    return _Existing(card, progress, imported)
-
-
 def _ts_key(o: Observation) -> datetime:
     return o.ts
-
-
-class _Baselines:
-    """The --environments set, recorded in the ledger only when a new card needs it, and the games' code."""
-
-    def __init__(
-        self, ledger: Ledger, entries: Sequence[BaselineEntry] | None, folder: str | os.PathLike[str] | None = None
-    ) -> None:
-        self.ledger = ledger
-        self.entries = entries
-        self.set_id: str | None = None
-        self.folder = folder
-        self._infos: dict[str, Any] | None = None
-
-    def game_info(self, game_id: str) -> Any:
-        """The toolkit's EnvironmentInfo of ``game_id`` under --environments (None without it or if absent)."""
-        if self.folder is None:
-            return None
-        if self._infos is None:
-            from ledger.toolkit.environments import scan_games
-
-            self._infos = scan_games(self.folder)
-        return self._infos.get(game_id)
-
-    def for_new_card(self) -> tuple[str | None, dict[str, BaselineEntry]]:
-        if self.entries is None:
-            return None, {}
-        if self.set_id is None:
-            self.set_id = self.ledger.record_baselines(self.entries)
-        return self.set_id, bl.as_map(self.entries)
 
 
 def _import_card(
     ledger: Ledger,
     card_id: str,
     files: list[Path],
-    baselines: _Baselines,
+    baselines: Baselines,
     strict: bool,
     progress: Callable[[int], None] | None,
     problems: list[Problem],
@@ -258,12 +175,12 @@ def _import_card_once(
     ledger: Ledger,
     card_id: str,
     files: list[Path],
-    baselines: _Baselines,
+    baselines: Baselines,
     strict: bool,
     progress: Callable[[int], None] | None,
     problems: list[Problem],
 ) -> tuple[CardResult, int]:
-    existing = _load_existing(ledger, card_id)
+    existing = load_existing(ledger, card_id)
     result = CardResult(card_id, "nothing to import", len(files))
     if existing is not None and not existing.imported:
         msg = f"card {card_id} is in the ledger from live capture: not imported (its actions would count twice)"
@@ -403,30 +320,6 @@ def _known_formats(files: list[Path], problems: list[Problem]) -> list[Path]:
     return kept
 
 
-def attach_baselines(ledger: Ledger, existing: _Existing, baselines: _Baselines, result: CardResult) -> None:
-    """With --environments, give an imported card that has no baseline set this one (reopen, attach, close).
-
-    The close before it keeps the document it recorded (scored without baselines, as the card stood then).
-    """
-    card = existing.card
-    if baselines.entries is None or card.baselines_id is not None or not card.closed:
-        return
-    set_id, _ = baselines.for_new_card()
-    assert set_id is not None
-    ts = card.closed_at or card.last_ts or datetime.now(UTC)
-    out: list[AnyEvent] = [CardReopened(ts=ts), BaselinesAttached(ts=ts, baselines_id=set_id)]
-    version = card.events
-    for e in out:
-        apply(card, e)
-    doc = score_card(card, ledger.card_baselines(card))
-    closed = CardClosed(ts=ts, reason="end_of_import", document_sha256=document.sha256(doc))
-    apply(card, closed)
-    out.append(closed)
-    # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
-    ledger.append_card(card.card_id, out, version, state=card)
-    result.status, result.baselines_attached, result.events = "updated", True, len(out)
-
-
 def _size(p: Path) -> int:
     try:
         return p.stat().st_size
@@ -466,7 +359,7 @@ def import_recordings(
             raise ImportInputError(f"{environments}: no metadata.json in it (an environment_files tree)")
         problems.extend(Problem(p, None, "environments", "skipped (the toolkit skips it too)") for p in env_problems)
         entries = bl.canonical(found)
-    baselines = _Baselines(ledger, entries, environments)
+    baselines = Baselines(ledger, entries, environments)
     t0 = time.perf_counter()
     results: list[CardResult] = []
     bytes_read = 0

@@ -37,6 +37,7 @@ from ledger.core.projection import apply, new_card
 from ledger.core.scoring import score_card
 from ledger.core.translator import Observation, translate
 from ledger.errors import VersionConflict
+from ledger.services.import_cards import Baselines, CardResult, Existing, attach_baselines, load_existing
 from ledger.toolkit.harness import (
     FrameLine,
     HarnessRead,
@@ -53,21 +54,18 @@ from ledger.toolkit.recordings import MAX_LISTED, Problem
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
-    from ledger.services.importing import CardResult, _Baselines, _Existing
 
 
 def import_harness_card(
     ledger: Ledger,
     card_id: str,
     path: Path,
-    baselines: _Baselines,
+    baselines: Baselines,
     strict: bool,
     progress: Callable[[int], None] | None,
     problems: list[Problem],
 ) -> tuple[CardResult, int]:
     """Import (or resume) the card of one harness recording; retried when another writer got there first."""
-    from ledger.services.importing import CardResult
-
     for _attempt in range(5):
         found: list[Problem] = []
         try:
@@ -95,7 +93,7 @@ def _steps_for(path: Path, read: HarnessRead, problems: list[Problem]) -> dict[i
 
 
 def _recover(
-    read: HarnessRead, game_id: str, baselines: _Baselines, steps: dict[int, Step], problems: list[Problem]
+    read: HarnessRead, game_id: str, baselines: Baselines, steps: dict[int, Step], problems: list[Problem]
 ) -> tuple[dict[int, tuple[int, int | None, int | None]], list[int], list[int], str]:
     """lineno -> (action, x, y), undecided lines, unreproduced lines, method."""
     info = baselines.game_info(game_id)
@@ -146,7 +144,7 @@ def _check_rewritten(path: Path, since: RecordingImported) -> str | None:
 class _Prepared:
     """A harness file read and checked, ready to import from line ``done`` on."""
 
-    existing: _Existing | None
+    existing: Existing | None
     read: HarnessRead
     done: int
     size: int
@@ -161,11 +159,9 @@ def _prepare(
     problems: list[Problem],
 ) -> _Prepared | None:
     """Refusals first (captured live, rewritten, unreadable, bad input under --strict); None when refused."""
-    from ledger.services.importing import _load_existing
-
     name = parse_name(path.name)
     assert name is not None
-    existing = _load_existing(ledger, result.card_id)
+    existing = load_existing(ledger, result.card_id)
     size = path.stat().st_size if path.exists() else 0
     if progress is not None:
         progress(size)
@@ -204,13 +200,11 @@ def _import_once(
     ledger: Ledger,
     card_id: str,
     path: Path,
-    baselines: _Baselines,
+    baselines: Baselines,
     strict: bool,
     progress: Callable[[int], None] | None,
     problems: list[Problem],
 ) -> tuple[CardResult, int]:
-    from ledger.services.importing import CardResult, attach_baselines
-
     result = CardResult(card_id, "nothing to import", 1)
     prep = _prepare(ledger, result, path, strict, progress, problems)
     if prep is None:
@@ -249,7 +243,7 @@ def _commit(
     card_id: str,
     prep: _Prepared,
     obs: list[Observation],
-    baselines: _Baselines,
+    baselines: Baselines,
     method: str,
     undecided: list[int],
     unreproduced: list[int],
@@ -345,12 +339,12 @@ def _tail(path: Path, end: int) -> str:
 
 def _open_or_reopen(
     ledger: Ledger,
-    existing: _Existing | None,
+    existing: Existing | None,
     card_id: str,
     agent: str,
     obs: list[Observation],
     read: HarnessRead,
-    baselines: _Baselines,
+    baselines: Baselines,
 ) -> tuple[list[AnyEvent], Any, int]:
     out: list[AnyEvent] = []
     if existing is None:

@@ -1,4 +1,4 @@
-"""The log's contract, shared by both backends, and :func:`open_store`, which picks one.
+"""The log's contract, shared by both backends (:mod:`ledger.storage.backends` picks one for a ledger).
 
 One append-only ``events`` table (schema owned by the Alembic migrations in ``migrations/``). Appends are
 serialized (SQLite ``BEGIN IMMEDIATE``; PostgreSQL a transaction-level advisory lock) so that ``seq`` is commit
@@ -21,7 +21,7 @@ import msgspec
 
 from ledger.core import chain
 from ledger.core.events import Event, encode, type_of
-from ledger.errors import HistoryConflict, InputError, StoreError
+from ledger.errors import HistoryConflict, StoreError
 
 Durability = Literal["normal", "full"]
 
@@ -106,7 +106,15 @@ class LogStore(Protocol):
         """Like :meth:`append` for already encoded ``(type, ts, body)`` rows."""
 
     def insert_copied(self, rows: Sequence[StoredEvent]) -> int:
-        """Insert events copied from another ledger, keeping their versions and hashes."""
+        """Insert events copied from another ledger (``ledger copy``), keeping their versions and hashes.
+
+        Rows may belong to several streams, each in version order; they get new ``seq`` values here, in the
+        order given. Each stream must continue exactly: its next row is the destination's next version and
+        links to the destination's head hash, and every row's hash is recomputed. A row the destination already
+        holds (same stream, version and hash) is skipped, so a copy can be re-run, or run twice at once.
+        Raises :class:`HistoryConflict` if the destination holds a different event at a version, and
+        :class:`StoreError` if a stream would not continue; then nothing is written. Returns the number inserted.
+        """
 
     def event_at(self, stream: str, version: int) -> StoredEvent | None:
         """The event of ``stream`` at ``version``, or None."""
@@ -205,35 +213,6 @@ def check_revision(revision: str | None, where: str) -> None:
 def no_ledger(where: str) -> StoreError:
     """The error of a read command given a database that does not exist."""
     return StoreError(f"no ledger at {where} (create one with `ledger init`)")
-
-
-def open_store(
-    path_or_url: str | os.PathLike[str],
-    *,
-    durability: Durability = "normal",
-    busy_timeout_ms: int = 60_000,
-    readonly: bool = False,
-) -> LogStore:
-    """A store for a SQLite path or a ``postgresql+psycopg://`` URL (not migrated: see ``migrate``).
-
-    ``readonly``: never create, migrate or write; the database must already be a ledger (else StoreError).
-    A URL that cannot name a ledger (in-memory SQLite, a PostgreSQL URL without a database, a bad port) is
-    refused with :class:`InputError`.
-    """
-    url = normalize_url(path_or_url)
-    scheme = url.split("://", 1)[0].lower()
-    if scheme == "sqlite" or scheme.startswith("sqlite+"):
-        from ledger.storage.sqlite import SQLiteStore
-
-        return SQLiteStore(url, durability=durability, busy_timeout_ms=busy_timeout_ms, readonly=readonly)
-    if scheme.startswith("postgres"):
-        from ledger.storage.postgres import PostgresStore
-
-        return PostgresStore(url, durability=durability, busy_timeout_ms=busy_timeout_ms, readonly=readonly)
-    raise InputError(
-        f"unsupported database {scheme!r} in {hide_password(url)}: use a SQLite file path or "
-        "postgresql+psycopg://user@host/db"
-    )
 
 
 def chain_rows(stream: str, rows: Sequence[tuple[str, str, bytes]], version: int, prev: str) -> list[StoredEvent]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import weakref
 from typing import Any
@@ -89,6 +90,12 @@ def rollback_quietly(pg: Any) -> None:
 
 def make_engine(url: str, *, readonly: bool) -> Engine:
     """A pooled engine for ``url`` (psycopg 3 whatever the URL's driver says); refuses URLs that name no ledger."""
+    # psycopg logs a warning of its own when a connection dies mid-pipeline; the ledger raises a one-line StoreError
+    # for the same fault. Without any handler Python prints such warnings on stderr (its last resort): a NullHandler
+    # keeps the CLI's output to that one line, and logging an application configures still receives them.
+    psycopg_log = logging.getLogger("psycopg")
+    if not psycopg_log.handlers:
+        psycopg_log.addHandler(logging.NullHandler())
     try:
         u = make_url(url)
         u.port  # noqa: B018 - a port that is not a number only fails when read

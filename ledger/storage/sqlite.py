@@ -15,7 +15,6 @@ import contextlib
 import os
 import sqlite3
 import threading
-import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,13 +37,15 @@ from ledger.storage.base import (
     lowest_versions,
     no_ledger,
 )
-from ledger.storage.checkpoint import BACKSTOP_PAGES, Checkpointer
+from ledger.storage.checkpoint import BACKSTOP_PAGES, EVERY_COMMITS, Checkpointer
 from ledger.storage.sqlite_sql import (
     COLUMNS,
     HEAD_SQL,
     INSERT_SQL,
     PREFIX_SQL,
     STREAMS_SQL,
+    check_tables,
+    readonly_uri,
     row_values,
     sqlite_path,
     stream_where,
@@ -71,7 +72,7 @@ class SQLiteStore(StoreBase):
         self._held: list[tuple[int, sqlite3.Connection]] = []
         self._engine: Any = None
         # WAL checkpoints run in a background thread, not inside a captured step's commit (see checkpoint.py).
-        self._checkpointer = Checkpointer(self._connect)
+        self._checkpointer = Checkpointer(self._connect, every=EVERY_COMMITS if durability == "normal" else 0)
         if readonly:
             self._immutable = not writable(self.path)
             self._check_is_ledger()
@@ -88,8 +89,7 @@ class SQLiteStore(StoreBase):
         timeout = self.busy_timeout_ms / 1000
         try:
             if self.readonly:
-                flags = "mode=ro&immutable=1" if self._immutable else "mode=ro"
-                uri = f"file:{urllib.parse.quote(self.path)}?{flags}"
+                uri = readonly_uri(self.path, immutable=self._immutable)
                 con = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=timeout)
                 con.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
                 return con
@@ -97,7 +97,8 @@ class SQLiteStore(StoreBase):
             con.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
             con.execute("PRAGMA journal_mode=WAL")
             con.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'full' else 'NORMAL'}")
-            con.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
+            if self.durability == "normal":
+                con.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
             # Without this, INSERT OR REPLACE deletes the old row without firing the BEFORE DELETE trigger.
             con.execute("PRAGMA recursive_triggers=ON")
             return con
@@ -123,21 +124,7 @@ class SQLiteStore(StoreBase):
         if not os.path.isfile(self.path):
             raise no_ledger(self.path)
         try:
-            con = self._thread_dbapi()
-            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        except sqlite3.DatabaseError as e:
-            self.close()
-            raise StoreError(f"{self.path} is not a ledger ({e})") from e
-        except StoreError:
-            self.close()
-            raise
-        if not tables:
-            self.close()
-            raise no_ledger(self.path)
-        if not {"events", "alembic_version"} <= tables:
-            self.close()
-            raise StoreError(f"{self.path} is not a ledger (no events table or schema revision); nothing was changed")
-        try:
+            check_tables(self._thread_dbapi(), self.path)
             check_revision(self.revision(), self.describe())
         except BaseException:
             self.close()
@@ -278,15 +265,7 @@ class SQLiteStore(StoreBase):
         return out
 
     def insert_copied(self, rows: Sequence[StoredEvent]) -> int:
-        """Insert events copied from another ledger (``ledger copy``), keeping their versions and hashes.
-
-        Rows may belong to several streams, each in version order; they get new ``seq`` values here, in the
-        order given. Each stream must continue exactly: its next row is the destination's next version and
-        links to the destination's head hash, and every row's hash is recomputed. A row the destination already
-        holds (same stream, version and hash) is skipped, so a copy can be re-run, or run twice at once.
-        Raises :class:`HistoryConflict` if the destination holds a different event at a version, and
-        :class:`StoreError` if a stream would not continue; then nothing is written. Returns the number inserted.
-        """
+        """Insert events copied from another ledger, keeping versions and hashes (see :class:`LogStore`)."""
         if not rows:
             return 0
         lowest = lowest_versions(rows)

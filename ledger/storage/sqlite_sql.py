@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from typing import Any
 
-from ledger.errors import InputError
-from ledger.storage.base import StoredEvent
+from ledger.errors import InputError, StoreError
+from ledger.storage.base import StoredEvent, no_ledger
 
 # This process's id, kept current across fork (os.getpid() is a system call on the append hot path).
 pid = os.getpid()
@@ -59,3 +60,21 @@ def stream_where(stream: str, after_version: int, until_seq: int | None) -> tupl
         where += " AND seq <= ?"
         args += (until_seq,)
     return where, args
+
+
+def readonly_uri(path: str, *, immutable: bool) -> str:
+    """A ``file:`` URI opening ``path`` read-only (``immutable``: without WAL's -shm, for read-only media)."""
+    quoted = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    return f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def check_tables(con: sqlite3.Connection, path: str) -> None:
+    """Refuse, reading only its schema, a database that is not a ledger (raises :class:`StoreError`)."""
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{path} is not a ledger ({e})") from e
+    if not tables:
+        raise no_ledger(path)
+    if not {"events", "alembic_version"} <= tables:
+        raise StoreError(f"{path} is not a ledger (no events table or schema revision); nothing was changed")

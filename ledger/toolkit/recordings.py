@@ -44,6 +44,7 @@ import msgspec
 
 from ledger.core.events import RecordingImported, SkippedLine, State
 from ledger.core.translator import Observation
+from ledger.toolkit.hashing import BackgroundHash
 from ledger.toolkit.import_problems import FATAL_KINDS as FATAL_KINDS  # re-exported
 from ledger.toolkit.import_problems import SKIP_REASONS, Problem, ProblemKind
 from ledger.toolkit.import_problems import STRICT_KINDS as STRICT_KINDS  # re-exported
@@ -413,42 +414,43 @@ def read_recording(
         carry = b""
         long: _LongLine | None = None
         read = 0
-        while True:
-            chunk = f.read(BLOCK)
-            if not chunk:
-                break
-            read += len(chunk)
-            digest.update(chunk)
-            if progress is not None:
-                progress(len(chunk))
-            pos = 0
-            if long is not None or carry:
-                nl = chunk.find(b"\n")
-                if nl < 0:
-                    if long is not None:
-                        long.feed(chunk, 0, len(chunk))
-                    elif len(carry) + len(chunk) > MAX_LINE:
-                        long, carry = _LongLine(carry + chunk), b""
-                    else:
-                        carry += chunk
-                    continue
-                if long is not None:
-                    long.feed(chunk, 0, nl)
-                    reader.long_line(long)
-                    long = None
-                else:
-                    whole = carry + chunk[:nl]
-                    line(whole, 0, len(whole))
-                    carry = b""
-                pos = nl + 1
-            find = chunk.find
+        with BackgroundHash(digest) as hasher:  # sha256 on another core while this one parses
             while True:
-                nl = find(b"\n", pos)
-                if nl < 0:
+                chunk = f.read(BLOCK)
+                if not chunk:
                     break
-                line(chunk, pos, nl)
-                pos = nl + 1
-            carry = chunk[pos:]
+                read += len(chunk)
+                hasher.update(chunk)
+                if progress is not None:
+                    progress(len(chunk))
+                pos = 0
+                if long is not None or carry:
+                    nl = chunk.find(b"\n")
+                    if nl < 0:
+                        if long is not None:
+                            long.feed(chunk, 0, len(chunk))
+                        elif len(carry) + len(chunk) > MAX_LINE:
+                            long, carry = _LongLine(carry + chunk), b""
+                        else:
+                            carry += chunk
+                        continue
+                    if long is not None:
+                        long.feed(chunk, 0, nl)
+                        reader.long_line(long)
+                        long = None
+                    else:
+                        whole = carry + chunk[:nl]
+                        line(whole, 0, len(whole))
+                        carry = b""
+                    pos = nl + 1
+                find = chunk.find
+                while True:
+                    nl = find(b"\n", pos)
+                    if nl < 0:
+                        break
+                    line(chunk, pos, nl)
+                    pos = nl + 1
+                carry = chunk[pos:]
         # Everything read is consumed but the last line when it has no newline.
         consumed = start + read - len(carry) - (long.length if long is not None else 0)
         if long is not None:

@@ -1,0 +1,138 @@
+"""What both importers (toolkit recordings, harness recordings) share: one card's result, the card as the ledger
+holds it, the baseline set new cards are stored with, and attaching baselines to a card imported without them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from ledger.core import baselines as bl
+from ledger.core import document
+from ledger.core.events import (
+    AnyEvent,
+    BaselineEntry,
+    BaselinesAttached,
+    CardClosed,
+    CardReopened,
+    RecordingImported,
+    card_stream,
+    decode,
+)
+from ledger.core.projection import CardState, apply, new_card
+from ledger.core.scoring import score_card
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+
+
+@dataclass(slots=True)
+class CardResult:
+    """What the import did with one card."""
+
+    card_id: str
+    status: Literal["imported", "updated", "already imported", "nothing to import", "not imported"]
+    files: int = 0
+    lines: int = 0
+    plays: int = 0
+    events: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+    #: 0, or the exit code this card asks for: 1 (the ledger refused it), 2 (bad input under ``strict``).
+    exit_code: int = 0
+    #: ``toolkit`` or ``harness`` (ARC-AGI-3-Agents recordings, whose actions are inferred).
+    format: str = "toolkit"
+    #: Harness imports: actions recovered, lines that could also have been a level RESET, lines no action
+    #: reproduces (skipped), and whether resets are known (the game's code was given).
+    inferred: int = 0
+    undecided: int = 0
+    unreproduced: int = 0
+    resets_known: bool = True
+    #: --environments gave baselines to a card imported without them.
+    baselines_attached: bool = False
+
+
+@dataclass(slots=True)
+class Existing:
+    """A card the ledger holds already: its state, each file's import progress, whether an import made it."""
+
+    card: CardState
+    progress: dict[str, RecordingImported]
+    imported: bool
+
+
+def load_existing(ledger: Ledger, card_id: str) -> Existing | None:
+    """The card as the ledger holds it (None if it holds none)."""
+    bodies, _, _ = ledger.store.read_bodies(card_stream(card_id))
+    if not bodies:
+        return None
+    card = new_card(card_id)
+    progress: dict[str, RecordingImported] = {}
+    imported = False
+    for b in bodies:
+        e = decode(b)
+        apply(card, e)
+        if type(e) is RecordingImported:
+            progress[e.file] = e
+            imported = True
+        elif type(e) is CardClosed and e.reason == "end_of_import":
+            imported = True
+    return Existing(card, progress, imported)
+
+
+class Baselines:
+    """The --environments set, recorded in the ledger only when a new card needs it, and the games' code."""
+
+    def __init__(
+        self, ledger: Ledger, entries: Sequence[BaselineEntry] | None, folder: str | os.PathLike[str] | None = None
+    ) -> None:
+        self.ledger = ledger
+        self.entries = entries
+        self.set_id: str | None = None
+        self.folder = folder
+        self._infos: dict[str, Any] | None = None
+
+    def game_info(self, game_id: str) -> Any:
+        """The toolkit's EnvironmentInfo of ``game_id`` under --environments (None without it or if absent)."""
+        if self.folder is None:
+            return None
+        if self._infos is None:
+            from ledger.toolkit.environments import scan_games
+
+            self._infos = scan_games(self.folder)
+        return self._infos.get(game_id)
+
+    def for_new_card(self) -> tuple[str | None, dict[str, BaselineEntry]]:
+        """The set's id (recorded on first use) and entries for a new card; (None, {}) without --environments."""
+        if self.entries is None:
+            return None, {}
+        if self.set_id is None:
+            self.set_id = self.ledger.record_baselines(self.entries)
+        return self.set_id, bl.as_map(self.entries)
+
+
+def attach_baselines(ledger: Ledger, existing: Existing, baselines: Baselines, result: CardResult) -> None:
+    """With --environments, give an imported card that has no baseline set this one (reopen, attach, close).
+
+    The close before it keeps the document it recorded (scored without baselines, as the card stood then).
+    """
+    card = existing.card
+    if baselines.entries is None or card.baselines_id is not None or not card.closed:
+        return
+    set_id, _ = baselines.for_new_card()
+    assert set_id is not None
+    ts = card.closed_at or card.last_ts or datetime.now(UTC)
+    out: list[AnyEvent] = [CardReopened(ts=ts), BaselinesAttached(ts=ts, baselines_id=set_id)]
+    version = card.events
+    for e in out:
+        apply(card, e)
+    doc = score_card(card, ledger.card_baselines(card))
+    closed = CardClosed(ts=ts, reason="end_of_import", document_sha256=document.sha256(doc))
+    apply(card, closed)
+    out.append(closed)
+    # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
+    ledger.append_card(card.card_id, out, version, state=card)
+    result.status, result.baselines_attached, result.events = "updated", True, len(out)

@@ -39,7 +39,7 @@ lint: $(STAMP_DEV)
 	$(BIN)/mypy
 
 chromium:
-	@test -x $(CHROMIUM) || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
+	@test -x $(CHROMIUM) || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 bench: $(STAMP_DEV)
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)

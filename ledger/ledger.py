@@ -62,13 +62,12 @@ def _fold_joined(
 
     None also when nothing was read or a body does not decode: the per-body path then says what it says.
     """
-    read_joined = getattr(store, "read_joined", None)
+    read_joined = getattr(store, "iter_joined", None)
     if read_joined is None:
         return None
-    chunks, last_version, last_seq = read_joined(
-        card_stream(card_id), after_version=snap.version if snap else 0, until_seq=until
-    )
-    if not chunks:
+    after = snap.version if snap else 0
+    chunks, last_version, last_seq = read_joined(card_stream(card_id), after_version=after, until_seq=until)
+    if not last_seq:  # nothing read
         return None
     try:
         state = fold_joined(
@@ -79,7 +78,11 @@ def _fold_joined(
         )
     except (msgspec.DecodeError, msgspec.ValidationError, ChunkMismatch):
         return None
-    return state, sum(n for _, n in chunks), last_version, last_seq
+    finally:
+        if hasattr(chunks, "close"):  # a read-ahead not read to the end stops before the store is used again
+            chunks.close()
+    # Versions are consecutive in a stream, and ``until`` (a seq) cuts only its tail: the count read.
+    return state, last_version - after, last_version, last_seq
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +123,7 @@ class Ledger:
     def __init__(self, store: LogStore) -> None:
         self.store = store
         self._baselines_cache: dict[str, dict[str, BaselineEntry]] = {}
+        self._on_close: list[Any] = []
 
     @classmethod
     def open(
@@ -133,6 +137,8 @@ class Ledger:
 
         ``readonly=True`` (every read command): never create, migrate or write; a missing database, one that is
         not a ledger, or one written by a newer version is refused with :class:`~ledger.errors.StoreError`.
+        ``durability="batched"``: live capture commits in groups from a background thread and may lose up to
+        50 ms of steps on a crash (an opt-in, see :mod:`ledger.toolkit.batching`); otherwise as ``"normal"``.
         """
         where = os.fspath(path_or_url) if path_or_url is not None else default_db()
         if readonly:
@@ -157,8 +163,15 @@ class Ledger:
         self.close()
 
     def close(self) -> None:
-        """Release the database."""
+        """Release the database (first committing what ``durability="batched"`` capture still queues)."""
+        for hook in self._on_close:
+            hook()
+        self._on_close.clear()
         self.store.close()
+
+    def on_close(self, hook: Any) -> None:
+        """Call ``hook()`` when the ledger closes, before the database is released."""
+        self._on_close.append(hook)
 
     # -- capture ------------------------------------------------------------------------------------------
 

@@ -122,3 +122,18 @@ def test_checkpoints_run_off_the_appending_thread(db_path: Path) -> None:
             checkpoint.BACKSTOP_PAGES
         )
     con.close()
+
+
+def test_a_long_range_read_ahead_by_a_second_thread_gives_the_same_chunks(db_path: Path) -> None:
+    card = _played(db_path, 120, seed=11)
+    stream = card_stream(card)
+    with Ledger.open(db_path) as led:
+        whole, version, seq = led.store.read_joined(stream, chunk=7)  # type: ignore[attr-defined]
+        ahead, v2, s2 = led.store.iter_joined(stream, chunk=7)  # type: ignore[attr-defined]
+        assert (list(ahead), v2, s2) == (whole, version, seq)
+        # Abandoned after one chunk: the reader stops, and the store's own connection is free at once.
+        ahead, _, _ = led.store.iter_joined(stream, chunk=7)  # type: ignore[attr-defined]
+        assert next(iter(ahead)) == whole[0]
+        ahead.close()
+        assert led.store.count() >= version
+        assert not [t for t in threading.enumerate() if t.name == "ledger-read-ahead"]

@@ -283,7 +283,7 @@ def add_common_options(command: click.Command) -> None:
         command.params.append(
             click.Option(
                 ["--durability"],
-                type=click.Choice(["normal", "full"]),
+                type=click.Choice(["normal", "full", "batched"]),
                 default=None,
                 expose_value=False,
                 callback=_set_obj("durability"),

@@ -41,6 +41,43 @@ def event_hash(prev_hash: str, stream: str, version: int, type_: str, body: byte
     ).hexdigest()
 
 
+def chain_hashes(prev_hash: str, stream: str, version: int, rows: Iterable[tuple[str, bytes]]) -> list[str]:
+    """:func:`event_hash` of consecutive events of ``stream`` (``(type, body)`` each) following ``version`` and
+    ``prev_hash``: the same hashes, with the stream's and each type's part of the message built once (a batch
+    append of thousands of events spends its time here)."""
+    s = stream.encode("utf-8")
+    head = DOMAIN  # the message up to prev_hash's length field, then prev_hash; then the stream's part
+    stream_part = len(s).to_bytes(8, "big") + s
+    types: dict[str, bytes] = {}
+    sha256 = hashlib.sha256
+    out = []
+    for type_, body in rows:
+        version += 1
+        t = types.get(type_)
+        if t is None:
+            tb = type_.encode()
+            t = types[type_] = len(tb).to_bytes(8, "big") + tb
+        p = prev_hash.encode("ascii")
+        v = str(version).encode("ascii")
+        prev_hash = sha256(
+            b"".join(
+                (
+                    head,
+                    len(p).to_bytes(8, "big"),
+                    p,
+                    stream_part,
+                    len(v).to_bytes(8, "big"),
+                    v,
+                    t,
+                    len(body).to_bytes(8, "big"),
+                    body,
+                )
+            )
+        ).hexdigest()
+        out.append(prev_hash)
+    return out
+
+
 def ledger_head(stream_heads: Iterable[tuple[str, int, str]]) -> str:
     """One hash for a whole ledger: sha256 over every stream's (name, last version, head hash), sorted by name.
 

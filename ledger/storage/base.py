@@ -23,7 +23,7 @@ from ledger.core import chain
 from ledger.core.events import Event, encode, type_of
 from ledger.errors import HistoryConflict, StoreError
 
-Durability = Literal["normal", "full"]
+Durability = Literal["normal", "full", "batched"]
 
 APPEND_ONLY_TRIGGERS = {
     "sqlite": ("events_no_update", "events_no_delete"),
@@ -217,13 +217,12 @@ def no_ledger(where: str) -> StoreError:
 
 def chain_rows(stream: str, rows: Sequence[tuple[str, str, bytes]], version: int, prev: str) -> list[StoredEvent]:
     """The rows to insert after ``(version, prev)``: numbered and hash-linked (``seq`` 0 until inserted)."""
-    out = []
-    for type_, ts, body in rows:
-        version += 1
-        h = chain.event_hash(prev, stream, version, type_, body)
-        out.append(StoredEvent(0, stream, version, type_, ts, body, prev, h))
-        prev = h
-    return out
+    hashes = chain.chain_hashes(prev, stream, version, [(t, b) for t, _, b in rows])
+    prevs = [prev, *hashes[:-1]]
+    return [
+        StoredEvent(0, stream, version + i, type_, ts, body, p, h)
+        for i, ((type_, ts, body), p, h) in enumerate(zip(rows, prevs, hashes, strict=True), 1)
+    ]
 
 
 def copied_rows(

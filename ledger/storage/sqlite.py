@@ -15,9 +15,11 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import astuple, replace
 
 from ledger.core import chain
 from ledger.errors import HistoryConflict, StoreError, VersionConflict
@@ -72,7 +74,7 @@ class SQLiteStore(StoreBase):
         self._held: list[tuple[int, sqlite3.Connection]] = []
         self._engine: Any = None
         # WAL checkpoints run in a background thread, not inside a captured step's commit (see checkpoint.py).
-        self._checkpointer = Checkpointer(self._connect, every=EVERY_COMMITS if durability == "normal" else 0)
+        self._checkpointer = Checkpointer(self._connect, every=EVERY_COMMITS if durability != "full" else 0)
         if readonly:
             self._immutable = not writable(self.path)
             self._check_is_ledger()
@@ -97,7 +99,7 @@ class SQLiteStore(StoreBase):
             con.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
             con.execute("PRAGMA journal_mode=WAL")
             con.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'full' else 'NORMAL'}")
-            if self.durability == "normal":
+            if self.durability != "full":  # batched commits as normal does (see ledger/toolkit/batching.py)
                 con.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
             # Without this, INSERT OR REPLACE deletes the old row without firing the BEFORE DELETE trigger.
             con.execute("PRAGMA recursive_triggers=ON")
@@ -239,7 +241,7 @@ class SQLiteStore(StoreBase):
                 else:
                     # Under the write lock, an INTEGER PRIMARY KEY without deletes is assigned max+1 each time:
                     # a batch's seqs are the consecutive numbers ending at the last one inserted.
-                    dbapi.executemany(INSERT_SQL, [(stream, *row_values(e)) for e in new])
+                    dbapi.executemany(INSERT_SQL, [astuple(e)[1:] for e in new])
                     last = dbapi.execute("SELECT last_insert_rowid()").fetchone()[0]
                     seqs = list(range(last - len(new) + 1, last + 1))
                 dbapi.execute("COMMIT")
@@ -257,10 +259,7 @@ class SQLiteStore(StoreBase):
         except BaseException:
             self._heads.forget(stream)
             raise
-        out = [
-            StoredEvent(s, stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash)
-            for s, e in zip(seqs, new, strict=True)
-        ]
+        out = [replace(e, seq=s) for s, e in zip(seqs, new, strict=True)]
         self._heads.set(stream, out[-1])
         return out
 
@@ -379,23 +378,16 @@ class SQLiteStore(StoreBase):
         return bodies, row[0], row[1]
 
     def read_joined(
-        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, chunk: int = 50_000
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, chunk: int = 25_000
     ) -> tuple[list[tuple[bytes, int]], int, int]:
         """Like :meth:`read_bodies`, the bodies as ``(JSON lines, count)`` chunks of up to ``chunk`` versions.
 
         SQLite joins them (no row object per event: a cold replay of a million events is mostly that), in version
-        order: explicitly from SQLite 3.44, before that as the ordered subquery feeds the aggregate.
+        order (see :func:`~ledger.storage.sqlite_sql.joined_sql`).
         """
         where, args = stream_where(stream, after_version, until_seq)
-        ordered = sqlite3.sqlite_version_info >= (3, 44, 0)
-        joined = (
-            f"SELECT CAST(group_concat(body, char(10) ORDER BY version) AS BLOB), count(*) FROM events {where} "
-            "AND version <= ?"
-            if ordered
-            else f"SELECT CAST(group_concat(body, char(10)) AS BLOB), count(*) FROM "
-            f"(SELECT body FROM events {where} AND version <= ? ORDER BY version)"
-        )
         dbapi = self._thread_dbapi()
+        joined = sq.joined_sql(dbapi, where)
         out: list[tuple[bytes, int]] = []
         try:
             dbapi.execute("BEGIN")  # one snapshot for every statement
@@ -404,7 +396,7 @@ class SQLiteStore(StoreBase):
                 row = dbapi.execute(q, args).fetchone()
                 lo = after_version
                 while row is not None and lo < row[0]:
-                    body, count = dbapi.execute(joined, (*args[:1], lo, *args[2:], lo + chunk)).fetchone()
+                    body, count = dbapi.execute(joined, ("\n", *args[:1], lo, *args[2:], lo + chunk)).fetchone()
                     if count:
                         out.append((body, count))
                     lo += chunk
@@ -415,6 +407,22 @@ class SQLiteStore(StoreBase):
         if row is None:
             return [], after_version, 0
         return out, row[0], row[1]
+
+    def iter_joined(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, chunk: int = 25_000
+    ) -> tuple[Iterable[tuple[bytes, int]], int, int]:
+        """Like :meth:`read_joined`; past one chunk, read ahead by a second thread (close the iterable if not read
+        to the end: see :mod:`~ledger.storage.sqlite_joined`)."""
+        where, args = stream_where(stream, after_version, until_seq)
+        row = self._read(f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1", args)
+        if not row or row[0][0] - after_version <= chunk:
+            return self.read_joined(stream, after_version=after_version, until_seq=until_seq, chunk=chunk)
+        from ledger.storage.sqlite_joined import ChunkReader
+
+        last, seq = row[0]
+        ranges = [(lo, min(lo + chunk, last)) for lo in range(after_version, last, chunk)]
+        reader = ChunkReader(self._connect, sq.joined_sql(self._thread_dbapi(), where), ("\n", stream, *args[2:]))
+        return reader.start(ranges), last, seq
 
     def stream_exists(self, stream: str) -> bool:
         """True if the stream has at least one event."""

@@ -78,3 +78,25 @@ def check_tables(con: sqlite3.Connection, path: str) -> None:
         raise no_ledger(path)
     if not {"events", "alembic_version"} <= tables:
         raise StoreError(f"{path} is not a ledger (no events table or schema revision); nothing was changed")
+
+
+def joined_sql(con: sqlite3.Connection, where: str) -> str:
+    """The query joining a version range's bodies with newlines, in version order (parameters: the separator,
+    then ``where``'s, then the last version of the range).
+
+    From SQLite 3.44 the order is explicit. Before that, the aggregate takes rows in the order its loop visits
+    them: the plain form is used only when the plan walks UNIQUE(stream, version) itself (no sort, no other
+    index); otherwise an ordered subquery feeds the aggregate (about a third slower on a million events).
+    The separator is a bound parameter: ``char(10)`` would be a function call per row.
+    """
+    body = "CAST(group_concat(body, ?{order}) AS BLOB), count(*)"
+    rng = f"{where} AND version <= ?"
+    if sqlite3.sqlite_version_info >= (3, 44, 0):
+        return f"SELECT {body.format(order=' ORDER BY version')} FROM events {rng}"
+    plain = f"SELECT {body.format(order='')} FROM events {rng}"
+    nargs = plain.count("?")
+    plan = " ".join(str(r[-1]) for r in con.execute(f"EXPLAIN QUERY PLAN {plain}", (None,) * nargs))
+    walks_index = "SEARCH events USING INDEX sqlite_autoindex_events_1 (stream=? AND version>? AND version<?)"
+    if plan.startswith(walks_index) and "TEMP B-TREE" not in plan and plan.count("SEARCH") == 1:
+        return plain
+    return f"SELECT {body.format(order='')} FROM (SELECT body FROM events {rng} ORDER BY version)"

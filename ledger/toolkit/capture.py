@@ -27,6 +27,7 @@ from ledger.core.scoring import score_card
 from ledger.core.translator import translate
 from ledger.errors import CaptureError, StoreError
 from ledger.toolkit import rest
+from ledger.toolkit.batching import Batcher
 from ledger.toolkit.observation import fingerprint, observation
 
 if TYPE_CHECKING:
@@ -74,6 +75,10 @@ class Capture:
         # Cards whose CardOpened could not be written: their steps must not go unrecorded without a word.
         self._unopened: set[str] = set()
         self._saved: list[tuple[Any, str, Any]] = []
+        self._batcher: Batcher | None = None
+        if getattr(ledger.store, "durability", "normal") == "batched":
+            self._batcher = Batcher(ledger)
+            ledger.on_close(self._batcher.close)
         self._install()
 
     # -- installation ---------------------------------------------------------------------------------------
@@ -194,10 +199,14 @@ class Capture:
             else:
                 setattr(obj, name, old)
         self._saved.clear()
+        if self._batcher is not None:
+            self._batcher.close()
 
     # -- recording ------------------------------------------------------------------------------------------
 
     def _raise_pending(self) -> None:
+        if self._batcher is not None and self._batcher.error is not None:
+            self._fail(self._batcher.take_error())  # type: ignore[arg-type]
         err = getattr(self._tls, "error", None)
         if err is not None:
             self._tls.error = None
@@ -279,6 +288,10 @@ class Capture:
         new = translate(live.state, obs, seed=seed)
         if not new:
             return
+        if self._batcher is not None:  # durability="batched": committed by the batcher's thread (batching.py)
+            self._batcher.add(card_id, live.version, new, live)
+            live.version += len(new)
+            return
         try:
             # A long card is cached as it grows (the facade's snapshot policy): its export never replays it all.
             wrote = self.ledger.append_card(
@@ -309,6 +322,12 @@ class Capture:
         doc = score_card(live.state, live.baselines)
         closed = CardClosed(ts=now, reason=reason, document_sha256=document.sha256(doc))  # type: ignore[arg-type]
         apply(live.state, closed)
+        if self._batcher is not None:
+            self._batcher.flush()
+            if self._batcher.error is not None:
+                self._resync(card_id, live)
+                self._fail(self._batcher.take_error())  # type: ignore[arg-type]
+                return
         try:
             # Closed, the card is cached by the facade's snapshot policy: exports need not replay it.
             self.ledger.append_card(card_id, [closed], live.version, state=live.state)

@@ -26,7 +26,6 @@ reported and imported from what the lines say, which is what the toolkit scored.
 card fail with nothing of it committed; a truncated last line does not (every killed run leaves one). An empty file
 is reported and imports nothing; a card whose files hold no valid line is not created. Unknown fields are ignored.
 Card metadata the recordings do not hold (tags, source_url, opaque, the API key, seeds) is absent from imported cards.
-
 """
 
 from __future__ import annotations
@@ -184,8 +183,7 @@ class _FileReader:
         self.skipped_lines: list[SkippedLine] = []
         self.impossible = 0
         self.last_ts: datetime | None = None
-        stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
-        self.stem = stem
+        self.stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
         self._add = self.obs.append
         # The (game_id, guid) last found to make the file name: most lines need no check.
         self._ok_game: str | None = None

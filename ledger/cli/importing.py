@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import sys
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,9 +70,13 @@ def import_cmd(
     show_bar = not quiet and not as_json and sys.stderr.isatty()
     done = _Committed(len(cards))
     ctx.obj["on_interrupt"] = done.line
-    with open_ledger(ctx, write=True) as ledger, _bar(show_bar, total_bytes(cards)) as progress:
+    with (
+        open_ledger(ctx, write=True) as ledger,
+        _bar(show_bar, total_bytes(cards)) as bar,
+        done.deferring_ctrl_c(),
+    ):
         summary = import_recordings(
-            ledger, cards=cards, environments=environments, strict=strict, progress=progress, on_card=done
+            ledger, cards=cards, environments=environments, strict=strict, progress=done.progress(bar), on_card=done
         )
     summary.problems[:0] = found_problems
     if as_json:
@@ -83,15 +88,55 @@ def import_cmd(
 
 
 class _Committed:
-    """Counts the cards an import has committed, for the line Ctrl-C prints."""
+    """Counts the cards an import has committed, for the line Ctrl-C prints.
+
+    Ctrl-C is held until a safe point, while a card's files are read or once a card is counted, so the count is
+    exact: a Ctrl-C that landed between a card's commit and its count would otherwise leave it out. A second
+    Ctrl-C stops at once.
+    """
 
     def __init__(self, total: int) -> None:
         self.total = total
         self.cards = 0
+        self.stop = False
 
     def __call__(self, result: CardResult) -> None:
         if result.status in ("imported", "updated", "already imported"):
             self.cards += 1
+        self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        if self.stop:
+            raise KeyboardInterrupt
+
+    def progress(self, bar: Callable[[int], None] | None) -> Callable[[int], None]:
+        """The progress callback for the import: a safe point to stop, then the bar (if any)."""
+
+        def step(n: int) -> None:
+            self._checkpoint()
+            if bar is not None:
+                bar(n)
+
+        return step
+
+    @contextmanager
+    def deferring_ctrl_c(self) -> Iterator[None]:
+        """Within the block, the first Ctrl-C only asks to stop at the next safe point."""
+
+        def handler(_signum: int, _frame: Any) -> None:
+            if self.stop:
+                raise KeyboardInterrupt
+            self.stop = True
+
+        try:
+            previous = signal.signal(signal.SIGINT, handler)
+        except ValueError:  # not the main thread (an embedding program): Ctrl-C is its business
+            yield
+            return
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
 
     def line(self) -> str:
         left = self.total - self.cards

@@ -82,8 +82,10 @@ def test_server_restart_mid_capture(pg_url: str) -> None:
         wait_for_server(pg_url)
         for _ in range(5):
             game.step()  # capture resumes by itself: no CaptureError
-        # The refused step is the only one the ledger lacks; everything acknowledged is there, unchanged.
-        assert game.toolkit_actions() == game.ledger_actions() + 1
+        # The refused step is the only one the ledger may lack: its COMMIT can reach the server just before the
+        # connection drops (an in-doubt commit, seen here when the server stops mid-pipeline), and then the card
+        # reloaded from the log at the next step holds it once. Either way nothing is lost or counted twice.
+        assert game.ledger_actions() in (game.toolkit_actions() - 1, game.toolkit_actions())
         stored = led.store.read_stream(card_stream(game.card))
         assert stored[: len(acknowledged)] == acknowledged
         assert verify_ledger(led.store).ok

@@ -24,6 +24,7 @@ from ledger.cli.params import SINCE, head_hash
 from ledger.cli.progress import ledger_command, verify_progress
 
 if TYPE_CHECKING:  # `ledger --help` must not import the scoring modules
+    from ledger.core.projection import CardState
     from ledger.core.rescoring import Match
 
 
@@ -210,25 +211,11 @@ def replay(
             card = ledger.load_card(card_id, until=until)
             doc = ledger.document(card_id, card=card)
     if as_json:
-        plays = {
-            gid: [
-                {
-                    "guid": p.guid,
-                    "state": p.state,
-                    "actions": p.actions,
-                    "resets": p.resets,
-                    "levels_completed": p.levels_completed,
-                    "level_marks": [list(m) for m in p.marks],
-                }
-                for p in ps
-            ]
-            for gid, ps in card.games.items()
-        }
         out: dict[str, Any] = {
             "card_id": card.card_id,
             "events": card.events,
             "closed": (as_shown(card) if until is None else card).close_reason,
-            "plays": plays,
+            "plays": _plays_json(card),
             "scorecard": json.loads(document.to_json(doc)),
         }
         if rescored:
@@ -250,6 +237,24 @@ def replay(
         for n in match_notes(scored.matches):
             click.echo(f"  {n}")
     click.echo(replay_text(as_shown(card) if until is None else card, doc))
+
+
+def _plays_json(card: CardState) -> dict[str, list[dict[str, Any]]]:
+    """`ledger replay --json`'s plays: each game's plays in order, with their level marks."""
+    return {
+        gid: [
+            {
+                "guid": p.guid,
+                "state": p.state,
+                "actions": p.actions,
+                "resets": p.resets,
+                "levels_completed": p.levels_completed,
+                "level_marks": [list(m) for m in p.marks],
+            }
+            for p in ps
+        ]
+        for gid, ps in card.games.items()
+    }
 
 
 @click.command()

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from ledger.core.audit_checks import Check
@@ -74,27 +74,11 @@ def check_lifecycle(events: Sequence[Numbered], stale: int, max_open: int) -> Ch
             if gap > longest[0]:
                 longest = (gap, last, n)
             if gap >= idle_for:
-                gaps.append(
-                    {
-                        "previous_version": last.version,
-                        "previous_ts": last.event.ts.isoformat(),
-                        "version": n.version,
-                        "seq": n.seq,
-                        "ts": ev.ts.isoformat(),
-                        "minutes": round(gap.total_seconds() / 60, 3),
-                    }
-                )
+                gaps.append(_idle_gap(last, n, gap))
                 if first_close_index is None:
                     first_close_index = i
         if over is None and opened_at is not None and ev.ts - opened_at >= max_for:
-            over = {
-                "version": n.version,
-                "seq": n.seq,
-                "ts": ev.ts.isoformat(),
-                "opened_at": opened_at.isoformat(),
-                "closes_at": (opened_at + max_for).isoformat(),
-                "minutes": round((ev.ts - opened_at).total_seconds() / 60, 3),
-            }
+            over = _past_max_open(n, opened_at, max_for)
             if first_close_index is None or i < first_close_index:
                 first_close_index = i
         last = n
@@ -116,6 +100,30 @@ def check_lifecycle(events: Sequence[Numbered], stale: int, max_open: int) -> Ch
         "actions_after_first_close": after_actions,
     }
     return _lifecycle_check(details, longest)
+
+
+def _idle_gap(last: Numbered, n: Numbered, gap: timedelta) -> dict[str, Any]:
+    """A gap between updates long enough for the toolkit to close the card as stale."""
+    return {
+        "previous_version": last.version,
+        "previous_ts": last.event.ts.isoformat(),
+        "version": n.version,
+        "seq": n.seq,
+        "ts": n.event.ts.isoformat(),
+        "minutes": round(gap.total_seconds() / 60, 3),
+    }
+
+
+def _past_max_open(n: Numbered, opened_at: datetime, max_for: timedelta) -> dict[str, Any]:
+    """The first update that came after the card had been open for the toolkit's maximum."""
+    return {
+        "version": n.version,
+        "seq": n.seq,
+        "ts": n.event.ts.isoformat(),
+        "opened_at": opened_at.isoformat(),
+        "closes_at": (opened_at + max_for).isoformat(),
+        "minutes": round((n.event.ts - opened_at).total_seconds() / 60, 3),
+    }
 
 
 def _lifecycle_check(details: dict[str, Any], longest: tuple[timedelta, Numbered | None, Numbered | None]) -> Check:

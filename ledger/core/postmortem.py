@@ -131,92 +131,106 @@ def _range(levels: list[int]) -> str:
 
 
 def _score_findings(game_id: str, play_no: int, run: RunDoc, ar: Arithmetic) -> list[Finding]:
-    out: list[Finding] = []
     levels = _levels(run)
-    total_w = ar.total_weight
     failed = [lv for lv in levels if not lv.completed]
+    level_finding: Finding | None
     if failed:
-        top = failed[-1]
-        share = top.weight / total_w * 100
-        failed_w = sum(lv.weight for lv in failed)
-        verb = "leave" if len(failed) > 1 else "leaves"
-        stuck = failed[0]
-        where = (
-            f"; the play stopped on level {stuck.level} after {stuck.actions} action(s) there "
-            f"(baseline {stuck.baseline})"
-            if stuck.actions
-            else ""
-        )
-        out.append(
-            Finding(
-                kind="failed_level",
-                game_id=game_id,
-                play=play_no,
-                text=(
-                    f"{game_id}: level {top.level} was not completed and weighs {top.weight} of {total_w}: it alone "
-                    f"is worth {num(share)} of the game's 100 points; {_range([lv.level for lv in failed])} not "
-                    f"completed (weight {failed_w} of {total_w}) {verb} a cap of {num(ar.cap)}{where}"
-                ),
-                numbers={
-                    "level": top.level,
-                    "weight": top.weight,
-                    "total_weight": total_w,
-                    "share": share,
-                    "failed_levels": [lv.level for lv in failed],
-                    "failed_weight": failed_w,
-                    "cap": ar.cap,
-                    "stopped_on_level": stuck.level,
-                    "actions_on_level": stuck.actions,
-                    "baseline": stuck.baseline,
-                },
-            )
-        )
+        level_finding = _failed_level_finding(game_id, play_no, failed, ar)
     elif ar.score < 100:
-        losses = [(lv.weight * (100 - min(lv.score, 100.0)) / total_w, lv) for lv in levels]
-        loss, lv = max(losses, key=lambda t: t[0])
-        if loss > 0:
-            out.append(
-                Finding(
-                    kind="costliest_level",
-                    game_id=game_id,
-                    play=play_no,
-                    text=(
-                        f"{game_id}: every level was completed; level {lv.level} cost the most: {lv.actions} "
-                        f"action(s) for a baseline of {lv.baseline} scored {lv.score:.2f}, which at weight "
-                        f"{lv.weight} of {total_w} is {loss:.2f} points below a perfect 100 (game score "
-                        f"{ar.score:.2f})"
-                    ),
-                    numbers={
-                        "level": lv.level,
-                        "weight": lv.weight,
-                        "total_weight": total_w,
-                        "baseline": lv.baseline,
-                        "actions": lv.actions,
-                        "score": lv.score,
-                        "points_lost": loss,
-                    },
-                )
-            )
+        level_finding = _costliest_level_finding(game_id, play_no, levels, ar)
+    else:
+        level_finding = None
+    out = [level_finding] if level_finding is not None else []
     if ar.weighted_mean > ar.cap:
-        out.append(
-            Finding(
-                kind="completion_cap",
-                game_id=game_id,
-                play=play_no,
-                text=(
-                    f"{game_id}: the completion cap bound: the weighted mean {ar.weighted_mean:.2f} is above the cap "
-                    f"{num(ar.cap)} (levels that scored weigh {ar.scored_weight} of {total_w}), so the score is "
-                    f"{ar.score:.2f}"
-                ),
-                numbers={
-                    "weighted_mean": ar.weighted_mean,
-                    "cap": ar.cap,
-                    "scored_weight": ar.scored_weight,
-                    "total_weight": total_w,
-                },
-            )
-        )
+        out.append(_completion_cap_finding(game_id, play_no, ar))
     return out
+
+
+def _failed_level_finding(game_id: str, play_no: int, failed: list[LevelLine], ar: Arithmetic) -> Finding:
+    """The highest level not completed: its share of the 100 points, and the cap the failed levels leave."""
+    total_w = ar.total_weight
+    top = failed[-1]
+    share = top.weight / total_w * 100
+    failed_w = sum(lv.weight for lv in failed)
+    verb = "leave" if len(failed) > 1 else "leaves"
+    stuck = failed[0]
+    where = (
+        f"; the play stopped on level {stuck.level} after {stuck.actions} action(s) there (baseline {stuck.baseline})"
+        if stuck.actions
+        else ""
+    )
+    return Finding(
+        kind="failed_level",
+        game_id=game_id,
+        play=play_no,
+        text=(
+            f"{game_id}: level {top.level} was not completed and weighs {top.weight} of {total_w}: it alone "
+            f"is worth {num(share)} of the game's 100 points; {_range([lv.level for lv in failed])} not "
+            f"completed (weight {failed_w} of {total_w}) {verb} a cap of {num(ar.cap)}{where}"
+        ),
+        numbers={
+            "level": top.level,
+            "weight": top.weight,
+            "total_weight": total_w,
+            "share": share,
+            "failed_levels": [lv.level for lv in failed],
+            "failed_weight": failed_w,
+            "cap": ar.cap,
+            "stopped_on_level": stuck.level,
+            "actions_on_level": stuck.actions,
+            "baseline": stuck.baseline,
+        },
+    )
+
+
+def _costliest_level_finding(game_id: str, play_no: int, levels: list[LevelLine], ar: Arithmetic) -> Finding | None:
+    """Every level completed: the one whose actions cost the most points (None if none cost any)."""
+    total_w = ar.total_weight
+    losses = [(lv.weight * (100 - min(lv.score, 100.0)) / total_w, lv) for lv in levels]
+    loss, lv = max(losses, key=lambda t: t[0])
+    if loss > 0:
+        return Finding(
+            kind="costliest_level",
+            game_id=game_id,
+            play=play_no,
+            text=(
+                f"{game_id}: every level was completed; level {lv.level} cost the most: {lv.actions} "
+                f"action(s) for a baseline of {lv.baseline} scored {lv.score:.2f}, which at weight "
+                f"{lv.weight} of {total_w} is {loss:.2f} points below a perfect 100 (game score "
+                f"{ar.score:.2f})"
+            ),
+            numbers={
+                "level": lv.level,
+                "weight": lv.weight,
+                "total_weight": total_w,
+                "baseline": lv.baseline,
+                "actions": lv.actions,
+                "score": lv.score,
+                "points_lost": loss,
+            },
+        )
+    return None
+
+
+def _completion_cap_finding(game_id: str, play_no: int, ar: Arithmetic) -> Finding:
+    """The completion cap, not the weighted mean, set the score."""
+    total_w = ar.total_weight
+    return Finding(
+        kind="completion_cap",
+        game_id=game_id,
+        play=play_no,
+        text=(
+            f"{game_id}: the completion cap bound: the weighted mean {ar.weighted_mean:.2f} is above the cap "
+            f"{num(ar.cap)} (levels that scored weigh {ar.scored_weight} of {total_w}), so the score is "
+            f"{ar.score:.2f}"
+        ),
+        numbers={
+            "weighted_mean": ar.weighted_mean,
+            "cap": ar.cap,
+            "scored_weight": ar.scored_weight,
+            "total_weight": total_w,
+        },
+    )
 
 
 def _cap_finding(game_id: str, play_no: int, run: RunDoc) -> Finding | None:

@@ -57,11 +57,11 @@ from ledger.core.events import (
     PlayStarted,
     RecordingImported,
 )
-from ledger.core.projection import apply, new_card
+from ledger.core.projection import CardState, apply, new_card
 from ledger.core.scoring import score_card
 from ledger.core.translator import Observation, translate
 from ledger.errors import ImportInputError, VersionConflict
-from ledger.services.import_cards import Baselines, CardResult, attach_baselines, load_existing
+from ledger.services.import_cards import Baselines, CardResult, Existing, attach_baselines, load_existing
 from ledger.toolkit.environments import scan_environments
 from ledger.toolkit.harness import FORMATS, parse_name, sniff
 from ledger.toolkit.recordings import (
@@ -190,28 +190,7 @@ def _import_card_once(
             progress(sum(_size(f) for f in files))
         return result, 0
 
-    reads: list[FileRead] = []
-    card_problems: list[Problem] = []
-    bytes_read = 0
-    for f in files:
-        since = existing.progress.get(f.name) if existing is not None else None
-        if progress is not None and since is not None:
-            progress(min(since.offset, _size(f)))
-        try:
-            r = read_recording(f, since=since, progress=progress)
-        except RewrittenError as e:
-            card_problems.append(Problem(str(f), None, "rewritten", f"{e}: it was rewritten, not imported"))
-            if progress is not None:
-                progress(max(0, _size(f) - since.offset))  # type: ignore[union-attr]
-            continue
-        except OSError as e:
-            card_problems.append(Problem(str(f), None, "unreadable", f"cannot read: {e.strerror or e}"))
-            continue
-        bytes_read += r.bytes_read
-        if r.start == 0 and r.end == 0 and r.bytes_read == 0:
-            card_problems.append(Problem(str(f), None, "empty", "empty file: nothing to import"))
-        card_problems.extend(r.problems)
-        reads.append(r)
+    reads, card_problems, bytes_read = _read_new_lines(files, existing, progress)
     problems.extend(card_problems)
     for r in reads:
         for reason, n in r.skip_reasons.items():
@@ -241,6 +220,60 @@ def _import_card_once(
         return result, bytes_read
 
     out: list[AnyEvent] = []
+    card, version, bmap, last = _open_or_reopen(ledger, card_id, existing, baselines, observations, out)
+    last = _translate_in_time_order(card, observations, out, last)
+    plays = sum(1 for e in out if type(e) is PlayStarted)
+    _record_progress_and_close(card, advanced, bmap, last, out)
+    # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
+    ledger.append_card(card_id, out, version, state=card)
+    result.status = "imported" if existing is None else "updated"
+    result.events = len(out)
+    result.plays = plays
+    return result, bytes_read
+
+
+def _read_new_lines(
+    files: list[Path], existing: Existing | None, progress: Callable[[int], None] | None
+) -> tuple[list[FileRead], list[Problem], int]:
+    """Each file read from where the last import stopped, the card's problems, and the bytes read.
+
+    A rewritten or unreadable file is a problem and yields no read; an empty one is a problem and an empty read.
+    """
+    reads: list[FileRead] = []
+    card_problems: list[Problem] = []
+    bytes_read = 0
+    for f in files:
+        since = existing.progress.get(f.name) if existing is not None else None
+        if progress is not None and since is not None:
+            progress(min(since.offset, _size(f)))
+        try:
+            r = read_recording(f, since=since, progress=progress)
+        except RewrittenError as e:
+            card_problems.append(Problem(str(f), None, "rewritten", f"{e}: it was rewritten, not imported"))
+            if progress is not None:
+                progress(max(0, _size(f) - since.offset))  # type: ignore[union-attr]
+            continue
+        except OSError as e:
+            card_problems.append(Problem(str(f), None, "unreadable", f"cannot read: {e.strerror or e}"))
+            continue
+        bytes_read += r.bytes_read
+        if r.start == 0 and r.end == 0 and r.bytes_read == 0:
+            card_problems.append(Problem(str(f), None, "empty", "empty file: nothing to import"))
+        card_problems.extend(r.problems)
+        reads.append(r)
+    return reads, card_problems, bytes_read
+
+
+def _open_or_reopen(
+    ledger: Ledger,
+    card_id: str,
+    existing: Existing | None,
+    baselines: Baselines,
+    observations: list[list[Observation]],
+    out: list[AnyEvent],
+) -> tuple[CardState, int, dict[str, BaselineEntry], datetime]:
+    """The card to append to, its version, baselines and last timestamp; appends its CardOpened or CardReopened
+    to ``out`` (a new card opens at its first line; a closed one reopens at its earliest new line)."""
     if existing is None:
         first = min(o[0].ts for o in observations)
         set_id, bmap = baselines.for_new_card()
@@ -248,19 +281,23 @@ def _import_card_once(
         opened = CardOpened(ts=first, card_id=card_id, baselines_id=set_id)
         apply(card, opened)
         out.append(opened)
-        version = 0
-        last = first
-    else:
-        card = existing.card
-        version = card.events
-        bmap = ledger.card_baselines(card)
-        last = card.closed_at or card.last_ts or datetime.now(UTC)
-        if card.closed:
-            starts = [o[0].ts for o in observations]
-            reopened = CardReopened(ts=min(starts) if starts else last)
-            apply(card, reopened)
-            out.append(reopened)
+        return card, 0, bmap, first
+    card = existing.card
+    version = card.events
+    bmap = ledger.card_baselines(card)
+    last = card.closed_at or card.last_ts or datetime.now(UTC)
+    if card.closed:
+        starts = [o[0].ts for o in observations]
+        reopened = CardReopened(ts=min(starts) if starts else last)
+        apply(card, reopened)
+        out.append(reopened)
+    return card, version, bmap, last
 
+
+def _translate_in_time_order(
+    card: CardState, observations: list[list[Observation]], out: list[AnyEvent], last: datetime
+) -> datetime:
+    """Append the events of every file's lines, merged in timestamp order; the card's last timestamp after them."""
     merged = (
         heapq.merge(*observations, key=_ts_key)
         if len(observations) > 1
@@ -272,7 +309,14 @@ def _import_card_once(
             out.extend(evs)
         if obs.ts > last:
             last = obs.ts
-    plays = sum(1 for e in out if type(e) is PlayStarted)
+    return last
+
+
+def _record_progress_and_close(
+    card: CardState, advanced: list[FileRead], bmap: dict[str, BaselineEntry], last: datetime, out: list[AnyEvent]
+) -> None:
+    """Append each file's LinesSkipped and RecordingImported (how far it was read), then CardClosed(end_of_import)
+    with the scored document's hash."""
     for r in advanced:
         if r.skipped_lines:
             skipped = LinesSkipped(ts=r.last_ts or last, file=r.name, lines=r.skipped_lines)
@@ -294,12 +338,6 @@ def _import_card_once(
     closed = CardClosed(ts=last, reason="end_of_import", document_sha256=document.sha256(doc))
     apply(card, closed)
     out.append(closed)
-    # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
-    ledger.append_card(card_id, out, version, state=card)
-    result.status = "imported" if existing is None else "updated"
-    result.events = len(out)
-    result.plays = plays
-    return result, bytes_read
 
 
 def _known_formats(files: list[Path], problems: list[Problem]) -> list[Path]:

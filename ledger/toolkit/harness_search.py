@@ -386,6 +386,13 @@ def recover(
             result.cut.append(line.lineno)
             nxt = nxt[:MAX_HYPOTHESES]
         hyps = nxt
+    _choose_best(hyps, result)
+    return result
+
+
+def _choose_best(hyps: list[_Node], result: Recovery) -> None:
+    """Record the first hypothesis's choices in ``result``; lines where another one disagrees on RESET versus a
+    game action, or that were merged as ambiguous on its path, are undecided."""
     best = hyps[0]
     undecided: set[int] = set()
     for other in hyps[1:]:
@@ -399,4 +406,3 @@ def recover(
             result.choices[n.lineno] = n.choice
         n = n.parent
     result.undecided = sorted(ln for ln in undecided if ln in result.choices)
-    return result

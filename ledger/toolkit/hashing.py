@@ -1,4 +1,4 @@
-"""Hashing a recording on another core while this one parses it.
+"""Hashing a recording on another core while this one parses it, and hashing byte ranges of an open file.
 
 ``ledger import`` keeps the sha256 of every byte it imported, and at about 1 GB/s sha256 costs as much as a
 Python line-by-line read of the file. ``hashlib`` releases the GIL while it hashes a large buffer, so a thread fed
@@ -7,6 +7,7 @@ the blocks as they are read computes the same digest in parallel with the parsin
 
 from __future__ import annotations
 
+import hashlib
 import queue
 import threading
 from typing import Any
@@ -48,3 +49,22 @@ class BackgroundHash:
             self._thread.join()
             self._thread = None
         return self.digest
+
+
+def hash_range(f: Any, start: int, end: int, digest: Any, block: int) -> None:
+    """Feed ``digest`` the bytes ``start..end`` of the open binary file ``f``, ``block`` bytes at a time."""
+    f.seek(start)
+    left = end - start
+    while left > 0:
+        chunk = f.read(min(left, block))
+        if not chunk:
+            break
+        digest.update(chunk)
+        left -= len(chunk)
+
+
+def tail_hash(f: Any, end: int, tail: int) -> str:
+    """The sha256 (hex) of the last ``tail`` bytes before ``end`` of the open binary file ``f``."""
+    start = max(0, end - tail)
+    f.seek(start)
+    return hashlib.sha256(f.read(end - start)).hexdigest()

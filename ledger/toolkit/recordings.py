@@ -43,7 +43,7 @@ import msgspec
 
 from ledger.core.events import RecordingImported, SkippedLine, State
 from ledger.core.translator import Observation
-from ledger.toolkit.hashing import BackgroundHash
+from ledger.toolkit.hashing import BackgroundHash, hash_range, tail_hash
 from ledger.toolkit.import_problems import FATAL_KINDS as FATAL_KINDS  # re-exported
 from ledger.toolkit.import_problems import SKIP_REASONS, Problem, ProblemKind
 from ledger.toolkit.import_problems import STRICT_KINDS as STRICT_KINDS  # re-exported
@@ -369,12 +369,6 @@ class _FileReader:
             )
 
 
-def _tail_hash(f: Any, end: int) -> str:
-    start = max(0, end - TAIL)
-    f.seek(start)
-    return hashlib.sha256(f.read(end - start)).hexdigest()
-
-
 def read_recording(
     path: str | os.PathLike[str],
     *,
@@ -391,64 +385,13 @@ def read_recording(
     with open(p, "rb") as f:
         digest = hashlib.sha256()
         if since is not None:
-            size = os.fstat(f.fileno()).st_size
-            if size < start:
-                raise RewrittenError(f"is {size} bytes, shorter than the {start} bytes already imported")
-            if since.prefix_sha256 is not None:
-                # Every imported byte is compared, not only the last ones: one action changed on line 9 is found.
-                _hash_range(f, 0, start, digest)
-                if digest.hexdigest() != since.prefix_sha256:
-                    raise RewrittenError(f"changed in the {start} bytes already imported")
-            elif _tail_hash(f, start) != since.tail_sha256:
-                raise RewrittenError(f"changed in the {min(start, TAIL)} bytes before byte {start} already imported")
-            else:
-                # Imported before whole-prefix hashes were kept: from now on the whole prefix is hashed.
-                _hash_range(f, 0, start, digest)
+            _check_continues(f, since, digest)
         reader = _FileReader(
             p, p.name, since.lines if since is not None else 0, since.game_state if since is not None else None
         )
-        line = reader.line
         f.seek(start)
-        carry = b""
-        long: _LongLine | None = None
-        read = 0
         with BackgroundHash(digest) as hasher:  # sha256 on another core while this one parses
-            while True:
-                chunk = f.read(BLOCK)
-                if not chunk:
-                    break
-                read += len(chunk)
-                hasher.update(chunk)
-                if progress is not None:
-                    progress(len(chunk))
-                pos = 0
-                if long is not None or carry:
-                    nl = chunk.find(b"\n")
-                    if nl < 0:
-                        if long is not None:
-                            long.feed(chunk, 0, len(chunk))
-                        elif len(carry) + len(chunk) > MAX_LINE:
-                            long, carry = _LongLine(carry + chunk), b""
-                        else:
-                            carry += chunk
-                        continue
-                    if long is not None:
-                        long.feed(chunk, 0, nl)
-                        reader.long_line(long)
-                        long = None
-                    else:
-                        whole = carry + chunk[:nl]
-                        line(whole, 0, len(whole))
-                        carry = b""
-                    pos = nl + 1
-                find = chunk.find
-                while True:
-                    nl = find(b"\n", pos)
-                    if nl < 0:
-                        break
-                    line(chunk, pos, nl)
-                    pos = nl + 1
-                carry = chunk[pos:]
+            read, carry, long = _feed_lines(f, reader, hasher, progress)
         # Everything read is consumed but the last line when it has no newline.
         consumed = start + read - len(carry) - (long.length if long is not None else 0)
         if long is not None:
@@ -456,11 +399,11 @@ def read_recording(
         elif carry and reader.fragment(carry):
             consumed += len(carry)
         reader.finish()
-        tail = _tail_hash(f, consumed) if consumed != start or since is None else since.tail_sha256
+        tail = tail_hash(f, consumed, TAIL) if consumed != start or since is None else since.tail_sha256
         if consumed != start + read:
             # The last line is left for later: hash exactly what was consumed.
             digest = hashlib.sha256()
-            _hash_range(f, 0, consumed, digest)
+            hash_range(f, 0, consumed, digest, BLOCK)
         prefix = digest.hexdigest()
     return FileRead(
         path=p,
@@ -482,15 +425,69 @@ def read_recording(
     )
 
 
-def _hash_range(f: Any, start: int, end: int, digest: Any) -> None:
-    f.seek(start)
-    left = end - start
-    while left > 0:
-        chunk = f.read(min(left, BLOCK))
+def _check_continues(f: Any, since: RecordingImported, digest: Any) -> None:
+    """Raise :class:`RewrittenError` unless the file still holds what ``since`` imported; ``digest`` then holds it."""
+    start = since.offset
+    size = os.fstat(f.fileno()).st_size
+    if size < start:
+        raise RewrittenError(f"is {size} bytes, shorter than the {start} bytes already imported")
+    if since.prefix_sha256 is not None:
+        # Every imported byte is compared, not only the last ones: one action changed on line 9 is found.
+        hash_range(f, 0, start, digest, BLOCK)
+        if digest.hexdigest() != since.prefix_sha256:
+            raise RewrittenError(f"changed in the {start} bytes already imported")
+    elif tail_hash(f, start, TAIL) != since.tail_sha256:
+        raise RewrittenError(f"changed in the {min(start, TAIL)} bytes before byte {start} already imported")
+    else:
+        # Imported before whole-prefix hashes were kept: from now on the whole prefix is hashed.
+        hash_range(f, 0, start, digest, BLOCK)
+
+
+def _feed_lines(
+    f: Any, reader: _FileReader, hasher: BackgroundHash, progress: Callable[[int], None] | None
+) -> tuple[int, bytes, _LongLine | None]:
+    """Hand every whole line from ``f``'s position to ``reader``; the bytes read and the last line if unended."""
+    line = reader.line
+    carry = b""
+    long: _LongLine | None = None
+    read = 0
+    while True:
+        chunk = f.read(BLOCK)
         if not chunk:
             break
-        digest.update(chunk)
-        left -= len(chunk)
+        read += len(chunk)
+        hasher.update(chunk)
+        if progress is not None:
+            progress(len(chunk))
+        pos = 0
+        if long is not None or carry:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                if long is not None:
+                    long.feed(chunk, 0, len(chunk))
+                elif len(carry) + len(chunk) > MAX_LINE:
+                    long, carry = _LongLine(carry + chunk), b""
+                else:
+                    carry += chunk
+                continue
+            if long is not None:
+                long.feed(chunk, 0, nl)
+                reader.long_line(long)
+                long = None
+            else:
+                whole = carry + chunk[:nl]
+                line(whole, 0, len(whole))
+                carry = b""
+            pos = nl + 1
+        find = chunk.find
+        while True:
+            nl = find(b"\n", pos)
+            if nl < 0:
+                break
+            line(chunk, pos, nl)
+            pos = nl + 1
+        carry = chunk[pos:]
+    return read, carry, long
 
 
 class RewrittenError(Exception):

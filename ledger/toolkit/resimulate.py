@@ -34,7 +34,7 @@ from ledger.core.events import (
     Win,
     type_of,
 )
-from ledger.core.projection import apply, new_card
+from ledger.core.projection import CardState, apply, new_card
 from ledger.core.translator import translate
 from ledger.toolkit.environments import scan_games
 from ledger.toolkit.observation import observation
@@ -234,11 +234,7 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         if t is ObservationReapplied:
             # The REST server counted the last observation again (competition RESET): the card moves, the game
             # does not. What it derived follows it.
-            apply(card, ev)
-            i += 1
-            while i < n and type(events[i].event) in DERIVED:
-                apply(card, events[i].event)
-                i += 1
+            i = _apply_reapplied(card, events, i)
             continue
         if t not in INPUTS and t not in DERIVED:
             # card_opened, card_closed (and anything integrity already reports as out of place): no game input.
@@ -253,64 +249,22 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         if t is PlayStarted:
             result.plays += 1
             if inst is None:
-                seed = ev.seed
-                if seed is None:
-                    result.default_seed_plays += 1
-                try:
-                    w = games.make(ev.game_id, guid, seed)
-                except Exception as e:  # a game whose code fails to load or reset
-                    result.error = f"version {cur.version}: cannot start {ev.game_id}: {e}"
+                started = _start_play(games, cur, result)
+                if started is None:
                     return
-                frame = w.observation_space
-                inst = (w, seed)
+                frame, inst = started
             else:
                 frame = inst[0].step(reset)
         elif inst is None:
-            result.divergence = Divergence(
-                cur.version,
-                cur.seq,
-                ev.game_id,
-                guid,
-                _describe(cur),
-                "guid",
-                None,
-                guid,
-                f"version {cur.version} (seq {cur.seq}) {type_of(ev)} for guid {guid}, which no play_started began",
-            )
+            result.divergence = _no_play_for_guid(cur)
             return
         elif t is LevelReset:
             frame = inst[0].step(reset)
         else:
-            a = ev.action
-            try:
-                ga = GameAction.from_id(a)
-            except ValueError:
-                ga = None
-            if ga is None:
-                frame = None
-            elif a == 6 and t is ActionTaken:
-                data = {}
-                if ev.x is not None:
-                    data["x"] = ev.x
-                if ev.y is not None:
-                    data["y"] = ev.y
-                frame = inst[0].step(ga, data=data)
-            else:
-                frame = inst[0].step(ga)
+            frame = _send_action(inst[0], ev, t)
         result.inputs += 1
         if frame is None:
-            result.divergence = Divergence(
-                cur.version,
-                cur.seq,
-                getattr(ev, "game_id", None),
-                guid,
-                _describe(cur),
-                "response",
-                None,
-                type_of(ev),
-                f"version {cur.version} (seq {cur.seq}) {_describe(cur)}: the game returned no response (it raised "
-                f"an error or the action does not exist)",
-            )
+            result.divergence = _no_response(cur)
             return
         frame.guid = guid
         empty = len(frame.frame) == 0
@@ -320,12 +274,102 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         j = i + 1
         while j < n and type(events[j].event) in DERIVED:
             j += 1
-        recorded = events[i:j]
-        for k in range(max(len(expected), len(recorded))):
-            exp = expected[k] if k < len(expected) else None
-            rec = recorded[k] if k < len(recorded) else None
-            d = _compare(exp, rec, recorded[min(k, len(recorded)) - 1], cur)
-            if d is not None:
-                result.divergence = d
-                return
+        d = _first_mismatch(expected, events[i:j], cur)
+        if d is not None:
+            result.divergence = d
+            return
         i = j
+
+
+def _apply_reapplied(card: CardState, events: Sequence[Numbered], i: int) -> int:
+    """Apply the ObservationReapplied at ``i`` and the events derived from it; the index after them."""
+    n = len(events)
+    apply(card, events[i].event)
+    i += 1
+    while i < n and type(events[i].event) in DERIVED:
+        apply(card, events[i].event)
+        i += 1
+    return i
+
+
+def _start_play(games: _Games, cur: Numbered, result: ResimResult) -> tuple[Any, tuple[Any, int | None]] | None:
+    """A first PlayStarted for its guid: build the game with the recorded seed; its first frame and instance.
+
+    None (with ``result.error`` set) if the game's code fails to load or reset.
+    """
+    ev: Any = cur.event
+    seed = ev.seed
+    if seed is None:
+        result.default_seed_plays += 1
+    try:
+        w = games.make(ev.game_id, ev.guid, seed)
+    except Exception as e:  # a game whose code fails to load or reset
+        result.error = f"version {cur.version}: cannot start {ev.game_id}: {e}"
+        return None
+    return w.observation_space, (w, seed)
+
+
+def _send_action(game: Any, ev: Any, t: type) -> Any:
+    """Send a recorded ACTION1..7 to the game (x/y with ACTION6); its frame, or None for an unknown action."""
+    from arcengine import GameAction
+
+    a = ev.action
+    try:
+        ga = GameAction.from_id(a)
+    except ValueError:
+        ga = None
+    if ga is None:
+        return None
+    if a == 6 and t is ActionTaken:
+        data = {}
+        if ev.x is not None:
+            data["x"] = ev.x
+        if ev.y is not None:
+            data["y"] = ev.y
+        return game.step(ga, data=data)
+    return game.step(ga)
+
+
+def _no_play_for_guid(cur: Numbered) -> Divergence:
+    """An input for a guid that no PlayStarted began."""
+    ev: Any = cur.event
+    guid = ev.guid
+    return Divergence(
+        cur.version,
+        cur.seq,
+        ev.game_id,
+        guid,
+        _describe(cur),
+        "guid",
+        None,
+        guid,
+        f"version {cur.version} (seq {cur.seq}) {type_of(ev)} for guid {guid}, which no play_started began",
+    )
+
+
+def _no_response(cur: Numbered) -> Divergence:
+    """The game gave no frame for the input (it raised or the action does not exist)."""
+    ev: Any = cur.event
+    return Divergence(
+        cur.version,
+        cur.seq,
+        getattr(ev, "game_id", None),
+        ev.guid,
+        _describe(cur),
+        "response",
+        None,
+        type_of(ev),
+        f"version {cur.version} (seq {cur.seq}) {_describe(cur)}: the game returned no response (it raised "
+        f"an error or the action does not exist)",
+    )
+
+
+def _first_mismatch(expected: list[AnyEvent], recorded: Sequence[Numbered], cur: Numbered) -> Divergence | None:
+    """The first event where what the game produced and what the log holds for this input differ (None if none)."""
+    for k in range(max(len(expected), len(recorded))):
+        exp = expected[k] if k < len(expected) else None
+        rec = recorded[k] if k < len(recorded) else None
+        d = _compare(exp, rec, recorded[min(k, len(recorded)) - 1], cur)
+        if d is not None:
+            return d
+    return None

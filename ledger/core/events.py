@@ -273,6 +273,16 @@ class CardReopened(Event, tag="card_reopened", frozen=True, kw_only=True):
     reason: Literal["import_resumed"] = "import_resumed"
 
 
+class CardRetracted(Event, tag="card_retracted", frozen=True, kw_only=True):
+    """The card is withdrawn (from lists, comparisons, leaderboards) without erasing its record.
+
+    Appended by ``ledger retract``; the card's events stay, ``export``/``replay``/``audit`` still read them and
+    say when and why it was retracted.
+    """
+
+    reason: str
+
+
 AnyEvent = (
     CardOpened
     | PlayStarted
@@ -294,6 +304,7 @@ AnyEvent = (
     | LinesSkipped
     | ActionsInferred
     | BaselinesAttached
+    | CardRetracted
 )
 
 _encoder = msgspec.json.Encoder()

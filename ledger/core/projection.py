@@ -22,6 +22,7 @@ from ledger.core.events import (
     CardClosed,
     CardOpened,
     CardReopened,
+    CardRetracted,
     GameOver,
     LevelCompleted,
     LevelReset,
@@ -77,6 +78,9 @@ class CardState:
     #: ``ledger serve`` / ``ledger record``, and the tags given to it.
     captured_via: str | None = None
     capture_tags: list[str] | None = None
+    #: Set by a CardRetracted event: the card is left out of lists and leaderboards, its record kept.
+    retracted_at: datetime | None = None
+    retract_reason: str | None = None
 
     @property
     def closed(self) -> bool:
@@ -169,6 +173,9 @@ def apply(card: CardState, e: AnyEvent) -> None:
         card.capture_tags = ev.tags
     elif t is BaselinesAttached:
         card.baselines_id = ev.baselines_id
+    elif t is CardRetracted:
+        card.retracted_at = ev.ts
+        card.retract_reason = ev.reason
     elif t is CardReopened:
         card.closed_at = None
         card.close_reason = None

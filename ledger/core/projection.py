@@ -83,6 +83,15 @@ class CardState:
     retract_reason: str | None = None
 
     @property
+    def all_tags(self) -> list[str]:
+        """The card's own tags, then those given to ``ledger serve``/``record``, once each: what filters match.
+
+        The exported document keeps only the card's own tags (as the toolkit does); a filter by tag must also find
+        a card tagged at capture time.
+        """
+        return list(dict.fromkeys([*(self.tags or ()), *(self.capture_tags or ())]))
+
+    @property
     def closed(self) -> bool:
         """True once a CardClosed event was folded."""
         return self.close_reason is not None

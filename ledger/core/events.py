@@ -60,6 +60,10 @@ class ActionTaken(Event, tag="action_taken", frozen=True, kw_only=True):
 
     ``x``/``y`` are set for complex actions (ACTION6). ``levels_completed`` and ``state`` are what the game
     reported after the action. ``reasoning`` is kept only when the user opted in.
+
+    ``candidates`` is set only when the source (an imported recording) does not decide which action was taken:
+    the action ids it could have been; ``action`` is then the first of them, not a fact. The action counts the
+    same whichever it was, so no score depends on it; an audit reports it as undecided, never as a mismatch.
     """
 
     game_id: str
@@ -70,6 +74,7 @@ class ActionTaken(Event, tag="action_taken", frozen=True, kw_only=True):
     levels_completed: int
     state: State
     reasoning: Any = None
+    candidates: list[int] | None = None
 
 
 class ActionIgnored(Event, tag="action_ignored", frozen=True, kw_only=True):

@@ -30,6 +30,7 @@ demo: $(STAMP_ARC)
 
 test: $(STAMP_DEV) chromium
 	$(BIN)/ruff check ledger tests scripts
+	$(BIN)/ruff format --check ledger tests scripts
 	$(BIN)/mypy
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 

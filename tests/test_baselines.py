@@ -258,7 +258,7 @@ def test_resolve_references(db_path: Path) -> None:
         with pytest.raises(bs.UnknownBaselineRef, match="no baseline set or label"):
             bs.resolve(led, a[:3])  # shorter than 4: not taken as a prefix
         with pytest.raises(bs.BaselinesInputError, match="looks like a baseline set id or id prefix"):
-            bs.set_label(led, p, b)  # a label could hide the sets its characters are a prefix of (issue 14)
+            bs.set_label(led, p, b)  # a label could hide the sets its characters are a prefix of
         assert bs.labels(led) == {}
     r = run(db_path, "baselines", "show", "zzzz")
     assert r.exit_code == 1

@@ -1,4 +1,4 @@
-"""Issue 14 on the real PostgreSQL server: card id prefixes in cards/export/events/replay/close, --until VERSION,
+"""The CLI habits on the real PostgreSQL server: card id prefixes in cards/export/events/replay/close, --until VERSION,
 `ledger cards` filters, heads and a card left open, through the installed `ledger` in child processes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14 items 1, 10 and 12: Ctrl-C exits 130 and says what is committed; without the `arc` extra the toolkit
+"""Ctrl-C exits 130 and says what is committed; without the `arc` extra the toolkit
 commands name the extra to install; progress bars on a terminal are throttled (import) or appear (verify)."""
 
 from __future__ import annotations

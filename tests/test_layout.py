@@ -3,7 +3,7 @@
 Imports run one way: cli -> web -> services -> the ledger facade -> storage / toolkit -> core. A module may import
 any layer below its own, never one above, and storage and toolkit (siblings) never import each other. Imports
 inside functions count; imports under ``if TYPE_CHECKING:`` count for the direction (a type names a layer too)
-but not for cycles (they never run). The README's "Layout" section states the same rule.
+but not for cycles (they never run). docs/architecture.md states the same rule.
 """
 
 from __future__ import annotations

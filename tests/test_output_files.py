@@ -1,5 +1,5 @@
 """`export -o`: atomic writes through symbolic links, devices and FIFOs written in place, the umask's mode, and a
-one-line error (never a traceback) for a folder, a read-only folder or /proc (issue 14 items 1 and 3)."""
+one-line error (never a traceback) for a folder, a read-only folder or /proc."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PostgreSQL faults (issue 14 item 14): a server restart mid-capture, a connection dropped mid-copy.
+"""PostgreSQL faults: a server restart mid-capture, a connection dropped mid-copy.
 
 The restart is real (``pg_ctlcluster ... restart`` on this machine's cluster): the step in flight gets a
 CaptureError, capture resumes by itself at the next step once the server is back, nothing acknowledged is lost and

@@ -1,7 +1,7 @@
 """Read commands never write, bad databases get one clear line, `init` repairs the append-only triggers.
 
 Every case runs the real `ledger` CLI as a subprocess on real SQLite files and on the real PostgreSQL server
-(issue 14 items 1, 2 and 11; issue 15's lazy imports, checked by what a process has imported, never by timing).
+(the lazy imports are checked by what a process has imported, never by timing).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The log's contract, shared by both backends (:mod:`ledger.storage.backends` picks one for a ledger).
 
-One append-only ``events`` table (schema owned by the Alembic migrations in ``migrations/``). Appends are
+One append-only ``events`` table (schema owned by the Alembic migrations in the top-level ``migrations/``). Appends are
 serialized (SQLite ``BEGIN IMMEDIATE``; PostgreSQL a transaction-level advisory lock) so that ``seq`` is commit
 order, and a per-stream ``version`` with UNIQUE(stream, version) gives optimistic concurrency between writers.
 
@@ -178,8 +178,14 @@ def hide_password(url: str) -> str:
 
 
 def migrations_dir() -> Path:
-    """Where the Alembic scripts are: ``migrations/`` beside this module, inside the package."""
-    return Path(__file__).resolve().parent / "migrations"
+    """Where the Alembic scripts are.
+
+    The source tree keeps them at its top level (``migrations/``); a built wheel carries them inside the package as
+    ``ledger/storage/migrations`` (pyproject.toml maps them there), so an install needs no checkout.
+    """
+    here = Path(__file__).resolve().parent
+    packaged = here / "migrations"
+    return packaged if (packaged / "env.py").is_file() else here.parent.parent / "migrations"
 
 
 @functools.cache

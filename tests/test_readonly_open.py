@@ -6,6 +6,8 @@ Every case runs the real `ledger` CLI as a subprocess on real SQLite files and o
 
 from __future__ import annotations
 
+from typing import get_args
+
 import json
 import os
 import re
@@ -22,7 +24,7 @@ from sqlalchemy.pool import NullPool
 from ledger import Ledger
 from ledger.cli import common
 from ledger.errors import StoreError
-from ledger.storage.base import APPEND_ONLY_TRIGGERS, known_revisions
+from ledger.storage.base import APPEND_ONLY_TRIGGERS, Durability, known_revisions
 from ledger.storage.migrating import alembic_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -277,5 +279,6 @@ def test_constants_spelled_for_fast_startup_agree_with_their_sources() -> None:
 
     assert common.MATCHES == MATCHES
     assert common.SORT_KEYS == SORT_KEYS
+    assert get_args(Durability) == common.DURABILITIES
     script = ScriptDirectory.from_config(alembic_config())
     assert known_revisions() == tuple(r.revision for r in reversed(list(script.walk_revisions())))

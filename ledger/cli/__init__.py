@@ -8,7 +8,7 @@ from __future__ import annotations
 import click
 
 from ledger.cli import audit, baselines, cards, copy, events, importing, record, serve, view
-from ledger.cli.common import LedgerGroup
+from ledger.cli.common import DURABILITIES, LedgerGroup
 from ledger.version import __version__
 
 
@@ -25,7 +25,7 @@ from ledger.version import __version__
 )
 @click.option(
     "--durability",
-    type=click.Choice(["normal", "full", "batched"]),
+    type=click.Choice(DURABILITIES),
     default="normal",
     show_default=True,
     help="SQLite: 'normal' (WAL, synchronous=NORMAL) survives a killed process; 'full' (synchronous=FULL) also "

@@ -20,8 +20,10 @@ if TYPE_CHECKING:
     from ledger.ledger import Ledger
 
 # Choices the options offer, spelled here so that `ledger --help` need not import the modules that define them
-# (tests/test_cli_startup.py checks they equal ledger.core.rescoring.MATCHES and ledger.services.listing.SORT_KEYS).
+# (tests/test_readonly_open.py checks they equal ledger.core.rescoring.MATCHES, ledger.services.listing.SORT_KEYS
+# and the storage's Durability).
 MATCHES: tuple[str, ...] = ("exact", "base")
+DURABILITIES: tuple[str, ...] = ("normal", "full", "batched")
 SORT_KEYS: tuple[str, ...] = ("opened", "closed", "score", "actions", "events", "id")
 
 
@@ -283,7 +285,7 @@ def add_common_options(command: click.Command) -> None:
         command.params.append(
             click.Option(
                 ["--durability"],
-                type=click.Choice(["normal", "full", "batched"]),
+                type=click.Choice(DURABILITIES),
                 default=None,
                 expose_value=False,
                 callback=_set_obj("durability"),

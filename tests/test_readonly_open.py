@@ -6,8 +6,6 @@ Every case runs the real `ledger` CLI as a subprocess on real SQLite files and o
 
 from __future__ import annotations
 
-from typing import get_args
-
 import json
 import os
 import re
@@ -15,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from alembic.script import ScriptDirectory

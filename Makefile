@@ -29,14 +29,14 @@ demo: $(STAMP_ARC)
 	$(BIN)/ledger demo $(if $(DB),--db $(DB),)
 
 test: $(STAMP_DEV) chromium
-	$(BIN)/ruff check ledger tests scripts
-	$(BIN)/ruff format --check ledger tests scripts
+	$(BIN)/ruff check ledger tests scripts migrations
+	$(BIN)/ruff format --check ledger tests scripts migrations
 	$(BIN)/mypy
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP_DEV)
-	$(BIN)/ruff check ledger tests scripts
-	$(BIN)/ruff format --check ledger tests scripts
+	$(BIN)/ruff check ledger tests scripts migrations
+	$(BIN)/ruff format --check ledger tests scripts migrations
 	$(BIN)/mypy
 
 chromium:

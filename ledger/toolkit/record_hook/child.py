@@ -34,7 +34,7 @@ def _note_card(card_id: str) -> None:
         # One short O_APPEND write per card: lines from several processes do not interleave.
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            os.write(fd, (card_id + "\n").encode())
+            os.write(fd, (json.dumps({"card": card_id, "pid": os.getpid()}) + "\n").encode())
         finally:
             os.close(fd)
 

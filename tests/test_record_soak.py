@@ -47,11 +47,13 @@ def _fd_count(pid: int) -> int | None:
         return None
 
 
-def _children(pid: int) -> list[int]:
+def _harness_children(pid: int) -> list[int]:
+    """The harness processes among ``pid``'s children (not the recorder's interpreter check)."""
     out: list[int] = []
     for task in glob.glob(f"/proc/{pid}/task/*/children"):
         try:
-            out += [int(p) for p in Path(task).read_text().split()]
+            kids = [int(p) for p in Path(task).read_text().split()]
+            out += [k for k in kids if HARNESS.name.encode() in Path(f"/proc/{k}/cmdline").read_bytes()]
         except OSError:
             continue
     return out
@@ -73,7 +75,7 @@ def soak(db: Path, games: int, steps: int, *, nofile: int | None = None, record:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, preexec_fn=limit)
         fds: list[int] = []
         while proc.poll() is None:
-            for pid in _children(proc.pid) if record else [proc.pid]:
+            for pid in _harness_children(proc.pid) if record else [proc.pid]:
                 n = _fd_count(pid)
                 if n is not None:
                     fds.append(n)

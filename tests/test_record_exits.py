@@ -130,15 +130,26 @@ def test_the_second_interpreter_really_lacks_the_ledger(foreign_python: str, tmp
     assert subprocess.run([foreign_python, "-c", "import arc_agi"]).returncode == 0
 
 
-def test_a_python_that_cannot_load_the_ledger_is_refused_before_the_run(db_path: Path, foreign_python: str) -> None:
-    r = record(db_path, foreign_python, str(HARNESS), "--steps", "5")
+@pytest.mark.parametrize("how", ["interpreter", "env", "script"])
+def test_a_python_that_cannot_load_the_ledger_is_refused_before_the_run(
+    db_path: Path, foreign_python: str, tmp_path: Path, how: str
+) -> None:
+    if how == "interpreter":
+        command = [foreign_python, str(HARNESS), "--steps", "5"]
+    elif how == "env":
+        command = ["env", "SWARM=1", foreign_python, str(HARNESS), "--steps", "5"]
+    else:  # an executable script whose #! line names that Python
+        script = tmp_path / "main.py"
+        script.write_text(f"#!{foreign_python}\nimport runpy\nrunpy.run_path({str(HARNESS)!r}, run_name='__main__')\n")
+        script.chmod(0o755)
+        command = [str(script), "--steps", "5"]
+    r = record(db_path, *command)
     assert r.returncode == 2, r.stderr
     assert r.stdout == ""  # the harness never ran
     line = r.stderr.strip()
     assert len(line.splitlines()) == 1 and "Traceback" not in line
-    assert f"{foreign_python} (" in line and "Python 3.13" in line and "cannot load the ledger" in line
-    assert sys.executable.replace("python3", "python") in line.replace("python3", "python")
-    assert f"Python {sys.version.split()[0]}" in line
+    assert f"interpreter {foreign_python}, Python 3.13" in line and "cannot load the ledger" in line
+    assert f"the ledger runs on {sys.executable}, Python {sys.version.split()[0]}" in line
     assert cards_in(db_path) == []
 
 

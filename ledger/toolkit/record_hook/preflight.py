@@ -41,6 +41,9 @@ class Interpreter:
 
 def interpreter_of(command: Sequence[str], env: Mapping[str, str]) -> Interpreter | None:
     """The Python interpreter ``command`` runs under, when that can be told from the command itself."""
+    if command and os.path.basename(command[0]) == "env":  # `env [-i] [NAME=VALUE]... python ...`
+        rest = [w for w in command[1:] if not w.startswith("-") and "=" not in w]
+        return interpreter_of(rest, env) if rest else None
     exe = shutil.which(command[0], path=env.get("PATH"))
     if exe is None:
         return None
@@ -76,8 +79,9 @@ def check_interpreter(command: Sequence[str], env: Mapping[str, str]) -> None:
     if done.returncode == 0:
         return
     first = done.stdout.split("\n", 1)[0].split("\t")
-    theirs = f"{interp.named} ({first[0] if len(first) == 2 else interp.path}"
-    theirs += f", Python {first[1]})" if len(first) == 2 else ")"
+    where = first[0] if len(first) == 2 else interp.path
+    theirs = interp.named if where == interp.named else f"{interp.named} ({where})"
+    theirs += f", Python {first[1]}," if len(first) == 2 else ""
     errors = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
     why = errors[-1] if errors else f"exit status {done.returncode}"
     ours = f"{sys.executable}, Python {sys.version.split()[0]}"

@@ -4,6 +4,7 @@ signalled, and when the command's Python cannot load the ledger (a second interp
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import signal
@@ -50,6 +51,22 @@ def test_a_failing_command_keeps_its_status_and_its_last_error_line_is_repeated(
 def test_a_command_killed_by_a_signal_exits_128_plus_n(db_path: Path) -> None:
     r = record(db_path, sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
     assert r.returncode == 128 + signal.SIGKILL and "no card captured" in r.stderr
+
+
+@pytest.mark.parametrize("option", ["-I", "-E", "-S", "-uI"])
+def test_a_python_told_to_ignore_pythonpath_or_site_is_refused_before_the_run(db_path: Path, option: str) -> None:
+    r = record(db_path, sys.executable, option, str(HARNESS), "--steps", "5")
+    assert r.returncode == 2, r.stderr
+    assert r.stdout == "" and cards_in(db_path) == []
+    assert f"does not load ledger record's hook (with {option} it ignores PYTHONPATH or site)" in r.stderr
+
+
+def test_interpreter_options_with_values_do_not_hide_the_script(db_path: Path) -> None:
+    r = record(db_path, sys.executable, "-W", "ignore", "-X", "dev", str(HARNESS), "--steps", "5")
+    assert r.returncode == 0, r.stderr[-3000:]
+    printed = r.stdout.strip().splitlines()[-1]
+    with Ledger.open(db_path) as led:
+        assert led.export(json.loads(printed)["card_id"]) == printed
 
 
 def _children(pid: int) -> list[int]:

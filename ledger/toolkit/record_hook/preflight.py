@@ -23,8 +23,13 @@ _PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*w?(\.exe)?$")
 _PROBE = (
     "import sys\n"
     "print(sys.executable or '?', sys.version.split()[0], sep='\\t')\n"
+    "if not hasattr(sys.modules.get('sitecustomize'), 'NotRecorded'): sys.exit(%d)\n"
     "import ledger.toolkit.record_hook.child\n"
 )
+#: The probe's status when the hook itself was not loaded (``-I``, ``-E``, ``-S``: PYTHONPATH or site ignored).
+_NO_HOOK = 86
+#: Interpreter options whose value is the next word.
+_VALUED = ("-W", "-X", "--check-hash-based-pycs")
 
 
 class InterpreterRefused(InputError):
@@ -37,18 +42,38 @@ class Interpreter:
 
     named: str
     path: str
+    #: The interpreter's own options, as the command gives them (before the script, ``-m`` or ``-c``).
+    flags: tuple[str, ...] = ()
+
+
+def python_flags(args: Sequence[str]) -> tuple[str, ...]:
+    """The interpreter options at the head of ``args`` (a Python command line after the interpreter)."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        w = args[i]
+        if not w.startswith("-") or w in ("-", "--") or w[1:2] in ("c", "m"):
+            break
+        out.append(w)
+        if w in _VALUED and i + 1 < len(args):
+            out.append(args[i + 1])
+            i += 1
+        i += 1
+    return tuple(out)
 
 
 def interpreter_of(command: Sequence[str], env: Mapping[str, str]) -> Interpreter | None:
     """The Python interpreter ``command`` runs under, when that can be told from the command itself."""
     if command and os.path.basename(command[0]) == "env":  # `env [-i] [NAME=VALUE]... python ...`
-        rest = [w for w in command[1:] if not w.startswith("-") and "=" not in w]
-        return interpreter_of(rest, env) if rest else None
+        i = 1
+        while i < len(command) and (command[i].startswith("-") or "=" in command[i]):
+            i += 1
+        return interpreter_of(command[i:], env) if i < len(command) else None
     exe = shutil.which(command[0], path=env.get("PATH"))
     if exe is None:
         return None
     if _PYTHON_NAME.match(os.path.basename(command[0])):
-        return Interpreter(command[0], exe)
+        return Interpreter(command[0], exe, python_flags(command[1:]))
     try:
         with open(exe, "rb") as f:
             head = f.readline(512)
@@ -58,11 +83,11 @@ def interpreter_of(command: Sequence[str], env: Mapping[str, str]) -> Interprete
         return None
     words = head[2:].decode("utf-8", "replace").split()
     if words and os.path.basename(words[0]) == "env":
-        words = [w for w in words[1:] if not w.startswith("-")]
+        words = [w for w in words[1:] if w not in ("-S", "-") and not w.startswith("--")]  # env's own -S splits
     if not words or not _PYTHON_NAME.match(os.path.basename(words[0])):
         return None
     found = shutil.which(words[0], path=env.get("PATH"))
-    return Interpreter(words[0], found) if found else None
+    return Interpreter(words[0], found, python_flags(words[1:])) if found else None
 
 
 def check_interpreter(command: Sequence[str], env: Mapping[str, str]) -> None:
@@ -71,7 +96,13 @@ def check_interpreter(command: Sequence[str], env: Mapping[str, str]) -> None:
     if interp is None:
         return  # not a Python command: each Python it starts is checked when it creates an Arcade
     try:
-        done = subprocess.run([interp.path, "-c", _PROBE], env=dict(env), capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [interp.path, *interp.flags, "-c", _PROBE % _NO_HOOK],
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise InterpreterRefused(
             f"cannot ask {interp.named} ({interp.path}) whether it can load the ledger: {e}"
@@ -82,6 +113,13 @@ def check_interpreter(command: Sequence[str], env: Mapping[str, str]) -> None:
     where = first[0] if len(first) == 2 else interp.path
     theirs = interp.named if where == interp.named else f"{interp.named} ({where})"
     theirs += f", Python {first[1]}," if len(first) == 2 else ""
+    if done.returncode == _NO_HOOK:
+        options = " ".join(interp.flags)
+        raise InterpreterRefused(
+            f"the command's interpreter {theirs} does not load ledger record's hook"
+            + (f" (with {options} it ignores PYTHONPATH or site)" if options else " (it ignores PYTHONPATH)")
+            + ": its Arcades would not be recorded. Nothing was run: run it without -I, -E or -S"
+        )
     errors = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
     why = errors[-1] if errors else f"exit status {done.returncode}"
     ours = f"{sys.executable}, Python {sys.version.split()[0]}"

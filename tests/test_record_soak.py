@@ -59,7 +59,7 @@ def _harness_children(pid: int) -> list[int]:
     return out
 
 
-def soak(db: Path, games: int, steps: int, *, nofile: int | None = None, record: bool = True) -> Soak:
+def soak(db: str | Path, games: int, steps: int, *, nofile: int | None = None, record: bool = True) -> Soak:
     """Run the swarm harness on ``games`` threads of ``steps`` steps each, under `ledger record` unless told not."""
     names = ",".join(GAMES[i % len(GAMES)] for i in range(games))
     harness = [sys.executable, str(HARNESS), "--seed", "9", "--games", names, "--steps", str(steps)]
@@ -86,7 +86,7 @@ def soak(db: Path, games: int, steps: int, *, nofile: int | None = None, record:
         return Soak(proc.returncode, out.read(), err.read(), fds, seconds)
 
 
-def _check_card(db: Path, run: Soak, games: int) -> None:
+def _check_card(db: str | Path, run: Soak, games: int) -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     printed = run.printed_card()
     card_id = json.loads(printed)["card_id"]
@@ -96,11 +96,11 @@ def _check_card(db: Path, run: Soak, games: int) -> None:
         assert card.closed and sum(len(p) for p in card.games.values()) >= games
 
 
-def test_record_of_25_games_in_threads_keeps_descriptors_flat_under_ulimit_256(tmp_path: Path) -> None:
-    db = tmp_path / "soak.sqlite"
-    run = soak(db, 25, 150, nofile=256)
+def test_record_of_25_games_in_threads_keeps_descriptors_flat_under_ulimit_256(backend_url: str) -> None:
+    db = backend_url
+    run = soak(db, 25, 40, nofile=256)
     _check_card(db, run, 25)
     assert run.fds, "the command was never seen running"
-    # Bounded by the threads (a few per live thread), not by the 25 x 150 steps: a descriptor per step or per
+    # Bounded by the threads (a few per live thread), not by the 25 x 40 steps: a descriptor per step or per
     # request would pass this bound many times over.
     assert max(run.fds) <= 16 + 2 * 25, run.fds

@@ -180,3 +180,40 @@ def test_an_arcade_in_a_python_started_by_the_command_is_named_and_never_plays_u
     assert "msgspec" in r.stderr
     assert "the command's last error line:" in r.stderr
     assert r.stdout == "" and cards_in(db_path) == []  # the Arcade refused to play: no card exists anywhere
+
+
+SWALLOWING_HARNESS = """
+import logging, sys
+from datetime import UTC, datetime
+from arc_agi import Arcade, OperationMode
+from arcengine import GameAction
+from ledger import Ledger
+from ledger.core.events import CardRetracted, card_stream
+
+env_dir, db = sys.argv[1], sys.argv[2]
+arc = Arcade(operation_mode=OperationMode.OFFLINE, environments_dir=env_dir, logger=logging.getLogger("quiet"))
+card_id = arc.open_scorecard()
+env = arc.make("cnt3", scorecard_id=card_id)
+env.step(GameAction.ACTION1)
+with Ledger.open(db) as other:  # another writer goes first on the card's stream: the next step cannot be recorded
+    other.append(card_stream(card_id), [CardRetracted(ts=datetime.now(UTC), reason="interference")], None)
+try:
+    env.step(GameAction.ACTION1)
+except Exception as e:  # a harness that plays on whatever happens
+    print("harness: swallowed", type(e).__name__, file=sys.stderr)
+arc.close_scorecard(card_id)
+print(card_id)
+"""
+
+
+def test_a_capture_failure_the_harness_swallows_still_fails_the_run(db_path: Path, tmp_path: Path) -> None:
+    script = tmp_path / "swallow.py"
+    script.write_text(SWALLOWING_HARNESS)
+    env_dir = Path(__file__).resolve().parent / "environment_files"
+    r = record(db_path, sys.executable, str(script), str(env_dir), str(db_path))
+    assert r.returncode == 1, r.stderr[-3000:]
+    card_id = r.stdout.strip().splitlines()[-1]
+    assert f"card {card_id}   score" in r.stderr
+    assert "the ledger did NOT record everything the command did: 1 capture failure(s)" in r.stderr
+    assert "version conflict" in r.stderr
+    assert "the command's last error line: harness: swallowed CaptureError" in r.stderr

@@ -49,8 +49,8 @@ def record(ctx: click.Context, tags: tuple[str, ...], command: tuple[str, ...]) 
     \b
     Exit status:
       COMMAND's own status when it failed (128+N when killed by signal N);
-      1 when COMMAND succeeded but no card was captured, or an Arcade was not recorded (named, with the
-        command's last error line);
+      1 when COMMAND succeeded but no card was captured, an Arcade was not recorded, or a step failed to
+        be recorded (said, with the command's last error line);
       2 when COMMAND cannot be run, or its Python cannot load the ledger;
       0 otherwise.
 
@@ -73,11 +73,17 @@ def record(ctx: click.Context, tags: tuple[str, ...], command: tuple[str, ...]) 
         _list_cards(ledger, result.card_ids)
     for lost in result.uncaptured:
         say(f"ledger record: {lost.describe()}")
+    if result.failures:
+        say(
+            f"ledger record: the ledger did NOT record everything the command did: {len(result.failures)} "
+            f"capture failure(s), the first in {result.failures[0]}"
+        )
     if not result.card_ids:
         say("ledger record: no card captured (no arc_agi.Arcade opened a card)")
-    if (not result.card_ids or result.uncaptured) and result.last_error:
+    incomplete = not result.card_ids or bool(result.uncaptured) or bool(result.failures)
+    if incomplete and result.last_error:
         say(f"ledger record: the command's last error line: {result.last_error}")
-    if result.returncode == 0 and (not result.card_ids or result.uncaptured):
+    if result.returncode == 0 and incomplete:
         sys.exit(NOT_CAPTURED)
     sys.exit(result.returncode)
 

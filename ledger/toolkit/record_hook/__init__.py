@@ -62,6 +62,8 @@ class Recorded:
     last_error: str | None = None
     #: The signals the recorder passed on to the command, in order.
     signals: list[str] = field(default_factory=list)
+    #: Capture failures logged in the command ("process N: message"), whether or not the command went on.
+    failures: list[str] = field(default_factory=list)
 
 
 def ledger_paths() -> list[str]:
@@ -117,19 +119,32 @@ class _StderrTee:
         return lines[-1] if lines else None
 
 
-def read_notes(path: str) -> tuple[list[str], list[Uncaptured]]:
-    """The card ids (once each, in order) and the unrecorded Arcades noted by the command's processes."""
+@dataclass(frozen=True, slots=True)
+class Notes:
+    """What the command's processes noted: cards opened, Arcades not recorded, capture failures."""
+
+    cards: list[str]
+    uncaptured: list[Uncaptured]
+    failures: list[str]
+
+
+def read_notes(path: str) -> Notes:
+    """The card ids (once each, in order), unrecorded Arcades and capture failures noted by the command."""
     cards: list[str] = []
     lost: list[Uncaptured] = []
+    failures: list[str] = []
     if not os.path.exists(path):
-        return cards, lost
+        return Notes(cards, lost, failures)
     for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             note: dict[str, Any] = json.loads(line)
         except ValueError:
             continue  # a process killed mid-write: its other lines still count
-        if isinstance(note.get("card"), str) and note["card"] not in cards:
-            cards.append(note["card"])
+        if isinstance(note.get("card"), str):
+            if note["card"] not in cards:
+                cards.append(note["card"])
+        elif "failed" in note:
+            failures.append(f"process {note.get('pid')}: {note['failed']}")
         elif "uncaptured" in note:
             lost.append(
                 Uncaptured(
@@ -139,7 +154,7 @@ def read_notes(path: str) -> tuple[list[str], list[Uncaptured]]:
                     reason=str(note["uncaptured"]),
                 )
             )
-    return cards, lost
+    return Notes(cards, lost, failures)
 
 
 def run(db: str, tags: Sequence[str], command: Sequence[str]) -> Recorded:
@@ -175,5 +190,12 @@ def run(db: str, tags: Sequence[str], command: Sequence[str]) -> Recorded:
             for s, h in saved.items():
                 signal.signal(s, h)
         last = tee.last_line()
-        cards, lost = read_notes(cards_file)
-    return Recorded(returncode=exit_status(rc), card_ids=cards, uncaptured=lost, last_error=last, signals=forwarded)
+        notes = read_notes(cards_file)
+    return Recorded(
+        returncode=exit_status(rc),
+        card_ids=notes.cards,
+        uncaptured=notes.uncaptured,
+        last_error=last,
+        signals=forwarded,
+        failures=notes.failures,
+    )

@@ -61,6 +61,13 @@ def test_a_python_told_to_ignore_pythonpath_or_site_is_refused_before_the_run(db
     assert f"does not load ledger record's hook (with {option} it ignores PYTHONPATH or site)" in r.stderr
 
 
+def test_a_python_run_by_env_with_a_cleared_environment_is_refused_before_the_run(db_path: Path) -> None:
+    r = record(db_path, "env", "-i", "-u", "HOME", sys.executable, str(HARNESS), "--steps", "5")
+    assert r.returncode == 2, r.stderr
+    assert r.stdout == "" and cards_in(db_path) == []
+    assert "does not load ledger record's hook (its PYTHONPATH is cleared or ignored)" in r.stderr
+
+
 def test_interpreter_options_with_values_do_not_hide_the_script(db_path: Path) -> None:
     r = record(db_path, sys.executable, "-W", "ignore", "-X", "dev", str(HARNESS), "--steps", "5")
     assert r.returncode == 0, r.stderr[-3000:]

@@ -8,6 +8,7 @@ names one, that interpreter is asked first, with the very environment the comman
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -28,6 +29,8 @@ _PROBE = (
 )
 #: The probe's status when the hook itself was not loaded (``-I``, ``-E``, ``-S``: PYTHONPATH or site ignored).
 _NO_HOOK = 86
+#: ``env`` options whose value is the next word.
+_ENV_VALUED = ("-u", "--unset", "-C", "--chdir")
 #: Interpreter options whose value is the next word.
 _VALUED = ("-W", "-X", "--check-hash-based-pycs")
 
@@ -44,6 +47,8 @@ class Interpreter:
     path: str
     #: The interpreter's own options, as the command gives them (before the script, ``-m`` or ``-c``).
     flags: tuple[str, ...] = ()
+    #: What runs the interpreter in the command (``env -i NAME=VALUE``): the check runs it the same way.
+    prefix: tuple[str, ...] = ()
 
 
 def python_flags(args: Sequence[str]) -> tuple[str, ...]:
@@ -67,8 +72,9 @@ def interpreter_of(command: Sequence[str], env: Mapping[str, str]) -> Interprete
     if command and os.path.basename(command[0]) == "env":  # `env [-i] [NAME=VALUE]... python ...`
         i = 1
         while i < len(command) and (command[i].startswith("-") or "=" in command[i]):
-            i += 1
-        return interpreter_of(command[i:], env) if i < len(command) else None
+            i += 2 if command[i] in _ENV_VALUED else 1
+        inner = interpreter_of(command[i:], env) if i < len(command) else None
+        return dataclasses.replace(inner, prefix=(*command[:i], *inner.prefix)) if inner else None
     exe = shutil.which(command[0], path=env.get("PATH"))
     if exe is None:
         return None
@@ -97,7 +103,7 @@ def check_interpreter(command: Sequence[str], env: Mapping[str, str]) -> None:
         return  # not a Python command: each Python it starts is checked when it creates an Arcade
     try:
         done = subprocess.run(
-            [interp.path, *interp.flags, "-c", _PROBE % _NO_HOOK],
+            [*interp.prefix, interp.path, *interp.flags, "-c", _PROBE % _NO_HOOK],
             env=dict(env),
             capture_output=True,
             text=True,
@@ -117,8 +123,12 @@ def check_interpreter(command: Sequence[str], env: Mapping[str, str]) -> None:
         options = " ".join(interp.flags)
         raise InterpreterRefused(
             f"the command's interpreter {theirs} does not load ledger record's hook"
-            + (f" (with {options} it ignores PYTHONPATH or site)" if options else " (it ignores PYTHONPATH)")
-            + ": its Arcades would not be recorded. Nothing was run: run it without -I, -E or -S"
+            + (
+                f" (with {options} it ignores PYTHONPATH or site)"
+                if options
+                else " (its PYTHONPATH is cleared or ignored)"
+            )
+            + ": its Arcades would not be recorded. Nothing was run: keep PYTHONPATH and site (no -I, -E, -S or env -i)"
         )
     errors = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
     why = errors[-1] if errors else f"exit status {done.returncode}"

@@ -98,7 +98,7 @@ class CardSummary:
     actions: int
     score: float
     events: int
-    #: The card's tags (``open_scorecard(tags=...)``), as in its JSON.
+    #: The card's tags (``open_scorecard(tags=...)``) then those given to ``serve``/``record --tag``, once each.
     tags: list[str] | None = None
     #: True when ``closed``/``close_reason`` are the toolkit's auto-close (idle/max_open) as of now, not an event.
     lapsed: bool = False
@@ -420,7 +420,7 @@ class Ledger:
                     actions=c.total_actions,
                     score=doc.score,
                     events=c.events,
-                    tags=c.tags,
+                    tags=c.all_tags or None,
                 )
             )
         return out

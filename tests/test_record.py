@@ -88,3 +88,33 @@ def test_an_online_swarm_is_recorded_from_the_client_side(db_path: Path) -> None
         # (What the harness printed is the client's re-parse of that document: it adds the model's defaults.)
         assert json.loads(printed)["score"] == server_doc["score"]
         assert led.load_card(card_id).server_document == server_doc
+
+
+def test_a_record_tag_is_a_tag_of_the_card_for_every_filter(db_path: Path, tmp_path: Path) -> None:
+    r = record(db_path, "--seed", "6", "--steps", "10", tags=("nightly",))
+    assert r.returncode == 0, r.stderr[-3000:]
+    card_id = json.loads(r.stdout.strip().splitlines()[-1])["card_id"]
+    other = record(db_path, "--seed", "7", "--steps", "10")  # untagged by the recorder: never chosen by the tag
+    other_id = json.loads(other.stdout.strip().splitlines()[-1])["card_id"]
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([*LEDGER, "--db", str(db_path), *args], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    listed = json.loads(cli("cards", "--tag", "nightly", "--json"))
+    assert [c["card_id"] for c in listed] == [card_id] and "nightly" in listed[0]["tags"]
+    everything = {c["card_id"]: c["tags"] for c in json.loads(cli("cards", "--json"))}
+    assert "nightly" in everything[card_id] and "nightly" not in everything[other_id]
+    compared = json.loads(cli("compare", "--tag", "nightly", "--json"))
+    assert [c["card_id"] for c in compared["cards"]] == [card_id]
+    assert "nightly" in [row["tag"] for row in compared["leaderboard"]]
+    bundled = json.loads(cli("bundle", "--tag", "nightly", "-o", str(tmp_path / "site"), "--json"))
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert bundled["cards"] == 1 and card_id in index and other_id not in index
+    with Ledger.open(db_path) as led:
+        from ledger.web.data import card_row
+
+        card = led.load_card(card_id)
+        assert "nightly" in card_row(card, led.document(card_id, card=card)).tags  # the viewer's filter and board
+        assert "nightly" not in json.loads(led.export(card_id))["tags"]  # the document stays the toolkit's

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import click
 
 from ledger.cli.common import LedgerCommandError, open_ledger
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+
+#: ``ledger record``'s own exit status when COMMAND succeeded but the ledger did not get all of it.
+NOT_CAPTURED = 1
 
 
 @click.command(
@@ -18,7 +26,8 @@ from ledger.cli.common import LedgerCommandError, open_ledger
     "tags",
     multiple=True,
     metavar="T",
-    help="Note T with each card captured (repeatable); the card's own tags, and so its JSON, are unchanged.",
+    help="Tag each card captured with T (repeatable): `cards`, `compare`, `bundle` and the viewer find the card "
+    "by it; the card's exported JSON keeps only its own tags.",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
@@ -27,32 +36,83 @@ def record(ctx: click.Context, tags: tuple[str, ...], command: tuple[str, ...]) 
 
     COMMAND never imports the ledger: for it and the Python processes it starts, a `sitecustomize` on a
     PYTHONPATH set for them only attaches the ledger to each Arcade as it is created (threaded harnesses
-    included). Nothing is installed. Ctrl-C reaches COMMAND as usual; COMMAND's exit status is passed through.
-    At the end each card captured is listed with its score, on stderr.
+    included). Nothing is installed. When COMMAND is a Python interpreter (or a script whose #! line names one)
+    that cannot load the ledger, nothing is run (exit 2, naming both interpreters); any other Python that
+    COMMAND starts and that cannot load the ledger gets an error from `Arcade(...)` instead of playing
+    unrecorded.
+
+    COMMAND runs in a process group of its own: SIGINT (Ctrl-C), SIGTERM and SIGHUP sent to `ledger record`
+    are passed on to that group, and `ledger record` waits for it. At the end each card captured is listed on
+    stderr with its score and what became of it (closed, left open, or lapsed: closed by the toolkit's
+    idle/max-open limits).
+
+    \b
+    Exit status:
+      COMMAND's own status when it failed (128+N when killed by signal N);
+      1 when COMMAND succeeded but no card was captured, an Arcade was not recorded, or a step failed to
+        be recorded (said, with the command's last error line);
+      2 when COMMAND cannot be run, or its Python cannot load the ledger;
+      0 otherwise.
 
     \b
     ledger record --tag nightly -- python main.py --agent=random --game=ls20
     """
     from ledger.toolkit.record_hook import run
+    from ledger.toolkit.record_hook.preflight import check_interpreter
 
     with open_ledger(ctx, write=True) as ledger:
         db = ledger.store.url  # absolute: the command may change directory
     try:
+        check_interpreter(command, _probe_env(db, tags))
         result = run(db, tags, command)
     except (FileNotFoundError, PermissionError) as e:
         raise LedgerCommandError(f"cannot run {command[0]}: {e.strerror or e}", 2) from e
+    for name in dict.fromkeys(result.signals):
+        say(f"ledger record: passed {name} on to the command; it ended with status {result.returncode}")
     with open_ledger(ctx) as ledger:
-        if not result.card_ids:
-            click.echo("ledger record: no card captured (no arc_agi.Arcade opened a card)", err=True)
-        for cid in result.card_ids:
-            card = ledger.load_card(cid)
-            doc = ledger.document(cid, card=card)
-            state = f"closed ({card.close_reason})" if card.closed else "open"
-            click.echo(
-                f"card {cid}   score {doc.score:.2f}   games {len(card.games)}   actions {card.total_actions}   "
-                f"{state}",
-                err=True,
-            )
-        if result.card_ids:
-            click.echo(f"ledger: {ledger.store.describe()}", err=True)
+        _list_cards(ledger, result.card_ids)
+    for lost in result.uncaptured:
+        say(f"ledger record: {lost.describe()}")
+    if result.failures:
+        say(
+            f"ledger record: the ledger did NOT record everything the command did: {len(result.failures)} "
+            f"capture failure(s), the first in {result.failures[0]}"
+        )
+    if not result.card_ids:
+        say("ledger record: no card captured (no arc_agi.Arcade opened a card)")
+    incomplete = not result.card_ids or bool(result.uncaptured) or bool(result.failures)
+    if incomplete and result.last_error:
+        say(f"ledger record: the command's last error line: {result.last_error}")
+    if result.returncode == 0 and incomplete:
+        sys.exit(NOT_CAPTURED)
     sys.exit(result.returncode)
+
+
+def say(line: str) -> None:
+    """One line of the recorder's report, on stderr (stdout is the command's)."""
+    click.echo(line, err=True)
+
+
+def _probe_env(db: str, tags: tuple[str, ...]) -> dict[str, str]:
+    from ledger.toolkit.record_hook import child_env
+
+    return child_env(db, tags, "")  # no notes file: the probe opens no card
+
+
+def _list_cards(ledger: Ledger, card_ids: list[str]) -> None:
+    from ledger.services.listing import shown_close
+
+    now = datetime.now(UTC)
+    for cid in card_ids:
+        card = ledger.load_card(cid)
+        doc = ledger.document(cid, card=card)
+        shown = shown_close(card, now)
+        if shown is None:
+            state = "left open"
+        elif shown[2]:
+            state = f"lapsed ({shown[1]} at {shown[0].isoformat(timespec='seconds')}; no close event)"
+        else:
+            state = f"closed ({shown[1]})"
+        say(f"card {cid}   score {doc.score:.2f}   games {len(card.games)}   actions {card.total_actions}   {state}")
+    if card_ids:
+        say(f"ledger: {ledger.store.describe()}")

@@ -152,7 +152,7 @@ def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]]) -> Comparison:
         columns.append(
             CardColumn(
                 card_id=card.card_id,
-                tags=list(card.tags or []),
+                tags=card.all_tags,
                 score=doc.score,
                 games=len(doc.environments),
                 levels_completed=doc.total_levels_completed,
@@ -173,7 +173,7 @@ def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]]) -> Comparison:
 def cards_with_tags(cards: Iterable[CardState], tags: Sequence[str]) -> list[str]:
     """The ids of ``cards`` carrying any of ``tags``, in the order given."""
     want = set(tags)
-    return [c.card_id for c in cards if want.intersection(c.tags or [])]
+    return [c.card_id for c in cards if want.intersection(c.all_tags)]
 
 
 def compare_cards(ledger: Ledger, card_ids: Sequence[str] = (), tags: Sequence[str] = ()) -> Comparison:

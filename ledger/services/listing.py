@@ -68,13 +68,13 @@ def _summary(ledger: Ledger, card_id: str, card: CardState, now: datetime, envir
         actions=card.total_actions,
         score=doc.score,
         events=card.events,
-        tags=card.tags,
+        tags=card.all_tags or None,
         lapsed=bool(shown and shown[2]),
     )
 
 
 def _keep(card: CardState, f: CardFilter, shown: bool) -> bool:
-    if f.tags and not set(f.tags) <= set(card.tags or ()):
+    if f.tags and not set(f.tags) <= set(card.all_tags):
         return False
     if f.games and not any(g == gid or gid.split("-", 1)[0] == g for g in f.games for gid in card.games):
         return False

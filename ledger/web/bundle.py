@@ -58,7 +58,7 @@ def select_cards(ledger: Any, card_ids: Sequence[str], all_cards: bool, tags: Se
     if tags:
         want = set(tags)
         for cid, card in ledger.load_cards(everything).items():
-            if cid not in chosen and want.intersection(card.tags or []):
+            if cid not in chosen and want.intersection(card.all_tags):
                 chosen.append(cid)
     return chosen
 

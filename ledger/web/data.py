@@ -145,7 +145,7 @@ def card_row(card: CardState, doc: ScorecardDoc) -> CardRow:
     """The cards page's line for ``card``."""
     return CardRow(
         card_id=card.card_id,
-        tags=list(card.tags or []),
+        tags=card.all_tags,
         games=list(card.games),
         opened=card.opened_at.isoformat() if card.opened_at else None,
         closed=card.closed_at.isoformat() if card.closed_at else None,

@@ -3,21 +3,28 @@
 The command gets, for itself and the Python processes it starts, a PYTHONPATH whose first entry is the ``site``
 folder next to this file: its ``sitecustomize`` wraps ``Arcade.__init__`` when ``arc_agi`` is imported (see
 ``site/sitecustomize.py``), and :mod:`ledger.toolkit.record_hook.child` attaches the ledger. Nothing is installed;
-the environment of the ``ledger`` process itself is not changed. Each process that opens a card notes its id in
-a file of a private temporary folder, so the recorder can list what it captured.
+the environment of the ``ledger`` process itself is not changed. Each process notes in a file of a private
+temporary folder, one JSON line each, the cards it opened and the Arcades it could not record, so the recorder
+can say what it captured and what it did not.
+
+The command runs in a process group of its own: SIGINT, SIGTERM and SIGHUP sent to the recorder (alone, or with
+its terminal's foreground group) reach the whole command once, and the recorder waits for it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 ENV_DB = "LEDGER_RECORD_DB"
 ENV_TAGS = "LEDGER_RECORD_TAGS"
@@ -25,14 +32,38 @@ ENV_CARDS = "LEDGER_RECORD_CARDS"
 ENV_PATH = "LEDGER_RECORD_PATH"
 
 SITE_DIR = Path(__file__).resolve().parent / "site"
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass(frozen=True, slots=True)
+class Uncaptured:
+    """An Arcade the command created that the ledger could not record (the process and why)."""
+
+    pid: int
+    python: str
+    version: str
+    reason: str
+
+    def describe(self) -> str:
+        """One line naming the Arcade's process, its interpreter and the cause."""
+        return (
+            f"an Arcade of process {self.pid} (Python {self.version} at {self.python}) was NOT recorded: {self.reason}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class Recorded:
-    """How the command ended and the cards it opened (in order, once each)."""
+    """How the command ended, the cards it opened (in order, once each) and what it did not let be recorded."""
 
     returncode: int
     card_ids: list[str]
+    uncaptured: list[Uncaptured] = field(default_factory=list)
+    #: The command's last non-empty line on stderr (its own error, when it failed).
+    last_error: str | None = None
+    #: The signals the recorder passed on to the command, in order.
+    signals: list[str] = field(default_factory=list)
+    #: Capture failures logged in the command ("process N: message"), whether or not the command went on.
+    failures: list[str] = field(default_factory=list)
 
 
 def ledger_paths() -> list[str]:
@@ -59,31 +90,112 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def run(db: str, tags: Sequence[str], command: Sequence[str]) -> Recorded:
-    """Run ``command`` recorded into ledger ``db``; wait for it, forwarding SIGTERM/SIGHUP.
+class _StderrTee:
+    """Copies the command's stderr to ours as it comes, keeping its last non-empty line."""
 
-    Ctrl-C at a terminal reaches the command itself (same process group); this process waits for it to finish,
-    so the cards it captured can be listed. Raises ``FileNotFoundError``/``PermissionError`` if the command
-    cannot be started.
+    def __init__(self, source: IO[bytes]) -> None:
+        self._fd = source.fileno()
+        self._tail = b""
+        self._thread = threading.Thread(target=self._pump, name="ledger-record-stderr", daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        out = getattr(sys.stderr, "buffer", None)
+        while chunk := os.read(self._fd, 65536):
+            self._tail = (self._tail + chunk)[-8192:]
+            try:
+                if out is not None:
+                    out.write(chunk)
+                    out.flush()
+                else:
+                    sys.stderr.write(chunk.decode("utf-8", "replace"))
+            except (OSError, ValueError):  # our own stderr is gone: keep draining so the command never blocks
+                out = None
+
+    def last_line(self, timeout: float = 5.0) -> str | None:
+        """The last non-empty line seen (waits a little for processes the command left holding the pipe)."""
+        self._thread.join(timeout)
+        lines = [ln.strip() for ln in self._tail.decode("utf-8", "replace").splitlines() if ln.strip()]
+        return lines[-1] if lines else None
+
+
+@dataclass(frozen=True, slots=True)
+class Notes:
+    """What the command's processes noted: cards opened, Arcades not recorded, capture failures."""
+
+    cards: list[str]
+    uncaptured: list[Uncaptured]
+    failures: list[str]
+
+
+def read_notes(path: str) -> Notes:
+    """The card ids (once each, in order), unrecorded Arcades and capture failures noted by the command."""
+    cards: list[str] = []
+    lost: list[Uncaptured] = []
+    failures: list[str] = []
+    if not os.path.exists(path):
+        return Notes(cards, lost, failures)
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            note: dict[str, Any] = json.loads(line)
+        except ValueError:
+            continue  # a process killed mid-write: its other lines still count
+        if isinstance(note.get("card"), str):
+            if note["card"] not in cards:
+                cards.append(note["card"])
+        elif "failed" in note:
+            failures.append(f"process {note.get('pid')}: {note['failed']}")
+        elif "uncaptured" in note:
+            lost.append(
+                Uncaptured(
+                    pid=int(note.get("pid") or 0),
+                    python=str(note.get("python")),
+                    version=str(note.get("version")),
+                    reason=str(note["uncaptured"]),
+                )
+            )
+    return Notes(cards, lost, failures)
+
+
+def run(db: str, tags: Sequence[str], command: Sequence[str]) -> Recorded:
+    """Run ``command`` recorded into ledger ``db`` and wait for it, passing SIGINT/SIGTERM/SIGHUP on to it.
+
+    Raises ``FileNotFoundError``/``PermissionError`` if the command cannot be started.
     """
     with tempfile.TemporaryDirectory(prefix="ledger-record-") as tmp:
         cards_file = os.path.join(tmp, "cards")
-        proc = subprocess.Popen(list(command), env=child_env(db, tags, cards_file))
+        proc: subprocess.Popen[bytes] | None = None
+        pending: list[int] = []
+        forwarded: list[str] = []
 
         def forward(signum: int, _frame: object) -> None:
-            if proc.poll() is None:
-                proc.send_signal(signum)
+            forwarded.append(signal.Signals(signum).name)
+            if proc is None:
+                pending.append(signum)
+            elif proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):  # the group ended between the two calls
+                    os.killpg(proc.pid, signum)
 
-        saved = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGHUP)}
-        saved[signal.SIGINT] = signal.signal(signal.SIGINT, lambda *_: None)
+        saved = {s: signal.signal(s, forward) for s in FORWARDED}
         try:
+            proc = subprocess.Popen(
+                list(command), env=child_env(db, tags, cards_file), stderr=subprocess.PIPE, process_group=0
+            )
+            assert proc.stderr is not None
+            tee = _StderrTee(proc.stderr)
+            for signum in pending:
+                os.killpg(proc.pid, signum)
             rc = proc.wait()
         finally:
             for s, h in saved.items():
                 signal.signal(s, h)
-        seen: list[str] = []
-        if os.path.exists(cards_file):
-            for line in Path(cards_file).read_text().split():
-                if line not in seen:
-                    seen.append(line)
-    return Recorded(returncode=exit_status(rc), card_ids=seen)
+        last = tee.last_line()
+        notes = read_notes(cards_file)
+    return Recorded(
+        returncode=exit_status(rc),
+        card_ids=notes.cards,
+        uncaptured=notes.uncaptured,
+        last_error=last,
+        signals=forwarded,
+        failures=notes.failures,
+    )

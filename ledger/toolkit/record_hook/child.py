@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import threading
 from datetime import UTC, datetime
@@ -18,6 +19,19 @@ _ledger: Ledger | None = None
 _pid: int | None = None
 
 
+class _FailureNotes(logging.Handler):
+    """Tells the recorder of each capture failure: the harness may catch the ``CaptureError`` and play on."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            _note({"failed": record.getMessage(), "pid": os.getpid()})
+        except Exception:
+            self.handleError(record)
+
+
+_failures = _FailureNotes(logging.ERROR)
+
+
 def _open() -> Ledger:
     global _ledger, _pid
     with _lock:
@@ -25,18 +39,23 @@ def _open() -> Ledger:
             # A forked child opens its own connection: the parent's is not its to use.
             _ledger, _pid = Ledger.open(os.environ[ENV_DB]), os.getpid()
             atexit.register(_ledger.close)
+            logging.getLogger("ledger").addHandler(_failures)  # (once: adding a handler twice is a no-op)
         return _ledger
 
 
-def _note_card(card_id: str) -> None:
+def _note(entry: dict[str, Any]) -> None:
     path = os.environ.get(ENV_CARDS)
     if path:
-        # One short O_APPEND write per card: lines from several processes do not interleave.
+        # One short O_APPEND write per note: lines from several processes do not interleave.
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            os.write(fd, (card_id + "\n").encode())
+            os.write(fd, (json.dumps(entry) + "\n").encode())
         finally:
             os.close(fd)
+
+
+def _note_card(card_id: str) -> None:
+    _note({"card": card_id, "pid": os.getpid()})
 
 
 def attach(arcade: Any) -> Any:

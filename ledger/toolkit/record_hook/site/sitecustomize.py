@@ -3,7 +3,8 @@
 ``ledger record`` puts this folder first on the command's PYTHONPATH (for that command only; nothing is installed).
 It waits for ``arc_agi.base`` to be imported and then wraps ``Arcade.__init__`` so that every Arcade created
 gets the ledger attached; the command itself never imports the ledger. Standard library only until then, and
-the ``sitecustomize`` this one shadows (if any) still runs.
+the ``sitecustomize`` this one shadows (if any) still runs. An Arcade the ledger cannot be attached to (this
+interpreter cannot import it, say) raises :class:`NotRecorded` from its constructor, and the recorder is told.
 """
 
 import importlib.machinery
@@ -24,6 +25,23 @@ def _run_shadowed_sitecustomize() -> None:
         spec.loader.exec_module(module)
 
 
+class NotRecorded(RuntimeError):
+    """This Arcade cannot be recorded by ``ledger record``, so it is not let run (nothing it plays would count)."""
+
+
+def _note(entry: dict) -> None:
+    path = os.environ.get("LEDGER_RECORD_CARDS")
+    if path:
+        import json
+
+        # One short O_APPEND write per note: lines from several processes do not interleave.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, (json.dumps(entry) + "\n").encode())
+        finally:
+            os.close(fd)
+
+
 def _hook_arcade(module: object) -> None:
     cls = module.Arcade  # type: ignore[attr-defined]
     original_init = cls.__init__
@@ -34,8 +52,14 @@ def _hook_arcade(module: object) -> None:
             from ledger.toolkit.record_hook.child import attach
 
             attach(self)
-        except Exception as e:  # the command runs on, uncaptured, and says so
-            sys.stderr.write(f"ledger record: this Arcade is NOT recorded: {type(e).__name__}: {e}\n")
+        except Exception as e:
+            # Fail closed: an Arcade that plays unrecorded under `ledger record` is data lost without a word.
+            reason = f"{type(e).__name__}: {e}"
+            version = sys.version.split()[0]
+            _note({"uncaptured": reason, "pid": os.getpid(), "python": sys.executable, "version": version})
+            raise NotRecorded(
+                f"ledger record: this Arcade cannot be recorded (Python {version} at {sys.executable}): {reason}"
+            ) from e
 
     cls.__init__ = __init__
 

@@ -8,7 +8,8 @@
   same way, in a folder that also holds ``environment_files`` (the demo's and the test games), ``recordings`` (a
   toolkit recording), ``harness`` (agents-harness recordings) and ``v2.json`` (the baselines file docs/baselines.md
   shows), and print the lines that follow them, ids, hashes and times aside (a ``...`` line stands for any lines;
-  in docs/ pages every number is also set aside: their transcripts show the output's shape). A plain ```` ``` ````
+  in docs/ pages every number is also set aside: their transcripts show the output's shape); a transcript whose
+  output ends with ``[exit N]`` must exit with N, any other with 0. A plain ```` ``` ````
   block may not hold a ``$ ledger`` transcript unless the line before the block is ``<!-- not run: REASON -->``.
   ``CARD`` and any card id stand for the demo's card, a 64-hex hash for the demo ledger's head. A
   ```` ```python ```` block runs in a fresh folder and must assert something.
@@ -340,7 +341,12 @@ def test_console_example_prints_what_the_docs_show(fresh_demo_ledger: DemoLedger
     for command, expected in _sessions(block):
         done = fresh_demo_ledger.run(command)
         actual = (done.stdout + done.stderr).splitlines()
-        assert done.returncode == 0, f"{block.where}: `{command}` exited {done.returncode}:\n" + "\n".join(actual)
+        # A transcript of a failure ends with "[exit N]": the status it must exit with (else 0).
+        status = re.fullmatch(r"\[exit (\d+)\]", expected[-1].strip()) if expected else None
+        if status:
+            expected = expected[:-1]
+        want = int(status.group(1)) if status else 0
+        assert done.returncode == want, f"{block.where}: `{command}` exited {done.returncode}:\n" + "\n".join(actual)
         assert matches(expected, actual, shape=shape), (
             f"{block.where}: `{command}` prints\n" + "\n".join(actual) + "\nbut the page shows\n" + "\n".join(expected)
         )

@@ -61,7 +61,7 @@ def check_resimulation(events: Sequence[Numbered], environments_dir: str | os.Pa
     """
     open_actions = sum(1 for n in events if type(n.event) is ActionTaken and n.event.candidates)
     if environments_dir is None:
-        details = {
+        details: dict[str, Any] = {
             "environments": None,
             "games": [],
             "skipped_games": {},

@@ -33,8 +33,8 @@ Signature = tuple[str, int, bool, bytes]
 def agrees(ev: Any, t: type) -> Callable[[Signature, Choice], bool]:
     """Whether an answer (to a choice) agrees with what the recorded input event holds."""
     if t is ActionTaken:
-        return lambda s, c: s[3] != b"" and s[0] == ev.state and s[1] == ev.levels_completed and not (
-            c.action == 0 and s[2]
+        return lambda s, c: (
+            s[3] != b"" and s[0] == ev.state and s[1] == ev.levels_completed and not (c.action == 0 and s[2])
         )
     if t is LevelReset:
         return lambda s, c: s[3] != b"" and not s[2] and s[0] == ev.state and s[1] == ev.levels_completed
@@ -177,4 +177,3 @@ def _differ(a: _Node, b: _Node) -> set[int]:
             out.add(a.lineno)
         a, b = a.parent, b.parent
     return out
-

@@ -283,7 +283,7 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         # Dispatched on the exact type, which a type checker cannot follow: ``ev`` is untyped.
         ev: Any = cur.event
         t = type(ev)
-        guid = getattr(ev, "guid", None)
+        guid: str = getattr(ev, "guid", "")
         if guid in skipped_guids or (t is PlayStarted and ev.game_id in skip):
             # A game the folder cannot check: its plays are left out, the card's translator never sees them.
             skipped_guids.add(guid)
@@ -302,14 +302,14 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         if t in DERIVED:
             result.divergence = _compare(None, cur, cur, cur)
             return
-        inst = games.by_guid.get(guid)  # type: ignore[arg-type]
+        inst = games.by_guid.get(guid)
         if t is PlayStarted:
             result.plays += 1
         if t is PlayStarted and inst is None:
             if ev.seed is None:
                 result.default_seed_plays += 1
             try:
-                first, inst = games.make(ev.game_id, guid, ev.seed)  # type: ignore[arg-type]
+                first, inst = games.make(ev.game_id, guid, ev.seed)
             except Exception as e:  # the game's code refuses this seed: nothing to compare with
                 result.error = f"version {cur.version}: cannot start {ev.game_id} with seed {ev.seed}: {e}"
                 return
@@ -344,6 +344,17 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         inst.finish()
         result.decided += sum(1 for v in inst.decided if v not in inst.still_open)
         result.still_open += len(inst.still_open)
+
+
+def _apply_reapplied(card: CardState, events: Sequence[Numbered], i: int) -> int:
+    """Apply the ObservationReapplied at ``i`` and the events derived from it; the index after them."""
+    n = len(events)
+    apply(card, events[i].event)
+    i += 1
+    while i < n and type(events[i].event) in DERIVED:
+        apply(card, events[i].event)
+        i += 1
+    return i
 
 
 def _sig(resp: Any) -> Signature:

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.core.events import ActionIgnored, ActionTaken, LevelReset, PlayStarted
-from ledger.toolkit.harness_search import Choice, _Engine, _Node
+from ledger.toolkit.game_states import Choice, Engine
+from ledger.toolkit.harness_search import _Node
 
 #: Game states kept per guid at most; beyond it the first ones are kept and a mismatch is not a proof.
 MAX_STATES = 200
@@ -61,7 +62,7 @@ class Instance:
 
     game: Any
     seed: int | None
-    engine: _Engine | None = None
+    engine: Engine | None = None
     nodes: list[_Node] | None = None
     #: Some states had to be dropped (MAX_STATES): a later mismatch may be a dropped state's.
     cut: bool = False
@@ -96,7 +97,7 @@ class Instance:
 
     def _branch(self) -> None:
         if self.engine is None:
-            self.engine = _Engine(self.game)
+            self.engine = Engine(self.game)
         fp, snap = self.engine.freeze(self.game)
         self.nodes = [_Node(snap, fp, None, 0, None)]
 
@@ -110,12 +111,12 @@ class Instance:
         for wide in (False, True):
             for node in nodes:
                 for c in _widen(engine, node, choices) if wide else choices:
-                    r = engine.step(node, c)
+                    r = engine.step(node, c, lambda sig, c=c: ok(sig, c))  # type: ignore[misc]
                     if r is None:
                         continue
                     sig = r[0]
                     first = first or sig
-                    if not ok(sig, c):
+                    if r[1] is None:
                         continue
                     answer = answer or sig
                     child = _Node(r[2], r[1], node, version, c)
@@ -162,7 +163,7 @@ def _state(resp: Any) -> str:
     return str(getattr(s, "name", s))
 
 
-def _widen(engine: _Engine, node: _Node, choices: list[Choice]) -> list[Choice]:
+def _widen(engine: Engine, node: _Node, choices: list[Choice]) -> list[Choice]:
     """ACTION6 at every display cell, when it is a candidate and no simple choice agreed with the record."""
     if not any(c.action == 6 for c in choices):
         return []

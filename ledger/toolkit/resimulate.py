@@ -394,7 +394,7 @@ def seed_classes(info: Any) -> list[int]:
 
 def _start_digest(info: Any, seed: int | None) -> bytes:
     """A digest of the game's state after its first RESET, its own record of the seed left out."""
-    from ledger.toolkit.harness_search import fingerprint
+    from ledger.toolkit.game_states import fingerprint
 
     try:
         game = start_wrapper(info, seed)._game

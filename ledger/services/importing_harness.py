@@ -30,6 +30,7 @@ from ledger.core.events import (
     CardClosed,
     CardOpened,
     CardReopened,
+    FramesNoted,
     LinesSkipped,
     PlayStarted,
     RecordingImported,
@@ -41,6 +42,7 @@ from ledger.core.scoring import score_card
 from ledger.core.translator import Observation, translate
 from ledger.errors import VersionConflict
 from ledger.services.import_cards import Baselines, CardResult, Existing, attach_baselines, load_existing
+from ledger.toolkit.game_states import frame_digest
 from ledger.toolkit.harness import (
     FrameLine,
     HarnessRead,
@@ -53,6 +55,7 @@ from ledger.toolkit.harness import (
     read_run_folder,
     run_folders,
 )
+from ledger.toolkit.harness_search import line_signature
 from ledger.toolkit.recordings import MAX_LISTED, Problem
 
 if TYPE_CHECKING:
@@ -240,7 +243,9 @@ def _import_once(
         result.lines = 0
         return result, prep.size
     open_ = [candidates.get(ln) for ln in linenos]
-    out, doc = _commit(ledger, card_id, prep, obs, baselines, method, undecided, unreproduced, open_)
+    by_line = {f.lineno: f for f in read.frames}
+    noted = [frame_digest(line_signature(by_line[ln])[3]) for ln in linenos if candidates.get(ln)]
+    out, doc = _commit(ledger, card_id, prep, obs, baselines, method, undecided, unreproduced, open_, noted)
     _cross_check(read, doc, method, problems)
     result.status = "imported" if prep.existing is None else "updated"
     result.events = len(out)
@@ -263,10 +268,11 @@ def _commit(
     undecided: list[int],
     unreproduced: list[int],
     candidates: list[list[int] | None],
+    noted: list[str],
 ) -> tuple[list[AnyEvent], Any]:
     """The card's new events, in one append: the lines' events, what was skipped and inferred, the progress, the
     close. Returns them and the document at close. ``candidates[i]``: the actions ``obs[i]`` could answer when
-    the recording does not decide it (its ActionTaken keeps them)."""
+    the recording does not decide it (its ActionTaken keeps them); ``noted``: their frames' digests, in order."""
     read, path = prep.read, prep.read.path
     out, card, version = _open_or_reopen(ledger, prep.existing, card_id, read.name.agent, obs, read, baselines)
     bmap = ledger.card_baselines(card)
@@ -282,6 +288,8 @@ def _commit(
     extra: list[AnyEvent] = []
     if new_skips:
         extra.append(LinesSkipped(ts=tail_ts, file=path.name, lines=new_skips))
+    if noted:
+        extra.append(FramesNoted(ts=tail_ts, file=path.name, digests=noted))
     resets_known = method == "resimulated"
     extra.append(
         ActionsInferred(

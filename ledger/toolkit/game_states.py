@@ -93,6 +93,11 @@ def _clone(game: Any) -> Any:
     return copy.deepcopy(game, memo)
 
 
+def frame_digest(frame_bytes: bytes) -> str:
+    """The digest :class:`~ledger.core.events.FramesNoted` keeps of a signature's frame bytes."""
+    return hashlib.blake2b(frame_bytes, digest_size=16).hexdigest()
+
+
 def _signature(resp: Any) -> tuple[str, int, bool, bytes]:
     import numpy as np
 

@@ -76,7 +76,8 @@ class _Node:
         self.merged: set[int] | None = None
 
 
-def _line_signature(line: FrameLine) -> tuple[str, int, bool, bytes]:
+def line_signature(line: FrameLine) -> tuple[str, int, bool, bytes]:
+    """What the game's answer must be to reproduce ``line``: state, levels_completed, full_reset, frame bytes."""
     if line.empty:
         return line.state, line.levels_completed, False, b""
     arr = line.grids()
@@ -194,7 +195,7 @@ def recover(
         if not line.guid or line.game_id != info.game_id:
             result.unreproduced.append(line.lineno)
             continue
-        want = _line_signature(line)
+        want = line_signature(line)
         step = steps.get(line.lineno)
         layer = _Layer(engine, want, line.lineno)
         # Every display cell is tried only where the game offered clicks (a 64x64 display is 4096 candidates).
@@ -247,7 +248,7 @@ def _first_path(
         if not line.guid or line.game_id != game_id:
             result.unreproduced.append(line.lineno)
             continue
-        want = _line_signature(line)
+        want = line_signature(line)
         keep = want.__eq__
         step = steps.get(line.lineno)
         default = (step.x or 0, step.y or 0) if step is not None and step.action == 6 else None

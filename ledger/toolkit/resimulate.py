@@ -27,6 +27,7 @@ from ledger.core.events import (
     ActionIgnored,
     ActionTaken,
     AnyEvent,
+    FramesNoted,
     GameOver,
     LevelCompleted,
     LevelReset,
@@ -272,8 +273,23 @@ def resimulate(events: Sequence[Numbered], environments_dir: str | os.PathLike[s
     return result
 
 
+def noted_frames(events: Sequence[Numbered]) -> dict[int, str]:
+    """version -> the frame digest an import noted for that undecided action (``FramesNoted``, in stream order)."""
+    out: dict[int, str] = {}
+    waiting: list[int] = []
+    for n in events:
+        e: Any = n.event
+        if type(e) is ActionTaken and e.candidates:
+            waiting.append(n.version)
+        elif type(e) is FramesNoted:
+            out.update(zip(waiting, e.digests, strict=False))
+            waiting = []
+    return out
+
+
 def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> None:
     card = new_card("resimulation")
+    frames = noted_frames(events)
     n = len(events)
     i = 0
     skip = {g for g in result.skipped}
@@ -320,7 +336,7 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         else:
             choices, open_ = choices_for(ev, t)
             result.open_actions += open_
-            sig = inst.send(cur.version, choices, open_, agrees(ev, t))
+            sig = inst.send(cur.version, choices, open_, agrees(ev, t, frames.get(cur.version)))
         result.inputs += 1
         if sig is None:
             result.divergence = _no_response(cur)

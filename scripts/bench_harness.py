@@ -5,6 +5,10 @@ agent on ``lsx2`` (tests/harness_games), a game shaped like the public ``ls20``:
 levels, an energy bar every move spends (so plays end in GAME_OVER and restart). The agent leans towards the goal
 so levels get completed. Each import re-simulates the play from the game code to recover every action; the figure
 is lines per second, and its cost per line against one plain game step measured in the same run.
+
+The soak generates harness runs (tests/test_harness_soak.py: random agents that die, win, click, reset; some cut
+part-way as Ctrl-C leaves them), imports each with and without the game code, audits each card with and without
+it, and counts the FAILs (an honest recording must have none).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from ledger import Ledger  # noqa: E402
 from ledger.services.importing import import_recordings  # noqa: E402
 from tests.harness_recorder import Recorder, convert, environments  # noqa: E402
+from tests.test_harness_soak import soak  # noqa: E402
 from tests.toolkit import arcade  # noqa: E402
 
 GAME = "lsx2-0000002b"
@@ -77,11 +82,19 @@ def run(quick: bool) -> list[str]:
         assert s.exit_code == 0, [str(p) for p in s.problems]
         inferred = s.inference()["inferred_actions"]
         per_line = took / lines
+        soak_runs = 5 if quick else 100
+        t = time.perf_counter()
+        seen = soak(root / "soak", envs, soak_runs, seed=1)
+        soak_s = time.perf_counter() - t
         return [
             f"harness import --environments, {lines}-line {GAME} recording ({inferred} actions recovered): "
             f"{took:.2f} s, {lines / took:.0f} lines/s",
             f"  per line {per_line * 1000:.2f} ms = {per_line / step_s:.1f}x a plain game step "
             f"({step_s * 1000:.2f} ms, measured in the same run); peak resident memory grew {peak / 1e6:.0f} MB",
+            f"soak: {seen['runs']} generated harness runs ({seen['stopped']} stopped part-way), {seen['cards']} cards "
+            f"imported with and without the game code, {seen['audits']} audits with and without it: "
+            f"{len(seen['fails'])} FAIL ({soak_s:.0f} s)",
+            *(f"  FAIL {f}" for f in seen["fails"][:5]),
         ]
 
 

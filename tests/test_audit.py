@@ -333,7 +333,7 @@ def test_a_folder_without_the_cards_games_skips_them(master, tmp_path: Path) -> 
         for g in ("clk2-0000000b", "cnt3-0000000a")
     }
     code, out = run("--db", str(db), "audit", card, "--environments", str(empty))
-    assert code == 2 and "SKIP resimulation: no game of the card in the folder: SKIP game clk2" in out
+    assert code == 2 and "SKIP resimulation: no game of the card could be checked: game clk2" in out
     assert f"Error: {empty} holds none of the games of card {card}" in out and "FAIL" not in out
     # One of the two games there: that one is checked, the other skipped, and the audit passes.
     shutil.copytree(ENV_DIR / "cnt3", empty / "cnt3")
@@ -341,7 +341,7 @@ def test_a_folder_without_the_cards_games_skips_them(master, tmp_path: Path) -> 
     resim = check(doc, "resimulation")
     assert code == 0 and resim["status"] == "PASS" and list(resim["skipped_games"]) == ["clk2-0000000b"]
     assert resim["plays"] == 3 and resim["message"].endswith(
-        f"; SKIP game clk2-0000000b not found under {empty} (no metadata.json with that game_id)"
+        f"; not checked: game clk2-0000000b not found under {empty} (no metadata.json with that game_id)"
     )
 
 

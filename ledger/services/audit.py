@@ -127,15 +127,15 @@ def _resim_details(res: ResimResult, environments_dir: str | os.PathLike[str]) -
 
 
 def _resim_verdict(res: ResimResult) -> tuple[Status, str]:
-    skipped = "; ".join(f"SKIP {why}" for why in res.skipped.values())
+    skipped = "; ".join(res.skipped.values())
     if res.unknown:
-        return "UNKNOWN", res.unknown + (f"; {skipped}" if skipped else "")
+        return "UNKNOWN", res.unknown + (f"; not checked: {skipped}" if skipped else "")
     if res.divergence is not None:
         return "FAIL", f"first divergence at {res.divergence.message}"
     if res.error:
         return "UNKNOWN", f"not checked: {res.error}"
     if res.skipped and res.plays == 0:
-        return "SKIP", f"no game of the card in the folder: {skipped}"
+        return "SKIP", f"no game of the card could be checked: {skipped}"
     notes = []
     if res.default_seed_plays:
         found = len(res.seeds_found)
@@ -151,7 +151,7 @@ def _resim_verdict(res: ResimResult) -> tuple[Status, str]:
             + (f", {res.still_open} fit either way (the same outcome)" if res.still_open else "")
         )
     if skipped:
-        notes.append(skipped)
+        notes.append(f"not checked: {skipped}")
     tail = "".join(f"; {n}" for n in notes)
     msg = (
         f"{res.plays} play(s) on {res.guids} guid(s), {res.inputs} inputs replayed against the game code: "

@@ -160,3 +160,28 @@ def test_an_edited_play_without_a_seed_is_unknown_or_fails(master: Any, tmp_path
     code, doc = audit_json(db2, card, "--environments", str(ENV_DIR))
     assert statuses(doc)["resimulation"] == "FAIL" and code == 1, json.dumps(check(doc, "resimulation"))
     assert len(events) > 0
+
+
+def test_the_viewer_draws_undecided_actions_as_the_game_decided_them(tmp_path: Path, envs: Path) -> None:
+    """The replay frames of a card imported from the frames alone follow the play to its end (no divergence)."""
+    from ledger.core.events import Numbered
+    from ledger.toolkit.frames import encode_grid, play_frames
+
+    rec = tmp_path / "rec"
+    run = run_swarm(rec, ["lsx2-0000002b"], 6, env_dir=envs, max_actions=40)
+    with Ledger.open(tmp_path / "l.sqlite") as led:
+        import_recordings(led, [rec])
+        (card,) = led.card_ids()
+        rows = led.store.read_stream(card_stream(card))
+    events = [Numbered(r.version, r.seq, decode(r.body)) for r in rows]
+    assert any(type(n.event) is ActionTaken and n.event.candidates for n in events)
+    plays = sum(type(n.event) is PlayStarted for n in events)
+    drawn = []
+    for play in range(1, plays + 1):
+        frames = play_frames(events, "lsx2-0000002b", play, envs)
+        assert frames.error is None and frames.diverged is None, (play, frames.diverged)
+        assert len(frames.steps) == frames.total_steps
+        drawn += [s.grid for s in frames.steps[1 if play == 1 else 0 :]]
+    # Every grid drawn is the frame the harness recorded for that step (Arcade.make's first answer aside).
+    recorded = [encode_grid(f.frame[-1])[0] if len(f.frame) else None for f in run.agents[0].frames[1:]]
+    assert drawn == recorded

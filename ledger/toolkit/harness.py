@@ -427,7 +427,8 @@ def classify_from_frames(
     empty frame). Anything else is a game action: the step file's when it matched the line, else the lowest id the
     game offered. A line whose last grid is a start frame seen for its level (or any line of a level whose start
     was never seen) could have been a level RESET too: undecided (no reset is invented). A game action without a
-    step file is one of the actions offered: all of them are kept as its candidates (and RESET where undecided).
+    step file could be any action (agents send actions the game does not offer too): all are kept as its
+    candidates, those offered first (and RESET where undecided).
     A line without a guid or of another game never reached this game: skipped.
     """
     out = FrameClassification()
@@ -468,7 +469,9 @@ def classify_from_frames(
                     out.undecided.append(line.lineno)
                 if step is None:
                     # Which offered action it was, the frames alone do not say: keep them all for the audit.
-                    cands = sorted(set(offered or [1])) + ([0] if could_reset else [])
+                    # Agents also send actions the game does not offer (the harness's random agent does).
+                    first = sorted(set(offered or [1]))
+                    cands = first + [a for a in range(1, 8) if a not in first] + ([0] if could_reset else [])
                     if len(cands) > 1:
                         out.candidates[line.lineno] = cands
             if prev is not None and line.levels_completed > prev.levels_completed:

@@ -76,12 +76,15 @@ class Instance:
     #: Versions of open inputs where states with different choices both still agree with the record.
     still_open: set[int] = field(default_factory=set)
     _open_versions: set[int] = field(default_factory=set)
+    #: Whether the last input found a state that agrees with the record (its frame included, where noted).
+    agreed: bool = True
 
     def send(
         self, version: int, choices: list[Choice], open_: bool, ok: Callable[[Signature, Choice], bool]
     ) -> Signature | None:
         """Send the input; the answer of a state that agrees with the record (else the first answer, which does
         not: the caller reports it). None when the game raised or has no such action."""
+        self.agreed = True
         if self.nodes is None and not open_:
             return self._live(choices[0])
         if self.nodes is None:
@@ -134,6 +137,7 @@ class Instance:
             if kept or not any(c.action == 6 for c in choices):
                 break
         if not kept:
+            self.agreed = False
             return first
         if len(kept) > MAX_STATES:
             self.cut, kept = True, kept[:MAX_STATES]

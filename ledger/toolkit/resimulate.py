@@ -97,6 +97,8 @@ class ResimResult:
     still_open: int = 0
     #: guid -> the seed that reproduced a play whose seed was not recorded (the default seed's plays not listed).
     seeds_found: dict[str, int] = field(default_factory=dict)
+    #: version -> (action, x, y) the game took for an undecided action (the first that fits where several do).
+    choices: dict[int, tuple[int, int | None, int | None]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -347,6 +349,8 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         while j < n and type(events[j].event) in DERIVED:
             j += 1
         d = _first_mismatch(expected, events[i:j], cur)
+        if d is None and not inst.agreed:
+            d = _unmatched(cur, frames.get(cur.version))
         if d is not None:
             result.divergence = d
             if inst.cut:
@@ -359,6 +363,7 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
     for inst in games.by_guid.values():
         inst.finish()
         result.decided += sum(1 for v in inst.decided if v not in inst.still_open)
+        result.choices.update((v, (c.action, c.x, c.y)) for v, c in inst.decided.items())
         result.still_open += len(inst.still_open)
 
 
@@ -440,6 +445,24 @@ def _no_play_for_guid(cur: Numbered) -> Divergence:
         None,
         guid,
         f"version {cur.version} (seq {cur.seq}) {type_of(ev)} for guid {guid}, which no play_started began",
+    )
+
+
+def _unmatched(cur: Numbered, frame: str | None) -> Divergence:
+    """No candidate of an undecided action gives what the record holds (its noted frame, where there is one)."""
+    ev: Any = cur.event
+    what = f"the frame the import noted ({frame[:12]}...)" if frame else "the recorded state and levels_completed"
+    return Divergence(
+        cur.version,
+        cur.seq,
+        ev.game_id,
+        ev.guid,
+        _describe(cur),
+        "frame" if frame else "state",
+        None,
+        frame,
+        f"version {cur.version} (seq {cur.seq}) {_describe(cur)} on {ev.game_id} guid {ev.guid[:8]}: none of the "
+        f"candidate actions {ev.candidates} gives {what}",
     )
 
 

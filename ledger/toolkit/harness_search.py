@@ -76,11 +76,12 @@ class _Node:
         self.merged: set[int] | None = None
 
 
-def line_signature(line: FrameLine) -> tuple[str, int, bool, bytes]:
-    """What the game's answer must be to reproduce ``line``: state, levels_completed, full_reset, frame bytes."""
+def line_signature(line: FrameLine, arr: Any = None) -> tuple[str, int, bool, bytes]:
+    """What the game's answer must be to reproduce ``line``: state, levels_completed, full_reset, frame bytes
+    (``arr``: ``line.grids()`` if the caller has it)."""
     if line.empty:
         return line.state, line.levels_completed, False, b""
-    arr = line.grids()
+    arr = line.grids() if arr is None else arr
     return line.state, line.levels_completed, line.full_reset, arr.tobytes() + str(arr.shape).encode()
 
 
@@ -244,19 +245,21 @@ def _first_path(
     offered: tuple[int, ...] = ()
     levels = 0
     last: Choice | None = None
+    used: dict[Choice, int] = {}
     for line in frames:
         if not line.guid or line.game_id != game_id:
             result.unreproduced.append(line.lineno)
             continue
-        want = line_signature(line)
+        arr = None if line.empty else line.grids()
+        want = line_signature(line, arr)
         keep = want.__eq__
         step = steps.get(line.lineno)
         default = (step.x or 0, step.y or 0) if step is not None and step.action == 6 else None
         cells = engine.cells(node)
         simple = _simple(step, default or cells[0])
-        if step is None and last is not None and last in simple:
-            # Agents often repeat an action: tried first, it is often the one (the order of the others is kept).
-            simple = [last, *(c for c in simple if c != last)]
+        if step is None and used:
+            # Agents repeat actions and favour some: the last one first, then the most used (else priority order).
+            simple = sorted(simple, key=lambda ch: (ch != last, -used.get(ch, 0)))
         clickable = (not offered or 6 in offered) and not line.empty
         tries = (
             simple
@@ -272,7 +275,7 @@ def _first_path(
         if found is None:
             return None
         c, r = found
-        grid = _grid_key(line.grids()[-1]) if not line.empty else b""
+        grid = b"" if arr is None else _grid_key(arr[-1])
         at_start = line.levels_completed == levels and line.state == "NOT_FINISHED" and grid in starts.get(levels, ())
         if c.action != 0 and not line.empty and at_start:
             again = engine.step(node, Choice(0), keep)
@@ -282,7 +285,9 @@ def _first_path(
             starts.setdefault(line.levels_completed, set()).add(grid)
         levels = line.levels_completed
         result.choices[line.lineno] = c
-        last = c if c.action != 0 else last
+        if c.action != 0:
+            last = c
+            used[c] = used.get(c, 0) + 1
         assert r[1] is not None  # a kept answer
         node = _Node(r[2], r[1], None, line.lineno, c)
         offered = line.available_actions

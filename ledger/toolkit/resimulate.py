@@ -13,10 +13,8 @@ over, win): a run that was fabricated or edited diverges at the first event the 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +39,7 @@ from ledger.core.projection import CardState, apply, new_card
 from ledger.core.translator import Observation, translate
 from ledger.toolkit.environments import scan_games
 from ledger.toolkit.resim_branches import MAX_STATES, Instance, Signature, agrees, choices_for
+from ledger.toolkit.seeds import SEED_TRIES, seed_classes, start_wrapper
 
 #: Events that record what the agent sent (each one is replayed).
 INPUTS = (PlayStarted, ActionTaken, LevelReset, ActionIgnored)
@@ -48,8 +47,6 @@ INPUTS = (PlayStarted, ActionTaken, LevelReset, ActionIgnored)
 DERIVED = (GameOver, Win, LevelCompleted)
 #: Fields that are not the game's output: never compared.
 _NOT_COMPARED = frozenset({"ts", "reasoning", "candidates"})
-#: Seeds tried for a play whose seed the record does not hold.
-SEED_TRIES = 32
 
 _quiet = logging.getLogger("ledger.resimulate.toolkit")
 _quiet.setLevel(logging.CRITICAL)
@@ -221,16 +218,6 @@ class _Games:
         return w.observation_space, inst
 
 
-def start_wrapper(info: Any, seed: int | None) -> Any:
-    """``arc_agi.LocalEnvironmentWrapper`` over the game files: the game built with ``seed``, then its RESET."""
-    from arc_agi import LocalEnvironmentWrapper
-
-    w = LocalEnvironmentWrapper(environment_info=info, logger=_quiet, scorecard_id="ledger-audit", seed=seed)
-    if getattr(w, "_game", None) is None or w.observation_space is None:
-        raise RuntimeError("its code did not load or did not answer RESET")
-    return w
-
-
 def resimulate(events: Sequence[Numbered], environments_dir: str | os.PathLike[str]) -> ResimResult:
     """Replay every play of the card (``events`` in stream order) against the games under ``environments_dir``.
 
@@ -399,36 +386,6 @@ def _observation(ev: Any, t: type, sig: Signature) -> Observation:
         x=getattr(ev, "x", None) if action == 6 else None,
         y=getattr(ev, "y", None) if action == 6 else None,
     )
-
-
-def seed_classes(info: Any) -> list[int]:
-    """Seeds of 0..SEED_TRIES-1 that start the game in a state the default seed does not (one per state)."""
-    seen = {_start_digest(info, None)}
-    out = []
-    for s in range(SEED_TRIES):
-        d = _start_digest(info, s)
-        if d not in seen:
-            seen.add(d)
-            out.append(s)
-    return out
-
-
-def _start_digest(info: Any, seed: int | None) -> bytes:
-    """A digest of the game's state after its first RESET, its own record of the seed left out."""
-    from ledger.toolkit.game_states import fingerprint
-
-    try:
-        game = start_wrapper(info, seed)._game
-    except Exception:  # a seed the game's code refuses: a state of its own
-        return b"error"
-    saved = game.__dict__.pop("_seed", None)
-    try:
-        return hashlib.blake2b(pickle.dumps(vars(game), protocol=5), digest_size=20).digest()
-    except Exception:  # state that does not pickle: the slower walk
-        return fingerprint(game)
-    finally:
-        if saved is not None:
-            game._seed = saved
 
 
 def _no_play_for_guid(cur: Numbered) -> Divergence:

@@ -70,3 +70,34 @@ def test_honest_runs_never_fail_their_audit(tmp_path: Path, envs: Path) -> None:
     assert seen["fails"] == [], seen["fails"]
     assert seen["cards"] >= 10 and seen["audits"] == 2 * seen["cards"] and seen["undecided"] > 0, seen
     shutil.rmtree(tmp_path / "rec")
+
+
+def _frame_lines(lines: list[bytes]) -> list[int]:
+    return [i for i, raw in enumerate(lines) if b'"frame"' in raw and b'"frame": []' not in raw]
+
+
+@pytest.mark.parametrize("tamper", ["pasted", "removed", "reordered"])
+def test_a_tampered_copy_is_refused_or_fails_its_audit(tmp_path: Path, envs: Path, tamper: str) -> None:
+    """Lines pasted again, removed or swapped in a recording of a game whose frames show every action: imported
+    from the frames alone, the audit against the game code FAILs (or the import refuses the file)."""
+    rng = random.Random(tamper)
+    run_swarm(tmp_path / "rec", ["vis5-0000001a"], 31, env_dir=envs, max_actions=40)
+    (path,) = (tmp_path / "rec").glob("*.jsonl")
+    lines = path.read_bytes().splitlines(keepends=True)
+    frames = _frame_lines(lines)
+    k = frames[rng.randrange(5, len(frames) - 5)]
+    if tamper == "pasted":
+        lines[k + 1 : k + 1] = lines[k - 2 : k + 1]
+    elif tamper == "removed":
+        del lines[k]
+    else:
+        j = frames[frames.index(k) + 1]
+        lines[k], lines[j] = lines[j], lines[k]
+    path.write_bytes(b"".join(lines))
+    with Ledger.open(tmp_path / "l.sqlite") as led:
+        summary = import_recordings(led, [path])
+        if summary.exit_code == 2 or not led.card_ids():
+            return  # refused at import: nothing of it committed
+        (card,) = led.card_ids()
+        resim = next(c for c in audit_card(led, card, environments=envs).checks if c.name == "resimulation")
+    assert resim.status == "FAIL", resim.message

@@ -185,3 +185,31 @@ def test_the_viewer_draws_undecided_actions_as_the_game_decided_them(tmp_path: P
     # Every grid drawn is the frame the harness recorded for that step (Arcade.make's first answer aside).
     recorded = [encode_grid(f.frame[-1])[0] if len(f.frame) else None for f in run.agents[0].frames[1:]]
     assert drawn == recorded
+
+
+def test_toolkit_recordings_of_seeded_plays_pass_their_audit(tmp_path: Path) -> None:
+    """Plays made with ``arc.make(game, seed=N)`` and recorded by the toolkit (which does not record N), imported and
+    audited by the ``ledger`` program: the seed is found and the audit passes."""
+    import random as _random
+
+    from tests.cli_run import ledger, no_traceback
+    from tests.toolkit import arcade, step
+
+    arc = arcade(recordings_dir=str(tmp_path / "rec"))
+    card = arc.open_scorecard()
+    for seed in (1, 3):  # odd seeds: level 1 of cnt3 needs one more press than the default seed's
+        env = arc.make("cnt3", scorecard_id=card, seed=seed, save_recording=True)
+        rng = _random.Random(seed)
+        for _ in range(12):
+            step(env, rng.choice([1, 1, 2, 4]))
+    arc.close_scorecard(card)
+    db = str(tmp_path / "l.sqlite")
+    r = ledger("--db", db, "import", str(tmp_path / "rec"))
+    assert r.returncode == 0, r.stderr
+    r = ledger("--db", db, "audit", card, "--environments", str(ENV_DIR), "--json")
+    no_traceback(r)
+    doc = json.loads(r.stdout)
+    resim = check(doc, "resimulation")
+    assert r.returncode == 0 and resim["status"] == "PASS", resim["message"]
+    assert sorted(resim["seeds_found"].values()) == [1, 1]  # seed 3 starts cnt3 as seed 1 does: 1 is tried
+    assert resim["default_seed_plays"] == 2

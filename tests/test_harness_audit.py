@@ -213,3 +213,12 @@ def test_toolkit_recordings_of_seeded_plays_pass_their_audit(tmp_path: Path) -> 
     assert r.returncode == 0 and resim["status"] == "PASS", resim["message"]
     assert sorted(resim["seeds_found"].values()) == [1, 1]  # seed 3 starts cnt3 as seed 1 does: 1 is tried
     assert resim["default_seed_plays"] == 2
+    # The viewer draws them with the seed found: frames to the end of each play, no divergence.
+    from ledger.core.events import Numbered
+    from ledger.toolkit.frames import play_frames
+
+    with Ledger.open(Path(db)) as led:
+        events = [Numbered(r.version, r.seq, decode(r.body)) for r in led.store.read_stream(card_stream(card))]
+    for play in (1, 2):
+        frames = play_frames(events, "cnt3-0000000a", play, ENV_DIR)
+        assert frames.error is None and frames.diverged is None and len(frames.steps) == frames.total_steps == 13

@@ -189,29 +189,19 @@ def play_frames(
         return empty(
             f"no frames: game {game_id} not found under {environments_dir} (no metadata.json with that game_id)", total
         )
-    seed, choices = _unrecorded(events, guid, inputs, environments_dir)
-    return _simulate(
-        infos[game_id], inputs, own_at, nxt, game_id, play, guid, start, limit, with_reasoning, seed, choices
-    )
-
-
-def _unrecorded(
-    events: Sequence[Numbered],
-    guid: str,
-    inputs: list[tuple[Numbered, list[Any]]],
-    environments_dir: str | os.PathLike[str],
-) -> tuple[int | None, dict[int, tuple[int, int | None, int | None]]]:
-    """What the record leaves open for this guid (its seed, undecided actions), as the audit's re-simulation
-    decides it: the seed to build the game with and version -> the action to send."""
-    first = inputs[0][0].event
-    seed = first.seed if isinstance(first, PlayStarted) else None
+    opening = inputs[0][0].event
+    seed = opening.seed if isinstance(opening, PlayStarted) else None
     open_ = any(type(n.event) is ActionTaken and n.event.candidates for n, _ in inputs)
-    if seed is not None and not open_:
-        return seed, {}
+    args = (infos[game_id], inputs, own_at, nxt, game_id, play, guid, start, limit, with_reasoning)
+    if not open_:
+        out = _simulate(*args, seed, {})
+        if out.diverged is None or seed is not None:
+            return out
+    # The record leaves the seed or some actions open: replay them as the audit's re-simulation decides them.
     from ledger.toolkit.resimulate import resimulate
 
     res = resimulate(events, environments_dir)
-    return res.seeds_found.get(guid, seed), res.choices
+    return _simulate(*args, res.seeds_found.get(guid, seed), res.choices)
 
 
 def _simulate(

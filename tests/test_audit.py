@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -267,11 +268,16 @@ def test_audit_json_shape_is_stable(master, tmp_path: Path) -> None:
         "message": "not run: give --environments DIR (the game files) to replay every action against the game code",
         "environments": None,
         "games": [],
+        "skipped_games": {},
         "guids": 0,
         "plays": 0,
         "inputs": 0,
         "default_seed_plays": 0,
+        "seeds_found": {},
+        "undecided_actions": 0,
+        "decided_actions": 0,
         "error": None,
+        "unknown": None,
         "divergence": None,
     }
     assert list(check(doc, "lifecycle")) == [
@@ -312,15 +318,30 @@ def test_usage_errors_exit_2_and_unknown_card_exits_1(master, tmp_path: Path) ->
     assert code == 1 and out == "Error: no card 'no-such-card' in this ledger (see `ledger cards`)\n"
 
 
-def test_resimulation_fails_when_a_game_is_missing(master, tmp_path: Path) -> None:
+def test_a_folder_without_the_cards_games_skips_them(master, tmp_path: Path) -> None:
+    """A game the folder lacks cannot be checked: SKIP with the reason, never FAIL; exit 2 when none is there."""
     src, card, _, _ = master
     db = copy_ledger(src, tmp_path / "l.sqlite")
     empty = tmp_path / "games"
     empty.mkdir()
     code, doc = audit_json(db, card, "--environments", str(empty))
-    assert code == 1
-    assert check(doc, "resimulation")["message"] == (
-        f"game clk2-0000000b, cnt3-0000000a not found under {empty} (no metadata.json with that game_id)"
+    assert code == 2 and doc["ok"]
+    resim = check(doc, "resimulation")
+    assert resim["status"] == "SKIP" and resim["plays"] == 0
+    assert resim["skipped_games"] == {
+        g: f"game {g} not found under {empty} (no metadata.json with that game_id)"
+        for g in ("clk2-0000000b", "cnt3-0000000a")
+    }
+    code, out = run("--db", str(db), "audit", card, "--environments", str(empty))
+    assert code == 2 and "SKIP resimulation: no game of the card could be checked: game clk2" in out
+    assert f"Error: {empty} holds none of the games of card {card}" in out and "FAIL" not in out
+    # One of the two games there: that one is checked, the other skipped, and the audit passes.
+    shutil.copytree(ENV_DIR / "cnt3", empty / "cnt3")
+    code, doc = audit_json(db, card, "--environments", str(empty))
+    resim = check(doc, "resimulation")
+    assert code == 0 and resim["status"] == "PASS" and list(resim["skipped_games"]) == ["clk2-0000000b"]
+    assert resim["plays"] == 3 and resim["message"].endswith(
+        f"; not checked: game clk2-0000000b not found under {empty} (no metadata.json with that game_id)"
     )
 
 

@@ -6,7 +6,7 @@
 - The examples in README.md and docs/*.md run as written. A ```` ```sh ```` block's ``ledger ...`` lines run in bash
   against a ledger the demo filled (``LEDGER_DB``); a ```` ```console ```` block's ``$ ledger ...`` lines run the
   same way, in a folder that also holds ``environment_files`` (the demo's and the test games), ``recordings`` (a
-  toolkit recording), ``harness`` (agents-harness recordings) and ``v2.json`` (the baselines file docs/baselines.md
+  toolkit recording), ``harness`` (agents-harness recordings), ``empty`` (a folder without games) and ``v2.json`` (the baselines file docs/baselines.md
   shows), and print the lines that follow them, ids, hashes and times aside (a ``...`` line stands for any lines;
   in docs/ pages every number is also set aside: their transcripts show the output's shape); a transcript whose
   output ends with ``[exit N]`` must exit with N, any other with 0. A plain ```` ``` ````
@@ -220,6 +220,7 @@ def _docs_inputs(folder: Path) -> None:
         env.step(action)
     arc.close_scorecard(card)
     run_swarm(folder / "harness", ["vis5"], seed=3, env_dir=env_dir, max_actions=20, llm=True)
+    (folder / "empty").mkdir()
     baselines_file = next(b for b in ALL_BLOCKS if b.page == "docs/baselines.md" and b.lang == "json")
     (folder / "v2.json").write_text("\n".join(baselines_file.lines) + "\n", encoding="utf-8")
 

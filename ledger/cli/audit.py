@@ -39,11 +39,15 @@ def audit(ctx: click.Context, card_id: str, environments: str | None, expect_hea
     \b
     integrity     unbroken hash chain, versions 1..n, nothing missing or reordered; prints the head hash
     consistency   the rebuilt scorecard equals the document recorded at close, and any cached projection
-    resimulation  (with --environments) every play replayed against the game code, same seed
+    resimulation  (with --environments) every play replayed against the game code, same seed; a game the
+                  folder lacks is SKIP; UNKNOWN where the record leaves open what the replay needs
+                  (a seed not recorded that no seed 0..31 reproduces, actions a recording did not decide
+                  and no folder to decide them)
     lifecycle     idle gaps >= STALE_MINUTES and open time >= MAX_OPEN_FOR_MINUTES (the toolkit's auto-close):
                   a warning, not a failure
 
-    Exit 0 when no check fails (WARN and SKIP do not fail), 1 when one fails or the card is unknown, 2 on bad usage.
+    Exit 0 when no check fails (WARN, UNKNOWN and SKIP do not fail), 1 when one fails or the card is unknown, 2 on
+    bad usage, including an --environments folder that holds none of the card's games.
     """
     from ledger.core.text import postmortem_text
     from ledger.services.audit import audit_card
@@ -65,3 +69,8 @@ def audit(ctx: click.Context, card_id: str, environments: str | None, expect_hea
             click.echo(postmortem_text(rep.postmortem))
     if not rep.ok:
         sys.exit(1)
+    resim = next(c for c in rep.checks if c.name == "resimulation")
+    if environments is not None and resim.status == "SKIP":
+        if not as_json:  # the JSON says it already (resimulation.skipped_games)
+            click.echo(f"Error: {environments} holds none of the games of card {rep.card_id}", err=True)
+        sys.exit(2)

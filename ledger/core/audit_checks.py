@@ -36,7 +36,9 @@ from ledger.core.events import (
 from ledger.core.projection import CardState, fold, new_card
 from ledger.core.scoring import score_card
 
-Status = Literal["PASS", "FAIL", "WARN", "SKIP"]
+#: FAIL: the record and what it is checked against disagree. UNKNOWN: the record leaves open what the check needs
+#: (it can neither pass nor fail). SKIP: the check was not run (nothing to check against).
+Status = Literal["PASS", "FAIL", "WARN", "SKIP", "UNKNOWN"]
 
 #: Event types that belong to other streams (a baseline set, the labels), never to a card's.
 _NOT_CARD_TYPES = frozenset({"baselines_recorded", "label_set"})

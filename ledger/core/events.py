@@ -288,6 +288,16 @@ class CardRetracted(Event, tag="card_retracted", frozen=True, kw_only=True):
     reason: str
 
 
+class FramesNoted(Event, tag="frames_noted", frozen=True, kw_only=True):
+    """Digests of the frames that answered the actions an import left undecided (``ActionTaken.candidates``), one
+    per such action of this import, in stream order: a re-simulation tells the candidates apart by them without
+    the recording. Each is the first 32 hex digits of a blake2b of the frame's grids (int16, then the shape).
+    """
+
+    file: str
+    digests: list[str]
+
+
 AnyEvent = (
     CardOpened
     | PlayStarted
@@ -310,6 +320,7 @@ AnyEvent = (
     | ActionsInferred
     | BaselinesAttached
     | CardRetracted
+    | FramesNoted
 )
 
 _encoder = msgspec.json.Encoder()

@@ -16,8 +16,8 @@ from typing import Any
 import msgspec
 
 from ledger.core import document
-from ledger.core.audit_checks import Check, check_consistency, check_integrity
-from ledger.core.events import BaselineEntry, Numbered, card_stream
+from ledger.core.audit_checks import Check, Status, check_consistency, check_integrity
+from ledger.core.events import ActionTaken, BaselineEntry, Numbered, card_stream
 from ledger.core.import_checks import check_import
 from ledger.core.lifecycle import (
     DEFAULT_MAX_OPEN_FOR_MINUTES,
@@ -31,7 +31,7 @@ from ledger.core.postmortem import PostMortem, postmortem
 from ledger.core.projection import CardState, fold
 from ledger.core.scoring import score_card
 from ledger.core.server_compare import server_check
-from ledger.toolkit.resimulate import resimulate
+from ledger.toolkit.resimulate import ResimResult, resimulate
 
 
 def stale_minutes(environ: Mapping[str, str] | None = None) -> int:
@@ -53,33 +53,63 @@ def max_open_minutes(environ: Mapping[str, str] | None = None) -> int:
 
 
 def check_resimulation(events: Sequence[Numbered], environments_dir: str | os.PathLike[str] | None) -> Check:
-    """Replay the card's plays against the real game code (SKIP without a folder of games)."""
+    """Replay the card's plays against the real game code.
+
+    FAIL only when the game and the record disagree. SKIP without a folder of games, or for games the folder does
+    not hold (``details["skipped_games"]``); UNKNOWN when the record leaves open what a check needs (actions the
+    recording did not decide and no folder to decide them, a seed not recorded that no tried seed reproduces).
+    """
+    open_actions = sum(1 for n in events if type(n.event) is ActionTaken and n.event.candidates)
     if environments_dir is None:
+        details: dict[str, Any] = {
+            "environments": None,
+            "games": [],
+            "skipped_games": {},
+            "guids": 0,
+            "plays": 0,
+            "inputs": 0,
+            "default_seed_plays": 0,
+            "seeds_found": {},
+            "undecided_actions": open_actions,
+            "decided_actions": 0,
+            "error": None,
+            "unknown": None,
+            "divergence": None,
+        }
+        if open_actions:
+            return Check(
+                "resimulation",
+                "UNKNOWN",
+                f"{open_actions} action(s) the recording did not decide (several actions give the same frames); "
+                "give --environments DIR (the game files) to decide them against the game code",
+                details,
+            )
         return Check(
             "resimulation",
             "SKIP",
             "not run: give --environments DIR (the game files) to replay every action against the game code",
-            {
-                "environments": None,
-                "games": [],
-                "guids": 0,
-                "plays": 0,
-                "inputs": 0,
-                "default_seed_plays": 0,
-                "error": None,
-                "divergence": None,
-            },
+            details,
         )
     res = resimulate(events, environments_dir)
+    details = _resim_details(res, environments_dir)
+    return Check("resimulation", *_resim_verdict(res), details)
+
+
+def _resim_details(res: ResimResult, environments_dir: str | os.PathLike[str]) -> dict[str, Any]:
     div = res.divergence
-    details: dict[str, Any] = {
+    return {
         "environments": os.fspath(environments_dir),
         "games": res.games,
+        "skipped_games": res.skipped,
         "guids": res.guids,
         "plays": res.plays,
         "inputs": res.inputs,
         "default_seed_plays": res.default_seed_plays,
+        "seeds_found": res.seeds_found,
+        "undecided_actions": res.open_actions,
+        "decided_actions": res.decided,
         "error": res.error,
+        "unknown": res.unknown,
         "divergence": None
         if div is None
         else {
@@ -94,20 +124,44 @@ def check_resimulation(events: Sequence[Numbered], environments_dir: str | os.Pa
             "message": div.message,
         },
     }
+
+
+def _resim_verdict(res: ResimResult) -> tuple[Status, str]:
+    skipped = "; ".join(res.skipped.values())
+    if res.unknown:
+        return "UNKNOWN", res.unknown + (f"; not checked: {skipped}" if skipped else "")
+    if res.divergence is not None:
+        return "FAIL", f"first divergence at {res.divergence.message}"
     if res.error:
-        return Check("resimulation", "FAIL", res.error, details)
-    if div is not None:
-        return Check("resimulation", "FAIL", f"first divergence at {div.message}", details)
-    seeds = (
-        f"; {res.default_seed_plays} play(s) had no recorded seed and used the game's default"
-        if res.default_seed_plays
-        else ""
-    )
+        return "UNKNOWN", f"not checked: {res.error}"
+    if res.skipped and res.plays == 0:
+        return "SKIP", f"no game of the card could be checked: {skipped}"
+    notes = []
+    if res.default_seed_plays:
+        found = len(res.seeds_found)
+        notes.append(
+            f"{res.default_seed_plays} play(s) had no recorded seed and used the game's default"
+            if not found
+            else f"{res.default_seed_plays} play(s) had no recorded seed: the default reproduced "
+            f"{res.default_seed_plays - found}, seed(s) {_seeds_text(res.seeds_found)} the others"
+        )
+    if res.open_actions:
+        notes.append(
+            f"{res.open_actions} action(s) the recording did not decide: the game decided {res.decided}"
+            + (f", {res.still_open} fit either way (the same outcome)" if res.still_open else "")
+        )
+    if skipped:
+        notes.append(f"not checked: {skipped}")
+    tail = "".join(f"; {n}" for n in notes)
     msg = (
         f"{res.plays} play(s) on {res.guids} guid(s), {res.inputs} inputs replayed against the game code: "
-        f"every state, levels_completed and derived event matches{seeds}"
+        f"every state, levels_completed and derived event matches{tail}"
     )
-    return Check("resimulation", "PASS", msg, details)
+    return "PASS", msg
+
+
+def _seeds_text(found: Mapping[str, int]) -> str:
+    return ", ".join(f"{s} (guid {g[:8]})" for g, s in sorted(found.items()))
 
 
 # -- the whole audit ----------------------------------------------------------------------------------------------
@@ -127,7 +181,7 @@ class AuditReport:
 
     @property
     def ok(self) -> bool:
-        """True when no check failed (warnings and skipped checks do not fail an audit)."""
+        """True when no check failed (warnings, unknowns and skipped checks do not fail an audit)."""
         return all(c.status != "FAIL" for c in self.checks)
 
     def to_json(self) -> dict[str, Any]:

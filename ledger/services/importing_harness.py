@@ -20,13 +20,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import msgspec
+
 from ledger.core import document
 from ledger.core.events import (
     ActionsInferred,
+    ActionTaken,
     AnyEvent,
     CardClosed,
     CardOpened,
     CardReopened,
+    FramesNoted,
     LinesSkipped,
     PlayStarted,
     RecordingImported,
@@ -38,6 +42,7 @@ from ledger.core.scoring import score_card
 from ledger.core.translator import Observation, translate
 from ledger.errors import VersionConflict
 from ledger.services.import_cards import Baselines, CardResult, Existing, attach_baselines, load_existing
+from ledger.toolkit.game_states import frame_digest
 from ledger.toolkit.harness import (
     FrameLine,
     HarnessRead,
@@ -50,6 +55,7 @@ from ledger.toolkit.harness import (
     read_run_folder,
     run_folders,
 )
+from ledger.toolkit.harness_search import line_signature
 from ledger.toolkit.recordings import MAX_LISTED, Problem
 
 if TYPE_CHECKING:
@@ -93,9 +99,15 @@ def _steps_for(path: Path, read: HarnessRead, problems: list[Problem]) -> dict[i
 
 
 def _recover(
-    read: HarnessRead, game_id: str, baselines: Baselines, steps: dict[int, Step], problems: list[Problem]
+    read: HarnessRead,
+    game_id: str,
+    baselines: Baselines,
+    steps: dict[int, Step],
+    problems: list[Problem],
+    candidates: dict[int, list[int]],
 ) -> tuple[dict[int, tuple[int, int | None, int | None]], list[int], list[int], str]:
-    """lineno -> (action, x, y), undecided lines, unreproduced lines, method."""
+    """lineno -> (action, x, y), undecided lines, unreproduced lines, method; ``candidates`` is filled with the
+    lines whose action the frames leave open (lineno -> candidate actions)."""
     info = baselines.game_info(game_id)
     if info is not None:
         from ledger.toolkit.harness_search import recover
@@ -114,13 +126,16 @@ def _recover(
             return {k: tuple(v) for k, v in rec.choices.items()}, rec.undecided, rec.unreproduced, "resimulated"  # type: ignore[misc]
         problems.append(Problem(str(read.path), None, "harness", f"{rec.error}: actions read from the frames only"))
     cls = classify_from_frames(read.frames, game_id, steps)
+    candidates.update(cls.candidates)
     return cls.choices, cls.undecided, cls.unreproduced, "frames"
 
 
 def _observations(
     frames: list[FrameLine], choices: dict[int, tuple[int, int | None, int | None]], after: int
-) -> list[Observation]:
+) -> tuple[list[Observation], list[int]]:
+    """The observations of the lines after ``after`` that have a choice, and their line numbers."""
     out = []
+    linenos = []
     for f in frames:
         c = choices.get(f.lineno)
         if c is None or f.lineno <= after or f.guid is None:
@@ -128,7 +143,8 @@ def _observations(
         a, x, y = c
         state = cast(State, f.state)  # a recorded frame's state is one of the toolkit's GameState values
         out.append(Observation(f.ts, f.game_id, f.guid, a, state, f.levels_completed, f.full_reset, f.empty, x, y))
-    return out
+        linenos.append(f.lineno)
+    return out, linenos
 
 
 def _check_rewritten(path: Path, since: RecordingImported) -> str | None:
@@ -215,17 +231,21 @@ def _import_once(
         return result, prep.size
     game_id = read.frames[0].game_id if read.frames else read.name.game_id
     steps = _steps_for(path, read, problems)
-    choices, undecided, unreproduced, method = _recover(read, game_id, baselines, steps, problems)
+    candidates: dict[int, list[int]] = {}
+    choices, undecided, unreproduced, method = _recover(read, game_id, baselines, steps, problems, candidates)
     undecided = [ln for ln in undecided if ln > done]
     unreproduced = [ln for ln in unreproduced if ln > done]
     for ln in unreproduced[:MAX_LISTED]:
         msg = "no action reproduces this line (never reached the game): skipped"
         problems.append(Problem(str(path), ln, "unreproduced", msg))
-    obs = _observations(read.frames, choices, done)
+    obs, linenos = _observations(read.frames, choices, done)
     if prep.existing is None and not obs:
         result.lines = 0
         return result, prep.size
-    out, doc = _commit(ledger, card_id, prep, obs, baselines, method, undecided, unreproduced)
+    open_ = [candidates.get(ln) for ln in linenos]
+    by_line = {f.lineno: f for f in read.frames}
+    noted = [frame_digest(line_signature(by_line[ln])[3]) for ln in linenos if candidates.get(ln)]
+    out, doc = _commit(ledger, card_id, prep, obs, baselines, method, undecided, unreproduced, open_, noted)
     _cross_check(read, doc, method, problems)
     result.status = "imported" if prep.existing is None else "updated"
     result.events = len(out)
@@ -247,21 +267,29 @@ def _commit(
     method: str,
     undecided: list[int],
     unreproduced: list[int],
+    candidates: list[list[int] | None],
+    noted: list[str],
 ) -> tuple[list[AnyEvent], Any]:
     """The card's new events, in one append: the lines' events, what was skipped and inferred, the progress, the
-    close. Returns them and the document at close."""
+    close. Returns them and the document at close. ``candidates[i]``: the actions ``obs[i]`` could answer when
+    the recording does not decide it (its ActionTaken keeps them); ``noted``: their frames' digests, in order."""
     read, path = prep.read, prep.read.path
     out, card, version = _open_or_reopen(ledger, prep.existing, card_id, read.name.agent, obs, read, baselines)
     bmap = ledger.card_baselines(card)
     last = card.last_ts or read.frames[-1].ts
-    for o in obs:
-        out.extend(translate(card, o))
+    for o, cands in zip(obs, candidates, strict=True):
+        evs = translate(card, o)
+        if cands:
+            evs = [msgspec.structs.replace(e, candidates=cands) if type(e) is ActionTaken else e for e in evs]
+        out.extend(evs)
         last = max(last, o.ts)
     new_skips = _skipped(read, unreproduced, prep.done)
     tail_ts = max(last, read.frames[-1].ts) if read.frames else last
     extra: list[AnyEvent] = []
     if new_skips:
         extra.append(LinesSkipped(ts=tail_ts, file=path.name, lines=new_skips))
+    if noted:
+        extra.append(FramesNoted(ts=tail_ts, file=path.name, digests=noted))
     resets_known = method == "resimulated"
     extra.append(
         ActionsInferred(

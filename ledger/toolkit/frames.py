@@ -138,11 +138,14 @@ def _inputs(events: Sequence[Numbered], guid: str, first: int) -> list[tuple[Num
     return out
 
 
-def _send(wrapper: Any, ev: Any) -> Any:
+def _send(wrapper: Any, ev: Any, chosen: tuple[int, int | None, int | None] | None = None) -> Any:
     from arcengine import GameAction
 
     if type(ev) in (PlayStarted, LevelReset):
         return wrapper.step(GameAction.RESET)
+    if chosen is not None:  # an action the recording left open, as the game decided it
+        data = {k: v for k, v in (("x", chosen[1]), ("y", chosen[2])) if v is not None}
+        return wrapper.step(GameAction.from_id(chosen[0]), data=data)
     try:
         ga = GameAction.from_id(ev.action)
     except ValueError:
@@ -186,7 +189,19 @@ def play_frames(
         return empty(
             f"no frames: game {game_id} not found under {environments_dir} (no metadata.json with that game_id)", total
         )
-    return _simulate(infos[game_id], inputs, own_at, nxt, game_id, play, guid, start, limit, with_reasoning)
+    opening = inputs[0][0].event
+    seed = opening.seed if isinstance(opening, PlayStarted) else None
+    open_ = any(type(n.event) is ActionTaken and n.event.candidates for n, _ in inputs)
+    args = (infos[game_id], inputs, own_at, nxt, game_id, play, guid, start, limit, with_reasoning)
+    if not open_:
+        out = _simulate(*args, seed, {})
+        if out.diverged is None or seed is not None:
+            return out
+    # The record leaves the seed or some actions open: replay them as the audit's re-simulation decides them.
+    from ledger.toolkit.resimulate import resimulate
+
+    res = resimulate(events, environments_dir)
+    return _simulate(*args, res.seeds_found.get(guid, seed), res.choices)
 
 
 def _simulate(
@@ -200,6 +215,8 @@ def _simulate(
     start: int,
     limit: int,
     with_reasoning: bool,
+    seed: int | None,
+    choices: dict[int, tuple[int, int | None, int | None]],
 ) -> PlayFrames:
     import logging
 
@@ -207,8 +224,6 @@ def _simulate(
 
     quiet = logging.getLogger("ledger.frames.toolkit")
     quiet.setLevel(logging.CRITICAL)
-    first = inputs[0][0].event
-    seed = first.seed if isinstance(first, PlayStarted) else None
     steps: list[Step] = []
     diverged: str | None = None
     try:
@@ -217,13 +232,17 @@ def _simulate(
         for i in range(min(end, own_at + start + limit)):
             n, derived = inputs[i]
             if i > 0:
-                frame = _send(w, n.event)
+                frame = _send(w, n.event, choices.get(n.version))
             if i < own_at + start:
                 continue
             diverged = _divergence(frame, n.event, i - own_at)
             if diverged is not None:
                 break
-            steps.append(_step(i - own_at, n, derived, frame, with_reasoning))
+            step = _step(i - own_at, n, derived, frame, with_reasoning)
+            chosen = choices.get(n.version)
+            if chosen is not None:
+                step = msgspec.structs.replace(step, action=action_name(chosen[0]), x=chosen[1], y=chosen[2])
+            steps.append(step)
     except Exception as e:  # game code that fails to load or step: say so instead of a 500
         return PlayFrames(
             game_id=game_id,

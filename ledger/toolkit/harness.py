@@ -413,6 +413,9 @@ class FrameClassification:
     choices: dict[int, tuple[int, int | None, int | None]] = field(default_factory=dict)
     undecided: list[int] = field(default_factory=list)
     unreproduced: list[int] = field(default_factory=list)
+    #: lineno -> the actions a game-action line could answer (0: a level RESET) when the frames leave it open;
+    #: its choice is the first of them.
+    candidates: dict[int, list[int]] = field(default_factory=dict)
 
 
 def classify_from_frames(
@@ -423,8 +426,10 @@ def classify_from_frames(
     full_reset: a RESET. A non-empty answer after GAME_OVER: a level RESET (a game action would be answered with an
     empty frame). Anything else is a game action: the step file's when it matched the line, else the lowest id the
     game offered. A line whose last grid is a start frame seen for its level (or any line of a level whose start
-    was never seen) could have been a level RESET too: undecided (no reset is invented). A line without a guid or
-    of another game never reached this game: skipped.
+    was never seen) could have been a level RESET too: undecided (no reset is invented). A game action without a
+    step file could be any action (agents send actions the game does not offer too): all are kept as its
+    candidates, those offered first (and RESET where undecided).
+    A line without a guid or of another game never reached this game: skipped.
     """
     out = FrameClassification()
     steps = steps or {}
@@ -462,6 +467,13 @@ def classify_from_frames(
                 out.choices[line.lineno] = fallback
                 if could_reset:
                     out.undecided.append(line.lineno)
+                if step is None:
+                    # Which offered action it was, the frames alone do not say: keep them all for the audit.
+                    # Agents also send actions the game does not offer (the harness's random agent does).
+                    first = sorted(set(offered or [1]))
+                    cands = first + [a for a in range(1, 8) if a not in first] + ([0] if could_reset else [])
+                    if len(cands) > 1:
+                        out.candidates[line.lineno] = cands
             if prev is not None and line.levels_completed > prev.levels_completed:
                 starts.setdefault(line.levels_completed, set()).add(key)
         prev = line

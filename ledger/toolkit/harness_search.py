@@ -30,35 +30,19 @@ action overwrites (the current action, the full-reset flag) is left out, and ``_
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import logging
-import pickle
-import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any, NamedTuple
+from typing import Any
 
+from ledger.toolkit.game_states import Choice, Engine
 from ledger.toolkit.harness import FrameLine, Step
 
 #: Hypotheses kept per line at most (the first ones in priority order); beyond it lines may be misread.
 MAX_HYPOTHESES = 400
-#: Transitions remembered (state fingerprint, action) -> result.
-CACHE_SIZE = 50_000
 
 _quiet = logging.getLogger("ledger.harness.toolkit")
 _quiet.setLevel(logging.CRITICAL)
-
-_SKIP_ATTRS = frozenset(("_action", "_full_reset", "_action_complete", "_clean_levels"))
-
-
-class Choice(NamedTuple):
-    """An action: 0 RESET, 1..7 ACTION1..7; x/y for ACTION6."""
-
-    action: int
-    x: int | None = None
-    y: int | None = None
 
 
 @dataclass(slots=True)
@@ -74,6 +58,10 @@ class Recovery:
     #: Lines read after the hypotheses had to be cut to MAX_HYPOTHESES.
     cut: list[int] = field(default_factory=list)
     error: str | None = None
+    #: Game steps run and game states copied (the cost, whatever the machine); whether the full search ran.
+    steps: int = 0
+    copies: int = 0
+    searched: bool = False
 
 
 class _Node:
@@ -88,182 +76,13 @@ class _Node:
         self.merged: set[int] | None = None
 
 
-def fingerprint(game: Any) -> bytes:
-    """A digest of a game object's state (see the module docstring for what is left out)."""
-    h = hashlib.blake2b(digest_size=20)
-    seen: dict[int, int] = {}
-    up = h.update
-
-    def walk(o: Any) -> None:
-        t = type(o)
-        if o is None or t is bool or t is int or t is float or t is str:
-            up(t.__name__.encode())
-            up(repr(o).encode())
-            return
-        oid = id(o)
-        if oid in seen:
-            up(b"@%d" % seen[oid])
-            return
-        seen[oid] = len(seen)
-        if t is list or t is tuple:
-            up(b"[%d" % len(o))
-            for v in o:
-                walk(v)
-        elif t is dict:
-            up(b"{%d" % len(o))
-            for k, v in o.items():
-                walk(k)
-                walk(v)
-        elif t is set or t is frozenset:
-            up(b"<%d" % len(o))
-            for v in sorted(o, key=repr):
-                walk(v)
-        elif hasattr(o, "tobytes") and hasattr(o, "dtype"):
-            up(f"nd{o.dtype}{o.shape}".encode())
-            up(o.tobytes())
-        elif isinstance(o, Enum):
-            up(f"E{t.__qualname__}.{o.name}".encode())
-        elif isinstance(o, random.Random):
-            walk(o.getstate())
-        elif hasattr(o, "bit_generator"):
-            walk(o.bit_generator.state)
-        elif isinstance(o, bytes | bytearray):
-            up(bytes(o))
-        else:
-            up(t.__qualname__.encode())
-            d = getattr(o, "__dict__", None)
-            if d is not None:
-                walk(d)
-            for s in getattr(t, "__slots__", ()):
-                if hasattr(o, s):
-                    walk(s)
-                    walk(getattr(o, s))
-
-    state = {k: v for k, v in vars(game).items() if k not in _SKIP_ATTRS}
-    if "_action_count" in state:
-        state["_action_count"] = min(int(state["_action_count"]), 1)
-    walk(state)
-    return h.digest()
-
-
-def _clone(game: Any) -> Any:
-    # The clean levels are never changed (levels are cloned from them): share them instead of copying.
-    clean = getattr(game, "_clean_levels", None)
-    memo = {id(clean): clean} if clean is not None else {}
-    return copy.deepcopy(game, memo)
-
-
-def _signature(resp: Any) -> tuple[str, int, bool, bytes]:
-    import numpy as np
-
-    state = resp.state.name if isinstance(resp.state, Enum) else str(resp.state)
-    frames = resp.frame
-    if len(frames) == 0:
-        return state, int(resp.levels_completed), False, b""
-    arr = np.stack([np.asarray(f, dtype=np.int16) for f in frames])
-    return state, int(resp.levels_completed), bool(resp.full_reset), arr.tobytes() + str(arr.shape).encode()
-
-
-def _line_signature(line: FrameLine) -> tuple[str, int, bool, bytes]:
+def line_signature(line: FrameLine, arr: Any = None) -> tuple[str, int, bool, bytes]:
+    """What the game's answer must be to reproduce ``line``: state, levels_completed, full_reset, frame bytes
+    (``arr``: ``line.grids()`` if the caller has it)."""
     if line.empty:
         return line.state, line.levels_completed, False, b""
-    arr = line.grids()
+    arr = line.grids() if arr is None else arr
     return line.state, line.levels_completed, line.full_reset, arr.tobytes() + str(arr.shape).encode()
-
-
-class _Engine:
-    """Runs actions on copies of game states, remembering each transition.
-
-    A state is kept as the pickle of the game's attributes (the engine's per-action bookkeeping normalized, the
-    never-changed clean levels shared), which is also its fingerprint: ~10x cheaper than ``copy.deepcopy`` and
-    walking the objects. A game whose state does not pickle is copied and fingerprinted the slow way.
-    """
-
-    def __init__(self, game: Any) -> None:
-        from arcengine import ActionInput, GameAction
-
-        self._input = ActionInput
-        self._actions = {a.value: a for a in GameAction}
-        self.cache: dict[tuple[bytes, Choice], tuple[Any, bytes, Any] | None] = {}
-        self.cls = type(game)
-        self.clean = getattr(game, "_clean_levels", None)
-        self.action0 = getattr(game, "_action", None)
-        self._cells: dict[bytes, list[tuple[int, int]]] = {}
-        self.fast = True
-        try:
-            fp, snap = self.freeze(game)
-            again = self.freeze(self.thaw(snap))[0]
-            self.fast = again == fp
-        except Exception:
-            self.fast = False
-
-    def freeze(self, game: Any) -> tuple[bytes, Any]:
-        """(fingerprint, snapshot) of a game state."""
-        if not self.fast:
-            return fingerprint(game), game
-        st = {k: v for k, v in vars(game).items() if k != "_clean_levels" and k != "_action"}
-        if "_action_count" in st:
-            st["_action_count"] = min(int(st["_action_count"]), 1)
-        st["_full_reset"] = False
-        st["_action_complete"] = True
-        blob = pickle.dumps(st, protocol=5)
-        return hashlib.blake2b(blob, digest_size=20).digest(), blob
-
-    def thaw(self, snap: Any) -> Any:
-        """A game to act on, from a snapshot (never the snapshot itself)."""
-        if not self.fast:
-            return _clone(snap)
-        game = object.__new__(self.cls)
-        d = pickle.loads(snap)
-        d["_clean_levels"] = self.clean
-        d["_action"] = self.action0
-        game.__dict__.update(d)
-        return game
-
-    def cells(self, node: _Node) -> list[tuple[int, int]]:
-        """The click coordinates to try from ``node``'s state (its camera's cells)."""
-        found = self._cells.get(node.fp)
-        if found is None:
-            found = self._cells[node.fp] = _cells(self.thaw(node.game) if self.fast else node.game)
-        return found
-
-    def step(self, node: _Node, c: Choice) -> tuple[Any, bytes, Any] | None:
-        """(response signature, fingerprint, snapshot) after ``c`` from ``node``'s state; None if the game raised."""
-        key = (node.fp, c)
-        hit = self.cache.get(key, False)
-        if hit is not False:
-            return hit  # type: ignore[return-value]
-        game = self.thaw(node.game)
-        data: dict[str, Any] = {}
-        if c.x is not None:
-            data["x"] = c.x
-        if c.y is not None:
-            data["y"] = c.y
-        try:
-            resp = game.perform_action(self._input(id=self._actions[c.action], data=data), raw=True)
-            fp, snap = self.freeze(game)
-            out: tuple[Any, bytes, Any] | None = (_signature(resp), fp, snap)
-        except Exception:  # the game raised: no match from here
-            out = None
-        if len(self.cache) >= CACHE_SIZE:
-            self.cache.clear()
-        self.cache[key] = out
-        return out
-
-
-def _cells(game: Any) -> list[tuple[int, int]]:
-    """One display coordinate per grid cell (the cell's top-left pixel), as the camera maps clicks to cells."""
-    cam = game.camera
-    try:
-        scale, xo, yo = cam._calculate_scale_and_offset()
-        key = (scale, xo, yo, cam.width, cam.height)
-    except Exception:
-        key = (1, 0, 0, 64, 64)
-    cells = _CELLS.get(key)
-    if cells is None:
-        scale, xo, yo, w, h = key
-        cells = _CELLS[key] = [(xo + gx * scale, yo + gy * scale) for gy in range(h) for gx in range(w)]
-    return cells
 
 
 def _simple(step: Step | None, default_click: tuple[int, int]) -> list[Choice]:
@@ -292,7 +111,7 @@ def _classify_diff(a: _Node, b: _Node) -> set[int]:
 class _Layer:
     """The hypotheses after one line: each distinct game state once, first in priority order."""
 
-    def __init__(self, engine: _Engine, want: tuple[str, int, bool, bytes] | None, lineno: int) -> None:
+    def __init__(self, engine: Engine, want: tuple[str, int, bool, bytes] | None, lineno: int) -> None:
         self.engine = engine
         self.want = want
         self.lineno = lineno
@@ -302,9 +121,11 @@ class _Layer:
     def expand(self, node: _Node, choices: Iterable[Choice]) -> bool:
         """Add what ``choices`` from ``node`` give that reproduces the line; False if none does."""
         matched = False
+        want = self.want
+        keep = None if want is None else want.__eq__
         for c in choices:
-            r = self.engine.step(node, c)
-            if r is None or (self.want is not None and r[0] != self.want):
+            r = self.engine.step(node, c, keep)
+            if r is None or r[1] is None:
                 continue
             matched = True
             child = _Node(r[2], r[1], node, self.lineno, c)
@@ -317,9 +138,6 @@ class _Layer:
                 if diff:
                     kept.merged = (kept.merged or set()) | diff
         return matched
-
-
-_CELLS: dict[tuple[int, int, int, int, int], list[tuple[int, int]]] = {}
 
 
 def start_game(info: Any, seed: int = 0) -> Any:
@@ -351,7 +169,15 @@ def recover(
     except Exception as e:  # a game whose code fails to load
         result.error = f"cannot start {info.game_id} from its code: {e}"
         return result
-    engine = _Engine(game)
+    engine = Engine(game)
+    frames = list(frames)
+    lost = list(lost)
+    if not lost:
+        fast = _first_path(engine, game, frames, info.game_id, steps or {})
+        if fast is not None:
+            return fast
+        result.searched = True
+    result.steps, result.copies = engine.steps, engine.copies
     fp, snapshot = engine.freeze(game)
     root = _Node(snapshot, fp, None, 0, None)
     hyps = [root]
@@ -359,6 +185,7 @@ def recover(
     sequence: list[tuple[int, FrameLine | None]] = sorted(
         [(f.lineno, f) for f in frames] + [(ln, None) for ln in lost], key=lambda t: t[0]
     )
+    offered: tuple[int, ...] = ()
     for lineno, line in sequence:
         if line is None:
             layer = _Layer(engine, None, -lineno)
@@ -369,15 +196,18 @@ def recover(
         if not line.guid or line.game_id != info.game_id:
             result.unreproduced.append(line.lineno)
             continue
-        want = _line_signature(line)
+        want = line_signature(line)
         step = steps.get(line.lineno)
         layer = _Layer(engine, want, line.lineno)
+        # Every display cell is tried only where the game offered clicks (a 64x64 display is 4096 candidates).
+        clickable = not offered or 6 in offered
         for node in hyps:
             default = (step.x or 0, step.y or 0) if step is not None and step.action == 6 else None
             cells = engine.cells(node)
             simple = _simple(step, default or cells[0])
-            if not layer.expand(node, simple) and not line.empty:
+            if not layer.expand(node, simple) and not line.empty and clickable:
                 layer.expand(node, (Choice(6, x, y) for x, y in cells if Choice(6, x, y) not in simple))
+        offered = line.available_actions
         nxt = layer.nodes
         if not nxt:
             result.unreproduced.append(line.lineno)
@@ -387,6 +217,81 @@ def recover(
             nxt = nxt[:MAX_HYPOTHESES]
         hyps = nxt
     _choose_best(hyps, result)
+    result.steps, result.copies = engine.steps, engine.copies
+    return result
+
+
+def _grid_key(grid: Any) -> bytes:
+    import numpy as np
+
+    return np.asarray(grid, dtype=np.int16).tobytes()
+
+
+def _first_path(
+    engine: Engine, game: Any, frames: list[FrameLine], game_id: str, steps: dict[int, Step]
+) -> Recovery | None:
+    """The search's answer when every line is reproduced from one state by the first action (in priority order)
+    that reproduces it, found without keeping alternatives; None when some line is not (then the whole search runs).
+
+    The path taken is the first one in priority order, the one the search keeps too. A line answered by a game
+    action whose frame is also the start frame of its level is tried with RESET as well: undecided if that
+    reproduces it too (whether that RESET's own path would have lasted is not explored, so this may list more
+    lines than the search does, never fewer).
+    """
+    result = Recovery()
+    fp, snap = engine.freeze(game)
+    node = _Node(snap, fp, None, 0, None)
+    starts: dict[int, set[bytes]] = {0: {_grid_key(game.camera.render(game.current_level.get_sprites()))}}
+    offered: tuple[int, ...] = ()
+    levels = 0
+    last: Choice | None = None
+    used: dict[Choice, int] = {}
+    for line in frames:
+        if not line.guid or line.game_id != game_id:
+            result.unreproduced.append(line.lineno)
+            continue
+        arr = None if line.empty else line.grids()
+        want = line_signature(line, arr)
+        keep = want.__eq__
+        step = steps.get(line.lineno)
+        default = (step.x or 0, step.y or 0) if step is not None and step.action == 6 else None
+        cells = engine.cells(node)
+        simple = _simple(step, default or cells[0])
+        if step is None and used:
+            # Agents repeat actions and favour some: the last one first, then the most used (else priority order).
+            simple = sorted(simple, key=lambda ch: (ch != last, -used.get(ch, 0)))
+        clickable = (not offered or 6 in offered) and not line.empty
+        tries = (
+            simple
+            if not clickable
+            else [*simple, *(Choice(6, x, y) for x, y in cells if Choice(6, x, y) not in simple)]
+        )
+        found = None
+        for c in tries:
+            r = engine.step(node, c, keep)
+            if r is not None and r[1] is not None:
+                found = (c, r)
+                break
+        if found is None:
+            return None
+        c, r = found
+        grid = b"" if arr is None else _grid_key(arr[-1])
+        at_start = line.levels_completed == levels and line.state == "NOT_FINISHED" and grid in starts.get(levels, ())
+        if c.action != 0 and not line.empty and at_start:
+            again = engine.step(node, Choice(0), keep)
+            if again is not None and again[1] is not None:
+                result.undecided.append(line.lineno)
+        if c.action == 0 or line.levels_completed != levels:
+            starts.setdefault(line.levels_completed, set()).add(grid)
+        levels = line.levels_completed
+        result.choices[line.lineno] = c
+        if c.action != 0:
+            last = c
+            used[c] = used.get(c, 0) + 1
+        assert r[1] is not None  # a kept answer
+        node = _Node(r[2], r[1], None, line.lineno, c)
+        offered = line.available_actions
+    result.steps, result.copies = engine.steps, engine.copies
     return result
 
 

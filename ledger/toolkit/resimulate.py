@@ -25,6 +25,7 @@ from ledger.core.events import (
     ActionIgnored,
     ActionTaken,
     AnyEvent,
+    FramesNoted,
     GameOver,
     LevelCompleted,
     LevelReset,
@@ -35,16 +36,17 @@ from ledger.core.events import (
     type_of,
 )
 from ledger.core.projection import CardState, apply, new_card
-from ledger.core.translator import translate
+from ledger.core.translator import Observation, translate
 from ledger.toolkit.environments import scan_games
-from ledger.toolkit.observation import observation
+from ledger.toolkit.resim_branches import MAX_STATES, Instance, Signature, agrees, choices_for
+from ledger.toolkit.seeds import SEED_TRIES, seed_classes, start_wrapper
 
 #: Events that record what the agent sent (each one is replayed).
 INPUTS = (PlayStarted, ActionTaken, LevelReset, ActionIgnored)
 #: Events the translator derives from a response (compared, not replayed).
 DERIVED = (GameOver, Win, LevelCompleted)
 #: Fields that are not the game's output: never compared.
-_NOT_COMPARED = frozenset({"ts", "reasoning"})
+_NOT_COMPARED = frozenset({"ts", "reasoning", "candidates"})
 
 _quiet = logging.getLogger("ledger.resimulate.toolkit")
 _quiet.setLevel(logging.CRITICAL)
@@ -78,13 +80,26 @@ class ResimResult:
     inputs: int = 0
     default_seed_plays: int = 0
     divergence: Divergence | None = None
-    #: Problems that stopped the re-simulation before it could compare (a game missing from the folder...).
+    #: Problems that stopped the re-simulation before it could compare.
     error: str | None = None
     games: list[str] = field(default_factory=list)
+    #: game_id -> why its plays were not checked (not in the folder, code that does not start).
+    skipped: dict[str, str] = field(default_factory=dict)
+    skipped_plays: int = 0
+    #: Why a mismatch does not prove the record wrong (a seed not recorded, too many open states); else None.
+    unknown: str | None = None
+    #: Inputs the record leaves open (actions with candidates), those the game decided, those still open.
+    open_actions: int = 0
+    decided: int = 0
+    still_open: int = 0
+    #: guid -> the seed that reproduced a play whose seed was not recorded (the default seed's plays not listed).
+    seeds_found: dict[str, int] = field(default_factory=dict)
+    #: version -> (action, x, y) the game took for an undecided action (the first that fits where several do).
+    choices: dict[int, tuple[int, int | None, int | None]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        """True when every recorded event was reproduced."""
+        """True when every recorded event that could be checked was reproduced."""
         return self.divergence is None and self.error is None
 
 
@@ -182,55 +197,104 @@ def _summary(e: AnyEvent) -> str:
 
 
 class _Games:
-    """One game instance per guid, built the way ``Arcade.make`` builds it."""
+    """One game instance per guid, built the way ``Arcade.make`` builds it (``seeds`` overrides unrecorded seeds)."""
 
-    def __init__(self, infos: dict[str, Any]) -> None:
-        from arc_agi import LocalEnvironmentWrapper
-
-        self._wrapper = LocalEnvironmentWrapper
+    def __init__(self, infos: dict[str, Any], seeds: dict[str, int] | None = None) -> None:
         self.infos = infos
-        self.by_guid: dict[str, tuple[Any, int | None]] = {}
+        self.seeds = seeds or {}
+        self.by_guid: dict[str, Instance] = {}
+        #: guids whose first play_started holds no seed.
+        self.unseeded: set[str] = set()
 
-    def make(self, game_id: str, guid: str, seed: int | None) -> Any:
-        info = self.infos[game_id]
+    def make(self, game_id: str, guid: str, seed: int | None) -> tuple[Any, Instance]:
+        """The game's first answer (to its RESET) and the guid's new instance."""
+        used = self.seeds.get(guid, seed) if seed is None else seed
+        if seed is None:
+            self.unseeded.add(guid)
         # seed=None makes the wrapper build the game with its own default seed, as the toolkit does.
-        w = self._wrapper(environment_info=info, logger=_quiet, scorecard_id="ledger-audit", seed=seed)
-        self.by_guid[guid] = (w, seed)
-        return w
+        w = start_wrapper(self.infos[game_id], used)
+        inst = Instance(w._game, seed)
+        self.by_guid[guid] = inst
+        return w.observation_space, inst
 
 
 def resimulate(events: Sequence[Numbered], environments_dir: str | os.PathLike[str]) -> ResimResult:
-    """Replay every play of the card (``events`` in stream order) against the games under ``environments_dir``."""
-    result = ResimResult()
+    """Replay every play of the card (``events`` in stream order) against the games under ``environments_dir``.
+
+    Games not in the folder, or whose code does not start, are skipped (``result.skipped``). A play whose seed was
+    not recorded is replayed with the game's default seed, then, if that disagrees, with each seed of
+    0..SEED_TRIES-1 that starts the game differently, until one reproduces it (``result.seeds_found``); if none
+    does, the result is unknown, not a divergence.
+    """
     infos = scan_games(environments_dir)
     needed = sorted({e.event.game_id for e in events if isinstance(e.event, PlayStarted)})
-    result.games = needed
-    missing = [g for g in needed if g not in infos]
-    if missing:
-        result.error = (
-            f"game {', '.join(missing)} not found under {environments_dir} (no metadata.json with that game_id)"
-        )
-        return result
-    games = _Games(infos)
-    try:
-        _replay(events, games, result)
-    finally:
-        result.guids = len(games.by_guid)
+    skipped = {g: f"game {g} not found under {environments_dir} (no metadata.json with that game_id)" for g in needed}
+    for g in needed:
+        if g in infos:
+            try:
+                start_wrapper(infos[g], None)
+                del skipped[g]
+            except Exception as e:  # a game whose code fails to load: nothing to check it against
+                skipped[g] = f"game {g} under {environments_dir} does not start: {e}"
+    seeds: dict[str, int] = {}
+    tried: dict[str, list[int]] = {}
+    while True:
+        result = ResimResult(games=needed, skipped=skipped)
+        games = _Games(infos, seeds)
+        try:
+            _replay(events, games, result)
+        finally:
+            result.guids = len(games.by_guid)
+        d = result.divergence
+        if d is None or d.guid is None or d.guid not in games.unseeded or result.unknown:
+            break
+        gid = d.game_id or ""
+        left = tried.setdefault(d.guid, seed_classes(infos[gid]) if gid in infos else [])
+        if not left:
+            if d.guid in seeds:  # else every seed starts the game alike: the seed is not why it disagrees
+                result.unknown = (
+                    f"seed not recorded: no seed of 0..{SEED_TRIES - 1} reproduces the play of {gid} guid "
+                    f"{d.guid[:8]} ({d.message})"
+                )
+            break
+        seeds[d.guid] = left.pop(0)
+    result.seeds_found = {g: s for g, s in seeds.items() if g in games.by_guid}
     return result
 
 
-def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> None:
-    from arcengine import GameAction
+def noted_frames(events: Sequence[Numbered]) -> dict[int, str]:
+    """version -> the frame digest an import noted for that undecided action (``FramesNoted``, in stream order)."""
+    out: dict[int, str] = {}
+    waiting: list[int] = []
+    for n in events:
+        e: Any = n.event
+        if type(e) is ActionTaken and e.candidates:
+            waiting.append(n.version)
+        elif type(e) is FramesNoted:
+            out.update(zip(waiting, e.digests, strict=False))
+            waiting = []
+    return out
 
+
+def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> None:
     card = new_card("resimulation")
-    reset = GameAction.RESET
+    frames = noted_frames(events)
     n = len(events)
     i = 0
+    skip = {g for g in result.skipped}
+    skipped_guids: set[str] = set()
     while i < n:
         cur = events[i]
         # Dispatched on the exact type, which a type checker cannot follow: ``ev`` is untyped.
         ev: Any = cur.event
         t = type(ev)
+        guid: str = getattr(ev, "guid", "")
+        if guid in skipped_guids or (t is PlayStarted and ev.game_id in skip):
+            # A game the folder cannot check: its plays are left out, the card's translator never sees them.
+            skipped_guids.add(guid)
+            result.skipped_plays += t is PlayStarted
+            i += 1
+            continue
         if t is ObservationReapplied:
             # The REST server counted the last observation again (competition RESET): the card moves, the game
             # does not. What it derived follows it.
@@ -243,42 +307,51 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         if t in DERIVED:
             result.divergence = _compare(None, cur, cur, cur)
             return
-        # Send this input to the guid's game instance.
-        guid = ev.guid
         inst = games.by_guid.get(guid)
         if t is PlayStarted:
             result.plays += 1
-            if inst is None:
-                started = _start_play(games, cur, result)
-                if started is None:
-                    return
-                frame, inst = started
-            else:
-                frame = inst[0].step(reset)
+        if t is PlayStarted and inst is None:
+            if ev.seed is None:
+                result.default_seed_plays += 1
+            try:
+                first, inst = games.make(ev.game_id, guid, ev.seed)
+            except Exception as e:  # the game's code refuses this seed: nothing to compare with
+                result.error = f"version {cur.version}: cannot start {ev.game_id} with seed {ev.seed}: {e}"
+                return
+            sig: Signature | None = _sig(first)
         elif inst is None:
             result.divergence = _no_play_for_guid(cur)
             return
-        elif t is LevelReset:
-            frame = inst[0].step(reset)
         else:
-            frame = _send_action(inst[0], ev, t)
+            choices, open_ = choices_for(ev, t)
+            result.open_actions += open_
+            sig = inst.send(cur.version, choices, open_, agrees(ev, t, frames.get(cur.version)))
         result.inputs += 1
-        if frame is None:
+        if sig is None:
             result.divergence = _no_response(cur)
             return
-        frame.guid = guid
-        empty = len(frame.frame) == 0
-        obs = observation(frame, False if empty else bool(frame.full_reset), with_reasoning=False, ts=ev.ts)
-        expected = translate(card, obs, seed=inst[1])
+        expected = translate(card, _observation(ev, t, sig), seed=inst.seed)
         # The recorded events for this input: the input itself and what was derived from it.
         j = i + 1
         while j < n and type(events[j].event) in DERIVED:
             j += 1
         d = _first_mismatch(expected, events[i:j], cur)
+        if d is None and not inst.agreed:
+            d = _unmatched(cur, frames.get(cur.version))
         if d is not None:
             result.divergence = d
+            if inst.cut:
+                result.unknown = (
+                    f"more than {MAX_STATES} game states fit the undecided actions of guid {guid[:8]}: "
+                    f"some were dropped, so a mismatch proves nothing ({d.message})"
+                )
             return
         i = j
+    for inst in games.by_guid.values():
+        inst.finish()
+        result.decided += sum(1 for v in inst.decided if v not in inst.still_open)
+        result.choices.update((v, (c.action, c.x, c.y)) for v, c in inst.decided.items())
+        result.still_open += len(inst.still_open)
 
 
 def _apply_reapplied(card: CardState, events: Sequence[Numbered], i: int) -> int:
@@ -292,42 +365,27 @@ def _apply_reapplied(card: CardState, events: Sequence[Numbered], i: int) -> int
     return i
 
 
-def _start_play(games: _Games, cur: Numbered, result: ResimResult) -> tuple[Any, tuple[Any, int | None]] | None:
-    """A first PlayStarted for its guid: build the game with the recorded seed; its first frame and instance.
-
-    None (with ``result.error`` set) if the game's code fails to load or reset.
-    """
-    ev: Any = cur.event
-    seed = ev.seed
-    if seed is None:
-        result.default_seed_plays += 1
-    try:
-        w = games.make(ev.game_id, ev.guid, seed)
-    except Exception as e:  # a game whose code fails to load or reset
-        result.error = f"version {cur.version}: cannot start {ev.game_id}: {e}"
-        return None
-    return w.observation_space, (w, seed)
+def _sig(resp: Any) -> Signature:
+    state = resp.state
+    return (str(getattr(state, "name", state)), int(resp.levels_completed), bool(resp.full_reset), b"x")
 
 
-def _send_action(game: Any, ev: Any, t: type) -> Any:
-    """Send a recorded ACTION1..7 to the game (x/y with ACTION6); its frame, or None for an unknown action."""
-    from arcengine import GameAction
-
-    a = ev.action
-    try:
-        ga = GameAction.from_id(a)
-    except ValueError:
-        ga = None
-    if ga is None:
-        return None
-    if a == 6 and t is ActionTaken:
-        data = {}
-        if ev.x is not None:
-            data["x"] = ev.x
-        if ev.y is not None:
-            data["y"] = ev.y
-        return game.step(ga, data=data)
-    return game.step(ga)
+def _observation(ev: Any, t: type, sig: Signature) -> Observation:
+    """What the translator would have seen: the recorded input, the game's answer."""
+    empty = sig[3] == b""
+    action = 0 if t is PlayStarted or t is LevelReset else ev.action
+    return Observation(
+        ts=ev.ts,
+        game_id=ev.game_id,
+        guid=ev.guid,
+        action=action,
+        state=sig[0],  # type: ignore[arg-type]
+        levels_completed=sig[1],
+        full_reset=False if empty else sig[2],
+        frame_empty=empty,
+        x=getattr(ev, "x", None) if action == 6 else None,
+        y=getattr(ev, "y", None) if action == 6 else None,
+    )
 
 
 def _no_play_for_guid(cur: Numbered) -> Divergence:
@@ -344,6 +402,24 @@ def _no_play_for_guid(cur: Numbered) -> Divergence:
         None,
         guid,
         f"version {cur.version} (seq {cur.seq}) {type_of(ev)} for guid {guid}, which no play_started began",
+    )
+
+
+def _unmatched(cur: Numbered, frame: str | None) -> Divergence:
+    """No candidate of an undecided action gives what the record holds (its noted frame, where there is one)."""
+    ev: Any = cur.event
+    what = f"the frame the import noted ({frame[:12]}...)" if frame else "the recorded state and levels_completed"
+    return Divergence(
+        cur.version,
+        cur.seq,
+        ev.game_id,
+        ev.guid,
+        _describe(cur),
+        "frame" if frame else "state",
+        None,
+        frame,
+        f"version {cur.version} (seq {cur.seq}) {_describe(cur)} on {ev.game_id} guid {ev.guid[:8]}: none of the "
+        f"candidate actions {ev.candidates} gives {what}",
     )
 
 

@@ -1,0 +1,319 @@
+"""Game states to search over: run an action on a copy of a state, compare states, cheaply.
+
+A search over what a recording leaves open (:mod:`ledger.toolkit.harness_search` for harness imports,
+:mod:`ledger.toolkit.resim_branches` for audits) steps many candidate actions from each kept state; a candidate
+must cost about what a game step costs.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import pickle
+import random
+from collections.abc import Callable
+from enum import Enum
+from typing import Any, NamedTuple
+
+_SKIP_ATTRS = frozenset(("_action", "_full_reset", "_action_complete", "_clean_levels"))
+#: Transitions remembered (state fingerprint, action) -> result.
+CACHE_SIZE = 50_000
+
+
+class Choice(NamedTuple):
+    """An action: 0 RESET, 1..7 ACTION1..7; x/y for ACTION6."""
+
+    action: int
+    x: int | None = None
+    y: int | None = None
+
+
+def fingerprint(game: Any) -> bytes:
+    """A digest of a game object's state (see the module docstring for what is left out)."""
+    h = hashlib.blake2b(digest_size=20)
+    seen: dict[int, int] = {}
+    up = h.update
+
+    def walk(o: Any) -> None:
+        t = type(o)
+        if o is None or t is bool or t is int or t is float or t is str:
+            up(t.__name__.encode())
+            up(repr(o).encode())
+            return
+        oid = id(o)
+        if oid in seen:
+            up(b"@%d" % seen[oid])
+            return
+        seen[oid] = len(seen)
+        if t is list or t is tuple:
+            up(b"[%d" % len(o))
+            for v in o:
+                walk(v)
+        elif t is dict:
+            up(b"{%d" % len(o))
+            for k, v in o.items():
+                walk(k)
+                walk(v)
+        elif t is set or t is frozenset:
+            up(b"<%d" % len(o))
+            for v in sorted(o, key=repr):
+                walk(v)
+        elif hasattr(o, "tobytes") and hasattr(o, "dtype"):
+            up(f"nd{o.dtype}{o.shape}".encode())
+            up(o.tobytes())
+        elif isinstance(o, Enum):
+            up(f"E{t.__qualname__}.{o.name}".encode())
+        elif isinstance(o, random.Random):
+            walk(o.getstate())
+        elif hasattr(o, "bit_generator"):
+            walk(o.bit_generator.state)
+        elif isinstance(o, bytes | bytearray):
+            up(bytes(o))
+        else:
+            up(t.__qualname__.encode())
+            d = getattr(o, "__dict__", None)
+            if d is not None:
+                walk(d)
+            for s in getattr(t, "__slots__", ()):
+                if hasattr(o, s):
+                    walk(s)
+                    walk(getattr(o, s))
+
+    state = {k: v for k, v in vars(game).items() if k not in _SKIP_ATTRS}
+    if "_action_count" in state:
+        state["_action_count"] = min(int(state["_action_count"]), 1)
+    walk(state)
+    return h.digest()
+
+
+def _clone(game: Any) -> Any:
+    # The clean levels are never changed (levels are cloned from them): share them instead of copying.
+    clean = getattr(game, "_clean_levels", None)
+    memo = {id(clean): clean} if clean is not None else {}
+    return copy.deepcopy(game, memo)
+
+
+def frame_digest(frame_bytes: bytes) -> str:
+    """The digest :class:`~ledger.core.events.FramesNoted` keeps of a signature's frame bytes."""
+    return hashlib.blake2b(frame_bytes, digest_size=16).hexdigest()
+
+
+def _signature(resp: Any) -> tuple[str, int, bool, bytes]:
+    import numpy as np
+
+    state = resp.state.name if isinstance(resp.state, Enum) else str(resp.state)
+    frames = resp.frame
+    if len(frames) == 0:
+        return state, int(resp.levels_completed), False, b""
+    arr = np.stack([np.asarray(f, dtype=np.int16) for f in frames])
+    return state, int(resp.levels_completed), bool(resp.full_reset), arr.tobytes() + str(arr.shape).encode()
+
+
+#: Snapshot bytes the transition cache may hold; it is emptied when they would exceed it.
+CACHE_BYTES = 256 << 20
+
+#: (response signature, fingerprint, snapshot); fingerprint and snapshot are None for an answer that was not kept.
+Result = tuple[Any, bytes | None, Any]
+
+
+class Engine:
+    """Runs actions on copies of game states, remembering each transition.
+
+    A state is kept as the pickle of the game's attributes (the engine's per-action bookkeeping normalized, the
+    never-changed clean levels shared), which is also its fingerprint. An action changes the level the game is on,
+    so the other levels are kept once, content-addressed, and shared by every state that holds them (the pickle
+    names them by digest): copying a state costs its current level, not all of them. (A game that changes a
+    level it is not on, or keeps references into one, is outside what this sharing assumes; arcengine's own
+    level changes, resets and level moves are within it.) A level the game moves
+    onto during an action is made private first (the action is run again) so shared levels are never changed.
+    A candidate's answer is compared with what it must match *before* its state is kept: a rejected candidate
+    costs one copy and one game step. A game whose state does not pickle is copied and fingerprinted the slow way.
+    """
+
+    def __init__(self, game: Any) -> None:
+        from arcengine import ActionInput, GameAction
+
+        self._input = ActionInput
+        self._actions = {a.value: a for a in GameAction}
+        self.cache: dict[tuple[bytes, Choice], Result | None] = {}
+        self._cache_bytes = 0
+        self.cls = type(game)
+        self.clean = getattr(game, "_clean_levels", None)
+        self.action0 = getattr(game, "_action", None)
+        self._cells: dict[bytes, list[tuple[int, int]]] = {}
+        #: Game steps run and states copied: the search's cost, whatever the machine.
+        self.steps = 0
+        self.copies = 0
+        self._masters: dict[bytes, Any] = {}
+        self._blobs: dict[bytes, bytes] = {}
+        #: id of a shared level -> its digest (the levels are kept alive in _masters, so ids stay theirs).
+        self._ids: dict[int, bytes] = {}
+        self.shared = isinstance(getattr(game, "_levels", None), list) and isinstance(
+            getattr(game, "_current_level_index", None), int
+        )
+        self._live: tuple[Any, Any] | None = None
+        self.fast = True
+        try:
+            fp, snap = self.freeze(game)
+            again = self.freeze(self.thaw(snap))[0]
+            self.fast = again == fp
+        except Exception:
+            self.fast = False
+        if not self.fast:
+            self.shared = False
+
+    def _share(self, game: Any) -> list[Any]:
+        """The game's levels with every level it is not on as a :class:`_Shared` reference (each such level kept
+        once, content-addressed: an equal one already kept is used instead)."""
+        cur = game._current_level_index
+        levels = game._levels
+        out: list[Any] = []
+        for i, lv in enumerate(levels):
+            if i == cur:
+                out.append(lv)
+                continue
+            d = self._ids.get(id(lv))
+            if d is None:
+                blob = pickle.dumps(lv, protocol=5)
+                d = hashlib.blake2b(blob, digest_size=20).digest()
+                known = self._masters.get(d)
+                if known is not None:
+                    levels[i] = known
+                else:
+                    self._masters[d] = lv
+                    self._blobs[d] = blob
+                    self._ids[id(lv)] = d
+            out.append(_Shared(d))
+        return out
+
+    def freeze(self, game: Any) -> tuple[bytes, Any]:
+        """(fingerprint, snapshot) of a game state (the game is not to be stepped afterwards)."""
+        if not self.fast:
+            return fingerprint(game), game
+        st = {k: v for k, v in vars(game).items() if k != "_clean_levels" and k != "_action"}
+        if self.shared:
+            st["_levels"] = self._share(game)
+        if "_action_count" in st:
+            st["_action_count"] = min(int(st["_action_count"]), 1)
+        st["_full_reset"] = False
+        st["_action_complete"] = True
+        blob = pickle.dumps(st, protocol=5)
+        return hashlib.blake2b(blob, digest_size=20).digest(), blob
+
+    def thaw(self, snap: Any, private: frozenset[int] = frozenset()) -> Any:
+        """A game to act on, from a snapshot (never the snapshot itself); levels in ``private`` are its own."""
+        self.copies += 1
+        if not self.fast:
+            return _clone(snap)
+        game = object.__new__(self.cls)
+        d = pickle.loads(snap)
+        d["_clean_levels"] = self.clean
+        d["_action"] = self.action0
+        if self.shared:
+            masters, blobs = self._masters, self._blobs
+            d["_levels"] = [
+                lv
+                if type(lv) is not _Shared
+                else (pickle.loads(blobs[lv.digest]) if i in private else masters[lv.digest])
+                for i, lv in enumerate(d["_levels"])
+            ]
+        game.__dict__.update(d)
+        return game
+
+    def cells(self, node: Any) -> list[tuple[int, int]]:
+        """The click coordinates to try from ``node``'s state (its camera's cells)."""
+        found = self._cells.get(node.fp)
+        if found is None:
+            found = self._cells[node.fp] = _cells(self.thaw(node.game) if self.fast else node.game)
+        return found
+
+    def step(self, node: Any, c: Choice, keep: Callable[[Any], bool] | None = None) -> Result | None:
+        """(response signature, fingerprint, snapshot) after ``c`` from ``node``'s state; None if the game raised.
+
+        With ``keep``, an answer it rejects is not kept: fingerprint and snapshot are None.
+        """
+        key = (node.fp, c)
+        if key in self.cache:
+            hit = self.cache[key]
+            if hit is None:
+                return None
+            if keep is not None and not keep(hit[0]):
+                return hit[0], None, None
+            if hit[1] is not None:
+                return hit  # an answer kept before; else one rejected before, wanted now: run it again
+        out = self._run(node.game, c, keep)
+        size = len(out[2]) if out is not None and isinstance(out[2], bytes) else 0
+        if len(self.cache) >= CACHE_SIZE or self._cache_bytes + size > CACHE_BYTES:
+            self.cache.clear()
+            self._cache_bytes = 0
+        self.cache[key] = out
+        self._cache_bytes += size
+        return out
+
+    def _run(self, snap: Any, c: Choice, keep: Callable[[Any], bool] | None) -> Result | None:
+        data = {k: v for k, v in (("x", c.x), ("y", c.y)) if v is not None}
+        private: frozenset[int] = frozenset()
+        while True:
+            live = self._live
+            self._live = None
+            # The game a kept state was frozen from is that state: its first candidate needs no copy.
+            game = (
+                live[1]
+                if self.fast and live is not None and live[0] is snap and not private
+                else self.thaw(snap, private)
+            )
+            before = game._current_level_index if self.shared else 0
+            self.steps += 1
+            try:
+                resp = game.perform_action(self._input(id=self._actions[c.action], data=data), raw=True)
+            except Exception:  # the game raised: no match from here
+                return None
+            if self.shared:
+                moved = self._moved_onto_shared(game, before)
+                if moved is not None and moved not in private:
+                    private = private | {moved}
+                    continue
+            sig = _signature(resp)
+            if keep is not None and not keep(sig):
+                return sig, None, None
+            fp, out = self.freeze(game)
+            if fp not in self._cells:
+                self._cells[fp] = _cells(game)
+            self._live = (out, game)
+            return sig, fp, out
+
+    def _moved_onto_shared(self, game: Any, before: int) -> int | None:
+        """The index of a shared level the action moved the game onto (restored, it may have changed), else None."""
+        cur = game._current_level_index
+        lv = game._levels[cur] if 0 <= cur < len(game._levels) else None
+        d = self._ids.get(id(lv))
+        if cur == before or d is None:
+            return None
+        assert lv is not None
+        lv.__dict__.clear()
+        lv.__dict__.update(pickle.loads(self._blobs[d]).__dict__)
+        return cur
+
+
+class _Shared(NamedTuple):
+    """A level in a snapshot that is kept once by the engine, named by the digest of its pickle."""
+
+    digest: bytes
+
+
+def _cells(game: Any) -> list[tuple[int, int]]:
+    """One display coordinate per grid cell (the cell's top-left pixel), as the camera maps clicks to cells."""
+    cam = game.camera
+    try:
+        scale, xo, yo = cam._calculate_scale_and_offset()
+        key = (scale, xo, yo, cam.width, cam.height)
+    except Exception:
+        key = (1, 0, 0, 64, 64)
+    cells = _CELLS.get(key)
+    if cells is None:
+        scale, xo, yo, w, h = key
+        cells = _CELLS[key] = [(xo + gx * scale, yo + gy * scale) for gy in range(h) for gx in range(w)]
+    return cells
+
+
+_CELLS: dict[tuple[int, int, int, int, int], list[tuple[int, int]]] = {}

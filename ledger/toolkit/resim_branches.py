@@ -1,0 +1,189 @@
+"""One guid's game during re-simulation, when the record leaves some inputs open.
+
+An imported recording may not say which action a line answers (``ActionTaken.candidates``): the game is then run
+with each candidate and every game state that still agrees with the record is kept (the same search, engine and
+state merging as :mod:`ledger.toolkit.harness_search`, but matched on what the events hold: state,
+levels_completed, an empty or a full-reset answer). While one state is left the live game is stepped in place,
+so a card whose inputs are all decided costs one game step per input.
+
+What the record holds per input, and so what an answer must show to agree with it:
+
+- ``ActionTaken``: a frame, the recorded state and levels_completed (a RESET candidate: not a full reset);
+- ``LevelReset``: a frame, not a full reset, the recorded state and levels_completed;
+- ``ActionIgnored``: an empty frame, the recorded state;
+- a later ``PlayStarted`` of the guid: a full reset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.core.events import ActionIgnored, ActionTaken, LevelReset, PlayStarted
+from ledger.toolkit.game_states import Choice, Engine, frame_digest
+from ledger.toolkit.harness_search import _Node
+
+#: Game states kept per guid at most; beyond it the first ones are kept and a mismatch is not a proof.
+MAX_STATES = 200
+
+#: (state, levels_completed, full_reset, frame bytes: b"" for an empty answer).
+Signature = tuple[str, int, bool, bytes]
+
+
+def agrees(ev: Any, t: type, frame: str | None = None) -> Callable[[Signature, Choice], bool]:
+    """Whether an answer (to a choice) agrees with what the recorded input event holds (and, for an action whose
+    frame digest the import noted, with that frame)."""
+    if t is ActionTaken:
+        return lambda s, c: (
+            s[3] != b""
+            and s[0] == ev.state
+            and s[1] == ev.levels_completed
+            and not (c.action == 0 and s[2])
+            and (frame is None or frame_digest(s[3]) == frame)
+        )
+    if t is LevelReset:
+        return lambda s, c: s[3] != b"" and not s[2] and s[0] == ev.state and s[1] == ev.levels_completed
+    if t is ActionIgnored:
+        return lambda s, c: s[3] == b"" and s[0] == ev.state
+    assert t is PlayStarted
+    return lambda s, c: s[3] != b"" and s[2]
+
+
+def choices_for(ev: Any, t: type) -> tuple[list[Choice], bool]:
+    """The inputs the record allows for one event, and whether it is open (several candidates)."""
+    if t is PlayStarted or t is LevelReset:
+        return [Choice(0)], False
+    if t is ActionTaken and ev.candidates:
+        return [Choice(a, ev.x, ev.y) if a == 6 else Choice(a) for a in ev.candidates], len(ev.candidates) > 1
+    if ev.action == 6 and t is ActionTaken:
+        return [Choice(6, ev.x, ev.y)], False
+    return [Choice(ev.action)], False
+
+
+@dataclass(slots=True)
+class Instance:
+    """One guid's game instance: live while one state is possible, else the possible states (``nodes``)."""
+
+    game: Any
+    seed: int | None
+    engine: Engine | None = None
+    nodes: list[_Node] | None = None
+    #: Some states had to be dropped (MAX_STATES): a later mismatch may be a dropped state's.
+    cut: bool = False
+    #: version -> the choice the surviving states agree on, for open inputs.
+    decided: dict[int, Choice] = field(default_factory=dict)
+    #: Versions of open inputs where states with different choices both still agree with the record.
+    still_open: set[int] = field(default_factory=set)
+    _open_versions: set[int] = field(default_factory=set)
+    #: Whether the last input found a state that agrees with the record (its frame included, where noted).
+    agreed: bool = True
+
+    def send(
+        self, version: int, choices: list[Choice], open_: bool, ok: Callable[[Signature, Choice], bool]
+    ) -> Signature | None:
+        """Send the input; the answer of a state that agrees with the record (else the first answer, which does
+        not: the caller reports it). None when the game raised or has no such action."""
+        self.agreed = True
+        if self.nodes is None and not open_:
+            return self._live(choices[0])
+        if self.nodes is None:
+            self._branch()
+        if open_:
+            self._open_versions.add(version)
+        return self._search(version, choices, ok)
+
+    def _live(self, c: Choice) -> Signature | None:
+        from arcengine import ActionInput, GameAction
+
+        data = {k: v for k, v in (("x", c.x), ("y", c.y)) if v is not None}
+        try:
+            resp = self.game.perform_action(ActionInput(id=GameAction.from_id(c.action), data=data), raw=True)
+        except Exception:  # the game raised or has no such action: no response
+            return None
+        return (_state(resp), int(resp.levels_completed), bool(resp.full_reset), b"" if len(resp.frame) == 0 else b"x")
+
+    def _branch(self) -> None:
+        if self.engine is None:
+            self.engine = Engine(self.game)
+        fp, snap = self.engine.freeze(self.game)
+        self.nodes = [_Node(snap, fp, None, 0, None)]
+
+    def _search(self, version: int, choices: list[Choice], ok: Callable[[Signature, Choice], bool]) -> Signature | None:
+        engine, nodes = self.engine, self.nodes
+        assert engine is not None and nodes is not None
+        first: Signature | None = None
+        kept: list[_Node] = []
+        by_fp: dict[bytes, _Node] = {}
+        answer: Signature | None = None
+        for wide in (False, True):
+            for node in nodes:
+                for c in _widen(engine, node, choices) if wide else choices:
+                    r = engine.step(node, c, lambda sig, c=c: ok(sig, c))  # type: ignore[misc]
+                    if r is None:
+                        continue
+                    sig = r[0]
+                    first = first or sig
+                    if r[1] is None:
+                        continue
+                    answer = answer or sig
+                    child = _Node(r[2], r[1], node, version, c)
+                    same = by_fp.get(r[1])
+                    if same is None:
+                        by_fp[r[1]] = child
+                        kept.append(child)
+                    else:
+                        self.still_open |= _differ(same, child) & self._open_versions
+            if kept or not any(c.action == 6 for c in choices):
+                break
+        if not kept:
+            self.agreed = False
+            return first
+        if len(kept) > MAX_STATES:
+            self.cut, kept = True, kept[:MAX_STATES]
+        self.nodes = kept
+        if len(kept) == 1:
+            self._settle()
+        return answer
+
+    def _settle(self) -> None:
+        """One state left: note the choices on its path and carry on with it as the live game."""
+        assert self.nodes is not None and self.engine is not None
+        n: _Node | None = self.nodes[0]
+        while n is not None and n.parent is not None:
+            if n.lineno in self._open_versions and n.choice is not None:
+                self.decided[n.lineno] = n.choice
+            n = n.parent
+        self.game = self.engine.thaw(self.nodes[0].game)
+        self.nodes = None
+
+    def finish(self) -> None:
+        """At the end of the record: the choices of the first state kept; open inputs others disagree on."""
+        if self.nodes is None:
+            return
+        best = self.nodes[0]
+        for other in self.nodes[1:]:
+            self.still_open |= _differ(best, other) & self._open_versions
+        self._settle()
+
+
+def _state(resp: Any) -> str:
+    s = resp.state
+    return str(getattr(s, "name", s))
+
+
+def _widen(engine: Engine, node: _Node, choices: list[Choice]) -> list[Choice]:
+    """ACTION6 at every display cell, when it is a candidate and no simple choice agreed with the record."""
+    if not any(c.action == 6 for c in choices):
+        return []
+    return [Choice(6, x, y) for x, y in engine.cells(node) if Choice(6, x, y) not in choices]
+
+
+def _differ(a: _Node, b: _Node) -> set[int]:
+    """Versions where two paths to states of the same input took different choices."""
+    out: set[int] = set()
+    while a is not b and a.parent is not None and b.parent is not None:
+        if a.choice != b.choice:
+            out.add(a.lineno)
+        a, b = a.parent, b.parent
+    return out

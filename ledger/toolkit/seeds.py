@@ -1,0 +1,55 @@
+"""Games started the way ``Arcade.make`` starts them, and the seeds worth trying for a play whose seed is not
+recorded (the toolkit's recordings do not hold it)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import pickle
+from typing import Any
+
+from ledger.toolkit.game_states import fingerprint
+
+#: Seeds tried for a play whose seed the record does not hold.
+SEED_TRIES = 32
+
+_quiet = logging.getLogger("ledger.resimulate.toolkit")
+_quiet.setLevel(logging.CRITICAL)
+
+
+def start_wrapper(info: Any, seed: int | None) -> Any:
+    """``arc_agi.LocalEnvironmentWrapper`` over the game files: the game built with ``seed``, then its RESET."""
+    from arc_agi import LocalEnvironmentWrapper
+
+    w = LocalEnvironmentWrapper(environment_info=info, logger=_quiet, scorecard_id="ledger-audit", seed=seed)
+    if getattr(w, "_game", None) is None or w.observation_space is None:
+        raise RuntimeError("its code did not load or did not answer RESET")
+    return w
+
+
+def seed_classes(info: Any) -> list[int]:
+    """Seeds of 0..SEED_TRIES-1 that start the game in a state the default seed does not (one per state)."""
+    seen = {_start_digest(info, None)}
+    out = []
+    for s in range(SEED_TRIES):
+        d = _start_digest(info, s)
+        if d not in seen:
+            seen.add(d)
+            out.append(s)
+    return out
+
+
+def _start_digest(info: Any, seed: int | None) -> bytes:
+    """A digest of the game's state after its first RESET, its own record of the seed left out."""
+    try:
+        game = start_wrapper(info, seed)._game
+    except Exception:  # a seed the game's code refuses: a state of its own
+        return b"error"
+    saved = game.__dict__.pop("_seed", None)
+    try:
+        return hashlib.blake2b(pickle.dumps(vars(game), protocol=5), digest_size=20).digest()
+    except Exception:  # state that does not pickle: the slower walk
+        return fingerprint(game)
+    finally:
+        if saved is not None:
+            game._seed = saved

@@ -1,0 +1,93 @@
+"""The cost of recovering a harness recording's actions grows with its lines, not faster: counted in game steps and
+state copies (what the search does, whatever the machine), on lsx2, the ls20-shaped test game, and on vis5, whose
+presses do not show in the frame.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from ledger.toolkit.harness import FrameLine, parse_name, read_harness
+from ledger.toolkit.harness_search import Recovery, recover
+from ledger.toolkit.resimulate import scan_games
+from tests.harness_recorder import Recorder, convert, environments
+from tests.toolkit import arcade
+
+LSX = "lsx2-0000002b"
+
+
+@pytest.fixture(scope="module")
+def envs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return environments(tmp_path_factory.mktemp("envs"))
+
+
+def record(folder: Path, envs: Path, game: str, actions: int, seed: int) -> tuple[Path, list[int]]:
+    """A harness recording of a seeded agent (moves, a level RESET, RESETs after GAME_OVER); the path and the
+    actions sent."""
+    from arcengine import GameAction
+
+    rng = random.Random(seed)
+    arc = arcade(envs)
+    card = arc.open_scorecard()
+    env = arc.make(game, scorecard_id=card)
+    rec = Recorder(folder, f"{game}.seeded.{actions}", rng)
+    sent = []
+    for _ in range(actions):
+        if env.observation_space.state.name in ("GAME_OVER", "WIN") or len(sent) in (20, 21):
+            action = GameAction.RESET
+        else:
+            action = GameAction.from_id(rng.choice([2, 2, 4, 4, 2, 4, 1, 3, 5]))
+        raw = env.step(action)
+        sent.append(action.value)
+        rec.record(json.loads(convert(raw).model_dump_json()))
+    arc.close_scorecard(card)
+    return rec.path, sent
+
+
+def frames_of(path: Path) -> list[FrameLine]:
+    name = parse_name(path.name)
+    assert name is not None
+    return read_harness(path, name).frames
+
+
+def run(frames: list[FrameLine], envs: Path, game: str) -> Recovery:
+    rec = recover(frames, scan_games(envs)[game])
+    assert rec.error is None and not rec.cut
+    return rec
+
+
+def test_the_cost_per_line_is_bounded_and_does_not_grow(tmp_path: Path, envs: Path) -> None:
+    path, sent = record(tmp_path, envs, LSX, 150, seed=2)
+    frames = frames_of(path)
+    short, whole = run(frames[:50], envs, LSX), run(frames, envs, LSX)
+    # Every line reproduced, each with the action that was sent or one that leaves the same state.
+    assert whole.unreproduced == [] and len(whole.choices) == 150 and not whole.searched
+    assert sum((c.action == 0) == (a == 0) for c, a in zip(whole.choices.values(), sent, strict=True)) == 150
+    assert any(a == 0 for a in sent) and any(f.state == "GAME_OVER" for f in frames)
+    # A few game steps and copies per line (the game offers 4 moves, RESET and 3 more actions), the same on
+    # three times the lines.
+    for r, n in ((short, 50), (whole, 150)):
+        assert r.steps <= 4 * n and r.copies <= 3 * n, (r.steps, r.copies, n)
+    assert whole.steps <= 3.6 * short.steps and whole.copies <= 3.6 * short.copies
+
+
+def test_lines_pasted_twice_cost_the_whole_search_once(tmp_path: Path, envs: Path) -> None:
+    """Lines no action reproduces (pasted again) are skipped; the search that finds them is bounded per line."""
+    path, _ = record(tmp_path, envs, LSX, 90, seed=3)
+    frames = frames_of(path)
+    costs = []
+    for n in (30, 90):
+        part = frames[:n]
+        pasted = [*part[: n // 2], *part[n // 2 - 5 : n // 2], *part[n // 2 :]]
+        pasted = [FrameLine(i + 1, *(getattr(f, k) for k in FrameLine.__slots__[1:])) for i, f in enumerate(pasted)]
+        r = run(pasted, envs, LSX)
+        # The copies are skipped where no action answers them (some may happen to be what one answers there).
+        assert r.searched and r.unreproduced and len(r.choices) + len(r.unreproduced) == n + 5
+        costs.append((r.steps, r.copies, len(pasted)))
+    (s1, c1, n1), (s2, c2, n2) = costs
+    assert s2 / n2 <= 1.5 * s1 / n1 + 2 and c2 / n2 <= 1.5 * c1 / n1 + 2, costs
+    assert s2 <= 40 * n2, costs

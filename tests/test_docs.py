@@ -4,15 +4,15 @@
   (``scripts/cli_reference.py``): it must equal what the generator writes now, and every command and option has
   help text to put there.
 - The examples in README.md and docs/*.md run as written. A ```` ```sh ```` block's ``ledger ...`` lines run in bash
-  against a ledger the demo filled (``LEDGER_DB``); a ```` ```console ```` block's ``$ ledger ...`` lines run the
+  against a ledger the demo filled (``LEDGER_DB``). A ```` ```console ```` block's ``$ ledger ...`` lines run the
   same way, in a folder that also holds ``environment_files`` (the demo's and the test games), ``recordings`` (a
-  toolkit recording), ``harness`` (agents-harness recordings), ``empty`` (a folder without games) and ``v2.json`` (the baselines file docs/baselines.md
-  shows), and print the lines that follow them, ids, hashes and times aside (a ``...`` line stands for any lines;
-  in docs/ pages every number is also set aside: their transcripts show the output's shape); a transcript whose
-  output ends with ``[exit N]`` must exit with N, any other with 0. A plain ```` ``` ````
-  block may not hold a ``$ ledger`` transcript unless the line before the block is ``<!-- not run: REASON -->``.
-  ``CARD`` and any card id stand for the demo's card, a 64-hex hash for the demo ledger's head. A
-  ```` ```python ```` block runs in a fresh folder and must assert something.
+  toolkit recording), ``harness`` (agents-harness recordings), ``empty`` (a folder without games) and ``v2.json``
+  (the baselines file docs/baselines.md shows), and print the lines that follow them, ids, hashes and times aside
+  (a ``...`` line stands for any lines; in docs/ pages every number is also set aside: their transcripts show the
+  output's shape); a transcript whose output ends with ``[exit N]`` must exit with N, any other with 0. A plain
+  ```` ``` ```` block may not hold a ``$ ledger`` transcript unless the line before the block is
+  ``<!-- not run: REASON -->``. ``CARD`` and any card id stand for the demo's card, a 64-hex hash for the demo
+  ledger's head. A ```` ```python ```` block runs in a fresh folder and must assert something.
 """
 
 from __future__ import annotations

@@ -554,3 +554,8 @@ def test_a_benchmarking_run_gives_its_card_tags_usage_and_cost(tmp_path: Path, e
     assert "  level 1: 3 step(s), $0.0375, 37347 tokens" in out
     code, out, _ = invoke(db, "replay", card, "--json")
     assert json.loads(out)["run_usage"][0]["cost"] == 0.0375
+    # The viewer's card page shows the same lines (a static bundle is the viewer's pages written out).
+    code, out, err = invoke(db, "bundle", card, "-o", str(tmp_path / "site"))
+    assert code == 0, (out, err)
+    pages = [p.read_text() for p in (tmp_path / "site").rglob("*.html") if "Run usage and cost" in p.read_text()]
+    assert len(pages) == 1 and "level 1: 3 step(s), $0.0375, 37347 tokens" in pages[0]

@@ -213,3 +213,17 @@ def test_card_id_names_the_card_of_a_flat_folder(tmp_path: Path, cases: list[tup
         text=True,
     )
     assert r.returncode == 2 and "--card-id names one card" in r.stderr
+
+
+def test_one_run_in_two_card_folders_is_one_card(tmp_path: Path, cases: list[tuple[Case, Path, str]]) -> None:
+    """A copy of a run's files under another card folder, in the same import: compared, not a second card."""
+    case, f, card = next(c for c in cases if c[0].kind == "whole")
+    other = "ffffffff-ffff-4fff-8fff-ffffffffffff"  # after the card: its folder is read second
+    for name in (card, other):
+        (tmp_path / "rec" / name).mkdir(parents=True)
+        shutil.copy(f, tmp_path / "rec" / name / f.name)
+    with Ledger.open(tmp_path / "l.sqlite") as led:
+        s = import_recordings(led, [tmp_path / "rec"], environments=ENV_DIR)
+        assert s.exit_code == 0 and led.card_ids() == [card]
+        assert sorted(c.status for c in s.cards) == ["imported", "same card"]
+        assert led.export(card) == case.expected

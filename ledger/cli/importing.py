@@ -87,8 +87,15 @@ def import_cmd(
     or more not one), a toolkit file holding several plays, and a play already on another card are errors (exit
     2): nothing of that card is imported.
 
-    Exit codes: 0 imported (or already imported), 1 a card the ledger refused (captured live, or a file rewritten
-    anywhere in what was imported), 2 bad usage, a refused file (above), or bad input under --strict.
+    Recordings of plays the ledger holds already (captured live, or imported from other files; found by their
+    guids) are compared with the card holding them and never written again: "same card" or "differs" with each
+    difference listed. Lines after that card's close are left out and reported. Lines that repeat an earlier line
+    or go back in time refuse the card unless --allow-repeats. A benchmarking run folder's model and run id become
+    the card's tags and its usage and cost are kept with it (shown by `ledger replay` and the viewer).
+
+    Exit codes: 0 imported, already imported or the same card, 1 a card the ledger refused (a file rewritten
+    anywhere in what was imported) or recordings that differ from the card holding their plays, 2 bad usage, a
+    refused file (above), repeated lines, or bad input under --strict.
     """
     from ledger.services.importing import find_recordings, import_recordings, total_bytes
 

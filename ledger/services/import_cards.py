@@ -168,8 +168,8 @@ class ImportSummary:
 
     @property
     def exit_code(self) -> int:
-        """2 if a card failed on bad input under strict or a file is in no format read, else 1 if the ledger
-        refused a card, else 0."""
+        """2 if a card was refused for its input (no recording, no proven card, repeated lines, bad input under
+        strict), else 1 if the ledger refused a card or recordings differ from the card holding their plays, else 0."""
         codes = {c.exit_code for c in self.cards}
         if any(p.kind == "unknown_format" for p in self.problems):
             codes.add(2)

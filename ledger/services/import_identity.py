@@ -65,6 +65,12 @@ class GuidIndex:
                         self._map.setdefault(p.guid, cid)
         return self._map.get(guid)
 
+    def add(self, guids: set[str], card_id: str) -> None:
+        """Record that ``card_id`` now holds plays of ``guids`` (a card this import committed)."""
+        if self._map is not None:
+            for g in guids:
+                self._map.setdefault(g, card_id)
+
     def others(self, guids: set[str], card_id: str) -> dict[str, str]:
         """guid -> the other card that holds it, for guids already on a card that is not ``card_id``."""
         found = {g: self.owner(g) for g in sorted(guids)}

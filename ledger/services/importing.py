@@ -21,9 +21,15 @@ card is reopened: ``CardReopened``, the new lines' events, new ``RecordingImport
 ``CardClosed(end_of_import)`` at the card's last timestamp, again in one transaction. The log is append-only, so new
 lines come after everything already stored (merged in timestamp order among themselves): a game first played in
 lines imported later is listed after the games already on the card. A killed import loses only the card whose
-transaction it was in; the next import does it. Not imported (the card is left as it is):
-a card that is in the ledger from live capture (its actions would count twice), and a file shorter than what was
-imported or whose imported bytes changed (it was rewritten).
+transaction it was in; the next import does it. Not imported (the card is left as it is): a file shorter than what
+was imported or whose imported bytes changed (it was rewritten). Plays the ledger holds already (a card captured
+live, or guids on another card) are compared with that card and never written twice
+(:mod:`ledger.services.import_compare`).
+
+**Which card, which files.** A card id comes only from what proves it (:mod:`ledger.services.import_identity`).
+A file that is no recording (its first line, or one line in four, not a recording line), a toolkit file holding
+several plays, and lines that repeat an earlier one or go back in time (unless ``allow_repeats``) refuse the card:
+exit 2, nothing of it committed.
 
 **Bad input.** A line that is not JSON or has wrong types is reported with its file and line number and skipped
 (the line is consumed, so it is reported once); a file whose lines disagree with its name (``<game_id>-<guid>``) is
@@ -206,6 +212,7 @@ def _import_card_once(
     _record_progress_and_close(card, advanced, bmap, last, out)
     # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
     ledger.append_card(card_id, out, version, state=card)
+    index.add(set().union(*(r.guids for r in reads)), card_id)
     result.status = "imported" if existing is None else "updated"
     result.events = len(out)
     result.plays = plays

@@ -99,9 +99,10 @@ def _make_case(i: int, runs: list[Run], rng: random.Random) -> Case:
         k = rng.randint(1, n)
         return Case(kind, "card", b"".join(run.lines[:k]), run.after[k - 1], False)
     if kind == "cut_mid":
-        k = rng.randint(1, n - 1)
-        part = run.lines[k][: rng.randint(1, len(run.lines[k]) - 2)]
-        return Case(kind, "card", b"".join(run.lines[:k]) + part, run.after[k - 1], False)
+        # Cut in its first line too: a first record still being written is no card yet, and no error.
+        k = rng.randint(0, n - 1)
+        part = run.lines[k][: rng.randint(12, len(run.lines[k]) - 2)]
+        return Case(kind, "card", b"".join(run.lines[:k]) + part, run.after[k - 1] if k else None, False)
     if kind == "flat":
         return Case(kind, "flat", b"".join(run.lines), None, True, run.after[-1])
     if kind in ("two_runs", "two_runs_flat"):

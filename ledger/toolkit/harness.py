@@ -423,10 +423,12 @@ def sniff(path: Path) -> str:
                     return "harness" if harness_name else "unknown"
                 return "toolkit"
     if records == 0:
-        # Nothing in it is JSON: no recording at all (an empty file is left to the reader, which says so).
+        # Nothing in it is JSON: no recording at all. An empty file, and a first record still being written (one
+        # line, no newline yet), are left to the reader, which says so.
         with open(path, "rb") as f:
-            blank = not f.read(1 << 16).strip()
-        return ("harness" if harness_name else "toolkit") if blank else "unknown"
+            head = f.read(1 << 16)
+        writing = head.lstrip().startswith(b'{"timestamp"') and b"\n" not in head
+        return ("harness" if harness_name else "toolkit") if writing or not head.strip() else "unknown"
     return "harness" if harness_name else "unknown"
 
 

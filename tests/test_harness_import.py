@@ -559,3 +559,16 @@ def test_a_benchmarking_run_gives_its_card_tags_usage_and_cost(tmp_path: Path, e
     assert code == 0, (out, err)
     pages = [p.read_text() for p in (tmp_path / "site").rglob("*.html") if "Run usage and cost" in p.read_text()]
     assert len(pages) == 1 and "level 1: 3 step(s), $0.0375, 37347 tokens" in pages[0]
+
+
+def test_two_harness_runs_put_together_are_refused(tmp_path: Path, envs: Path) -> None:
+    """Two runs' recordings in one file (the later one after the earlier): two guids, so no card (exit 2)."""
+    first = run_swarm(tmp_path / "a", [VIS], 73, env_dir=envs, max_actions=6).agents[0].recorder.path
+    second = run_swarm(tmp_path / "b", [VIS], 74, env_dir=envs, max_actions=6).agents[0].recorder.path
+    both = tmp_path / "c" / first.name
+    both.parent.mkdir()
+    both.write_bytes(first.read_bytes() + second.read_bytes())
+    code, out, err = invoke(tmp_path / "l.sqlite", "import", str(both))
+    assert code == 2 and "holds the frames of 2 plays" in err and out.startswith("not imported"), (out, err)
+    with Ledger.open(tmp_path / "l.sqlite") as led:
+        assert led.card_ids() == []

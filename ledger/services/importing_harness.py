@@ -217,6 +217,14 @@ def _prepare(
         result.status, result.exit_code = "not imported", 2
         result.error = f"{path}: not a recording: {why}: nothing of it imported"
         return None
+    guids = sorted({f.guid for f in read.frames if f.guid})
+    if len(guids) > 1:
+        # One agent plays one environment: its guid never changes, so two guids are recordings put together.
+        msg = f"holds the frames of {len(guids)} plays ({', '.join(guids[:3])}): several recordings put together"
+        problems.append(Problem(str(path), None, "several_plays", f"{msg}; split it"))
+        result.status, result.exit_code = "not imported", 2
+        result.error = f"{msg}: nothing of it imported"
+        return None
     result.format = "harness"
     order = [o for o in read.order if o[0] > done]
     for ln, kind, msg in order[:MAX_LISTED]:

@@ -532,6 +532,7 @@ def test_a_benchmarking_run_gives_its_card_tags_usage_and_cost(tmp_path: Path, e
     code, out, err = invoke(db, "import", str(path), "--environments", str(envs))
     assert code == 0, (out, err)
     assert f"note: {run_dir}: run_meta.json keys not used: agent_name, game_id" in err
+    assert f"note: {run_dir}: 1 step file(s) unreadable or without a parsed_action, not used" in err
     card = "222f30a3-f3f6-48ee-b02c-583dea272051"
     with Ledger.open(db) as led:
         evs = events_of(led, card)

@@ -47,8 +47,13 @@ def run_usage(
         prev_levels = line.levels_completed
     levels = [LevelUsage(lv, int(a[0] or 0), a[1], a[2]) for lv, a in sorted(per_level.items())]  # type: ignore[arg-type]
     used = {s.step for s in matched.values()}
-    unmatched = [s.step for s in read_run_folder(folder) if s.step not in used]
+    steps = read_run_folder(folder)
+    unmatched = [s.step for s in steps if s.step not in used]
     where = str(folder)
+    unread = sum(1 for _ in folder.glob("step_*.json")) - len(steps)
+    if unread > 0:
+        msg = f"{unread} step file(s) unreadable or without a parsed_action, not used"
+        problems.append(Problem(where, None, "harness", msg))
     if unmatched:
         shown = ", ".join(f"step_{n:03d}" for n in unmatched[:5]) + (" ..." if len(unmatched) > 5 else "")
         problems.append(Problem(where, None, "harness", f"{len(unmatched)} step(s) matched no line, not used: {shown}"))

@@ -23,9 +23,10 @@ does not score it.
 **Bad input.** A line that is not JSON or has wrong types is reported with its file and line number and skipped
 (the line is consumed, so it is reported once); the read says whether the first line was such a line, so the
 importer can refuse a file that is no recording. A timestamp before the previous line's and a line repeating an
-earlier one of the same timestamp (what no recorder writes) are reported (``out_of_order``, ``repeated``); a file whose lines disagree with its name (``<game_id>-<guid>``) is
-reported and imported from what the lines say, which is what the toolkit scored. With ``strict``, either makes the
-card fail with nothing of it committed; a truncated last line does not (every killed run leaves one). An empty file
+earlier one of the same timestamp (what no recorder writes) are reported (``out_of_order``, ``repeated``). A file
+whose lines disagree with its name (``<game_id>-<guid>``) is reported and imported from what the lines say, which
+is what the toolkit scored. With ``strict``, a bad line or a name mismatch makes the card fail with nothing of it
+committed; a truncated last line does not (every killed run leaves one). An empty file
 is reported and imports nothing; a card whose files hold no valid line is not created. Unknown fields are ignored.
 Card metadata the recordings do not hold (tags, source_url, opaque, the API key, seeds) is absent from imported cards.
 """

@@ -176,6 +176,7 @@ class _FileReader:
         self._mismatch: dict[str, list[int]] = {}
         self.guids: set[str] = set()
         self._same_ts: set[tuple[object, ...]] = set()
+        self._prev: tuple[Observation, bool | None, int] | None = None
         self.out_of_order = 0
         self.good = 0
         self.first_bad = False
@@ -310,11 +311,15 @@ class _FileReader:
         if levels < 0 or (win is not None and levels > win):
             self._impossible(ts, levels, win)
         last = self.last_ts
+        same = False
         if last is not None and ts < last:
             self._order("out_of_order", f"timestamp {ts.isoformat()} is before the previous line's {last.isoformat()}")
         elif ts != last:
             self.last_ts = ts
-            self._same_ts.clear()
+            if self._same_ts:
+                self._same_ts.clear()
+        else:
+            same = True
         prev = self.game_state
         state = self.game_state = d.state
         said = frame_empty  # what the line says (the inferred value depends on the line before)
@@ -333,11 +338,17 @@ class _FileReader:
             obs = Observation(ts, game_id, guid, 6, state, d.levels_completed, d.full_reset, frame_empty, x, y)
         else:
             obs = Observation(ts, game_id, guid, action, state, d.levels_completed, d.full_reset, frame_empty)
-        # Timestamps never go back, so a repeat of an earlier line is among the lines of the same timestamp.
-        key = (guid, game_id, obs.action, state, obs.levels_completed, obs.full_reset, said, size, obs.x, obs.y)
-        if key in self._same_ts:
-            self._order("repeated", "repeats an earlier line (same guid, action, answer and timestamp)")
-        self._same_ts.add(key)
+        # Timestamps never go back, so a repeat of an earlier line is among the lines of the same timestamp: keys are
+        # made only for those (nearly every line has a timestamp of its own).
+        if same:
+            seen = self._same_ts
+            if not seen and self._prev is not None:
+                seen.add(_repeat_key(*self._prev))
+            key = _repeat_key(obs, said, size)
+            if key in seen:
+                self._order("repeated", "repeats an earlier line (same guid, action, answer and timestamp)")
+            seen.add(key)
+        self._prev = (obs, said, size)
         self._add(obs)
 
     def _order(self, kind: ProblemKind, what: str) -> None:
@@ -374,6 +385,11 @@ class _FileReader:
             self.problems.append(
                 Problem(str(self.path), None, "unlisted", f"{self.bad - self.listed} more bad lines not listed")
             )
+
+
+def _repeat_key(o: Observation, said: bool | None, size: int) -> tuple[object, ...]:
+    """What makes two lines of one timestamp the same line: play, action, answer, and the frame as written."""
+    return (o.guid, o.game_id, o.action, o.state, o.levels_completed, o.full_reset, said, size, o.x, o.y)
 
 
 def read_recording(

@@ -35,7 +35,8 @@ def no_traceback(r: subprocess.CompletedProcess[str]) -> None:
 
 
 def import_copies(db: str, root: Path, names: list[str], shift_hours: list[int] | None = None) -> None:
-    """Import copies of a real toolkit recording as cards named ``names`` (folder names are card ids).
+    """Import copies of a real toolkit recording as cards named ``names`` (``--card-id``), each copy's play given
+    a guid of its own (a play belongs to one card).
 
     ``shift_hours`` moves each copy's timestamps so that it opened that many hours ago (a known order and age).
     """
@@ -43,12 +44,22 @@ def import_copies(db: str, root: Path, names: list[str], shift_hours: list[int] 
         dst = root / name
         dst.mkdir(parents=True)
         for f in CORPUS_CARD.iterdir():
-            text = f.read_text()
+            text, fname = own_guid(f.read_text(), f.name, name)
             if shift_hours:
                 text = _shift(text, shift_hours[i])
-            (dst / f.name).write_text(text)
-    r = ledger("--db", db, "import", *(str(root / n) for n in names))
-    assert r.returncode == 0, r.stdout + r.stderr
+            (dst / fname).write_text(text)
+        r = ledger("--db", db, "import", str(dst), "--card-id", name)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+
+def own_guid(text: str, file_name: str, salt: str) -> tuple[str, str]:
+    """A copy of a toolkit recording (its text and file name) whose play has a guid made from ``salt``."""
+    import json
+    import uuid
+
+    old = json.loads(text.splitlines()[0])["data"]["guid"]
+    new = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{old}/{salt}"))
+    return text.replace(old, new), file_name.replace(old, new)
 
 
 def _shift(text: str, hours: int) -> str:

@@ -157,10 +157,14 @@ def run_swarm(
     max_actions: int = 130,
     llm: bool = False,
     old_style: bool = False,
+    arc: Any = None,
 ) -> SwarmRun:
-    """``Swarm.main`` with seeded agents: one card, one agent per game, their turns interleaved as threads would."""
+    """``Swarm.main`` with seeded agents: one card, one agent per game, their turns interleaved as threads would.
+
+    ``arc``: the Arcade to play on (one a ledger captures live), else a new one over ``env_dir``.
+    """
     rng = random.Random(seed)
-    arc = arcade(env_dir)
+    arc = arc if arc is not None else arcade(env_dir)
     card_id = arc.open_scorecard(tags=["agent", "seeded"])
     agents = []
     for g in games:

@@ -26,6 +26,7 @@ from ledger.core.events import (
     LinesSkipped,
     PlayStarted,
     RecordingImported,
+    RunUsage,
     card_stream,
     decode,
 )
@@ -173,7 +174,16 @@ def _benchmark_fixture(folder: Path, envs: Path, *, phantom: bool) -> tuple[Path
         ts = f"2026-04-01T03:04:{19 + 2 * i:02d}.5"
         parsed = "RESET" if a == 0 else f"ACTION{a}"
         (run_dir / f"step_{i:03d}.json").write_text(
-            json.dumps({"step": i, "timestamp": ts + "5Z", "model": "x", "messages_sent": [], "parsed_action": parsed})
+            json.dumps(
+                {
+                    "step": i,
+                    "timestamp": ts + "5Z",
+                    "model": "x",
+                    "messages_sent": [],
+                    "parsed_action": parsed,
+                    "usage": {"prompt_tokens": 12000, "completion_tokens": 449, "total_tokens": 12449, "cost": 0.0125},
+                }
+            )
         )
         total += 12449
         tokens = {"tokens": 12449, "total_tokens": total, "conversation_length": 2 * i, "assistant": ""}
@@ -187,7 +197,16 @@ def _benchmark_fixture(folder: Path, envs: Path, *, phantom: bool) -> tuple[Path
         lines.append(json.dumps({"timestamp": ts + "61483+00:00", "data": frame}))
     (run_dir / "run_meta.json").write_text(
         json.dumps(
-            {"run_id": run_id, "game_id": VIS, "agent_name": name, "model": "x", "started_at": "2026-04-01T03:04:17Z"}
+            {
+                "run_id": run_id,
+                "game_id": VIS,
+                "agent_name": name,
+                "model": "x",
+                "started_at": "2026-04-01T03:04:17Z",
+                "ended_at": "2026-04-01T03:05:02Z",
+                "usage": {"prompt_tokens": 36000, "completion_tokens": 1347, "total_tokens": 37347},
+                "total_cost": 0.0375,
+            }
         )
     )
     path.write_text("\n".join(lines) + "\n")
@@ -315,8 +334,12 @@ def test_strict_refuses_impossible_values(tmp_path: Path, what: str) -> None:
     assert code == 2 and f"{f}:5:" in err, (out, err)
     with Ledger.open(db) as led:
         assert card not in led.card_ids()
-    # Without --strict the value is reported and the card imported.
     code, out, err = invoke(db, "import", str(f))
+    if what == "time_backwards":
+        # Time going back is what files pasted together show: refused unless --allow-repeats.
+        assert code == 2 and f"error: {f}:5: timestamp" in err and "--allow-repeats" in out, (out, err)
+        code, out, err = invoke(db, "import", "--allow-repeats", str(f))
+    # Without --strict the value is reported and the card imported.
     assert code == 0 and f"{f}:5:" in err
 
 
@@ -417,7 +440,8 @@ def test_harness_bad_lines_are_recorded_and_strict_refuses_them(tmp_path: Path, 
     assert code == 2 and f"{path}:4:" in err, err
     with Ledger.open(db) as led:
         assert led.card_ids() == []
-    code, _, err = invoke(db, "import", str(path), "--environments", str(envs))
+    repeats = ["--allow-repeats"] if what == "time_backwards" else []
+    code, _, err = invoke(db, "import", str(path), "--environments", str(envs), *repeats)
     assert code == 0 and f"{path}:4:" in err
     with Ledger.open(db) as led:
         card_id = run.agents[0].recorder.guid
@@ -442,3 +466,110 @@ def test_harness_import_on_each_backend(backend_ledger: Ledger, tmp_path: Path, 
     assert got == game_entry(run.expected, VIS)
     again = import_recordings(backend_ledger, [tmp_path / "rec"], environments=envs)
     assert again.totals()["already_imported"] == 2
+
+
+# -- a run captured live, then its recordings imported -------------------------------------------------------------
+
+
+def test_a_run_captured_live_then_imported_is_one_card_compared(tmp_path: Path, envs: Path) -> None:
+    """The harness's recordings of a run the ledger captured live: found by their guids, compared, never a second
+    card; lines written after the live card closed are left out and reported; a changed copy differs (exit 1)."""
+    db = tmp_path / "l.sqlite"
+    rec = tmp_path / "rec"
+    with Ledger.open(db) as led:
+        arc = arcade(envs)
+        capture = led.attach(arc)
+        run = run_swarm(rec, [VIS, "cnt3-0000000a"], 71, env_dir=envs, max_actions=25, arc=arc)
+        capture.detach()
+        live_events = led.store.count()
+    for with_envs in ([], ["--environments", str(envs)]):
+        code, out, err = invoke(db, "import", str(rec), *with_envs)
+        assert code == 0, (out, err)
+        assert out.count(f"same card         {run.card_id}") == 2, out
+        assert err.count(f"same card, equal: its plays are on card {run.card_id} (captured live)") == 2, err
+        with Ledger.open(db) as led:
+            assert led.card_ids() == [run.card_id] and led.store.count() == live_events
+    # The harness kept stepping after the card closed (a Ctrl-C'd run): those lines are not counted.
+    agent = next(a for a in run.agents if a.game_id == VIS)
+    lines = agent.recorder.path.read_text().splitlines(keepends=True)
+    final = lines.pop()  # the final scorecard line stays last
+    frame = json.loads(lines[-1])
+    later = [json.dumps({**frame, "timestamp": f"2099-01-01T00:00:0{i}+00:00"}) + "\n" for i in range(3)]
+    agent.recorder.path.write_text("".join(lines + later) + final)
+    code, out, err = invoke(db, "import", str(agent.recorder.path))
+    assert code == 0, (out, err)
+    assert "3 line(s) after the card closed at " in err and f"(from line {len(lines) + 1})" in err, err
+    # A copy whose last frame says another level: the same run, differing - listed, exit 1, nothing written.
+    changed = json.loads(lines[-1])
+    changed["data"]["levels_completed"] = changed["data"]["levels_completed"] + 1
+    agent.recorder.path.write_text("".join(lines[:-1]) + json.dumps(changed) + "\n" + final)
+    code, out, err = invoke(db, "import", str(agent.recorder.path))
+    assert code == 1 and f"differs           {run.card_id}: its plays are on card {run.card_id}" in out, (out, err)
+    assert "levels_completed" in err
+    with Ledger.open(db) as led:
+        assert led.card_ids() == [run.card_id] and led.store.count() == live_events
+
+
+def test_a_new_harness_card_says_how_its_id_was_made(tmp_path: Path, envs: Path) -> None:
+    run = run_swarm(tmp_path / "rec", [VIS], 72, env_dir=envs, max_actions=8)
+    path = run.agents[0].recorder.path
+    code, out, err = invoke(tmp_path / "l.sqlite", "import", str(path))
+    assert code == 0 and f"card id {run.agents[0].recorder.guid} is the recorder's uuid in the file name" in err
+    # The empty final scorecard line of a local card is said too.
+    assert "the final scorecard line is empty ({})" in err
+    code, out, err = invoke(tmp_path / "m.sqlite", "import", str(path), "--card-id", run.card_id)
+    assert code == 0 and out.startswith(f"imported          {run.card_id}:"), out
+
+
+def test_a_benchmarking_run_gives_its_card_tags_usage_and_cost(tmp_path: Path, envs: Path) -> None:
+    """The run folder's model and run id become the card's tags, its usage and cost are kept with the card (cost
+    per level from the steps) and shown by replay; what the folder holds that was not used is listed."""
+    folder = tmp_path / "recordings"
+    path, _ = _benchmark_fixture(folder, envs, phantom=False)
+    run_dir = next(d for d in folder.iterdir() if d.is_dir())
+    (run_dir / "step_009.json").write_text(json.dumps({"step": 9, "timestamp": "2030-01-01T00:00:00Z"}))
+    db = tmp_path / "l.sqlite"
+    code, out, err = invoke(db, "import", str(path), "--environments", str(envs))
+    assert code == 0, (out, err)
+    assert f"note: {run_dir}: run_meta.json keys not used: agent_name, game_id" in err
+    assert f"note: {run_dir}: 1 step file(s) unreadable or without a parsed_action, not used" in err
+    card = "222f30a3-f3f6-48ee-b02c-583dea272051"
+    with Ledger.open(db) as led:
+        evs = events_of(led, card)
+        assert evs[0].tags == [
+            path.name.split(".")[1] + ".gpt-x-openrouter.anim7",
+            "model:x",
+            f"run:{run_dir.name[-36:]}",
+        ]
+        (usage,) = [e for e in evs if type(e) is RunUsage]
+        assert (usage.model, usage.total_tokens, usage.cost, usage.ended_at) == (
+            "x",
+            37347,
+            0.0375,
+            "2026-04-01T03:05:02Z",
+        )
+        assert [(lv.levels_completed, lv.steps, lv.tokens) for lv in usage.levels] == [(0, 3, 3 * 12449)]
+        assert usage.levels[0].cost == pytest.approx(3 * 0.0125)
+    code, out, _ = invoke(db, "replay", card)
+    assert code == 0 and f"run {run_dir.name[-36:]}, model x: 37347 tokens, $0.0375" in out
+    assert "  level 1: 3 step(s), $0.0375, 37347 tokens" in out
+    code, out, _ = invoke(db, "replay", card, "--json")
+    assert json.loads(out)["run_usage"][0]["cost"] == 0.0375
+    # The viewer's card page shows the same lines (a static bundle is the viewer's pages written out).
+    code, out, err = invoke(db, "bundle", card, "-o", str(tmp_path / "site"))
+    assert code == 0, (out, err)
+    pages = [p.read_text() for p in (tmp_path / "site").rglob("*.html") if "Run usage and cost" in p.read_text()]
+    assert len(pages) == 1 and "level 1: 3 step(s), $0.0375, 37347 tokens" in pages[0]
+
+
+def test_two_harness_runs_put_together_are_refused(tmp_path: Path, envs: Path) -> None:
+    """Two runs' recordings in one file (the later one after the earlier): two guids, so no card (exit 2)."""
+    first = run_swarm(tmp_path / "a", [VIS], 73, env_dir=envs, max_actions=6).agents[0].recorder.path
+    second = run_swarm(tmp_path / "b", [VIS], 74, env_dir=envs, max_actions=6).agents[0].recorder.path
+    both = tmp_path / "c" / first.name
+    both.parent.mkdir()
+    both.write_bytes(first.read_bytes() + second.read_bytes())
+    code, out, err = invoke(tmp_path / "l.sqlite", "import", str(both))
+    assert code == 2 and "holds the frames of 2 plays" in err and out.startswith("not imported"), (out, err)
+    with Ledger.open(tmp_path / "l.sqlite") as led:
+        assert led.card_ids() == []

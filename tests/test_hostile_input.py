@@ -346,11 +346,12 @@ def test_a_card_folder_name_that_is_not_utf8(tmp_path: Path) -> None:
     os.makedirs(bad)
     with open(os.path.join(bad, os.fsencode(GOOD.name)), "wb") as f:
         f.write(GOOD.read_bytes())
-    (rec / "fine").mkdir()
-    (rec / "fine" / GOOD.name).write_bytes(GOOD.read_bytes())
+    fine = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"  # a card id, as the toolkit names card folders
+    (rec / fine).mkdir()
+    (rec / fine / GOOD.name).write_bytes(GOOD.read_bytes())
     with Ledger.open(tmp_path / "l.sqlite") as led:
         summary = import_recordings(led, [rec])
-        assert led.card_ids() == ["fine"]
+        assert led.card_ids() == [fine]
         assert summary.exit_code == 0
         assert any("not UTF-8" in p.message for p in summary.problems)
 
@@ -381,7 +382,8 @@ def huge_frame_line(template: bytes, mb: int) -> Iterator[bytes]:
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["valid record", "junk"])
 def test_a_100_mb_line_keeps_memory_bounded(tmp_path: Path, kind: str) -> None:
-    card = tmp_path / "rec" / "card"
+    card_id = "1a2b3c4d-0000-4000-8000-000000000100"  # a card id, as the toolkit names card folders
+    card = tmp_path / "rec" / card_id
     card.mkdir(parents=True)
     f = card / WITH_FRAMES.name
     at = 4
@@ -400,13 +402,13 @@ def test_a_100_mb_line_keeps_memory_bounded(tmp_path: Path, kind: str) -> None:
         (result,) = summary.cards
         assert result.status == "imported" and result.lines == len(FRAME_LINES)
         # The same recording with that line at its normal size gives the same card (or the card without it).
-        small = tmp_path / "small" / "card"
+        small = tmp_path / "small" / card_id
         small.mkdir(parents=True)
         kept = FRAME_LINES if kind == "valid record" else FRAME_LINES[:at] + FRAME_LINES[at + 1 :]
         (small / WITH_FRAMES.name).write_bytes(b"".join(x + b"\n" for x in kept))
         with Ledger.open(tmp_path / "small.sqlite") as ref:
             import_recordings(ref, [tmp_path / "small"])
-            assert led.export("card") == ref.export("card")
+            assert led.export(card_id) == ref.export(card_id)
         if kind == "junk":
             assert [p.kind for p in summary.problems] == ["too_long"] and result.skipped == {"too long": 1}
         else:

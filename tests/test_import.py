@@ -338,16 +338,30 @@ def test_a_rewritten_recording_is_refused(tmp_path: Path) -> None:
         assert led.store.count() == n
 
 
-def test_a_card_captured_live_is_not_imported_again(tmp_path: Path) -> None:
+def test_a_card_captured_live_is_compared_not_imported_again(tmp_path: Path) -> None:
     arc = recording_arcade(tmp_path / "rec")
     with Ledger.open(tmp_path / "l.sqlite") as led:
         led.attach(arc)
         card = play_random_card(arc, random.Random(2), steps=20)
         n = led.store.count()
         s = import_recordings(led, [tmp_path / "rec"], environments=ENV_DIR)
-        assert s.exit_code == 1
-        assert s.cards[0].status == "not imported"
-        assert "is in the ledger from live capture: not imported (its actions would count twice)" in s.cards[0].error
+        assert s.exit_code == 0 and s.cards[0].status == "same card", [str(p) for p in s.problems]
+        assert any(f"same card, equal: its plays are on card {card} (captured live)" in str(p) for p in s.problems)
+        assert led.store.count() == n
+        # The same files laid flat (no card folder): found by their guids, compared the same way.
+        flat = tmp_path / "Downloads"
+        flat.mkdir()
+        for f in (tmp_path / "rec" / card).iterdir():
+            shutil.copy(f, flat / f.name)
+        s = import_recordings(led, [flat])
+        assert s.exit_code == 0 and [(c.card_id, c.status) for c in s.cards] == [(card, "same card")]
+        # A changed copy differs: listed, exit 1, nothing written.
+        f = next(flat.iterdir())
+        lines = f.read_text().splitlines(keepends=True)
+        f.write_text("".join(lines[: len(lines) // 2]))
+        s = import_recordings(led, [flat])
+        assert s.exit_code == 1 and s.cards[0].status == "differs"
+        assert any(p.kind == "cross_check" for p in s.problems)
         assert led.store.count() == n
         assert led.export(card) == arc.get_scorecard(card).model_dump_json()
 
@@ -422,14 +436,14 @@ def test_environments_are_stored_content_addressed(tmp_path: Path) -> None:
 # -- reading -------------------------------------------------------------------------------------------------------
 
 
-def _frame_line(reasoning: str = "null", extra: str = "") -> bytes:
+def _frame_line(reasoning: str = "null", extra: str = "", second: int = 0) -> bytes:
     frame = "[[" + ", ".join(["[" + ", ".join(["5"] * 64) + "]"] * 64) + "]]"
     data = (
         '"game_id": "cnt3-0000000a", "state": "NOT_FINISHED", "levels_completed": 1, "win_levels": 3, '
         f'"action_input": {{"id": "ACTION6", "data": {{"x": 3, "y": 4}}, "reasoning": {reasoning}}}, '
         f'"guid": "g", "full_reset": false, "available_actions": [1, 6], "frame": {frame}{extra}'
     )
-    return f'{{"timestamp": "2026-12-02T10:00:00.000001+00:00", "data": {{{data}}}}}\n'.encode()
+    return f'{{"timestamp": "2026-12-02T10:00:{second:02d}.000001+00:00", "data": {{{data}}}}}\n'.encode()
 
 
 @pytest.mark.parametrize(
@@ -444,7 +458,7 @@ def _frame_line(reasoning: str = "null", extra: str = "") -> bytes:
 def test_every_shape_of_a_frame_line_reads_the_same(tmp_path: Path, reasoning: str, extra: str) -> None:
     f = tmp_path / "c" / "cnt3-0000000a-g.jsonl"
     f.parent.mkdir()
-    f.write_bytes(_frame_line(reasoning, extra) * 3)
+    f.write_bytes(b"".join(_frame_line(reasoning, extra, second=i) for i in range(3)))
     r = read_recording(f)
     assert r.problems == [] and r.lines == 3 and r.end == f.stat().st_size
     o = r.observations[0]
@@ -456,7 +470,7 @@ def test_a_second_record_glued_onto_a_cut_one_is_a_bad_line(tmp_path: Path) -> N
     line = _frame_line()
     f = tmp_path / "c" / "cnt3-0000000a-g.jsonl"
     f.parent.mkdir()
-    f.write_bytes(line + line[:6000] + line)
+    f.write_bytes(line + line[:6000] + _frame_line(second=1))
     r = read_recording(f)
     assert len(r.observations) == 1
     assert [(p.line, p.kind) for p in r.problems] == [(2, "not_json")]
@@ -468,7 +482,7 @@ def test_a_huge_line_is_streamed(tmp_path: Path) -> None:
     assert len(big) > MAX_LINE + BLOCK
     f = tmp_path / "c" / "cnt3-0000000a-g.jsonl"
     f.parent.mkdir()
-    f.write_bytes(_frame_line() + big + b"x" * (MAX_LINE + 2 * BLOCK) + b"\n" + _frame_line())
+    f.write_bytes(_frame_line() + big + b"x" * (MAX_LINE + 2 * BLOCK) + b"\n" + _frame_line(second=1))
     r = read_recording(f)
     assert [o.action for o in r.observations] == [6, 6, 6]
     assert [(p.line, p.kind) for p in r.problems] == [(3, "too_long")]

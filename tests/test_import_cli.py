@@ -80,7 +80,9 @@ def test_summary_text_and_json(tmp_path: Path) -> None:
     assert err == f"warning: {f}:6: truncated last line (46 bytes, no newline): skipped\n"
     lines = out.splitlines()
     # RESET, 2 actions, GAME_OVER, an ignored action: 1 play, CardOpened + 9 events + progress + close.
-    assert lines[0] == f"imported          {card}: 1 file, 5 lines, 1 play, 10 events"
+    assert lines[0] == (
+        f"imported          {card}: 1 file, 5 lines, 1 play, 10 events; 1 line after a play's end, not counted"
+    )
     assert (
         lines[1] == "1 card: 1 imported, 0 updated, 0 already imported, 0 not imported; 1 play, 10 events from 5 lines"
     )
@@ -99,6 +101,9 @@ def test_summary_text_and_json(tmp_path: Path) -> None:
         "plays": 0,
         "events": 0,
         "lines": 0,
+        "not_counted": 0,
+        "same_card": 0,
+        "differs": 0,
     }
     assert s["cards"][0]["status"] == "already imported" and s["exit_code"] == 0
     assert s["problems"] == [

@@ -11,12 +11,13 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from ledger import Ledger
 from ledger.cli.progress import VERIFY_PROGRESS_FROM
 from ledger.core.events import ActionTaken, CardOpened, PlayStarted, card_stream
-from tests.cli_run import CORPUS_CARD, LEDGER, REPO, import_copies, ledger, no_traceback
+from tests.cli_run import CORPUS_CARD, LEDGER, REPO, import_copies, ledger, no_traceback, own_guid
 
 ENV_DIR = REPO / "tests" / "environment_files"
 
@@ -26,9 +27,10 @@ def _many_cards(root: Path, n: int) -> Path:
     src = next(CORPUS_CARD.iterdir())
     text = src.read_text()
     for i in range(n):
-        d = root / f"card-{i:05d}"
+        d = root / str(uuid.uuid5(uuid.NAMESPACE_URL, f"card-{i:05d}"))  # named by card id, as the toolkit does
         d.mkdir(parents=True)
-        (d / src.name).write_text(text)
+        copy, name = own_guid(text, src.name, d.name)  # a play belongs to one card
+        (d / name).write_text(copy)
     return root
 
 

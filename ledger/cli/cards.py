@@ -195,6 +195,7 @@ def replay(
     """
     from ledger.core import document
     from ledger.core.text import replay_text
+    from ledger.services.import_runs import card_usage, usage_lines
     from ledger.services.listing import as_shown
     from ledger.services.rescore import document_for
 
@@ -210,6 +211,8 @@ def replay(
         else:
             card = ledger.load_card(card_id, until=until)
             doc = ledger.document(card_id, card=card)
+        # A benchmarking run's usage and cost, kept with a card imported from its run folder.
+        usage = card_usage(ledger, card_id)
     if as_json:
         out: dict[str, Any] = {
             "card_id": card.card_id,
@@ -218,6 +221,10 @@ def replay(
             "plays": _plays_json(card),
             "scorecard": json.loads(document.to_json(doc)),
         }
+        if usage:
+            import msgspec
+
+            out["run_usage"] = [msgspec.to_builtins(u) for u in usage]
         if rescored:
             out["baselines"] = {
                 "set_id": scored.set_id,
@@ -237,6 +244,8 @@ def replay(
         for n in match_notes(scored.matches):
             click.echo(f"  {n}")
     click.echo(replay_text(as_shown(card) if until is None else card, doc))
+    for line in usage_lines(usage):
+        click.echo(line)
 
 
 def _plays_json(card: CardState) -> dict[str, list[dict[str, Any]]]:

@@ -37,20 +37,44 @@ if TYPE_CHECKING:  # the services are imported when the command runs: `ledger --
     "or above win_levels, an unknown state, timestamps going backwards in a file) fails the card (nothing of it "
     "imported, exit 2). A truncated last line is skipped either way.",
 )
+@click.option(
+    "--card-id",
+    default=None,
+    metavar="ID",
+    help="The card the given recordings are, when their folder is not named by its card id (the toolkit's "
+    "<recordings_dir>/<card_id>/ layout) and none of their plays is in the ledger. Names one card: give the files "
+    "of one run only.",
+)
+@click.option(
+    "--allow-repeats",
+    is_flag=True,
+    help="Import lines that repeat an earlier line (same guid, action, answer and timestamp) or whose timestamp "
+    "goes back, as they are. Without it such a line refuses its card (exit 2), naming the line: no recorder writes "
+    "them, they come from files pasted together or edited.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object (and nothing else).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no line per card; problems and summary only.")
 @click.pass_context
 def import_cmd(
-    ctx: click.Context, paths: tuple[Path, ...], environments: Path | None, strict: bool, as_json: bool, quiet: bool
+    ctx: click.Context,
+    paths: tuple[Path, ...],
+    environments: Path | None,
+    strict: bool,
+    card_id: str | None,
+    allow_repeats: bool,
+    as_json: bool,
+    quiet: bool,
 ) -> None:
     """Import JSONL recordings and get their scorecards back: the toolkit's own (save_recording=True) and the
     ARC-AGI-3-Agents harness's (<game_id>.<agent>.<uuid>.recording.jsonl).
 
     PATH is a recordings folder (<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl), one card folder, or single
-    .jsonl files; a toolkit card's id is its folder name, a harness recording is one card named by the uuid in its
-    file name (the agent name is its tag). Each card is imported in one transaction, opened at its first timestamp
-    and closed (end_of_import) at its last. Importing again adds only what the files gained since: nothing if they
-    did not change ("already imported").
+    .jsonl files. A toolkit card's id is its folder name when that is a card id (a uuid, as the toolkit names
+    them); otherwise the card holding the lines' plays in the ledger, or --card-id; with none of these the files
+    are refused (exit 2), never joined to a card a name made up. A harness recording is one card named by the uuid
+    in its file name (the agent name is its tag). Each card is imported in one transaction, opened at its first
+    timestamp and closed (end_of_import) at its last. Importing again adds only what the files gained since:
+    nothing if they did not change ("already imported").
 
     Harness recordings hold each answer but not the action: with --environments the game is re-run and each line's
     action recovered (lines no action reproduces are reported and skipped); without it the scores are exact but
@@ -59,10 +83,19 @@ def import_cmd(
 
     Lines that are not JSON or have wrong types are reported (file:line), skipped and recorded with the card (the
     audit warns); a truncated last line (a run killed mid-write, or still writing) is read again next time. A file
-    in no format the ledger reads is an error (exit 2) and makes no card.
+    that is no recording (in no format the ledger reads, its first line not a recording line, or one line in four
+    or more not one), a toolkit file holding several plays, and a play already on another card are errors (exit
+    2): nothing of that card is imported.
 
-    Exit codes: 0 imported (or already imported), 1 a card the ledger refused (captured live, or a file rewritten
-    anywhere in what was imported), 2 bad usage, a file in no known format, or bad input under --strict.
+    Recordings of plays the ledger holds already (captured live, or imported from other files; found by their
+    guids) are compared with the card holding them and never written again: "same card" or "differs" with each
+    difference listed. Lines after that card's close are left out and reported. Lines that repeat an earlier line
+    or go back in time refuse the card unless --allow-repeats. A benchmarking run folder's model and run id become
+    the card's tags and its usage and cost are kept with it (shown by `ledger replay` and the viewer).
+
+    Exit codes: 0 imported, already imported or the same card, 1 a card the ledger refused (a file rewritten
+    anywhere in what was imported) or recordings that differ from the card holding their plays, 2 bad usage, a
+    refused file (above), repeated lines, or bad input under --strict.
     """
     from ledger.services.importing import find_recordings, import_recordings, total_bytes
 
@@ -76,13 +109,20 @@ def import_cmd(
         done.deferring_ctrl_c(),
     ):
         summary = import_recordings(
-            ledger, cards=cards, environments=environments, strict=strict, progress=done.progress(bar), on_card=done
+            ledger,
+            cards=cards,
+            environments=environments,
+            strict=strict,
+            progress=done.progress(bar),
+            on_card=done,
+            card_id=card_id,
+            allow_repeats=allow_repeats,
         )
     summary.problems[:0] = found_problems
     if as_json:
         echo_json(_as_json(summary, environments is not None))
     else:
-        _print(summary, quiet=quiet, strict=strict, with_environments=environments is not None)
+        _print(summary, quiet=quiet, strict=strict, with_environments=environments is not None, repeats=allow_repeats)
     if summary.exit_code:
         sys.exit(summary.exit_code)
 
@@ -177,10 +217,12 @@ class _ProgressBar:
         self.bar.__exit__(*exc)
 
 
-def _severity(p: Problem, strict: bool) -> str:
-    from ledger.services.importing import FATAL_KINDS, STRICT_KINDS
+def _severity(p: Problem, strict: bool, repeats: bool = False) -> str:
+    from ledger.services.importing import FATAL_KINDS, REFUSED_KINDS, REPEAT_KINDS, STRICT_KINDS
 
-    if p.kind in FATAL_KINDS or p.kind == "unknown_format" or (strict and p.kind in STRICT_KINDS):
+    if p.kind in REPEAT_KINDS:
+        return "warning" if repeats else "error"
+    if p.kind in FATAL_KINDS or p.kind in REFUSED_KINDS or (strict and p.kind in STRICT_KINDS):
         return "error"
     warn = ("truncated", "duplicate", "environments", "unreproduced", "cross_check")
     return "warning" if p.kind in STRICT_KINDS or p.kind in warn else "note"
@@ -191,8 +233,8 @@ def _n(count: int, word: str) -> str:
 
 
 def _card_line(c: CardResult) -> str:
-    if c.status == "not imported":
-        return f"not imported      {c.card_id}: {c.error}"
+    if c.status in ("not imported", "differs"):
+        return f"{c.status:<17} {c.card_id}: {c.error}"
     what = _n(c.files, "file")
     if c.status in ("imported", "updated"):
         what += f", {_n(c.lines, 'line')}, {_n(c.plays, 'play')}, {_n(c.events, 'event')}"
@@ -201,14 +243,16 @@ def _card_line(c: CardResult) -> str:
         what += f"; harness: {c.inferred} actions inferred ({how}), {c.undecided} undecided"
         if c.unreproduced:
             what += f", {c.unreproduced} unreproduced"
+    if c.not_counted:
+        what += f"; {_n(c.not_counted, 'line')} after a play's end, not counted"
     if c.baselines_attached:
         what += "; baselines attached"
     return f"{c.status:<17} {c.card_id}: {what}"
 
 
-def _print(s: ImportSummary, *, quiet: bool, strict: bool, with_environments: bool) -> None:
+def _print(s: ImportSummary, *, quiet: bool, strict: bool, with_environments: bool, repeats: bool) -> None:
     for p in s.problems:
-        click.echo(f"{_severity(p, strict)}: {p}", err=True)
+        click.echo(f"{_severity(p, strict, repeats)}: {p}", err=True)
     if not quiet:
         for c in s.cards:
             click.echo(_card_line(c))
@@ -218,6 +262,11 @@ def _print(s: ImportSummary, *, quiet: bool, strict: bool, with_environments: bo
         f"{t['already_imported']} already imported, {t['not_imported']} not imported; "
         f"{_n(t['plays'], 'play')}, {_n(t['events'], 'event')} from {_n(t['lines'], 'line')}"
     )
+    if t["same_card"] or t["differs"]:
+        click.echo(
+            f"already in the ledger (found by their plays' guids, compared, not written): {t['same_card']} equal, "
+            f"{t['differs']} differing"
+        )
     h = s.inference()
     if h["inferred_actions"] or h["undecided_lines"] or h["unreproduced_lines"]:
         unknown = h["resets_unknown_cards"]
@@ -269,6 +318,7 @@ def _as_json(s: ImportSummary, with_environments: bool) -> dict[str, Any]:
                 "unreproduced_lines": c.unreproduced,
                 "resets_known": c.resets_known,
                 "baselines_attached": c.baselines_attached,
+                "not_counted": c.not_counted,
             }
             for c in s.cards
         ],

@@ -298,6 +298,34 @@ class FramesNoted(Event, tag="frames_noted", frozen=True, kw_only=True):
     digests: list[str]
 
 
+class LevelUsage(msgspec.Struct, frozen=True):
+    """What the agent's steps cost while ``levels_completed`` levels were done (so: playing the next one)."""
+
+    levels_completed: int
+    steps: int
+    tokens: int | None = None
+    cost: float | None = None
+
+
+class RunUsage(Event, tag="run_usage", frozen=True, kw_only=True):
+    """What a benchmarking run folder (``run_meta.json``, ``step_NNN.json``) says the run used and cost.
+
+    Kept with an imported card; tokens and cost are the run's own figures (None where it gives none), ``levels``
+    splits the steps matched to the card's lines by the level being played.
+    """
+
+    folder: str
+    run_id: str | None = None
+    model: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    cost: float | None = None
+    levels: list[LevelUsage] = msgspec.field(default_factory=list)
+
+
 AnyEvent = (
     CardOpened
     | PlayStarted
@@ -321,6 +349,7 @@ AnyEvent = (
     | BaselinesAttached
     | CardRetracted
     | FramesNoted
+    | RunUsage
 )
 
 _encoder = msgspec.json.Encoder()

@@ -5,6 +5,7 @@ holds it, the baseline set new cards are stored with, and attaching baselines to
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ledger.core import baselines as bl
 from ledger.core import document
 from ledger.core.events import (
+    ActionIgnored,
     AnyEvent,
     BaselineEntry,
     BaselinesAttached,
@@ -24,6 +26,7 @@ from ledger.core.events import (
 )
 from ledger.core.projection import CardState, apply, new_card
 from ledger.core.scoring import score_card
+from ledger.toolkit.import_problems import Problem
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
@@ -34,7 +37,9 @@ class CardResult:
     """What the import did with one card."""
 
     card_id: str
-    status: Literal["imported", "updated", "already imported", "nothing to import", "not imported"]
+    status: Literal[
+        "imported", "updated", "already imported", "nothing to import", "not imported", "same card", "differs"
+    ]
     files: int = 0
     lines: int = 0
     plays: int = 0
@@ -53,6 +58,9 @@ class CardResult:
     resets_known: bool = True
     #: --environments gave baselines to a card imported without them.
     baselines_attached: bool = False
+    #: Lines after a play's end (GAME_OVER or WIN, no RESET since): kept, but neither the toolkit nor the server
+    #: counts them.
+    not_counted: int = 0
 
 
 @dataclass(slots=True)
@@ -136,3 +144,67 @@ def attach_baselines(ledger: Ledger, existing: Existing, baselines: Baselines, r
     # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
     ledger.append_card(card.card_id, out, version, state=card)
     result.status, result.baselines_attached, result.events = "updated", True, len(out)
+
+
+def count_not_counted(events: Sequence[AnyEvent], result: CardResult) -> None:
+    """Count the lines the server would not have counted: actions answered after their play ended."""
+    result.not_counted += sum(1 for e in events if type(e) is ActionIgnored)
+
+
+@dataclass(slots=True)
+class ImportSummary:
+    """The whole import: per-card results, problems, bytes read and time taken."""
+
+    cards: list[CardResult]
+    problems: list[Problem]
+    bytes_read: int
+    seconds: float
+    baselines_id: str | None
+
+    @property
+    def mb_per_s(self) -> float:
+        """Recording bytes read per second (MB = 10^6 bytes)."""
+        return self.bytes_read / 1e6 / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def exit_code(self) -> int:
+        """2 if a card was refused for its input (no recording, no proven card, repeated lines, bad input under
+        strict), else 1 if the ledger refused a card or recordings differ from the card holding their plays, else 0."""
+        codes = {c.exit_code for c in self.cards}
+        if any(p.kind == "unknown_format" for p in self.problems):
+            codes.add(2)
+        return 2 if 2 in codes else (1 if 1 in codes else 0)
+
+    def totals(self) -> dict[str, int]:
+        """Counts over every card."""
+        return {
+            "cards": len(self.cards),
+            "imported": sum(c.status == "imported" for c in self.cards),
+            "updated": sum(c.status == "updated" for c in self.cards),
+            "already_imported": sum(c.status == "already imported" for c in self.cards),
+            "not_imported": sum(c.status == "not imported" for c in self.cards),
+            "plays": sum(c.plays for c in self.cards),
+            "events": sum(c.events for c in self.cards),
+            "lines": sum(c.lines for c in self.cards),
+            "not_counted": sum(c.not_counted for c in self.cards),
+            "same_card": sum(c.status == "same card" for c in self.cards),
+            "differs": sum(c.status == "differs" for c in self.cards),
+        }
+
+    def inference(self) -> dict[str, int]:
+        """Harness imports and baselines: actions inferred, undecided and unreproduced lines, cards whose resets
+        are unknown (no game code), cards that were given baselines."""
+        return {
+            "inferred_actions": sum(c.inferred for c in self.cards),
+            "undecided_lines": sum(c.undecided for c in self.cards),
+            "unreproduced_lines": sum(c.unreproduced for c in self.cards),
+            "resets_unknown_cards": sum(c.format == "harness" and not c.resets_known for c in self.cards),
+            "baselines_attached": sum(c.baselines_attached for c in self.cards),
+        }
+
+    def skipped(self) -> dict[str, int]:
+        """Skipped lines by reason, over every card."""
+        out: Counter[str] = Counter()
+        for c in self.cards:
+            out.update(c.skipped)
+        return dict(out)

@@ -21,9 +21,15 @@ card is reopened: ``CardReopened``, the new lines' events, new ``RecordingImport
 ``CardClosed(end_of_import)`` at the card's last timestamp, again in one transaction. The log is append-only, so new
 lines come after everything already stored (merged in timestamp order among themselves): a game first played in
 lines imported later is listed after the games already on the card. A killed import loses only the card whose
-transaction it was in; the next import does it. Not imported (the card is left as it is):
-a card that is in the ledger from live capture (its actions would count twice), and a file shorter than what was
-imported or whose imported bytes changed (it was rewritten).
+transaction it was in; the next import does it. Not imported (the card is left as it is): a file shorter than what
+was imported or whose imported bytes changed (it was rewritten). Plays the ledger holds already (a card captured
+live, or guids on another card) are compared with that card and never written twice
+(:mod:`ledger.services.import_compare`).
+
+**Which card, which files.** A card id comes only from what proves it (:mod:`ledger.services.import_identity`).
+A file that is no recording (its first line, or one line in four, not a recording line), a toolkit file holding
+several plays, and lines that repeat an earlier one or go back in time (unless ``allow_repeats``) refuse the card:
+exit 2, nothing of it committed.
 
 **Bad input.** A line that is not JSON or has wrong types is reported with its file and line number and skipped
 (the line is consumed, so it is reported once); a file whose lines disagree with its name (``<game_id>-<guid>``) is
@@ -38,9 +44,7 @@ from __future__ import annotations
 import heapq
 import os
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,13 +61,26 @@ from ledger.core.events import (
     PlayStarted,
     RecordingImported,
 )
+from ledger.core.import_checks import not_a_recording
 from ledger.core.projection import CardState, apply, new_card
 from ledger.core.scoring import score_card
 from ledger.core.translator import Observation, translate
 from ledger.errors import ImportInputError, VersionConflict
-from ledger.services.import_cards import Baselines, CardResult, Existing, attach_baselines, load_existing
+from ledger.services.import_cards import (
+    Baselines,
+    CardResult,
+    Existing,
+    attach_baselines,
+    count_not_counted,
+    load_existing,
+)
+from ledger.services.import_cards import ImportSummary as ImportSummary  # re-exported
+from ledger.services.import_compare import compare_with_held, held_elsewhere
+from ledger.services.import_identity import CardPlan, GuidIndex, plan_cards, unproven_message
 from ledger.toolkit.environments import scan_environments
 from ledger.toolkit.harness import FORMATS, parse_name, sniff
+from ledger.toolkit.import_problems import REFUSED_KINDS as REFUSED_KINDS  # re-exported
+from ledger.toolkit.import_problems import REPEAT_KINDS as REPEAT_KINDS  # re-exported
 from ledger.toolkit.recordings import (
     FATAL_KINDS,
     SKIP_REASONS,
@@ -79,62 +96,6 @@ if TYPE_CHECKING:
     from ledger.ledger import Ledger
 
 
-@dataclass(slots=True)
-class ImportSummary:
-    """The whole import: per-card results, problems, bytes read and time taken."""
-
-    cards: list[CardResult]
-    problems: list[Problem]
-    bytes_read: int
-    seconds: float
-    baselines_id: str | None
-
-    @property
-    def mb_per_s(self) -> float:
-        """Recording bytes read per second (MB = 10^6 bytes)."""
-        return self.bytes_read / 1e6 / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def exit_code(self) -> int:
-        """2 if a card failed on bad input under strict or a file is in no format read, else 1 if the ledger
-        refused a card, else 0."""
-        codes = {c.exit_code for c in self.cards}
-        if any(p.kind == "unknown_format" for p in self.problems):
-            codes.add(2)
-        return 2 if 2 in codes else (1 if 1 in codes else 0)
-
-    def totals(self) -> dict[str, int]:
-        """Counts over every card."""
-        return {
-            "cards": len(self.cards),
-            "imported": sum(c.status == "imported" for c in self.cards),
-            "updated": sum(c.status == "updated" for c in self.cards),
-            "already_imported": sum(c.status == "already imported" for c in self.cards),
-            "not_imported": sum(c.status == "not imported" for c in self.cards),
-            "plays": sum(c.plays for c in self.cards),
-            "events": sum(c.events for c in self.cards),
-            "lines": sum(c.lines for c in self.cards),
-        }
-
-    def inference(self) -> dict[str, int]:
-        """Harness imports and baselines: actions inferred, undecided and unreproduced lines, cards whose resets
-        are unknown (no game code), cards that were given baselines."""
-        return {
-            "inferred_actions": sum(c.inferred for c in self.cards),
-            "undecided_lines": sum(c.undecided for c in self.cards),
-            "unreproduced_lines": sum(c.unreproduced for c in self.cards),
-            "resets_unknown_cards": sum(c.format == "harness" and not c.resets_known for c in self.cards),
-            "baselines_attached": sum(c.baselines_attached for c in self.cards),
-        }
-
-    def skipped(self) -> dict[str, int]:
-        """Skipped lines by reason, over every card."""
-        out: Counter[str] = Counter()
-        for c in self.cards:
-            out.update(c.skipped)
-        return dict(out)
-
-
 # -- importing cards ---------------------------------------------------------------------------------------------
 
 
@@ -145,23 +106,38 @@ def _ts_key(o: Observation) -> datetime:
 def _import_card(
     ledger: Ledger,
     card_id: str,
-    files: list[Path],
+    plan: CardPlan,
     baselines: Baselines,
     strict: bool,
     progress: Callable[[int], None] | None,
     problems: list[Problem],
+    index: GuidIndex,
+    allow_repeats: bool,
 ) -> tuple[CardResult, int]:
-    files = _known_formats(files, problems)
-    if not files:
-        return CardResult(card_id, "not imported", 0, error="no recording in a format the ledger reads", exit_code=2), 0
+    files = plan.files
+    unknown = _unknown_formats(files, problems)
+    if unknown:
+        what = f"{len(unknown)} of its files in no format the ledger reads ({', '.join(f.name for f in unknown[:3])})"
+        return CardResult(card_id, "not imported", len(files), error=f"{what}: nothing of it imported", exit_code=2), 0
     if len(files) == 1 and parse_name(files[0].name) is not None:
         from ledger.services.importing_harness import import_harness_card
 
-        return import_harness_card(ledger, card_id, files[0], baselines, strict, progress, problems)
+        return import_harness_card(
+            ledger,
+            card_id,
+            files[0],
+            baselines,
+            strict,
+            progress,
+            problems,
+            allow_repeats=allow_repeats,
+            index=index,
+            how=plan.how,
+        )
     for _attempt in range(5):
         found: list[Problem] = []
         try:
-            result = _import_card_once(ledger, card_id, files, baselines, strict, progress, found)
+            result = _import_card_once(ledger, card_id, plan, baselines, strict, progress, found, index, allow_repeats)
         except VersionConflict:
             # Another writer appended to this card meanwhile: look again at what it holds now.
             continue
@@ -174,28 +150,35 @@ def _import_card(
 def _import_card_once(
     ledger: Ledger,
     card_id: str,
-    files: list[Path],
+    plan: CardPlan,
     baselines: Baselines,
     strict: bool,
     progress: Callable[[int], None] | None,
     problems: list[Problem],
+    index: GuidIndex,
+    allow_repeats: bool,
 ) -> tuple[CardResult, int]:
-    existing = load_existing(ledger, card_id)
+    files = plan.files
+    # Files whose card nothing proves are read (to say what is wrong with them) but never joined to a card.
+    existing = load_existing(ledger, card_id) if plan.how != "unproven" else None
     result = CardResult(card_id, "nothing to import", len(files))
-    if existing is not None and not existing.imported:
-        msg = f"card {card_id} is in the ledger from live capture: not imported (its actions would count twice)"
-        problems.append(Problem(str(files[0].parent), None, "captured_live", msg))
-        result.status, result.error, result.exit_code = "not imported", msg, 1
-        if progress is not None:
-            progress(sum(_size(f) for f in files))
-        return result, 0
-
-    reads, card_problems, bytes_read = _read_new_lines(files, existing, progress)
+    # A card captured live is compared with its recordings, never added to (its actions would count twice).
+    live = existing is not None and not existing.imported
+    reads, card_problems, bytes_read = _read_new_lines(files, None if live else existing, progress)
     problems.extend(card_problems)
     for r in reads:
         for reason, n in r.skip_reasons.items():
             result.skipped[SKIP_REASONS[reason]] = result.skipped.get(SKIP_REASONS[reason], 0) + n
 
+    refused = _refusal(reads, plan, card_id, index)
+    if refused is not None:
+        problems.append(refused)
+        result.status, result.error, result.exit_code = "not imported", _REFUSED[refused.kind], 2
+        return result, bytes_read
+    repeats = None if allow_repeats else _repeats(card_problems)
+    if repeats is not None:
+        result.status, result.error, result.exit_code = "not imported", repeats, 2
+        return result, bytes_read
     fatal = [p for p in card_problems if p.kind in FATAL_KINDS]
     if fatal:
         result.status, result.error, result.exit_code = "not imported", str(fatal[0]), 1
@@ -208,6 +191,8 @@ def _import_card_once(
 
     advanced = [r for r in reads if r.end > r.start]
     result.lines = sum(r.new_lines for r in advanced)
+    if _compared(ledger, card_id if live else None, reads, index, result, problems):
+        return result, bytes_read
     if not advanced:
         result.status = "already imported" if existing is not None else "nothing to import"
         if existing is not None:
@@ -223,9 +208,11 @@ def _import_card_once(
     card, version, bmap, last = _open_or_reopen(ledger, card_id, existing, baselines, observations, out)
     last = _translate_in_time_order(card, observations, out, last)
     plays = sum(1 for e in out if type(e) is PlayStarted)
+    count_not_counted(out, result)
     _record_progress_and_close(card, advanced, bmap, last, out)
     # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
     ledger.append_card(card_id, out, version, state=card)
+    index.add(set().union(*(r.guids for r in reads)), card_id)
     result.status = "imported" if existing is None else "updated"
     result.events = len(out)
     result.plays = plays
@@ -340,9 +327,78 @@ def _record_progress_and_close(
     out.append(closed)
 
 
-def _known_formats(files: list[Path], problems: list[Problem]) -> list[Path]:
-    """The files in a format the ledger reads; every other one is reported (exit 2) and makes no card."""
-    kept = []
+def _refusal(reads: list[FileRead], plan: CardPlan, card_id: str, index: GuidIndex) -> Problem | None:
+    """Why these reads make no card (exit 2): a file that is no recording, a file of several plays, files whose
+    card nothing proves, plays that are on another card already."""
+    for r in reads:
+        why = not_a_recording(r.first_bad and r.start == 0, r.skipped, r.lines - r.skipped)
+        if why is not None:
+            return Problem(str(r.path), None, "not_a_recording", f"not a recording: {why}")
+        if len(r.guids) > 1:
+            shown = ", ".join(sorted(r.guids)[:3])
+            msg = (
+                f"holds the lines of {len(r.guids)} plays ({shown}): the toolkit writes one file per play "
+                "(<game_id>-<guid>.jsonl), so this is several recordings put together; split it"
+            )
+            return Problem(str(r.path), None, "several_plays", msg)
+    if not any(r.observations for r in reads):
+        return None
+    if plan.how == "unproven" and not index.others(set().union(*(r.guids for r in reads)), card_id):
+        return Problem(str(plan.files[0].parent), None, "unknown_card", unproven_message(plan, card_id))
+    return None
+
+
+def _compared(
+    ledger: Ledger,
+    live: str | None,
+    reads: list[FileRead],
+    index: GuidIndex,
+    result: CardResult,
+    problems: list[Problem],
+) -> bool:
+    """When the ledger holds these plays already (the card captured live, or their guids on another card): compare
+    the card the lines make with it, write nothing, and say so (True)."""
+    obs = sorted((o for r in reads for o in r.observations), key=_ts_key)
+    held = live if live is not None else (held_elsewhere(index, obs, result.card_id) if obs else None)
+    if held is None or not obs:
+        return False
+    where = str(reads[0].path.parent)
+    compare_with_held(
+        ledger,
+        held,
+        obs,
+        where=where,
+        lineno=lambda _i: None,
+        first_play=None,
+        resets=True,
+        result=result,
+        problems=problems,
+    )
+    return True
+
+
+#: The card line of a refused card (its problem, printed above it, says where and why).
+_REFUSED = {
+    "not_a_recording": "a file is no recording: nothing of this card imported",
+    "several_plays": "a file holds several plays (recordings put together): nothing of this card imported",
+    "unknown_card": "nothing says which card these files are (see above): not imported",
+}
+
+
+def _repeats(problems: list[Problem]) -> str | None:
+    """Why lines that repeat earlier ones or go back in time (what no recorder writes) refuse the card."""
+    found = [p for p in problems if p.kind in REPEAT_KINDS]
+    if not found:
+        return None
+    return (
+        f"{len(found)} line(s) repeat an earlier line or go back in time (first: line {found[0].line}): nothing of "
+        "this card imported; --allow-repeats imports the lines as they are"
+    )
+
+
+def _unknown_formats(files: list[Path], problems: list[Problem]) -> list[Path]:
+    """The files in no format the ledger reads, each reported (exit 2): their card is not imported."""
+    unknown = []
     for f in files:
         try:
             fmt = sniff(f)
@@ -353,9 +409,8 @@ def _known_formats(files: list[Path], problems: list[Problem]) -> list[Path]:
             problems.append(
                 Problem(str(f), None, "unknown_format", f"not a recording the ledger reads. It reads: {formats}")
             )
-        else:
-            kept.append(f)
-    return kept
+            unknown.append(f)
+    return unknown
 
 
 def _size(p: Path) -> int:
@@ -379,13 +434,16 @@ def import_recordings(
     strict: bool = False,
     progress: Callable[[int], None] | None = None,
     on_card: Callable[[CardResult], None] | None = None,
+    card_id: str | None = None,
+    allow_repeats: bool = False,
 ) -> ImportSummary:
     """Import the recordings under ``paths`` (or the ``cards`` from :func:`find_recordings`) into ``ledger``.
 
     ``environments``: an ``environment_files`` tree whose ``metadata.json`` baselines new cards are stored with.
     ``progress`` is called with byte counts as files are read; ``on_card`` with each card's result once it is
     committed (or refused), so an interrupted import can say how far it got. Raises :class:`ImportInputError` on
-    bad paths or an ``environments`` folder without any ``metadata.json``.
+    bad paths, an ``environments`` folder without any ``metadata.json``, or a ``card_id`` (the card the given
+    recordings are, when their folder does not name it) given for recordings of several cards.
     """
     problems: list[Problem] = []
     if cards is None:
@@ -398,11 +456,13 @@ def import_recordings(
         problems.extend(Problem(p, None, "environments", "skipped (the toolkit skips it too)") for p in env_problems)
         entries = bl.canonical(found)
     baselines = Baselines(ledger, entries, environments)
+    index = GuidIndex(ledger)
+    plans = plan_cards(cards, index, card_id, problems)
     t0 = time.perf_counter()
     results: list[CardResult] = []
     bytes_read = 0
-    for card_id, files in cards.items():
-        r, n = _import_card(ledger, card_id, files, baselines, strict, progress, problems)
+    for cid, plan in plans.items():
+        r, n = _import_card(ledger, cid, plan, baselines, strict, progress, problems, index, allow_repeats)
         results.append(r)
         if on_card is not None:
             on_card(r)

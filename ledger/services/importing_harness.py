@@ -34,14 +34,26 @@ from ledger.core.events import (
     LinesSkipped,
     PlayStarted,
     RecordingImported,
+    RunUsage,
     SkippedLine,
     State,
 )
+from ledger.core.import_checks import not_a_recording
 from ledger.core.projection import apply, new_card
 from ledger.core.scoring import score_card
 from ledger.core.translator import Observation, translate
 from ledger.errors import VersionConflict
-from ledger.services.import_cards import Baselines, CardResult, Existing, attach_baselines, load_existing
+from ledger.services.import_cards import (
+    Baselines,
+    CardResult,
+    Existing,
+    attach_baselines,
+    count_not_counted,
+    load_existing,
+)
+from ledger.services.import_compare import compare_with_held, held_elsewhere
+from ledger.services.import_identity import GuidIndex
+from ledger.services.import_runs import run_tags, run_usage
 from ledger.toolkit.game_states import frame_digest
 from ledger.toolkit.harness import (
     FrameLine,
@@ -70,12 +82,21 @@ def import_harness_card(
     strict: bool,
     progress: Callable[[int], None] | None,
     problems: list[Problem],
+    *,
+    allow_repeats: bool = False,
+    index: GuidIndex | None = None,
+    how: str = "harness",
 ) -> tuple[CardResult, int]:
-    """Import (or resume) the card of one harness recording; retried when another writer got there first."""
+    """Import (or resume) the card of one harness recording; retried when another writer got there first.
+
+    Lines that repeat an earlier one or go back in time refuse the card (exit 2) unless ``allow_repeats``. Plays
+    that ``index`` finds on another card are compared with it, not written (:mod:`ledger.services.import_compare`).
+    ``how`` says how ``card_id`` was found (``harness``: the recorder's uuid, which is said).
+    """
     for _attempt in range(5):
         found: list[Problem] = []
         try:
-            result = _import_once(ledger, card_id, path, baselines, strict, progress, found)
+            result = _import_once(ledger, card_id, path, baselines, strict, progress, found, allow_repeats, index, how)
         except VersionConflict:
             continue
         problems.extend(found)
@@ -83,8 +104,9 @@ def import_harness_card(
     return CardResult(card_id, "not imported", 1, error="other writers kept changing this card", exit_code=1), 0
 
 
-def _steps_for(path: Path, read: HarnessRead, problems: list[Problem]) -> dict[int, Step]:
-    """The benchmarking run folder's steps matched to frame lines (the folder whose steps match most lines)."""
+def _steps_for(path: Path, read: HarnessRead, problems: list[Problem]) -> tuple[dict[int, Step], Path | None]:
+    """The benchmarking run folder's steps matched to frame lines (the folder whose steps match most lines), and
+    that folder."""
     best: dict[int, Step] = {}
     best_dir: Path | None = None
     for d in run_folders(path.parent, read.name):
@@ -95,7 +117,7 @@ def _steps_for(path: Path, read: HarnessRead, problems: list[Problem]) -> dict[i
         problems.append(
             Problem(str(path), None, "harness", f"parsed_action of {len(best)} step(s) from {best_dir.name}/ used")
         )
-    return best
+    return best, best_dir
 
 
 def _recover(
@@ -164,6 +186,9 @@ class _Prepared:
     read: HarnessRead
     done: int
     size: int
+    #: The benchmarking run folder matched to the recording, and its usage event for a new card.
+    run_dir: Path | None = None
+    usage: RunUsage | None = None
 
 
 def _prepare(
@@ -173,6 +198,7 @@ def _prepare(
     strict: bool,
     progress: Callable[[int], None] | None,
     problems: list[Problem],
+    allow_repeats: bool,
 ) -> _Prepared | None:
     """Refusals first (captured live, rewritten, unreadable, bad input under --strict); None when refused."""
     name = parse_name(path.name)
@@ -200,7 +226,33 @@ def _prepare(
         result.status, result.error, result.exit_code = "not imported", f"{path}: {msg}", 1
         return None
     done = since.lines if since is not None else 0
+    n_bad = len(read.skipped)
+    why = not_a_recording(read.first_bad, n_bad, read.lines - n_bad - read.blank_lines)
+    if why is not None:
+        problems.append(Problem(str(path), None, "not_a_recording", f"not a recording: {why}"))
+        result.status, result.exit_code = "not imported", 2
+        result.error = f"{path}: not a recording: {why}: nothing of it imported"
+        return None
+    guids = sorted({f.guid for f in read.frames if f.guid})
+    if len(guids) > 1:
+        # One agent plays one environment: its guid never changes, so two guids are recordings put together.
+        msg = f"holds the frames of {len(guids)} plays ({', '.join(guids[:3])}): several recordings put together"
+        problems.append(Problem(str(path), None, "several_plays", f"{msg}; split it"))
+        result.status, result.exit_code = "not imported", 2
+        result.error = f"{msg}: nothing of it imported"
+        return None
     result.format = "harness"
+    order = [o for o in read.order if o[0] > done]
+    for ln, kind, msg in order[:MAX_LISTED]:
+        problems.append(Problem(str(path), ln, kind, f"{msg}: no recorder writes it"))  # type: ignore[arg-type]
+    if order and not allow_repeats:
+        ln, _, msg = order[0]
+        result.status, result.exit_code = "not imported", 2
+        result.error = (
+            f"{path}:{ln}: {msg} ({len(order)} such line(s)): nothing of it imported; "
+            "--allow-repeats imports the lines as they are"
+        )
+        return None
     _report_read(read, done, problems, result)
     bad = [ln for ln, _ in read.impossible if ln > done] + [s.lineno for s in read.skipped if s.lineno > done]
     if strict and bad:
@@ -220,9 +272,12 @@ def _import_once(
     strict: bool,
     progress: Callable[[int], None] | None,
     problems: list[Problem],
+    allow_repeats: bool,
+    index: GuidIndex | None,
+    how: str,
 ) -> tuple[CardResult, int]:
     result = CardResult(card_id, "nothing to import", 1)
-    prep = _prepare(ledger, result, path, strict, progress, problems)
+    prep = _prepare(ledger, result, path, strict, progress, problems, allow_repeats)
     if prep is None:
         return result, 0 if result.exit_code == 1 else (path.stat().st_size if path.exists() else 0)
     read, done = prep.read, prep.done
@@ -230,7 +285,9 @@ def _import_once(
         attach_baselines(ledger, prep.existing, baselines, result)  # type: ignore[arg-type]
         return result, prep.size
     game_id = read.frames[0].game_id if read.frames else read.name.game_id
-    steps = _steps_for(path, read, problems)
+    steps, prep.run_dir = _steps_for(path, read, problems)
+    if prep.run_dir is not None and prep.existing is None and read.frames:
+        prep.usage = run_usage(prep.run_dir, read.frames, steps, read.frames[-1].ts, problems)
     candidates: dict[int, list[int]] = {}
     choices, undecided, unreproduced, method = _recover(read, game_id, baselines, steps, problems, candidates)
     undecided = [ln for ln in undecided if ln > done]
@@ -242,10 +299,36 @@ def _import_once(
     if prep.existing is None and not obs:
         result.lines = 0
         return result, prep.size
+    held = held_elsewhere(index, obs, card_id) if index is not None else None
+    if held is not None:
+        lines = [f.lineno for f in read.frames if f.lineno in choices and f.lineno > done and f.guid is not None]
+        compare_with_held(
+            ledger,
+            held,
+            obs,
+            where=str(path),
+            lineno=lambda i: lines[i] if i < len(lines) else None,
+            first_play=_first_play(read.name.agent) if prep.existing is None else None,
+            resets=method == "resimulated" and not undecided,  # an undecided line may have been a RESET
+            result=result,
+            problems=problems,
+        )
+        result.format, result.lines = "harness", read.lines - done
+        return result, prep.size
+    if prep.existing is None and how == "harness":
+        msg = (
+            f"card id {card_id} is the recorder's uuid in the file name: the recording does not name its card "
+            "(--card-id names it)"
+        )
+        problems.append(Problem(str(path), None, "harness", msg))
     open_ = [candidates.get(ln) for ln in linenos]
     by_line = {f.lineno: f for f in read.frames}
     noted = [frame_digest(line_signature(by_line[ln])[3]) for ln in linenos if candidates.get(ln)]
     out, doc = _commit(ledger, card_id, prep, obs, baselines, method, undecided, unreproduced, open_, noted)
+    count_not_counted(out, result)
+    if read.final == {} and read.final_lineno is not None and read.final_lineno > done:
+        msg = "the final scorecard line is empty ({}): the harness wrote no score to compare with"
+        problems.append(Problem(str(path), read.final_lineno, "harness", msg))
     _cross_check(read, doc, method, problems)
     result.status = "imported" if prep.existing is None else "updated"
     result.events = len(out)
@@ -274,7 +357,8 @@ def _commit(
     close. Returns them and the document at close. ``candidates[i]``: the actions ``obs[i]`` could answer when
     the recording does not decide it (its ActionTaken keeps them); ``noted``: their frames' digests, in order."""
     read, path = prep.read, prep.read.path
-    out, card, version = _open_or_reopen(ledger, prep.existing, card_id, read.name.agent, obs, read, baselines)
+    tags = [read.name.agent, *run_tags(prep.run_dir)]
+    out, card, version = _open_or_reopen(ledger, prep.existing, card_id, tags, obs, read, baselines)
     bmap = ledger.card_baselines(card)
     last = card.last_ts or read.frames[-1].ts
     for o, cands in zip(obs, candidates, strict=True):
@@ -286,6 +370,8 @@ def _commit(
     new_skips = _skipped(read, unreproduced, prep.done)
     tail_ts = max(last, read.frames[-1].ts) if read.frames else last
     extra: list[AnyEvent] = []
+    if prep.usage is not None:
+        extra.append(prep.usage)
     if new_skips:
         extra.append(LinesSkipped(ts=tail_ts, file=path.name, lines=new_skips))
     if noted:
@@ -369,7 +455,7 @@ def _open_or_reopen(
     ledger: Ledger,
     existing: Existing | None,
     card_id: str,
-    agent: str,
+    tags: list[str],
     obs: list[Observation],
     read: HarnessRead,
     baselines: Baselines,
@@ -379,7 +465,7 @@ def _open_or_reopen(
         first = obs[0].ts
         set_id, _ = baselines.for_new_card()
         card = new_card(card_id)
-        opened = CardOpened(ts=first, card_id=card_id, tags=[agent], baselines_id=set_id)
+        opened = CardOpened(ts=first, card_id=card_id, tags=tags, baselines_id=set_id)
         # Arcade.make's RESET: its answer is not recorded, its play is on the toolkit's card.
         make = Observation(first, obs[0].game_id, obs[0].guid, 0, "NOT_FINISHED", 0, True, False)
         for e in (opened, *translate_first(card, opened, make)):
@@ -391,6 +477,16 @@ def _open_or_reopen(
         apply(card, reopened)
         out.append(reopened)
     return out, card, card.events - len(out)
+
+
+def _first_play(agent: str) -> Callable[[Any, CardOpened, Observation], list[AnyEvent]]:
+    """How a new card of this recording starts: opened, then the play ``Arcade.make`` started."""
+
+    def first(card: Any, opened: CardOpened, o: Observation) -> list[AnyEvent]:
+        make = Observation(o.ts, o.game_id, o.guid, 0, "NOT_FINISHED", 0, True, False)
+        return translate_first(card, opened, make)
+
+    return first
 
 
 def translate_first(card: Any, opened: CardOpened, make: Observation) -> list[AnyEvent]:

@@ -6,6 +6,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+import msgspec
+
 from ledger.errors import ImportInputError
 from ledger.toolkit.harness import parse_name
 from ledger.toolkit.import_problems import Problem
@@ -70,3 +72,36 @@ def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> tuple[dict[str, 
         else:
             raise ImportInputError(f"{p}: no such file or folder")
     return {cid: [files[n] for n in sorted(files)] for cid, files in cards.items()}, problems
+
+
+class _GuidData(msgspec.Struct):
+    guid: str | None = None
+
+
+class _GuidLine(msgspec.Struct):
+    data: _GuidData
+
+
+_guid_line = msgspec.json.Decoder(_GuidLine)
+#: Lines read from a file's head to learn which plays it holds.
+HEAD_LINES = 50
+
+
+def head_guids(path: Path) -> set[str]:
+    """The play guids on the first lines of a recording (empty when none is readable)."""
+    out: set[str] = set()
+    try:
+        with open(path, "rb") as f:
+            for _ in range(HEAD_LINES):
+                raw = f.readline(1 << 24)
+                if not raw:
+                    break
+                try:
+                    g = _guid_line.decode(raw.strip()).data.guid
+                except (msgspec.DecodeError, RecursionError):
+                    continue
+                if g:
+                    out.add(g)
+    except OSError:
+        pass
+    return out

@@ -124,6 +124,11 @@ class HarnessRead:
     prefix_sha256: str = ""
     #: Skipped lines that look like frame lines (an action the game saw, its answer unreadable).
     lost_frames: list[int] = field(default_factory=list)
+    #: (lineno, kind, message) for lines that go back in time or repeat an earlier line ("out_of_order",
+    #: "repeated"): no recorder writes them.
+    order: list[tuple[int, str, str]] = field(default_factory=list)
+    #: Whether the first non-blank line was not a ``{"timestamp", "data"}`` record (then it is no recording).
+    first_bad: bool = False
 
 
 class _Action(msgspec.Struct):
@@ -176,6 +181,7 @@ def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
     last_ts: datetime | None = None
     lineno = 0
     pending_final: tuple[int, dict[str, Any]] | None = None
+    same_ts: set[tuple[Any, ...]] = set()
     with open(p, "rb") as f:
         for raw in f:
             complete = raw.endswith(b"\n")
@@ -192,6 +198,8 @@ def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
             if not body.strip():
                 read.blank_lines += 1
                 continue
+            if lineno - read.blank_lines == 1:
+                read.first_bad = not _is_record(body)
             if pending_final is not None:
                 # A scorecard-shaped line that was not the last: a side line after all.
                 pending_final = None
@@ -220,14 +228,30 @@ def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
             if line is None:
                 continue
             if last_ts is not None and ts < last_ts:
-                read.impossible.append((lineno, f"timestamp {ts.isoformat()} is before the previous line's"))
-            last_ts = ts
+                msg = f"timestamp {ts.isoformat()} is before the previous line's {last_ts.isoformat()}"
+                read.order.append((lineno, "out_of_order", msg))
+            elif ts != last_ts:
+                last_ts = ts
+                same_ts.clear()
+            # Timestamps never go back, so a repeat of an earlier line is among the lines of the same timestamp.
+            key = (line.guid, line.frame, line.state, line.levels_completed, line.full_reset)
+            if key in same_ts:
+                read.order.append((lineno, "repeated", "repeats an earlier line (same guid, frame and timestamp)"))
+            same_ts.add(key)
             read.frames.append(line)
     if pending_final is not None:
         read.final_lineno, read.final = pending_final
     read.lines = lineno
     read.prefix_sha256 = digest.hexdigest()
     return read
+
+
+def _is_record(body: bytes) -> bool:
+    try:
+        _line.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return True
 
 
 def _valid_json(raw: bytes) -> bool:
@@ -372,7 +396,7 @@ _sniff = msgspec.json.Decoder(_Sniff)
 def sniff(path: Path) -> str:
     """``toolkit``, ``harness`` or ``unknown``, from the file name and the shape of the first lines.
 
-    A file holding no JSON record at all is left to the toolkit reader, which reports its lines one by one.
+    A file with no JSON line at all is ``unknown`` (an empty or blank one is left to the reader, which says so).
     """
     harness_name = parse_name(path.name) is not None
     records = 0
@@ -399,7 +423,12 @@ def sniff(path: Path) -> str:
                     return "harness" if harness_name else "unknown"
                 return "toolkit"
     if records == 0:
-        return "harness" if harness_name else "toolkit"
+        # Nothing in it is JSON: no recording at all. An empty file, and a first record still being written (one
+        # line, no newline yet), are left to the reader, which says so.
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+        writing = head.lstrip().startswith(b'{"timestamp"') and b"\n" not in head
+        return ("harness" if harness_name else "toolkit") if writing or not head.strip() else "unknown"
     return "harness" if harness_name else "unknown"
 
 

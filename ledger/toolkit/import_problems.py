@@ -24,7 +24,17 @@ ProblemKind = Literal[
     "unreproduced",  # a harness line no action reproduces: skipped
     "cross_check",  # a harness recording's final scorecard line disagrees with the imported card
     "harness",  # notes on a harness import (resets unknown without the game's code, run folders used)
+    "not_a_recording",  # a file whose first line, or one line in four, is not a recording line: no card
+    "several_plays",  # a toolkit file holding the lines of several plays (recordings put together): no card
+    "unknown_card",  # nothing proves which card the files are (no card folder, no play in the ledger): no card
+    "out_of_order",  # a timestamp before the previous line's: no card unless --allow-repeats
+    "repeated",  # a line repeating an earlier one (same guid, action, answer, timestamp): likewise
+    "not_counted",  # lines after the card's close (captured live): the server did not count them
 ]
+#: Problems that refuse a card (exit 2) unless the user says they know (``--allow-repeats``).
+REPEAT_KINDS = frozenset(("out_of_order", "repeated"))
+#: Problems that refuse a card (nothing of it committed, exit 2) whatever the options.
+REFUSED_KINDS = frozenset(("unknown_format", "not_a_recording", "several_plays", "unknown_card"))
 #: Problems that make a card fail under ``strict``.
 STRICT_KINDS = frozenset(("not_json", "wrong_type", "too_long", "name_mismatch", "unlisted", "impossible"))
 #: Problems that make a card fail in any case (nothing of it committed, exit 1).

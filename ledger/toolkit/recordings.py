@@ -21,9 +21,12 @@ a non-RESET action received while the game was GAME_OVER or WIN. A line with no 
 does not score it.
 
 **Bad input.** A line that is not JSON or has wrong types is reported with its file and line number and skipped
-(the line is consumed, so it is reported once); a file whose lines disagree with its name (``<game_id>-<guid>``) is
-reported and imported from what the lines say, which is what the toolkit scored. With ``strict``, either makes the
-card fail with nothing of it committed; a truncated last line does not (every killed run leaves one). An empty file
+(the line is consumed, so it is reported once); the read says whether the first line was such a line, so the
+importer can refuse a file that is no recording. A timestamp before the previous line's and a line repeating an
+earlier one of the same timestamp (what no recorder writes) are reported (``out_of_order``, ``repeated``). A file
+whose lines disagree with its name (``<game_id>-<guid>``) is reported and imported from what the lines say, which
+is what the toolkit scored. With ``strict``, a bad line or a name mismatch makes the card fail with nothing of it
+committed; a truncated last line does not (every killed run leaves one). An empty file
 is reported and imports nothing; a card whose files hold no valid line is not created. Unknown fields are ignored.
 Card metadata the recordings do not hold (tags, source_url, opaque, the API key, seeds) is absent from imported cards.
 """
@@ -37,7 +40,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -48,18 +50,15 @@ from ledger.toolkit.import_problems import FATAL_KINDS as FATAL_KINDS  # re-expo
 from ledger.toolkit.import_problems import SKIP_REASONS, Problem, ProblemKind
 from ledger.toolkit.import_problems import STRICT_KINDS as STRICT_KINDS  # re-exported
 from ledger.toolkit.observation import click_xy
+from ledger.toolkit.recording_io import BLOCK as BLOCK  # re-exported
+from ledger.toolkit.recording_io import FRAME_KEY, MAX_LINE, LongLine, check_continues, feed_lines
+from ledger.toolkit.recording_io import RewrittenError as RewrittenError  # re-exported
 
-#: Bytes read at a time: small enough that a block is still in the CPU cache when its lines are scanned.
-BLOCK = 1 << 18
-#: A line longer than this is streamed (only its first MAX_HEAD bytes are kept).
-MAX_LINE = 1 << 24
-MAX_HEAD = 1 << 20
 #: Bytes before a file's import offset whose hash tells a rewritten file from a grown one.
 TAIL = 4096
 #: Bad lines listed per file (the rest are counted).
 MAX_LISTED = 10
 
-FRAME_KEY = b', "frame": '
 ACTION_IDS = {"RESET": 0, **{f"ACTION{i}": i for i in range(1, 8)}}
 
 # -- the line format ----------------------------------------------------------------------------------------------
@@ -146,25 +145,11 @@ class FileRead:
     prefix_sha256: str | None = None
     #: Bad lines of this read, as recorded with the card (``LinesSkipped``).
     skipped_lines: list[SkippedLine] = field(default_factory=list)
-
-
-class _LongLine:
-    """A line too long to hold: its head, whether its frame part holds a quote, its last bytes, its length."""
-
-    __slots__ = ("head", "k", "length", "quote", "tail")
-
-    def __init__(self, first: bytes) -> None:
-        self.head = first[:MAX_HEAD]
-        self.k = self.head.find(FRAME_KEY, 0, MAX_HEAD - 16)
-        self.quote = self.k < 0 or first.find(b'"', self.k + len(FRAME_KEY)) >= 0
-        self.tail = first[-3:]
-        self.length = len(first)
-
-    def feed(self, buf: bytes, s: int, e: int) -> None:
-        if not self.quote and buf.find(b'"', s, e) >= 0:
-            self.quote = True
-        self.tail = (self.tail + buf[max(s, e - 3) : e])[-3:]
-        self.length += e - s
+    #: Lines of this read in the recording's shape (scored or not), and whether the first non-blank one was not.
+    good: int = 0
+    first_bad: bool = False
+    #: Every play guid the lines carry (the toolkit writes one per file).
+    guids: set[str] = field(default_factory=set)
 
 
 class _FileReader:
@@ -189,6 +174,12 @@ class _FileReader:
         self._ok_game: str | None = None
         self._ok_guid: str | None = None
         self._mismatch: dict[str, list[int]] = {}
+        self.guids: set[str] = set()
+        self._same_ts: set[tuple[object, ...]] = set()
+        self._prev: tuple[Observation, bool | None, int] | None = None
+        self.out_of_order = 0
+        self.good = 0
+        self.first_bad = False
 
     # The hot path: one call per line of the file.
     def line(self, buf: bytes, s: int, e: int) -> None:
@@ -202,14 +193,14 @@ class _FileReader:
             except (msgspec.DecodeError, RecursionError):
                 pass
             else:
-                self._observe(head.timestamp, head.data, buf.startswith(b"[]", k + 11))
+                self._observe(head.timestamp, head.data, buf.startswith(b"[]", k + 11), e - k)
                 return
         if e - s < 2 and not buf[s:e].strip():
             self.reasons["blank"] += 1
             return
         self._full(buf[s:e])
 
-    def long_line(self, ll: _LongLine) -> None:
+    def long_line(self, ll: LongLine) -> None:
         self.lineno += 1
         tail = ll.tail[:-1] if ll.tail.endswith(b"\r") else ll.tail
         if ll.k >= 0 and not ll.quote and tail.endswith(b"}}"):
@@ -218,7 +209,7 @@ class _FileReader:
             except (msgspec.DecodeError, RecursionError):
                 pass
             else:
-                self._observe(head.timestamp, head.data, ll.head.startswith(b"[]", ll.k + 11))
+                self._observe(head.timestamp, head.data, ll.head.startswith(b"[]", ll.k + 11), ll.length - ll.k)
                 return
         self._bad(
             "too_long",
@@ -252,7 +243,7 @@ class _FileReader:
             self.reasons["not_json"] += 1
         return False
 
-    def long_fragment(self, ll: _LongLine) -> None:
+    def long_fragment(self, ll: LongLine) -> None:
         self.problems.append(
             Problem(
                 str(self.path),
@@ -278,9 +269,11 @@ class _FileReader:
         self._record(rec)
 
     def _record(self, rec: _Line) -> None:
-        self._observe(rec.timestamp, rec.data, _frame_is_empty(rec.data.frame))
+        self._observe(rec.timestamp, rec.data, _frame_is_empty(rec.data.frame), len(rec.data.frame))
 
     def _bad(self, kind: ProblemKind, message: str, data: bytes = b"", size: int | None = None) -> None:
+        if self.bad == 0 and self.good == 0:
+            self.first_bad = True
         self.bad += 1
         self.reasons[kind] += 1
         # Recorded with the card (LinesSkipped): the hash says which bytes were left out.
@@ -293,7 +286,8 @@ class _FileReader:
             self.listed += 1
             self.problems.append(Problem(str(self.path), self.lineno, kind, message))
 
-    def _observe(self, ts: datetime, d: _HeadData | _Data, frame_empty: bool | None) -> None:
+    def _observe(self, ts: datetime, d: _HeadData | _Data, frame_empty: bool | None, size: int = 0) -> None:
+        """One record; ``size`` tells frames apart cheaply (its byte length) when a repeat is looked for."""
         ai = d.action_input
         action: int | None
         if ai is None:
@@ -310,14 +304,25 @@ class _FileReader:
                     )
                     return
                 action = aid
+        self.good += 1
         if ts.tzinfo is None:
             ts = ts.replace(tzinfo=UTC)
         levels, win = d.levels_completed, d.win_levels
-        if levels < 0 or (win is not None and levels > win) or (self.last_ts is not None and ts < self.last_ts):
+        if levels < 0 or (win is not None and levels > win):
             self._impossible(ts, levels, win)
-        self.last_ts = ts
+        last = self.last_ts
+        same = False
+        if last is not None and ts < last:
+            self._order("out_of_order", f"timestamp {ts.isoformat()} is before the previous line's {last.isoformat()}")
+        elif ts != last:
+            self.last_ts = ts
+            if self._same_ts:
+                self._same_ts.clear()
+        else:
+            same = True
         prev = self.game_state
         state = self.game_state = d.state
+        said = frame_empty  # what the line says (the inferred value depends on the line before)
         if frame_empty is None:
             frame_empty = action != 0 and (prev == "GAME_OVER" or prev == "WIN")
         guid = d.guid
@@ -326,23 +331,36 @@ class _FileReader:
             return
         game_id = d.game_id
         if guid != self._ok_guid or game_id != self._ok_game:
+            self.guids.add(guid)
             self._check_name(game_id, guid)
-        if ts.tzinfo is None:
-            ts = ts.replace(tzinfo=UTC)
         if action == 6:
             x, y = click_xy(_any_decoder.decode(ai.data))  # type: ignore[union-attr]
-            self._add(Observation(ts, game_id, guid, 6, state, d.levels_completed, d.full_reset, frame_empty, x, y))
+            obs = Observation(ts, game_id, guid, 6, state, d.levels_completed, d.full_reset, frame_empty, x, y)
         else:
-            self._add(Observation(ts, game_id, guid, action, state, d.levels_completed, d.full_reset, frame_empty))
+            obs = Observation(ts, game_id, guid, action, state, d.levels_completed, d.full_reset, frame_empty)
+        # Timestamps never go back, so a repeat of an earlier line is among the lines of the same timestamp: keys are
+        # made only for those (nearly every line has a timestamp of its own).
+        if same:
+            seen = self._same_ts
+            if not seen and self._prev is not None:
+                seen.add(_repeat_key(*self._prev))
+            key = _repeat_key(obs, said, size)
+            if key in seen:
+                self._order("repeated", "repeats an earlier line (same guid, action, answer and timestamp)")
+            seen.add(key)
+        self._prev = (obs, said, size)
+        self._add(obs)
+
+    def _order(self, kind: ProblemKind, what: str) -> None:
+        self.out_of_order += 1
+        if self.out_of_order <= MAX_LISTED:
+            self.problems.append(Problem(str(self.path), self.lineno, kind, f"{what}: the toolkit cannot write it"))
 
     def _impossible(self, ts: datetime, levels: int, win: int | None) -> None:
         self.impossible += 1
         if self.impossible > MAX_LISTED:
             return
-        if self.last_ts is not None and ts < self.last_ts:
-            what = f"timestamp {ts.isoformat()} is before the previous line's {self.last_ts.isoformat()}"
-        else:
-            what = f"levels_completed {levels} outside 0..win_levels {win}"
+        what = f"levels_completed {levels} outside 0..win_levels {win}"
         self.problems.append(Problem(str(self.path), self.lineno, "impossible", f"{what}: the toolkit cannot write it"))
 
     def _check_name(self, game_id: str, guid: str) -> None:
@@ -369,6 +387,11 @@ class _FileReader:
             )
 
 
+def _repeat_key(o: Observation, said: bool | None, size: int) -> tuple[object, ...]:
+    """What makes two lines of one timestamp the same line: play, action, answer, and the frame as written."""
+    return (o.guid, o.game_id, o.action, o.state, o.levels_completed, o.full_reset, said, size, o.x, o.y)
+
+
 def read_recording(
     path: str | os.PathLike[str],
     *,
@@ -385,13 +408,13 @@ def read_recording(
     with open(p, "rb") as f:
         digest = hashlib.sha256()
         if since is not None:
-            _check_continues(f, since, digest)
+            check_continues(f, since, digest)
         reader = _FileReader(
             p, p.name, since.lines if since is not None else 0, since.game_state if since is not None else None
         )
         f.seek(start)
         with BackgroundHash(digest) as hasher:  # sha256 on another core while this one parses
-            read, carry, long = _feed_lines(f, reader, hasher, progress)
+            read, carry, long = feed_lines(f, reader, hasher, progress)
         # Everything read is consumed but the last line when it has no newline.
         consumed = start + read - len(carry) - (long.length if long is not None else 0)
         if long is not None:
@@ -422,76 +445,10 @@ def read_recording(
         bytes_read=read,
         prefix_sha256=prefix,
         skipped_lines=reader.skipped_lines,
+        good=reader.good,
+        first_bad=reader.first_bad,
+        guids=reader.guids,
     )
-
-
-def _check_continues(f: Any, since: RecordingImported, digest: Any) -> None:
-    """Raise :class:`RewrittenError` unless the file still holds what ``since`` imported; ``digest`` then holds it."""
-    start = since.offset
-    size = os.fstat(f.fileno()).st_size
-    if size < start:
-        raise RewrittenError(f"is {size} bytes, shorter than the {start} bytes already imported")
-    if since.prefix_sha256 is not None:
-        # Every imported byte is compared, not only the last ones: one action changed on line 9 is found.
-        hash_range(f, 0, start, digest, BLOCK)
-        if digest.hexdigest() != since.prefix_sha256:
-            raise RewrittenError(f"changed in the {start} bytes already imported")
-    elif tail_hash(f, start, TAIL) != since.tail_sha256:
-        raise RewrittenError(f"changed in the {min(start, TAIL)} bytes before byte {start} already imported")
-    else:
-        # Imported before whole-prefix hashes were kept: from now on the whole prefix is hashed.
-        hash_range(f, 0, start, digest, BLOCK)
-
-
-def _feed_lines(
-    f: Any, reader: _FileReader, hasher: BackgroundHash, progress: Callable[[int], None] | None
-) -> tuple[int, bytes, _LongLine | None]:
-    """Hand every whole line from ``f``'s position to ``reader``; the bytes read and the last line if unended."""
-    line = reader.line
-    carry = b""
-    long: _LongLine | None = None
-    read = 0
-    while True:
-        chunk = f.read(BLOCK)
-        if not chunk:
-            break
-        read += len(chunk)
-        hasher.update(chunk)
-        if progress is not None:
-            progress(len(chunk))
-        pos = 0
-        if long is not None or carry:
-            nl = chunk.find(b"\n")
-            if nl < 0:
-                if long is not None:
-                    long.feed(chunk, 0, len(chunk))
-                elif len(carry) + len(chunk) > MAX_LINE:
-                    long, carry = _LongLine(carry + chunk), b""
-                else:
-                    carry += chunk
-                continue
-            if long is not None:
-                long.feed(chunk, 0, nl)
-                reader.long_line(long)
-                long = None
-            else:
-                whole = carry + chunk[:nl]
-                line(whole, 0, len(whole))
-                carry = b""
-            pos = nl + 1
-        find = chunk.find
-        while True:
-            nl = find(b"\n", pos)
-            if nl < 0:
-                break
-            line(chunk, pos, nl)
-            pos = nl + 1
-        carry = chunk[pos:]
-    return read, carry, long
-
-
-class RewrittenError(Exception):
-    """A recording no longer continues the bytes already imported from it."""
 
 
 from ledger.toolkit.finding import find_recordings as find_recordings  # noqa: E402  (re-exported)

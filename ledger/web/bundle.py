@@ -24,7 +24,7 @@ from ledger.errors import InputError, UnknownCard
 from ledger.services.compare import comparison, leaderboard
 
 from . import pages
-from .data import CardCache, card_events, card_row, card_view, column_of
+from .data import CardCache, card_events, card_row, card_view, column_of, usage_of
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -129,7 +129,9 @@ def _write(
         rows.append(card_row(card, doc))
         _put(
             root / links.card(cid),
-            pages.card_page(card_view(card, doc), version=version, links=links, bundle=True, source=source),
+            pages.card_page(
+                card_view(card, doc, usage_of(cache, cid)), version=version, links=links, bundle=True, source=source
+            ),
         )
         written += 1
         events = card_events(ledger, cid)

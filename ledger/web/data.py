@@ -139,6 +139,8 @@ class CardView(msgspec.Struct, frozen=True, kw_only=True):
     games: list[GameView]
     tags_scores: list[RunDoc]
     level_cap: float = LEVEL_CAP
+    #: A benchmarking run's usage and cost kept with an imported card (lines as ``replay`` prints them).
+    usage: list[str] = []
 
 
 def card_row(card: CardState, doc: ScorecardDoc) -> CardRow:
@@ -218,8 +220,8 @@ def _game(card: CardState, env: EnvironmentDoc, findings: list[str]) -> GameView
     )
 
 
-def card_view(card: CardState, doc: ScorecardDoc) -> CardView:
-    """The card page for ``card`` scored as ``doc``."""
+def card_view(card: CardState, doc: ScorecardDoc, usage: Sequence[str] = ()) -> CardView:
+    """The card page for ``card`` scored as ``doc`` (``usage``: its run's usage and cost lines, if any)."""
     pm = postmortem(card, doc)
     findings = {g.game_id: [f.text for f in g.findings] for g in pm.games}
     opaque = None if card.opaque is None else json.dumps(card.opaque, indent=1, sort_keys=True, default=str)
@@ -231,7 +233,15 @@ def card_view(card: CardState, doc: ScorecardDoc) -> CardView:
         baselines_id=card.baselines_id,
         games=[_game(card, env, findings.get(env.id, [])) for env in doc.environments],
         tags_scores=list(doc.tags_scores),
+        usage=list(usage),
     )
+
+
+def usage_of(cache: CardCache, card_id: str) -> list[str]:
+    """The card's run usage and cost lines (empty unless imported from a benchmarking run folder)."""
+    from ledger.services.import_runs import card_usage, usage_lines
+
+    return usage_lines(card_usage(cache.ledger, card_id))
 
 
 def load(cache: CardCache, card_id: str) -> tuple[CardState, ScorecardDoc, int]:

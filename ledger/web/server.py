@@ -19,7 +19,7 @@ from ledger.services.compare import compare_cards, leaderboard
 from ledger.toolkit.frames import DEFAULT_LIMIT, palette_or_empty, play_frames
 
 from . import pages
-from .data import CardCache, card_events, card_rows, card_view, column_of, load
+from .data import CardCache, card_events, card_rows, card_view, column_of, load, usage_of
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -59,7 +59,7 @@ class Viewer:
     def card(self) -> str:
         """One card's page."""
         state, doc, version = load(self.cache, _arg("id"))
-        view = card_view(state, doc)
+        view = card_view(state, doc, usage_of(self.cache, state.card_id))
         return pages.card_page(view, version=version, links=self.links, bundle=False, source=self.source)
 
     def api_card(self) -> Any:
@@ -67,7 +67,7 @@ class Viewer:
         state, doc, version = load(self.cache, _arg("id"))
         if request.args.get("since") == str(version):
             return Response(status=204)
-        html = pages.card_body_fragment(card_view(state, doc), links=self.links)
+        html = pages.card_body_fragment(card_view(state, doc, usage_of(self.cache, state.card_id)), links=self.links)
         return jsonify({"events": version, "open": not state.closed, "html": html})
 
     def _chosen(self) -> tuple[list[str], list[str]]:

@@ -1,0 +1,83 @@
+"""A recording of plays the ledger holds already (captured live, or imported from other files): compared with the
+card that holds them, never written as a second card of the same run.
+
+The plays are found by their guids (every line of both recording formats carries its play's guid). Lines after the
+held card's close are left out of the comparison and reported: the server counted nothing after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ledger.core.events import AnyEvent, CardOpened
+from ledger.core.import_checks import compare_plays
+from ledger.core.projection import CardState, apply, new_card
+from ledger.core.translator import Observation, translate
+from ledger.services.import_cards import CardResult
+from ledger.services.import_identity import GuidIndex
+from ledger.toolkit.import_problems import Problem
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+
+
+def held_elsewhere(index: GuidIndex, obs: list[Observation], card_id: str) -> str | None:
+    """The card (other than ``card_id``) that holds a play of these observations' guids, if any."""
+    others = index.others({o.guid for o in obs}, card_id)
+    return next(iter(others.values())) if others else None
+
+
+def compare_with_held(
+    ledger: Ledger,
+    held_id: str,
+    obs: list[Observation],
+    *,
+    where: str,
+    lineno: Callable[[int], int | None],
+    first_play: Callable[[CardState, CardOpened, Observation], list[AnyEvent]] | None,
+    resets: bool,
+    result: CardResult,
+    problems: list[Problem],
+) -> None:
+    """Compare the card ``obs`` make with the held card; set ``result`` ("same card", or "differs", exit 1).
+
+    ``lineno(i)`` is the recording's line of ``obs[i]``; ``first_play`` starts the card as the importer does
+    (the harness's unrecorded ``Arcade.make`` RESET).
+    """
+    held = ledger.load_card(held_id)
+    how = "imported" if held.close_reason == "end_of_import" else "captured live"
+    counted = obs
+    if held.closed_at is not None and held.close_reason != "end_of_import":
+        counted = [o for o in obs if o.ts <= held.closed_at]
+        after = len(obs) - len(counted)
+        if after:
+            first = lineno(len(counted))
+            at = f" (from line {first})" if first is not None else ""
+            msg = (
+                f"{after} line(s) after the card closed at {held.closed_at.isoformat()}{at}, not counted "
+                "(the server counted nothing after the close)"
+            )
+            problems.append(Problem(where, first, "not_counted", msg))
+    card = new_card(held_id)
+    opened = CardOpened(ts=counted[0].ts if counted else obs[0].ts, card_id=held_id)
+    if first_play is not None and counted:
+        first_play(card, opened, counted[0])
+    else:
+        apply(card, opened)
+    for o in counted:
+        translate(card, o)
+    diffs = compare_plays(held, card, {o.guid for o in obs}, resets=resets)
+    result.card_id = held_id
+    if diffs:
+        for d in diffs[:10]:
+            problems.append(Problem(where, None, "cross_check", d))
+        result.status, result.exit_code = "differs", 1
+        result.error = (
+            f"its plays are on card {held_id} ({how}) and differ in {len(diffs)} place(s): not imported "
+            "(one run is one card)"
+        )
+    else:
+        result.status = "same card"
+        msg = f"same card, equal: its plays are on card {held_id} ({how}), found by their guids; nothing written"
+        problems.append(Problem(where, None, "harness", msg))

@@ -1,0 +1,100 @@
+"""A benchmarking run folder beside a harness recording: its model and run id as the card's tags, its usage and
+cost kept with the card (``RunUsage``, split by the level being played), and what of it the import did not use."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from ledger.core.events import LevelUsage, RunUsage, card_stream, decode
+from ledger.toolkit.harness import FrameLine, Step, read_run_folder
+from ledger.toolkit.import_problems import Problem
+from ledger.toolkit.run_folders import read_run_meta, step_usages
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+
+
+def run_tags(folder: Path | None) -> list[str]:
+    """``model:<model>`` and ``run:<run id>`` of the run folder (none without one)."""
+    meta = read_run_meta(folder) if folder is not None else None
+    if meta is None:
+        return []
+    return [
+        t for t in (f"model:{meta.model}" if meta.model else None, f"run:{meta.run_id}" if meta.run_id else None) if t
+    ]
+
+
+def run_usage(
+    folder: Path, frames: list[FrameLine], matched: dict[int, Step], ts: datetime, problems: list[Problem]
+) -> RunUsage | None:
+    """The run's usage event (None without a readable run_meta.json); notes what was not used into ``problems``."""
+    meta = read_run_meta(folder)
+    if meta is None:
+        return None
+    usages = step_usages(folder)
+    per_level: dict[int, list[float | int | None]] = {}
+    prev_levels = 0
+    for line in frames:
+        step = matched.get(line.lineno)
+        if step is not None:
+            u = usages.get(step.step)
+            acc = per_level.setdefault(prev_levels, [0, 0, 0.0])
+            acc[0] = int(acc[0] or 0) + 1
+            acc[1] = None if u is None or u.total_tokens is None or acc[1] is None else int(acc[1]) + u.total_tokens
+            acc[2] = None if u is None or u.cost is None or acc[2] is None else float(acc[2]) + u.cost
+        prev_levels = line.levels_completed
+    levels = [LevelUsage(lv, int(a[0] or 0), a[1], a[2]) for lv, a in sorted(per_level.items())]  # type: ignore[arg-type]
+    used = {s.step for s in matched.values()}
+    steps = read_run_folder(folder)
+    unmatched = [s.step for s in steps if s.step not in used]
+    where = str(folder)
+    unread = sum(1 for _ in folder.glob("step_*.json")) - len(steps)
+    if unread > 0:
+        msg = f"{unread} step file(s) unreadable or without a parsed_action, not used"
+        problems.append(Problem(where, None, "harness", msg))
+    if unmatched:
+        shown = ", ".join(f"step_{n:03d}" for n in unmatched[:5]) + (" ..." if len(unmatched) > 5 else "")
+        problems.append(Problem(where, None, "harness", f"{len(unmatched)} step(s) matched no line, not used: {shown}"))
+    if meta.unused:
+        problems.append(Problem(where, None, "harness", f"run_meta.json keys not used: {', '.join(meta.unused)}"))
+    u = meta.usage
+    return RunUsage(
+        ts=ts,
+        folder=folder.name,
+        run_id=meta.run_id,
+        model=meta.model,
+        started_at=meta.started_at,
+        ended_at=meta.ended_at,
+        input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens,
+        total_tokens=u.total_tokens,
+        cost=u.cost,
+        levels=levels,
+    )
+
+
+def usage_lines(usages: list[RunUsage]) -> list[str]:
+    """How ``replay`` shows a card's run usage: the run, its totals, the cost per level where the steps give it."""
+    out = []
+    for u in usages:
+        head = f"run {u.run_id or u.folder}" + (f", model {u.model}" if u.model else "")
+        figures = []
+        if u.total_tokens is not None:
+            figures.append(f"{u.total_tokens} tokens")
+        if u.cost is not None:
+            figures.append(f"${u.cost:.4f}")
+        out.append(head + (": " + ", ".join(figures) if figures else ""))
+        for lv in u.levels:
+            cost = f"${lv.cost:.4f}" if lv.cost is not None else "cost not given"
+            tokens = f", {lv.tokens} tokens" if lv.tokens is not None else ""
+            out.append(f"  level {lv.levels_completed + 1}: {lv.steps} step(s), {cost}{tokens}")
+    return out
+
+
+def card_usage(ledger: Ledger, card_id: str) -> list[RunUsage]:
+    """The run usage kept with a card (empty for cards not imported from a benchmarking run)."""
+    bodies, _, _ = ledger.store.read_bodies(card_stream(card_id))
+    # Only these few events are decoded: a long card's actions are skipped by their leading tag.
+    return [cast(RunUsage, decode(b)) for b in bodies if bytes(b).startswith(b'{"type":"run_usage"')]

@@ -1,0 +1,118 @@
+"""What a benchmarking run folder says beyond the actions (``run_meta.json`` and each ``step_NNN.json``'s usage).
+
+arc-agi-3-benchmarking writes ``run_meta.json`` (run id, model, token usage and cost, start and end) and per step
+``step_NNN.json`` (``parsed_action``, ``usage``). Key names vary between its versions, so each figure is read from
+the first key that holds it; a figure no key holds is None, and keys not read are listed so the import can say
+what it did not use.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_INPUT = ("input_tokens", "prompt_tokens")
+_OUTPUT = ("output_tokens", "completion_tokens")
+_TOTAL = ("total_tokens", "tokens")
+_COST = ("total_cost", "cost", "cost_usd")
+_META_READ = {"run_id", "model", "config", "started_at", "start_time", "ended_at", "end_time", "finished_at"}
+_META_READ |= {"usage", "total_usage", "token_usage", *_INPUT, *_OUTPUT, *_TOTAL, *_COST}
+
+
+@dataclass(slots=True)
+class Usage:
+    """Tokens and cost (None where the folder gives none)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    cost: float | None = None
+
+
+@dataclass(slots=True)
+class RunMeta:
+    """``run_meta.json``: the run's id, model, times and usage; the keys it holds that were not read."""
+
+    run_id: str | None
+    model: str | None
+    started_at: str | None
+    ended_at: str | None
+    usage: Usage
+    unused: list[str] = field(default_factory=list)
+
+
+def _number(d: dict[str, Any], keys: tuple[str, ...], kind: type) -> Any:
+    for k in keys:
+        v = d.get(k)
+        if isinstance(v, dict):
+            v = next((v[j] for j in _COST if isinstance(v.get(j), int | float)), None)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return kind(v)
+    return None
+
+
+def usage_of(d: Any) -> Usage:
+    """Tokens and cost from a usage object (or the object holding them at its top)."""
+    if not isinstance(d, dict):
+        return Usage()
+    inner = next((d[k] for k in ("usage", "total_usage", "token_usage") if isinstance(d.get(k), dict)), None)
+    u = Usage(_number(d, _INPUT, int), _number(d, _OUTPUT, int), _number(d, _TOTAL, int), _number(d, _COST, float))
+    if inner is not None:
+        v = usage_of_flat(inner)
+        u = Usage(
+            u.input_tokens if u.input_tokens is not None else v.input_tokens,
+            u.output_tokens if u.output_tokens is not None else v.output_tokens,
+            u.total_tokens if u.total_tokens is not None else v.total_tokens,
+            u.cost if u.cost is not None else v.cost,
+        )
+    if u.total_tokens is None and u.input_tokens is not None and u.output_tokens is not None:
+        u.total_tokens = u.input_tokens + u.output_tokens
+    return u
+
+
+def usage_of_flat(d: dict[str, Any]) -> Usage:
+    """Tokens and cost from the top keys of ``d`` only."""
+    return Usage(_number(d, _INPUT, int), _number(d, _OUTPUT, int), _number(d, _TOTAL, int), _number(d, _COST, float))
+
+
+def _text(d: dict[str, Any], *keys: str) -> str | None:
+    for k in keys:
+        v = d.get(k)
+        if isinstance(v, str) and v:
+            return v
+    return None
+
+
+def read_run_meta(folder: Path) -> RunMeta | None:
+    """The folder's ``run_meta.json`` (None when it is missing or not a JSON object)."""
+    try:
+        d = json.loads((folder / "run_meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(d, dict):
+        return None
+    return RunMeta(
+        run_id=_text(d, "run_id"),
+        model=_text(d, "model", "config"),
+        started_at=_text(d, "started_at", "start_time"),
+        ended_at=_text(d, "ended_at", "end_time", "finished_at"),
+        usage=usage_of(d),
+        unused=sorted(k for k in d if k not in _META_READ),
+    )
+
+
+def step_usages(folder: Path) -> dict[int, Usage]:
+    """step number -> its usage, for the step files that give one."""
+    out: dict[int, Usage] = {}
+    for f in sorted(folder.glob("step_*.json")):
+        try:
+            d = json.loads(f.read_text(encoding="utf-8"))
+            n = int(d["step"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        u = usage_of(d)
+        if u.total_tokens is not None or u.cost is not None:
+            out[n] = u
+    return out

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from ledger.core.events import LevelUsage, RunUsage, card_stream, decode
-from ledger.toolkit.harness import FrameLine, Step, read_run_folder
+from ledger.toolkit.harness import FrameLine
 from ledger.toolkit.import_problems import Problem
-from ledger.toolkit.run_folders import read_run_meta, step_usages
+from ledger.toolkit.run_folders import Step, read_run_folder, read_run_meta, step_usages
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger

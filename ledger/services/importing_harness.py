@@ -35,7 +35,6 @@ from ledger.core.events import (
     PlayStarted,
     RecordingImported,
     RunUsage,
-    SkippedLine,
     State,
 )
 from ledger.core.import_checks import not_a_recording
@@ -43,6 +42,7 @@ from ledger.core.projection import apply, new_card
 from ledger.core.scoring import score_card
 from ledger.core.translator import Observation, translate
 from ledger.errors import VersionConflict
+from ledger.services.harness_report import cross_check, report_read, skipped_lines, tail_sha256
 from ledger.services.import_cards import (
     Baselines,
     CardResult,
@@ -58,17 +58,14 @@ from ledger.toolkit.game_states import frame_digest
 from ledger.toolkit.harness import (
     FrameLine,
     HarnessRead,
-    Step,
     classify_from_frames,
-    match_steps,
     parse_name,
     prefix_hash,
     read_harness,
-    read_run_folder,
-    run_folders,
 )
 from ledger.toolkit.harness_search import line_signature
 from ledger.toolkit.recordings import MAX_LISTED, Problem
+from ledger.toolkit.run_folders import Step, match_steps, read_run_folder, run_folders
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
@@ -253,7 +250,7 @@ def _prepare(
             "--allow-repeats imports the lines as they are"
         )
         return None
-    _report_read(read, done, problems, result)
+    report_read(read, done, problems, result)
     bad = [ln for ln, _ in read.impossible if ln > done] + [s.lineno for s in read.skipped if s.lineno > done]
     if strict and bad:
         result.status, result.exit_code = "not imported", 2
@@ -329,7 +326,7 @@ def _import_once(
     if read.final == {} and read.final_lineno is not None and read.final_lineno > done:
         msg = "the final scorecard line is empty ({}): the harness wrote no score to compare with"
         problems.append(Problem(str(path), read.final_lineno, "harness", msg))
-    _cross_check(read, doc, method, problems)
+    cross_check(read, doc, method, problems)
     result.status = "imported" if prep.existing is None else "updated"
     result.events = len(out)
     result.plays = sum(1 for e in out if type(e) is PlayStarted)
@@ -367,7 +364,7 @@ def _commit(
             evs = [msgspec.structs.replace(e, candidates=cands) if type(e) is ActionTaken else e for e in evs]
         out.extend(evs)
         last = max(last, o.ts)
-    new_skips = _skipped(read, unreproduced, prep.done)
+    new_skips = skipped_lines(read, unreproduced, prep.done)
     tail_ts = max(last, read.frames[-1].ts) if read.frames else last
     extra: list[AnyEvent] = []
     if prep.usage is not None:
@@ -394,7 +391,7 @@ def _commit(
             offset=read.end,
             lines=read.lines,
             skipped=len(read.skipped) + len(unreproduced),
-            tail_sha256=_tail(path, read.end),
+            tail_sha256=tail_sha256(path, read.end),
             game_state=read.frames[-1].state if read.frames else None,  # type: ignore[arg-type]
             prefix_sha256=read.prefix_sha256,
         )
@@ -409,46 +406,6 @@ def _commit(
     # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
     ledger.append_card(card_id, out, version, state=card)
     return out, doc
-
-
-def _report_read(read: HarnessRead, done: int, problems: list[Problem], result: CardResult) -> None:
-    new_skips = [s for s in read.skipped if s.lineno > done]
-    for s in new_skips[:MAX_LISTED]:
-        kind = "not_json" if s.reason == "not JSON" else "wrong_type"
-        problems.append(Problem(str(read.path), s.lineno, kind, f"{s.reason}: skipped"))  # type: ignore[arg-type]
-    for ln, msg in [i for i in read.impossible if i[0] > done][:MAX_LISTED]:
-        problems.append(Problem(str(read.path), ln, "impossible", f"{msg}: the harness cannot write it"))
-    if read.truncated_tail:
-        problems.append(
-            Problem(str(read.path), read.lines + 1, "truncated", "truncated last line (no newline): read next time")
-        )
-    for s in new_skips:
-        result.skipped[s.reason] = result.skipped.get(s.reason, 0) + 1
-    if read.side_lines and done == 0:
-        result.skipped["side lines (not frames)"] = read.side_lines
-
-
-def _skipped(read: HarnessRead, unreproduced: list[int], done: int) -> list[SkippedLine]:
-    out = [SkippedLine(s.lineno, s.reason, s.sha256, s.size) for s in read.skipped if s.lineno > done]
-    if unreproduced:
-        import hashlib
-
-        wanted = {ln for ln in unreproduced if ln > done}
-        with open(read.path, "rb") as f:
-            for i, raw in enumerate(f, 1):
-                if i in wanted:
-                    body = raw.rstrip(b"\r\n")
-                    out.append(SkippedLine(i, "no action reproduces it", hashlib.sha256(body).hexdigest(), len(body)))
-    return sorted(out, key=lambda s: s.line)
-
-
-def _tail(path: Path, end: int) -> str:
-    import hashlib
-
-    with open(path, "rb") as f:
-        start = max(0, end - 4096)
-        f.seek(start)
-        return hashlib.sha256(f.read(end - start)).hexdigest()
 
 
 def _open_or_reopen(
@@ -493,26 +450,3 @@ def translate_first(card: Any, opened: CardOpened, make: Observation) -> list[An
     """CardOpened applied, then the play ``Arcade.make`` started."""
     apply(card, opened)
     return translate(card, make)
-
-
-def _cross_check(read: HarnessRead, doc: Any, method: str, problems: list[Problem]) -> None:
-    """The final ``scorecard.get(game_id)`` line against the card: it is the toolkit's *first* run of the game on
-    its card, which is another agent's when several played the game (then there is nothing to compare)."""
-    final = read.final
-    if not final or "actions" not in final:
-        return
-    guid = final.get("guid")
-    runs = [r for env in doc.environments for r in env.runs if r.guid == guid]
-    if not runs:
-        return
-    run = runs[0]
-    fields = ["actions", "levels_completed", "state"] + (["resets"] if method == "resimulated" else [])
-    diffs = [
-        f"{k} {final.get(k)!r} (its scorecard line) vs {getattr(run, k)!r} (imported)"
-        for k in fields
-        if k in final and final.get(k) != getattr(run, k)
-    ]
-    if diffs:
-        problems.append(Problem(str(read.path), read.final_lineno, "cross_check", "; ".join(diffs)))
-    else:
-        problems.append(Problem(str(read.path), read.final_lineno, "harness", "its final scorecard line agrees"))

@@ -22,19 +22,21 @@ This module only reads; :mod:`ledger.toolkit.harness_search` recovers the action
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+
+if TYPE_CHECKING:  # the run folders' reader names this module's FrameLine: a type only, no cycle at run time
+    from ledger.toolkit.run_folders import Step
 
 RECORDING_SUFFIX = ".recording.jsonl"
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _NAME = re.compile(rf"^(?P<game>[^.]+)\.(?P<agent>.+)\.(?P<uuid>{_UUID})\.recording\.jsonl$")
-_RUN_DIR = re.compile(rf"^(?P<prefix>.+)\.(?P<run>{_UUID})$")
+RUN_DIR = re.compile(rf"^(?P<prefix>.+)\.(?P<run>{_UUID})$")
 STATES = frozenset(("NOT_PLAYED", "NOT_FINISHED", "WIN", "GAME_OVER"))
 ACTION_NAMES = {"RESET": 0, **{f"ACTION{i}": i for i in range(1, 8)}}
 
@@ -299,80 +301,6 @@ def prefix_hash(path: str | Path, end: int) -> str:
     return h.hexdigest()
 
 
-# -- arc-agi-3-benchmarking run folders ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One ``step_NNN.json``: the action the agent chose (``x``/``y`` for ACTION6) and when."""
-
-    step: int
-    ts: datetime
-    action: int
-    x: int | None = None
-    y: int | None = None
-
-
-def _parse_action(value: Any) -> tuple[int, int | None, int | None] | None:
-    if isinstance(value, str):
-        a = ACTION_NAMES.get(value.strip().upper())
-        return (a, None, None) if a is not None else None
-    if isinstance(value, dict):
-        a = ACTION_NAMES.get(str(value.get("action", "")).upper())
-        if a is None:
-            return None
-        x, y = value.get("x"), value.get("y")
-        return a, x if isinstance(x, int) else None, y if isinstance(y, int) else None
-    return None
-
-
-def read_run_folder(folder: Path) -> list[Step]:
-    """The steps of a benchmarking run folder, in step order (unreadable step files are left out)."""
-    steps: list[Step] = []
-    for f in sorted(folder.glob("step_*.json")):
-        try:
-            d = json.loads(f.read_text(encoding="utf-8"))
-            ts = datetime.fromisoformat(str(d["timestamp"]).replace("Z", "+00:00"))
-            parsed = _parse_action(d.get("parsed_action"))
-            n = int(d["step"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if parsed is None:
-            continue
-        steps.append(Step(n, ts if ts.tzinfo else ts.replace(tzinfo=UTC), *parsed))
-    steps.sort(key=lambda s: s.step)
-    return steps
-
-
-def run_folders(folder: Path, name: HarnessName) -> list[Path]:
-    """Benchmarking run folders beside a recording whose agent name is the recording's (``run_meta.json`` in it)."""
-    out = []
-    for d in sorted(folder.iterdir()):
-        m = _RUN_DIR.match(d.name)
-        if m and m["prefix"] == name.prefix and (d / "run_meta.json").is_file():
-            out.append(d)
-    return out
-
-
-def match_steps(frames: list[FrameLine], steps: list[Step]) -> dict[int, Step]:
-    """lineno -> the step whose action that frame line answers.
-
-    A step is written just before its action is sent, so it answers the first frame line at or after its timestamp
-    and before the next step's. Steps with no such line (the run is another one, or the line is missing) match
-    nothing.
-    """
-    out: dict[int, Step] = {}
-    i = 0
-    for k, s in enumerate(steps):
-        nxt = steps[k + 1].ts if k + 1 < len(steps) else None
-        while i < len(frames) and frames[i].ts < s.ts:
-            i += 1
-        if i < len(frames) and (nxt is None or frames[i].ts <= nxt):
-            out[frames[i].lineno] = s
-            i += 1
-    return out
-
-
 # -- telling the formats apart ----------------------------------------------------------------------------------
 
 #: What ``ledger import`` reads, for the error on anything else.
@@ -450,7 +378,7 @@ class FrameClassification:
 def classify_from_frames(
     frames: list[FrameLine], game_id: str, steps: dict[int, Step] | None = None
 ) -> FrameClassification:
-    """The actions as far as the frames tell them (rules in the README, "Importing").
+    """The actions as far as the frames tell them (rules in docs/import.md).
 
     full_reset: a RESET. A non-empty answer after GAME_OVER: a level RESET (a game action would be answered with an
     empty frame). Anything else is a game action: the step file's when it matched the line, else the lowest id the

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.toolkit.game_states import Choice, Engine
-from ledger.toolkit.harness import FrameLine, Step
+from ledger.toolkit.harness import FrameLine
+from ledger.toolkit.run_folders import Step
 
 #: Hypotheses kept per line at most (the first ones in priority order); beyond it lines may be misread.
 MAX_HYPOTHESES = 400

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from ledger.toolkit.harness import ACTION_NAMES, RUN_DIR, FrameLine, HarnessName
 
 _INPUT = ("input_tokens", "prompt_tokens")
 _OUTPUT = ("output_tokens", "completion_tokens")
@@ -115,4 +118,78 @@ def step_usages(folder: Path) -> dict[int, Usage]:
         u = usage_of(d)
         if u.total_tokens is not None or u.cost is not None:
             out[n] = u
+    return out
+
+
+# -- arc-agi-3-benchmarking run folders ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One ``step_NNN.json``: the action the agent chose (``x``/``y`` for ACTION6) and when."""
+
+    step: int
+    ts: datetime
+    action: int
+    x: int | None = None
+    y: int | None = None
+
+
+def _parse_action(value: Any) -> tuple[int, int | None, int | None] | None:
+    if isinstance(value, str):
+        a = ACTION_NAMES.get(value.strip().upper())
+        return (a, None, None) if a is not None else None
+    if isinstance(value, dict):
+        a = ACTION_NAMES.get(str(value.get("action", "")).upper())
+        if a is None:
+            return None
+        x, y = value.get("x"), value.get("y")
+        return a, x if isinstance(x, int) else None, y if isinstance(y, int) else None
+    return None
+
+
+def read_run_folder(folder: Path) -> list[Step]:
+    """The steps of a benchmarking run folder, in step order (unreadable step files are left out)."""
+    steps: list[Step] = []
+    for f in sorted(folder.glob("step_*.json")):
+        try:
+            d = json.loads(f.read_text(encoding="utf-8"))
+            ts = datetime.fromisoformat(str(d["timestamp"]).replace("Z", "+00:00"))
+            parsed = _parse_action(d.get("parsed_action"))
+            n = int(d["step"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if parsed is None:
+            continue
+        steps.append(Step(n, ts if ts.tzinfo else ts.replace(tzinfo=UTC), *parsed))
+    steps.sort(key=lambda s: s.step)
+    return steps
+
+
+def run_folders(folder: Path, name: HarnessName) -> list[Path]:
+    """Benchmarking run folders beside a recording whose agent name is the recording's (``run_meta.json`` in it)."""
+    out = []
+    for d in sorted(folder.iterdir()):
+        m = RUN_DIR.match(d.name)
+        if m and m["prefix"] == name.prefix and (d / "run_meta.json").is_file():
+            out.append(d)
+    return out
+
+
+def match_steps(frames: list[FrameLine], steps: list[Step]) -> dict[int, Step]:
+    """lineno -> the step whose action that frame line answers.
+
+    A step is written just before its action is sent, so it answers the first frame line at or after its timestamp
+    and before the next step's. Steps with no such line (the run is another one, or the line is missing) match
+    nothing.
+    """
+    out: dict[int, Step] = {}
+    i = 0
+    for k, s in enumerate(steps):
+        nxt = steps[k + 1].ts if k + 1 < len(steps) else None
+        while i < len(frames) and frames[i].ts < s.ts:
+            i += 1
+        if i < len(frames) and (nxt is None or frames[i].ts <= nxt):
+            out[frames[i].lineno] = s
+            i += 1
     return out

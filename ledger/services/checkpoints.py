@@ -121,7 +121,10 @@ def verify_checkpoint(store: LogStore, note: str, verifier: Verifier) -> Checkpo
     root_now = leaves.root(0, n)
     rep.current_root = base64.b64encode(root_now).decode()
     if n < cp.size:
-        rep.error = f"the log holds {n} events, fewer than the {cp.size} the checkpoint signed: it was truncated"
+        rep.error = (
+            f"the log holds {n} events, fewer than the {cp.size} the checkpoint signed: events were removed "
+            "(deleted or truncated)"
+        )
         return rep
     proof = [leaves.root(lo, hi) for lo, hi in merkle.consistency_ranges(cp.size, n)]
     if not merkle.verify_consistency(cp.size, n, cp.root, root_now, proof):

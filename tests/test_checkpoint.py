@@ -295,3 +295,17 @@ def test_a_stream_rewritten_consistently_fails_in_a_child_process(keys: tuple[Pa
     assert "FAIL checkpoint: the log's first" in r.stdout, r.stdout
     r = ledger_process("--db", str(db), "verify", "--checkpoint", str(tmp_path / "cp.txt"))
     assert r.returncode == 2 and "--checkpoint and --key go together" in r.stderr
+
+
+def test_signed_checkpoints_are_append_only(backend_ledger: Ledger, backend_url: str, keys, tmp_path: Path) -> None:
+    key, _ = keys
+    play_open_card(backend_ledger)
+    checkpoint(backend_url, key, tmp_path / "cp.txt")
+    engine = create_engine(backend_url if "://" in backend_url else f"sqlite:///{backend_url}")
+    try:
+        for stmt in ("UPDATE merkle_checkpoints SET size = 0", "DELETE FROM merkle_checkpoints"):
+            with pytest.raises(Exception, match="checkpoints are append-only"), engine.begin() as conn:
+                conn.execute(text(stmt))
+    finally:
+        engine.dispose()
+    assert [c.size for c in TreeStore(backend_ledger.store).checkpoints()] == [backend_ledger.store.count()]

@@ -68,6 +68,8 @@ for _command in (
     record.record,
     evidence.keygen,
     evidence.checkpoint_cmd,
+    evidence.prove,
+    evidence.check,
 ):
     cli.add_command(_command)
 

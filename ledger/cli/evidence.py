@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from ledger.cli.common import LedgerCommandError, open_ledger, write_output
+from ledger.cli.common import LedgerCommandError, echo_json, open_ledger, write_output
 
 if TYPE_CHECKING:
     from ledger.services.checkpoints import CheckpointReport
@@ -58,6 +59,67 @@ def checkpoint_cmd(ctx: click.Context, key: Path, out: str | None, origin: str |
     with open_ledger(ctx, write=True) as ledger:
         note = make_checkpoint(ledger.store, signer, origin)
     write_output(note[:-1], out)
+
+
+@click.command()
+@click.argument("card")
+@click.option("--checkpoint", type=_FILE, required=True, help="The signed checkpoint to prove against.")
+@click.option("-o", "--output", "out", default=None, help="Write the evidence file here (default: stdout).")
+@click.pass_context
+def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None) -> None:
+    """Write an evidence file for CARD: everything a reviewer needs to check its score with the public key alone.
+
+    One JSON file: the checkpoint, the card's events as stored (up to the checkpoint's tree size) and its baseline
+    set, an inclusion proof of all of them against the checkpoint's root, proofs that they end at each stream's
+    head the checkpoint signed, and the exported scorecard. Check it with `ledger check`. Brings the ledger's
+    Merkle tree up to date (it opens the ledger for writing).
+    """
+    from ledger.services.evidence import prove as make
+
+    note = _read_text(checkpoint, "checkpoint")
+    with open_ledger(ctx, write=True) as ledger:
+        text = make(ledger, card, note)
+    write_output(text, out)
+
+
+@click.command()
+@click.argument("evidence", type=_FILE)
+@click.option("--key", type=_FILE, required=True, help="The public key (KEY.pub) the checkpoint must be signed with.")
+@click.option(
+    "--environments",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="Also replay every action against the game code in this folder (as `ledger audit` does).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: ok, card, checkpoint_size, events, score, ...")
+def check(evidence: Path, key: Path, environments: str | None, as_json: bool) -> None:
+    """Check an evidence file from `ledger prove`, opening no ledger: the checkpoint's signature, the inclusion
+    proof of every event, the card's hash chain, that no later event of the card was left out, and that the
+    scorecard is the one the calculator makes from the events; with --environments, the plays re-simulated.
+
+    Exit 0 if all of it holds, 1 otherwise (naming the first thing that failed).
+    """
+    from ledger.services.evidence import check_evidence
+    from ledger.services.signing import load_verifier
+
+    verifier = load_verifier(key)
+    try:
+        raw = evidence.read_bytes()
+    except OSError as e:
+        raise LedgerCommandError(f"cannot read {evidence}: {e.strerror}", 2) from None
+    rep = check_evidence(raw, verifier, environments)
+    if as_json:
+        echo_json(rep.to_json())
+    elif rep.ok:
+        sim = ", plays re-simulated" if rep.resimulated else ""
+        click.echo(
+            f"OK card {rep.card}: {rep.events} events, all of them, in the tree of {rep.size} events signed by "
+            f"{verifier.name}; scorecard rebuilt and equal (score {rep.score}){sim}"
+        )
+    else:
+        click.echo(f"FAIL {rep.error}")
+    if not rep.ok:
+        sys.exit(1)
 
 
 def verify_checkpoint_files(store: LogStore, checkpoint: Path, key: Path) -> CheckpointReport:

@@ -73,10 +73,14 @@ def signer_key(name: str, seed: bytes, public_key: bytes) -> str:
 
 
 def _b64(text: str, what: str) -> bytes:
+    # Only the canonical spelling: base64's unused low bits would let two texts carry the same bytes.
     try:
-        return base64.b64decode(text.encode("ascii"), validate=True)
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError) as e:
         raise NoteError(f"{what} is not base64") from e
+    if base64.b64encode(raw).decode() != text:
+        raise NoteError(f"{what} is not canonical base64")
+    return raw
 
 
 def _key_fields(line: str, prefix: str, what: str) -> tuple[str, bytes, bytes]:
@@ -129,7 +133,7 @@ def _number(text: str, what: str) -> int:
 
 def _hash(text: str, what: str) -> bytes:
     raw = _b64(text, what)
-    if len(raw) != 32 or base64.b64encode(raw).decode() != text:
+    if len(raw) != 32:
         raise NoteError(f"the {what} is not a base64 SHA-256 hash")
     return raw
 

@@ -40,6 +40,9 @@ PG_TRIGGERS = [
     "FOR EACH ROW EXECUTE FUNCTION ledger_checkpoints_append_only()",
     "CREATE TRIGGER merkle_checkpoints_no_delete BEFORE DELETE ON merkle_checkpoints "
     "FOR EACH ROW EXECUTE FUNCTION ledger_checkpoints_append_only()",
+    # ALWAYS, as the events' triggers: a session with session_replication_role = replica skips ordinary ones.
+    "ALTER TABLE merkle_checkpoints ENABLE ALWAYS TRIGGER merkle_checkpoints_no_update",
+    "ALTER TABLE merkle_checkpoints ENABLE ALWAYS TRIGGER merkle_checkpoints_no_delete",
 ]
 
 _BIG = sa.BigInteger().with_variant(sa.Integer, "sqlite")

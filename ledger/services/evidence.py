@@ -1,0 +1,149 @@
+"""Evidence files: ``ledger prove`` (a card's events, proofs and scorecard against a signed checkpoint) and
+``ledger check`` (all of it verified from the file and a public key alone, no ledger opened)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.core import baselines as bl
+from ledger.core import merkle
+from ledger.core import signed_note as sn
+from ledger.core.events import BaselinesRecorded, baselines_stream, decode
+from ledger.core.evidence_file import (
+    FORMAT,
+    Evidence,
+    EvidenceFailure,
+    EvidenceStream,
+    b64,
+    card_document,
+    check,
+    parse,
+    to_text,
+)
+from ledger.core.projection import fold
+from ledger.errors import InputError, LedgerError
+from ledger.ledger import Ledger
+from ledger.services.signing import Verifier
+from ledger.storage.base import StoredEvent
+from ledger.storage.merkle_store import TreeStore
+
+
+class NotProvable(LedgerError):
+    """The checkpoint does not cover the card, or is not a checkpoint of this ledger."""
+
+
+def prove(led: Ledger, card_ref: str, note: str) -> str:
+    """The evidence file's text for a card, against the checkpoint ``note`` (which this ledger's tree must have
+    signed): the card's events up to the checkpoint, its baseline set, their multi-proof, the streams' head proofs
+    and the exported scorecard."""
+    try:
+        cp = sn.parse_checkpoint(note)
+    except sn.NoteError as e:
+        raise InputError(f"the checkpoint: {e}") from e
+    card_id = led.resolve_card(card_ref)
+    tree = TreeStore(led.store)
+    head = tree.catch_up()
+    if head.size < cp.size or merkle.tree_hashes([(0, cp.size)], tree.parts)[0] != cp.root:
+        raise NotProvable(
+            f"the checkpoint (tree of {cp.size} events) is not one of this ledger's trees: signed by another ledger, "
+            "or this one was rewritten since (`ledger verify --checkpoint` says which)"
+        )
+    heads = tree.checkpoint_heads(cp.size, cp.root.hex(), cp.heads_root.hex()) or tree.heads_at(cp.size)
+    heads_leaves = merkle.heads_tree(heads)
+    if merkle.root_of(heads_leaves) != cp.heads_root or len(heads) != cp.heads_count:
+        raise NotProvable("the checkpoint's stream-heads root is not the one this ledger's events make")
+    positions = {s: i for i, (s, _, _) in enumerate(sorted(heads))}
+
+    card_rows = _covered(tree, led.card_events(card_id), cp.size)
+    if not card_rows:
+        raise NotProvable(f"the checkpoint (tree of {cp.size} events) was signed before card {card_id} began")
+    card = fold(card_id, [decode(r.body) for r in card_rows])
+    streams = [card_rows]
+    if card.baselines_id:
+        streams.append(_covered(tree, led.store.read_stream(baselines_stream(card.baselines_id)), cp.size))
+    baselines = {}
+    if card.baselines_id:
+        rec = decode(streams[1][0].body)
+        assert isinstance(rec, BaselinesRecorded)
+        baselines = bl.as_map(rec.entries)
+
+    out_streams = []
+    indices: list[int] = []
+    for rows in streams:
+        stream = rows[0].stream
+        leaves = tree.leaf_indices([r.seq for r in rows])
+        indices += leaves
+        i = positions[stream]
+        proof = merkle.proof_from_leaves(heads_leaves, merkle.inclusion_ranges(i, len(heads_leaves)))
+        out_streams.append(
+            EvidenceStream(stream, leaves, [r.body.decode("utf-8") for r in rows], i, [b64(h) for h in proof])
+        )
+    indices.sort()
+    proof = merkle.tree_hashes(merkle.multiproof_ranges(indices, cp.size), tree.parts)
+    ev = Evidence(FORMAT, card_id, note, out_streams, [b64(h) for h in proof], card_document(card, baselines))
+    return to_text(ev)
+
+
+def _covered(tree: TreeStore, rows: list[StoredEvent], size: int) -> list[StoredEvent]:
+    """The rows among the tree's first ``size`` leaves (a stream's events up to the checkpoint)."""
+    if not rows:
+        return []
+    idx = tree.leaf_indices([r.seq for r in rows])
+    return [r for r, i in zip(rows, idx, strict=True) if i < size]
+
+
+@dataclass
+class CheckReport:
+    """What ``ledger check`` found."""
+
+    card: str = ""
+    size: int = 0
+    events: int = 0
+    score: float | None = None
+    resimulated: bool = False
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True if every check held."""
+        return self.error is None
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as a JSON object."""
+        return {
+            "ok": self.ok,
+            "card": self.card,
+            "checkpoint_size": self.size,
+            "events": self.events,
+            "score": self.score,
+            "resimulated": self.resimulated,
+            "error": self.error,
+        }
+
+
+def check_evidence(
+    raw: bytes, verifier: Verifier, environments_dir: str | os.PathLike[str] | None = None
+) -> CheckReport:
+    """Check an evidence file with nothing but its bytes, the public key and (optionally) the game files."""
+    rep = CheckReport()
+    try:
+        ev = parse(raw)
+        rep.card = ev.card
+        done = check(ev, verifier.signed)
+    except EvidenceFailure as e:
+        rep.error = str(e)
+        return rep
+    rep.size = done.checkpoint.size
+    rep.events = len(done.events)
+    rep.score = json.loads(ev.scorecard).get("score")
+    if environments_dir is not None:
+        from ledger.services.audit import check_resimulation
+
+        resim = check_resimulation(done.events, environments_dir)
+        rep.resimulated = True
+        if resim.status == "FAIL":
+            rep.error = f"re-simulation: {resim.message}"
+    return rep

@@ -63,8 +63,8 @@ _encoder = msgspec.json.Encoder()
 
 
 def to_text(ev: Evidence) -> str:
-    """The file's text: the canonical encoding, indented one space per level (whitespace is free)."""
-    return msgspec.json.format(_encoder.encode(ev), indent=1).decode("utf-8")
+    """The file's text: the canonical encoding itself (any JSON whitespace may be added: ``check`` ignores it)."""
+    return _encoder.encode(ev).decode("utf-8")
 
 
 def b64(h: bytes) -> str:

@@ -227,7 +227,7 @@ def multiproof_ranges(indices: Sequence[int], size: int) -> list[Range]:
     def walk(lo: int, hi: int, a: int, b: int) -> None:
         if a == b:
             out.append((lo, hi))
-        elif hi - lo > 1:
+        elif hi - lo > b - a:  # (a subtree whose every leaf is wanted needs no hash)
             mid = lo + split(hi - lo)
             c = bisect.bisect_left(indices, mid, a, b)
             walk(lo, mid, a, c)
@@ -257,8 +257,8 @@ def multiproof_root(indices: Sequence[int], leaves: Sequence[bytes], proof: Sequ
                 raise ProofError("the proof has too few hashes")
             cursor += 1
             return proof[cursor - 1]
-        if hi - lo == 1:
-            return leaves[a]
+        if hi - lo == b - a:  # every leaf given: hash them without splitting the index list further
+            return root_of(leaves[a:b])
         mid = lo + split(hi - lo)
         c = bisect.bisect_left(indices, mid, a, b)
         left = walk(lo, mid, a, c)

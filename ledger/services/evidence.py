@@ -57,24 +57,23 @@ def prove(led: Ledger, card_ref: str, note: str) -> str:
         raise NotProvable("the checkpoint's stream-heads root is not the one this ledger's events make")
     positions = {s: i for i, (s, _, _) in enumerate(sorted(heads))}
 
-    card_rows = _covered(tree, led.card_events(card_id), cp.size)
+    card_rows, card_leaves = _covered(tree, led.card_events(card_id), cp.size)
     if not card_rows:
         raise NotProvable(f"the checkpoint (tree of {cp.size} events) was signed before card {card_id} began")
     card = fold(card_id, [decode(r.body) for r in card_rows])
-    streams = [card_rows]
+    streams = [(card_rows, card_leaves)]
     if card.baselines_id:
         streams.append(_covered(tree, led.store.read_stream(baselines_stream(card.baselines_id)), cp.size))
     baselines = {}
     if card.baselines_id:
-        rec = decode(streams[1][0].body)
+        rec = decode(streams[1][0][0].body)
         assert isinstance(rec, BaselinesRecorded)
         baselines = bl.as_map(rec.entries)
 
     out_streams = []
     indices: list[int] = []
-    for rows in streams:
+    for rows, leaves in streams:
         stream = rows[0].stream
-        leaves = tree.leaf_indices([r.seq for r in rows])
         indices += leaves
         i = positions[stream]
         proof = merkle.proof_from_leaves(heads_leaves, merkle.inclusion_ranges(i, len(heads_leaves)))
@@ -87,12 +86,11 @@ def prove(led: Ledger, card_ref: str, note: str) -> str:
     return to_text(ev)
 
 
-def _covered(tree: TreeStore, rows: list[StoredEvent], size: int) -> list[StoredEvent]:
-    """The rows among the tree's first ``size`` leaves (a stream's events up to the checkpoint)."""
-    if not rows:
-        return []
-    idx = tree.leaf_indices([r.seq for r in rows])
-    return [r for r, i in zip(rows, idx, strict=True) if i < size]
+def _covered(tree: TreeStore, rows: list[StoredEvent], size: int) -> tuple[list[StoredEvent], list[int]]:
+    """The rows among the tree's first ``size`` leaves (a stream's events up to the checkpoint), and their leaves."""
+    idx = tree.leaf_indices([r.seq for r in rows]) if rows else []
+    keep = sum(1 for i in idx if i < size)  # a stream's leaves increase with its versions
+    return rows[:keep], idx[:keep]
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 Part = tuple[int, int]  # (level, index): the perfect subtree of 2**level leaves from leaf index * 2**level
 Range = tuple[int, int]  # [lo, hi): leaves lo .. hi-1, a subtree of the RFC's shape
@@ -42,13 +42,21 @@ def split(n: int) -> int:
 
 
 def root_of(leaves: Sequence[bytes]) -> bytes:
-    """The RFC's MTH over leaf hashes (already hashed with :func:`leaf_hash`)."""
+    """The RFC's MTH over leaf hashes (already hashed with :func:`leaf_hash`).
+
+    Level by level, an odd last node carried up unpaired: the same tree as the RFC's split at the largest power
+    of two (its left part is always a perfect subtree, so only the right edge is ever unpaired).
+    """
     if not leaves:
         return EMPTY_ROOT
-    frontier = Frontier()
-    for leaf in leaves:
-        frontier.push(leaf)
-    return frontier.root()
+    level = list(leaves)
+    sha256 = _sha256
+    while len(level) > 1:
+        nxt = [sha256(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)]
+        if len(level) & 1:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0]
 
 
 class Frontier:
@@ -74,6 +82,23 @@ class Frontier:
             out.append((level, i >> level, h))
         stack.append((level, h))
         self.size = i + 1
+        return out
+
+    def extend(self, leaves: Iterable[bytes], keep_from: int) -> list[tuple[int, int, bytes]]:
+        """Append many leaf hashes; returns the subtrees they complete at ``keep_from`` levels and above (the
+        loop of :meth:`push` inlined: bringing a stored tree up to date spends its time here)."""
+        out = []
+        stack, i, sha256 = self.stack, self.size, _sha256
+        for leaf in leaves:
+            level, h = 0, leaf
+            while stack and stack[-1][0] == level:
+                h = sha256(b"\x01" + stack.pop()[1] + h).digest()
+                level += 1
+                if level >= keep_from:
+                    out.append((level, i >> level, h))
+            stack.append((level, h))
+            i += 1
+        self.size = i
         return out
 
     def root(self) -> bytes:

@@ -97,20 +97,18 @@ class TreeStore:
         runs: list[dict[str, int]] = []
         changed: set[str] = set()
         q = text("SELECT seq, stream, version, hash FROM events WHERE seq > :s ORDER BY seq LIMIT :n")
-        event_leaf, push = merkle.event_leaf, frontier.push
         while True:
             rows = conn.execute(q, {"s": last_seq, "n": BATCH}).all()
             if not rows:
                 return nodes, runs, changed, last_seq
-            for seq, stream, version, h in rows:
-                if seq != last_seq + 1 or frontier.size == 0:
-                    runs.append({"i": frontier.size, "s": seq})
-                for level, idx, node in push(event_leaf(h)):
-                    if level >= STORE_FROM_LEVEL:
-                        nodes.append({"l": level, "i": idx, "h": node})
+            for k, (seq, stream, version, h) in enumerate(rows):
+                if seq != last_seq + 1 or frontier.size + k == 0:
+                    runs.append({"i": frontier.size + k, "s": seq})
                 heads[stream] = (version, h)
                 changed.add(stream)
                 last_seq = seq
+            done = frontier.extend(map(merkle.event_leaf, (r[3] for r in rows)), STORE_FROM_LEVEL)
+            nodes += ({"l": level, "i": idx, "h": node} for level, idx, node in done)
 
     def _write(
         self,

@@ -177,3 +177,28 @@ def test_a_card_that_grew_after_the_checkpoint_is_proved_as_it_stood(backend_led
     other = arc.open_scorecard()
     code, out = run("--db", backend_url, "prove", other, "--checkpoint", str(tmp_path / "cp.txt"))
     assert code == 1 and "before card" in out
+
+
+@pytest.mark.postgres
+def test_a_gap_in_seq_maps_leaves_right(pg_url: str, tmp_path: Path) -> None:
+    """A PostgreSQL sequence skips the numbers of a rolled-back append: leaves are positions, not seq values."""
+    from sqlalchemy import create_engine, text
+
+    key = tmp_path / "k"
+    run("keygen", "team", "-o", str(key))
+    with Ledger.open(pg_url) as led:
+        play_open_card(led)
+        checkpoint(pg_url, key, tmp_path / "cp1.txt")
+        engine = create_engine(pg_url)
+        with engine.begin() as conn:
+            conn.execute(text("SELECT nextval('events_seq_seq'), nextval('events_seq_seq')"))
+        engine.dispose()
+        card, _ = play_disputed_card(led)
+        seqs = [e.seq for e in led.store.scan()]
+    assert seqs != list(range(1, len(seqs) + 1))  # the gap is real
+    cp2 = tmp_path / "cp2.txt"
+    checkpoint(pg_url, key, cp2)
+    raw = prove(pg_url, card, cp2, tmp_path / "ev.json")
+    assert check(raw, tmp_path / "k.pub") is None
+    code, out = run("--db", pg_url, "verify", "--checkpoint", str(tmp_path / "cp1.txt"), "--key", str(key) + ".pub")
+    assert code == 0, out

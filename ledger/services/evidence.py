@@ -45,8 +45,16 @@ def prove(led: Ledger, card_ref: str, note: str) -> str:
         raise InputError(f"the checkpoint: {e}") from e
     card_id = led.resolve_card(card_ref)
     tree = TreeStore(led.store)
-    head = tree.catch_up()
-    if head.size < cp.size or merkle.tree_hashes([(0, cp.size)], tree.parts)[0] != cp.root:
+    # A checkpoint this ledger signed is inside its stored tree: nothing to write (a read-only ledger will do).
+    stored = tree.size() if cp.size else 0
+    if stored < cp.size and led.store.readonly:
+        raise NotProvable(
+            f"this ledger's stored tree covers {stored} events, fewer than the checkpoint's {cp.size}: run `ledger "
+            "prove` with write access to bring it up to date"
+        )
+    if stored < cp.size:
+        stored = tree.catch_up().size
+    if stored < cp.size or merkle.tree_hashes([(0, cp.size)], tree.parts)[0] != cp.root:
         raise NotProvable(
             f"the checkpoint (tree of {cp.size} events) is not one of this ledger's trees: signed by another ledger, "
             "or this one was rewritten since (`ledger verify --checkpoint` says which)"
@@ -84,6 +92,19 @@ def prove(led: Ledger, card_ref: str, note: str) -> str:
     proof = merkle.tree_hashes(merkle.multiproof_ranges(indices, cp.size), tree.parts)
     ev = Evidence(FORMAT, card_id, note, out_streams, [b64(h) for h in proof], card_document(card, baselines))
     return to_text(ev)
+
+
+def covering_checkpoint(led: Ledger, card_id: str) -> str | None:
+    """The newest checkpoint this ledger signed that covers the card's first event (None: no such checkpoint)."""
+    tree = TreeStore(led.store)
+    cps = tree.checkpoints()
+    if not cps:
+        return None
+    first = tree.leaf_indices([led.card_events(card_id)[0].seq])[0] if tree.size() else None
+    for c in reversed(cps):
+        if first is not None and first < c.size:
+            return c.note
+    return None
 
 
 def _covered(tree: TreeStore, rows: list[StoredEvent], size: int) -> tuple[list[StoredEvent], list[int]]:

@@ -85,6 +85,11 @@ class TreeStore:
                 return self._head(frontier, new_last, heads)
         raise StoreError(f"cannot bring the Merkle tree of {self.store.describe()} up to date: too many writers")
 
+    def size(self) -> int:
+        """How many events (leaves) the stored tree covers."""
+        with self._read() as conn:
+            return int(conn.execute(text("SELECT size FROM merkle_state WHERE id = 1")).scalar_one())
+
     @staticmethod
     def _head(frontier: merkle.Frontier, last_seq: int, heads: Mapping[str, tuple[int, str]]) -> TreeHead:
         return TreeHead(frontier.size, last_seq, frontier.root(), sorted((s, v, h) for s, (v, h) in heads.items()))

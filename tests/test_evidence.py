@@ -202,3 +202,48 @@ def test_a_gap_in_seq_maps_leaves_right(pg_url: str, tmp_path: Path) -> None:
     assert check(raw, tmp_path / "k.pub") is None
     code, out = run("--db", pg_url, "verify", "--checkpoint", str(tmp_path / "cp1.txt"), "--key", str(key) + ".pub")
     assert code == 0, out
+
+
+def test_the_viewer_and_the_bundle_offer_the_evidence_of_a_covered_card(tmp_path: Path) -> None:
+    import urllib.error
+    import urllib.request
+
+    from ledger.web.pages import LiveLinks
+    from tests.web_support import ViewServer
+
+    db = tmp_path / "l.sqlite"
+    key = tmp_path / "k"
+    run("keygen", "team", "-o", str(key))
+    with Ledger.open(db) as led:
+        covered, _ = play_disputed_card(led)
+        checkpoint(str(db), key, tmp_path / "cp.txt")
+        later = play_open_card(led)
+
+    def get(url: str) -> tuple[int, bytes, str]:
+        try:
+            with urllib.request.urlopen(url, timeout=30) as resp:
+                return resp.status, resp.read(), resp.headers.get("Content-Disposition", "")
+        except urllib.error.HTTPError as e:
+            return e.code, e.read(), ""
+
+    before = db.read_bytes()
+    links = LiveLinks()
+    srv = ViewServer(db)
+    try:
+        status, page, _ = get(srv.url + links.card(covered))
+        assert status == 200 and links.evidence(covered).encode().replace(b"&", b"&amp;") in page
+        status, raw, disposition = get(srv.url + links.evidence(covered))
+        assert status == 200 and "attachment" in disposition
+        assert check(raw, tmp_path / "k.pub") is None
+        status, page, _ = get(srv.url + links.card(later))
+        assert status == 200 and b"Download the evidence file" not in page
+        assert get(srv.url + links.evidence(later))[0] == 404
+    finally:
+        srv.stop()
+    assert db.read_bytes() == before  # the viewer wrote nothing
+
+    code, out = run("--db", str(db), "bundle", "--all", "-o", str(tmp_path / "site"))
+    assert code == 0, out
+    files = sorted(p.name for p in (tmp_path / "site").glob("evidence-*.json"))
+    assert len(files) == 1
+    assert check((tmp_path / "site" / files[0]).read_bytes(), tmp_path / "k.pub") is None

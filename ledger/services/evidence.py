@@ -11,7 +11,7 @@ from typing import Any
 from ledger.core import baselines as bl
 from ledger.core import merkle
 from ledger.core import signed_note as sn
-from ledger.core.events import BaselinesRecorded, baselines_stream, decode
+from ledger.core.events import BaselinesRecorded, baselines_stream, card_stream, decode
 from ledger.core.evidence_file import (
     FORMAT,
     Evidence,
@@ -24,7 +24,7 @@ from ledger.core.evidence_file import (
     to_text,
 )
 from ledger.core.projection import fold
-from ledger.errors import InputError, LedgerError
+from ledger.errors import InputError, LedgerError, StoreError
 from ledger.ledger import Ledger
 from ledger.services.signing import Verifier
 from ledger.storage.base import StoredEvent
@@ -95,16 +95,20 @@ def prove(led: Ledger, card_ref: str, note: str) -> str:
 
 
 def covering_checkpoint(led: Ledger, card_id: str) -> str | None:
-    """The newest checkpoint this ledger signed that covers the card's first event (None: no such checkpoint)."""
-    tree = TreeStore(led.store)
-    cps = tree.checkpoints()
-    if not cps:
+    """The newest checkpoint this ledger signed that covers the card's first event (None: no such checkpoint, or
+    a ledger whose schema predates checkpoints)."""
+    first_event = led.store.event_at(card_stream(card_id), 1)
+    if first_event is None:
         return None
-    first = tree.leaf_indices([led.card_events(card_id)[0].seq])[0] if tree.size() else None
-    for c in reversed(cps):
-        if first is not None and first < c.size:
-            return c.note
-    return None
+    tree = TreeStore(led.store)
+    try:
+        cps = tree.checkpoints()
+        if not cps or not tree.size():
+            return None
+        first = tree.leaf_indices([first_event.seq])[0]
+    except StoreError:  # a ledger whose schema predates checkpoints (read-only: not upgraded)
+        return None
+    return next((c.note for c in reversed(cps) if first < c.size), None)
 
 
 def _covered(tree: TreeStore, rows: list[StoredEvent], size: int) -> tuple[list[StoredEvent], list[int]]:

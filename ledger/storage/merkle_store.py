@@ -157,7 +157,7 @@ class TreeStore:
         return _PgLocked(self.engine)
 
     def _read(self) -> Any:
-        return self.engine.begin()
+        return _Reading(self.engine, self.store.describe())
 
     # -- reading subtrees ------------------------------------------------------------------------------------------
 
@@ -292,6 +292,26 @@ class TreeStore:
                 "FROM events WHERE seq <= :s GROUP BY stream) AS a ON e.stream = a.stream AND e.version = a.v"
             )
             return sorted((r[0], r[1], r[2]) for r in conn.execute(q, {"s": last}))
+
+
+class _Reading:
+    """A read transaction whose database errors become one-line :class:`StoreError` s."""
+
+    def __init__(self, engine: Any, where: str) -> None:
+        self._ctx = engine.begin()
+        self._where = where
+
+    def __enter__(self) -> Any:
+        try:
+            return self._ctx.__enter__()
+        except DBAPIError as e:
+            raise StoreError(f"cannot read the Merkle tree of {self._where}: {e.orig}") from e
+
+    def __exit__(self, *exc: Any) -> Any:
+        if exc[0] is not None and issubclass(exc[0], DBAPIError):
+            self._ctx.__exit__(*exc)
+            raise StoreError(f"cannot read the Merkle tree of {self._where}: {exc[1].orig}") from exc[1]
+        return self._ctx.__exit__(*exc)
 
 
 class _Moved(Exception):

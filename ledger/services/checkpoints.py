@@ -97,8 +97,7 @@ class _Leaves:
 
     def root(self, lo: int, hi: int) -> bytes:
         frontier = merkle.Frontier()
-        for leaf in self.iter(lo, hi):
-            frontier.push(leaf)
+        frontier.extend(self.iter(lo, hi), keep_from=64)  # streamed: no subtree kept, only the frontier
         return frontier.root()
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -309,3 +310,28 @@ def test_signed_checkpoints_are_append_only(backend_ledger: Ledger, backend_url:
     finally:
         engine.dispose()
     assert [c.size for c in TreeStore(backend_ledger.store).checkpoints()] == [backend_ledger.store.count()]
+
+
+def test_the_library_proofs_and_verifiers_agree_with_the_rfc_for_every_small_tree() -> None:
+    rng = random.Random(9162)
+    entries = [rng.randbytes(32) for _ in range(40)]
+    leaves = [sha(b"\x00" + e) for e in entries]
+    roots = [rfc_mth(entries[:k]) for k in range(41)]
+    for n in range(1, 41):
+        root = roots[n]
+        assert merkle.root_of(leaves[:n]) == root
+        for m in range(n):
+            path = merkle.proof_from_leaves(leaves[:n], merkle.inclusion_ranges(m, n))
+            assert rfc_verify_inclusion(m, n, leaves[m], path, root)
+            assert merkle.verify_inclusion(m, n, leaves[m], path, root)
+            assert not merkle.verify_inclusion(m, n, leaves[(m + 1) % n], path, root) or n == 1
+        for m in range(1, n + 1):
+            path = merkle.proof_from_leaves(leaves[:n], merkle.consistency_ranges(m, n))
+            old = roots[m]
+            assert rfc_verify_consistency(m, n, old, root, path)
+            assert merkle.verify_consistency(m, n, old, root, path)
+            if path:
+                assert not merkle.verify_consistency(m, n, old, root, [*path[:-1], sha(path[-1])])
+        wanted = sorted(rng.sample(range(n), rng.randint(1, n)))
+        proof = merkle.proof_from_leaves(leaves[:n], merkle.multiproof_ranges(wanted, n))
+        assert merkle.multiproof_root(wanted, [leaves[i] for i in wanted], proof, n) == root

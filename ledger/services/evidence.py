@@ -27,7 +27,6 @@ from ledger.core.projection import fold
 from ledger.errors import InputError, LedgerError, StoreError
 from ledger.ledger import Ledger
 from ledger.services.signing import Verifier
-from ledger.storage.base import StoredEvent
 from ledger.storage.merkle_store import TreeStore
 
 
@@ -44,6 +43,42 @@ def prove(led: Ledger, card_ref: str, note: str) -> str:
     except sn.NoteError as e:
         raise InputError(f"the checkpoint: {e}") from e
     card_id = led.resolve_card(card_ref)
+    tree = _tree_at(led, cp)
+    heads = tree.checkpoint_heads(cp.size, cp.root.hex(), cp.heads_root.hex()) or tree.heads_at(cp.size)
+    heads_leaves = merkle.heads_tree(heads)
+    if merkle.root_of(heads_leaves) != cp.heads_root or len(heads) != cp.heads_count:
+        raise NotProvable("the checkpoint's stream-heads root is not the one this ledger's events make")
+    positions = {s: i for i, (s, _, _) in enumerate(sorted(heads))}
+
+    card_bodies, card_leaves = tree.stream_until(card_stream(card_id), cp.size)
+    if not card_bodies:
+        raise NotProvable(f"the checkpoint (tree of {cp.size} events) was signed before card {card_id} began")
+    card = fold(card_id, [decode(b) for b in card_bodies])
+    streams = [(card_stream(card_id), card_bodies, card_leaves)]
+    baselines = {}
+    if card.baselines_id:
+        stream = baselines_stream(card.baselines_id)
+        streams.append((stream, *tree.stream_until(stream, cp.size)))
+        rec = decode(streams[1][1][0])
+        assert isinstance(rec, BaselinesRecorded)
+        baselines = bl.as_map(rec.entries)
+
+    out_streams = []
+    indices: list[int] = []
+    for stream, bodies, leaves in streams:
+        indices += leaves
+        i = positions[stream]
+        proof = merkle.proof_from_leaves(heads_leaves, merkle.inclusion_ranges(i, len(heads_leaves)))
+        texts = [b.decode("utf-8") for b in bodies]
+        out_streams.append(EvidenceStream(stream, leaves, texts, i, [b64(h) for h in proof]))
+    indices.sort()
+    proof = merkle.tree_hashes(merkle.multiproof_ranges(indices, cp.size), tree.parts)
+    ev = Evidence(FORMAT, card_id, note, out_streams, [b64(h) for h in proof], card_document(card, baselines))
+    return to_text(ev)
+
+
+def _tree_at(led: Ledger, cp: sn.Checkpoint) -> TreeStore:
+    """The ledger's stored tree, checked to hold the checkpoint's tree (brought up to date only if it must)."""
     tree = TreeStore(led.store)
     # A checkpoint this ledger signed is inside its stored tree: nothing to write (a read-only ledger will do).
     stored = tree.size() if cp.size else 0
@@ -59,39 +94,7 @@ def prove(led: Ledger, card_ref: str, note: str) -> str:
             f"the checkpoint (tree of {cp.size} events) is not one of this ledger's trees: signed by another ledger, "
             "or this one was rewritten since (`ledger verify --checkpoint` says which)"
         )
-    heads = tree.checkpoint_heads(cp.size, cp.root.hex(), cp.heads_root.hex()) or tree.heads_at(cp.size)
-    heads_leaves = merkle.heads_tree(heads)
-    if merkle.root_of(heads_leaves) != cp.heads_root or len(heads) != cp.heads_count:
-        raise NotProvable("the checkpoint's stream-heads root is not the one this ledger's events make")
-    positions = {s: i for i, (s, _, _) in enumerate(sorted(heads))}
-
-    card_rows, card_leaves = _covered(tree, led.card_events(card_id), cp.size)
-    if not card_rows:
-        raise NotProvable(f"the checkpoint (tree of {cp.size} events) was signed before card {card_id} began")
-    card = fold(card_id, [decode(r.body) for r in card_rows])
-    streams = [(card_rows, card_leaves)]
-    if card.baselines_id:
-        streams.append(_covered(tree, led.store.read_stream(baselines_stream(card.baselines_id)), cp.size))
-    baselines = {}
-    if card.baselines_id:
-        rec = decode(streams[1][0][0].body)
-        assert isinstance(rec, BaselinesRecorded)
-        baselines = bl.as_map(rec.entries)
-
-    out_streams = []
-    indices: list[int] = []
-    for rows, leaves in streams:
-        stream = rows[0].stream
-        indices += leaves
-        i = positions[stream]
-        proof = merkle.proof_from_leaves(heads_leaves, merkle.inclusion_ranges(i, len(heads_leaves)))
-        out_streams.append(
-            EvidenceStream(stream, leaves, [r.body.decode("utf-8") for r in rows], i, [b64(h) for h in proof])
-        )
-    indices.sort()
-    proof = merkle.tree_hashes(merkle.multiproof_ranges(indices, cp.size), tree.parts)
-    ev = Evidence(FORMAT, card_id, note, out_streams, [b64(h) for h in proof], card_document(card, baselines))
-    return to_text(ev)
+    return tree
 
 
 def covering_checkpoint(led: Ledger, card_id: str) -> str | None:
@@ -109,13 +112,6 @@ def covering_checkpoint(led: Ledger, card_id: str) -> str | None:
     except StoreError:  # a ledger whose schema predates checkpoints (read-only: not upgraded)
         return None
     return next((c.note for c in reversed(cps) if first < c.size), None)
-
-
-def _covered(tree: TreeStore, rows: list[StoredEvent], size: int) -> tuple[list[StoredEvent], list[int]]:
-    """The rows among the tree's first ``size`` leaves (a stream's events up to the checkpoint), and their leaves."""
-    idx = tree.leaf_indices([r.seq for r in rows]) if rows else []
-    keep = sum(1 for i in idx if i < size)  # a stream's leaves increase with its versions
-    return rows[:keep], idx[:keep]
 
 
 @dataclass

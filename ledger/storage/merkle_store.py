@@ -248,6 +248,22 @@ class TreeStore:
             out.append(idxs[k] + s - firsts[k])
         return out
 
+    def stream_until(self, stream: str, size: int) -> tuple[list[bytes], list[int]]:
+        """The stored bytes of ``stream``'s events among the tree's first ``size`` leaves, in version order, and
+        their leaf positions (two columns only: a proof of a long card reads nothing else)."""
+        if size == 0:
+            return [], []
+        q = text("SELECT seq, body FROM events WHERE stream = :s AND seq <= :last ORDER BY version")
+        with self._read() as conn:
+            (last,) = self._seqs(conn, [size - 1])
+            rows = conn.execute(q, {"s": stream, "last": last}).all()
+            idxs, firsts = self._load_runs(conn)
+        leaves = []
+        for seq, _ in rows:
+            k = bisect.bisect_right(firsts, seq) - 1
+            leaves.append(idxs[k] + seq - firsts[k])
+        return [bytes(r[1]) for r in rows], leaves
+
     # -- checkpoints ------------------------------------------------------------------------------------------------
 
     def add_checkpoint(self, head: TreeHead, root: str, heads_root: str, note: str) -> None:

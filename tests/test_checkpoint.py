@@ -335,3 +335,38 @@ def test_the_library_proofs_and_verifiers_agree_with_the_rfc_for_every_small_tre
         wanted = sorted(rng.sample(range(n), rng.randint(1, n)))
         proof = merkle.proof_from_leaves(leaves[:n], merkle.multiproof_ranges(wanted, n))
         assert merkle.multiproof_root(wanted, [leaves[i] for i in wanted], proof, n) == root
+
+
+def test_concurrent_checkpoints_while_a_card_is_played(
+    backend_ledger: Ledger, backend_url: str, keys: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Four `ledger checkpoint` processes at once, while the log grows: each signs a tree of the log as it stood,
+    the stored tree is written once per leaf, and every checkpoint verifies afterwards."""
+    import subprocess
+
+    from tests.cli_run import LEDGER
+
+    key, pub = keys
+    play_open_card(backend_ledger)
+    procs = [
+        subprocess.Popen(
+            [LEDGER, "--db", backend_url, "checkpoint", "--key", str(key), "-o", str(tmp_path / f"cp{i}.txt")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(4)
+    ]
+    play_disputed_card(backend_ledger)
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    entries = event_entries(backend_ledger)
+    for i in range(4):
+        _, size, root, _ = note_verify((tmp_path / f"cp{i}.txt").read_text(), pub.read_text())
+        assert root == rfc_mth(entries[:size])
+        code, doc = verify_cp(backend_url, tmp_path / f"cp{i}.txt", pub)
+        assert code == 0, doc
+    head = TreeStore(backend_ledger.store).catch_up()
+    assert (head.size, head.root) == (len(entries), rfc_mth(entries))
+    assert len(TreeStore(backend_ledger.store).checkpoints()) == 4

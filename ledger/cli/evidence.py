@@ -25,6 +25,16 @@ def _read_text(path: Path, what: str) -> str:
         raise LedgerCommandError(f"cannot read the {what} {path}: {getattr(e, 'strerror', None) or e}", 2) from None
 
 
+def _check_output(out: str | None) -> None:
+    if out is None or out == "-":
+        return
+    path = Path(out)
+    if path.is_dir():
+        raise LedgerCommandError(f"cannot write {out}: it is a folder (give a file name)", 2)
+    if not path.parent.is_dir():
+        raise LedgerCommandError(f"cannot write {out}: folder {path.parent} does not exist", 2)
+
+
 @click.command()
 @click.argument("name")
 @click.option("-o", "--output", "out", type=_KEY, required=True, help="The private key file (KEY.pub: its public key).")
@@ -56,6 +66,7 @@ def checkpoint_cmd(ctx: click.Context, key: Path, out: str | None, origin: str |
     from ledger.services.signing import load_signer
 
     signer = load_signer(key)
+    _check_output(out)  # before signing: a checkpoint the ledger keeps but nobody received helps no one
     with open_ledger(ctx, write=True) as ledger:
         note = make_checkpoint(ledger.store, signer, origin)
     write_output(note[:-1], out)
@@ -77,6 +88,7 @@ def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None) -> N
     from ledger.services.evidence import prove as make
 
     note = _read_text(checkpoint, "checkpoint")
+    _check_output(out)
     with open_ledger(ctx, write=True) as ledger:
         text = make(ledger, card, note)
     write_output(text, out)

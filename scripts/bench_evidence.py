@@ -15,7 +15,8 @@ from bench_core import build_card, synthetic_plays
 from ledger import Ledger
 from ledger.core.events import card_stream
 from ledger.services.checkpoints import make_checkpoint, verify_checkpoint
-from ledger.services.evidence import check_evidence, prove
+from ledger.services.evidence import prove
+from ledger.services.evidence_check import check_evidence
 from ledger.services.signing import keygen, load_signer, load_verifier
 from ledger.storage.backends import open_store
 from ledger.storage.merkle_store import TreeStore

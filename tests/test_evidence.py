@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import msgspec
@@ -15,7 +17,7 @@ import pytest
 from ledger import Ledger
 from ledger.core import merkle
 from ledger.core.evidence_file import Evidence, b64, to_text
-from ledger.services.evidence import check_evidence
+from ledger.services.evidence_check import check_evidence
 from ledger.services.signing import load_verifier
 from ledger.storage.merkle_store import TreeStore
 from tests.cli_run import ledger as ledger_process
@@ -68,6 +70,13 @@ def test_honest_evidence_checks_from_an_empty_folder(signed, tmp_path: Path) -> 
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith(f"OK card {card}: 38 events, all of them") and "re-simulated" in r.stdout
     assert sorted(p.name for p in empty.iterdir()) == ["ev.json", "k.pub"]
+    code = (
+        "import sys; from click.testing import CliRunner; from ledger.cli import cli; "
+        "r = CliRunner().invoke(cli, ['check', 'ev.json', '--key', 'k.pub']); "
+        "print(r.exit_code, sorted(m for m in sys.modules if m.split('.')[0] in ('sqlite3', 'sqlalchemy', 'psycopg')))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=empty, capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == "0 []", r.stdout + r.stderr  # no database driver even loaded
 
     # Independently: each event's leaf, proved on its own with an RFC 9162 inclusion proof, is in the signed tree.
     _, size, root, _ = note_verify(ev.checkpoint, pub.read_text())

@@ -111,7 +111,7 @@ def check(evidence: Path, key: Path, environments: str | None, as_json: bool) ->
 
     Exit 0 if all of it holds, 1 otherwise (naming the first thing that failed).
     """
-    from ledger.services.evidence import check_evidence
+    from ledger.services.evidence_check import check_evidence
     from ledger.services.signing import load_verifier
 
     verifier = load_verifier(key)

@@ -1,32 +1,16 @@
-"""Evidence files: ``ledger prove`` (a card's events, proofs and scorecard against a signed checkpoint) and
-``ledger check`` (all of it verified from the file and a public key alone, no ledger opened)."""
+"""Evidence files: ``ledger prove`` (a card's events, proofs and scorecard against a signed checkpoint); their
+check is :mod:`ledger.services.evidence_check`, which needs no ledger."""
 
 from __future__ import annotations
-
-import json
-import os
-from dataclasses import dataclass
-from typing import Any
 
 from ledger.core import baselines as bl
 from ledger.core import merkle
 from ledger.core import signed_note as sn
 from ledger.core.events import BaselinesRecorded, baselines_stream, card_stream, decode
-from ledger.core.evidence_file import (
-    FORMAT,
-    Evidence,
-    EvidenceFailure,
-    EvidenceStream,
-    b64,
-    card_document,
-    check,
-    parse,
-    to_text,
-)
+from ledger.core.evidence_file import FORMAT, Evidence, EvidenceStream, b64, card_document, to_text
 from ledger.core.projection import fold
 from ledger.errors import InputError, LedgerError, StoreError
 from ledger.ledger import Ledger
-from ledger.services.signing import Verifier
 from ledger.storage.merkle_store import TreeStore
 
 
@@ -112,57 +96,3 @@ def covering_checkpoint(led: Ledger, card_id: str) -> str | None:
     except StoreError:  # a ledger whose schema predates checkpoints (read-only: not upgraded)
         return None
     return next((c.note for c in reversed(cps) if first < c.size), None)
-
-
-@dataclass
-class CheckReport:
-    """What ``ledger check`` found."""
-
-    card: str = ""
-    size: int = 0
-    events: int = 0
-    score: float | None = None
-    resimulated: bool = False
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True if every check held."""
-        return self.error is None
-
-    def to_json(self) -> dict[str, Any]:
-        """The report as a JSON object."""
-        return {
-            "ok": self.ok,
-            "card": self.card,
-            "checkpoint_size": self.size,
-            "events": self.events,
-            "score": self.score,
-            "resimulated": self.resimulated,
-            "error": self.error,
-        }
-
-
-def check_evidence(
-    raw: bytes, verifier: Verifier, environments_dir: str | os.PathLike[str] | None = None
-) -> CheckReport:
-    """Check an evidence file with nothing but its bytes, the public key and (optionally) the game files."""
-    rep = CheckReport()
-    try:
-        ev = parse(raw)
-        rep.card = ev.card
-        done = check(ev, verifier.signed)
-    except EvidenceFailure as e:
-        rep.error = str(e)
-        return rep
-    rep.size = done.checkpoint.size
-    rep.events = len(done.events)
-    rep.score = json.loads(ev.scorecard).get("score")
-    if environments_dir is not None:
-        from ledger.services.audit import check_resimulation
-
-        resim = check_resimulation(done.events, environments_dir)
-        rep.resimulated = True
-        if resim.status == "FAIL":
-            rep.error = f"re-simulation: {resim.message}"
-    return rep

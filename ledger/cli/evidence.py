@@ -125,8 +125,8 @@ def check(evidence: Path, key: Path, environments: str | None, as_json: bool) ->
     elif rep.ok:
         sim = ", plays re-simulated" if rep.resimulated else ""
         click.echo(
-            f"OK card {rep.card}: {rep.events} events, all of them, in the tree of {rep.size} events signed by "
-            f"{verifier.name}; scorecard rebuilt and equal (score {rep.score}){sim}"
+            f"OK card {rep.card}: {rep.events} events, all of them, in the tree of {rep.checkpoint_size} events "
+            f"signed by {verifier.name}; scorecard rebuilt and equal (score {rep.score}){sim}"
         )
     else:
         click.echo(f"FAIL {rep.error}")

@@ -6,11 +6,11 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from ledger.core import merkle
 from ledger.core import signed_note as sn
 from ledger.errors import InputError
+from ledger.services.evidence_check import Outcome
 from ledger.services.signing import Signer, Verifier
 from ledger.storage.base import LogStore
 from ledger.storage.merkle_store import TreeHead, TreeStore
@@ -46,38 +46,21 @@ def read_checkpoint(note: str, verifier: Verifier) -> tuple[sn.Checkpoint, str |
     return cp, None
 
 
-@dataclass
-class CheckpointReport:
-    """What ``verify --checkpoint`` found: the checkpoint's size, the log's size now, the first failure if any."""
+@dataclass(kw_only=True)
+class CheckpointReport(Outcome):
+    """What ``verify --checkpoint`` found: the checkpoint's size and root, the log's size and root now."""
 
-    size: int
-    root: str
+    checkpoint_size: int
+    checkpoint_root: str
     events: int = 0
-    current_root: str = ""
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True if the log today extends the checkpoint."""
-        return self.error is None
-
-    def to_json(self) -> dict[str, Any]:
-        """The report as a JSON object."""
-        return {
-            "ok": self.ok,
-            "checkpoint_size": self.size,
-            "checkpoint_root": self.root,
-            "events": self.events,
-            "root": self.current_root,
-            "error": self.error,
-        }
+    root: str = ""
 
     def line(self) -> str:
         """One line for people."""
         if self.ok:
             return (
-                f"OK checkpoint: the log ({self.events} events, root {self.current_root}) extends the signed tree of "
-                f"{self.size} events (consistency proof verified)"
+                f"OK checkpoint: the log ({self.events} events, root {self.root}) extends the signed tree of "
+                f"{self.checkpoint_size} events (consistency proof verified)"
             )
         return f"FAIL checkpoint: {self.error}"
 
@@ -106,7 +89,7 @@ def verify_checkpoint(store: LogStore, note: str, verifier: Verifier) -> Checkpo
     which the events' owner could rewrite along with them) and check an RFC 9162 consistency proof from the
     checkpoint's tree to today's, and the stream heads the checkpoint committed to."""
     cp, bad_signature = read_checkpoint(note, verifier)
-    rep = CheckpointReport(cp.size, base64.b64encode(cp.root).decode())
+    rep = CheckpointReport(checkpoint_size=cp.size, checkpoint_root=base64.b64encode(cp.root).decode())
     if bad_signature:
         rep.error = bad_signature
         return rep
@@ -118,7 +101,7 @@ def verify_checkpoint(store: LogStore, note: str, verifier: Verifier) -> Checkpo
         leaves.data += merkle.event_leaf(e.hash)
     n = rep.events = len(leaves)
     root_now = leaves.root(0, n)
-    rep.current_root = base64.b64encode(root_now).decode()
+    rep.root = base64.b64encode(root_now).decode()
     if n < cp.size:
         rep.error = (
             f"the log holds {n} events, fewer than the {cp.size} the checkpoint signed: events were removed "

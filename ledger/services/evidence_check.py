@@ -5,22 +5,17 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ledger.core.evidence_file import EvidenceFailure, check, parse
 from ledger.services.signing import Verifier
 
 
-@dataclass
-class CheckReport:
-    """What ``ledger check`` found."""
+@dataclass(kw_only=True)
+class Outcome:
+    """A check's result: the first failure (None: everything held) and what it found, as fields."""
 
-    card: str = ""
-    size: int = 0
-    events: int = 0
-    score: float | None = None
-    resimulated: bool = False
     error: str | None = None
 
     @property
@@ -29,16 +24,19 @@ class CheckReport:
         return self.error is None
 
     def to_json(self) -> dict[str, Any]:
-        """The report as a JSON object."""
-        return {
-            "ok": self.ok,
-            "card": self.card,
-            "checkpoint_size": self.size,
-            "events": self.events,
-            "score": self.score,
-            "resimulated": self.resimulated,
-            "error": self.error,
-        }
+        """The outcome as a JSON object: ``ok``, then every field."""
+        return {"ok": self.ok, **asdict(self)}
+
+
+@dataclass(kw_only=True)
+class CheckReport(Outcome):
+    """What ``ledger check`` found."""
+
+    card: str = ""
+    checkpoint_size: int = 0
+    events: int = 0
+    score: float | None = None
+    resimulated: bool = False
 
 
 def check_evidence(
@@ -53,7 +51,7 @@ def check_evidence(
     except EvidenceFailure as e:
         rep.error = str(e)
         return rep
-    rep.size = done.checkpoint.size
+    rep.checkpoint_size = done.checkpoint.size
     rep.events = len(done.events)
     rep.score = json.loads(ev.scorecard).get("score")
     if environments_dir is not None:

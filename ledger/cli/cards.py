@@ -270,7 +270,7 @@ def _plays_json(card: CardState) -> dict[str, list[dict[str, Any]]]:
     "as_json",
     is_flag=True,
     help="One JSON object: ok, events, streams, head, revision, head_revision, migrations_at_head, triggers, "
-    "chains_ok, errors, stream_checks.",
+    "chains_ok, errors, stream_checks (and checkpoint, with --checkpoint).",
 )
 @click.option(
     "--checkpoint",

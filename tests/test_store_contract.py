@@ -225,7 +225,8 @@ def test_triggers_at_head(store: LogStore, backend: str) -> None:
     assert store.missing_triggers() == []
     if backend == "postgresql":
         with store.engine.connect() as conn:
-            enabled = dict(conn.execute(text("SELECT tgname, tgenabled FROM pg_trigger WHERE NOT tgisinternal")).all())
+            q = "SELECT tgname, tgenabled FROM pg_trigger WHERE NOT tgisinternal AND tgrelid = 'events'::regclass"
+            enabled = dict(conn.execute(text(q)).all())
             # seq is commit order only if every session takes sequence values one at a time under the lock.
             cache = conn.execute(text("SELECT cache_size FROM pg_sequences WHERE sequencename = 'events_seq_seq'"))
             default = conn.execute(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from ledger.cli import audit, baselines, cards, copy, events, importing, record, serve, view
+from ledger.cli import audit, baselines, cards, copy, events, evidence, importing, record, serve, view
 from ledger.cli.common import DURABILITIES, LedgerGroup
 from ledger.version import __version__
 
@@ -66,6 +66,10 @@ for _command in (
     view.compare,
     serve.serve,
     record.record,
+    evidence.keygen,
+    evidence.checkpoint_cmd,
+    evidence.prove,
+    evidence.check,
 ):
     cli.add_command(_command)
 

@@ -279,26 +279,47 @@ def _plays_json(card: CardState) -> dict[str, list[dict[str, Any]]]:
     "as_json",
     is_flag=True,
     help="One JSON object: ok, events, streams, head, revision, head_revision, migrations_at_head, triggers, "
-    "chains_ok, errors, stream_checks.",
+    "chains_ok, errors, stream_checks (and checkpoint, with --checkpoint).",
+)
+@click.option(
+    "--checkpoint",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Also check that the log extends this signed checkpoint (`ledger checkpoint`): its signature, then an "
+    "RFC 9162 consistency proof from the tree it signed to the tree the events make today. Needs --key.",
+)
+@click.option(
+    "--key",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="The public key (KEY.pub from `ledger keygen`) the checkpoint must be signed with.",
 )
 @click.pass_context
-def verify(ctx: click.Context, expect_head: str | None, as_json: bool) -> None:
+def verify(
+    ctx: click.Context, expect_head: str | None, as_json: bool, checkpoint: Path | None, key: Path | None
+) -> None:
     """Check every link of every stream's hash chain, the append-only triggers and the schema revision.
 
     Prints the ledger's head: one hash over every stream's last event (not a card's head, which `ledger audit`
     prints). Keep it somewhere else and pass it back with --expect-head: a ledger whose head moved has gained,
     lost or changed events since. Exit 1 if anything is wrong. On a terminal, a large ledger shows progress.
     """
+    from ledger.cli.evidence import verify_checkpoint_files
     from ledger.services.verify import check_expected_head, verify_ledger
 
+    if (checkpoint is None) != (key is None):
+        raise click.UsageError("--checkpoint and --key go together")
     with open_ledger(ctx) as ledger:
         with verify_progress(ledger, show=not as_json) as progress:
             rep = verify_ledger(ledger.store, progress=progress)
         head_check = check_expected_head(ledger, rep, expect_head) if expect_head is not None else None
+        cp = verify_checkpoint_files(ledger.store, checkpoint, key) if checkpoint and key else None
     if as_json:
         out = rep.to_json()
         if head_check is not None:
             out["expected_head"] = {"hash": expect_head, "status": head_check[0], "message": head_check[1]}
+        if cp is not None:
+            out["checkpoint"] = cp.to_json()
         echo_json(out)
     else:
         for err in rep.errors:
@@ -307,7 +328,9 @@ def verify(ctx: click.Context, expect_head: str | None, as_json: bool) -> None:
         click.echo(f"ledger head {rep.head}  (all streams; keep it, check later with `ledger verify --expect-head`)")
         if head_check is not None:
             click.echo(f"{'NOTE' if head_check[0] == 'CARD' else head_check[0]} expected head: {head_check[1]}")
-    if not rep.ok or (head_check is not None and head_check[0] == "FAIL"):
+        if cp is not None:
+            click.echo(cp.line())
+    if not rep.ok or (head_check is not None and head_check[0] == "FAIL") or (cp is not None and not cp.ok):
         sys.exit(1)
     if head_check is not None and head_check[0] == "CARD":
         sys.exit(2)

@@ -14,7 +14,7 @@ import sqlite3
 from ledger.storage.base import head_revision
 
 #: The revision these statements are the schema of.
-REVISION = "0002"
+REVISION = "0003_merkle"
 
 STATEMENTS = (
     "CREATE TABLE alembic_version (\n\tversion_num VARCHAR(32) NOT NULL, \n\t"
@@ -31,6 +31,23 @@ STATEMENTS = (
     "BEGIN SELECT RAISE(ABORT, 'events are append-only: UPDATE refused'); END",
     "CREATE TRIGGER events_no_delete BEFORE DELETE ON events "
     "BEGIN SELECT RAISE(ABORT, 'events are append-only: DELETE refused'); END",
+    "CREATE TABLE merkle_nodes (\n\tlevel INTEGER NOT NULL, \n\tidx INTEGER NOT NULL, \n\thash BLOB NOT NULL, \n\t"
+    "PRIMARY KEY (level, idx)\n)",
+    "CREATE TABLE merkle_state (\n\tid INTEGER NOT NULL, \n\tsize INTEGER NOT NULL, \n\tlast_seq INTEGER NOT NULL, "
+    "\n\tPRIMARY KEY (id)\n)",
+    "CREATE TABLE merkle_runs (\n\tfirst_idx INTEGER NOT NULL, \n\tfirst_seq INTEGER NOT NULL, \n\t"
+    "PRIMARY KEY (first_idx)\n)",
+    "CREATE TABLE merkle_heads (\n\tstream VARCHAR(400) NOT NULL, \n\tversion INTEGER NOT NULL, \n\t"
+    "hash VARCHAR(64) NOT NULL, \n\tPRIMARY KEY (stream)\n)",
+    "CREATE TABLE merkle_checkpoints (\n\tid INTEGER NOT NULL, \n\tsize INTEGER NOT NULL, \n\t"
+    "root VARCHAR(64) NOT NULL, \n\theads_root VARCHAR(64) NOT NULL, \n\tnote TEXT NOT NULL, \n\t"
+    "heads BLOB NOT NULL, \n\tPRIMARY KEY (id)\n)",
+    "CREATE TRIGGER merkle_checkpoints_no_update BEFORE UPDATE ON merkle_checkpoints "
+    "BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only: UPDATE refused'); END",
+    "CREATE TRIGGER merkle_checkpoints_no_delete BEFORE DELETE ON merkle_checkpoints "
+    "BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only: DELETE refused'); END",
+    # The stored tree starts empty (the row the migration inserts).
+    "INSERT INTO merkle_state (id, size, last_seq) VALUES (1, 0, 0)",
 )
 
 

@@ -22,6 +22,7 @@ import msgspec
 
 from ledger.errors import InputError, UnknownCard
 from ledger.services.compare import comparison, leaderboard
+from ledger.services.evidence import covering_checkpoint, prove
 
 from . import pages
 from .data import CardCache, card_events, card_row, card_view, column_of, usage_of
@@ -127,10 +128,19 @@ def _write(
         doc = ledger.document(cid, card=card)
         loaded.append((card, doc))
         rows.append(card_row(card, doc))
+        note = covering_checkpoint(ledger, cid)
+        if note is not None:
+            _put(root / links.evidence(cid), prove(ledger, cid, note))
+        evidence = links.evidence(cid) if note is not None else None
         _put(
             root / links.card(cid),
             pages.card_page(
-                card_view(card, doc, usage_of(cache, cid)), version=version, links=links, bundle=True, source=source
+                card_view(card, doc, usage_of(cache, cid)),
+                version=version,
+                links=links,
+                bundle=True,
+                source=source,
+                evidence=evidence,
             ),
         )
         written += 1

@@ -48,6 +48,7 @@ class Links(Protocol):
     def replay(self, card_id: str, game_id: str, play: int) -> str: ...
     def static(self, name: str) -> str: ...
     def api_card(self, card_id: str) -> str: ...
+    def evidence(self, card_id: str) -> str: ...
 
 
 class LiveLinks:
@@ -73,6 +74,10 @@ class LiveLinks:
         """A play's replay page."""
         q = [("card", card_id), ("game", game_id), ("play", str(play))] + ([("start", str(start))] if start else [])
         return "replay?" + urlencode(q)
+
+    def evidence(self, card_id: str) -> str:
+        """A card's evidence file against the newest checkpoint that covers it."""
+        return "evidence?" + urlencode({"card": card_id})
 
     def static(self, name: str) -> str:
         """A packaged script or style."""
@@ -107,6 +112,10 @@ class BundleLinks:
     def replay(self, card_id: str, game_id: str, play: int, start: int = 0) -> str:
         """A play's replay page."""
         return f"replay-{slug(card_id)}-{slug(game_id)}-{play}.html"
+
+    def evidence(self, card_id: str) -> str:
+        """A card's evidence file, written beside its page."""
+        return f"evidence-{slug(card_id)}.json"
 
     def static(self, name: str) -> str:
         """A packaged script or style, copied beside the pages."""
@@ -145,8 +154,10 @@ def card_rows_fragment(rows: Sequence[CardRow], *, links: Links) -> str:
     return _env.get_template("_cards_rows.html").render(rows=rows, links=links, bundle=False)
 
 
-def card_page(view: CardView, *, version: int, links: Links, bundle: bool, source: str) -> str:
-    """A card's page."""
+def card_page(
+    view: CardView, *, version: int, links: Links, bundle: bool, source: str, evidence: str | None = None
+) -> str:
+    """A card's page (``evidence``: the link to its evidence file, when a signed checkpoint covers the card)."""
     return _render(
         "card.html",
         links=links,
@@ -156,6 +167,7 @@ def card_page(view: CardView, *, version: int, links: Links, bundle: bool, sourc
         title=f"card {view.row.card_id}",
         view=view,
         version=version,
+        evidence=evidence,
     )
 
 

@@ -16,6 +16,7 @@ from flask import Flask, Response, abort, jsonify, request
 
 from ledger.errors import LedgerError, UnknownCard
 from ledger.services.compare import compare_cards, leaderboard
+from ledger.services.evidence import covering_checkpoint, prove
 from ledger.toolkit.frames import DEFAULT_LIMIT, palette_or_empty, play_frames
 
 from . import pages
@@ -60,7 +61,24 @@ class Viewer:
         """One card's page."""
         state, doc, version = load(self.cache, _arg("id"))
         view = card_view(state, doc, usage_of(self.cache, state.card_id))
-        return pages.card_page(view, version=version, links=self.links, bundle=False, source=self.source)
+        covered = covering_checkpoint(self.ledger, state.card_id) is not None
+        evidence = self.links.evidence(state.card_id) if covered else None
+        return pages.card_page(
+            view, version=version, links=self.links, bundle=False, source=self.source, evidence=evidence
+        )
+
+    def evidence(self) -> Any:
+        """The card's evidence file (``ledger prove``) against the newest checkpoint that covers it."""
+        card_id = self.ledger.resolve_card(_arg("card"))
+        note = covering_checkpoint(self.ledger, card_id)
+        if note is None:
+            return self.message("No evidence", f"no signed checkpoint covers card {card_id} yet"), 404
+        name = f"evidence-{pages.slug(card_id)}.json"
+        return Response(
+            prove(self.ledger, card_id, note),
+            mimetype="application/json",
+            headers={"Content-Disposition": f'attachment; filename="{name}"'},
+        )
 
     def api_card(self) -> Any:
         """The card page's body, unless the card has no event after version ``?since=``."""
@@ -137,6 +155,7 @@ def create_app(ledger: Any, *, environments: str | None = None, source: str = ""
         ("/compare", viewer.compare),
         ("/api/compare", viewer.api_compare),
         ("/replay", viewer.replay),
+        ("/evidence", viewer.evidence),
     ]:
         app.add_url_rule(rule, view.__name__, view, methods=["GET"])
     return app

@@ -1,0 +1,143 @@
+"""``ledger keygen``, ``checkpoint``, ``prove`` and ``check``: signed checkpoints and evidence files."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from ledger.cli.common import LedgerCommandError, echo_json, open_ledger, write_output
+
+if TYPE_CHECKING:
+    from ledger.services.checkpoints import CheckpointReport
+    from ledger.storage.base import LogStore
+
+_KEY = click.Path(dir_okay=False, path_type=Path)
+_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise LedgerCommandError(f"cannot read the {what} {path}: {getattr(e, 'strerror', None) or e}", 2) from None
+
+
+def _check_output(out: str | None) -> None:
+    if out is None or out == "-":
+        return
+    path = Path(out)
+    if path.is_dir():
+        raise LedgerCommandError(f"cannot write {out}: it is a folder (give a file name)", 2)
+    if not path.parent.is_dir():
+        raise LedgerCommandError(f"cannot write {out}: folder {path.parent} does not exist", 2)
+
+
+@click.command()
+@click.argument("name")
+@click.option("-o", "--output", "out", type=_KEY, required=True, help="The private key file (KEY.pub: its public key).")
+def keygen(name: str, out: Path) -> None:
+    """Make an Ed25519 key NAME for signing checkpoints.
+
+    Writes the private key to KEY (mode 0600; keep it secret) and the verifier key to KEY.pub (one line,
+    `NAME+KEYID+KEY` as C2SP signed notes write it; publish it). Never overwrites either file.
+    """
+    from ledger.services.signing import keygen as make_key
+
+    pub = make_key(name, out)
+    click.echo(f"private key {out} (keep it secret), public key {pub}: {pub.read_text().strip()}")
+
+
+@click.command("checkpoint")
+@click.option("--key", "key", type=_FILE, required=True, help="The private key (from `ledger keygen`).")
+@click.option("-o", "--output", "out", default=None, help="Write the checkpoint to this file (default: stdout).")
+@click.option("--origin", default=None, help="The log's name on the checkpoint's first line (default: the key's name).")
+@click.pass_context
+def checkpoint_cmd(ctx: click.Context, key: Path, out: str | None, origin: str | None) -> None:
+    """Sign the log's current tree head: a C2SP tlog checkpoint (origin, size, root hash, the stream-heads root).
+
+    The ledger keeps every checkpoint it signs. Publish the checkpoint (a git repository, a web page): anyone
+    with the public key can then check that the log still extends it (`ledger verify --checkpoint`), and check
+    evidence files proved against it (`ledger check`).
+    """
+    from ledger.services.checkpoints import make_checkpoint
+    from ledger.services.signing import load_signer
+
+    signer = load_signer(key)
+    _check_output(out)  # before signing: a checkpoint the ledger keeps but nobody received helps no one
+    with open_ledger(ctx, write=True) as ledger:
+        note = make_checkpoint(ledger.store, signer, origin)
+    write_output(note[:-1], out)
+
+
+@click.command()
+@click.argument("card")
+@click.option("--checkpoint", type=_FILE, required=True, help="The signed checkpoint to prove against.")
+@click.option("-o", "--output", "out", default=None, help="Write the evidence file here (default: stdout).")
+@click.pass_context
+def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None) -> None:
+    """Write an evidence file for CARD: everything a reviewer needs to check its score with the public key alone.
+
+    One JSON file: the checkpoint, the card's events as stored (up to the checkpoint's tree size) and its baseline
+    set, an inclusion proof of all of them against the checkpoint's root, proofs that they end at each stream's
+    head the checkpoint signed, and the exported scorecard. Check it with `ledger check`. Brings the ledger's
+    Merkle tree up to date (it opens the ledger for writing).
+    """
+    from ledger.services.evidence import prove as make
+
+    note = _read_text(checkpoint, "checkpoint")
+    _check_output(out)
+    with open_ledger(ctx, write=True) as ledger:
+        text = make(ledger, card, note)
+    write_output(text, out)
+
+
+@click.command()
+@click.argument("evidence", type=_FILE)
+@click.option("--key", type=_FILE, required=True, help="The public key (KEY.pub) the checkpoint must be signed with.")
+@click.option(
+    "--environments",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="Also replay every action against the game code in this folder (as `ledger audit` does).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: ok, card, checkpoint_size, events, score, ...")
+def check(evidence: Path, key: Path, environments: str | None, as_json: bool) -> None:
+    """Check an evidence file from `ledger prove`, opening no ledger: the checkpoint's signature, the inclusion
+    proof of every event, the card's hash chain, that no later event of the card was left out, and that the
+    scorecard is the one the calculator makes from the events; with --environments, the plays re-simulated.
+
+    Exit 0 if all of it holds, 1 otherwise (naming the first thing that failed).
+    """
+    from ledger.services.evidence_check import check_evidence
+    from ledger.services.signing import load_verifier
+
+    verifier = load_verifier(key)
+    try:
+        raw = evidence.read_bytes()
+    except OSError as e:
+        raise LedgerCommandError(f"cannot read {evidence}: {e.strerror}", 2) from None
+    rep = check_evidence(raw, verifier, environments)
+    if as_json:
+        echo_json(rep.to_json())
+    elif rep.ok:
+        sim = ", plays re-simulated" if rep.resimulated else ""
+        click.echo(
+            f"OK card {rep.card}: {rep.events} events, all of them, in the tree of {rep.checkpoint_size} events "
+            f"signed by {verifier.name}; scorecard rebuilt and equal (score {rep.score}){sim}"
+        )
+    else:
+        click.echo(f"FAIL {rep.error}")
+    if not rep.ok:
+        sys.exit(1)
+
+
+def verify_checkpoint_files(store: LogStore, checkpoint: Path, key: Path) -> CheckpointReport:
+    """Read the checkpoint and key files and check the log against them (for ``ledger verify``)."""
+    from ledger.services.checkpoints import verify_checkpoint
+    from ledger.services.signing import load_verifier
+
+    verifier = load_verifier(key)
+    return verify_checkpoint(store, _read_text(checkpoint, "checkpoint"), verifier)

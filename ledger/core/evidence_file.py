@@ -1,0 +1,182 @@
+"""The evidence file (``ledger prove`` writes it, ``ledger check`` reads it): its format, and the pure checks that
+need nothing but its bytes and a verifier of the checkpoint's signature.
+
+Every byte other than JSON whitespace is covered: the file must be the canonical encoding of what it holds (so no
+escape, number spelling or duplicate key can differ unnoticed); each event's stored bytes are hashed into its chain
+and its leaf; the leaves with the multi-proof must make the signed root; each stream's head must be the one the
+signed stream-heads root commits to (so no event after the ones given was left out); the scorecard must equal the
+one the calculator makes from the events and the baseline set.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable
+
+import msgspec
+
+from ledger.core import baselines as bl
+from ledger.core import chain, document, merkle
+from ledger.core import signed_note as sn
+from ledger.core.events import (
+    BaselineEntry,
+    BaselinesRecorded,
+    Numbered,
+    baselines_stream,
+    card_stream,
+    decode,
+    type_of,
+)
+from ledger.core.projection import CardState, fold
+from ledger.core.scoring import score_card
+
+FORMAT = "arc-scorecard-ledger/evidence/v1"
+
+
+class EvidenceStream(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One stream's events as stored (versions 1..n), their leaf positions, and its head's proof."""
+
+    stream: str
+    leaves: list[int]
+    events: list[str]
+    head_index: int
+    head_proof: list[str]
+
+
+class Evidence(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A self-contained evidence file for one card."""
+
+    format: str
+    card: str
+    checkpoint: str
+    streams: list[EvidenceStream]
+    proof: list[str]
+    scorecard: str
+
+
+class EvidenceFailure(Exception):
+    """The first thing about an evidence file that does not hold (the message names it)."""
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def to_text(ev: Evidence) -> str:
+    """The file's text: the canonical encoding itself (any JSON whitespace may be added: ``check`` ignores it)."""
+    return _encoder.encode(ev).decode("utf-8")
+
+
+def b64(h: bytes) -> str:
+    """A hash as the file writes it."""
+    return base64.b64encode(h).decode()
+
+
+def unb64(text: str, what: str) -> bytes:
+    """A 32-byte hash from its canonical base64 (another spelling of the same bytes is refused)."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise EvidenceFailure(f"{what} is not base64") from e
+    if len(raw) != 32 or base64.b64encode(raw).decode() != text:
+        raise EvidenceFailure(f"{what} is not a canonical base64 SHA-256 hash")
+    return raw
+
+
+def card_document(card: CardState, baselines: dict[str, BaselineEntry]) -> str:
+    """The card's exported JSON as ``ledger export`` writes it (an open competition card as the server closes it)."""
+    every = card.environments if card.competition_mode and not card.closed else None
+    return document.to_json(score_card(card, baselines, all_environments=every))
+
+
+def parse(raw: bytes) -> Evidence:
+    """Decode an evidence file, requiring its canonical form."""
+    try:
+        ev = msgspec.json.decode(raw, type=Evidence)
+        compact = msgspec.json.format(raw, indent=-1)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise EvidenceFailure(f"not an evidence file: {e}") from e
+    if _encoder.encode(ev) != compact:
+        raise EvidenceFailure(
+            "the file is not in canonical form: an escape, a number's spelling or a duplicate key differs from "
+            "what `ledger prove` writes"
+        )
+    if ev.format != FORMAT:
+        raise EvidenceFailure(f"unknown format {ev.format!r} (expected {FORMAT!r})")
+    return ev
+
+
+class Checked(msgspec.Struct, frozen=True):
+    """What a check established: the checkpoint and the card's events (for re-simulation)."""
+
+    checkpoint: sn.Checkpoint
+    card: CardState
+    events: list[Numbered]
+
+
+def check(ev: Evidence, signed: Callable[[sn.Checkpoint], bool]) -> Checked:
+    """Every check but re-simulation, in order; raises :class:`EvidenceFailure` at the first that fails."""
+    try:
+        cp = sn.parse_checkpoint(ev.checkpoint)
+    except sn.NoteError as e:
+        raise EvidenceFailure(f"the checkpoint: {e}") from e
+    if not signed(cp):
+        raise EvidenceFailure("the checkpoint is not signed by the key given (wrong key, or a forged signature)")
+    want = card_stream(ev.card)
+    if not ev.streams or ev.streams[0].stream != want:
+        raise EvidenceFailure(f"the first stream must be the card's, {want!r}")
+    indices: list[tuple[int, bytes]] = []
+    decoded: dict[str, list[Numbered]] = {}
+    for s in ev.streams:
+        decoded[s.stream] = _check_stream(s, cp, indices)
+    indices.sort()
+    try:
+        root = merkle.multiproof_root(
+            [i for i, _ in indices],
+            [leaf for _, leaf in indices],
+            [unb64(h, "a proof hash") for h in ev.proof],
+            cp.size,
+        )
+    except merkle.ProofError as e:
+        raise EvidenceFailure(f"the inclusion proof does not fit the events: {e}") from e
+    if root != cp.root:
+        raise EvidenceFailure("the events and the inclusion proof do not make the checkpoint's root hash")
+    events = decoded[want]
+    card = fold(ev.card, [n.event for n in events])
+    expected = [want] + ([baselines_stream(card.baselines_id)] if card.baselines_id else [])
+    if [s.stream for s in ev.streams] != expected:
+        raise EvidenceFailure(
+            f"the file must hold exactly the streams {expected}, not {[s.stream for s in ev.streams]}"
+        )
+    baselines: dict[str, BaselineEntry] = {}
+    if card.baselines_id:
+        rec = decoded[expected[1]][0].event
+        if not isinstance(rec, BaselinesRecorded) or bl.set_id(rec.entries) != card.baselines_id:
+            raise EvidenceFailure(f"the baseline set is not the set {card.baselines_id} the card is scored with")
+        baselines = bl.as_map(rec.entries)
+    if card_document(card, baselines) != ev.scorecard:
+        raise EvidenceFailure("the scorecard in the file is not the one the calculator makes from its events")
+    return Checked(cp, card, events)
+
+
+def _check_stream(s: EvidenceStream, cp: sn.Checkpoint, out: list[tuple[int, bytes]]) -> list[Numbered]:
+    """The stream's chain, leaves and head proof; appends its (leaf index, leaf hash) pairs to ``out``."""
+    if not s.events or len(s.leaves) != len(s.events):
+        raise EvidenceFailure(f"stream {s.stream!r}: {len(s.events)} events for {len(s.leaves)} leaf positions")
+    bodies = [e.encode("utf-8") for e in s.events]
+    try:
+        events = [decode(b) for b in bodies]
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise EvidenceFailure(f"stream {s.stream!r}: an event is not a ledger event: {e}") from e
+    hashes = chain.chain_hashes(
+        chain.GENESIS, s.stream, 0, [(type_of(e), b) for e, b in zip(events, bodies, strict=True)]
+    )
+    out.extend((i, merkle.event_leaf(h)) for i, h in zip(s.leaves, hashes, strict=True))
+    entry = merkle.head_entry(s.stream, len(events), hashes[-1])
+    proof = [unb64(h, f"stream {s.stream!r}: a head proof hash") for h in s.head_proof]
+    if not merkle.verify_inclusion(s.head_index, cp.heads_count, merkle.leaf_hash(entry), proof, cp.heads_root):
+        raise EvidenceFailure(
+            f"stream {s.stream!r}: its last event here (version {len(events)}) is not the head the checkpoint signed: "
+            "the file does not hold all of its events"
+        )
+    return [Numbered(v, i + 1, e) for v, (i, e) in enumerate(zip(s.leaves, events, strict=True), 1)]

@@ -1,0 +1,337 @@
+"""The log's Merkle tree, hashed as RFC 9162 section 2.1 says: leaf = SHA-256(0x00 || entry), node = SHA-256(0x01 ||
+left || right), and a tree of n leaves splits at the largest power of two below n.
+
+Pure: the proofs are built from the hashes of *ranges* of leaves, and every range this module asks for is a run of
+perfect subtrees (:func:`perfect_parts`), named ``(level, index)``: the subtree of 2**level leaves starting at leaf
+``index * 2**level``. Storage keeps those and answers for them; this module turns them into roots and proofs.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+Part = tuple[int, int]  # (level, index): the perfect subtree of 2**level leaves from leaf index * 2**level
+Range = tuple[int, int]  # [lo, hi): leaves lo .. hi-1, a subtree of the RFC's shape
+
+_sha256 = hashlib.sha256
+
+
+class ProofError(ValueError):
+    """A proof that cannot be checked at all (wrong length, indices out of order or out of the tree)."""
+
+
+def leaf_hash(entry: bytes) -> bytes:
+    """RFC 9162 ``HASH(0x00 || entry)``."""
+    return _sha256(b"\x00" + entry).digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    """RFC 9162 ``HASH(0x01 || left || right)``."""
+    return _sha256(b"\x01" + left + right).digest()
+
+
+EMPTY_ROOT = _sha256(b"").digest()
+
+
+def split(n: int) -> int:
+    """The largest power of two smaller than ``n`` (n >= 2): where the RFC splits a tree of n leaves."""
+    return 1 << ((n - 1).bit_length() - 1)
+
+
+def root_of(leaves: Sequence[bytes]) -> bytes:
+    """The RFC's MTH over leaf hashes (already hashed with :func:`leaf_hash`).
+
+    Level by level, an odd last node carried up unpaired: the same tree as the RFC's split at the largest power
+    of two (its left part is always a perfect subtree, so only the right edge is ever unpaired).
+    """
+    if not leaves:
+        return EMPTY_ROOT
+    level = list(leaves)
+    sha256 = _sha256
+    while len(level) > 1:
+        nxt = [sha256(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)]
+        if len(level) & 1:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0]
+
+
+class Frontier:
+    """The compact range of a growing tree: the roots of its perfect subtrees, largest first.
+
+    Appending a leaf costs one hash plus one per subtree it completes (two on average), so a tree kept up to date
+    as the log grows never re-hashes old leaves.
+    """
+
+    def __init__(self, size: int = 0, parts: Sequence[tuple[int, bytes]] = ()) -> None:
+        self.size = size
+        self.stack: list[tuple[int, bytes]] = list(parts)
+
+    def push(self, leaf: bytes) -> list[tuple[int, int, bytes]]:
+        """Append a leaf hash; returns every subtree it completes as ``(level, index, hash)``, the leaf first."""
+        i = self.size
+        out = [(0, i, leaf)]
+        level, h = 0, leaf
+        stack = self.stack
+        while stack and stack[-1][0] == level:
+            h = node_hash(stack.pop()[1], h)
+            level += 1
+            out.append((level, i >> level, h))
+        stack.append((level, h))
+        self.size = i + 1
+        return out
+
+    def extend(self, leaves: Iterable[bytes], keep_from: int) -> list[tuple[int, int, bytes]]:
+        """Append many leaf hashes; returns the subtrees they complete at ``keep_from`` levels and above (the
+        loop of :meth:`push` inlined: bringing a stored tree up to date spends its time here)."""
+        out = []
+        stack, i, sha256 = self.stack, self.size, _sha256
+        for leaf in leaves:
+            level, h = 0, leaf
+            while stack and stack[-1][0] == level:
+                h = sha256(b"\x01" + stack.pop()[1] + h).digest()
+                level += 1
+                if level >= keep_from:
+                    out.append((level, i >> level, h))
+            stack.append((level, h))
+            i += 1
+        self.size = i
+        return out
+
+    def root(self) -> bytes:
+        """The tree's root hash (the RFC's MTH of every leaf so far)."""
+        if not self.stack:
+            return EMPTY_ROOT
+        h = self.stack[-1][1]
+        for _, left in reversed(self.stack[:-1]):
+            h = node_hash(left, h)
+        return h
+
+
+def frontier_parts(size: int) -> list[Part]:
+    """The perfect subtrees a tree of ``size`` leaves is made of, largest first (its :class:`Frontier`)."""
+    return perfect_parts(0, size)
+
+
+def perfect_parts(lo: int, hi: int) -> list[Part]:
+    """The perfect subtrees that make up the subtree ``[lo, hi)`` of an RFC tree, left to right."""
+    out = []
+    while hi > lo:
+        n = hi - lo
+        k = n if n & (n - 1) == 0 else split(n)
+        level = k.bit_length() - 1
+        out.append((level, lo >> level))
+        lo += k
+    return out
+
+
+def fold(hashes: Sequence[bytes]) -> bytes:
+    """The hash of a range from the hashes of its :func:`perfect_parts`, in order."""
+    h = hashes[-1]
+    for left in reversed(hashes[:-1]):
+        h = node_hash(left, h)
+    return h
+
+
+def range_hashes(ranges: Sequence[Range], parts: Mapping[Part, bytes]) -> list[bytes]:
+    """The hash of each range, from the hashes of every part they need (see :func:`parts_of`)."""
+    return [fold([parts[p] for p in perfect_parts(lo, hi)]) for lo, hi in ranges]
+
+
+def parts_of(ranges: Sequence[Range]) -> set[Part]:
+    """Every perfect subtree the hashes of ``ranges`` are made of."""
+    return {p for lo, hi in ranges for p in perfect_parts(lo, hi)}
+
+
+def inclusion_ranges(index: int, size: int) -> list[Range]:
+    """The ranges whose hashes are the RFC 9162 inclusion proof of leaf ``index`` (PATH(m, D[n])), bottom up."""
+    if not 0 <= index < size:
+        raise ProofError(f"leaf {index} is not in a tree of {size}")
+    out: list[Range] = []
+    lo, hi = 0, size
+    while hi - lo > 1:
+        k = split(hi - lo)
+        if index < lo + k:
+            out.append((lo + k, hi))
+            hi = lo + k
+        else:
+            out.append((lo, lo + k))
+            lo += k
+    out.reverse()
+    return out
+
+
+def consistency_ranges(old: int, new: int) -> list[Range]:
+    """The ranges whose hashes are the RFC 9162 consistency proof from ``old`` leaves to ``new`` (PROOF(m, D[n]))."""
+    if not 0 <= old <= new:
+        raise ProofError(f"no consistency proof from {old} to {new} leaves")
+    if old in (0, new):
+        return []
+    out: list[Range] = []
+    lo, hi, m, whole = 0, new, old, True
+    while hi - lo != m:
+        k = split(hi - lo)
+        if m <= k:
+            out.append((lo + k, hi))
+            hi = lo + k
+        else:
+            out.append((lo, lo + k))
+            lo, m, whole = lo + k, m - k, False
+    if not whole:
+        out.append((lo, hi))
+    out.reverse()
+    return out
+
+
+def verify_inclusion(index: int, size: int, leaf: bytes, proof: Sequence[bytes], root: bytes) -> bool:
+    """RFC 9162 section 2.1.3.2: does ``proof`` show leaf hash ``leaf`` at ``index`` in the tree with ``root``?"""
+    if not 0 <= index < size:
+        return False
+    fn, sn, r = index, size - 1, leaf
+    for p in proof:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            r = node_hash(p, r)
+            while not fn & 1 and fn != 0:
+                fn >>= 1
+                sn >>= 1
+        else:
+            r = node_hash(r, p)
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and r == root
+
+
+def verify_consistency(old: int, new: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]) -> bool:
+    """RFC 9162 section 2.1.4.2: does ``proof`` show the tree of ``new`` leaves extends the one of ``old``?"""
+    if not 0 <= old <= new:
+        return False
+    if old == new:
+        return not proof and old_root == new_root
+    if old == 0:
+        return not proof
+    path = list(proof)
+    if old & (old - 1) == 0:
+        path.insert(0, old_root)
+    if not path:
+        return False
+    fn, sn = old - 1, new - 1
+    while fn & 1:
+        fn >>= 1
+        sn >>= 1
+    fr = sr = path[0]
+    for c in path[1:]:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            fr = node_hash(c, fr)
+            sr = node_hash(c, sr)
+            while not fn & 1 and fn != 0:
+                fn >>= 1
+                sn >>= 1
+        else:
+            sr = node_hash(sr, c)
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and fr == old_root and sr == new_root
+
+
+# -- multi-proofs: many leaves of one tree at once --------------------------------------------------------------
+
+
+def multiproof_ranges(indices: Sequence[int], size: int) -> list[Range]:
+    """The ranges whose hashes prove every leaf of ``indices`` (strictly increasing) at once: each subtree that
+    holds none of them, in the order a left-to-right walk of the tree meets it."""
+    _check_indices(indices, size)
+    out: list[Range] = []
+
+    def walk(lo: int, hi: int, a: int, b: int) -> None:
+        if a == b:
+            out.append((lo, hi))
+        elif hi - lo > b - a:  # (a subtree whose every leaf is wanted needs no hash)
+            mid = lo + split(hi - lo)
+            c = bisect.bisect_left(indices, mid, a, b)
+            walk(lo, mid, a, c)
+            walk(mid, hi, c, b)
+
+    if size:
+        walk(0, size, 0, len(indices))
+    return out
+
+
+def multiproof_root(indices: Sequence[int], leaves: Sequence[bytes], proof: Sequence[bytes], size: int) -> bytes:
+    """The root that leaf hashes ``leaves`` at ``indices`` and the hashes of :func:`multiproof_ranges` make.
+
+    Raises :class:`ProofError` when the proof has too few or too many hashes for those indices.
+    """
+    _check_indices(indices, size)
+    if len(leaves) != len(indices):
+        raise ProofError(f"{len(leaves)} leaves for {len(indices)} indices")
+    if not size:
+        raise ProofError("an empty tree proves no leaf")
+    cursor = 0
+
+    def walk(lo: int, hi: int, a: int, b: int) -> bytes:
+        nonlocal cursor
+        if a == b:
+            if cursor >= len(proof):
+                raise ProofError("the proof has too few hashes")
+            cursor += 1
+            return proof[cursor - 1]
+        if hi - lo == b - a:  # every leaf given: hash them without splitting the index list further
+            return root_of(leaves[a:b])
+        mid = lo + split(hi - lo)
+        c = bisect.bisect_left(indices, mid, a, b)
+        left = walk(lo, mid, a, c)
+        return node_hash(left, walk(mid, hi, c, b))
+
+    root = walk(0, size, 0, len(indices))
+    if cursor != len(proof):
+        raise ProofError(f"the proof has {len(proof) - cursor} hash(es) too many")
+    return root
+
+
+def _check_indices(indices: Sequence[int], size: int) -> None:
+    for a, b in itertools.pairwise(indices):
+        if b <= a:
+            raise ProofError("leaf indices must be strictly increasing")
+    if indices and not (indices[0] >= 0 and indices[-1] < size):
+        raise ProofError(f"a leaf index is outside the tree of {size}")
+
+
+def tree_hashes(ranges: Sequence[Range], lookup: Callable[[set[Part]], Mapping[Part, bytes]]) -> list[bytes]:
+    """The hashes of ``ranges``, fetching the perfect subtrees they need in one call of ``lookup``."""
+    return range_hashes(ranges, lookup(parts_of(ranges)))
+
+
+# -- what the leaves are -------------------------------------------------------------------------------------------
+
+
+def event_leaf(chain_hash: str) -> bytes:
+    """The leaf hash of a stored event: its entry is the 32 bytes of the event's chain hash (hex in the log).
+
+    The chain hash already covers the stream, the version, the type, the stored bytes and the hash of the event
+    before it, so the leaf commits to all of them in 32 bytes, and bringing the tree up to date reads one column.
+    """
+    return leaf_hash(bytes.fromhex(chain_hash))
+
+
+def head_entry(stream: str, version: int, chain_hash: str) -> bytes:
+    """The entry of a stream's head in the stream-heads tree: the length-prefixed name, the version (8 bytes, big
+    endian) and the head's chain hash (32 bytes)."""
+    name = stream.encode("utf-8")
+    return len(name).to_bytes(8, "big") + name + version.to_bytes(8, "big") + bytes.fromhex(chain_hash)
+
+
+def heads_tree(heads: Sequence[tuple[str, int, str]]) -> list[bytes]:
+    """The leaf hashes of the stream-heads tree: one per stream, sorted by name (code point order)."""
+    return [leaf_hash(head_entry(s, v, h)) for s, v, h in sorted(heads)]
+
+
+def proof_from_leaves(leaves: Sequence[bytes], ranges: Sequence[Range]) -> list[bytes]:
+    """The hashes of ``ranges`` of a tree held whole in memory (a small one: the stream-heads tree)."""
+    return [root_of(leaves[lo:hi]) for lo, hi in ranges]

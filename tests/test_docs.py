@@ -4,15 +4,16 @@
   (``scripts/cli_reference.py``): it must equal what the generator writes now, and every command and option has
   help text to put there.
 - The examples in README.md and docs/*.md run as written. A ```` ```sh ```` block's ``ledger ...`` lines run in bash
-  against a ledger the demo filled (``LEDGER_DB``). A ```` ```console ```` block's ``$ ledger ...`` lines run the
-  same way, in a folder that also holds ``environment_files`` (the demo's and the test games), ``recordings`` (a
-  toolkit recording), ``harness`` (agents-harness recordings), ``empty`` (a folder without games) and ``v2.json``
-  (the baselines file docs/baselines.md shows), and print the lines that follow them, ids, hashes and times aside
+  against a ledger the demo filled (``LEDGER_DB``). A ```` ```console ```` block's ``$ ...`` lines run the same
+  way, in a folder that also holds ``environment_files`` (the demo's and the test games), ``recordings`` (a toolkit
+  recording), ``harness`` (agents-harness recordings), ``empty`` (a folder without games) and ``v2.json`` (the
+  baselines file docs/baselines.md shows), and print the lines that follow them, ids, hashes, keys and times aside
   (a ``...`` line stands for any lines; in docs/ pages every number is also set aside: their transcripts show the
-  output's shape); a transcript whose output ends with ``[exit N]`` must exit with N, any other with 0. A plain
-  ```` ``` ```` block may not hold a ``$ ledger`` transcript unless the line before the block is
-  ``<!-- not run: REASON -->``. ``CARD`` and any card id stand for the demo's card, a 64-hex hash for the demo
-  ledger's head. A ```` ```python ```` block runs in a fresh folder and must assert something.
+  output's shape); a transcript whose output ends with ``[exit N]`` must exit with N, any other with 0. The
+  transcripts of one page run in order, against one demo ledger. A plain ```` ``` ```` block may not hold a
+  ``$ ledger`` transcript unless the line before the block is ``<!-- not run: REASON -->``. ``CARD`` and any card
+  id stand for the demo's card, a 64-hex hash for the demo ledger's head. A ```` ```python ```` block runs in a
+  fresh folder and must assert something.
 """
 
 from __future__ import annotations
@@ -254,12 +255,19 @@ def docs_inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.fixture
-def fresh_demo_ledger(tmp_path: Path, docs_inputs: Path) -> DemoLedger:
-    """A demo ledger of its own for each ```console block (its output counts the events), with the docs' inputs."""
-    for item in docs_inputs.iterdir():
-        shutil.copytree(item, tmp_path / item.name) if item.is_dir() else shutil.copy2(item, tmp_path / item.name)
-    return make_demo_ledger(tmp_path)
+@pytest.fixture(scope="module")
+def page_ledgers(tmp_path_factory: pytest.TempPathFactory, docs_inputs: Path) -> dict[str, DemoLedger]:
+    """One demo ledger per page, made on first use: a page's transcripts run in order and build on each other."""
+    return {}
+
+
+def page_ledger(ledgers: dict[str, DemoLedger], page: str, folder: Path, inputs: Path) -> DemoLedger:
+    """The demo ledger of ``page`` (with a copy of the docs' inputs beside it), made in ``folder`` the first time."""
+    if page not in ledgers:
+        for item in inputs.iterdir():
+            shutil.copytree(item, folder / item.name) if item.is_dir() else shutil.copy2(item, folder / item.name)
+        ledgers[page] = make_demo_ledger(folder)
+    return ledgers[page]
 
 
 SH = [(b, line) for b in ALL_BLOCKS if b.lang in ("sh", "bash") for line in b.lines if line.startswith("ledger ")]
@@ -291,7 +299,7 @@ def test_shell_example_runs(demo_ledger: DemoLedger, block: Block, line: str) ->
     assert done.returncode == 0, f"{block.where}: `{line}` exited {done.returncode}:\n{done.stdout}{done.stderr}"
 
 
-#: What differs from run to run: card ids, hashes (whole or cut short), times, durations, paths, schema revisions.
+#: What differs from run to run: card ids, hashes, keys and signatures, times, durations, paths, schema revisions.
 _VOLATILE = [
     (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<id>"),
     (re.compile(r"[0-9a-f]{64}"), "<hash>"),
@@ -299,6 +307,9 @@ _VOLATILE = [
     (re.compile(r"\d+(?:\.\d+)? s\b"), "<seconds>"),
     (re.compile(r"sqlite:///\S+"), "<db>"),
     (re.compile(r"schema \S+ \(head\)"), "schema <revision> (head)"),
+    # Keys and signatures (a signed-note verifier key's key hash, base64 keys, hashes and signatures).
+    (re.compile(r"\+[0-9a-f]{8}\+"), "+<keyhash>+"),
+    (re.compile(r"[A-Za-z0-9+/]{40,}={0,2}"), "<base64>"),
 ]
 #: In docs/ pages only: every number (a transcript there shows the shape of the output, not its figures).
 _NUMBER = (re.compile(r"[0-9a-f]{12}|\d+(?:[.,]\d+)*"), "N")
@@ -337,10 +348,13 @@ def _sessions(block: Block) -> list[tuple[str, list[str]]]:
 
 
 @pytest.mark.parametrize("block", CONSOLE, ids=lambda b: b.where)
-def test_console_example_prints_what_the_docs_show(fresh_demo_ledger: DemoLedger, block: Block) -> None:
+def test_console_example_prints_what_the_docs_show(
+    page_ledgers: dict[str, DemoLedger], docs_inputs: Path, tmp_path: Path, block: Block
+) -> None:
     shape = block.page != "README.md"
+    ledger = page_ledger(page_ledgers, block.page, tmp_path, docs_inputs)
     for command, expected in _sessions(block):
-        done = fresh_demo_ledger.run(command)
+        done = ledger.run(command)
         actual = (done.stdout + done.stderr).splitlines()
         # A transcript of a failure ends with "[exit N]": the status it must exit with (else 0).
         status = re.fullmatch(r"\[exit (\d+)\]", expected[-1].strip()) if expected else None

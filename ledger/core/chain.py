@@ -113,8 +113,47 @@ class Link(Protocol):
 class BrokenLink(NamedTuple):
     """Why a stored event does not continue its stream's chain: ``kind`` for code, ``message`` for people."""
 
-    kind: Literal["gap", "order", "prev_hash", "hash"]
+    kind: Literal["column", "gap", "order", "prev_hash", "hash"]
     message: str
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:40]}{'...' if len(text) > 40 else ''}"
+
+
+def column_problem(row: Link) -> str | None:
+    """What is wrong with the type or shape of a column the chain reads (None: every column is as written).
+
+    A database that stores whatever it is given (SQLite) can hold a body rewritten as text, a version as text,
+    a hash of the wrong length: each is reported here, before any of them is used.
+    """
+    for name in ("seq", "version"):
+        value = getattr(row, name)
+        if not _is_int(value) or value < 0:
+            return f"{name} column holds {_shown(value)}, not a whole number"
+    for name in ("type", "ts"):
+        value = getattr(row, name)
+        if not isinstance(value, str):
+            return f"{name} column holds {_shown(value)}, not text"
+    if not isinstance(row.body, bytes | bytearray | memoryview):
+        return f"body column holds {_shown(row.body)}, not the stored bytes (a blob)"
+    for name in ("prev_hash", "hash"):
+        problem = column_problem_of_hash(getattr(row, name), name)
+        if problem is not None:
+            return problem
+    return None
+
+
+def column_problem_of_hash(value: object, name: str = "hash") -> str | None:
+    """Why ``value`` is not a hash as the chain stores it (None: it is one)."""
+    if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        return None
+    return f"{name} column holds {_shown(value)}, not a sha256 (64 lowercase hex digits)"
 
 
 def check_link(
@@ -124,8 +163,12 @@ def check_link(
 
     The previous event is ``prev_version`` with hash ``prev_hash`` (0 and :data:`GENESIS` before the first);
     with ``prev_seq`` (where it was stored) ``row`` must also have been stored after it. Only a ``gap`` message
-    names ``row``'s version; callers prefix the others with it where they need to.
+    names ``row``'s version; callers prefix the others with it where they need to. A ``column`` problem (a
+    column of the wrong type or shape) is found before anything else reads the row.
     """
+    problem = column_problem(row) if isinstance(stream, str) else f"stream column holds {_shown(stream)}, not text"
+    if problem is not None:
+        return BrokenLink("column", problem)
     if row.version != prev_version + 1:
         missing = row.version - prev_version - 1
         tail = f": {missing} event(s) missing" if missing > 0 else ""

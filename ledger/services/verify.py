@@ -97,7 +97,11 @@ def check_event(check: StreamCheck, row: StoredEvent) -> None:
     version, type_, body, ts = row.version, row.type, row.body, row.ts
     broken = chain.check_link(check.stream, row, check.version, check.head)
     if broken is not None:
-        check.error = broken.message if broken.kind == "gap" else f"version {version}: {broken.message}"
+        if broken.kind == "column":
+            where = f"version {version}" if isinstance(version, int) else f"the event after version {check.version}"
+            check.error = f"{where} (seq {row.seq!r}): {broken.message}"
+        else:
+            check.error = broken.message if broken.kind == "gap" else f"version {version}: {broken.message}"
         return
     try:
         ev = decode(body)

@@ -28,6 +28,7 @@ from ledger.core.events import (
 from ledger.core.projection import CardState, fold, new_card
 from ledger.core.replay import ChunkMismatch, fold_joined
 from ledger.core.scoring import score_card
+from ledger.core.timeline import shown_close
 from ledger.errors import AmbiguousCard, InputError, UnknownBaselines, UnknownCard, VersionConflict
 from ledger.storage.backends import open_store
 from ledger.storage.base import Durability, LogStore, Snapshot, StoredEvent
@@ -102,6 +103,9 @@ class CardSummary:
     tags: list[str] | None = None
     #: True when ``closed``/``close_reason`` are the toolkit's auto-close (idle/max_open) as of now, not an event.
     lapsed: bool = False
+    #: When the card was retracted (``ledger retract``), None if it was not; ``retract_reason`` says why.
+    retracted: str | None = None
+    retract_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,22 +409,27 @@ class Ledger:
         return document.to_json(self.document(card_id, until=until, baselines=baselines), indent=indent)
 
     def cards(self) -> list[CardSummary]:
-        """A summary of every card."""
+        """A summary of every card, retracted ones too (marked), each shown closed as ``ledger cards`` shows it."""
         out = []
+        now = datetime.now(UTC)
         for cid, c in self.load_cards(self.card_ids()).items():
             doc = self.document(cid, card=c)
+            shown = shown_close(c, now, os.environ)  # the toolkit's auto-close of a lapsed card, as `cards` shows
             out.append(
                 CardSummary(
                     card_id=cid,
                     opened=c.opened_at.isoformat() if c.opened_at else None,
-                    closed=c.closed_at.isoformat() if c.closed_at else None,
-                    close_reason=c.close_reason,
+                    closed=shown[0].isoformat() if shown else None,
+                    close_reason=shown[1] if shown else None,
                     games=len(c.games),
                     plays=sum(len(p) for p in c.games.values()),
                     actions=c.total_actions,
                     score=doc.score,
                     events=c.events,
                     tags=c.tags,
+                    lapsed=bool(shown and shown[2]),
+                    retracted=c.retracted_at.isoformat() if c.retracted_at else None,
+                    retract_reason=c.retract_reason,
                 )
             )
         return out

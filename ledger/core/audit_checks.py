@@ -28,6 +28,7 @@ from ledger.core.events import (
     CardClosed,
     CardOpened,
     CardReopened,
+    CardRetracted,
     Numbered,
     card_stream,
     decode,
@@ -307,7 +308,8 @@ def _check_closes(
 ) -> list[dict[str, Any]]:
     """Every CardClosed: its recorded document hash against the card rebuilt up to it, and what follows it.
 
-    Only a CardReopened (an import that resumed) may follow a close; anything else landed on a closed card.
+    Only a CardReopened (an import that resumed) or a CardRetracted may follow a close; anything else landed on a
+    closed card.
     """
     out: list[dict[str, Any]] = []
     running = new_card(card_id)
@@ -327,7 +329,9 @@ def _check_closes(
         recorded = closed.event.document_sha256
         stop = idx[k + 1] if k + 1 < len(idx) else len(events)
         reopened = i + 1 < len(events) and type(events[i + 1].event) is CardReopened
-        after = 0 if reopened else stop - i - 1
+        # A retraction is the one event a closed card may gain: it withdraws the card, it changes no number.
+        landed = [n for n in events[i + 1 : stop] if type(n.event) is not CardRetracted]
+        after = 0 if reopened else len(landed)
         out.append(
             {
                 "version": closed.version,
@@ -340,7 +344,7 @@ def _check_closes(
             }
         )
         if after:
-            nxt = events[i + 1]
+            nxt = landed[0]
             failures.append(
                 f"{after} event(s) after the card was closed at version {closed.version} "
                 f"(first: version {nxt.version} {type_of(nxt.event)})"

@@ -140,6 +140,8 @@ def test_prefixes_everywhere_and_ambiguity_lists_candidates(tmp_path: Path) -> N
         assert client.get("/card?id=44a4").status_code == 200
         page = client.get("/card?id=9ad7")
         html = page.get_data(as_text=True)
-        assert page.status_code == 400 and 'id="candidates"' in html and "card?id=9ad7-two" in html.replace("&amp;", "&")
+        assert (
+            page.status_code == 400 and 'id="candidates"' in html and "card?id=9ad7-two" in html.replace("&amp;", "&")
+        )
         missing = client.get("/replay?card=44a4&game=nope-00000000&play=1")
         assert missing.status_code == 404 and 'id="back"' in missing.get_data(as_text=True)

@@ -60,6 +60,13 @@ class LedgerGroup(click.Group):
             raise LedgerCommandError(extra, 1) from e
 
 
+def listen_error(host: str, port: int, e: OSError) -> LedgerCommandError:
+    """The one message (and exit code 2) of a server command that cannot listen on ``host:port`` (a busy port, an
+    address this machine does not have): the same for ``ledger view`` and ``ledger serve``."""
+    reason = e.strerror or str(e) or type(e).__name__
+    return LedgerCommandError(f"cannot serve on {host}:{port}: {reason}", 2)
+
+
 #: What Ctrl-C prints when the command did not say more: every write is one transaction, so nothing is half-written.
 INTERRUPTED = "interrupted: the ledger holds everything committed before Ctrl-C and nothing half-written"
 

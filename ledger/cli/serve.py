@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import click
 
-from ledger.cli.common import LedgerCommandError, open_ledger
+from ledger.cli.common import LedgerCommandError, listen_error, open_ledger
 
 
 @click.command("serve")
@@ -57,7 +57,7 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
         try:
             check_bindable(host, port)
         except OSError as e:
-            raise LedgerCommandError(f"cannot serve on {host}:{port}: {e.strerror or e}", 2) from e
+            raise listen_error(host, port, e) from e
         if not is_loopback(host):
             click.echo(
                 f"warning: serving on {host}, reachable from other machines; the API has no authentication "
@@ -82,6 +82,6 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
         except KeyboardInterrupt:
             interrupted.append(signal.SIGINT)
         except OSError as e:
-            raise LedgerCommandError(f"cannot serve on {host}:{port}: {e.strerror or e}", 2) from e
+            raise listen_error(host, port, e) from e
     if interrupted:
         sys.exit(130)

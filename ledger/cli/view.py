@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ledger.cli.common import LedgerCommandError, echo_json
+from ledger.cli.common import LedgerCommandError, echo_json, listen_error
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
@@ -69,6 +69,7 @@ def view(ctx: click.Context, host: str, port: int, environments: str | None) -> 
     """
     import logging
 
+    from ledger.toolkit.rest import check_bindable
     from ledger.web.server import create_app, run
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request is noise here
@@ -84,9 +85,11 @@ def view(ctx: click.Context, host: str, port: int, environments: str | None) -> 
             sys.stdout.flush()
 
         try:
+            # Werkzeug prints its own lines and exits 1 on a busy port or an unknown host: say it as `serve` does.
+            check_bindable(host, port)
             run(app, host, port, ready)
         except OSError as e:
-            raise LedgerCommandError(f"cannot listen on {host}:{port}: {e.strerror or e}", 1) from e
+            raise listen_error(host, port, e) from e
         except KeyboardInterrupt:
             pass
     # The server only stops on Ctrl-C (or SIGINT): the exit code says so, as for any interrupted command.

@@ -61,6 +61,8 @@ def _check_target(out: Path) -> None:
         raise InputError(f"cannot write the bundle to {out}: it is a file")
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
         raise InputError(f"{out} is not empty and not a bundle: refusing to replace it (choose another -o folder)")
+    if out.parent.exists() and not out.parent.is_dir():
+        raise InputError(f"cannot write the bundle to {out}: {out.parent} is a file, not a folder")
     if not out.parent.is_dir():
         raise InputError(f"cannot write the bundle to {out}: folder {out.parent} does not exist")
 

@@ -104,8 +104,9 @@ class Viewer:
 
     def replay(self) -> Any:
         """A play's frames, re-simulated, from step ``?start=``."""
-        card_id, game_id = self.ledger.resolve_card(_arg("card")), _arg("game")
+        ref, game_id = _arg("card"), _arg("game")
         play, start = _int_arg("play", 1), _int_arg("start", 0)
+        card_id = self.ledger.resolve_card(ref)
         state, _ = self.cache.get(card_id)
         plays = len(state.games.get(game_id, []))
         if not 1 <= play <= plays:

@@ -145,3 +145,19 @@ def test_prefixes_everywhere_and_ambiguity_lists_candidates(tmp_path: Path) -> N
         )
         missing = client.get("/replay?card=44a4&game=nope-00000000&play=1")
         assert missing.status_code == 404 and 'id="back"' in missing.get_data(as_text=True)
+
+
+def test_the_lapsed_card_rule_is_the_same_in_cards_the_api_and_the_viewer(tmp_path: Path) -> None:
+    db = str(tmp_path / "l.sqlite")
+    append_open_card(db, "idle-card", datetime.now(UTC) - timedelta(hours=5))
+    append_open_card(db, "busy-card", datetime.now(UTC) - timedelta(minutes=1))
+    listed = {r["card_id"]: (r["close_reason"], r["lapsed"]) for r in json.loads(_ok("--db", db, "cards", "--json"))}
+    assert listed == {"idle-card": ("idle", True), "busy-card": (None, False)}
+    with Ledger.open(db, readonly=True) as led:
+        assert {s.card_id: (s.close_reason, s.lapsed) for s in led.cards()} == listed
+        client = create_app(led).test_client()
+        home = client.get("/").get_data(as_text=True)
+        row = home[home.index('data-card="idle-card"') :].split("</tr>", 1)[0]
+        assert 'data-state="closed"' in row and "(idle)" in row
+        page = client.get("/card?id=idle").get_data(as_text=True)
+        assert "(idle)" in page

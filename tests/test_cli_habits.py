@@ -291,3 +291,34 @@ def test_the_demo_names_the_program_the_shell_can_run(tmp_path: Path) -> None:
     assert "(`ledger` alone works after `source .venv/bin/activate`)" in r.stdout
     r = ledger("--db", str(db), "demo", env={"PATH": f"{REPO / '.venv' / 'bin'}:{path}"}, cwd=tmp_path)
     assert f"try:    ledger --db {db} export " in r.stdout and "activate" not in r.stdout
+
+
+def test_a_folder_or_a_fifo_given_as_db_says_what_it_is(tmp_path: Path) -> None:
+    import os
+
+    folder = tmp_path / "ledgers"
+    folder.mkdir()
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for where, what in ((folder, "a folder"), (fifo, "a FIFO (named pipe)")):
+        for cmd in (["cards"], ["init"], ["export", "x"], ["retract", "x", "--reason", "r"]):
+            r = ledger("--db", str(where), *cmd, timeout=30)
+            no_traceback(r)
+            assert r.returncode == 2, (cmd, r.stderr)
+            assert r.stderr == f"Error: {where} is {what}, not a ledger file: " + (
+                f"give a file in it, such as {where / 'ledger.sqlite'}\n"
+                if where == folder
+                else "give the path of a ledger file\n"
+            ), r.stderr
+    assert not any(folder.iterdir())
+
+
+def test_every_error_has_one_prefix_and_small_sizes_read_as_sizes(tmp_path: Path) -> None:
+    from ledger.cli.common import count, size
+
+    assert [size(0), size(812), size(4_200), size(31_000_000)] == ["0 bytes", "812 bytes", "4.2 KB", "31.0 MB"]
+    assert [count(1, "game"), count(6, "game")] == ["1 game", "6 games"]
+    db = str(tmp_path / "l.sqlite")
+    for args in (["cards"], ["export", "nope"], ["compare", "a"], ["bundle", "--all", "-o", "/proc/x"]):
+        r = ledger("--db", db, *args)
+        assert r.returncode in (1, 2) and r.stderr.startswith("Error: ") and r.stderr.count("Error") == 1, r.stderr

@@ -60,6 +60,20 @@ class LedgerGroup(click.Group):
             raise LedgerCommandError(extra, 1) from e
 
 
+def count(n: int, word: str) -> str:
+    """``1 game``, ``2 games``: a count with its noun (regular plurals only)."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def size(n_bytes: float) -> str:
+    """A byte count as people read it: ``812 bytes``, ``4.2 KB``, ``31.0 MB`` (never ``0.0 MB`` for a small file)."""
+    if n_bytes < 1000:
+        return f"{n_bytes:.0f} bytes"
+    if n_bytes < 1e6:
+        return f"{n_bytes / 1e3:.1f} KB"
+    return f"{n_bytes / 1e6:.1f} MB"
+
+
 def listen_error(host: str, port: int, e: OSError) -> LedgerCommandError:
     """The one message (and exit code 2) of a server command that cannot listen on ``host:port`` (a busy port, an
     address this machine does not have): the same for ``ledger view`` and ``ledger serve``."""

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import click
 
-from ledger.cli.common import LedgerCommandError, listen_error, open_ledger
+from ledger.cli.common import LedgerCommandError, count, listen_error, open_ledger
 
 
 @click.command("serve")
@@ -66,7 +66,7 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
             )
         mode = "competition" if competition else "normal"
         click.echo(
-            f"serving {len(arcade.available_environments)} games on http://{host}:{port} ({mode} mode); "
+            f"serving {count(len(arcade.available_environments), 'game')} on http://{host}:{port} ({mode} mode); "
             f"ledger {ledger.store.describe()}",
             err=True,
         )

@@ -28,7 +28,7 @@ from ledger.core.events import (
 from ledger.core.projection import CardState, fold, new_card
 from ledger.core.replay import ChunkMismatch, fold_joined
 from ledger.core.scoring import score_card
-from ledger.core.timeline import shown_close
+from ledger.core.timeline import listed, shown_close
 from ledger.errors import AmbiguousCard, InputError, UnknownBaselines, UnknownCard, VersionConflict
 from ledger.storage.backends import open_store
 from ledger.storage.base import Durability, LogStore, Snapshot, StoredEvent
@@ -408,11 +408,14 @@ class Ledger:
         """The card's JSON, identical to the toolkit's ``get_scorecard(card_id).model_dump_json()``."""
         return document.to_json(self.document(card_id, until=until, baselines=baselines), indent=indent)
 
-    def cards(self) -> list[CardSummary]:
-        """A summary of every card, retracted ones too (marked), each shown closed as ``ledger cards`` shows it."""
+    def cards(self, *, include_retracted: bool = False) -> list[CardSummary]:
+        """A summary of every card as ``ledger cards`` lists it: a lapsed card shown closed, a retracted card left
+        out unless ``include_retracted`` (then marked by ``retracted``)."""
         out = []
         now = datetime.now(UTC)
         for cid, c in self.load_cards(self.card_ids()).items():
+            if not listed(c, include_retracted):
+                continue
             doc = self.document(cid, card=c)
             shown = shown_close(c, now, os.environ)  # the toolkit's auto-close of a lapsed card, as `cards` shows
             out.append(

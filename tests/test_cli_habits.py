@@ -322,3 +322,48 @@ def test_every_error_has_one_prefix_and_small_sizes_read_as_sizes(tmp_path: Path
     for args in (["cards"], ["export", "nope"], ["compare", "a"], ["bundle", "--all", "-o", "/proc/x"]):
         r = ledger("--db", db, *args)
         assert r.returncode in (1, 2) and r.stderr.startswith("Error: ") and r.stderr.count("Error") == 1, r.stderr
+
+
+def test_ctrl_c_once_every_card_is_through_lets_the_import_finish() -> None:
+    """A Ctrl-C held for a safe point that comes after the last card: nothing is left to stop, so the import ends
+    as it would have (its summary, exit 0), not with "run it again to finish" and 130."""
+    from ledger.cli.importing import _Committed
+    from ledger.services.import_cards import CardResult
+
+    done = _Committed(3)
+    done(CardResult(card_id="a", status="imported"))
+    done.stop = True  # what the deferred Ctrl-C handler sets
+    with pytest.raises(KeyboardInterrupt):
+        done(CardResult(card_id="b", status="not imported"))  # a card is still to come: stop here
+    done.stop = False
+    late = _Committed(2)
+    late(CardResult(card_id="a", status="imported"))
+    late.stop = True
+    late(CardResult(card_id="b", status="already imported"))  # the last one: no interrupt
+    late.progress(None)(10)
+    assert (late.cards, late.seen) == (2, 2)
+
+
+def test_view_and_serve_take_the_same_ports_and_fail_alike(tmp_path: Path) -> None:
+    import socket
+
+    db = str(tmp_path / "l.sqlite")
+    assert ledger("--db", db, "init").returncode == 0
+    serve = ["serve", "--environments", str(REPO / "tests" / "environment_files")]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        busy = str(taken.getsockname()[1])
+        for port, reason in ((busy, "Address already in use"), ("0", None)):
+            said = []
+            for cmd in (["view"], serve):
+                host = "127.0.0.1" if reason else "256.0.0.1"  # --port 0 is taken by both; this host by neither
+                r = ledger("--db", db, *cmd, "--host", host, "--port", port, timeout=60)
+                no_traceback(r)
+                assert r.returncode == 2 and r.stdout == "", (cmd, r.stdout, r.stderr)
+                said.append(r.stderr)
+            assert said[0] == said[1] and said[0].startswith(f"Error: cannot serve on {host}:{port}: "), said
+            assert said[0].count("\n") == 1 and (reason is None or reason in said[0])
+        for cmd in (["view"], serve):
+            r = ledger("--db", db, *cmd, "--port", "70000")
+            assert r.returncode == 2 and "Invalid value for '--port': 70000 is not in the range 0<=x<=65535" in r.stderr

@@ -59,6 +59,12 @@ def test_retract_end_to_end(backend_url: str, tmp_path: Path) -> None:
     every = json.loads(_ok("--db", db, "cards", "--json", "--include-retracted"))
     assert [(r["card_id"], r["retract_reason"]) for r in every] == [(a, "scored by a dishonest agent"), (b, None)]
     assert f"{a} (retracted)" in _ok("--db", db, "cards", "--include-retracted")
+    with Ledger.open(db, readonly=True) as led:
+        assert [c.card_id for c in led.cards()] == [b]
+        assert [(c.card_id, c.retract_reason) for c in led.cards(include_retracted=True)] == [
+            (a, "scored by a dishonest agent"),
+            (b, None),
+        ]
     assert a not in _ok("--db", db, "cards", "--tag", "demo")
     cmp = json.loads(_ok("--db", db, "compare", "--tag", "demo", "--json"))
     assert [c["card_id"] for c in cmp["cards"]] == [b]

@@ -74,6 +74,17 @@ def size(n_bytes: float) -> str:
     return f"{n_bytes / 1e6:.1f} MB"
 
 
+def pick_port(host: str, port: int) -> int:
+    """``port``, or for 0 a port free on ``host`` now (``view`` and ``serve`` both take ``--port 0``)."""
+    if port:
+        return port
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
 def listen_error(host: str, port: int, e: OSError) -> LedgerCommandError:
     """The one message (and exit code 2) of a server command that cannot listen on ``host:port`` (a busy port, an
     address this machine does not have): the same for ``ledger view`` and ``ledger serve``."""

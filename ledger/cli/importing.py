@@ -98,15 +98,18 @@ class _Committed:
     def __init__(self, total: int) -> None:
         self.total = total
         self.cards = 0
+        self.seen = 0
         self.stop = False
 
     def __call__(self, result: CardResult) -> None:
+        self.seen += 1
         if result.status in ("imported", "updated", "already imported"):
             self.cards += 1
         self._checkpoint()
 
     def _checkpoint(self) -> None:
-        if self.stop:
+        # Once every card has been through, nothing is left to stop: the import finishes and says so (exit 0).
+        if self.stop and self.seen < self.total:
             raise KeyboardInterrupt
 
     def progress(self, bar: Callable[[int], None] | None) -> Callable[[int], None]:

@@ -89,3 +89,22 @@ def test_a_hash_of_the_wrong_shape_on_postgresql(pg_url: str) -> None:
         r = ledger("--db", pg_url, *args)
         no_traceback(r)
         assert r.returncode == 1 and "hash column holds str 'not-a-hash'" in r.stdout, r.stdout
+
+
+def test_a_stream_column_of_the_wrong_type(master, tmp_path: Path) -> None:
+    """The row leaves its card's stream: verify names it as a stream of its own that fails, the card's audit sees
+    the gap it leaves."""
+    src, card, _, _ = master
+    db = copy_ledger(src, tmp_path / "tampered.sqlite")
+    con = raw(db)
+    seq = card_rows(con, card)[9][0]
+    con.execute("UPDATE events SET stream = ? WHERE seq = ?", (card_stream(card).encode(), seq))
+    con.commit()
+    con.close()
+    r = ledger("--db", str(db), "verify")
+    no_traceback(r)
+    assert r.returncode == 1
+    assert f"seq {seq}: stream column holds bytes b'card:" in r.stdout, r.stdout
+    r = ledger("--db", str(db), "audit", card)
+    no_traceback(r)
+    assert r.returncode == 1 and "version 11 follows version 9: 1 event(s) missing" in r.stdout, r.stdout

@@ -132,6 +132,9 @@ def column_problem(row: Link) -> str | None:
     A database that stores whatever it is given (SQLite) can hold a body rewritten as text, a version as text,
     a hash of the wrong length: each is reported here, before any of them is used.
     """
+    stream = getattr(row, "stream", "")  # a stored event has one; a row read for one stream may not
+    if not isinstance(stream, str):
+        return f"stream column holds {_shown(stream)}, not text"
     for name in ("seq", "version"):
         value = getattr(row, name)
         if not _is_int(value) or value < 0:

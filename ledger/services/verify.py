@@ -130,10 +130,16 @@ def verify_ledger(store: LogStore, *, progress: Callable[[int], None] | None = N
     report = VerifyReport()
     checks: dict[str, StreamCheck] = {}
     for row in store.scan():
-        c = checks.get(row.stream)
+        # A stream column of another type (a tampered row) is a stream of its own, named as text, that fails.
+        key = row.stream if isinstance(row.stream, str) else repr(row.stream)
+        c = checks.get(key)
         if c is None:
-            c = checks[row.stream] = StreamCheck(row.stream)
-        check_event(c, row)
+            c = checks[key] = StreamCheck(key)
+        if key is not row.stream and not c.error:
+            c.events += 1
+            c.error = f"seq {row.seq!r}: {chain.column_problem(row)}"
+        else:
+            check_event(c, row)
         report.events += 1
         if progress is not None:
             progress(1)

@@ -64,7 +64,9 @@
       });
     }
     if (live) {
-      poll(function () { return "api/cards?since=" + encodeURIComponent(table.dataset.stamp); }, 2000, function (data) {
+      /* the rows as this page lists them: with retracted cards when its address asks for them */
+      var extra = /[?&]retracted=1(&|$)/.test(window.location.search) ? "&retracted=1" : "";
+      poll(function () { return "api/cards?since=" + encodeURIComponent(table.dataset.stamp) + extra; }, 2000, function (data) {
         var keep = picked();
         table.dataset.stamp = data.stamp;
         tbody.innerHTML = data.html; /* the server's escaped fragment */

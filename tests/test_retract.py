@@ -1,20 +1,31 @@
 """`ledger retract`: a card withdrawn from lists, comparisons, leaderboards, the viewer and bundles, its record kept
-and still read by export, replay and audit; on both backends, through the installed program."""
+and still read by export, replay and audit; on both backends. Commands run in-process through Click's runner (the
+same main, errors and exit codes), the key ones also as the installed program in a child process."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from click.testing import CliRunner
+
 from ledger import Ledger
+from ledger.cli import cli
 from ledger.services.retract import retract_card
 from ledger.web.server import create_app
 from tests.cli_run import append_open_card, ledger, no_traceback
 
 
-def _ok(*args: str) -> str:
-    r = ledger(*args)
+def _inproc(*args: str) -> subprocess.CompletedProcess[str]:
+    """``ledger ARGS`` through Click's runner (an escaping exception fails the test with its traceback)."""
+    r = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return subprocess.CompletedProcess(list(args), r.exit_code, r.stdout, r.stderr)
+
+
+def _ok(*args: str, child: bool = False) -> str:
+    r = (ledger if child else _inproc)(*args)
     no_traceback(r)
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout
@@ -28,8 +39,8 @@ def _two_demo_cards(db: str) -> tuple[str, str]:
     return rows[0]["card_id"], rows[1]["card_id"]
 
 
-def _fails(code: int, *args: str) -> str:
-    r = ledger(*args)
+def _fails(code: int, *args: str, child: bool = False) -> str:
+    r = (ledger if child else _inproc)(*args)
     no_traceback(r)
     assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
     assert r.stderr.startswith("Error: ") and len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -44,12 +55,12 @@ def test_retract_end_to_end(backend_url: str, tmp_path: Path) -> None:
     assert "OK:" in before
 
     # Bad input: nothing written, one line, its exit code.
-    assert "give a reason" in _fails(2, "--db", db, "retract", a, "--reason", "   ")
+    assert "give a reason" in _fails(2, "--db", db, "retract", a, "--reason", "   ", child=True)
     assert "no card 'zzzz'" in _fails(1, "--db", db, "retract", "zzzz", "--reason", "x")
     r = ledger("--db", db, "retract", a)
     assert r.returncode == 2 and "--reason" in r.stderr
 
-    out = _ok("--db", db, "retract", a[:6], "--reason", "scored  by a  dishonest agent")
+    out = _ok("--db", db, "retract", a[:6], "--reason", "scored  by a  dishonest agent", child=True)
     assert out.startswith(f"card {a} retracted on ") and "reason: scored by a dishonest agent" in out
     assert "already retracted on " in _fails(2, "--db", db, "retract", a, "--reason", "again")
 
@@ -68,7 +79,7 @@ def test_retract_end_to_end(backend_url: str, tmp_path: Path) -> None:
     assert a not in _ok("--db", db, "cards", "--tag", "demo")
     cmp = json.loads(_ok("--db", db, "compare", "--tag", "demo", "--json"))
     assert [c["card_id"] for c in cmp["cards"]] == [b]
-    assert "is retracted on" in _fails(2, "--db", db, "compare", a[:8], b[:8])
+    assert "is retracted on" in _fails(2, "--db", db, "compare", a[:8], b[:8], child=True)
     text = _ok("--db", db, "compare", a[:8], b[:8], "--include-retracted")
     assert "retracted on " in text and "(not ranked)" in text
     cmp = json.loads(_ok("--db", db, "compare", a, b, "--include-retracted", "--json"))

@@ -4,6 +4,7 @@ mark, the card page's bar legend explains each colour, and a retracted card read
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,18 +41,23 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return out, card
 
 
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as b:
+        yield b
+
+
 _MARKS = """() => Array.from(document.querySelectorAll('#timeline rect[data-mark]')).map(r => ({
     mark: r.getAttribute('data-mark'), x: +r.getAttribute('x'), y: +r.getAttribute('y'), h: +r.getAttribute('height')
 }))"""
 
 
-def test_replay_timeline_marks_every_game_over_and_an_unhidden_win(site: tuple[Path, str]) -> None:
+def test_replay_timeline_marks_every_game_over_and_an_unhidden_win(site: tuple[Path, str], browser: Any) -> None:
     out, card = site
-    with chromium() as browser:
-        page = browser.new_page()
-        page.goto((out / BundleLinks().replay(card, "cnt3-0000000a", 1)).as_uri())
-        marks: list[dict[str, Any]] = page.evaluate(_MARKS)
-        page.close()
+    page = browser.new_page()
+    page.goto((out / BundleLinks().replay(card, "cnt3-0000000a", 1)).as_uri())
+    marks: list[dict[str, Any]] = page.evaluate(_MARKS)
+    page.close()
     overs = [m for m in marks if m["mark"] == "GAME_OVER"]
     assert len(overs) == 2 and overs[0]["x"] < overs[1]["x"], marks
     (win,) = [m for m in marks if m["mark"] == "WIN"]
@@ -61,21 +67,20 @@ def test_replay_timeline_marks_every_game_over_and_an_unhidden_win(site: tuple[P
     assert win["y"] + win["h"] <= level3["y"] or level3["y"] + level3["h"] <= win["y"], (win, level3)
 
 
-def test_card_page_legend_and_retracted_banner(site: tuple[Path, str]) -> None:
+def test_card_page_legend_and_retracted_banner(site: tuple[Path, str], browser: Any) -> None:
     out, card = site
-    with chromium() as browser:
-        page = browser.new_page()
-        page.goto((out / BundleLinks().card(card)).as_uri())
-        legend = page.text_content("[data-k=bar-legend]") or ""
-        colours = page.evaluate(
-            "() => Array.from(document.querySelectorAll('[data-k=bar-legend] .key')).map("
-            "k => getComputedStyle(k).backgroundColor)"
-        )
-        bars = page.evaluate(
-            "() => Array.from(document.querySelectorAll('svg.bar rect.act')).map(r => getComputedStyle(r).fill)"
-        )
-        banner = page.text_content("#retracted") or ""
-        page.close()
+    page = browser.new_page()
+    page.goto((out / BundleLinks().card(card)).as_uri())
+    legend = page.text_content("[data-k=bar-legend]") or ""
+    colours = page.evaluate(
+        "() => Array.from(document.querySelectorAll('[data-k=bar-legend] .key')).map("
+        "k => getComputedStyle(k).backgroundColor)"
+    )
+    bars = page.evaluate(
+        "() => Array.from(document.querySelectorAll('svg.bar rect.act')).map(r => getComputedStyle(r).fill)"
+    )
+    banner = page.text_content("#retracted") or ""
+    page.close()
     assert "more than the baseline" in legend and "not completed" in legend
     # Every colour a bar is drawn in has its key in the legend.
     assert set(bars) <= set(colours), (bars, colours)

@@ -46,7 +46,8 @@ def retract_card(ledger: Ledger, ref: str, reason: str, *, ts: datetime | None =
         raise InputError(f"card {card_id} is already {retraction_note(card)}; nothing written")
     if not card.closed:
         raise InputError(
-            f"card {card_id} is open: close it first (`ledger close {card_id}`), then retract it; nothing written"
+            f"card {card_id} is open (it has no close event, even if `ledger cards` shows it lapsed): close it first "
+            f"(`ledger close {card_id}`), then retract it; nothing written"
         )
     ev = CardRetracted(ts=ts or datetime.now(UTC), reason=why)
     state = fold(card_id, [ev], card)

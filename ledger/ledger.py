@@ -29,7 +29,7 @@ from ledger.core.projection import CardState, fold, new_card
 from ledger.core.replay import ChunkMismatch, fold_joined
 from ledger.core.scoring import score_card
 from ledger.core.timeline import listed, shown_close
-from ledger.errors import AmbiguousCard, InputError, UnknownBaselines, UnknownCard, VersionConflict
+from ledger.errors import AmbiguousCard, InputError, StoreError, UnknownBaselines, UnknownCard, VersionConflict
 from ledger.storage.backends import open_store
 from ledger.storage.base import Durability, LogStore, Snapshot, StoredEvent
 
@@ -335,7 +335,14 @@ class Ledger:
                 if until is not None and self.store.stream_exists(stream):
                     return new_card(card_id)
                 raise UnknownCard(card_id)
-            state = fold(card_id, (decode(b) for b in bodies), state)
+            try:
+                state = fold(card_id, (decode(b) for b in bodies), state)
+            except (TypeError, msgspec.DecodeError, msgspec.ValidationError) as e:
+                # A tampered body (text or a number where bytes belong, bytes that are no event): say so, once.
+                raise StoreError(
+                    f"card {card_id} cannot be read: a stored event does not decode ({e}); "
+                    f"`ledger audit {card_id}` says which one"
+                ) from None
             folded = len(bodies)
         if use_cache and until is None and folded >= SNAPSHOT_AFTER:
             self.store.put_snapshot(stream, SNAPSHOT_KIND, last_version, last_seq, _snapshot_enc.encode(state))

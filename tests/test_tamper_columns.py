@@ -108,3 +108,26 @@ def test_a_stream_column_of_the_wrong_type(master, tmp_path: Path) -> None:
     r = ledger("--db", str(db), "audit", card)
     no_traceback(r)
     assert r.returncode == 1 and "version 11 follows version 9: 1 event(s) missing" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("body", [12345, b"\x00\xff not an event"])
+def test_every_reader_of_a_tampered_card_says_so_in_one_line(master, tmp_path: Path, body: object) -> None:
+    src, card, _, _ = master
+    db = copy_ledger(src, tmp_path / "tampered.sqlite")
+    con = raw(db)
+    seq = card_rows(con, card)[9][0]
+    con.execute("UPDATE events SET body = ? WHERE seq = ?", (body, seq))
+    con.execute("DELETE FROM snapshots")  # else the cached projection would answer for the events it covers
+    con.commit()
+    con.close()
+    for args in (["cards"], ["export", card], ["replay", card], ["bundle", card, "-o", str(tmp_path / "site")]):
+        r = ledger("--db", str(db), *args)
+        no_traceback(r)
+        assert r.returncode == 1 and r.stderr == (
+            f"Error: card {card} cannot be read: a stored event does not decode ("
+            + r.stderr.split(" does not decode (", 1)[1]
+        )
+        assert r.stderr.endswith(f"`ledger audit {card}` says which one\n") and r.stderr.count("\n") == 1
+    r = ledger("--db", str(db), "events", card)  # the events are still listed, the bad one said to be bad
+    no_traceback(r)
+    assert r.returncode == 0 and "body does not decode" in r.stdout

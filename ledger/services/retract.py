@@ -6,12 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-import msgspec
-
 from ledger.core.events import CardRetracted, card_stream, decode
 from ledger.core.projection import CardState, fold
 from ledger.core.timeline import listed, retraction_note
-from ledger.errors import InputError, UnknownCard
+from ledger.errors import InputError, StoreError, UnknownCard
 from ledger.ledger import Ledger
 
 #: The longest reason kept: a sentence or two, not a document.
@@ -62,8 +60,8 @@ def retraction_of(ledger: Ledger, card_id: str) -> dict[str, str] | None:
     """
     try:
         card = ledger.load_card(card_id)
-    except (msgspec.DecodeError, msgspec.ValidationError, TypeError, ValueError):
-        return None  # a tampered body: the audit's own checks report it; there is no retraction to read then
+    except StoreError:
+        return None  # an event that does not decode: the audit's own checks report it; no retraction is read then
     return retraction_of_card(card)
 
 

@@ -21,7 +21,7 @@ from ledger.core.postmortem import arithmetic, postmortem
 from ledger.core.projection import CardState, fold
 from ledger.core.scoring import LEVEL_CAP, best_play_index
 from ledger.core.timeline import listed, retraction_note
-from ledger.errors import UnknownCard
+from ledger.errors import StoreError, UnknownCard
 from ledger.services.compare import CardColumn
 from ledger.services.listing import as_shown
 
@@ -44,8 +44,16 @@ class CardCache:
             state, version = cached if cached is not None else self._start(card_id)
             bodies, last, _ = self.ledger.store.read_bodies(card_stream(card_id), after_version=version)
             if bodies:
-                # fold() works in place: the cached state moves forward with the log.
-                state = fold(card_id, (decode(b) for b in bodies), state)
+                # fold() works in place: the cached state moves forward with the log (a body that does not decode
+                # leaves it half-moved: it is dropped, and read afresh next time).
+                try:
+                    state = fold(card_id, (decode(b) for b in bodies), state)
+                except (TypeError, msgspec.DecodeError, msgspec.ValidationError) as e:
+                    self._cards.pop(card_id, None)
+                    raise StoreError(
+                        f"card {card_id} cannot be read: a stored event does not decode ({e}); "
+                        f"`ledger audit {card_id}` says which one"
+                    ) from None
                 version = last
             if version == 0:
                 raise UnknownCard(card_id)

@@ -56,6 +56,12 @@ def _decode_snapshot(body: bytes) -> CardState | None:
         return None
 
 
+def _unreadable(card_id: str, e: Exception) -> StoreError:
+    return StoreError(
+        f"card {card_id} cannot be read: a stored event does not decode ({e}); `ledger audit {card_id}` says which one"
+    )
+
+
 def _fold_joined(
     store: LogStore, card_id: str, snap: Snapshot | None, until: int | None
 ) -> tuple[CardState, int, int, int] | None:
@@ -326,7 +332,10 @@ class Ledger:
         stream = card_stream(card_id)
         state = _decode_snapshot(snap.body) if snap else None
         after = snap.version if snap and state is not None else 0
-        joined = _fold_joined(self.store, card_id, snap if state is not None else None, until)
+        try:
+            joined = _fold_joined(self.store, card_id, snap if state is not None else None, until)
+        except TypeError as e:  # a column of another type than the schema's (a tampered row): say so, once
+            raise _unreadable(card_id, e) from None
         if joined is not None:
             state, folded, last_version, last_seq = joined
         else:
@@ -339,10 +348,7 @@ class Ledger:
                 state = fold(card_id, (decode(b) for b in bodies), state)
             except (TypeError, msgspec.DecodeError, msgspec.ValidationError) as e:
                 # A tampered body (text or a number where bytes belong, bytes that are no event): say so, once.
-                raise StoreError(
-                    f"card {card_id} cannot be read: a stored event does not decode ({e}); "
-                    f"`ledger audit {card_id}` says which one"
-                ) from None
+                raise _unreadable(card_id, e) from None
             folded = len(bodies)
         if use_cache and until is None and folded >= SNAPSHOT_AFTER:
             self.store.put_snapshot(stream, SNAPSHOT_KIND, last_version, last_seq, _snapshot_enc.encode(state))

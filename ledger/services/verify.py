@@ -137,7 +137,7 @@ def verify_ledger(store: LogStore, *, progress: Callable[[int], None] | None = N
             c = checks[key] = StreamCheck(key)
         if key is not row.stream and not c.error:
             c.events += 1
-            c.error = f"seq {row.seq!r}: {chain.column_problem(row)}"
+            c.error = f"seq {row.seq!r}: {chain.stream_problem(row.stream)}"
         else:
             check_event(c, row)
         report.events += 1

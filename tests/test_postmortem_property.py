@@ -82,14 +82,16 @@ def _check(finding: Finding, card: Any, doc: Any) -> None:
     """Each claim of ``finding`` against the card and its document."""
     env = doc.environments[0]
     plays = card.games.get(GAME, [])
-    best = best_play_index(plays)
+    # A finding about a play's levels names the play the game's score comes from.
+    best = (finding.play or best_play_index(plays) + 1) - 1
     run = env.runs[best]
+    if finding.kind in ("failed_level", "costliest_level", "completion_cap", "level_cap"):
+        assert run.score == env.score, (finding.play, run.score, env.score)
     n_levels = len(run.level_scores or [])
     total_w = n_levels * (n_levels + 1) // 2
     nums, text = finding.numbers, finding.text
     assert finding.game_id == GAME and text.startswith(GAME)
     if finding.kind == "failed_level":
-        assert finding.play == best + 1
         lc = run.levels_completed
         assert lc < n_levels, "a completed game has no failed level"
         assert nums["stopped_on_level"] == lc + 1 and nums["levels_completed"] == lc
@@ -141,6 +143,7 @@ def _numbers_in(text: str) -> list[str]:
 @example(([5], [([(0, 0)], "stop", 0)]))  # never started
 @example(([20, 20], [([(1, 0), (1, 0)], "complete", 0)]))  # won, both levels over the 115 cap
 @example(([3, 3, 3, 3], [([(1, 3), (1, 3)], "stop", 0), ([(1, 2)], "stop", 0)]))  # resetting, never dying
+@example(([1], [([(1, 1)], "complete", 0), ([(1, 0)], "complete", 0)]))  # the game's score is the second play's
 def test_every_finding_follows_from_the_card(data: tuple[list[int], list[Any]]) -> None:
     baselines, plays = data
     levels = len(baselines)

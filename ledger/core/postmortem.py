@@ -335,6 +335,9 @@ def postmortem(card: CardState, doc: ScorecardDoc) -> PostMortem:
     for env in doc.environments:
         plays = card.games.get(env.id, [])
         best = best_play_index(plays)
+        if 0 <= best < len(env.runs) and env.runs[best].score < env.score:
+            # The game's score comes from another play (fewer levels, better scored): that is the one to explain.
+            best = next(i for i, r in enumerate(env.runs) if r.score == env.score)
         run = env.runs[best] if 0 <= best < len(env.runs) else None
         findings: list[Finding] = []
         ar = arithmetic(run) if run is not None else None

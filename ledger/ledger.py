@@ -28,7 +28,8 @@ from ledger.core.events import (
 from ledger.core.projection import CardState, fold, new_card
 from ledger.core.replay import ChunkMismatch, fold_joined
 from ledger.core.scoring import score_card
-from ledger.errors import AmbiguousCard, InputError, UnknownBaselines, UnknownCard, VersionConflict
+from ledger.core.timeline import listed, shown_close
+from ledger.errors import AmbiguousCard, InputError, StoreError, UnknownBaselines, UnknownCard, VersionConflict
 from ledger.storage.backends import open_store
 from ledger.storage.base import Durability, LogStore, Snapshot, StoredEvent
 
@@ -53,6 +54,12 @@ def _decode_snapshot(body: bytes) -> CardState | None:
         return _snapshot_dec.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
+
+
+def _unreadable(card_id: str, e: Exception) -> StoreError:
+    return StoreError(
+        f"card {card_id} cannot be read: a stored event does not decode ({e}); `ledger audit {card_id}` says which one"
+    )
 
 
 def _fold_joined(
@@ -102,6 +109,9 @@ class CardSummary:
     tags: list[str] | None = None
     #: True when ``closed``/``close_reason`` are the toolkit's auto-close (idle/max_open) as of now, not an event.
     lapsed: bool = False
+    #: When the card was retracted (``ledger retract``), None if it was not; ``retract_reason`` says why.
+    retracted: str | None = None
+    retract_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,7 +332,10 @@ class Ledger:
         stream = card_stream(card_id)
         state = _decode_snapshot(snap.body) if snap else None
         after = snap.version if snap and state is not None else 0
-        joined = _fold_joined(self.store, card_id, snap if state is not None else None, until)
+        try:
+            joined = _fold_joined(self.store, card_id, snap if state is not None else None, until)
+        except TypeError as e:  # a column of another type than the schema's (a tampered row): say so, once
+            raise _unreadable(card_id, e) from None
         if joined is not None:
             state, folded, last_version, last_seq = joined
         else:
@@ -331,7 +344,11 @@ class Ledger:
                 if until is not None and self.store.stream_exists(stream):
                     return new_card(card_id)
                 raise UnknownCard(card_id)
-            state = fold(card_id, (decode(b) for b in bodies), state)
+            try:
+                state = fold(card_id, (decode(b) for b in bodies), state)
+            except (TypeError, msgspec.DecodeError, msgspec.ValidationError) as e:
+                # A tampered body (text or a number where bytes belong, bytes that are no event): say so, once.
+                raise _unreadable(card_id, e) from None
             folded = len(bodies)
         if use_cache and until is None and folded >= SNAPSHOT_AFTER:
             self.store.put_snapshot(stream, SNAPSHOT_KIND, last_version, last_seq, _snapshot_enc.encode(state))
@@ -404,23 +421,31 @@ class Ledger:
         """The card's JSON, identical to the toolkit's ``get_scorecard(card_id).model_dump_json()``."""
         return document.to_json(self.document(card_id, until=until, baselines=baselines), indent=indent)
 
-    def cards(self) -> list[CardSummary]:
-        """A summary of every card."""
+    def cards(self, *, include_retracted: bool = False) -> list[CardSummary]:
+        """A summary of every card as ``ledger cards`` lists it: a lapsed card shown closed, a retracted card left
+        out unless ``include_retracted`` (then marked by ``retracted``)."""
         out = []
+        now = datetime.now(UTC)
         for cid, c in self.load_cards(self.card_ids()).items():
+            if not listed(c, include_retracted):
+                continue
             doc = self.document(cid, card=c)
+            shown = shown_close(c, now, os.environ)  # the toolkit's auto-close of a lapsed card, as `cards` shows
             out.append(
                 CardSummary(
                     card_id=cid,
                     opened=c.opened_at.isoformat() if c.opened_at else None,
-                    closed=c.closed_at.isoformat() if c.closed_at else None,
-                    close_reason=c.close_reason,
+                    closed=shown[0].isoformat() if shown else None,
+                    close_reason=shown[1] if shown else None,
                     games=len(c.games),
                     plays=sum(len(p) for p in c.games.values()),
                     actions=c.total_actions,
                     score=doc.score,
                     events=c.events,
                     tags=c.all_tags or None,
+                    lapsed=bool(shown and shown[2]),
+                    retracted=c.retracted_at.isoformat() if c.retracted_at else None,
+                    retract_reason=c.retract_reason,
                 )
             )
         return out

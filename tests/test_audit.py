@@ -252,7 +252,7 @@ def test_audit_json_shape_is_stable(master, tmp_path: Path) -> None:
     db = copy_ledger(src, tmp_path / "l.sqlite")
     code, doc = audit_json(db, card)
     assert code == 0
-    assert list(doc) == ["card_id", "ok", "head", "events", "checks", "postmortem"]
+    assert list(doc) == ["card_id", "ok", "head", "events", "checks", "postmortem", "retracted"]
     assert [c["name"] for c in doc["checks"]] == ["integrity", "consistency", "resimulation", "lifecycle"]
     assert list(check(doc, "integrity")) == [
         "name", "status", "message", "events", "last_version", "head", "expected_head", "expected_head_version",
@@ -536,12 +536,12 @@ def test_postmortem_worked_example_names_the_failed_level(ledger: Ledger) -> Non
     (f,) = g.findings
     assert f.kind == "failed_level"
     assert f.text == (
-        "wkex-0000000f: level 3 was not completed and weighs 3 of 6: it alone is worth 50 of the game's 100 points; "
-        "level 3 not completed (weight 3 of 6) leaves a cap of 50"
+        "wkex-0000000f play 1: completed levels 1-2, then took no action on level 3 (baseline 73); it weighs 3 of 6: "
+        "50 of the game's 100 points"
     )
     assert f.numbers == {
-        "level": 3, "weight": 3, "total_weight": 6, "share": 50.0, "failed_levels": [3], "failed_weight": 3,
-        "cap": 50.0, "stopped_on_level": 3, "actions_on_level": 0, "baseline": 73,
+        "stopped_on_level": 3, "levels_completed": 2, "actions_on_level": 0, "baseline": 73, "state": "NOT_FINISHED",
+        "failed_levels": [3], "failed_weight": 3, "total_weight": 6, "share": 50.0,
     }  # fmt: skip
 
 

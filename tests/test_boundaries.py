@@ -213,3 +213,66 @@ def test_the_issues_repros_print_no_traceback(places: dict[str, str]) -> None:
         results = list(pool.map(lambda a: (a, ledger(*a)), cases))
     assert not _failures([(a, r.returncode, r.stdout + r.stderr) for a, r in results])
     _check_untouched(places)
+
+
+def _output_and_server_cases(p: dict[str, str], busy: int) -> list[list[str]]:
+    """bundle's outputs, view/serve on a busy or impossible address, record's mistakes, retract's bad input."""
+    good, root = p["good"], p["root"]
+    db = ["--db", good]
+    cases: list[list[str]] = []
+    for out in ("/proc/foo", "/proc/self/x/y", "/sys/x", f"{p['bad_json']}/site", f"{root}/no/such/dir", root, ""):
+        cases += [[*db, "bundle", "run-b", "-o", out], [*db, "bundle", "--all", "-o", out]]
+    cases += [[*db, "bundle", ref, "-o", f"{root}/b"] for ref in BAD_IDS]
+    cases += [[*db, "compare", ref, "run-b"] for ref in BAD_IDS]
+    for c in (["view"], ["serve", "--environments", str(ENV_DIR)]):
+        cases += [
+            [*db, *c, "--port", str(busy)],
+            [*db, *c, "--host", "256.0.0.1", "--port", "0"],
+            [*db, *c, "--port", "-1"],
+            [*db, *c, "--port", "70000"],
+            [*db, *c, "--host", "", "--port", str(busy)],
+        ]
+    cases += [
+        [*db, "record"],
+        [*db, "record", "--", "/no/such/program"],
+        [*db, "record", "--", p["bad_json"]],
+        [*db, "retract", "run-b"],
+        [*db, "retract", "run-b", "--reason", ""],
+        [*db, "retract", "left-open", "--reason", "x"],
+        *[[*db, "retract", ref, "--reason", "x"] for ref in BAD_IDS],
+        ["--db", p["garbage"], "retract", "run-b", "--reason", "x"],
+        ["--db", p["folder"], "retract", "run-b", "--reason", "x"],
+        ["--db", p["missing"], "bundle", "--all", "-o", f"{root}/m"],
+        ["--db", p["folder"], "view", "--port", str(busy)],
+    ]
+    return cases
+
+
+def test_bundle_view_serve_record_and_retract_print_no_traceback(places: dict[str, str]) -> None:
+    import socket
+
+    with socket.socket() as taken:  # a port another program holds: view and serve must say so and stop
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        cases = _output_and_server_cases(places, taken.getsockname()[1])
+        r = subprocess.run(
+            [sys.executable, "-c", _BATCH],
+            input=json.dumps(cases),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = [(a, c, o) for a, c, o in json.loads(r.stdout)]
+    assert len(results) == len(cases)
+    assert not _failures(results), _failures(results)
+    for args, code, out in results:
+        if "bundle" in args and code != 0:
+            assert out.startswith("Error: ") and len(out.strip().splitlines()) == 1, (args, out)
+    # A busy port: the same one line and exit code from both servers.
+    busy = [(c, o) for a, c, o in results if "--port" in a and a[a.index("--port") + 1] not in ("0", "-1", "70000")]
+    busy = [(c, o) for (c, o) in busy if "Address already in use" in o]
+    assert len(busy) == 4 and {c for c, _ in busy} == {2}, busy
+    assert all(o.startswith("Error: cannot serve on ") and o.count("\n") == 1 for _, o in busy), busy
+    _check_untouched(places)

@@ -291,3 +291,76 @@ def test_the_demo_names_the_program_the_shell_can_run(tmp_path: Path) -> None:
     assert "(`ledger` alone works after `source .venv/bin/activate`)" in r.stdout
     r = ledger("--db", str(db), "demo", env={"PATH": f"{REPO / '.venv' / 'bin'}:{path}"}, cwd=tmp_path)
     assert f"try:    ledger --db {db} export " in r.stdout and "activate" not in r.stdout
+
+
+def test_a_folder_or_a_fifo_given_as_db_says_what_it_is(tmp_path: Path) -> None:
+    import os
+
+    folder = tmp_path / "ledgers"
+    folder.mkdir()
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for where, what in ((folder, "a folder"), (fifo, "a FIFO (named pipe)")):
+        for cmd in (["cards"], ["init"]):
+            r = ledger("--db", str(where), *cmd, timeout=30)
+            no_traceback(r)
+            assert r.returncode == 2, (cmd, r.stderr)
+            assert r.stderr == f"Error: {where} is {what}, not a ledger file: " + (
+                f"give a file in it, such as {where / 'ledger.sqlite'}\n"
+                if where == folder
+                else "give the path of a ledger file\n"
+            ), r.stderr
+    assert not any(folder.iterdir())
+
+
+def test_every_error_has_one_prefix_and_small_sizes_read_as_sizes(tmp_path: Path) -> None:
+    from ledger.cli.common import count, size
+
+    assert [size(0), size(812), size(4_200), size(31_000_000)] == ["0 bytes", "812 bytes", "4.2 KB", "31.0 MB"]
+    assert [count(1, "game"), count(6, "game")] == ["1 game", "6 games"]
+    db = str(tmp_path / "l.sqlite")
+    for args in (["cards"], ["export", "nope"], ["compare", "a"], ["bundle", "--all", "-o", "/proc/x"]):
+        r = ledger("--db", db, *args)
+        assert r.returncode in (1, 2) and r.stderr.startswith("Error: ") and r.stderr.count("Error") == 1, r.stderr
+
+
+def test_ctrl_c_once_every_card_is_through_lets_the_import_finish() -> None:
+    """A Ctrl-C held for a safe point that comes after the last card: nothing is left to stop, so the import ends
+    as it would have (its summary, exit 0), not with "run it again to finish" and 130."""
+    from ledger.cli.importing import _Committed
+    from ledger.services.import_cards import CardResult
+
+    done = _Committed(3)
+    done(CardResult(card_id="a", status="imported"))
+    done.stop = True  # what the deferred Ctrl-C handler sets
+    with pytest.raises(KeyboardInterrupt):
+        done(CardResult(card_id="b", status="not imported"))  # a card is still to come: stop here
+    done.stop = False
+    late = _Committed(2)
+    late(CardResult(card_id="a", status="imported"))
+    late.stop = True
+    late(CardResult(card_id="b", status="already imported"))  # the last one: no interrupt
+    late.progress(None)(10)
+    assert (late.cards, late.seen) == (2, 2)
+
+
+def test_view_and_serve_take_the_same_ports_and_fail_alike(tmp_path: Path) -> None:
+    """Both take --port 0 and fail alike on an address they cannot listen on (a busy port: tests/test_boundaries.py)."""
+    db = str(tmp_path / "l.sqlite")
+    assert ledger("--db", db, "init").returncode == 0
+    serve = ["serve", "--environments", str(REPO / "tests" / "environment_files")]
+    said = []
+    for cmd in (["view"], serve):
+        r = ledger("--db", db, *cmd, "--host", "256.0.0.1", "--port", "0", timeout=60)
+        no_traceback(r)
+        assert r.returncode == 2 and r.stdout == "", (cmd, r.stdout, r.stderr)
+        said.append(r.stderr)
+    assert said[0] == said[1] and said[0].startswith("Error: cannot serve on 256.0.0.1:0: "), said
+    assert said[0].count("\n") == 1
+    from click.testing import CliRunner
+
+    from ledger.cli import cli
+
+    for cmd in (["view"], serve):
+        r = CliRunner().invoke(cli, ["--db", db, *cmd, "--port", "70000"])
+        assert r.exit_code == 2 and "Invalid value for '--port': 70000 is not in the range 0<=x<=65535" in r.stderr

@@ -87,7 +87,7 @@ def test_summary_text_and_json(tmp_path: Path) -> None:
         lines[1] == "1 card: 1 imported, 0 updated, 0 already imported, 0 not imported; 1 play, 10 events from 5 lines"
     )
     assert lines[2] == "skipped 1 line: 1 truncated last line"
-    assert re.fullmatch(r"read 0\.0 MB in \d+\.\d\d s \(\d+\.\d MB/s\)", lines[3]), lines[3]
+    assert re.fullmatch(r"read \d+(\.\d)? (bytes|KB) in \d+\.\d\d s \(\d+(\.\d)? (KB|MB|bytes)/s\)", lines[3]), lines[3]
     assert len(lines) == 4
     code, out, err = invoke(db, str(tmp_path / "rec"), "--json")
     assert code == 0 and err == ""

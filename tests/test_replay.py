@@ -16,6 +16,7 @@ from ledger.core import chain
 from ledger.core.events import card_stream, decode
 from ledger.core.projection import fold
 from ledger.core.replay import ChunkMismatch, fold_joined
+from ledger.errors import StoreError
 from tests.toolkit import arcade, random_action, step
 
 _state = msgspec.msgpack.Encoder()
@@ -94,8 +95,8 @@ def test_a_body_that_is_not_one_event_is_reported_as_before(db_path: Path) -> No
         chunks, _, _ = led.store.read_joined(stream)  # type: ignore[attr-defined]
         with pytest.raises(ChunkMismatch):
             fold_joined(card, chunks, last_event=lambda: decode(head.body))
-        # The facade falls back to decoding event by event, which refuses the body as it always did.
-        with pytest.raises(msgspec.DecodeError):
+        # The facade falls back to decoding event by event, which refuses the body: one error a user can act on.
+        with pytest.raises(StoreError, match=f"card {card} cannot be read: a stored event does not decode"):
             led.load_card(card, use_cache=False)
 
 

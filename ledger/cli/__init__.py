@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from ledger.cli import audit, baselines, cards, copy, events, evidence, importing, record, serve, view
+from ledger.cli import audit, baselines, cards, copy, events, evidence, importing, record, retract, serve, view
 from ledger.cli.common import DURABILITIES, LedgerGroup
 from ledger.version import __version__
 
@@ -61,6 +61,7 @@ for _command in (
     copy.copy_cmd,
     events.events,
     events.close,
+    retract.retract,
     view.view,
     view.bundle,
     view.compare,

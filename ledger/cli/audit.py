@@ -51,17 +51,21 @@ def audit(ctx: click.Context, card_id: str, environments: str | None, expect_hea
     """
     from ledger.core.text import postmortem_text
     from ledger.services.audit import audit_card
+    from ledger.services.retract import retraction_of
 
     with open_ledger(ctx) as ledger:
         card_id = ledger.resolve_card(card_id)
         rep = audit_card(ledger, card_id, environments=environments, expect_head=expect_head)
+        retracted = retraction_of(ledger, card_id)
     if as_json:
-        click.echo(json.dumps(rep.to_json(), indent=2))
+        click.echo(json.dumps({**rep.to_json(), "retracted": retracted}, indent=2))
     else:
         click.echo(
             f"audit of card {rep.card_id}: {rep.events} events, card head {rep.head} (this card's last event; "
             "`ledger verify` prints the ledger's head)"
         )
+        if retracted is not None:
+            click.echo(f"NOTE this card was {retracted['note']}")
         for c in rep.checks:
             click.echo(f"{c.status} {c.name}: {c.message}")
         if rep.postmortem is not None:

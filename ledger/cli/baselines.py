@@ -208,7 +208,7 @@ def diff_cmd(ctx: click.Context, a: str, b: str, match: str, show_all: bool, as_
             n = d.levels_new if d.status == "added" else d.levels_old
             click.echo(f"  {d.status:<8} {d.game_id}   {n} level(s)")
     if not show_all:
-        click.echo(f"  {same} game(s) the same" if same else "  no game the same")
+        click.echo(f"  {same} game(s) the same" if same else "  no game is the same in both sets")
 
 
 @click.command("rescore")

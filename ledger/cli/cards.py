@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from datetime import datetime
@@ -63,6 +64,7 @@ def init(ctx: click.Context) -> None:
     help="Order: opened/closed/id oldest or first; score/actions/events largest first.",
 )
 @click.option("--reverse", is_flag=True, help="Reverse the order (with --limit: newest N, say).")
+@click.option("--include-retracted", is_flag=True, help="Also list retracted cards (marked; left out by default).")
 @click.pass_context
 def cards(
     ctx: click.Context,
@@ -74,6 +76,7 @@ def cards(
     limit: int | None,
     sort: str,
     reverse: bool,
+    include_retracted: bool,
 ) -> None:
     """List cards in the order they were opened: id, opened, closed (and why), games, actions, score, tags.
 
@@ -91,14 +94,22 @@ def cards(
         limit=limit,
         sort=sort,  # type: ignore[arg-type]
         reverse=descending != reverse,
+        include_retracted=include_retracted,
     )
     with open_ledger(ctx) as ledger:
         rows = list_cards(ledger, f)
+        hidden = 0
+        if not rows and not include_retracted:
+            hidden = len(list_cards(ledger, dataclasses.replace(f, include_retracted=True)))
     if as_json:
         echo_json(rows)
         return
     if not rows:
-        click.echo("no cards match" if f != CardFilter(sort=f.sort, reverse=f.reverse) else "no cards in this ledger")
+        plain = CardFilter(sort=f.sort, reverse=f.reverse, include_retracted=f.include_retracted)
+        said = "no cards match" if f != plain else "no cards in this ledger"
+        if hidden:
+            said = f"{said} but {hidden} retracted card(s) (--include-retracted lists them)"
+        click.echo(said)
         return
     click.echo(cards_table(rows))
 
@@ -108,7 +119,7 @@ def cards_table(rows: list[Any]) -> str:
     head = ("card", "opened", "closed", "games", "actions", "score", "tags")
     cells = [
         (
-            r.card_id,
+            r.card_id + (" (retracted)" if r.retracted else ""),
             (r.opened or "?")[:19],
             f"{r.closed[:19]} {r.close_reason}{'*' if r.lapsed else ''}" if r.closed else "open",
             str(r.games),
@@ -154,9 +165,12 @@ def export(
     With --baselines, the JSON the toolkit would give for the same plays under that set's EnvironmentInfos;
     with --match base, games matched by base id are listed on stderr.
     """
+    from ledger.services.retract import retraction_of
+
     notes: list[str] = []
     with open_ledger(ctx) as ledger:
         card_id = ledger.resolve_card(card_id)
+        retracted = retraction_of(ledger, card_id)
         until = until_seq(ledger, card_id, until)
         if baselines is None and match == "exact" and not all_environments:
             text = ledger.export(card_id, until=until, indent=indent)
@@ -173,6 +187,8 @@ def export(
     write_output(text, output)
     for n in notes:
         click.echo(n, err=True)
+    if retracted is not None:  # the document stays the toolkit's, byte for byte: the note goes to stderr
+        click.echo(f"note: card {card_id} was {retracted['note']}", err=True)
 
 
 @click.command()
@@ -198,6 +214,7 @@ def replay(
     from ledger.services.import_runs import card_usage, usage_lines
     from ledger.services.listing import as_shown
     from ledger.services.rescore import document_for
+    from ledger.services.retract import retraction_of_card
 
     rescored = baselines is not None or match != "exact" or all_environments
     with open_ledger(ctx) as ledger:
@@ -219,6 +236,7 @@ def replay(
             "events": card.events,
             "closed": (as_shown(card) if until is None else card).close_reason,
             "plays": _plays_json(card),
+            "retracted": retraction_of_card(card),
             "scorecard": json.loads(document.to_json(doc)),
         }
         if usage:

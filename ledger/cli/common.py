@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import stat
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -65,6 +62,38 @@ class LedgerGroup(click.Group):
             raise LedgerCommandError(extra, 1) from e
 
 
+def count(n: int, word: str) -> str:
+    """``1 game``, ``2 games``: a count with its noun (regular plurals only)."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def size(n_bytes: float) -> str:
+    """A byte count as people read it: ``812 bytes``, ``4.2 KB``, ``31.0 MB`` (never ``0.0 MB`` for a small file)."""
+    if n_bytes < 1000:
+        return f"{n_bytes:.0f} bytes"
+    if n_bytes < 1e6:
+        return f"{n_bytes / 1e3:.1f} KB"
+    return f"{n_bytes / 1e6:.1f} MB"
+
+
+def pick_port(host: str, port: int) -> int:
+    """``port``, or for 0 a port free on ``host`` now (``view`` and ``serve`` both take ``--port 0``)."""
+    if port:
+        return port
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def listen_error(host: str, port: int, e: OSError) -> LedgerCommandError:
+    """The one message (and exit code 2) of a server command that cannot listen on ``host:port`` (a busy port, an
+    address this machine does not have): the same for ``ledger view`` and ``ledger serve``."""
+    reason = e.strerror or str(e) or type(e).__name__
+    return LedgerCommandError(f"cannot serve on {host}:{port}: {reason}", 2)
+
+
 #: What Ctrl-C prints when the command did not say more: every write is one transaction, so nothing is half-written.
 INTERRUPTED = "interrupted: the ledger holds everything committed before Ctrl-C and nothing half-written"
 
@@ -110,53 +139,14 @@ def open_ledger(ctx: click.Context, *, write: bool = False) -> Iterator[Ledger]:
 
 
 def write_output(text: str, out: str | None) -> None:
-    """Print ``text`` or write it to ``out``.
-
-    A regular file is replaced atomically (a reader never sees half a file) with the mode it had, or the mode the
-    umask gives a new file; a symbolic link keeps pointing where it did and its target is what gets replaced; a
-    device, FIFO or socket (``/dev/stdout``, a pipe) is written to directly, never replaced.
-    """
+    """Print ``text`` or write it to ``out`` through the checked writer
+    (:func:`ledger.services.output.write_text_file`: atomic for a regular file, one-line errors, exit 2)."""
     if out is None or out == "-":
         click.echo(text)
         return
-    try:
-        _write_file(text + "\n", out)
-    except OSError as e:
-        reason = e.strerror or str(e)
-        raise LedgerCommandError(f"cannot write {out}: {reason}", 2) from None
+    from ledger.services.output import write_text_file
 
-
-def _write_file(data: str, out: str) -> None:
-    try:
-        st: os.stat_result | None = os.stat(out)  # follows links, /dev/stdout's magic one too
-    except FileNotFoundError:
-        st = None
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        raise LedgerCommandError(f"cannot write {out}: it is a folder (give a file name)", 2)
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        with open(out, "w", encoding="utf-8") as f:
-            f.write(data)
-        return
-    target = Path(os.path.realpath(out))  # through every symbolic link: the link stays, its target is written
-    if not target.parent.is_dir():
-        raise LedgerCommandError(f"cannot write {out}: folder {target.parent} does not exist", 2)
-    mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(data)
-            os.fchmod(f.fileno(), mode)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    # The only way to read the umask is to set it; put it straight back.
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    write_text_file(text + "\n", out)
 
 
 def echo_json(obj: Any) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from ledger.cli.common import card_argument, echo_json, open_ledger
+from ledger.errors import StoreError
 
 
 @click.command("events")
@@ -26,8 +27,11 @@ def events(ctx: click.Context, card_id: str, as_json: bool) -> None:
     with open_ledger(ctx) as ledger:
         card_id = ledger.resolve_card(card_id)
         rows = ledger.card_events(card_id)
-        card = ledger.load_card(card_id)
-    shown = shown_close(card)
+        try:
+            card = ledger.load_card(card_id)
+        except StoreError:  # an event that does not decode: still list them all (each says what it is)
+            card = None
+    shown = shown_close(card) if card is not None else None
     lapsed = shown if shown is not None and shown[2] else None
     decoded = [(r, _decode(r.body)) for r in rows]
     if as_json:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ledger.cli.common import echo_json, open_ledger
+from ledger.cli.common import echo_json, open_ledger, size
 from ledger.cli.progress import Throttled
 
 if TYPE_CHECKING:  # the services are imported when the command runs: `ledger --help` must start fast
@@ -138,15 +138,18 @@ class _Committed:
     def __init__(self, total: int) -> None:
         self.total = total
         self.cards = 0
+        self.seen = 0
         self.stop = False
 
     def __call__(self, result: CardResult) -> None:
+        self.seen += 1
         if result.status in ("imported", "updated", "already imported"):
             self.cards += 1
         self._checkpoint()
 
     def _checkpoint(self) -> None:
-        if self.stop:
+        # Once every card has been through, nothing is left to stop: the import finishes and says so (exit 0).
+        if self.stop and self.seen < self.total:
             raise KeyboardInterrupt
 
     def progress(self, bar: Callable[[int], None] | None) -> Callable[[int], None]:
@@ -282,7 +285,7 @@ def _print(s: ImportSummary, *, quiet: bool, strict: bool, with_environments: bo
     if skipped:
         parts = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
         click.echo(f"skipped {_n(sum(skipped.values()), 'line')}: {parts}")
-    click.echo(f"read {s.bytes_read / 1e6:.1f} MB in {s.seconds:.2f} s ({s.mb_per_s:.1f} MB/s)")
+    click.echo(f"read {size(s.bytes_read)} in {s.seconds:.2f} s ({size(s.mb_per_s * 1e6)}/s)")
     if not with_environments and t["imported"]:
         click.echo(
             "note: no --environments: the new cards have no baseline set, so every game shows 'No Matching "

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import click
 
-from ledger.cli.common import LedgerCommandError, open_ledger
+from ledger.cli.common import LedgerCommandError, count, listen_error, open_ledger, pick_port
 
 
 @click.command("serve")
@@ -31,7 +31,9 @@ from ledger.cli.common import LedgerCommandError, open_ledger
     show_default=True,
     help="Address to bind. Anything but a loopback address warns: the API's only check is the X-API-Key header.",
 )
-@click.option("--port", type=click.IntRange(1, 65535), default=8001, show_default=True, help="TCP port.")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8001, show_default=True, help="TCP port (0: any free port)."
+)
 @click.pass_context
 def serve(ctx: click.Context, environments: str, competition: bool, host: str, port: int) -> None:
     """Serve the ARC-AGI-3 REST API (the toolkit's Arcade.listen_and_serve) with every card captured.
@@ -55,9 +57,10 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
         # A ledger write that fails is logged; the server keeps answering exactly as without the ledger.
         ledger.attach(arcade, context=CaptureContext(ts=datetime.now(UTC), via="serve"), raise_errors=False)
         try:
+            port = pick_port(host, port)
             check_bindable(host, port)
         except OSError as e:
-            raise LedgerCommandError(f"cannot serve on {host}:{port}: {e.strerror or e}", 2) from e
+            raise listen_error(host, port, e) from e
         if not is_loopback(host):
             click.echo(
                 f"warning: serving on {host}, reachable from other machines; the API has no authentication "
@@ -66,7 +69,7 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
             )
         mode = "competition" if competition else "normal"
         click.echo(
-            f"serving {len(arcade.available_environments)} games on http://{host}:{port} ({mode} mode); "
+            f"serving {count(len(arcade.available_environments), 'game')} on http://{host}:{port} ({mode} mode); "
             f"ledger {ledger.store.describe()}",
             err=True,
         )
@@ -82,6 +85,6 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
         except KeyboardInterrupt:
             interrupted.append(signal.SIGINT)
         except OSError as e:
-            raise LedgerCommandError(f"cannot serve on {host}:{port}: {e.strerror or e}", 2) from e
+            raise listen_error(host, port, e) from e
     if interrupted:
         sys.exit(130)

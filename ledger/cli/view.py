@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ledger.cli.common import LedgerCommandError, echo_json
+from ledger.cli.common import LedgerCommandError, echo_json, listen_error
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
@@ -69,6 +69,7 @@ def view(ctx: click.Context, host: str, port: int, environments: str | None) -> 
     """
     import logging
 
+    from ledger.toolkit.rest import check_bindable
     from ledger.web.server import create_app, run
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request is noise here
@@ -84,9 +85,11 @@ def view(ctx: click.Context, host: str, port: int, environments: str | None) -> 
             sys.stdout.flush()
 
         try:
+            # Werkzeug prints its own lines and exits 1 on a busy port or an unknown host: say it as `serve` does.
+            check_bindable(host, port)
             run(app, host, port, ready)
         except OSError as e:
-            raise LedgerCommandError(f"cannot listen on {host}:{port}: {e.strerror or e}", 1) from e
+            raise listen_error(host, port, e) from e
         except KeyboardInterrupt:
             pass
     # The server only stops on Ctrl-C (or SIGINT): the exit code says so, as for any interrupted command.
@@ -112,6 +115,7 @@ def view(ctx: click.Context, host: str, port: int, environments: str | None) -> 
     help="Folder to write (index.html and one page per card); it must be new, empty, or an earlier bundle.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON: path, cards, pages, bytes.")
+@click.option("--include-retracted", is_flag=True, help="Also bundle retracted cards (marked; left out by default).")
 @click.pass_context
 def bundle(
     ctx: click.Context,
@@ -122,6 +126,7 @@ def bundle(
     with_reasoning: bool,
     output: str,
     as_json: bool,
+    include_retracted: bool,
 ) -> None:
     """Write cards as a static site that opens from file:// with no server and no network.
 
@@ -135,7 +140,7 @@ def bundle(
     if not (all_cards or card_ids or tags):
         raise LedgerCommandError("which cards? give CARD ids, --all or --tag T (see `ledger bundle --help`)", 2)
     with read_only(ctx) as ledger:
-        chosen = select_cards(ledger, card_ids, all_cards, tags)
+        chosen = select_cards(ledger, card_ids, all_cards, tags, include_retracted=include_retracted)
         if not chosen:
             what = "has a tag " + ", ".join(repr(t) for t in tags) if tags else "is in this ledger"
             raise LedgerCommandError(f"no card {what}: nothing to bundle", 1)
@@ -168,8 +173,15 @@ def bundle(
 @click.option(
     "--json", "as_json", is_flag=True, help="One JSON object: cards, games (per level, per card), leaderboard."
 )
+@click.option(
+    "--include-retracted",
+    is_flag=True,
+    help="Also compare retracted cards (marked, never ranked; left out by default).",
+)
 @click.pass_context
-def compare(ctx: click.Context, card_ids: tuple[str, ...], tags: tuple[str, ...], as_json: bool) -> None:
+def compare(
+    ctx: click.Context, card_ids: tuple[str, ...], tags: tuple[str, ...], as_json: bool, include_retracted: bool
+) -> None:
     """Compare cards side by side: per game and level, each card's actions and score; then a leaderboard by tag.
 
     The numbers of the viewer's compare page. A game's columns show each card's best play (the play its game
@@ -180,7 +192,7 @@ def compare(ctx: click.Context, card_ids: tuple[str, ...], tags: tuple[str, ...]
     if not tags and len(set(card_ids)) < 2:
         raise LedgerCommandError("compare needs two or more cards (or --tag T)", 2)
     with read_only(ctx) as ledger:
-        cmp = compare_cards(ledger, card_ids, tags)
+        cmp = compare_cards(ledger, card_ids, tags, include_retracted=include_retracted)
     if not cmp.cards:
         raise LedgerCommandError("no card has tag " + ", ".join(repr(t) for t in tags), 1)
     if as_json:

@@ -7,10 +7,13 @@ it is copied into another ledger (``ledger copy``) where it gets a different ``s
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from typing import Literal, NamedTuple, Protocol
 
 DOMAIN = b"arc-scorecard-ledger/event/v1"
+#: A hash as the chain stores it: 64 lowercase hex digits, nothing else.
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z").match
 GENESIS = "0" * 64
 
 
@@ -113,8 +116,75 @@ class Link(Protocol):
 class BrokenLink(NamedTuple):
     """Why a stored event does not continue its stream's chain: ``kind`` for code, ``message`` for people."""
 
-    kind: Literal["gap", "order", "prev_hash", "hash"]
+    kind: Literal["column", "gap", "order", "prev_hash", "hash"]
     message: str
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:40]}{'...' if len(text) > 40 else ''}"
+
+
+def column_problem(row: Link) -> str | None:
+    """What is wrong with the type or shape of a column the chain reads (None: every column is as written).
+
+    A database that stores whatever it is given (SQLite) can hold a body rewritten as text, a version as text,
+    a hash of the wrong length: each is reported here, before any of them is used.
+    """
+    # Every row of a verify passes here: the usual case is decided by this one expression.
+    prev, h = row.prev_hash, row.hash
+    if (
+        type(row.seq) is int
+        and type(row.version) is int
+        and type(row.type) is str
+        and type(row.ts) is str
+        and type(row.body) is bytes
+        and type(prev) is str
+        and type(h) is str
+        and len(prev) == 64
+        and len(h) == 64
+        and prev.isascii()
+        and h.isascii()
+    ):
+        return None  # a hash of other digits than lowercase hex shows when its link fails: see check_link
+    return _column_detail(row)
+
+
+def stream_problem(stream: object) -> str:
+    """The problem of a stream column that is not text."""
+    return f"stream column holds {_shown(stream)}, not text"
+
+
+def _column_detail(row: Link) -> str | None:
+    stream = getattr(row, "stream", "")  # a stored event has one; a row read for one stream may not
+    if not isinstance(stream, str):
+        return stream_problem(stream)
+    for name in ("seq", "version"):
+        value = getattr(row, name)
+        if not _is_int(value) or value < 0:
+            return f"{name} column holds {_shown(value)}, not a whole number"
+    for name in ("type", "ts"):
+        value = getattr(row, name)
+        if not isinstance(value, str):
+            return f"{name} column holds {_shown(value)}, not text"
+    if not isinstance(row.body, bytes | bytearray | memoryview):
+        return f"body column holds {_shown(row.body)}, not the stored bytes (a blob)"
+    for name in ("prev_hash", "hash"):
+        problem = column_problem_of_hash(getattr(row, name), name)
+        if problem is not None:
+            return problem
+    return None
+
+
+def column_problem_of_hash(value: object, name: str = "hash") -> str | None:
+    """Why ``value`` is not a hash as the chain stores it (None: it is one)."""
+    if isinstance(value, str) and _HEX64(value) is not None:
+        return None
+    return f"{name} column holds {_shown(value)}, not a sha256 (64 lowercase hex digits)"
 
 
 def check_link(
@@ -124,8 +194,12 @@ def check_link(
 
     The previous event is ``prev_version`` with hash ``prev_hash`` (0 and :data:`GENESIS` before the first);
     with ``prev_seq`` (where it was stored) ``row`` must also have been stored after it. Only a ``gap`` message
-    names ``row``'s version; callers prefix the others with it where they need to.
+    names ``row``'s version; callers prefix the others with it where they need to. A ``column`` problem (a
+    column of the wrong type or shape) is found before anything else reads the row.
     """
+    problem = column_problem(row) if isinstance(stream, str) else stream_problem(stream)
+    if problem is not None:
+        return BrokenLink("column", problem)
     if row.version != prev_version + 1:
         missing = row.version - prev_version - 1
         tail = f": {missing} event(s) missing" if missing > 0 else ""
@@ -135,9 +209,13 @@ def check_link(
             "order", f"stored before version {prev_version} (seq {row.seq} < {prev_seq}): events reordered"
         )
     if row.prev_hash != prev_hash:
+        if (detail := _column_detail(row)) is not None:
+            return BrokenLink("column", detail)
         return BrokenLink(
             "prev_hash", f"prev_hash does not link to version {prev_version}'s hash (an event before it was replaced)"
         )
     if event_hash(prev_hash, stream, row.version, row.type, row.body) != row.hash:
+        if (detail := _column_detail(row)) is not None:
+            return BrokenLink("column", detail)
         return BrokenLink("hash", "the stored bytes do not match the event's hash (the event was changed)")
     return None

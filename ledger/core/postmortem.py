@@ -2,13 +2,13 @@
 
 Observations (each names the numbers it comes from):
 
-- ``failed_level``: the level that dominates the lost score, the highest-weight level the best play did not complete
-  (a level's weight is its number, so the last failed level outweighs every level before it);
+- ``failed_level``: what happened first (the level the best play never finished, its actions there, how it ended),
+  then the weight of every level not completed, together: the points out of reach;
 - ``costliest_level``: when every level was completed, the level that lost the most weighted points;
 - ``completion_cap``: the weighted mean was above the completion cap, so the cap is the score;
 - ``level_cap``: levels of the best play above 115 before the cap ((baseline/actions)^2 x 100 > 115);
-- ``restarting``: many level resets and new plays without a win next to modest actions: the agent dies and
-  restarts rather than progressing;
+- ``restarting``: in a game never completed, many level resets and new plays without a win next to modest actions:
+  the agent dies (or resets) and restarts rather than progressing;
 - ``after_end``: actions sent after GAME_OVER or WIN, answered with empty frames and counted nowhere.
 
 Pure: a :class:`CardState` and its :class:`ScorecardDoc` in, a :class:`PostMortem` out.
@@ -135,7 +135,7 @@ def _score_findings(game_id: str, play_no: int, run: RunDoc, ar: Arithmetic) -> 
     failed = [lv for lv in levels if not lv.completed]
     level_finding: Finding | None
     if failed:
-        level_finding = _failed_level_finding(game_id, play_no, failed, ar)
+        level_finding = _failed_level_finding(game_id, play_no, run, failed, ar)
     elif ar.score < 100:
         level_finding = _costliest_level_finding(game_id, play_no, levels, ar)
     else:
@@ -146,39 +146,44 @@ def _score_findings(game_id: str, play_no: int, run: RunDoc, ar: Arithmetic) -> 
     return out
 
 
-def _failed_level_finding(game_id: str, play_no: int, failed: list[LevelLine], ar: Arithmetic) -> Finding:
-    """The highest level not completed: its share of the 100 points, and the cap the failed levels leave."""
+def _failed_level_finding(game_id: str, play_no: int, run: RunDoc, failed: list[LevelLine], ar: Arithmetic) -> Finding:
+    """What happened first (the level the play never finished, after how many actions there, how it ended), then
+    the cost of every level it did not complete, together (their weight is the points out of reach)."""
     total_w = ar.total_weight
-    top = failed[-1]
-    share = top.weight / total_w * 100
-    failed_w = sum(lv.weight for lv in failed)
-    verb = "leave" if len(failed) > 1 else "leaves"
     stuck = failed[0]
-    where = (
-        f"; the play stopped on level {stuck.level} after {stuck.actions} action(s) there (baseline {stuck.baseline})"
-        if stuck.actions
-        else ""
-    )
+    done = stuck.level - 1
+    failed_w = sum(lv.weight for lv in failed)
+    share = failed_w / total_w * 100
+    baseline = "no baseline" if stuck.baseline is None else f"baseline {stuck.baseline}"
+    ended = f", ended {run.state}" if run.state == "GAME_OVER" else ""
+    reached = f"completed {_range(list(range(1, done + 1)))}, then " if done else ""
+    if stuck.actions == 0:
+        verb = "never started" if done == 0 else "took no action on"
+        what = f"{reached}{verb} level {stuck.level} ({baseline}{ended})"
+    else:
+        what = f"{reached}never finished level {stuck.level} ({stuck.actions} action(s) there, {baseline}{ended})"
+    rest = [lv.level for lv in failed[1:]]
+    unreached = f"; {_range(rest)} never reached" if rest else ""
+    whole = "all" if failed_w == total_w else num(share)
+    weigh = f"the {len(failed)} levels not completed weigh" if rest else "it weighs"
     return Finding(
         kind="failed_level",
         game_id=game_id,
         play=play_no,
         text=(
-            f"{game_id}: level {top.level} was not completed and weighs {top.weight} of {total_w}: it alone "
-            f"is worth {num(share)} of the game's 100 points; {_range([lv.level for lv in failed])} not "
-            f"completed (weight {failed_w} of {total_w}) {verb} a cap of {num(ar.cap)}{where}"
+            f"{game_id} play {play_no}: {what}{unreached}; {weigh} {failed_w} of {total_w}: {whole} of the game's "
+            "100 points"
         ),
         numbers={
-            "level": top.level,
-            "weight": top.weight,
-            "total_weight": total_w,
-            "share": share,
-            "failed_levels": [lv.level for lv in failed],
-            "failed_weight": failed_w,
-            "cap": ar.cap,
             "stopped_on_level": stuck.level,
+            "levels_completed": done,
             "actions_on_level": stuck.actions,
             "baseline": stuck.baseline,
+            "state": run.state,
+            "failed_levels": [lv.level for lv in failed],
+            "failed_weight": failed_w,
+            "total_weight": total_w,
+            "share": share,
         },
     )
 
@@ -259,7 +264,11 @@ def _cap_finding(game_id: str, play_no: int, run: RunDoc) -> Finding | None:
     )
 
 
-def _restart_finding(game_id: str, plays: list[Play]) -> Finding | None:
+def _restart_finding(game_id: str, plays: list[Play], completed: bool) -> Finding | None:
+    """Many restarts next to few actions, in a game never completed: dying (when plays ended GAME_OVER) or
+    resetting, rather than progressing. A completed game gets none: its restarts led somewhere."""
+    if completed:
+        return None
     resets = sum(p.resets for p in plays)
     # A new play of a guid whose previous play did not win is a restart; a new play after a WIN is not.
     last_state: dict[str, str] = {}
@@ -274,13 +283,18 @@ def _restart_finding(game_id: str, plays: list[Play]) -> Finding | None:
         return None
     overs = sum(1 for p in plays if p.state == "GAME_OVER")
     per = actions / restarts
+    verdict = (
+        "the agent is dying and restarting rather than progressing"
+        if overs
+        else "the agent is resetting rather than progressing (it never died)"
+    )
     return Finding(
         kind="restarting",
         game_id=game_id,
         text=(
             f"{game_id}: {resets} level reset(s) and {new_plays} new play(s) without a win ({restarts} restarts) "
             f"next to {actions} actions, {per:.1f} actions per restart; {overs} of {len(plays)} play(s) ended "
-            f"GAME_OVER: the agent is dying and restarting rather than progressing"
+            f"GAME_OVER: {verdict}"
         ),
         numbers={
             "resets": resets,
@@ -321,6 +335,9 @@ def postmortem(card: CardState, doc: ScorecardDoc) -> PostMortem:
     for env in doc.environments:
         plays = card.games.get(env.id, [])
         best = best_play_index(plays)
+        if 0 <= best < len(env.runs) and env.runs[best].score < env.score:
+            # The game's score comes from another play (fewer levels, better scored): that is the one to explain.
+            best = next(i for i, r in enumerate(env.runs) if r.score == env.score)
         run = env.runs[best] if 0 <= best < len(env.runs) else None
         findings: list[Finding] = []
         ar = arithmetic(run) if run is not None else None
@@ -329,7 +346,7 @@ def postmortem(card: CardState, doc: ScorecardDoc) -> PostMortem:
             cap = _cap_finding(env.id, best + 1, run)
             if cap is not None:
                 findings.append(cap)
-        restart = _restart_finding(env.id, plays)
+        restart = _restart_finding(env.id, plays, env.completed)
         if restart is not None:
             findings.append(restart)
         findings += _after_end_findings(env.id, plays)

@@ -7,6 +7,7 @@ from ledger.core.postmortem import PostMortem, postmortem
 from ledger.core.postmortem import arithmetic as _arithmetic
 from ledger.core.projection import CardState
 from ledger.core.scoring import best_play_index
+from ledger.core.timeline import retraction_note
 
 
 def arithmetic(run: RunDoc) -> str:
@@ -33,6 +34,11 @@ def replay_text(card: CardState, doc: ScorecardDoc) -> str:
     opened = card.opened_at.isoformat() if card.opened_at else "?"
     closed = f"closed {card.closed_at.isoformat()} ({card.close_reason})" if card.closed_at else "open"
     lines.append(f"  opened {opened}, {closed}, {card.events} events")
+    note = retraction_note(card)
+    if note is not None:
+        lines.append(f"  {note} (left out of lists and leaderboards; the record is kept)")
+    if card.all_tags:
+        lines.append("  card tags: " + ", ".join(card.all_tags))
     if card.requests_failed:  # ONLINE/COMPETITION capture: what the server may have counted unseen
         lines.append(f"  {card.requests_failed} request(s) to the server failed; none of them counted")
     for env in doc.environments:
@@ -55,7 +61,10 @@ def replay_text(card: CardState, doc: ScorecardDoc) -> str:
             lines.append(f"    game score {arithmetic(run)}")
     if doc.tags_scores:
         lines.append("")
-        lines.append("tags: " + ", ".join(f"{t.id} {t.score:.2f}" for t in doc.tags_scores))
+        scores = ", ".join(f"{t.id} {t.score:.2f}" for t in doc.tags_scores)
+        lines.append(
+            f"game tags (the games' own tags, each scored over the levels of the games that carry it): {scores}"
+        )
     lines.append("")
     lines += summary_lines(postmortem(card, doc))
     return "\n".join(lines)

@@ -5,6 +5,7 @@ Pure: no I/O, no clock (the moment is passed in).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,6 +17,7 @@ from ledger.core.events import (
     CardClosed,
     CardOpened,
     CardReopened,
+    CardRetracted,
     GameOver,
     LevelCompleted,
     LevelReset,
@@ -40,6 +42,8 @@ def _short(guid: str | None) -> str:
 def summary(event: Any) -> str:
     """One line saying what the event did, in the toolkit's words (every event type has one)."""
     t = type(event)
+    if t is CardRetracted:
+        return f"card retracted: {_clip(event.reason, 60)}"
     if t is CardOpened:
         parts = [f"card {event.card_id} opened"]
         if event.tags:
@@ -107,3 +111,36 @@ def lapse(
         moments.append((card.opened_at + timedelta(minutes=max_open_minutes), "max_open"))
     due = [m for m in moments if m[0] <= now]
     return min(due) if due else None
+
+
+def listed(card: CardState, include_retracted: bool = False) -> bool:
+    """Whether lists, comparisons, leaderboards and bundles show ``card``: every card but a retracted one, unless
+    retracted cards are asked for. The one rule every list applies."""
+    return include_retracted or card.retracted_at is None
+
+
+def retraction_note(card: CardState) -> str | None:
+    """``retracted on WHEN, reason: WHY`` for a retracted card (None otherwise): what every reader of it says."""
+    if card.retracted_at is None:
+        return None
+    return f"retracted on {card.retracted_at.isoformat()}, reason: {card.retract_reason or '(none given)'}"
+
+
+def shown_close(card: CardState, now: datetime, environ: Mapping[str, str]) -> tuple[datetime, str, bool] | None:
+    """(closed at, reason, lapsed) as every reader shows the card: its own close, or the toolkit's auto-close
+    (``lapsed`` True) once it has passed by ``now`` under the STALE_MINUTES / MAX_OPEN_FOR_MINUTES of ``environ``;
+    None while the card is open. The one lapsed-card rule (``cards``, ``Ledger.cards()``, the viewer)."""
+    if card.closed and card.closed_at is not None:
+        return card.closed_at, card.close_reason or "?", False
+    from ledger.core.lifecycle import (
+        DEFAULT_MAX_OPEN_FOR_MINUTES,
+        DEFAULT_STALE_MINUTES,
+        MAX_OPEN_RANGE,
+        STALE_RANGE,
+        env_minutes,
+    )
+
+    stale = env_minutes(environ, "STALE_MINUTES", DEFAULT_STALE_MINUTES, *STALE_RANGE)
+    max_open = env_minutes(environ, "MAX_OPEN_FOR_MINUTES", DEFAULT_MAX_OPEN_FOR_MINUTES, *MAX_OPEN_RANGE)
+    at = lapse(card, card.last_ts, now, stale, max_open)
+    return (at[0], at[1], True) if at is not None else None

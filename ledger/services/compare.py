@@ -11,7 +11,7 @@ their card scores (ties: more cards, then the tag).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -19,6 +19,8 @@ import msgspec
 from ledger.core.document import EnvironmentDoc, ScorecardDoc
 from ledger.core.projection import CardState
 from ledger.core.scoring import best_play_index
+from ledger.core.timeline import retraction_note
+from ledger.services.retract import choose_cards
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
@@ -69,6 +71,8 @@ class CardColumn(msgspec.Struct, frozen=True, kw_only=True):
     levels: int
     actions: int
     closed: bool
+    #: ``retracted on WHEN, reason: WHY`` for a retracted card (shown only when asked for); never ranked.
+    retracted: str | None = None
 
 
 class LeaderRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -122,9 +126,11 @@ def _card_game(card: CardState, env: EnvironmentDoc) -> CardGame:
 
 
 def leaderboard(columns: Sequence[CardColumn]) -> list[LeaderRow]:
-    """Tags ranked by the mean score of their cards among ``columns`` (untagged cards are left out)."""
+    """Tags ranked by the mean score of their cards among ``columns`` (untagged and retracted cards are left out)."""
     by_tag: dict[str, list[CardColumn]] = {}
     for c in columns:
+        if c.retracted is not None:
+            continue
         for t in dict.fromkeys(c.tags):
             by_tag.setdefault(t, []).append(c)
     rows = []
@@ -159,6 +165,7 @@ def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]]) -> Comparison:
                 levels=doc.total_levels,
                 actions=doc.total_actions,
                 closed=card.closed,
+                retracted=retraction_note(card),
             )
         )
     games = []
@@ -170,22 +177,20 @@ def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]]) -> Comparison:
     return Comparison(cards=columns, games=games, leaderboard=leaderboard(columns))
 
 
-def cards_with_tags(cards: Iterable[CardState], tags: Sequence[str]) -> list[str]:
-    """The ids of ``cards`` carrying any of ``tags``, in the order given."""
-    want = set(tags)
-    return [c.card_id for c in cards if want.intersection(c.all_tags)]
-
-
-def compare_cards(ledger: Ledger, card_ids: Sequence[str] = (), tags: Sequence[str] = ()) -> Comparison:
-    """Compare the named cards and every card with one of ``tags`` (each card once, named ones first).
+def compare_cards(
+    ledger: Ledger,
+    card_ids: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    *,
+    include_retracted: bool = False,
+    hint: str = "add --include-retracted to compare it",
+) -> Comparison:
+    """Compare the named cards (ids or unique prefixes) and every card with one of ``tags`` (each card once, named
+    ones first); retracted cards only with ``include_retracted`` (see :func:`ledger.services.retract.choose_cards`).
 
     Raises :class:`ledger.errors.UnknownCard` for a card id that is not in the ledger.
     """
-    ids = list(dict.fromkeys(card_ids))
-    if tags:
-        everything = ledger.load_cards(ledger.card_ids())
-        ids += [c for c in cards_with_tags(everything.values(), tags) if c not in ids]
-    states = [ledger.load_card(c) for c in ids]
+    states = choose_cards(ledger, card_ids, tags, include_retracted=include_retracted, hint=hint)
     return comparison([(s, ledger.document(s.card_id, card=s)) for s in states])
 
 
@@ -201,6 +206,8 @@ def comparison_text(cmp: Comparison) -> str:
             f"  {mark:>2}  {c.card_id}  score {c.score:.2f}  levels {c.levels_completed}/{c.levels}  "
             f"actions {c.actions}  {state}  tags {tags}"
         )
+        if c.retracted:
+            lines.append(f"      {c.retracted} (not ranked)")
     for g in cmp.games:
         lines += ["", f"game {g.game_id}", _game_header(letters)]
         for lv in range(g.levels):

@@ -98,7 +98,7 @@ def plan_copy(src: LogStore, dst: LogStore) -> CopyPlan:
         extended += 1
         start = min(start, theirs.seq + 1)
     if conflicts:
-        shown = "; ".join(conflicts[:3]) + (f"; and {len(conflicts) - 3} more" if len(conflicts) > 3 else "")
+        shown = "; ".join(conflicts[:3]) + (f" (+{len(conflicts) - 3} more)" if len(conflicts) > 3 else "")
         raise HistoryConflict(
             f"{dst.describe()} already holds a different history for {len(conflicts)} stream"
             f"{'s' if len(conflicts) != 1 else ''} of {src.describe()}: {shown}. Nothing was copied."

@@ -7,13 +7,15 @@ STALE_MINUTES without an event, ``max_open`` after MAX_OPEN_FOR_MINUTES), at tha
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
 from ledger.core.projection import CardState
-from ledger.core.timeline import lapse
+from ledger.core.timeline import listed
+from ledger.core.timeline import shown_close as timeline_close
 from ledger.ledger import CardSummary, Ledger
 
 SortKey = Literal["opened", "closed", "score", "actions", "events", "id"]
@@ -31,6 +33,8 @@ class CardFilter:
     limit: int | None = None
     sort: SortKey = "opened"
     reverse: bool = False
+    #: Retracted cards are left out unless this is True (then they are listed, marked).
+    include_retracted: bool = False
 
 
 def shown_close(
@@ -38,13 +42,7 @@ def shown_close(
 ) -> tuple[datetime, str, bool] | None:
     """(closed at, reason, lapsed) as every read command shows the card: its own close, or the toolkit's
     auto-close (``lapsed`` True) when it has passed by ``now``; None while the card is open."""
-    if card.closed and card.closed_at is not None:
-        return card.closed_at, card.close_reason or "?", False
-    # The audit's reading of the toolkit's limits (imported here: the audit module is heavy to load for `cards`).
-    from ledger.services.audit import max_open_minutes, stale_minutes
-
-    at = lapse(card, card.last_ts, now or datetime.now(UTC), stale_minutes(environ), max_open_minutes(environ))
-    return (at[0], at[1], True) if at is not None else None
+    return timeline_close(card, now or datetime.now(UTC), os.environ if environ is None else environ)
 
 
 def as_shown(card: CardState, now: datetime | None = None, environ: Mapping[str, str] | None = None) -> CardState:
@@ -70,10 +68,14 @@ def _summary(ledger: Ledger, card_id: str, card: CardState, now: datetime, envir
         events=card.events,
         tags=card.all_tags or None,
         lapsed=bool(shown and shown[2]),
+        retracted=card.retracted_at.isoformat() if card.retracted_at else None,
+        retract_reason=card.retract_reason,
     )
 
 
 def _keep(card: CardState, f: CardFilter, shown: bool) -> bool:
+    if not listed(card, f.include_retracted):
+        return False
     if f.tags and not set(f.tags) <= set(card.all_tags):
         return False
     if f.games and not any(g == gid or gid.split("-", 1)[0] == g for g in f.games for gid in card.games):

@@ -97,7 +97,11 @@ def check_event(check: StreamCheck, row: StoredEvent) -> None:
     version, type_, body, ts = row.version, row.type, row.body, row.ts
     broken = chain.check_link(check.stream, row, check.version, check.head)
     if broken is not None:
-        check.error = broken.message if broken.kind == "gap" else f"version {version}: {broken.message}"
+        if broken.kind == "column":
+            where = f"version {version}" if isinstance(version, int) else f"the event after version {check.version}"
+            check.error = f"{where} (seq {row.seq!r}): {broken.message}"
+        else:
+            check.error = broken.message if broken.kind == "gap" else f"version {version}: {broken.message}"
         return
     try:
         ev = decode(body)
@@ -126,10 +130,16 @@ def verify_ledger(store: LogStore, *, progress: Callable[[int], None] | None = N
     report = VerifyReport()
     checks: dict[str, StreamCheck] = {}
     for row in store.scan():
-        c = checks.get(row.stream)
+        # A stream column of another type (a tampered row) is a stream of its own, named as text, that fails.
+        key = row.stream if isinstance(row.stream, str) else repr(row.stream)
+        c = checks.get(key)
         if c is None:
-            c = checks[row.stream] = StreamCheck(row.stream)
-        check_event(c, row)
+            c = checks[key] = StreamCheck(key)
+        if key is not row.stream and not c.error:
+            c.events += 1
+            c.error = f"seq {row.seq!r}: {chain.stream_problem(row.stream)}"
+        else:
+            check_event(c, row)
         report.events += 1
         if progress is not None:
             progress(1)

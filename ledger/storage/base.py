@@ -21,7 +21,7 @@ import msgspec
 
 from ledger.core import chain
 from ledger.core.events import Event, encode, type_of
-from ledger.errors import HistoryConflict, StoreError
+from ledger.errors import HistoryConflict, InputError, LedgerError, StoreError
 
 Durability = Literal["normal", "full", "batched"]
 
@@ -220,9 +220,34 @@ def check_revision(revision: str | None, where: str) -> None:
         )
 
 
-def no_ledger(where: str) -> StoreError:
-    """The error of a read command given a database that does not exist."""
+def no_ledger(where: str) -> LedgerError:
+    """The error of a read command given a database that does not exist (or a path that cannot be one)."""
+    wrong = not_a_file(where)
+    if wrong is not None:
+        return wrong
     return StoreError(f"no ledger at {where} (create one with `ledger init`)")
+
+
+def not_a_file(path: str) -> InputError | None:
+    """The error for a SQLite path that names something a database file cannot be (a folder, a FIFO, a device,
+    a socket); None for a regular file or nothing at all."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    kinds = (
+        (stat.S_ISDIR, "a folder", "give a file in it, such as " + os.path.join(path, "ledger.sqlite")),
+        (stat.S_ISFIFO, "a FIFO (named pipe)", "give the path of a ledger file"),
+        (stat.S_ISSOCK, "a socket", "give the path of a ledger file"),
+        (stat.S_ISCHR, "a device", "give the path of a ledger file"),
+        (stat.S_ISBLK, "a device", "give the path of a ledger file"),
+    )
+    for test, what, advice in kinds:
+        if test(mode):
+            return InputError(f"{path} is {what}, not a ledger file: {advice}")
+    return None
 
 
 def chain_rows(stream: str, rows: Sequence[tuple[str, str, bytes]], version: int, prev: str) -> list[StoredEvent]:

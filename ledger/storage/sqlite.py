@@ -38,6 +38,7 @@ from ledger.storage.base import (
     head_revision,
     lowest_versions,
     no_ledger,
+    not_a_file,
 )
 from ledger.storage.checkpoint import BACKSTOP_PAGES, EVERY_COMMITS, Checkpointer
 from ledger.storage.sqlite_sql import (
@@ -89,6 +90,9 @@ class SQLiteStore(StoreBase):
 
     def _connect(self) -> sqlite3.Connection:
         timeout = self.busy_timeout_ms / 1000
+        wrong = not_a_file(self.path)
+        if wrong is not None:  # SQLite would say "unable to open database file" or "disk I/O error"
+            raise wrong
         try:
             if self.readonly:
                 uri = readonly_uri(self.path, immutable=self._immutable)

@@ -20,9 +20,11 @@ from typing import Any
 
 import msgspec
 
-from ledger.errors import InputError, UnknownCard
+from ledger.errors import InputError
 from ledger.services.compare import comparison, leaderboard
 from ledger.services.evidence import covering_checkpoint, prove
+from ledger.services.output import checked_output
+from ledger.services.retract import choose_cards
 
 from . import pages
 from .data import CardCache, card_events, card_row, card_view, column_of, usage_of
@@ -43,25 +45,16 @@ class BundleResult(msgspec.Struct, frozen=True, kw_only=True):
     replays_without_frames: int
 
 
-def select_cards(ledger: Any, card_ids: Sequence[str], all_cards: bool, tags: Sequence[str]) -> list[str]:
-    """The cards to bundle: those named, every card, or every card with one of ``tags`` (in order of opening).
+def select_cards(
+    ledger: Any, card_ids: Sequence[str], all_cards: bool, tags: Sequence[str], *, include_retracted: bool = False
+) -> list[str]:
+    """The cards to bundle: those named (ids or unique prefixes), every card, or every card with one of ``tags``;
+    retracted cards only with ``include_retracted`` (see :func:`ledger.services.retract.choose_cards`).
 
     Raises :class:`ledger.errors.UnknownCard` for a named card that is not in the ledger.
     """
-    everything = ledger.card_ids()
-    if all_cards:
-        return everything
-    chosen = list(dict.fromkeys(card_ids))
-    known = set(everything)
-    for c in chosen:
-        if c not in known:
-            raise UnknownCard(c)
-    if tags:
-        want = set(tags)
-        for cid, card in ledger.load_cards(everything).items():
-            if cid not in chosen and want.intersection(card.all_tags):
-                chosen.append(cid)
-    return chosen
+    chosen = choose_cards(ledger, card_ids, tags, every=all_cards, include_retracted=include_retracted)
+    return [c.card_id for c in chosen]
 
 
 def _check_target(out: Path) -> None:
@@ -69,6 +62,8 @@ def _check_target(out: Path) -> None:
         raise InputError(f"cannot write the bundle to {out}: it is a file")
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
         raise InputError(f"{out} is not empty and not a bundle: refusing to replace it (choose another -o folder)")
+    if out.parent.exists() and not out.parent.is_dir():
+        raise InputError(f"cannot write the bundle to {out}: {out.parent} is a file, not a folder")
     if not out.parent.is_dir():
         raise InputError(f"cannot write the bundle to {out}: folder {out.parent} does not exist")
 
@@ -84,9 +79,24 @@ def write_bundle(
     progress: Any = None,
 ) -> BundleResult:
     """Write the static site for ``card_ids`` into ``out`` (see the module docstring)."""
-    target = Path(out).expanduser().resolve()
-    _check_target(target)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
+    with checked_output(out):
+        target = Path(out).expanduser().resolve()
+        _check_target(target)
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
+        return _write_into(ledger, card_ids, target, tmp, environments, with_reasoning, source, progress)
+
+
+def _write_into(
+    ledger: Any,
+    card_ids: Sequence[str],
+    target: Path,
+    tmp: Path,
+    environments: str | None,
+    with_reasoning: bool,
+    source: str,
+    progress: Any,
+) -> BundleResult:
+    """Write the site into ``tmp``, then put it in place of ``target`` (removing ``tmp`` if anything fails)."""
     try:
         result = _write(ledger, card_ids, tmp, environments, with_reasoning, source, progress)
         (tmp / MARKER).write_text("written by `ledger bundle`; the next bundle to this folder replaces it\n")

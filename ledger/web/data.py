@@ -20,8 +20,10 @@ from ledger.core.events import Numbered, card_stream, decode
 from ledger.core.postmortem import arithmetic, postmortem
 from ledger.core.projection import CardState, fold
 from ledger.core.scoring import LEVEL_CAP, best_play_index
-from ledger.errors import UnknownCard
+from ledger.core.timeline import listed, retraction_note
+from ledger.errors import StoreError, UnknownCard
 from ledger.services.compare import CardColumn
+from ledger.services.listing import as_shown
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
@@ -42,8 +44,16 @@ class CardCache:
             state, version = cached if cached is not None else self._start(card_id)
             bodies, last, _ = self.ledger.store.read_bodies(card_stream(card_id), after_version=version)
             if bodies:
-                # fold() works in place: the cached state moves forward with the log.
-                state = fold(card_id, (decode(b) for b in bodies), state)
+                # fold() works in place: the cached state moves forward with the log (a body that does not decode
+                # leaves it half-moved: it is dropped, and read afresh next time).
+                try:
+                    state = fold(card_id, (decode(b) for b in bodies), state)
+                except (TypeError, msgspec.DecodeError, msgspec.ValidationError) as e:
+                    self._cards.pop(card_id, None)
+                    raise StoreError(
+                        f"card {card_id} cannot be read: a stored event does not decode ({e}); "
+                        f"`ledger audit {card_id}` says which one"
+                    ) from None
                 version = last
             if version == 0:
                 raise UnknownCard(card_id)
@@ -81,6 +91,8 @@ class CardRow(msgspec.Struct, frozen=True, kw_only=True):
     levels_completed: int
     levels: int
     events: int
+    #: ``retracted on WHEN, reason: WHY`` for a retracted card, else None.
+    retracted: str | None = None
 
 
 class LevelView(msgspec.Struct, frozen=True, kw_only=True):
@@ -144,7 +156,8 @@ class CardView(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def card_row(card: CardState, doc: ScorecardDoc) -> CardRow:
-    """The cards page's line for ``card``."""
+    """The cards page's line for ``card`` (a lapsed card shown closed as ``ledger cards`` shows it)."""
+    card = as_shown(card)
     return CardRow(
         card_id=card.card_id,
         tags=card.all_tags,
@@ -158,6 +171,7 @@ def card_row(card: CardState, doc: ScorecardDoc) -> CardRow:
         levels_completed=doc.total_levels_completed,
         levels=doc.total_levels,
         events=card.events,
+        retracted=retraction_note(card),
     )
 
 
@@ -250,14 +264,20 @@ def load(cache: CardCache, card_id: str) -> tuple[CardState, ScorecardDoc, int]:
     return card, cache.ledger.document(card_id, card=card), version
 
 
-def card_rows(cache: CardCache, card_ids: Sequence[str] | None = None) -> list[CardRow]:
-    """The cards page's lines, in order of opening."""
+def card_rows(
+    cache: CardCache, card_ids: Sequence[str] | None = None, *, include_retracted: bool = False
+) -> tuple[list[CardRow], int]:
+    """The cards page's lines, in order of opening, and how many retracted cards were left out."""
     ids = cache.card_ids() if card_ids is None else card_ids
     rows = []
+    hidden = 0
     for cid in ids:
         card, doc, _ = load(cache, cid)
-        rows.append(card_row(card, doc))
-    return rows
+        if listed(card, include_retracted):
+            rows.append(card_row(card, doc))
+        else:
+            hidden += 1
+    return rows, hidden
 
 
 def column_of(row: CardRow) -> CardColumn:
@@ -271,6 +291,7 @@ def column_of(row: CardRow) -> CardColumn:
         levels=row.levels,
         actions=row.actions,
         closed=row.closed is not None,
+        retracted=row.retracted,
     )
 
 

@@ -131,9 +131,18 @@ def _render(name: str, *, links: Links, bundle: bool, source: str, **ctx: Any) -
 
 
 def cards_page(
-    rows: Sequence[CardRow], *, links: Links, bundle: bool, source: str, stamp: int, leaderboard: Sequence[Any] = ()
+    rows: Sequence[CardRow],
+    *,
+    links: Links,
+    bundle: bool,
+    source: str,
+    stamp: int,
+    leaderboard: Sequence[Any] = (),
+    hidden: int = 0,
+    shown_href: str | None = None,
 ) -> str:
-    """The cards page: every row, with the filter controls and the leaderboard by tag."""
+    """The cards page: every row, with the filter controls and the leaderboard by tag; ``hidden`` retracted cards
+    left out, which ``shown_href`` lists."""
     return _render(
         "cards.html",
         links=links,
@@ -146,6 +155,8 @@ def cards_page(
         all_tags=sorted({t for r in rows for t in r.tags}),
         all_games=sorted({g for r in rows for g in r.games}),
         leaderboard=leaderboard,
+        hidden=hidden,
+        shown_href=shown_href,
     )
 
 
@@ -231,6 +242,25 @@ def replay_page(
     )
 
 
-def message_page(title: str, text: str, *, links: Links, source: str) -> str:
-    """A page that only says something (an unknown card, a bad address)."""
-    return _render("message.html", links=links, bundle=False, source=source, page="message", title=title, text=text)
+def message_page(
+    title: str,
+    text: str,
+    *,
+    links: Links,
+    source: str,
+    candidates: Sequence[str] = (),
+    back: tuple[str, str] | None = None,
+) -> str:
+    """A page that only says something (an unknown card, a bad address): with the cards an ambiguous prefix names
+    as links, and a link ``back`` (href, text) where there is a better page to go to."""
+    return _render(
+        "message.html",
+        links=links,
+        bundle=False,
+        source=source,
+        page="message",
+        title=title,
+        text=text,
+        candidates=list(candidates),
+        back=back,
+    )

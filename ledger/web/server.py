@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 from flask import Flask, Response, abort, jsonify, request
 
-from ledger.errors import LedgerError, UnknownCard
+from ledger.errors import AmbiguousCard, InputError, LedgerError, UnknownCard
 from ledger.services.compare import compare_cards, leaderboard
 from ledger.services.evidence import covering_checkpoint, prove
 from ledger.toolkit.frames import DEFAULT_LIMIT, palette_or_empty, play_frames
@@ -41,12 +41,19 @@ class Viewer:
         return pages.message_page(title, text, links=self.links, source=self.source)
 
     def cards(self) -> str:
-        """Every card, with the leaderboard by tag."""
-        rows = card_rows(self.cache)
+        """Every card (retracted ones with ``?retracted=1``, marked), with the leaderboard by tag."""
+        rows, hidden = card_rows(self.cache, include_retracted=_flag("retracted"))
         board = leaderboard([column_of(r) for r in rows])
         stamp = self.cache.stamp()
         return pages.cards_page(
-            rows, links=self.links, bundle=False, source=self.source, stamp=stamp, leaderboard=board
+            rows,
+            links=self.links,
+            bundle=False,
+            source=self.source,
+            stamp=stamp,
+            leaderboard=board,
+            hidden=hidden,
+            shown_href="/?retracted=1",
         )
 
     def api_cards(self) -> Any:
@@ -54,12 +61,13 @@ class Viewer:
         stamp = self.cache.stamp()
         if request.args.get("since") == str(stamp):
             return Response(status=204)
-        html = pages.card_rows_fragment(card_rows(self.cache), links=self.links)
+        rows, _ = card_rows(self.cache, include_retracted=_flag("retracted"))
+        html = pages.card_rows_fragment(rows, links=self.links)
         return jsonify({"stamp": stamp, "html": html})
 
     def card(self) -> str:
         """One card's page."""
-        state, doc, version = load(self.cache, _arg("id"))
+        state, doc, version = load(self.cache, self.ledger.resolve_card(_arg("id")))
         view = card_view(state, doc, usage_of(self.cache, state.card_id))
         covered = covering_checkpoint(self.ledger, state.card_id) is not None
         evidence = self.links.evidence(state.card_id) if covered else None
@@ -82,7 +90,7 @@ class Viewer:
 
     def api_card(self) -> Any:
         """The card page's body, unless the card has no event after version ``?since=``."""
-        state, doc, version = load(self.cache, _arg("id"))
+        state, doc, version = load(self.cache, self.ledger.resolve_card(_arg("id")))
         if request.args.get("since") == str(version):
             return Response(status=204)
         html = pages.card_body_fragment(card_view(state, doc, usage_of(self.cache, state.card_id)), links=self.links)
@@ -94,8 +102,8 @@ class Viewer:
     def compare(self) -> str:
         """The cards of ``?card=`` and every card of ``?tag=``, side by side."""
         ids, tags = self._chosen()
-        cmp = compare_cards(self.ledger, ids, tags)
-        all_tags = sorted({t for r in card_rows(self.cache) for t in r.tags})
+        cmp = compare_cards(self.ledger, ids, tags, include_retracted=_flag("retracted"), hint=_RETRACTED_HINT)
+        all_tags = sorted({t for r in card_rows(self.cache)[0] for t in r.tags})
         return pages.compare_page(
             cmp,
             links=self.links,
@@ -109,12 +117,23 @@ class Viewer:
     def api_compare(self) -> Any:
         """The comparison as JSON (the same as ``ledger compare --json``)."""
         ids, tags = self._chosen()
-        return Response(msgspec.json.encode(compare_cards(self.ledger, ids, tags)), mimetype="application/json")
+        cmp = compare_cards(self.ledger, ids, tags, include_retracted=_flag("retracted"), hint=_RETRACTED_HINT)
+        return Response(msgspec.json.encode(cmp), mimetype="application/json")
 
-    def replay(self) -> str:
+    def replay(self) -> Any:
         """A play's frames, re-simulated, from step ``?start=``."""
-        card_id, game_id = _arg("card"), _arg("game")
+        ref, game_id = _arg("card"), _arg("game")
         play, start = _int_arg("play", 1), _int_arg("start", 0)
+        card_id = self.ledger.resolve_card(ref)
+        state, _ = self.cache.get(card_id)
+        plays = len(state.games.get(game_id, []))
+        if not 1 <= play <= plays:
+            what = f"game {game_id!r}" if not plays else f"play {play} of game {game_id!r} (it has {plays})"
+            back = (self.links.card(card_id), f"back to card {card_id}")
+            page = pages.message_page(
+                "Not found", f"card {card_id} has no {what}", links=self.links, source=self.source, back=back
+            )
+            return Response(page, status=404, mimetype="text/html")
         frames = play_frames(card_events(self.ledger, card_id), game_id, play, self.environments, start=start)
         end = start + len(frames.steps)
         return pages.replay_page(
@@ -146,6 +165,16 @@ def create_app(ledger: Any, *, environments: str | None = None, source: str = ""
     viewer = Viewer(ledger, environments, source)
     app.after_request(_headers)
     app.register_error_handler(UnknownCard, lambda e: (viewer.message("Not found", str(e)), 404))
+    app.register_error_handler(
+        AmbiguousCard,
+        lambda e: (
+            pages.message_page(
+                "Which card?", str(e), links=viewer.links, source=viewer.source, candidates=e.candidates
+            ),
+            400,
+        ),
+    )
+    app.register_error_handler(InputError, lambda e: (viewer.message("Cannot show that", str(e)), 400))
     app.register_error_handler(LedgerError, lambda e: (viewer.message("The ledger could not be read", str(e)), 500))
     for rule, view in [
         ("/", viewer.cards),
@@ -159,6 +188,13 @@ def create_app(ledger: Any, *, environments: str | None = None, source: str = ""
     ]:
         app.add_url_rule(rule, view.__name__, view, methods=["GET"])
     return app
+
+
+_RETRACTED_HINT = "add &retracted=1 to the address to show it"
+
+
+def _flag(name: str) -> bool:
+    return request.args.get(name, "") not in ("", "0")
 
 
 def _arg(name: str) -> str:

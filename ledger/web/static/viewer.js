@@ -64,7 +64,9 @@
       });
     }
     if (live) {
-      poll(function () { return "api/cards?since=" + encodeURIComponent(table.dataset.stamp); }, 2000, function (data) {
+      /* the rows as this page lists them: with retracted cards when its address asks for them */
+      var extra = /[?&]retracted=1(&|$)/.test(window.location.search) ? "&retracted=1" : "";
+      poll(function () { return "api/cards?since=" + encodeURIComponent(table.dataset.stamp) + extra; }, 2000, function (data) {
         var keep = picked();
         table.dataset.stamp = data.stamp;
         tbody.innerHTML = data.html; /* the server's escaped fragment */
@@ -127,7 +129,8 @@
       $("s-action").textContent = s.action + (s.x !== null && s.x !== undefined ? " at (" + s.x + ", " + s.y + ")" : "");
       $("s-state").textContent = s.state;
       $("s-levels").textContent = String(s.levels_completed);
-      $("s-marks").textContent = s.marks.length ? s.marks.join(", ") : "-";
+      var ms = stepMarks(cur);
+      $("s-marks").textContent = ms.length ? ms.join(", ") : "-";
       $("s-version").textContent = "version " + s.version;
       var r = s.reasoning;
       $("s-reasoning-box").hidden = r === null || r === undefined;
@@ -137,16 +140,30 @@
       if (c) c.setAttribute("x", String(pos(cur) - 1));
     }
     function pos(i) { return steps.length > 1 ? (i / (steps.length - 1)) * 996 + 2 : 500; }
+    /* A step's marks: those the recording holds, and every entry into GAME_OVER or WIN the game's own state shows
+       (the recording marks a play's first GAME_OVER only; a play that dies again after a level reset dies again). */
+    function stepMarks(i) {
+      var s = steps[i], out = s.marks.slice(), prev = i > 0 ? steps[i - 1].state : (frames.start ? null : "");
+      ["GAME_OVER", "WIN"].forEach(function (st) {
+        if (s.state === st && prev !== st && prev !== null && out.indexOf(st) < 0) out.push(st);
+      });
+      return out;
+    }
+    function markClass(m) {
+      return m.indexOf("completed") >= 0 ? "k-level" : m.indexOf("reset") >= 0 ? "k-reset" :
+        m === "GAME_OVER" ? "k-over" : m === "WIN" ? "k-win" : null;
+    }
     function markTimeline() {
       var ns = "http://www.w3.org/2000/svg";
       steps.forEach(function (s, i) {
-        s.marks.forEach(function (m) {
-          var cls = m.indexOf("completed") >= 0 ? "k-level" : m.indexOf("reset") >= 0 ? "k-reset" :
-            m === "GAME_OVER" ? "k-over" : m === "WIN" ? "k-win" : null;
-          if (!cls) return;
+        var shown = stepMarks(i).filter(markClass);
+        /* several marks on one step share its bar in bands, so none (a WIN under its level completed) is hidden */
+        var h = 18 / (shown.length || 1);
+        shown.forEach(function (m, k) {
           var r = document.createElementNS(ns, "rect");
-          r.setAttribute("class", cls); r.setAttribute("x", String(pos(i) - 2)); r.setAttribute("y", "2");
-          r.setAttribute("width", "4"); r.setAttribute("height", "18");
+          r.setAttribute("class", markClass(m)); r.setAttribute("x", String(pos(i) - 2));
+          r.setAttribute("y", String(2 + k * h)); r.setAttribute("width", "4"); r.setAttribute("height", String(h));
+          r.setAttribute("data-mark", m);
           var t = document.createElementNS(ns, "title"); t.textContent = "step " + s.n + ": " + m; r.appendChild(t);
           timeline.appendChild(r);
         });

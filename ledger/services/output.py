@@ -1,0 +1,79 @@
+"""The one checked writer every command's output file or folder goes through: a path that cannot be written is
+one line (which path, why) and exit 2, never a traceback, and nothing half-written is left behind."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ledger.errors import InputError
+
+
+class OutputError(InputError):
+    """An output path that cannot be written (the message says which and why; nothing was written there)."""
+
+
+def why_not(out: str | os.PathLike[str], e: OSError) -> OutputError:
+    """The one-line error for an ``OSError`` met while writing ``out``."""
+    reason = e.strerror or str(e)
+    if e.errno == errno.EISDIR:
+        reason = "it is a folder (give a file name)"
+    return OutputError(f"cannot write {os.fspath(out)}: {reason}")
+
+
+@contextmanager
+def checked_output(out: str | os.PathLike[str]) -> Iterator[None]:
+    """Turn any ``OSError`` raised while writing ``out`` into :class:`OutputError` (exit 2)."""
+    try:
+        yield
+    except OSError as e:
+        raise why_not(out, e) from None
+
+
+def write_text_file(text: str, out: str) -> None:
+    """Write ``text`` to the file ``out``, checked.
+
+    A regular file is replaced atomically (a reader never sees half a file) with the mode it had, or the mode the
+    umask gives a new file; a symbolic link keeps pointing where it did and its target is what gets replaced; a
+    device, FIFO or socket (``/dev/stdout``, a pipe) is written to directly, never replaced.
+    """
+    with checked_output(out):
+        _write_file(text, out)
+
+
+def _write_file(data: str, out: str) -> None:
+    try:
+        st: os.stat_result | None = os.stat(out)  # follows links, /dev/stdout's magic one too
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise OutputError(f"cannot write {out}: it is a folder (give a file name)")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(data)
+        return
+    target = Path(os.path.realpath(out))  # through every symbolic link: the link stays, its target is written
+    if not target.parent.is_dir():
+        raise OutputError(f"cannot write {out}: folder {target.parent} does not exist")
+    mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(data)
+            os.fchmod(f.fileno(), mode)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    # The only way to read the umask is to set it; put it straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

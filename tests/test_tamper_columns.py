@@ -1,0 +1,133 @@
+"""A column of the wrong type or shape (a database that stores whatever it is given: SQLite) is reported as a FAIL
+naming the event by `ledger verify` and `ledger audit`, never a crash of the reporter."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from ledger import Ledger
+from ledger.core.events import card_stream
+from tests.cli_run import ledger, no_traceback
+from tests.test_audit import build_master, card_rows, copy_ledger, play_disputed_card, raw
+
+
+@pytest.fixture(scope="module")
+def master(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str, str]:
+    """One real ledger file for the module (each test tampers with a copy)."""
+    return build_master(tmp_path_factory)
+
+
+def _rewrites(body: bytes, hash_: str) -> list[tuple[str, object]]:
+    """(column, a value of the wrong type or shape) pairs for one event."""
+    return [
+        ("body", body.decode()),  # the same JSON, as TEXT instead of a BLOB
+        ("body", 12345),
+        ("body", 1.5),
+        ("version", 10.5),
+        ("version", b"10"),  # a blob sorts after every number: the event is read last
+        ("type", b"action_taken"),
+        ("ts", b"2024-01-01T00:00:00+00:00"),
+        ("prev_hash", bytes.fromhex(hash_) * 2),
+        ("prev_hash", "z" * 64),
+        ("hash", hash_.upper()),
+        ("hash", 10**18),
+    ]
+
+
+CASES = list(range(11))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_column_of_the_wrong_type_is_a_fail_naming_the_event(master, tmp_path: Path, case: int) -> None:
+    src, card, _, _ = master
+    db = copy_ledger(src, tmp_path / "tampered.sqlite")
+    con = raw(db)
+    seq, version, _, _, body, _, hash_ = card_rows(con, card)[9]
+    assert version == 10
+    column, value = _rewrites(bytes(body), hash_)[case]
+    con.execute("PRAGMA ignore_check_constraints = ON")  # the schema's length checks: an attacker skips them too
+    con.execute(f"UPDATE events SET {column} = ? WHERE seq = ?", (value, seq))
+    con.commit()
+    con.close()
+    r = ledger("--db", str(db), "verify")
+    no_traceback(r)
+    assert r.returncode == 1
+    fail = next(line for line in r.stdout.splitlines() if line.startswith("FAIL card:"))
+    assert f"(seq {seq})" in fail and f"{column} column holds" in fail, fail
+    r = ledger("--db", str(db), "audit", card, "--json")
+    no_traceback(r)
+    assert r.returncode == 1
+    doc = json.loads(r.stdout)
+    integrity = next(c for c in doc["checks"] if c["name"] == "integrity")
+    assert integrity["status"] == "FAIL"
+    named = [p for p in integrity["problems"] if p["seq"] == seq]
+    assert len(named) == 1 and named[0]["problem"].startswith(f"{column} column holds "), integrity["problems"]
+    if column != "version":
+        assert named[0]["version"] == 10
+    r = ledger("--db", str(db), "audit", card)
+    no_traceback(r)
+    assert r.returncode == 1 and "FAIL integrity" in r.stdout.replace(":", ""), r.stdout
+
+
+@pytest.mark.postgres
+def test_a_hash_of_the_wrong_shape_on_postgresql(pg_url: str) -> None:
+    """PostgreSQL's column types refuse most rewrites; a hash of the wrong shape still fits its text column."""
+    with Ledger.open(pg_url) as led:
+        card, _ = play_disputed_card(led)
+        with led.store.engine.begin() as conn:  # type: ignore[attr-defined]
+            conn.execute(text("ALTER TABLE events DISABLE TRIGGER events_no_update"))
+            conn.execute(text("ALTER TABLE events DROP CONSTRAINT ck_events_hash"))
+            conn.execute(
+                text("UPDATE events SET hash = 'not-a-hash' WHERE stream = :s AND version = 10"),
+                {"s": card_stream(card)},
+            )
+    for args in (("verify",), ("audit", card)):
+        r = ledger("--db", pg_url, *args)
+        no_traceback(r)
+        assert r.returncode == 1 and "hash column holds str 'not-a-hash'" in r.stdout, r.stdout
+
+
+def test_a_stream_column_of_the_wrong_type(master, tmp_path: Path) -> None:
+    """The row leaves its card's stream: verify names it as a stream of its own that fails, the card's audit sees
+    the gap it leaves."""
+    src, card, _, _ = master
+    db = copy_ledger(src, tmp_path / "tampered.sqlite")
+    con = raw(db)
+    seq = card_rows(con, card)[9][0]
+    con.execute("UPDATE events SET stream = ? WHERE seq = ?", (card_stream(card).encode(), seq))
+    con.commit()
+    con.close()
+    r = ledger("--db", str(db), "verify")
+    no_traceback(r)
+    assert r.returncode == 1
+    assert f"seq {seq}: stream column holds bytes b'card:" in r.stdout, r.stdout
+    r = ledger("--db", str(db), "audit", card)
+    no_traceback(r)
+    assert r.returncode == 1 and "version 11 follows version 9: 1 event(s) missing" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("body", [12345, b"\x00\xff not an event"])
+def test_every_reader_of_a_tampered_card_says_so_in_one_line(master, tmp_path: Path, body: object) -> None:
+    src, card, _, _ = master
+    db = copy_ledger(src, tmp_path / "tampered.sqlite")
+    con = raw(db)
+    seq = card_rows(con, card)[9][0]
+    con.execute("UPDATE events SET body = ? WHERE seq = ?", (body, seq))
+    con.execute("DELETE FROM snapshots")  # else the cached projection would answer for the events it covers
+    con.commit()
+    con.close()
+    for args in (["cards"], ["export", card], ["replay", card], ["bundle", card, "-o", str(tmp_path / "site")]):
+        r = ledger("--db", str(db), *args)
+        no_traceback(r)
+        assert r.returncode == 1 and r.stderr == (
+            f"Error: card {card} cannot be read: a stored event does not decode ("
+            + r.stderr.split(" does not decode (", 1)[1]
+        )
+        assert r.stderr.endswith(f"`ledger audit {card}` says which one\n") and r.stderr.count("\n") == 1
+    r = ledger("--db", str(db), "events", card)  # the events are still listed, the bad one said to be bad
+    no_traceback(r)
+    assert r.returncode == 0 and "body does not decode" in r.stdout

@@ -355,7 +355,8 @@ def test_console_example_prints_what_the_docs_show(
     ledger = page_ledger(page_ledgers, block.page, tmp_path, docs_inputs)
     for command, expected in _sessions(block):
         done = ledger.run(command)
-        actual = (done.stdout + done.stderr).splitlines()
+        # The page's folder is wherever the test runs: shown as "." (where the reader runs the commands).
+        actual = (done.stdout + done.stderr).replace(str(ledger.folder), ".").splitlines()
         # A transcript of a failure ends with "[exit N]": the status it must exit with (else 0).
         status = re.fullmatch(r"\[exit (\d+)\]", expected[-1].strip()) if expected else None
         if status:

@@ -28,7 +28,15 @@ from ledger.core.events import (
 from ledger.core.projection import CardState, fold, new_card
 from ledger.core.replay import ChunkMismatch, fold_joined
 from ledger.core.scoring import score_card
-from ledger.errors import AmbiguousCard, InputError, UnknownBaselines, UnknownCard, VersionConflict
+from ledger.core.server_baselines import unknown_baselines
+from ledger.errors import (
+    AmbiguousCard,
+    BaselinesNotKnown,
+    InputError,
+    UnknownBaselines,
+    UnknownCard,
+    VersionConflict,
+)
 from ledger.storage.backends import open_store
 from ledger.storage.base import Durability, LogStore, Snapshot, StoredEvent
 
@@ -401,8 +409,16 @@ class Ledger:
         indent: int | None = None,
         baselines: Mapping[str, BaselineEntry] | None = None,
     ) -> str:
-        """The card's JSON, identical to the toolkit's ``get_scorecard(card_id).model_dump_json()``."""
-        return document.to_json(self.document(card_id, until=until, baselines=baselines), indent=indent)
+        """The card's JSON, identical to the toolkit's ``get_scorecard(card_id).model_dump_json()``.
+
+        Raises :class:`BaselinesNotKnown` for an open card on an ARC server whose baselines nothing revealed yet
+        (unless ``baselines`` are given): its scores would be zeros the server will not give.
+        """
+        card = self.load_card(card_id, until=until)
+        doc = self.document(card_id, card=card, baselines=baselines)
+        if baselines is None and (unknown := unknown_baselines(card, doc)):
+            raise BaselinesNotKnown(card_id, unknown)
+        return document.to_json(doc, indent=indent)
 
     def cards(self) -> list[CardSummary]:
         """A summary of every card."""

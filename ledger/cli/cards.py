@@ -194,6 +194,7 @@ def replay(
     With --baselines, the plays are scored under that set (the first line says which).
     """
     from ledger.core import document
+    from ledger.core.server_baselines import baselines_source, unknown_baselines
     from ledger.core.text import replay_text
     from ledger.services.listing import as_shown
     from ledger.services.rescore import document_for
@@ -210,6 +211,7 @@ def replay(
         else:
             card = ledger.load_card(card_id, until=until)
             doc = ledger.document(card_id, card=card)
+        unknown = [] if rescored else unknown_baselines(card, doc)
     if as_json:
         out: dict[str, Any] = {
             "card_id": card.card_id,
@@ -217,6 +219,8 @@ def replay(
             "closed": (as_shown(card) if until is None else card).close_reason,
             "plays": _plays_json(card),
             "scorecard": json.loads(document.to_json(doc)),
+            "baselines_source": baselines_source(card),
+            "baselines_not_known": unknown,
         }
         if rescored:
             out["baselines"] = {
@@ -236,7 +240,7 @@ def replay(
         )
         for n in match_notes(scored.matches):
             click.echo(f"  {n}")
-    click.echo(replay_text(as_shown(card) if until is None else card, doc))
+    click.echo(replay_text(as_shown(card) if until is None else card, doc, unknown))
 
 
 def _plays_json(card: CardState) -> dict[str, list[dict[str, Any]]]:

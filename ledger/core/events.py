@@ -288,6 +288,34 @@ class CardRetracted(Event, tag="card_retracted", frozen=True, kw_only=True):
     reason: str
 
 
+class CardOnServer(Event, tag="card_on_server", frozen=True, kw_only=True):
+    """The card lives on the ARC server at ``server`` (ONLINE/COMPETITION capture), recorded from its answers.
+
+    The server's game list (``/api/games``) leaves baselines out: unless local game files give them, the card's
+    baselines are known only once a scorecard document from the server reveals them (:class:`BaselinesReported`).
+    """
+
+    server: str
+    #: The games whose entries the client read from its own game files (``metadata.json``) at open: their
+    #: baselines are known without the server.
+    local_games: list[str] = []
+
+
+class BaselinesReported(Event, tag="baselines_reported", frozen=True, kw_only=True):
+    """Baselines and level counts the ARC server revealed in a scorecard document it sent (``ts``: when received).
+
+    Each run of the document carries its game's ``level_baseline_actions``. ``baselines_id`` is the set the card is
+    scored under from now on: the set it had, with the baselines of ``games`` as the server reported them.
+    ``answer`` names the request the document answered: ``close`` (``POST /api/scorecard/close``) or ``scorecard``
+    (``GET /api/scorecard/<card_id>``, normal mode only: the competition server refuses it while the card is open).
+    """
+
+    baselines_id: str
+    answer: Literal["close", "scorecard"]
+    games: list[str]
+    server: str | None = None
+
+
 AnyEvent = (
     CardOpened
     | PlayStarted
@@ -310,6 +338,8 @@ AnyEvent = (
     | ActionsInferred
     | BaselinesAttached
     | CardRetracted
+    | CardOnServer
+    | BaselinesReported
 )
 
 _encoder = msgspec.json.Encoder()

@@ -29,10 +29,13 @@ from arcengine import FrameData
 
 from ledger.core import baselines as bl
 from ledger.core import document
+from ledger.core import server_baselines as sb
 from ledger.core.events import (
     AnyEvent,
+    BaselinesReported,
     CaptureContext,
     CardClosed,
+    CardOnServer,
     CardOpened,
     PlayStarted,
     RequestFailed,
@@ -125,6 +128,16 @@ def _frame(ex: Exchange) -> tuple[FrameData | None, str | None]:
     if not fd.frame or not fd.guid or fd.action_input is None:
         return None, "malformed answer: no frame"
     return fd, None
+
+
+def server_url(url: str) -> str:
+    """The server's base URL as recorded: without any user name or password it may hold."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    return parts._replace(netloc=netloc).geturl()
 
 
 def server_tags(tags: Any) -> list[str]:
@@ -263,8 +276,11 @@ class RemoteCapture:
         self._tls.error = err
 
     def _record_exchange(self, ex: Exchange, card_hint: str | None) -> None:
+        if ex.method == "GET" and "/api/scorecard/" in ex.path:
+            self._on_scorecard(ex)
+            return
         if ex.method != "POST":
-            return  # reads (games, metadata, an open card) count nothing
+            return  # other reads (games, metadata) count nothing
         payload = ex.payload if isinstance(ex.payload, dict) else {}
         if ex.path.endswith("/api/scorecard/open"):
             self._on_open(ex, payload)
@@ -303,7 +319,12 @@ class RemoteCapture:
                 baselines_id=set_id,
                 environments=[e.game_id for e in envs] if competition else None,
             )
-            events: list[AnyEvent] = [opened]
+            on_server = CardOnServer(
+                ts=now,
+                server=server_url(self.arcade.arc_base_url),
+                local_games=sorted({e.game_id for e in envs if getattr(e, "local_dir", None)}),
+            )
+            events: list[AnyEvent] = [opened, on_server]
             if self.context is not None:
                 events.append(msgspec.structs.replace(self.context, ts=now))
             state = new_card(card_id)
@@ -359,6 +380,7 @@ class RemoteCapture:
                 self._append(card_id, live, [failed], fold=True)
                 return
             events: list[AnyEvent] = [ServerDocument(ts=now, document=data)]
+            events += self._reported(live.state, data, "close", now)
             events += self._closing_makes(live.state, data, now)
             # The hash is of the document as the closed card will export it.
             scratch = copy.deepcopy(live.state)
@@ -367,6 +389,28 @@ class RemoteCapture:
             doc = document.sha256(self.ledger.document(card_id, card=scratch))
             events.append(CardClosed(ts=now, reason="explicit", document_sha256=doc))
             self._append(card_id, live, events, fold=True)
+
+    def _on_scorecard(self, ex: Exchange) -> None:
+        # GET /api/scorecard/<card_id> (not .../<game_id>, whose answer carries no baselines).
+        card_id = ex.path.split("/api/scorecard/", 1)[1]
+        live = self._cards.get(card_id)
+        data, err = _json(ex)
+        if live is None or err is not None or not isinstance(data, dict):
+            return
+        with live.lock:
+            if not live.state.closed:
+                self._append(card_id, live, self._reported(live.state, data, "scorecard", datetime.now(UTC)), fold=True)
+
+    def _reported(self, card: CardState, data: dict[str, Any], answer: str, now: datetime) -> list[AnyEvent]:
+        """The BaselinesReported event for what a scorecard document reveals that the card did not know, if any."""
+        report = sb.reported(data)
+        if not report:
+            return []
+        entries, news = sb.with_reported(self.ledger.card_baselines(card), report, card.baselines_known_games or ())
+        if not news:
+            return []
+        set_id = self.ledger.record_baselines(entries, ts=now)
+        return [BaselinesReported(ts=now, baselines_id=set_id, answer=answer, games=news, server=card.server)]  # type: ignore[arg-type]
 
     @staticmethod
     def _closing_makes(card: CardState, data: dict[str, Any], now: datetime) -> list[AnyEvent]:

@@ -20,6 +20,7 @@ from ledger.core.events import Numbered, card_stream, decode
 from ledger.core.postmortem import arithmetic, postmortem
 from ledger.core.projection import CardState, fold
 from ledger.core.scoring import LEVEL_CAP, best_play_index
+from ledger.core.server_baselines import baselines_source, unknown_baselines
 from ledger.errors import UnknownCard
 from ledger.services.compare import CardColumn
 
@@ -139,6 +140,9 @@ class CardView(msgspec.Struct, frozen=True, kw_only=True):
     games: list[GameView]
     tags_scores: list[RunDoc]
     level_cap: float = LEVEL_CAP
+    #: Where the card's baselines came from, and the games whose baselines an ARC server has not revealed yet.
+    baselines_source: str | None = None
+    baselines_unknown: list[str] = []
 
 
 def card_row(card: CardState, doc: ScorecardDoc) -> CardRow:
@@ -231,6 +235,8 @@ def card_view(card: CardState, doc: ScorecardDoc) -> CardView:
         baselines_id=card.baselines_id,
         games=[_game(card, env, findings.get(env.id, [])) for env in doc.environments],
         tags_scores=list(doc.tags_scores),
+        baselines_source=baselines_source(card),
+        baselines_unknown=unknown_baselines(card, doc),
     )
 
 

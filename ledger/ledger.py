@@ -189,10 +189,16 @@ class Ledger:
         OFFLINE/NORMAL: the toolkit's own scorecards (:class:`ledger.toolkit.capture.Capture`); ONLINE/COMPETITION:
         the server's, from its answers (:class:`ledger.toolkit.remote.RemoteCapture`). ``options``: ``context``,
         ``on_open``, ``raise_errors`` (see those classes). Returns the capture; its ``detach()`` stops it.
-        """
-        from ledger.toolkit.remote import REMOTE_MODES, RemoteCapture
 
-        if str(getattr(getattr(arcade, "operation_mode", None), "value", "")) in REMOTE_MODES:
+        Raises :class:`~ledger.errors.CaptureError` (nothing attached) for an ``arc-agi`` release outside the
+        supported range (``LEDGER_ARC_AGI_ANY_VERSION=1`` overrides it, with a warning), an operation mode it does
+        not know, or an Arcade without a name capture uses (:mod:`ledger.toolkit.arc_adapter`).
+        """
+        from ledger.toolkit.arc_adapter import capture_kind
+
+        if capture_kind(arcade) == "remote":
+            from ledger.toolkit.remote import RemoteCapture
+
             return RemoteCapture(self, arcade, record_reasoning=record_reasoning, **options)
         from ledger.toolkit.capture import Capture
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,11 @@ from ledger.core.events import BaselinesReported, CardOnServer, decode
 from ledger.core.text import replay_text
 from ledger.errors import BaselinesNotKnown
 from ledger.services.audit import audit_card
+from ledger.web.pages import LiveLinks
 from tests import toolkit
 from tests.cli_run import ledger as run_ledger
 from tests.test_online_capture import API_KEY, _quiet, play, server
+from tests.web_support import ViewServer
 
 MODES = pytest.mark.parametrize(
     "mode", [OperationMode.ONLINE, OperationMode.COMPETITION], ids=["online", "competition"]
@@ -120,10 +123,18 @@ def test_the_cli_says_baselines_are_not_known_yet_then_where_they_came_from(tmp_
         r = run_ledger("--db", str(db), "export", card)
         assert r.returncode == 1 and r.stdout == "" and "not known yet" in r.stderr and "Traceback" not in r.stderr
         r = run_ledger("--db", str(db), "replay", card)
-        assert r.returncode == 0 and "score not known yet" in r.stdout
+        assert r.returncode == 0 and "score not known yet" in r.stdout and "0.00" not in r.stdout
         assert "levels 1/?" in r.stdout and "actions 3" in r.stdout and "0.00" not in r.stdout.split("post-mortem")[0]
         r = run_ledger("--db", str(db), "replay", card, "--json")
         assert json.loads(r.stdout)["baselines_not_known"] == [e.game_id for e in sorted_games(arc)]
+        view = ViewServer(db)
+        try:
+            with urllib.request.urlopen(view.url + LiveLinks().card(card), timeout=30) as resp:
+                page = resp.read().decode()
+        finally:
+            view.stop()
+        assert '<span data-k="card-score">not known yet</span>' in page and 'data-k="baselines-unknown"' in page
+        assert 'data-k="game-score">0.00' not in page
         arc.close_scorecard(card)
         doc = srv.closes[card]
         events = [decode(x.body) for x in led.store.read_stream(f"card:{card}")]

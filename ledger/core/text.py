@@ -72,7 +72,10 @@ def replay_text(card: CardState, doc: ScorecardDoc, unknown: Collection[str] = (
         tags = ", ".join(f"{t.id} {t.score:.2f}" for t in doc.tags_scores) if not unknown else "not known yet"
         lines.append(f"tags: {tags}")
     lines.append("")
-    lines += summary_lines(postmortem(card, doc))
+    if unknown:  # every finding of the post-mortem weighs levels by their baselines
+        lines.append("post-mortem: not before the baselines are known")
+    else:
+        lines += summary_lines(postmortem(card, doc))
     return "\n".join(lines)
 
 

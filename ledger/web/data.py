@@ -226,6 +226,7 @@ def card_view(card: CardState, doc: ScorecardDoc) -> CardView:
     """The card page for ``card`` scored as ``doc``."""
     pm = postmortem(card, doc)
     findings = {g.game_id: [f.text for f in g.findings] for g in pm.games}
+    unknown = unknown_baselines(card, doc)
     opaque = None if card.opaque is None else json.dumps(card.opaque, indent=1, sort_keys=True, default=str)
     return CardView(
         row=card_row(card, doc),
@@ -233,10 +234,11 @@ def card_view(card: CardState, doc: ScorecardDoc) -> CardView:
         opaque=opaque,
         competition_mode=card.competition_mode,
         baselines_id=card.baselines_id,
-        games=[_game(card, env, findings.get(env.id, [])) for env in doc.environments],
-        tags_scores=list(doc.tags_scores),
+        # Findings and tag scores weigh levels by their baselines: none while those are not known.
+        games=[_game(card, env, [] if env.id in unknown else findings.get(env.id, [])) for env in doc.environments],
+        tags_scores=[] if unknown else list(doc.tags_scores),
         baselines_source=baselines_source(card),
-        baselines_unknown=unknown_baselines(card, doc),
+        baselines_unknown=unknown,
     )
 
 

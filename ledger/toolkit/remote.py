@@ -6,9 +6,11 @@ requests, only inside the Arcade's and its wrappers' own calls and only on the c
 pass-through hook on ``requests.Session.request``; it records every answer under the server's card id and guids
 and folds it with the server's counting rules (:mod:`ledger.core.server_rules`). A request without a usable answer
 (connection error, timeout, HTTP 4xx/5xx, an answer that is not a frame) is recorded as ``request_failed`` and
-counts nothing. At close the server's document is stored as it came. The agent's call behaves exactly as without
-the ledger: the same requests, the same return values and exceptions (plus :class:`CaptureError` after the call
-when the ledger could not write).
+counts nothing. At close the server's document is stored as it came. Every scorecard document the server sends
+(the close answer, ``GET /api/scorecard/<card_id>``) also records the baselines it reveals that the card did not
+know (``BaselinesReported``, see :mod:`ledger.core.server_baselines`): the server's game list leaves them out. The
+agent's call behaves exactly as without the ledger: the same requests, the same return values and exceptions (plus
+:class:`CaptureError` after the call when the ledger could not write, see :mod:`ledger.toolkit.capture_base`).
 """
 
 from __future__ import annotations

@@ -168,13 +168,21 @@ def test_an_arcade_without_a_name_capture_reads_is_refused(ledger: Ledger) -> No
 
 @pytest.mark.parametrize(
     ("version", "refused"),
-    [("0.9.9", False), ("0.9.9.post1", False), ("0.9.12", False), ("0.9.8", True), ("0.10.0", True), ("1.0", True)],
+    [
+        ("0.9.9", False),
+        ("0.9.8", False),
+        ("0.9.9.post1", False),
+        ("0.9.12", False),
+        ("0.9.7", True),
+        ("0.10.0", True),
+        ("1.0", True),
+    ],
 )
 def test_the_supported_range(version: str, refused: bool) -> None:
     problem = arc_adapter.version_problem(version, environ={})
     assert (problem is not None) == refused
     if problem is not None:
-        assert problem == (f"arc-agi {version} is installed; live capture supports arc-agi>=0.9.9,<0.10.0", False)
+        assert problem == (f"arc-agi {version} is installed; live capture supports arc-agi>=0.9.8,<0.10.0", False)
         overridden = arc_adapter.version_problem(version, environ={arc_adapter.OVERRIDE_ENV: "1"})
         assert overridden is not None and overridden[1]
 

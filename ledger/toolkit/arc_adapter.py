@@ -19,16 +19,23 @@ from importlib import metadata
 from typing import Any, Literal
 
 import requests
-from arc_agi import OperationMode
-from arc_agi.scorecard import Scorecard
-from arcengine import FrameData
 
 from ledger.errors import CaptureError
 
+try:
+    from arc_agi import OperationMode
+    from arc_agi.scorecard import Scorecard
+    from arcengine import FrameData
+except ImportError as e:  # a release without these (arc-agi 0.0.x is another package): refused at attach
+    _IMPORT_PROBLEM: str | None = f"{type(e).__name__}: {e}"
+    OperationMode = Scorecard = FrameData = None  # type: ignore[misc,assignment]
+else:
+    _IMPORT_PROBLEM = None
+
 log = logging.getLogger(__name__)
 
-#: The arc-agi releases capture is tested against (see docs/remote-capture.md): at least ..., below ...
-SUPPORTED = ((0, 9, 9), (0, 10, 0))
+#: The arc-agi releases capture is tested against (docs/remote-capture.md): at least the first, below the second.
+SUPPORTED = ((0, 9, 8), (0, 10, 0))
 #: Set to 1 to attach to an arc-agi release outside SUPPORTED anyway (a warning is logged).
 OVERRIDE_ENV = "LEDGER_ARC_AGI_ANY_VERSION"
 
@@ -41,8 +48,8 @@ WRAPPER_HOOKS = ("step", "reset")
 MANAGER_FIELDS = ("guids", "scorecards", "idle_for", "max_open_for")
 ARCADE_FIELDS = ("scorecard_manager", "available_environments", "operation_mode", "arc_api_key", "arc_base_url")
 
-_REMOTE = frozenset({OperationMode.ONLINE, OperationMode.COMPETITION})
-_LOCAL = frozenset({OperationMode.OFFLINE, OperationMode.NORMAL})
+_REMOTE = frozenset({OperationMode.ONLINE, OperationMode.COMPETITION}) if OperationMode else frozenset()
+_LOCAL = frozenset({OperationMode.OFFLINE, OperationMode.NORMAL}) if OperationMode else frozenset()
 
 
 def _parse(version: str) -> tuple[int, ...]:
@@ -84,6 +91,7 @@ def installed_version() -> str | None:
 def check_toolkit(arcade: Any, environ: Mapping[str, str] | None = None) -> None:
     """Refuse (:class:`CaptureError`) an unsupported arc-agi release or an Arcade without a name capture uses."""
     version = installed_version()
+    _refuse_unimportable()
     problem = version_problem(version, environ)
     if problem is not None:
         msg, overridden = problem
@@ -103,9 +111,18 @@ def check_toolkit(arcade: Any, environ: Mapping[str, str] | None = None) -> None
         )
 
 
+def _refuse_unimportable() -> None:
+    if _IMPORT_PROBLEM is not None:
+        raise CaptureError(
+            f"arc-agi {installed_version() or '?'} is not a toolkit the ledger can capture ({_IMPORT_PROBLEM}); "
+            f"live capture supports arc-agi{supported_range()}"
+        )
+
+
 def capture_kind(arcade: Any) -> Literal["local", "remote"]:
     """``remote`` for ONLINE/COMPETITION (the scorecards live on the server), ``local`` for OFFLINE/NORMAL (the
     toolkit's own ``ScorecardManager``); any other value is refused, never guessed."""
+    _refuse_unimportable()
     mode = getattr(arcade, "operation_mode", None)
     if mode in _REMOTE:
         return "remote"

@@ -188,5 +188,5 @@ def test_the_supported_range(version: str, refused: bool) -> None:
 
 
 def test_the_installed_toolkit_is_in_the_range() -> None:
-    assert arc_adapter.installed_version() == "0.9.9"
-    assert arc_adapter.version_problem(arc_adapter.installed_version(), environ={}) is None
+    version = arc_adapter.installed_version()
+    assert version is not None and arc_adapter.version_problem(version, environ={}) is None

@@ -110,6 +110,8 @@ class CardSummary:
     tags: list[str] | None = None
     #: True when ``closed``/``close_reason`` are the toolkit's auto-close (idle/max_open) as of now, not an event.
     lapsed: bool = False
+    #: False for an open card on an ARC server whose baselines nothing revealed yet: ``score`` is not a score then.
+    baselines_known: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,6 +445,7 @@ class Ledger:
                     score=doc.score,
                     events=c.events,
                     tags=c.tags,
+                    baselines_known=not unknown_baselines(c, doc),
                 )
             )
         return out

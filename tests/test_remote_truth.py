@@ -128,6 +128,8 @@ def test_the_cli_says_baselines_are_not_known_yet_then_where_they_came_from(tmp_
         r = run_ledger("--db", str(db), "replay", card)
         assert r.returncode == 0 and "score not known yet" in r.stdout and "0.00" not in r.stdout
         assert "levels 1/?" in r.stdout and "actions 3" in r.stdout and "0.00" not in r.stdout.split("post-mortem")[0]
+        r = run_ledger("--db", str(db), "cards")
+        assert r.returncode == 0 and "not known yet" in r.stdout.splitlines()[1]
         r = run_ledger("--db", str(db), "replay", card, "--json")
         assert json.loads(r.stdout)["baselines_not_known"] == [e.game_id for e in sorted_games(arc)]
         view = ViewServer(db)
@@ -144,6 +146,8 @@ def test_the_cli_says_baselines_are_not_known_yet_then_where_they_came_from(tmp_
         assert isinstance(events[1], CardOnServer)
     r = run_ledger("--db", str(db), "export", card)
     assert r.returncode == 0 and json.loads(r.stdout) == doc
+    r = run_ledger("--db", str(db), "cards", "--json")
+    assert json.loads(r.stdout)[0]["baselines_known"] is True
     r = run_ledger("--db", str(db), "replay", card)
     assert "not known yet" not in r.stdout and f"reported by the server {srv.url}" in r.stdout
     r = run_ledger("--db", str(db), "audit", card)

@@ -113,7 +113,7 @@ def cards_table(rows: list[Any]) -> str:
             f"{r.closed[:19]} {r.close_reason}{'*' if r.lapsed else ''}" if r.closed else "open",
             str(r.games),
             str(r.actions),
-            f"{r.score:.2f}",
+            f"{r.score:.2f}" if r.baselines_known else "not known yet",
             ",".join(r.tags or []) or "-",
         )
         for r in rows

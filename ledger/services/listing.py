@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from ledger.core.projection import CardState
+from ledger.core.server_baselines import unknown_baselines
 from ledger.core.timeline import lapse
 from ledger.ledger import CardSummary, Ledger
 
@@ -70,6 +71,7 @@ def _summary(ledger: Ledger, card_id: str, card: CardState, now: datetime, envir
         events=card.events,
         tags=card.tags,
         lapsed=bool(shown and shown[2]),
+        baselines_known=not unknown_baselines(card, doc),
     )
 
 

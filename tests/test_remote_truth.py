@@ -158,3 +158,35 @@ def sorted_games(arc: Arcade) -> list[object]:
     """The server's games in the order an open competition card shows them: cnt3 first (played), then the rest."""
     envs = list(arc.available_environments)
     return sorted(envs, key=lambda e: (not e.game_id.startswith("cnt3"), envs.index(e)))
+
+
+def test_the_servers_baselines_win_over_different_local_files(ledger: Ledger, tmp_path: Path) -> None:
+    # The client's own metadata.json files say other baselines than the server's: the server's document decides.
+    local = tmp_path / "stale-games"
+    for meta in toolkit.ENV_DIR.rglob("metadata.json"):
+        data = json.loads(meta.read_text())
+        if data.get("baseline_actions"):
+            data["baseline_actions"] = [b * 10 for b in data["baseline_actions"]]
+        dest = local / meta.relative_to(toolkit.ENV_DIR)
+        dest.parent.mkdir(parents=True)
+        dest.write_text(json.dumps(data))
+    with server() as srv:
+        arc = Arcade(
+            arc_api_key=API_KEY,
+            arc_base_url=srv.url,
+            operation_mode=OperationMode.ONLINE,
+            environments_dir=str(local),
+            logger=_quiet,
+        )
+        ledger.attach(arc)
+        card = arc.open_scorecard()
+        play(arc, card, 5, ["cnt3", "clk2", "wkex"], steps=40)
+        live = json.loads(ledger.export(card))  # the local files' baselines: known, if stale
+        arc.close_scorecard(card)
+        doc = srv.closes[card]
+    assert (
+        live["environments"][0]["runs"][0]["level_baseline_actions"]
+        != doc["environments"][0]["runs"][0]["level_baseline_actions"]
+    )
+    assert json.loads(ledger.export(card)) == doc
+    assert sorted(reports(ledger, card)[-1].games) == sorted(e["id"] for e in doc["environments"])

@@ -51,9 +51,10 @@ class _Server:
         self.thread.join(5)
 
 
-def _step_cost(srv: _Server, where: str | None, n_steps: int) -> tuple[float, bool | None]:
-    """Seconds per ACTION6 step on clk2 through the remote wrapper, ledger at ``where`` attached (None: bare);
-    and, attached, whether the export equals the server's close answer."""
+def _step_cost(srv: _Server, where: str | None, n_steps: int) -> tuple[float, float, bool | None]:
+    """Seconds per ACTION6 step on clk2 through the remote wrapper, ledger at ``where`` attached (None: bare), in
+    wall time and in the client thread's CPU time (the server's threads left out); and, attached, whether the
+    export equals the server's close answer."""
     from arc_agi import Arcade, OperationMode
     from arcengine import GameAction
 
@@ -72,16 +73,16 @@ def _step_cost(srv: _Server, where: str | None, n_steps: int) -> tuple[float, bo
     assert env is not None
     for _ in range(20):
         env.step(GameAction.ACTION6, data={"x": 63, "y": 63})
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.thread_time()
     for _ in range(n_steps):
         env.step(GameAction.ACTION6, data={"x": 63, "y": 63})
-    dt = (time.perf_counter() - t) / n_steps
+    dt, dc = (time.perf_counter() - t) / n_steps, (time.thread_time() - c) / n_steps
     arc.close_scorecard(card)
     same = None
     if led is not None:
         same = json.loads(led.export(card)) == srv.closes[card]
         led.close()
-    return dt, same
+    return dt, dc, same
 
 
 def run(quick: bool) -> list[str]:
@@ -93,16 +94,20 @@ def run(quick: bool) -> list[str]:
         same = True
         with tempfile.TemporaryDirectory() as d:
             for r in range(rounds):
-                bare, _ = _step_cost(srv, None, n)
-                attached, ok = _step_cost(srv, str(Path(d) / f"remote-{r}.sqlite"), n)
+                bare, bare_cpu, _ = _step_cost(srv, None, n)
+                attached, attached_cpu, ok = _step_cost(srv, str(Path(d) / f"remote-{r}.sqlite"), n)
                 same = same and bool(ok)
-                best = {k: min(v, best.get(k, v)) for k, v in {"bare": bare, "attached": attached}.items()}
+                got = {"bare": bare, "attached": attached, "bare_cpu": bare_cpu, "attached_cpu": attached_cpu}
+                best = {k: min(v, best.get(k, v)) for k, v in got.items()}
     finally:
         srv.stop()
     added = best["attached"] - best["bare"]
+    added_cpu = best["attached_cpu"] - best["bare_cpu"]
     return [
         f"ONLINE step through the remote wrapper (HTTP to 127.0.0.1): bare {best['bare'] * 1e6:.0f} us, attached "
         f"{best['attached'] * 1e6:.0f} us: capture adds {added * 1e6:.0f} us/step ({added / best['bare']:.2f}x "
         "the round trip)",
+        f"  the client thread's CPU per step: bare {best['bare_cpu'] * 1e6:.0f} us, attached "
+        f"{best['attached_cpu'] * 1e6:.0f} us: capture adds {added_cpu * 1e6:.0f} us",
         f"export (no local game files) identical to the server's close answer: {same}",
     ]

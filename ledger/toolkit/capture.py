@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -28,23 +28,19 @@ from ledger.toolkit.batching import Batcher
 from ledger.toolkit.capture_base import CaptureBase, LiveCard
 from ledger.toolkit.observation import fingerprint, observation
 
-if TYPE_CHECKING:
-    from ledger.ledger import Ledger
-
 log = logging.getLogger(__name__)
 
 
 class Capture(CaptureBase):
     """The hooks of one attached OFFLINE/NORMAL Arcade. ``detach()`` restores the toolkit's own methods."""
 
-    def __init__(self, ledger: Ledger, arcade: Any, **options: Any) -> None:
+    def _setup(self) -> None:
         self._seeds: dict[str, int | None] = {}
         self._baselines: dict[str, dict[str, Any]] = {}
         self._batcher: Batcher | None = None
-        if getattr(ledger.store, "durability", "normal") == "batched":
-            self._batcher = Batcher(ledger)
-            ledger.on_close(self._batcher.close)
-        super().__init__(ledger, arcade, **options)
+        if getattr(self.ledger.store, "durability", "normal") == "batched":
+            self._batcher = Batcher(self.ledger)
+            self.ledger.on_close(self._batcher.close)
 
     # -- installation ---------------------------------------------------------------------------------------
 

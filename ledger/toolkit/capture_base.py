@@ -80,7 +80,11 @@ class CaptureBase:
         # Cards whose CardOpened could not be written: their later facts must not go unrecorded without a word.
         self._unopened: set[str] = set()
         self._saved: list[tuple[Any, str, Any]] = []
+        self._setup()
         self._install()
+
+    def _setup(self) -> None:
+        """The subclass's own state, once the toolkit passed the check (before any patch)."""
 
     def _install(self) -> None:
         raise NotImplementedError

@@ -112,4 +112,6 @@ def baselines_source(card: CardState) -> str:
             f"baselines {sid}: the client's game list when the card was opened (the server's /api/games, which "
             "leaves baselines out, and any local metadata.json); the server has revealed none yet"
         )
-    return f"baselines {sid}: the toolkit's game files when the card was opened"
+    return (
+        f"baselines {sid}: recorded when the card was opened (the toolkit's game files, or the set given to the import)"
+    )

@@ -91,3 +91,17 @@ class LabelConflict(InputError):
         self.label = label
         self.current = current
         self.wanted = wanted
+
+
+class BaselinesNotKnown(LedgerError):
+    """An open card on an ARC server whose baselines nothing revealed yet: a score now would be a made-up 0."""
+
+    def __init__(self, card_id: str, games: list[str]) -> None:
+        shown = ", ".join(games[:5]) + (f" (+{len(games) - 5} more)" if len(games) > 5 else "")
+        super().__init__(
+            f"card {card_id} is open on the ARC server and the baselines of {shown} are not known yet (the server "
+            "reveals them in its scorecard answers, in competition mode only at close): no score to export; "
+            f"`ledger replay {card_id}` shows its actions, levels and states, --baselines SET scores it under a set"
+        )
+        self.card_id = card_id
+        self.games = games

@@ -28,8 +28,17 @@ from ledger.core.events import (
 from ledger.core.projection import CardState, fold, new_card
 from ledger.core.replay import ChunkMismatch, fold_joined
 from ledger.core.scoring import score_card
+from ledger.core.server_baselines import unknown_baselines
 from ledger.core.timeline import listed, shown_close
-from ledger.errors import AmbiguousCard, InputError, StoreError, UnknownBaselines, UnknownCard, VersionConflict
+from ledger.errors import (
+    AmbiguousCard,
+    BaselinesNotKnown,
+    InputError,
+    StoreError,
+    UnknownBaselines,
+    UnknownCard,
+    VersionConflict,
+)
 from ledger.storage.backends import open_store
 from ledger.storage.base import Durability, LogStore, Snapshot, StoredEvent
 
@@ -112,6 +121,8 @@ class CardSummary:
     #: When the card was retracted (``ledger retract``), None if it was not; ``retract_reason`` says why.
     retracted: str | None = None
     retract_reason: str | None = None
+    #: False for an open card on an ARC server whose baselines nothing revealed yet: ``score`` is not a score then.
+    baselines_known: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,10 +202,16 @@ class Ledger:
         OFFLINE/NORMAL: the toolkit's own scorecards (:class:`ledger.toolkit.capture.Capture`); ONLINE/COMPETITION:
         the server's, from its answers (:class:`ledger.toolkit.remote.RemoteCapture`). ``options``: ``context``,
         ``on_open``, ``raise_errors`` (see those classes). Returns the capture; its ``detach()`` stops it.
-        """
-        from ledger.toolkit.remote import REMOTE_MODES, RemoteCapture
 
-        if str(getattr(getattr(arcade, "operation_mode", None), "value", "")) in REMOTE_MODES:
+        Raises :class:`~ledger.errors.CaptureError` (nothing attached) for an ``arc-agi`` release outside the
+        supported range (``LEDGER_ARC_AGI_ANY_VERSION=1`` overrides it, with a warning), an operation mode it does
+        not know, or an Arcade without a name capture uses (:mod:`ledger.toolkit.arc_adapter`).
+        """
+        from ledger.toolkit.arc_adapter import capture_kind
+
+        if capture_kind(arcade) == "remote":
+            from ledger.toolkit.remote import RemoteCapture
+
             return RemoteCapture(self, arcade, record_reasoning=record_reasoning, **options)
         from ledger.toolkit.capture import Capture
 
@@ -418,8 +435,16 @@ class Ledger:
         indent: int | None = None,
         baselines: Mapping[str, BaselineEntry] | None = None,
     ) -> str:
-        """The card's JSON, identical to the toolkit's ``get_scorecard(card_id).model_dump_json()``."""
-        return document.to_json(self.document(card_id, until=until, baselines=baselines), indent=indent)
+        """The card's JSON, identical to the toolkit's ``get_scorecard(card_id).model_dump_json()``.
+
+        Raises :class:`BaselinesNotKnown` for an open card on an ARC server whose baselines nothing revealed yet
+        (unless ``baselines`` are given): its scores would be zeros the server will not give.
+        """
+        card = self.load_card(card_id, until=until)
+        doc = self.document(card_id, card=card, baselines=baselines)
+        if baselines is None and (unknown := unknown_baselines(card, doc)):
+            raise BaselinesNotKnown(card_id, unknown)
+        return document.to_json(doc, indent=indent)
 
     def cards(self, *, include_retracted: bool = False) -> list[CardSummary]:
         """A summary of every card as ``ledger cards`` lists it: a lapsed card shown closed, a retracted card left
@@ -446,6 +471,7 @@ class Ledger:
                     lapsed=bool(shown and shown[2]),
                     retracted=c.retracted_at.isoformat() if c.retracted_at else None,
                     retract_reason=c.retract_reason,
+                    baselines_known=not unknown_baselines(c, doc),
                 )
             )
         return out

@@ -16,7 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-AREAS = ["cli", "core", "import", "rescore", "audit", "postgres", "web", "record", "harness", "evidence", "retract"]
+AREAS = [
+    *("cli", "core", "import", "rescore", "audit", "postgres", "web"),
+    *("record", "harness", "evidence", "retract", "remote"),
+]
 
 
 def main() -> int:

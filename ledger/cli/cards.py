@@ -124,7 +124,7 @@ def cards_table(rows: list[Any]) -> str:
             f"{r.closed[:19]} {r.close_reason}{'*' if r.lapsed else ''}" if r.closed else "open",
             str(r.games),
             str(r.actions),
-            f"{r.score:.2f}",
+            f"{r.score:.2f}" if r.baselines_known else "not known yet",
             ",".join(r.tags or []) or "-",
         )
         for r in rows
@@ -210,6 +210,7 @@ def replay(
     With --baselines, the plays are scored under that set (the first line says which).
     """
     from ledger.core import document
+    from ledger.core.server_baselines import baselines_source, unknown_baselines
     from ledger.core.text import replay_text
     from ledger.services.import_runs import card_usage, usage_lines
     from ledger.services.listing import as_shown
@@ -230,6 +231,7 @@ def replay(
             doc = ledger.document(card_id, card=card)
         # A benchmarking run's usage and cost, kept with a card imported from its run folder.
         usage = card_usage(ledger, card_id)
+        unknown = [] if rescored else unknown_baselines(card, doc)
     if as_json:
         out: dict[str, Any] = {
             "card_id": card.card_id,
@@ -238,6 +240,8 @@ def replay(
             "plays": _plays_json(card),
             "retracted": retraction_of_card(card),
             "scorecard": json.loads(document.to_json(doc)),
+            "baselines_source": baselines_source(card),
+            "baselines_not_known": unknown,
         }
         if usage:
             import msgspec
@@ -261,7 +265,7 @@ def replay(
         )
         for n in match_notes(scored.matches):
             click.echo(f"  {n}")
-    click.echo(replay_text(as_shown(card) if until is None else card, doc))
+    click.echo(replay_text(as_shown(card) if until is None else card, doc, unknown))
     for line in usage_lines(usage):
         click.echo(line)
 

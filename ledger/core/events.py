@@ -326,6 +326,34 @@ class RunUsage(Event, tag="run_usage", frozen=True, kw_only=True):
     levels: list[LevelUsage] = msgspec.field(default_factory=list)
 
 
+class CardOnServer(Event, tag="card_on_server", frozen=True, kw_only=True):
+    """The card lives on the ARC server at ``server`` (ONLINE/COMPETITION capture), recorded from its answers.
+
+    The server's game list (``/api/games``) leaves baselines out: unless local game files give them, the card's
+    baselines are known only once a scorecard document from the server reveals them (:class:`BaselinesReported`).
+    """
+
+    server: str
+    #: The games whose entries the client read from its own game files (``metadata.json``) at open: their
+    #: baselines are known without the server.
+    local_games: list[str] = []
+
+
+class BaselinesReported(Event, tag="baselines_reported", frozen=True, kw_only=True):
+    """Baselines and level counts the ARC server revealed in a scorecard document it sent (``ts``: when received).
+
+    Each run of the document carries its game's ``level_baseline_actions``. ``baselines_id`` is the set the card is
+    scored under from now on: the set it had, with the baselines of ``games`` as the server reported them.
+    ``answer`` names the request the document answered: ``close`` (``POST /api/scorecard/close``) or ``scorecard``
+    (``GET /api/scorecard/<card_id>``, normal mode only: the competition server refuses it while the card is open).
+    """
+
+    baselines_id: str
+    answer: Literal["close", "scorecard"]
+    games: list[str]
+    server: str | None = None
+
+
 AnyEvent = (
     CardOpened
     | PlayStarted
@@ -350,6 +378,8 @@ AnyEvent = (
     | CardRetracted
     | FramesNoted
     | RunUsage
+    | CardOnServer
+    | BaselinesReported
 )
 
 _encoder = msgspec.json.Encoder()

@@ -18,8 +18,10 @@ from ledger.core.events import (
     ActionTaken,
     AnyEvent,
     BaselinesAttached,
+    BaselinesReported,
     CaptureContext,
     CardClosed,
+    CardOnServer,
     CardOpened,
     CardReopened,
     CardRetracted,
@@ -81,6 +83,16 @@ class CardState:
     #: Set by a CardRetracted event: the card is left out of lists and leaderboards, its record kept.
     retracted_at: datetime | None = None
     retract_reason: str | None = None
+    #: The ARC server the card lives on (ONLINE/COMPETITION capture); None for a card of the toolkit's own.
+    server: str | None = None
+    #: When and in which answer (``close``/``scorecard``) the server last revealed baselines (BaselinesReported).
+    baselines_reported_at: datetime | None = None
+    baselines_reported_in: str | None = None
+    #: The games whose baselines are known on a server card: from local game files at open, or revealed by the
+    #: server since (none of them is "not known yet").
+    baselines_known_games: list[str] | None = None
+    #: When a set was attached to an imported card (BaselinesAttached).
+    baselines_attached_at: datetime | None = None
 
     @property
     def all_tags(self) -> list[str]:
@@ -182,6 +194,15 @@ def apply(card: CardState, e: AnyEvent) -> None:
         card.capture_tags = ev.tags
     elif t is BaselinesAttached:
         card.baselines_id = ev.baselines_id
+        card.baselines_attached_at = ev.ts
+    elif t is BaselinesReported:
+        card.baselines_id = ev.baselines_id
+        card.baselines_reported_at = ev.ts
+        card.baselines_reported_in = ev.answer
+        card.baselines_known_games = list(dict.fromkeys([*(card.baselines_known_games or ()), *ev.games]))
+    elif t is CardOnServer:
+        card.server = ev.server
+        card.baselines_known_games = list(ev.local_games) or None
     elif t is CardRetracted:
         card.retracted_at = ev.ts
         card.retract_reason = ev.reason

@@ -41,14 +41,26 @@ def first_difference(ledger: Any, server: Any, path: str = "") -> str | None:
     return None if same else f"{path or '(document)'}: ledger {_show(ledger)}, server {_show(server)}"
 
 
-def server_check(ledger_doc: Any, server_doc: Any | None, requests_failed: int) -> tuple[str, str] | None:
-    """(status, message) of the audit's ``server`` check; None for a card with no server behind it."""
-    if server_doc is None and requests_failed == 0:
+def server_check(
+    ledger_doc: Any,
+    server_doc: Any | None,
+    requests_failed: int,
+    *,
+    on_server: bool = False,
+    baselines_source: str | None = None,
+) -> tuple[str, str] | None:
+    """(status, message) of the audit's ``server`` check; None for a card with no server behind it.
+
+    ``on_server``: the card was captured from an ARC server's answers; ``baselines_source`` (where the card's
+    baselines came from) ends the message.
+    """
+    if server_doc is None and requests_failed == 0 and not on_server:
         return None
     failed = f"; {requests_failed} request(s) failed and counted nothing" if requests_failed else ""
+    source = f"; {baselines_source}" if baselines_source else ""
     if server_doc is None:
-        return "WARN", f"no document from the server: the card was not closed on it{failed}"
+        return "WARN", f"no document from the server: the card was not closed on it{failed}{source}"
     diff = first_difference(ledger_doc, server_doc)
     if diff is None:
-        return "PASS", f"the ledger's card equals the document the server returned at close{failed}"
-    return "FAIL", f"the server's document differs, first at {diff}{failed}"
+        return "PASS", f"the ledger's card equals the document the server returned at close{failed}{source}"
+    return "FAIL", f"the server's document differs, first at {diff}{failed}{source}"

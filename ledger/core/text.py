@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from ledger.core.document import RunDoc, ScorecardDoc
 from ledger.core.postmortem import PostMortem, postmortem
 from ledger.core.postmortem import arithmetic as _arithmetic
 from ledger.core.projection import CardState
 from ledger.core.scoring import best_play_index
+from ledger.core.server_baselines import baselines_source
 from ledger.core.timeline import retraction_note
 
 
@@ -17,20 +20,23 @@ def arithmetic(run: RunDoc) -> str:
     return ar.text if ar is not None else f"{run.score:.2f}"
 
 
-def _level_table(run: RunDoc, indent: str) -> list[str]:
+def _level_table(run: RunDoc, indent: str, known: bool = True) -> list[str]:
     lines = [f"{indent}{'level':>5}  {'baseline':>8}  {'actions':>7}  {'score':>7}"]
     for n, (b, a, s) in enumerate(
         zip(run.level_baseline_actions or [], run.level_actions or [], run.level_scores or [], strict=False),
         start=1,
     ):
-        lines.append(f"{indent}{n:>5}  {('-' if b < 0 else b)!s:>8}  {a:>7}  {s:>7.2f}")
+        score = f"{s:>7.2f}" if known else f"{'?':>7}"
+        lines.append(f"{indent}{n:>5}  {('-' if b < 0 else b)!s:>8}  {a:>7}  {score}")
     return lines
 
 
-def replay_text(card: CardState, doc: ScorecardDoc) -> str:
+def replay_text(card: CardState, doc: ScorecardDoc, unknown: Collection[str] = ()) -> str:
     """The card, game by game and play by play, with each level's baseline, actions and score, then the
-    post-mortem's observations."""
-    lines = [f"card {card.card_id}   score {doc.score:.2f}"]
+    post-mortem's observations. ``unknown``: games whose baselines are not known yet (an open card on an ARC
+    server, see :func:`ledger.core.server_baselines.unknown_baselines`): their scores are shown as not known."""
+    score = f"score {doc.score:.2f}" if not unknown else "score not known yet"
+    lines = [f"card {card.card_id}   {score}"]
     opened = card.opened_at.isoformat() if card.opened_at else "?"
     closed = f"closed {card.closed_at.isoformat()} ({card.close_reason})" if card.closed_at else "open"
     lines.append(f"  opened {opened}, {closed}, {card.events} events")
@@ -39,14 +45,22 @@ def replay_text(card: CardState, doc: ScorecardDoc) -> str:
         lines.append(f"  {note} (left out of lists and leaderboards; the record is kept)")
     if card.all_tags:
         lines.append("  card tags: " + ", ".join(card.all_tags))
+    lines.append(f"  {baselines_source(card)}")
+    if unknown:
+        lines.append(
+            f"  baselines not known yet for {', '.join(unknown)}: the server reveals them in its scorecard answers "
+            "(in competition mode at close); actions, levels and states below are as recorded"
+        )
     if card.requests_failed:  # ONLINE/COMPETITION capture: what the server may have counted unseen
         lines.append(f"  {card.requests_failed} request(s) to the server failed; none of them counted")
     for env in doc.environments:
         plays = card.games.get(env.id, [])
         best = best_play_index(plays)
+        known = env.id not in unknown
         lines.append("")
         lines.append(
-            f"game {env.id}   score {env.score:.2f}   levels {env.levels_completed}/{env.level_count}   "
+            f"game {env.id}   score {f'{env.score:.2f}' if known else 'not known yet'}   "
+            f"levels {env.levels_completed}/{env.level_count if known else '?'}   "
             f"actions {env.actions}   resets {env.resets}"
         )
         for i, run in enumerate(env.runs):
@@ -55,18 +69,21 @@ def replay_text(card: CardState, doc: ScorecardDoc) -> str:
                 f"  play {i + 1}{tag}  guid {run.guid or '(not played)'}  state {run.state}  actions {run.actions}  "
                 f"resets {run.resets}"
             )
-            if run.message:
+            if run.message and known:
                 lines.append(f"    {run.message}")
-            lines += _level_table(run, "    ")
-            lines.append(f"    game score {arithmetic(run)}")
+            lines += _level_table(run, "    ", known)
+            lines.append(f"    game score {arithmetic(run) if known else 'not known yet'}")
     if doc.tags_scores:
         lines.append("")
-        scores = ", ".join(f"{t.id} {t.score:.2f}" for t in doc.tags_scores)
+        scores = ", ".join(f"{t.id} {t.score:.2f}" for t in doc.tags_scores) if not unknown else "not known yet"
         lines.append(
             f"game tags (the games' own tags, each scored over the levels of the games that carry it): {scores}"
         )
     lines.append("")
-    lines += summary_lines(postmortem(card, doc))
+    if unknown:  # every finding of the post-mortem weighs levels by their baselines
+        lines.append("post-mortem: not before the baselines are known")
+    else:
+        lines += summary_lines(postmortem(card, doc))
     return "\n".join(lines)
 
 

@@ -30,6 +30,7 @@ from ledger.core.lifecycle import (
 from ledger.core.postmortem import PostMortem, postmortem
 from ledger.core.projection import CardState, fold
 from ledger.core.scoring import score_card
+from ledger.core.server_baselines import baselines_source
 from ledger.core.server_compare import server_check
 from ledger.toolkit.resimulate import ResimResult, resimulate
 
@@ -239,7 +240,13 @@ def audit_card(
     if imported is not None:  # imported cards only: what the import skipped or could not know
         checks.append(Check("import", imported[0], imported[1], imported[2]))  # type: ignore[arg-type]
     ours = json.loads(document.to_json(doc)) if doc is not None else None
-    server = server_check(ours, card.server_document, card.requests_failed)
+    server = server_check(
+        ours,
+        card.server_document,
+        card.requests_failed,
+        on_server=card.server is not None,
+        baselines_source=baselines_source(card),
+    )
     if server is not None:  # cards played against an ARC server (ONLINE/COMPETITION capture)
         checks.append(Check("server", server[0], server[1]))  # type: ignore[arg-type]
     return AuditReport(

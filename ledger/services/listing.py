@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from ledger.core.projection import CardState
+from ledger.core.server_baselines import unknown_baselines
 from ledger.core.timeline import listed
 from ledger.core.timeline import shown_close as timeline_close
 from ledger.ledger import CardSummary, Ledger
@@ -70,6 +71,7 @@ def _summary(ledger: Ledger, card_id: str, card: CardState, now: datetime, envir
         lapsed=bool(shown and shown[2]),
         retracted=card.retracted_at.isoformat() if card.retracted_at else None,
         retract_reason=card.retract_reason,
+        baselines_known=not unknown_baselines(card, doc),
     )
 
 

@@ -6,9 +6,11 @@ requests, only inside the Arcade's and its wrappers' own calls and only on the c
 pass-through hook on ``requests.Session.request``; it records every answer under the server's card id and guids
 and folds it with the server's counting rules (:mod:`ledger.core.server_rules`). A request without a usable answer
 (connection error, timeout, HTTP 4xx/5xx, an answer that is not a frame) is recorded as ``request_failed`` and
-counts nothing. At close the server's document is stored as it came. The agent's call behaves exactly as without
-the ledger: the same requests, the same return values and exceptions (plus :class:`CaptureError` after the call
-when the ledger could not write).
+counts nothing. At close the server's document is stored as it came. Every scorecard document the server sends
+(the close answer, ``GET /api/scorecard/<card_id>``) also records the baselines it reveals that the card did not
+know (``BaselinesReported``, see :mod:`ledger.core.server_baselines`): the server's game list leaves them out. The
+agent's call behaves exactly as without the ledger: the same requests, the same return values and exceptions (plus
+:class:`CaptureError` after the call when the ledger could not write, see :mod:`ledger.toolkit.capture_base`).
 """
 
 from __future__ import annotations
@@ -18,38 +20,35 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
 import requests
-from arcengine import FrameData
 
 from ledger.core import baselines as bl
 from ledger.core import document
+from ledger.core import server_baselines as sb
 from ledger.core.events import (
     AnyEvent,
-    CaptureContext,
+    BaselinesReported,
     CardClosed,
-    CardOpened,
+    CardOnServer,
     PlayStarted,
     RequestFailed,
     ServerDocument,
 )
-from ledger.core.projection import CardState, apply, new_card
+from ledger.core.projection import CardState, apply
 from ledger.core.server_rules import RESET, ServerModel
 from ledger.core.translator import translate
-from ledger.errors import CaptureError, StoreError
+from ledger.errors import StoreError
+from ledger.toolkit import arc_adapter as arc
+from ledger.toolkit.capture_base import CaptureBase, LiveCard
 from ledger.toolkit.observation import fingerprint, observation
 
-if TYPE_CHECKING:
-    from ledger.ledger import Ledger
-
 log = logging.getLogger(__name__)
-
-REMOTE_MODES = frozenset({"online", "competition"})
 
 # -- the request probe ------------------------------------------------------------------------------------------
 
@@ -67,7 +66,6 @@ class Exchange:
 
 
 _probe = threading.local()
-_install_lock = threading.Lock()
 _original_request: Callable[..., Any] | None = None
 
 
@@ -94,10 +92,7 @@ def _probed_request(self: requests.Session, method: str, url: str, *args: Any, *
 def install_probe() -> None:
     """Put the pass-through hook on ``requests.Session.request`` (once per process; it only looks when asked)."""
     global _original_request
-    with _install_lock:
-        if _original_request is None:
-            _original_request = requests.Session.request
-            setattr(requests.Session, "request", _probed_request)  # noqa: B010 (a patch, not an assignment mypy types)
+    _original_request = arc.wrap_session_request(_probed_request)
 
 
 # -- reading answers --------------------------------------------------------------------------------------------
@@ -114,17 +109,27 @@ def _json(ex: Exchange) -> tuple[Any, str | None]:
         return None, "malformed answer: not JSON"
 
 
-def _frame(ex: Exchange) -> tuple[FrameData | None, str | None]:
+def _frame(ex: Exchange) -> tuple[Any, str | None]:
     data, err = _json(ex)
     if err is not None:
         return None, err
     try:
-        fd = FrameData.model_validate(data)
+        fd = arc.parse_frame(data)
     except Exception:
         return None, "malformed answer: not a frame"
     if not fd.frame or not fd.guid or fd.action_input is None:
         return None, "malformed answer: no frame"
     return fd, None
+
+
+def server_url(url: str) -> str:
+    """The server's base URL as recorded: without any user name or password it may hold."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    return parts._replace(netloc=netloc).geturl()
 
 
 def server_tags(tags: Any) -> list[str]:
@@ -138,90 +143,40 @@ def server_tags(tags: Any) -> list[str]:
 # -- the capture ------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class _RemoteCard:
-    state: CardState
-    version: int
-    baselines: dict[str, Any]
-    model: ServerModel
-    lock: threading.Lock = field(default_factory=threading.Lock)
+class RemoteCapture(CaptureBase):
+    """The hooks of one attached ONLINE/COMPETITION Arcade. ``detach()`` restores the toolkit's own methods (the
+    request hook stays: it passes through when nothing watches)."""
 
-
-class RemoteCapture:
-    """The hooks of one attached ONLINE/COMPETITION Arcade. ``detach()`` restores the toolkit's own methods."""
-
-    def __init__(
-        self,
-        ledger: Ledger,
-        arcade: Any,
-        *,
-        record_reasoning: bool = False,
-        context: CaptureContext | None = None,
-        on_open: Callable[[str], None] | None = None,
-        raise_errors: bool = True,
-    ) -> None:
-        self.ledger = ledger
-        self.arcade = arcade
-        self.record_reasoning = record_reasoning
-        self.context = context
-        self.on_open = on_open
-        self.raise_errors = raise_errors
-        self._cards: dict[str, _RemoteCard] = {}
-        self._cards_lock = threading.Lock()
-        self._tls = threading.local()
-        self._saved: list[tuple[Any, str, Any]] = []
-        install_probe()
-        self._install()
-
-    # -- installation -------------------------------------------------------------------------------------------
-
-    def _patch(self, obj: Any, name: str, replacement: Any) -> None:
-        self._saved.append((obj, name, obj.__dict__.get(name, _MISSING)))
-        setattr(obj, name, replacement)
+    unit = "call"
 
     def _install(self) -> None:
-        arc = self.arcade
-        orig_create, orig_close, orig_make = arc.create_scorecard, arc.close_scorecard, arc.make
-        orig_get = arc.get_scorecard
+        install_probe()
+        arcade = self.arcade
+        originals = {name: getattr(arcade, name) for name in arc.REMOTE_ARCADE_HOOKS}
 
-        def create_scorecard(*args: Any, **kwargs: Any) -> Any:
-            return self._watched(orig_create, None, args, kwargs)
+        def watched(name: str) -> Callable[..., Any]:
+            orig = originals[name]
 
-        def close_scorecard(*args: Any, **kwargs: Any) -> Any:
-            return self._watched(orig_close, None, args, kwargs)
+            def hook(*args: Any, **kwargs: Any) -> Any:
+                # get_scorecard without an id opens the default card first (a POST to /api/scorecard/open).
+                out = self._watched(orig, None, args, kwargs)
+                if name == "make" and out is not None:
+                    self._wrap_env(out)
+                return out
 
-        def get_scorecard(*args: Any, **kwargs: Any) -> Any:
-            # Without an id it opens the default card first (a POST to /api/scorecard/open).
-            return self._watched(orig_get, None, args, kwargs)
+            return hook
 
-        def make(*args: Any, **kwargs: Any) -> Any:
-            wrapper = self._watched(orig_make, None, args, kwargs)
-            if wrapper is not None:
-                self._wrap_env(wrapper)
-            return wrapper
-
-        self._patch(arc, "create_scorecard", create_scorecard)
-        self._patch(arc, "close_scorecard", close_scorecard)
-        self._patch(arc, "make", make)
-        self._patch(arc, "get_scorecard", get_scorecard)
+        for name in arc.REMOTE_ARCADE_HOOKS:
+            self._patch(arcade, name, watched(name))
 
     def _wrap_env(self, wrapper: Any) -> None:
-        for name in ("step", "reset"):
+        for name in arc.WRAPPER_HOOKS:
             orig = getattr(wrapper, name)
 
             def hooked(*args: Any, _orig: Any = orig, **kwargs: Any) -> Any:
                 return self._watched(_orig, wrapper, args, kwargs)
 
             setattr(wrapper, name, hooked)
-
-    def detach(self) -> None:
-        """Put the toolkit's methods back (the request hook stays: it passes through when nothing watches)."""
-        for obj, name, old in reversed(self._saved):
-            if old is _MISSING:
-                obj.__dict__.pop(name, None)
-            else:
-                setattr(obj, name, old)
-        self._saved.clear()
 
     # -- watching one toolkit call ----------------------------------------------------------------------------
 
@@ -244,7 +199,7 @@ class RemoteCapture:
 
     def _record_all(self, exchanges: list[Exchange], wrapper: Any) -> None:
         _probe.exchanges = None
-        card_hint = getattr(wrapper, "scorecard_id", None)
+        card_hint = arc.wrapper_card(wrapper) if wrapper is not None else None
         try:
             for ex in exchanges:
                 self._record_exchange(ex, card_hint)
@@ -252,19 +207,12 @@ class RemoteCapture:
             log.exception("ledger capture failed")
             self._fail(e)
 
-    def _raise_pending(self) -> None:
-        err = getattr(self._tls, "error", None)
-        self._tls.error = None
-        if err is not None and self.raise_errors:
-            raise CaptureError(f"the ledger did not record this call: {err}") from err
-
-    def _fail(self, err: Exception) -> None:
-        log.error("ledger capture failed: %s", err)
-        self._tls.error = err
-
     def _record_exchange(self, ex: Exchange, card_hint: str | None) -> None:
+        if ex.method == "GET" and "/api/scorecard/" in ex.path:
+            self._on_scorecard(ex)
+            return
         if ex.method != "POST":
-            return  # reads (games, metadata, an open card) count nothing
+            return  # other reads (games, metadata) count nothing
         payload = ex.payload if isinstance(ex.payload, dict) else {}
         if ex.path.endswith("/api/scorecard/open"):
             self._on_open(ex, payload)
@@ -274,11 +222,12 @@ class RemoteCapture:
             card_id = payload.get("card_id") or card_hint
             live = self._cards.get(card_id) if isinstance(card_id, str) else None
             if live is None:
+                self._unrecorded(card_id)
                 return
             with live.lock:
                 self._on_cmd(card_id, live, ex, payload)  # type: ignore[arg-type]
 
-    # -- the three kinds of request ----------------------------------------------------------------------------
+    # -- the kinds of request --------------------------------------------------------------------------------------
 
     def _on_open(self, ex: Exchange, payload: dict[str, Any]) -> None:
         data, err = _json(ex)
@@ -288,39 +237,25 @@ class RemoteCapture:
             return
         competition = True if payload.get("competition_mode") is not None else None
         envs = list(self.arcade.available_environments)
-        entries = bl.canonical(bl.entry_from_info(i) for i in envs)
+        fields = {
+            "source_url": payload.get("source_url"),
+            "tags": server_tags(payload.get("tags", [])),
+            "opaque": payload.get("opaque"),
+            "competition_mode": competition,
+            "api_key_fingerprint": fingerprint(self.arcade.arc_api_key),
+            "environments": [e.game_id for e in envs] if competition else None,
+        }
         now = datetime.now(UTC)
-        try:
-            set_id = self.ledger.record_baselines(entries, ts=now)
-            opened = CardOpened(
-                ts=now,
-                card_id=card_id,
-                source_url=payload.get("source_url"),
-                tags=server_tags(payload.get("tags", [])),
-                opaque=payload.get("opaque"),
-                competition_mode=competition,
-                api_key_fingerprint=fingerprint(self.arcade.arc_api_key),
-                baselines_id=set_id,
-                environments=[e.game_id for e in envs] if competition else None,
-            )
-            events: list[AnyEvent] = [opened]
-            if self.context is not None:
-                events.append(msgspec.structs.replace(self.context, ts=now))
-            state = new_card(card_id)
-            for e in events:
-                apply(state, e)
-            self.ledger.append_card(card_id, events, 0)
-        except StoreError as e:
-            self._fail(e)
-            return
-        model = ServerModel(competition=bool(competition))
-        with self._cards_lock:
-            self._cards[card_id] = _RemoteCard(state, len(events), bl.as_map(entries), model)
-        if self.on_open is not None:
-            self.on_open(card_id)
+        server = CardOnServer(
+            ts=now, server=server_url(self.arcade.arc_base_url), local_games=arc.local_games(self.arcade)
+        )
+        entries = bl.canonical(bl.entry_from_info(i) for i in envs)
+        live = self._open_card(card_id, now, entries, fields, [server])
+        if live is not None:
+            live.model = ServerModel(competition=bool(competition))
 
-    def _on_cmd(self, card_id: str, live: _RemoteCard, ex: Exchange, payload: dict[str, Any]) -> None:
-        if live.state.closed:
+    def _on_cmd(self, card_id: str, live: LiveCard, ex: Exchange, payload: dict[str, Any]) -> None:
+        if (live.stale and not self._fresh(card_id, live)) or live.state.closed:
             return
         name = ex.path.rsplit("/", 1)[-1]
         sent = RESET if name == "RESET" else int(name[6:]) if name.startswith("ACTION") and name[6:].isdigit() else -1
@@ -337,9 +272,10 @@ class RemoteCapture:
             )
             self._append(card_id, live, [failed], fold=True)
             return
-        state = fd.state.value if hasattr(fd.state, "value") else str(fd.state)
         answered = fd.action_input.id.value
-        verdict = live.model.judge(sent, fd.game_id, fd.guid or "", answered, fd.levels_completed, state)
+        verdict = live.model.judge(
+            sent, fd.game_id, fd.guid or "", answered, fd.levels_completed, arc.state_name(fd.state)
+        )
         obs = observation(fd, verdict.full_reset, with_reasoning=self.record_reasoning, ts=now, frame_empty=False)
         obs = msgspec.structs.replace(obs, reapplied=verdict.reapplied)
         self._append(card_id, live, translate(live.state, obs), fold=False)
@@ -348,25 +284,59 @@ class RemoteCapture:
         card_id = payload.get("card_id")
         live = self._cards.get(card_id) if isinstance(card_id, str) else None
         if live is None or not isinstance(card_id, str):
+            self._unrecorded(card_id)
             return
         data, err = _json(ex)
         now = datetime.now(UTC)
         with live.lock:
-            if live.state.closed:
+            if (live.stale and not self._fresh(card_id, live)) or live.state.closed:
                 return
             if err is not None or not isinstance(data, dict):
                 failed = RequestFailed(ts=now, request="close", status=ex.status, error=err or "malformed answer")
                 self._append(card_id, live, [failed], fold=True)
                 return
-            events: list[AnyEvent] = [ServerDocument(ts=now, document=data)]
+            try:
+                events: list[AnyEvent] = [ServerDocument(ts=now, document=data)]
+                events += self._reported(live.state, data, "close", now)
+            except StoreError as e:
+                self._fail(e)
+                return
             events += self._closing_makes(live.state, data, now)
             # The hash is of the document as the closed card will export it.
             scratch = copy.deepcopy(live.state)
-            for e in [*events, CardClosed(ts=now, reason="explicit")]:
-                apply(scratch, e)
+            for ev in [*events, CardClosed(ts=now, reason="explicit")]:
+                apply(scratch, ev)
             doc = document.sha256(self.ledger.document(card_id, card=scratch))
             events.append(CardClosed(ts=now, reason="explicit", document_sha256=doc))
             self._append(card_id, live, events, fold=True)
+
+    def _on_scorecard(self, ex: Exchange) -> None:
+        # GET /api/scorecard/<card_id> (not .../<game_id>, whose answer carries no baselines).
+        card_id = ex.path.split("/api/scorecard/", 1)[1]
+        live = self._cards.get(card_id)
+        data, err = _json(ex)
+        if live is None or err is not None or not isinstance(data, dict):
+            return
+        with live.lock:
+            if (live.stale and not self._fresh(card_id, live)) or live.state.closed:
+                return
+            try:
+                events = self._reported(live.state, data, "scorecard", datetime.now(UTC))
+            except StoreError as e:
+                self._fail(e)
+                return
+            self._append(card_id, live, events, fold=True)
+
+    def _reported(self, card: CardState, data: dict[str, Any], answer: str, now: datetime) -> list[AnyEvent]:
+        """The BaselinesReported event for what a scorecard document reveals that the card did not know, if any."""
+        report = sb.reported(data)
+        if not report:
+            return []
+        entries, news = sb.with_reported(self.ledger.card_baselines(card), report, card.baselines_known_games or ())
+        if not news:
+            return []
+        set_id = self.ledger.record_baselines(entries, ts=now)
+        return [BaselinesReported(ts=now, baselines_id=set_id, answer=answer, games=news, server=card.server)]  # type: ignore[arg-type]
 
     @staticmethod
     def _closing_makes(card: CardState, data: dict[str, Any], now: datetime) -> list[AnyEvent]:
@@ -384,22 +354,3 @@ class RemoteCapture:
                 if isinstance(guid, str) and runs[0].get("actions") == 0:
                     out.append(PlayStarted(ts=now, game_id=gid, guid=guid))
         return out
-
-    def _append(self, card_id: str, live: _RemoteCard, events: list[AnyEvent], *, fold: bool) -> None:
-        # ``fold``: events built here are folded once stored (translate() already folded its own).
-        if not events:
-            return
-        try:
-            self.ledger.append_card(card_id, events, live.version)
-            live.version += len(events)
-            if fold:
-                for e in events:
-                    apply(live.state, e)
-        except StoreError as e:
-            # The projection ran ahead of the log: rebuild it from what is actually stored.
-            live.state = self.ledger.load_card(card_id)
-            live.version = live.state.events
-            self._fail(e)
-
-
-_MISSING = object()

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from arc_agi.scorecard import Scorecard
+from ledger.toolkit import arc_adapter
 
 
 class DirectWatcher(Protocol):
@@ -33,7 +33,7 @@ _lock = threading.Lock()
 _original: Callable[..., Any] | None = None
 
 
-def _update_scorecard(self: Scorecard, guid: str, data: Any, full_reset: bool) -> Any:
+def _update_scorecard(self: Any, guid: str, data: Any, full_reset: bool) -> Any:
     assert _original is not None
     watcher = None if getattr(_tls, "via_manager", False) else _watchers.get(self.card_id)
     if watcher is None:
@@ -46,8 +46,7 @@ def install() -> None:
     global _original
     with _lock:
         if _original is None:
-            _original = Scorecard.update_scorecard
-            Scorecard.update_scorecard = _update_scorecard
+            _original = arc_adapter.wrap_scorecard_update(_update_scorecard)
 
 
 def watch(card_id: str, watcher: DirectWatcher) -> None:

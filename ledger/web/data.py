@@ -20,6 +20,7 @@ from ledger.core.events import Numbered, card_stream, decode
 from ledger.core.postmortem import arithmetic, postmortem
 from ledger.core.projection import CardState, fold
 from ledger.core.scoring import LEVEL_CAP, best_play_index
+from ledger.core.server_baselines import baselines_source, unknown_baselines
 from ledger.core.timeline import listed, retraction_note
 from ledger.errors import StoreError, UnknownCard
 from ledger.services.compare import CardColumn
@@ -153,6 +154,9 @@ class CardView(msgspec.Struct, frozen=True, kw_only=True):
     level_cap: float = LEVEL_CAP
     #: A benchmarking run's usage and cost kept with an imported card (lines as ``replay`` prints them).
     usage: list[str] = []
+    #: Where the card's baselines came from, and the games whose baselines an ARC server has not revealed yet.
+    baselines_source: str | None = None
+    baselines_unknown: list[str] = []
 
 
 def card_row(card: CardState, doc: ScorecardDoc) -> CardRow:
@@ -238,6 +242,7 @@ def card_view(card: CardState, doc: ScorecardDoc, usage: Sequence[str] = ()) -> 
     """The card page for ``card`` scored as ``doc`` (``usage``: its run's usage and cost lines, if any)."""
     pm = postmortem(card, doc)
     findings = {g.game_id: [f.text for f in g.findings] for g in pm.games}
+    unknown = unknown_baselines(card, doc)
     opaque = None if card.opaque is None else json.dumps(card.opaque, indent=1, sort_keys=True, default=str)
     return CardView(
         row=card_row(card, doc),
@@ -245,9 +250,12 @@ def card_view(card: CardState, doc: ScorecardDoc, usage: Sequence[str] = ()) -> 
         opaque=opaque,
         competition_mode=card.competition_mode,
         baselines_id=card.baselines_id,
-        games=[_game(card, env, findings.get(env.id, [])) for env in doc.environments],
-        tags_scores=list(doc.tags_scores),
+        # Findings and tag scores weigh levels by their baselines: none while those are not known.
+        games=[_game(card, env, [] if env.id in unknown else findings.get(env.id, [])) for env in doc.environments],
+        tags_scores=[] if unknown else list(doc.tags_scores),
         usage=list(usage),
+        baselines_source=baselines_source(card),
+        baselines_unknown=unknown,
     )
 
 

@@ -1,0 +1,225 @@
+"""Every name of the toolkit's internals that live capture touches, in one place, checked when a ledger attaches.
+
+Capture patches instance methods of the Arcade, its ``ScorecardManager`` and the environment wrappers, wraps
+``Scorecard.update_scorecard`` and ``requests.Session.request``, and reads ``mgr.guids``, ``mgr.scorecards``,
+``sc.cards``, ``sc.last_update``, ``sc.open_at``, ``mgr.idle_for``, ``mgr.max_open_for`` and the Arcade's
+``OperationMode``. None of these is a documented API of ``arc-agi``: a release that renamed one would make capture
+record nothing without a word. So :func:`check_toolkit` refuses (:class:`CaptureError`) a release outside
+:data:`SUPPORTED` (``LEDGER_ARC_AGI_ANY_VERSION=1`` overrides it, with a warning) and an Arcade that lacks any name
+used here; and :func:`capture_kind` names the capture for every mode the toolkit has, refusing any other.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping
+from importlib import metadata
+from typing import Any, Literal
+
+import requests
+
+from ledger.errors import CaptureError
+
+try:
+    from arc_agi import OperationMode
+    from arc_agi.scorecard import Scorecard
+    from arcengine import FrameData
+except ImportError as e:  # a release without these (arc-agi 0.0.x is another package): refused at attach
+    _IMPORT_PROBLEM: str | None = f"{type(e).__name__}: {e}"
+    OperationMode = Scorecard = FrameData = None  # type: ignore[misc,assignment]
+else:
+    _IMPORT_PROBLEM = None
+
+log = logging.getLogger(__name__)
+
+#: The arc-agi releases capture is tested against (docs/remote-capture.md): at least the first, below the second.
+SUPPORTED = ((0, 9, 8), (0, 10, 0))
+#: Set to 1 to attach to an arc-agi release outside SUPPORTED anyway (a warning is logged).
+OVERRIDE_ENV = "LEDGER_ARC_AGI_ANY_VERSION"
+
+#: The methods capture replaces on each object (instance attributes, put back by ``detach``).
+MANAGER_HOOKS = ("new_scorecard", "update_scorecard", "close_scorecard")
+LOCAL_ARCADE_HOOKS = ("make", "close_scorecard", "create_scorecard")
+REMOTE_ARCADE_HOOKS = ("create_scorecard", "close_scorecard", "make", "get_scorecard")
+WRAPPER_HOOKS = ("step", "reset")
+#: What else is read: on the manager, and on the Arcade.
+MANAGER_FIELDS = ("guids", "scorecards", "idle_for", "max_open_for")
+ARCADE_FIELDS = ("scorecard_manager", "available_environments", "operation_mode", "arc_api_key", "arc_base_url")
+
+_REMOTE = frozenset({OperationMode.ONLINE, OperationMode.COMPETITION}) if OperationMode else frozenset()
+_LOCAL = frozenset({OperationMode.OFFLINE, OperationMode.NORMAL}) if OperationMode else frozenset()
+
+
+def _parse(version: str) -> tuple[int, ...]:
+    out = []
+    for part in version.split("."):
+        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
+        if not digits:
+            break
+        out.append(int(digits))
+    return tuple(out)
+
+
+def supported_range() -> str:
+    """The supported range as pip writes it."""
+    lo, hi = (".".join(map(str, v)) for v in SUPPORTED)
+    return f">={lo},<{hi}"
+
+
+def version_problem(version: str | None, environ: Mapping[str, str] | None = None) -> tuple[str, bool] | None:
+    """(message, overridden) when ``version`` (of arc-agi) is outside :data:`SUPPORTED`, else None."""
+    env = os.environ if environ is None else environ
+    if version is None:
+        msg = "arc-agi is not installed as a distribution (no version to check)"
+    elif not SUPPORTED[0] <= _parse(version) < SUPPORTED[1]:
+        msg = f"arc-agi {version} is installed; live capture supports arc-agi{supported_range()}"
+    else:
+        return None
+    return msg, env.get(OVERRIDE_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def installed_version() -> str | None:
+    """The installed arc-agi release, or None."""
+    try:
+        return metadata.version("arc-agi")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def check_toolkit(arcade: Any, environ: Mapping[str, str] | None = None) -> None:
+    """Refuse (:class:`CaptureError`) an unsupported arc-agi release or an Arcade without a name capture uses."""
+    version = installed_version()
+    _refuse_unimportable()
+    problem = version_problem(version, environ)
+    if problem is not None:
+        msg, overridden = problem
+        if not overridden:
+            raise CaptureError(f"{msg}: nothing would be recorded reliably (set {OVERRIDE_ENV}=1 to attach anyway)")
+        log.warning("%s; attaching anyway (%s is set): check its cards against the toolkit's", msg, OVERRIDE_ENV)
+    missing = [f"Arcade.{n}" for n in ARCADE_FIELDS if not hasattr(arcade, n)]
+    if not missing:
+        mgr = arcade.scorecard_manager
+        missing += [f"ScorecardManager.{n}" for n in (*MANAGER_FIELDS, *MANAGER_HOOKS) if not hasattr(mgr, n)]
+        hooks = REMOTE_ARCADE_HOOKS if capture_kind(arcade) == "remote" else LOCAL_ARCADE_HOOKS
+        missing += [f"Arcade.{n}" for n in hooks if not callable(getattr(arcade, n, None))]
+    if missing:
+        raise CaptureError(
+            f"this arc_agi (arc-agi {version or '?'}) has no {', '.join(missing)}: the ledger cannot capture it "
+            f"(supported: arc-agi{supported_range()})"
+        )
+
+
+def _refuse_unimportable() -> None:
+    if _IMPORT_PROBLEM is not None:
+        raise CaptureError(
+            f"arc-agi {installed_version() or '?'} is not a toolkit the ledger can capture ({_IMPORT_PROBLEM}); "
+            f"live capture supports arc-agi{supported_range()}"
+        )
+
+
+def capture_kind(arcade: Any) -> Literal["local", "remote"]:
+    """``remote`` for ONLINE/COMPETITION (the scorecards live on the server), ``local`` for OFFLINE/NORMAL (the
+    toolkit's own ``ScorecardManager``); any other value is refused, never guessed."""
+    _refuse_unimportable()
+    mode = getattr(arcade, "operation_mode", None)
+    if mode in _REMOTE:
+        return "remote"
+    if mode in _LOCAL:
+        return "local"
+    raise CaptureError(f"unknown arc_agi operation mode {mode!r}: the ledger cannot tell how to capture this Arcade")
+
+
+# -- reading the toolkit's state ----------------------------------------------------------------------------------
+
+
+def manager(arcade: Any) -> Any:
+    """The Arcade's ``ScorecardManager``."""
+    return arcade.scorecard_manager
+
+
+def card_of_guid(mgr: Any) -> dict[str, str]:
+    """The manager's guid -> card id map (the live dict: the manager fills it in place)."""
+    return mgr.guids
+
+
+def scorecards(mgr: Any) -> dict[str, Any]:
+    """The manager's card id -> open ``Scorecard`` map (the live dict)."""
+    return mgr.scorecards
+
+
+def played(sc: Any) -> bool:
+    """True when anything was counted on the ``Scorecard`` already."""
+    return bool(sc.cards)
+
+
+def opening(sc: Any) -> dict[str, Any]:
+    """The fields of a ``Scorecard`` that its CardOpened records."""
+    return {
+        "source_url": sc.source_url,
+        "tags": list(sc.tags) if sc.tags is not None else None,
+        "opaque": sc.opaque,
+        "competition_mode": sc.competition_mode,
+        "api_key": sc.api_key,
+    }
+
+
+def auto_close_times(mgr: Any, card_id: str) -> tuple[Any, Any, Any, Any] | None:
+    """(last update, opened at, idle limit, open limit) of an open card, for the reason of a close; None if gone."""
+    sc = mgr.scorecards.get(card_id)
+    if sc is None:
+        return None
+    return sc.last_update, sc.open_at, mgr.idle_for, mgr.max_open_for
+
+
+def wrapper_card(wrapper: Any) -> str:
+    """The card id an environment wrapper plays on."""
+    return wrapper.scorecard_id
+
+
+def empty_frame(out: Any) -> bool:
+    """True for a wrapper's answer with no frame (an action after the end: the toolkit counts nothing)."""
+    return len(out.frame) == 0
+
+
+def local_games(arcade: Any) -> list[str]:
+    """The game ids the Arcade read from its own ``metadata.json`` files (not from the server's list)."""
+    return sorted({e.game_id for e in arcade.available_environments if getattr(e, "local_dir", None)})
+
+
+def parse_frame(data: Any) -> Any:
+    """An arcengine ``FrameData`` from a server's JSON answer (raises on a malformed one)."""
+    return FrameData.model_validate(data)
+
+
+def state_name(state: Any) -> str:
+    """A ``GameState`` (a str Enum) as its value."""
+    return str(state.value)
+
+
+# -- process-wide wraps -----------------------------------------------------------------------------------------
+
+_wrap_lock = threading.Lock()
+_session_request: Callable[..., Any] | None = None
+_scorecard_update: Callable[..., Any] | None = None
+
+
+def wrap_session_request(replacement: Callable[..., Any]) -> Callable[..., Any]:
+    """Put ``replacement`` on ``requests.Session.request`` once per process; returns the original."""
+    global _session_request
+    with _wrap_lock:
+        if _session_request is None:
+            _session_request = requests.Session.request
+            setattr(requests.Session, "request", replacement)  # noqa: B010 (a patch, not an assignment mypy types)
+        return _session_request
+
+
+def wrap_scorecard_update(replacement: Callable[..., Any]) -> Callable[..., Any]:
+    """Put ``replacement`` on ``Scorecard.update_scorecard`` once per process; returns the original."""
+    global _scorecard_update
+    with _wrap_lock:
+        if _scorecard_update is None:
+            _scorecard_update = Scorecard.update_scorecard
+            setattr(Scorecard, "update_scorecard", replacement)  # noqa: B010
+        return _scorecard_update

@@ -1,0 +1,113 @@
+"""ONLINE capture's cost per step: the toolkit's remote wrapper against its own REST server on 127.0.0.1, bare and
+with a ledger attached, in alternating rounds (best of each), next to the HTTP round trip it rides on.
+
+The client has no local game files: the card's baselines come from the server's close answer, and the last line
+checks that the ledger's export equals that answer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ledger import Ledger
+
+ENV_DIR = Path(__file__).resolve().parent.parent / "tests" / "environment_files"
+_quiet = logging.getLogger("bench.remote")
+_quiet.setLevel(logging.CRITICAL)
+logging.getLogger("werkzeug").setLevel(logging.ERROR)
+
+
+class _Server:
+    """The toolkit's REST server (``create_app``) on a free port of 127.0.0.1, in a thread; keeps close answers."""
+
+    def __init__(self) -> None:
+        from arc_agi import Arcade, OperationMode
+        from arc_agi.server import create_app
+        from werkzeug.serving import make_server
+
+        arc = Arcade(operation_mode=OperationMode.OFFLINE, environments_dir=str(ENV_DIR), logger=_quiet)
+        self.app, _ = create_app(arc)
+        self.closes: dict[str, Any] = {}
+        self.http = make_server("127.0.0.1", 0, self._wsgi, threaded=True)
+        self.url = f"http://127.0.0.1:{self.http.server_port}"
+        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+        self.thread.start()
+
+    def _wsgi(self, environ: dict[str, Any], start_response: Any) -> Any:
+        body = b"".join(self.app(environ, lambda *a: start_response(*a)))
+        if environ["PATH_INFO"] == "/api/scorecard/close":
+            doc = json.loads(body)
+            self.closes[doc.get("card_id", "")] = doc
+        return [body]
+
+    def stop(self) -> None:
+        self.http.shutdown()
+        self.thread.join(5)
+
+
+def _step_cost(srv: _Server, where: str | None, n_steps: int) -> tuple[float, float, bool | None]:
+    """Seconds per ACTION6 step on clk2 through the remote wrapper, ledger at ``where`` attached (None: bare), in
+    wall time and in the client thread's CPU time (the server's threads left out); and, attached, whether the
+    export equals the server's close answer."""
+    from arc_agi import Arcade, OperationMode
+    from arcengine import GameAction
+
+    arc = Arcade(
+        arc_api_key="bench",
+        arc_base_url=srv.url,
+        operation_mode=OperationMode.ONLINE,
+        environments_dir="/nonexistent",
+        logger=_quiet,
+    )
+    led = Ledger.open(where) if where is not None else None
+    if led is not None:
+        led.attach(arc)
+    card = arc.open_scorecard()
+    env = arc.make("clk2", scorecard_id=card)
+    assert env is not None
+    for _ in range(20):
+        env.step(GameAction.ACTION6, data={"x": 63, "y": 63})
+    t, c = time.perf_counter(), time.thread_time()
+    for _ in range(n_steps):
+        env.step(GameAction.ACTION6, data={"x": 63, "y": 63})
+    dt, dc = (time.perf_counter() - t) / n_steps, (time.thread_time() - c) / n_steps
+    arc.close_scorecard(card)
+    same = None
+    if led is not None:
+        same = json.loads(led.export(card)) == srv.closes[card]
+        led.close()
+    return dt, dc, same
+
+
+def run(quick: bool) -> list[str]:
+    """Per-step cost of ONLINE capture."""
+    n, rounds = (100, 2) if quick else (1000, 3)
+    srv = _Server()
+    try:
+        best: dict[str, float] = {}
+        same = True
+        with tempfile.TemporaryDirectory() as d:
+            for r in range(rounds):
+                bare, bare_cpu, _ = _step_cost(srv, None, n)
+                attached, attached_cpu, ok = _step_cost(srv, str(Path(d) / f"remote-{r}.sqlite"), n)
+                same = same and bool(ok)
+                got = {"bare": bare, "attached": attached, "bare_cpu": bare_cpu, "attached_cpu": attached_cpu}
+                best = {k: min(v, best.get(k, v)) for k, v in got.items()}
+    finally:
+        srv.stop()
+    added = best["attached"] - best["bare"]
+    added_cpu = best["attached_cpu"] - best["bare_cpu"]
+    return [
+        f"ONLINE step through the remote wrapper (HTTP to 127.0.0.1): bare {best['bare'] * 1e6:.0f} us, attached "
+        f"{best['attached'] * 1e6:.0f} us: capture adds {added * 1e6:.0f} us/step ({added / best['bare']:.2f}x "
+        "the round trip)",
+        f"  the client thread's CPU per step: bare {best['bare_cpu'] * 1e6:.0f} us, attached "
+        f"{best['attached_cpu'] * 1e6:.0f} us: capture adds {added_cpu * 1e6:.0f} us",
+        f"export (no local game files) identical to the server's close answer: {same}",
+    ]

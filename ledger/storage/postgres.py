@@ -47,6 +47,9 @@ from ledger.storage.pg_engine import (
     snapshots,
     stored_event,
 )
+from ledger.storage.summary import SummaryKeeper
+from ledger.storage.summary_pg import pg_reader, pg_reader_sql, run_pg, sa_runners
+from ledger.storage.summary_sql import copy_summary, probe
 
 
 class PostgresStore(StoreBase):
@@ -63,6 +66,7 @@ class PostgresStore(StoreBase):
         self.readonly = readonly
         self.engine: Engine = make_engine(url, readonly=readonly)
         self._heads = HeadCache()
+        self._summary = SummaryKeeper()
         self._tls = threading.local()
         # (pid, connection): a forked child must never close (so talk over) its parent's connections.
         self._held: list[tuple[int, Any]] = []
@@ -104,6 +108,7 @@ class PostgresStore(StoreBase):
         try:
             with self.engine.begin() as conn:
                 upgrade(conn)
+            self._summary.enabled = None
         except DBAPIError as e:
             raise StoreError(f"cannot prepare the ledger at {self.describe()}: {reason(e)}") from e
 
@@ -171,6 +176,11 @@ class PostgresStore(StoreBase):
                     if expected_version is not None and head[0] != expected_version:
                         raise VersionConflict(stream, expected_version)
                 new = sent = chain_rows(stream, rows, *head)
+                # The card's earlier events are immutable: read (if this process does not hold them) before locking.
+                probe(self._summary, pg_reader_sql(pg), "postgresql")
+                change = self._summary.change(
+                    stream, head[0], [r[0] for r in rows], [r[2] for r in rows], pg_reader(pg)
+                )
                 with pg.pipeline():
                     if not locked:
                         pg.execute(lock_statement(self.durability, "%s", "%s"), self._lock_args())
@@ -178,7 +188,9 @@ class PostgresStore(StoreBase):
                         pg.execute(insert_sql(len(chunk)), [v for e in chunk for v in row_values(e)])
                         for chunk in (new[i : i + 1000] for i in range(0, len(new), 1000))
                     ]
+                    run_pg(pg, [change])
                     pg.commit()
+                self._summary.committed(change)
                 seq_of = {version: seq for c in curs for seq, version in c.fetchall()}
                 return self._appended(stream, new, [seq_of[e.version] for e in new])
             except VersionConflict:
@@ -273,6 +285,7 @@ class PostgresStore(StoreBase):
                 if new:
                     keys = ("stream", "version", "type", "ts", "body", "prev_hash", "hash")
                     conn.execute(events.insert(), [dict(zip(keys, row_values(e), strict=True)) for e in new])
+                    copy_summary(self._summary, *sa_runners(conn), new, "postgresql")
         except (HistoryConflict, StoreError):
             raise
         except IntegrityError as e:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from ledger.cli import audit, baselines, cards, copy, events, importing, record, serve, view
+from ledger.cli import audit, baselines, cards, copy, events, importing, record, serve, summary, view
 from ledger.cli.common import LedgerGroup
 from ledger.version import __version__
 
@@ -66,6 +66,7 @@ for _command in (
     view.compare,
     serve.serve,
     record.record,
+    summary.rebuild_summary_cmd,
 ):
     cli.add_command(_command)
 

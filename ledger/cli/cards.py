@@ -63,6 +63,12 @@ def init(ctx: click.Context) -> None:
     help="Order: opened/closed/id oldest or first; score/actions/events largest first.",
 )
 @click.option("--reverse", is_flag=True, help="Reverse the order (with --limit: newest N, say).")
+@click.option(
+    "--after",
+    default=None,
+    metavar="CARD",
+    help="The next page: the cards that come after CARD (the last card id of the page before) in this order.",
+)
 @click.pass_context
 def cards(
     ctx: click.Context,
@@ -74,11 +80,13 @@ def cards(
     limit: int | None,
     sort: str,
     reverse: bool,
+    after: str | None,
 ) -> None:
     """List cards in the order they were opened: id, opened, closed (and why), games, actions, score, tags.
 
     A card left open that has been idle for STALE_MINUTES, or open for MAX_OPEN_FOR_MINUTES, is shown closed as
     the toolkit would have closed it (idle / max_open, at that moment, marked *); `ledger close` records it.
+    Every list is read from the cards summary, one page at a time: `--limit 20`, then `--after LAST_ID`.
     """
     from ledger.services.listing import CardFilter, list_cards
 
@@ -91,6 +99,7 @@ def cards(
         limit=limit,
         sort=sort,  # type: ignore[arg-type]
         reverse=descending != reverse,
+        after=after,
     )
     with open_ledger(ctx) as ledger:
         rows = list_cards(ledger, f)

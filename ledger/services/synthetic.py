@@ -41,14 +41,13 @@ def baselines(ledger: Ledger) -> str:
 def card_events(rng: random.Random, n: int, baselines_id: str, *, close: bool = True) -> Iterator[AnyEvent]:
     """The events of synthetic card number ``n``: about 8-20 events, times one minute apart per card."""
     t = START + timedelta(minutes=n)
-    tags = [TAGS[n % len(TAGS)], *([TAGS[3]] if n % 7 == 0 else [])]
+    tags = list(dict.fromkeys([TAGS[n % len(TAGS)], *([TAGS[3]] if n % 7 == 0 else [])]))
     yield CardOpened(ts=t, card_id=str(uuid.UUID(int=rng.getrandbits(128))), tags=tags, baselines_id=baselines_id)
     for game in rng.sample(GAMES, rng.randint(1, 2)):
         guid = str(uuid.UUID(int=rng.getrandbits(128)))
         yield PlayStarted(ts=t, game_id=game, guid=guid)
-        levels = actions = 0
-        for _ in range(rng.randint(3, 8)):
-            actions += 1
+        levels = 0
+        for actions in range(1, rng.randint(3, 8) + 1):
             t += timedelta(milliseconds=150)
             yield ActionTaken(
                 ts=t, game_id=game, guid=guid, action=rng.randint(1, 6), levels_completed=levels, state="NOT_FINISHED"
@@ -68,7 +67,9 @@ def write_cards(ledger: Ledger, count: int, *, seed: int = 0, per_step: bool = F
     ids = []
     for n in range(first, first + count):
         evs = list(card_events(rng, n, sid))
-        card_id = evs[0].card_id  # type: ignore[attr-defined]
+        first_event = evs[0]
+        assert isinstance(first_event, CardOpened)
+        card_id = first_event.card_id
         if per_step:
             for v, e in enumerate(evs):
                 ledger.append_card(card_id, [e], v)

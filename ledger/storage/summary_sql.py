@@ -56,8 +56,8 @@ def row_params(row: SummaryRow) -> tuple[Any, ...]:
 def write_statements(change: Change) -> list[tuple[str, Sequence[Any] | list[Sequence[Any]], bool]]:
     """(sql, params, many) to run in the append transaction for ``change``."""
     if change.row is None:
-        cid = (change.stream[len(CARD_STREAM) :],)
-        return [(DELETE_KEYS_SQL, cid, False), (DELETE_ROW_SQL, cid, False)]
+        gone = (change.stream[len(CARD_STREAM) :],)
+        return [(DELETE_KEYS_SQL, gone, False), (DELETE_ROW_SQL, gone, False)]
     out: list[tuple[str, Any, bool]] = [(UPSERT_SQL, row_params(change.row), False)]
     if change.keys is not None:
         cid = change.row.card_id

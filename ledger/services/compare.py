@@ -176,15 +176,19 @@ def cards_with_tags(cards: Iterable[CardState], tags: Sequence[str]) -> list[str
     return [c.card_id for c in cards if want.intersection(c.tags or [])]
 
 
-def compare_cards(ledger: Ledger, card_ids: Sequence[str] = (), tags: Sequence[str] = ()) -> Comparison:
-    """Compare the named cards and every card with one of ``tags`` (each card once, named ones first).
+def compare_cards(
+    ledger: Ledger, card_ids: Sequence[str] = (), tags: Sequence[str] = (), *, include_retracted: bool = False
+) -> Comparison:
+    """Compare the named cards and every card with one of ``tags`` (each card once, named ones first); the
+    tagged cards come from the cards summary (one query), retracted ones left out unless asked for.
 
     Raises :class:`ledger.errors.UnknownCard` for a card id that is not in the ledger.
     """
+    from ledger.storage.summary_build import tagged_card_ids
+
     ids = list(dict.fromkeys(card_ids))
     if tags:
-        everything = ledger.load_cards(ledger.card_ids())
-        ids += [c for c in cards_with_tags(everything.values(), tags) if c not in ids]
+        ids += [c for c in tagged_card_ids(ledger.store, tags, include_retracted=include_retracted) if c not in ids]
     states = [ledger.load_card(c) for c in ids]
     return comparison([(s, ledger.document(s.card_id, card=s)) for s in states])
 

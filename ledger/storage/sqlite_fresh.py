@@ -36,7 +36,8 @@ STATEMENTS = (
     "\tclosed_key INTEGER, \n\tclose_reason VARCHAR(40), \n\tlast_ts VARCHAR(40), \n"
     "\tlast_key INTEGER, \n\tstate VARCHAR(8) NOT NULL, \n\tgames INTEGER NOT NULL, \n"
     "\tplays INTEGER NOT NULL, \n\tactions INTEGER NOT NULL, \n\tevents INTEGER NOT NULL, \n"
-    "\tlevels INTEGER NOT NULL, \n\tscore FLOAT NOT NULL, \n\ttags TEXT, \n\tretracted VARCHAR(40), \n"
+    "\tlevels INTEGER NOT NULL, \n\tlevel_count INTEGER NOT NULL, \n\tscore FLOAT NOT NULL, \n\ttags TEXT, \n"
+    "\tgame_ids TEXT NOT NULL, \n\tretracted VARCHAR(40), \n"
     "\tretract_reason TEXT, \n\tPRIMARY KEY (card_id)\n)",
     "CREATE INDEX ix_card_summary_opened ON card_summary (opened_key, card_id)",
     "CREATE INDEX ix_card_summary_score ON card_summary (score, opened_key, card_id)",

@@ -52,8 +52,10 @@ COLUMNS = (
     "actions",
     "events",
     "levels",
+    "level_count",
     "score",
     "tags",
+    "game_ids",
     "retracted",
     "retract_reason",
 )
@@ -80,9 +82,13 @@ class SummaryRow(msgspec.Struct, frozen=True):
     actions: int
     events: int
     levels: int
+    #: Levels of every game played (under the card's baselines): what ``levels`` counts out of.
+    level_count: int
     score: float
     #: The card's own tags as JSON (what it shows); every tag filter matches ``all_tags`` through the keys table.
     tags: str | None
+    #: The games played as JSON, in the order of their first play (as the card's document lists them).
+    game_ids: str
     retracted: str | None
     retract_reason: str | None
 
@@ -97,13 +103,15 @@ def _iso(t: datetime | None) -> str | None:
     return t.isoformat() if t is not None else None
 
 
-def card_score(card: CardState, baselines: Mapping[str, BaselineEntry]) -> float:
-    """The card's score under ``baselines``, as its document has it (an open competition card as it will close)."""
+def card_score(card: CardState, baselines: Mapping[str, BaselineEntry]) -> tuple[float, int]:
+    """The card's score and level count under ``baselines``, as its document has them (an open competition card as
+    it will close)."""
     every = card.environments if card.competition_mode and not card.closed else None
-    return score_card(card, baselines, all_environments=every).score
+    doc = score_card(card, baselines, all_environments=every)
+    return doc.score, doc.total_levels
 
 
-def row_of(card: CardState, version: int, score: float) -> SummaryRow:
+def row_of(card: CardState, version: int, scored: tuple[float, int]) -> SummaryRow:
     """The summary row of ``card`` as folded up to ``version``."""
     plays = [p for ps in card.games.values() for p in ps]
     return SummaryRow(
@@ -122,8 +130,10 @@ def row_of(card: CardState, version: int, score: float) -> SummaryRow:
         actions=sum(p.actions for p in plays),
         events=card.events,
         levels=sum(p.levels_completed for p in plays),
-        score=score,
+        level_count=scored[1],
+        score=scored[0],
         tags=_tags_enc.encode(card.tags).decode() if card.tags is not None else None,
+        game_ids=_tags_enc.encode(list(card.games)).decode(),
         retracted=_iso(card.retracted_at),
         retract_reason=card.retract_reason,
     )
@@ -162,7 +172,8 @@ class Tracked(msgspec.Struct):
 
     state: CardState
     version: int
-    score: float
+    #: (score, level count); None until scored.
+    scored: tuple[float, int] | None
     keys: frozenset[tuple[str, str]]
 
 
@@ -206,19 +217,21 @@ class SummaryKeeper:
             if held is None or held.version != base_version:
                 bodies_before = read(stream, base_version) if base_version else []
                 state = fold(card_id, (decode(b) for b in bodies_before))
-                held = Tracked(state, base_version, -1.0, keys_of(state))
+                held = Tracked(state, base_version, None, keys_of(state))
             else:
                 state = _copy(held.state)
             fold(card_id, (decode(b) for b in bodies), state)
         except (msgspec.DecodeError, msgspec.ValidationError):
             # The log takes any bytes; a card with an event that is not one has no row (the rebuild agrees).
             return Change(stream, None, None, None)
-        rescore = held.score < 0 or any(t not in COUNTER_TYPES for t in types)
-        score = card_score(state, self.baselines(state.baselines_id, read)) if rescore else held.score
+        scored = held.scored
+        rescore = scored is None or any(t not in COUNTER_TYPES for t in types)
+        if rescore or scored is None:
+            scored = card_score(state, self.baselines(state.baselines_id, read))
         keys = keys_of(state) if rescore else held.keys
         version = base_version + len(bodies)
-        tracked = Tracked(state, version, score, keys)
-        return Change(stream, tracked, row_of(state, version, score), keys if keys != held.keys else None)
+        tracked = Tracked(state, version, scored, keys)
+        return Change(stream, tracked, row_of(state, version, scored), keys if keys != held.keys else None)
 
     def baselines(self, set_id: str | None, read: BodyReader) -> dict[str, BaselineEntry]:
         """A baseline set by id (cached: a set's content is its id); empty for None or a set not stored."""

@@ -7,7 +7,7 @@ connection of its engine.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ledger.errors import StoreError
@@ -19,6 +19,7 @@ from ledger.storage.summary_sql import (
     SELECT_ROWS_SQL,
     UPSERT_SQL,
     PageQuery,
+    any_tag_query,
     page_query,
     pg,
     row_params,
@@ -134,3 +135,12 @@ def rebuild_summary(store: LogStore) -> int:
     with store.engine.begin() as conn:  # type: ignore[attr-defined]
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_APPEND_LOCK})
         return fill(conn)
+
+
+def tagged_card_ids(store: LogStore, tags: Sequence[str], *, include_retracted: bool = False) -> list[str]:
+    """The ids of the cards with any of ``tags`` (their own or given at capture), in the order they were opened:
+    one query on the summary."""
+    if not tags:
+        return []
+    sql, args = any_tag_query(tags, include_retracted)
+    return [r[0] for r in query(store, sql, args)]

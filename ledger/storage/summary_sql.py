@@ -202,3 +202,13 @@ def copy_summary(
     changes = copied_changes(keeper, [(e.stream, e.version, e.type, e.body) for e in rows], body_reader(execute))
     run_statements(execute, executemany, changes)
     return changes
+
+
+def any_tag_query(tags: Sequence[str], include_retracted: bool = False) -> tuple[str, list[Any]]:
+    """The ids of the cards with any of ``tags`` (``all_tags``), in the order they were opened."""
+    marks = ", ".join("?" * len(tags))
+    sql = (
+        f"SELECT card_id FROM {SUMMARY} WHERE card_id IN (SELECT card_id FROM {KEYS} WHERE kind = 't' "
+        f"AND value IN ({marks})){'' if include_retracted else ' AND retracted IS NULL'} ORDER BY opened_key, card_id"
+    )
+    return sql, list(tags)

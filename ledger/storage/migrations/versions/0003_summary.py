@@ -37,8 +37,10 @@ def upgrade() -> None:
         sa.Column("actions", sa.Integer, nullable=False),
         sa.Column("events", sa.Integer, nullable=False),
         sa.Column("levels", sa.Integer, nullable=False),
+        sa.Column("level_count", sa.Integer, nullable=False),
         sa.Column("score", sa.Float(53), nullable=False),
         sa.Column("tags", sa.Text),
+        sa.Column("game_ids", sa.Text, nullable=False),
         sa.Column("retracted", sa.String(40)),
         sa.Column("retract_reason", sa.Text),
     )

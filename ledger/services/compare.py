@@ -138,6 +138,17 @@ def leaderboard(columns: Sequence[CardColumn]) -> list[LeaderRow]:
     ]
 
 
+def ledger_leaderboard(ledger: Ledger, *, include_retracted: bool = False) -> list[LeaderRow]:
+    """Every tag of the ledger ranked as :func:`leaderboard` ranks them, from the cards summary (one query)."""
+    from ledger.storage.summary_build import tag_board
+
+    rows = sorted(tag_board(ledger.store, include_retracted=include_retracted), key=lambda r: (-r[2], -r[1], r[0]))
+    return [
+        LeaderRow(rank=i + 1, tag=tag, cards=n, mean_score=mean, best_score=best, best_card=card)
+        for i, (tag, n, mean, best, card) in enumerate(rows)
+    ]
+
+
 def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]]) -> Comparison:
     """The comparison of ``cards`` (each with its document), in the order given; games in order of first play."""
     columns: list[CardColumn] = []

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Engine, func, select, text
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError
 
 from ledger.core import chain
 from ledger.errors import HistoryConflict, StoreError, VersionConflict
@@ -28,9 +28,7 @@ from ledger.storage.base import (
     StreamInfo,
     chain_rows,
     check_revision,
-    copied_rows,
     head_revision,
-    lowest_versions,
     no_ledger,
 )
 from ledger.storage.pg_engine import (
@@ -48,8 +46,8 @@ from ledger.storage.pg_engine import (
     stored_event,
 )
 from ledger.storage.summary import SummaryKeeper
-from ledger.storage.summary_pg import pg_reader, pg_reader_sql, run_pg, sa_runners
-from ledger.storage.summary_sql import copy_summary, probe
+from ledger.storage.summary_pg import pg_reader, pg_reader_sql, run_pg
+from ledger.storage.summary_sql import probe
 
 
 class PostgresStore(StoreBase):
@@ -263,40 +261,33 @@ class PostgresStore(StoreBase):
         """Insert events copied from another ledger, keeping their versions and hashes (see the protocol).
 
         Each stream must continue exactly; a row the destination already holds is skipped. Raises
-        :class:`HistoryConflict` or :class:`StoreError` with nothing written. Returns the number inserted.
+        :class:`HistoryConflict` or :class:`StoreError` with nothing written. Returns the number inserted. The rows
+        go in through COPY (see :mod:`~ledger.storage.pg_copy`).
         """
+        import psycopg
+
+        from ledger.storage.pg_copy import copy_batch
+
         if not rows:
             return 0
-        lowest = lowest_versions(rows)
+        pg = self._thread_pg()
         try:
-            with self.engine.begin() as conn:
-                conn.execute(
-                    text(lock_statement(self.durability, ":k", ":t")), {"k": PG_APPEND_LOCK, "t": self._lock_args()[1]}
-                )
-                heads = {s: self._head(conn, s) for s in lowest}
-                held: dict[tuple[str, int], str] = {}
-                for s, lo in lowest.items():
-                    if lo <= heads[s][0]:
-                        q = select(events.c.version, events.c.hash).where(
-                            events.c.stream == s, events.c.version >= lo, events.c.version <= heads[s][0]
-                        )
-                        held.update({(s, v): h for v, h in conn.execute(q)})
-                new = copied_rows(rows, heads, held)
-                if new:
-                    keys = ("stream", "version", "type", "ts", "body", "prev_hash", "hash")
-                    conn.execute(events.insert(), [dict(zip(keys, row_values(e), strict=True)) for e in new])
-                    copy_summary(self._summary, *sa_runners(conn), new, "postgresql")
+            n = copy_batch(pg, self._summary, rows, (lock_statement(self.durability, "%s", "%s"), self._lock_args()))
+            pg.commit()
         except (HistoryConflict, StoreError):
+            rollback_quietly(pg)
             raise
-        except IntegrityError as e:
-            # Every writer reads the head under the append lock, so this is a row the schema refuses (CHECK).
-            raise StoreError(f"cannot copy into the ledger at {self.describe()}: {reason(e)}") from e
-        except DBAPIError as e:
-            raise StoreError(f"cannot write to the ledger at {self.describe()}: {reason(e)}") from e
+        except psycopg.Error as e:
+            rollback_quietly(pg)
+            # Every writer reads the head under the append lock, so an integrity error is a row the schema refuses.
+            raise StoreError(f"cannot copy into the ledger at {self.describe()}: {' '.join(str(e).split())}") from e
+        except BaseException:
+            rollback_quietly(pg)
+            raise
         finally:
-            for s in lowest:
+            for s in {r.stream for r in rows}:
                 self._heads.forget(s)
-        return len(new)
+        return n
 
     def _head(self, conn: Any, stream: str) -> tuple[int, str]:
         row = conn.execute(

@@ -81,6 +81,7 @@ class SummaryRow(msgspec.Struct, frozen=True):
     plays: int
     actions: int
     events: int
+    #: Levels completed, as the document counts them (each game's best play).
     levels: int
     #: Levels of every game played (under the card's baselines): what ``levels`` counts out of.
     level_count: int
@@ -103,15 +104,15 @@ def _iso(t: datetime | None) -> str | None:
     return t.isoformat() if t is not None else None
 
 
-def card_score(card: CardState, baselines: Mapping[str, BaselineEntry]) -> tuple[float, int]:
-    """The card's score and level count under ``baselines``, as its document has them (an open competition card as
-    it will close)."""
+def card_score(card: CardState, baselines: Mapping[str, BaselineEntry]) -> tuple[float, int, int]:
+    """The card's score, levels completed and level count under ``baselines``, as its document has them (an open
+    competition card as it will close)."""
     every = card.environments if card.competition_mode and not card.closed else None
     doc = score_card(card, baselines, all_environments=every)
-    return doc.score, doc.total_levels
+    return doc.score, doc.total_levels_completed, doc.total_levels
 
 
-def row_of(card: CardState, version: int, scored: tuple[float, int]) -> SummaryRow:
+def row_of(card: CardState, version: int, scored: tuple[float, int, int]) -> SummaryRow:
     """The summary row of ``card`` as folded up to ``version``."""
     plays = [p for ps in card.games.values() for p in ps]
     return SummaryRow(
@@ -129,8 +130,8 @@ def row_of(card: CardState, version: int, scored: tuple[float, int]) -> SummaryR
         plays=len(plays),
         actions=sum(p.actions for p in plays),
         events=card.events,
-        levels=sum(p.levels_completed for p in plays),
-        level_count=scored[1],
+        levels=scored[1],
+        level_count=scored[2],
         score=scored[0],
         tags=_tags_enc.encode(card.tags).decode() if card.tags is not None else None,
         game_ids=_tags_enc.encode(list(card.games)).decode(),
@@ -172,8 +173,8 @@ class Tracked(msgspec.Struct):
 
     state: CardState
     version: int
-    #: (score, level count); None until scored.
-    scored: tuple[float, int] | None
+    #: (score, levels completed, level count) as the document has them; None until scored.
+    scored: tuple[float, int, int] | None
     keys: frozenset[tuple[str, str]]
 
 

@@ -20,6 +20,8 @@ from ledger.storage.summary_sql import (
     UPSERT_SQL,
     PageQuery,
     any_tag_query,
+    distinct_keys_query,
+    leaderboard_query,
     page_query,
     pg,
     row_params,
@@ -143,4 +145,17 @@ def tagged_card_ids(store: LogStore, tags: Sequence[str], *, include_retracted: 
     if not tags:
         return []
     sql, args = any_tag_query(tags, include_retracted)
+    return [r[0] for r in query(store, sql, args)]
+
+
+def tag_board(store: LogStore, *, include_retracted: bool = False) -> list[tuple[str, int, float, float, str]]:
+    """(tag, cards, mean score, best score, best card) for every tag: one query on the summary."""
+    return [
+        (r[0], int(r[1]), float(r[2]), float(r[3]), r[4]) for r in query(store, leaderboard_query(include_retracted))
+    ]
+
+
+def distinct_keys(store: LogStore, kind: str) -> list[str]:
+    """Every tag (``"t"``) or game id (``"g"``) of the ledger's cards, sorted."""
+    sql, args = distinct_keys_query(kind)
     return [r[0] for r in query(store, sql, args)]

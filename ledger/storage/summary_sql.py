@@ -212,3 +212,20 @@ def any_tag_query(tags: Sequence[str], include_retracted: bool = False) -> tuple
         f"AND value IN ({marks})){'' if include_retracted else ' AND retracted IS NULL'} ORDER BY opened_key, card_id"
     )
     return sql, list(tags)
+
+
+def leaderboard_query(include_retracted: bool = False) -> str:
+    """Per tag (``all_tags``): its cards, their mean score, the best score and the first card with it."""
+    live = "" if include_retracted else " AND s.retracted IS NULL"
+    return (
+        "SELECT tag, count(*), avg(score), max(score), "
+        "max(CASE WHEN rank = 1 THEN card_id END) FROM ("
+        "SELECT k.value AS tag, s.card_id AS card_id, s.score AS score, ROW_NUMBER() OVER "
+        "(PARTITION BY k.value ORDER BY s.score DESC, s.opened_key, s.card_id) AS rank "
+        f"FROM {KEYS} k JOIN {SUMMARY} s ON s.card_id = k.card_id WHERE k.kind = 't'{live}) ranked GROUP BY tag"
+    )
+
+
+def distinct_keys_query(kind: str) -> tuple[str, list[Any]]:
+    """Every tag (``t``) or game (``g``) any card has, sorted."""
+    return f"SELECT DISTINCT value FROM {KEYS} WHERE kind = ? ORDER BY value", [kind]

@@ -122,9 +122,19 @@ def _render(name: str, *, links: Links, bundle: bool, source: str, **ctx: Any) -
 
 
 def cards_page(
-    rows: Sequence[CardRow], *, links: Links, bundle: bool, source: str, stamp: int, leaderboard: Sequence[Any] = ()
+    rows: Sequence[CardRow],
+    *,
+    links: Links,
+    bundle: bool,
+    source: str,
+    stamp: int,
+    leaderboard: Sequence[Any] = (),
+    next_url: str | None = None,
+    all_tags: Sequence[str] | None = None,
+    all_games: Sequence[str] | None = None,
 ) -> str:
-    """The cards page: every row, with the filter controls and the leaderboard by tag."""
+    """The cards page: one page of rows (``next_url`` links the next), the filter controls (every tag and game of
+    the ledger), and the leaderboard by tag."""
     return _render(
         "cards.html",
         links=links,
@@ -134,9 +144,10 @@ def cards_page(
         title="cards",
         rows=rows,
         stamp=stamp,
-        all_tags=sorted({t for r in rows for t in r.tags}),
-        all_games=sorted({g for r in rows for g in r.games}),
+        all_tags=all_tags if all_tags is not None else sorted({t for r in rows for t in r.tags}),
+        all_games=all_games if all_games is not None else sorted({g for r in rows for g in r.games}),
         leaderboard=leaderboard,
+        next_url=next_url,
     )
 
 

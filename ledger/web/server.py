@@ -9,17 +9,22 @@ Requests are short (an open card's page asks every second whether events were ap
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 import msgspec
 from flask import Flask, Response, abort, jsonify, request
 
 from ledger.errors import LedgerError, UnknownCard
-from ledger.services.compare import compare_cards, leaderboard
+from ledger.services.compare import compare_cards, ledger_leaderboard
+from ledger.storage.summary_build import distinct_keys
 from ledger.toolkit.frames import DEFAULT_LIMIT, palette_or_empty, play_frames
 
 from . import pages
-from .data import CardCache, card_events, card_rows, card_view, column_of, load
+from .data import PAGE_SIZE, CardCache, card_events, card_view, load, page_rows
+
+if TYPE_CHECKING:
+    from ledger.services.listing import CardFilter
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -40,20 +45,30 @@ class Viewer:
         return pages.message_page(title, text, links=self.links, source=self.source)
 
     def cards(self) -> str:
-        """Every card, with the leaderboard by tag."""
-        rows = card_rows(self.cache)
-        board = leaderboard([column_of(r) for r in rows])
+        """One page of cards (``?tag=``, ``?game=``, ``?sort=``, ``?after=``, ``?limit=``), with the leaderboard by
+        tag; both from the cards summary."""
+        f = _page_filter()
+        rows = page_rows(self.ledger, f)
+        board = ledger_leaderboard(self.ledger)
         stamp = self.cache.stamp()
         return pages.cards_page(
-            rows, links=self.links, bundle=False, source=self.source, stamp=stamp, leaderboard=board
+            rows,
+            links=self.links,
+            bundle=False,
+            source=self.source,
+            stamp=stamp,
+            leaderboard=board,
+            next_url=_next_url(rows, f),
+            all_tags=distinct_keys(self.ledger.store, "t"),
+            all_games=distinct_keys(self.ledger.store, "g"),
         )
 
     def api_cards(self) -> Any:
-        """The cards table's rows, unless nothing was appended since ``?since=``."""
+        """The cards table's rows (the same page), unless nothing was appended since ``?since=``."""
         stamp = self.cache.stamp()
         if request.args.get("since") == str(stamp):
             return Response(status=204)
-        html = pages.card_rows_fragment(card_rows(self.cache), links=self.links)
+        html = pages.card_rows_fragment(page_rows(self.ledger, _page_filter()), links=self.links)
         return jsonify({"stamp": stamp, "html": html})
 
     def card(self) -> str:
@@ -77,7 +92,7 @@ class Viewer:
         """The cards of ``?card=`` and every card of ``?tag=``, side by side."""
         ids, tags = self._chosen()
         cmp = compare_cards(self.ledger, ids, tags)
-        all_tags = sorted({t for r in card_rows(self.cache) for t in r.tags})
+        all_tags = distinct_keys(self.ledger.store, "t")
         return pages.compare_page(
             cmp,
             links=self.links,
@@ -140,6 +155,32 @@ def create_app(ledger: Any, *, environments: str | None = None, source: str = ""
     ]:
         app.add_url_rule(rule, view.__name__, view, methods=["GET"])
     return app
+
+
+#: The cards page's ``?sort=`` values: the summary's sort key and whether it is descending.
+SORTS = {"date-desc": ("opened", True), "date-asc": ("opened", False), "score-desc": ("score", True)}
+SORTS["score-asc"] = ("score", False)
+
+
+def _page_filter() -> CardFilter:
+    from ledger.services.listing import CardFilter
+
+    sort, descending = SORTS.get(request.args.get("sort", "date-desc"), SORTS["date-desc"])
+    return CardFilter(
+        tags=tuple(t for t in request.args.getlist("tag") if t),
+        games=tuple(g for g in request.args.getlist("game") if g),
+        sort=sort,  # type: ignore[arg-type]
+        reverse=descending,
+        limit=max(1, min(_int_arg("limit", PAGE_SIZE), 1000)),
+        after=request.args.get("after") or None,
+    )
+
+
+def _next_url(rows: list[Any], f: CardFilter) -> str | None:
+    if f.limit is None or len(rows) < f.limit:
+        return None
+    args = [(k, v) for k, v in request.args.items(multi=True) if k != "after"] + [("after", rows[-1].card_id)]
+    return "?" + urlencode(args)
 
 
 def _arg(name: str) -> str:

@@ -88,11 +88,15 @@ def test_a_damaged_row_is_reported_and_rebuilt(tmp_path: Path) -> None:
     with Ledger.open(db) as led:
         diff = differences(led.store)
         assert len(diff) == 2 and ids[2] in diff[0] + diff[1] and "score" in " ".join(diff)
+        r = CliRunner().invoke(cli, ["--db", str(db), "verify"])
+        assert r.exit_code != 0 and "cards summary" in r.output + r.stderr
         r = CliRunner().invoke(cli, ["--db", str(db), "rebuild-summary", "--check"])
         assert r.exit_code != 0 and "score" in r.output + r.stderr
         r = CliRunner().invoke(cli, ["--db", str(db), "rebuild-summary"])
         assert r.exit_code == 0, r.output
         assert not differences(led.store)
+    r = CliRunner().invoke(cli, ["--db", str(db), "verify", "--json"])
+    assert r.exit_code == 0 and '"summary_ok": true' in r.output.replace('"summary_ok":true', '"summary_ok": true')
 
 
 def test_an_old_ledger_gets_its_summary_at_migration(tmp_path: Path) -> None:

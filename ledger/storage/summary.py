@@ -275,34 +275,49 @@ def _copy(card: CardState) -> CardState:
     return _state_dec.decode(_state_enc.encode(card))
 
 
-def rebuild(events: Iterable[tuple[str, str, int, bytes]]) -> dict[str, tuple[SummaryRow, frozenset[tuple[str, str]]]]:
-    """Every card's summary row and keys from the log (``(stream, type, version, body)`` in ``seq`` order): the
-    truth the tables must equal. Baseline sets are taken as the whole log holds them."""
-    cards: dict[str, tuple[CardState, int]] = {}
-    sets: dict[str, dict[str, BaselineEntry]] = {}
-    broken: set[str] = set()
-    for stream, type_, version, body in events:
+class Rebuilder:
+    """Every card's summary row and keys, folded from the log event by event in ``seq`` order: the truth the tables
+    must equal. Baseline sets are taken as the whole log holds them."""
+
+    def __init__(self) -> None:
+        self._cards: dict[str, tuple[CardState, int]] = {}
+        self._sets: dict[str, dict[str, BaselineEntry]] = {}
+        self._broken: set[str] = set()
+
+    def add(self, stream: str, type_: str, version: int, body: bytes) -> None:
+        """Fold one stored event."""
         card_id = card_id_of(stream)
         if card_id is None:
             if type_ == "baselines_recorded":
-                sets.update(_baseline_set(body))
-            continue
-        if card_id in broken:
-            continue
-        held = cards.get(card_id)
+                self._sets.update(_baseline_set(body))
+            return
+        if card_id in self._broken:
+            return
+        held = self._cards.get(card_id)
         state = held[0] if held else new_card(card_id)
         try:
             fold(card_id, [decode(body)], state)
         except (msgspec.DecodeError, msgspec.ValidationError):
-            broken.add(card_id)
-            cards.pop(card_id, None)
-            continue
-        cards[card_id] = (state, version)
-    out = {}
-    for card_id, (state, version) in cards.items():
-        base = sets.get(state.baselines_id, {}) if state.baselines_id else {}
-        out[card_id] = (row_of(state, version, card_score(state, base)), keys_of(state))
-    return out
+            self._broken.add(card_id)
+            self._cards.pop(card_id, None)
+            return
+        self._cards[card_id] = (state, version)
+
+    def result(self) -> dict[str, tuple[SummaryRow, frozenset[tuple[str, str]]]]:
+        """card id -> (row, keys)."""
+        out = {}
+        for card_id, (state, version) in self._cards.items():
+            base = self._sets.get(state.baselines_id, {}) if state.baselines_id else {}
+            out[card_id] = (row_of(state, version, card_score(state, base)), keys_of(state))
+        return out
+
+
+def rebuild(events: Iterable[tuple[str, str, int, bytes]]) -> dict[str, tuple[SummaryRow, frozenset[tuple[str, str]]]]:
+    """Every card's summary row and keys from the log (``(stream, type, version, body)`` in ``seq`` order)."""
+    rb = Rebuilder()
+    for e in events:
+        rb.add(*e)
+    return rb.result()
 
 
 def copied_changes(

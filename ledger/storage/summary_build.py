@@ -14,6 +14,7 @@ from ledger.errors import StoreError
 from ledger.storage.base import LogStore
 from ledger.storage.summary import KEYS, SUMMARY, SummaryRow, rebuild
 from ledger.storage.summary_sql import (
+    HAS_SUMMARY_SQL,
     INSERT_KEY_SQL,
     SELECT_KEYS_SQL,
     SELECT_ROWS_SQL,
@@ -93,7 +94,16 @@ def differences(store: LogStore, *, limit: int = 10) -> list[str]:
     The rule checked: every card has a row that reflects its stream up to its head version and equals the row
     a replay of the whole log computes, with the same tags and games in the keys table.
     """
-    built = rebuild(_log((e.stream, e.type, e.version, e.body) for e in store.scan()))
+    return compare(store, rebuild(_log((e.stream, e.type, e.version, e.body) for e in store.scan())), limit=limit)
+
+
+def has_summary(store: LogStore) -> bool:
+    """True when the schema has the summary tables (a ledger at an earlier revision has not)."""
+    return bool(query(store, HAS_SUMMARY_SQL[store.dialect])[0][0])
+
+
+def compare(store: LogStore, built: Built, *, limit: int = 10) -> list[str]:
+    """How the stored summary differs from ``built`` (a rebuild from the log), one line each."""
     have = stored(store)
     out = []
     for cid in sorted(built.keys() | have.keys()):

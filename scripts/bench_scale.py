@@ -6,7 +6,9 @@ so the cards summary and the hash chain are kept as for captured cards. The Post
 after ``ledger copy`` (its rate is printed). Each command is a real ``ledger`` subprocess (start-up included),
 the best of three; the viewer's first page is one GET of ``/`` on a fresh app (cold) and again (warm).
 
-Sizes: ``$LEDGER_BENCH_SCALE_SIZES`` (comma-separated), default 1000,10000,100000 (``--quick``: 300,1500).
+Sizes: ``$LEDGER_BENCH_SCALE_SIZES`` (comma-separated), default 1000,10000,100000 (``--quick``: 300,1500). Then
+the writers (``bench_writers``; ``$LEDGER_BENCH_SCALE_WRITERS=0`` leaves them out): capture against a bare commit on
+SQLite, and 16 concurrent capturing processes on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 from pathlib import Path
 
 from bench_postgres import admin_url, bench_database, unreachable
+from bench_writers import concurrent_writers, sqlite_capture_vs_commit
 
 from ledger import Ledger
 from ledger.services import synthetic
@@ -115,4 +118,9 @@ def run(quick: bool) -> list[str]:
                 rate = report.events / report.seconds
                 lines.append(f"(ledger copy SQLite -> PostgreSQL: {report.events:,} events, {rate:,.0f} events/s)")
                 lines.append(_row("PostgreSQL", n, pg, card_id))
+        if os.environ.get("LEDGER_BENCH_SCALE_WRITERS", "1") != "0":
+            lines += sqlite_capture_vs_commit(d, 300 if quick else 2000)
+            if pg_why is None:
+                with bench_database() as pg:
+                    lines += concurrent_writers(pg, 4 if quick else 16, 50 if quick else 200)
     return lines

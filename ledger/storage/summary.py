@@ -213,14 +213,16 @@ class SummaryKeeper:
         if card_id is None or not self.enabled:
             return None
         with self._lock:
-            held = self._cards.get(stream)
+            # Taken out while the append runs: folded in place, it is put back only by ``committed``, so a rolled
+            # back append leaves nothing held and the next one replays the stream.
+            held = self._cards.pop(stream, None)
         try:
             if held is None or held.version != base_version:
                 bodies_before = read(stream, base_version) if base_version else []
                 state = fold(card_id, (decode(b) for b in bodies_before))
                 held = Tracked(state, base_version, None, keys_of(state))
             else:
-                state = _copy(held.state)
+                state = held.state
             fold(card_id, (decode(b) for b in bodies), state)
         except (msgspec.DecodeError, msgspec.ValidationError):
             # The log takes any bytes; a card with an event that is not one has no row (the rebuild agrees).
@@ -264,15 +266,6 @@ class SummaryKeeper:
         """Drop what is held of a stream (after a failed append or a copy)."""
         with self._lock:
             self._cards.pop(stream, None)
-
-
-_state_enc = msgspec.msgpack.Encoder()
-_state_dec = msgspec.msgpack.Decoder(CardState)
-
-
-def _copy(card: CardState) -> CardState:
-    # The held projection must survive a rolled-back append unchanged; a small card copies in microseconds.
-    return _state_dec.decode(_state_enc.encode(card))
 
 
 class Rebuilder:

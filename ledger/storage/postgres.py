@@ -270,24 +270,35 @@ class PostgresStore(StoreBase):
 
         if not rows:
             return 0
-        pg = self._thread_pg()
+        lock = (lock_statement(self.durability, "%s", "%s"), self._lock_args())
         try:
-            n = copy_batch(pg, self._summary, rows, (lock_statement(self.durability, "%s", "%s"), self._lock_args()))
-            pg.commit()
-        except (HistoryConflict, StoreError):
-            rollback_quietly(pg)
-            raise
-        except psycopg.Error as e:
-            rollback_quietly(pg)
-            # Every writer reads the head under the append lock, so an integrity error is a row the schema refuses.
-            raise StoreError(f"cannot copy into the ledger at {self.describe()}: {' '.join(str(e).split())}") from e
-        except BaseException:
-            rollback_quietly(pg)
-            raise
+            for attempt in (1, 2):
+                pg = self._thread_pg()
+                try:
+                    n = copy_batch(pg, self._summary, rows, lock)
+                    pg.commit()
+                    return n
+                except (HistoryConflict, StoreError):
+                    rollback_quietly(pg)
+                    raise
+                except psycopg.Error as e:
+                    lost = pg.broken or pg.closed
+                    rollback_quietly(pg)
+                    if lost and attempt == 1:
+                        # A dropped connection: once more on a new one (a batch that did commit is skipped as held).
+                        self._drop_thread_pg()
+                        continue
+                    # Every writer reads the heads under the append lock: an integrity error is a row the schema
+                    # refuses.
+                    msg = " ".join(str(e).split())
+                    raise StoreError(f"cannot copy into the ledger at {self.describe()}: {msg}") from e
+                except BaseException:
+                    rollback_quietly(pg)
+                    raise
         finally:
             for s in {r.stream for r in rows}:
                 self._heads.forget(s)
-        return n
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def _head(self, conn: Any, stream: str) -> tuple[int, str]:
         row = conn.execute(

@@ -68,6 +68,12 @@ def _size_per_event(db: str) -> float:
     return size / n
 
 
+def _note(line: str) -> str:
+    # The table is printed when every size is done; a long run shows each line as it comes on stderr.
+    print(line, file=sys.stderr, flush=True)
+    return line
+
+
 def _row(backend: str, cards: int, db: str, card_id: str) -> str:
     page = _best(["--db", db, "cards", "--limit", "20"])
     tag = _best(["--db", db, "cards", "--tag", "agent-2", "--limit", "20"])
@@ -76,7 +82,7 @@ def _row(backend: str, cards: int, db: str, card_id: str) -> str:
     export = _best(["--db", db, "export", card_id])
     verify = _best(["--db", db, "verify"], runs=1)
     per_event = _size_per_event(db)
-    return (
+    return _note(
         f"| {backend} | {cards:,} | {page:.2f} | {tag:.2f} | {cmp:.2f} | {cold:.2f} / {warm:.2f} ({size / 1024:.0f} KB)"
         f" | {export:.2f} | {verify:.1f} | {per_event:.0f} |"
     )
@@ -102,7 +108,9 @@ def run(quick: bool) -> list[str]:
                 ids = synthetic.write_cards(led, n, seed=n)
                 events = led.store.count()
             build = time.perf_counter() - t
-            lines.append(f"({n:,} cards, {events:,} events written in {build:.1f} s: {events / build:,.0f} events/s)")
+            lines.append(
+                _note(f"({n:,} cards, {events:,} events written in {build:.1f} s: {events / build:,.0f} events/s)")
+            )
             card_id = ids[n // 2]
             lines.append(_row("SQLite", n, db, card_id))
             if pg_why is not None:
@@ -116,7 +124,9 @@ def run(quick: bool) -> list[str]:
                     src.close()
                     dst.close()
                 rate = report.events / report.seconds
-                lines.append(f"(ledger copy SQLite -> PostgreSQL: {report.events:,} events, {rate:,.0f} events/s)")
+                lines.append(
+                    _note(f"(ledger copy SQLite -> PostgreSQL: {report.events:,} events, {rate:,.0f} events/s)")
+                )
                 lines.append(_row("PostgreSQL", n, pg, card_id))
         if os.environ.get("LEDGER_BENCH_SCALE_WRITERS", "1") != "0":
             lines += sqlite_capture_vs_commit(d, 300 if quick else 2000)

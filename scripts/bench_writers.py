@@ -99,7 +99,7 @@ def concurrent_writers(url: str, procs: int = 16, steps: int = 200) -> list[str]
 
 
 def sqlite_capture_vs_commit(folder: str, steps: int = 2000) -> list[str]:
-    """A captured toolkit step (minus the bare toolkit step) against one bare INSERT+COMMIT, SQLite default durability."""
+    """A captured toolkit step (less the bare toolkit step) against a bare INSERT+COMMIT, SQLite (normal)."""
     from bench_core import bare_commit, step_cost
 
     bare_step = min(step_cost(None, steps) for _ in range(2))

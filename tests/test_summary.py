@@ -3,6 +3,8 @@ a rebuild from the log, on both backends; an old ledger gets it at migration; `c
 
 from __future__ import annotations
 
+import html
+import re
 import shutil
 import sqlite3
 import threading
@@ -145,3 +147,32 @@ def test_retracted_cards_are_left_out_unless_asked(tmp_path: Path) -> None:
         assert [c.card_id for c in list_cards(led)] == [i for i in ids if i != ids[1]]
         assert [c.card_id for c in list_cards(led, CardFilter(include_retracted=True))] == ids
         assert isinstance(led.load_card(ids[1]), CardState)
+
+
+def test_the_viewer_and_the_bundle_page_their_cards(tmp_path: Path) -> None:
+    from ledger.web.bundle import write_bundle
+    from ledger.web.server import create_app
+
+    db = tmp_path / "l.sqlite"
+    with Ledger.open(db) as led:
+        ids = synthetic.write_cards(led, 230, seed=4)
+    with Ledger.open_readonly(db) as led:
+        client = create_app(led).test_client()
+        seen: list[str] = []
+        url = "/?sort=date-asc"
+        while url:
+            body = client.get(url).get_data(as_text=True)
+            assert len(body) < 300_000
+            seen += re.findall(r'<tr data-card="([^"]+)"', body)
+            nxt = re.search(r'href="(\?[^"]*)" id="next-page"', body)
+            url = "/" + html.unescape(nxt.group(1)) if nxt else ""
+        assert seen == ids  # oldest first, every card once
+        tagged = client.get("/?tag=nightly&limit=1000").get_data(as_text=True)
+        every = led.load_cards(ids)
+        want = [c for c in ids if "nightly" in every[c].all_tags]
+        assert set(re.findall(r'<tr data-card="([^"]+)"', tagged)) == set(want)
+        write_bundle(led, ids[:150], tmp_path / "site")
+    first = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    second = (tmp_path / "site" / "cards-2.html").read_text(encoding="utf-8")
+    rows = re.findall(r'<tr data-card="([^"]+)"', first) + re.findall(r'<tr data-card="([^"]+)"', second)
+    assert sorted(rows) == sorted(ids[:150]) and 'href="cards-2.html"' in first

@@ -200,7 +200,8 @@ def compare_cards(
     ids = list(dict.fromkeys(card_ids))
     if tags:
         ids += [c for c in tagged_card_ids(ledger.store, tags, include_retracted=include_retracted) if c not in ids]
-    states = [ledger.load_card(c) for c in ids]
+    loaded = ledger.load_cards(ids)  # their cached projections in one query
+    states = [loaded[c] for c in ids]
     return comparison([(s, ledger.document(s.card_id, card=s)) for s in states])
 
 

@@ -59,6 +59,18 @@ def fill(conn: Any) -> int:
 
 def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
     """Rows of one read statement (``?`` placeholders) on ``store``, on a single connection."""
+    try:
+        return _query(store, sql, args)
+    except StoreError as e:
+        if SUMMARY not in str(e) or has_summary(store):
+            raise
+        raise StoreError(
+            f"the ledger at {store.describe()} has no cards summary yet (schema {store.revision()}): "
+            "run `ledger init` once to build it from the log"
+        ) from e
+
+
+def _query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
     if store.dialect == "sqlite":
         return list(store._read(sql, tuple(args)))  # type: ignore[attr-defined]
     from sqlalchemy.exc import DBAPIError
@@ -99,7 +111,7 @@ def differences(store: LogStore, *, limit: int = 10) -> list[str]:
 
 def has_summary(store: LogStore) -> bool:
     """True when the schema has the summary tables (a ledger at an earlier revision has not)."""
-    return bool(query(store, HAS_SUMMARY_SQL[store.dialect])[0][0])
+    return bool(_query(store, HAS_SUMMARY_SQL[store.dialect])[0][0])
 
 
 def compare(store: LogStore, built: Built, *, limit: int = 10, skip: Set[str] = frozenset()) -> list[str]:

@@ -182,3 +182,14 @@ def distinct_keys(store: LogStore, kind: str) -> list[str]:
     """Every tag (``"t"``) or game id (``"g"``) of the ledger's cards, sorted."""
     sql, args = distinct_keys_query(kind)
     return [r[0] for r in query(store, sql, args)]
+
+
+def stream_bodies(store: LogStore, streams: Sequence[str], chunk: int = 500) -> dict[str, list[bytes]]:
+    """The bodies of many streams in version order, a query per ``chunk`` streams (not one per stream)."""
+    out: dict[str, list[bytes]] = {s: [] for s in streams}
+    for i in range(0, len(streams), chunk):
+        part = list(streams[i : i + chunk])
+        sql = f"SELECT stream, body FROM events WHERE stream IN ({', '.join('?' * len(part))}) ORDER BY stream, version"
+        for stream, body in query(store, sql, part):
+            out[stream].append(bytes(body))
+    return out

@@ -39,6 +39,7 @@ class Viewer:
         self.cache = CardCache(ledger)
         self.links = pages.LiveLinks()
         self.colours = palette_or_empty()
+        self._aggregates: tuple[int, tuple[Any, list[str], list[str]]] | None = None
 
     def message(self, title: str, text: str) -> str:
         """A page that only says something."""
@@ -49,8 +50,8 @@ class Viewer:
         tag; both from the cards summary."""
         f = _page_filter()
         rows = page_rows(self.ledger, f)
-        board = ledger_leaderboard(self.ledger)
         stamp = self.cache.stamp()
+        board, tags, games = self._whole_ledger(stamp)
         return pages.cards_page(
             rows,
             links=self.links,
@@ -59,9 +60,19 @@ class Viewer:
             stamp=stamp,
             leaderboard=board,
             next_url=_next_url(rows, f),
-            all_tags=distinct_keys(self.ledger.store, "t"),
-            all_games=distinct_keys(self.ledger.store, "g"),
+            all_tags=tags,
+            all_games=games,
         )
+
+    def _whole_ledger(self, stamp: int) -> tuple[Any, list[str], list[str]]:
+        # The leaderboard and the filter lists aggregate every card: computed again only when events were appended.
+        if self._aggregates is None or self._aggregates[0] != stamp:
+            store = self.ledger.store
+            self._aggregates = (
+                stamp,
+                (ledger_leaderboard(self.ledger), distinct_keys(store, "t"), distinct_keys(store, "g")),
+            )
+        return self._aggregates[1]
 
     def api_cards(self) -> Any:
         """The cards table's rows (the same page), unless nothing was appended since ``?since=``."""
@@ -92,7 +103,7 @@ class Viewer:
         """The cards of ``?card=`` and every card of ``?tag=``, side by side."""
         ids, tags = self._chosen()
         cmp = compare_cards(self.ledger, ids, tags)
-        all_tags = distinct_keys(self.ledger.store, "t")
+        all_tags = self._whole_ledger(self.cache.stamp())[1]
         return pages.compare_page(
             cmp,
             links=self.links,

@@ -69,7 +69,7 @@ def write_bulk(conn: Any, changes: Sequence[Change]) -> None:
     ids = [c.stream.split(":", 1)[1] for c in changes]
     with conn.cursor() as cur:
         cur.execute(pg(DELETE_KEYS_SQL.replace("= ?", "= ANY(?)")), (ids,))
-        gone = [(i,) for c, i in zip(changes, ids, strict=True) if c.row is None]
+        gone = [(i,) for c, i in zip(changes, ids, strict=True) if c.tracked is None]
         if gone:
             cur.executemany(pg(DELETE_ROW_SQL), gone)
         upserts = [row_params(c.row) for c in changes if c.row is not None]

@@ -188,6 +188,8 @@ class Change(msgspec.Struct, frozen=True):
     tracked: Tracked | None
     row: SummaryRow | None
     keys: frozenset[tuple[str, str]] | None
+    #: Instead of ``row``, for a batch of actions only: (version, actions, events, last_ts, last_key, card_id).
+    counters: tuple[int, int, int, str | None, int | None, str] | None = None
 
 
 #: Reads a stream's bodies with versions 1..N (inside the append transaction).
@@ -206,7 +208,14 @@ class SummaryKeeper:
         self.enabled: bool | None = None
 
     def change(
-        self, stream: str, base_version: int, types: Sequence[str], bodies: Sequence[bytes], read: BodyReader
+        self,
+        stream: str,
+        base_version: int,
+        types: Sequence[str],
+        bodies: Sequence[bytes],
+        read: BodyReader,
+        *,
+        full: bool = False,
     ) -> Change | None:
         """The summary change of appending ``bodies`` (of ``types``) after ``base_version``; None for a stream
         that is not a card. ``read`` replays the stream when this process does not hold the card at
@@ -236,6 +245,11 @@ class SummaryKeeper:
         keys = keys_of(state) if rescore else held.keys
         version = base_version + len(bodies)
         tracked = Tracked(state, version, scored, keys)
+        if not rescore and not full:
+            # The capture hot path: only the counters an action moves.
+            last = state.last_ts
+            counters = (version, state.total_actions, state.events, _iso(last), micros(last) if last else None, card_id)
+            return Change(stream, tracked, None, None, counters)
         return Change(stream, tracked, row_of(state, version, scored), keys if keys != held.keys else None)
 
     def baselines(self, set_id: str | None, read: BodyReader) -> dict[str, BaselineEntry]:
@@ -323,5 +337,6 @@ def copied_changes(
     for r in rows:
         groups.setdefault(r[0], []).append(r)
     return [
-        keeper.change(stream, g[0][1] - 1, [r[2] for r in g], [r[3] for r in g], read) for stream, g in groups.items()
+        keeper.change(stream, g[0][1] - 1, [r[2] for r in g], [r[3] for r in g], read, full=True)
+        for stream, g in groups.items()
     ]

@@ -29,6 +29,7 @@ UPSERT_SQL = (
 )
 DELETE_KEYS_SQL = f"DELETE FROM {KEYS} WHERE card_id = ?"
 DELETE_ROW_SQL = f"DELETE FROM {SUMMARY} WHERE card_id = ?"
+COUNTERS_SQL = f"UPDATE {SUMMARY} SET version = ?, actions = ?, events = ?, last_ts = ?, last_key = ? WHERE card_id = ?"
 INSERT_KEY_SQL = f"INSERT INTO {KEYS} (kind, value, card_id) VALUES (?, ?, ?)"
 SELECT_ROWS_SQL = f"SELECT {', '.join(COLUMNS)} FROM {SUMMARY}"
 SELECT_KEYS_SQL = f"SELECT card_id, kind, value FROM {KEYS}"
@@ -55,6 +56,8 @@ def row_params(row: SummaryRow) -> tuple[Any, ...]:
 
 def write_statements(change: Change) -> list[tuple[str, Sequence[Any] | list[Sequence[Any]], bool]]:
     """(sql, params, many) to run in the append transaction for ``change``."""
+    if change.counters is not None:
+        return [(COUNTERS_SQL, change.counters, False)]
     if change.row is None:
         gone = (change.stream[len(CARD_STREAM) :],)
         return [(DELETE_KEYS_SQL, gone, False), (DELETE_ROW_SQL, gone, False)]

@@ -41,8 +41,6 @@ STATEMENTS = (
     "\tretract_reason TEXT, \n\tPRIMARY KEY (card_id)\n)",
     "CREATE INDEX ix_card_summary_opened ON card_summary (opened_key, card_id)",
     "CREATE INDEX ix_card_summary_score ON card_summary (score, opened_key, card_id)",
-    "CREATE INDEX ix_card_summary_actions ON card_summary (actions, opened_key, card_id)",
-    "CREATE INDEX ix_card_summary_events ON card_summary (events, opened_key, card_id)",
     "CREATE INDEX ix_card_summary_state ON card_summary (state, opened_key, card_id)",
     "CREATE TABLE card_summary_keys (\n\tkind VARCHAR(1) NOT NULL, \n\tvalue VARCHAR(400) NOT NULL, \n"
     "\tcard_id VARCHAR(400) NOT NULL, \n\tPRIMARY KEY (kind, value, card_id)\n)",

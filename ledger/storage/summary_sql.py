@@ -34,7 +34,7 @@ INSERT_KEY_SQL = f"INSERT INTO {KEYS} (kind, value, card_id) VALUES (?, ?, ?)"
 SELECT_ROWS_SQL = f"SELECT {', '.join(COLUMNS)} FROM {SUMMARY}"
 SELECT_KEYS_SQL = f"SELECT card_id, kind, value FROM {KEYS}"
 
-#: Sort keys: the columns a page is ordered by (then ``card_id``), each with an index.
+#: Sort keys: the columns a page is ordered by (then ``card_id``); opened and score have an index.
 SORT_COLUMNS = {
     "opened": ("opened_key",),
     "score": ("score", "opened_key"),

@@ -44,11 +44,11 @@ def upgrade() -> None:
         sa.Column("retracted", sa.String(40)),
         sa.Column("retract_reason", sa.Text),
     )
+    # No index on actions or events: they move with every captured action, and each index would be one more
+    # b-tree written per step; those two sorts scan the table.
     for name, cols in (
         ("ix_card_summary_opened", ["opened_key", "card_id"]),
         ("ix_card_summary_score", ["score", "opened_key", "card_id"]),
-        ("ix_card_summary_actions", ["actions", "opened_key", "card_id"]),
-        ("ix_card_summary_events", ["events", "opened_key", "card_id"]),
         ("ix_card_summary_state", ["state", "opened_key", "card_id"]),
     ):
         op.create_index(name, "card_summary", cols)

@@ -52,7 +52,9 @@ def _log(rows: Iterable[Any]) -> Iterator[tuple[str, str, int, bytes]]:
 def fill(conn: Any) -> int:
     """Build the summary tables from the log on SQLAlchemy connection ``conn`` (the migration's transaction)."""
     fix = pg if conn.dialect.name == "postgresql" else str
-    built = rebuild(_log(conn.exec_driver_sql(EVENTS_SQL)))
+    # A server-side cursor on PostgreSQL: the log is folded as it streams, never held whole.
+    streamed = {"stream_results": True, "yield_per": 10_000}
+    built = rebuild(_log(conn.exec_driver_sql(EVENTS_SQL, execution_options=streamed)))
     write_all(lambda sql, params: conn.exec_driver_sql(fix(sql), params), built)
     return len(built)
 

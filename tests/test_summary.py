@@ -179,3 +179,27 @@ def test_the_viewer_and_the_bundle_page_their_cards(tmp_path: Path) -> None:
     second = (tmp_path / "site" / "cards-2.html").read_text(encoding="utf-8")
     rows = re.findall(r'<tr data-card="([^"]+)"', first) + re.findall(r'<tr data-card="([^"]+)"', second)
     assert sorted(rows) == sorted(ids[:150]) and 'href="cards-2.html"' in first
+
+
+def test_a_copy_keeps_the_summary(backend_url: str, tmp_path: Path) -> None:
+    from ledger.services.copying import copy_ledger, open_destination, open_source
+
+    src_path = tmp_path / "src.sqlite"
+    with Ledger.open(src_path) as src_led:
+        ids = synthetic.write_cards(src_led, 120, seed=6)
+    for round_ in range(2):
+        src, dst = open_source(str(src_path)), open_destination(backend_url)
+        try:
+            copy_ledger(src, dst, batch=700)  # batches that split cards
+        finally:
+            src.close()
+            dst.close()
+        if round_ == 0:  # the second copy extends cards the destination already holds
+            with Ledger.open(src_path) as src_led:
+                now = datetime.now(UTC)
+                src_led.append_card(ids[0], [CardRetracted(ts=now, reason="r")], src_led.load_card(ids[0]).events)
+                synthetic.write_cards(src_led, 30, seed=7, first=500)
+    with Ledger.open(backend_url) as led:
+        assert len(stored(led.store)) == 150
+        assert not differences(led.store)
+        assert ids[0] not in [c.card_id for c in list_cards(led)]

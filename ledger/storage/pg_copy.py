@@ -1,8 +1,8 @@
 """``ledger copy`` into PostgreSQL: a batch of copied events in one transaction, through COPY.
 
 A few round trips per batch whatever its size: the append lock with the heads of every stream of the batch (one
-query), the COPY of the rows, the summary rows of the cards the batch touches (one statement per 1,000 cards, and
-their keys by COPY), then the commit. Rows are checked to continue each stream exactly
+query), the COPY of the rows, the summary rows of the cards the batch touches (executemany, pipelined, and their
+keys by COPY), then the commit. Rows are checked to continue each stream exactly
 (:func:`~ledger.storage.base.copied_rows`) before anything is sent.
 """
 
@@ -73,14 +73,10 @@ def write_bulk(conn: Any, changes: Sequence[Change]) -> None:
         if gone:
             cur.executemany(pg(DELETE_ROW_SQL), gone)
         upserts = [row_params(c.row) for c in changes if c.row is not None]
-        for i in range(0, len(upserts), 1000):
-            # One multi-row statement per 1,000 cards (21,000 parameters, under the protocol's 65,535).
-            chunk = upserts[i : i + 1000]
-            head, tail = UPSERT_SQL.split(" VALUES ", 1)
-            one, rest = tail.split(") ", 1)
-            cur.execute(
-                pg(f"{head} VALUES {', '.join([one + ')'] * len(chunk))} {rest}"), [v for r in chunk for v in r]
-            )
+        if upserts:
+            # executemany parses the statement once and pipelines the rows (a multi-row VALUES statement of
+            # thousands of parameters costs more to parse on the client than it saves).
+            cur.executemany(pg(UPSERT_SQL), upserts)
         with cur.copy(KEYS_COPY_SQL) as cp:
             for c in changes:
                 if c.row is not None and c.tracked is not None:

@@ -11,7 +11,7 @@ their card scores (ties: more cards, then the tag).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -179,12 +179,6 @@ def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]]) -> Comparison:
             GameRow(game_id=g, levels=max((len(e.levels) for e in row if e is not None), default=0), cards=row)
         )
     return Comparison(cards=columns, games=games, leaderboard=leaderboard(columns))
-
-
-def cards_with_tags(cards: Iterable[CardState], tags: Sequence[str]) -> list[str]:
-    """The ids of ``cards`` carrying any of ``tags``, in the order given."""
-    want = set(tags)
-    return [c.card_id for c in cards if want.intersection(c.tags or [])]
 
 
 def compare_cards(

@@ -106,7 +106,6 @@ class PostgresStore(StoreBase):
         try:
             with self.engine.begin() as conn:
                 upgrade(conn)
-            self._summary.enabled = None
         except DBAPIError as e:
             raise StoreError(f"cannot prepare the ledger at {self.describe()}: {reason(e)}") from e
 

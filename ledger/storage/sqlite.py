@@ -175,7 +175,6 @@ class SQLiteStore(StoreBase):
             # another process opening the fresh file wrote first; IMMEDIATE waits (busy_timeout) instead.
             with self.engine.execution_options(ledger_immediate=True).begin() as conn:
                 upgrade(conn)
-            self._summary.enabled = None
         except DBAPIError as e:
             raise StoreError(f"cannot prepare the ledger at {self.describe()}: {e.orig}{self._readonly_hint()}") from e
 

@@ -204,7 +204,7 @@ class SummaryKeeper:
         self._baselines: dict[str, dict[str, BaselineEntry]] = {}
         self._lock = threading.Lock()
         #: Whether the schema has the summary tables (None: not looked yet; a ledger still at an earlier revision
-        #: has none, and gets them filled from the log when it is migrated).
+        #: has none, and gets them filled from the log when it is migrated; see ``summary_sql.probe``).
         self.enabled: bool | None = None
 
     def change(

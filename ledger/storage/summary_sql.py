@@ -167,8 +167,9 @@ HAS_SUMMARY_SQL = {
 
 
 def probe(keeper: SummaryKeeper, execute: Callable[[str, Any], Any], dialect: str) -> None:
-    """Look once whether the schema has the summary tables (inside the append transaction)."""
-    if keeper.enabled is None:
+    """Look whether the schema has the summary tables (inside the append transaction): once when it has them; on
+    every append while it has not (a ledger at an earlier revision, until it is migrated)."""
+    if not keeper.enabled:
         keeper.enabled = bool(next(iter(execute(HAS_SUMMARY_SQL[dialect], ())))[0])
 
 

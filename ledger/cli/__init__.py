@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from ledger.cli import audit, baselines, cards, copy, events, evidence, importing, record, retract, serve, view
+from ledger.cli import audit, baselines, cards, copy, events, evidence, importing, record, retract, serve, summary, view
 from ledger.cli.common import DURABILITIES, LedgerGroup
 from ledger.version import __version__
 
@@ -71,6 +71,7 @@ for _command in (
     evidence.checkpoint_cmd,
     evidence.prove,
     evidence.check,
+    summary.rebuild_summary_cmd,
 ):
     cli.add_command(_command)
 

@@ -65,6 +65,12 @@ def init(ctx: click.Context) -> None:
 )
 @click.option("--reverse", is_flag=True, help="Reverse the order (with --limit: newest N, say).")
 @click.option("--include-retracted", is_flag=True, help="Also list retracted cards (marked; left out by default).")
+@click.option(
+    "--after",
+    default=None,
+    metavar="CARD",
+    help="The next page: the cards that come after CARD (the last card id of the page before) in this order.",
+)
 @click.pass_context
 def cards(
     ctx: click.Context,
@@ -77,11 +83,13 @@ def cards(
     sort: str,
     reverse: bool,
     include_retracted: bool,
+    after: str | None,
 ) -> None:
     """List cards in the order they were opened: id, opened, closed (and why), games, actions, score, tags.
 
     A card left open that has been idle for STALE_MINUTES, or open for MAX_OPEN_FOR_MINUTES, is shown closed as
     the toolkit would have closed it (idle / max_open, at that moment, marked *); `ledger close` records it.
+    Every list is read from the cards summary, one page at a time: `--limit 20`, then `--after LAST_ID`.
     """
     from ledger.services.listing import CardFilter, list_cards
 
@@ -95,6 +103,7 @@ def cards(
         sort=sort,  # type: ignore[arg-type]
         reverse=descending != reverse,
         include_retracted=include_retracted,
+        after=after,
     )
     with open_ledger(ctx) as ledger:
         rows = list_cards(ledger, f)

@@ -144,6 +144,17 @@ def leaderboard(columns: Sequence[CardColumn]) -> list[LeaderRow]:
     ]
 
 
+def ledger_leaderboard(ledger: Ledger, *, include_retracted: bool = False) -> list[LeaderRow]:
+    """Every tag of the ledger ranked as :func:`leaderboard` ranks them, from the cards summary (one query)."""
+    from ledger.storage.summary_build import tag_board
+
+    rows = sorted(tag_board(ledger.store, include_retracted=include_retracted), key=lambda r: (-r[2], -r[1], r[0]))
+    return [
+        LeaderRow(rank=i + 1, tag=tag, cards=n, mean_score=mean, best_score=best, best_card=card)
+        for i, (tag, n, mean, best, card) in enumerate(rows)
+    ]
+
+
 def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]]) -> Comparison:
     """The comparison of ``cards`` (each with its document), in the order given; games in order of first play."""
     columns: list[CardColumn] = []
@@ -186,12 +197,36 @@ def compare_cards(
     hint: str = "add --include-retracted to compare it",
 ) -> Comparison:
     """Compare the named cards (ids or unique prefixes) and every card with one of ``tags`` (each card once, named
-    ones first); retracted cards only with ``include_retracted`` (see :func:`ledger.services.retract.choose_cards`).
+    ones first); the tagged cards come from the cards summary (one query), retracted ones left out unless asked for
+    (a retracted card named by id is refused unless asked for, see :func:`ledger.services.retract.choose_cards`).
 
     Raises :class:`ledger.errors.UnknownCard` for a card id that is not in the ledger.
     """
-    states = choose_cards(ledger, card_ids, tags, include_retracted=include_retracted, hint=hint)
+    from ledger.storage.summary_build import tagged_card_ids
+
+    named = [s.card_id for s in choose_cards(ledger, card_ids, include_retracted=include_retracted, hint=hint)]
+    ids = list(dict.fromkeys(named))
+    if tags:
+        ids += [c for c in tagged_card_ids(ledger.store, tags, include_retracted=include_retracted) if c not in ids]
+    states = _load_all(ledger, ids)
     return comparison([(s, ledger.document(s.card_id, card=s)) for s in states])
+
+
+def _load_all(ledger: Ledger, ids: Sequence[str]) -> list[CardState]:
+    """The cards, their events read a few hundred cards per query (no round trip per card)."""
+    from ledger.core.events import card_stream, decode
+    from ledger.core.projection import fold
+    from ledger.errors import UnknownCard
+    from ledger.storage.summary_build import stream_bodies
+
+    bodies = stream_bodies(ledger.store, [card_stream(c) for c in ids])
+    out = []
+    for c in ids:
+        mine = bodies[card_stream(c)]
+        if not mine:
+            raise UnknownCard(c)
+        out.append(fold(c, (decode(b) for b in mine)))
+    return out
 
 
 def comparison_text(cmp: Comparison) -> str:

@@ -13,11 +13,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
+import msgspec
+
 from ledger.core.projection import CardState
 from ledger.core.server_baselines import unknown_baselines
-from ledger.core.timeline import listed
+from ledger.core.timeline import lapse
 from ledger.core.timeline import shown_close as timeline_close
 from ledger.ledger import CardSummary, Ledger
+from ledger.storage.summary import SummaryRow, micros
+from ledger.storage.summary_build import read_page
+from ledger.storage.summary_sql import PageQuery
 
 SortKey = Literal["opened", "closed", "score", "actions", "events", "id"]
 SORT_KEYS: tuple[str, ...] = ("opened", "closed", "score", "actions", "events", "id")
@@ -34,7 +39,9 @@ class CardFilter:
     limit: int | None = None
     sort: SortKey = "opened"
     reverse: bool = False
-    #: Retracted cards are left out unless this is True (then they are listed, marked).
+    #: The card id the list starts after (the next page: the last card id of the page before).
+    after: str | None = None
+    #: Retracted cards are left out unless asked for.
     include_retracted: bool = False
 
 
@@ -54,56 +61,65 @@ def as_shown(card: CardState, now: datetime | None = None, environ: Mapping[str,
     return dataclasses.replace(card, closed_at=shown[0], close_reason=shown[1])
 
 
-def _summary(ledger: Ledger, card_id: str, card: CardState, now: datetime, environ: Mapping[str, str] | None):
-    doc = ledger.document(card_id, card=card)
-    shown = shown_close(card, now, environ)
+def _shown(row: SummaryRow, now: datetime, stale: int, max_open: int, baselines_known: bool = True) -> CardSummary:
+    card = CardState(
+        card_id=row.card_id,
+        opened_at=datetime.fromisoformat(row.opened) if row.opened else None,
+        close_reason=row.close_reason,
+    )
+    due = lapse(card, datetime.fromisoformat(row.last_ts) if row.last_ts else None, now, stale, max_open)
+    closed, reason = (row.closed, row.close_reason) if due is None else (due[0].isoformat(), due[1])
     return CardSummary(
-        card_id=card_id,
-        opened=card.opened_at.isoformat() if card.opened_at else None,
-        closed=shown[0].isoformat() if shown else None,
-        close_reason=shown[1] if shown else None,
-        games=len(card.games),
-        plays=sum(len(p) for p in card.games.values()),
-        actions=card.total_actions,
-        score=doc.score,
-        events=card.events,
-        tags=card.all_tags or None,
-        lapsed=bool(shown and shown[2]),
-        retracted=card.retracted_at.isoformat() if card.retracted_at else None,
-        retract_reason=card.retract_reason,
-        baselines_known=not unknown_baselines(card, doc),
+        card_id=row.card_id,
+        opened=row.opened,
+        closed=closed,
+        close_reason=reason,
+        games=row.games,
+        plays=row.plays,
+        actions=row.actions,
+        score=row.score,
+        events=row.events,
+        tags=msgspec.json.decode(row.tags) if row.tags is not None else None,
+        lapsed=due is not None,
+        retracted=row.retracted,
+        retract_reason=row.retract_reason,
+        baselines_known=baselines_known,
     )
 
 
-def _keep(card: CardState, f: CardFilter, shown: bool) -> bool:
-    if not listed(card, f.include_retracted):
-        return False
-    if f.tags and not set(f.tags) <= set(card.all_tags):
-        return False
-    if f.games and not any(g == gid or gid.split("-", 1)[0] == g for g in f.games for gid in card.games):
-        return False
-    if f.state == "open" and shown:
-        return False
-    if f.state == "closed" and not shown:
-        return False
-    return not (f.since is not None and (card.opened_at is None or card.opened_at < f.since))
+def page_of(f: CardFilter, now: datetime, stale: int, max_open: int) -> PageQuery:
+    """The summary query of a ``ledger cards`` filter: the same page for the CLI, the viewer and the bundle."""
+    minute = 60_000_000
+    return PageQuery(
+        tags=f.tags,
+        games=f.games,
+        state=f.state,
+        since_key=micros(f.since) if f.since is not None else None,
+        sort=f.sort,
+        descending=f.reverse,
+        limit=f.limit,
+        after=f.after,
+        include_retracted=f.include_retracted,
+        now_key=micros(now),
+        stale_us=stale * minute,
+        max_open_us=max_open * minute,
+    )
 
 
-def _sort_key(s: CardSummary, key: str) -> tuple[object, ...]:
-    if key == "id":
-        return (s.card_id,)
-    if key in ("score", "actions", "events"):
-        return (getattr(s, key), s.opened or "", s.card_id)
-    value = s.closed if key == "closed" else s.opened
-    # Cards without the time sort last, then by id so the order is stable.
-    return (value is None, _instant(value), s.card_id)
+def summary_page(
+    ledger: Ledger,
+    f: CardFilter | None = None,
+    *,
+    now: datetime | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> list[SummaryRow]:
+    """The summary rows of the page ``f`` asks for (one query): what the viewer and the bundle list."""
+    from ledger.services.audit import max_open_minutes, stale_minutes
 
-
-def _instant(iso: str | None) -> datetime:
-    if iso is None:
-        return datetime.min.replace(tzinfo=UTC)
-    t = datetime.fromisoformat(iso)
-    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+    moment = now or datetime.now(UTC)
+    return read_page(
+        ledger.store, page_of(f or CardFilter(), moment, stale_minutes(environ), max_open_minutes(environ))
+    )
 
 
 def list_cards(
@@ -113,13 +129,26 @@ def list_cards(
     now: datetime | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> list[CardSummary]:
-    """Every card matching ``f``, sorted by ``f.sort`` (default: when opened, oldest first), at most ``f.limit``."""
+    """The cards matching ``f``, sorted by ``f.sort`` (default: when opened, oldest first), at most ``f.limit``,
+    starting after card ``f.after``: one query on the cards summary, whatever the ledger holds."""
+    from ledger.services.audit import max_open_minutes, stale_minutes
+
     f = f or CardFilter()
     moment = now or datetime.now(UTC)
-    out = []
-    for cid, card in ledger.load_cards(ledger.card_ids()).items():
-        closed = shown_close(card, moment, environ) is not None
-        if _keep(card, f, closed):
-            out.append(_summary(ledger, cid, card, moment, environ))
-    out.sort(key=lambda s: _sort_key(s, f.sort), reverse=f.reverse)
-    return out[: f.limit] if f.limit is not None else out
+    stale, max_open = stale_minutes(environ), max_open_minutes(environ)
+    rows = read_page(ledger.store, page_of(f, moment, stale, max_open))
+    return [_shown(r, moment, stale, max_open, _baselines_known(ledger, r)) for r in rows]
+
+
+def _baselines_known(ledger: Ledger, row: SummaryRow) -> bool:
+    """False for an open card on an ARC server whose baselines nothing revealed yet (its score is no score then).
+
+    Only an open card can be in that state, and only the page's open cards are loaded to tell: a closed card's
+    baselines are known from its close.
+    """
+    if row.closed is not None:
+        return True
+    card = ledger.load_card(row.card_id)
+    if card.server is None:
+        return True
+    return not unknown_baselines(card, ledger.document(row.card_id, card=card))

@@ -192,15 +192,12 @@ def migrations_dir() -> Path:
 def known_revisions() -> tuple[str, ...]:
     """Every revision the migrations know, oldest first (named by their files: ``NNNN_*.py``).
 
-    Read from the files (their ``revision = "..."`` line, in file name order) so that checking a ledger's revision
-    needs no Alembic (a test checks that this agrees with Alembic's own script directory).
+    Read from the files' ``revision = "..."`` lines, in the order of their names, so that checking a ledger's
+    revision needs no Alembic (a test checks that this agrees with Alembic's own script directory).
     """
-    files = sorted((migrations_dir() / "versions").glob("[0-9]*_*.py"))
-    names = []
-    for p in files:
-        found = re.search(r'^revision = "([^"]+)"', p.read_text(encoding="utf-8"), re.MULTILINE)
-        names.append(found.group(1) if found else p.name.split("_", 1)[0])
-    return tuple(names)
+    files = sorted((migrations_dir() / "versions").glob("[0-9]*_*.py"), key=lambda p: p.name)
+    found = (re.search(r'^revision = "([^"]+)"', p.read_text(encoding="utf-8"), re.M) for p in files)
+    return tuple(m.group(1) for m in found if m)
 
 
 def head_revision() -> str:

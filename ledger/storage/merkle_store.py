@@ -1,4 +1,4 @@
-"""The log's Merkle tree kept beside the events (tables of migration ``0003_merkle``), both backends.
+"""The log's Merkle tree kept beside the events (tables of migration ``0004_merkle``), both backends.
 
 The tree is brought up to date lazily: :meth:`TreeStore.catch_up` reads only the events appended since the stored
 tree's last leaf, hashes them into the stored frontier and writes the subtrees they complete. An append does no

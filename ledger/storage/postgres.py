@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Engine, func, select, text
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError
 
 from ledger.core import chain
 from ledger.errors import HistoryConflict, StoreError, VersionConflict
@@ -28,9 +28,7 @@ from ledger.storage.base import (
     StreamInfo,
     chain_rows,
     check_revision,
-    copied_rows,
     head_revision,
-    lowest_versions,
     no_ledger,
 )
 from ledger.storage.pg_engine import (
@@ -47,6 +45,9 @@ from ledger.storage.pg_engine import (
     snapshots,
     stored_event,
 )
+from ledger.storage.summary import SummaryKeeper
+from ledger.storage.summary_pg import pg_reader, pg_reader_sql, run_pg
+from ledger.storage.summary_sql import probe
 
 
 class PostgresStore(StoreBase):
@@ -63,6 +64,7 @@ class PostgresStore(StoreBase):
         self.readonly = readonly
         self.engine: Engine = make_engine(url, readonly=readonly)
         self._heads = HeadCache()
+        self._summary = SummaryKeeper()
         self._tls = threading.local()
         # (pid, connection): a forked child must never close (so talk over) its parent's connections.
         self._held: list[tuple[int, Any]] = []
@@ -171,6 +173,11 @@ class PostgresStore(StoreBase):
                     if expected_version is not None and head[0] != expected_version:
                         raise VersionConflict(stream, expected_version)
                 new = sent = chain_rows(stream, rows, *head)
+                # The card's earlier events are immutable: read (if this process does not hold them) before locking.
+                probe(self._summary, pg_reader_sql(pg), "postgresql")
+                change = self._summary.change(
+                    stream, head[0], [r[0] for r in rows], [r[2] for r in rows], pg_reader(pg)
+                )
                 with pg.pipeline():
                     if not locked:
                         pg.execute(lock_statement(self.durability, "%s", "%s"), self._lock_args())
@@ -178,7 +185,9 @@ class PostgresStore(StoreBase):
                         pg.execute(insert_sql(len(chunk)), [v for e in chunk for v in row_values(e)])
                         for chunk in (new[i : i + 1000] for i in range(0, len(new), 1000))
                     ]
+                    run_pg(pg, [change])
                     pg.commit()
+                self._summary.committed(change)
                 seq_of = {version: seq for c in curs for seq, version in c.fetchall()}
                 return self._appended(stream, new, [seq_of[e.version] for e in new])
             except VersionConflict:
@@ -251,39 +260,44 @@ class PostgresStore(StoreBase):
         """Insert events copied from another ledger, keeping their versions and hashes (see the protocol).
 
         Each stream must continue exactly; a row the destination already holds is skipped. Raises
-        :class:`HistoryConflict` or :class:`StoreError` with nothing written. Returns the number inserted.
+        :class:`HistoryConflict` or :class:`StoreError` with nothing written. Returns the number inserted. The rows
+        go in through COPY (see :mod:`~ledger.storage.pg_copy`).
         """
+        import psycopg
+
+        from ledger.storage.pg_copy import copy_batch
+
         if not rows:
             return 0
-        lowest = lowest_versions(rows)
+        lock = (lock_statement(self.durability, "%s", "%s"), self._lock_args())
         try:
-            with self.engine.begin() as conn:
-                conn.execute(
-                    text(lock_statement(self.durability, ":k", ":t")), {"k": PG_APPEND_LOCK, "t": self._lock_args()[1]}
-                )
-                heads = {s: self._head(conn, s) for s in lowest}
-                held: dict[tuple[str, int], str] = {}
-                for s, lo in lowest.items():
-                    if lo <= heads[s][0]:
-                        q = select(events.c.version, events.c.hash).where(
-                            events.c.stream == s, events.c.version >= lo, events.c.version <= heads[s][0]
-                        )
-                        held.update({(s, v): h for v, h in conn.execute(q)})
-                new = copied_rows(rows, heads, held)
-                if new:
-                    keys = ("stream", "version", "type", "ts", "body", "prev_hash", "hash")
-                    conn.execute(events.insert(), [dict(zip(keys, row_values(e), strict=True)) for e in new])
-        except (HistoryConflict, StoreError):
-            raise
-        except IntegrityError as e:
-            # Every writer reads the head under the append lock, so this is a row the schema refuses (CHECK).
-            raise StoreError(f"cannot copy into the ledger at {self.describe()}: {reason(e)}") from e
-        except DBAPIError as e:
-            raise StoreError(f"cannot write to the ledger at {self.describe()}: {reason(e)}") from e
+            for attempt in (1, 2):
+                pg = self._thread_pg()
+                try:
+                    n = copy_batch(pg, self._summary, rows, lock)
+                    pg.commit()
+                    return n
+                except (HistoryConflict, StoreError):
+                    rollback_quietly(pg)
+                    raise
+                except psycopg.Error as e:
+                    lost = pg.broken or pg.closed
+                    rollback_quietly(pg)
+                    if lost and attempt == 1:
+                        # A dropped connection: once more on a new one (a batch that did commit is skipped as held).
+                        self._drop_thread_pg()
+                        continue
+                    # Every writer reads the heads under the append lock: an integrity error is a row the schema
+                    # refuses.
+                    msg = " ".join(str(e).split())
+                    raise StoreError(f"cannot copy into the ledger at {self.describe()}: {msg}") from e
+                except BaseException:
+                    rollback_quietly(pg)
+                    raise
         finally:
-            for s in lowest:
+            for s in {r.stream for r in rows}:
                 self._heads.forget(s)
-        return len(new)
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def _head(self, conn: Any, stream: str) -> tuple[int, str]:
         row = conn.execute(

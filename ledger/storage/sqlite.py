@@ -54,6 +54,8 @@ from ledger.storage.sqlite_sql import (
     stream_where,
     writable,
 )
+from ledger.storage.summary import SummaryKeeper
+from ledger.storage.summary_sql import append_summary, copy_summary
 
 
 class SQLiteStore(StoreBase):
@@ -70,6 +72,7 @@ class SQLiteStore(StoreBase):
         self.busy_timeout_ms = busy_timeout_ms
         self.readonly = readonly
         self._heads = HeadCache()
+        self._summary = SummaryKeeper()
         self._tls = threading.local()
         # (pid, connection): a forked child must never close (so talk over) its parent's connections.
         self._held: list[tuple[int, sqlite3.Connection]] = []
@@ -248,12 +251,14 @@ class SQLiteStore(StoreBase):
                     dbapi.executemany(INSERT_SQL, [astuple(e)[1:] for e in new])
                     last = dbapi.execute("SELECT last_insert_rowid()").fetchone()[0]
                     seqs = list(range(last - len(new) + 1, last + 1))
+                change = append_summary(self._summary, dbapi.execute, dbapi.executemany, stream, head[0], rows)
                 dbapi.execute("COMMIT")
             except BaseException:
                 if dbapi.in_transaction:
                     dbapi.execute("ROLLBACK")
                 raise
             self._checkpointer.committed()
+            self._summary.committed(change)
         except sqlite3.IntegrityError as e:
             self._heads.forget(stream)
             raise VersionConflict(stream, expected_version) from e
@@ -286,6 +291,7 @@ class SQLiteStore(StoreBase):
                         held.update({(s, v): h for v, h in con.execute(q, (s, lo, heads[s][0]))})
                 new = copied_rows(rows, heads, held)
                 con.executemany(INSERT_SQL, [(e.stream, *row_values(e)) for e in new])
+                copy_summary(self._summary, con.execute, con.executemany, new)
                 con.execute("COMMIT")
             except BaseException:
                 if con.in_transaction:

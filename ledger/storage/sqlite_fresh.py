@@ -14,7 +14,7 @@ import sqlite3
 from ledger.storage.base import head_revision
 
 #: The revision these statements are the schema of.
-REVISION = "0003_merkle"
+REVISION = "0004_merkle"
 
 STATEMENTS = (
     "CREATE TABLE alembic_version (\n\tversion_num VARCHAR(32) NOT NULL, \n\t"
@@ -31,6 +31,20 @@ STATEMENTS = (
     "BEGIN SELECT RAISE(ABORT, 'events are append-only: UPDATE refused'); END",
     "CREATE TRIGGER events_no_delete BEFORE DELETE ON events "
     "BEGIN SELECT RAISE(ABORT, 'events are append-only: DELETE refused'); END",
+    "CREATE TABLE card_summary (\n\tcard_id VARCHAR(400) NOT NULL, \n\tversion INTEGER NOT NULL, \n"
+    "\topened VARCHAR(40), \n\topened_key INTEGER NOT NULL, \n\tclosed VARCHAR(40), \n"
+    "\tclosed_key INTEGER, \n\tclose_reason VARCHAR(40), \n\tlast_ts VARCHAR(40), \n"
+    "\tlast_key INTEGER, \n\tstate VARCHAR(8) NOT NULL, \n\tgames INTEGER NOT NULL, \n"
+    "\tplays INTEGER NOT NULL, \n\tactions INTEGER NOT NULL, \n\tevents INTEGER NOT NULL, \n"
+    "\tlevels INTEGER NOT NULL, \n\tlevel_count INTEGER NOT NULL, \n\tscore FLOAT NOT NULL, \n\ttags TEXT, \n"
+    "\tgame_ids TEXT NOT NULL, \n\tretracted VARCHAR(40), \n"
+    "\tretract_reason TEXT, \n\tPRIMARY KEY (card_id)\n)",
+    "CREATE INDEX ix_card_summary_opened ON card_summary (opened_key, card_id)",
+    "CREATE INDEX ix_card_summary_score ON card_summary (score, opened_key, card_id)",
+    "CREATE INDEX ix_card_summary_state ON card_summary (state, opened_key, card_id)",
+    "CREATE TABLE card_summary_keys (\n\tkind VARCHAR(1) NOT NULL, \n\tvalue VARCHAR(400) NOT NULL, \n"
+    "\tcard_id VARCHAR(400) NOT NULL, \n\tPRIMARY KEY (kind, value, card_id)\n)",
+    "CREATE INDEX ix_card_summary_keys_card ON card_summary_keys (card_id)",
     "CREATE TABLE merkle_nodes (\n\tlevel INTEGER NOT NULL, \n\tidx INTEGER NOT NULL, \n\thash BLOB NOT NULL, \n\t"
     "PRIMARY KEY (level, idx)\n)",
     "CREATE TABLE merkle_state (\n\tid INTEGER NOT NULL, \n\tsize INTEGER NOT NULL, \n\tlast_seq INTEGER NOT NULL, "

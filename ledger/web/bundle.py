@@ -27,7 +27,7 @@ from ledger.services.output import checked_output
 from ledger.services.retract import choose_cards
 
 from . import pages
-from .data import CardCache, card_events, card_row, card_view, column_of, usage_of
+from .data import PAGE_SIZE, CardCache, CardRow, card_events, card_row, card_view, column_of, usage_of
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -164,15 +164,33 @@ def _write(
                 written += 1
         if progress is not None:
             progress(i + 1, len(card_ids))
-    board = leaderboard([column_of(r) for r in rows])
-    _put(
-        root / "index.html", pages.cards_page(rows, links=links, bundle=True, source=source, stamp=0, leaderboard=board)
-    )
+    written += _index_pages(root, rows, links, source)
     _put(root / "compare.html", pages.compare_page(comparison(loaded), links=links, bundle=True, source=source))
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     return BundleResult(
-        path=str(root), cards=len(card_ids), pages=written + 2, bytes=size, replays_without_frames=no_frames
+        path=str(root), cards=len(card_ids), pages=written + 1, bytes=size, replays_without_frames=no_frames
     )
+
+
+def _index_pages(root: Path, rows: Sequence[CardRow], links: pages.Links, source: str) -> int:
+    """The cards pages, :data:`PAGE_SIZE` cards each as the viewer pages them: ``index.html``, ``cards-2.html``..."""
+    board = leaderboard([column_of(r) for r in rows])
+    every_tag, every_game = sorted({t for r in rows for t in r.tags}), sorted({g for r in rows for g in r.games})
+    chunks = [rows[i : i + PAGE_SIZE] for i in range(0, len(rows), PAGE_SIZE)] or [[]]
+    for n, chunk in enumerate(chunks, 1):
+        html = pages.cards_page(
+            chunk,
+            links=links,
+            bundle=True,
+            source=source,
+            stamp=0,
+            leaderboard=board if n == 1 else (),
+            next_url=f"cards-{n + 1}.html" if n < len(chunks) else None,
+            all_tags=every_tag,
+            all_games=every_game,
+        )
+        _put(root / ("index.html" if n == 1 else f"cards-{n}.html"), html)
+    return len(chunks)
 
 
 def _put(path: Path, text: str) -> None:

@@ -28,6 +28,8 @@ from ledger.services.listing import as_shown
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
+    from ledger.services.listing import CardFilter
+    from ledger.storage.summary import SummaryRow
 
 
 class CardCache:
@@ -309,3 +311,32 @@ def card_events(ledger: Ledger, card_id: str) -> list[Numbered]:
     if not rows:
         raise UnknownCard(card_id)
     return [Numbered(r.version, r.seq, decode(r.body)) for r in rows]
+
+
+#: Cards on one page of the cards page (its HTML stays far under 300 KB whatever the ledger holds).
+PAGE_SIZE = 100
+
+
+def summary_row(r: SummaryRow) -> CardRow:
+    """The cards page's line for a cards-summary row (the same numbers as the card's document)."""
+    return CardRow(
+        card_id=r.card_id,
+        tags=msgspec.json.decode(r.tags) if r.tags else [],
+        games=msgspec.json.decode(r.game_ids),
+        opened=r.opened,
+        closed=r.closed,
+        close_reason=r.close_reason,
+        score=r.score,
+        plays=r.plays,
+        actions=r.actions,
+        levels_completed=r.levels,
+        levels=r.level_count,
+        events=r.events,
+    )
+
+
+def page_rows(ledger: Ledger, f: CardFilter) -> list[CardRow]:
+    """One page of the cards page, read from the cards summary with the query ``ledger cards`` runs."""
+    from ledger.services.listing import summary_page
+
+    return [summary_row(r) for r in summary_page(ledger, f)]

@@ -140,9 +140,13 @@ def cards_page(
     leaderboard: Sequence[Any] = (),
     hidden: int = 0,
     shown_href: str | None = None,
+    next_url: str | None = None,
+    all_tags: Sequence[str] | None = None,
+    all_games: Sequence[str] | None = None,
 ) -> str:
-    """The cards page: every row, with the filter controls and the leaderboard by tag; ``hidden`` retracted cards
-    left out, which ``shown_href`` lists."""
+    """The cards page: one page of rows (``next_url`` links the next), the filter controls (every tag and game of
+    the ledger), and the leaderboard by tag; retracted cards are left out unless asked for, and ``shown_href``
+    lists them (``hidden``: how many, when known)."""
     return _render(
         "cards.html",
         links=links,
@@ -152,11 +156,12 @@ def cards_page(
         title="cards",
         rows=rows,
         stamp=stamp,
-        all_tags=sorted({t for r in rows for t in r.tags}),
-        all_games=sorted({g for r in rows for g in r.games}),
+        all_tags=all_tags if all_tags is not None else sorted({t for r in rows for t in r.tags}),
+        all_games=all_games if all_games is not None else sorted({g for r in rows for g in r.games}),
         leaderboard=leaderboard,
         hidden=hidden,
         shown_href=shown_href,
+        next_url=next_url,
     )
 
 

@@ -9,18 +9,23 @@ Requests are short (an open card's page asks every second whether events were ap
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 import msgspec
 from flask import Flask, Response, abort, jsonify, request
 
 from ledger.errors import AmbiguousCard, InputError, LedgerError, UnknownCard
-from ledger.services.compare import compare_cards, leaderboard
+from ledger.services.compare import compare_cards, ledger_leaderboard
 from ledger.services.evidence import covering_checkpoint, prove
+from ledger.storage.summary_build import distinct_keys
 from ledger.toolkit.frames import DEFAULT_LIMIT, palette_or_empty, play_frames
 
 from . import pages
-from .data import CardCache, card_events, card_rows, card_view, column_of, load, usage_of
+from .data import PAGE_SIZE, CardCache, card_events, card_view, load, page_rows, usage_of
+
+if TYPE_CHECKING:
+    from ledger.services.listing import CardFilter
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -35,16 +40,19 @@ class Viewer:
         self.cache = CardCache(ledger)
         self.links = pages.LiveLinks()
         self.colours = palette_or_empty()
+        self._aggregates: tuple[int, tuple[Any, list[str], list[str]]] | None = None
 
     def message(self, title: str, text: str) -> str:
         """A page that only says something."""
         return pages.message_page(title, text, links=self.links, source=self.source)
 
     def cards(self) -> str:
-        """Every card (retracted ones with ``?retracted=1``, marked), with the leaderboard by tag."""
-        rows, hidden = card_rows(self.cache, include_retracted=_flag("retracted"))
-        board = leaderboard([column_of(r) for r in rows])
+        """One page of cards (``?tag=``, ``?game=``, ``?sort=``, ``?after=``, ``?limit=``; retracted ones with
+        ``?retracted=1``, marked), with the leaderboard by tag; both from the cards summary."""
+        f = _page_filter()
+        rows = page_rows(self.ledger, f)
         stamp = self.cache.stamp()
+        board, tags, games = self._whole_ledger(stamp)
         return pages.cards_page(
             rows,
             links=self.links,
@@ -52,17 +60,28 @@ class Viewer:
             source=self.source,
             stamp=stamp,
             leaderboard=board,
-            hidden=hidden,
-            shown_href="/?retracted=1",
+            shown_href=None if f.include_retracted else "/?retracted=1",
+            next_url=_next_url(rows, f),
+            all_tags=tags,
+            all_games=games,
         )
 
+    def _whole_ledger(self, stamp: int) -> tuple[Any, list[str], list[str]]:
+        # The leaderboard and the filter lists aggregate every card: computed again only when events were appended.
+        if self._aggregates is None or self._aggregates[0] != stamp:
+            store = self.ledger.store
+            self._aggregates = (
+                stamp,
+                (ledger_leaderboard(self.ledger), distinct_keys(store, "t"), distinct_keys(store, "g")),
+            )
+        return self._aggregates[1]
+
     def api_cards(self) -> Any:
-        """The cards table's rows, unless nothing was appended since ``?since=``."""
+        """The cards table's rows (the same page), unless nothing was appended since ``?since=``."""
         stamp = self.cache.stamp()
         if request.args.get("since") == str(stamp):
             return Response(status=204)
-        rows, _ = card_rows(self.cache, include_retracted=_flag("retracted"))
-        html = pages.card_rows_fragment(rows, links=self.links)
+        html = pages.card_rows_fragment(page_rows(self.ledger, _page_filter()), links=self.links)
         return jsonify({"stamp": stamp, "html": html})
 
     def card(self) -> str:
@@ -103,7 +122,7 @@ class Viewer:
         """The cards of ``?card=`` and every card of ``?tag=``, side by side."""
         ids, tags = self._chosen()
         cmp = compare_cards(self.ledger, ids, tags, include_retracted=_flag("retracted"), hint=_RETRACTED_HINT)
-        all_tags = sorted({t for r in card_rows(self.cache)[0] for t in r.tags})
+        all_tags = self._whole_ledger(self.cache.stamp())[1]
         return pages.compare_page(
             cmp,
             links=self.links,
@@ -195,6 +214,33 @@ _RETRACTED_HINT = "add &retracted=1 to the address to show it"
 
 def _flag(name: str) -> bool:
     return request.args.get(name, "") not in ("", "0")
+
+
+#: The cards page's ``?sort=`` values: the summary's sort key and whether it is descending.
+SORTS = {"date-desc": ("opened", True), "date-asc": ("opened", False), "score-desc": ("score", True)}
+SORTS["score-asc"] = ("score", False)
+
+
+def _page_filter() -> CardFilter:
+    from ledger.services.listing import CardFilter
+
+    sort, descending = SORTS.get(request.args.get("sort", "date-desc"), SORTS["date-desc"])
+    return CardFilter(
+        tags=tuple(t for t in request.args.getlist("tag") if t),
+        games=tuple(g for g in request.args.getlist("game") if g),
+        sort=sort,  # type: ignore[arg-type]
+        reverse=descending,
+        limit=max(1, min(_int_arg("limit", PAGE_SIZE), 1000)),
+        after=request.args.get("after") or None,
+        include_retracted=_flag("retracted"),
+    )
+
+
+def _next_url(rows: list[Any], f: CardFilter) -> str | None:
+    if f.limit is None or len(rows) < f.limit:
+        return None
+    args = [(k, v) for k, v in request.args.items(multi=True) if k != "after"] + [("after", rows[-1].card_id)]
+    return "?" + urlencode(args)
 
 
 def _arg(name: str) -> str:

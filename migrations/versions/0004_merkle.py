@@ -8,7 +8,7 @@ from the events when a checkpoint or a proof is asked for, never by an append: t
 --checkpoint`` rebuilds the tree from the events instead of trusting them. ``merkle_checkpoints`` keeps every
 checkpoint signed, append-only (triggers refuse UPDATE and DELETE).
 
-Revision ID: 0003_merkle
+Revision ID: 0004_merkle
 Revises: 0002
 Create Date: 2026-12-03
 """
@@ -16,8 +16,8 @@ Create Date: 2026-12-03
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003_merkle"
-down_revision = "0002"
+revision = "0004_merkle"
+down_revision = "0003_summary"
 branch_labels = None
 depends_on = None
 

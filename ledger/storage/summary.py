@@ -1,0 +1,342 @@
+"""The cards summary: one row per card (and its tags and games in a keys table), a projection of the log.
+
+Every list (``ledger cards``, ``compare --tag``, the viewer's and the bundle's cards pages) reads a page of
+``card_summary`` instead of replaying every card. The rule that keeps it a projection:
+
+* the row of a card is written in the same transaction as every append to the card's stream, and reflects the
+  stream up to its head: ``card_summary.version`` is the head version (``ledger verify`` and ``ledger
+  rebuild-summary --check`` prove the rows and keys equal a rebuild from the log);
+* it stays cheap: the writer keeps the card's projection in memory (per process, keyed by the version it
+  reflects), folds only the new events, and scores the card (score, levels completed, level count) only for a
+  batch that holds an event other than an action: an action changes counters, never those (levels are scored
+  from their LevelCompleted marks). The keys table is rewritten only when the card's tags or games change. A
+  process that does not hold the card's projection (its first append to the card, or another writer went in
+  between, or its last append was rolled back) replays the stream once;
+* a card with an event that does not decode has no row (the log takes any bytes; ``verify`` reports the event).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+
+import msgspec
+
+from ledger.core import baselines as bl
+from ledger.core.events import CARD_STREAM, BaselineEntry, BaselinesRecorded, decode
+from ledger.core.projection import CardState, fold, new_card
+from ledger.core.scoring import score_card
+
+SUMMARY = "card_summary"
+KEYS = "card_summary_keys"
+#: ``opened_key`` of a card without a CardOpened event: it sorts after every opened card.
+NEVER = 2**62
+#: Event types that change a card's counters and never its score or keys.
+COUNTER_TYPES = frozenset({"action_taken", "action_ignored"})
+#: Cards whose projection a writer keeps in memory (the least recently appended are dropped first).
+CACHED_CARDS = 512
+
+COLUMNS = (
+    "card_id",
+    "version",
+    "opened",
+    "opened_key",
+    "closed",
+    "closed_key",
+    "close_reason",
+    "last_ts",
+    "last_key",
+    "state",
+    "games",
+    "plays",
+    "actions",
+    "events",
+    "levels",
+    "level_count",
+    "score",
+    "tags",
+    "game_ids",
+    "retracted",
+    "retract_reason",
+)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_tags_enc = msgspec.json.Encoder()
+
+
+class SummaryRow(msgspec.Struct, frozen=True):
+    """One row of ``card_summary``: what a list shows of a card, and its sort keys (microseconds since 1970)."""
+
+    card_id: str
+    version: int
+    opened: str | None
+    opened_key: int
+    closed: str | None
+    closed_key: int | None
+    close_reason: str | None
+    last_ts: str | None
+    last_key: int | None
+    state: str
+    games: int
+    plays: int
+    actions: int
+    events: int
+    #: Levels completed, as the document counts them (each game's best play).
+    levels: int
+    #: Levels of every game played (under the card's baselines): what ``levels`` counts out of.
+    level_count: int
+    score: float
+    #: The card's own tags as JSON (what it shows); every tag filter matches ``all_tags`` through the keys table.
+    tags: str | None
+    #: The games played as JSON, in the order of their first play (as the card's document lists them).
+    game_ids: str
+    retracted: str | None
+    retract_reason: str | None
+
+
+def micros(t: datetime) -> int:
+    """``t`` as microseconds since 1970 (a naive time is taken as UTC, as the lists read it)."""
+    aware = t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+    return (aware - _EPOCH) // timedelta(microseconds=1)
+
+
+def _iso(t: datetime | None) -> str | None:
+    return t.isoformat() if t is not None else None
+
+
+def card_score(card: CardState, baselines: Mapping[str, BaselineEntry]) -> tuple[float, int, int]:
+    """The card's score, levels completed and level count under ``baselines``, as its document has them (an open
+    competition card as it will close)."""
+    every = card.environments if card.competition_mode and not card.closed else None
+    doc = score_card(card, baselines, all_environments=every)
+    return doc.score, doc.total_levels_completed, doc.total_levels
+
+
+def row_of(card: CardState, version: int, scored: tuple[float, int, int]) -> SummaryRow:
+    """The summary row of ``card`` as folded up to ``version``."""
+    plays = [p for ps in card.games.values() for p in ps]
+    return SummaryRow(
+        card_id=card.card_id,
+        version=version,
+        opened=_iso(card.opened_at),
+        opened_key=micros(card.opened_at) if card.opened_at is not None else NEVER,
+        closed=_iso(card.closed_at),
+        closed_key=micros(card.closed_at) if card.closed_at is not None else None,
+        close_reason=card.close_reason,
+        last_ts=_iso(card.last_ts),
+        last_key=micros(card.last_ts) if card.last_ts is not None else None,
+        state="closed" if card.closed else "open",
+        games=len(card.games),
+        plays=len(plays),
+        actions=sum(p.actions for p in plays),
+        events=card.events,
+        levels=scored[1],
+        level_count=scored[2],
+        score=scored[0],
+        tags=_tags_enc.encode(card.tags).decode() if card.tags is not None else None,
+        game_ids=_tags_enc.encode(list(card.games)).decode(),
+        retracted=_iso(card.retracted_at),
+        retract_reason=card.retract_reason,
+    )
+
+
+def keys_of(card: CardState) -> frozenset[tuple[str, str]]:
+    """What the keys table holds for a card: ``("t", tag)`` for every tag a filter matches (``all_tags``),
+    ``("g", game id)`` and ``("b", base id)`` (the part before the first ``-``) for every game it played."""
+    out = {("t", t) for t in card.all_tags}
+    for gid in card.games:
+        out.add(("g", gid))
+        out.add(("b", gid.split("-", 1)[0]))
+    return frozenset(out)
+
+
+def card_id_of(stream: str) -> str | None:
+    """The card id of a card stream, None for any other stream."""
+    return stream[len(CARD_STREAM) :] if stream.startswith(CARD_STREAM) else None
+
+
+def _baseline_set(body: bytes) -> dict[str, dict[str, BaselineEntry]]:
+    try:
+        ev = decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return {}
+    return {ev.set_id: bl.as_map(ev.entries)} if isinstance(ev, BaselinesRecorded) else {}
+
+
+def baselines_map(set_id: str, bodies: Sequence[bytes]) -> dict[str, BaselineEntry]:
+    """The entries of a baseline set from its stream's bodies (empty when the set is not stored or unreadable)."""
+    return _baseline_set(bodies[0]).get(set_id, {}) if bodies else {}
+
+
+class Tracked(msgspec.Struct):
+    """A card as a writer holds it: its projection, the version it reflects, its score and keys."""
+
+    state: CardState
+    version: int
+    #: (score, levels completed, level count) as the document has them; None until scored.
+    scored: tuple[float, int, int] | None
+    keys: frozenset[tuple[str, str]]
+
+
+class Change(msgspec.Struct, frozen=True):
+    """What one append writes to the summary: the row, and the card's keys when they changed (else None)."""
+
+    stream: str
+    #: None (with ``row``): the card has an event that does not decode, and no row.
+    tracked: Tracked | None
+    row: SummaryRow | None
+    keys: frozenset[tuple[str, str]] | None
+    #: Instead of ``row``, for a batch of actions only: (version, actions, events, last_ts, last_key, card_id).
+    counters: tuple[int, int, int, str | None, int | None, str] | None = None
+
+
+#: Reads a stream's bodies with versions 1..N (inside the append transaction).
+BodyReader = Callable[[str, int], list[bytes]]
+
+
+class SummaryKeeper:
+    """Per store: the projections of the cards this process appends to, and the baseline sets they use."""
+
+    def __init__(self) -> None:
+        self._cards: OrderedDict[str, Tracked] = OrderedDict()
+        self._baselines: dict[str, dict[str, BaselineEntry]] = {}
+        self._lock = threading.Lock()
+        #: Whether the schema has the summary tables (None: not looked yet; a ledger still at an earlier revision
+        #: has none, and gets them filled from the log when it is migrated; see ``summary_sql.probe``).
+        self.enabled: bool | None = None
+
+    def change(
+        self,
+        stream: str,
+        base_version: int,
+        types: Sequence[str],
+        bodies: Sequence[bytes],
+        read: BodyReader,
+        *,
+        full: bool = False,
+    ) -> Change | None:
+        """The summary change of appending ``bodies`` (of ``types``) after ``base_version``; None for a stream
+        that is not a card. ``read`` replays the stream when this process does not hold the card at
+        ``base_version``; it and the baseline reads run in the caller's transaction."""
+        card_id = card_id_of(stream)
+        if card_id is None or not self.enabled:
+            return None
+        with self._lock:
+            # Taken out while the append runs: folded in place, it is put back only by ``committed``, so a rolled
+            # back append leaves nothing held and the next one replays the stream.
+            held = self._cards.pop(stream, None)
+        try:
+            if held is None or held.version != base_version:
+                bodies_before = read(stream, base_version) if base_version else []
+                state = fold(card_id, (decode(b) for b in bodies_before))
+                held = Tracked(state, base_version, None, keys_of(state))
+            else:
+                state = held.state
+            fold(card_id, (decode(b) for b in bodies), state)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            # The log takes any bytes; a card with an event that is not one has no row (the rebuild agrees).
+            return Change(stream, None, None, None)
+        scored = held.scored
+        rescore = scored is None or any(t not in COUNTER_TYPES for t in types)
+        if rescore or scored is None:
+            scored = card_score(state, self.baselines(state.baselines_id, read))
+        keys = keys_of(state) if rescore else held.keys
+        version = base_version + len(bodies)
+        tracked = Tracked(state, version, scored, keys)
+        if not rescore and not full:
+            # The capture hot path: only the counters an action moves.
+            last = state.last_ts
+            counters = (version, state.total_actions, state.events, _iso(last), micros(last) if last else None, card_id)
+            return Change(stream, tracked, None, None, counters)
+        return Change(stream, tracked, row_of(state, version, scored), keys if keys != held.keys else None)
+
+    def baselines(self, set_id: str | None, read: BodyReader) -> dict[str, BaselineEntry]:
+        """A baseline set by id (cached: a set's content is its id); empty for None or a set not stored."""
+        if set_id is None:
+            return {}
+        got = self._baselines.get(set_id)
+        if got is None:
+            from ledger.core.events import baselines_stream
+
+            got = baselines_map(set_id, read(baselines_stream(set_id), 1))
+            if got:
+                self._baselines[set_id] = got
+        return got
+
+    def committed(self, change: Change | None) -> None:
+        """Remember the card as the committed append left it."""
+        if change is None:
+            return
+        with self._lock:
+            if change.tracked is None:
+                self._cards.pop(change.stream, None)
+                return
+            self._cards[change.stream] = change.tracked
+            self._cards.move_to_end(change.stream)
+            while len(self._cards) > CACHED_CARDS:
+                self._cards.popitem(last=False)
+
+    def forget(self, stream: str) -> None:
+        """Drop what is held of a stream (after a failed append or a copy)."""
+        with self._lock:
+            self._cards.pop(stream, None)
+
+
+class Rebuilder:
+    """Every card's summary row and keys, folded from the log event by event in ``seq`` order: the truth the tables
+    must equal. Baseline sets are taken as the whole log holds them."""
+
+    def __init__(self) -> None:
+        self._cards: dict[str, tuple[CardState, int]] = {}
+        self._sets: dict[str, dict[str, BaselineEntry]] = {}
+        self._broken: set[str] = set()
+
+    def add(self, stream: str, type_: str, version: int, body: bytes) -> None:
+        """Fold one stored event."""
+        card_id = card_id_of(stream)
+        if card_id is None:
+            if type_ == "baselines_recorded":
+                self._sets.update(_baseline_set(body))
+            return
+        if card_id in self._broken:
+            return
+        held = self._cards.get(card_id)
+        state = held[0] if held else new_card(card_id)
+        try:
+            fold(card_id, [decode(body)], state)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            self._broken.add(card_id)
+            self._cards.pop(card_id, None)
+            return
+        self._cards[card_id] = (state, version)
+
+    def result(self) -> dict[str, tuple[SummaryRow, frozenset[tuple[str, str]]]]:
+        """card id -> (row, keys)."""
+        out = {}
+        for card_id, (state, version) in self._cards.items():
+            base = self._sets.get(state.baselines_id, {}) if state.baselines_id else {}
+            out[card_id] = (row_of(state, version, card_score(state, base)), keys_of(state))
+        return out
+
+
+def rebuild(events: Iterable[tuple[str, str, int, bytes]]) -> dict[str, tuple[SummaryRow, frozenset[tuple[str, str]]]]:
+    """Every card's summary row and keys from the log (``(stream, type, version, body)`` in ``seq`` order)."""
+    rb = Rebuilder()
+    for e in events:
+        rb.add(*e)
+    return rb.result()
+
+
+def copied_changes(
+    keeper: SummaryKeeper, rows: Sequence[tuple[str, int, str, bytes]], read: BodyReader
+) -> list[Change | None]:
+    """The summary changes of copied rows (``(stream, version, type, body)``, each stream in version order)."""
+    groups: dict[str, list[tuple[str, int, str, bytes]]] = {}
+    for r in rows:
+        groups.setdefault(r[0], []).append(r)
+    return [
+        keeper.change(stream, g[0][1] - 1, [r[2] for r in g], [r[3] for r in g], read, full=True)
+        for stream, g in groups.items()
+    ]

@@ -1,0 +1,197 @@
+"""The summary tables as a whole: read a page of them, fill them from the log, prove they equal a rebuild.
+
+Works on both backends with the same ``?`` statements (:mod:`ledger.storage.summary_sql`); a SQLite store is read
+through its own ``sqlite3`` connection (no SQLAlchemy import for a read command), a PostgreSQL store through one
+connection of its engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
+from typing import Any
+
+from ledger.errors import StoreError
+from ledger.storage.base import LogStore
+from ledger.storage.summary import KEYS, SUMMARY, SummaryRow, rebuild
+from ledger.storage.summary_sql import (
+    HAS_SUMMARY_SQL,
+    INSERT_KEY_SQL,
+    SELECT_KEYS_SQL,
+    SELECT_ROWS_SQL,
+    UPSERT_SQL,
+    PageQuery,
+    any_tag_query,
+    distinct_keys_query,
+    leaderboard_query,
+    page_query,
+    pg,
+    row_params,
+)
+
+Built = Mapping[str, tuple[SummaryRow, frozenset[tuple[str, str]]]]
+EVENTS_SQL = "SELECT stream, type, version, body FROM events ORDER BY seq"
+
+
+def write_all(execute: Callable[[str, Any], Any], built: Built) -> None:
+    """Replace the summary tables' content with ``built`` (inside the caller's transaction)."""
+    execute(f"DELETE FROM {KEYS}", ())
+    execute(f"DELETE FROM {SUMMARY}", ())
+    items = list(built.values())
+    for i in range(0, len(items), 5000):
+        chunk = items[i : i + 5000]
+        execute(UPSERT_SQL, [row_params(row) for row, _ in chunk])
+        keys = [(k, v, row.card_id) for row, ks in chunk for k, v in sorted(ks)]
+        if keys:
+            execute(INSERT_KEY_SQL, keys)
+
+
+def _log(rows: Iterable[Any]) -> Iterator[tuple[str, str, int, bytes]]:
+    return ((r[0], r[1], r[2], bytes(r[3])) for r in rows)
+
+
+def fill(conn: Any) -> int:
+    """Build the summary tables from the log on SQLAlchemy connection ``conn`` (the migration's transaction)."""
+    fix = pg if conn.dialect.name == "postgresql" else str
+    # A server-side cursor on PostgreSQL: the log is folded as it streams, never held whole.
+    streamed = {"stream_results": True, "yield_per": 10_000}
+    built = rebuild(_log(conn.exec_driver_sql(EVENTS_SQL, execution_options=streamed)))
+    write_all(lambda sql, params: conn.exec_driver_sql(fix(sql), params), built)
+    return len(built)
+
+
+def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
+    """Rows of one read statement (``?`` placeholders) on ``store``, on a single connection."""
+    try:
+        return _query(store, sql, args)
+    except StoreError as e:
+        if SUMMARY not in str(e) or has_summary(store):
+            raise
+        raise StoreError(
+            f"the ledger at {store.describe()} has no cards summary yet (schema {store.revision()}): "
+            "run `ledger init` once to build it from the log"
+        ) from e
+
+
+def _query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
+    if store.dialect == "sqlite":
+        return list(store._read(sql, tuple(args)))  # type: ignore[attr-defined]
+    from sqlalchemy.exc import DBAPIError
+
+    try:
+        with store.engine.connect() as conn:  # type: ignore[attr-defined]
+            return list(conn.exec_driver_sql(pg(sql), tuple(args)).fetchall())
+    except DBAPIError as e:
+        raise StoreError(f"cannot read the ledger at {store.describe()}: {e.orig}") from e
+
+
+def read_page(store: LogStore, q: PageQuery) -> list[SummaryRow]:
+    """One page of summary rows (see :class:`~ledger.storage.summary_sql.PageQuery`): one query."""
+    sql, args = page_query(store.dialect, q)
+    return [SummaryRow(*r) for r in query(store, sql, args)]
+
+
+def stored(store: LogStore) -> dict[str, tuple[SummaryRow | None, frozenset[tuple[str, str]]]]:
+    """The summary tables as stored: each card's row (None: only keys) and keys."""
+    keys: dict[str, set[tuple[str, str]]] = {}
+    for cid, kind, value in query(store, SELECT_KEYS_SQL):
+        keys.setdefault(cid, set()).add((kind, value))
+    out: dict[str, tuple[SummaryRow | None, frozenset[tuple[str, str]]]] = {
+        r[0]: (SummaryRow(*r), frozenset(keys.pop(r[0], ()))) for r in query(store, SELECT_ROWS_SQL)
+    }
+    out.update({cid: (None, frozenset(ks)) for cid, ks in keys.items()})
+    return out
+
+
+def differences(store: LogStore, *, limit: int = 10) -> list[str]:
+    """How the summary tables differ from a rebuild from the log, one line each (empty: they are equal).
+
+    The rule checked: every card has a row that reflects its stream up to its head version and equals the row
+    a replay of the whole log computes, with the same tags and games in the keys table.
+    """
+    return compare(store, rebuild(_log((e.stream, e.type, e.version, e.body) for e in store.scan())), limit=limit)
+
+
+def has_summary(store: LogStore) -> bool:
+    """True when the schema has the summary tables (a ledger at an earlier revision has not)."""
+    return bool(_query(store, HAS_SUMMARY_SQL[store.dialect])[0][0])
+
+
+def compare(store: LogStore, built: Built, *, limit: int = 10, skip: Set[str] = frozenset()) -> list[str]:
+    """How the stored summary differs from ``built`` (a rebuild from the log), one line each (cards in ``skip``
+    left out)."""
+    have = stored(store)
+    out = []
+    for cid in sorted((built.keys() | have.keys()) - skip):
+        want, got = built.get(cid), have.get(cid)
+        if want == got:
+            continue
+        if got is None or got[0] is None:
+            out.append(f"card {cid}: no summary row")
+        elif want is None:
+            out.append(f"card {cid}: a summary row for a card the log does not hold")
+        elif want[0] != got[0]:
+            fields = [f for f in SummaryRow.__struct_fields__ if getattr(want[0], f) != getattr(got[0], f)]
+            shown = ", ".join(f"{f} {getattr(got[0], f)!r} (log: {getattr(want[0], f)!r})" for f in fields)
+            out.append(f"card {cid}: summary row differs: {shown}")
+        else:
+            out.append(f"card {cid}: summary keys differ: {sorted(got[1])} (log: {sorted(want[1])})")
+    if len(out) > limit:
+        out = [*out[:limit], f"... and {len(out) - limit} more cards"]
+    return out
+
+
+def rebuild_summary(store: LogStore) -> int:
+    """Rewrite the summary tables from the log, in one transaction that holds the append lock; returns the
+    number of cards."""
+    if store.dialect == "sqlite":
+        con = store._thread_dbapi()  # type: ignore[attr-defined]
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            built = rebuild(_log(con.execute(EVENTS_SQL)))
+            write_all(lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p), built)
+            con.execute("COMMIT")
+        except BaseException:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            raise
+        return len(built)
+    from sqlalchemy import text
+
+    from ledger.storage.pg_engine import PG_APPEND_LOCK
+
+    with store.engine.begin() as conn:  # type: ignore[attr-defined]
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_APPEND_LOCK})
+        return fill(conn)
+
+
+def tagged_card_ids(store: LogStore, tags: Sequence[str], *, include_retracted: bool = False) -> list[str]:
+    """The ids of the cards with any of ``tags`` (their own or given at capture), in the order they were opened:
+    one query on the summary."""
+    if not tags:
+        return []
+    sql, args = any_tag_query(tags, include_retracted)
+    return [r[0] for r in query(store, sql, args)]
+
+
+def tag_board(store: LogStore, *, include_retracted: bool = False) -> list[tuple[str, int, float, float, str]]:
+    """(tag, cards, mean score, best score, best card) for every tag: one query on the summary."""
+    return [
+        (r[0], int(r[1]), float(r[2]), float(r[3]), r[4]) for r in query(store, leaderboard_query(include_retracted))
+    ]
+
+
+def distinct_keys(store: LogStore, kind: str) -> list[str]:
+    """Every tag (``"t"``) or game id (``"g"``) of the ledger's cards, sorted."""
+    sql, args = distinct_keys_query(kind)
+    return [r[0] for r in query(store, sql, args)]
+
+
+def stream_bodies(store: LogStore, streams: Sequence[str], chunk: int = 500) -> dict[str, list[bytes]]:
+    """The bodies of many streams in version order, a query per ``chunk`` streams (not one per stream)."""
+    out: dict[str, list[bytes]] = {s: [] for s in streams}
+    for i in range(0, len(streams), chunk):
+        part = list(streams[i : i + chunk])
+        sql = f"SELECT stream, body FROM events WHERE stream IN ({', '.join('?' * len(part))}) ORDER BY stream, version"
+        for stream, body in query(store, sql, part):
+            out[stream].append(bytes(body))
+    return out

@@ -1,0 +1,235 @@
+"""The summary tables' statements, written once with ``?`` placeholders (PostgreSQL's driver gets ``%s``).
+
+Both backends run the same statements inside their append transaction (:func:`write_statements`), and the same
+page query (:func:`page_query`) for every list, so the CLI, the viewer and the bundle show the same pages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.core.events import CARD_STREAM
+from ledger.storage.summary import (
+    COLUMNS,
+    KEYS,
+    NEVER,
+    SUMMARY,
+    BodyReader,
+    Change,
+    SummaryKeeper,
+    SummaryRow,
+    copied_changes,
+)
+
+UPSERT_SQL = (
+    f"INSERT INTO {SUMMARY} ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
+    f"ON CONFLICT (card_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in COLUMNS[1:])}"
+)
+DELETE_KEYS_SQL = f"DELETE FROM {KEYS} WHERE card_id = ?"
+DELETE_ROW_SQL = f"DELETE FROM {SUMMARY} WHERE card_id = ?"
+COUNTERS_SQL = f"UPDATE {SUMMARY} SET version = ?, actions = ?, events = ?, last_ts = ?, last_key = ? WHERE card_id = ?"
+INSERT_KEY_SQL = f"INSERT INTO {KEYS} (kind, value, card_id) VALUES (?, ?, ?)"
+SELECT_ROWS_SQL = f"SELECT {', '.join(COLUMNS)} FROM {SUMMARY}"
+SELECT_KEYS_SQL = f"SELECT card_id, kind, value FROM {KEYS}"
+
+#: Sort keys: the columns a page is ordered by (then ``card_id``); opened and score have an index.
+SORT_COLUMNS = {
+    "opened": ("opened_key",),
+    "score": ("score", "opened_key"),
+    "actions": ("actions", "opened_key"),
+    "events": ("events", "opened_key"),
+    "id": (),
+}
+
+
+def pg(sql: str) -> str:
+    """The statement for psycopg (``%s`` placeholders; no literal ``%`` is used in these statements)."""
+    return sql.replace("?", "%s")
+
+
+def row_params(row: SummaryRow) -> tuple[Any, ...]:
+    """The row's values in :data:`COLUMNS` order."""
+    return tuple(getattr(row, c) for c in COLUMNS)
+
+
+def write_statements(change: Change) -> list[tuple[str, Sequence[Any] | list[Sequence[Any]], bool]]:
+    """(sql, params, many) to run in the append transaction for ``change``."""
+    if change.counters is not None:
+        return [(COUNTERS_SQL, change.counters, False)]
+    if change.row is None:
+        gone = (change.stream[len(CARD_STREAM) :],)
+        return [(DELETE_KEYS_SQL, gone, False), (DELETE_ROW_SQL, gone, False)]
+    out: list[tuple[str, Any, bool]] = [(UPSERT_SQL, row_params(change.row), False)]
+    if change.keys is not None:
+        cid = change.row.card_id
+        out.append((DELETE_KEYS_SQL, (cid,), False))
+        if change.keys:
+            out.append((INSERT_KEY_SQL, [(k, v, cid) for k, v in sorted(change.keys)], True))
+    return out
+
+
+def run_statements(
+    execute: Callable[[str, Any], Any], executemany: Callable[[str, Any], Any], changes: Iterable[Change | None]
+) -> None:
+    """Run the statements of ``changes`` through the driver's ``execute``/``executemany`` (``?`` placeholders)."""
+    for change in changes:
+        if change is None:
+            continue
+        for sql, params, many in write_statements(change):
+            (executemany if many else execute)(sql, params)
+
+
+@dataclass(frozen=True, slots=True)
+class PageQuery:
+    """What one page of cards is: filters, the sort, where it starts, how many."""
+
+    tags: tuple[str, ...] = ()
+    games: tuple[str, ...] = ()
+    #: "open"/"closed" as shown: a card the toolkit would have closed by ``now`` counts as closed.
+    state: str | None = None
+    since_key: int | None = None
+    sort: str = "opened"
+    descending: bool = False
+    limit: int | None = None
+    #: The card id the page starts after (keyset pagination: the next page after the last card shown).
+    after: str | None = None
+    include_retracted: bool = False
+    #: Microseconds since 1970: the moment the auto-close is judged at, and the toolkit's limits in microseconds.
+    now_key: int = 0
+    stale_us: int = 0
+    max_open_us: int = 0
+
+
+def _least(dialect: str, a: str, b: str) -> str:
+    return f"min({a}, {b})" if dialect == "sqlite" else f"LEAST({a}, {b})"
+
+
+def shown_closed_expr(dialect: str) -> str:
+    """SQL for when a card is shown closed (its close, or the toolkit's auto-close if due by ``now``), or NULL.
+
+    Parameters (microseconds): never, stale, max_open, now, never, stale, max_open.
+    """
+    due = _least(dialect, "coalesce(last_key, ?) + ?", "opened_key + ?")
+    return f"(CASE WHEN close_reason IS NOT NULL THEN closed_key WHEN {due} <= ? THEN {due} ELSE NULL END)"
+
+
+def page_query(dialect: str, q: PageQuery) -> tuple[str, list[Any]]:
+    """The SQL of one page of ``card_summary`` rows (``?`` placeholders) and its parameters."""
+    where: list[str] = []
+    args: list[Any] = []
+    for tag in q.tags:
+        where.append(f"card_id IN (SELECT card_id FROM {KEYS} WHERE kind = 't' AND value = ?)")
+        args.append(tag)
+    if q.games:
+        marks = ", ".join("?" * len(q.games))
+        where.append(f"card_id IN (SELECT card_id FROM {KEYS} WHERE kind IN ('g', 'b') AND value IN ({marks}))")
+        args += list(q.games)
+    shown_args = [NEVER, q.stale_us, q.max_open_us, q.now_key, NEVER, q.stale_us, q.max_open_us]
+    if q.state is not None:
+        where.append(f"{shown_closed_expr(dialect)} IS {'NOT ' if q.state == 'closed' else ''}NULL")
+        args += shown_args
+    if q.since_key is not None:
+        where.append("opened_key >= ? AND opened_key < ?")
+        args += [q.since_key, NEVER]
+    if not q.include_retracted:
+        where.append("retracted IS NULL")
+    if q.sort == "closed":
+        keys = [f"coalesce({shown_closed_expr(dialect)}, {NEVER})"]
+        key_args = [*shown_args]
+    else:
+        keys = list(SORT_COLUMNS[q.sort])
+        key_args = []
+    order = [*keys, "card_id"]
+    if q.after is not None:
+        op = "<" if q.descending else ">"
+        inner = f"SELECT {', '.join(order)} FROM {SUMMARY} WHERE card_id = ?"
+        where.append(f"({', '.join(order)}) {op} ({inner})")
+        args += key_args + key_args + [q.after]
+    sql = f"SELECT {', '.join(COLUMNS)} FROM {SUMMARY}"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    direction = " DESC" if q.descending else ""
+    sql += " ORDER BY " + ", ".join(k + direction for k in order)
+    args += key_args
+    if q.limit is not None:
+        sql += " LIMIT ?"
+        args.append(q.limit)
+    return sql, args
+
+
+READ_BODIES_SQL = "SELECT body FROM events WHERE stream = ? AND version <= ? ORDER BY version"
+HAS_SUMMARY_SQL = {
+    "sqlite": f"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '{SUMMARY}'",
+    "postgresql": f"SELECT count(*) FROM pg_tables WHERE tablename = '{SUMMARY}' AND schemaname = current_schema()",
+}
+
+
+def probe(keeper: SummaryKeeper, execute: Callable[[str, Any], Any], dialect: str) -> None:
+    """Look whether the schema has the summary tables (inside the append transaction): once when it has them; on
+    every append while it has not (a ledger at an earlier revision, until it is migrated)."""
+    if not keeper.enabled:
+        keeper.enabled = bool(next(iter(execute(HAS_SUMMARY_SQL[dialect], ())))[0])
+
+
+def body_reader(execute: Callable[[str, Any], Any]) -> BodyReader:
+    """Reads a stream's first bodies through ``execute`` (the append transaction's connection)."""
+    return lambda stream, version: [bytes(r[0]) for r in execute(READ_BODIES_SQL, (stream, version))]
+
+
+def append_summary(
+    keeper: SummaryKeeper,
+    execute: Callable[[str, Any], Any],
+    executemany: Callable[[str, Any], Any],
+    stream: str,
+    base_version: int,
+    rows: Sequence[tuple[str, str, bytes]],
+) -> Change | None:
+    """Write the summary change of appending ``rows`` after ``base_version`` (inside the append transaction);
+    the caller passes the result to ``keeper.committed`` once the transaction has committed."""
+    probe(keeper, execute, "sqlite")
+    change = keeper.change(stream, base_version, [r[0] for r in rows], [r[2] for r in rows], body_reader(execute))
+    run_statements(execute, executemany, [change])
+    return change
+
+
+def copy_summary(
+    keeper: SummaryKeeper,
+    execute: Callable[[str, Any], Any],
+    executemany: Callable[[str, Any], Any],
+    rows: Sequence[Any],
+    dialect: str = "sqlite",
+) -> list[Change | None]:
+    """Write the summary changes of copied events (``StoredEvent`` rows, inside the copy's transaction)."""
+    probe(keeper, execute, dialect)
+    changes = copied_changes(keeper, [(e.stream, e.version, e.type, e.body) for e in rows], body_reader(execute))
+    run_statements(execute, executemany, changes)
+    return changes
+
+
+def any_tag_query(tags: Sequence[str], include_retracted: bool = False) -> tuple[str, list[Any]]:
+    """The ids of the cards with any of ``tags`` (``all_tags``), in the order they were opened."""
+    marks = ", ".join("?" * len(tags))
+    sql = (
+        f"SELECT card_id FROM {SUMMARY} WHERE card_id IN (SELECT card_id FROM {KEYS} WHERE kind = 't' "
+        f"AND value IN ({marks})){'' if include_retracted else ' AND retracted IS NULL'} ORDER BY opened_key, card_id"
+    )
+    return sql, list(tags)
+
+
+def leaderboard_query(include_retracted: bool = False) -> str:
+    """Per tag (``all_tags``): its cards, their mean score, the best score and the first card with it."""
+    live = "" if include_retracted else " AND s.retracted IS NULL"
+    return (
+        "SELECT tag, count(*), avg(score), max(score), "
+        "max(CASE WHEN rank = 1 THEN card_id END) FROM ("
+        "SELECT k.value AS tag, s.card_id AS card_id, s.score AS score, ROW_NUMBER() OVER "
+        "(PARTITION BY k.value ORDER BY s.score DESC, s.opened_key, s.card_id) AS rank "
+        f"FROM {KEYS} k JOIN {SUMMARY} s ON s.card_id = k.card_id WHERE k.kind = 't'{live}) ranked GROUP BY tag"
+    )
+
+
+def distinct_keys_query(kind: str) -> tuple[str, list[Any]]:
+    """Every tag (``t``) or game (``g``) any card has, sorted."""
+    return f"SELECT DISTINCT value FROM {KEYS} WHERE kind = ? ORDER BY value", [kind]

@@ -1,0 +1,136 @@
+"""How the read commands' cost grows with the ledger: 1,000 / 10,000 / 100,000 cards, SQLite and PostgreSQL.
+
+The cards are synthetic (``ledger.services.synthetic``): real events (opened, plays, actions, level completions,
+WIN/GAME_OVER, closed; about 14 events a card) written one append per card through the ledger's own append path,
+so the cards summary and the hash chain are kept as for captured cards. The PostgreSQL ledger is the same one
+after ``ledger copy`` (its rate is printed). Each command is a real ``ledger`` subprocess (start-up included),
+the best of three; the viewer's first page is one GET of ``/`` on a fresh app (cold) and again (warm).
+
+Sizes: ``$LEDGER_BENCH_SCALE_SIZES`` (comma-separated), default 1000,10000,100000 (``--quick``: 300,1500). Then
+the writers (``bench_writers``; ``$LEDGER_BENCH_SCALE_WRITERS=0`` leaves them out): capture against a bare commit on
+SQLite, and 16 concurrent capturing processes on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_postgres import admin_url, bench_database, unreachable
+from bench_writers import concurrent_writers, sqlite_capture_vs_commit
+
+from ledger import Ledger
+from ledger.services import synthetic
+from ledger.services.copying import copy_ledger, open_destination, open_source
+
+LEDGER = str(Path(sys.executable).parent / "ledger")
+
+
+def _best(args: list[str], runs: int = 3) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        t = time.perf_counter()
+        r = subprocess.run([LEDGER, *args], capture_output=True, check=False)
+        best = min(best, time.perf_counter() - t)
+        if r.returncode != 0:
+            raise RuntimeError(f"ledger {' '.join(args)}: {r.stderr.decode()[:300]}")
+    return best
+
+
+def _viewer(db: str) -> tuple[float, float, int]:
+    from ledger.web.server import create_app
+
+    with Ledger.open_readonly(db) as led:
+        client = create_app(led).test_client()
+        t = time.perf_counter()
+        body = client.get("/").data
+        cold = time.perf_counter() - t
+        t = time.perf_counter()
+        client.get("/")
+        warm = time.perf_counter() - t
+    return cold, warm, len(body)
+
+
+def _size_per_event(db: str) -> float:
+    with Ledger.open_readonly(db) as led:
+        n = led.store.count()
+        if led.store.dialect == "sqlite":
+            size = sum(os.path.getsize(p) for p in (db, db + "-wal") if os.path.exists(p))
+        else:
+            from sqlalchemy import text
+
+            with led.store.engine.connect() as conn:  # type: ignore[attr-defined]
+                size = conn.execute(text("SELECT pg_database_size(current_database())")).scalar()
+    return size / n
+
+
+def _note(line: str) -> str:
+    # The table is printed when every size is done; a long run shows each line as it comes on stderr.
+    print(line, file=sys.stderr, flush=True)
+    return line
+
+
+def _row(backend: str, cards: int, db: str, card_id: str) -> str:
+    page = _best(["--db", db, "cards", "--limit", "20"])
+    tag = _best(["--db", db, "cards", "--tag", "agent-2", "--limit", "20"])
+    cmp = _best(["--db", db, "compare", "--tag", "nightly", "--json"], runs=1)
+    cold, warm, size = _viewer(db)
+    export = _best(["--db", db, "export", card_id])
+    verify = _best(["--db", db, "verify"], runs=1)
+    per_event = _size_per_event(db)
+    return _note(
+        f"| {backend} | {cards:,} | {page:.2f} | {tag:.2f} | {cmp:.2f} | {cold:.2f} / {warm:.2f} ({size / 1024:.0f} KB)"
+        f" | {export:.2f} | {verify:.1f} | {per_event:.0f} |"
+    )
+
+
+def run(quick: bool) -> list[str]:
+    """The table of read costs per ledger size, both backends."""
+    default = "300,1500" if quick else "1000,10000,100000"
+    sizes = [int(s) for s in os.environ.get("LEDGER_BENCH_SCALE_SIZES", default).split(",") if s.strip()]
+    pg_why = unreachable()
+    lines = [
+        "synthetic cards written through the append path (one append per card); times in seconds, best of 3, "
+        "each a `ledger` subprocess; compare --tag nightly compares 1/7 of the cards (it loads each compared card)",
+        "| backend | cards | cards --limit 20 | cards --tag T --limit 20 | compare --tag "
+        "| viewer first page cold / warm (bytes) | export one card | verify | bytes/event |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    with tempfile.TemporaryDirectory() as d:
+        for n in sizes:
+            db = str(Path(d) / f"scale-{n}.sqlite")
+            t = time.perf_counter()
+            with Ledger.open(db) as led:
+                ids = synthetic.write_cards(led, n, seed=n)
+                events = led.store.count()
+            build = time.perf_counter() - t
+            lines.append(
+                _note(f"({n:,} cards, {events:,} events written in {build:.1f} s: {events / build:,.0f} events/s)")
+            )
+            card_id = ids[n // 2]
+            lines.append(_row("SQLite", n, db, card_id))
+            if pg_why is not None:
+                lines.append(f"PostgreSQL skipped: {admin_url()} is not usable ({pg_why})")
+                continue
+            with bench_database() as pg:
+                src, dst = open_source(db), open_destination(pg)
+                try:
+                    report = copy_ledger(src, dst)
+                finally:
+                    src.close()
+                    dst.close()
+                rate = report.events / report.seconds
+                lines.append(
+                    _note(f"(ledger copy SQLite -> PostgreSQL: {report.events:,} events, {rate:,.0f} events/s)")
+                )
+                lines.append(_row("PostgreSQL", n, pg, card_id))
+        if os.environ.get("LEDGER_BENCH_SCALE_WRITERS", "1") != "0":
+            lines += sqlite_capture_vs_commit(d, 300 if quick else 2000)
+            if pg_why is None:
+                with bench_database() as pg:
+                    lines += concurrent_writers(pg, 4 if quick else 16, 50 if quick else 200)
+    return lines

@@ -1,0 +1,205 @@
+"""The cards summary is a projection: after captures, imports, closes, retractions and concurrent writers it equals
+a rebuild from the log, on both backends; an old ledger gets it at migration; `cards` pages through it."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import sqlite3
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from ledger import Ledger
+from ledger.cli import cli
+from ledger.core.events import ActionTaken, CardRetracted
+from ledger.core.projection import CardState
+from ledger.services import synthetic
+from ledger.services.importing import import_recordings
+from ledger.services.listing import CardFilter, list_cards
+from ledger.storage.summary_build import differences, rebuild_summary, stored
+from ledger.toolkit.demo import run_demo
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "recordings_corpus" / "good"
+FIXTURE = HERE / "fixtures" / "first_schema.sqlite"
+
+
+def test_summary_equals_a_rebuild_after_every_kind_of_write(backend_url: str) -> None:
+    with Ledger.open(backend_url) as led:
+        ids = synthetic.write_cards(led, 300, seed=1)
+        synthetic.write_cards(led, 20, seed=2, per_step=True, first=300)
+        demo = run_demo(led)  # a capture through the real toolkit
+        import_recordings(led, [CORPUS])
+        # An open card, closed later; a retraction; an action after a retraction.
+        rng = synthetic.random.Random(5)
+        open_events = list(synthetic.card_events(rng, 999, synthetic.baselines(led), close=False))
+        open_id = open_events[0].card_id  # type: ignore[union-attr]
+        led.append_card(open_id, open_events, 0)
+        assert not differences(led.store)
+        led.close_card(open_id)
+        now = datetime.now(UTC)
+        led.append_card(ids[3], [CardRetracted(ts=now, reason="a bad run")], led.load_card(ids[3]).events)
+        assert not differences(led.store)
+        got = stored(led.store)
+        assert got[ids[3]][0] is not None and got[ids[3]][0].retract_reason == "a bad run"
+        assert got[demo][0] is not None and got[demo][0].state == "closed"
+        assert len(got) == 300 + 20 + 1 + 1 + 1
+        # A card whose action lands on a game never started: not counted, in the row as in the projection.
+        v = led.load_card(ids[4]).events
+        led.append_card(
+            ids[4],
+            [ActionTaken(ts=now, game_id="zz99", guid="x", action=1, levels_completed=0, state="NOT_FINISHED")],
+            v,
+        )
+        assert not differences(led.store)
+        assert rebuild_summary(led.store) == len(got)
+        assert not differences(led.store)
+
+
+def test_concurrent_writers_keep_the_summary(backend_url: str) -> None:
+    with Ledger.open(backend_url) as led:
+        synthetic.baselines(led)
+
+    def writer(n: int) -> None:
+        with Ledger.open(backend_url) as mine:
+            synthetic.write_cards(mine, 40, seed=100 + n, per_step=n % 2 == 0, first=1000 * n)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with Ledger.open(backend_url) as led:
+        assert len(stored(led.store)) == 160
+        assert not differences(led.store)
+
+
+def test_a_damaged_row_is_reported_and_rebuilt(tmp_path: Path) -> None:
+    db = tmp_path / "l.sqlite"
+    with Ledger.open(db) as led:
+        ids = synthetic.write_cards(led, 30)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE card_summary SET score = score + 1 WHERE card_id = ?", (ids[2],))
+    con.execute("DELETE FROM card_summary_keys WHERE card_id = ?", (ids[5],))
+    con.commit()
+    con.close()
+    with Ledger.open(db) as led:
+        diff = differences(led.store)
+        assert len(diff) == 2 and ids[2] in diff[0] + diff[1] and "score" in " ".join(diff)
+        r = CliRunner().invoke(cli, ["--db", str(db), "verify"])
+        assert r.exit_code != 0 and "cards summary" in r.output + r.stderr
+        r = CliRunner().invoke(cli, ["--db", str(db), "rebuild-summary", "--check"])
+        assert r.exit_code != 0 and "score" in r.output + r.stderr
+        r = CliRunner().invoke(cli, ["--db", str(db), "rebuild-summary"])
+        assert r.exit_code == 0, r.output
+        assert not differences(led.store)
+    r = CliRunner().invoke(cli, ["--db", str(db), "verify", "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["ok"] is True
+
+
+def test_an_old_ledger_gets_its_summary_at_migration(tmp_path: Path) -> None:
+    db = tmp_path / "old.sqlite"
+    shutil.copy(FIXTURE, db)
+    r = CliRunner().invoke(cli, ["--db", str(db), "cards"])  # a read command never migrates: it says what to do
+    assert r.exit_code == 1 and "run `ledger init` once" in r.stderr and "Traceback" not in r.output + r.stderr
+    r = CliRunner().invoke(cli, ["--db", str(db), "init"])
+    assert r.exit_code == 0, r.output
+    with Ledger.open(db) as led:
+        assert led.store.triggers() >= {"events_no_update", "events_no_delete"}
+        have = stored(led.store)
+        assert set(have) == set(led.card_ids()) and have
+        assert not differences(led.store)
+        for cid in led.card_ids():
+            row = have[cid][0]
+            assert row is not None and row.score == led.document(cid).score
+
+
+def test_cards_pages_return_every_card_once_in_order(backend_url: str) -> None:
+    with Ledger.open(backend_url) as led:
+        synthetic.write_cards(led, 120, seed=9)
+        for sort, reverse in (("opened", False), ("score", True), ("actions", True), ("id", False), ("closed", False)):
+            whole = [c.card_id for c in list_cards(led, CardFilter(sort=sort, reverse=reverse))]  # type: ignore[arg-type]
+            seen: list[str] = []
+            after = None
+            while True:
+                page = list_cards(led, CardFilter(sort=sort, reverse=reverse, limit=17, after=after))  # type: ignore[arg-type]
+                if not page:
+                    break
+                seen += [c.card_id for c in page]
+                after = page[-1].card_id
+            assert seen == whole and len(set(seen)) == 120
+        tagged = list_cards(led, CardFilter(tags=("nightly",), games=("ls20",), limit=500))
+        cards = led.load_cards(c.card_id for c in tagged)
+        assert tagged and all(
+            "nightly" in cards[c].all_tags and any(g.startswith("ls20") for g in cards[c].games) for c in cards
+        )
+        every = led.load_cards(led.card_ids())
+        want = {c for c, s in every.items() if "nightly" in s.all_tags and any(g.startswith("ls20") for g in s.games)}
+        assert set(cards) == want
+
+
+def test_retracted_cards_are_left_out_unless_asked(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "l.sqlite") as led:
+        ids = synthetic.write_cards(led, 5)
+        led.append_card(ids[1], [CardRetracted(ts=datetime.now(UTC), reason="x")], led.load_card(ids[1]).events)
+        assert [c.card_id for c in list_cards(led)] == [i for i in ids if i != ids[1]]
+        assert [c.card_id for c in list_cards(led, CardFilter(include_retracted=True))] == ids
+        assert isinstance(led.load_card(ids[1]), CardState)
+
+
+def test_the_viewer_and_the_bundle_page_their_cards(tmp_path: Path) -> None:
+    from ledger.web.bundle import write_bundle
+    from ledger.web.server import create_app
+
+    db = tmp_path / "l.sqlite"
+    with Ledger.open(db) as led:
+        ids = synthetic.write_cards(led, 230, seed=4)
+    with Ledger.open_readonly(db) as led:
+        client = create_app(led).test_client()
+        seen: list[str] = []
+        url = "/?sort=date-asc"
+        while url:
+            body = client.get(url).get_data(as_text=True)
+            assert len(body) < 300_000
+            seen += re.findall(r'<tr data-card="([^"]+)"', body)
+            nxt = re.search(r'href="(\?[^"]*)" id="next-page"', body)
+            url = "/" + html.unescape(nxt.group(1)) if nxt else ""
+        assert seen == ids  # oldest first, every card once
+        tagged = client.get("/?tag=nightly&limit=1000").get_data(as_text=True)
+        every = led.load_cards(ids)
+        want = [c for c in ids if "nightly" in every[c].all_tags]
+        assert set(re.findall(r'<tr data-card="([^"]+)"', tagged)) == set(want)
+        write_bundle(led, ids[:150], tmp_path / "site")
+    first = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    second = (tmp_path / "site" / "cards-2.html").read_text(encoding="utf-8")
+    rows = re.findall(r'<tr data-card="([^"]+)"', first) + re.findall(r'<tr data-card="([^"]+)"', second)
+    assert sorted(rows) == sorted(ids[:150]) and 'href="cards-2.html"' in first
+
+
+def test_a_copy_keeps_the_summary(backend_url: str, tmp_path: Path) -> None:
+    from ledger.services.copying import copy_ledger, open_destination, open_source
+
+    src_path = tmp_path / "src.sqlite"
+    with Ledger.open(src_path) as src_led:
+        ids = synthetic.write_cards(src_led, 120, seed=6)
+    for round_ in range(2):
+        src, dst = open_source(str(src_path)), open_destination(backend_url)
+        try:
+            copy_ledger(src, dst, batch=700)  # batches that split cards
+        finally:
+            src.close()
+            dst.close()
+        if round_ == 0:  # the second copy extends cards the destination already holds
+            with Ledger.open(src_path) as src_led:
+                now = datetime.now(UTC)
+                src_led.append_card(ids[0], [CardRetracted(ts=now, reason="r")], src_led.load_card(ids[0]).events)
+                synthetic.write_cards(src_led, 30, seed=7, first=500)
+    with Ledger.open(backend_url) as led:
+        assert len(stored(led.store)) == 150
+        assert not differences(led.store)
+        assert ids[0] not in [c.card_id for c in list_cards(led)]

@@ -46,7 +46,7 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
     """
     import logging
 
-    from ledger.core.events import CaptureContext, CardRetracted, card_stream
+    from ledger.core.events import CaptureContext
     from ledger.toolkit.rest import FailClosed, check_bindable, is_loopback, offline_arcade, serve
 
     quiet = logging.getLogger("ledger.serve.toolkit")
@@ -59,14 +59,7 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
         # A ledger write that fails is logged, so that the toolkit's handler finishes its work (it holds the server's
         # locks and caches); FailClosed turns the log record into the request's answer.
         ledger.attach(arcade, context=CaptureContext(ts=datetime.now(UTC), via="serve"), raise_errors=False)
-
-        def retract(card: str, why: str) -> None:
-            reason = f"incomplete: ledger serve could not record part of this card ({why}); the server counted more"
-            ledger.append(card_stream(card), [CardRetracted(ts=datetime.now(UTC), reason=reason)], None)
-
-        guard = FailClosed(
-            arcade, on_refusal=lambda line: click.echo(f"ledger serve: {line}", err=True), on_incomplete_closed=retract
-        )
+        guard = FailClosed(ledger, arcade, on_refusal=lambda line: click.echo(f"ledger serve: {line}", err=True))
         try:
             check_bindable(host, port)
         except OSError as e:

@@ -15,9 +15,16 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
 
 from arc_agi.scorecard import Scorecard
+
+from ledger.core.events import CardRetracted, card_stream
+from ledger.errors import StoreError
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
 
 
 class DirectWatcher(Protocol):
@@ -112,21 +119,16 @@ class FailClosed:
     - its card is then *incomplete*: the server counted something the ledger will never hold, so no later success
       can make the two equal. Every later request naming it (``card_id``, a ``guid`` of its plays, the URL) is
       answered 500, ``"error": "LEDGER_CARD_INCOMPLETE"``, without reaching the toolkit, except ``close``: the
-      server closes the card as asked (and frees it), the answer is still the 500, and ``on_incomplete_closed``
-      is called so that the ledger marks the card (``ledger serve`` retracts it, saying why);
+      server closes the card as asked (and frees it), the answer is still the 500, and the ledger retracts the
+      card (a ``CardRetracted`` saying why: its record stays, lists and leaderboards leave it out);
     - every other card is unaffected: once the database accepts writes again, new cards are recorded as usual.
     """
 
-    def __init__(
-        self,
-        arcade: Any,
-        *,
-        on_refusal: Callable[[str], None] | None = None,
-        on_incomplete_closed: Callable[[str, str], None] | None = None,
-    ) -> None:
+    def __init__(self, ledger: Ledger, arcade: Any, *, on_refusal: Callable[[str], None] | None = None) -> None:
+        self.ledger = ledger
         self.arcade = arcade
+        #: Told one line per refused request (``ledger serve`` prints it on stderr).
         self.on_refusal = on_refusal
-        self.on_incomplete_closed = on_incomplete_closed
         self._tls = threading.local()
         self._lock = threading.Lock()
         #: card id -> why it is incomplete (only grows with failures)
@@ -221,12 +223,11 @@ class FailClosed:
         with self._lock:
             if card in self._marked:
                 return True
-            if self.on_incomplete_closed is None:
-                return False
             why = self._incomplete[card]
+        reason = f"incomplete: ledger serve could not record part of this card ({why}); the server counted more"
         try:
-            self.on_incomplete_closed(card, why)
-        except Exception as e:  # the database may still refuse writes: the next close of it tries again
+            self.ledger.append(card_stream(card), [CardRetracted(ts=datetime.now(UTC), reason=reason)], None)
+        except StoreError as e:  # the database may still refuse writes: the next close of it tries again
             if self.on_refusal is not None:
                 self.on_refusal(f"card {card} could not be marked incomplete in the ledger: {e}")
             return False

@@ -240,11 +240,10 @@ class SQLiteStore(StoreBase):
                         dbapi.execute("ROLLBACK")
                     raise
             self._checkpointer.committed()
-        except sqlite3.IntegrityError as e:
-            self._heads.forget(stream)
-            raise VersionConflict(stream, expected_version) from e
         except sqlite3.Error as e:
             self._heads.forget(stream)
+            if isinstance(e, sqlite3.IntegrityError) and "UNIQUE" in str(e):  # another writer took the version
+                raise VersionConflict(stream, expected_version) from e
             raise StoreError(f"cannot append to the ledger at {self.describe()}: {e}") from e
         except BaseException:
             self._heads.forget(stream)

@@ -170,21 +170,28 @@ class Card:
 
     card_id: str | None
     statuses: list[tuple[str, int]] = field(default_factory=list)
+    #: The answers with a status of 500 or more, in order.
+    errors: list[Any] = field(default_factory=list)
     close_status: int | None = None
     close_doc: Any = None
+
+    def told(self, name: str, status: int, body: Any) -> None:
+        self.statuses.append((name, status))
+        if status >= 500:
+            self.errors.append(body)
 
 
 def play_card(client: Client, rng: random.Random, steps: int) -> Card:
     """Open a card, play one or two games for ``steps`` actions (RESET now and then), close it."""
     status, body = client.send("POST", "/api/scorecard/open", {"tags": ["soak"]})
     card = Card(body.get("card_id") if status == 200 and isinstance(body, dict) else None)
-    card.statuses.append(("open", status))
+    card.told("open", status, body)
     if card.card_id is None:
         return card
     plays = []
     for gid in rng.sample(GAME_IDS, rng.choice([1, 2])):
         status, fr = client.send("POST", "/api/cmd/RESET", {"game_id": gid, "card_id": card.card_id})
-        card.statuses.append(("RESET", status))
+        card.told("RESET", status, fr)
         if status == 200:
             plays.append({"game_id": gid, "guid": fr["guid"], "avail": fr["available_actions"]})
     for _ in range(steps if plays else 0):
@@ -195,11 +202,11 @@ def play_card(client: Client, rng: random.Random, steps: int) -> Card:
         name = "RESET" if a == 0 else f"ACTION{a}"
         extra = {"x": rng.randint(0, 63), "y": rng.randint(0, 63)} if a == 6 else {}
         status, fr = client.send("POST", f"/api/cmd/{name}", {"game_id": p["game_id"], "guid": p["guid"], **extra})
-        card.statuses.append((name, status))
+        card.told(name, status, fr)
         if status == 200:
             p["avail"] = fr["available_actions"]
     card.close_status, card.close_doc = client.send("POST", "/api/scorecard/close", {"card_id": card.card_id})
-    card.statuses.append(("close", card.close_status))
+    card.told("close", card.close_status, card.close_doc)
     return card
 
 
@@ -222,17 +229,18 @@ def drive_serve(
     steps: int = 30,
     samples: int = 20,
     seed: int = 0,
-    midway: Callable[[], None] | None = None,
+    on_card: Callable[[Card, int], bool] | None = None,
 ) -> Run:
     """``agents`` threads play cards of ``steps`` actions until ``requests`` requests were sent; the process is
-    sampled ``samples`` times evenly over the run; ``midway()`` runs once, half way (a fault, say)."""
+    sampled ``samples`` times evenly over the run. ``on_card(card, requests so far)`` is called after each card
+    (one at a time); returning True extends the run by another ``requests // 10`` requests (until a fault shows)."""
     cards: list[Card] = []
     taken: list[Sample] = [sample(pid, 0)]
     lock = threading.Lock()
     sent = [0]
     every = max(1, requests // samples)
     next_sample = [every]
-    fired = [midway is None]
+    wanted = [requests]
     errors: list[BaseException] = []
     t0 = time.perf_counter()
 
@@ -242,7 +250,7 @@ def drive_serve(
         try:
             while True:
                 with lock:
-                    if sent[0] >= requests:
+                    if sent[0] >= wanted[0]:
                         return
                 card = play_card(client, rng, steps)
                 with lock:
@@ -251,9 +259,8 @@ def drive_serve(
                     while sent[0] >= next_sample[0]:
                         taken.append(sample(pid, sent[0]))
                         next_sample[0] += every
-                    if not fired[0] and sent[0] >= requests // 2 and midway is not None:
-                        fired[0] = True
-                        midway()
+                    if on_card is not None and on_card(card, sent[0]) and sent[0] + agents * steps >= wanted[0]:
+                        wanted[0] += max(requests // 10, agents * steps)
         except BaseException as e:
             errors.append(e)
         finally:
@@ -299,9 +306,10 @@ def view_pages(pid: int, port: int, card_ids: list[str], *, loads: int, samples:
     taken = [sample(pid, 0)]
     client = Client(port)
     for i in range(1, loads + 1):
-        status, _ = client.send("GET", paths[i % len(paths)])
-        if status >= 500:
-            raise AssertionError(f"{paths[i % len(paths)]} answered {status}")
+        path = paths[i % len(paths)]
+        status, body = client.send("GET", path)
+        if status != 200 or (path.startswith("/card?") and path.split("=", 1)[1] not in str(body)):
+            raise AssertionError(f"{path} answered {status}: {str(body)[:300]}")
         if i % every == 0:
             taken.append(sample(pid, i))
     return taken

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-AREAS = ["cli", "core", "import", "rescore", "audit", "postgres", "web"]
+AREAS = ["cli", "core", "import", "rescore", "audit", "postgres", "web", "soak"]
 
 
 def main() -> int:

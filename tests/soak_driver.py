@@ -3,7 +3,7 @@
 
 ``ledger serve`` runs as a real subprocess on 127.0.0.1 (optionally under a lower ``RLIMIT_NOFILE``, as ``ulimit -n``
 sets it); agent threads play cards over the REST API, most requests on a new TCP connection (a new server thread
-each, the case that used to open a database connection per thread), some on a kept-alive one. Every answer's status
+each: threads that come and go), some on a kept-alive one. Every answer's status
 is kept with the request; every card the server closed with 200 is later exported from the ledger and compared.
 """
 

@@ -1,8 +1,7 @@
 """A store's database connections, bounded whatever the number of threads: one writer and a few readers.
 
 Threads come and go in a long-lived process (``ledger serve`` answers every HTTP connection on a thread of its
-own, an agent runs a thread pool): a connection per thread, kept until the store closed, grew the process's open
-files with every connection it ever answered. So a store holds:
+own, an agent runs a thread pool), and the process's open files must not follow them. So a store holds:
 
 - one **writer** connection, used by one thread at a time (a lock). Appends serialise on the database's write lock
   anyway (SQLite ``BEGIN IMMEDIATE``, PostgreSQL's advisory lock), so a process loses no parallelism; threads of one

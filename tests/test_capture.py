@@ -109,11 +109,11 @@ def test_a_failed_write_reaches_the_agent_and_nothing_is_half_written(ledger: Le
     env = arc.make("cnt3", scorecard_id=card)
     step(env, 1)
     before = ledger.store.read_stream(card_stream(card))
-    ledger.store._thread_dbapi().execute("PRAGMA query_only=ON")  # the database refuses writes from here on
+    ledger.store._write_dbapi().execute("PRAGMA query_only=ON")  # the database refuses writes from here on
     with pytest.raises(CaptureError, match="readonly"):
         step(env, 1)
     assert ledger.store.read_stream(card_stream(card)) == before
-    ledger.store._thread_dbapi().execute("PRAGMA query_only=OFF")
+    ledger.store._write_dbapi().execute("PRAGMA query_only=OFF")
     step(env, 2)
     # The toolkit counted the step that failed to record; the ledger has what it acknowledged.
     toolkit_actions = arc.scorecard_manager.scorecards[card].cards["cnt3-0000000a"].actions[0]

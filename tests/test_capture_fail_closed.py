@@ -32,8 +32,8 @@ MODES = [OperationMode.OFFLINE, OperationMode.ONLINE, OperationMode.COMPETITION]
 
 @contextmanager
 def refused_writes(ledger: Ledger) -> Iterator[None]:
-    """The database refuses every write from this thread (SQLite's query_only), then accepts them again."""
-    con = ledger.store._thread_dbapi()
+    """The database refuses every write of this process (SQLite's query_only on its writer), then accepts them again."""
+    con = ledger.store._write_dbapi()
     con.execute("PRAGMA query_only=ON")
     try:
         yield

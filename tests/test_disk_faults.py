@@ -147,7 +147,7 @@ def test_database_full_max_page_count(db_path: Path) -> None:
         for _ in range(40):
             game.step()
         before = snapshot(led, game.card)
-        con = led.store._thread_dbapi()  # the connection capture appends through, in this thread
+        con = led.store._write_dbapi()  # the connection every append of this process goes through
         (pages,) = con.execute("PRAGMA page_count").fetchone()
         con.execute(f"PRAGMA max_page_count={pages}")
         err = game.until_refused()
@@ -194,7 +194,7 @@ def test_read_only_mid_run(db_path: Path) -> None:
         for _ in range(20):
             game.step()
         before = snapshot(led, game.card)
-        con = led.store._thread_dbapi()
+        con = led.store._write_dbapi()
         con.execute("PRAGMA query_only=ON")
         err = game.until_refused()
         check_refusal(game, err, "attempt to write a readonly database")
@@ -233,7 +233,7 @@ def test_ledger_on_a_read_only_mount(tmp_path: Path) -> None:
 
 def test_a_card_the_ledger_could_not_open_is_refused_not_silently_dropped(db_path: Path) -> None:
     with Ledger.open(db_path) as led:
-        con = led.store._thread_dbapi()
+        con = led.store._write_dbapi()
         arc = arcade()
         led.attach(arc)
         con.execute("PRAGMA query_only=ON")

@@ -239,7 +239,7 @@ def test_what_each_durability_asks_of_sqlite(db_path: Path, durability: str, syn
     """The Guarantees rest on these: WAL always; synchronous NORMAL (survives a killed process, a power cut may lose
     the last commits) by default, FULL (every commit on disk before it returns) with --durability full."""
     with Ledger.open(db_path, durability=durability) as led:  # type: ignore[arg-type]
-        con = led.store._thread_dbapi()
+        con = led.store._write_dbapi()
         assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         assert con.execute("PRAGMA synchronous").fetchone() == (synchronous,)
         assert con.execute("PRAGMA busy_timeout").fetchone() == (60_000,)

@@ -263,11 +263,11 @@ def test_a_failed_write_reaches_the_agent_after_the_servers_answer(ledger: Ledge
         assert env is not None
         env.step(GameAction.ACTION2)
         before = ledger.store.read_stream(f"card:{card}")
-        ledger.store._thread_dbapi().execute("PRAGMA query_only=ON")  # the database refuses writes from here on
+        ledger.store._write_dbapi().execute("PRAGMA query_only=ON")  # the database refuses writes from here on
         with pytest.raises(CaptureError, match="readonly"):
             env.step(GameAction.ACTION2)
         assert ledger.store.read_stream(f"card:{card}") == before
-        ledger.store._thread_dbapi().execute("PRAGMA query_only=OFF")
+        ledger.store._write_dbapi().execute("PRAGMA query_only=OFF")
         assert env.observation_space is not None and env.observation_space.action_input.id == GameAction.ACTION2
         env.step(GameAction.ACTION2)
         arc.close_scorecard(card)

@@ -211,7 +211,7 @@ def test_capture_reads_and_copies_go_on_when_the_server_drops_connections(pg_url
 def _append_in_child(store: LogStore, results: Any) -> None:
     try:
         got = store.append("card:child", [CardOpened(ts=datetime(2026, 1, 1, tzinfo=UTC), card_id="child")], 0)
-        session = store._thread_pg().info.backend_pid
+        session = store._write_dbapi().info.backend_pid
         store.close()
         results.put(([e.version for e in got], session))
     except BaseException as e:
@@ -223,7 +223,7 @@ def test_a_forked_child_does_not_touch_its_parents_connections(pg_url: str) -> N
     store.migrate()
     ev = CardOpened(ts=datetime(2026, 1, 1, tzinfo=UTC), card_id="p")
     store.append("card:p", [ev], expected_version=0)  # the parent now holds a connection for appends
-    parent_session = store._thread_pg().info.backend_pid
+    parent_session = store._write_dbapi().info.backend_pid
     ctx = mp.get_context("fork")
     results = ctx.Queue()
     child = ctx.Process(target=_append_in_child, args=(store, results))
@@ -235,6 +235,6 @@ def test_a_forked_child_does_not_touch_its_parents_connections(pg_url: str) -> N
     assert child.exitcode == 0
     # The parent's own connection still works: the child opened its own and closed only that.
     assert [e.version for e in store.append("card:p", [ev], expected_version=1)] == [2]
-    assert store._thread_pg().info.backend_pid == parent_session
+    assert store._write_dbapi().info.backend_pid == parent_session
     assert verify_ledger(store).ok
     store.close()

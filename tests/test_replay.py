@@ -119,7 +119,7 @@ def test_checkpoints_run_off_the_appending_thread(db_path: Path) -> None:
     con = sqlite3.connect(db_path)
     assert con.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000  # a plain connection: SQLite's default
     with Ledger.open(db_path) as led:
-        assert led.store._thread_dbapi().execute("PRAGMA wal_autocheckpoint").fetchone()[0] == (  # type: ignore[attr-defined]
+        assert led.store._write_dbapi().execute("PRAGMA wal_autocheckpoint").fetchone()[0] == (  # type: ignore[attr-defined]
             checkpoint.BACKSTOP_PAGES
         )
     con.close()

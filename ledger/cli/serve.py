@@ -41,11 +41,15 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
     Agents in any language send /api/scorecard/open, /api/cmd/RESET, /api/cmd/ACTION1..7 and
     /api/scorecard/close with an X-API-Key header; each card is recorded exactly as the server counts it
     (the card the server returns at close equals `ledger export CARD`). Ctrl-C stops the server (exit 130).
+
+    Fail closed: a request the ledger could not record is answered 503 (JSON error LEDGER_NOT_RECORDED, saying
+    why); its card is then incomplete, and every later request on it is answered 500 (LEDGER_CARD_INCOMPLETE);
+    closing it still closes it on the server, and the ledger retracts it, saying why.
     """
     import logging
 
     from ledger.core.events import CaptureContext
-    from ledger.toolkit.rest import check_bindable, is_loopback, offline_arcade, serve
+    from ledger.toolkit.rest import FailClosed, check_bindable, is_loopback, offline_arcade, serve
 
     quiet = logging.getLogger("ledger.serve.toolkit")
     quiet.setLevel(logging.WARNING)
@@ -54,8 +58,10 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
         arcade = offline_arcade(environments, logger=quiet)
         if not arcade.available_environments:
             raise LedgerCommandError(f"no games under {environments}: no metadata.json found", 2)
-        # A ledger write that fails is logged; the server keeps answering exactly as without the ledger.
+        # A ledger write that fails is logged, so that the toolkit's handler finishes its work (it holds the server's
+        # locks and caches); FailClosed turns the log record into the request's answer.
         ledger.attach(arcade, context=CaptureContext(ts=datetime.now(UTC), via="serve"), raise_errors=False)
+        guard = FailClosed(ledger, arcade, on_refusal=lambda line: click.echo(f"ledger serve: {line}", err=True))
         try:
             port = pick_port(host, port)
             check_bindable(host, port)
@@ -81,10 +87,18 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
 
         signal.signal(signal.SIGINT, on_sigint)
         try:
-            serve(arcade, host=host, port=port, competition_mode=competition)
+            serve(
+                arcade,
+                host=host,
+                port=port,
+                competition_mode=competition,
+                extra_api_routes=lambda _arcade, app: guard.install(app),
+            )
         except KeyboardInterrupt:
             interrupted.append(signal.SIGINT)
         except OSError as e:
             raise listen_error(host, port, e) from e
+        finally:
+            guard.uninstall()
     if interrupted:
         sys.exit(130)

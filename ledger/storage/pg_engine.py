@@ -13,9 +13,11 @@ from typing import Any
 from sqlalchemy import BigInteger, Column, Engine, Integer, LargeBinary, MetaData, String, Table, create_engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from ledger.errors import InputError, StoreError
 from ledger.storage.base import Durability, StoredEvent, hide_password
+from ledger.storage.connections import READERS
 
 metadata = MetaData()
 
@@ -51,13 +53,20 @@ PG_APPEND_LOCK = 0x4C454447  # "LEDG"
 HEAD_SQL = "SELECT version, hash FROM events WHERE stream = %s ORDER BY version DESC LIMIT 1"
 
 
+#: What a database call can raise: the driver's errors, and the pool's when every connection stayed busy too long.
+DB_ERRORS = (DBAPIError, PoolTimeout)
+
+
 def stored_event(r: Any) -> StoredEvent:
     return StoredEvent(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), r[6], r[7])
 
 
-def reason(e: DBAPIError) -> str:
+def reason(e: Exception) -> str:
     # One line: psycopg's messages run over several ("...Connection refused\n\tIs the server running...").
-    return " ".join((str(e.orig) if e.orig is not None else str(e)).split())
+    if isinstance(e, PoolTimeout):
+        return f"all {POOL_SIZE} connections of this process stayed busy past the busy timeout"
+    orig = getattr(e, "orig", None)
+    return " ".join((str(orig) if orig is not None else str(e)).split())
 
 
 def lock_statement(durability: Durability, key: str, timeout: str) -> str:
@@ -81,6 +90,13 @@ def row_values(e: StoredEvent) -> tuple[Any, ...]:
     return (e.stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash)
 
 
+def drop_connection(conn: Any) -> None:
+    """Close a connection for good (not back into the pool): it is broken, or the store is closing."""
+    with contextlib.suppress(Exception):
+        conn.invalidate()
+    conn.close()
+
+
 def rollback_quietly(pg: Any) -> None:
     """Roll back what a failed append left open, if the connection still works."""
     if not (pg.broken or pg.closed):
@@ -88,8 +104,15 @@ def rollback_quietly(pg: Any) -> None:
             pg.rollback()
 
 
-def make_engine(url: str, *, readonly: bool) -> Engine:
-    """A pooled engine for ``url`` (psycopg 3 whatever the URL's driver says); refuses URLs that name no ledger."""
+#: Connections a store's engine may hold: the writer and the readers (see connections.py), whatever the threads.
+POOL_SIZE = 1 + READERS
+
+
+def make_engine(url: str, *, readonly: bool, timeout: float = 60.0) -> Engine:
+    """A pooled engine for ``url`` (psycopg 3 whatever the URL's driver says); refuses URLs that name no ledger.
+
+    At most :data:`POOL_SIZE` connections; a caller finding them all in use waits up to ``timeout`` seconds.
+    """
     # psycopg logs a warning of its own when a connection dies mid-pipeline; the ledger raises a one-line StoreError
     # for the same fault. Without any handler Python prints such warnings on stderr (its last resort): a NullHandler
     # keeps the CLI's output to that one line, and logging an application configures still receives them.
@@ -110,8 +133,15 @@ def make_engine(url: str, *, readonly: bool) -> Engine:
     connect_args = {"options": "-c default_transaction_read_only=on"} if readonly else {}
     try:
         # pre_ping: a pooled connection the server closed (restart, idle timeout) is replaced before use. It costs
-        # a round trip per checkout, but appends do not check out: they keep one connection per thread.
-        engine = create_engine(u, pool_size=8, max_overflow=32, pool_pre_ping=True, connect_args=connect_args)
+        # a round trip per checkout, but appends do not check out: they keep the one writer connection.
+        engine = create_engine(
+            u,
+            pool_size=POOL_SIZE,
+            max_overflow=0,
+            pool_timeout=timeout,
+            pool_pre_ping=True,
+            connect_args=connect_args,
+        )
     except ModuleNotFoundError as e:
         raise StoreError(
             f"cannot open {shown}: its driver {e.name} is not installed; the ledger uses psycopg 3: "

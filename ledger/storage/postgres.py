@@ -7,14 +7,10 @@ Appends take a transaction-level advisory lock, so ``seq`` is assigned in commit
 
 from __future__ import annotations
 
-import contextlib
-import os
-import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import Engine, func, select, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import Connection, Engine, func, select, text
 
 from ledger.core import chain
 from ledger.errors import HistoryConflict, StoreError, VersionConflict
@@ -31,10 +27,13 @@ from ledger.storage.base import (
     head_revision,
     no_ledger,
 )
+from ledger.storage.connections import Writer
 from ledger.storage.pg_engine import (
+    DB_ERRORS,
     EVENT_COLUMNS,
     HEAD_SQL,
     PG_APPEND_LOCK,
+    drop_connection,
     events,
     insert_sql,
     lock_statement,
@@ -62,12 +61,17 @@ class PostgresStore(StoreBase):
         self.durability = durability
         self.busy_timeout_ms = busy_timeout_ms
         self.readonly = readonly
-        self.engine: Engine = make_engine(url, readonly=readonly)
+        # Reads check a connection out of the engine's bounded pool per call; appends hold one writer (connections.py).
+        self.engine: Engine = make_engine(url, readonly=readonly, timeout=busy_timeout_ms / 1000)
         self._heads = HeadCache()
         self._summary = SummaryKeeper()
-        self._tls = threading.local()
-        # (pid, connection): a forked child must never close (so talk over) its parent's connections.
-        self._held: list[tuple[int, Any]] = []
+        self._writer: Writer[Connection] = Writer(
+            self.engine.connect,
+            drop_connection,
+            timeout=busy_timeout_ms / 1000,
+            where=self.describe,
+            usable=lambda conn: not (conn.closed or conn.invalidated),
+        )
         if readonly:
             try:
                 self._check_is_ledger()
@@ -83,7 +87,7 @@ class PostgresStore(StoreBase):
         try:
             with self.engine.connect() as conn:
                 has_events, has_version, tables = conn.execute(q).one()
-        except DBAPIError as e:
+        except DB_ERRORS as e:
             raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
         if not (has_events and has_version):
             if tables == 0:
@@ -106,7 +110,7 @@ class PostgresStore(StoreBase):
         try:
             with self.engine.begin() as conn:
                 upgrade(conn)
-        except DBAPIError as e:
+        except DB_ERRORS as e:
             raise StoreError(f"cannot prepare the ledger at {self.describe()}: {reason(e)}") from e
 
     def revision(self) -> str | None:
@@ -117,7 +121,7 @@ class PostgresStore(StoreBase):
                 if conn.execute(q).scalar() is None:
                     return None
                 return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-        except DBAPIError as e:
+        except DB_ERRORS as e:
             raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
 
     def triggers(self) -> set[str]:
@@ -148,14 +152,20 @@ class PostgresStore(StoreBase):
     ) -> list[StoredEvent]:
         # The capture hot path. psycopg's pipeline mode sends BEGIN, the advisory lock, the INSERT and COMMIT in
         # one round trip when this process knows the stream's head (two when it must read it under the lock).
+        head = self._heads.known(stream, expected_version)
+        with self._writer.locked():
+            return self._append_locked(stream, rows, expected_version, head)
+
+    def _append_locked(
+        self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None, head: Any
+    ) -> list[StoredEvent]:
         import psycopg
 
-        head = self._heads.known(stream, expected_version)
         sent: list[StoredEvent] | None = None
         for attempt in (1, 2):
             try:
-                pg = self._thread_pg()
-            except DBAPIError as e:
+                pg = self._write_dbapi()
+            except DB_ERRORS as e:
                 self._heads.forget(stream)
                 raise StoreError(f"cannot append to the ledger at {self.describe()}: {reason(e)}") from e
             try:
@@ -202,7 +212,7 @@ class PostgresStore(StoreBase):
                 lost = pg.broken or pg.closed
                 rollback_quietly(pg)
                 if lost:
-                    self._drop_thread_pg()
+                    self._writer.discard()
                     if attempt == 1:
                         # The server closed the connection (restart, idle timeout, terminated backend): once more
                         # on a new one; whether the lost attempt committed is read from the head, under the lock.
@@ -236,25 +246,9 @@ class PostgresStore(StoreBase):
         seq_of = dict(rows)
         return [seq_of[e.version] for e in new]
 
-    def _thread_pg(self) -> Any:
-        """This thread's psycopg connection, kept checked out of the pool for appends."""
-        held = getattr(self._tls, "pg", None)
-        if held is None or held[0] != os.getpid() or held[1].closed or held[1].invalidated:
-            held = (os.getpid(), self.engine.connect())
-            self._tls.pg = held
-            self._held.append(held)
-        return held[1].connection.driver_connection
-
-    def _drop_thread_pg(self) -> None:
-        held = getattr(self._tls, "pg", None)
-        self._tls.pg = None
-        if held is not None and held[0] == os.getpid():
-            with contextlib.suppress(Exception):
-                held[1].invalidate()
-            with contextlib.suppress(Exception):
-                held[1].close()
-            with contextlib.suppress(ValueError):
-                self._held.remove(held)
+    def _write_dbapi(self) -> Any:
+        """The psycopg connection every append of this process goes through (hold ``self._writer.locked()``)."""
+        return self._writer.get().connection.driver_connection
 
     def insert_copied(self, rows: Sequence[StoredEvent]) -> int:
         """Insert events copied from another ledger, keeping their versions and hashes (see the protocol).
@@ -271,29 +265,35 @@ class PostgresStore(StoreBase):
             return 0
         lock = (lock_statement(self.durability, "%s", "%s"), self._lock_args())
         try:
-            for attempt in (1, 2):
-                pg = self._thread_pg()
-                try:
-                    n = copy_batch(pg, self._summary, rows, lock)
-                    pg.commit()
-                    return n
-                except (HistoryConflict, StoreError):
-                    rollback_quietly(pg)
-                    raise
-                except psycopg.Error as e:
-                    lost = pg.broken or pg.closed
-                    rollback_quietly(pg)
-                    if lost and attempt == 1:
-                        # A dropped connection: once more on a new one (a batch that did commit is skipped as held).
-                        self._drop_thread_pg()
-                        continue
-                    # Every writer reads the heads under the append lock: an integrity error is a row the schema
-                    # refuses.
-                    msg = " ".join(str(e).split())
-                    raise StoreError(f"cannot copy into the ledger at {self.describe()}: {msg}") from e
-                except BaseException:
-                    rollback_quietly(pg)
-                    raise
+            with self._writer.locked():
+                for attempt in (1, 2):
+                    try:
+                        pg = self._write_dbapi()
+                    except DB_ERRORS as e:
+                        raise StoreError(f"cannot write to the ledger at {self.describe()}: {reason(e)}") from e
+                    try:
+                        n = copy_batch(pg, self._summary, rows, lock)
+                        pg.commit()
+                        return n
+                    except (HistoryConflict, StoreError):
+                        rollback_quietly(pg)
+                        raise
+                    except psycopg.Error as e:
+                        lost = pg.broken or pg.closed
+                        rollback_quietly(pg)
+                        if lost:
+                            self._writer.discard()
+                            if attempt == 1:
+                                # A dropped connection: once more on a new one (a batch that did commit is skipped
+                                # as held).
+                                continue
+                        # Every writer reads the heads under the append lock: an integrity error is a row the
+                        # schema refuses.
+                        msg = " ".join(str(e).split())
+                        raise StoreError(f"cannot copy into the ledger at {self.describe()}: {msg}") from e
+                    except BaseException:
+                        rollback_quietly(pg)
+                        raise
         finally:
             for s in {r.stream for r in rows}:
                 self._heads.forget(s)
@@ -318,7 +318,7 @@ class PostgresStore(StoreBase):
         try:
             with self.engine.connect() as conn:
                 row = conn.execute(q).first()
-        except DBAPIError:
+        except DB_ERRORS:
             return None
         return Snapshot(row[0], row[1], bytes(row[2])) if row else None
 
@@ -330,7 +330,7 @@ class PostgresStore(StoreBase):
             with self.engine.begin() as conn:
                 conn.execute(snapshots.delete().where(snapshots.c.stream == stream))
                 conn.execute(snapshots.insert().values(stream=stream, kind=kind, version=version, seq=seq, body=body))
-        except DBAPIError:
+        except DB_ERRORS:
             # Includes two writers racing on the same row (a unique violation): either cache is fine.
             pass
 
@@ -350,7 +350,7 @@ class PostgresStore(StoreBase):
                     q = select(*cols).where(snapshots.c.stream.in_(chunk), snapshots.c.kind == kind)
                     for r in conn.execute(q):
                         out[r[0]] = Snapshot(r[1], r[2], bytes(r[3]))
-        except DBAPIError:
+        except DB_ERRORS:
             return {}
         return out
 
@@ -433,7 +433,7 @@ class PostgresStore(StoreBase):
         try:
             with self.engine.connect() as conn:
                 return list(conn.execute(q).all())
-        except DBAPIError as e:
+        except DB_ERRORS as e:
             raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
 
     def same_database(self, other: LogStore) -> bool:
@@ -452,10 +452,6 @@ class PostgresStore(StoreBase):
         return self.engine.url.render_as_string(hide_password=True)
 
     def close(self) -> None:
-        """Release every connection."""
-        for pid, conn in self._held:
-            if pid == os.getpid():
-                with contextlib.suppress(Exception):
-                    conn.close()
-        self._held.clear()
+        """Release every connection (a forked child's: its own only; the engine gave it a fresh pool)."""
+        self._writer.close()
         self.engine.dispose()

@@ -1,7 +1,8 @@
 """The SQLite backend, on the standard library's ``sqlite3`` driver.
 
 A read command must start at interpreter speed, and importing SQLAlchemy alone costs several times that: so the
-log is read and appended through ``sqlite3`` with plain SQL, one connection per thread, and SQLAlchemy/Alembic
+log is read and appended through ``sqlite3`` with plain SQL (one writer connection and a few readers, whatever the
+number of threads: :mod:`~ledger.storage.connections`), and SQLAlchemy/Alembic
 are loaded only to create or upgrade the schema (:meth:`SQLiteStore.migrate`) or when a caller asks for
 :attr:`SQLiteStore.engine`. The revision check is one query against ``alembic_version``.
 
@@ -11,10 +12,8 @@ so WAL's ``-shm`` cannot be created): they never create, migrate or write a byte
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,8 @@ from ledger.storage.base import (
     no_ledger,
     not_a_file,
 )
-from ledger.storage.checkpoint import BACKSTOP_PAGES, EVERY_COMMITS, Checkpointer
+from ledger.storage.checkpoint import EVERY_COMMITS, Checkpointer
+from ledger.storage.connections import ReadPool, Writer
 from ledger.storage.sqlite_sql import (
     COLUMNS,
     HEAD_SQL,
@@ -48,7 +48,6 @@ from ledger.storage.sqlite_sql import (
     PREFIX_SQL,
     STREAMS_SQL,
     check_tables,
-    readonly_uri,
     row_values,
     sqlite_path,
     stream_where,
@@ -73,14 +72,21 @@ class SQLiteStore(StoreBase):
         self.readonly = readonly
         self._heads = HeadCache()
         self._summary = SummaryKeeper()
-        self._tls = threading.local()
-        # (pid, connection): a forked child must never close (so talk over) its parent's connections.
-        self._held: list[tuple[int, sqlite3.Connection]] = []
+        timeout = busy_timeout_ms / 1000
+        # A writer left inside a transaction (its ROLLBACK failed too) would refuse every later BEGIN: replaced.
+        self._writer = Writer(
+            self._connect,
+            sqlite3.Connection.close,
+            timeout=timeout,
+            where=self.describe,
+            usable=lambda con: not con.in_transaction,
+        )
+        self._readers = ReadPool(self._connect, sqlite3.Connection.close, timeout=timeout, where=self.describe)
         self._engine: Any = None
         # WAL checkpoints run in a background thread, not inside a captured step's commit (see checkpoint.py).
         self._checkpointer = Checkpointer(self._connect, every=EVERY_COMMITS if durability != "full" else 0)
+        self._immutable = readonly and not writable(self.path)
         if readonly:
-            self._immutable = not writable(self.path)
             self._check_is_ledger()
             return
         parent = Path(self.path).parent
@@ -92,36 +98,17 @@ class SQLiteStore(StoreBase):
     # -- connections ----------------------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        timeout = self.busy_timeout_ms / 1000
         wrong = not_a_file(self.path)
         if wrong is not None:  # SQLite would say "unable to open database file" or "disk I/O error"
             raise wrong
         try:
-            if self.readonly:
-                uri = readonly_uri(self.path, immutable=self._immutable)
-                con = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=timeout)
-                con.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
-                return con
-            con = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=timeout)
-            con.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'full' else 'NORMAL'}")
-            if self.durability != "full":  # batched commits as normal does (see ledger/toolkit/batching.py)
-                con.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
-            # Without this, INSERT OR REPLACE deletes the old row without firing the BEFORE DELETE trigger.
-            con.execute("PRAGMA recursive_triggers=ON")
-            return con
+            return sq.connect(self.path, self.busy_timeout_ms, self.durability, self.readonly, self._immutable)
         except sqlite3.Error as e:
             raise StoreError(f"cannot open the ledger at {self.describe()}: {e}{self._readonly_hint()}") from e
 
-    def _thread_dbapi(self) -> sqlite3.Connection:
-        """This thread's connection (opened on first use; a forked child opens its own)."""
-        held = getattr(self._tls, "conn", None)
-        if held is None or held[0] != sq.pid:
-            held = (sq.pid, self._connect())
-            self._tls.conn = held
-            self._held.append(held)
-        return held[1]
+    def _write_dbapi(self) -> sqlite3.Connection:
+        """The connection every write of this process goes through (tests set its PRAGMAs to cause faults)."""
+        return self._writer.get()
 
     def _readonly_hint(self) -> str:
         if writable(self.path):
@@ -133,7 +120,8 @@ class SQLiteStore(StoreBase):
         if not os.path.isfile(self.path):
             raise no_ledger(self.path)
         try:
-            check_tables(self._thread_dbapi(), self.path)
+            with self._readers.connection() as con:
+                check_tables(con, self.path)
             check_revision(self.revision(), self.describe())
         except BaseException:
             self.close()
@@ -187,14 +175,16 @@ class SQLiteStore(StoreBase):
         from ledger.storage.sqlite_fresh import create_fresh
 
         try:
-            return create_fresh(self._thread_dbapi())
+            with self._writer.connection() as con:
+                return create_fresh(con)
         except sqlite3.Error as e:
             raise StoreError(f"cannot prepare the ledger at {self.describe()}: {e}{self._readonly_hint()}") from e
 
     def revision(self) -> str | None:
         """The schema revision the database is at (None for an empty database)."""
         try:
-            row = self._thread_dbapi().execute("SELECT version_num FROM alembic_version").fetchone()
+            with self._readers.connection() as con:
+                row = con.execute("SELECT version_num FROM alembic_version").fetchone()
         except sqlite3.OperationalError as e:
             if "no such table" in str(e):
                 return None
@@ -204,7 +194,7 @@ class SQLiteStore(StoreBase):
     def triggers(self) -> set[str]:
         """Names of the append-only triggers present on ``events``."""
         q = "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'"
-        return {r[0] for r in self._thread_dbapi().execute(q)}
+        return {r[0] for r in self._read(q, ())}
 
     def repair_triggers(self) -> list[str]:
         """Create the missing append-only triggers again (``ledger init``); returns their names."""
@@ -212,15 +202,15 @@ class SQLiteStore(StoreBase):
         if missing:
             from ledger.storage.migrating import trigger_statements
 
-            con = self._thread_dbapi()
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                for stmt in trigger_statements(self.dialect, missing):
-                    con.execute(stmt)
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+            with self._writer.connection() as con:
+                con.execute("BEGIN IMMEDIATE")
+                try:
+                    for stmt in trigger_statements(self.dialect, missing):
+                        con.execute(stmt)
+                    con.execute("COMMIT")
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
         return missing
 
     # -- writing ------------------------------------------------------------------------------------------
@@ -229,41 +219,40 @@ class SQLiteStore(StoreBase):
         self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None
     ) -> list[StoredEvent]:
         # The capture hot path: one append per toolkit step, so plain driver calls and nothing else.
-        dbapi = self._thread_dbapi()
         head = self._heads.known(stream, expected_version)
         try:
-            dbapi.execute("BEGIN IMMEDIATE")
-            try:
-                if head is None:
-                    row = dbapi.execute(HEAD_SQL, (stream,)).fetchone()
-                    head = (row[0], row[1]) if row else (0, chain.GENESIS)
-                    if expected_version is not None and head[0] != expected_version:
-                        raise VersionConflict(stream, expected_version)
-                new = chain_rows(stream, rows, *head)
-                if len(new) == 1:
-                    e = new[0]
-                    cur = dbapi.execute(INSERT_SQL, (stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash))
-                    assert cur.lastrowid is not None  # set by every INSERT
-                    seqs = [cur.lastrowid]
-                else:
-                    # Under the write lock, an INTEGER PRIMARY KEY without deletes is assigned max+1 each time:
-                    # a batch's seqs are the consecutive numbers ending at the last one inserted.
-                    dbapi.executemany(INSERT_SQL, [astuple(e)[1:] for e in new])
-                    last = dbapi.execute("SELECT last_insert_rowid()").fetchone()[0]
-                    seqs = list(range(last - len(new) + 1, last + 1))
-                change = append_summary(self._summary, dbapi.execute, dbapi.executemany, stream, head[0], rows)
-                dbapi.execute("COMMIT")
-            except BaseException:
-                if dbapi.in_transaction:
-                    dbapi.execute("ROLLBACK")
-                raise
+            with self._writer.connection() as dbapi:
+                dbapi.execute("BEGIN IMMEDIATE")
+                try:
+                    if head is None:
+                        row = dbapi.execute(HEAD_SQL, (stream,)).fetchone()
+                        head = (row[0], row[1]) if row else (0, chain.GENESIS)
+                        if expected_version is not None and head[0] != expected_version:
+                            raise VersionConflict(stream, expected_version)
+                    new = chain_rows(stream, rows, *head)
+                    if len(new) == 1:
+                        e = new[0]
+                        cur = dbapi.execute(INSERT_SQL, (stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash))
+                        assert cur.lastrowid is not None  # set by every INSERT
+                        seqs = [cur.lastrowid]
+                    else:
+                        # Under the write lock, an INTEGER PRIMARY KEY without deletes is assigned max+1 each time:
+                        # a batch's seqs are the consecutive numbers ending at the last one inserted.
+                        dbapi.executemany(INSERT_SQL, [astuple(e)[1:] for e in new])
+                        last = dbapi.execute("SELECT last_insert_rowid()").fetchone()[0]
+                        seqs = list(range(last - len(new) + 1, last + 1))
+                    change = append_summary(self._summary, dbapi.execute, dbapi.executemany, stream, head[0], rows)
+                    dbapi.execute("COMMIT")
+                except BaseException:
+                    if dbapi.in_transaction:
+                        dbapi.execute("ROLLBACK")
+                    raise
             self._checkpointer.committed()
             self._summary.committed(change)
-        except sqlite3.IntegrityError as e:
-            self._heads.forget(stream)
-            raise VersionConflict(stream, expected_version) from e
         except sqlite3.Error as e:
             self._heads.forget(stream)
+            if isinstance(e, sqlite3.IntegrityError) and "UNIQUE" in str(e):  # another writer took the version
+                raise VersionConflict(stream, expected_version) from e
             raise StoreError(f"cannot append to the ledger at {self.describe()}: {e}") from e
         except BaseException:
             self._heads.forget(stream)
@@ -277,26 +266,26 @@ class SQLiteStore(StoreBase):
         if not rows:
             return 0
         lowest = lowest_versions(rows)
-        con = self._thread_dbapi()
         try:
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                heads: dict[str, tuple[int, str]] = {}
-                held: dict[tuple[str, int], str] = {}
-                for s, lo in lowest.items():
-                    row = con.execute(HEAD_SQL, (s,)).fetchone()
-                    heads[s] = (row[0], row[1]) if row else (0, chain.GENESIS)
-                    if lo <= heads[s][0]:
-                        q = "SELECT version, hash FROM events WHERE stream = ? AND version BETWEEN ? AND ?"
-                        held.update({(s, v): h for v, h in con.execute(q, (s, lo, heads[s][0]))})
-                new = copied_rows(rows, heads, held)
-                con.executemany(INSERT_SQL, [(e.stream, *row_values(e)) for e in new])
-                copy_summary(self._summary, con.execute, con.executemany, new)
-                con.execute("COMMIT")
-            except BaseException:
-                if con.in_transaction:
-                    con.execute("ROLLBACK")
-                raise
+            with self._writer.connection() as con:
+                con.execute("BEGIN IMMEDIATE")
+                try:
+                    heads: dict[str, tuple[int, str]] = {}
+                    held: dict[tuple[str, int], str] = {}
+                    for s, lo in lowest.items():
+                        row = con.execute(HEAD_SQL, (s,)).fetchone()
+                        heads[s] = (row[0], row[1]) if row else (0, chain.GENESIS)
+                        if lo <= heads[s][0]:
+                            q = "SELECT version, hash FROM events WHERE stream = ? AND version BETWEEN ? AND ?"
+                            held.update({(s, v): h for v, h in con.execute(q, (s, lo, heads[s][0]))})
+                    new = copied_rows(rows, heads, held)
+                    con.executemany(INSERT_SQL, [(e.stream, *row_values(e)) for e in new])
+                    copy_summary(self._summary, con.execute, con.executemany, new)
+                    con.execute("COMMIT")
+                except BaseException:
+                    if con.in_transaction:
+                        con.execute("ROLLBACK")
+                    raise
         except (HistoryConflict, StoreError):
             raise
         except sqlite3.IntegrityError as e:
@@ -315,36 +304,40 @@ class SQLiteStore(StoreBase):
         """A cached projection of ``stream``, or None (also when the cache is unreadable)."""
         q = "SELECT version, seq, body FROM snapshots WHERE stream = ? AND kind = ?"
         try:
-            row = self._thread_dbapi().execute(q, (stream, kind)).fetchone()
-        except sqlite3.Error:
+            rows = self._read(q, (stream, kind))
+        except StoreError:
             return None
+        row = rows[0] if rows else None
         return Snapshot(row[0], row[1], bytes(row[2])) if row else None
 
     def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
         """Store (or replace) the cached projection of ``stream``; failures are ignored, it is only a cache."""
         if self.readonly:
             return
-        con = self._thread_dbapi()
         try:
-            con.execute("BEGIN IMMEDIATE")
-            con.execute("DELETE FROM snapshots WHERE stream = ?", (stream,))
-            con.execute(
-                "INSERT INTO snapshots (stream, kind, version, seq, body) VALUES (?, ?, ?, ?, ?)",
-                (stream, kind, version, seq, body),
-            )
-            con.execute("COMMIT")
-        except sqlite3.Error:
-            if con.in_transaction:
-                con.execute("ROLLBACK")
+            with self._writer.connection() as con:
+                try:
+                    con.execute("BEGIN IMMEDIATE")
+                    con.execute("DELETE FROM snapshots WHERE stream = ?", (stream,))
+                    con.execute(
+                        "INSERT INTO snapshots (stream, kind, version, seq, body) VALUES (?, ?, ?, ?, ?)",
+                        (stream, kind, version, seq, body),
+                    )
+                    con.execute("COMMIT")
+                except sqlite3.Error:
+                    if con.in_transaction:
+                        con.execute("ROLLBACK")
+        except (sqlite3.Error, StoreError):
+            pass  # only a cache: the next writer or reader caches it again
 
     def drop_snapshots(self) -> None:
         """Delete every cached projection."""
-        self._thread_dbapi().execute("DELETE FROM snapshots")
+        with self._writer.connection() as con:
+            con.execute("DELETE FROM snapshots")
 
     def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
         """Cached projections of many streams at once."""
         out: dict[str, Snapshot] = {}
-        con = self._thread_dbapi()
         try:
             for i in range(0, len(streams), 500):
                 chunk = list(streams[i : i + 500])
@@ -352,9 +345,9 @@ class SQLiteStore(StoreBase):
                     "SELECT stream, version, seq, body FROM snapshots "
                     f"WHERE kind = ? AND stream IN ({', '.join('?' * len(chunk))})"
                 )
-                for r in con.execute(q, (kind, *chunk)):
+                for r in self._read(q, (kind, *chunk)):
                     out[r[0]] = Snapshot(r[1], r[2], bytes(r[3]))
-        except sqlite3.Error:
+        except StoreError:
             return {}
         return out
 
@@ -372,15 +365,15 @@ class SQLiteStore(StoreBase):
         """Only the bodies of ``stream`` in version order, with the last version and seq read (fast path)."""
         # One-column rows iterated straight into a list cost about half of fetching (body, version, seq).
         where, args = stream_where(stream, after_version, until_seq)
-        dbapi = self._thread_dbapi()
         try:
-            dbapi.execute("BEGIN")  # one snapshot for both statements, so the last version matches the bodies
-            try:
-                bodies = [r[0] for r in dbapi.execute(f"SELECT body FROM events {where} ORDER BY version", args)]
-                last = dbapi.execute(f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1", args)
-                row = last.fetchone()
-            finally:
-                dbapi.execute("COMMIT")
+            with self._readers.connection() as dbapi:
+                dbapi.execute("BEGIN")  # one snapshot for both statements, so the last version matches the bodies
+                try:
+                    bodies = [r[0] for r in dbapi.execute(f"SELECT body FROM events {where} ORDER BY version", args)]
+                    q = f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1"
+                    row = dbapi.execute(q, args).fetchone()
+                finally:
+                    dbapi.execute("COMMIT")
         except sqlite3.Error as e:
             raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
         if not bodies or row is None:
@@ -396,22 +389,22 @@ class SQLiteStore(StoreBase):
         order (see :func:`~ledger.storage.sqlite_sql.joined_sql`).
         """
         where, args = stream_where(stream, after_version, until_seq)
-        dbapi = self._thread_dbapi()
-        joined = sq.joined_sql(dbapi, where)
         out: list[tuple[bytes, int]] = []
         try:
-            dbapi.execute("BEGIN")  # one snapshot for every statement
-            try:
-                q = f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1"
-                row = dbapi.execute(q, args).fetchone()
-                lo = after_version
-                while row is not None and lo < row[0]:
-                    body, count = dbapi.execute(joined, ("\n", *args[:1], lo, *args[2:], lo + chunk)).fetchone()
-                    if count:
-                        out.append((body, count))
-                    lo += chunk
-            finally:
-                dbapi.execute("COMMIT")
+            with self._readers.connection() as dbapi:
+                joined = sq.joined_sql(dbapi, where)
+                dbapi.execute("BEGIN")  # one snapshot for every statement
+                try:
+                    q = f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1"
+                    row = dbapi.execute(q, args).fetchone()
+                    lo = after_version
+                    while row is not None and lo < row[0]:
+                        body, count = dbapi.execute(joined, ("\n", *args[:1], lo, *args[2:], lo + chunk)).fetchone()
+                        if count:
+                            out.append((body, count))
+                        lo += chunk
+                finally:
+                    dbapi.execute("COMMIT")
         except sqlite3.Error as e:
             raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
         if row is None:
@@ -431,7 +424,9 @@ class SQLiteStore(StoreBase):
 
         last, seq = row[0]
         ranges = [(lo, min(lo + chunk, last)) for lo in range(after_version, last, chunk)]
-        reader = ChunkReader(self._connect, sq.joined_sql(self._thread_dbapi(), where), ("\n", stream, *args[2:]))
+        with self._readers.connection() as con:
+            joined = sq.joined_sql(con, where)
+        reader = ChunkReader(self._connect, joined, ("\n", stream, *args[2:]))
         return reader.start(ranges), last, seq
 
     def stream_exists(self, stream: str) -> bool:
@@ -472,7 +467,8 @@ class SQLiteStore(StoreBase):
 
     def _read(self, q: str, args: tuple[Any, ...]) -> list[Any]:
         try:
-            return self._thread_dbapi().execute(q, args).fetchall()
+            with self._readers.connection() as con:
+                return con.execute(q, args).fetchall()
         except sqlite3.Error as e:
             raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
 
@@ -492,12 +488,8 @@ class SQLiteStore(StoreBase):
     def close(self) -> None:
         """Release every connection this process opened."""
         self._checkpointer.close()
-        for pid, con in self._held:
-            if pid == sq.pid:
-                with contextlib.suppress(Exception):
-                    con.close()
-        self._held.clear()
-        self._tls = threading.local()
+        self._writer.close()
+        self._readers.close()
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None

@@ -1,4 +1,4 @@
-"""SQLite plumbing for :mod:`ledger.storage.sqlite`: its SQL, the file of a URL, the process id across fork."""
+"""SQLite plumbing for :mod:`ledger.storage.sqlite`: its SQL, the file of a URL."""
 
 from __future__ import annotations
 
@@ -8,17 +8,7 @@ from typing import Any
 
 from ledger.errors import InputError, StoreError
 from ledger.storage.base import StoredEvent, no_ledger
-
-# This process's id, kept current across fork (os.getpid() is a system call on the append hot path).
-pid = os.getpid()
-
-
-def _after_fork() -> None:
-    global pid
-    pid = os.getpid()
-
-
-os.register_at_fork(after_in_child=_after_fork)
+from ledger.storage.checkpoint import BACKSTOP_PAGES
 
 COLUMNS = "seq, stream, version, type, ts, body, prev_hash, hash"
 HEAD_SQL = "SELECT version, hash FROM events WHERE stream = ? ORDER BY version DESC LIMIT 1"
@@ -66,6 +56,30 @@ def readonly_uri(path: str, *, immutable: bool) -> str:
     """A ``file:`` URI opening ``path`` read-only (``immutable``: without WAL's -shm, for read-only media)."""
     quoted = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
     return f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def connect(path: str, busy_timeout_ms: int, durability: str, readonly: bool, immutable: bool) -> sqlite3.Connection:
+    """A connection with the ledger's settings (autocommit: BEGIN is the caller's); closed again if they fail."""
+    timeout = busy_timeout_ms / 1000
+    if readonly:
+        uri = readonly_uri(path, immutable=immutable)
+        con = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=timeout)
+    else:
+        con = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=timeout)
+    try:
+        con.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        if readonly:
+            return con
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+        if durability != "full":  # batched commits as normal does (see ledger/toolkit/batching.py)
+            con.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
+        # Without this, INSERT OR REPLACE deletes the old row without firing the BEFORE DELETE trigger.
+        con.execute("PRAGMA recursive_triggers=ON")
+    except BaseException:
+        con.close()  # a connection per failed attempt would otherwise stay open until collected
+        raise
+    return con
 
 
 def check_tables(con: sqlite3.Connection, path: str) -> None:

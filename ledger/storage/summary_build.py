@@ -144,16 +144,16 @@ def rebuild_summary(store: LogStore) -> int:
     """Rewrite the summary tables from the log, in one transaction that holds the append lock; returns the
     number of cards."""
     if store.dialect == "sqlite":
-        con = store._thread_dbapi()  # type: ignore[attr-defined]
-        con.execute("BEGIN IMMEDIATE")
-        try:
-            built = rebuild(_log(con.execute(EVENTS_SQL)))
-            write_all(lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p), built)
-            con.execute("COMMIT")
-        except BaseException:
-            if con.in_transaction:
-                con.execute("ROLLBACK")
-            raise
+        with store._writer.connection() as con:  # type: ignore[attr-defined]
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                built = rebuild(_log(con.execute(EVENTS_SQL)))
+                write_all(lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p), built)
+                con.execute("COMMIT")
+            except BaseException:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                raise
         return len(built)
     from sqlalchemy import text
 

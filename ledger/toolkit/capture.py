@@ -80,6 +80,10 @@ class Capture(CaptureBase):
                 if result[0] is not None:
                     rest.unwatch(card_id)
                     self._record_close(card_id, live, reason)
+                    with self._cards_lock:  # never updated again: a long-lived process must not keep every card
+                        self._cards.pop(card_id, None)
+                    for guid in result[1] or ():
+                        self._seeds.pop(guid, None)
             return result
 
         def make(*args: Any, **kwargs: Any) -> Any:

@@ -1,8 +1,8 @@
 """``ledger view``: a Flask app over one ledger, opened read-only.
 
 Flask comes with the toolkit (``arc-agi`` depends on it) and brings Jinja2 and Werkzeug; the app is served by
-Werkzeug's server in one thread: the store keeps one database connection per thread that reads, so a server that
-made a thread per request would open a connection per request; one thread also serializes the card cache.
+Werkzeug's server in one thread, which serializes the card cache (the store's connections are bounded whatever the
+threads: see :mod:`ledger.storage.connections`).
 Requests are short (an open card's page asks every second whether events were appended: one indexed query).
 """
 

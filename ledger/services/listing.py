@@ -122,6 +122,24 @@ def summary_page(
     )
 
 
+def shown_rows(
+    ledger: Ledger,
+    f: CardFilter | None = None,
+    *,
+    now: datetime | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> list[tuple[SummaryRow, CardSummary]]:
+    """The summary rows of the page ``f`` asks for, each with its line as ``ledger cards`` shows it (the lapsed
+    rule applied): the one query the CLI, the viewer and the bundle share."""
+    from ledger.services.audit import max_open_minutes, stale_minutes
+
+    f = f or CardFilter()
+    moment = now or datetime.now(UTC)
+    stale, max_open = stale_minutes(environ), max_open_minutes(environ)
+    rows = read_page(ledger.store, page_of(f, moment, stale, max_open))
+    return [(r, _shown(r, moment, stale, max_open, _baselines_known(ledger, r))) for r in rows]
+
+
 def list_cards(
     ledger: Ledger,
     f: CardFilter | None = None,
@@ -131,13 +149,7 @@ def list_cards(
 ) -> list[CardSummary]:
     """The cards matching ``f``, sorted by ``f.sort`` (default: when opened, oldest first), at most ``f.limit``,
     starting after card ``f.after``: one query on the cards summary, whatever the ledger holds."""
-    from ledger.services.audit import max_open_minutes, stale_minutes
-
-    f = f or CardFilter()
-    moment = now or datetime.now(UTC)
-    stale, max_open = stale_minutes(environ), max_open_minutes(environ)
-    rows = read_page(ledger.store, page_of(f, moment, stale, max_open))
-    return [_shown(r, moment, stale, max_open, _baselines_known(ledger, r)) for r in rows]
+    return [shown for _, shown in shown_rows(ledger, f, now=now, environ=environ)]
 
 
 def _baselines_known(ledger: Ledger, row: SummaryRow) -> bool:

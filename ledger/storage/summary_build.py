@@ -180,6 +180,11 @@ def tag_board(store: LogStore, *, include_retracted: bool = False) -> list[tuple
     ]
 
 
+def retracted_count(store: LogStore) -> int:
+    """How many cards are retracted (what a list that leaves them out says it left out): one query."""
+    return int(query(store, "SELECT count(*) FROM card_summary WHERE retracted IS NOT NULL")[0][0])
+
+
 def distinct_keys(store: LogStore, kind: str) -> list[str]:
     """Every tag (``"t"``) or game id (``"g"``) of the ledger's cards, sorted."""
     sql, args = distinct_keys_query(kind)

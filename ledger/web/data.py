@@ -27,7 +27,7 @@ from ledger.services.compare import CardColumn
 from ledger.services.listing import as_shown
 
 if TYPE_CHECKING:
-    from ledger.ledger import Ledger
+    from ledger.ledger import CardSummary, Ledger
     from ledger.services.listing import CardFilter
     from ledger.storage.summary import SummaryRow
 
@@ -317,26 +317,29 @@ def card_events(ledger: Ledger, card_id: str) -> list[Numbered]:
 PAGE_SIZE = 100
 
 
-def summary_row(r: SummaryRow) -> CardRow:
-    """The cards page's line for a cards-summary row (the same numbers as the card's document)."""
+def summary_row(r: SummaryRow, shown: CardSummary) -> CardRow:
+    """The cards page's line for a cards-summary row (the same numbers as the card's document), closed as
+    ``ledger cards`` shows it (``shown``: the lapsed-card rule applied)."""
+    note = f"retracted on {r.retracted}, reason: {r.retract_reason}" if r.retracted else None
     return CardRow(
         card_id=r.card_id,
         tags=msgspec.json.decode(r.tags) if r.tags else [],
         games=msgspec.json.decode(r.game_ids),
         opened=r.opened,
-        closed=r.closed,
-        close_reason=r.close_reason,
+        closed=shown.closed,
+        close_reason=shown.close_reason,
         score=r.score,
         plays=r.plays,
         actions=r.actions,
         levels_completed=r.levels,
         levels=r.level_count,
         events=r.events,
+        retracted=note,
     )
 
 
 def page_rows(ledger: Ledger, f: CardFilter) -> list[CardRow]:
     """One page of the cards page, read from the cards summary with the query ``ledger cards`` runs."""
-    from ledger.services.listing import summary_page
+    from ledger.services.listing import shown_rows
 
-    return [summary_row(r) for r in summary_page(ledger, f)]
+    return [summary_row(r, shown) for r, shown in shown_rows(ledger, f)]

@@ -18,7 +18,7 @@ from flask import Flask, Response, abort, jsonify, request
 from ledger.errors import AmbiguousCard, InputError, LedgerError, UnknownCard
 from ledger.services.compare import compare_cards, ledger_leaderboard
 from ledger.services.evidence import covering_checkpoint, prove
-from ledger.storage.summary_build import distinct_keys
+from ledger.storage.summary_build import distinct_keys, retracted_count
 from ledger.toolkit.frames import DEFAULT_LIMIT, palette_or_empty, play_frames
 
 from . import pages
@@ -60,6 +60,7 @@ class Viewer:
             source=self.source,
             stamp=stamp,
             leaderboard=board,
+            hidden=0 if f.include_retracted else retracted_count(self.ledger.store),
             shown_href=None if f.include_retracted else "/?retracted=1",
             next_url=_next_url(rows, f),
             all_tags=tags,

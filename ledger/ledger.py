@@ -78,11 +78,11 @@ def _fold_joined(
 
     None also when nothing was read or a body does not decode: the per-body path then says what it says.
     """
-    read_joined = getattr(store, "iter_joined", None)
-    if read_joined is None:
-        return None
     after = snap.version if snap else 0
-    chunks, last_version, last_seq = read_joined(card_stream(card_id), after_version=after, until_seq=until)
+    joined = store.iter_joined(card_stream(card_id), after_version=after, until_seq=until)
+    if joined is None:  # the backend reads bodies one by one
+        return None
+    chunks, last_version, last_seq = joined
     if not last_seq:  # nothing read
         return None
     try:
@@ -189,6 +189,11 @@ class Ledger:
             hook()
         self._on_close.clear()
         self.store.close()
+
+    @property
+    def durability(self) -> str:
+        """The durability the ledger was opened with (``normal``, ``full`` or ``batched``)."""
+        return str(getattr(self.store, "durability", "normal"))
 
     def on_close(self, hook: Any) -> None:
         """Call ``hook()`` when the ledger closes, before the database is released."""

@@ -31,9 +31,9 @@ LAYERS: dict[str, int] = {
     "ledger.web": 5,
     "ledger.cli": 6,
 }
-#: Upward imports the code needs, each for a reason. The facade hands itself to live capture (``Ledger.attach``), so
-#: toolkit code names the facade's type, only for the type checker (under ``if TYPE_CHECKING:``).
-TYPE_ONLY_UPWARD = frozenset({("ledger.toolkit", "ledger.ledger")})
+#: Upward imports the code needs, each for a reason: none. The facade hands itself to live capture
+#: (``Ledger.attach``) as the port capture names (``ledger/toolkit/port.py``), never as its own class.
+TYPE_ONLY_UPWARD: frozenset[tuple[str, str]] = frozenset()
 #: A process's entry point may open the ledger like the CLI does: the recorded command's hook (``ledger record``).
 ENTRY_POINTS = frozenset({"ledger.toolkit.record_hook.child"})
 #: Third-party and standard-library roots only one part of the tree may import.

@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, assert_never
 
 from ledger.core.events import (
     ActionIgnored,
+    ActionsInferred,
     ActionTaken,
     AnyEvent,
     BaselinesAttached,
+    BaselinesRecorded,
     BaselinesReported,
     CaptureContext,
     CardClosed,
@@ -25,13 +27,19 @@ from ledger.core.events import (
     CardOpened,
     CardReopened,
     CardRetracted,
+    FramesNoted,
     GameOver,
+    LabelSet,
     LevelCompleted,
     LevelReset,
+    LinesSkipped,
     ObservationReapplied,
     PlayStarted,
+    RecordingImported,
     RequestFailed,
+    RunUsage,
     ServerDocument,
+    State,
     Win,
 )
 
@@ -42,7 +50,7 @@ class Play:
 
     guid: str
     levels_completed: int = 0
-    state: str = "NOT_FINISHED"
+    state: State = "NOT_FINISHED"
     actions: int = 0
     resets: int = 0
     #: The toolkit's ``actions_by_level`` for this play: (levels_completed, action count when it changed).
@@ -129,87 +137,100 @@ def new_card(card_id: str) -> CardState:
     return CardState(card_id=card_id)
 
 
+def _action_taken(play: Play | None) -> None:
+    """The rule of ``ActionTaken``: one action on the play the update lands on (none if the game never started)."""
+    if play is not None:
+        play.actions += 1
+
+
 def apply(card: CardState, e: AnyEvent) -> None:
-    """Fold one event into ``card`` (in place)."""
-    # Dispatched on the exact type (fast on long cards), which a type checker cannot follow: ``ev`` is untyped.
-    ev: Any = e
+    """Fold one event into ``card`` (in place).
+
+    Exhaustive over :data:`~ledger.core.events.AnyEvent`: a new event type that is not handled here (even as one
+    that changes nothing on the card) is a type error (``assert_never``) and fails ``tests/test_replay.py``.
+    """
     card.events += 1
-    card.last_ts = ev.ts
-    t = type(e)
-    if t is ActionTaken:
-        p = card.play_for(ev.game_id, ev.guid)
-        if p is not None:
-            p.actions += 1
-    elif t is PlayStarted:
-        play = Play(guid=ev.guid, seed=ev.seed, started_at=ev.ts)
-        card.games.setdefault(ev.game_id, []).append(play)
-    elif t is LevelCompleted:
-        p = card.play_for(ev.game_id, ev.guid)
-        if p is not None:
-            p.marks.append((ev.levels_completed, p.actions))
-            p.levels_completed = ev.levels_completed
-    elif t is LevelReset:
-        p = card.play_for(ev.game_id, ev.guid)
-        if p is not None:
-            p.resets += 1
-            p.actions += 1
-    elif t is GameOver:
-        p = card.play_for(ev.game_id, ev.guid)
-        if p is not None:
-            p.state = "GAME_OVER"
-    elif t is Win:
-        p = card.play_for(ev.game_id, ev.guid)
-        if p is not None:
-            p.state = "WIN"
-    elif t is ActionIgnored:
-        p = card.play_for(ev.game_id, ev.guid)
-        if p is not None:
-            p.actions_after_end += 1
-    elif t is CardOpened:
-        card.card_id = ev.card_id
-        card.source_url = ev.source_url
-        card.tags = ev.tags
-        card.opaque = ev.opaque
-        card.competition_mode = ev.competition_mode
-        card.baselines_id = ev.baselines_id
-        card.environments = ev.environments
-        card.opened_at = ev.ts
-    elif t is CardClosed:
-        card.closed_at = ev.ts
-        card.close_reason = ev.reason
-        card.close_document_sha256 = ev.document_sha256
-    elif t is ObservationReapplied:
-        # The server counted its last observation again: one action, and one reset if it was a RESET.
-        p = card.play_for(ev.game_id, ev.guid)
-        if p is not None:
-            p.actions += 1
-            if ev.action == 0:
+    card.last_ts = e.ts
+    match e:
+        case ActionTaken():
+            _action_taken(card.play_for(e.game_id, e.guid))
+        case PlayStarted():
+            card.games.setdefault(e.game_id, []).append(Play(guid=e.guid, seed=e.seed, started_at=e.ts))
+        case LevelCompleted():
+            if (p := card.play_for(e.game_id, e.guid)) is not None:
+                p.marks.append((e.levels_completed, p.actions))
+                p.levels_completed = e.levels_completed
+        case LevelReset():
+            if (p := card.play_for(e.game_id, e.guid)) is not None:
                 p.resets += 1
-    elif t is RequestFailed:
-        card.requests_failed += 1
-    elif t is ServerDocument:
-        card.server_document = ev.document
-    elif t is CaptureContext:
-        card.captured_via = ev.via
-        card.capture_tags = ev.tags
-    elif t is BaselinesAttached:
-        card.baselines_id = ev.baselines_id
-        card.baselines_attached_at = ev.ts
-    elif t is BaselinesReported:
-        card.baselines_id = ev.baselines_id
-        card.baselines_reported_at = ev.ts
-        card.baselines_reported_in = ev.answer
-        card.baselines_known_games = list(dict.fromkeys([*(card.baselines_known_games or ()), *ev.games]))
-    elif t is CardOnServer:
-        card.server = ev.server
-        card.baselines_known_games = list(ev.local_games) or None
-    elif t is CardRetracted:
-        card.retracted_at = ev.ts
-        card.retract_reason = ev.reason
-    elif t is CardReopened:
-        card.closed_at = None
-        card.close_reason = None
-        card.close_document_sha256 = None
+                p.actions += 1
+        case GameOver():
+            if (p := card.play_for(e.game_id, e.guid)) is not None:
+                p.state = "GAME_OVER"
+        case Win():
+            if (p := card.play_for(e.game_id, e.guid)) is not None:
+                p.state = "WIN"
+        case ActionIgnored():
+            if (p := card.play_for(e.game_id, e.guid)) is not None:
+                p.actions_after_end += 1
+        case CardOpened():
+            card.card_id = e.card_id
+            card.source_url = e.source_url
+            card.tags = e.tags
+            card.opaque = e.opaque
+            card.competition_mode = e.competition_mode
+            card.baselines_id = e.baselines_id
+            card.environments = e.environments
+            card.opened_at = e.ts
+        case CardClosed():
+            card.closed_at = e.ts
+            card.close_reason = e.reason
+            card.close_document_sha256 = e.document_sha256
+        case ObservationReapplied():
+            # The server counted its last observation again: one action, and one reset if it was a RESET.
+            if (p := card.play_for(e.game_id, e.guid)) is not None:
+                p.actions += 1
+                if e.action == 0:
+                    p.resets += 1
+        case RequestFailed():
+            card.requests_failed += 1
+        case ServerDocument():
+            card.server_document = e.document
+        case CaptureContext():
+            card.captured_via = e.via
+            card.capture_tags = e.tags
+        case BaselinesAttached():
+            card.baselines_id = e.baselines_id
+            card.baselines_attached_at = e.ts
+        case BaselinesReported():
+            card.baselines_id = e.baselines_id
+            card.baselines_reported_at = e.ts
+            card.baselines_reported_in = e.answer
+            card.baselines_known_games = list(dict.fromkeys([*(card.baselines_known_games or ()), *e.games]))
+        case CardOnServer():
+            card.server = e.server
+            card.baselines_known_games = list(e.local_games) or None
+        case CardRetracted():
+            card.retracted_at = e.ts
+            card.retract_reason = e.reason
+        case CardReopened():
+            card.closed_at = None
+            card.close_reason = None
+            card.close_document_sha256 = None
+        case (
+            BaselinesRecorded()
+            | LabelSet()
+            | RecordingImported()
+            | LinesSkipped()
+            | ActionsInferred()
+            | FramesNoted()
+            | RunUsage()
+        ):
+            # Facts beside the card's counts (baseline sets, labels, import progress and provenance, usage): read
+            # where they are used, nothing of the card's state changes.
+            pass
+        case _:
+            assert_never(e)
 
 
 def fold(card_id: str, events: Iterable[AnyEvent], card: CardState | None = None) -> CardState:
@@ -227,8 +248,7 @@ def fold(card_id: str, events: Iterable[AnyEvent], card: CardState | None = None
             key = (e.game_id, e.guid)
             if key != last_key:
                 last_key, last_play = key, c.play_for(e.game_id, e.guid)
-            if last_play is not None:
-                last_play.actions += 1
+            _action_taken(last_play)
             n += 1
             c.last_ts = e.ts
             continue

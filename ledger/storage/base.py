@@ -13,7 +13,7 @@ import functools
 import os
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -138,6 +138,13 @@ class LogStore(Protocol):
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None
     ) -> tuple[list[bytes], int, int]:
         """Only the bodies of ``stream`` in version order, with the last version and seq read."""
+
+    def iter_joined(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, chunk: int = 25_000
+    ) -> tuple[Iterable[tuple[bytes, int]], int, int] | None:
+        """The stream's bodies joined in version order into JSON-lines chunks ``(bytes, count)``, with the last
+        version and seq read: the fast cold replay. None where the backend has no such read (the facade then
+        reads :meth:`read_bodies`). An iterable not read to the end must be closed if it has ``close``."""
 
     def stream_exists(self, stream: str) -> bool:
         """True if the stream has at least one event."""

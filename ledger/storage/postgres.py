@@ -377,6 +377,12 @@ class PostgresStore(StoreBase):
             return [], after_version, 0
         return [bytes(r[0]) for r in rows], rows[-1][1], rows[-1][2]
 
+    def iter_joined(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, chunk: int = 25_000
+    ) -> None:
+        """None: this backend has no joined read; the facade reads the bodies with :meth:`read_bodies` (one query)."""
+        return None
+
     def stream_exists(self, stream: str) -> bool:
         """True if the stream has at least one event."""
         return bool(self._all(select(events.c.seq).where(events.c.stream == stream).limit(1)))

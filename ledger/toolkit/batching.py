@@ -20,7 +20,7 @@ from ledger.core.events import AnyEvent
 from ledger.errors import StoreError
 
 if TYPE_CHECKING:
-    from ledger.ledger import Ledger
+    from ledger.toolkit.port import LedgerPort
 
 #: The loss window of ``durability="batched"``: at most this many milliseconds of steps...
 BATCH_MS = 50
@@ -31,7 +31,7 @@ BATCH_EVENTS = 1000
 class Batcher:
     """Queues cards' events and commits them from a background thread (see the module's docstring)."""
 
-    def __init__(self, ledger: Ledger, *, window_ms: int = BATCH_MS, max_events: int = BATCH_EVENTS) -> None:
+    def __init__(self, ledger: LedgerPort, *, window_ms: int = BATCH_MS, max_events: int = BATCH_EVENTS) -> None:
         self.ledger = ledger
         self.window = window_ms / 1000
         self.max_events = max_events

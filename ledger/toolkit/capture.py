@@ -19,7 +19,7 @@ import msgspec
 
 from ledger.core import baselines as bl
 from ledger.core import document
-from ledger.core.events import CardClosed
+from ledger.core.events import CardClosed, CloseReason
 from ledger.core.scoring import score_card
 from ledger.core.translator import translate
 from ledger.toolkit import arc_adapter as arc
@@ -38,7 +38,7 @@ class Capture(CaptureBase):
         self._seeds: dict[str, int | None] = {}
         self._baselines: dict[str, dict[str, Any]] = {}
         self._batcher: Batcher | None = None
-        if getattr(self.ledger.store, "durability", "normal") == "batched":
+        if self.ledger.durability == "batched":
             self._batcher = Batcher(self.ledger)
             self.ledger.on_close(self._batcher.close)
 
@@ -218,10 +218,10 @@ class Capture(CaptureBase):
             return
         self._append(card_id, live, new, fold=False)
 
-    def _record_close(self, card_id: str, live: LiveCard, reason: str) -> None:
+    def _record_close(self, card_id: str, live: LiveCard, reason: CloseReason) -> None:
         now = datetime.now(UTC)
         doc = score_card(live.state, self._baselines.get(card_id, {}))
-        closed = CardClosed(ts=now, reason=reason, document_sha256=document.sha256(doc))  # type: ignore[arg-type]
+        closed = CardClosed(ts=now, reason=reason, document_sha256=document.sha256(doc))
         if self._batcher is not None:
             self._batcher.flush()
             if self._batcher.error is not None:
@@ -231,7 +231,7 @@ class Capture(CaptureBase):
         # Closed, the card is cached by the facade's snapshot policy: exports need not replay it.
         self._append(card_id, live, [closed], fold=True)
 
-    def _close_reason(self, card_id: str) -> str:
+    def _close_reason(self, card_id: str) -> CloseReason:
         if getattr(self._tls, "explicit_close", False):
             return "explicit"
         times = arc.auto_close_times(arc.manager(self.arcade), card_id)

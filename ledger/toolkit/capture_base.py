@@ -27,7 +27,7 @@ from ledger.errors import CaptureError, StoreError
 from ledger.toolkit import arc_adapter as arc
 
 if TYPE_CHECKING:
-    from ledger.ledger import Ledger
+    from ledger.toolkit.port import LedgerPort
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class CaptureBase:
 
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: LedgerPort,
         arcade: Any,
         *,
         record_reasoning: bool = False,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ledger.errors import MissingExtra
 
 if TYPE_CHECKING:
-    from ledger.ledger import Ledger
+    from ledger.toolkit.port import LedgerPort
 
 DEMO_GAMES = Path(__file__).resolve().parent / "demo_games"
 
@@ -23,7 +23,7 @@ def quiet_toolkit_logger() -> logging.Logger:
     return log
 
 
-def run_demo(ledger: Ledger, *, seed: int = 0) -> str:
+def run_demo(ledger: LedgerPort, *, seed: int = 0) -> str:
     """Play the demo games into ``ledger`` and return the closed card's id."""
     try:
         from arc_agi import Arcade, OperationMode

@@ -23,7 +23,7 @@ from ledger.errors import StoreError
 from ledger.toolkit import arc_adapter
 
 if TYPE_CHECKING:
-    from ledger.ledger import Ledger
+    from ledger.toolkit.port import LedgerPort
 
 
 class DirectWatcher(Protocol):
@@ -122,7 +122,7 @@ class FailClosed:
     - every other card is unaffected: once the database accepts writes again, new cards are recorded as usual.
     """
 
-    def __init__(self, ledger: Ledger, arcade: Any, *, on_refusal: Callable[[str], None] | None = None) -> None:
+    def __init__(self, ledger: LedgerPort, arcade: Any, *, on_refusal: Callable[[str], None] | None = None) -> None:
         self.ledger = ledger
         self.arcade = arcade
         #: Told one line per refused request (``ledger serve`` prints it on stderr).

@@ -22,9 +22,7 @@ EVENT_TYPES = get_args(AnyEvent)
 def _event(t: type) -> st.SearchStrategy[Any]:
     """Any instance of event type ``t`` (a field typed ``Any``, such as ``opaque``, holds None; a document, {})."""
     loose = {
-        f.name: st.none() if f.type is Any else st.just({})
-        for f in msgspec.structs.fields(t)
-        if "Any" in repr(f.type)
+        f.name: st.none() if f.type is Any else st.just({}) for f in msgspec.structs.fields(t) if "Any" in repr(f.type)
     }
     return st.builds(t, **loose)
 

@@ -412,3 +412,26 @@ def test_the_architecture_page_names_every_folder() -> None:
     ]
     missing = [str(d.relative_to(ROOT)) for d in folders if f"{d.name}/" not in named]
     assert not missing, f"docs/architecture.md's tree has no line for: {', '.join(missing)}"
+
+
+def test_the_architecture_page_names_real_functions() -> None:
+    """Every dotted ``ledger.`` name in docs/architecture.md's flow imports and resolves to an attribute."""
+    import importlib
+
+    text = PAGES["docs/architecture.md"]
+    flow = text[text.index("## One action") :]
+    names = sorted(set(re.findall(r"\bledger(?:\.\w+)+", flow)))
+    assert len(names) >= 10, names
+    for name in names:
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:cut]))
+            except ModuleNotFoundError:
+                continue
+            for attr in parts[cut:]:
+                assert hasattr(obj, attr), f"docs/architecture.md names {name}, but {attr} is not there"
+                obj = getattr(obj, attr)
+            break
+        else:
+            raise AssertionError(f"docs/architecture.md names {name}, which does not import")

@@ -1,4 +1,4 @@
-"""Issue 14's hostile-input sweep: every command, over every mistake and hostile input the issue lists (and a few
+"""The hostile-input sweep: every command, over every mistake and hostile input a new user makes (and a few
 more), run as a user runs it (the installed `ledger`, in a child process, on real files). No output may contain
 "Traceback", and every exit code is 0, 1 or 2 (130 is Ctrl-C, tested in test_interrupt_and_extras.py)."""
 

@@ -1,4 +1,4 @@
-"""Issue 14: the CLI habits a demanding user expects, each through the installed `ledger` in a child process on
+"""The CLI habits a demanding user expects, each through the installed `ledger` in a child process on
 real files: heads (4), events and --until VERSION (5), labels that look like ids (6), card id prefixes (7),
 `ledger cards` (8), cards left open (9), the smaller items (12) and the demo's hints (13)."""
 

@@ -410,7 +410,7 @@ def test_without_environments_a_card_has_no_baseline_set(tmp_path: Path) -> None
         assert led.baseline_set_ids() == []
         run = json.loads(led.export(card))["environments"][0]["runs"][0]
         assert run["message"] == "No Matching EnvironmentInfo found for wkex-0000000f"
-        # Re-importing with --environments gives the card those baselines (issue 12), and only once.
+        # Re-importing with --environments gives the card those baselines, and only once.
         s = imported(led, [tmp_path / "rec"], environments=ENV_DIR)
         assert s.cards[0].status == "updated" and s.cards[0].baselines_attached
         assert led.load_card(card).baselines_id == s.baselines_id is not None

@@ -17,6 +17,7 @@ Every list (``ledger cards``, ``compare --tag``, the viewer's and the bundle's c
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -88,7 +89,8 @@ class SummaryRow(msgspec.Struct, frozen=True):
     #: Levels of every game played (under the card's baselines): what ``levels`` counts out of.
     level_count: int
     score: float
-    #: The card's own tags as JSON (what it shows); every tag filter matches ``all_tags`` through the keys table.
+    #: The card's tags as lists show them (``all_tags``: its own, then those given at capture), as JSON; every tag
+    #: filter matches them through the keys table.
     tags: str | None
     #: The games played as JSON, in the order of their first play (as the card's document lists them).
     game_ids: str
@@ -135,7 +137,7 @@ def row_of(card: CardState, version: int, scored: tuple[float, int, int]) -> Sum
         levels=scored[1],
         level_count=scored[2],
         score=scored[0],
-        tags=_tags_enc.encode(card.tags).decode() if card.tags is not None else None,
+        tags=_tags_enc.encode(card.all_tags).decode() if card.all_tags else None,
         game_ids=_tags_enc.encode(list(card.games)).decode(),
         retracted=_iso(card.retracted_at),
         retract_reason=card.retract_reason,
@@ -298,7 +300,9 @@ class Rebuilder:
         card_id = card_id_of(stream)
         if card_id is None:
             if type_ == "baselines_recorded":
-                self._sets.update(_baseline_set(body))
+                # A body of the wrong type or shape is the chain check's finding (verify names it): skipped here.
+                with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError, TypeError, ValueError):
+                    self._sets.update(_baseline_set(body))
             return
         if card_id in self._broken:
             return
@@ -306,7 +310,8 @@ class Rebuilder:
         state = held[0] if held else new_card(card_id)
         try:
             fold(card_id, [decode(body)], state)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, TypeError, ValueError):
+            # Not the stored bytes of an event (tampered, or of a newer version): no row; verify names the event.
             self._broken.add(card_id)
             self._cards.pop(card_id, None)
             return

@@ -213,15 +213,17 @@ def capture_figures(n_steps: int, rounds: int = 3) -> list[str]:
 def step_cost(where: str | None, n_steps: int, durability: str = "normal", inline_checkpoints: bool = False) -> float:
     """Seconds per toolkit step (ACTION2 on wkex) with the ledger at ``where`` attached, or bare (None);
     ``inline_checkpoints``: SQLite's default checkpointing in the commits, no background thread (as before)."""
+    # The modules that read the two settings (each took its own binding at import).
     from ledger.storage import sqlite as sqlite_store
+    from ledger.storage import sqlite_sql
 
-    saved = sqlite_store.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS
+    saved = sqlite_sql.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS
     if inline_checkpoints:
-        sqlite_store.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS = 1000, 0
+        sqlite_sql.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS = 1000, 0
     try:
         return _step_cost(where, n_steps, durability)
     finally:
-        sqlite_store.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS = saved
+        sqlite_sql.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS = saved
 
 
 def _step_cost(where: str | None, n_steps: int, durability: str) -> float:

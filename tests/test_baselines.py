@@ -133,7 +133,7 @@ def test_import_sources(tmp_path: Path, db_path: Path) -> None:
     )
     r = run(db_path, "baselines", "import", str(dup), "--json")
     assert r.exit_code == 0
-    assert "warning: ab12-1 appears 2 times" in r.stderr
+    assert "Warning: ab12-1 appears 2 times" in r.stderr
     assert (
         json.loads(r.stdout)["set_id"]
         == json.loads(run(db_path, "baselines", "import", str(one), "--json").stdout)["set_id"]
@@ -179,7 +179,7 @@ def test_bad_folders(tmp_path: Path, db_path: Path) -> None:
     assert not db_path.exists()
     ok = run(db_path, "baselines", "import", str(tree), "--skip-invalid", "--json")
     assert ok.exit_code == 0 and json.loads(ok.stdout)["games"] == 5
-    assert "warning: skipped" in ok.stderr and "cnt3" in ok.stderr
+    assert "Warning: skipped" in ok.stderr and "cnt3" in ok.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     assert "no readable metadata.json" in run(db_path, "baselines", "import", str(empty)).stderr

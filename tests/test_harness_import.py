@@ -261,7 +261,7 @@ def test_jsonl_in_no_known_format_is_an_error_and_makes_no_card(tmp_path: Path) 
     db = tmp_path / "l.sqlite"
     code, _, err = invoke(db, "import", str(folder))
     assert code == 2
-    assert f"error: {folder / 'events.jsonl'}: not a recording the ledger reads" in err
+    assert f"Error: {folder / 'events.jsonl'}: not a recording the ledger reads" in err
     assert "the toolkit's recordings" in err and "ARC-AGI-3-Agents harness" in err
     with Ledger.open(db) as led:
         assert led.card_ids() == []
@@ -337,7 +337,7 @@ def test_strict_refuses_impossible_values(tmp_path: Path, what: str) -> None:
     code, out, err = invoke(db, "import", str(f))
     if what == "time_backwards":
         # Time going back is what files pasted together show: refused unless --allow-repeats.
-        assert code == 2 and f"error: {f}:5: timestamp" in err and "--allow-repeats" in out, (out, err)
+        assert code == 2 and f"Error: {f}:5: timestamp" in err and "--allow-repeats" in out, (out, err)
         code, out, err = invoke(db, "import", "--allow-repeats", str(f))
     # Without --strict the value is reported and the card imported.
     assert code == 0 and f"{f}:5:" in err
@@ -531,8 +531,8 @@ def test_a_benchmarking_run_gives_its_card_tags_usage_and_cost(tmp_path: Path, e
     db = tmp_path / "l.sqlite"
     code, out, err = invoke(db, "import", str(path), "--environments", str(envs))
     assert code == 0, (out, err)
-    assert f"note: {run_dir}: run_meta.json keys not used: agent_name, game_id" in err
-    assert f"note: {run_dir}: 1 step file(s) unreadable or without a parsed_action, not used" in err
+    assert f"Note: {run_dir}: run_meta.json keys not used: agent_name, game_id" in err
+    assert f"Note: {run_dir}: 1 step file(s) unreadable or without a parsed_action, not used" in err
     card = "222f30a3-f3f6-48ee-b02c-583dea272051"
     with Ledger.open(db) as led:
         evs = events_of(led, card)

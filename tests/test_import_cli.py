@@ -77,7 +77,7 @@ def test_summary_text_and_json(tmp_path: Path) -> None:
     db = tmp_path / "l.sqlite"
     code, out, err = invoke(db, str(tmp_path / "rec"), "--environments", str(ENV_DIR))
     assert code == 0
-    assert err == f"warning: {f}:6: truncated last line (46 bytes, no newline): skipped\n"
+    assert err == f"Warning: {f}:6: truncated last line (46 bytes, no newline): skipped\n"
     lines = out.splitlines()
     # RESET, 2 actions, GAME_OVER, an ignored action: 1 play, CardOpened + 9 events + progress + close.
     assert lines[0] == (
@@ -129,7 +129,7 @@ def test_an_unreadable_metadata_json_is_reported_and_skipped(tmp_path: Path) -> 
     code, _, err = invoke(tmp_path / "l.sqlite", str(tmp_path / "rec"), "--environments", str(env))
     assert code == 0
     (line,) = err.splitlines()
-    assert line.startswith(f"warning: {env / 'cnt3' / '0000000a' / 'metadata.json'}: ")
+    assert line.startswith(f"Warning: {env / 'cnt3' / '0000000a' / 'metadata.json'}: ")
     assert line.endswith(": skipped (the toolkit skips it too)")
     with Ledger.open(tmp_path / "l.sqlite") as led:
         assert sorted(led.baselines(led.load_card(card).baselines_id)) == sorted(
@@ -143,7 +143,7 @@ def test_without_environments_says_what_it_means(tmp_path: Path) -> None:
     step(arc.make("cnt3", scorecard_id=card), 1)
     code, _, err = invoke(tmp_path / "l.sqlite", str(tmp_path / "rec"))
     assert code == 0
-    assert "note: no --environments: the new cards have no baseline set" in err
+    assert "Note: no --environments: the new cards have no baseline set" in err
     r = CliRunner().invoke(cli, ["--db", str(tmp_path / "l.sqlite"), "export", card])
     assert "No Matching EnvironmentInfo found for cnt3-0000000a" in r.stdout
 

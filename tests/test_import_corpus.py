@@ -38,15 +38,15 @@ def run(db: Path, *args: str) -> tuple[int, str, str]:
 # case -> (stderr lines after "FILE:LINE: " or "FILE: ", exit code with --strict)
 CASES: dict[str, tuple[list[str], int]] = {
     "good": ([], 0),
-    "truncated": (["warning: {f}:7: truncated last line (6392 bytes, no newline): skipped"], 0),
-    "not_json": (["warning: {f}:3: not JSON: JSON is malformed: object keys must be strings (byte 80)"], 2),
-    "wrong_types": (["warning: {f}:5: wrong type: Expected `int`, got `str` - at `$.data.levels_completed`"], 2),
-    "unknown_action": (["warning: {f}:6: wrong type: unknown action id 'ACTION9' - at `$.data.action_input.id`"], 2),
+    "truncated": (["Warning: {f}:7: truncated last line (6392 bytes, no newline): skipped"], 0),
+    "not_json": (["Warning: {f}:3: not JSON: JSON is malformed: object keys must be strings (byte 80)"], 2),
+    "wrong_types": (["Warning: {f}:5: wrong type: Expected `int`, got `str` - at `$.data.levels_completed`"], 2),
+    "unknown_action": (["Warning: {f}:6: wrong type: unknown action id 'ACTION9' - at `$.data.action_input.id`"], 2),
     "reset_only": ([], 0),
     "mismatched": (
         [
-            "warning: {f}:1: guid '08d9fd27-a693-59bf-a0db-80e60c4f3262' differs from the file name's "
-            "'6a8bc496-cc61-5683-8b41-039cb5ea67eb' (and 15 more lines): imported as the lines say"
+            "Warning: {f}:1: guid '08d9fd27-a693-59bf-a0db-80e60c4f3262' differs from the file name's "
+            "'6a8bc496-cc61-5683-8b41-039cb5ea67eb' (lines 1, +15 more): imported as the lines say"
         ],
         2,
     ),
@@ -83,7 +83,7 @@ def test_corpus_case(case: str, with_good: tuple[Path, list[tuple[int, str]]]) -
 
     code, out, err = run(db, str(CORPUS / case), "--environments", str(ENV_DIR), "--strict")
     assert code == strict_code
-    assert err.splitlines() == [m.replace("warning:", "error:", 1) if strict_code else m for m in want_stderr]
+    assert err.splitlines() == [m.replace("Warning:", "Error:", 1) if strict_code else m for m in want_stderr]
     with Ledger.open(db) as led:
         assert (card in led.card_ids()) == (strict_code == 0)
     if strict_code:
@@ -112,7 +112,7 @@ def test_binary_garbage(with_good: tuple[Path, list[tuple[int, str]]]) -> None:
     for args in ([], ["--strict"]):
         code, out, err = run(db, str(CORPUS / "binary"), *args)
         assert code == 2
-        assert err.startswith(f"error: {f}: not a recording the ledger reads. It reads: ")
+        assert err.startswith(f"Error: {f}: not a recording the ledger reads. It reads: ")
         assert f"not imported      {case_card('binary')}: 1 of its files in no format the ledger reads" in out
     with Ledger.open(db) as led:
         assert led.card_ids() == [case_card("good")]
@@ -124,7 +124,7 @@ def test_empty_file(with_good: tuple[Path, list[tuple[int, str]]]) -> None:
     for args in ([], ["--strict"]):
         code, out, err = run(db, str(CORPUS / "empty"), *args)
         assert code == 0
-        assert err == f"note: {case_file('empty')}: empty file: nothing to import\n"
+        assert err == f"Note: {case_file('empty')}: empty file: nothing to import\n"
         assert f"nothing to import {case_card('empty')}: 1 file" in out
     with Ledger.open(db) as led:
         assert led.card_ids() == [case_card("good")]
@@ -166,5 +166,5 @@ def test_a_bad_line_in_a_copy_is_consumed_once(tmp_path: Path) -> None:
         out.write(b"garbage appended\n")
     code, out, err = run(db, str(rec))
     assert code == 0
-    assert err == f"warning: {f}:17: not JSON: JSON is malformed: invalid character (byte 0)\n"
+    assert err == f"Warning: {f}:17: not JSON: JSON is malformed: invalid character (byte 0)\n"
     assert "updated" in out

@@ -189,7 +189,7 @@ def test_a_handful_through_the_real_command(tmp_path: Path, cases: list[tuple[Ca
         want = 2 if refused else 0
         assert r.returncode == want, (kind, r.stdout, r.stderr)
         if refused:
-            assert "error: " in r.stderr, (kind, r.stderr)
+            assert "Error: " in r.stderr, (kind, r.stderr)
 
 
 def test_card_id_names_the_card_of_a_flat_folder(tmp_path: Path, cases: list[tuple[Case, Path, str]]) -> None:

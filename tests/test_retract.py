@@ -88,7 +88,7 @@ def test_retract_end_to_end(backend_url: str, tmp_path: Path) -> None:
     # Still read, and said, by export (stderr only: the document is the toolkit's), replay and audit.
     r = ledger("--db", db, "export", a)
     assert r.returncode == 0 and r.stdout == exported
-    assert r.stderr.startswith(f"note: card {a} was retracted on ") and "dishonest agent" in r.stderr
+    assert r.stderr.startswith(f"Note: card {a} was retracted on ") and "dishonest agent" in r.stderr
     assert "reason: scored by a dishonest agent" in _ok("--db", db, "replay", a)
     assert json.loads(_ok("--db", db, "replay", a, "--json"))["retracted"]["reason"] == "scored by a dishonest agent"
     out = _ok("--db", db, "audit", a)

@@ -61,7 +61,7 @@ def import_cmd(
     if label is not None:
         bs.check_label(label)
     for w in src.warnings:
-        click.echo(f"warning: {w}", err=True)
+        click.echo(f"Warning: {w}", err=True)
     with open_ledger(ctx, write=True) as ledger:
         res = bs.import_set(ledger, src.entries, label=label, move=move, warnings=src.warnings)
     if as_json:

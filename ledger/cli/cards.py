@@ -197,7 +197,7 @@ def export(
     for n in notes:
         click.echo(n, err=True)
     if retracted is not None:  # the document stays the toolkit's, byte for byte: the note goes to stderr
-        click.echo(f"note: card {card_id} was {retracted['note']}", err=True)
+        click.echo(f"Note: card {card_id} was {retracted['note']}", err=True)
 
 
 @click.command()

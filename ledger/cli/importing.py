@@ -224,11 +224,11 @@ def _severity(p: Problem, strict: bool, repeats: bool = False) -> str:
     from ledger.services.importing import FATAL_KINDS, REFUSED_KINDS, REPEAT_KINDS, STRICT_KINDS
 
     if p.kind in REPEAT_KINDS:
-        return "warning" if repeats else "error"
+        return "Warning" if repeats else "Error"
     if p.kind in FATAL_KINDS or p.kind in REFUSED_KINDS or (strict and p.kind in STRICT_KINDS):
-        return "error"
+        return "Error"
     warn = ("truncated", "duplicate", "environments", "unreproduced", "cross_check")
-    return "warning" if p.kind in STRICT_KINDS or p.kind in warn else "note"
+    return "Warning" if p.kind in STRICT_KINDS or p.kind in warn else "Note"
 
 
 def _n(count: int, word: str) -> str:
@@ -288,7 +288,7 @@ def _print(s: ImportSummary, *, quiet: bool, strict: bool, with_environments: bo
     click.echo(f"read {size(s.bytes_read)} in {s.seconds:.2f} s ({size(s.mb_per_s * 1e6)}/s)")
     if not with_environments and t["imported"]:
         click.echo(
-            "note: no --environments: the new cards have no baseline set, so every game shows 'No Matching "
+            "Note: no --environments: the new cards have no baseline set, so every game shows 'No Matching "
             "EnvironmentInfo'; score them with `ledger export CARD --baselines LABEL|ID`",
             err=True,
         )

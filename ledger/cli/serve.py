@@ -69,7 +69,7 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
             raise listen_error(host, port, e) from e
         if not is_loopback(host):
             click.echo(
-                f"warning: serving on {host}, reachable from other machines; the API has no authentication "
+                f"Warning: serving on {host}, reachable from other machines; the API has no authentication "
                 "beyond the X-API-Key header",
                 err=True,
             )

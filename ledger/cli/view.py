@@ -80,7 +80,7 @@ def view(ctx: click.Context, host: str, port: int, environments: str | None) -> 
         def ready(url: str) -> None:
             click.echo(f"ledger view: {source} (read-only) at {url}  (Ctrl-C stops)")
             if not _is_loopback(host):
-                warn = f"warning: listening on {host}: anyone who can reach this machine can read the ledger"
+                warn = f"Warning: listening on {host}: anyone who can reach this machine can read the ledger"
                 click.echo(warn, err=True)
             sys.stdout.flush()
 

@@ -136,7 +136,7 @@ def compare(store: LogStore, built: Built, *, limit: int = 10, skip: Set[str] = 
         else:
             out.append(f"card {cid}: summary keys differ: {sorted(got[1])} (log: {sorted(want[1])})")
     if len(out) > limit:
-        out = [*out[:limit], f"... and {len(out) - limit} more cards"]
+        out = [*out[:limit], f"+{len(out) - limit} more cards"]
     return out
 
 

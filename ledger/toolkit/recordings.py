@@ -377,7 +377,7 @@ class _FileReader:
 
     def finish(self) -> None:
         for what, lines in self._mismatch.items():
-            more = f" (and {len(lines) - 1} more lines)" if len(lines) > 1 else ""
+            more = f" (lines {lines[0]}, +{len(lines) - 1} more)" if len(lines) > 1 else ""
             self.problems.append(
                 Problem(str(self.path), lines[0], "name_mismatch", f"{what}{more}: imported as the lines say")
             )

@@ -45,14 +45,54 @@ def current_pid() -> int:
     return _pid
 
 
-class _WriterState[C]:
+class _ProcessState:
+    """What one process holds of a writer or a pool (a forked child starts its own)."""
+
     def __init__(self, pid: int) -> None:
         self.pid = pid
+
+
+class _PerProcess[C, S: _ProcessState]:
+    """What a writer and a reader pool share: how connections are opened, closed and described, and one state per
+    process (a parent's, inherited by a fork, stays referenced and untouched)."""
+
+    def __init__(
+        self,
+        connect: Callable[[], C],
+        close: Callable[[C], None],
+        *,
+        timeout: float,
+        where: Callable[[], str],
+        state: Callable[[int], S],
+    ) -> None:
+        self._connect = connect
+        self._close = close
+        self.timeout = timeout
+        self._where = where
+        self._new_state = state
+        self._state = state(_pid)
+        self._inherited: list[S] = []
+
+    def _current(self) -> S:
+        st = self._state
+        if st.pid != _pid:
+            self._inherited.append(st)  # the parent's: kept referenced so that nothing closes it from here
+            st = self._state = self._new_state(_pid)
+        return st
+
+    def _quietly_close(self, con: C) -> None:
+        with contextlib.suppress(Exception):  # a connection that cannot even close is being dropped anyway
+            self._close(con)
+
+
+class _WriterState[C](_ProcessState):
+    def __init__(self, pid: int) -> None:
+        super().__init__(pid)
         self.lock = threading.RLock()
         self.con: C | None = None
 
 
-class Writer[C]:
+class Writer[C](_PerProcess[C, _WriterState[C]]):
     """The one connection a process writes through (see the module's docstring)."""
 
     def __init__(
@@ -64,20 +104,8 @@ class Writer[C]:
         where: Callable[[], str],
         usable: Callable[[C], bool] = lambda con: True,
     ) -> None:
-        self._connect = connect
-        self._close = close
+        super().__init__(connect, close, timeout=timeout, where=where, state=_WriterState)
         self._usable = usable
-        self.timeout = timeout
-        self._where = where
-        self._state: _WriterState[C] = _WriterState(_pid)
-        self._inherited: list[_WriterState[C]] = []
-
-    def _current(self) -> _WriterState[C]:
-        st = self._state
-        if st.pid != _pid:
-            self._inherited.append(st)  # the parent's: kept referenced so that nothing closes it from here
-            st = self._state = _WriterState(_pid)
-        return st
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -117,10 +145,6 @@ class Writer[C]:
         if con is not None:
             self._quietly_close(con)
 
-    def _quietly_close(self, con: C) -> None:
-        with contextlib.suppress(Exception):  # a connection that cannot even close is being dropped anyway
-            self._close(con)
-
     def close(self) -> None:
         """Close this process's writer connection (never a parent's)."""
         st = self._current()
@@ -128,9 +152,9 @@ class Writer[C]:
             self.discard()
 
 
-class _PoolState[C]:
+class _PoolState[C](_ProcessState):
     def __init__(self, pid: int) -> None:
-        self.pid = pid
+        super().__init__(pid)
         self.cond = threading.Condition()
         self.idle: list[C] = []
         self.opened = 0
@@ -138,7 +162,7 @@ class _PoolState[C]:
         self.closed = False
 
 
-class ReadPool[C]:
+class ReadPool[C](_PerProcess[C, _PoolState[C]]):
     """At most ``size`` reader connections, each used by one thread at a time (see the module's docstring)."""
 
     def __init__(
@@ -150,20 +174,8 @@ class ReadPool[C]:
         where: Callable[[], str],
         size: int = READERS,
     ) -> None:
-        self._connect = connect
-        self._close = close
+        super().__init__(connect, close, timeout=timeout, where=where, state=_PoolState)
         self.size = size
-        self.timeout = timeout
-        self._where = where
-        self._state: _PoolState[C] = _PoolState(_pid)
-        self._inherited: list[_PoolState[C]] = []
-
-    def _current(self) -> _PoolState[C]:
-        st = self._state
-        if st.pid != _pid:
-            self._inherited.append(st)
-            st = self._state = _PoolState(_pid)
-        return st
 
     @contextmanager
     def connection(self) -> Iterator[C]:
@@ -208,8 +220,7 @@ class ReadPool[C]:
         self._drop(st, con)
 
     def _drop(self, st: _PoolState[C], con: C) -> None:
-        with contextlib.suppress(Exception):  # dropped anyway
-            self._close(con)
+        self._quietly_close(con)
         with st.cond:
             st.opened -= 1
             st.cond.notify()

@@ -209,15 +209,11 @@ class PostgresStore(StoreBase):
                 self._heads.forget(stream)
                 raise VersionConflict(stream, expected_version) from e
             except psycopg.Error as e:
-                lost = pg.broken or pg.closed
-                rollback_quietly(pg)
-                if lost:
-                    self._writer.discard()
-                    if attempt == 1:
-                        # The server closed the connection (restart, idle timeout, terminated backend): once more
-                        # on a new one; whether the lost attempt committed is read from the head, under the lock.
-                        head = None
-                        continue
+                if self._failed(pg) and attempt == 1:
+                    # The server closed the connection (restart, idle timeout, terminated backend): once more
+                    # on a new one; whether the lost attempt committed is read from the head, under the lock.
+                    head = None
+                    continue
                 self._heads.forget(stream)
                 raise StoreError(f"cannot append to the ledger at {self.describe()}: {' '.join(str(e).split())}") from e
             except BaseException:
@@ -225,6 +221,15 @@ class PostgresStore(StoreBase):
                 self._heads.forget(stream)
                 raise
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def _failed(self, pg: Any) -> bool:
+        """Roll back the writer's failed transaction; True if the connection itself was lost (then it is replaced
+        before the next use)."""
+        lost = bool(pg.broken or pg.closed)
+        rollback_quietly(pg)
+        if lost:
+            self._writer.discard()
+        return lost
 
     def _appended(self, stream: str, new: list[StoredEvent], seqs: list[int]) -> list[StoredEvent]:
         out = [
@@ -279,14 +284,10 @@ class PostgresStore(StoreBase):
                         rollback_quietly(pg)
                         raise
                     except psycopg.Error as e:
-                        lost = pg.broken or pg.closed
-                        rollback_quietly(pg)
-                        if lost:
-                            self._writer.discard()
-                            if attempt == 1:
-                                # A dropped connection: once more on a new one (a batch that did commit is skipped
-                                # as held).
-                                continue
+                        if self._failed(pg) and attempt == 1:
+                            # A dropped connection: once more on a new one (a batch that did commit is skipped
+                            # as held).
+                            continue
                         # Every writer reads the heads under the append lock: an integrity error is a row the
                         # schema refuses.
                         msg = " ".join(str(e).split())

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -26,6 +26,7 @@ from ledger.core.events import (
 )
 from ledger.core.projection import CardState, apply, new_card
 from ledger.core.scoring import score_card
+from ledger.errors import VersionConflict
 from ledger.toolkit.import_problems import Problem
 
 if TYPE_CHECKING:
@@ -70,6 +71,27 @@ class Existing:
     card: CardState
     progress: dict[str, RecordingImported]
     imported: bool
+
+
+#: How many times a card's import is tried while other writers keep appending to the card.
+ATTEMPTS = 5
+
+
+def with_retries(
+    card_id: str, files: int, attempt: Callable[[list[Problem]], tuple[CardResult, int]], problems: list[Problem]
+) -> tuple[CardResult, int]:
+    """Run ``attempt`` (one import of a card, told where to put its problems) again when another writer appended to
+    the card meanwhile (:class:`VersionConflict`); only the finished attempt's problems are kept."""
+    for _attempt in range(ATTEMPTS):
+        found: list[Problem] = []
+        try:
+            result = attempt(found)
+        except VersionConflict:
+            continue  # look again at what the card holds now
+        problems.extend(found)
+        return result
+    gave_up = "other writers kept changing this card"
+    return CardResult(card_id, "not imported", files, error=gave_up, exit_code=1), 0
 
 
 def load_existing(ledger: Ledger, card_id: str) -> Existing | None:

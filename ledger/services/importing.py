@@ -65,7 +65,7 @@ from ledger.core.import_checks import not_a_recording
 from ledger.core.projection import CardState, apply, new_card
 from ledger.core.scoring import score_card
 from ledger.core.translator import Observation, translate
-from ledger.errors import ImportInputError, VersionConflict
+from ledger.errors import ImportInputError
 from ledger.services.import_cards import (
     Baselines,
     CardResult,
@@ -73,6 +73,7 @@ from ledger.services.import_cards import (
     attach_baselines,
     count_not_counted,
     load_existing,
+    with_retries,
 )
 from ledger.services.import_cards import ImportSummary as ImportSummary  # re-exported
 from ledger.services.import_compare import compare_with_held, held_elsewhere
@@ -134,17 +135,14 @@ def _import_card(
             index=index,
             how=plan.how,
         )
-    for _attempt in range(5):
-        found: list[Problem] = []
-        try:
-            result = _import_card_once(ledger, card_id, plan, baselines, strict, progress, found, index, allow_repeats)
-        except VersionConflict:
-            # Another writer appended to this card meanwhile: look again at what it holds now.
-            continue
-        problems.extend(found)
-        return result
-    gave_up = "other writers kept changing this card"
-    return CardResult(card_id, "not imported", len(files), error=gave_up, exit_code=1), 0
+    return with_retries(
+        card_id,
+        len(files),
+        lambda found: _import_card_once(
+            ledger, card_id, plan, baselines, strict, progress, found, index, allow_repeats
+        ),
+        problems,
+    )
 
 
 def _import_card_once(

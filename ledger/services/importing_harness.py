@@ -41,7 +41,6 @@ from ledger.core.import_checks import not_a_recording
 from ledger.core.projection import apply, new_card
 from ledger.core.scoring import score_card
 from ledger.core.translator import Observation, translate
-from ledger.errors import VersionConflict
 from ledger.services.harness_report import cross_check, report_read, skipped_lines, tail_sha256
 from ledger.services.import_cards import (
     Baselines,
@@ -50,6 +49,7 @@ from ledger.services.import_cards import (
     attach_baselines,
     count_not_counted,
     load_existing,
+    with_retries,
 )
 from ledger.services.import_compare import compare_with_held, held_elsewhere
 from ledger.services.import_identity import GuidIndex
@@ -90,15 +90,14 @@ def import_harness_card(
     that ``index`` finds on another card are compared with it, not written (:mod:`ledger.services.import_compare`).
     ``how`` says how ``card_id`` was found (``harness``: the recorder's uuid, which is said).
     """
-    for _attempt in range(5):
-        found: list[Problem] = []
-        try:
-            result = _import_once(ledger, card_id, path, baselines, strict, progress, found, allow_repeats, index, how)
-        except VersionConflict:
-            continue
-        problems.extend(found)
-        return result
-    return CardResult(card_id, "not imported", 1, error="other writers kept changing this card", exit_code=1), 0
+    return with_retries(
+        card_id,
+        1,
+        lambda found: _import_once(
+            ledger, card_id, path, baselines, strict, progress, found, allow_repeats, index, how
+        ),
+        problems,
+    )
 
 
 def _steps_for(path: Path, read: HarnessRead, problems: list[Problem]) -> tuple[dict[int, Step], Path | None]:

@@ -106,22 +106,6 @@ def page_of(f: CardFilter, now: datetime, stale: int, max_open: int) -> PageQuer
     )
 
 
-def summary_page(
-    ledger: Ledger,
-    f: CardFilter | None = None,
-    *,
-    now: datetime | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> list[SummaryRow]:
-    """The summary rows of the page ``f`` asks for (one query): what the viewer and the bundle list."""
-    from ledger.services.audit import max_open_minutes, stale_minutes
-
-    moment = now or datetime.now(UTC)
-    return read_page(
-        ledger.store, page_of(f or CardFilter(), moment, stale_minutes(environ), max_open_minutes(environ))
-    )
-
-
 def shown_rows(
     ledger: Ledger,
     f: CardFilter | None = None,

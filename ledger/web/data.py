@@ -21,7 +21,7 @@ from ledger.core.postmortem import arithmetic, postmortem
 from ledger.core.projection import CardState, fold
 from ledger.core.scoring import LEVEL_CAP, best_play_index
 from ledger.core.server_baselines import baselines_source, unknown_baselines
-from ledger.core.timeline import listed, retraction_note
+from ledger.core.timeline import retraction_note
 from ledger.errors import StoreError, UnknownCard
 from ledger.services.compare import CardColumn
 from ledger.services.listing import as_shown
@@ -272,22 +272,6 @@ def load(cache: CardCache, card_id: str) -> tuple[CardState, ScorecardDoc, int]:
     """A card, its document under the baselines it was played with, and its version."""
     card, version = cache.get(card_id)
     return card, cache.ledger.document(card_id, card=card), version
-
-
-def card_rows(
-    cache: CardCache, card_ids: Sequence[str] | None = None, *, include_retracted: bool = False
-) -> tuple[list[CardRow], int]:
-    """The cards page's lines, in order of opening, and how many retracted cards were left out."""
-    ids = cache.card_ids() if card_ids is None else card_ids
-    rows = []
-    hidden = 0
-    for cid in ids:
-        card, doc, _ = load(cache, cid)
-        if listed(card, include_retracted):
-            rows.append(card_row(card, doc))
-        else:
-            hidden += 1
-    return rows, hidden
 
 
 def column_of(row: CardRow) -> CardColumn:

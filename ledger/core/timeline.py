@@ -123,7 +123,12 @@ def retraction_note(card: CardState) -> str | None:
     """``retracted on WHEN, reason: WHY`` for a retracted card (None otherwise): what every reader of it says."""
     if card.retracted_at is None:
         return None
-    return f"retracted on {card.retracted_at.isoformat()}, reason: {card.retract_reason or '(none given)'}"
+    return retraction_text(card.retracted_at.isoformat(), card.retract_reason)
+
+
+def retraction_text(when: str, reason: str | None) -> str:
+    """The words of :func:`retraction_note` from the time (ISO 8601) and reason of a retraction, as a summary holds."""
+    return f"retracted on {when}, reason: {reason or '(none given)'}"
 
 
 def shown_close(card: CardState, now: datetime, environ: Mapping[str, str]) -> tuple[datetime, str, bool] | None:

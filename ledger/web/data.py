@@ -21,7 +21,7 @@ from ledger.core.postmortem import arithmetic, postmortem
 from ledger.core.projection import CardState, fold
 from ledger.core.scoring import LEVEL_CAP, best_play_index
 from ledger.core.server_baselines import baselines_source, unknown_baselines
-from ledger.core.timeline import retraction_note
+from ledger.core.timeline import retraction_note, retraction_text
 from ledger.errors import StoreError, UnknownCard
 from ledger.services.compare import CardColumn
 from ledger.services.listing import as_shown
@@ -304,7 +304,7 @@ PAGE_SIZE = 100
 def summary_row(r: SummaryRow, shown: CardSummary) -> CardRow:
     """The cards page's line for a cards-summary row (the same numbers as the card's document), closed as
     ``ledger cards`` shows it (``shown``: the lapsed-card rule applied)."""
-    note = f"retracted on {r.retracted}, reason: {r.retract_reason}" if r.retracted else None
+    note = retraction_text(r.retracted, r.retract_reason) if r.retracted else None
     return CardRow(
         card_id=r.card_id,
         tags=msgspec.json.decode(r.tags) if r.tags else [],

@@ -30,6 +30,8 @@ class NotRecorded(RuntimeError):
 
 
 def _note(entry: dict) -> None:
+    # The twin of ``record_hook.child._note``, kept apart on purpose: this file must run in a Python that cannot
+    # import the ledger (to say so), so it imports nothing of it.
     path = os.environ.get("LEDGER_RECORD_CARDS")
     if path:
         import json

@@ -1,10 +1,11 @@
-"""``check_link``: the one per-row chain check that verify, audit and copy share."""
+"""``check_link``: the one per-row chain check that verify, audit and copy share; ``first_unhashed``, the same
+hash rule over many rows (copy)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ledger.core.chain import GENESIS, check_link, event_hash
+from ledger.core.chain import GENESIS, check_link, event_hash, first_unhashed
 
 
 @dataclass(frozen=True)
@@ -39,3 +40,31 @@ def test_every_kind_of_broken_link() -> None:
     # The stream is hashed too: the same row does not link in another stream.
     moved = check_link("card:y", first, 0, GENESIS)
     assert moved is not None and moved.kind == "hash"
+
+
+@dataclass(frozen=True)
+class StreamRow(Row):
+    stream: str
+
+
+def test_first_unhashed_agrees_with_event_hash_row_by_row() -> None:
+    rows, prev = [], GENESIS
+    for version, (stream, type_, body) in enumerate(
+        [("card:x", "t", b"{}"), ("card:x", "longer_type", b'{"a":"\xc3\xa9"}'), ("stream \u00e9", "t", b"x" * 5000)], 1
+    ):
+        h = event_hash(prev, stream, version, type_, body)
+        rows.append(StreamRow(version, version, type_, "ts", body, prev, h, stream))
+        prev = h
+    assert first_unhashed(rows) is None and first_unhashed([]) is None
+    changed = [rows[0], replace(rows[1], body=rows[1].body + b" "), rows[2]]
+    assert first_unhashed(changed) == 1
+    assert first_unhashed([rows[0], replace(rows[1], stream="card:y")]) == 1
+    assert first_unhashed([rows[0], replace(rows[1], version=3)]) == 1
+    assert first_unhashed([rows[0], replace(rows[1], type="t")]) == 1
+    assert first_unhashed([rows[0], rows[1], replace(rows[2], prev_hash=rows[0].hash)]) == 2
+    # A column of another type or shape is the row's problem before any hashing (check_link names it).
+    assert first_unhashed([replace(rows[0], body="{}")]) == 0  # type: ignore[arg-type]
+    assert first_unhashed([replace(rows[0], version="1")]) == 0  # type: ignore[arg-type]
+    assert first_unhashed([replace(rows[0], prev_hash=GENESIS[:63])]) == 0
+    assert first_unhashed([replace(rows[0], hash=rows[0].hash.upper())]) == 0
+    assert first_unhashed([replace(rows[0], ts=None)]) == 0  # type: ignore[arg-type]

@@ -206,6 +206,30 @@ def test_insert_copied_skips_rows_already_held_and_refuses_gaps(tmp_path: Path, 
     dst.close()
 
 
+def test_a_prepared_batch_is_checked_row_by_row_under_the_lock(tmp_path: Path, backend_url: str) -> None:
+    # ``ledger copy`` prepares each batch (hashes recomputed, rows encoded) before the destination is locked; the
+    # destination still refuses a row whose bytes do not match its hash, and one that does not continue its stream.
+    a_path = tmp_path / "a.sqlite"
+    _, _, led = machine(a_path, seed=5, cards=2)
+    rows = list(led.store.scan())
+    led.close()
+    dst = open_destination(backend_url)
+    changed = msgspec.structs.replace(rows[9], body=rows[9].body + b" ")
+    batch = dst.prepare_copied([*rows[:9], changed, *rows[10:]])
+    assert batch.unhashed == 9
+    with pytest.raises(StoreError, match="the stored bytes do not match the event's hash"):
+        dst.insert_copied(batch)
+    relinked = msgspec.structs.replace(rows[9], prev_hash=rows[7].hash)
+    with pytest.raises(StoreError, match="does not continue the destination"):
+        dst.insert_copied(dst.prepare_copied([*rows[:9], relinked]))
+    assert dst.count() == 0
+    assert dst.insert_copied(dst.prepare_copied(rows[:4])) == 4
+    assert dst.insert_copied(dst.prepare_copied(rows)) == len(rows) - 4  # held rows skipped, the rest encoded again
+    assert log(dst) == [(e.stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash) for e in rows]
+    assert verify_ledger(dst).ok  # the chains, and the summary rows equal to a rebuild from the log
+    dst.close()
+
+
 def test_copy_into_itself_or_from_nothing_is_refused(tmp_path: Path) -> None:
     a_path = tmp_path / "a.sqlite"
     Ledger.open(a_path).close()

@@ -105,7 +105,11 @@ class LogStore(Protocol):
     ) -> list[StoredEvent]:
         """Like :meth:`append` for already encoded ``(type, ts, body)`` rows."""
 
-    def insert_copied(self, rows: Sequence[StoredEvent]) -> int:
+    def prepare_copied(self, rows: Sequence[StoredEvent]) -> CopyBatch:
+        """``rows`` ready for :meth:`insert_copied`: each row's hash recomputed, and the rows in the backend's own
+        encoding where it has one. Reads and writes nothing (it may run in another thread than the writes)."""
+
+    def insert_copied(self, rows: Sequence[StoredEvent] | CopyBatch) -> int:
         """Insert events copied from another ledger (``ledger copy``), keeping their versions and hashes.
 
         Rows may belong to several streams, each in version order; they get new ``seq`` values here, in the
@@ -264,16 +268,38 @@ def chain_rows(stream: str, rows: Sequence[tuple[str, str, bytes]], version: int
     ]
 
 
+class CopyBatch(msgspec.Struct, frozen=True):
+    """Rows copied from another ledger, prepared for :meth:`LogStore.insert_copied` before the destination is locked
+    (``ledger copy`` prepares the next batch while the destination writes the last one)."""
+
+    rows: Sequence[StoredEvent]
+    #: :func:`chain.first_unhashed` of ``rows``: the first row whose hash is not that of its own columns, or None.
+    unhashed: int | None
+    #: Every row in the destination's own encoding (PostgreSQL: binary COPY data), or None.
+    encoded: bytes | None = None
+
+
+def copy_batch_of(rows: Sequence[StoredEvent] | CopyBatch) -> CopyBatch:
+    """``rows`` as a :class:`CopyBatch` (each row's hash recomputed here unless it is one already)."""
+    if isinstance(rows, CopyBatch):
+        return rows
+    return CopyBatch(rows, chain.first_unhashed(rows))
+
+
 def copied_rows(
-    rows: Sequence[StoredEvent], heads: dict[str, tuple[int, str]], held: dict[tuple[str, int], str]
+    batch: CopyBatch, heads: dict[str, tuple[int, str]], held: dict[tuple[str, int], str]
 ) -> list[StoredEvent]:
     """Which copied rows to insert: those past each stream's head (``heads``, updated), each checked to continue it.
 
     ``held`` maps (stream, version) to the hash the destination holds for the versions the rows overlap.
     Raises :class:`HistoryConflict` or :class:`StoreError` (nothing is to be written then).
     """
+    # A row before ``batch.unhashed`` hashes to its own hash: it continues its stream when its version follows
+    # the head and its prev_hash is the head's hash. Any other row gets the whole check and its message.
+    rows = batch.rows
+    hashed = len(rows) if batch.unhashed is None else batch.unhashed
     out = []
-    for r in rows:
+    for i, r in enumerate(rows):
         version, prev = heads[r.stream]
         if r.version <= version:
             if held.get((r.stream, r.version)) != r.hash:
@@ -281,12 +307,13 @@ def copied_rows(
                     f"stream {r.stream!r}: the destination holds a different event at version {r.version}"
                 )
             continue
-        broken = chain.check_link(r.stream, r, version, prev)
-        if broken is not None:
-            raise StoreError(
-                f"stream {r.stream!r}: event version {r.version} does not continue the destination "
-                f"(head version {version}): {broken.message}"
-            )
+        if i >= hashed or r.version != version + 1 or r.prev_hash != prev:
+            broken = chain.check_link(r.stream, r, version, prev)
+            if broken is not None:
+                raise StoreError(
+                    f"stream {r.stream!r}: event version {r.version} does not continue the destination "
+                    f"(head version {version}): {broken.message}"
+                )
         out.append(r)
         heads[r.stream] = (r.version, r.hash)
     return out
@@ -363,6 +390,10 @@ class StoreBase:
         self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None
     ) -> list[StoredEvent]:
         raise NotImplementedError
+
+    def prepare_copied(self, rows: Sequence[StoredEvent]) -> CopyBatch:
+        """``rows`` ready for ``insert_copied``: each row's hash recomputed (reads and writes nothing)."""
+        return copy_batch_of(rows)
 
     def triggers(self) -> set[str]:
         """Names of the enabled append-only triggers present on ``events``."""

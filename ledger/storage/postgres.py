@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Engine, func, select, text
 from ledger.core import chain
 from ledger.errors import HistoryConflict, StoreError, VersionConflict
 from ledger.storage.base import (
+    CopyBatch,
     Durability,
     HeadCache,
     LogStore,
@@ -24,6 +25,7 @@ from ledger.storage.base import (
     StreamInfo,
     chain_rows,
     check_revision,
+    copy_batch_of,
     head_revision,
     no_ledger,
 )
@@ -255,7 +257,13 @@ class PostgresStore(StoreBase):
         """The psycopg connection every append of this process goes through (hold ``self._writer.locked()``)."""
         return self._writer.get().connection.driver_connection
 
-    def insert_copied(self, rows: Sequence[StoredEvent]) -> int:
+    def prepare_copied(self, rows: Sequence[StoredEvent]) -> CopyBatch:
+        """``rows`` checked against their own hashes and encoded as binary COPY data (reads and writes nothing)."""
+        from ledger.storage.pg_copy import prepare
+
+        return prepare(rows)
+
+    def insert_copied(self, rows: Sequence[StoredEvent] | CopyBatch) -> int:
         """Insert events copied from another ledger, keeping their versions and hashes (see the protocol).
 
         Each stream must continue exactly; a row the destination already holds is skipped. Raises
@@ -266,6 +274,8 @@ class PostgresStore(StoreBase):
 
         from ledger.storage.pg_copy import copy_batch
 
+        batch = copy_batch_of(rows)
+        rows = batch.rows
         if not rows:
             return 0
         lock = (lock_statement(self.durability, "%s", "%s"), self._lock_args())
@@ -277,8 +287,11 @@ class PostgresStore(StoreBase):
                     except DB_ERRORS as e:
                         raise StoreError(f"cannot write to the ledger at {self.describe()}: {reason(e)}") from e
                     try:
-                        n = copy_batch(pg, self._summary, rows, lock)
+                        n, changes = copy_batch(pg, self._summary, batch, lock)
                         pg.commit()
+                        for change in changes:
+                            # The next batch continues these cards from memory, not from a read of their events.
+                            self._summary.committed(change)
                         return n
                     except (HistoryConflict, StoreError):
                         rollback_quietly(pg)

@@ -24,6 +24,7 @@ from ledger.core import chain
 from ledger.errors import HistoryConflict, StoreError, VersionConflict
 from ledger.storage import sqlite_sql as sq
 from ledger.storage.base import (
+    CopyBatch,
     Durability,
     HeadCache,
     LogStore,
@@ -34,6 +35,7 @@ from ledger.storage.base import (
     chain_rows,
     check_revision,
     copied_rows,
+    copy_batch_of,
     head_revision,
     lowest_versions,
     no_ledger,
@@ -261,8 +263,10 @@ class SQLiteStore(StoreBase):
         self._heads.set(stream, out[-1])
         return out
 
-    def insert_copied(self, rows: Sequence[StoredEvent]) -> int:
+    def insert_copied(self, rows: Sequence[StoredEvent] | CopyBatch) -> int:
         """Insert events copied from another ledger, keeping versions and hashes (see :class:`LogStore`)."""
+        batch = copy_batch_of(rows)
+        rows = batch.rows
         if not rows:
             return 0
         lowest = lowest_versions(rows)
@@ -278,7 +282,7 @@ class SQLiteStore(StoreBase):
                         if lo <= heads[s][0]:
                             q = "SELECT version, hash FROM events WHERE stream = ? AND version BETWEEN ? AND ?"
                             held.update({(s, v): h for v, h in con.execute(q, (s, lo, heads[s][0]))})
-                    new = copied_rows(rows, heads, held)
+                    new = copied_rows(batch, heads, held)
                     con.executemany(INSERT_SQL, [(e.stream, *row_values(e)) for e in new])
                     copy_summary(self._summary, con.execute, con.executemany, new)
                     con.execute("COMMIT")

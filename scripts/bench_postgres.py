@@ -7,6 +7,7 @@ The PostgreSQL server is ``$LEDGER_BENCH_PG_URL``, else ``$LEDGER_TEST_PG_URL``,
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -141,6 +142,110 @@ def copy_rate(src: str, dst: str) -> tuple[int, float]:
     return rep.events, rep.events / rep.seconds
 
 
+def _backend_cpu(url: str) -> float | None:
+    """CPU seconds used so far by the other sessions on ``url``'s database (the copy's writer), if the server is
+    on this machine (read from /proc), else None."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    with psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password, dbname=u.database) as con:
+        pids = [
+            r[0]
+            for r in con.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        ]
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def copy_figures(src: str, how: str, dst: str | None = None) -> list[str]:
+    """``ledger copy`` of the SQLite ledger ``src`` into ``dst`` (an empty PostgreSQL database; default a fresh one,
+    dropped after), and what its time is made of:
+    the same rows COPYed raw (encoded beforehand, no check, no summary: the server's part alone), and the client's
+    work per event measured apart in one thread (read, hash check, encoding, summary fold)."""
+    import sqlite3
+
+    from ledger.core import chain
+    from ledger.services.copying import BATCH
+    from ledger.storage.pg_copy import COPY_BINARY_SQL, encode_rows
+    from ledger.storage.summary import SummaryKeeper, copied_changes
+    from ledger.storage.summary_sql import body_reader
+
+    lines = []
+    with contextlib.ExitStack() as stack:
+        pg = dst if dst is not None else stack.enter_context(bench_database())
+        s, d = open_source(src), open_destination(pg)
+        try:
+            c0 = time.process_time()
+            rep = copy_ledger(s, d)
+            client = time.process_time() - c0
+            server = _backend_cpu(pg)
+        finally:
+            s.close()
+            d.close()
+    n, rate = rep.events, rep.events / rep.seconds
+    lines.append(
+        f"ledger copy SQLite -> PostgreSQL of {n:,} events ({how}): {rate:,.0f} events/s ({rep.seconds:.2f} s; "
+        f"CPU: this process {client:.2f} s, the server's session "
+        f"{f'{server:.2f} s' if server is not None else 'not measured'})"
+    )
+    s = open_source(src)
+    t = time.perf_counter()
+    rows = list(s.scan(batch=BATCH))
+    read = time.perf_counter() - t
+    s.close()
+    t = time.perf_counter()
+    assert all(chain.first_unhashed(rows[i : i + BATCH]) is None for i in range(0, len(rows), BATCH))
+    hashed = time.perf_counter() - t
+    t = time.perf_counter()
+    chunks = [encode_rows(rows[i : i + BATCH]) for i in range(0, len(rows), BATCH)]
+    encoded = time.perf_counter() - t
+    con = sqlite3.connect(src)
+    keeper = SummaryKeeper()
+    keeper.enabled = True
+    reader = body_reader(lambda sql, params: con.execute(sql, params).fetchall())
+    t = time.perf_counter()
+    for i in range(0, len(rows), BATCH):
+        changes = copied_changes(keeper, [(e.stream, e.version, e.type, e.body) for e in rows[i : i + BATCH]], reader)
+        for c in changes:
+            keeper.committed(c)
+    folded = time.perf_counter() - t
+    con.close()
+    with bench_database() as pg:
+        open_destination(pg).close()  # the ledger's schema: its indexes and constraints
+        import psycopg
+        from sqlalchemy.engine import make_url
+
+        u = make_url(pg)
+        with psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password, dbname=u.database) as c:
+            t = time.perf_counter()
+            for data in chunks:
+                with c.cursor() as cur, cur.copy(COPY_BINARY_SQL) as cp:
+                    cp.write(data or b"")
+                c.commit()
+            raw = time.perf_counter() - t
+    us = {name: x / len(rows) * 1e6 for name, x in (("read", read), ("hash", hashed), ("encode", encoded))}
+    us["summary"] = folded / len(rows) * 1e6
+    lines.append(
+        f"  the server alone: raw binary COPY of the same {len(rows):,} rows in the same batches of {BATCH:,}, "
+        f"encoded beforehand, no check, no summary: {len(rows) / raw:,.0f} events/s"
+    )
+    lines.append(
+        "  the client's work per event, one thread, measured apart: "
+        + ", ".join(f"{k} {v:.1f} us" for k, v in us.items())
+        + f" = {sum(us.values()):.1f} us (at most {1e6 / sum(us.values()):,.0f} events/s on one core)"
+    )
+    return lines
+
+
 def unreachable() -> str | None:
     """Why the PostgreSQL server cannot be used, or None."""
     from sqlalchemy import create_engine, text
@@ -183,11 +288,9 @@ def run(quick: bool) -> list[str]:
         built = str(Path(d) / "card.sqlite")
         with Ledger.open(built) as led:
             card_id, n_events = build_card(led, card_steps)
-        n_copy, to_pg = copy_rate(built, pg)
-        _, to_sq = copy_rate(pg, str(Path(d) / "back.sqlite"))
-        lines.append(
-            f"ledger copy of {n_copy:,} events: SQLite -> PostgreSQL {to_pg:,.0f} events/s, back {to_sq:,.0f} events/s"
-        )
+        lines += copy_figures(built, f"one card of {n_events:,} events from {card_steps:,} translated steps", pg)
+        n_copy, to_sq = copy_rate(pg, str(Path(d) / "back.sqlite"))
+        lines.append(f"ledger copy of {n_copy:,} events PostgreSQL -> SQLite: {to_sq:,.0f} events/s")
         sq_rate, sq_warm, sq_json = export_rate(built, card_id, n_events)
         pg_rate, pg_warm, pg_json = export_rate(pg, card_id, n_events)
         lines.append(f"export of a {n_events:,}-event card, cold (full replay, no cache) and warm (projection cache):")

@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from ledger.core.events import CARD_STREAM
 from ledger.storage.summary import (
     COLUMNS,
@@ -49,9 +51,13 @@ def pg(sql: str) -> str:
     return sql.replace("?", "%s")
 
 
+# The row's fields are the table's columns, in the same order: a row's values are its fields as a tuple.
+assert SummaryRow.__struct_fields__ == COLUMNS
+
+
 def row_params(row: SummaryRow) -> tuple[Any, ...]:
     """The row's values in :data:`COLUMNS` order."""
-    return tuple(getattr(row, c) for c in COLUMNS)
+    return msgspec.structs.astuple(row)
 
 
 def write_statements(change: Change) -> list[tuple[str, Sequence[Any] | list[Sequence[Any]], bool]]:

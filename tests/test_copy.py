@@ -279,3 +279,31 @@ def test_cli_copy(tmp_path: Path, backend_url: str) -> None:
     assert res.exit_code == 1
     assert "already holds a different history for 1 stream" in res.output
     assert "Traceback" not in res.output
+
+
+def test_rows_the_binary_copy_cannot_carry_are_sent_as_text(pg_url: str) -> None:
+    # The binary COPY data is built for rows of the usual shape; any other row makes the whole batch go as text
+    # rows, and the server's own checks (here the ts column's length) refuse it with their reason.
+    from ledger.core.chain import GENESIS, event_hash
+    from ledger.storage.base import StoredEvent
+    from ledger.storage.pg_copy import encode_rows
+
+    h = event_hash(GENESIS, "card:x", 1, "card_opened", b"{}")
+    row = StoredEvent(0, "card:x", 1, "card_opened", T0.isoformat(), b"{}", GENESIS, h)
+    assert encode_rows([row]) is not None
+    for bad in (
+        msgspec.structs.replace(row, version=2**31),
+        msgspec.structs.replace(row, version=-1),
+        msgspec.structs.replace(row, ts="t" * 200),
+        msgspec.structs.replace(row, ts="2026-01-01T00:00:00\u00e9"),
+        msgspec.structs.replace(row, body="{}"),
+    ):
+        assert encode_rows([row, bad]) is None
+    dst = open_destination(pg_url)
+    batch = dst.prepare_copied([msgspec.structs.replace(row, ts="t" * 200)])
+    assert batch.unhashed is None and batch.encoded is None  # the ts is not hashed: the chain holds
+    with pytest.raises(StoreError, match="value too long"):
+        dst.insert_copied(batch)
+    assert dst.count() == 0
+    assert dst.insert_copied(dst.prepare_copied([row])) == 1
+    dst.close()

@@ -24,15 +24,17 @@ from ledger.storage.summary_sql import (
     row_params,
 )
 
+# One index probe per stream for its last row (a DISTINCT ON over the streams would read every row they hold).
 HEADS_SQL = (
-    "SELECT DISTINCT ON (stream) stream, version, hash FROM events WHERE stream = ANY(%s) ORDER BY stream, version DESC"
+    "SELECT w.s, e.version, e.hash FROM unnest(%s::text[]) AS w(s) CROSS JOIN LATERAL "
+    "(SELECT version, hash FROM events WHERE stream = w.s ORDER BY version DESC LIMIT 1) AS e"
 )
 HELD_SQL = (
     "SELECT e.stream, e.version, e.hash FROM events e JOIN unnest(%s::text[], %s::int[], %s::int[]) AS w(s, lo, hi) "
     "ON e.stream = w.s AND e.version BETWEEN w.lo AND w.hi"
 )
 COPY_SQL = "COPY events (stream, version, type, ts, body, prev_hash, hash) FROM STDIN"
-COPY_BINARY_SQL = COPY_SQL + " (FORMAT BINARY)"
+COPY_BINARY_SQL = "COPY events (stream, version, type, ts, prev_hash, hash, body) FROM STDIN (FORMAT BINARY)"
 KEYS_COPY_SQL = f"COPY {KEYS} (kind, value, card_id) FROM STDIN"
 SUMMARY_COPY_SQL = f"COPY {SUMMARY} ({', '.join(COLUMNS)}) FROM STDIN"
 
@@ -40,16 +42,17 @@ SUMMARY_COPY_SQL = f"COPY {SUMMARY} ({', '.join(COLUMNS)}) FROM STDIN"
 #: The binary COPY format's header (signature, flags, no extension) and trailer.
 _HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 _TRAILER = b"\xff\xff"
-_INT4 = b"\x00\x00\x00\x04"
-_HASH = b"\x00\x00\x00\x40"
+#: A version's field: its length (4) and the int4, as one 8-byte integer.
+_INT4 = 4 << 32
 
 
 def encode_rows(rows: Sequence[StoredEvent]) -> bytes | None:
     """``rows`` as binary COPY data for :data:`COPY_BINARY_SQL`, or None for a row that cannot be (a column of
-    another type, a version past int4). Its hashes are taken as 64 ASCII characters: use it only for rows
-    :func:`~ledger.core.chain.first_unhashed` passed."""
+    another type, a version past int4, a ts that is not short ASCII). Its hashes are taken as 64 ASCII characters:
+    use it only for rows :func:`~ledger.core.chain.first_unhashed` passed."""
     # One bytes object for the whole batch: the server parses binary rows (a body as it is, no hex) at about twice
-    # the rate of text rows, and building them here costs less than psycopg's write_row per row.
+    # the rate of text rows, and building them here costs less than psycopg's write_row per row. The ASCII
+    # columns (ts, prev_hash, hash) are next to each other in the column list, so they are encoded at once.
     parts = [_HEADER]
     add = parts.extend
     streams: dict[str, bytes] = {}
@@ -64,27 +67,23 @@ def encode_rows(rows: Sequence[StoredEvent]) -> bytes | None:
             if t is None:
                 tb = e.type.encode("utf-8")
                 t = types[e.type] = len(tb).to_bytes(4, "big") + tb
-            ts, body = e.ts.encode("utf-8"), e.body
+            ts, body, version = e.ts, e.body, e.version
+            if version >> 31:  # negative, or past int4: the length field would take its high bits
+                return None
             add(
                 (
                     s,
-                    _INT4,
-                    e.version.to_bytes(4, "big", signed=True),
+                    (_INT4 | version).to_bytes(8, "big"),
                     t,
-                    len(ts).to_bytes(4, "big"),
-                    ts,
+                    f"\0\0\0{chr(len(ts))}{ts}\0\0\0@{e.prev_hash}\0\0\0@{e.hash}".encode("ascii"),
                     len(body).to_bytes(4, "big"),
                     body,
-                    _HASH,
-                    e.prev_hash.encode("ascii"),
-                    _HASH,
-                    e.hash.encode("ascii"),
                 )
             )
+        parts.append(_TRAILER)
+        return b"".join(parts)
     except (AttributeError, TypeError, OverflowError, UnicodeError):
         return None
-    parts.append(_TRAILER)
-    return b"".join(parts)
 
 
 def prepare(rows: Sequence[StoredEvent]) -> CopyBatch:

@@ -11,9 +11,19 @@ from __future__ import annotations
 from collections.abc import Sequence, Set
 from typing import Any
 
+from psycopg.copy import QueuedLibpqWriter
+
 from ledger.core import chain
 from ledger.storage.base import CopyBatch, StoredEvent, copied_rows, copy_batch_of, lowest_versions
-from ledger.storage.summary import COLUMNS, KEYS, SUMMARY, Change, SummaryKeeper, copied_changes
+from ledger.storage.summary import (
+    COLUMNS,
+    KEYS,
+    SUMMARY,
+    Change,
+    SummaryKeeper,
+    copied_changes,
+    copied_changes_unread,
+)
 from ledger.storage.summary_pg import pg_reader, pg_reader_sql
 from ledger.storage.summary_sql import (
     DELETE_KEYS_SQL,
@@ -116,16 +126,22 @@ def copy_batch(
     if not new:
         return 0, []
     data = batch.encoded if len(new) == len(rows) else encode_rows(new)
+    probe(keeper, pg_reader_sql(conn), "postgresql")
+    summary_rows = [(e.stream, e.version, e.type, e.body) for e in new]
     with conn.cursor() as cur:
         if data is not None:
-            with cur.copy(COPY_BINARY_SQL) as cp:
+            # The rows go out from psycopg's writing thread: this one folds the cards meanwhile, while the server
+            # inserts the rows.
+            with cur.copy(COPY_BINARY_SQL, writer=QueuedLibpqWriter(cur)) as cp:
                 cp.write(data)
+                changes, rest = copied_changes_unread(keeper, summary_rows)
         else:
             with cur.copy(COPY_SQL) as cp:
                 for e in new:
                     cp.write_row((e.stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash))
-    probe(keeper, pg_reader_sql(conn), "postgresql")
-    changes = copied_changes(keeper, [(e.stream, e.version, e.type, e.body) for e in new], pg_reader(conn))
+            changes, rest = [], summary_rows
+    if rest:
+        changes += copied_changes(keeper, rest, pg_reader(conn))
     done = [c for c in changes if c is not None]
     write_bulk(conn, done, fresh)
     return len(new), done

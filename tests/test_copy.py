@@ -230,6 +230,34 @@ def test_a_prepared_batch_is_checked_row_by_row_under_the_lock(tmp_path: Path, b
     dst.close()
 
 
+def test_a_copy_stops_at_the_first_batch_that_does_not_hold(tmp_path: Path, backend_url: str) -> None:
+    # Batches are read and prepared ahead of the writes: a row whose stored bytes were changed in the source stops
+    # the copy with its reason at that row's batch; the batches before it are committed, whole, and nothing after.
+    import sqlite3
+
+    from ledger.services import synthetic
+
+    a_path = tmp_path / "a.sqlite"
+    with Ledger.open(a_path) as led:
+        synthetic.write_cards(led, 40, seed=3)
+        rows = list(led.store.scan())
+    victim = rows[len(rows) // 2]
+    con = sqlite3.connect(a_path)
+    con.execute("DROP TRIGGER IF EXISTS events_no_update")
+    con.execute("UPDATE events SET body = ? WHERE seq = ?", (victim.body + b" ", victim.seq))
+    con.commit()
+    con.close()
+    src, dst = open_source(str(a_path)), open_destination(backend_url)
+    with pytest.raises(StoreError, match=f"event version {victim.version} does not continue.*do not match"):
+        copy_ledger(src, dst, batch=50)
+    held = dst.count()
+    assert held % 50 == 0 and 0 < held <= rows.index(victim)
+    assert log(dst) == [(e.stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash) for e in rows[:held]]
+    assert verify_ledger(dst).ok
+    src.close()
+    dst.close()
+
+
 def test_copy_into_itself_or_from_nothing_is_refused(tmp_path: Path) -> None:
     a_path = tmp_path / "a.sqlite"
     Ledger.open(a_path).close()

@@ -1,10 +1,10 @@
-"""``ledger copy`` into PostgreSQL: a batch of copied events in one transaction, through COPY.
+"""``ledger copy`` into PostgreSQL: a batch of copied events in one transaction, through binary COPY.
 
-A few round trips per batch whatever its size: the append lock with the heads of every stream of the batch (one
-query), the COPY of the rows, the summary rows of the cards the batch touches (executemany, pipelined, and their
-keys by COPY), then the commit. Rows are checked to continue each stream exactly
-(:func:`~ledger.storage.base.copied_rows`) before anything is sent.
-"""
+A few round trips per batch whatever its size: the append lock, the heads of every stream of the batch (one query,
+an index probe each), the COPY of the rows (encoded beforehand by :func:`prepare`, in the copy's reading thread),
+the summary rows of the cards the batch touches (folded while the server inserts the rows; new cards' rows by
+COPY, others' by pipelined upserts; their keys by COPY), then the commit. Rows are checked to continue each stream
+exactly (:func:`~ledger.storage.base.copied_rows`) before anything is sent."""
 
 from __future__ import annotations
 

@@ -125,7 +125,7 @@ def copy_batch(
     new = copied_rows(batch, heads, held)
     if not new:
         return 0, []
-    data = batch.encoded if len(new) == len(rows) else encode_rows(new)
+    data = batch.encoded if len(new) == len(rows) and batch.encoded is not None else encode_rows(new)
     probe(keeper, pg_reader_sql(conn), "postgresql")
     summary_rows = [(e.stream, e.version, e.type, e.body) for e in new]
     with conn.cursor() as cur:

@@ -73,6 +73,8 @@ class CardColumn(msgspec.Struct, frozen=True, kw_only=True):
     closed: bool
     #: ``retracted on WHEN, reason: WHY`` for a retracted card (shown only when asked for); never ranked.
     retracted: str | None = None
+    #: When the card was opened (ISO 8601), None for a card without an opened event: the progress chart's time axis.
+    opened: str | None = None
 
 
 class LeaderRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -177,6 +179,7 @@ def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]]) -> Comparison:
                 actions=doc.total_actions,
                 closed=card.closed,
                 retracted=retraction_note(card),
+                opened=card.opened_at.isoformat() if card.opened_at else None,
             )
         )
     games = []

@@ -230,6 +230,31 @@ def leaderboard_query(include_retracted: bool = False) -> str:
     )
 
 
+def tag_points_query(tag: str, limit: int, before: str | None = None) -> tuple[str, list[Any]]:
+    """The newest ``limit`` cards with ``tag`` (``all_tags``) that have an opened time and are not retracted, newest
+    first: (card_id, opened, opened_key, score); ``before``: only cards opened before that card (keyset paging)."""
+    args: list[Any] = [tag, NEVER]
+    older = ""
+    if before is not None:
+        older = f" AND (opened_key, card_id) < (SELECT opened_key, card_id FROM {SUMMARY} WHERE card_id = ?)"
+        args.append(before)
+    sql = (
+        f"SELECT card_id, opened, opened_key, score FROM {SUMMARY} WHERE card_id IN (SELECT card_id FROM {KEYS} "
+        f"WHERE kind = 't' AND value = ?) AND retracted IS NULL AND opened_key < ?{older} "
+        "ORDER BY opened_key DESC, card_id DESC LIMIT ?"
+    )
+    return sql, [*args, limit]
+
+
+def recent_tags_query(cards: int) -> tuple[str, list[Any]]:
+    """The tags of the ``cards`` newest cards that are not retracted, newest first (the opened-time index)."""
+    return (
+        f"SELECT tags FROM {SUMMARY} WHERE retracted IS NULL AND tags IS NOT NULL "
+        "ORDER BY opened_key DESC, card_id DESC LIMIT ?",
+        [cards],
+    )
+
+
 def distinct_keys_query(kind: str) -> tuple[str, list[Any]]:
     """Every tag (``t``) or game (``g``) any card has, sorted."""
     return f"SELECT DISTINCT value FROM {KEYS} WHERE kind = ? ORDER BY value", [kind]

@@ -1,7 +1,9 @@
 """``ledger bundle``: the viewer's pages as a static site that opens from ``file://``, with no server and no network.
 
-``DIR/index.html`` lists the cards, ``compare.html`` compares them, and each card has its page and one replay page
-per play; every page carries its data and loads only ``static/viewer.css`` and ``static/viewer.js`` beside it.
+``DIR/index.html`` lists the cards, ``compare.html`` compares them, ``progress.html`` draws each tag's scores over
+time, and each card has its page and one replay page per play; every page carries its data and loads only
+``static/viewer.css`` and ``static/viewer.js`` beside it (and the chart pages the vendored uPlot under
+``static/vendor/``).
 Nothing that identifies the key a card was played with is written (pages never show the API-key fingerprint), and
 the agent's reasoning is left out unless asked for.
 
@@ -24,12 +26,16 @@ from ledger.errors import InputError
 from ledger.services.compare import comparison, leaderboard
 from ledger.services.evidence import covering_checkpoint, prove
 from ledger.services.output import checked_output
+from ledger.services.progress import rows_progress
 from ledger.services.retract import choose_cards
 
 from . import pages
 from .data import PAGE_SIZE, CardCache, CardRow, card_events, card_row, card_view, column_of, usage_of
 
 STATIC = Path(__file__).resolve().parent / "static"
+
+#: The vendored chart library and its licence, copied beside the pages that draw charts.
+VENDORED = ("vendor/uplot/uPlot.iife.min.js", "vendor/uplot/uPlot.min.css", "vendor/uplot/LICENSE")
 
 #: Written in every bundle: a folder holding it may be replaced by a new bundle.
 MARKER = ".ledger-bundle"
@@ -127,7 +133,8 @@ def _write(
     links = pages.BundleLinks()
     cache = CardCache(ledger)
     (root / "static").mkdir()
-    for name in ("viewer.css", "viewer.js"):
+    for name in ("viewer.css", "viewer.js", *VENDORED):
+        (root / "static" / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(STATIC / name, root / "static" / name)
     colours = palette_or_empty()
     loaded, rows = [], []
@@ -166,6 +173,8 @@ def _write(
             progress(i + 1, len(card_ids))
     written += _index_pages(root, rows, links, source)
     _put(root / "compare.html", pages.compare_page(comparison(loaded), links=links, bundle=True, source=source))
+    _put(root / "progress.html", pages.progress_page(rows_progress(rows), links=links, bundle=True, source=source))
+    written += 1
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     return BundleResult(
         path=str(root), cards=len(card_ids), pages=written + 1, bytes=size, replays_without_frames=no_frames

@@ -286,6 +286,7 @@ def column_of(row: CardRow) -> CardColumn:
         actions=row.actions,
         closed=row.closed is not None,
         retracted=row.retracted,
+        opened=row.opened,
     )
 
 

@@ -18,6 +18,7 @@ from flask import Flask, Response, abort, jsonify, request
 from ledger.errors import AmbiguousCard, InputError, LedgerError, UnknownCard
 from ledger.services.compare import compare_cards, ledger_leaderboard
 from ledger.services.evidence import covering_checkpoint, prove
+from ledger.services.progress import PER_TAG, tag_progress
 from ledger.storage.summary_build import distinct_keys, retracted_count
 from ledger.toolkit.frames import DEFAULT_LIMIT, palette_or_empty, play_frames
 
@@ -140,6 +141,25 @@ class Viewer:
         cmp = compare_cards(self.ledger, ids, tags, include_retracted=_flag("retracted"), hint=_RETRACTED_HINT)
         return Response(msgspec.json.encode(cmp), mimetype="application/json")
 
+    def progress(self) -> str:
+        """Each tag's card scores over time (``?tag=``, repeated; none: the tags of the newest cards), the newest
+        ``?limit=`` cards of each, opened before card ``?before=``."""
+        tags = [t for t in request.args.getlist("tag") if t]
+        limit = max(1, min(_int_arg("limit", PER_TAG), 1000))
+        prog = tag_progress(self.ledger, tags, limit=limit, before=request.args.get("before") or None)
+        drawn = tags or [s.tag for s in prog.series]
+        shown_limit = None if limit == PER_TAG else limit
+        return pages.progress_page(
+            prog,
+            links=self.links,
+            bundle=False,
+            source=self.source,
+            all_tags=self._whole_ledger(self.cache.stamp())[1],
+            chosen_tags=drawn,
+            older_href=self.links.progress(drawn, prog.older, shown_limit) if prog.older else None,
+            newest_href=self.links.progress(drawn, None, shown_limit) if prog.before else None,
+        )
+
     def replay(self) -> Any:
         """A play's frames, re-simulated, from step ``?start=``."""
         ref, game_id = _arg("card"), _arg("game")
@@ -203,6 +223,7 @@ def create_app(ledger: Any, *, environments: str | None = None, source: str = ""
         ("/api/card", viewer.api_card),
         ("/compare", viewer.compare),
         ("/api/compare", viewer.api_compare),
+        ("/progress", viewer.progress),
         ("/replay", viewer.replay),
         ("/evidence", viewer.evidence),
     ]:

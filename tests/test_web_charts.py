@@ -247,3 +247,49 @@ def test_progress_reads_the_same_on_postgresql(played: Played, pg_url: str) -> N
         older = tag_progress(pg, ["agent-a"], limit=1, before=first.older)
         assert older == tag_progress(lite, ["agent-a"], limit=1, before=first.older)
         assert older.series[0].cards == [played.cards["a1"]] and older.older is None
+        # The loose scan of the keys and both plans of a tag's page, on PostgreSQL too.
+        from ledger.storage.summary_build import distinct_keys, query
+        from ledger.storage.summary_sql import tag_points_query
+
+        for kind in ("t", "g"):
+            assert sorted(distinct_keys(pg.store, kind)) == sorted(distinct_keys(lite.store, kind))
+        for tag in ["agent-a", "replayed", HOSTILE_TAGS[0]]:
+            for before in [None, played.cards["a2"]]:
+                few = query(pg.store, *tag_points_query(tag, 1, before, many=False))
+                assert query(pg.store, *tag_points_query(tag, 1, before, many=True)) == few
+
+
+def test_both_plans_of_a_tag_page_and_the_loose_key_scan_agree(played: Played) -> None:
+    """A tag's page reads the same cards whichever plan its size chooses; the tag and game lists equal DISTINCT."""
+    from ledger import Ledger
+    from ledger.storage.summary_build import distinct_keys, query
+    from ledger.storage.summary_sql import tag_points_query
+
+    with Ledger.open(played.db, readonly=True) as led:
+        ids = [c for (c,) in query(led.store, "SELECT card_id FROM card_summary")]
+        for tag in ["agent-a", "agent-b", "replayed", "no-such-tag", *HOSTILE_TAGS]:
+            for limit in (1, 2, 50):
+                for before in [None, *ids]:
+                    few = query(led.store, *tag_points_query(tag, limit, before, many=False))
+                    assert query(led.store, *tag_points_query(tag, limit, before, many=True)) == few
+        for kind in ("t", "g"):
+            every = [
+                v for (v,) in query(led.store, "SELECT DISTINCT value FROM card_summary_keys WHERE kind = ?", [kind])
+            ]
+            assert distinct_keys(led.store, kind) == sorted(every) and every
+
+
+def test_the_leaderboard_has_its_own_page(played: Played, server: ViewServer, watched: Any) -> None:
+    w = watched()
+    w.page.goto(server.url)
+    assert w.page.locator("#leaderboard").count() == 0
+    with w.page.expect_navigation():
+        w.page.click("#leaderboard-link")
+    rows = w.page.evaluate(
+        "() => Array.from(document.querySelectorAll('#leaderboard tr[data-tag]')).map(tr => [tr.dataset.tag,"
+        " tr.querySelector('[data-k=cards]').textContent, tr.querySelector('[data-k=mean-score]').textContent])"
+    )
+    tags = sorted({t for doc in played.exports.values() for t in doc.get("tags") or []})
+    cmp = ledger_json(played.db, "compare", *[a for t in tags for a in ("--tag", t)])
+    assert rows == [[r["tag"], str(r["cards"]), f"{r['mean_score']:.2f}"] for r in cmp["leaderboard"]]
+    assert len(rows) >= 4

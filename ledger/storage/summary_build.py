@@ -18,6 +18,7 @@ from ledger.storage.summary import KEYS, SUMMARY, SummaryRow, rebuild
 from ledger.storage.summary_sql import (
     HAS_SUMMARY_SQL,
     INSERT_KEY_SQL,
+    MANY_CARDS,
     SELECT_KEYS_SQL,
     SELECT_ROWS_SQL,
     UPSERT_SQL,
@@ -29,6 +30,7 @@ from ledger.storage.summary_sql import (
     pg,
     recent_tags_query,
     row_params,
+    tag_count_query,
     tag_points_query,
 )
 
@@ -197,8 +199,10 @@ def distinct_keys(store: LogStore, kind: str) -> list[str]:
 
 def tag_points(store: LogStore, tag: str, limit: int, before: str | None = None) -> list[tuple[str, str, int, float]]:
     """(card id, opened, opened key, score) of the newest ``limit`` cards with ``tag`` that have an opened time and
-    are not retracted, newest first, opened before card ``before`` if given: one query on the summary."""
-    sql, args = tag_points_query(tag, limit, before)
+        are not retracted, newest first, opened before card ``before`` if given: two queries on the summary (how many
+    cards the tag has, which chooses the plan; then the page)."""
+    many = int(query(store, *tag_count_query(tag))[0][0]) > MANY_CARDS
+    sql, args = tag_points_query(tag, limit, before, many=many)
     return [(r[0], r[1], int(r[2]), float(r[3])) for r in query(store, sql, args)]
 
 

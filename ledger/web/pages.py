@@ -47,6 +47,7 @@ class Links(Protocol):
     def card(self, card_id: str) -> str: ...
     def compare_all(self) -> str: ...
     def progress_all(self) -> str: ...
+    def leaderboard(self) -> str: ...
     def replay(self, card_id: str, game_id: str, play: int) -> str: ...
     def static(self, name: str) -> str: ...
     def api_card(self, card_id: str) -> str: ...
@@ -75,6 +76,10 @@ class LiveLinks:
     def progress_all(self) -> str:
         """The progress page (the tags of the newest cards)."""
         return "progress"
+
+    def leaderboard(self) -> str:
+        """The leaderboard by tag of the whole ledger."""
+        return "leaderboard"
 
     def progress(self, tags: Sequence[str], before: str | None = None, limit: int | None = None) -> str:
         """The progress page of these tags, its cards opened before card ``before``."""
@@ -124,6 +129,10 @@ class BundleLinks:
         """The progress page (the bundled cards' tags)."""
         return "progress.html"
 
+    def leaderboard(self) -> str:
+        """The bundled cards' leaderboard by tag, on the first cards page."""
+        return "index.html#leaderboard"
+
     def replay(self, card_id: str, game_id: str, play: int, start: int = 0) -> str:
         """A play's replay page."""
         return f"replay-{slug(card_id)}-{slug(game_id)}-{play}.html"
@@ -169,8 +178,8 @@ def cards_page(
     all_games: Sequence[str] | None = None,
 ) -> str:
     """The cards page: one page of rows (``next_url`` links the next), the filter controls (every tag and game of
-    the ledger), and the leaderboard by tag; retracted cards are left out unless asked for, and ``shown_href``
-    lists them (``hidden``: how many, when known)."""
+    the ledger), and the leaderboard by tag when given (the bundle's; the server's has its own page); retracted
+    cards are left out unless asked for, and ``shown_href`` lists them (``hidden``: how many, when known)."""
     return _render(
         "cards.html",
         links=links,
@@ -186,6 +195,19 @@ def cards_page(
         hidden=hidden,
         shown_href=shown_href,
         next_url=next_url,
+    )
+
+
+def leaderboard_page(board: Sequence[Any], *, links: Links, bundle: bool, source: str) -> str:
+    """The leaderboard by tag of the whole ledger, on its own page (it reads every card)."""
+    return _render(
+        "leaderboard.html",
+        links=links,
+        bundle=bundle,
+        source=source,
+        page="leaderboard",
+        title="leaderboard",
+        leaderboard=board,
     )
 
 

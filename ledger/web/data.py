@@ -9,27 +9,30 @@ document into the frozen structs the templates draw: the numbers are the documen
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from ledger.core.document import EnvironmentDoc, RunDoc, ScorecardDoc
 from ledger.core.events import Numbered, card_stream, decode
+from ledger.core.lifecycle import limits
 from ledger.core.postmortem import arithmetic, postmortem
 from ledger.core.projection import CardState, fold
 from ledger.core.scoring import LEVEL_CAP, best_play_index
 from ledger.core.server_baselines import baselines_source, unknown_baselines
-from ledger.core.timeline import retraction_note, retraction_text
+from ledger.core.timeline import retraction_text
 from ledger.errors import StoreError, UnknownCard
+from ledger.ledger import CardSummary
 from ledger.services.compare import CardColumn
-from ledger.services.listing import as_shown
+from ledger.storage.summary import SummaryRow, row_of, scored
 
 if TYPE_CHECKING:
-    from ledger.ledger import CardSummary, Ledger
+    from ledger.ledger import Ledger
     from ledger.services.listing import CardFilter
-    from ledger.storage.summary import SummaryRow
 
 
 class CardCache:
@@ -162,23 +165,10 @@ class CardView(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def card_row(card: CardState, doc: ScorecardDoc) -> CardRow:
-    """The cards page's line for ``card`` (a lapsed card shown closed as ``ledger cards`` shows it)."""
-    card = as_shown(card)
-    return CardRow(
-        card_id=card.card_id,
-        tags=card.all_tags,
-        games=list(card.games),
-        opened=card.opened_at.isoformat() if card.opened_at else None,
-        closed=card.closed_at.isoformat() if card.closed_at else None,
-        close_reason=card.close_reason,
-        score=doc.score,
-        plays=sum(len(p) for p in card.games.values()),
-        actions=doc.total_actions,
-        levels_completed=doc.total_levels_completed,
-        levels=doc.total_levels,
-        events=card.events,
-        retracted=retraction_note(card),
-    )
+    """The cards page's line for ``card`` scored as ``doc``: the line of its summary row (a lapsed card shown
+    closed as ``ledger cards`` shows it)."""
+    row = row_of(card, card.events, scored(doc))
+    return summary_row(row, CardSummary.of(row, datetime.now(UTC), limits(os.environ)))
 
 
 def _levels(run: RunDoc) -> list[LevelView]:

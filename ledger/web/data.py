@@ -27,7 +27,7 @@ from ledger.core.server_baselines import baselines_source, unknown_baselines
 from ledger.core.timeline import retraction_text
 from ledger.errors import StoreError, UnknownCard
 from ledger.ledger import CardSummary
-from ledger.services.compare import CardColumn
+from ledger.services.compare import GameTotals, LevelCell, game_totals, level_cells
 from ledger.storage.summary import SummaryRow, row_of, scored
 
 if TYPE_CHECKING:
@@ -101,14 +101,9 @@ class CardRow(msgspec.Struct, frozen=True, kw_only=True):
     retracted: str | None = None
 
 
-class LevelView(msgspec.Struct, frozen=True, kw_only=True):
+class LevelView(LevelCell, frozen=True, kw_only=True):
     """One level of one play: ``uncapped`` is (baseline/actions)^2 x 100 when it went over the 115 cap."""
 
-    level: int
-    baseline: int | None
-    actions: int
-    score: float
-    completed: bool
     uncapped: float | None = None
 
 
@@ -129,16 +124,10 @@ class PlayView(msgspec.Struct, frozen=True, kw_only=True):
     actions_after_end: int
 
 
-class GameView(msgspec.Struct, frozen=True, kw_only=True):
+class GameView(GameTotals, frozen=True, kw_only=True):
     """One game of the card: its totals, its plays, the post-mortem's findings."""
 
     game_id: str
-    score: float
-    levels_completed: int
-    level_count: int
-    actions: int
-    resets: int
-    completed: bool
     best_play: int
     plays: list[PlayView]
     findings: list[str]
@@ -173,21 +162,10 @@ def card_row(card: CardState, doc: ScorecardDoc) -> CardRow:
 
 def _levels(run: RunDoc) -> list[LevelView]:
     out = []
-    for i, (b, a, s) in enumerate(
-        zip(run.level_baseline_actions or [], run.level_actions or [], run.level_scores or [], strict=False)
-    ):
-        completed = i < run.levels_completed
-        raw = (b / a) ** 2 * 100 if completed and a > 0 and b >= 0 else None
-        out.append(
-            LevelView(
-                level=i + 1,
-                baseline=None if b < 0 else b,
-                actions=a,
-                score=s,
-                completed=completed,
-                uncapped=raw if raw is not None and raw > LEVEL_CAP else None,
-            )
-        )
+    for c in level_cells(run):
+        raw = (c.baseline / c.actions) ** 2 * 100 if c.completed and c.actions > 0 and c.baseline is not None else None
+        over = raw if raw is not None and raw > LEVEL_CAP else None
+        out.append(LevelView(**msgspec.structs.asdict(c), uncapped=over))
     return out
 
 
@@ -215,19 +193,7 @@ def _game(card: CardState, env: EnvironmentDoc, findings: list[str]) -> GameView
             )
         )
     scale = max([1] + [max(lv.actions, lv.baseline or 0) for p in views for lv in p.levels])
-    return GameView(
-        game_id=env.id,
-        score=env.score,
-        levels_completed=env.levels_completed,
-        level_count=env.level_count,
-        actions=env.actions,
-        resets=env.resets,
-        completed=env.completed,
-        best_play=best + 1,
-        plays=views,
-        findings=findings,
-        scale=scale,
-    )
+    return GameView(**game_totals(env), game_id=env.id, best_play=best + 1, plays=views, findings=findings, scale=scale)
 
 
 def card_view(card: CardState, doc: ScorecardDoc, usage: Sequence[str] = ()) -> CardView:
@@ -262,21 +228,6 @@ def load(cache: CardCache, card_id: str) -> tuple[CardState, ScorecardDoc, int]:
     """A card, its document under the baselines it was played with, and its version."""
     card, version = cache.get(card_id)
     return card, cache.ledger.document(card_id, card=card), version
-
-
-def column_of(row: CardRow) -> CardColumn:
-    """A cards-page line as a compare column (for the leaderboard by tag)."""
-    return CardColumn(
-        card_id=row.card_id,
-        tags=row.tags,
-        score=row.score,
-        games=len(row.games),
-        levels_completed=row.levels_completed,
-        levels=row.levels,
-        actions=row.actions,
-        closed=row.closed is not None,
-        retracted=row.retracted,
-    )
 
 
 def card_events(ledger: Ledger, card_id: str) -> list[Numbered]:

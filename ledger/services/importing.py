@@ -145,6 +145,7 @@ def _import_card(
     )
 
 
+# _import_card's parameters: it retries this whole attempt (with_retries) and passes them through.
 def _import_card_once(
     ledger: Ledger,
     card_id: str,

@@ -42,7 +42,7 @@ from ledger.core.projection import apply, new_card
 from ledger.core.scoring import score_card
 from ledger.core.translator import Observation, translate
 from ledger.services.harness_report import cross_check, report_read, skipped_lines, tail_sha256
-from ledger.services.import_cards import (
+from ledger.services.import_cards import (  # the card bookkeeping both importers share (importing.py too)
     Baselines,
     CardResult,
     Existing,
@@ -260,6 +260,7 @@ def _prepare(
     return _Prepared(existing, read, done, size)
 
 
+# import_harness_card's parameters: it retries this whole attempt (with_retries) and passes them through.
 def _import_once(
     ledger: Ledger,
     card_id: str,

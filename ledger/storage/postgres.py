@@ -48,6 +48,7 @@ from ledger.storage.summary_pg import pg_reader, pg_reader_sql, run_pg
 from ledger.storage.summary_sql import probe
 
 
+# SQLiteStore's twin over another driver and dialect, method by method; what both do alike is StoreBase's.
 class PostgresStore(StoreBase):
     """A ledger in one PostgreSQL database."""
 

@@ -31,6 +31,7 @@ from ledger.toolkit.import_problems import Problem
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
+    from ledger.services.import_identity import GuidIndex
 
 
 @dataclass(slots=True)
@@ -171,6 +172,19 @@ def attach_baselines(ledger: Ledger, existing: Existing, baselines: Baselines, r
 def count_not_counted(events: Sequence[AnyEvent], result: CardResult) -> None:
     """Count the lines the server would not have counted: actions answered after their play ended."""
     result.not_counted += sum(1 for e in events if type(e) is ActionIgnored)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportOptions:
+    """What every card of one import is read and written with (both importers take it whole)."""
+
+    ledger: Ledger
+    baselines: Baselines
+    #: The card ids the ledger's plays are on: a play held on another card is compared with it, never written twice.
+    index: GuidIndex
+    strict: bool = False
+    progress: Callable[[int], None] | None = None
+    allow_repeats: bool = False
 
 
 @dataclass(slots=True)

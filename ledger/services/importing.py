@@ -70,6 +70,7 @@ from ledger.services.import_cards import (
     Baselines,
     CardResult,
     Existing,
+    ImportOptions,
     attach_baselines,
     count_not_counted,
     load_existing,
@@ -104,17 +105,7 @@ def _ts_key(o: Observation) -> datetime:
     return o.ts
 
 
-def _import_card(
-    ledger: Ledger,
-    card_id: str,
-    plan: CardPlan,
-    baselines: Baselines,
-    strict: bool,
-    progress: Callable[[int], None] | None,
-    problems: list[Problem],
-    index: GuidIndex,
-    allow_repeats: bool,
-) -> tuple[CardResult, int]:
+def _import_card(opts: ImportOptions, card_id: str, plan: CardPlan, problems: list[Problem]) -> tuple[CardResult, int]:
     files = plan.files
     unknown = _unknown_formats(files, problems)
     if unknown:
@@ -123,47 +114,21 @@ def _import_card(
     if len(files) == 1 and parse_name(files[0].name) is not None:
         from ledger.services.importing_harness import import_harness_card
 
-        return import_harness_card(
-            ledger,
-            card_id,
-            files[0],
-            baselines,
-            strict,
-            progress,
-            problems,
-            allow_repeats=allow_repeats,
-            index=index,
-            how=plan.how,
-        )
-    return with_retries(
-        card_id,
-        len(files),
-        lambda found: _import_card_once(
-            ledger, card_id, plan, baselines, strict, progress, found, index, allow_repeats
-        ),
-        problems,
-    )
+        return import_harness_card(opts, card_id, files[0], problems, how=plan.how)
+    return with_retries(card_id, len(files), lambda found: _import_card_once(opts, card_id, plan, found), problems)
 
 
-# _import_card's parameters: it retries this whole attempt (with_retries) and passes them through.
 def _import_card_once(
-    ledger: Ledger,
-    card_id: str,
-    plan: CardPlan,
-    baselines: Baselines,
-    strict: bool,
-    progress: Callable[[int], None] | None,
-    problems: list[Problem],
-    index: GuidIndex,
-    allow_repeats: bool,
+    opts: ImportOptions, card_id: str, plan: CardPlan, problems: list[Problem]
 ) -> tuple[CardResult, int]:
+    ledger, baselines, index = opts.ledger, opts.baselines, opts.index
     files = plan.files
     # Files whose card nothing proves are read (to say what is wrong with them) but never joined to a card.
     existing = load_existing(ledger, card_id) if plan.how != "unproven" else None
     result = CardResult(card_id, "nothing to import", len(files))
     # A card captured live is compared with its recordings, never added to (its actions would count twice).
     live = existing is not None and not existing.imported
-    reads, card_problems, bytes_read = _read_new_lines(files, None if live else existing, progress)
+    reads, card_problems, bytes_read = _read_new_lines(files, None if live else existing, opts.progress)
     problems.extend(card_problems)
     for r in reads:
         for reason, n in r.skip_reasons.items():
@@ -174,7 +139,7 @@ def _import_card_once(
         problems.append(refused)
         result.status, result.error, result.exit_code = "not imported", _REFUSED[refused.kind], 2
         return result, bytes_read
-    repeats = None if allow_repeats else _repeats(card_problems)
+    repeats = None if opts.allow_repeats else _repeats(card_problems)
     if repeats is not None:
         result.status, result.error, result.exit_code = "not imported", repeats, 2
         return result, bytes_read
@@ -183,7 +148,7 @@ def _import_card_once(
         result.status, result.error, result.exit_code = "not imported", str(fatal[0]), 1
         return result, bytes_read
     bad = [p for p in card_problems if p.kind in STRICT_KINDS]
-    if strict and bad:
+    if opts.strict and bad:
         result.status, result.exit_code = "not imported", 2
         result.error = f"{len(bad)} problem(s) in its recordings (--strict): nothing of this card imported"
         return result, bytes_read
@@ -455,13 +420,13 @@ def import_recordings(
         problems.extend(Problem(p, None, "environments", "skipped (the toolkit skips it too)") for p in env_problems)
         entries = bl.canonical(found)
     baselines = Baselines(ledger, entries, environments)
-    index = GuidIndex(ledger)
-    plans = plan_cards(cards, index, card_id, problems)
+    opts = ImportOptions(ledger, baselines, GuidIndex(ledger), strict, progress, allow_repeats)
+    plans = plan_cards(cards, opts.index, card_id, problems)
     t0 = time.perf_counter()
     results: list[CardResult] = []
     bytes_read = 0
     for cid, plan in plans.items():
-        r, n = _import_card(ledger, cid, plan, baselines, strict, progress, problems, index, allow_repeats)
+        r, n = _import_card(opts, cid, plan, problems)
         results.append(r)
         if on_card is not None:
             on_card(r)

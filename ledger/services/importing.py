@@ -50,11 +50,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.core import baselines as bl
-from ledger.core import document
 from ledger.core.events import (
     AnyEvent,
     BaselineEntry,
-    CardClosed,
     CardOpened,
     CardReopened,
     LinesSkipped,
@@ -63,7 +61,6 @@ from ledger.core.events import (
 )
 from ledger.core.import_checks import not_a_recording
 from ledger.core.projection import CardState, apply, new_card
-from ledger.core.scoring import score_card
 from ledger.core.translator import Observation, translate
 from ledger.errors import ImportInputError
 from ledger.services.import_cards import (
@@ -72,6 +69,7 @@ from ledger.services.import_cards import (
     Existing,
     ImportOptions,
     attach_baselines,
+    close_import,
     count_not_counted,
     load_existing,
     with_retries,
@@ -268,27 +266,23 @@ def _record_progress_and_close(
 ) -> None:
     """Append each file's LinesSkipped and RecordingImported (how far it was read), then CardClosed(end_of_import)
     with the scored document's hash."""
+    read: list[AnyEvent] = []
     for r in advanced:
         if r.skipped_lines:
-            skipped = LinesSkipped(ts=r.last_ts or last, file=r.name, lines=r.skipped_lines)
-            apply(card, skipped)
-            out.append(skipped)
-        ev = RecordingImported(
-            ts=r.last_ts or last,
-            file=r.name,
-            offset=r.end,
-            lines=r.lines,
-            skipped=r.skipped,
-            tail_sha256=r.tail_sha256,
-            game_state=r.game_state,  # type: ignore[arg-type]
-            prefix_sha256=r.prefix_sha256,
+            read.append(LinesSkipped(ts=r.last_ts or last, file=r.name, lines=r.skipped_lines))
+        read.append(
+            RecordingImported(
+                ts=r.last_ts or last,
+                file=r.name,
+                offset=r.end,
+                lines=r.lines,
+                skipped=r.skipped,
+                tail_sha256=r.tail_sha256,
+                game_state=r.game_state,  # type: ignore[arg-type]
+                prefix_sha256=r.prefix_sha256,
+            )
         )
-        apply(card, ev)
-        out.append(ev)
-    doc = score_card(card, bmap)
-    closed = CardClosed(ts=last, reason="end_of_import", document_sha256=document.sha256(doc))
-    apply(card, closed)
-    out.append(closed)
+    close_import(card, bmap, last, read, out)
 
 
 def _refusal(reads: list[FileRead], plan: CardPlan, card_id: str, index: GuidIndex) -> Problem | None:

@@ -22,12 +22,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
-from ledger.core import document
 from ledger.core.events import (
     ActionsInferred,
     ActionTaken,
     AnyEvent,
-    CardClosed,
     CardOpened,
     CardReopened,
     FramesNoted,
@@ -39,7 +37,6 @@ from ledger.core.events import (
 )
 from ledger.core.import_checks import not_a_recording
 from ledger.core.projection import apply, new_card
-from ledger.core.scoring import score_card
 from ledger.core.translator import Observation, translate
 from ledger.services.harness_report import cross_check, report_read, skipped_lines, tail_sha256
 from ledger.services.import_cards import (  # the card bookkeeping both importers share (importing.py too)
@@ -48,6 +45,7 @@ from ledger.services.import_cards import (  # the card bookkeeping both importer
     Existing,
     ImportOptions,
     attach_baselines,
+    close_import,
     count_not_counted,
     load_existing,
     with_retries,
@@ -371,13 +369,7 @@ def _commit(
             prefix_sha256=read.prefix_sha256,
         )
     )
-    for ev in extra:
-        apply(card, ev)
-        out.append(ev)
-    doc = score_card(card, bmap)
-    closed = CardClosed(ts=tail_ts, reason="end_of_import", document_sha256=document.sha256(doc))
-    apply(card, closed)
-    out.append(closed)
+    doc = close_import(card, bmap, tail_ts, extra, out)
     # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
     ledger.append_card(card_id, out, version, state=card)
     return out, doc

@@ -242,3 +242,12 @@ def test_ledger_cards_and_the_cards_list_give_the_same_summaries(backend_url: st
         assert every[lapsed[0].card_id].lapsed and every[lapsed[0].card_id].close_reason == "idle"  # type: ignore[union-attr]
         assert every["fresh-open"].closed is None and every["on-server"].baselines_known is False
         assert len(every) >= 6 + 1 + 1 + 3
+        # The card page's line: closed as the lists show it, its totals the card's document's.
+        from ledger.web.data import card_row
+
+        for cid, c in led.load_cards(list(every)).items():
+            doc = led.document(cid, card=c)
+            row = card_row(c, doc)
+            assert (row.closed, row.close_reason) == (every[cid].closed, every[cid].close_reason)
+            totals = (doc.score, doc.total_actions, doc.total_levels_completed, doc.total_levels)
+            assert (row.score, row.actions, row.levels_completed, row.levels) == totals

@@ -156,7 +156,8 @@ class CardView(msgspec.Struct, frozen=True, kw_only=True):
 def card_row(card: CardState, doc: ScorecardDoc) -> CardRow:
     """The cards page's line for ``card`` scored as ``doc``: the line of its summary row (a lapsed card shown
     closed as ``ledger cards`` shows it)."""
-    row = row_of(card, card.events, scored(doc))
+    # Its actions are the document's: a play's actions after its last scored level count in the summary, not there.
+    row = msgspec.structs.replace(row_of(card, card.events, scored(doc)), actions=doc.total_actions)
     return summary_row(row, CardSummary.of(row, datetime.now(UTC), limits(os.environ)))
 
 

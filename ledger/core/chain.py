@@ -94,6 +94,7 @@ def ledger_head(stream_heads: Iterable[tuple[str, int, str]]) -> str:
     return h.hexdigest()
 
 
+# A read-only property per column, a Protocol: the chain checks read any such row, StoredEvent or another.
 class Link(Protocol):
     """A stored event as the chain and the audit see it (``StoredEvent`` is one)."""
 

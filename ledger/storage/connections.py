@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypedDict, Unpack
 
 from ledger.errors import StoreError
 
@@ -52,23 +53,24 @@ class _ProcessState:
         self.pid = pid
 
 
+class _Waits(TypedDict):
+    """How long a thread waits for a connection (the store's busy timeout), and where the store is (for messages)."""
+
+    timeout: float
+    where: Callable[[], str]
+
+
 class _PerProcess[C, S: _ProcessState]:
     """What a writer and a reader pool share: how connections are opened, closed and described, and one state per
     process (a parent's, inherited by a fork, stays referenced and untouched)."""
 
     def __init__(
-        self,
-        connect: Callable[[], C],
-        close: Callable[[C], None],
-        *,
-        timeout: float,
-        where: Callable[[], str],
-        state: Callable[[int], S],
+        self, connect: Callable[[], C], close: Callable[[C], None], state: Callable[[int], S], **waits: Unpack[_Waits]
     ) -> None:
         self._connect = connect
         self._close = close
-        self.timeout = timeout
-        self._where = where
+        self.timeout = waits["timeout"]
+        self._where = waits["where"]
         self._new_state = state
         self._state = state(_pid)
         self._inherited: list[S] = []
@@ -99,12 +101,10 @@ class Writer[C](_PerProcess[C, _WriterState[C]]):
         self,
         connect: Callable[[], C],
         close: Callable[[C], None],
-        *,
-        timeout: float,
-        where: Callable[[], str],
         usable: Callable[[C], bool] = lambda con: True,
+        **waits: Unpack[_Waits],
     ) -> None:
-        super().__init__(connect, close, timeout=timeout, where=where, state=_WriterState)
+        super().__init__(connect, close, _WriterState, **waits)
         self._usable = usable
 
     @contextmanager
@@ -162,19 +162,14 @@ class _PoolState[C](_ProcessState):
         self.closed = False
 
 
+# Built as Writer is (its own extra setting, then the shared part): what both do alike is _PerProcess's.
 class ReadPool[C](_PerProcess[C, _PoolState[C]]):
     """At most ``size`` reader connections, each used by one thread at a time (see the module's docstring)."""
 
     def __init__(
-        self,
-        connect: Callable[[], C],
-        close: Callable[[C], None],
-        *,
-        timeout: float,
-        where: Callable[[], str],
-        size: int = READERS,
+        self, connect: Callable[[], C], close: Callable[[C], None], size: int = READERS, **waits: Unpack[_Waits]
     ) -> None:
-        super().__init__(connect, close, timeout=timeout, where=where, state=_PoolState)
+        super().__init__(connect, close, _PoolState, **waits)
         self.size = size
 
     @contextmanager

@@ -34,7 +34,6 @@ from ledger.storage.base import (
     chain_rows,
     check_revision,
     copied_rows,
-    head_revision,
     lowest_versions,
     no_ledger,
     not_a_file,
@@ -147,15 +146,7 @@ class SQLiteStore(StoreBase):
 
     # -- schema -------------------------------------------------------------------------------------------
 
-    def migrate(self) -> None:
-        """Bring the schema to the latest revision (creates it on an empty database)."""
-        if self.readonly:
-            raise StoreError(f"the ledger at {self.describe()} is open read-only: it cannot be migrated")
-        # At head (the usual case) this is one query: opening must not queue behind writers for the write lock.
-        rev = self.revision()
-        check_revision(rev, self.describe())
-        if rev == head_revision():
-            return
+    def _upgrade(self, rev: str | None) -> None:
         if rev is None and self._create_fresh():
             return
         from sqlalchemy.exc import DBAPIError

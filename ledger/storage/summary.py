@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 
 from ledger.core import baselines as bl
+from ledger.core.document import ScorecardDoc
 from ledger.core.events import CARD_STREAM, BaselineEntry, BaselinesRecorded, decode
 from ledger.core.projection import CardState, fold, new_card
 from ledger.core.scoring import score_card
@@ -112,7 +113,11 @@ def card_score(card: CardState, baselines: Mapping[str, BaselineEntry]) -> tuple
     """The card's score, levels completed and level count under ``baselines``, as its document has them (an open
     competition card as it will close)."""
     every = card.environments if card.competition_mode and not card.closed else None
-    doc = score_card(card, baselines, all_environments=every)
+    return scored(score_card(card, baselines, all_environments=every))
+
+
+def scored(doc: ScorecardDoc) -> tuple[float, int, int]:
+    """(score, levels completed, level count) of a card's document: what its summary row holds of it."""
     return doc.score, doc.total_levels_completed, doc.total_levels
 
 

@@ -23,14 +23,14 @@ from typing import Any
 import msgspec
 
 from ledger.errors import InputError
-from ledger.services.compare import comparison, leaderboard
+from ledger.services.compare import LeaderRow, comparison
 from ledger.services.evidence import covering_checkpoint, prove
 from ledger.services.output import checked_output
 from ledger.services.progress import rows_progress
 from ledger.services.retract import choose_cards
 
 from . import pages
-from .data import PAGE_SIZE, CardCache, CardRow, card_events, card_row, card_view, column_of, usage_of
+from .data import PAGE_SIZE, CardCache, CardRow, card_events, card_row, card_view, usage_of
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -171,8 +171,9 @@ def _write(
                 written += 1
         if progress is not None:
             progress(i + 1, len(card_ids))
-    written += _index_pages(root, rows, links, source)
-    _put(root / "compare.html", pages.compare_page(comparison(loaded), links=links, bundle=True, source=source))
+    compared = comparison(loaded)
+    written += _index_pages(root, rows, compared.leaderboard, links, source)
+    _put(root / "compare.html", pages.compare_page(compared, links=links, bundle=True, source=source))
     _put(root / "progress.html", pages.progress_page(rows_progress(rows), links=links, bundle=True, source=source))
     written += 1
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
@@ -181,9 +182,11 @@ def _write(
     )
 
 
-def _index_pages(root: Path, rows: Sequence[CardRow], links: pages.Links, source: str) -> int:
-    """The cards pages, :data:`PAGE_SIZE` cards each as the viewer pages them: ``index.html``, ``cards-2.html``..."""
-    board = leaderboard([column_of(r) for r in rows])
+def _index_pages(
+    root: Path, rows: Sequence[CardRow], board: Sequence[LeaderRow], links: pages.Links, source: str
+) -> int:
+    """The cards pages, :data:`PAGE_SIZE` cards each as the viewer pages them: ``index.html``, ``cards-2.html``...
+    (the first with ``board``, the leaderboard by tag)."""
     every_tag, every_game = sorted({t for r in rows for t in r.tags}), sorted({g for r in rows for g in r.games})
     chunks = [rows[i : i + PAGE_SIZE] for i in range(0, len(rows), PAGE_SIZE)] or [[]]
     for n, chunk in enumerate(chunks, 1):

@@ -337,6 +337,7 @@ def replay_page(
 ) -> str:
     """A play's replay page: the frames as JSON for the player, the palette beside them."""
     payload = {"palette": list(palette), "frames": msgspec.to_builtins(frames)}
+    # As every page: the base template's links, bundle, source, page and title, then values of its own.
     return _render(
         "replay.html",
         links=links,

@@ -4,22 +4,23 @@
   (``scripts/cli_reference.py``): it must equal what the generator writes now, and every command and option has
   help text to put there.
 - The examples in README.md and docs/*.md run as written. A ```` ```sh ```` block's ``ledger ...`` lines run in bash
-  against a ledger the demo filled (``LEDGER_DB``). A ```` ```console ```` block's ``$ ...`` lines run the same
-  way, in a folder that also holds ``environment_files`` (the demo's and the test games), ``recordings`` (a toolkit
-  recording), ``harness`` (agents-harness recordings), ``empty`` (a folder without games), ``v2.json`` (the
-  baselines file docs/baselines.md shows) and ``main.py`` (a Swarm-like harness, ``tests/swarm_harness.py``, for
-  ``ledger record``), plus what ``PAGE_INPUTS`` makes for its page (docs/import.md: toolkit runs in card folders
-  ``runs``, laid flat in ``Downloads``, pasted out of order in ``pasted``, and ``live``, a harness run the page's
-  ledger captured live; docs/retract-and-output.md: ``tampered.sqlite``, the page's ledger with a row rewritten
-  behind the triggers). They print the lines that follow them (stdout, then stderr), ids, hashes, keys, times and
-  interpreter paths aside (a ``...`` line stands for any lines; in docs/ pages every number is also set aside: their
-  transcripts show the output's shape); a transcript whose output ends with ``[exit N]`` must exit with N, any other
-  with 0. ``$ COMMAND &`` starts a job (a server) in the background and shows the first lines it prints;
-  ``$ kill -INT %1`` stops it as Ctrl-C does (it must exit 130); port 8001 in a transcript stands for a free port.
-  The transcripts of one page run in order, against one demo ledger. A plain ```` ``` ```` block may not hold a
-  ``$ ledger`` transcript unless the line before the block is ``<!-- not run: REASON -->``. ``CARD`` and any card
-  id stand for the demo's card, a 64-hex hash for the demo ledger's head. A ```` ```python ```` block runs in a
-  fresh folder and must assert something.
+  against a ledger the demo filled (``LEDGER_DB``), beside a signing key ``team.key`` and a ``checkpoints`` folder.
+  A ```` ```console ```` block's ``$ ...`` lines run the same way, in a folder that also holds ``environment_files``
+  (the demo's and the test games), ``recordings`` (a toolkit recording), ``harness`` (agents-harness recordings),
+  ``empty`` (a folder without games), ``v2.json`` (the baselines file docs/baselines.md shows) and ``main.py`` (a
+  Swarm-like harness, ``tests/swarm_harness.py``, for ``ledger record``), plus what ``PAGE_INPUTS`` makes for its
+  page (docs/import.md: toolkit runs in card folders ``runs``, laid flat in ``Downloads``, pasted out of order in
+  ``pasted``, and ``live``, a harness run the page's ledger captured live; docs/retract-and-output.md:
+  ``tampered.sqlite``, the page's ledger with a row rewritten behind the triggers). They print the lines that follow
+  them (stdout, then stderr), ids, hashes, keys, times and interpreter paths aside (a ``...`` line stands for any
+  lines; in docs/ pages every number is also set aside: their transcripts show the output's shape); a transcript
+  whose output ends with ``[exit N]`` must exit with N, any other with 0. ``$ COMMAND &`` starts a job (a server) in
+  the background and shows the first lines it prints; ``$ kill -INT %1`` stops it as Ctrl-C does (it must exit 130);
+  port 8001 in a transcript stands for a free port. The transcripts of one page run in order, against one demo
+  ledger. A block of another language (plain ```` ``` ````, ``text``) may not hold a ``$ ledger`` transcript unless
+  the line before the block is ``<!-- not run: REASON -->``; blocks indented under a list item count as any other.
+  ``CARD`` and any card id stand for the demo's card, a 64-hex hash for the demo ledger's head. A
+  ```` ```python ```` block runs in a fresh folder and must assert something.
 """
 
 from __future__ import annotations
@@ -160,22 +161,24 @@ class Block:
 
 
 def blocks(text: str, page: str = "README.md") -> list[Block]:
+    """The fenced blocks of ``text``, those indented under a list item included (their lines dedented)."""
     out: list[Block] = []
     lines = text.splitlines()
     i = 0
     while i < len(lines):
-        m = re.match(r"^```(\S*)\s*$", lines[i])
+        m = re.match(r"^( *)```(\S*)\s*$", lines[i])
         if m is None:
             i += 1
             continue
         start = i
+        indent = m.group(1)
         i += 1
         body = []
-        while i < len(lines) and not lines[i].startswith("```"):
-            body.append(lines[i])
+        while i < len(lines) and not lines[i].startswith(f"{indent}```"):
+            body.append(lines[i].removeprefix(indent))
             i += 1
         before = next((lines[j] for j in range(start - 1, -1, -1) if lines[j].strip()), "")
-        out.append(Block(page, m.group(1), start + 1, body, before.strip()))
+        out.append(Block(page, m.group(2), start + 1, body, before.strip()))
         i += 1
     return out
 
@@ -257,8 +260,12 @@ def make_demo_ledger(folder: Path, *, inputs: bool = False) -> DemoLedger:
 
 @pytest.fixture(scope="module")
 def demo_ledger(tmp_path_factory: pytest.TempPathFactory) -> DemoLedger:
-    """One demo ledger for every ```sh line (they may add to it)."""
-    return make_demo_ledger(tmp_path_factory.mktemp("readme"))
+    """One demo ledger for every ```sh line (they may add to it), beside the signing key and the folder
+    docs/evidence.md's publishing example uses (``team.key`` and ``checkpoints``, made as that page makes them)."""
+    ledger = make_demo_ledger(tmp_path_factory.mktemp("readme"))
+    made = ledger.run("ledger keygen team.example/ledger -o team.key && mkdir -p checkpoints")
+    assert made.returncode == 0, made.stderr
+    return ledger
 
 
 @pytest.fixture(scope="module")
@@ -349,7 +356,11 @@ def test_the_docs_have_runnable_examples() -> None:
         assert page in pages_with_console, f"{page} has no ```console transcript that runs"
 
 
-@pytest.mark.parametrize("block", [b for b in ALL_BLOCKS if b.lang == ""], ids=lambda b: b.where)
+#: The languages of the blocks that run; a transcript in any other (plain, ``text``) would not.
+RUN = ("console", "sh", "bash", "python")
+
+
+@pytest.mark.parametrize("block", [b for b in ALL_BLOCKS if b.lang not in RUN], ids=lambda b: b.where)
 def test_every_transcript_runs(block: Block) -> None:
     # A `$ ledger` transcript in a plain block would never be run, so it could go stale unseen.
     transcript = [line for line in block.lines if line.startswith("$ ledger") or line.startswith("$ .venv/bin/ledger")]

@@ -11,7 +11,8 @@
   Swarm-like harness, ``tests/swarm_harness.py``, for ``ledger record``), plus what ``PAGE_INPUTS`` makes for its
   page (docs/import.md: toolkit runs in card folders ``runs``, laid flat in ``Downloads``, pasted out of order in
   ``pasted``, and ``live``, a harness run the page's ledger captured live; docs/retract-and-output.md:
-  ``tampered.sqlite``, the page's ledger with a row rewritten behind the triggers). They print the lines that follow
+  ``tampered.sqlite``, the page's ledger with a row rewritten behind the triggers; docs/remote-capture.md: a card
+  captured from a server, in the page's ledger and, still open, in ``open.sqlite``). They print the lines that follow
   them (stdout, then stderr), ids, hashes, keys, times and interpreter paths aside (a ``...`` line stands for any
   lines; in docs/ pages every number is also set aside: their transcripts show the output's shape); a transcript
   whose output ends with ``[exit N]`` must exit with N, any other with 0. ``$ COMMAND &`` starts a job (a server) in
@@ -19,8 +20,8 @@
   port 8001 in a transcript stands for a free port. The transcripts of one page run in order, against one demo
   ledger. A block of another language (plain ```` ``` ````, ``text``) may not hold a ``$ ledger`` transcript unless
   the line before the block is ``<!-- not run: REASON -->``; blocks indented under a list item count as any other.
-  ``CARD`` and any card id stand for the demo's card, a 64-hex hash for the demo ledger's head. A
-  ```` ```python ```` block runs in a fresh folder and must assert something.
+  ``CARD`` and any card id stand for the demo's card (docs/remote-capture.md: the server card), a 64-hex hash for
+  the demo ledger's head. A ```` ```python ```` block runs in a fresh folder and must assert something.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -320,8 +321,40 @@ def _tampered_ledger(ledger: DemoLedger) -> None:
     rewrite_row(ledger.db, ledger.folder / "tampered.sqlite", ledger.card_id, "body", 12345, snapshots=False)
 
 
-#: What a page's transcripts need beyond the docs' inputs, made beside its demo ledger (after the demo ran).
-PAGE_INPUTS = {"docs/import.md": _import_page_inputs, "docs/retract-and-output.md": _tampered_ledger}
+def _server_card(ledger: DemoLedger) -> DemoLedger:
+    """docs/remote-capture.md: a card captured from a server (the toolkit's REST server on 127.0.0.1, a COMPETITION
+    client with no game files, as tests/test_remote_truth.py plays it), in the page's ledger; ``open.sqlite`` is a
+    copy taken while it was open. ``CARD`` and any card id stand for that card on this page."""
+    from dataclasses import replace
+
+    from arc_agi import OperationMode
+    from arcengine import GameAction
+
+    from ledger import Ledger
+    from tests.test_audit import copy_ledger
+    from tests.test_online_capture import server
+    from tests.test_remote_truth import bare_client
+
+    with server() as srv, Ledger.open(ledger.db) as led:
+        arc = bare_client(srv.url, OperationMode.COMPETITION, ledger.folder / "no-games")
+        led.attach(arc)
+        card = arc.open_scorecard()
+        env = arc.make("cnt3", scorecard_id=card)
+        assert env is not None
+        for _ in range(3):
+            env.step(GameAction.ACTION1)
+        copy_ledger(ledger.db, ledger.folder / "open.sqlite")
+        arc.close_scorecard(card)
+    return replace(ledger, card_id=card)
+
+
+#: What a page's transcripts need beyond the docs' inputs, made beside its demo ledger (after the demo ran); a
+#: function that returns a ledger changes what the page's placeholders stand for.
+PAGE_INPUTS: dict[str, Callable[[DemoLedger], DemoLedger | None]] = {
+    "docs/import.md": _import_page_inputs,
+    "docs/retract-and-output.md": _tampered_ledger,
+    "docs/remote-capture.md": _server_card,
+}
 
 
 def page_ledger(ledgers: dict[str, DemoLedger], page: str, folder: Path, inputs: Path) -> DemoLedger:
@@ -332,7 +365,7 @@ def page_ledger(ledgers: dict[str, DemoLedger], page: str, folder: Path, inputs:
             shutil.copytree(item, folder / item.name) if item.is_dir() else shutil.copy2(item, folder / item.name)
         ledgers[page] = make_demo_ledger(folder)
         if page in PAGE_INPUTS:
-            PAGE_INPUTS[page](ledgers[page])
+            ledgers[page] = PAGE_INPUTS[page](ledgers[page]) or ledgers[page]
     return ledgers[page]
 
 

@@ -17,7 +17,8 @@
   lines; in docs/ pages every number is also set aside: their transcripts show the output's shape); a transcript
   whose output ends with ``[exit N]`` must exit with N, any other with 0. ``$ COMMAND &`` starts a job (a server) in
   the background and shows the first lines it prints; ``$ kill -INT %1`` stops it as Ctrl-C does (it must exit 130);
-  port 8001 in a transcript stands for a free port. The transcripts of one page run in order, against one demo
+  port 8001 in a transcript stands for a free port, ``/opt/py313/bin/python`` for a Python of another version (the
+  transcript is skipped on a machine without one). The transcripts of one page run in order, against one demo
   ledger. A block of another language (plain ```` ``` ````, ``text``) may not hold a ``$ ledger`` transcript unless
   the line before the block is ``<!-- not run: REASON -->``; blocks indented under a list item count as any other.
   ``CARD`` and any card id stand for the demo's card (docs/remote-capture.md: the server card), a 64-hex hash for
@@ -461,6 +462,8 @@ def _sessions(block: Block) -> list[tuple[str, list[str]]]:
 
 #: The port a transcript's server listens on; the test gives it a free one instead.
 DOCS_PORT = "8001"
+#: A Python of another version than the ledger's; the test uses the one the machine has.
+OTHER_PYTHON = "/opt/py313/bin/python"
 
 
 @dataclass
@@ -518,6 +521,13 @@ def test_console_example_prints_what_the_docs_show(
         for command, expected in _sessions(block):
             if port is not None:
                 command = re.sub(rf"\b{DOCS_PORT}\b", str(port), command)
+            if OTHER_PYTHON in command:
+                from tests.test_record_exits import other_python
+
+                found = other_python()
+                if found is None:
+                    pytest.skip(f"{block.where}: no second Python (3.13) on this machine")
+                command = command.replace(OTHER_PYTHON, found)
             if command.endswith(" &"):
                 assert job is None, f"{block.where}: one job per transcript"
                 job = start_job(ledger, command[:-2], expected, port)

@@ -21,6 +21,7 @@ from typing import Any
 from msgspec.structs import astuple, replace
 
 from ledger.core import chain
+from ledger.core.events import Event
 from ledger.errors import HistoryConflict, StoreError, VersionConflict
 from ledger.storage import sqlite_sql as sq
 from ledger.storage.base import (
@@ -216,9 +217,13 @@ class SQLiteStore(StoreBase):
     # -- writing ------------------------------------------------------------------------------------------
 
     def _append_rows(
-        self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None
+        self,
+        stream: str,
+        rows: Sequence[tuple[str, str, bytes]],
+        expected_version: int | None,
+        events: Sequence[Event] | None = None,
     ) -> list[StoredEvent]:
-        # The capture hot path: one append per toolkit step, so plain driver calls and nothing else.
+        # The capture hot path: one append of one event per toolkit step, so plain driver calls and nothing else.
         head = self._heads.known(stream, expected_version)
         try:
             with self._writer.connection() as dbapi:
@@ -229,19 +234,23 @@ class SQLiteStore(StoreBase):
                         head = (row[0], row[1]) if row else (0, chain.GENESIS)
                         if expected_version is not None and head[0] != expected_version:
                             raise VersionConflict(stream, expected_version)
-                    new = chain_rows(stream, rows, *head)
-                    if len(new) == 1:
-                        e = new[0]
-                        cur = dbapi.execute(INSERT_SQL, (stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash))
+                    if len(rows) == 1:
+                        # Stored as built: hashed, inserted, and given its seq, with no list or copy in between.
+                        (type_, ts, body), (version, prev) = rows[0], head
+                        h = chain.chain_hashes(prev, stream, version, ((type_, body),))[0]
+                        cur = dbapi.execute(INSERT_SQL, (stream, version + 1, type_, ts, body, prev, h))
                         assert cur.lastrowid is not None  # set by every INSERT
-                        seqs = [cur.lastrowid]
+                        out = [StoredEvent(cur.lastrowid, stream, version + 1, type_, ts, body, prev, h)]
                     else:
+                        new = chain_rows(stream, rows, *head)
                         # Under the write lock, an INTEGER PRIMARY KEY without deletes is assigned max+1 each time:
                         # a batch's seqs are the consecutive numbers ending at the last one inserted.
                         dbapi.executemany(INSERT_SQL, [astuple(e)[1:] for e in new])
                         last = dbapi.execute("SELECT last_insert_rowid()").fetchone()[0]
-                        seqs = list(range(last - len(new) + 1, last + 1))
-                    change = append_summary(self._summary, dbapi.execute, dbapi.executemany, stream, head[0], rows)
+                        out = [replace(e, seq=s) for s, e in enumerate(new, last - len(new) + 1)]
+                    change = append_summary(
+                        self._summary, dbapi.execute, dbapi.executemany, stream, head[0], rows, events
+                    )
                     dbapi.execute("COMMIT")
                 except BaseException:
                     if dbapi.in_transaction:
@@ -257,7 +266,6 @@ class SQLiteStore(StoreBase):
         except BaseException:
             self._heads.forget(stream)
             raise
-        out = [replace(e, seq=s) for s, e in zip(seqs, new, strict=True)]
         self._heads.set(stream, out[-1])
         return out
 

@@ -21,12 +21,13 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
+from typing import cast
 
 import msgspec
 
 from ledger.core import baselines as bl
-from ledger.core.events import CARD_STREAM, BaselineEntry, BaselinesRecorded, decode
+from ledger.core.events import CARD_STREAM, AnyEvent, BaselineEntry, BaselinesRecorded, Event, decode
 from ledger.core.projection import CardState, fold, new_card
 from ledger.core.scoring import score_card
 
@@ -101,7 +102,9 @@ class SummaryRow(msgspec.Struct, frozen=True):
 def micros(t: datetime) -> int:
     """``t`` as microseconds since 1970 (a naive time is taken as UTC, as the lists read it)."""
     aware = t if t.tzinfo is not None else t.replace(tzinfo=UTC)
-    return (aware - _EPOCH) // timedelta(microseconds=1)
+    # The timedelta's own fields: a third of the cost of ``// timedelta(microseconds=1)``, the same integer.
+    d = aware - _EPOCH
+    return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -218,10 +221,15 @@ class SummaryKeeper:
         read: BodyReader,
         *,
         full: bool = False,
+        events: Sequence[Event] | None = None,
+        last_ts: str | None = None,
     ) -> Change | None:
         """The summary change of appending ``bodies`` (of ``types``) after ``base_version``; None for a stream
         that is not a card. ``read`` replays the stream when this process does not hold the card at
-        ``base_version``; it and the baseline reads run in the caller's transaction."""
+        ``base_version``; it and the baseline reads run in the caller's transaction.
+
+        ``events``: the events ``bodies`` were encoded from, when the caller has them (folded as they are: the
+        bodies need not be decoded again), and ``last_ts`` the last one's stored ``ts`` (not formatted again)."""
         card_id = card_id_of(stream)
         if card_id is None or not self.enabled:
             return None
@@ -236,12 +244,12 @@ class SummaryKeeper:
                 held = Tracked(state, base_version, None, keys_of(state))
             else:
                 state = held.state
-            fold(card_id, (decode(b) for b in bodies), state)
+            fold(card_id, cast("Sequence[AnyEvent]", events) if events is not None else map(decode, bodies), state)
         except (msgspec.DecodeError, msgspec.ValidationError):
             # The log takes any bytes; a card with an event that is not one has no row (the rebuild agrees).
             return Change(stream, None, None, None)
         scored = held.scored
-        rescore = scored is None or any(t not in COUNTER_TYPES for t in types)
+        rescore = scored is None or not COUNTER_TYPES.issuperset(types)
         if rescore or scored is None:
             scored = card_score(state, self.baselines(state.baselines_id, read))
         keys = keys_of(state) if rescore else held.keys
@@ -250,7 +258,8 @@ class SummaryKeeper:
         if not rescore and not full:
             # The capture hot path: only the counters an action moves.
             last = state.last_ts
-            counters = (version, state.total_actions, state.events, _iso(last), micros(last) if last else None, card_id)
+            shown = last_ts if last_ts is not None and events is not None else _iso(last)
+            counters = (version, state.total_actions, state.events, shown, micros(last) if last else None, card_id)
             return Change(stream, tracked, None, None, counters)
         return Change(stream, tracked, row_of(state, version, scored), keys if keys != held.keys else None)
 

@@ -9,7 +9,7 @@ import re
 import shutil
 import sqlite3
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -59,6 +59,32 @@ def test_summary_equals_a_rebuild_after_every_kind_of_write(backend_url: str) ->
         assert not differences(led.store)
         assert rebuild_summary(led.store) == len(got)
         assert not differences(led.store)
+
+
+def test_action_counters_written_from_the_events_equal_a_rebuild(backend_url: str) -> None:
+    # A captured action's counters are written from the event objects it appended (their bodies are not decoded
+    # again): times in another offset, naive, and UTC must come out as a rebuild from the stored bytes has them.
+    with Ledger.open(backend_url) as led:
+        events = list(synthetic.card_events(synthetic.random.Random(9), 1, synthetic.baselines(led), close=False))
+        card_id = events[0].card_id  # type: ignore[union-attr]
+        led.append_card(card_id, events, 0)
+        play = next(p for plays in led.load_card(card_id).games.values() for p in plays)
+        game = next(g for g, plays in led.load_card(card_id).games.items() if play in plays)
+        version = len(events)
+        times = [
+            datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=timezone(timedelta(hours=2))),
+            datetime(2026, 3, 1, 12, 0, 1),
+            datetime(2026, 3, 1, 12, 0, 2, 7, tzinfo=UTC),
+        ]
+        for ts in times:
+            action = ActionTaken(
+                ts=ts, game_id=game, guid=play.guid, action=2, levels_completed=0, state="NOT_FINISHED"
+            )
+            led.append_card(card_id, [action], version)
+            version += 1
+            row = stored(led.store)[card_id][0]
+            assert row is not None and row.last_ts == ts.isoformat() and row.version == version
+            assert not differences(led.store)
 
 
 def test_concurrent_writers_keep_the_summary(backend_url: str) -> None:

@@ -235,12 +235,7 @@ class SQLiteStore(StoreBase):
                         if expected_version is not None and head[0] != expected_version:
                             raise VersionConflict(stream, expected_version)
                     if len(rows) == 1:
-                        # Stored as built: hashed, inserted, and given its seq, with no list or copy in between.
-                        (type_, ts, body), (version, prev) = rows[0], head
-                        h = chain.chain_hashes(prev, stream, version, ((type_, body),))[0]
-                        cur = dbapi.execute(INSERT_SQL, (stream, version + 1, type_, ts, body, prev, h))
-                        assert cur.lastrowid is not None  # set by every INSERT
-                        out = [StoredEvent(cur.lastrowid, stream, version + 1, type_, ts, body, prev, h)]
+                        out = [sq.insert_one(dbapi, stream, rows[0], head)]
                     else:
                         new = chain_rows(stream, rows, *head)
                         # Under the write lock, an INTEGER PRIMARY KEY without deletes is assigned max+1 each time:

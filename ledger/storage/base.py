@@ -349,7 +349,7 @@ class StoreBase:
         """
         if not new_events:
             return []
-        return self._append_rows(stream, encode_events(new_events), expected_version, new_events)
+        return self._append_rows(stream, encode_events(new_events), expected_version)
 
     def append_encoded(
         self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None = None
@@ -360,14 +360,8 @@ class StoreBase:
         return self._append_rows(stream, rows, expected_version)
 
     def _append_rows(
-        self,
-        stream: str,
-        rows: Sequence[tuple[str, str, bytes]],
-        expected_version: int | None,
-        events: Sequence[Event] | None = None,
+        self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None
     ) -> list[StoredEvent]:
-        """Append encoded ``rows``; ``events`` are what they were encoded from, when the caller has them (the
-        summary folds those instead of decoding the bodies again)."""
         raise NotImplementedError
 
     def triggers(self) -> set[str]:

@@ -13,7 +13,6 @@ from typing import Any
 from sqlalchemy import Connection, Engine, func, select, text
 
 from ledger.core import chain
-from ledger.core.events import Event
 from ledger.errors import HistoryConflict, StoreError, VersionConflict
 from ledger.storage.base import (
     Durability,
@@ -149,25 +148,16 @@ class PostgresStore(StoreBase):
     # -- writing ------------------------------------------------------------------------------------------
 
     def _append_rows(
-        self,
-        stream: str,
-        rows: Sequence[tuple[str, str, bytes]],
-        expected_version: int | None,
-        events: Sequence[Event] | None = None,
+        self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None
     ) -> list[StoredEvent]:
         # The capture hot path. psycopg's pipeline mode sends BEGIN, the advisory lock, the INSERT and COMMIT in
         # one round trip when this process knows the stream's head (two when it must read it under the lock).
         head = self._heads.known(stream, expected_version)
         with self._writer.locked():
-            return self._append_locked(stream, rows, expected_version, head, events)
+            return self._append_locked(stream, rows, expected_version, head)
 
     def _append_locked(
-        self,
-        stream: str,
-        rows: Sequence[tuple[str, str, bytes]],
-        expected_version: int | None,
-        head: Any,
-        events: Sequence[Event] | None,
+        self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None, head: Any
     ) -> list[StoredEvent]:
         import psycopg
 
@@ -196,13 +186,7 @@ class PostgresStore(StoreBase):
                 # The card's earlier events are immutable: read (if this process does not hold them) before locking.
                 probe(self._summary, pg_reader_sql(pg), "postgresql")
                 change = self._summary.change(
-                    stream,
-                    head[0],
-                    [r[0] for r in rows],
-                    [r[2] for r in rows],
-                    pg_reader(pg),
-                    events=events,
-                    last_ts=rows[-1][1],
+                    stream, head[0], [r[0] for r in rows], [r[2] for r in rows], pg_reader(pg)
                 )
                 with pg.pipeline():
                     if not locked:

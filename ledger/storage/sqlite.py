@@ -21,7 +21,6 @@ from typing import Any
 from msgspec.structs import astuple, replace
 
 from ledger.core import chain
-from ledger.core.events import Event
 from ledger.errors import HistoryConflict, StoreError, VersionConflict
 from ledger.storage import sqlite_sql as sq
 from ledger.storage.base import (
@@ -217,11 +216,7 @@ class SQLiteStore(StoreBase):
     # -- writing ------------------------------------------------------------------------------------------
 
     def _append_rows(
-        self,
-        stream: str,
-        rows: Sequence[tuple[str, str, bytes]],
-        expected_version: int | None,
-        events: Sequence[Event] | None = None,
+        self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None
     ) -> list[StoredEvent]:
         # The capture hot path: one append of one event per toolkit step, so plain driver calls and nothing else.
         head = self._heads.known(stream, expected_version)
@@ -243,9 +238,7 @@ class SQLiteStore(StoreBase):
                         dbapi.executemany(INSERT_SQL, [astuple(e)[1:] for e in new])
                         last = dbapi.execute("SELECT last_insert_rowid()").fetchone()[0]
                         out = [replace(e, seq=s) for s, e in enumerate(new, last - len(new) + 1)]
-                    change = append_summary(
-                        self._summary, dbapi.execute, dbapi.executemany, stream, head[0], rows, events
-                    )
+                    change = append_summary(self._summary, dbapi.execute, dbapi.executemany, stream, head[0], rows)
                     dbapi.execute("COMMIT")
                 except BaseException:
                     if dbapi.in_transaction:

@@ -22,12 +22,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import cast
 
 import msgspec
 
 from ledger.core import baselines as bl
-from ledger.core.events import CARD_STREAM, AnyEvent, BaselineEntry, BaselinesRecorded, Event, decode
+from ledger.core.events import CARD_STREAM, BaselineEntry, BaselinesRecorded, decode
 from ledger.core.projection import CardState, fold, new_card
 from ledger.core.scoring import score_card
 
@@ -221,15 +220,13 @@ class SummaryKeeper:
         read: BodyReader,
         *,
         full: bool = False,
-        events: Sequence[Event] | None = None,
-        last_ts: str | None = None,
     ) -> Change | None:
         """The summary change of appending ``bodies`` (of ``types``) after ``base_version``; None for a stream
         that is not a card. ``read`` replays the stream when this process does not hold the card at
         ``base_version``; it and the baseline reads run in the caller's transaction.
 
-        ``events``: the events ``bodies`` were encoded from, when the caller has them (folded as they are: the
-        bodies need not be decoded again), and ``last_ts`` the last one's stored ``ts`` (not formatted again)."""
+        The bodies are decoded here, not taken from the caller's event objects: an event the log cannot decode
+        (a value outside its type) leaves the card without a row, as a rebuild from the log does."""
         card_id = card_id_of(stream)
         if card_id is None or not self.enabled:
             return None
@@ -244,7 +241,7 @@ class SummaryKeeper:
                 held = Tracked(state, base_version, None, keys_of(state))
             else:
                 state = held.state
-            fold(card_id, cast("Sequence[AnyEvent]", events) if events is not None else map(decode, bodies), state)
+            fold(card_id, map(decode, bodies), state)
         except (msgspec.DecodeError, msgspec.ValidationError):
             # The log takes any bytes; a card with an event that is not one has no row (the rebuild agrees).
             return Change(stream, None, None, None)
@@ -258,8 +255,7 @@ class SummaryKeeper:
         if not rescore and not full:
             # The capture hot path: only the counters an action moves.
             last = state.last_ts
-            shown = last_ts if last_ts is not None and events is not None else _iso(last)
-            counters = (version, state.total_actions, state.events, shown, micros(last) if last else None, card_id)
+            counters = (version, state.total_actions, state.events, _iso(last), micros(last) if last else None, card_id)
             return Change(stream, tracked, None, None, counters)
         return Change(stream, tracked, row_of(state, version, scored), keys if keys != held.keys else None)
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.core.events import CARD_STREAM, Event
+from ledger.core.events import CARD_STREAM
 from ledger.storage.summary import (
     COLUMNS,
     KEYS,
@@ -185,22 +185,12 @@ def append_summary(
     stream: str,
     base_version: int,
     rows: Sequence[tuple[str, str, bytes]],
-    events: Sequence[Event] | None = None,
 ) -> Change | None:
     """Write the summary change of appending ``rows`` after ``base_version`` (inside the append transaction);
-    the caller passes the result to ``keeper.committed`` once the transaction has committed. ``events``: what
-    ``rows`` were encoded from, when the caller has them (see :meth:`SummaryKeeper.change`)."""
+    the caller passes the result to ``keeper.committed`` once the transaction has committed."""
     if not keeper.enabled:
         probe(keeper, execute, "sqlite")
-    change = keeper.change(
-        stream,
-        base_version,
-        [r[0] for r in rows],
-        [r[2] for r in rows],
-        body_reader(execute),
-        events=events,
-        last_ts=rows[-1][1],
-    )
+    change = keeper.change(stream, base_version, [r[0] for r in rows], [r[2] for r in rows], body_reader(execute))
     if change is not None and change.counters is not None:
         execute(COUNTERS_SQL, change.counters)  # a captured action: one statement, nothing to build
     else:

@@ -107,25 +107,22 @@ class Writer[C](_PerProcess[C, _WriterState[C]]):
         super().__init__(connect, close, _WriterState, **waits)
         self._usable = usable
 
-    @contextmanager
-    def locked(self) -> Iterator[None]:
+    def locked(self) -> _Held[C]:
         """Hold the writer for this thread (re-entrant); raises StoreError after waiting ``timeout`` seconds."""
+        return _Held(self, False)
+
+    def connection(self) -> _Held[C]:
+        """Hold the writer (:meth:`locked`) and use its connection."""
+        return _Held(self, True)
+
+    def _acquire(self) -> threading.RLock:
         st = self._current()
         if not st.lock.acquire(timeout=self.timeout):
             raise StoreError(
                 f"cannot write to the ledger at {self._where()}: another thread of this process kept writing for "
                 f"{self.timeout:g} s (the busy timeout)"
             )
-        try:
-            yield
-        finally:
-            st.lock.release()
-
-    @contextmanager
-    def connection(self) -> Iterator[C]:
-        """Hold the writer (:meth:`locked`) and use its connection."""
-        with self.locked():
-            yield self.get()
+        return st.lock
 
     def get(self) -> C:
         """The writer connection, opened on first use; hold :meth:`locked` to use it. One that is no longer
@@ -150,6 +147,30 @@ class Writer[C](_PerProcess[C, _WriterState[C]]):
         st = self._current()
         with st.lock:
             self.discard()
+
+
+class _Held[C]:
+    """``with writer.locked()`` / ``with writer.connection() as con``: a plain class, not a generator context
+    manager, because every captured step goes through one (a generator costs a few microseconds each time)."""
+
+    __slots__ = ("_lock", "_with_con", "_writer")
+
+    def __init__(self, writer: Writer[C], with_con: bool) -> None:
+        self._writer = writer
+        self._with_con = with_con
+
+    def __enter__(self) -> C:
+        lock = self._lock = self._writer._acquire()
+        if not self._with_con:
+            return None  # type: ignore[return-value]
+        try:
+            return self._writer.get()
+        except BaseException:
+            lock.release()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 class _PoolState[C](_ProcessState):

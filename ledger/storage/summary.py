@@ -21,7 +21,7 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import msgspec
 
@@ -102,7 +102,9 @@ class SummaryRow(msgspec.Struct, frozen=True):
 def micros(t: datetime) -> int:
     """``t`` as microseconds since 1970 (a naive time is taken as UTC, as the lists read it)."""
     aware = t if t.tzinfo is not None else t.replace(tzinfo=UTC)
-    return (aware - _EPOCH) // timedelta(microseconds=1)
+    # The timedelta's own fields: a third of the cost of ``// timedelta(microseconds=1)``, the same integer.
+    d = aware - _EPOCH
+    return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -226,7 +228,10 @@ class SummaryKeeper:
     ) -> Change | None:
         """The summary change of appending ``bodies`` (of ``types``) after ``base_version``; None for a stream
         that is not a card. ``read`` replays the stream when this process does not hold the card at
-        ``base_version``; it and the baseline reads run in the caller's transaction."""
+        ``base_version``; it and the baseline reads run in the caller's transaction.
+
+        The bodies are decoded here, not taken from the caller's event objects: an event the log cannot decode
+        (a value outside its type) leaves the card without a row, as a rebuild from the log does."""
         card_id = card_id_of(stream)
         if card_id is None or not self.enabled:
             return None
@@ -241,12 +246,12 @@ class SummaryKeeper:
                 held = Tracked(state, base_version, None, keys_of(state))
             else:
                 state = held.state
-            fold(card_id, (decode(b) for b in bodies), state)
+            fold(card_id, map(decode, bodies), state)
         except (msgspec.DecodeError, msgspec.ValidationError):
             # The log takes any bytes; a card with an event that is not one has no row (the rebuild agrees).
             return Change(stream, None, None, None)
         scored = held.scored
-        rescore = scored is None or any(t not in COUNTER_TYPES for t in types)
+        rescore = scored is None or not COUNTER_TYPES.issuperset(types)
         if rescore or scored is None:
             scored = card_score(state, self.baselines(state.baselines_id, read))
         keys = keys_of(state) if rescore else held.keys

@@ -188,9 +188,13 @@ def append_summary(
 ) -> Change | None:
     """Write the summary change of appending ``rows`` after ``base_version`` (inside the append transaction);
     the caller passes the result to ``keeper.committed`` once the transaction has committed."""
-    probe(keeper, execute, "sqlite")
+    if not keeper.enabled:
+        probe(keeper, execute, "sqlite")
     change = keeper.change(stream, base_version, [r[0] for r in rows], [r[2] for r in rows], body_reader(execute))
-    run_statements(execute, executemany, [change])
+    if change is not None and change.counters is not None:
+        execute(COUNTERS_SQL, change.counters)  # a captured action: one statement, nothing to build
+    else:
+        run_statements(execute, executemany, [change])
     return change
 
 

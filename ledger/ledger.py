@@ -25,11 +25,12 @@ from ledger.core.events import (
     card_stream,
     decode,
 )
+from ledger.core.lifecycle import limits
 from ledger.core.projection import CardState, fold, new_card
 from ledger.core.replay import ChunkMismatch, fold_joined
 from ledger.core.scoring import score_card
 from ledger.core.server_baselines import unknown_baselines
-from ledger.core.timeline import listed, shown_close
+from ledger.core.timeline import lapse, listed
 from ledger.errors import (
     AmbiguousCard,
     BaselinesNotKnown,
@@ -41,6 +42,7 @@ from ledger.errors import (
 )
 from ledger.storage.backends import open_store
 from ledger.storage.base import Durability, LogStore, Snapshot, StoredEvent
+from ledger.storage.summary import SummaryRow, card_score, row_of
 
 DEFAULT_DB = "ledger.sqlite"
 
@@ -123,6 +125,34 @@ class CardSummary:
     retract_reason: str | None = None
     #: False for an open card on an ARC server whose baselines nothing revealed yet: ``score`` is not a score then.
     baselines_known: bool = True
+
+    @classmethod
+    def of(cls, row: SummaryRow, now: datetime, limits: tuple[int, int], baselines_known: bool = True) -> CardSummary:
+        """The line of a card's summary row as every list shows it at ``now``: an open card the toolkit would have
+        closed by then under ``limits`` (STALE_MINUTES, MAX_OPEN_FOR_MINUTES) shown closed, ``lapsed``. The one
+        constructor: :meth:`Ledger.cards` builds the row from the card first, ``ledger cards`` reads it stored."""
+        card = CardState(card_id=row.card_id, opened_at=_at(row.opened), close_reason=row.close_reason)
+        due = lapse(card, _at(row.last_ts), now, *limits)
+        return cls(
+            card_id=row.card_id,
+            opened=row.opened,
+            closed=row.closed if due is None else due[0].isoformat(),
+            close_reason=row.close_reason if due is None else due[1],
+            games=row.games,
+            plays=row.plays,
+            actions=row.actions,
+            score=row.score,
+            events=row.events,
+            tags=msgspec.json.decode(row.tags) if row.tags is not None else None,
+            lapsed=due is not None,
+            retracted=row.retracted,
+            retract_reason=row.retract_reason,
+            baselines_known=baselines_known,
+        )
+
+
+def _at(iso: str | None) -> datetime | None:
+    return datetime.fromisoformat(iso) if iso else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -454,29 +484,15 @@ class Ledger:
     def cards(self, *, include_retracted: bool = False) -> list[CardSummary]:
         """A summary of every card as ``ledger cards`` lists it: a lapsed card shown closed, a retracted card left
         out unless ``include_retracted`` (then marked by ``retracted``)."""
+        now, lapse_after = datetime.now(UTC), limits(os.environ)
         out = []
-        now = datetime.now(UTC)
-        for cid, c in self.load_cards(self.card_ids()).items():
-            if not listed(c, include_retracted):
-                continue
-            doc = self.document(cid, card=c)
-            shown = shown_close(c, now, os.environ)  # the toolkit's auto-close of a lapsed card, as `cards` shows
-            out.append(
-                CardSummary(
-                    card_id=cid,
-                    opened=c.opened_at.isoformat() if c.opened_at else None,
-                    closed=shown[0].isoformat() if shown else None,
-                    close_reason=shown[1] if shown else None,
-                    games=len(c.games),
-                    plays=sum(len(p) for p in c.games.values()),
-                    actions=c.total_actions,
-                    score=doc.score,
-                    events=c.events,
-                    tags=c.all_tags or None,
-                    lapsed=bool(shown and shown[2]),
-                    retracted=c.retracted_at.isoformat() if c.retracted_at else None,
-                    retract_reason=c.retract_reason,
-                    baselines_known=not unknown_baselines(c, doc),
-                )
-            )
+        for c in self.load_cards(self.card_ids()).values():
+            if listed(c, include_retracted):
+                # The row the summary table holds for the card (``events`` is its stream's version).
+                row = row_of(c, c.events, card_score(c, self.card_baselines(c)))
+                out.append(CardSummary.of(row, now, lapse_after, self.baselines_known(c)))
         return out
+
+    def baselines_known(self, card: CardState) -> bool:
+        """False for an open card on an ARC server whose baselines nothing revealed yet (its score is no score)."""
+        return card.server is None or card.closed or not unknown_baselines(card, self.document(card.card_id, card=card))

@@ -3,11 +3,13 @@ the per-step cost that live capture adds to a toolkit step next to one bare SQLi
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
 import sqlite3
 import tempfile
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,9 +18,11 @@ from typing import Any
 import arc_agi.scorecard  # noqa: F401  (imported first: its import sets its logger to INFO)
 
 from ledger import Ledger
-from ledger.core.events import card_stream, encode, type_of
+from ledger.core.events import CardOpened, card_stream, encode, type_of
 from ledger.core.projection import new_card
 from ledger.core.translator import Observation, translate
+from ledger.storage.sqlite_sql import INSERT_SQL
+from ledger.storage.summary_sql import COUNTERS_SQL
 
 logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
 
@@ -187,6 +191,11 @@ def capture_figures(n_steps: int, rounds: int = 3) -> list[str]:
                     "commit_only": bare_commit(Path(d) / f"nockpt-{durability}-{r}.sqlite", durability, n_steps, 0),
                     "schema": schema_commit(Path(d) / f"schema-{durability}.sqlite", durability, n_steps),
                 }
+                if durability == "normal":
+                    for table in ("ledger", *FLOOR_TABLES):
+                        for summary in (False, True):
+                            where = Path(d) / f"floor-{r}.sqlite"
+                            got[f"{table}+{summary}"] = schema_commit(where, durability, n_steps, table, summary)
                 best = {k: min(v, best.get(k, v)) for k, v in got.items()}
         added = best["attached"] - best["bare"]
         goal = {"normal": " (GOAL <= 1.5x)", "batched": " (opt-in: loses up to 50 ms of steps on a crash)"}
@@ -207,7 +216,150 @@ def capture_figures(n_steps: int, rounds: int = 3) -> list[str]:
                 f"[{durability}]   (checkpoints inside the commits, as before: capture adds {inline * 1e6:.0f} "
                 f"us/step -> {inline / best['commit']:.2f}x)"
             )
+            lines += floor_lines(best, added)
+            lines += breakdown_lines(n_steps, rounds)
     return lines
+
+
+def floor_lines(best: dict[str, float], added: float) -> list[str]:
+    """The write floor of each events-table design: a raw INSERT+COMMIT (no Python around it) without and with the
+    summary row's UPDATE that every captured step makes in the same transaction, as multiples of the bare commit."""
+    commit = best["commit"]
+    names = {
+        "ledger": "the ledger's table (rowid seq + UNIQUE(stream, version): two b-trees)",
+        "without_rowid": "one b-tree, WITHOUT ROWID, PRIMARY KEY(stream, version), seq a plain column",
+        "rowid_only": "one b-tree, seq INTEGER PRIMARY KEY, no (stream, version) index",
+    }
+    out = [
+        f"[normal] write floors, raw INSERT+COMMIT of one action event (x the bare commit of {commit * 1e6:.0f} us):"
+    ]
+    for table, name in names.items():
+        alone, with_summary = best[f"{table}+False"], best[f"{table}+True"]
+        out.append(
+            f"[normal]   {name}: {alone * 1e6:.0f} us ({alone / commit:.2f}x); with the summary UPDATE "
+            f"{with_summary * 1e6:.0f} us ({with_summary / commit:.2f}x)"
+        )
+    floor = best["ledger+True"]
+    out.append(
+        f"[normal]   capture adds {added * 1e6:.0f} us = the ledger's floor with its summary ({floor * 1e6:.0f} us) "
+        f"+ {(added - floor) * 1e6:.0f} us of Python ({added / floor:.2f}x its floor)"
+    )
+    return out
+
+
+def breakdown_lines(n_steps: int, rounds: int) -> list[str]:
+    """Where a captured step's time goes at the default durability, timed in place (:class:`StageTimer`)."""
+    with tempfile.TemporaryDirectory() as d:
+        runs = [StageTimer().run(str(Path(d) / f"stages-{r}.sqlite"), n_steps) for r in range(rounds)]
+        bare = min(step_cost(None, n_steps) for _ in range(rounds))
+    step, stages = min(runs, key=lambda r: r[0])
+    toolkit = stages.pop("toolkit")
+    sql = {k: v for k, v in stages.items() if k.startswith("sql ")}
+    py = {k: v for k, v in stages.items() if not k.startswith("sql ")}
+    rest = step - toolkit - sum(stages.values())
+
+    def show(d: dict[str, float]) -> str:
+        return ", ".join(f"{k.removeprefix('sql ')} {v * 1e6:.1f}" for k, v in sorted(d.items(), key=lambda kv: -kv[1]))
+
+    return [
+        f"[normal] one captured step timed in place (timers included): {step * 1e6:.0f} us = the toolkit's own "
+        f"{toolkit * 1e6:.0f} us (bare step {bare * 1e6:.0f} us) + capture {(step - toolkit) * 1e6:.0f} us:",
+        f"[normal]   SQL {sum(sql.values()) * 1e6:.1f} us: {show(sql)}",
+        f"[normal]   Python {(sum(py.values()) + rest) * 1e6:.1f} us: {show(py)}, "
+        f"hooks and the timers' own calls {rest * 1e6:.1f}",
+    ]
+
+
+class StageTimer:
+    """Times each stage of a captured step in place: the real functions wrapped (time inside a stage's callees is
+    its callees'), the writer's SQL statements timed by a connection subclass. Only the stepping thread is timed
+    (the WAL checkpoint thread is not)."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+        self._stack: list[float] = []
+        self._main = threading.main_thread()
+
+    def _enter(self) -> bool:
+        if threading.current_thread() is not self._main:
+            return False
+        self._stack.append(0.0)
+        return True
+
+    def _leave(self, label: str, t0: float) -> None:
+        dt = time.perf_counter() - t0
+        inner = self._stack.pop()
+        self.spent[label] = self.spent.get(label, 0.0) + dt - inner
+        if self._stack:
+            self._stack[-1] += dt
+
+    def wrap(self, label: str, f: Any) -> Any:
+        """``f`` timed as ``label``."""
+
+        @functools.wraps(f)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if not self._enter():
+                return f(*args, **kwargs)
+            t0 = time.perf_counter()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                self._leave(label, t0)
+
+        return timed
+
+    def run(self, where: str, n_steps: int) -> tuple[float, dict[str, float]]:
+        """(seconds per step, seconds per step in each stage) for ``n_steps`` captured steps into ``where``."""
+        import arc_agi.scorecard as toolkit_scorecard
+        from arc_agi.local_wrapper import LocalEnvironmentWrapper
+
+        import ledger.ledger as facade
+        import ledger.storage.base as base
+        import ledger.storage.sqlite as sqlite_store
+        import ledger.storage.summary as summary
+        import ledger.toolkit.capture as capture
+        from ledger.core import chain
+
+        timer = self
+
+        class TimedConnection(sqlite3.Connection):
+            def execute(self, sql: str, params: Any = (), /) -> sqlite3.Cursor:
+                if not timer._enter():
+                    return super().execute(sql, params)
+                t0 = time.perf_counter()
+                try:
+                    return super().execute(sql, params)
+                finally:
+                    words = sql.split()
+                    timer._leave("sql " + " ".join(words[: 3 if words[0] == "INSERT" else 2]), t0)
+
+        targets = [
+            (LocalEnvironmentWrapper, "step", "toolkit"),
+            (toolkit_scorecard.ScorecardManager, "update_scorecard", "toolkit"),
+            (capture.Capture, "_record_update", "capture"),
+            (capture, "observation", "observation"),
+            (capture, "translate", "translate"),
+            (facade.Ledger, "append_card", "facade"),
+            (base.StoreBase, "append", "facade"),
+            (base, "encode_events", "encode"),
+            (chain, "chain_hashes", "hash"),
+            (sqlite_store.SQLiteStore, "_append_rows", "store"),
+            (summary.SummaryKeeper, "change", "summary fold"),
+            (sqlite_store, "append_summary", "summary glue"),
+        ]
+        saved = [(obj, name, getattr(obj, name)) for obj, name, _ in targets]
+        connect = sqlite3.connect
+        try:
+            for obj, name, label in targets:
+                setattr(obj, name, self.wrap(label, getattr(obj, name)))
+            sqlite3.connect = functools.partial(connect, factory=TimedConnection)  # type: ignore[assignment]
+            self.spent.clear()
+            step = _step_cost(where, n_steps, "normal", before_timing=self.spent.clear)
+        finally:
+            sqlite3.connect = connect
+            for obj, name, f in saved:
+                setattr(obj, name, f)
+        return step, {k: v / n_steps for k, v in self.spent.items()}
 
 
 def step_cost(where: str | None, n_steps: int, durability: str = "normal", inline_checkpoints: bool = False) -> float:
@@ -226,7 +378,7 @@ def step_cost(where: str | None, n_steps: int, durability: str = "normal", inlin
         sqlite_sql.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS = saved
 
 
-def _step_cost(where: str | None, n_steps: int, durability: str) -> float:
+def _step_cost(where: str | None, n_steps: int, durability: str, before_timing: Any = None) -> float:
     from arc_agi import Arcade, OperationMode
     from arcengine import GameAction
 
@@ -242,6 +394,8 @@ def _step_cost(where: str | None, n_steps: int, durability: str) -> float:
     env = arc.make("wkex", scorecard_id=card)
     for _ in range(50):
         env.step(GameAction.ACTION2)
+    if before_timing is not None:
+        before_timing()
     t = time.perf_counter()
     for _ in range(n_steps):
         env.step(GameAction.ACTION2)
@@ -271,23 +425,56 @@ def bare_commit(path: Path, durability: str, n: int, autocheckpoint: int | None 
     return dt
 
 
-def schema_commit(path: Path, durability: str, n: int) -> float:
-    """One raw INSERT + COMMIT of a captured-size action event into a ledger's own ``events`` table."""
-    path = path.with_name(f"{path.stem}-{time.time_ns()}.sqlite")
+#: One-b-tree designs of the events table, for the floor figures only (the ledger's schema is not these):
+#: a clustered (stream, version) key with ``seq`` a plain column, or ``seq`` as rowid with no (stream, version) index.
+FLOOR_TABLES = {
+    "without_rowid": (
+        "CREATE TABLE events (seq INTEGER NOT NULL, stream VARCHAR(400) NOT NULL, version INTEGER NOT NULL, "
+        "type VARCHAR(40) NOT NULL, ts VARCHAR(40) NOT NULL, body BLOB NOT NULL, prev_hash VARCHAR(64) NOT NULL, "
+        "hash VARCHAR(64) NOT NULL, PRIMARY KEY (stream, version)) WITHOUT ROWID"
+    ),
+    "rowid_only": (
+        "CREATE TABLE events (seq INTEGER PRIMARY KEY, stream VARCHAR(400) NOT NULL, version INTEGER NOT NULL, "
+        "type VARCHAR(40) NOT NULL, ts VARCHAR(40) NOT NULL, body BLOB NOT NULL, prev_hash VARCHAR(64) NOT NULL, "
+        "hash VARCHAR(64) NOT NULL)"
+    ),
+}
+
+
+def schema_commit(
+    path: Path, durability: str, n: int, table: str = "ledger", summary: bool = False, autocheckpoint: int | None = None
+) -> float:
+    """One raw INSERT + COMMIT of a captured-size action event into an ``events`` table: the ledger's own
+    (``table="ledger"``: rowid ``seq`` plus UNIQUE(stream, version), two b-trees) or one of :data:`FLOOR_TABLES`;
+    ``summary``: with the card's ``card_summary`` counters UPDATE in the same transaction, as every captured step
+    does. The floor each design leaves to the Python around it (``autocheckpoint`` as in :func:`bare_commit`)."""
+    path = path.with_name(f"{path.stem}-{table}-{int(summary)}-{time.time_ns()}.sqlite")
+    stream = "card:0f0e0d0c-0000-4000-8000-000000000001"
     with Ledger.open(path, durability=durability) as led:  # type: ignore[arg-type]
-        led.store.append("card:warm", [], 0)
+        led.store.append(stream, [CardOpened(ts=datetime.now(UTC), card_id=stream[5:])], 0)
     con = sqlite3.connect(path, isolation_level=None)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+    if autocheckpoint is not None:
+        con.execute(f"PRAGMA wal_autocheckpoint={autocheckpoint}")
+    if table != "ledger":
+        con.execute("DROP TABLE events")
+        con.execute(FLOOR_TABLES[table])
     body = os.urandom(190)
-    stream = "card:0f0e0d0c-0000-4000-8000-000000000001"
+    ts = "2026-12-02T13:15:36.465255+00:00"
+    # The ledger's own statements (ledger/storage/sqlite_sql.py, summary_sql.py); seq is the rowid or given.
+    insert = (
+        INSERT_SQL
+        if table != "without_rowid"
+        else INSERT_SQL.replace("(stream,", "(seq, stream,", 1).replace("VALUES (", "VALUES (?, ", 1)
+    )
     t = time.perf_counter()
-    for v in range(1, n + 1):
+    for v in range(2, n + 2):
         con.execute("BEGIN IMMEDIATE")
-        con.execute(
-            "INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (stream, v, "action_taken", "2026-12-02T13:15:36.465255+00:00", body, "a" * 64, "b" * 64),
-        )
+        row = (stream, v, "action_taken", ts, body, "a" * 64, "b" * 64)
+        con.execute(insert, (v, *row) if table == "without_rowid" else row)
+        if summary:
+            con.execute(COUNTERS_SQL, (v, v, v, ts, v, stream[5:]))
         con.execute("COMMIT")
     dt = (time.perf_counter() - t) / n
     con.close()

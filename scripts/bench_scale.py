@@ -4,7 +4,8 @@ The cards are synthetic (``ledger.services.synthetic``): real events (opened, pl
 WIN/GAME_OVER, closed; about 14 events a card) written one append per card through the ledger's own append path,
 so the cards summary and the hash chain are kept as for captured cards. The PostgreSQL ledger is the same one
 after ``ledger copy`` (its rate is printed). Each command is a real ``ledger`` subprocess (start-up included),
-the best of three; the viewer's first page is one GET of ``/`` on a fresh app (cold) and again (warm).
+the best of three; each viewer page (``/``, ``/leaderboard``, ``/progress``) is one GET on a fresh app (cold) and
+again (warm), the best of three fresh apps.
 
 Sizes: ``$LEDGER_BENCH_SCALE_SIZES`` (comma-separated), default 1000,10000,100000 (``--quick``: 300,1500). Then
 the writers (``bench_writers``; ``$LEDGER_BENCH_SCALE_WRITERS=0`` leaves them out): capture against a bare commit on
@@ -40,18 +41,36 @@ def _best(args: list[str], runs: int = 3) -> float:
     return best
 
 
-def _viewer(db: str) -> tuple[float, float, int]:
+#: The viewer's pages measured: the first cards page, the leaderboard (every card), the progress chart (its
+#: default tags, 200 cards each).
+VIEWER_PAGES = ("/", "/leaderboard", "/progress")
+
+
+def _viewer(db: str, path: str = "/") -> tuple[float, float, int]:
+    """One GET of ``path`` on a fresh app (cold), then again (warm), and the page's size."""
     from ledger.web.server import create_app
 
     with Ledger.open_readonly(db) as led:
         client = create_app(led).test_client()
         t = time.perf_counter()
-        body = client.get("/").data
+        got = client.get(path)
         cold = time.perf_counter() - t
+        if got.status_code != 200:
+            raise RuntimeError(f"GET {path}: {got.status_code}")
         t = time.perf_counter()
-        client.get("/")
+        client.get(path)
         warm = time.perf_counter() - t
-    return cold, warm, len(body)
+    return cold, warm, len(got.data)
+
+
+def viewer_cells(db: str) -> str:
+    """The viewer columns of a row: each page of :data:`VIEWER_PAGES`, cold / warm (size), best of three fresh apps."""
+    cells = []
+    for path in VIEWER_PAGES:
+        runs = [_viewer(db, path) for _ in range(3)]
+        cold, warm, size = min(r[0] for r in runs), min(r[1] for r in runs), runs[-1][2]
+        cells.append(f"{cold:.2f} / {warm:.2f} ({size / 1024:.0f} KB)")
+    return " | ".join(cells)
 
 
 def _size_per_event(db: str) -> float:
@@ -77,12 +96,12 @@ def _row(backend: str, cards: int, db: str, card_id: str) -> str:
     page = _best(["--db", db, "cards", "--limit", "20"])
     tag = _best(["--db", db, "cards", "--tag", "agent-2", "--limit", "20"])
     cmp = _best(["--db", db, "compare", "--tag", "nightly", "--json"], runs=1)
-    cold, warm, size = _viewer(db)
+    viewer = viewer_cells(db)
     export = _best(["--db", db, "export", card_id])
     verify = _best(["--db", db, "verify"], runs=1)
     per_event = _size_per_event(db)
     return _note(
-        f"| {backend} | {cards:,} | {page:.2f} | {tag:.2f} | {cmp:.2f} | {cold:.2f} / {warm:.2f} ({size / 1024:.0f} KB)"
+        f"| {backend} | {cards:,} | {page:.2f} | {tag:.2f} | {cmp:.2f} | {viewer}"
         f" | {export:.2f} | {verify:.1f} | {per_event:.0f} |"
     )
 
@@ -96,8 +115,9 @@ def run(quick: bool) -> list[str]:
         "synthetic cards written through the append path (one append per card); times in seconds, best of 3, "
         "each a `ledger` subprocess; compare --tag nightly compares 1/7 of the cards (it loads each compared card)",
         "| backend | cards | cards --limit 20 | cards --tag T --limit 20 | compare --tag "
-        "| viewer first page cold / warm (bytes) | export one card | verify | bytes/event |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| viewer first page cold / warm (bytes) | viewer leaderboard | viewer progress | export one card | verify "
+        "| bytes/event |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     with tempfile.TemporaryDirectory() as d:
         for n in sizes:

@@ -4,16 +4,25 @@
   (``scripts/cli_reference.py``): it must equal what the generator writes now, and every command and option has
   help text to put there.
 - The examples in README.md and docs/*.md run as written. A ```` ```sh ```` block's ``ledger ...`` lines run in bash
-  against a ledger the demo filled (``LEDGER_DB``). A ```` ```console ```` block's ``$ ...`` lines run the same
-  way, in a folder that also holds ``environment_files`` (the demo's and the test games), ``recordings`` (a toolkit
-  recording), ``harness`` (agents-harness recordings), ``empty`` (a folder without games) and ``v2.json`` (the
-  baselines file docs/baselines.md shows), and print the lines that follow them, ids, hashes, keys and times aside
-  (a ``...`` line stands for any lines; in docs/ pages every number is also set aside: their transcripts show the
-  output's shape); a transcript whose output ends with ``[exit N]`` must exit with N, any other with 0. The
-  transcripts of one page run in order, against one demo ledger. A plain ```` ``` ```` block may not hold a
-  ``$ ledger`` transcript unless the line before the block is ``<!-- not run: REASON -->``. ``CARD`` and any card
-  id stand for the demo's card, a 64-hex hash for the demo ledger's head. A ```` ```python ```` block runs in a
-  fresh folder and must assert something.
+  against a ledger the demo filled (``LEDGER_DB``), beside a signing key ``team.key`` and a ``checkpoints`` folder.
+  A ```` ```console ```` block's ``$ ...`` lines run the same way, in a folder that also holds ``environment_files``
+  (the demo's and the test games), ``recordings`` (a toolkit recording), ``harness`` (agents-harness recordings),
+  ``empty`` (a folder without games), ``v2.json`` (the baselines file docs/baselines.md shows) and ``main.py`` (a
+  Swarm-like harness, ``tests/swarm_harness.py``, for ``ledger record``), plus what ``PAGE_INPUTS`` makes for its
+  page (docs/import.md: toolkit runs in card folders ``runs``, laid flat in ``Downloads``, pasted out of order in
+  ``pasted``, and ``live``, a harness run the page's ledger captured live; docs/retract-and-output.md:
+  ``tampered.sqlite``, the page's ledger with a row rewritten behind the triggers; docs/remote-capture.md: a card
+  captured from a server, in the page's ledger and, still open, in ``open.sqlite``). They print the lines that follow
+  them (stdout, then stderr), ids, hashes, keys, times and interpreter paths aside (a ``...`` line stands for any
+  lines; in docs/ pages every number is also set aside: their transcripts show the output's shape); a transcript
+  whose output ends with ``[exit N]`` must exit with N, any other with 0. ``$ COMMAND &`` starts a job (a server) in
+  the background and shows the first lines it prints; ``$ kill -INT %1`` stops it as Ctrl-C does (it must exit 130);
+  port 8001 in a transcript stands for a free port, ``/opt/py313/bin/python`` for a Python of another version (the
+  transcript is skipped on a machine without one). The transcripts of one page run in order, against one demo
+  ledger. A block of another language (plain ```` ``` ````, ``text``) may not hold a ``$ ledger`` transcript unless
+  the line before the block is ``<!-- not run: REASON -->``; blocks indented under a list item count as any other.
+  ``CARD`` and any card id stand for the demo's card (docs/remote-capture.md: the server card), a 64-hex hash for
+  the demo ledger's head. A ```` ```python ```` block runs in a fresh folder and must assert something.
 """
 
 from __future__ import annotations
@@ -23,9 +32,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +51,7 @@ PAGES = {"README.md": README} | {
     f"docs/{p.name}": p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md")) if p.name != "cli.md"
 }
 BIN = Path(sys.executable).parent
-#: A documented command that does not finish in this time fails (a server example belongs in a not-run block).
+#: A documented command that does not finish in this time fails (a server runs as a job: `$ COMMAND &`).
 TIMEOUT = 120
 
 
@@ -153,22 +163,24 @@ class Block:
 
 
 def blocks(text: str, page: str = "README.md") -> list[Block]:
+    """The fenced blocks of ``text``, those indented under a list item included (their lines dedented)."""
     out: list[Block] = []
     lines = text.splitlines()
     i = 0
     while i < len(lines):
-        m = re.match(r"^```(\S*)\s*$", lines[i])
+        m = re.match(r"^( *)```(\S*)\s*$", lines[i])
         if m is None:
             i += 1
             continue
         start = i
+        indent = m.group(1)
         i += 1
         body = []
-        while i < len(lines) and not lines[i].startswith("```"):
-            body.append(lines[i])
+        while i < len(lines) and not lines[i].startswith(f"{indent}```"):
+            body.append(lines[i].removeprefix(indent))
             i += 1
         before = next((lines[j] for j in range(start - 1, -1, -1) if lines[j].strip()), "")
-        out.append(Block(page, m.group(1), start + 1, body, before.strip()))
+        out.append(Block(page, m.group(2), start + 1, body, before.strip()))
         i += 1
     return out
 
@@ -227,6 +239,8 @@ def _docs_inputs(folder: Path) -> None:
     arc.close_scorecard(card)
     run_swarm(folder / "harness", ["vis5"], seed=3, env_dir=env_dir, max_actions=20, llm=True)
     (folder / "empty").mkdir()
+    # The stand-in for the ARC-AGI-3-Agents' main.py that `ledger record` runs: a Swarm-like harness.
+    shutil.copy2(ROOT / "tests" / "swarm_harness.py", folder / "main.py")
     baselines_file = next(b for b in ALL_BLOCKS if b.page == "docs/baselines.md" and b.lang == "json")
     (folder / "v2.json").write_text("\n".join(baselines_file.lines) + "\n", encoding="utf-8")
 
@@ -248,8 +262,12 @@ def make_demo_ledger(folder: Path, *, inputs: bool = False) -> DemoLedger:
 
 @pytest.fixture(scope="module")
 def demo_ledger(tmp_path_factory: pytest.TempPathFactory) -> DemoLedger:
-    """One demo ledger for every ```sh line (they may add to it)."""
-    return make_demo_ledger(tmp_path_factory.mktemp("readme"))
+    """One demo ledger for every ```sh line (they may add to it), beside the signing key and the folder
+    docs/evidence.md's publishing example uses (``team.key`` and ``checkpoints``, made as that page makes them)."""
+    ledger = make_demo_ledger(tmp_path_factory.mktemp("readme"))
+    made = ledger.run("ledger keygen team.example/ledger -o team.key && mkdir -p checkpoints")
+    assert made.returncode == 0, made.stderr
+    return ledger
 
 
 @pytest.fixture(scope="module")
@@ -266,12 +284,89 @@ def page_ledgers(tmp_path_factory: pytest.TempPathFactory, docs_inputs: Path) ->
     return {}
 
 
+def _import_page_inputs(ledger: DemoLedger) -> None:
+    """docs/import.md: two toolkit runs in their card folders (``runs``) and the same files laid flat
+    (``Downloads``); a run's file pasted out of order (``pasted/<card>``); a harness run the page's ledger captured
+    live (``live``)."""
+    import random
+
+    from ledger import Ledger
+    from tests.harness_recorder import run_swarm
+    from tests.toolkit import arcade, record_runs
+
+    runs = record_runs(ledger.folder / "runs", 3, random.Random(14))
+    longest = max(runs, key=lambda r: len(r.lines))
+    (ledger.folder / "Downloads").mkdir()
+    for run in runs:
+        if run is not longest:
+            shutil.copy2(ledger.folder / "runs" / run.card / run.name, ledger.folder / "Downloads" / run.name)
+    # Line 5 repeats line 4, line 7 goes back in time: two lines no recorder writes.
+    lines = longest.lines
+    pasted = ledger.folder / "pasted" / longest.card
+    pasted.mkdir(parents=True)
+    (pasted / longest.name).write_bytes(b"".join([*lines[:4], lines[3], lines[5], lines[4], *lines[6:]]))
+    shutil.rmtree(ledger.folder / "runs" / longest.card)
+    env_dir = ledger.folder / "environment_files"
+    with Ledger.open(ledger.db) as led:
+        arc = arcade(env_dir)
+        capture = led.attach(arc)
+        run_swarm(ledger.folder / "live", ["vis5"], 25, env_dir=env_dir, max_actions=25, arc=arc)
+        capture.detach()
+
+
+def _tampered_ledger(ledger: DemoLedger) -> None:
+    """docs/retract-and-output.md: ``tampered.sqlite``, a copy of the page's ledger whose demo card's tenth event
+    was rewritten behind the triggers (its body an integer), as tests/test_tamper_columns.py rewrites rows."""
+    from tests.test_tamper_columns import rewrite_row
+
+    rewrite_row(ledger.db, ledger.folder / "tampered.sqlite", ledger.card_id, "body", 12345, snapshots=False)
+
+
+def _server_card(ledger: DemoLedger) -> DemoLedger:
+    """docs/remote-capture.md: a card captured from a server (the toolkit's REST server on 127.0.0.1, a COMPETITION
+    client with no game files, as tests/test_remote_truth.py plays it), in the page's ledger; ``open.sqlite`` is a
+    copy taken while it was open. ``CARD`` and any card id stand for that card on this page."""
+    from dataclasses import replace
+
+    from arc_agi import OperationMode
+    from arcengine import GameAction
+
+    from ledger import Ledger
+    from tests.test_audit import copy_ledger
+    from tests.test_online_capture import server
+    from tests.test_remote_truth import bare_client
+
+    with server() as srv, Ledger.open(ledger.db) as led:
+        arc = bare_client(srv.url, OperationMode.COMPETITION, ledger.folder / "no-games")
+        led.attach(arc)
+        card = arc.open_scorecard()
+        env = arc.make("cnt3", scorecard_id=card)
+        assert env is not None
+        for _ in range(3):
+            env.step(GameAction.ACTION1)
+        copy_ledger(ledger.db, ledger.folder / "open.sqlite")
+        arc.close_scorecard(card)
+    return replace(ledger, card_id=card)
+
+
+#: What a page's transcripts need beyond the docs' inputs, made beside its demo ledger (after the demo ran); a
+#: function that returns a ledger changes what the page's placeholders stand for.
+PAGE_INPUTS: dict[str, Callable[[DemoLedger], DemoLedger | None]] = {
+    "docs/import.md": _import_page_inputs,
+    "docs/retract-and-output.md": _tampered_ledger,
+    "docs/remote-capture.md": _server_card,
+}
+
+
 def page_ledger(ledgers: dict[str, DemoLedger], page: str, folder: Path, inputs: Path) -> DemoLedger:
-    """The demo ledger of ``page`` (with a copy of the docs' inputs beside it), made in ``folder`` the first time."""
+    """The demo ledger of ``page`` (with a copy of the docs' inputs beside it, and what ``PAGE_INPUTS`` makes for
+    the page), made in ``folder`` the first time."""
     if page not in ledgers:
         for item in inputs.iterdir():
             shutil.copytree(item, folder / item.name) if item.is_dir() else shutil.copy2(item, folder / item.name)
         ledgers[page] = make_demo_ledger(folder)
+        if page in PAGE_INPUTS:
+            ledgers[page] = PAGE_INPUTS[page](ledgers[page]) or ledgers[page]
     return ledgers[page]
 
 
@@ -284,11 +379,22 @@ NOT_RUN = re.compile(r"^<!-- not run: .+ -->$")
 def test_the_docs_have_runnable_examples() -> None:
     assert SH and CONSOLE and PYTHON, "the docs lost their ```sh, ```console or ```python examples (they keep it true)"
     pages_with_console = {b.page for b in CONSOLE}
-    for page in ("README.md", "docs/import.md", "docs/audit.md", "docs/baselines.md"):
+    for page in (
+        "README.md",
+        "docs/import.md",
+        "docs/audit.md",
+        "docs/baselines.md",
+        "docs/capture.md",
+        "docs/record.md",
+    ):
         assert page in pages_with_console, f"{page} has no ```console transcript that runs"
 
 
-@pytest.mark.parametrize("block", [b for b in ALL_BLOCKS if b.lang == ""], ids=lambda b: b.where)
+#: The languages of the blocks that run; a transcript in any other (plain, ``text``) would not.
+RUN = ("console", "sh", "bash", "python")
+
+
+@pytest.mark.parametrize("block", [b for b in ALL_BLOCKS if b.lang not in RUN], ids=lambda b: b.where)
 def test_every_transcript_runs(block: Block) -> None:
     # A `$ ledger` transcript in a plain block would never be run, so it could go stale unseen.
     transcript = [line for line in block.lines if line.startswith("$ ledger") or line.startswith("$ .venv/bin/ledger")]
@@ -312,6 +418,8 @@ _VOLATILE = [
     (re.compile(r"\d+(?:\.\d+)? s\b"), "<seconds>"),
     (re.compile(r"sqlite:///\S+"), "<db>"),
     (re.compile(r"schema \S+ \(head\)"), "schema <revision> (head)"),
+    # An interpreter's path on this machine (the reader's is elsewhere).
+    (re.compile(r"/[^\s()]*/python[\d.]*\b"), "<python>"),
     # Keys and signatures (a signed-note verifier key's key hash, base64 keys, hashes and signatures).
     (re.compile(r"\+[0-9a-f]{8}\+"), "+<keyhash>+"),
     (re.compile(r"[A-Za-z0-9+/]{40,}={0,2}"), "<base64>"),
@@ -352,25 +460,113 @@ def _sessions(block: Block) -> list[tuple[str, list[str]]]:
     return out
 
 
+#: The port a transcript's server listens on; the test gives it a free one instead.
+DOCS_PORT = "8001"
+#: A Python of another version than the ledger's; the test uses the one the machine has.
+OTHER_PYTHON = "/opt/py313/bin/python"
+
+
+@dataclass
+class Job:
+    """A transcript's ``$ COMMAND &``: a process of its own, its output (stdout and stderr) in a file."""
+
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def lines(self, folder: Path) -> list[str]:
+        return self.log.read_text(encoding="utf-8", errors="replace").replace(str(folder), ".").splitlines()
+
+
+def start_job(ledger: DemoLedger, command: str, expected: list[str], port: int | None) -> Job:
+    """Start ``command`` in the background; return once it printed the lines ``expected`` shows (and, when the
+    block names a port, once that port accepts connections), or once it ended."""
+    import socket
+    import time
+
+    log = ledger.folder / f"job-{len(list(ledger.folder.glob('job-*.log')))}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            ["bash", "-c", "exec " + ledger.substitute(command)],
+            cwd=ledger.folder,
+            env=ledger.env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    job = Job(proc, log)
+    wanted = len([line for line in expected if line.strip() != "..."])
+    deadline = time.monotonic() + TIMEOUT
+    while proc.poll() is None and time.monotonic() < deadline:
+        if len(job.lines(ledger.folder)) >= wanted:
+            if port is None:
+                break
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+        time.sleep(0.05)
+    return job
+
+
 @pytest.mark.parametrize("block", CONSOLE, ids=lambda b: b.where)
 def test_console_example_prints_what_the_docs_show(
     page_ledgers: dict[str, DemoLedger], docs_inputs: Path, tmp_path: Path, block: Block
 ) -> None:
+    from tests.rest_agent import free_port
+
     shape = block.page != "README.md"
     ledger = page_ledger(page_ledgers, block.page, tmp_path, docs_inputs)
-    for command, expected in _sessions(block):
-        done = ledger.run(command)
-        # The page's folder is wherever the test runs: shown as "." (where the reader runs the commands).
-        actual = (done.stdout + done.stderr).replace(str(ledger.folder), ".").splitlines()
-        # A transcript of a failure ends with "[exit N]": the status it must exit with (else 0).
-        status = re.fullmatch(r"\[exit (\d+)\]", expected[-1].strip()) if expected else None
-        if status:
-            expected = expected[:-1]
-        want = int(status.group(1)) if status else 0
-        assert done.returncode == want, f"{block.where}: `{command}` exited {done.returncode}:\n" + "\n".join(actual)
-        assert matches(expected, actual, shape=shape), (
-            f"{block.where}: `{command}` prints\n" + "\n".join(actual) + "\nbut the page shows\n" + "\n".join(expected)
-        )
+    port = free_port() if any(re.search(rf"\b{DOCS_PORT}\b", c) for c, _ in _sessions(block)) else None
+    job: Job | None = None
+    try:
+        for command, expected in _sessions(block):
+            if port is not None:
+                command = re.sub(rf"\b{DOCS_PORT}\b", str(port), command)
+            if OTHER_PYTHON in command:
+                from tests.test_record_exits import other_python
+
+                found = other_python()
+                if found is None:
+                    pytest.skip(f"{block.where}: no second Python (3.13) on this machine")
+                command = command.replace(OTHER_PYTHON, found)
+            if command.endswith(" &"):
+                assert job is None, f"{block.where}: one job per transcript"
+                job = start_job(ledger, command[:-2], expected, port)
+                actual = job.lines(ledger.folder)
+                assert job.proc.poll() is None, f"{block.where}: `{command}` ended:\n" + "\n".join(actual)
+                assert matches(expected, actual, shape=shape), (
+                    f"{block.where}: `{command}` prints\n" + "\n".join(actual) + "\nbut the page shows\n"
+                    + "\n".join(expected)
+                )  # fmt: skip
+                continue
+            if command == "kill -INT %1":
+                assert job is not None and not expected, f"{block.where}: `kill -INT %1` stops the job started above"
+                job.proc.send_signal(signal.SIGINT)
+                ended = job.proc.wait(timeout=TIMEOUT)
+                assert ended == 128 + signal.SIGINT, (
+                    f"{block.where}: the job did not stop as Ctrl-C stops it (exit {ended}):\n"
+                    + "\n".join(job.lines(ledger.folder))
+                )
+                continue
+            done = ledger.run(command)
+            # The page's folder is wherever the test runs: shown as "." (where the reader runs the commands).
+            actual = (done.stdout + done.stderr).replace(str(ledger.folder), ".").splitlines()
+            # A transcript of a failure ends with "[exit N]": the status it must exit with (else 0).
+            status = re.fullmatch(r"\[exit (\d+)\]", expected[-1].strip()) if expected else None
+            if status:
+                expected = expected[:-1]
+            want = int(status.group(1)) if status else 0
+            assert done.returncode == want, f"{block.where}: `{command}` exited {done.returncode}:\n" + "\n".join(
+                actual
+            )
+            assert matches(expected, actual, shape=shape), (
+                f"{block.where}: `{command}` prints\n" + "\n".join(actual) + "\nbut the page shows\n"
+                + "\n".join(expected)
+            )  # fmt: skip
+        assert job is None or job.proc.poll() is not None, f"{block.where}: a job left running: end with `kill -INT %1`"
+    finally:
+        if job is not None and job.proc.poll() is None:
+            os.killpg(job.proc.pid, signal.SIGKILL)
+            job.proc.wait()
 
 
 def test_matches_sees_a_difference() -> None:
@@ -381,6 +577,11 @@ def test_matches_sees_a_difference() -> None:
     assert matches(["imported 2 files, 456 lines"], ["imported 1 files, 9 lines"], shape=True)
     assert not matches(["imported 2 files, 456 lines"], ["imported 1 files, 9 lines"])
     assert not matches(["imported 2 files"], ["refused 2 files"], shape=True)
+    # An interpreter's path is the machine's, not the output's.
+    assert matches(
+        ["interpreter python (/home/me/.venv/bin/python), Python"], ["interpreter python (/w/v/bin/python3.12), Python"]
+    )
+    assert not matches(["interpreter python (/home/me/.venv/bin/python)"], ["interpreter ruby (/usr/bin/ruby)"])
 
 
 @pytest.mark.parametrize("block", PYTHON, ids=lambda b: b.where)

@@ -24,40 +24,11 @@ import pytest
 from ledger import Ledger
 from ledger.services.importing import import_recordings
 from tests.cli_run import LEDGER
-from tests.toolkit import ENV_DIR, arcade, random_action, step
+from tests.toolkit import ENV_DIR, RecordedRun, record_runs
 
 FILES = 200
 KINDS = ["whole", "cut", "cut_mid", "flat", "two_runs", "two_runs_flat", "shapes", "text", "junk", "repeat",
          "backwards", "empty"]  # fmt: skip
-
-
-@dataclass
-class Run:
-    """One recorded single-game card: its file's lines, and the toolkit's scorecard after each line."""
-
-    card: str
-    name: str
-    lines: list[bytes]
-    after: list[str]
-
-
-def _record_runs(root: Path, n: int, rng: random.Random) -> list[Run]:
-    arc = arcade(recordings_dir=str(root))
-    runs = []
-    for i in range(n):
-        card = arc.open_scorecard()
-        game = ["cnt3", "clk2", "nobl"][i % 3]
-        env = arc.make(game, scorecard_id=card, save_recording=True, include_frame_data=i % 2 == 0)
-        after = [arc.get_scorecard(card).model_dump_json()]
-        for _ in range(rng.randint(4, 14)):
-            a, x, y = random_action(rng, env)
-            step(env, a, x, y)
-            after.append(arc.get_scorecard(card).model_dump_json())
-        (f,) = (root / card).glob("*.jsonl")
-        lines = f.read_bytes().splitlines(keepends=True)
-        assert len(lines) == len(after)
-        runs.append(Run(card, f.name, lines, after))
-    return runs
 
 
 def _junk(rng: random.Random) -> bytes:
@@ -88,7 +59,7 @@ class Case:
     whole: str | None = None
 
 
-def _make_case(i: int, runs: list[Run], rng: random.Random) -> Case:
+def _make_case(i: int, runs: list[RecordedRun], rng: random.Random) -> Case:
     run = runs[i % len(runs)]
     other = runs[(i + 1 + rng.randrange(len(runs) - 1)) % len(runs)]
     n = len(run.lines)
@@ -135,7 +106,7 @@ def _make_case(i: int, runs: list[Run], rng: random.Random) -> Case:
     return Case(kind, rng.choice(["card", "flat"]), b"", None, False)
 
 
-def _place(root: Path, i: int, case: Case, run: Run) -> Path:
+def _place(root: Path, i: int, case: Case, run: RecordedRun) -> Path:
     folder = root / f"f{i}" / (run.card if case.folder == "card" else "Downloads")
     folder.mkdir(parents=True)
     f = folder / run.name
@@ -147,7 +118,7 @@ def _place(root: Path, i: int, case: Case, run: Run) -> Path:
 def cases(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Case, Path, str]]:
     root = tmp_path_factory.mktemp("generated")
     rng = random.Random(20)
-    runs = _record_runs(root / "rec", 12, rng)
+    runs = record_runs(root / "rec", 12, rng)
     out = []
     for i in range(FILES):
         case = _make_case(i, runs, rng)

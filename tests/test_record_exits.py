@@ -119,7 +119,7 @@ def test_a_signal_to_the_recorder_alone_stops_the_command_and_each_card_is_accou
 # -- a second interpreter ---------------------------------------------------------------------------------
 
 
-def _other_python() -> str | None:
+def other_python() -> str | None:
     """A Python other than the ledger's (3.12) on which the toolkit installs: 3.13 where the machine has it."""
     found = shutil.which("python3.13")
     candidates = [found] if found else []
@@ -134,7 +134,7 @@ def _other_python() -> str | None:
 @pytest.fixture(scope="session")
 def foreign_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A venv of another Python version with only the toolkit installed: it cannot load the ledger's msgspec."""
-    base = _other_python()
+    base = other_python()
     if base is None:
         pytest.skip("no second Python (3.13) on this machine to run the toolkit under")
     venv = tmp_path_factory.mktemp("foreign") / "venv"

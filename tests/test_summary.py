@@ -9,7 +9,7 @@ import re
 import shutil
 import sqlite3
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -58,6 +58,36 @@ def test_summary_equals_a_rebuild_after_every_kind_of_write(backend_url: str) ->
         )
         assert not differences(led.store)
         assert rebuild_summary(led.store) == len(got)
+        assert not differences(led.store)
+
+
+def test_action_counters_equal_a_rebuild_and_an_event_the_log_cannot_decode_leaves_no_row(backend_url: str) -> None:
+    # A captured action updates only the counters: times in another offset, naive and UTC come out as a rebuild
+    # from the stored bytes has them. An event built in Python with a value outside its type is stored (the log
+    # takes any bytes) but does not decode: the card then has no row, as in the rebuild.
+    with Ledger.open(backend_url) as led:
+        events = list(synthetic.card_events(synthetic.random.Random(9), 1, synthetic.baselines(led), close=False))
+        card_id = events[0].card_id  # type: ignore[union-attr]
+        led.append_card(card_id, events, 0)
+        game, plays = next(iter(led.load_card(card_id).games.items()))
+        version = len(events)
+        times = [
+            datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=timezone(timedelta(hours=2))),
+            datetime(2026, 3, 1, 12, 0, 1),
+            datetime(2026, 3, 1, 12, 0, 2, 7, tzinfo=UTC),
+        ]
+        for ts in times:
+            action = ActionTaken(
+                ts=ts, game_id=game, guid=plays[0].guid, action=2, levels_completed=0, state="NOT_FINISHED"
+            )
+            led.append_card(card_id, [action], version)
+            version += 1
+            row = stored(led.store)[card_id][0]
+            assert row is not None and row.last_ts == ts.isoformat() and row.version == version
+            assert not differences(led.store)
+        bogus = ActionTaken(ts=times[-1], game_id=game, guid=plays[0].guid, action=2, levels_completed=0, state="BOGUS")  # type: ignore[arg-type]
+        led.append_card(card_id, [bogus], version)
+        assert card_id not in stored(led.store)
         assert not differences(led.store)
 
 
@@ -203,3 +233,51 @@ def test_a_copy_keeps_the_summary(backend_url: str, tmp_path: Path) -> None:
         assert len(stored(led.store)) == 150
         assert not differences(led.store)
         assert ids[0] not in [c.card_id for c in list_cards(led)]
+
+
+def test_ledger_cards_and_the_cards_list_give_the_same_summaries(backend_url: str) -> None:
+    from ledger.core.events import CardOnServer, CardOpened, PlayStarted
+
+    with Ledger.open(backend_url) as led:
+        ids = synthetic.write_cards(led, 6, seed=9)  # closed
+        captured = run_demo(led)  # through the real toolkit
+        import_recordings(led, [CORPUS])
+        rng = synthetic.random.Random(11)
+        lapsed = list(synthetic.card_events(rng, 50, synthetic.baselines(led), close=False))  # open since 2026-01-01
+        led.append_card(lapsed[0].card_id, lapsed, 0)  # type: ignore[union-attr]
+        now = datetime.now(UTC)
+        fresh = [
+            CardOpened(ts=now, card_id="fresh-open", tags=["t1"], baselines_id=synthetic.baselines(led)),
+            PlayStarted(ts=now, game_id=synthetic.GAMES[0], guid="g1"),
+            ActionTaken(
+                ts=now, game_id=synthetic.GAMES[0], guid="g1", action=1, levels_completed=0, state="NOT_FINISHED"
+            ),
+        ]
+        led.append_card("fresh-open", fresh, 0)
+        # An open card on an ARC server that has not revealed the baselines of its game: no score yet.
+        on_server = [
+            CardOpened(ts=now, card_id="on-server", tags=["t2"]),
+            CardOnServer(ts=now, server="https://arc.example"),
+            PlayStarted(ts=now, game_id="zz01-0000", guid="g2"),
+            ActionTaken(ts=now, game_id="zz01-0000", guid="g2", action=1, levels_completed=0, state="NOT_FINISHED"),
+        ]
+        led.append_card("on-server", on_server, 0)
+        led.append_card(ids[2], [CardRetracted(ts=now, reason="a bad run")], led.load_card(ids[2]).events)
+        for include in (False, True):
+            facade = {c.card_id: c for c in led.cards(include_retracted=include)}
+            listed = {c.card_id: c for c in list_cards(led, CardFilter(include_retracted=include))}
+            assert facade == listed
+        every = {c.card_id: c for c in led.cards(include_retracted=True)}
+        assert captured in every and every[ids[2]].retracted is not None and every[ids[0]].closed is not None
+        assert every[lapsed[0].card_id].lapsed and every[lapsed[0].card_id].close_reason == "idle"  # type: ignore[union-attr]
+        assert every["fresh-open"].closed is None and every["on-server"].baselines_known is False
+        assert len(every) >= 6 + 1 + 1 + 3
+        # The card page's line: closed as the lists show it, its totals the card's document's.
+        from ledger.web.data import card_row
+
+        for cid, c in led.load_cards(list(every)).items():
+            doc = led.document(cid, card=c)
+            row = card_row(c, doc)
+            assert (row.closed, row.close_reason) == (every[cid].closed, every[cid].close_reason)
+            totals = (doc.score, doc.total_actions, doc.total_levels_completed, doc.total_levels)
+            assert (row.score, row.actions, row.levels_completed, row.levels) == totals

@@ -4,6 +4,7 @@ naming the event by `ledger verify` and `ledger audit`, never a crash of the rep
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -38,21 +39,37 @@ def _rewrites(body: bytes, hash_: str) -> list[tuple[str, object]]:
     ]
 
 
+def rewrite_row(
+    src: Path, dst: Path, card: str, column: str, value: object, *, index: int = 9, snapshots: bool = True
+) -> int:
+    """A copy ``dst`` of the ledger ``src`` whose ``index``-th event of ``card`` holds ``value`` in ``column``,
+    written behind the append-only triggers and the schema's checks (what an attacker with the file does); without
+    ``snapshots`` the cached projections go too (else they would answer for the events they cover). Its seq."""
+    copy_ledger(src, dst)
+    con = raw(dst)
+    seq = int(card_rows(con, card)[index][0])
+    con.execute("PRAGMA ignore_check_constraints = ON")  # the schema's length checks: an attacker skips them too
+    con.execute(f"UPDATE events SET {column} = ? WHERE seq = ?", (value, seq))
+    if not snapshots:
+        con.execute("DELETE FROM snapshots")
+    con.commit()
+    con.close()
+    return seq
+
+
 CASES = list(range(11))
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_a_column_of_the_wrong_type_is_a_fail_naming_the_event(master, tmp_path: Path, case: int) -> None:
     src, card, _, _ = master
-    db = copy_ledger(src, tmp_path / "tampered.sqlite")
-    con = raw(db)
-    seq, version, _, _, body, _, hash_ = card_rows(con, card)[9]
+    con = sqlite3.connect(src)
+    _, version, _, _, body, _, hash_ = card_rows(con, card)[9]
+    con.close()
     assert version == 10
     column, value = _rewrites(bytes(body), hash_)[case]
-    con.execute("PRAGMA ignore_check_constraints = ON")  # the schema's length checks: an attacker skips them too
-    con.execute(f"UPDATE events SET {column} = ? WHERE seq = ?", (value, seq))
-    con.commit()
-    con.close()
+    db = tmp_path / "tampered.sqlite"
+    seq = rewrite_row(src, db, card, column, value)
     r = ledger("--db", str(db), "verify")
     no_traceback(r)
     assert r.returncode == 1
@@ -95,12 +112,8 @@ def test_a_stream_column_of_the_wrong_type(master, tmp_path: Path) -> None:
     """The row leaves its card's stream: verify names it as a stream of its own that fails, the card's audit sees
     the gap it leaves."""
     src, card, _, _ = master
-    db = copy_ledger(src, tmp_path / "tampered.sqlite")
-    con = raw(db)
-    seq = card_rows(con, card)[9][0]
-    con.execute("UPDATE events SET stream = ? WHERE seq = ?", (card_stream(card).encode(), seq))
-    con.commit()
-    con.close()
+    db = tmp_path / "tampered.sqlite"
+    seq = rewrite_row(src, db, card, "stream", card_stream(card).encode())
     r = ledger("--db", str(db), "verify")
     no_traceback(r)
     assert r.returncode == 1
@@ -113,13 +126,8 @@ def test_a_stream_column_of_the_wrong_type(master, tmp_path: Path) -> None:
 @pytest.mark.parametrize("body", [12345, b"\x00\xff not an event"])
 def test_every_reader_of_a_tampered_card_says_so_in_one_line(master, tmp_path: Path, body: object) -> None:
     src, card, _, _ = master
-    db = copy_ledger(src, tmp_path / "tampered.sqlite")
-    con = raw(db)
-    seq = card_rows(con, card)[9][0]
-    con.execute("UPDATE events SET body = ? WHERE seq = ?", (body, seq))
-    con.execute("DELETE FROM snapshots")  # else the cached projection would answer for the events it covers
-    con.commit()
-    con.close()
+    db = tmp_path / "tampered.sqlite"
+    rewrite_row(src, db, card, "body", body, snapshots=False)
     # `cards` reads the cards summary (written when the events were appended), not the events: it still lists the
     # card; `verify` is what finds the rewritten row (test_a_column_of_the_wrong_type_is_a_fail_naming_the_event).
     listed = ledger("--db", str(db), "cards")

@@ -351,7 +351,8 @@ _INERT = """() => {
     for (const a of el.attributes) if (a.name.startsWith('on')) bad.push(el.tagName + ' ' + a.name);
   });
   document.querySelectorAll('script').forEach(s => {
-    if (!(s.src.endsWith('static/viewer.js') || s.type === 'application/json')) bad.push('script ' + s.outerHTML);
+    const own = s.src.endsWith('static/viewer.js') || s.src.endsWith('static/vendor/uplot/uPlot.iife.min.js');
+    if (!(own || s.type === 'application/json')) bad.push('script ' + s.outerHTML);
   });
   document.querySelectorAll('img, iframe, object, embed, b').forEach(el => bad.push(el.outerHTML));
   return {bad: bad, pwned: window.__pwned === undefined ? null : window.__pwned};
@@ -380,6 +381,9 @@ def test_hostile_tags_opaque_and_reasoning_stay_text(played: Played, site: Site,
     page.goto(site.compare([hostile, played.cards["a1"]]))
     _assert_inert(page)
     assert HOSTILE_TAG in page.text_content("#leaderboard")
+    page.goto(site.base + ("progress" if site.mode == "live" else "progress.html"))
+    _assert_inert(page)
+    assert HOSTILE_TAG in page.text_content("#progress-chart .u-legend")
     game = played.exports[hostile]["environments"][0]["id"]
     page.goto(site.replay(hostile, game, 1))
     _assert_inert(page)

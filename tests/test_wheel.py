@@ -36,6 +36,9 @@ def unpacked_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         names = zf.namelist()
         assert "ledger/storage/migrations/env.py" in names, "the wheel does not carry the migrations"
         assert any(n.startswith("ledger/storage/migrations/versions/0001_") for n in names)
+        # The viewer's vendored chart library (no CDN: the viewer and the bundle work offline).
+        for vendored in ("uPlot.iife.min.js", "uPlot.min.css", "LICENSE"):
+            assert f"ledger/web/static/vendor/uplot/{vendored}" in names, f"the wheel does not carry {vendored}"
         zf.extractall(site)
     return site
 

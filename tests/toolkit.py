@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +74,33 @@ def play_random_card(
         if check is not None and i % 17 == 0:
             check(card_id)
     return card_id
+
+
+@dataclass
+class RecordedRun:
+    """One recorded single-game card: its file's lines, and the toolkit's scorecard after each line."""
+
+    card: str
+    name: str
+    lines: list[bytes]
+    after: list[str]
+
+
+def record_runs(root: Path, n: int, rng: random.Random) -> list[RecordedRun]:
+    """``n`` single-game cards played at random with ``save_recording``: the toolkit writes ``root/<card>/*.jsonl``."""
+    arc = arcade(recordings_dir=str(root))
+    runs = []
+    for i in range(n):
+        card = arc.open_scorecard()
+        game = ["cnt3", "clk2", "nobl"][i % 3]
+        env = arc.make(game, scorecard_id=card, save_recording=True, include_frame_data=i % 2 == 0)
+        after = [arc.get_scorecard(card).model_dump_json()]
+        for _ in range(rng.randint(4, 14)):
+            a, x, y = random_action(rng, env)
+            step(env, a, x, y)
+            after.append(arc.get_scorecard(card).model_dump_json())
+        (f,) = (root / card).glob("*.jsonl")
+        lines = f.read_bytes().splitlines(keepends=True)
+        assert len(lines) == len(after)
+        runs.append(RecordedRun(card, f.name, lines, after))
+    return runs

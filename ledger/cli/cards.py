@@ -56,6 +56,7 @@ def init(ctx: click.Context) -> None:
     help="Only cards opened at or after WHEN: an ISO date or time (UTC unless it says), or an age like 30m, 12h, 7d.",
 )
 @click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N", help="At most N cards (after sorting).")
+# A Choice like `baselines diff --match`: choices and help of its own.
 @click.option(
     "--sort",
     type=click.Choice(SORT_KEYS),
@@ -319,6 +320,7 @@ def _plays_json(card: CardState) -> dict[str, list[dict[str, Any]]]:
     help="Also check that the log extends this signed checkpoint (`ledger checkpoint`): its signature, then an "
     "RFC 9162 consistency proof from the tree it signed to the tree the events make today. Needs --key.",
 )
+# A file option like --checkpoint's: the key that checks it, with help of its own.
 @click.option(
     "--key",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),

@@ -32,6 +32,7 @@ def _opened(open_fn: Any, where: str, **kwargs: Any) -> Iterator[LogStore]:
     metavar="PATH|URL",
     help="The ledger to copy from (default: --db / $LEDGER_DB). It is only read: not created, not migrated.",
 )
+# Required like `bundle --output` and `retract --reason`; each names its own value.
 @click.option(
     "--to",
     "destination",

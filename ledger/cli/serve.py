@@ -25,6 +25,7 @@ from ledger.cli.common import LedgerCommandError, count, listen_error, open_ledg
     help="Competition mode (create_app(competition_mode=True)): one card, a game made once per card, an open card "
     "hidden (403), RESET on an untouched level re-applies the last observation, unplayed games made at close.",
 )
+# Bound like `ledger view` (view.py); each help names what its own server exposes.
 @click.option(
     "--host",
     default="127.0.0.1",

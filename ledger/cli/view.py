@@ -62,7 +62,7 @@ def _is_loopback(host: str) -> bool:
 @click.option("--environments", type=click.Path(exists=True, file_okay=False), default=None, help=_ENVIRONMENTS_HELP)
 @click.pass_context
 def view(ctx: click.Context, host: str, port: int, environments: str | None) -> None:
-    """Serve a local web viewer over the ledger, read-only: cards, card, compare and replay pages.
+    """Serve a local web viewer over the ledger, read-only: cards, card, compare, progress and replay pages.
 
     Open cards update in the page while agents play. The first line printed is the address to open. Ctrl-C stops
     the server (exit 130).
@@ -171,7 +171,11 @@ def bundle(
 @click.argument("card_ids", nargs=-1, metavar="CARD CARD...")
 @click.option("--tag", "tags", multiple=True, metavar="T", help="Also every card with tag T (repeat for more tags).")
 @click.option(
-    "--json", "as_json", is_flag=True, help="One JSON object: cards, games (per level, per card), leaderboard."
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON object: cards (with opened time and score), games (per level: baseline, each card's actions), "
+    "leaderboard: the numbers the viewer's charts draw.",
 )
 @click.option(
     "--include-retracted",

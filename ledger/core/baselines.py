@@ -64,6 +64,8 @@ def by_base_id(entries: Mapping[str, BaselineEntry]) -> dict[str, list[BaselineE
 _Baseline = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
+# BaselineEntry's fields again, not the event struct itself: a file's baselines are bounded to int64 and decoded as
+# laxly as the toolkit's pydantic model reads them; ``entry_from_metadata`` copies them over by name.
 class _Metadata(msgspec.Struct, forbid_unknown_fields=False):
     game_id: str
     title: str | None = None
@@ -84,11 +86,4 @@ def entry_from_metadata(data: bytes) -> BaselineEntry:
     except RecursionError:
         # Skipping an unknown field recurses into its value: deeply nested JSON there exhausts the stack.
         raise msgspec.DecodeError("JSON is nested too deeply") from None
-    return BaselineEntry(
-        game_id=m.game_id,
-        title=m.title,
-        baseline_actions=m.baseline_actions,
-        tags=m.tags,
-        private_tags=m.private_tags,
-        level_tags=m.level_tags,
-    )
+    return BaselineEntry(**msgspec.structs.asdict(m))

@@ -6,6 +6,7 @@ it is copied into another ledger (``ledger copy``) where it gets a different ``s
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
@@ -44,34 +45,35 @@ def event_hash(prev_hash: str, stream: str, version: int, type_: str, body: byte
     ).hexdigest()
 
 
+@functools.lru_cache(maxsize=4096)
+def _part(text: str) -> bytes:
+    # A stream's or a type's length-prefixed part of the message: the same for every event of a card, so built
+    # once per process (live capture hashes one event per toolkit step).
+    data = text.encode("utf-8")
+    return len(data).to_bytes(8, "big") + data
+
+
 def chain_hashes(prev_hash: str, stream: str, version: int, rows: Iterable[tuple[str, bytes]]) -> list[str]:
     """:func:`event_hash` of consecutive events of ``stream`` (``(type, body)`` each) following ``version`` and
     ``prev_hash``: the same hashes, with the stream's and each type's part of the message built once (a batch
     append of thousands of events spends its time here)."""
-    s = stream.encode("utf-8")
-    head = DOMAIN  # the message up to prev_hash's length field, then prev_hash; then the stream's part
-    stream_part = len(s).to_bytes(8, "big") + s
-    types: dict[str, bytes] = {}
+    stream_part = _part(stream)
     sha256 = hashlib.sha256
     out = []
     for type_, body in rows:
         version += 1
-        t = types.get(type_)
-        if t is None:
-            tb = type_.encode()
-            t = types[type_] = len(tb).to_bytes(8, "big") + tb
         p = prev_hash.encode("ascii")
         v = str(version).encode("ascii")
         prev_hash = sha256(
             b"".join(
                 (
-                    head,
+                    DOMAIN,  # the message up to prev_hash's length field, then prev_hash; then the stream's part
                     len(p).to_bytes(8, "big"),
                     p,
                     stream_part,
                     len(v).to_bytes(8, "big"),
                     v,
-                    t,
+                    _part(type_),
                     len(body).to_bytes(8, "big"),
                     body,
                 )
@@ -142,6 +144,7 @@ def ledger_head(stream_heads: Iterable[tuple[str, int, str]]) -> str:
     return h.hexdigest()
 
 
+# A read-only property per column, a Protocol: the chain checks read any such row, StoredEvent or another.
 class Link(Protocol):
     """A stored event as the chain and the audit see it (``StoredEvent`` is one)."""
 

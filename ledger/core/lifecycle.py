@@ -31,6 +31,14 @@ MAX_OPEN_RANGE = (60, 60 * 24 * 7)
 # -- the toolkit's limits ---------------------------------------------------------------------------------------
 
 
+def limits(environ: Mapping[str, str]) -> tuple[int, int]:
+    """(STALE_MINUTES, MAX_OPEN_FOR_MINUTES) as the toolkit reads them from ``environ``: what lapses an open card."""
+    return (
+        env_minutes(environ, "STALE_MINUTES", DEFAULT_STALE_MINUTES, *STALE_RANGE),
+        env_minutes(environ, "MAX_OPEN_FOR_MINUTES", DEFAULT_MAX_OPEN_FOR_MINUTES, *MAX_OPEN_RANGE),
+    )
+
+
 def env_minutes(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
     """A minutes setting read exactly as the toolkit does: int() of the raw string (a non-int falls back to
     ``default``), then clamped to ``lo..hi``."""

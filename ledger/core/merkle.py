@@ -223,6 +223,7 @@ def verify_consistency(old: int, new: int, old_root: bytes, new_root: bytes, pro
     while fn & 1:
         fn >>= 1
         sn >>= 1
+    # The same walk as verify_inclusion's, with two running hashes: kept as RFC 9162 writes each, to check by eye.
     fr = sr = path[0]
     for c in path[1:]:
         if sn == 0:

@@ -61,6 +61,7 @@ class Play:
     started_at: datetime | None = None
 
 
+# CardOpened's fields come first: the state keeps what the event said, and the two stay two types (log vs fold).
 @dataclass(slots=True)
 class CardState:
     """A card as its events describe it."""
@@ -202,6 +203,7 @@ def apply(card: CardState, e: AnyEvent) -> None:
         case BaselinesAttached():
             card.baselines_id = e.baselines_id
             card.baselines_attached_at = e.ts
+        # Each event sets the fields of its own kind; alike in shape only (attached by hand vs revealed by a server).
         case BaselinesReported():
             card.baselines_id = e.baselines_id
             card.baselines_reported_at = e.ts

@@ -134,18 +134,11 @@ def retraction_text(when: str, reason: str | None) -> str:
 def shown_close(card: CardState, now: datetime, environ: Mapping[str, str]) -> tuple[datetime, str, bool] | None:
     """(closed at, reason, lapsed) as every reader shows the card: its own close, or the toolkit's auto-close
     (``lapsed`` True) once it has passed by ``now`` under the STALE_MINUTES / MAX_OPEN_FOR_MINUTES of ``environ``;
-    None while the card is open. The one lapsed-card rule (``cards``, ``Ledger.cards()``, the viewer)."""
+    None while the card is open. The lapsed-card rule for a card folded from its events (a summary row:
+    :meth:`ledger.ledger.CardSummary.of`), both through :func:`lapse`."""
     if card.closed and card.closed_at is not None:
         return card.closed_at, card.close_reason or "?", False
-    from ledger.core.lifecycle import (
-        DEFAULT_MAX_OPEN_FOR_MINUTES,
-        DEFAULT_STALE_MINUTES,
-        MAX_OPEN_RANGE,
-        STALE_RANGE,
-        env_minutes,
-    )
+    from ledger.core.lifecycle import limits
 
-    stale = env_minutes(environ, "STALE_MINUTES", DEFAULT_STALE_MINUTES, *STALE_RANGE)
-    max_open = env_minutes(environ, "MAX_OPEN_FOR_MINUTES", DEFAULT_MAX_OPEN_FOR_MINUTES, *MAX_OPEN_RANGE)
-    at = lapse(card, card.last_ts, now, stale, max_open)
+    at = lapse(card, card.last_ts, now, *limits(environ))
     return (at[0], at[1], True) if at is not None else None

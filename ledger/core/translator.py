@@ -88,6 +88,7 @@ def translate(card: CardState, obs: Observation, *, seed: int | None = None) -> 
             emit(LevelReset(ts=ts, game_id=gid, guid=guid, levels_completed=obs.levels_completed, state=obs.state))
     elif obs.action in GAME_ACTIONS and started:
         emit(
+            # The event's fields one by one: its schema is the log's, whatever else an observation carries.
             ActionTaken(
                 ts=ts,
                 game_id=gid,

@@ -19,14 +19,7 @@ from ledger.core import document
 from ledger.core.audit_checks import Check, Status, check_consistency, check_integrity
 from ledger.core.events import ActionTaken, BaselineEntry, Numbered, card_stream
 from ledger.core.import_checks import check_import
-from ledger.core.lifecycle import (
-    DEFAULT_MAX_OPEN_FOR_MINUTES,
-    DEFAULT_STALE_MINUTES,
-    MAX_OPEN_RANGE,
-    STALE_RANGE,
-    check_lifecycle,
-    env_minutes,
-)
+from ledger.core.lifecycle import check_lifecycle, limits
 from ledger.core.postmortem import PostMortem, postmortem
 from ledger.core.projection import CardState, fold
 from ledger.core.scoring import score_card
@@ -37,17 +30,12 @@ from ledger.toolkit.resimulate import ResimResult, resimulate
 
 def stale_minutes(environ: Mapping[str, str] | None = None) -> int:
     """STALE_MINUTES as the toolkit reads it (default: this process's environment): default 15, clamped to 1..60."""
-    return env_minutes(os.environ if environ is None else environ, "STALE_MINUTES", DEFAULT_STALE_MINUTES, *STALE_RANGE)
+    return limits(os.environ if environ is None else environ)[0]
 
 
 def max_open_minutes(environ: Mapping[str, str] | None = None) -> int:
     """MAX_OPEN_FOR_MINUTES as the toolkit reads it: default 4320 (3 days), clamped to 60..10080."""
-    return env_minutes(
-        os.environ if environ is None else environ,
-        "MAX_OPEN_FOR_MINUTES",
-        DEFAULT_MAX_OPEN_FOR_MINUTES,
-        *MAX_OPEN_RANGE,
-    )
+    return limits(os.environ if environ is None else environ)[1]
 
 
 # -- 3. re-simulation -------------------------------------------------------------------------------------------

@@ -346,7 +346,8 @@ class GameDiff(msgspec.Struct, frozen=True):
     fields: list[str]
 
 
-_COMPARED = ("title", "tags", "private_tags", "level_tags")
+#: What a change lists besides the baselines themselves: every other field of an entry but its id.
+_COMPARED = tuple(f for f in BaselineEntry.__struct_fields__ if f not in ("game_id", "baseline_actions"))
 
 
 def _game_diff(old: BaselineEntry | None, new: BaselineEntry | None) -> GameDiff:

@@ -12,11 +12,11 @@ their card scores (ties: more cards, then the tag).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ledger.core.document import EnvironmentDoc, ScorecardDoc
+from ledger.core.document import EnvironmentDoc, RunDoc, ScorecardDoc
 from ledger.core.projection import CardState
 from ledger.core.scoring import best_play_index
 from ledger.core.timeline import retraction_note
@@ -36,8 +36,8 @@ class LevelCell(msgspec.Struct, frozen=True, kw_only=True):
     completed: bool
 
 
-class CardGame(msgspec.Struct, frozen=True, kw_only=True):
-    """One card's entry for one game."""
+class GameTotals(msgspec.Struct, frozen=True, kw_only=True):
+    """A game's totals over every play, as its document has them: what a compare entry and the viewer's game show."""
 
     score: float
     levels_completed: int
@@ -45,6 +45,16 @@ class CardGame(msgspec.Struct, frozen=True, kw_only=True):
     actions: int
     resets: int
     completed: bool
+
+
+def game_totals(env: EnvironmentDoc) -> dict[str, Any]:
+    """The :class:`GameTotals` fields of a game's document entry, to build any struct that extends it."""
+    return {f: getattr(env, f) for f in GameTotals.__struct_fields__}
+
+
+class CardGame(GameTotals, frozen=True, kw_only=True):
+    """One card's entry for one game."""
+
     plays: int
     best_play: int
     levels: list[LevelCell]
@@ -73,6 +83,8 @@ class CardColumn(msgspec.Struct, frozen=True, kw_only=True):
     closed: bool
     #: ``retracted on WHEN, reason: WHY`` for a retracted card (shown only when asked for); never ranked.
     retracted: str | None = None
+    #: When the card was opened (ISO 8601), None for a card without an opened event: the progress chart's time axis.
+    opened: str | None = None
 
 
 class LeaderRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -94,34 +106,23 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     leaderboard: list[LeaderRow]
 
 
+def level_cells(run: RunDoc) -> list[LevelCell]:
+    """Each level of a play as its run entry scores it (``baseline`` None where the set has none)."""
+    return [
+        LevelCell(level=i + 1, baseline=None if b < 0 else b, actions=a, score=s, completed=i < run.levels_completed)
+        for i, (b, a, s) in enumerate(
+            zip(run.level_baseline_actions or [], run.level_actions or [], run.level_scores or [], strict=False)
+        )
+    ]
+
+
 def _card_game(card: CardState, env: EnvironmentDoc) -> CardGame:
     plays = card.games.get(env.id, [])
     best = best_play_index(plays)
     runs = env.runs
     run = runs[best] if 0 <= best < len(runs) else runs[0]
-    levels = [
-        LevelCell(
-            level=i + 1,
-            baseline=None if b < 0 else b,
-            actions=a,
-            score=s,
-            completed=i < run.levels_completed,
-        )
-        for i, (b, a, s) in enumerate(
-            zip(run.level_baseline_actions or [], run.level_actions or [], run.level_scores or [], strict=False)
-        )
-    ]
     return CardGame(
-        score=env.score,
-        levels_completed=env.levels_completed,
-        level_count=env.level_count,
-        actions=env.actions,
-        resets=env.resets,
-        completed=env.completed,
-        plays=len(plays),
-        best_play=best + 1,
-        levels=levels,
-        message=run.message,
+        **game_totals(env), plays=len(plays), best_play=best + 1, levels=level_cells(run), message=run.message
     )
 
 
@@ -177,6 +178,7 @@ def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]]) -> Comparison:
                 actions=doc.total_actions,
                 closed=card.closed,
                 retracted=retraction_note(card),
+                opened=card.opened_at.isoformat() if card.opened_at else None,
             )
         )
     games = []

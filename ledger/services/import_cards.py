@@ -1,12 +1,13 @@
 """What both importers (toolkit recordings, harness recordings) share: one card's result, the card as the ledger
-holds it, the baseline set new cards are stored with, and attaching baselines to a card imported without them.
+holds it, the baseline set new cards are stored with, attaching baselines to a card imported without them, and how
+an import closes the card.
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -30,7 +31,9 @@ from ledger.errors import VersionConflict
 from ledger.toolkit.import_problems import Problem
 
 if TYPE_CHECKING:
+    from ledger.core.document import ScorecardDoc
     from ledger.ledger import Ledger
+    from ledger.services.import_identity import GuidIndex
 
 
 @dataclass(slots=True)
@@ -92,6 +95,22 @@ def with_retries(
         return result
     gave_up = "other writers kept changing this card"
     return CardResult(card_id, "not imported", files, error=gave_up, exit_code=1), 0
+
+
+def close_import(
+    card: CardState, bmap: Mapping[str, BaselineEntry], ts: datetime, read: Sequence[AnyEvent], out: list[AnyEvent]
+) -> ScorecardDoc:
+    """Apply ``read`` (what the import says of its files: lines skipped, how far each was read) then the
+    ``CardClosed(end_of_import)`` at ``ts`` with the scored document's hash to ``card``, appending them to ``out``;
+    returns that document. Every import ends a card this way."""
+    for ev in read:
+        apply(card, ev)
+        out.append(ev)
+    doc = score_card(card, bmap)
+    closed = CardClosed(ts=ts, reason="end_of_import", document_sha256=document.sha256(doc))
+    apply(card, closed)
+    out.append(closed)
+    return doc
 
 
 def load_existing(ledger: Ledger, card_id: str) -> Existing | None:
@@ -171,6 +190,19 @@ def attach_baselines(ledger: Ledger, existing: Existing, baselines: Baselines, r
 def count_not_counted(events: Sequence[AnyEvent], result: CardResult) -> None:
     """Count the lines the server would not have counted: actions answered after their play ended."""
     result.not_counted += sum(1 for e in events if type(e) is ActionIgnored)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportOptions:
+    """What every card of one import is read and written with (both importers take it whole)."""
+
+    ledger: Ledger
+    baselines: Baselines
+    #: The card ids the ledger's plays are on: a play held on another card is compared with it, never written twice.
+    index: GuidIndex
+    strict: bool = False
+    progress: Callable[[int], None] | None = None
+    allow_repeats: bool = False
 
 
 @dataclass(slots=True)

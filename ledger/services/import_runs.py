@@ -60,6 +60,7 @@ def run_usage(
     if meta.unused:
         problems.append(Problem(where, None, "harness", f"run_meta.json keys not used: {', '.join(meta.unused)}"))
     u = meta.usage
+    # The event's fields one by one, from two sources (run_meta.json and its usage): no struct to copy whole.
     return RunUsage(
         ts=ts,
         folder=folder.name,

@@ -50,11 +50,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.core import baselines as bl
-from ledger.core import document
 from ledger.core.events import (
     AnyEvent,
     BaselineEntry,
-    CardClosed,
     CardOpened,
     CardReopened,
     LinesSkipped,
@@ -63,14 +61,15 @@ from ledger.core.events import (
 )
 from ledger.core.import_checks import not_a_recording
 from ledger.core.projection import CardState, apply, new_card
-from ledger.core.scoring import score_card
 from ledger.core.translator import Observation, translate
 from ledger.errors import ImportInputError
 from ledger.services.import_cards import (
     Baselines,
     CardResult,
     Existing,
+    ImportOptions,
     attach_baselines,
+    close_import,
     count_not_counted,
     load_existing,
     with_retries,
@@ -104,17 +103,7 @@ def _ts_key(o: Observation) -> datetime:
     return o.ts
 
 
-def _import_card(
-    ledger: Ledger,
-    card_id: str,
-    plan: CardPlan,
-    baselines: Baselines,
-    strict: bool,
-    progress: Callable[[int], None] | None,
-    problems: list[Problem],
-    index: GuidIndex,
-    allow_repeats: bool,
-) -> tuple[CardResult, int]:
+def _import_card(opts: ImportOptions, card_id: str, plan: CardPlan, problems: list[Problem]) -> tuple[CardResult, int]:
     files = plan.files
     unknown = _unknown_formats(files, problems)
     if unknown:
@@ -123,46 +112,21 @@ def _import_card(
     if len(files) == 1 and parse_name(files[0].name) is not None:
         from ledger.services.importing_harness import import_harness_card
 
-        return import_harness_card(
-            ledger,
-            card_id,
-            files[0],
-            baselines,
-            strict,
-            progress,
-            problems,
-            allow_repeats=allow_repeats,
-            index=index,
-            how=plan.how,
-        )
-    return with_retries(
-        card_id,
-        len(files),
-        lambda found: _import_card_once(
-            ledger, card_id, plan, baselines, strict, progress, found, index, allow_repeats
-        ),
-        problems,
-    )
+        return import_harness_card(opts, card_id, files[0], problems, how=plan.how)
+    return with_retries(card_id, len(files), lambda found: _import_card_once(opts, card_id, plan, found), problems)
 
 
 def _import_card_once(
-    ledger: Ledger,
-    card_id: str,
-    plan: CardPlan,
-    baselines: Baselines,
-    strict: bool,
-    progress: Callable[[int], None] | None,
-    problems: list[Problem],
-    index: GuidIndex,
-    allow_repeats: bool,
+    opts: ImportOptions, card_id: str, plan: CardPlan, problems: list[Problem]
 ) -> tuple[CardResult, int]:
+    ledger, baselines, index = opts.ledger, opts.baselines, opts.index
     files = plan.files
     # Files whose card nothing proves are read (to say what is wrong with them) but never joined to a card.
     existing = load_existing(ledger, card_id) if plan.how != "unproven" else None
     result = CardResult(card_id, "nothing to import", len(files))
     # A card captured live is compared with its recordings, never added to (its actions would count twice).
     live = existing is not None and not existing.imported
-    reads, card_problems, bytes_read = _read_new_lines(files, None if live else existing, progress)
+    reads, card_problems, bytes_read = _read_new_lines(files, None if live else existing, opts.progress)
     problems.extend(card_problems)
     for r in reads:
         for reason, n in r.skip_reasons.items():
@@ -173,7 +137,7 @@ def _import_card_once(
         problems.append(refused)
         result.status, result.error, result.exit_code = "not imported", _REFUSED[refused.kind], 2
         return result, bytes_read
-    repeats = None if allow_repeats else _repeats(card_problems)
+    repeats = None if opts.allow_repeats else _repeats(card_problems)
     if repeats is not None:
         result.status, result.error, result.exit_code = "not imported", repeats, 2
         return result, bytes_read
@@ -182,7 +146,7 @@ def _import_card_once(
         result.status, result.error, result.exit_code = "not imported", str(fatal[0]), 1
         return result, bytes_read
     bad = [p for p in card_problems if p.kind in STRICT_KINDS]
-    if strict and bad:
+    if opts.strict and bad:
         result.status, result.exit_code = "not imported", 2
         result.error = f"{len(bad)} problem(s) in its recordings (--strict): nothing of this card imported"
         return result, bytes_read
@@ -302,27 +266,23 @@ def _record_progress_and_close(
 ) -> None:
     """Append each file's LinesSkipped and RecordingImported (how far it was read), then CardClosed(end_of_import)
     with the scored document's hash."""
+    read: list[AnyEvent] = []
     for r in advanced:
         if r.skipped_lines:
-            skipped = LinesSkipped(ts=r.last_ts or last, file=r.name, lines=r.skipped_lines)
-            apply(card, skipped)
-            out.append(skipped)
-        ev = RecordingImported(
-            ts=r.last_ts or last,
-            file=r.name,
-            offset=r.end,
-            lines=r.lines,
-            skipped=r.skipped,
-            tail_sha256=r.tail_sha256,
-            game_state=r.game_state,  # type: ignore[arg-type]
-            prefix_sha256=r.prefix_sha256,
+            read.append(LinesSkipped(ts=r.last_ts or last, file=r.name, lines=r.skipped_lines))
+        read.append(
+            RecordingImported(
+                ts=r.last_ts or last,
+                file=r.name,
+                offset=r.end,
+                lines=r.lines,
+                skipped=r.skipped,
+                tail_sha256=r.tail_sha256,
+                game_state=r.game_state,  # type: ignore[arg-type]
+                prefix_sha256=r.prefix_sha256,
+            )
         )
-        apply(card, ev)
-        out.append(ev)
-    doc = score_card(card, bmap)
-    closed = CardClosed(ts=last, reason="end_of_import", document_sha256=document.sha256(doc))
-    apply(card, closed)
-    out.append(closed)
+    close_import(card, bmap, last, read, out)
 
 
 def _refusal(reads: list[FileRead], plan: CardPlan, card_id: str, index: GuidIndex) -> Problem | None:
@@ -454,13 +414,13 @@ def import_recordings(
         problems.extend(Problem(p, None, "environments", "skipped (the toolkit skips it too)") for p in env_problems)
         entries = bl.canonical(found)
     baselines = Baselines(ledger, entries, environments)
-    index = GuidIndex(ledger)
-    plans = plan_cards(cards, index, card_id, problems)
+    opts = ImportOptions(ledger, baselines, GuidIndex(ledger), strict, progress, allow_repeats)
+    plans = plan_cards(cards, opts.index, card_id, problems)
     t0 = time.perf_counter()
     results: list[CardResult] = []
     bytes_read = 0
     for cid, plan in plans.items():
-        r, n = _import_card(ledger, cid, plan, baselines, strict, progress, problems, index, allow_repeats)
+        r, n = _import_card(opts, cid, plan, problems)
         results.append(r)
         if on_card is not None:
             on_card(r)

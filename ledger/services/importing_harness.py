@@ -22,12 +22,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
-from ledger.core import document
 from ledger.core.events import (
     ActionsInferred,
     ActionTaken,
     AnyEvent,
-    CardClosed,
     CardOpened,
     CardReopened,
     FramesNoted,
@@ -39,20 +37,20 @@ from ledger.core.events import (
 )
 from ledger.core.import_checks import not_a_recording
 from ledger.core.projection import apply, new_card
-from ledger.core.scoring import score_card
 from ledger.core.translator import Observation, translate
 from ledger.services.harness_report import cross_check, report_read, skipped_lines, tail_sha256
-from ledger.services.import_cards import (
+from ledger.services.import_cards import (  # the card bookkeeping both importers share (importing.py too)
     Baselines,
     CardResult,
     Existing,
+    ImportOptions,
     attach_baselines,
+    close_import,
     count_not_counted,
     load_existing,
     with_retries,
 )
 from ledger.services.import_compare import compare_with_held, held_elsewhere
-from ledger.services.import_identity import GuidIndex
 from ledger.services.import_runs import run_tags, run_usage
 from ledger.toolkit.game_states import frame_digest
 from ledger.toolkit.harness import (
@@ -72,32 +70,16 @@ if TYPE_CHECKING:
 
 
 def import_harness_card(
-    ledger: Ledger,
-    card_id: str,
-    path: Path,
-    baselines: Baselines,
-    strict: bool,
-    progress: Callable[[int], None] | None,
-    problems: list[Problem],
-    *,
-    allow_repeats: bool = False,
-    index: GuidIndex | None = None,
-    how: str = "harness",
+    opts: ImportOptions, card_id: str, path: Path, problems: list[Problem], *, how: str = "harness"
 ) -> tuple[CardResult, int]:
     """Import (or resume) the card of one harness recording; retried when another writer got there first.
 
-    Lines that repeat an earlier one or go back in time refuse the card (exit 2) unless ``allow_repeats``. Plays
-    that ``index`` finds on another card are compared with it, not written (:mod:`ledger.services.import_compare`).
+    Lines that repeat an earlier one or go back in time refuse the card (exit 2) unless ``opts.allow_repeats``.
+    Plays that ``opts.index`` finds on another card are compared with it, not written
+    (:mod:`ledger.services.import_compare`).
     ``how`` says how ``card_id`` was found (``harness``: the recorder's uuid, which is said).
     """
-    return with_retries(
-        card_id,
-        1,
-        lambda found: _import_once(
-            ledger, card_id, path, baselines, strict, progress, found, allow_repeats, index, how
-        ),
-        problems,
-    )
+    return with_retries(card_id, 1, lambda found: _import_once(opts, card_id, path, found, how), problems)
 
 
 def _steps_for(path: Path, read: HarnessRead, problems: list[Problem]) -> tuple[dict[int, Step], Path | None]:
@@ -261,19 +243,11 @@ def _prepare(
 
 
 def _import_once(
-    ledger: Ledger,
-    card_id: str,
-    path: Path,
-    baselines: Baselines,
-    strict: bool,
-    progress: Callable[[int], None] | None,
-    problems: list[Problem],
-    allow_repeats: bool,
-    index: GuidIndex | None,
-    how: str,
+    opts: ImportOptions, card_id: str, path: Path, problems: list[Problem], how: str
 ) -> tuple[CardResult, int]:
+    ledger, baselines, index = opts.ledger, opts.baselines, opts.index
     result = CardResult(card_id, "nothing to import", 1)
-    prep = _prepare(ledger, result, path, strict, progress, problems, allow_repeats)
+    prep = _prepare(ledger, result, path, opts.strict, opts.progress, problems, opts.allow_repeats)
     if prep is None:
         return result, 0 if result.exit_code == 1 else (path.stat().st_size if path.exists() else 0)
     read, done = prep.read, prep.done
@@ -295,7 +269,7 @@ def _import_once(
     if prep.existing is None and not obs:
         result.lines = 0
         return result, prep.size
-    held = held_elsewhere(index, obs, card_id) if index is not None else None
+    held = held_elsewhere(index, obs, card_id)
     if held is not None:
         lines = [f.lineno for f in read.frames if f.lineno in choices and f.lineno > done and f.guid is not None]
         compare_with_held(
@@ -395,13 +369,7 @@ def _commit(
             prefix_sha256=read.prefix_sha256,
         )
     )
-    for ev in extra:
-        apply(card, ev)
-        out.append(ev)
-    doc = score_card(card, bmap)
-    closed = CardClosed(ts=tail_ts, reason="end_of_import", document_sha256=document.sha256(doc))
-    apply(card, closed)
-    out.append(closed)
+    doc = close_import(card, bmap, tail_ts, extra, out)
     # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
     ledger.append_card(card_id, out, version, state=card)
     return out, doc

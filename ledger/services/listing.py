@@ -13,11 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-import msgspec
-
+from ledger.core.lifecycle import limits
 from ledger.core.projection import CardState
-from ledger.core.server_baselines import unknown_baselines
-from ledger.core.timeline import lapse
 from ledger.core.timeline import shown_close as timeline_close
 from ledger.ledger import CardSummary, Ledger
 from ledger.storage.summary import SummaryRow, micros
@@ -61,32 +58,6 @@ def as_shown(card: CardState, now: datetime | None = None, environ: Mapping[str,
     return dataclasses.replace(card, closed_at=shown[0], close_reason=shown[1])
 
 
-def _shown(row: SummaryRow, now: datetime, stale: int, max_open: int, baselines_known: bool = True) -> CardSummary:
-    card = CardState(
-        card_id=row.card_id,
-        opened_at=datetime.fromisoformat(row.opened) if row.opened else None,
-        close_reason=row.close_reason,
-    )
-    due = lapse(card, datetime.fromisoformat(row.last_ts) if row.last_ts else None, now, stale, max_open)
-    closed, reason = (row.closed, row.close_reason) if due is None else (due[0].isoformat(), due[1])
-    return CardSummary(
-        card_id=row.card_id,
-        opened=row.opened,
-        closed=closed,
-        close_reason=reason,
-        games=row.games,
-        plays=row.plays,
-        actions=row.actions,
-        score=row.score,
-        events=row.events,
-        tags=msgspec.json.decode(row.tags) if row.tags is not None else None,
-        lapsed=due is not None,
-        retracted=row.retracted,
-        retract_reason=row.retract_reason,
-        baselines_known=baselines_known,
-    )
-
-
 def page_of(f: CardFilter, now: datetime, stale: int, max_open: int) -> PageQuery:
     """The summary query of a ``ledger cards`` filter: the same page for the CLI, the viewer and the bundle."""
     minute = 60_000_000
@@ -115,13 +86,11 @@ def shown_rows(
 ) -> list[tuple[SummaryRow, CardSummary]]:
     """The summary rows of the page ``f`` asks for, each with its line as ``ledger cards`` shows it (the lapsed
     rule applied): the one query the CLI, the viewer and the bundle share."""
-    from ledger.services.audit import max_open_minutes, stale_minutes
-
     f = f or CardFilter()
     moment = now or datetime.now(UTC)
-    stale, max_open = stale_minutes(environ), max_open_minutes(environ)
-    rows = read_page(ledger.store, page_of(f, moment, stale, max_open))
-    return [(r, _shown(r, moment, stale, max_open, _baselines_known(ledger, r))) for r in rows]
+    lapse_after = limits(os.environ if environ is None else environ)
+    rows = read_page(ledger.store, page_of(f, moment, *lapse_after))
+    return [(r, CardSummary.of(r, moment, lapse_after, _baselines_known(ledger, r))) for r in rows]
 
 
 def list_cards(
@@ -137,14 +106,5 @@ def list_cards(
 
 
 def _baselines_known(ledger: Ledger, row: SummaryRow) -> bool:
-    """False for an open card on an ARC server whose baselines nothing revealed yet (its score is no score then).
-
-    Only an open card can be in that state, and only the page's open cards are loaded to tell: a closed card's
-    baselines are known from its close.
-    """
-    if row.closed is not None:
-        return True
-    card = ledger.load_card(row.card_id)
-    if card.server is None:
-        return True
-    return not unknown_baselines(card, ledger.document(row.card_id, card=card))
+    # Only the page's open cards are loaded to tell: a closed card's baselines are known from its close.
+    return row.closed is not None or ledger.baselines_known(ledger.load_card(row.card_id))

@@ -361,9 +361,19 @@ def encode_events(new_events: Sequence[Event]) -> list[tuple[str, str, bytes]]:
 
 
 class StoreBase:
-    """What both backends share: the public append methods over their ``_append_rows``, the trigger check."""
+    """What both backends share: the public append methods over their ``_append_rows``, the trigger check, the
+    migration's revision check."""
 
     dialect: str
+    readonly: bool
+
+    def describe(self) -> str:
+        """Where the ledger is, for messages."""
+        raise NotImplementedError
+
+    def revision(self) -> str | None:
+        """The schema revision the database is at (None for an empty database)."""
+        raise NotImplementedError
 
     def append(
         self, stream: str, new_events: Sequence[Event], expected_version: int | None = None
@@ -397,6 +407,20 @@ class StoreBase:
 
     def triggers(self) -> set[str]:
         """Names of the enabled append-only triggers present on ``events``."""
+        raise NotImplementedError
+
+    def migrate(self) -> None:
+        """Bring the schema to the latest revision (creates it on an empty database)."""
+        if self.readonly:
+            raise StoreError(f"the ledger at {self.describe()} is open read-only: it cannot be migrated")
+        # At head (the usual case) this is one query: opening must not queue behind writers for the write lock.
+        rev = self.revision()
+        check_revision(rev, self.describe())
+        if rev != head_revision():
+            self._upgrade(rev)
+
+    def _upgrade(self, rev: str | None) -> None:
+        """Migrate the schema from revision ``rev`` (None: an empty database) to the head, in the backend's way."""
         raise NotImplementedError
 
     def missing_triggers(self) -> list[str]:

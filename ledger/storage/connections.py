@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypedDict, Unpack
 
 from ledger.errors import StoreError
 
@@ -52,23 +53,24 @@ class _ProcessState:
         self.pid = pid
 
 
+class _Waits(TypedDict):
+    """How long a thread waits for a connection (the store's busy timeout), and where the store is (for messages)."""
+
+    timeout: float
+    where: Callable[[], str]
+
+
 class _PerProcess[C, S: _ProcessState]:
     """What a writer and a reader pool share: how connections are opened, closed and described, and one state per
     process (a parent's, inherited by a fork, stays referenced and untouched)."""
 
     def __init__(
-        self,
-        connect: Callable[[], C],
-        close: Callable[[C], None],
-        *,
-        timeout: float,
-        where: Callable[[], str],
-        state: Callable[[int], S],
+        self, connect: Callable[[], C], close: Callable[[C], None], state: Callable[[int], S], **waits: Unpack[_Waits]
     ) -> None:
         self._connect = connect
         self._close = close
-        self.timeout = timeout
-        self._where = where
+        self.timeout = waits["timeout"]
+        self._where = waits["where"]
         self._new_state = state
         self._state = state(_pid)
         self._inherited: list[S] = []
@@ -99,33 +101,28 @@ class Writer[C](_PerProcess[C, _WriterState[C]]):
         self,
         connect: Callable[[], C],
         close: Callable[[C], None],
-        *,
-        timeout: float,
-        where: Callable[[], str],
         usable: Callable[[C], bool] = lambda con: True,
+        **waits: Unpack[_Waits],
     ) -> None:
-        super().__init__(connect, close, timeout=timeout, where=where, state=_WriterState)
+        super().__init__(connect, close, _WriterState, **waits)
         self._usable = usable
 
-    @contextmanager
-    def locked(self) -> Iterator[None]:
+    def locked(self) -> _Held[C]:
         """Hold the writer for this thread (re-entrant); raises StoreError after waiting ``timeout`` seconds."""
+        return _Held(self, False)
+
+    def connection(self) -> _Held[C]:
+        """Hold the writer (:meth:`locked`) and use its connection."""
+        return _Held(self, True)
+
+    def _acquire(self) -> threading.RLock:
         st = self._current()
         if not st.lock.acquire(timeout=self.timeout):
             raise StoreError(
                 f"cannot write to the ledger at {self._where()}: another thread of this process kept writing for "
                 f"{self.timeout:g} s (the busy timeout)"
             )
-        try:
-            yield
-        finally:
-            st.lock.release()
-
-    @contextmanager
-    def connection(self) -> Iterator[C]:
-        """Hold the writer (:meth:`locked`) and use its connection."""
-        with self.locked():
-            yield self.get()
+        return st.lock
 
     def get(self) -> C:
         """The writer connection, opened on first use; hold :meth:`locked` to use it. One that is no longer
@@ -152,6 +149,30 @@ class Writer[C](_PerProcess[C, _WriterState[C]]):
             self.discard()
 
 
+class _Held[C]:
+    """``with writer.locked()`` / ``with writer.connection() as con``: a plain class, not a generator context
+    manager, because every captured step goes through one (a generator costs a few microseconds each time)."""
+
+    __slots__ = ("_lock", "_with_con", "_writer")
+
+    def __init__(self, writer: Writer[C], with_con: bool) -> None:
+        self._writer = writer
+        self._with_con = with_con
+
+    def __enter__(self) -> C:
+        lock = self._lock = self._writer._acquire()
+        if not self._with_con:
+            return None  # type: ignore[return-value]
+        try:
+            return self._writer.get()
+        except BaseException:
+            lock.release()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
 class _PoolState[C](_ProcessState):
     def __init__(self, pid: int) -> None:
         super().__init__(pid)
@@ -162,19 +183,14 @@ class _PoolState[C](_ProcessState):
         self.closed = False
 
 
+# Built as Writer is (its own extra setting, then the shared part): what both do alike is _PerProcess's.
 class ReadPool[C](_PerProcess[C, _PoolState[C]]):
     """At most ``size`` reader connections, each used by one thread at a time (see the module's docstring)."""
 
     def __init__(
-        self,
-        connect: Callable[[], C],
-        close: Callable[[C], None],
-        *,
-        timeout: float,
-        where: Callable[[], str],
-        size: int = READERS,
+        self, connect: Callable[[], C], close: Callable[[C], None], size: int = READERS, **waits: Unpack[_Waits]
     ) -> None:
-        super().__init__(connect, close, timeout=timeout, where=where, state=_PoolState)
+        super().__init__(connect, close, _PoolState, **waits)
         self.size = size
 
     @contextmanager

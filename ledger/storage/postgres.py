@@ -26,7 +26,6 @@ from ledger.storage.base import (
     chain_rows,
     check_revision,
     copy_batch_of,
-    head_revision,
     no_ledger,
 )
 from ledger.storage.connections import Writer
@@ -51,6 +50,7 @@ from ledger.storage.summary_pg import pg_reader, pg_reader_sql, run_pg
 from ledger.storage.summary_sql import probe
 
 
+# SQLiteStore's twin over another driver and dialect, method by method; what both do alike is StoreBase's.
 class PostgresStore(StoreBase):
     """A ledger in one PostgreSQL database."""
 
@@ -99,14 +99,7 @@ class PostgresStore(StoreBase):
 
     # -- schema -------------------------------------------------------------------------------------------
 
-    def migrate(self) -> None:
-        """Bring the schema to the latest revision (creates it on an empty database)."""
-        if self.readonly:
-            raise StoreError(f"the ledger at {self.describe()} is open read-only: it cannot be migrated")
-        rev = self.revision()
-        check_revision(rev, self.describe())
-        if rev == head_revision():
-            return
+    def _upgrade(self, rev: str | None) -> None:
         from ledger.storage.migrating import upgrade
 
         try:

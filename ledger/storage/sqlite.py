@@ -36,7 +36,6 @@ from ledger.storage.base import (
     check_revision,
     copied_rows,
     copy_batch_of,
-    head_revision,
     lowest_versions,
     no_ledger,
     not_a_file,
@@ -149,15 +148,7 @@ class SQLiteStore(StoreBase):
 
     # -- schema -------------------------------------------------------------------------------------------
 
-    def migrate(self) -> None:
-        """Bring the schema to the latest revision (creates it on an empty database)."""
-        if self.readonly:
-            raise StoreError(f"the ledger at {self.describe()} is open read-only: it cannot be migrated")
-        # At head (the usual case) this is one query: opening must not queue behind writers for the write lock.
-        rev = self.revision()
-        check_revision(rev, self.describe())
-        if rev == head_revision():
-            return
+    def _upgrade(self, rev: str | None) -> None:
         if rev is None and self._create_fresh():
             return
         from sqlalchemy.exc import DBAPIError
@@ -220,7 +211,7 @@ class SQLiteStore(StoreBase):
     def _append_rows(
         self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None
     ) -> list[StoredEvent]:
-        # The capture hot path: one append per toolkit step, so plain driver calls and nothing else.
+        # The capture hot path: one append of one event per toolkit step, so plain driver calls and nothing else.
         head = self._heads.known(stream, expected_version)
         try:
             with self._writer.connection() as dbapi:
@@ -231,18 +222,15 @@ class SQLiteStore(StoreBase):
                         head = (row[0], row[1]) if row else (0, chain.GENESIS)
                         if expected_version is not None and head[0] != expected_version:
                             raise VersionConflict(stream, expected_version)
-                    new = chain_rows(stream, rows, *head)
-                    if len(new) == 1:
-                        e = new[0]
-                        cur = dbapi.execute(INSERT_SQL, (stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash))
-                        assert cur.lastrowid is not None  # set by every INSERT
-                        seqs = [cur.lastrowid]
+                    if len(rows) == 1:
+                        out = [sq.insert_one(dbapi, stream, rows[0], head)]
                     else:
+                        new = chain_rows(stream, rows, *head)
                         # Under the write lock, an INTEGER PRIMARY KEY without deletes is assigned max+1 each time:
                         # a batch's seqs are the consecutive numbers ending at the last one inserted.
                         dbapi.executemany(INSERT_SQL, [astuple(e)[1:] for e in new])
                         last = dbapi.execute("SELECT last_insert_rowid()").fetchone()[0]
-                        seqs = list(range(last - len(new) + 1, last + 1))
+                        out = [replace(e, seq=s) for s, e in enumerate(new, last - len(new) + 1)]
                     change = append_summary(self._summary, dbapi.execute, dbapi.executemany, stream, head[0], rows)
                     dbapi.execute("COMMIT")
                 except BaseException:
@@ -259,7 +247,6 @@ class SQLiteStore(StoreBase):
         except BaseException:
             self._heads.forget(stream)
             raise
-        out = [replace(e, seq=s) for s, e in zip(seqs, new, strict=True)]
         self._heads.set(stream, out[-1])
         return out
 

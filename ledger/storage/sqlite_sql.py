@@ -6,6 +6,7 @@ import os
 import sqlite3
 from typing import Any
 
+from ledger.core import chain
 from ledger.errors import InputError, StoreError
 from ledger.storage.base import StoredEvent, no_ledger
 from ledger.storage.checkpoint import BACKSTOP_PAGES
@@ -21,6 +22,20 @@ STREAMS_SQL = (
     "FROM events {where} GROUP BY stream) AS a JOIN events AS e ON e.stream = a.stream AND e.version = a.v "
     "ORDER BY a.fs"
 )
+
+
+def insert_one(
+    dbapi: sqlite3.Connection, stream: str, row: tuple[str, str, bytes], head: tuple[int, str]
+) -> StoredEvent:
+    """Insert one ``(type, ts, body)`` row after ``head`` (version, hash), inside the caller's transaction.
+
+    One event per toolkit step: hashed, inserted and given its seq as it is built, with no list or copy between.
+    """
+    (type_, ts, body), (version, prev) = row, head
+    h = chain.chain_hashes(prev, stream, version, ((type_, body),))[0]
+    cur = dbapi.execute(INSERT_SQL, (stream, version + 1, type_, ts, body, prev, h))
+    assert cur.lastrowid is not None  # set by every INSERT
+    return StoredEvent(cur.lastrowid, stream, version + 1, type_, ts, body, prev, h)
 
 
 def sqlite_path(url: str) -> str:

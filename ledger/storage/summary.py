@@ -21,11 +21,12 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import msgspec
 
 from ledger.core import baselines as bl
+from ledger.core.document import ScorecardDoc
 from ledger.core.events import CARD_STREAM, BaselineEntry, BaselinesRecorded, decode
 from ledger.core.projection import CardState, fold, new_card
 from ledger.core.scoring import score_card
@@ -101,7 +102,9 @@ class SummaryRow(msgspec.Struct, frozen=True):
 def micros(t: datetime) -> int:
     """``t`` as microseconds since 1970 (a naive time is taken as UTC, as the lists read it)."""
     aware = t if t.tzinfo is not None else t.replace(tzinfo=UTC)
-    return (aware - _EPOCH) // timedelta(microseconds=1)
+    # The timedelta's own fields: a third of the cost of ``// timedelta(microseconds=1)``, the same integer.
+    d = aware - _EPOCH
+    return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -112,7 +115,11 @@ def card_score(card: CardState, baselines: Mapping[str, BaselineEntry]) -> tuple
     """The card's score, levels completed and level count under ``baselines``, as its document has them (an open
     competition card as it will close)."""
     every = card.environments if card.competition_mode and not card.closed else None
-    doc = score_card(card, baselines, all_environments=every)
+    return scored(score_card(card, baselines, all_environments=every))
+
+
+def scored(doc: ScorecardDoc) -> tuple[float, int, int]:
+    """(score, levels completed, level count) of a card's document: what its summary row holds of it."""
     return doc.score, doc.total_levels_completed, doc.total_levels
 
 
@@ -221,7 +228,10 @@ class SummaryKeeper:
     ) -> Change | None:
         """The summary change of appending ``bodies`` (of ``types``) after ``base_version``; None for a stream
         that is not a card. ``read`` replays the stream when this process does not hold the card at
-        ``base_version``; it and the baseline reads run in the caller's transaction."""
+        ``base_version``; it and the baseline reads run in the caller's transaction.
+
+        The bodies are decoded here, not taken from the caller's event objects: an event the log cannot decode
+        (a value outside its type) leaves the card without a row, as a rebuild from the log does."""
         card_id = card_id_of(stream)
         if card_id is None or not self.enabled:
             return None
@@ -236,12 +246,12 @@ class SummaryKeeper:
                 held = Tracked(state, base_version, None, keys_of(state))
             else:
                 state = held.state
-            fold(card_id, (decode(b) for b in bodies), state)
+            fold(card_id, map(decode, bodies), state)
         except (msgspec.DecodeError, msgspec.ValidationError):
             # The log takes any bytes; a card with an event that is not one has no row (the rebuild agrees).
             return Change(stream, None, None, None)
         scored = held.scored
-        rescore = scored is None or any(t not in COUNTER_TYPES for t in types)
+        rescore = scored is None or not COUNTER_TYPES.issuperset(types)
         if rescore or scored is None:
             scored = card_score(state, self.baselines(state.baselines_id, read))
         keys = keys_of(state) if rescore else held.keys

@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from typing import Any
 
+import msgspec
+
 from ledger.errors import StoreError
 from ledger.storage.base import LogStore
 from ledger.storage.summary import KEYS, SUMMARY, SummaryRow, rebuild
 from ledger.storage.summary_sql import (
     HAS_SUMMARY_SQL,
     INSERT_KEY_SQL,
+    MANY_CARDS,
     SELECT_KEYS_SQL,
     SELECT_ROWS_SQL,
     UPSERT_SQL,
@@ -25,7 +28,10 @@ from ledger.storage.summary_sql import (
     leaderboard_query,
     page_query,
     pg,
+    recent_tags_query,
     row_params,
+    tag_count_query,
+    tag_points_query,
 )
 
 Built = Mapping[str, tuple[SummaryRow, frozenset[tuple[str, str]]]]
@@ -189,6 +195,24 @@ def distinct_keys(store: LogStore, kind: str) -> list[str]:
     """Every tag (``"t"``) or game id (``"g"``) of the ledger's cards, sorted."""
     sql, args = distinct_keys_query(kind)
     return [r[0] for r in query(store, sql, args)]
+
+
+def tag_points(store: LogStore, tag: str, limit: int, before: str | None = None) -> list[tuple[str, str, int, float]]:
+    """(card id, opened, opened key, score) of the newest ``limit`` cards with ``tag`` that have an opened time and
+        are not retracted, newest first, opened before card ``before`` if given: two queries on the summary (how many
+    cards the tag has, which chooses the plan; then the page)."""
+    many = int(query(store, *tag_count_query(tag))[0][0]) > MANY_CARDS
+    sql, args = tag_points_query(tag, limit, before, many=many)
+    return [(r[0], r[1], int(r[2]), float(r[3])) for r in query(store, sql, args)]
+
+
+def recent_tags(store: LogStore, cards: int) -> list[str]:
+    """The tags of the ``cards`` newest cards that are not retracted, the most recently used first: one query."""
+    sql, args = recent_tags_query(cards)
+    seen: dict[str, None] = {}
+    for (tags,) in query(store, sql, args):
+        seen.update(dict.fromkeys(msgspec.json.decode(tags)))
+    return list(seen)
 
 
 def stream_bodies(store: LogStore, streams: Sequence[str], chunk: int = 500) -> dict[str, list[bytes]]:

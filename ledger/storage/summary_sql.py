@@ -194,9 +194,13 @@ def append_summary(
 ) -> Change | None:
     """Write the summary change of appending ``rows`` after ``base_version`` (inside the append transaction);
     the caller passes the result to ``keeper.committed`` once the transaction has committed."""
-    probe(keeper, execute, "sqlite")
+    if not keeper.enabled:
+        probe(keeper, execute, "sqlite")
     change = keeper.change(stream, base_version, [r[0] for r in rows], [r[2] for r in rows], body_reader(execute))
-    run_statements(execute, executemany, [change])
+    if change is not None and change.counters is not None:
+        execute(COUNTERS_SQL, change.counters)  # a captured action: one statement, nothing to build
+    else:
+        run_statements(execute, executemany, [change])
     return change
 
 
@@ -236,6 +240,54 @@ def leaderboard_query(include_retracted: bool = False) -> str:
     )
 
 
+#: A tag with more cards than this is read along the opened-time index (see :func:`tag_points_query`).
+MANY_CARDS = 5000
+
+
+def tag_points_query(tag: str, limit: int, before: str | None = None, *, many: bool = False) -> tuple[str, list[Any]]:
+    """The newest ``limit`` cards with ``tag`` (``all_tags``) that have an opened time and are not retracted, newest
+    first: (card_id, opened, opened_key, score); ``before``: only cards opened before that card (keyset paging).
+
+    Two plans for one answer: a tag of few cards reads them through the keys table and sorts them (its cost is its
+    cards); a tag of ``many`` cards walks the opened-time index from the newest and keeps the cards with the tag
+    (its cost is about the cards opened since its ``limit``-th newest), so neither reads every card of a large tag.
+    """
+    args: list[Any] = [tag, NEVER]
+    older = ""
+    if before is not None:
+        older = f" AND (opened_key, card_id) < (SELECT opened_key, card_id FROM {SUMMARY} WHERE card_id = ?)"
+        args.append(before)
+    if many:
+        has_tag = f"EXISTS (SELECT 1 FROM {KEYS} k WHERE k.kind = 't' AND k.value = ? AND k.card_id = s.card_id)"
+    else:
+        has_tag = f"s.card_id IN (SELECT card_id FROM {KEYS} WHERE kind = 't' AND value = ?)"
+    sql = (
+        f"SELECT s.card_id, s.opened, s.opened_key, s.score FROM {SUMMARY} s WHERE {has_tag} "
+        f"AND s.retracted IS NULL AND s.opened_key < ?{older} ORDER BY s.opened_key DESC, s.card_id DESC LIMIT ?"
+    )
+    return sql, [*args, limit]
+
+
+def tag_count_query(tag: str) -> tuple[str, list[Any]]:
+    """How many cards have ``tag`` (retracted ones too): a range of the keys table's primary key, nothing else."""
+    return f"SELECT count(*) FROM {KEYS} WHERE kind = 't' AND value = ?", [tag]
+
+
+def recent_tags_query(cards: int) -> tuple[str, list[Any]]:
+    """The tags of the ``cards`` newest cards that are not retracted, newest first (the opened-time index)."""
+    return (
+        f"SELECT tags FROM {SUMMARY} WHERE retracted IS NULL AND tags IS NOT NULL "
+        "ORDER BY opened_key DESC, card_id DESC LIMIT ?",
+        [cards],
+    )
+
+
 def distinct_keys_query(kind: str) -> tuple[str, list[Any]]:
-    """Every tag (``t``) or game (``g``) any card has, sorted."""
-    return f"SELECT DISTINCT value FROM {KEYS} WHERE kind = ? ORDER BY value", [kind]
+    """Every tag (``t``) or game (``g``) any card has, sorted: a loose scan of the keys table's primary key, one
+    index seek per distinct value (not one step per card, as ``SELECT DISTINCT`` would take)."""
+    sql = (
+        f"WITH RECURSIVE v(x) AS (SELECT (SELECT min(value) FROM {KEYS} WHERE kind = ?) UNION ALL "
+        f"SELECT (SELECT min(value) FROM {KEYS} WHERE kind = ? AND value > v.x) FROM v WHERE v.x IS NOT NULL) "
+        "SELECT x FROM v WHERE x IS NOT NULL ORDER BY x"
+    )
+    return sql, [kind, kind]

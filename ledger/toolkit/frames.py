@@ -50,6 +50,7 @@ def palette_or_empty() -> list[str]:
         return []
 
 
+# An ActionTaken as the replay page shows it (the action named, what it did marked): a view, not the event.
 class Step(msgspec.Struct, frozen=True, kw_only=True):
     """One point of the timeline: the play's start (``n`` 0) or one input the agent sent."""
 

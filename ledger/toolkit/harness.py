@@ -138,6 +138,7 @@ class _Action(msgspec.Struct):
     data: dict[str, Any] | None = None
 
 
+# A harness frame line's data under the harness's own names; alike only in shape to the ledger's structs.
 class _Data(msgspec.Struct):
     frame: msgspec.Raw
     state: str
@@ -201,7 +202,7 @@ def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
                 read.blank_lines += 1
                 continue
             if lineno - read.blank_lines == 1:
-                read.first_bad = not _is_record(body)
+                read.first_bad = not _decodes(_line, body)
             if pending_final is not None:
                 # A scorecard-shaped line that was not the last: a side line after all.
                 pending_final = None
@@ -218,7 +219,7 @@ def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
             try:
                 d = _data.decode(rec.data)
             except (msgspec.DecodeError, RecursionError):
-                whole = _any.decode(rec.data) if _valid_json(rec.data) else None
+                whole = _any.decode(rec.data) if _decodes(_any, rec.data) else None
                 if isinstance(whole, dict) and "frame" in whole:
                     _skip(read, lineno, body, "wrong types")
                 elif _is_scorecard(whole):
@@ -248,17 +249,9 @@ def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
     return read
 
 
-def _is_record(body: bytes) -> bool:
+def _decodes(decoder: msgspec.json.Decoder[Any], raw: bytes) -> bool:
     try:
-        _line.decode(body)
-    except (msgspec.DecodeError, RecursionError):
-        return False
-    return True
-
-
-def _valid_json(raw: bytes) -> bool:
-    try:
-        _any.decode(raw)
+        decoder.decode(raw)
     except (msgspec.DecodeError, RecursionError):
         return False
     return True
@@ -333,7 +326,7 @@ def sniff(path: Path) -> str:
             raw = f.readline(1 << 24)
             if not raw:
                 break
-            if not _valid_json(raw.strip()):
+            if not _decodes(_any, raw.strip()):
                 continue
             records += 1
             try:

@@ -28,6 +28,7 @@ class LedgerPort(Protocol):
         """Append events to a stream, hash-chained, in one transaction."""
         ...
 
+    # Ledger.append_card's signature: capture (toolkit) may not import the facade, so the port names it again.
     def append_card(
         self,
         card_id: str,

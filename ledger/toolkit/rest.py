@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -67,15 +66,21 @@ def unwatch(card_id: str) -> None:
     _watchers.pop(card_id, None)
 
 
-@contextmanager
-def via_manager() -> Iterator[None]:
+class _ViaManager:
+    # A plain class, not a generator context manager: every captured step enters one (a generator costs more).
+    __slots__ = ("_prev",)
+
+    def __enter__(self) -> None:
+        self._prev = getattr(_tls, "via_manager", False)
+        _tls.via_manager = True
+
+    def __exit__(self, *exc: object) -> None:
+        _tls.via_manager = self._prev
+
+
+def via_manager() -> _ViaManager:
     """Mark the current thread as inside ``ScorecardManager.update_scorecard`` (whose hook records the update)."""
-    prev = getattr(_tls, "via_manager", False)
-    _tls.via_manager = True
-    try:
-        yield
-    finally:
-        _tls.via_manager = prev
+    return _ViaManager()
 
 
 def offline_arcade(environments_dir: str, logger: Any = None) -> Any:

@@ -124,6 +124,7 @@ def step_usages(folder: Path) -> dict[int, Usage]:
 # -- arc-agi-3-benchmarking run folders ---------------------------------------------------------------------------
 
 
+# A step file's own fields; alike in shape only to other small records (ImportResult, remote.Exchange).
 @dataclass(frozen=True, slots=True)
 class Step:
     """One ``step_NNN.json``: the action the agent chose (``x``/``y`` for ACTION6) and when."""

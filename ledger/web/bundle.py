@@ -1,7 +1,9 @@
 """``ledger bundle``: the viewer's pages as a static site that opens from ``file://``, with no server and no network.
 
-``DIR/index.html`` lists the cards, ``compare.html`` compares them, and each card has its page and one replay page
-per play; every page carries its data and loads only ``static/viewer.css`` and ``static/viewer.js`` beside it.
+``DIR/index.html`` lists the cards, ``compare.html`` compares them, ``progress.html`` draws each tag's scores over
+time, and each card has its page and one replay page per play; every page carries its data and loads only
+``static/viewer.css`` and ``static/viewer.js`` beside it (and the chart pages the vendored uPlot under
+``static/vendor/``).
 Nothing that identifies the key a card was played with is written (pages never show the API-key fingerprint), and
 the agent's reasoning is left out unless asked for.
 
@@ -21,15 +23,19 @@ from typing import Any
 import msgspec
 
 from ledger.errors import InputError
-from ledger.services.compare import comparison, leaderboard
+from ledger.services.compare import LeaderRow, comparison
 from ledger.services.evidence import covering_checkpoint, prove
 from ledger.services.output import checked_output
+from ledger.services.progress import rows_progress
 from ledger.services.retract import choose_cards
 
 from . import pages
-from .data import PAGE_SIZE, CardCache, CardRow, card_events, card_row, card_view, column_of, usage_of
+from .data import PAGE_SIZE, CardCache, CardRow, card_events, card_row, card_view, usage_of
 
 STATIC = Path(__file__).resolve().parent / "static"
+
+#: The vendored chart library and its licence, copied beside the pages that draw charts.
+VENDORED = ("vendor/uplot/uPlot.iife.min.js", "vendor/uplot/uPlot.min.css", "vendor/uplot/LICENSE")
 
 #: Written in every bundle: a folder holding it may be replaced by a new bundle.
 MARKER = ".ledger-bundle"
@@ -127,7 +133,8 @@ def _write(
     links = pages.BundleLinks()
     cache = CardCache(ledger)
     (root / "static").mkdir()
-    for name in ("viewer.css", "viewer.js"):
+    for name in ("viewer.css", "viewer.js", *VENDORED):
+        (root / "static" / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(STATIC / name, root / "static" / name)
     colours = palette_or_empty()
     loaded, rows = [], []
@@ -164,17 +171,22 @@ def _write(
                 written += 1
         if progress is not None:
             progress(i + 1, len(card_ids))
-    written += _index_pages(root, rows, links, source)
-    _put(root / "compare.html", pages.compare_page(comparison(loaded), links=links, bundle=True, source=source))
+    compared = comparison(loaded)
+    written += _index_pages(root, rows, compared.leaderboard, links, source)
+    _put(root / "compare.html", pages.compare_page(compared, links=links, bundle=True, source=source))
+    _put(root / "progress.html", pages.progress_page(rows_progress(rows), links=links, bundle=True, source=source))
+    written += 1
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     return BundleResult(
         path=str(root), cards=len(card_ids), pages=written + 1, bytes=size, replays_without_frames=no_frames
     )
 
 
-def _index_pages(root: Path, rows: Sequence[CardRow], links: pages.Links, source: str) -> int:
-    """The cards pages, :data:`PAGE_SIZE` cards each as the viewer pages them: ``index.html``, ``cards-2.html``..."""
-    board = leaderboard([column_of(r) for r in rows])
+def _index_pages(
+    root: Path, rows: Sequence[CardRow], board: Sequence[LeaderRow], links: pages.Links, source: str
+) -> int:
+    """The cards pages, :data:`PAGE_SIZE` cards each as the viewer pages them: ``index.html``, ``cards-2.html``...
+    (the first with ``board``, the leaderboard by tag)."""
     every_tag, every_game = sorted({t for r in rows for t in r.tags}), sorted({g for r in rows for g in r.games})
     chunks = [rows[i : i + PAGE_SIZE] for i in range(0, len(rows), PAGE_SIZE)] or [[]]
     for n, chunk in enumerate(chunks, 1):

@@ -9,27 +9,30 @@ document into the frozen structs the templates draw: the numbers are the documen
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from ledger.core.document import EnvironmentDoc, RunDoc, ScorecardDoc
 from ledger.core.events import Numbered, card_stream, decode
+from ledger.core.lifecycle import limits
 from ledger.core.postmortem import arithmetic, postmortem
 from ledger.core.projection import CardState, fold
 from ledger.core.scoring import LEVEL_CAP, best_play_index
 from ledger.core.server_baselines import baselines_source, unknown_baselines
-from ledger.core.timeline import retraction_note, retraction_text
+from ledger.core.timeline import retraction_text
 from ledger.errors import StoreError, UnknownCard
-from ledger.services.compare import CardColumn
-from ledger.services.listing import as_shown
+from ledger.ledger import CardSummary
+from ledger.services.compare import GameTotals, LevelCell, game_totals, level_cells
+from ledger.storage.summary import SummaryRow, row_of, scored
 
 if TYPE_CHECKING:
-    from ledger.ledger import CardSummary, Ledger
+    from ledger.ledger import Ledger
     from ledger.services.listing import CardFilter
-    from ledger.storage.summary import SummaryRow
 
 
 class CardCache:
@@ -98,14 +101,9 @@ class CardRow(msgspec.Struct, frozen=True, kw_only=True):
     retracted: str | None = None
 
 
-class LevelView(msgspec.Struct, frozen=True, kw_only=True):
+class LevelView(LevelCell, frozen=True, kw_only=True):
     """One level of one play: ``uncapped`` is (baseline/actions)^2 x 100 when it went over the 115 cap."""
 
-    level: int
-    baseline: int | None
-    actions: int
-    score: float
-    completed: bool
     uncapped: float | None = None
 
 
@@ -126,16 +124,10 @@ class PlayView(msgspec.Struct, frozen=True, kw_only=True):
     actions_after_end: int
 
 
-class GameView(msgspec.Struct, frozen=True, kw_only=True):
+class GameView(GameTotals, frozen=True, kw_only=True):
     """One game of the card: its totals, its plays, the post-mortem's findings."""
 
     game_id: str
-    score: float
-    levels_completed: int
-    level_count: int
-    actions: int
-    resets: int
-    completed: bool
     best_play: int
     plays: list[PlayView]
     findings: list[str]
@@ -162,42 +154,19 @@ class CardView(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def card_row(card: CardState, doc: ScorecardDoc) -> CardRow:
-    """The cards page's line for ``card`` (a lapsed card shown closed as ``ledger cards`` shows it)."""
-    card = as_shown(card)
-    return CardRow(
-        card_id=card.card_id,
-        tags=card.all_tags,
-        games=list(card.games),
-        opened=card.opened_at.isoformat() if card.opened_at else None,
-        closed=card.closed_at.isoformat() if card.closed_at else None,
-        close_reason=card.close_reason,
-        score=doc.score,
-        plays=sum(len(p) for p in card.games.values()),
-        actions=doc.total_actions,
-        levels_completed=doc.total_levels_completed,
-        levels=doc.total_levels,
-        events=card.events,
-        retracted=retraction_note(card),
-    )
+    """The cards page's line for ``card`` scored as ``doc``: the line of its summary row (a lapsed card shown
+    closed as ``ledger cards`` shows it)."""
+    # Its actions are the document's: a play's actions after its last scored level count in the summary, not there.
+    row = msgspec.structs.replace(row_of(card, card.events, scored(doc)), actions=doc.total_actions)
+    return summary_row(row, CardSummary.of(row, datetime.now(UTC), limits(os.environ)))
 
 
 def _levels(run: RunDoc) -> list[LevelView]:
     out = []
-    for i, (b, a, s) in enumerate(
-        zip(run.level_baseline_actions or [], run.level_actions or [], run.level_scores or [], strict=False)
-    ):
-        completed = i < run.levels_completed
-        raw = (b / a) ** 2 * 100 if completed and a > 0 and b >= 0 else None
-        out.append(
-            LevelView(
-                level=i + 1,
-                baseline=None if b < 0 else b,
-                actions=a,
-                score=s,
-                completed=completed,
-                uncapped=raw if raw is not None and raw > LEVEL_CAP else None,
-            )
-        )
+    for c in level_cells(run):
+        raw = (c.baseline / c.actions) ** 2 * 100 if c.completed and c.actions > 0 and c.baseline is not None else None
+        over = raw if raw is not None and raw > LEVEL_CAP else None
+        out.append(LevelView(**msgspec.structs.asdict(c), uncapped=over))
     return out
 
 
@@ -225,19 +194,7 @@ def _game(card: CardState, env: EnvironmentDoc, findings: list[str]) -> GameView
             )
         )
     scale = max([1] + [max(lv.actions, lv.baseline or 0) for p in views for lv in p.levels])
-    return GameView(
-        game_id=env.id,
-        score=env.score,
-        levels_completed=env.levels_completed,
-        level_count=env.level_count,
-        actions=env.actions,
-        resets=env.resets,
-        completed=env.completed,
-        best_play=best + 1,
-        plays=views,
-        findings=findings,
-        scale=scale,
-    )
+    return GameView(**game_totals(env), game_id=env.id, best_play=best + 1, plays=views, findings=findings, scale=scale)
 
 
 def card_view(card: CardState, doc: ScorecardDoc, usage: Sequence[str] = ()) -> CardView:
@@ -272,21 +229,6 @@ def load(cache: CardCache, card_id: str) -> tuple[CardState, ScorecardDoc, int]:
     """A card, its document under the baselines it was played with, and its version."""
     card, version = cache.get(card_id)
     return card, cache.ledger.document(card_id, card=card), version
-
-
-def column_of(row: CardRow) -> CardColumn:
-    """A cards-page line as a compare column (for the leaderboard by tag)."""
-    return CardColumn(
-        card_id=row.card_id,
-        tags=row.tags,
-        score=row.score,
-        games=len(row.games),
-        levels_completed=row.levels_completed,
-        levels=row.levels,
-        actions=row.actions,
-        closed=row.closed is not None,
-        retracted=row.retracted,
-    )
 
 
 def card_events(ledger: Ledger, card_id: str) -> list[Numbered]:

@@ -19,6 +19,7 @@ import msgspec
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ledger.services.compare import Comparison, letter
+from ledger.services.progress import Progress
 from ledger.toolkit.frames import PlayFrames
 
 from .data import CardRow, CardView
@@ -45,6 +46,8 @@ class Links(Protocol):
     def cards(self) -> str: ...
     def card(self, card_id: str) -> str: ...
     def compare_all(self) -> str: ...
+    def progress_all(self) -> str: ...
+    def leaderboard(self) -> str: ...
     def replay(self, card_id: str, game_id: str, play: int) -> str: ...
     def static(self, name: str) -> str: ...
     def api_card(self, card_id: str) -> str: ...
@@ -69,6 +72,19 @@ class LiveLinks:
     def compare(self, card_ids: Sequence[str] = (), tags: Sequence[str] = ()) -> str:
         """The compare page for these cards and tags."""
         return "compare?" + urlencode([("card", c) for c in card_ids] + [("tag", t) for t in tags])
+
+    def progress_all(self) -> str:
+        """The progress page (the tags of the newest cards)."""
+        return "progress"
+
+    def leaderboard(self) -> str:
+        """The leaderboard by tag of the whole ledger."""
+        return "leaderboard"
+
+    def progress(self, tags: Sequence[str], before: str | None = None, limit: int | None = None) -> str:
+        """The progress page of these tags, its cards opened before card ``before``."""
+        q = [("tag", t) for t in tags] + ([("before", before)] if before else [])
+        return "progress?" + urlencode(q + ([("limit", str(limit))] if limit else []))
 
     def replay(self, card_id: str, game_id: str, play: int, start: int = 0) -> str:
         """A play's replay page."""
@@ -109,6 +125,14 @@ class BundleLinks:
         """The compare page (every bundled card)."""
         return "compare.html"
 
+    def progress_all(self) -> str:
+        """The progress page (the bundled cards' tags)."""
+        return "progress.html"
+
+    def leaderboard(self) -> str:
+        """The bundled cards' leaderboard by tag, on the first cards page."""
+        return "index.html#leaderboard"
+
     def replay(self, card_id: str, game_id: str, play: int, start: int = 0) -> str:
         """A play's replay page."""
         return f"replay-{slug(card_id)}-{slug(game_id)}-{play}.html"
@@ -126,8 +150,17 @@ class BundleLinks:
         return ""
 
 
+#: Pages that draw charts load the vendored uPlot (README "Viewer" says why that library).
+CHART_PAGES = frozenset({"compare", "progress"})
+#: Cards drawn on a game's levels chart (the table under it shows every compared card).
+CHART_CARDS = 20
+
+
 def _render(name: str, *, links: Links, bundle: bool, source: str, **ctx: Any) -> str:
-    return _env.get_template(name).render(links=links, bundle=bundle, source=source, csp=BUNDLE_CSP, **ctx)
+    charts = ctx.get("page") in CHART_PAGES
+    return _env.get_template(name).render(
+        links=links, bundle=bundle, source=source, csp=BUNDLE_CSP, charts=charts, **ctx
+    )
 
 
 def cards_page(
@@ -145,8 +178,8 @@ def cards_page(
     all_games: Sequence[str] | None = None,
 ) -> str:
     """The cards page: one page of rows (``next_url`` links the next), the filter controls (every tag and game of
-    the ledger), and the leaderboard by tag; retracted cards are left out unless asked for, and ``shown_href``
-    lists them (``hidden``: how many, when known)."""
+    the ledger), and the leaderboard by tag when given (the bundle's; the server's has its own page); retracted
+    cards are left out unless asked for, and ``shown_href`` lists them (``hidden``: how many, when known)."""
     return _render(
         "cards.html",
         links=links,
@@ -162,6 +195,19 @@ def cards_page(
         hidden=hidden,
         shown_href=shown_href,
         next_url=next_url,
+    )
+
+
+def leaderboard_page(board: Sequence[Any], *, links: Links, bundle: bool, source: str) -> str:
+    """The leaderboard by tag of the whole ledger, on its own page (it reads every card)."""
+    return _render(
+        "leaderboard.html",
+        links=links,
+        bundle=bundle,
+        source=source,
+        page="leaderboard",
+        title="leaderboard",
+        leaderboard=board,
     )
 
 
@@ -212,10 +258,69 @@ def compare_page(
         title="compare",
         cmp=cmp,
         letters=[letter(i) for i in range(len(cmp.cards))],
+        level_charts=level_charts(cmp),
+        chart_cards=min(len(cmp.cards), CHART_CARDS),
         leaderboard=cmp.leaderboard,
         all_tags=all_tags,
         chosen_tags=list(chosen_tags),
         chosen_cards=list(chosen_cards),
+    )
+
+
+def level_charts(cmp: Comparison) -> list[dict[str, Any]]:
+    """Per game, what its levels chart draws: per level the baseline (as the table shows it: the first compared
+    card's with that level) and the actions of each of the first :data:`CHART_CARDS` cards' best play (None where
+    its best play has no such level): the numbers of ``ledger compare --json``."""
+    out = []
+    for g in cmp.games:
+        baseline = [
+            next((e.levels[lv].baseline for e in g.cards if e is not None and lv < len(e.levels)), None)
+            for lv in range(g.levels)
+        ]
+        cards = []
+        for i, e in enumerate(g.cards[:CHART_CARDS]):
+            if e is None:
+                continue
+            pad = [None] * (g.levels - len(e.levels))
+            cards.append(
+                {
+                    "card": cmp.cards[i].card_id,
+                    "n": i,
+                    "letter": letter(i),
+                    "actions": [lv.actions for lv in e.levels] + pad,
+                    "completed": [lv.completed for lv in e.levels] + pad,
+                }
+            )
+        out.append({"game": g.game_id, "levels": list(range(1, g.levels + 1)), "baseline": baseline, "cards": cards})
+    return out
+
+
+def progress_page(
+    prog: Progress,
+    *,
+    links: Links,
+    bundle: bool,
+    source: str,
+    all_tags: Sequence[str] = (),
+    chosen_tags: Sequence[str] = (),
+    older_href: str | None = None,
+    newest_href: str | None = None,
+) -> str:
+    """The progress page: each tag's card scores over time (``older_href``/``newest_href``: the page of older
+    cards and the newest page, when there are such pages)."""
+    return _render(
+        "progress.html",
+        links=links,
+        bundle=bundle,
+        source=source,
+        page="progress",
+        title="progress",
+        prog=prog,
+        payload=msgspec.to_builtins(prog),
+        all_tags=all_tags,
+        chosen_tags=list(chosen_tags),
+        older_href=older_href,
+        newest_href=newest_href,
     )
 
 
@@ -232,6 +337,7 @@ def replay_page(
 ) -> str:
     """A play's replay page: the frames as JSON for the player, the palette beside them."""
     payload = {"palette": list(palette), "frames": msgspec.to_builtins(frames)}
+    # As every page: the base template's links, bundle, source, page and title, then values of its own.
     return _render(
         "replay.html",
         links=links,

@@ -18,6 +18,7 @@ from flask import Flask, Response, abort, jsonify, request
 from ledger.errors import AmbiguousCard, InputError, LedgerError, UnknownCard
 from ledger.services.compare import compare_cards, ledger_leaderboard
 from ledger.services.evidence import covering_checkpoint, prove
+from ledger.services.progress import PER_TAG, tag_progress
 from ledger.storage.summary_build import distinct_keys, retracted_count
 from ledger.toolkit.frames import DEFAULT_LIMIT, palette_or_empty, play_frames
 
@@ -40,7 +41,8 @@ class Viewer:
         self.cache = CardCache(ledger)
         self.links = pages.LiveLinks()
         self.colours = palette_or_empty()
-        self._aggregates: tuple[int, tuple[Any, list[str], list[str]]] | None = None
+        self._board: tuple[int, list[Any]] | None = None
+        self._keys: tuple[int, tuple[list[str], list[str]]] | None = None
 
     def message(self, title: str, text: str) -> str:
         """A page that only says something."""
@@ -48,18 +50,17 @@ class Viewer:
 
     def cards(self) -> str:
         """One page of cards (``?tag=``, ``?game=``, ``?sort=``, ``?after=``, ``?limit=``; retracted ones with
-        ``?retracted=1``, marked), with the leaderboard by tag; both from the cards summary."""
+        ``?retracted=1``, marked), from the cards summary; the leaderboard, which reads every card, has its page."""
         f = _page_filter()
         rows = page_rows(self.ledger, f)
         stamp = self.cache.stamp()
-        board, tags, games = self._whole_ledger(stamp)
+        tags, games = self._lists(stamp)
         return pages.cards_page(
             rows,
             links=self.links,
             bundle=False,
             source=self.source,
             stamp=stamp,
-            leaderboard=board,
             hidden=0 if f.include_retracted else retracted_count(self.ledger.store),
             shown_href=None if f.include_retracted else "/?retracted=1",
             next_url=_next_url(rows, f),
@@ -67,15 +68,20 @@ class Viewer:
             all_games=games,
         )
 
-    def _whole_ledger(self, stamp: int) -> tuple[Any, list[str], list[str]]:
-        # The leaderboard and the filter lists aggregate every card: computed again only when events were appended.
-        if self._aggregates is None or self._aggregates[0] != stamp:
+    def leaderboard(self) -> str:
+        """Every tag of the ledger ranked by the mean score of its cards (retracted cards left out)."""
+        stamp = self.cache.stamp()
+        # It aggregates every card: computed again only when events were appended.
+        if self._board is None or self._board[0] != stamp:
+            self._board = (stamp, ledger_leaderboard(self.ledger))
+        return pages.leaderboard_page(self._board[1], links=self.links, bundle=False, source=self.source)
+
+    def _lists(self, stamp: int) -> tuple[list[str], list[str]]:
+        # Every tag and game id: a loose scan of the keys table's index, kept until events are appended.
+        if self._keys is None or self._keys[0] != stamp:
             store = self.ledger.store
-            self._aggregates = (
-                stamp,
-                (ledger_leaderboard(self.ledger), distinct_keys(store, "t"), distinct_keys(store, "g")),
-            )
-        return self._aggregates[1]
+            self._keys = (stamp, (distinct_keys(store, "t"), distinct_keys(store, "g")))
+        return self._keys[1]
 
     def api_cards(self) -> Any:
         """The cards table's rows (the same page), unless nothing was appended since ``?since=``."""
@@ -123,7 +129,7 @@ class Viewer:
         """The cards of ``?card=`` and every card of ``?tag=``, side by side."""
         ids, tags = self._chosen()
         cmp = compare_cards(self.ledger, ids, tags, include_retracted=_flag("retracted"), hint=_RETRACTED_HINT)
-        all_tags = self._whole_ledger(self.cache.stamp())[1]
+        all_tags = self._lists(self.cache.stamp())[0]
         return pages.compare_page(
             cmp,
             links=self.links,
@@ -139,6 +145,25 @@ class Viewer:
         ids, tags = self._chosen()
         cmp = compare_cards(self.ledger, ids, tags, include_retracted=_flag("retracted"), hint=_RETRACTED_HINT)
         return Response(msgspec.json.encode(cmp), mimetype="application/json")
+
+    def progress(self) -> str:
+        """Each tag's card scores over time (``?tag=``, repeated; none: the tags of the newest cards), the newest
+        ``?limit=`` cards of each, opened before card ``?before=``."""
+        tags = [t for t in request.args.getlist("tag") if t]
+        limit = max(1, min(_int_arg("limit", PER_TAG), 1000))
+        prog = tag_progress(self.ledger, tags, limit=limit, before=request.args.get("before") or None)
+        drawn = tags or [s.tag for s in prog.series]
+        shown_limit = None if limit == PER_TAG else limit
+        return pages.progress_page(
+            prog,
+            links=self.links,
+            bundle=False,
+            source=self.source,
+            all_tags=self._lists(self.cache.stamp())[0],
+            chosen_tags=drawn,
+            older_href=self.links.progress(drawn, prog.older, shown_limit) if prog.older else None,
+            newest_href=self.links.progress(drawn, None, shown_limit) if prog.before else None,
+        )
 
     def replay(self) -> Any:
         """A play's frames, re-simulated, from step ``?start=``."""
@@ -203,6 +228,8 @@ def create_app(ledger: Any, *, environments: str | None = None, source: str = ""
         ("/api/card", viewer.api_card),
         ("/compare", viewer.compare),
         ("/api/compare", viewer.api_compare),
+        ("/progress", viewer.progress),
+        ("/leaderboard", viewer.leaderboard),
         ("/replay", viewer.replay),
         ("/evidence", viewer.evidence),
     ]:

@@ -1,6 +1,7 @@
-/* ledger view: filters, live updates and the replay player. No library, nothing fetched but this server's own
-   JSON. Data from the ledger is untrusted: it is only ever set as text (textContent) or as SVG attributes; the
-   only markup inserted is the server's own escaped HTML fragments. */
+/* ledger view: filters, live updates, the replay player and the charts. One library, uPlot, vendored under
+   static/vendor/ and loaded only by the chart pages; nothing fetched but this server's own JSON. Data from the
+   ledger is untrusted: it is only ever set as text (textContent, as uPlot sets its legend's labels) or as SVG
+   attributes; the only markup inserted is the server's own escaped HTML fragments. */
 (function () {
   "use strict";
   var body = document.body;
@@ -206,8 +207,73 @@
     show(0);
   }
 
+  /* -- charts (uPlot): every number drawn is one of the page's JSON, unchanged --------------------------------- */
+  var PALETTE = ["#1e6fd9", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
+    "#7f7f7f", "#bcbd22"];
+  function colour(i) { return PALETTE[i % PALETTE.length]; }
+  function json(id) { var el = $(id); return el ? JSON.parse(el.textContent) : null; }
+  function chartWidth(el) { return Math.max(320, Math.min(el.clientWidth || 900, 1100)); }
+  function fixed2(u, v) { return v === null || v === undefined ? "-" : v.toFixed(2); }
+  function whole(u, v) { return v === null || v === undefined ? "-" : String(v); }
+  /* uPlot draws on a canvas and keeps the instance's data as given: the tests read it back from el.uplot */
+  function draw(el, opts, data) {
+    if (!window.uPlot) { el.textContent = "the chart library did not load"; return; }
+    opts.width = chartWidth(el);
+    el.uplot = new window.uPlot(opts, data, el);
+  }
+
+  function progressPage() {
+    var payload = json("progress-data"), el = $("progress-chart");
+    if (!payload || !el) return;
+    var series = payload.series.filter(function (s) { return s.x.length; });
+    if (!series.length) return;
+    /* one x column for every series (uPlot's data is a table): each point a row of its own, null in the other
+       series, whose lines span the gaps */
+    var points = [];
+    series.forEach(function (s, i) { s.x.forEach(function (x, j) { points.push([x, i, s.scores[j]]); }); });
+    points.sort(function (a, b) { return a[0] - b[0] || a[1] - b[1]; });
+    var data = [points.map(function (p) { return p[0]; })];
+    series.forEach(function (s, i) {
+      data.push(points.map(function (p) { return p[1] === i ? p[2] : null; }));
+    });
+    draw(el, {
+      height: 380,
+      scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [0, Math.max(100, hi || 0)]; } } },
+      axes: [{}, { label: "card score" }],
+      series: [{ label: "opened" }].concat(series.map(function (s, i) {
+        return { label: s.tag, stroke: colour(i), width: 2, spanGaps: true, value: fixed2,
+          points: { show: true, size: 6, fill: colour(i) } };
+      }))
+    }, data);
+  }
+
+  function comparePage() {
+    var games = json("levels-data");
+    if (!games) return;
+    games.forEach(function (g, k) {
+      var el = $("levels-chart-" + k);
+      if (!el || !g.levels.length) return;
+      var data = [g.levels, g.baseline].concat(g.cards.map(function (c) { return c.actions; }));
+      draw(el, {
+        height: 260,
+        scales: { x: { time: false }, y: { range: function (u, lo, hi) { return [0, Math.max(1, hi || 0)]; } } },
+        axes: [{ label: "level", incrs: [1, 2, 5, 10, 20, 50], values: function (u, vs) {
+          return vs.map(function (v) { return String(v); });
+        } }, { label: "actions" }],
+        series: [{ label: "level", value: whole },
+          { label: "baseline", stroke: "#555", width: 2, dash: [6, 4], value: whole, points: { show: true, size: 6 } }]
+          .concat(g.cards.map(function (c) { /* a card keeps its colour in every game's chart */
+            return { label: c.letter + " " + c.card.slice(0, 8), stroke: colour(c.n), width: 2, value: whole,
+              points: { show: true, size: 6, fill: colour(c.n) } };
+          }))
+      }, data);
+    });
+  }
+
   var page = body.dataset.page;
   if (page === "cards") cardsPage();
   else if (page === "card") cardPage();
   else if (page === "replay") replayPage();
+  else if (page === "progress") progressPage();
+  else if (page === "compare") comparePage();
 })();

@@ -8,6 +8,7 @@ LOSE_ON = None  # the action id that ends the game (GAME_OVER), or None
 ODD_SEED_EXTRA = 0  # an odd seed makes level 1 need this many more presses
 
 
+# dm01.py's code with other constants: a game file stands alone, as the toolkit loads one file per game folder.
 class Dm02(ARCBaseGame):
     def __init__(self, seed: int = 0) -> None:
         self._presses = 0

@@ -1,0 +1,111 @@
+"""A team's progress: each tag's card scores over time, one series per tag (is the agent getting better?).
+
+A tag is how users name an agent and its versions, so the viewer's progress chart draws, for each chosen tag, the
+score of each of its cards at the time the card was opened. Retracted cards are left out, as ``ledger compare``
+leaves them out; a card without an opened time has no place on the time axis and is left out too. The numbers are
+the cards summary's, the same as the ``score`` and ``opened`` of ``ledger compare --json --tag T``.
+
+A series is bounded: the newest ``limit`` cards of the tag (one indexed query per tag), and ``older`` names the
+card the previous page starts before, so a ledger of 100,000 cards draws a small page and pages back in time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ledger.errors import InputError
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+
+#: Cards drawn per tag on one page of the progress chart.
+PER_TAG = 200
+#: Tags drawn when none are chosen: those of the newest cards, the most recently used first.
+DEFAULT_TAGS = 6
+#: The most tags one chart draws.
+MOST_TAGS = 12
+
+
+class TagSeries(msgspec.Struct, frozen=True, kw_only=True):
+    """One tag's cards on the chart, oldest first: ``x`` is ``opened`` in seconds since 1970 (the chart's axis)."""
+
+    tag: str
+    cards: list[str]
+    opened: list[str]
+    x: list[float]
+    scores: list[float]
+    #: True when the tag has older cards than those drawn.
+    more: bool = False
+
+
+class Progress(msgspec.Struct, frozen=True, kw_only=True):
+    """The progress chart: its series, how many cards each draws at most, and where the older page starts."""
+
+    series: list[TagSeries]
+    limit: int
+    #: The card the page starts before (None: the newest cards).
+    before: str | None = None
+    #: The card the next older page starts before (None: every drawn series reaches its tag's first card).
+    older: str | None = None
+
+
+def seconds(opened: str) -> float:
+    """An opened time (ISO 8601, as the summary and ``compare --json`` print it) in seconds since 1970."""
+    return datetime.fromisoformat(opened).timestamp()
+
+
+def _series(tag: str, newest_first: Sequence[tuple[str, str, Any, float]], limit: int) -> TagSeries:
+    shown = list(reversed(newest_first[:limit]))
+    return TagSeries(
+        tag=tag,
+        cards=[p[0] for p in shown],
+        opened=[p[1] for p in shown],
+        x=[seconds(p[1]) for p in shown],
+        scores=[p[3] for p in shown],
+        more=len(newest_first) > limit,
+    )
+
+
+def _older(series: Sequence[TagSeries], keys: dict[str, Any]) -> str | None:
+    # The older page starts before the latest of the first cards of the series that were cut: a series that was
+    # not cut is whole, and starting any earlier would skip cards of a cut series that this page did not draw.
+    cut = [s.cards[0] for s in series if s.more and s.cards]
+    return max(cut, key=lambda c: (keys[c], c), default=None)
+
+
+def tag_progress(ledger: Ledger, tags: Sequence[str], *, limit: int = PER_TAG, before: str | None = None) -> Progress:
+    """The progress chart of ``tags`` (up to :data:`MOST_TAGS`; none: the tags of the newest cards), each the
+    newest ``limit`` cards opened before card ``before`` (an id or unique prefix), from the cards summary."""
+    from ledger.storage.summary_build import recent_tags, tag_points
+
+    if limit < 1:
+        raise InputError("the progress chart draws at least one card per tag")
+    start = ledger.resolve_card(before) if before else None
+    chosen = list(dict.fromkeys(tags))[:MOST_TAGS] or recent_tags(ledger.store, 100)[:DEFAULT_TAGS]
+    series, keys = [], {}
+    for tag in chosen:
+        points = tag_points(ledger.store, tag, limit + 1, start)
+        keys.update({p[0]: p[2] for p in points})
+        series.append(_series(tag, points, limit))
+    return Progress(series=series, limit=limit, before=start, older=_older(series, keys))
+
+
+def rows_progress(rows: Sequence[Any], *, limit: int = PER_TAG, most: int = MOST_TAGS) -> Progress:
+    """The progress chart of a set of cards' rows (the bundle's cards: ``card_id``, ``tags``, ``opened``, ``score``,
+    ``retracted``): the ``most`` tags most recently used, each its newest ``limit`` cards."""
+    live = sorted(
+        (r for r in rows if r.retracted is None and r.opened is not None),
+        key=lambda r: (seconds(r.opened), r.card_id),
+        reverse=True,
+    )
+    by_tag: dict[str, list[tuple[str, str, float, float]]] = {}
+    for r in live:
+        for t in dict.fromkeys(r.tags):
+            by_tag.setdefault(t, []).append((r.card_id, r.opened, seconds(r.opened), r.score))
+    chosen = list(by_tag)[:most]
+    series = [_series(t, by_tag[t], limit) for t in chosen]
+    return Progress(series=series, limit=limit)

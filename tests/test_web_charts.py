@@ -1,0 +1,295 @@
+"""The viewer's charts in a real browser (Debian's headless chromium via Playwright), live and bundled: what uPlot
+holds as the drawn data equals what `ledger compare --json` prints for the same ledger.
+
+- the progress chart: one line per tag, each point a card at the time it was opened (x, seconds since 1970) and
+  its score (y): the `opened` and `score` of `ledger compare --json --tag T`, retracted cards left out as there;
+  it pages back to older cards, and says so when there is no card to draw;
+- each game's levels chart on the compare page: per level the baseline and each card's actions of its best play,
+  the `games[].cards[].levels[]` of `ledger compare --json`;
+- no page error and no policy violation (the library is served by the viewer or read from the bundle's folder,
+  under the same Content-Security-Policy as every page); hostile tags stay text in the chart's legend.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from tests.web_support import ENV_DIR, HOSTILE_TAGS, LEDGER, Played, ViewServer, chromium, play_ledger
+
+MODES = ["live", "bundle"]
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory: pytest.TempPathFactory) -> Played:
+    return play_ledger(tmp_path_factory.mktemp("charts") / "ledger.sqlite")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def server(played: Played) -> Iterator[ViewServer]:
+    srv = ViewServer(played.db)
+    yield srv
+    assert srv.stop() == 130
+
+
+@pytest.fixture(scope="module")
+def bundle_dir(played: Played, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bundle") / "site"
+    cmd = [*LEDGER, "--db", str(played.db), "bundle", "--all", "--environments", str(ENV_DIR), "-o", str(out)]
+    subprocess.run(cmd, check=True, capture_output=True)
+    return out
+
+
+def ledger_json(db: Path, *args: str) -> Any:
+    done = subprocess.run([*LEDGER, "--db", str(db), *args, "--json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+class Watched:
+    """A page whose script errors and console errors (a Content-Security-Policy violation is one) are kept."""
+
+    def __init__(self, browser: Any, bundle: bool) -> None:
+        self.ctx = browser.new_context()
+        self.page = self.ctx.new_page()
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        if bundle:
+            # A bundle page may not touch the network.
+            self.page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://") else r.abort())
+
+    def close(self) -> None:
+        self.ctx.close()
+
+
+@pytest.fixture
+def watched(browser: Any) -> Iterator[Any]:
+    made: list[Watched] = []
+
+    def make(bundle: bool = False) -> Any:
+        w = Watched(browser, bundle)
+        made.append(w)
+        return w
+
+    yield make
+    for w in made:
+        assert w.errors == []
+        w.close()
+
+
+_DRAWN = """(id) => { const el = document.getElementById(id); if (!el || !el.uplot) return null;
+  return {labels: el.uplot.series.map(s => s.label), data: el.uplot.data.map(col => Array.from(col))}; }"""
+
+
+def _series(drawn: dict[str, Any]) -> dict[str, list[tuple[float, float]]]:
+    """Each line of the progress chart as its (x, y) points: uPlot's table, without the nulls of other lines."""
+    xs = drawn["data"][0]
+    return {
+        label: [(x, y) for x, y in zip(xs, col, strict=True) if y is not None]
+        for label, col in zip(drawn["labels"][1:], drawn["data"][1:], strict=True)
+    }
+
+
+def _compared(db: Path, tag: str) -> list[tuple[float, float]]:
+    """The tag's cards as `ledger compare --json --tag T` prints them: (opened in seconds, score), oldest first."""
+    cards = ledger_json(db, "compare", "--tag", tag)["cards"]
+    return sorted((datetime.fromisoformat(c["opened"]).timestamp(), c["score"]) for c in cards)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_progress_chart_draws_the_compare_numbers(
+    mode: str, played: Played, request: pytest.FixtureRequest, watched: Any
+) -> None:
+    tags = ["agent-a", "agent-b", "v2", "replayed", *HOSTILE_TAGS]
+    w = watched(bundle=mode == "bundle")
+    if mode == "live":
+        w.page.goto(request.getfixturevalue("server").url + "progress?" + urlencode([("tag", t) for t in tags]))
+    else:
+        w.page.goto((request.getfixturevalue("bundle_dir") / "progress.html").as_uri())
+    drawn = w.page.evaluate(_DRAWN, "progress-chart")
+    assert drawn is not None, "no chart drawn"
+    lines = _series(drawn)
+    assert sorted(lines) == sorted(tags)
+    for tag in tags:
+        assert lines[tag] == _compared(played.db, tag), tag
+    assert lines["agent-a"] and len(lines["agent-a"]) == 2
+    # The JSON the page carries is what was drawn, and the legend shows each hostile tag as text.
+    payload = json.loads(w.page.text_content("#progress-data") or "")
+    assert {s["tag"]: list(zip(s["x"], s["scores"], strict=True)) for s in payload["series"]} == lines
+    legend = w.page.evaluate(
+        "() => Array.from(document.querySelectorAll('#progress-chart .u-legend .u-label')).map(x => x.textContent)"
+    )
+    assert sorted(legend[1:]) == sorted(tags)
+    assert w.page.evaluate("() => window.__pwned") is None
+
+
+def test_progress_chart_defaults_to_the_newest_tags_and_pages_back(
+    played: Played, server: ViewServer, watched: Any
+) -> None:
+    w = watched()
+    w.page.goto(server.url + "progress")
+    lines = _series(w.page.evaluate(_DRAWN, "progress-chart"))
+    # The newest cards' tags, most recently used first, up to six.
+    assert len(lines) == 6 and set(lines) <= {"agent-a", "agent-b", "v2", "replayed", *HOSTILE_TAGS}
+    # One card per tag: the newest, then the older page draws the one before, and the last page links no older.
+    w.page.goto(server.url + "progress?tag=agent-a&limit=1")
+    every = _compared(played.db, "agent-a")
+    assert _series(w.page.evaluate(_DRAWN, "progress-chart")) == {"agent-a": every[-1:]}
+    with w.page.expect_navigation():
+        w.page.click("#older-page")
+    assert _series(w.page.evaluate(_DRAWN, "progress-chart")) == {"agent-a": every[:1]}
+    assert w.page.locator("#older-page").count() == 0
+    with w.page.expect_navigation():
+        w.page.click("#newest-page")
+    assert _series(w.page.evaluate(_DRAWN, "progress-chart")) == {"agent-a": every[-1:]}
+
+
+def _levels_expected(cmp: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per game, what its chart must draw, read from `ledger compare --json`: levels, baseline, each card's actions."""
+    out = []
+    for g in cmp["games"]:
+        n = g["levels"]
+        played = [e for e in g["cards"] if e is not None]
+        base = [next((e["levels"][i]["baseline"] for e in played if i < len(e["levels"])), None) for i in range(n)]
+        actions = [[lv["actions"] for lv in e["levels"]] + [None] * (n - len(e["levels"])) for e in played]
+        out.append({"game": g["game_id"], "data": [list(range(1, n + 1)), base, *actions]})
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_levels_charts_draw_the_compare_numbers(
+    mode: str, played: Played, request: pytest.FixtureRequest, watched: Any
+) -> None:
+    ids = list(played.cards.values())
+    w = watched(bundle=mode == "bundle")
+    if mode == "live":
+        w.page.goto(request.getfixturevalue("server").url + "compare?" + "&".join(f"card={c}" for c in ids))
+    else:
+        w.page.goto((request.getfixturevalue("bundle_dir") / "compare.html").as_uri())
+    order = w.page.evaluate(
+        "() => Array.from(document.querySelectorAll('#compare-cards tr[data-card]')).map(t => t.dataset.card)"
+    )
+    assert sorted(order) == sorted(ids)
+    want = _levels_expected(ledger_json(played.db, "compare", *order))
+    games = w.page.evaluate("() => Array.from(document.querySelectorAll('section.game')).map(s => s.dataset.game)")
+    assert games == [g["game"] for g in want] and len(games) >= 4
+    for k, g in enumerate(want):
+        drawn = w.page.evaluate(_DRAWN, f"levels-chart-{k}")
+        assert drawn is not None, g["game"]
+        assert drawn["data"] == g["data"], g["game"]
+        assert drawn["labels"][1] == "baseline" and len(drawn["labels"]) == len(g["data"])
+
+
+def test_progress_of_an_empty_ledger_and_of_one_tag(tmp_path: Path, browser: Any, watched: Any) -> None:
+    empty = tmp_path / "empty.sqlite"
+    assert subprocess.run([*LEDGER, "--db", str(empty), "init"], capture_output=True).returncode == 0
+    srv = ViewServer(empty)
+    try:
+        w = watched()
+        w.page.goto(srv.url + "progress")
+        assert "no tagged card" in (w.page.text_content("#progress-empty") or "")
+        assert w.page.locator("#progress-chart").count() == 0
+        w.page.goto(srv.url + "compare")
+        assert w.page.locator(".chart").count() == 0
+    finally:
+        assert srv.stop() == 130
+
+
+def test_progress_of_one_tag_leaves_retracted_cards_out(played: Played, tmp_path: Path, watched: Any) -> None:
+    db = tmp_path / "copy.sqlite"
+    shutil.copyfile(played.db, db)
+    gone = played.cards["a1"]
+    done = subprocess.run(
+        [*LEDGER, "--db", str(db), "retract", gone, "--reason", "a test of the chart"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    srv = ViewServer(db)
+    try:
+        w = watched()
+        w.page.goto(srv.url + "progress?tag=agent-a")
+        lines = _series(w.page.evaluate(_DRAWN, "progress-chart"))
+        assert lines == {"agent-a": _compared(db, "agent-a")}
+        assert len(lines["agent-a"]) == 1
+        w.page.goto(srv.url + "progress?tag=no-such-tag")
+        assert "for these tags" in (w.page.text_content("#progress-empty") or "")
+    finally:
+        assert srv.stop() == 130
+
+
+@pytest.mark.postgres
+def test_progress_reads_the_same_on_postgresql(played: Played, pg_url: str) -> None:
+    from ledger import Ledger
+    from ledger.services.progress import tag_progress
+
+    done = subprocess.run([*LEDGER, "copy", "--from", str(played.db), "--to", pg_url], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    with Ledger.open(played.db, readonly=True) as lite, Ledger.open(pg_url, readonly=True) as pg:
+        for tags, limit in [([], 200), (["agent-a", "v2", "no-such-tag"], 200), (["agent-a"], 1)]:
+            want = tag_progress(lite, tags, limit=limit)
+            assert tag_progress(pg, tags, limit=limit) == want
+        first = tag_progress(pg, ["agent-a"], limit=1)
+        assert first.older == first.series[0].cards[0]
+        older = tag_progress(pg, ["agent-a"], limit=1, before=first.older)
+        assert older == tag_progress(lite, ["agent-a"], limit=1, before=first.older)
+        assert older.series[0].cards == [played.cards["a1"]] and older.older is None
+        # The loose scan of the keys and both plans of a tag's page, on PostgreSQL too.
+        from ledger.storage.summary_build import distinct_keys, query
+        from ledger.storage.summary_sql import tag_points_query
+
+        for kind in ("t", "g"):
+            assert sorted(distinct_keys(pg.store, kind)) == sorted(distinct_keys(lite.store, kind))
+        for tag in ["agent-a", "replayed", HOSTILE_TAGS[0]]:
+            for before in [None, played.cards["a2"]]:
+                few = query(pg.store, *tag_points_query(tag, 1, before, many=False))
+                assert query(pg.store, *tag_points_query(tag, 1, before, many=True)) == few
+
+
+def test_both_plans_of_a_tag_page_and_the_loose_key_scan_agree(played: Played) -> None:
+    """A tag's page reads the same cards whichever plan its size chooses; the tag and game lists equal DISTINCT."""
+    from ledger import Ledger
+    from ledger.storage.summary_build import distinct_keys, query
+    from ledger.storage.summary_sql import tag_points_query
+
+    with Ledger.open(played.db, readonly=True) as led:
+        ids = [c for (c,) in query(led.store, "SELECT card_id FROM card_summary")]
+        for tag in ["agent-a", "agent-b", "replayed", "no-such-tag", *HOSTILE_TAGS]:
+            for limit in (1, 2, 50):
+                for before in [None, *ids]:
+                    few = query(led.store, *tag_points_query(tag, limit, before, many=False))
+                    assert query(led.store, *tag_points_query(tag, limit, before, many=True)) == few
+        for kind in ("t", "g"):
+            every = [
+                v for (v,) in query(led.store, "SELECT DISTINCT value FROM card_summary_keys WHERE kind = ?", [kind])
+            ]
+            assert distinct_keys(led.store, kind) == sorted(every) and every
+
+
+def test_the_leaderboard_has_its_own_page(played: Played, server: ViewServer, watched: Any) -> None:
+    w = watched()
+    w.page.goto(server.url)
+    assert w.page.locator("#leaderboard").count() == 0
+    with w.page.expect_navigation():
+        w.page.click("#leaderboard-link")
+    rows = w.page.evaluate(
+        "() => Array.from(document.querySelectorAll('#leaderboard tr[data-tag]')).map(tr => [tr.dataset.tag,"
+        " tr.querySelector('[data-k=cards]').textContent, tr.querySelector('[data-k=mean-score]').textContent])"
+    )
+    tags = sorted({t for doc in played.exports.values() for t in doc.get("tags") or []})
+    cmp = ledger_json(played.db, "compare", *[a for t in tags for a in ("--tag", t)])
+    assert rows == [[r["tag"], str(r["cards"]), f"{r['mean_score']:.2f}"] for r in cmp["leaderboard"]]
+    assert len(rows) >= 4

@@ -335,3 +335,26 @@ def test_rows_the_binary_copy_cannot_carry_are_sent_as_text(pg_url: str) -> None
     assert dst.count() == 0
     assert dst.insert_copied(dst.prepare_copied([row])) == 1
     dst.close()
+
+
+def test_a_copy_into_postgresql_leaves_the_planner_statistics(tmp_path: Path, pg_url: str) -> None:
+    # A ledger filled by COPY has no statistics until autovacuum runs: the planner then reads every card of a tag
+    # for a page of them. The copy ANALYZEs the tables the lists read (reltuples is -1 before any ANALYZE).
+    from sqlalchemy import create_engine
+
+    machine(tmp_path / "a.sqlite", seed=11)[2].close()
+    report = copied(str(tmp_path / "a.sqlite"), pg_url)
+    assert report.events > 0
+    engine = create_engine(pg_url)
+    with engine.connect() as conn:
+        tuples = dict(
+            conn.exec_driver_sql(
+                "SELECT relname, reltuples FROM pg_class "
+                "WHERE relname IN ('events', 'card_summary', 'card_summary_keys')"
+            ).all()
+        )
+    engine.dispose()
+    assert tuples["events"] == report.events
+    assert tuples["card_summary"] == 2
+    assert set(tuples) == {"events", "card_summary", "card_summary_keys"}
+    assert all(n >= 0 for n in tuples.values())

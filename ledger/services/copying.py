@@ -133,6 +133,8 @@ def copy_ledger(
                 copied += dst.insert_copied(prepared)
                 if progress is not None:
                     progress(len(prepared.rows))
+    if copied:
+        dst.analyze()
     return CopyReport(
         source=src.describe(),
         destination=dst.describe(),

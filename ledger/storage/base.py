@@ -132,6 +132,9 @@ class LogStore(Protocol):
     def drop_snapshots(self) -> None:
         """Delete every cached projection."""
 
+    def analyze(self) -> None:
+        """Refresh the query planner's statistics after a bulk write (a copy); best effort, never raises."""
+
     def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
         """Cached projections of many streams at once."""
 

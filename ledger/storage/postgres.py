@@ -45,7 +45,7 @@ from ledger.storage.pg_engine import (
     snapshots,
     stored_event,
 )
-from ledger.storage.summary import SummaryKeeper
+from ledger.storage.summary import KEYS, SUMMARY, SummaryKeeper
 from ledger.storage.summary_pg import pg_reader, pg_reader_sql, run_pg
 from ledger.storage.summary_sql import probe
 
@@ -345,6 +345,17 @@ class PostgresStore(StoreBase):
         """Delete every cached projection."""
         with self.engine.begin() as conn:
             conn.execute(snapshots.delete())
+
+    def analyze(self) -> None:
+        """ANALYZE the tables the lists read: a ledger filled by COPY has no statistics until autovacuum gets to
+        it, and the planner then reads every card of a tag for a page of them."""
+        if self.readonly:
+            return
+        try:
+            with self.engine.begin() as conn:
+                conn.exec_driver_sql(f"ANALYZE events, {SUMMARY}, {KEYS}")
+        except DB_ERRORS:
+            pass  # statistics only steer the planner: the copied events are committed either way
 
     def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
         """Cached projections of many streams at once."""

@@ -326,6 +326,16 @@ class SQLiteStore(StoreBase):
         with self._writer.connection() as con:
             con.execute("DELETE FROM snapshots")
 
+    def analyze(self) -> None:
+        """Let SQLite refresh the statistics it finds stale (``PRAGMA optimize``: bounded work, not a full ANALYZE)."""
+        if self.readonly:
+            return
+        try:
+            with self._writer.connection() as con:
+                con.execute("PRAGMA optimize")
+        except (sqlite3.Error, StoreError):
+            pass  # statistics only steer the planner: the copied events are committed either way
+
     def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
         """Cached projections of many streams at once."""
         out: dict[str, Snapshot] = {}

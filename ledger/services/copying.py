@@ -11,10 +11,8 @@ the destination keeps its own events.
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ledger.core.events import BASELINES_STREAM, LABEL_STREAM, BaselinesRecorded, LabelSet, decode
@@ -22,6 +20,7 @@ from ledger.errors import HistoryConflict, SameLedger
 from ledger.ledger import Ledger
 from ledger.storage.backends import open_store
 from ledger.storage.base import CopyBatch, Durability, LogStore, StoredEvent
+from ledger.storage.read_ahead import Put, ReadAhead
 
 #: Rows per destination transaction. Each transaction costs a commit and a few round trips (fewer, larger batches
 #: copy faster), and holds the destination's append lock while it writes: live capture into the same ledger waits
@@ -128,7 +127,7 @@ def copy_ledger(
     plan = plan if plan is not None else plan_copy(src, dst)
     copied = 0
     if plan.events:
-        with _ReadAhead(src, dst, plan, batch) as batches:
+        with _prepared_batches(src, dst, plan, batch) as batches:
             for prepared in batches:
                 copied += dst.insert_copied(prepared)
                 if progress is not None:
@@ -146,66 +145,28 @@ def copy_ledger(
     )
 
 
-class _ReadAhead:
+def _prepared_batches(src: LogStore, dst: LogStore, plan: CopyPlan, batch: int) -> ReadAhead[CopyBatch]:
     """The batches to copy, read from the source and prepared (hashes checked, rows encoded) in a second thread
     while the destination writes the batch before: the source's reads and the destination's server then work at
-    the same time (both drivers let go of the GIL while they wait)."""
+    the same time (both drivers let go of the GIL while they wait). Two batches at most wait prepared."""
 
-    #: Batches prepared ahead of the one being written.
-    AHEAD = 2
-
-    def __init__(self, src: LogStore, dst: LogStore, plan: CopyPlan, batch: int) -> None:
-        self._src, self._dst, self._plan, self._batch = src, dst, plan, batch
-        self._queue: queue.Queue[CopyBatch | BaseException | None] = queue.Queue(maxsize=self.AHEAD)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ledger-copy-read", daemon=True)
-
-    def __enter__(self) -> Iterator[CopyBatch]:
-        self._thread.start()
-        return self._batches()
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _batches(self) -> Iterator[CopyBatch]:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-
-    def _put(self, item: CopyBatch | BaseException | None) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
+    def produce(put: Put[CopyBatch]) -> None:
+        buf: list[StoredEvent] = []
+        for row in src.scan(after_seq=plan.start_seq - 1, batch=max(batch, 10_000)):
+            if row.seq > plan.until_seq:
+                break
+            after = plan.after_version.get(row.stream)
+            if after is None or row.version <= after:
                 continue
-        return False
+            buf.append(row)
+            if len(buf) >= batch:
+                if not put(dst.prepare_copied(buf)):
+                    return
+                buf = []
+        if buf:
+            put(dst.prepare_copied(buf))
 
-    def _run(self) -> None:
-        plan, batch = self._plan, self._batch
-        try:
-            buf: list[StoredEvent] = []
-            for row in self._src.scan(after_seq=plan.start_seq - 1, batch=max(batch, 10_000)):
-                if row.seq > plan.until_seq:
-                    break
-                after = plan.after_version.get(row.stream)
-                if after is None or row.version <= after:
-                    continue
-                buf.append(row)
-                if len(buf) >= batch:
-                    if not self._put(self._dst.prepare_copied(buf)):
-                        return
-                    buf = []
-            if buf and not self._put(self._dst.prepare_copied(buf)):
-                return
-            self._put(None)
-        except BaseException as e:  # handed to the writing thread, which raises it
-            self._put(e)
+    return ReadAhead(produce, name="ledger-copy-read", ahead=2)
 
 
 def _same_baseline_set(src: LogStore, dst: LogStore, stream: str) -> bool:

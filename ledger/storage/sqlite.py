@@ -421,14 +421,13 @@ class SQLiteStore(StoreBase):
         row = self._read(f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1", args)
         if not row or row[0][0] - after_version <= chunk:
             return self.read_joined(stream, after_version=after_version, until_seq=until_seq, chunk=chunk)
-        from ledger.storage.sqlite_joined import ChunkReader
+        from ledger.storage.sqlite_joined import chunk_reader
 
         last, seq = row[0]
         ranges = [(lo, min(lo + chunk, last)) for lo in range(after_version, last, chunk)]
         with self._readers.connection() as con:
             joined = sq.joined_sql(con, where)
-        reader = ChunkReader(self._connect, joined, ("\n", stream, *args[2:]))
-        return reader.start(ranges), last, seq
+        return chunk_reader(self._connect, joined, ("\n", stream, *args[2:]), ranges), last, seq
 
     def stream_exists(self, stream: str) -> bool:
         """True if the stream has at least one event."""

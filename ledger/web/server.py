@@ -130,6 +130,7 @@ class Viewer:
         ids, tags = self._chosen()
         cmp = compare_cards(self.ledger, ids, tags, include_retracted=_flag("retracted"), hint=_RETRACTED_HINT)
         all_tags = self._lists(self.cache.stamp())[0]
+        # The server's links and source, then the page's own values, as every page takes them (pages.py).
         return pages.compare_page(
             cmp,
             links=self.links,

@@ -31,8 +31,8 @@ FIXTURE = HERE / "fixtures" / "first_schema.sqlite"
 
 def test_summary_equals_a_rebuild_after_every_kind_of_write(backend_url: str) -> None:
     with Ledger.open(backend_url) as led:
-        ids = synthetic.write_cards(led, 300, seed=1)
-        synthetic.write_cards(led, 20, seed=2, per_step=True, first=300)
+        ids = synthetic.write_cards(led, 5_000, seed=1)  # a season of cards, at the size CI affords
+        synthetic.write_cards(led, 20, seed=2, per_step=True, first=5_000)
         demo = run_demo(led)  # a capture through the real toolkit
         import_recordings(led, [CORPUS])
         # An open card, closed later; a retraction; an action after a retraction.
@@ -48,7 +48,7 @@ def test_summary_equals_a_rebuild_after_every_kind_of_write(backend_url: str) ->
         got = stored(led.store)
         assert got[ids[3]][0] is not None and got[ids[3]][0].retract_reason == "a bad run"
         assert got[demo][0] is not None and got[demo][0].state == "closed"
-        assert len(got) == 300 + 20 + 1 + 1 + 1
+        assert len(got) == 5_000 + 20 + 1 + 1 + 1
         # A card whose action lands on a game never started: not counted, in the row as in the projection.
         v = led.load_card(ids[4]).events
         led.append_card(

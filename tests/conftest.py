@@ -1,8 +1,11 @@
-"""Shared fixtures: real SQLite files in tmp_path, the real PostgreSQL server when configured.
+"""Shared fixtures: real SQLite files in tmp_path, the real PostgreSQL server when configured, a second Python.
 
 PostgreSQL tests get a fresh, uniquely named database each (several test processes may share one server), created
 through an autocommit connection to ``$LEDGER_TEST_PG_URL`` and dropped afterwards. Without that variable they
 skip, naming it; with ``CI=true`` they must run, so an unset variable or an unreachable server fails them.
+
+``foreign_python`` (a venv of Python 3.13 with only the toolkit: tests/second_python.py) is built once per session
+for every test that needs it; without a Python 3.13 on the machine those tests skip, saying so.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
 from ledger import Ledger
+from tests.second_python import make_foreign_venv, other_python
 
 PG_URL = os.environ.get("LEDGER_TEST_PG_URL") or None
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -119,3 +123,12 @@ def ledger(db_path: Path) -> Iterator[Ledger]:
     """An open SQLite ledger."""
     with Ledger.open(db_path) as led:
         yield led
+
+
+@pytest.fixture(scope="session")
+def foreign_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A venv of another Python version with only the toolkit installed: it cannot load the ledger's msgspec."""
+    base = other_python()
+    if base is None:
+        pytest.skip("no second Python (3.13) on this machine to run the toolkit under")
+    return make_foreign_venv(base, tmp_path_factory.mktemp("foreign") / "venv")

@@ -17,10 +17,12 @@
   lines; in docs/ pages every number is also set aside: their transcripts show the output's shape); a transcript
   whose output ends with ``[exit N]`` must exit with N, any other with 0. ``$ COMMAND &`` starts a job (a server) in
   the background and shows the first lines it prints; ``$ kill -INT %1`` stops it as Ctrl-C does (it must exit 130);
-  port 8001 in a transcript stands for a free port, ``/opt/py313/bin/python`` for a Python of another version (the
-  transcript is skipped on a machine without one). The transcripts of one page run in order, against one demo
-  ledger. A block of another language (plain ```` ``` ````, ``text``) may not hold a ``$ ledger`` transcript unless
-  the line before the block is ``<!-- not run: REASON -->``; blocks indented under a list item count as any other.
+  port 8001 in a transcript stands for a free port, ``/opt/py313/bin/python`` for a Python of another version with
+  only the toolkit installed (the ``foreign_python`` venv); a transcript that names it, or ``run.sh`` (docs/record.md:
+  a shell script that starts main.py on it, made for that transcript), is skipped on a machine without one. The
+  transcripts of one page run in order, against one demo ledger. A block of another language (plain
+  ```` ``` ````, ``text``) may not hold a ``$ ledger`` transcript unless the line before the block is
+  ``<!-- not run: REASON -->``; blocks indented under a list item count as any other.
   ``CARD`` and any card id stand for the demo's card (docs/remote-capture.md: the server card), a 64-hex hash for
   the demo ledger's head. A ```` ```python ```` block runs in a fresh folder and must assert something.
 """
@@ -462,8 +464,21 @@ def _sessions(block: Block) -> list[tuple[str, list[str]]]:
 
 #: The port a transcript's server listens on; the test gives it a free one instead.
 DOCS_PORT = "8001"
-#: A Python of another version than the ledger's; the test uses the one the machine has.
+#: A Python of another version than the ledger's; the test uses the one the machine has (``foreign_python``).
 OTHER_PYTHON = "/opt/py313/bin/python"
+#: The files a transcript runs that start OTHER_PYTHON, written with the machine's when a transcript names them:
+#: docs/record.md's ``run.sh``, a shell script that starts the page's main.py on it.
+OTHER_PYTHON_INPUTS = {"run.sh": f"{OTHER_PYTHON} main.py\n"}
+
+
+def other_python_for(block: Block, request: pytest.FixtureRequest) -> str:
+    """The machine's Python of another version (the ``foreign_python`` venv); ``block`` skips without one."""
+    from tests.second_python import other_python
+
+    if other_python() is None:
+        pytest.skip(f"{block.where}: no second Python (3.13) on this machine")
+    python: str = request.getfixturevalue("foreign_python")
+    return python
 
 
 @dataclass
@@ -509,7 +524,7 @@ def start_job(ledger: DemoLedger, command: str, expected: list[str], port: int |
 
 @pytest.mark.parametrize("block", CONSOLE, ids=lambda b: b.where)
 def test_console_example_prints_what_the_docs_show(
-    page_ledgers: dict[str, DemoLedger], docs_inputs: Path, tmp_path: Path, block: Block
+    page_ledgers: dict[str, DemoLedger], docs_inputs: Path, tmp_path: Path, block: Block, request: pytest.FixtureRequest
 ) -> None:
     from tests.rest_agent import free_port
 
@@ -521,13 +536,11 @@ def test_console_example_prints_what_the_docs_show(
         for command, expected in _sessions(block):
             if port is not None:
                 command = re.sub(rf"\b{DOCS_PORT}\b", str(port), command)
-            if OTHER_PYTHON in command:
-                from tests.test_record_exits import other_python
-
-                found = other_python()
-                if found is None:
-                    pytest.skip(f"{block.where}: no second Python (3.13) on this machine")
-                command = command.replace(OTHER_PYTHON, found)
+            if OTHER_PYTHON in command or any(re.search(rf"\b{re.escape(n)}\b", command) for n in OTHER_PYTHON_INPUTS):
+                python = other_python_for(block, request)
+                command = command.replace(OTHER_PYTHON, python)
+                for name, text in OTHER_PYTHON_INPUTS.items():
+                    (ledger.folder / name).write_text(text.replace(OTHER_PYTHON, python), encoding="utf-8")
             if command.endswith(" &"):
                 assert job is None, f"{block.where}: one job per transcript"
                 job = start_job(ledger, command[:-2], expected, port)

@@ -6,12 +6,10 @@ from __future__ import annotations
 import glob
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -116,35 +114,7 @@ def test_a_signal_to_the_recorder_alone_stops_the_command_and_each_card_is_accou
         assert not card.closed and card.total_actions > 0
 
 
-# -- a second interpreter ---------------------------------------------------------------------------------
-
-
-def other_python() -> str | None:
-    """A Python other than the ledger's (3.12) on which the toolkit installs: 3.13 where the machine has it."""
-    found = shutil.which("python3.13")
-    candidates = [found] if found else []
-    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.13*/bin/python3.13")))
-    for c in candidates:
-        ok = subprocess.run([c, "-c", "import sys; assert sys.version_info[:2] == (3, 13)"], capture_output=True)
-        if ok.returncode == 0:
-            return c
-    return None
-
-
-@pytest.fixture(scope="session")
-def foreign_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A venv of another Python version with only the toolkit installed: it cannot load the ledger's msgspec."""
-    base = other_python()
-    if base is None:
-        pytest.skip("no second Python (3.13) on this machine to run the toolkit under")
-    venv = tmp_path_factory.mktemp("foreign") / "venv"
-    subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=300)
-    py = str(venv / "bin" / "python")
-    pip = subprocess.run(
-        [py, "-m", "pip", "install", "-q", "arc-agi==0.9.9"], capture_output=True, text=True, timeout=600
-    )
-    assert pip.returncode == 0, pip.stderr[-2000:]
-    yield py
+# -- a second interpreter (the ``foreign_python`` fixture of tests/conftest.py) --------------------------
 
 
 def test_the_second_interpreter_really_lacks_the_ledger(foreign_python: str, tmp_path: Path) -> None:

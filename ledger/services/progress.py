@@ -1,9 +1,10 @@
 """A team's progress: each tag's card scores over time, one series per tag (is the agent getting better?).
 
 A tag is how users name an agent and its versions, so the viewer's progress chart draws, for each chosen tag, the
-score of each of its cards at the time the card was opened. Retracted cards are left out, as ``ledger compare``
-leaves them out; a card without an opened time has no place on the time axis and is left out too. The numbers are
-the cards summary's, the same as the ``score`` and ``opened`` of ``ledger compare --json --tag T``.
+score of each of its cards (as it stands now), placed at the time the card was opened. Retracted cards are left
+out, as ``ledger compare`` leaves them out; a card without an opened time has no place on the time axis and is left
+out too. The numbers are the cards summary's, the same as the ``score`` and ``opened`` of ``ledger compare --json
+--tag T``.
 
 A series is bounded: the newest ``limit`` cards of the tag (one indexed query per tag), and ``older`` names the
 card the previous page starts before, so a ledger of 100,000 cards draws a small page and pages back in time.

@@ -25,12 +25,11 @@ from ledger.core.events import (
     card_stream,
     decode,
 )
-from ledger.core.lifecycle import limits
 from ledger.core.projection import CardState, fold, new_card
 from ledger.core.replay import ChunkMismatch, fold_joined
 from ledger.core.scoring import score_card
 from ledger.core.server_baselines import unknown_baselines
-from ledger.core.timeline import lapse, listed
+from ledger.core.timeline import lapse, limits, listed
 from ledger.errors import (
     AmbiguousCard,
     BaselinesNotKnown,

@@ -23,7 +23,10 @@ TARGET = ROOT / "docs" / "cli.md"
 def walk(cmd: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:
     """Every command below ``cmd`` (itself excluded), depth first, sorted by name, with its path of names."""
     if isinstance(cmd, click.Group):
-        for name, sub in sorted(cmd.commands.items()):
+        # A lazily listed command (ledger.cli.common.LedgerGroup) is imported here, as its module defines it.
+        for name in sorted(cmd.list_commands(click.Context(cmd))):
+            sub = cmd.loaded(name) if hasattr(cmd, "loaded") else cmd.commands[name]
+            assert sub is not None, name
             yield (*path, name), sub
             yield from walk(sub, (*path, name))
 

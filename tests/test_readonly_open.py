@@ -6,6 +6,7 @@ Every case runs the real `ledger` CLI as a subprocess on real SQLite files and o
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -261,8 +262,23 @@ def test_read_commands_on_sqlite_load_neither_sqlalchemy_nor_alembic(tmp_path: P
     for args in (["--help"], ["--version"], ["cards"], ["export", card], ["replay", card], ["verify"]):
         loaded = _modules_after(db, *args)
         assert "click" in loaded
-        assert not {m for m in loaded if m.split(".")[0] in ("sqlalchemy", "alembic", "arc_agi", "arcengine")}, args
+        heavy = ("sqlalchemy", "alembic", "arc_agi", "arcengine", "flask", "cryptography")
+        assert not {m for m in loaded if m.split(".")[0] in heavy}, args
+        if args[0] in ("cards", "export"):
+            # Only the running command's module (ledger.cli is a lazy group), not the audit's checks nor the toolkit.
+            others = {f"ledger.cli.{m}" for m in ("audit", "baselines", "copy", "evidence", "importing", "view")}
+            assert not loaded & (others | {"ledger.toolkit", "ledger.core.audit_checks"}), args
     assert "ledger.ledger" not in _modules_after(db, "--help")
+
+
+def test_the_lazy_group_lists_each_command_with_its_own_help() -> None:
+    from ledger.cli import COMMANDS, cli
+
+    for name, (_where, first) in COMMANDS.items():
+        cmd = cli.loaded(name)
+        assert cmd is not None and cmd.name == name, name
+        assert first == " ".join(inspect.cleandoc(cmd.help or "").split("\n\n")[0].split()), name
+    assert cli.commands.keys() == COMMANDS.keys()
 
 
 def test_version() -> None:

@@ -1,4 +1,4 @@
-"""The ``ledger`` command: a Click group with one module per command family, added explicitly below.
+"""The ``ledger`` command: a Click group with one module per command family, named explicitly below.
 
 Exit codes: 0 success, 1 a failed check or an unknown card/ledger problem, 2 bad usage or bad input.
 """
@@ -7,12 +7,119 @@ from __future__ import annotations
 
 import click
 
-from ledger.cli import audit, baselines, cards, copy, events, evidence, importing, record, retract, serve, summary, view
 from ledger.cli.common import DURABILITIES, LedgerGroup
 from ledger.version import __version__
 
+#: Every command: its name -> (``module:attribute``, the first paragraph of its help). A command's module is imported
+#: only when that command runs (or its own --help is asked), so `ledger export` does not pay for the audit's checks,
+#: the viewer or the importer; `ledger --help` lists every command from the help kept here, which
+#: tests/test_docs.py checks against each command's own.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "audit": (
+        "ledger.cli.audit:audit",
+        "Check that a card's score follows from its events, and explain it.",
+    ),
+    "baselines": (
+        "ledger.cli.baselines:baselines_group",
+        "Baseline sets: immutable, content-addressed snapshots of every game's human baselines and tags.",
+    ),
+    "bundle": (
+        "ledger.cli.view:bundle",
+        "Write cards as a static site that opens from file:// with no server and no network.",
+    ),
+    "cards": (
+        "ledger.cli.cards:cards",
+        "List cards in the order they were opened: id, opened, closed (and why), games, actions, score, tags.",
+    ),
+    "check": (
+        "ledger.cli.evidence:check",
+        "Check an evidence file from `ledger prove`, opening no ledger: the checkpoint's signature, the "
+        "inclusion proof of every event, the card's hash chain, that no later event of the card was left out,"
+        " and that the scorecard is the one the calculator makes from the events; with --environments, the "
+        "plays re-simulated.",
+    ),
+    "checkpoint": (
+        "ledger.cli.evidence:checkpoint_cmd",
+        "Sign the log's current tree head: a C2SP tlog checkpoint (origin, size, root hash, the stream-heads root).",
+    ),
+    "close": (
+        "ledger.cli.events:close",
+        "Close an open card: append a card_closed event (with the scorecard's document hash, as capture does).",
+    ),
+    "compare": (
+        "ledger.cli.view:compare",
+        "Compare cards side by side: per game and level, each card's actions and score; then a leaderboard by tag.",
+    ),
+    "copy": (
+        "ledger.cli.copy:copy_cmd",
+        "Copy every event, with its hash, from one ledger into another (SQLite -> PostgreSQL, and back).",
+    ),
+    "demo": (
+        "ledger.cli.cards:demo",
+        "Play two bundled games through the real toolkit (OFFLINE) with the ledger attached, then replay the card.",
+    ),
+    "events": (
+        "ledger.cli.events:events",
+        "List a card's events in order: its own version (what `--until` and `ledger audit` take), the ledger-"
+        "wide seq, the type, the time and what the event did.",
+    ),
+    "export": (
+        "ledger.cli.cards:export",
+        "Print a card's scorecard JSON, identical to the toolkit's get_scorecard().model_dump_json().",
+    ),
+    "import": (
+        "ledger.cli.importing:import_cmd",
+        "Import JSONL recordings and get their scorecards back: the toolkit's own (save_recording=True) and "
+        "the ARC-AGI-3-Agents harness's (<game_id>.<agent>.<uuid>.recording.jsonl).",
+    ),
+    "init": (
+        "ledger.cli.cards:init",
+        "Create the ledger (or upgrade its schema), repair any missing append-only trigger, and print where it is.",
+    ),
+    "keygen": (
+        "ledger.cli.evidence:keygen",
+        "Make an Ed25519 key NAME for signing checkpoints.",
+    ),
+    "prove": (
+        "ledger.cli.evidence:prove",
+        "Write an evidence file for CARD: everything a reviewer needs to check its score with the public key alone.",
+    ),
+    "rebuild-summary": (
+        "ledger.cli.summary:rebuild_summary_cmd",
+        "Rebuild the cards summary (what `cards`, `compare --tag` and the viewer list) from the log.",
+    ),
+    "record": (
+        "ledger.cli.record:record",
+        "Run COMMAND with every arc_agi.Arcade it creates recorded in the ledger.",
+    ),
+    "replay": (
+        "ledger.cli.cards:replay",
+        "Rebuild a card from its events and print the per-level post-mortem of every play.",
+    ),
+    "rescore": (
+        "ledger.cli.baselines:rescore_cmd",
+        "Score cards as played and under another baseline set; print what changed, largest change first.",
+    ),
+    "retract": (
+        "ledger.cli.retract:retract",
+        "Withdraw a closed card: append a retraction (with REASON) to its events, which all stay.",
+    ),
+    "serve": (
+        "ledger.cli.serve:serve",
+        "Serve the ARC-AGI-3 REST API (the toolkit's Arcade.listen_and_serve) with every card captured.",
+    ),
+    "verify": (
+        "ledger.cli.cards:verify",
+        "Check every link of every stream's hash chain, the append-only triggers and the schema revision.",
+    ),
+    "view": (
+        "ledger.cli.view:view",
+        "Serve a local web viewer over the ledger, read-only: cards, card, compare, progress and replay pages.",
+    ),
+}
 
-@click.group(cls=LedgerGroup, context_settings={"help_option_names": ["-h", "--help"]})
+
+@click.group(cls=LedgerGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 # The version is given, not looked up: importlib.metadata would cost a good part of the startup budget.
 @click.version_option(__version__, "--version", prog_name="ledger", message="%(prog)s %(version)s")
 @click.option(
@@ -45,35 +152,6 @@ def cli(ctx: click.Context, db: str | None, durability: str) -> None:
 
     ctx.obj["db"] = db or default_db()
     ctx.obj["durability"] = durability
-
-
-for _command in (
-    cards.init,
-    cards.cards,
-    cards.export,
-    cards.replay,
-    cards.verify,
-    cards.demo,
-    importing.import_cmd,
-    baselines.baselines_group,
-    baselines.rescore_cmd,
-    audit.audit,
-    copy.copy_cmd,
-    events.events,
-    events.close,
-    retract.retract,
-    view.view,
-    view.bundle,
-    view.compare,
-    serve.serve,
-    record.record,
-    evidence.keygen,
-    evidence.checkpoint_cmd,
-    evidence.prove,
-    evidence.check,
-    summary.rebuild_summary_cmd,
-):
-    cli.add_command(_command)
 
 
 def main() -> None:

@@ -34,11 +34,49 @@ class LedgerCommandError(click.ClickException):
 
 
 class LedgerGroup(click.Group):
-    """The one place a :class:`~ledger.errors.LedgerError` becomes a one-line message and its exit code."""
+    """The one place a :class:`~ledger.errors.LedgerError` becomes a one-line message and its exit code.
+
+    ``lazy`` maps a command's name to ``("module:attribute", first paragraph of its help)``: the module is imported
+    only when the command is looked up to run, and the group's --help lists it from the help given here.
+    """
+
+    def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of --help, from the lazy table's help (no command module imported)."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            if name in self.commands:
+                cmd = self.commands[name]
+                if cmd.hidden:
+                    continue
+                rows.append((name, cmd.get_short_help_str(limit)))
+            else:
+                rows.append((name, click.Command(name, help=self.lazy[name][1]).get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def loaded(self, cmd_name: str) -> click.Command | None:
+        """The subcommand as its module defines it (imported now if it is listed lazily), or None."""
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            import importlib
+
+            module, attr = self.lazy[cmd_name][0].split(":")
+            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        return self.commands.get(cmd_name)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         """The subcommand, with --db/--durability accepted after its name too (added once, on first use)."""
-        cmd = super().get_command(ctx, cmd_name)
+        cmd = self.loaded(cmd_name)
         if cmd is not None and not getattr(cmd, "_ledger_common", False):
             add_common_options(cmd)
             cmd._ledger_common = True  # type: ignore[attr-defined]

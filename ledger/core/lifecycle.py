@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,33 +21,25 @@ from ledger.core.events import (
     Win,
 )
 
-#: The toolkit's defaults and clamping windows (``arc_agi/scorecard.py``).
-DEFAULT_STALE_MINUTES = 15
-DEFAULT_MAX_OPEN_FOR_MINUTES = 4320
-STALE_RANGE = (1, 60)
-MAX_OPEN_RANGE = (60, 60 * 24 * 7)
+# The toolkit's limits live with the auto-close rule (ledger.core.timeline), which lists need without the audit.
+from ledger.core.timeline import (
+    DEFAULT_MAX_OPEN_FOR_MINUTES,
+    DEFAULT_STALE_MINUTES,
+    MAX_OPEN_RANGE,
+    STALE_RANGE,
+    env_minutes,
+    limits,
+)
 
-
-# -- the toolkit's limits ---------------------------------------------------------------------------------------
-
-
-def limits(environ: Mapping[str, str]) -> tuple[int, int]:
-    """(STALE_MINUTES, MAX_OPEN_FOR_MINUTES) as the toolkit reads them from ``environ``: what lapses an open card."""
-    return (
-        env_minutes(environ, "STALE_MINUTES", DEFAULT_STALE_MINUTES, *STALE_RANGE),
-        env_minutes(environ, "MAX_OPEN_FOR_MINUTES", DEFAULT_MAX_OPEN_FOR_MINUTES, *MAX_OPEN_RANGE),
-    )
-
-
-def env_minutes(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
-    """A minutes setting read exactly as the toolkit does: int() of the raw string (a non-int falls back to
-    ``default``), then clamped to ``lo..hi``."""
-    raw = environ.get(name, str(default))
-    try:
-        value = int(raw)
-    except ValueError:
-        value = default
-    return max(lo, min(hi, value))
+__all__ = [
+    "DEFAULT_MAX_OPEN_FOR_MINUTES",
+    "DEFAULT_STALE_MINUTES",
+    "MAX_OPEN_RANGE",
+    "STALE_RANGE",
+    "check_lifecycle",
+    "env_minutes",
+    "limits",
+]
 
 
 # -- 4. lifecycle -----------------------------------------------------------------------------------------------

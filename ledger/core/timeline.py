@@ -28,6 +28,32 @@ from ledger.core.events import (
 )
 from ledger.core.projection import CardState
 
+#: The toolkit's defaults and clamping windows (``arc_agi/scorecard.py``).
+DEFAULT_STALE_MINUTES = 15
+DEFAULT_MAX_OPEN_FOR_MINUTES = 4320
+STALE_RANGE = (1, 60)
+MAX_OPEN_RANGE = (60, 60 * 24 * 7)
+
+
+def limits(environ: Mapping[str, str]) -> tuple[int, int]:
+    """(STALE_MINUTES, MAX_OPEN_FOR_MINUTES) as the toolkit reads them from ``environ``: what lapses an open card."""
+    return (
+        env_minutes(environ, "STALE_MINUTES", DEFAULT_STALE_MINUTES, *STALE_RANGE),
+        env_minutes(environ, "MAX_OPEN_FOR_MINUTES", DEFAULT_MAX_OPEN_FOR_MINUTES, *MAX_OPEN_RANGE),
+    )
+
+
+def env_minutes(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    """A minutes setting read exactly as the toolkit does: int() of the raw string (a non-int falls back to
+    ``default``), then clamped to ``lo..hi``."""
+    raw = environ.get(name, str(default))
+    try:
+        value = int(raw)
+    except ValueError:
+        value = default
+    return max(lo, min(hi, value))
+
+
 #: Events that show the toolkit's scorecard was touched (its ``last_update`` refreshed), as the audit's
 #: lifecycle check counts them: an ignored action, a close or import bookkeeping is not activity.
 ACTIVITY = (CardOpened, PlayStarted, ActionTaken, LevelReset, LevelCompleted, GameOver, Win)
@@ -138,7 +164,5 @@ def shown_close(card: CardState, now: datetime, environ: Mapping[str, str]) -> t
     :meth:`ledger.ledger.CardSummary.of`), both through :func:`lapse`."""
     if card.closed and card.closed_at is not None:
         return card.closed_at, card.close_reason or "?", False
-    from ledger.core.lifecycle import limits
-
     at = lapse(card, card.last_ts, now, *limits(environ))
     return (at[0], at[1], True) if at is not None else None

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from ledger.core.lifecycle import limits
 from ledger.core.projection import CardState
+from ledger.core.timeline import limits
 from ledger.core.timeline import shown_close as timeline_close
 from ledger.ledger import CardSummary, Ledger
 from ledger.storage.summary import SummaryRow, micros

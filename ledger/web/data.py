@@ -19,12 +19,11 @@ import msgspec
 
 from ledger.core.document import EnvironmentDoc, RunDoc, ScorecardDoc
 from ledger.core.events import Numbered, card_stream, decode
-from ledger.core.lifecycle import limits
 from ledger.core.postmortem import arithmetic, postmortem
 from ledger.core.projection import CardState, fold
 from ledger.core.scoring import LEVEL_CAP, best_play_index
 from ledger.core.server_baselines import baselines_source, unknown_baselines
-from ledger.core.timeline import retraction_text
+from ledger.core.timeline import limits, retraction_text
 from ledger.errors import StoreError, UnknownCard
 from ledger.ledger import CardSummary
 from ledger.services.compare import GameTotals, LevelCell, game_totals, level_cells

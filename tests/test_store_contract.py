@@ -53,7 +53,8 @@ def alembic(store: LogStore, cmd: str, revision: str) -> None:
     """Run ``alembic upgrade|downgrade REVISION`` on the store's database."""
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
-    with store.engine.begin() as conn:
+    # IMMEDIATE on SQLite, as the store's own migrations: the store's summary follower may commit meanwhile.
+    with store.engine.execution_options(ledger_immediate=True).begin() as conn:
         cfg.attributes["connection"] = conn
         getattr(command, cmd)(cfg, revision)
 

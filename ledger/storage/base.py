@@ -15,13 +15,16 @@ import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import msgspec
 
 from ledger.core import chain
 from ledger.core.events import Event, encode, type_of
 from ledger.errors import HistoryConflict, InputError, LedgerError, StoreError
+
+if TYPE_CHECKING:
+    from ledger.storage.summary_tail import Overlay
 
 Durability = Literal["normal", "full", "batched"]
 
@@ -94,6 +97,14 @@ class LogStore(Protocol):
 
     def repair_triggers(self) -> list[str]:
         """Create the missing append-only triggers again; returns their names."""
+
+    def catch_up_summary(self) -> int:
+        """Fold the events the cards summary does not reflect yet into it (``summary_tail.py``); how many (0 on a
+        read-only store)."""
+
+    def summary_at_head(self) -> Overlay | None:
+        """None once the summary tables reflect the log's head (caught up when behind); for a read-only store
+        that is behind, the in-memory overlay to read them from."""
 
     def append(
         self, stream: str, new_events: Sequence[Event], expected_version: int | None = None

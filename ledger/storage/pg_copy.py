@@ -2,13 +2,12 @@
 
 A few round trips per batch whatever its size: the append lock, the heads of every stream of the batch (one query,
 an index probe each), the COPY of the rows (encoded beforehand by :func:`prepare`, in the copy's reading thread),
-the summary rows of the cards the batch touches (folded while the server inserts the rows; new cards' rows by
-COPY, others' by pipelined upserts; their keys by COPY), then the commit. Rows are checked to continue each stream
-exactly (:func:`~ledger.storage.base.copied_rows`) before anything is sent."""
+then the commit; the cards summary catches up afterwards, in bulk (``summary_tail.py``). Rows are checked to
+continue each stream exactly (:func:`~ledger.storage.base.copied_rows`) before anything is sent."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Sequence
 from typing import Any
 
 from psycopg.copy import QueuedLibpqWriter
@@ -19,19 +18,6 @@ from ledger.storage.summary import (
     COLUMNS,
     KEYS,
     SUMMARY,
-    Change,
-    SummaryKeeper,
-    copied_changes,
-    copied_changes_unread,
-)
-from ledger.storage.summary_pg import pg_reader, pg_reader_sql
-from ledger.storage.summary_sql import (
-    DELETE_KEYS_SQL,
-    DELETE_ROW_SQL,
-    UPSERT_SQL,
-    pg,
-    probe,
-    row_params,
 )
 
 # One index probe per stream for its last row (a DISTINCT ON over the streams would read every row they hold).
@@ -102,16 +88,16 @@ def prepare(rows: Sequence[StoredEvent]) -> CopyBatch:
     return CopyBatch(batch.rows, batch.unhashed, encode_rows(batch.rows) if batch.unhashed is None else None)
 
 
-def copy_batch(
-    conn: Any, keeper: SummaryKeeper, batch: CopyBatch, lock: tuple[str, tuple[Any, ...]]
-) -> tuple[int, list[Change]]:
+def copy_batch(conn: Any, batch: CopyBatch, lock: tuple[str, tuple[Any, ...]]) -> int:
     """Insert the copied rows of ``batch`` on psycopg connection ``conn`` in one transaction (not committed here);
-    returns how many were new and the summary changes to hand to ``keeper.committed`` once committed.
+    returns how many were new. The cards summary is not folded here: it follows the log by position
+    (``summary_tail.py``) and catches up on the next read, in bulk.
 
     Raises what :func:`copied_rows` raises (nothing is written then); the caller rolls back on any error.
     """
     rows = batch.rows
     lowest = lowest_versions(rows)
+    # The append lock, as every insert into events takes it: events commit in seq order (see pg_summary.py).
     conn.execute(*lock)
     streams = list(lowest)
     heads = {s: (0, chain.GENESIS) for s in streams}
@@ -121,58 +107,16 @@ def copy_batch(
     if overlap:
         cols = [list(c) for c in zip(*overlap, strict=True)]
         held = {(s, v): h for s, v, h in conn.execute(HELD_SQL, cols).fetchall()}
-    fresh = {s for s, (v, _) in heads.items() if v == 0}
     new = copied_rows(batch, heads, held)
     if not new:
-        return 0, []
+        return 0
     data = batch.encoded if len(new) == len(rows) and batch.encoded is not None else encode_rows(new)
-    probe(keeper, pg_reader_sql(conn), "postgresql")
-    summary_rows = [(e.stream, e.version, e.type, e.body) for e in new]
     with conn.cursor() as cur:
         if data is not None:
-            # The rows go out from psycopg's writing thread: this one folds the cards meanwhile, while the server
-            # inserts the rows.
             with cur.copy(COPY_BINARY_SQL, writer=QueuedLibpqWriter(cur)) as cp:
                 cp.write(data)
-                changes, rest = copied_changes_unread(keeper, summary_rows)
         else:
             with cur.copy(COPY_SQL) as cp:
                 for e in new:
                     cp.write_row((e.stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash))
-            changes, rest = [], summary_rows
-    if rest:
-        changes += copied_changes(keeper, rest, pg_reader(conn))
-    done = [c for c in changes if c is not None]
-    write_bulk(conn, done, fresh)
-    return len(new), done
-
-
-def write_bulk(conn: Any, changes: Sequence[Change], fresh: Set[str] = frozenset()) -> None:
-    """The summary rows and keys of many cards at once. The cards of ``fresh`` streams had no event in the
-    destination before this transaction, so no row or key either: their rows go in by COPY. The others' rows are
-    upserted (executemany: pipelined by psycopg) after their keys are deleted; every key goes in by COPY."""
-    if not changes:
-        return
-    old = [c for c in changes if c.stream not in fresh]
-    with conn.cursor() as cur:
-        if old:
-            ids = [c.stream.split(":", 1)[1] for c in old]
-            cur.execute(pg(DELETE_KEYS_SQL.replace("= ?", "= ANY(?)")), (ids,))
-            gone = [(i,) for c, i in zip(old, ids, strict=True) if c.tracked is None]
-            if gone:
-                cur.executemany(pg(DELETE_ROW_SQL), gone)
-            upserts = [row_params(c.row) for c in old if c.row is not None]
-            if upserts:
-                # executemany parses the statement once and pipelines the rows (a multi-row VALUES statement of
-                # thousands of parameters costs more to parse on the client than it saves).
-                cur.executemany(pg(UPSERT_SQL), upserts)
-        if len(old) < len(changes):
-            with cur.copy(SUMMARY_COPY_SQL) as cp:
-                for c in changes:
-                    if c.row is not None and c.stream in fresh:
-                        cp.write_row(row_params(c.row))
-        with cur.copy(KEYS_COPY_SQL) as cp:
-            for c in changes:
-                if c.row is not None and c.tracked is not None:
-                    for k, v in c.tracked.keys:
-                        cp.write_row((k, v, c.row.card_id))
+    return len(new)

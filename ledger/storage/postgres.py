@@ -45,13 +45,13 @@ from ledger.storage.pg_engine import (
     snapshots,
     stored_event,
 )
+from ledger.storage.pg_summary import PostgresSummary
 from ledger.storage.summary import KEYS, SUMMARY, SummaryKeeper
-from ledger.storage.summary_pg import pg_reader, pg_reader_sql, run_pg
-from ledger.storage.summary_sql import probe
+from ledger.storage.summary_tail import Follower, Overlay
 
 
 # SQLiteStore's twin over another driver and dialect, method by method; what both do alike is StoreBase's.
-class PostgresStore(StoreBase):
+class PostgresStore(PostgresSummary, StoreBase):
     """A ledger in one PostgreSQL database."""
 
     dialect = "postgresql"
@@ -67,6 +67,9 @@ class PostgresStore(StoreBase):
         self.engine: Engine = make_engine(url, readonly=readonly, timeout=busy_timeout_ms / 1000)
         self._heads = HeadCache()
         self._summary = SummaryKeeper()
+        # The cards summary is caught up after commits, off the appending thread (see summary_tail.py).
+        self._follower = Follower(self._follow)
+        self._overlay: Overlay | None = None
         self._writer: Writer[Connection] = Writer(
             self.engine.connect,
             drop_connection,
@@ -178,11 +181,6 @@ class PostgresStore(StoreBase):
                     if expected_version is not None and head[0] != expected_version:
                         raise VersionConflict(stream, expected_version)
                 new = sent = chain_rows(stream, rows, *head)
-                # The card's earlier events are immutable: read (if this process does not hold them) before locking.
-                probe(self._summary, pg_reader_sql(pg), "postgresql")
-                change = self._summary.change(
-                    stream, head[0], [r[0] for r in rows], [r[2] for r in rows], pg_reader(pg)
-                )
                 with pg.pipeline():
                     if not locked:
                         pg.execute(lock_statement(self.durability, "%s", "%s"), self._lock_args())
@@ -190,9 +188,8 @@ class PostgresStore(StoreBase):
                         pg.execute(insert_sql(len(chunk)), [v for e in chunk for v in row_values(e)])
                         for chunk in (new[i : i + 1000] for i in range(0, len(new), 1000))
                     ]
-                    run_pg(pg, [change])
                     pg.commit()
-                self._summary.committed(change)
+                self._follower.committed()
                 seq_of = {version: seq for c in curs for seq, version in c.fetchall()}
                 return self._appended(stream, new, [seq_of[e.version] for e in new])
             except VersionConflict:
@@ -280,11 +277,9 @@ class PostgresStore(StoreBase):
                     except DB_ERRORS as e:
                         raise StoreError(f"cannot write to the ledger at {self.describe()}: {reason(e)}") from e
                     try:
-                        n, changes = copy_batch(pg, self._summary, batch, lock)
+                        n = copy_batch(pg, batch, lock)
                         pg.commit()
-                        for change in changes:
-                            # The next batch continues these cards from memory, not from a read of their events.
-                            self._summary.committed(change)
+                        # The summary is caught up by the next read (or a writer's catch-up), in bulk.
                         return n
                     except (HistoryConflict, StoreError):
                         rollback_quietly(pg)
@@ -476,6 +471,9 @@ class PostgresStore(StoreBase):
         return self.engine.url.render_as_string(hide_password=True)
 
     def close(self) -> None:
-        """Release every connection (a forked child's: its own only; the engine gave it a fresh pool)."""
+        """Release every connection (a forked child's: its own only; the engine gave it a fresh pool); the summary
+        is caught up first, when it can be."""
+        if self._follower.close():
+            self._follow()  # what the appends since its last catch-up added (a copy leaves it to the next read)
         self._writer.close()
         self.engine.dispose()

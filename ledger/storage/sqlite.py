@@ -54,11 +54,12 @@ from ledger.storage.sqlite_sql import (
     stream_where,
     writable,
 )
+from ledger.storage.sqlite_summary import SQLiteSummary
 from ledger.storage.summary import SummaryKeeper
-from ledger.storage.summary_sql import append_summary, copy_summary
+from ledger.storage.summary_tail import Follower, Overlay
 
 
-class SQLiteStore(StoreBase):
+class SQLiteStore(SQLiteSummary, StoreBase):
     """A ledger in one SQLite file (WAL mode when opened for writing)."""
 
     dialect = "sqlite"
@@ -86,6 +87,9 @@ class SQLiteStore(StoreBase):
         self._engine: Any = None
         # WAL checkpoints run in a background thread, not inside a captured step's commit (see checkpoint.py).
         self._checkpointer = Checkpointer(self._connect, every=EVERY_COMMITS if durability != "full" else 0)
+        # The cards summary is caught up after commits, off the appending thread (see summary_tail.py).
+        self._follower = Follower(self._follow)
+        self._overlay: Overlay | None = None
         self._immutable = readonly and not writable(self.path)
         if readonly:
             self._check_is_ledger()
@@ -231,14 +235,13 @@ class SQLiteStore(StoreBase):
                         dbapi.executemany(INSERT_SQL, [astuple(e)[1:] for e in new])
                         last = dbapi.execute("SELECT last_insert_rowid()").fetchone()[0]
                         out = [replace(e, seq=s) for s, e in enumerate(new, last - len(new) + 1)]
-                    change = append_summary(self._summary, dbapi.execute, dbapi.executemany, stream, head[0], rows)
                     dbapi.execute("COMMIT")
                 except BaseException:
                     if dbapi.in_transaction:
                         dbapi.execute("ROLLBACK")
                     raise
             self._checkpointer.committed()
-            self._summary.committed(change)
+            self._follower.committed()
         except sqlite3.Error as e:
             self._heads.forget(stream)
             if isinstance(e, sqlite3.IntegrityError) and "UNIQUE" in str(e):  # another writer took the version
@@ -271,7 +274,6 @@ class SQLiteStore(StoreBase):
                             held.update({(s, v): h for v, h in con.execute(q, (s, lo, heads[s][0]))})
                     new = copied_rows(batch, heads, held)
                     con.executemany(INSERT_SQL, [(e.stream, *row_values(e)) for e in new])
-                    copy_summary(self._summary, con.execute, con.executemany, new)
                     con.execute("COMMIT")
                 except BaseException:
                     if con.in_transaction:
@@ -486,7 +488,9 @@ class SQLiteStore(StoreBase):
         return self.url
 
     def close(self) -> None:
-        """Release every connection this process opened."""
+        """Release every connection this process opened (the summary caught up first, when it can be)."""
+        if self._follower.close():
+            self._follow()  # what the appends since its last catch-up added (a copy leaves it to the next read)
         self._checkpointer.close()
         self._writer.close()
         self._readers.close()

@@ -14,7 +14,7 @@ import sqlite3
 from ledger.storage.base import head_revision
 
 #: The revision these statements are the schema of.
-REVISION = "0004_merkle"
+REVISION = "0005_summary_position"
 
 STATEMENTS = (
     "CREATE TABLE alembic_version (\n\tversion_num VARCHAR(32) NOT NULL, \n\t"
@@ -62,6 +62,9 @@ STATEMENTS = (
     "BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only: DELETE refused'); END",
     # The stored tree starts empty (the row the migration inserts).
     "INSERT INTO merkle_state (id, size, last_seq) VALUES (1, 0, 0)",
+    "CREATE TABLE summary_position (\n\tid INTEGER NOT NULL, \n\tseq INTEGER NOT NULL, \n\tPRIMARY KEY (id)\n)",
+    # An empty log: the summary reflects it whole.
+    "INSERT INTO summary_position (id, seq) VALUES (1, 0)",
 )
 
 

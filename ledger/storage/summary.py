@@ -359,29 +359,3 @@ def copied_changes(
         keeper.change(stream, g[0][1] - 1, [r[2] for r in g], [r[3] for r in g], read, full=True)
         for stream, g in _groups(rows).items()
     ]
-
-
-class _Unread(Exception):
-    """A card's change needs a read: its earlier events, or a baseline set the keeper does not hold."""
-
-
-def _unread(stream: str, version: int) -> list[bytes]:
-    raise _Unread(stream)
-
-
-def copied_changes_unread(
-    keeper: SummaryKeeper, rows: Sequence[tuple[str, int, str, bytes]]
-) -> tuple[list[Change | None], list[tuple[str, int, str, bytes]]]:
-    """The summary changes of the copied rows' cards that need no read of the log (:func:`copied_changes`'s,
-    for cards that start in ``rows`` or that the keeper holds at the version before them, whose baseline set it
-    holds), and the rows of the other cards, for :func:`copied_changes` once the rows are in the log. Runs while
-    the rows are being written."""
-    done: list[Change | None] = []
-    rest: list[tuple[str, int, str, bytes]] = []
-    for stream, g in _groups(rows).items():
-        try:
-            done.append(keeper.change(stream, g[0][1] - 1, [r[2] for r in g], [r[3] for r in g], _unread, full=True))
-        except _Unread:
-            # The card is no longer held (``change`` took it out): the second pass folds it from the log.
-            rest.extend(g)
-    return done, rest

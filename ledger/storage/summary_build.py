@@ -7,6 +7,7 @@ connection of its engine.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from typing import Any
 
@@ -33,6 +34,7 @@ from ledger.storage.summary_sql import (
     tag_count_query,
     tag_points_query,
 )
+from ledger.storage.summary_tail import POSITION, POSITION_SQL, has_position
 
 Built = Mapping[str, tuple[SummaryRow, frozenset[tuple[str, str]]]]
 EVENTS_SQL = "SELECT stream, type, version, body FROM events ORDER BY seq"
@@ -66,8 +68,14 @@ def fill(conn: Any) -> int:
 
 
 def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
-    """Rows of one read statement (``?`` placeholders) on ``store``, on a single connection."""
+    """Rows of one read statement (``?`` placeholders) on ``store``, on a single connection. A statement on the
+    summary tables is answered as of the log's head: the summary is caught up first (or, on a read-only store,
+    answered from the tail folded in memory: :class:`~ledger.storage.summary_tail.Overlay`)."""
     try:
+        if SUMMARY in sql:
+            overlay = store.summary_at_head()
+            if overlay is not None:
+                return overlay.query(sql, tuple(args))
         return _query(store, sql, args)
     except StoreError as e:
         if SUMMARY not in str(e) or has_summary(store):
@@ -96,25 +104,56 @@ def read_page(store: LogStore, q: PageQuery) -> list[SummaryRow]:
     return [SummaryRow(*r) for r in query(store, sql, args)]
 
 
-def stored(store: LogStore) -> dict[str, tuple[SummaryRow | None, frozenset[tuple[str, str]]]]:
-    """The summary tables as stored: each card's row (None: only keys) and keys."""
+Stored = dict[str, tuple[SummaryRow | None, frozenset[tuple[str, str]]]]
+
+
+def _stored(read: Callable[[str], list[Any]]) -> Stored:
     keys: dict[str, set[tuple[str, str]]] = {}
-    for cid, kind, value in query(store, SELECT_KEYS_SQL):
+    for cid, kind, value in read(SELECT_KEYS_SQL):
         keys.setdefault(cid, set()).add((kind, value))
-    out: dict[str, tuple[SummaryRow | None, frozenset[tuple[str, str]]]] = {
-        r[0]: (SummaryRow(*r), frozenset(keys.pop(r[0], ()))) for r in query(store, SELECT_ROWS_SQL)
-    }
+    out: Stored = {r[0]: (SummaryRow(*r), frozenset(keys.pop(r[0], ()))) for r in read(SELECT_ROWS_SQL)}
     out.update({cid: (None, frozenset(ks)) for cid, ks in keys.items()})
     return out
+
+
+def stored(store: LogStore) -> Stored:
+    """The summary tables as stored: each card's row (None: only keys) and keys."""
+    return stored_at(store)[0]
+
+
+def stored_at(store: LogStore) -> tuple[Stored, int | None]:
+    """The summary tables caught up to the log's head, and the seq of the last event they reflect (None: a schema
+    without the position), read consistently: a catch-up by another process between the reads is read again."""
+    for _ in range(100):
+        overlay = store.summary_at_head()
+        if overlay is not None:
+            return _stored(functools.partial(overlay.query, args=())), overlay.head
+        before = _position(store)
+        have = _stored(functools.partial(query if before is None else _query, store))
+        if _position(store) == before:
+            return have, before
+    raise StoreError(f"the cards summary of the ledger at {store.describe()} kept moving while it was read")
+
+
+def _position(store: LogStore) -> int | None:
+    try:
+        return int(_query(store, POSITION_SQL)[0][0])
+    except StoreError:
+        if has_position(lambda sql, args: _query(store, sql, args), store.dialect):
+            raise
+        return None
 
 
 def differences(store: LogStore, *, limit: int = 10) -> list[str]:
     """How the summary tables differ from a rebuild from the log, one line each (empty: they are equal).
 
-    The rule checked: every card has a row that reflects its stream up to its head version and equals the row
-    a replay of the whole log computes, with the same tags and games in the keys table.
+    The rule checked: every card has a row that reflects its stream up to the summary's position and equals the
+    row a replay of the log up to there computes, with the same tags and games in the keys table (reading the
+    tables caught them up to the log's head first).
     """
-    return compare(store, rebuild(_log((e.stream, e.type, e.version, e.body) for e in store.scan())), limit=limit)
+    have, upto = stored_at(store)
+    events = ((e.stream, e.type, e.version, e.body) for e in store.scan() if upto is None or e.seq <= upto)
+    return compare(store, rebuild(_log(events)), limit=limit, have=have)
 
 
 def has_summary(store: LogStore) -> bool:
@@ -122,10 +161,18 @@ def has_summary(store: LogStore) -> bool:
     return bool(_query(store, HAS_SUMMARY_SQL[store.dialect])[0][0])
 
 
-def compare(store: LogStore, built: Built, *, limit: int = 10, skip: Set[str] = frozenset()) -> list[str]:
-    """How the stored summary differs from ``built`` (a rebuild from the log), one line each (cards in ``skip``
-    left out)."""
-    have = stored(store)
+def compare(
+    store: LogStore,
+    built: Built,
+    *,
+    limit: int = 10,
+    skip: Set[str] = frozenset(),
+    have: Mapping[str, tuple[SummaryRow | None, frozenset[tuple[str, str]]]] | None = None,
+) -> list[str]:
+    """How the stored summary (``have``, else read now) differs from ``built`` (a rebuild from the log), one line
+    each (cards in ``skip`` left out)."""
+    if have is None:
+        have = stored(store)
     out = []
     for cid in sorted((built.keys() | have.keys()) - skip):
         want, got = built.get(cid), have.get(cid)
@@ -155,6 +202,7 @@ def rebuild_summary(store: LogStore) -> int:
             try:
                 built = rebuild(_log(con.execute(EVENTS_SQL)))
                 write_all(lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p), built)
+                con.execute(f"UPDATE {POSITION} SET seq = (SELECT coalesce(max(seq), 0) FROM events)")
                 con.execute("COMMIT")
             except BaseException:
                 if con.in_transaction:
@@ -167,7 +215,9 @@ def rebuild_summary(store: LogStore) -> int:
 
     with store.engine.begin() as conn:  # type: ignore[attr-defined]
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_APPEND_LOCK})
-        return fill(conn)
+        n = fill(conn)
+        conn.execute(text(f"UPDATE {POSITION} SET seq = (SELECT coalesce(max(seq), 0) FROM events)"))
+        return n
 
 
 def tagged_card_ids(store: LogStore, tags: Sequence[str], *, include_retracted: bool = False) -> list[str]:

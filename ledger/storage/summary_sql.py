@@ -22,7 +22,6 @@ from ledger.storage.summary import (
     Change,
     SummaryKeeper,
     SummaryRow,
-    copied_changes,
 )
 
 UPSERT_SQL = (
@@ -182,40 +181,6 @@ def probe(keeper: SummaryKeeper, execute: Callable[[str, Any], Any], dialect: st
 def body_reader(execute: Callable[[str, Any], Any]) -> BodyReader:
     """Reads a stream's first bodies through ``execute`` (the append transaction's connection)."""
     return lambda stream, version: [bytes(r[0]) for r in execute(READ_BODIES_SQL, (stream, version))]
-
-
-def append_summary(
-    keeper: SummaryKeeper,
-    execute: Callable[[str, Any], Any],
-    executemany: Callable[[str, Any], Any],
-    stream: str,
-    base_version: int,
-    rows: Sequence[tuple[str, str, bytes]],
-) -> Change | None:
-    """Write the summary change of appending ``rows`` after ``base_version`` (inside the append transaction);
-    the caller passes the result to ``keeper.committed`` once the transaction has committed."""
-    if not keeper.enabled:
-        probe(keeper, execute, "sqlite")
-    change = keeper.change(stream, base_version, [r[0] for r in rows], [r[2] for r in rows], body_reader(execute))
-    if change is not None and change.counters is not None:
-        execute(COUNTERS_SQL, change.counters)  # a captured action: one statement, nothing to build
-    else:
-        run_statements(execute, executemany, [change])
-    return change
-
-
-def copy_summary(
-    keeper: SummaryKeeper,
-    execute: Callable[[str, Any], Any],
-    executemany: Callable[[str, Any], Any],
-    rows: Sequence[Any],
-    dialect: str = "sqlite",
-) -> list[Change | None]:
-    """Write the summary changes of copied events (``StoredEvent`` rows, inside the copy's transaction)."""
-    probe(keeper, execute, dialect)
-    changes = copied_changes(keeper, [(e.stream, e.version, e.type, e.body) for e in rows], body_reader(execute))
-    run_statements(execute, executemany, changes)
-    return changes
 
 
 def any_tag_query(tags: Sequence[str], include_retracted: bool = False) -> tuple[str, list[Any]]:

@@ -1,0 +1,120 @@
+"""The PostgreSQL store's side of the cards summary that follows the log by position (see summary_tail.py).
+
+Tailing by ``seq`` is safe here only because every insert into ``events`` takes the append advisory lock before
+its ``seq`` is drawn and keeps it to its commit (``lock_statement`` in the append, the import and the copy): the
+events commit in ``seq`` order, so an event the catch-up has not seen can never get a ``seq`` below one it has.
+The catch-up itself does not take the append lock (appends never wait for it); catch-ups are serialized by the
+position row (``SELECT ... FOR UPDATE``), and under READ COMMITTED each statement after that lock sees every
+event committed so far.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from ledger.errors import StoreError
+from ledger.storage.summary import SummaryKeeper
+from ledger.storage.summary_pg import pg_reader_sql
+from ledger.storage.summary_sql import pg, probe
+from ledger.storage.summary_tail import LAG_SQL, POSITION_SQL, Overlay, build_overlay, catch_up
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection, Engine
+
+    from ledger.storage.connections import Writer
+
+
+def pg_catch_up(keeper: SummaryKeeper, conn: Any) -> int:
+    """:func:`~ledger.storage.summary_tail.catch_up` on psycopg connection ``conn`` (not in autocommit mode)."""
+
+    def fetch(sql: str, args: Any) -> list[Any]:
+        return list(conn.execute(pg(sql), args).fetchall())
+
+    def begin() -> int:
+        probe(keeper, pg_reader_sql(conn), "postgresql")
+        return int(fetch(POSITION_SQL + " FOR UPDATE", ())[0][0])
+
+    def execute(sql: str, params: Any) -> None:
+        conn.execute(pg(sql), params)
+
+    def executemany(sql: str, params: Any) -> None:
+        with conn.cursor() as cur:
+            cur.executemany(pg(sql), params)
+
+    return catch_up(keeper, begin, fetch, execute, executemany, conn.commit, conn.rollback)
+
+
+class PostgresSummary:
+    """Catch-up and read-only overlay for :class:`~ledger.storage.postgres.PostgresStore`."""
+
+    readonly: bool
+    engine: Engine
+    _summary: SummaryKeeper
+    _writer: Writer[Connection]
+    _overlay: Overlay | None
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def _failed(self, pg: Any) -> bool:
+        raise NotImplementedError
+
+    def catch_up_summary(self) -> int:
+        """Fold into the cards summary the events it does not reflect yet; how many (0 on a read-only store)."""
+        if self.readonly:
+            return 0
+        import psycopg
+
+        from ledger.storage.pg_engine import DB_ERRORS, reason
+
+        with self._writer.locked():
+            try:
+                conn = self._writer.get().connection.driver_connection
+            except DB_ERRORS as e:
+                raise StoreError(f"cannot update the cards summary of {self.describe()}: {reason(e)}") from e
+            try:
+                return pg_catch_up(self._summary, conn)
+            except psycopg.Error as e:
+                self._failed(conn)
+                msg = " ".join(str(e).split())
+                raise StoreError(f"cannot update the cards summary of the ledger at {self.describe()}: {msg}") from e
+
+    def _follow(self) -> None:
+        with contextlib.suppress(StoreError):
+            self.catch_up_summary()
+
+    def summary_at_head(self) -> Overlay | None:
+        """None once the summary tables reflect the log's head (caught up here when behind); for a read-only store
+        that is behind, the :class:`Overlay` to answer from (nothing written)."""
+        from ledger.storage.pg_engine import DB_ERRORS, reason
+
+        try:
+            with self.engine.connect() as conn:
+                position, head = conn.exec_driver_sql(LAG_SQL).one()
+                if position >= head:
+                    return None
+                if self.readonly:
+                    return self._overlay_at(conn, head)
+        except DB_ERRORS as e:
+            if "summary_position" in str(e):  # an earlier revision, open read-only: its appends kept the rows
+                return None
+            raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
+        self.catch_up_summary()
+        return None
+
+    def _overlay_at(self, conn: Connection, head: int) -> Overlay:
+        if self._overlay is not None and self._overlay.head == head:
+            return self._overlay
+        conn.rollback()
+        # One snapshot for the stored tables and the tail (a writer's catch-up may commit meanwhile).
+        snap = conn.execution_options(isolation_level="REPEATABLE READ")
+        with snap.begin():
+
+            def fetch(sql: str, args: Any) -> list[Any]:
+                return list(snap.exec_driver_sql(pg(sql), tuple(args)).fetchall())
+
+            position, head = fetch(LAG_SQL, ())[0]
+            probe(self._summary, fetch, "postgresql")
+            self._overlay = build_overlay(fetch, self._summary, head, position)
+        return self._overlay

@@ -1,0 +1,37 @@
+"""The cards summary follows the log by position: ``summary_position`` holds the ``seq`` of the last event the
+summary tables reflect (see ``ledger/storage/summary_tail.py``).
+
+The tables are rebuilt from the log here and the position starts at the log's last ``seq``: a ledger written at an
+earlier revision by this version's appends (which no longer touch the summary) is right afterwards too. Only a
+table is created (no batch rebuild of ``events``), so the append-only triggers stay as they are
+(tests/test_store_contract.py upgrades a ledger from the previous revision and checks them).
+
+Revision ID: 0005_summary_position
+Revises: 0004_merkle
+Create Date: 2026-12-03
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0005_summary_position"
+down_revision = "0004_merkle"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    big = sa.BigInteger().with_variant(sa.Integer, "sqlite")
+    op.create_table(
+        "summary_position",
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("seq", big, nullable=False),
+    )
+    from ledger.storage.summary_build import fill
+
+    fill(op.get_bind())
+    op.execute("INSERT INTO summary_position (id, seq) SELECT 1, coalesce(max(seq), 0) FROM events")
+
+
+def downgrade() -> None:
+    op.drop_table("summary_position")

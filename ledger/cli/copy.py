@@ -74,6 +74,7 @@ def copy_cmd(ctx: click.Context, source: str | None, destination: str, as_json: 
                 "extended_streams": rep.extended_streams,
                 "current_streams": rep.current_streams,
                 "seconds": round(rep.seconds, 3),
+                "summary_seconds": round(rep.summary_seconds, 3),
             }
         )
         return
@@ -84,5 +85,5 @@ def copy_cmd(ctx: click.Context, source: str | None, destination: str, as_json: 
     click.echo(
         f"copied {rep.events} events ({rep.new_streams} new streams, {rep.extended_streams} extended, "
         f"{rep.current_streams} already up to date) from {rep.source} to {rep.destination} "
-        f"in {rep.seconds:.2f} s ({rate:,.0f} events/s)"
+        f"in {rep.seconds:.2f} s ({rate:,.0f} events/s); the cards summary caught up in {rep.summary_seconds:.2f} s"
     )

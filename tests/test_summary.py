@@ -7,8 +7,12 @@ import html
 import json
 import re
 import shutil
+import signal
 import sqlite3
+import subprocess
+import sys
 import threading
+import time
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -21,7 +25,8 @@ from ledger.core.projection import CardState
 from ledger.services import synthetic
 from ledger.services.importing import import_recordings
 from ledger.services.listing import CardFilter, list_cards
-from ledger.storage.summary_build import differences, rebuild_summary, stored
+from ledger.storage.summary_build import differences, read_page, rebuild_summary, stored
+from ledger.storage.summary_sql import PageQuery
 from ledger.toolkit.demo import run_demo
 
 HERE = Path(__file__).resolve().parent
@@ -281,3 +286,65 @@ def test_ledger_cards_and_the_cards_list_give_the_same_summaries(backend_url: st
             assert (row.closed, row.close_reason) == (every[cid].closed, every[cid].close_reason)
             totals = (doc.score, doc.total_actions, doc.total_levels_completed, doc.total_levels)
             assert (row.score, row.actions, row.levels_completed, row.levels) == totals
+
+
+# -- the summary follows the log by position: readers catch it up, even after killed writers ----------------------
+
+_WRITER = (
+    "import sys\n"
+    "from ledger import Ledger\n"
+    "from ledger.services import synthetic\n"
+    "with Ledger.open(sys.argv[1]) as led:\n"
+    "    synthetic.write_cards(led, 10_000, seed=int(sys.argv[2]), per_step=True, first=100_000 * int(sys.argv[2]))\n"
+)
+
+
+def _heads(led: Ledger) -> dict[str, int]:
+    return {s.stream.split(":", 1)[1]: s.version for s in led.store.streams("card:")}
+
+
+def test_readers_after_killed_writers_see_every_committed_event(backend_url: str) -> None:
+    # Writers in three processes, a reader catching up alongside, then every writer SIGKILLed mid-stream (its
+    # follower thread had not folded its last commits): the next reader, read-only (the tail folded in memory,
+    # nothing written) or not (caught up in place), lists every committed event, and the tables equal a rebuild.
+    with Ledger.open(backend_url) as led:
+        synthetic.baselines(led)
+    root = Path(__file__).resolve().parent.parent
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, backend_url, str(n)], cwd=root, stderr=subprocess.PIPE)
+        for n in range(1, 4)
+    ]
+    try:
+        with Ledger.open(backend_url) as reader:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and len(_heads(reader)) < 9:
+                time.sleep(0.05)
+            for _ in range(5):
+                rows = read_page(reader.store, PageQuery(include_retracted=True))
+                heads = _heads(reader)
+                # Caught up before answering: a row never reflects less than the log held when the read began.
+                assert all(heads[r.card_id] >= r.version for r in rows)
+                time.sleep(0.1)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+    assert all(p.returncode == -signal.SIGKILL for p in procs), [p.stderr.read() for p in procs if p.stderr]
+    with Ledger.open(backend_url, readonly=True) as ro:
+        position = _position(ro)
+        heads = _heads(ro)
+        rows = {r.card_id: r.version for r in read_page(ro.store, PageQuery(include_retracted=True))}
+        assert rows == heads
+        assert _position(ro) == position  # a read-only reader wrote nothing
+    with Ledger.open(backend_url) as led:
+        rows = {r.card_id: r.version for r in read_page(led.store, PageQuery(include_retracted=True))}
+        assert rows == heads
+        assert _position(led) == led.store.max_seq()
+        assert not differences(led.store)
+
+
+def _position(led: Ledger) -> int:
+    from ledger.storage.summary_build import _query
+    from ledger.storage.summary_tail import POSITION_SQL
+
+    return int(_query(led.store, POSITION_SQL)[0][0])

@@ -42,7 +42,7 @@ def pg_catch_up(keeper: SummaryKeeper, conn: Any) -> int:
         with conn.cursor() as cur:
             cur.executemany(pg(sql), params)
 
-    return catch_up(keeper, begin, fetch, execute, executemany, conn.commit, conn.rollback)
+    return catch_up(keeper, begin, fetch, execute, executemany, conn.commit, conn.rollback, conn.pipeline)
 
 
 class PostgresSummary:

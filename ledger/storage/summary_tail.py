@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ledger.storage.summary import COLUMNS, KEYS, SUMMARY, Change, SummaryKeeper, copied_changes
-from ledger.storage.summary_sql import SELECT_KEYS_SQL, SELECT_ROWS_SQL, body_reader, run_statements
+from ledger.storage.summary_sql import SELECT_KEYS_SQL, SELECT_ROWS_SQL, body_reader, run_statements, write_changes
 
 POSITION = "summary_position"
 POSITION_SQL = f"SELECT seq FROM {POSITION} WHERE id = 1"
@@ -72,9 +72,11 @@ def catch_up(
     executemany: Execute,
     commit: Callable[[], None],
     rollback: Callable[[], None],
+    writing: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> int:
     """Bring the summary tables to the log's head, a transaction per :data:`CHUNK` events; returns how many events
-    were folded. ``begin`` opens the transaction, takes what serializes catch-ups and returns the position."""
+    were folded. ``begin`` opens the transaction, takes what serializes catch-ups and returns the position;
+    ``writing`` wraps the writes (PostgreSQL: a pipeline, not a round trip per statement)."""
     folded = 0
     while True:
         position = begin()
@@ -84,8 +86,9 @@ def catch_up(
             if not n:
                 commit()
                 return folded
-            run_statements(execute, executemany, changes)
-            execute(SET_POSITION_SQL, (last,))
+            with writing():
+                write_changes(executemany, changes)
+                execute(SET_POSITION_SQL, (last,))
             commit()
         except BaseException:
             with contextlib.suppress(Exception):

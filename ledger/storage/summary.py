@@ -3,15 +3,15 @@
 Every list (``ledger cards``, ``compare --tag``, the viewer's and the bundle's cards pages) reads a page of
 ``card_summary`` instead of replaying every card. The rule that keeps it a projection:
 
-* the row of a card is written in the same transaction as every append to the card's stream, and reflects the
-  stream up to its head: ``card_summary.version`` is the head version (``ledger verify`` and ``ledger
-  rebuild-summary --check`` prove the rows and keys equal a rebuild from the log);
-* it stays cheap: the writer keeps the card's projection in memory (per process, keyed by the version it
-  reflects), folds only the new events, and scores the card (score, levels completed, level count) only for a
-  batch that holds an event other than an action: an action changes counters, never those (levels are scored
-  from their LevelCompleted marks). The keys table is rewritten only when the card's tags or games change. A
-  process that does not hold the card's projection (its first append to the card, or another writer went in
-  between, or its last append was rolled back) replays the stream once;
+* it follows the log by position (:mod:`ledger.storage.summary_tail`): ``summary_position`` holds the ``seq`` of the
+  last event folded, written in the same transaction as the rows, so each event is folded exactly once; a read
+  catches it up to the log's head first; ``ledger verify`` and ``ledger rebuild-summary --check`` prove the rows
+  and keys equal a rebuild from the log up to that position;
+* it stays cheap: the :class:`SummaryKeeper` keeps the projections of the cards it folded (per process, keyed by
+  the version each reflects), folds only the new events, and scores a card (score, levels completed, level count)
+  only for a batch that holds an event other than an action: an action changes counters, never those (levels are
+  scored from their LevelCompleted marks). The keys table is rewritten only when the card's tags or games change.
+  A card it does not hold (or whose last fold was rolled back) is replayed from its stream once;
 * a card with an event that does not decode has no row (the log takes any bytes; ``verify`` reports the event).
 """
 

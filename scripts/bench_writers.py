@@ -101,7 +101,8 @@ def concurrent_writers(url: str, procs: int = 16, steps: int = 200) -> list[str]
         f"{procs} capturing processes x {steps} toolkit steps on PostgreSQL: {len(cap) / wall:,.0f} steps/s in total "
         f"(first timed step to last); captured step p50 {_pct(cap, 0.5):.2f} ms, p99 {_pct(cap, 0.99):.2f} ms; "
         f"bare INSERT+COMMIT ({procs} processes) p50 {_pct(bare, 0.5):.2f} ms, p99 {_pct(bare, 0.99):.2f} ms; "
-        f"p50 ratio {statistics.median(cap) / statistics.median(bare):.2f}x",
+        f"p50 ratio {statistics.median(cap) / statistics.median(bare):.2f}x, "
+        f"p99 ratio {_pct(cap, 0.99) / _pct(bare, 0.99):.2f}x (GOAL p99 <= 2x)",
     ]
 
 

@@ -23,11 +23,14 @@ def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> tuple[dict[str, 
 
     A folder holding ``.jsonl`` files is a card folder; its sub-folders holding ``.jsonl`` files are cards too
     (a recordings folder). A harness recording (``{game_id}.{agent}.{uuid}.recording.jsonl``) is a card of its
-    own, named by its uuid, wherever it is. Raises :class:`ImportInputError` for a path that names no recording.
+    own, named by its uuid, wherever it is. A folder with no recording among others that have some is skipped
+    with a note (kind ``empty``); raises :class:`ImportInputError` for a path that does not exist or is not a
+    ``.jsonl`` file, and when no path holds any recording.
     """
     cards: dict[str, dict[str, Path]] = {}
     problems: list[Problem] = []
     seen: set[Path] = set()
+    empty: list[Path] = []
 
     def add(card_id: str, f: Path) -> None:
         # Linux allows any bytes in a name; Python hands undecodable ones over as lone surrogates, which no
@@ -68,9 +71,14 @@ def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> tuple[dict[str, 
                 for f in inner:
                     add(_card_of(f, sub.name), f)
             if not found:
-                raise ImportInputError(f"{p}: no recordings (*.jsonl) in it or in its card folders")
+                empty.append(p)
         else:
             raise ImportInputError(f"{p}: no such file or folder")
+    if empty and not cards:
+        where = "it or in its card folders" if len(empty) == 1 else "any of them or in their card folders"
+        raise ImportInputError(f"{', '.join(map(str, empty))}: no recordings (*.jsonl) in {where}")
+    for p in empty:
+        problems.append(Problem(str(p), None, "empty", "no recordings (*.jsonl) in it or in its card folders: skipped"))
     return {cid: [files[n] for n in sorted(files)] for cid, files in cards.items()}, problems
 
 

@@ -68,6 +68,7 @@ def view(ctx: click.Context, host: str, port: int, environments: str | None) -> 
     the server (exit 130).
     """
     import logging
+    import signal
 
     from ledger.toolkit.rest import check_bindable
     from ledger.web.server import create_app, run
@@ -84,6 +85,12 @@ def view(ctx: click.Context, host: str, port: int, environments: str | None) -> 
                 click.echo(warn, err=True)
             sys.stdout.flush()
 
+        try:
+            # Started from a script (`ledger view &` in a non-interactive shell) SIGINT arrives ignored: Ctrl-C and
+            # `kill -INT` must stop the server all the same.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        except ValueError:  # not the main thread (an embedding program): its signals are its own
+            pass
         try:
             # Werkzeug prints its own lines and exits 1 on a busy port or an unknown host: say it as `serve` does.
             check_bindable(host, port)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -58,7 +59,7 @@ class Recorded:
     returncode: int
     card_ids: list[str]
     uncaptured: list[Uncaptured] = field(default_factory=list)
-    #: The command's last non-empty line on stderr (its own error, when it failed).
+    #: The command's last error line on stderr (:func:`last_error_line`).
     last_error: str | None = None
     #: The signals the recorder passed on to the command, in order.
     signals: list[str] = field(default_factory=list)
@@ -102,7 +103,7 @@ class _StderrTee:
     def _pump(self) -> None:
         out = getattr(sys.stderr, "buffer", None)
         while chunk := os.read(self._fd, 65536):
-            self._tail = (self._tail + chunk)[-8192:]
+            self._tail = (self._tail + chunk)[-65536:]
             try:
                 if out is not None:
                     out.write(chunk)
@@ -113,10 +114,49 @@ class _StderrTee:
                 out = None
 
     def last_line(self, timeout: float = 5.0) -> str | None:
-        """The last non-empty line seen (waits a little for processes the command left holding the pipe)."""
+        """The command's last error line (waits a little for processes the command left holding the pipe)."""
         self._thread.join(timeout)
-        lines = [ln.strip() for ln in self._tail.decode("utf-8", "replace").splitlines() if ln.strip()]
-        return lines[-1] if lines else None
+        return last_error_line(self._tail.decode("utf-8", "replace"))
+
+
+_WARNING = re.compile(r"(^|[\s:])\w*Warning:|^\W*warn(ing)?\b", re.IGNORECASE)
+_ERROR = re.compile(r"error|exception|fail|fatal|cannot|can't|could not|denied|refused|not found|no such", re.I)
+
+
+def last_error_line(text: str) -> str | None:
+    """The line of a command's stderr that says why it failed: the exception line ending the last traceback, or
+    the last line that reads as an error, else the last line; never a warning (a library's DeprecationWarning
+    printed at exit is no reason for anything) nor the source line Python prints under one."""
+    lines: list[str] = []
+    after_warning = False
+    exception: int | None = None
+    in_traceback = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        indented = raw[:1].isspace()
+        if _WARNING.search(line):
+            after_warning = True
+            continue
+        if after_warning and indented:
+            continue
+        after_warning = False
+        if line.startswith("Traceback (most recent call last)"):
+            in_traceback = True
+            continue
+        if in_traceback:
+            if indented:
+                continue
+            in_traceback = False
+            exception = len(lines)
+        lines.append(line)
+    if not lines:
+        return None
+    errors = [i for i, ln in enumerate(lines) if _ERROR.search(ln)]
+    if exception is not None:
+        errors.append(exception)
+    return lines[max(errors)] if errors else lines[-1]
 
 
 @dataclass(frozen=True, slots=True)

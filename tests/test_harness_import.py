@@ -573,3 +573,47 @@ def test_two_harness_runs_put_together_are_refused(tmp_path: Path, envs: Path) -
     assert code == 2 and "holds the frames of 2 plays" in err and out.startswith("not imported"), (out, err)
     with Ledger.open(tmp_path / "l.sqlite") as led:
         assert led.card_ids() == []
+
+
+# -- a line cut by another write (Ctrl-C in the harness) -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("newline", [True, False], ids=["rest-on-next-line", "inside-one-line"])
+def test_a_frame_line_cut_by_the_final_scorecard_line_is_recovered(tmp_path: Path, envs: Path, newline: bool) -> None:
+    """The harness's signal handler writes the final ``{}`` line whole while the agent thread is between two writes
+    of a frame line: the import takes the line apart, says so, and the card equals the toolkit's."""
+    run = run_swarm(tmp_path / "rec", [VIS], 31, env_dir=envs, max_actions=40)
+    path = run.agents[0].recorder.path
+    lines = path.read_bytes().splitlines(keepends=True)
+    final = lines.pop()  # {"timestamp": ..., "data": {}}\n, written by cleanup
+    assert json.loads(final)["data"] == {}
+    n = len(lines) - 3  # a frame line with frames after it: the agent thread went on
+    cut = lines[n].index(b"]], [") + 3  # somewhere inside the frame
+    lines[n] = lines[n][:cut] + (final if newline else final.rstrip(b"\n")) + lines[n][cut:]
+    path.write_bytes(b"".join(lines))
+    db = tmp_path / "l.sqlite"
+    code, _, err = invoke(db, "import", str(path), "--environments", str(envs))
+    assert code == 0, err
+    said = [ln for ln in err.splitlines() if "cut by another write" in ln]
+    rest = f"its rest is line {n + 2}" if newline else "and the rest of the line after it"
+    assert (
+        len(said) == 1
+        and said[0].startswith(f"Note: {path}:{n + 1}: a record cut by another write: ")
+        and rest in said[0]
+    )
+    assert "not JSON" not in err
+    with Ledger.open(db) as led:
+        got = game_entry(json.loads(led.export(run.agents[0].recorder.guid)), VIS)
+        assert got == game_entry(run.expected, VIS)
+        assert not [e for e in events_of(led, run.agents[0].recorder.guid) if type(e) is LinesSkipped]
+
+
+def test_a_cut_line_whose_rest_was_never_written_is_not_guessed(tmp_path: Path, envs: Path) -> None:
+    run = run_swarm(tmp_path / "rec", [VIS], 32, env_dir=envs, max_actions=20)
+    path = run.agents[0].recorder.path
+    lines = path.read_bytes().splitlines(keepends=True)
+    final = lines.pop()
+    lines[-1] = lines[-1][: len(lines[-1]) // 2] + final  # the process exited before the rest was written
+    path.write_bytes(b"".join(lines))
+    _, _, err = invoke(tmp_path / "l.sqlite", "import", str(path), "--environments", str(envs))
+    assert "cut by another write" not in err and f"{path}:{len(lines)}: not JSON: skipped" in err, err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -125,18 +125,10 @@ class CardSummary:
     retract_reason: str | None = None
     #: False for an open card on an ARC server whose baselines nothing revealed yet: ``score`` is not a score then.
     baselines_known: bool = True
-    #: True for a card opened in competition mode (scored over every game of the server, one play per game).
-    competition: bool = False
+    competition: bool = False  # opened in competition mode: scored over every game of the server
 
     @classmethod
-    def of(
-        cls,
-        row: SummaryRow,
-        now: datetime,
-        limits: tuple[int, int],
-        baselines_known: bool = True,
-        competition: bool = False,
-    ) -> CardSummary:
+    def of(cls, row: SummaryRow, now: datetime, limits: tuple[int, int], baselines_known: bool = True) -> CardSummary:
         """The line of a card's summary row as every list shows it at ``now``: an open card the toolkit would have
         closed by then under ``limits`` (STALE_MINUTES, MAX_OPEN_FOR_MINUTES) shown closed, ``lapsed``. The one
         constructor: :meth:`Ledger.cards` builds the row from the card first, ``ledger cards`` reads it stored."""
@@ -157,7 +149,6 @@ class CardSummary:
             retracted=row.retracted,
             retract_reason=row.retract_reason,
             baselines_known=baselines_known,
-            competition=competition,
         )
 
 
@@ -500,7 +491,8 @@ class Ledger:
             if listed(c, include_retracted):
                 # The row the summary table holds for the card (``events`` is its stream's version).
                 row = row_of(c, c.events, card_score(c, self.card_baselines(c)))
-                out.append(CardSummary.of(row, now, lapse_after, self.baselines_known(c), c.competition_mode is True))
+                shown = CardSummary.of(row, now, lapse_after, self.baselines_known(c))
+                out.append(replace(shown, competition=c.competition_mode is True))
         return out
 
     def baselines_known(self, card: CardState) -> bool:

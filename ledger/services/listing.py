@@ -94,8 +94,8 @@ def shown_rows(
     lapse_after = limits(os.environ if environ is None else environ)
     rows = read_page(ledger.store, page_of(f, moment, *lapse_after))
     return [
-        (r, CardSummary.of(r, moment, lapse_after, _baselines_known(ledger, r), is_competition(ledger, r.card_id)))
-        for r in rows
+        (r, dataclasses.replace(CardSummary.of(r, moment, lapse_after, _baselines_known(ledger, r)), competition=c))
+        for r, c in ((r, is_competition(ledger, r.card_id)) for r in rows)
     ]
 
 

@@ -135,6 +135,8 @@ class HarnessRead:
     first_bad: bool = False
     #: (lineno, what was recovered) for lines cut by another write and taken apart.
     cuts: list[tuple[int, str]] = field(default_factory=list)
+    #: (time, tokens) of the side lines LLM agents write before each action (``{"tokens": N, ...}``).
+    tokens: list[tuple[datetime, int]] = field(default_factory=list)
 
 
 class _Action(msgspec.Struct):
@@ -287,6 +289,9 @@ class _Lines:
                 self.pending_final = (lineno, whole)  # type: ignore[assignment]
             else:
                 read.side_lines += 1
+                n = whole.get("tokens") if isinstance(whole, dict) else None
+                if isinstance(n, int) and not isinstance(n, bool):
+                    read.tokens.append((ts, n))
             return
         line = _frame_line(read, lineno, ts, d, body)
         if line is None:

@@ -65,6 +65,8 @@ class Recorded:
     signals: list[str] = field(default_factory=list)
     #: Capture failures logged in the command ("process N: message"), whether or not the command went on.
     failures: list[str] = field(default_factory=list)
+    #: (card id, who captures it): cards this run's capture left to another capture of the same ledger.
+    aside: list[tuple[str, str]] = field(default_factory=list)
 
 
 def ledger_paths() -> list[str]:
@@ -166,6 +168,8 @@ class Notes:
     cards: list[str]
     uncaptured: list[Uncaptured]
     failures: list[str]
+    #: (card id, who captures it) for cards another capture on the same ledger opened first.
+    aside: list[tuple[str, str]] = field(default_factory=list)
 
 
 def read_notes(path: str) -> Notes:
@@ -173,6 +177,7 @@ def read_notes(path: str) -> Notes:
     cards: list[str] = []
     lost: list[Uncaptured] = []
     failures: list[str] = []
+    aside: list[tuple[str, str]] = []
     if not os.path.exists(path):
         return Notes(cards, lost, failures)
     for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
@@ -183,6 +188,12 @@ def read_notes(path: str) -> Notes:
         if isinstance(note.get("card"), str):
             if note["card"] not in cards:
                 cards.append(note["card"])
+        elif isinstance(note.get("aside"), str):
+            # The run's card all the same: another capture of the same ledger records it.
+            if note["aside"] not in cards:
+                cards.append(note["aside"])
+            if note["aside"] not in [c for c, _ in aside]:
+                aside.append((note["aside"], str(note.get("by"))))
         elif "failed" in note:
             failures.append(f"process {note.get('pid')}: {note['failed']}")
         elif "uncaptured" in note:
@@ -194,7 +205,7 @@ def read_notes(path: str) -> Notes:
                     reason=str(note["uncaptured"]),
                 )
             )
-    return Notes(cards, lost, failures)
+    return Notes(cards, lost, failures, aside)
 
 
 def run(db: str, tags: Sequence[str], command: Sequence[str]) -> Recorded:
@@ -238,4 +249,5 @@ def run(db: str, tags: Sequence[str], command: Sequence[str]) -> Recorded:
         last_error=last,
         signals=forwarded,
         failures=notes.failures,
+        aside=notes.aside,
     )

@@ -24,6 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 _scan = json.JSONDecoder()
+#: Objects tried per line: a record has a handful of ``{`` before its frame (which holds none); a line of junk
+#: made of braces must not cost time quadratic in its length.
+MAX_TRIES = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +63,12 @@ def find_cut(body: bytes, nxt: bytes | None, is_record: Callable[[bytes], bool])
         return None
     found: list[Cut] = []
     k = text.find("{", 1)
-    while k > 0:
+    tried = 0
+    while k > 0 and tried < MAX_TRIES:
+        tried += 1
         try:
             _, end = _scan.raw_decode(text, k)
-        except ValueError:
+        except (ValueError, RecursionError):
             end = -1
         if end > k:
             joins = end == len(text.rstrip())

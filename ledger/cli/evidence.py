@@ -109,7 +109,8 @@ def check(evidence: Path, key: Path, environments: str | None, as_json: bool) ->
     proof of every event, the card's hash chain, that no later event of the card was left out, and that the
     scorecard is the one the calculator makes from the events; with --environments, the plays re-simulated.
 
-    Exit 0 if all of it holds, 1 otherwise (naming the first thing that failed).
+    Exit 0 if all of it holds, 1 otherwise (naming the first thing that failed); 2 when --environments holds
+    none of the card's games (nothing re-simulated, as `ledger audit`).
     """
     from ledger.services.evidence_check import check_evidence
     from ledger.services.signing import load_verifier
@@ -120,10 +121,13 @@ def check(evidence: Path, key: Path, environments: str | None, as_json: bool) ->
     except OSError as e:
         raise LedgerCommandError(f"cannot read {evidence}: {e.strerror}", 2) from None
     rep = check_evidence(raw, verifier, environments)
+    skipped = rep.ok and rep.resimulation == "SKIP"
     if as_json:
         echo_json(rep.to_json())
     elif rep.ok:
         sim = ", plays re-simulated" if rep.resimulated else ""
+        if rep.resimulation is not None and not rep.resimulated and not skipped:
+            sim = f"; re-simulation {rep.resimulation}: {rep.resimulation_message}"
         click.echo(
             f"OK card {rep.card}: {rep.events} events, all of them, in the tree of {rep.checkpoint_size} events "
             f"signed by {verifier.name}; scorecard rebuilt and equal (score {rep.score}){sim}"
@@ -132,6 +136,11 @@ def check(evidence: Path, key: Path, environments: str | None, as_json: bool) ->
         click.echo(f"FAIL {rep.error}")
     if not rep.ok:
         sys.exit(1)
+    if skipped:  # as `ledger audit`: a folder without the card's games checked nothing
+        if not as_json:
+            line = f"Error: {environments} holds none of the games of card {rep.card}: plays not re-simulated"
+            click.echo(line, err=True)
+        sys.exit(2)
 
 
 def verify_checkpoint_files(store: LogStore, checkpoint: Path, key: Path) -> CheckpointReport:

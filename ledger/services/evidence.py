@@ -27,6 +27,11 @@ def prove(led: Ledger, card_ref: str, note: str) -> str:
     except sn.NoteError as e:
         raise InputError(f"the checkpoint: {e}") from e
     card_id = led.resolve_card(card_ref)
+    if cp.size == 0:
+        raise NotProvable(
+            f"the checkpoint signs an empty log (a tree of 0 events): it covers no event of card {card_id}; sign a "
+            "checkpoint after the card began (`ledger checkpoint`)"
+        )
     tree = _tree_at(led, cp)
     heads = tree.checkpoint_heads(cp.size, cp.root.hex(), cp.heads_root.hex()) or tree.heads_at(cp.size)
     heads_leaves = merkle.heads_tree(heads)

@@ -3,12 +3,14 @@ driver loaded); with a folder of game files, its plays re-simulated as ``ledger 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ledger.core.evidence_file import EvidenceFailure, check, parse
+from ledger.core.signed_note import NoteError, parse_checkpoint
 from ledger.services.signing import Verifier
 
 
@@ -30,13 +32,17 @@ class Outcome:
 
 @dataclass(kw_only=True)
 class CheckReport(Outcome):
-    """What ``ledger check`` found."""
+    """What ``ledger check`` found: the file's own figures (its card, the checkpoint's size, the card's events in
+    it) even when a check fails; the score only when everything held."""
 
     card: str = ""
-    checkpoint_size: int = 0
-    events: int = 0
+    checkpoint_size: int | None = None
+    events: int | None = None
     score: float | None = None
     resimulated: bool = False
+    #: The re-simulation's status as ``ledger audit`` gives it (PASS, FAIL, SKIP, UNKNOWN), None when not asked.
+    resimulation: str | None = None
+    resimulation_message: str | None = None
 
 
 def check_evidence(
@@ -47,7 +53,10 @@ def check_evidence(
     try:
         ev = parse(raw)
         rep.card = ev.card
-        done = check(ev, verifier.signed)
+        rep.events = len(ev.streams[0].events) if ev.streams else 0
+        with contextlib.suppress(NoteError):
+            rep.checkpoint_size = parse_checkpoint(ev.checkpoint).size
+        done = check(ev, verifier)
     except EvidenceFailure as e:
         rep.error = str(e)
         return rep
@@ -58,7 +67,8 @@ def check_evidence(
         from ledger.services.audit import check_resimulation
 
         resim = check_resimulation(done.events, environments_dir)
-        rep.resimulated = True
+        rep.resimulation, rep.resimulation_message = resim.status, resim.message
+        rep.resimulated = resim.status in ("PASS", "WARN")
         if resim.status == "FAIL":
             rep.error = f"re-simulation: {resim.message}"
     return rep

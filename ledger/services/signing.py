@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,10 +38,14 @@ class Verifier:
 
     def signed(self, cp: sn.Checkpoint) -> bool:
         """True if one of the checkpoint's signatures by this key's name and id verifies."""
+        return self.verifies(cp.text, sn.signatures_by(cp, self.name, self.public))
+
+    def verifies(self, text: str, sigs: Sequence[bytes]) -> bool:
+        """True if one of ``sigs`` is this key's Ed25519 signature of ``text`` (UTF-8)."""
         key = Ed25519PublicKey.from_public_bytes(self.public)
-        for sig in sn.signatures_by(cp, self.name, self.public):
+        for sig in sigs:
             try:
-                key.verify(sig, cp.text.encode("utf-8"))
+                key.verify(sig, text.encode("utf-8"))
                 return True
             except InvalidSignature:
                 continue

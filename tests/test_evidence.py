@@ -17,7 +17,7 @@ import pytest
 from ledger import Ledger
 from ledger.core import merkle
 from ledger.core.evidence_file import Evidence, b64, to_text
-from ledger.services.evidence_check import check_evidence
+from ledger.services import evidence_check
 from ledger.services.signing import load_verifier
 from ledger.storage.merkle_store import TreeStore
 from tests.cli_run import ledger as ledger_process
@@ -47,7 +47,7 @@ def prove(url: str, card: str, cp: Path, out: Path) -> bytes:
 
 def check(raw: bytes, pub: Path) -> str | None:
     """None if the evidence holds, else the first failure."""
-    return check_evidence(raw, load_verifier(pub)).error
+    return evidence_check.check_evidence(raw, load_verifier(pub)).error
 
 
 def test_honest_evidence_checks_from_an_empty_folder(signed, tmp_path: Path) -> None:
@@ -133,7 +133,7 @@ def test_every_sampled_single_character_edit_fails(signed, tmp_path: Path) -> No
     raw = prove(url, card, cp, tmp_path / "ev.json")
     text = raw.decode()
     verifier = load_verifier(pub)
-    assert check_evidence(raw, verifier).ok
+    assert evidence_check.check_evidence(raw, verifier).ok
     # Every character that is not JSON whitespace between tokens, in strings or not.
     positions, inside, escaped = [], False, False
     for i, c in enumerate(text):
@@ -156,11 +156,11 @@ def test_every_sampled_single_character_edit_fails(signed, tmp_path: Path) -> No
     for i in rng.sample(positions, min(1500, len(positions))):
         c = rng.choice([a for a in alphabet if a != text[i]])
         changed = (text[:i] + c + text[i + 1 :]).encode()
-        assert not check_evidence(changed, verifier).ok, (i, text[max(0, i - 30) : i + 5], c)
+        assert not evidence_check.check_evidence(changed, verifier).ok, (i, text[max(0, i - 30) : i + 5], c)
         edits += 1
     assert edits >= min(1500, len(positions))
     # JSON whitespace is free.
-    assert check_evidence(msgspec.json.format(raw, indent=3), verifier).ok
+    assert evidence_check.check_evidence(msgspec.json.format(raw, indent=3), verifier).ok
 
 
 def test_a_card_that_grew_after_the_checkpoint_is_proved_as_it_stood(backend_ledger: Ledger, backend_url, tmp_path):
@@ -266,7 +266,7 @@ def test_each_failure_names_what_is_wrong_and_json_gives_the_files_figures(signe
     n, size = len(cut.events), int(ev.checkpoint.split("\n")[1])
 
     def failure(doctored: Evidence) -> str:
-        rep = check_evidence(to_text(doctored).encode(), load_verifier(pub))
+        rep = evidence_check.check_evidence(to_text(doctored).encode(), load_verifier(pub))
         assert not rep.ok and rep.events == len(doctored.streams[0].events) and rep.checkpoint_size is not None
         return rep.error or ""
 
@@ -299,7 +299,7 @@ def test_each_failure_names_what_is_wrong_and_json_gives_the_files_figures(signe
     ):
         assert expect in failure(msgspec.structs.replace(ev, checkpoint="\n".join(edit))), expect
     run("keygen", "someone", "-o", str(tmp_path / "someone"))
-    error = check_evidence(raw, load_verifier(tmp_path / "someone.pub")).error or ""
+    error = evidence_check.check_evidence(raw, load_verifier(tmp_path / "someone.pub")).error or ""
     assert "not signed by the key given (someone+" in error and "signatures are by reviewed-ledger+" in error, error
 
     # --json gives the file's own figures on a failure.

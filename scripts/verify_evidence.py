@@ -5,6 +5,7 @@ Standard library and ``cryptography`` (Ed25519) only; it imports nothing of the 
 or write their own from the same page, and get the same verdict as ``ledger check``:
 
     python3 verify_evidence.py EVIDENCE.json KEY.pub        # exit 0 OK, 1 FAIL, 2 unreadable input
+    python3 verify_evidence.py CONSISTENCY.json KEY.pub     # two checkpoints: the later extends the earlier
 
 The section numbers in comments are the page's.
 """
@@ -23,6 +24,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 FORMAT = "arc-scorecard-ledger/evidence/v1"
+CONSISTENCY = "arc-scorecard-ledger/consistency/v1"
 
 
 class Fail(Exception):
@@ -571,8 +573,62 @@ def _drop_null(v: Any, top: bool = True) -> Any:
 # -- section 6: the checks ---------------------------------------------------------------------------------------------
 
 
+def signed(cp: dict[str, Any], name: str, kid: bytes, public: bytes, what: str) -> None:
+    mine = [sig for n, k, sig in cp["signatures"] if n == name and k == kid]
+    if not mine:
+        raise Fail(f"{what} is not signed by the key given ({name})")
+    if not any(ed25519_ok(public, s, cp["text"]) for s in mine):
+        raise Fail(f"{what}'s text was changed after it was signed: its signature by {name} fails")
+
+
+def verify_consistency_file(raw: bytes, key_line: str) -> dict[str, Any]:
+    """Section 9: a consistency file."""
+    name, kid, public = read_key(key_line)
+    out: dict[str, Any] = {"ok": False, "error": None, "events": None, "checkpoint_size": None}
+    try:
+        try:
+            doc = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise Fail("not JSON") from None
+        keys = ["format", "old", "new", "proof"]
+        if (
+            not isinstance(doc, dict)
+            or set(doc) != set(keys)
+            or not all(isinstance(doc[k], str) for k in keys[:3])
+            or not isinstance(doc["proof"], list)
+            or not all(isinstance(h, str) for h in doc["proof"])
+        ):
+            raise Fail("not a consistency file")
+        if enc({k: doc[k] for k in keys}) != strip_ws(raw.decode("utf-8")):
+            raise Fail("the file is not in canonical form")
+        if doc["format"] != CONSISTENCY:
+            raise Fail(f"unknown format {doc['format']!r}")
+        old, new = parse_note(doc["old"]), parse_note(doc["new"])
+        signed(old, name, kid, public, "the old checkpoint")
+        signed(new, name, kid, public, "the new checkpoint")
+        if old["origin"] != new["origin"]:
+            raise Fail("the checkpoints are of two logs")
+        if new["size"] < old["size"]:
+            raise Fail("the new checkpoint's tree is smaller than the old one's")
+        proof = [b64(h, "a proof hash") for h in doc["proof"]]
+        if not verify_consistency(old["size"], new["size"], old["root"], new["root"], proof):
+            raise Fail("the consistency proof fails: the new tree does not extend the old one (a fork)")
+    except Fail as e:
+        out["error"] = str(e)
+        return out
+    out.update(ok=True, checkpoint_size=new["size"], old_size=old["size"])
+    return out
+
+
 def verify(raw: bytes, key_line: str) -> dict[str, Any]:
-    """Every check of section 6 (but re-simulation) in order; returns {"ok", "error", "card", "events", ...}."""
+    """Every check of section 6 (but re-simulation) in order; returns {"ok", "error", "card", "events", ...}.
+    A consistency file (section 9) is checked as such."""
+    try:
+        kind = json.loads(raw.decode("utf-8")).get("format")
+    except (UnicodeDecodeError, ValueError, AttributeError):
+        kind = None
+    if kind == CONSISTENCY:
+        return verify_consistency_file(raw, key_line)
     name, kid, public = read_key(key_line)
     out: dict[str, Any] = {"ok": False, "error": None, "card": None, "checkpoint_size": None, "events": None}
     try:
@@ -581,11 +637,7 @@ def verify(raw: bytes, key_line: str) -> dict[str, Any]:
         out["events"] = len(doc["streams"][0]["events"]) if doc["streams"] else 0
         cp = parse_note(doc["checkpoint"])  # 2
         out["checkpoint_size"] = cp["size"]
-        mine = [sig for n, k, sig in cp["signatures"] if n == name and k == kid]  # 3
-        if not mine:
-            raise Fail(f"the checkpoint is not signed by the key given ({name})")
-        if not any(ed25519_ok(public, s, cp["text"]) for s in mine):
-            raise Fail(f"the checkpoint's text was changed after it was signed: its signature by {name} fails")
+        signed(cp, name, kid, public, "the checkpoint")  # 3
         card_stream = "card:" + doc["card"]
         if not doc["streams"] or doc["streams"][0]["stream"] != card_stream:  # 4
             raise Fail(f"the first stream must be {card_stream!r}")
@@ -663,7 +715,9 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError, Fail) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if result["ok"]:
+    if result["ok"] and "old_size" in result:
+        print(f"OK consistency: the tree of {result['checkpoint_size']} events extends that of {result['old_size']}")
+    elif result["ok"]:
         print(f"OK card {result['card']}: {result['events']} events, score {result['score']}")
         return 0
     print(f"FAIL {result['error']}")

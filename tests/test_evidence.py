@@ -338,3 +338,50 @@ def test_check_with_a_folder_of_no_games_skips_and_an_empty_checkpoint_proves_no
     )
     doc = json.loads(r.stdout)
     assert r.returncode == 2 and doc["resimulation"] == "SKIP" and doc["resimulated"] is False, doc
+
+
+def test_a_consistency_file_checks_offline_and_a_fork_fails(tmp_path: Path) -> None:
+    """Two published checkpoints: the ledger writes the RFC 9162 proof between them, a reviewer checks it with the
+    public key alone; a second history signed by the same key (a fork) has no proof that passes."""
+    from ledger.core import consistency_file as cf
+
+    key = tmp_path / "k"
+    run("keygen", "team", "-o", str(key))
+    db, fork = str(tmp_path / "l.sqlite"), str(tmp_path / "fork.sqlite")
+    with Ledger.open(db) as led:
+        play_open_card(led)
+    checkpoint(db, key, tmp_path / "cp1.txt")
+    with Ledger.open(db) as led:
+        play_disputed_card(led)
+    checkpoint(db, key, tmp_path / "cp2.txt")
+    cps = [str(tmp_path / "cp1.txt"), str(tmp_path / "cp2.txt")]
+    code, out = run("--db", db, "consistency", *cps, "-o", str(tmp_path / "c.json"))
+    assert code == 0, out
+    out = (tmp_path / "c.json").read_text()
+    assert out.startswith('{"format":"arc-scorecard-ledger/consistency/v1"'), out
+    reviewer = tmp_path / "reviewer"
+    reviewer.mkdir()
+    shutil.copy(tmp_path / "c.json", reviewer / "c.json")
+    shutil.copy(f"{key}.pub", reviewer / "k.pub")
+    r = ledger_process("check", "c.json", "--key", "k.pub", cwd=reviewer)
+    no_traceback(r)
+    assert r.returncode == 0 and r.stdout.startswith("OK consistency: the tree of "), r.stdout + r.stderr
+    assert evidence_check.check_evidence(out.encode(), load_verifier(reviewer / "k.pub")).ok  # and the verifier
+    code, out = run("--db", db, "consistency", str(tmp_path / "cp2.txt"), str(tmp_path / "cp1.txt"))
+    assert code == 2 and "smaller than the old one" in out
+
+    # The fork: another history under the same key and origin, longer than the first checkpoint.
+    with Ledger.open(fork) as led:
+        play_disputed_card(led)
+        play_open_card(led)
+    code, forked = run("--db", fork, "checkpoint", "--key", str(key))
+    assert code == 0
+    code, out = run("--db", fork, "consistency", str(tmp_path / "cp1.txt"), str(tmp_path / "cp1.txt"))
+    assert code == 1 and "not one of this ledger's trees" in out, out
+    old = (tmp_path / "cp1.txt").read_text()
+    m, n = int(old.split("\n")[1]), int(forked.split("\n")[1])
+    with Ledger.open(fork) as led:
+        proof = merkle.tree_hashes(merkle.consistency_ranges(m, n), TreeStore(led.store).parts)
+    forged = cf.to_text(cf.Consistency(cf.FORMAT, old, forked.rstrip("\n") + "\n", [b64(h) for h in proof]))
+    rep = evidence_check.check_evidence(forged.encode(), load_verifier(reviewer / "k.pub"))
+    assert rep.kind == "consistency" and not rep.ok and "a fork" in (rep.error or ""), rep

@@ -127,3 +127,17 @@ def test_a_thousand_one_character_edits_are_refused_by_both() -> None:
         assert ours.ok == theirs["ok"], (i, c, ours.error, theirs["error"])
         refused += not ours.ok
     assert refused == 1000  # the file is compact: every character of it is significant
+
+
+def test_the_consistency_vector_checks_with_both_and_a_changed_proof_fails() -> None:
+    raw = (VECTORS / "consistency.json").read_bytes()
+    pub = VECTORS / "vector.key.pub"
+    rep = evidence_check.check_evidence(raw, load_verifier(pub))
+    assert rep.ok and rep.kind == "consistency", rep.error
+    sizes = [int((VECTORS / f"checkpoint{i}.txt").read_text().split("\n")[1]) for i in (1, 2)]
+    assert (rep.old_size, rep.checkpoint_size) == tuple(sizes)
+    doc = json.loads(raw)
+    assert doc["old"] == (VECTORS / "checkpoint1.txt").read_text()
+    doc["proof"][0] = base64.b64encode(bytes(32)).decode()
+    changed = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+    assert not evidence_check.check_evidence(changed, load_verifier(pub)).ok  # the parity fixture runs both

@@ -70,6 +70,7 @@ for _command in (
     evidence.keygen,
     evidence.checkpoint_cmd,
     evidence.prove,
+    evidence.consistency,
     evidence.check,
     summary.rebuild_summary_cmd,
 ):

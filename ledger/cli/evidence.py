@@ -1,4 +1,5 @@
-"""``ledger keygen``, ``checkpoint``, ``prove`` and ``check``: signed checkpoints and evidence files."""
+"""``ledger keygen``, ``checkpoint``, ``prove``, ``consistency`` and ``check``: signed checkpoints, evidence files
+and consistency proofs."""
 
 from __future__ import annotations
 
@@ -95,6 +96,28 @@ def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None) -> N
 
 
 @click.command()
+@click.argument("old", type=_FILE)
+@click.argument("new", type=_FILE)
+@click.option("-o", "--output", "out", default=None, help="Write the consistency file here (default: stdout).")
+@click.pass_context
+def consistency(ctx: click.Context, old: Path, new: Path, out: str | None) -> None:
+    """Write a consistency file: checkpoints OLD and NEW of this ledger and the RFC 9162 proof that NEW's tree
+    extends OLD's.
+
+    A reviewer holding both published checkpoints checks it with `ledger check FILE --key KEY.pub` (or
+    scripts/verify_evidence.py), without the ledger: the log only grew between the two. Exit 1 if either
+    checkpoint is not one of this ledger's trees.
+    """
+    from ledger.services.evidence import consistency as make
+
+    old_note, new_note = _read_text(old, "old checkpoint"), _read_text(new, "new checkpoint")
+    _check_output(out)
+    with open_ledger(ctx, write=True) as ledger:
+        text = make(ledger, old_note, new_note)
+    write_output(text, out)
+
+
+@click.command()
 @click.argument("evidence", type=_FILE)
 @click.option("--key", type=_FILE, required=True, help="The public key (KEY.pub) the checkpoint must be signed with.")
 @click.option(
@@ -109,6 +132,9 @@ def check(evidence: Path, key: Path, environments: str | None, as_json: bool) ->
     proof of every event, the card's hash chain, that no later event of the card was left out, and that the
     scorecard is the one the calculator makes from the events; with --environments, the plays re-simulated.
 
+    EVIDENCE may also be a consistency file from `ledger consistency`: both checkpoints signed by the key, and
+    the newer tree an extension of the older one.
+
     Exit 0 if all of it holds, 1 otherwise (naming the first thing that failed); 2 when --environments holds
     none of the card's games (nothing re-simulated, as `ledger audit`).
     """
@@ -121,9 +147,16 @@ def check(evidence: Path, key: Path, environments: str | None, as_json: bool) ->
     except OSError as e:
         raise LedgerCommandError(f"cannot read {evidence}: {e.strerror}", 2) from None
     rep = check_evidence(raw, verifier, environments)
+    if rep.kind == "consistency" and environments is not None:
+        raise LedgerCommandError("--environments replays a card's plays: a consistency file holds no card", 2)
     skipped = rep.ok and rep.resimulation == "SKIP"
     if as_json:
         echo_json(rep.to_json())
+    elif rep.ok and rep.kind == "consistency":
+        click.echo(
+            f"OK consistency: the tree of {rep.checkpoint_size} events extends the tree of {rep.old_size} events, "
+            f"both checkpoints signed by {verifier.name} (RFC 9162 consistency proof verified)"
+        )
     elif rep.ok:
         sim = ", plays re-simulated" if rep.resimulated else ""
         if rep.resimulation is not None and not rep.resimulated and not skipped:

@@ -135,14 +135,7 @@ def check(ev: Evidence, key: KeyCheck) -> Checked:
         cp = sn.parse_checkpoint(ev.checkpoint)
     except sn.NoteError as e:
         raise EvidenceFailure(f"the checkpoint: {e}") from e
-    sigs = sn.signatures_by(cp, key.name, key.public)
-    if not sigs:
-        mine = f"{key.name}+{sn.key_id(key.name, key.public).hex()}"
-        by = ", ".join(sorted({f"{s.name}+{s.key_id.hex()}" for s in cp.signatures}))
-        raise EvidenceFailure(
-            f"the checkpoint is not signed by the key given ({mine}): its only signatures are by {by} (another key's "
-            "or another log's checkpoint)"
-        )
+    sigs = key_signatures(cp, key)
     if not key.verifies(cp.text, sigs):
         raise EvidenceFailure(_changed_checkpoint(ev, cp, key, sigs))
     want = card_stream(ev.card)
@@ -185,6 +178,20 @@ def check(ev: Evidence, key: KeyCheck) -> Checked:
     if card_document(card, baselines) != ev.scorecard:
         raise EvidenceFailure("the scorecard in the file is not the one the calculator makes from its events")
     return Checked(cp, card, events)
+
+
+def key_signatures(cp: sn.Checkpoint, key: KeyCheck, what: str = "the checkpoint") -> list[bytes]:
+    """The checkpoint's signatures by ``key`` (name and key id); :class:`EvidenceFailure` naming who signed it when
+    there is none."""
+    sigs = sn.signatures_by(cp, key.name, key.public)
+    if not sigs:
+        mine = f"{key.name}+{sn.key_id(key.name, key.public).hex()}"
+        by = ", ".join(sorted({f"{s.name}+{s.key_id.hex()}" for s in cp.signatures}))
+        raise EvidenceFailure(
+            f"{what} is not signed by the key given ({mine}): its only signatures are by {by} (another key's or "
+            "another log's checkpoint)"
+        )
+    return sigs
 
 
 def _events_root(ev: Evidence, cp: sn.Checkpoint, indices: list[tuple[int, bytes]]) -> bytes:

@@ -9,6 +9,8 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ledger.core import consistency_file as cf
+from ledger.core.consistency_file import file_format
 from ledger.core.evidence_file import EvidenceFailure, check, parse
 from ledger.core.signed_note import NoteError, parse_checkpoint
 from ledger.services.signing import Verifier
@@ -35,8 +37,12 @@ class CheckReport(Outcome):
     """What ``ledger check`` found: the file's own figures (its card, the checkpoint's size, the card's events in
     it) even when a check fails; the score only when everything held."""
 
+    #: ``evidence`` (a card's evidence file) or ``consistency`` (two checkpoints and the proof between them).
+    kind: str = "evidence"
     card: str = ""
     checkpoint_size: int | None = None
+    #: A consistency file's older checkpoint's size (``checkpoint_size`` is the newer one's).
+    old_size: int | None = None
     events: int | None = None
     score: float | None = None
     resimulated: bool = False
@@ -50,6 +56,15 @@ def check_evidence(
 ) -> CheckReport:
     """Check an evidence file with nothing but its bytes, the public key and (optionally) the game files."""
     rep = CheckReport()
+    if file_format(raw) == cf.FORMAT:
+        rep.kind = "consistency"
+        try:
+            old, new = cf.check(cf.parse(raw), verifier)
+        except EvidenceFailure as e:
+            rep.error = str(e)
+            return rep
+        rep.old_size, rep.checkpoint_size = old.size, new.size
+        return rep
     try:
         ev = parse(raw)
         rep.card = ev.card

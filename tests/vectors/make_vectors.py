@@ -119,7 +119,8 @@ def hash_vectors() -> dict:
 
 
 def evidence_vectors(out: Path) -> None:
-    """A real card played through the toolkit, two checkpoints (the second after more events) and its evidence."""
+    """A real card played through the toolkit, two checkpoints (the second after more events), the card's evidence
+    against the second and the consistency file between them."""
     from tests.test_audit import play_disputed_card, play_open_card
 
     run = CliRunner()
@@ -140,6 +141,9 @@ def evidence_vectors(out: Path) -> None:
             cli,
             ["--db", db, "prove", card, "--checkpoint", str(out / "checkpoint2.txt"), "-o", str(out / "evidence.json")],
         )
+        assert r.exit_code == 0, r.output
+        cps = [str(out / "checkpoint1.txt"), str(out / "checkpoint2.txt")]
+        r = run.invoke(cli, ["--db", db, "consistency", *cps, "-o", str(out / "consistency.json")])
         assert r.exit_code == 0, r.output
 
 

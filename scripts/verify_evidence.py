@@ -6,6 +6,7 @@ or write their own from the same page, and get the same verdict as ``ledger chec
 
     python3 verify_evidence.py EVIDENCE.json KEY.pub        # exit 0 OK, 1 FAIL, 2 unreadable input
     python3 verify_evidence.py CONSISTENCY.json KEY.pub     # two checkpoints: the later extends the earlier
+    python3 verify_evidence.py FILE.json KEY.pub W1.pub ...  # and every witness W1... cosigned the checkpoint
 
 The section numbers in comments are the page's.
 """
@@ -185,14 +186,14 @@ _NAME = re.compile(r"[^\s+\x00-\x1f\x7f]+")
 _NUM = re.compile(r"0|[1-9][0-9]{0,18}")
 
 
-def read_key(line: str) -> tuple[str, bytes, bytes]:
-    """(name, key id, public key) of a verifier key line."""
+def read_key(line: str, key_type: int = 1) -> tuple[str, bytes, bytes]:
+    """(name, key id, public key) of a verifier key line (type 0x01: a log's key; 0x04: a witness's)."""
     parts = line.strip().split("+", 2)
     if len(parts) != 3 or not _NAME.fullmatch(parts[0]) or not re.fullmatch(r"[0-9a-f]{8}", parts[1]):
         raise ValueError("not a verifier key")
     raw = b64(parts[2], "the key", 33)
-    if raw[0] != 1:
-        raise ValueError("not an Ed25519 verifier key")
+    if raw[0] != key_type:
+        raise ValueError(f"not an Ed25519 verifier key of type {key_type}")
     kid = sha(parts[0].encode() + b"\n" + raw)[:4]
     if kid.hex() != parts[1]:
         raise ValueError("the key id does not match the key")
@@ -233,6 +234,26 @@ def parse_note(note: str) -> dict[str, Any]:
         "heads_root": b64(heads[0].split(" ")[2], "the stream-heads root"),
         "signatures": signatures,
     }
+
+
+def cosigned(cp: dict[str, Any], witness_line: str) -> bool:
+    """Section 10: a valid cosignature/v1 of the checkpoint by this witness key."""
+    name, kid, public = read_key(witness_line, 4)
+    for n, k, blob in cp["signatures"]:
+        if n != name or k != kid or len(blob) != 72:
+            continue
+        ts = int.from_bytes(blob[:8], "big")
+        if ts < 2**63 and ed25519_ok(public, blob[8:], f"cosignature/v1\ntime {ts}\n" + cp["text"]):
+            return True
+    return False
+
+
+def quorum_failure(cp: dict[str, Any], witnesses: list[str], quorum: int | None) -> str | None:
+    if not witnesses:
+        return None
+    need = len(witnesses) if quorum is None else quorum
+    have = sum(1 for w in witnesses if cosigned(cp, w))
+    return None if have >= need else f"the checkpoint is cosigned by {have} of the witnesses given, fewer than {need}"
 
 
 def ed25519_ok(public: bytes, sig: bytes, text: str) -> bool:
@@ -581,7 +602,9 @@ def signed(cp: dict[str, Any], name: str, kid: bytes, public: bytes, what: str) 
         raise Fail(f"{what}'s text was changed after it was signed: its signature by {name} fails")
 
 
-def verify_consistency_file(raw: bytes, key_line: str) -> dict[str, Any]:
+def verify_consistency_file(
+    raw: bytes, key_line: str, witnesses: list[str], quorum: int | None = None
+) -> dict[str, Any]:
     """Section 9: a consistency file."""
     name, kid, public = read_key(key_line)
     out: dict[str, Any] = {"ok": False, "error": None, "events": None, "checkpoint_size": None}
@@ -613,6 +636,9 @@ def verify_consistency_file(raw: bytes, key_line: str) -> dict[str, Any]:
         proof = [b64(h, "a proof hash") for h in doc["proof"]]
         if not verify_consistency(old["size"], new["size"], old["root"], new["root"], proof):
             raise Fail("the consistency proof fails: the new tree does not extend the old one (a fork)")
+        missing = quorum_failure(new, witnesses, quorum)
+        if missing:
+            raise Fail(missing)
     except Fail as e:
         out["error"] = str(e)
         return out
@@ -620,7 +646,7 @@ def verify_consistency_file(raw: bytes, key_line: str) -> dict[str, Any]:
     return out
 
 
-def verify(raw: bytes, key_line: str) -> dict[str, Any]:
+def verify(raw: bytes, key_line: str, witnesses: list[str] | None = None, quorum: int | None = None) -> dict[str, Any]:
     """Every check of section 6 (but re-simulation) in order; returns {"ok", "error", "card", "events", ...}.
     A consistency file (section 9) is checked as such."""
     try:
@@ -628,7 +654,7 @@ def verify(raw: bytes, key_line: str) -> dict[str, Any]:
     except (UnicodeDecodeError, ValueError, AttributeError):
         kind = None
     if kind == CONSISTENCY:
-        return verify_consistency_file(raw, key_line)
+        return verify_consistency_file(raw, key_line, witnesses or [], quorum)
     name, kid, public = read_key(key_line)
     out: dict[str, Any] = {"ok": False, "error": None, "card": None, "checkpoint_size": None, "events": None}
     try:
@@ -691,6 +717,9 @@ def verify(raw: bytes, key_line: str) -> dict[str, Any]:
             infos = {e["game_id"]: e for e in canonical_entries(rec["entries"])}
         if scorecard(card, infos) != doc["scorecard"]:  # 10
             raise Fail("the scorecard in the file is not the one the calculator makes from its events")
+        missing = quorum_failure(cp, witnesses or [], quorum)  # 11
+        if missing:
+            raise Fail(missing)
     except Fail as e:
         out["error"] = str(e)
         return out
@@ -703,15 +732,20 @@ def verify(raw: bytes, key_line: str) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
-        print("usage: verify_evidence.py EVIDENCE.json KEY.pub", file=sys.stderr)
+    if len(argv) < 3:
+        print(
+            "usage: verify_evidence.py FILE.json KEY.pub [WITNESS.pub ...]  (every witness must cosign)",
+            file=sys.stderr,
+        )
         return 2
     try:
         with open(argv[1], "rb") as f:
             raw = f.read()
-        with open(argv[2], encoding="utf-8") as f:
-            key = f.read()
-        result = verify(raw, key)
+        keys = []
+        for path in argv[2:]:
+            with open(path, encoding="utf-8") as f:
+                keys.append(f.read())
+        result = verify(raw, keys[0], keys[1:])
     except (OSError, ValueError, Fail) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

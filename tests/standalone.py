@@ -29,18 +29,21 @@ def load() -> ModuleType:
     return mod
 
 
-def verify(raw: bytes, key_line: str) -> dict[str, Any]:
-    """The standalone verifier's result for an evidence file and a verifier key line."""
-    return load().verify(raw, key_line)  # type: ignore[no-any-return]
+def verify(raw: bytes, key_line: str, witnesses: list[str] | None = None, quorum: int | None = None) -> dict[str, Any]:
+    """The standalone verifier's result for an evidence (or consistency) file, a verifier key line and witnesses."""
+    return load().verify(raw, key_line, witnesses, quorum)  # type: ignore[no-any-return]
 
 
 def parity(original: Callable[..., Any]) -> Callable[..., Any]:
     """``check_evidence`` that also runs the standalone verifier on the same file and key and asserts the same
     verdict (re-simulation aside: the verifier does not replay games)."""
 
-    def check_evidence(raw: bytes, verifier: Any, environments_dir: Any = None) -> Any:
-        rep = original(raw, verifier, environments_dir)
-        theirs = verify(raw, sn.verifier_key(verifier.name, verifier.public))
+    def check_evidence(
+        raw: bytes, verifier: Any, environments_dir: Any = None, witnesses: Any = (), quorum: Any = None
+    ) -> Any:
+        rep = original(raw, verifier, environments_dir, witnesses, quorum)
+        lines = [sn.verifier_key(w.name, w.public, sn.COSIGNATURE_V1) for w in witnesses]
+        theirs = verify(raw, sn.verifier_key(verifier.name, verifier.public), lines, quorum)
         ours = rep.ok or (rep.error or "").startswith("re-simulation:")
         assert theirs["ok"] == ours, f"ledger check: {rep.error}; standalone verifier: {theirs['error']}"
         if ours:

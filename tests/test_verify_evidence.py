@@ -115,6 +115,9 @@ def test_a_thousand_one_character_edits_are_refused_by_both() -> None:
     key_line = pub.read_text()
     original = evidence_check.check_evidence.__wrapped_original__  # type: ignore[attr-defined]
     verifier = load_verifier(pub)
+    # With the witness required, its cosignature line is checked too (without, any other line is ignored).
+    wpub = VECTORS / "vector-witness.key.pub"
+    witness = load_verifier(wpub, 4)
     rng = random.Random(30)
     alphabet = '0123456789abcdefABCDEF+/="\\{}[],:.- e\u2014\u00e9nulltrue\n'
     refused = 0
@@ -122,11 +125,12 @@ def test_a_thousand_one_character_edits_are_refused_by_both() -> None:
         i = rng.randrange(len(text))
         c = rng.choice([a for a in alphabet if a != text[i]])
         changed = (text[:i] + c + text[i + 1 :]).encode()
-        ours = original(changed, verifier)
-        theirs = sv.verify(changed, key_line)
+        ours = original(changed, verifier, None, [witness])
+        theirs = sv.verify(changed, key_line, [wpub.read_text()])
         assert ours.ok == theirs["ok"], (i, c, ours.error, theirs["error"])
         refused += not ours.ok
     assert refused == 1000  # the file is compact: every character of it is significant
+    assert original(raw, verifier, None, [witness]).ok and sv.verify(raw, key_line, [wpub.read_text()])["ok"]
 
 
 def test_the_consistency_vector_checks_with_both_and_a_changed_proof_fails() -> None:
@@ -141,3 +145,22 @@ def test_the_consistency_vector_checks_with_both_and_a_changed_proof_fails() -> 
     doc["proof"][0] = base64.b64encode(bytes(32)).decode()
     changed = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
     assert not evidence_check.check_evidence(changed, load_verifier(pub)).ok  # the parity fixture runs both
+
+
+def test_the_cosigned_checkpoint_vector_and_the_quorum() -> None:
+    from ledger.core import signed_note as sn
+    from ledger.services.signing import cosigned
+
+    note = (VECTORS / "checkpoint2.cosigned.txt").read_text()
+    assert note.split("\n\n")[0] == (VECTORS / "checkpoint2.txt").read_text().split("\n\n")[0]
+    cp = sn.parse_checkpoint(note)
+    wpub = VECTORS / "vector-witness.key.pub"
+    witness = load_verifier(wpub, sn.COSIGNATURE_V1)
+    assert cosigned(witness, cp) is not None
+    assert sv.cosigned(sv.parse_note(note), wpub.read_text())
+    raw = (VECTORS / "evidence.json").read_bytes()
+    pub = load_verifier(VECTORS / "vector.key.pub")
+    assert evidence_check.check_evidence(raw, pub, None, [witness]).ok  # the parity fixture runs both
+    bare = (VECTORS / "consistency.json").read_bytes()  # its checkpoints carry no cosignature
+    assert not evidence_check.check_evidence(bare, pub, None, [witness]).ok
+    assert evidence_check.check_evidence(bare, pub).ok

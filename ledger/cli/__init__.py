@@ -71,6 +71,7 @@ for _command in (
     evidence.checkpoint_cmd,
     evidence.prove,
     evidence.consistency,
+    evidence.witness_cmd,
     evidence.check,
     summary.rebuild_summary_cmd,
 ):

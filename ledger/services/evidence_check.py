@@ -6,14 +6,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ledger.core import consistency_file as cf
 from ledger.core.consistency_file import file_format
 from ledger.core.evidence_file import EvidenceFailure, check, parse
-from ledger.core.signed_note import NoteError, parse_checkpoint
-from ledger.services.signing import Verifier
+from ledger.core.signed_note import Checkpoint, NoteError, parse_checkpoint
+from ledger.services.signing import Verifier, cosigned
 
 
 @dataclass(kw_only=True)
@@ -49,12 +50,21 @@ class CheckReport(Outcome):
     #: The re-simulation's status as ``ledger audit`` gives it (PASS, FAIL, SKIP, UNKNOWN), None when not asked.
     resimulation: str | None = None
     resimulation_message: str | None = None
+    #: With witnesses given: the names of those whose cosignature of the checkpoint verifies, and the quorum.
+    cosigned_by: list[str] | None = None
+    quorum: int | None = None
 
 
 def check_evidence(
-    raw: bytes, verifier: Verifier, environments_dir: str | os.PathLike[str] | None = None
+    raw: bytes,
+    verifier: Verifier,
+    environments_dir: str | os.PathLike[str] | None = None,
+    witnesses: Sequence[Verifier] = (),
+    quorum: int | None = None,
 ) -> CheckReport:
-    """Check an evidence file with nothing but its bytes, the public key and (optionally) the game files."""
+    """Check an evidence file (or a consistency file) with nothing but its bytes, the public key, (optionally) the
+    game files, and (optionally) witnesses' keys: then at least ``quorum`` of them (default all) must have cosigned
+    the checkpoint (a consistency file's newer one)."""
     rep = CheckReport()
     if file_format(raw) == cf.FORMAT:
         rep.kind = "consistency"
@@ -64,6 +74,7 @@ def check_evidence(
             rep.error = str(e)
             return rep
         rep.old_size, rep.checkpoint_size = old.size, new.size
+        _quorum(rep, new, witnesses, quorum)
         return rep
     try:
         ev = parse(raw)
@@ -77,6 +88,8 @@ def check_evidence(
         return rep
     rep.checkpoint_size = done.checkpoint.size
     rep.events = len(done.events)
+    if _quorum(rep, done.checkpoint, witnesses, quorum):
+        return rep
     rep.score = json.loads(ev.scorecard).get("score")
     if environments_dir is not None:
         from ledger.services.audit import check_resimulation
@@ -87,3 +100,20 @@ def check_evidence(
         if resim.status == "FAIL":
             rep.error = f"re-simulation: {resim.message}"
     return rep
+
+
+def _quorum(rep: CheckReport, cp: Checkpoint, witnesses: Sequence[Verifier], quorum: int | None) -> bool:
+    """With witnesses given, record who cosigned ``cp`` and fail ``rep`` below the quorum; True if it failed."""
+    if not witnesses:
+        return False
+    need = len(witnesses) if quorum is None else quorum
+    rep.quorum = need
+    rep.cosigned_by = [w.name for w in witnesses if cosigned(w, cp) is not None]
+    if len(rep.cosigned_by) >= need:
+        return False
+    missing = ", ".join(w.name for w in witnesses if w.name not in rep.cosigned_by)
+    rep.error = (
+        f"the checkpoint is cosigned by {len(rep.cosigned_by)} of the {len(witnesses)} witnesses given, fewer than "
+        f"the quorum of {need}: no valid cosignature by {missing}"
+    )
+    return True

@@ -119,8 +119,8 @@ def hash_vectors() -> dict:
 
 
 def evidence_vectors(out: Path) -> None:
-    """A real card played through the toolkit, two checkpoints (the second after more events), the card's evidence
-    against the second and the consistency file between them."""
+    """A real card played through the toolkit, two checkpoints (the second after more events), the consistency
+    file between them, the second cosigned by a witness, and the card's evidence against the cosigned one."""
     from tests.test_audit import play_disputed_card, play_open_card
 
     run = CliRunner()
@@ -137,13 +137,20 @@ def evidence_vectors(out: Path) -> None:
             play_open_card(led)
         r = run.invoke(cli, ["--db", db, "checkpoint", "--key", str(key), "-o", str(out / "checkpoint2.txt")])
         assert r.exit_code == 0, r.output
-        r = run.invoke(
-            cli,
-            ["--db", db, "prove", card, "--checkpoint", str(out / "checkpoint2.txt"), "-o", str(out / "evidence.json")],
-        )
-        assert r.exit_code == 0, r.output
         cps = [str(out / "checkpoint1.txt"), str(out / "checkpoint2.txt")]
         r = run.invoke(cli, ["--db", db, "consistency", *cps, "-o", str(out / "consistency.json")])
+        assert r.exit_code == 0, r.output
+        witness = out / "vector-witness.key"
+        if not witness.exists():
+            r = run.invoke(cli, ["keygen", "witness.vectors.example", "--witness", "-o", str(witness)])
+            assert r.exit_code == 0, r.output
+        state = Path(d) / "witness-state"
+        for given in ("checkpoint1.txt", "consistency.json"):
+            args = ["witness", str(out / given), "--key", str(witness), "--log-key", f"{key}.pub"]
+            r = run.invoke(cli, [*args, "--state", str(state), "-o", str(out / "checkpoint2.cosigned.txt")])
+            assert r.exit_code == 0, r.output
+        cosigned = str(out / "checkpoint2.cosigned.txt")
+        r = run.invoke(cli, ["--db", db, "prove", card, "--checkpoint", cosigned, "-o", str(out / "evidence.json")])
         assert r.exit_code == 0, r.output
 
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import base64
-import itertools
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -48,38 +48,39 @@ def tree_problem(tree: TreeStore, head: TreeHead) -> str | None:
     """
     nodes, runs, stored_heads = tree.stored()
     earlier = sorted(tree.checkpoints(), key=lambda c: c.size)
+    stops = sorted({c.size for c in earlier if 0 < c.size <= head.size} | {head.size} - {0})
     heads: dict[str, tuple[int, str]] = {}
     log_runs: list[tuple[int, int]] = []
-    bad: list[str] = []
-    count = 0
-
-    def leaves() -> Iterator[bytes]:
-        nonlocal count
-        prev_seq = -1
-        for seq, stream, version, h in tree.log_leaves(head.last_seq):
-            if seq != prev_seq + 1:
-                log_runs.append((count, seq))
-            prev_seq = seq
-            heads[stream] = (version, h)
-            try:
-                leaf = merkle.event_leaf(h)
-            except (TypeError, ValueError):
-                bad.append(f"event seq {seq} holds a hash column that is not a sha256: the log was changed")
-                return
-            count += 1
-            yield leaf
-
     frontier = merkle.Frontier()
-    it = leaves()
     made: list[tuple[int, int, bytes]] = []
-    roots: dict[int, bytes] = {}
-    for size in [c.size for c in earlier if c.size <= head.size] + [head.size]:
-        made += frontier.extend(itertools.islice(it, size - frontier.size), STORE_FROM_LEVEL)
-        if frontier.size < size:
+    roots = {0: merkle.EMPTY_ROOT}
+    bad: list[str] = []
+    count, prev_seq, stop = 0, -1, 0
+    sha256, fromhex = hashlib.sha256, bytes.fromhex
+    for rows in tree.log_batches(head.last_seq):
+        seqs = [r[0] for r in rows]
+        if seqs[0] != prev_seq + 1 or seqs[-1] - seqs[0] != len(seqs) - 1:  # a gap in seq: a new run
+            for k, seq in enumerate(seqs):
+                if seq != prev_seq + 1:
+                    log_runs.append((count + k, seq))
+                prev_seq = seq
+        prev_seq = seqs[-1]
+        heads.update((r[1], (r[2], r[3])) for r in rows)
+        try:
+            leaves = [sha256(b"\x00" + fromhex(r[3])).digest() for r in rows]
+        except (TypeError, ValueError):
+            bad.append("an event's hash column is not a sha256 (64 hex digits): the log was changed")
             break
-        roots[size] = frontier.root()
-    for _ in it:  # events past the stored tree's size but not its last seq: inserted ones, counted
-        pass
+        i = 0
+        while i < len(leaves):  # extended up to each signed size in turn, to take the root there
+            target = stops[stop] if stop < len(stops) else None
+            take = len(leaves) - i if target is None else min(len(leaves) - i, target - frontier.size)
+            made += frontier.extend(leaves[i : i + take], STORE_FROM_LEVEL)
+            i += take
+            if frontier.size == target:
+                roots[target] = frontier.root()
+                stop += 1
+        count += len(rows)
     if bad:
         return bad[0]
     if count != head.size:

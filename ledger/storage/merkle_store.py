@@ -85,17 +85,17 @@ class TreeStore:
                 return self._head(frontier, new_last, heads)
         raise StoreError(f"cannot bring the Merkle tree of {self.store.describe()} up to date: too many writers")
 
-    def log_leaves(self, until_seq: int) -> Iterable[tuple[int, str, int, str]]:
-        """Every event's (seq, stream, version, hash) up to ``until_seq``, in ``seq`` order, read from the events
-        themselves in batches (three short columns: checking the stored tree against the log reads nothing else)."""
+    def log_batches(self, until_seq: int) -> Iterable[list[tuple[int, str, int, str]]]:
+        """Every event's (seq, stream, version, hash) up to ``until_seq``, in ``seq`` order, in batches, read from the
+        events themselves (three short columns: checking the stored tree against the log reads nothing else)."""
         q = text("SELECT seq, stream, version, hash FROM events WHERE seq > :s AND seq <= :u ORDER BY seq LIMIT :n")
         last = 0
         while True:
             with self._read() as conn:
-                rows = conn.execute(q, {"s": last, "u": until_seq, "n": BATCH}).all()
+                rows = [tuple(r) for r in conn.execute(q, {"s": last, "u": until_seq, "n": BATCH})]
             if not rows:
                 return
-            yield from rows
+            yield rows
             last = rows[-1][0]
 
     def stored(self) -> tuple[dict[merkle.Part, bytes], list[tuple[int, int]], dict[str, tuple[int, str]]]:

@@ -56,7 +56,7 @@ def test_two_teams_witness_each_other_and_a_fork_is_refused(tmp_path: Path) -> N
     line = sigs.strip().split("\n")[-1]
     assert line.startswith("\u2014 witness-b ")
     blob = base64.b64decode(line.split(" ")[-1])
-    wpub = base64.b64decode(Path(f"{wb}.pub").read_text().strip().split("+")[2])
+    wpub = base64.b64decode(Path(f"{wb}.pub").read_text().strip().split("+", 2)[2])
     assert wpub[0] == 4 and blob[:4] == sha(b"witness-b\n" + wpub)[:4] and len(blob) == 76
     ts = int.from_bytes(blob[4:12], "big")
     Ed25519PublicKey.from_public_bytes(wpub[1:]).verify(blob[12:], f"cosignature/v1\ntime {ts}\n{body}\n".encode())

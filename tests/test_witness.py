@@ -124,3 +124,17 @@ def test_two_teams_witness_each_other_and_a_fork_is_refused(tmp_path: Path) -> N
     assert cosign(tmp_path / "b1.txt", b_pub, wa, wa_state, tmp_path / "b1.cosigned")[0] == 0
     code, out = run("check", str(tmp_path / "a1-a2.json"), "--key", str(a_pub))
     assert code == 0, out
+
+
+def test_a_damaged_witness_state_is_one_line(tmp_path: Path) -> None:
+    db = str(tmp_path / "l.sqlite")
+    key, w = keys(tmp_path, "team"), keys(tmp_path, "w", "--witness")
+    with Ledger.open(db) as led:
+        play_open_card(led)
+    assert run("--db", db, "checkpoint", "--key", str(key), "-o", str(tmp_path / "cp.txt"))[0] == 0
+    state = tmp_path / "state"
+    assert cosign(tmp_path / "cp.txt", Path(f"{key}.pub"), w, state, tmp_path / "c.txt")[0] == 0
+    (f,) = state.glob("*.json")
+    f.write_text("{not json")
+    code, out = cosign(tmp_path / "cp.txt", Path(f"{key}.pub"), w, state, tmp_path / "c2.txt")
+    assert code == 2 and "is damaged" in out and out.count("\n") == 1, out

@@ -17,6 +17,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from ledger.core import consistency_file as cf
 from ledger.core import merkle
@@ -54,14 +55,14 @@ def witness(raw: bytes, log: Verifier, me: Signer, state: Path, now: int | None 
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)  # check-and-update is one step per state folder
         path = _state_file(state, new.origin)
-        known = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+        known = _known(path)
         if known is not None:
             if known["log_key"] != log_line:
                 raise WitnessRefusal(
                     f"not cosigned: this witness knows {new.origin!r} as the log signed by {known['log_key']}, not "
                     f"by {log_line} (another signer for the origin)"
                 )
-            _extends(sn.parse_checkpoint(known["checkpoint"]), new, old_note, proof_text, log)
+            _extends(known["cp"], new, old_note, proof_text, log)
         elif old_note is not None:  # a first checkpoint that comes with its proof: the proof must hold too
             try:
                 cf.check(cf.Consistency(cf.FORMAT, old_note, note, proof_text), log)
@@ -74,6 +75,17 @@ def witness(raw: bytes, log: Verifier, me: Signer, state: Path, now: int | None 
         return cosigned
     finally:
         os.close(lock)
+
+
+def _known(path: Path) -> dict[str, Any] | None:
+    """What the state file of an origin records (None: the origin is new to this witness)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {"log_key": str(data["log_key"]), "cp": sn.parse_checkpoint(data["checkpoint"])}
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, sn.NoteError) as e:
+        raise InputError(f"the witness state file {path} is damaged ({e}): restore it from a backup") from e
 
 
 def _read_input(raw: bytes) -> tuple[str | None, list[str], str]:

@@ -36,7 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Check an evidence file from `ledger prove`, opening no ledger: the checkpoint's signature, the "
         "inclusion proof of every event, the card's hash chain, that no later event of the card was left out,"
         " and that the scorecard is the one the calculator makes from the events; with --environments, the "
-        "plays re-simulated.",
+        "plays re-simulated; with --witness, that the checkpoint carries the cosignatures of at least "
+        "--quorum of those witnesses.",
     ),
     "checkpoint": (
         "ledger.cli.evidence:checkpoint_cmd",
@@ -49,6 +50,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": (
         "ledger.cli.view:compare",
         "Compare cards side by side: per game and level, each card's actions and score; then a leaderboard by tag.",
+    ),
+    "consistency": (
+        "ledger.cli.evidence:consistency",
+        "Write a consistency file: checkpoints OLD and NEW of this ledger and the RFC 9162 proof that NEW's "
+        "tree extends OLD's.",
     ),
     "copy": (
         "ledger.cli.copy:copy_cmd",
@@ -78,7 +84,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "keygen": (
         "ledger.cli.evidence:keygen",
-        "Make an Ed25519 key NAME for signing checkpoints.",
+        "Make an Ed25519 key NAME for signing checkpoints (or, with --witness, for cosigning other logs' ones).",
     ),
     "prove": (
         "ledger.cli.evidence:prove",
@@ -115,6 +121,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "view": (
         "ledger.cli.view:view",
         "Serve a local web viewer over the ledger, read-only: cards, card, compare, progress and replay pages.",
+    ),
+    "witness": (
+        "ledger.cli.evidence:witness_cmd",
+        "Cosign another log's CHECKPOINT as a witness (C2SP tlog-witness, tlog-cosignature v1), against a split view.",
     ),
 }
 

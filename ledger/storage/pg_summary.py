@@ -22,18 +22,20 @@ from ledger.storage.summary_tail import LAG_SQL, POSITION_SQL, Overlay, build_ov
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
 
-    from ledger.storage.connections import Writer
 
-
-def pg_catch_up(keeper: SummaryKeeper, conn: Any) -> int:
-    """:func:`~ledger.storage.summary_tail.catch_up` on psycopg connection ``conn`` (not in autocommit mode)."""
+def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
+    """:func:`~ledger.storage.summary_tail.catch_up` on psycopg connection ``conn`` (not in autocommit mode).
+    ``wait`` False: nothing when another session is catching up (it folds what was committed before it read)."""
 
     def fetch(sql: str, args: Any) -> list[Any]:
         return list(conn.execute(pg(sql), args).fetchall())
 
     def begin() -> int:
         probe(keeper, pg_reader_sql(conn), "postgresql")
-        return int(fetch(POSITION_SQL + " FOR UPDATE", ())[0][0])
+        got = fetch(POSITION_SQL + (" FOR UPDATE" if wait else " FOR UPDATE SKIP LOCKED"), ())
+        if not got:
+            raise _Busy
+        return int(got[0][0])
 
     def execute(sql: str, params: Any) -> None:
         conn.execute(pg(sql), params)
@@ -42,7 +44,15 @@ def pg_catch_up(keeper: SummaryKeeper, conn: Any) -> int:
         with conn.cursor() as cur:
             cur.executemany(pg(sql), params)
 
-    return catch_up(keeper, begin, fetch, execute, executemany, conn.commit, conn.rollback, conn.pipeline)
+    try:
+        return catch_up(keeper, begin, fetch, execute, executemany, conn.commit, conn.rollback, conn.pipeline)
+    except _Busy:
+        conn.rollback()
+        return 0
+
+
+class _Busy(Exception):
+    """Another session holds the position row (a follower does not queue behind it)."""
 
 
 class PostgresSummary:
@@ -51,38 +61,35 @@ class PostgresSummary:
     readonly: bool
     engine: Engine
     _summary: SummaryKeeper
-    _writer: Writer[Connection]
     _overlay: Overlay | None
 
     def describe(self) -> str:
         raise NotImplementedError
 
-    def _failed(self, pg: Any) -> bool:
-        raise NotImplementedError
+    def catch_up_summary(self, *, wait: bool = True) -> int:
+        """Fold into the cards summary the events it does not reflect yet; how many (0 on a read-only store).
 
-    def catch_up_summary(self) -> int:
-        """Fold into the cards summary the events it does not reflect yet; how many (0 on a read-only store)."""
+        On a connection of the read pool, not the writer: the appending thread never waits for a catch-up.
+        ``wait`` False (the follower thread): nothing if another session is catching up right now."""
         if self.readonly:
             return 0
         import psycopg
 
         from ledger.storage.pg_engine import DB_ERRORS, reason
 
-        with self._writer.locked():
-            try:
-                conn = self._writer.get().connection.driver_connection
-            except DB_ERRORS as e:
-                raise StoreError(f"cannot update the cards summary of {self.describe()}: {reason(e)}") from e
-            try:
-                return pg_catch_up(self._summary, conn)
-            except psycopg.Error as e:
-                self._failed(conn)
-                msg = " ".join(str(e).split())
-                raise StoreError(f"cannot update the cards summary of the ledger at {self.describe()}: {msg}") from e
+        try:
+            with self.engine.connect() as sa_conn:
+                conn = sa_conn.connection.driver_connection
+                try:
+                    return pg_catch_up(self._summary, conn, wait=wait)
+                finally:
+                    sa_conn.rollback()
+        except (*DB_ERRORS, psycopg.Error) as e:
+            raise StoreError(f"cannot update the cards summary of the ledger at {self.describe()}: {reason(e)}") from e
 
     def _follow(self) -> None:
         with contextlib.suppress(StoreError):
-            self.catch_up_summary()
+            self.catch_up_summary(wait=False)
 
     def summary_at_head(self) -> Overlay | None:
         """None once the summary tables reflect the log's head (caught up here when behind); for a read-only store

@@ -7,6 +7,7 @@ Appends take a transaction-level advisory lock, so ``seq`` is assigned in commit
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -474,6 +475,9 @@ class PostgresStore(PostgresSummary, StoreBase):
         """Release every connection (a forked child's: its own only; the engine gave it a fresh pool); the summary
         is caught up first, when it can be."""
         if self._follower.close():
-            self._follow()  # what the appends since its last catch-up added (a copy leaves it to the next read)
+            # What the appends since its last catch-up added (a copy leaves it to the next read); waiting for
+            # another session's catch-up, which may have read the log before this process's last commit.
+            with contextlib.suppress(StoreError):
+                self.catch_up_summary()
         self._writer.close()
         self.engine.dispose()

@@ -32,6 +32,7 @@ from ledger.storage.summary_sql import (
     row_params,
     tag_count_query,
     tag_points_query,
+    tag_stats_query,
 )
 
 Built = Mapping[str, tuple[SummaryRow, frozenset[tuple[str, str]]]]
@@ -224,3 +225,19 @@ def stream_bodies(store: LogStore, streams: Sequence[str], chunk: int = 500) -> 
         for stream, body in query(store, sql, part):
             out[stream].append(bytes(body))
     return out
+
+
+def tag_stat_rows(
+    store: LogStore, tags: Sequence[str], *, include_retracted: bool = False
+) -> list[tuple[str, str, float, str]]:
+    """(tag, card id, score, game stats JSON) of every card with one of ``tags``, per tag: one query."""
+    if not tags:
+        return []
+    sql, args = tag_stats_query(tags, include_retracted)
+    return [(r[0], r[1], float(r[2]), r[3]) for r in query(store, sql, args)]
+
+
+def card_count(store: LogStore, *, include_retracted: bool = False) -> int:
+    """How many cards the summary holds (retracted ones left out unless included): one query."""
+    live = "" if include_retracted else " WHERE retracted IS NULL"
+    return int(query(store, f"SELECT count(*) FROM {SUMMARY}{live}")[0][0])

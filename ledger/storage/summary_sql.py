@@ -291,3 +291,15 @@ def distinct_keys_query(kind: str) -> tuple[str, list[Any]]:
         "SELECT x FROM v WHERE x IS NOT NULL ORDER BY x"
     )
     return sql, [kind, kind]
+
+
+def tag_stats_query(tags: Sequence[str], include_retracted: bool = False) -> tuple[str, list[Any]]:
+    """Per card with any of ``tags`` (``all_tags``), once per such tag: (tag, card_id, score, game_stats), in the
+    order the figures are computed in (tag, then opened): one range of the keys table per tag."""
+    marks = ", ".join("?" * len(tags))
+    live = "" if include_retracted else " AND s.retracted IS NULL"
+    sql = (
+        f"SELECT k.value, s.card_id, s.score, s.game_stats FROM {KEYS} k JOIN {SUMMARY} s ON s.card_id = k.card_id "
+        f"WHERE k.kind = 't' AND k.value IN ({marks}){live} ORDER BY k.value, s.opened_key, s.card_id"
+    )
+    return sql, list(tags)

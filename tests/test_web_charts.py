@@ -106,8 +106,8 @@ def _series(drawn: dict[str, Any]) -> dict[str, list[tuple[float, float]]]:
 
 
 def _compared(db: Path, tag: str) -> list[tuple[float, float]]:
-    """The tag's cards as `ledger compare --json --tag T` prints them: (opened in seconds, score), oldest first."""
-    cards = ledger_json(db, "compare", "--tag", tag)["cards"]
+    """The tag's cards as `ledger cards --json --tag T` prints them: (opened in seconds, score), oldest first."""
+    cards = ledger_json(db, "cards", "--tag", tag)
     return sorted((datetime.fromisoformat(c["opened"]).timestamp(), c["score"]) for c in cards)
 
 
@@ -290,6 +290,7 @@ def test_the_leaderboard_has_its_own_page(played: Played, server: ViewServer, wa
         " tr.querySelector('[data-k=cards]').textContent, tr.querySelector('[data-k=mean-score]').textContent])"
     )
     tags = sorted({t for doc in played.exports.values() for t in doc.get("tags") or []})
-    cmp = ledger_json(played.db, "compare", *[a for t in tags for a in ("--tag", t)])
-    assert rows == [[r["tag"], str(r["cards"]), f"{r['mean_score']:.2f}"] for r in cmp["leaderboard"]]
+    figures = ledger_json(played.db, "compare", *[a for t in tags for a in ("--tag", t)])["tags"]
+    board = sorted(figures, key=lambda t: (-t["score"]["mean"], -t["cards"], t["tag"]))
+    assert rows == [[t["tag"], str(t["cards"]), f"{t['score']['mean']:.2f}"] for t in board]
     assert len(rows) >= 4

@@ -14,7 +14,7 @@ import msgspec
 
 from ledger.errors import StoreError
 from ledger.storage.base import LogStore
-from ledger.storage.summary import KEYS, SUMMARY, SummaryRow, rebuild
+from ledger.storage.summary import COLUMNS, KEYS, SUMMARY, SummaryRow, rebuild
 from ledger.storage.summary_sql import (
     HAS_SUMMARY_SQL,
     INSERT_KEY_SQL,
@@ -24,6 +24,7 @@ from ledger.storage.summary_sql import (
     UPSERT_SQL,
     PageQuery,
     any_tag_query,
+    count_query,
     distinct_keys_query,
     leaderboard_query,
     page_query,
@@ -33,20 +34,27 @@ from ledger.storage.summary_sql import (
     tag_count_query,
     tag_points_query,
     tag_stats_query,
+    upsert_sql,
 )
 
 Built = Mapping[str, tuple[SummaryRow, frozenset[tuple[str, str]]]]
 EVENTS_SQL = "SELECT stream, type, version, body FROM events ORDER BY seq"
 
 
-def write_all(execute: Callable[[str, Any], Any], built: Built) -> None:
-    """Replace the summary tables' content with ``built`` (inside the caller's transaction)."""
+def write_all(execute: Callable[[str, Any], Any], built: Built, columns: Sequence[str] = COLUMNS) -> None:
+    """Replace the summary tables' content with ``built`` (inside the caller's transaction); ``columns``: those
+    the table has (a migration before the last one that adds a column fills the columns of its revision)."""
     execute(f"DELETE FROM {KEYS}", ())
     execute(f"DELETE FROM {SUMMARY}", ())
     items = list(built.values())
+    upsert, pick = UPSERT_SQL, None
+    if tuple(columns) != COLUMNS:
+        upsert = upsert_sql(columns)
+        pick = [COLUMNS.index(c) for c in columns]
     for i in range(0, len(items), 5000):
         chunk = items[i : i + 5000]
-        execute(UPSERT_SQL, [row_params(row) for row, _ in chunk])
+        params = [row_params(row) for row, _ in chunk]
+        execute(upsert, params if pick is None else [tuple(p[j] for j in pick) for p in params])
         keys = [(k, v, row.card_id) for row, ks in chunk for k, v in sorted(ks)]
         if keys:
             execute(INSERT_KEY_SQL, keys)
@@ -56,13 +64,14 @@ def _log(rows: Iterable[Any]) -> Iterator[tuple[str, str, int, bytes]]:
     return ((r[0], r[1], r[2], bytes(r[3])) for r in rows)
 
 
-def fill(conn: Any) -> int:
-    """Build the summary tables from the log on SQLAlchemy connection ``conn`` (the migration's transaction)."""
+def fill(conn: Any, columns: Sequence[str] = COLUMNS) -> int:
+    """Build the summary tables from the log on SQLAlchemy connection ``conn`` (the migration's transaction),
+    writing ``columns`` (those the table has at the migration's revision)."""
     fix = pg if conn.dialect.name == "postgresql" else str
     # A server-side cursor on PostgreSQL: the log is folded as it streams, never held whole.
     streamed = {"stream_results": True, "yield_per": 10_000}
     built = rebuild(_log(conn.exec_driver_sql(EVENTS_SQL, execution_options=streamed)))
-    write_all(lambda sql, params: conn.exec_driver_sql(fix(sql), params), built)
+    write_all(lambda sql, params: conn.exec_driver_sql(fix(sql), params), built, columns)
     return len(built)
 
 
@@ -95,6 +104,12 @@ def read_page(store: LogStore, q: PageQuery) -> list[SummaryRow]:
     """One page of summary rows (see :class:`~ledger.storage.summary_sql.PageQuery`): one query."""
     sql, args = page_query(store.dialect, q)
     return [SummaryRow(*r) for r in query(store, sql, args)]
+
+
+def count_page(store: LogStore, q: PageQuery) -> int:
+    """How many cards match the filters of ``q`` (not only its page): one query."""
+    sql, args = count_query(store.dialect, q)
+    return int(query(store, sql, args)[0][0])
 
 
 def stored(store: LogStore) -> dict[str, tuple[SummaryRow | None, frozenset[tuple[str, str]]]]:

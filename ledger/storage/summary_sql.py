@@ -25,10 +25,15 @@ from ledger.storage.summary import (
     copied_changes,
 )
 
-UPSERT_SQL = (
-    f"INSERT INTO {SUMMARY} ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
-    f"ON CONFLICT (card_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in COLUMNS[1:])}"
-)
+def upsert_sql(columns: Sequence[str]) -> str:
+    """The statement that writes a summary row's ``columns`` (``card_id`` first)."""
+    return (
+        f"INSERT INTO {SUMMARY} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+        f"ON CONFLICT (card_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in columns[1:])}"
+    )
+
+
+UPSERT_SQL = upsert_sql(COLUMNS)
 DELETE_KEYS_SQL = f"DELETE FROM {KEYS} WHERE card_id = ?"
 DELETE_ROW_SQL = f"DELETE FROM {SUMMARY} WHERE card_id = ?"
 COUNTERS_SQL = f"UPDATE {SUMMARY} SET version = ?, actions = ?, events = ?, last_ts = ?, last_key = ? WHERE card_id = ?"
@@ -119,6 +124,15 @@ def shown_closed_expr(dialect: str) -> str:
     """
     due = _least(dialect, "coalesce(last_key, ?) + ?", "opened_key + ?")
     return f"(CASE WHEN close_reason IS NOT NULL THEN closed_key WHEN {due} <= ? THEN {due} ELSE NULL END)"
+
+
+def count_query(dialect: str, q: PageQuery) -> tuple[str, list[Any]]:
+    """How many cards match ``q``'s filters (its sort, ``after`` and ``limit`` ignored): what a page is out of."""
+    import dataclasses
+
+    sql, args = page_query(dialect, dataclasses.replace(q, after=None, limit=None, sort="id"))
+    where = sql.split(" ORDER BY ")[0].split(f" FROM {SUMMARY}", 1)[1]
+    return f"SELECT count(*) FROM {SUMMARY}{where}", args
 
 
 def page_query(dialect: str, q: PageQuery) -> tuple[str, list[Any]]:

@@ -20,6 +20,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ledger.services.compare import Comparison, letter
 from ledger.services.progress import Progress
+from ledger.services.tag_stats import SIDE_BY_SIDE, TagReport
 from ledger.toolkit.frames import PlayFrames
 
 from .data import CardRow, CardView
@@ -163,6 +164,16 @@ def _render(name: str, *, links: Links, bundle: bool, source: str, **ctx: Any) -
     )
 
 
+class Covers(msgspec.Struct, frozen=True):
+    """What a page of cards covers: its rows, the cards its filters match, the cards in the ledger."""
+
+    shown: int
+    matching: int
+    total: int
+    #: The card the page starts after (a later page), if any.
+    after: str | None = None
+
+
 def cards_page(
     rows: Sequence[CardRow],
     *,
@@ -176,8 +187,11 @@ def cards_page(
     next_url: str | None = None,
     all_tags: Sequence[str] | None = None,
     all_games: Sequence[str] | None = None,
+    covers: Covers | None = None,
+    chosen: dict[str, str] | None = None,
 ) -> str:
-    """The cards page: one page of rows (``next_url`` links the next), the filter controls (every tag and game of
+    """The cards page (``covers``: what the page is out of; ``chosen``: the server's filters, as its address has
+    them): one page of rows (``next_url`` links the next), the filter controls (every tag and game of
     the ledger), and the leaderboard by tag when given (the bundle's; the server's has its own page); retracted
     cards are left out unless asked for, and ``shown_href`` lists them (``hidden``: how many, when known)."""
     return _render(
@@ -195,6 +209,8 @@ def cards_page(
         hidden=hidden,
         shown_href=shown_href,
         next_url=next_url,
+        covers=covers,
+        chosen=chosen or {},
     )
 
 
@@ -247,8 +263,9 @@ def compare_page(
     all_tags: Sequence[str] = (),
     chosen_tags: Sequence[str] = (),
     chosen_cards: Sequence[str] = (),
+    report: TagReport | None = None,
 ) -> str:
-    """The compare page."""
+    """The compare page: the figures of the chosen tags (``report``) and the chosen cards side by side."""
     return _render(
         "compare.html",
         links=links,
@@ -264,7 +281,16 @@ def compare_page(
         all_tags=all_tags,
         chosen_tags=list(chosen_tags),
         chosen_cards=list(chosen_cards),
+        report=report,
+        side_by_side=SIDE_BY_SIDE,
+        cards_href=cards_href,
     )
+
+
+def cards_href(tag: str, game_id: str | None) -> str:
+    """The server's cards page of a tag's cards (that played ``game_id``), best score first."""
+    q = [("tag", tag)] + ([("game", game_id)] if game_id else []) + [("sort", "score-desc")]
+    return "./?" + urlencode(q)
 
 
 def level_charts(cmp: Comparison) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ Requests are short (an open card's page asks every second whether events were ap
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -16,14 +17,17 @@ import msgspec
 from flask import Flask, Response, abort, jsonify, request
 
 from ledger.errors import AmbiguousCard, InputError, LedgerError, UnknownCard
-from ledger.services.compare import compare_cards, ledger_leaderboard
+from ledger.services.compare import Comparison, compare_cards, ledger_leaderboard
 from ledger.services.evidence import covering_checkpoint, prove
 from ledger.services.progress import PER_TAG, tag_progress
-from ledger.storage.summary_build import distinct_keys, retracted_count
+from ledger.services.tag_stats import SIDE_BY_SIDE, tag_report
+from ledger.storage.summary_build import card_count, distinct_keys, retracted_count
 from ledger.toolkit.frames import DEFAULT_LIMIT, palette_or_empty, play_frames
 
 from . import pages
 from .data import PAGE_SIZE, CardCache, card_events, card_view, load, page_rows, usage_of
+
+from ledger.services.listing import count_cards
 
 if TYPE_CHECKING:
     from ledger.services.listing import CardFilter
@@ -55,6 +59,8 @@ class Viewer:
         rows = page_rows(self.ledger, f)
         stamp = self.cache.stamp()
         tags, games = self._lists(stamp)
+        matching = count_cards(self.ledger, f)
+        total = card_count(self.ledger.store, include_retracted=f.include_retracted)
         return pages.cards_page(
             rows,
             links=self.links,
@@ -66,6 +72,8 @@ class Viewer:
             next_url=_next_url(rows, f),
             all_tags=tags,
             all_games=games,
+            covers=pages.Covers(shown=len(rows), matching=matching, total=total, after=f.after),
+            chosen={k: request.args.get(k, "") for k in ("tag", "game", "sort", "state", "from")},
         )
 
     def leaderboard(self) -> str:
@@ -125,10 +133,20 @@ class Viewer:
     def _chosen(self) -> tuple[list[str], list[str]]:
         return request.args.getlist("card"), [t for t in request.args.getlist("tag") if t]
 
+    def _side_by_side(self, ids: list[str]) -> Comparison:
+        if len(dict.fromkeys(ids)) > SIDE_BY_SIDE:
+            raise InputError(
+                f"at most {SIDE_BY_SIDE} cards side by side ({len(dict.fromkeys(ids))} chosen): tag them and "
+                "compare the tag's figures"
+            )
+        return compare_cards(self.ledger, ids, include_retracted=_flag("retracted"), hint=_RETRACTED_HINT)
+
     def compare(self) -> str:
-        """The cards of ``?card=`` and every card of ``?tag=``, side by side."""
+        """The figures of every card of ``?tag=`` (per tag, game and level) and the cards of ``?card=`` (at most
+        :data:`SIDE_BY_SIDE`) side by side."""
         ids, tags = self._chosen()
-        cmp = compare_cards(self.ledger, ids, tags, include_retracted=_flag("retracted"), hint=_RETRACTED_HINT)
+        cmp = self._side_by_side(ids)
+        report = tag_report(self.ledger, tags, include_retracted=_flag("retracted")) if tags else None
         all_tags = self._lists(self.cache.stamp())[0]
         # The server's links and source, then the page's own values, as every page takes them (pages.py).
         return pages.compare_page(
@@ -139,13 +157,18 @@ class Viewer:
             all_tags=all_tags,
             chosen_tags=tags,
             chosen_cards=ids,
+            report=report,
         )
 
     def api_compare(self) -> Any:
         """The comparison as JSON (the same as ``ledger compare --json``)."""
         ids, tags = self._chosen()
-        cmp = compare_cards(self.ledger, ids, tags, include_retracted=_flag("retracted"), hint=_RETRACTED_HINT)
-        return Response(msgspec.json.encode(cmp), mimetype="application/json")
+        cmp = self._side_by_side(ids)
+        if not tags:
+            return Response(msgspec.json.encode(cmp), mimetype="application/json")
+        report = tag_report(self.ledger, tags, include_retracted=_flag("retracted"))
+        both = {**msgspec.to_builtins(report), "side_by_side": msgspec.to_builtins(cmp) if ids else None}
+        return Response(msgspec.json.encode(both), mimetype="application/json")
 
     def progress(self) -> str:
         """Each tag's card scores over time (``?tag=``, repeated; none: the tags of the newest cards), the newest
@@ -254,9 +277,20 @@ def _page_filter() -> CardFilter:
     from ledger.services.listing import CardFilter
 
     sort, descending = SORTS.get(request.args.get("sort", "date-desc"), SORTS["date-desc"])
+    state = request.args.get("state") or None
+    if state not in (None, "open", "closed"):
+        raise InputError(f"?state= is open or closed, not {state!r}")
+    since = None
+    if request.args.get("from"):
+        try:
+            since = datetime.fromisoformat(request.args["from"]).replace(tzinfo=UTC)
+        except ValueError:
+            raise InputError(f"?from= is a date (YYYY-MM-DD), not {request.args['from']!r}") from None
     return CardFilter(
         tags=tuple(t for t in request.args.getlist("tag") if t),
         games=tuple(g for g in request.args.getlist("game") if g),
+        state=state,  # type: ignore[arg-type]
+        since=since,
         sort=sort,  # type: ignore[arg-type]
         reverse=descending,
         limit=max(1, min(_int_arg("limit", PAGE_SIZE), 1000)),

@@ -26,7 +26,9 @@
   function cardsPage() {
     var form = $("filters"), table = $("cards"), tbody = $("card-rows");
     if (!form || !tbody) return;
+    var server = form.dataset.server === "1";
     function apply() {
+      if (server) return; /* the server filtered and sorted the whole ledger */
       var f = new FormData(form);
       var id = String(f.get("id") || "").trim().toLowerCase(), tag = f.get("tag"), game = f.get("game");
       var state = f.get("state"), from = f.get("from"), to = f.get("to"), sort = String(f.get("sort") || "date-desc");
@@ -49,8 +51,12 @@
       rows.forEach(function (tr) { tbody.appendChild(tr); });
       $("card-count").textContent = "(" + shown + " of " + rows.length + ")";
     }
-    form.addEventListener("input", apply);
-    form.addEventListener("submit", function (e) { e.preventDefault(); });
+    if (server) {
+      form.addEventListener("change", function (e) { if (e.target.name) form.submit(); });
+    } else {
+      form.addEventListener("input", apply);
+      form.addEventListener("submit", function (e) { e.preventDefault(); });
+    }
     apply();
     var button = $("compare-selected");
     function picked() {
@@ -65,9 +71,12 @@
       });
     }
     if (live) {
-      /* the rows as this page lists them: with retracted cards when its address asks for them */
-      var extra = /[?&]retracted=1(&|$)/.test(window.location.search) ? "&retracted=1" : "";
-      poll(function () { return "api/cards?since=" + encodeURIComponent(table.dataset.stamp) + extra; }, 2000, function (data) {
+      /* the rows as this page lists them: its address's filters, sort and page */
+      poll(function () {
+        var q = new URLSearchParams(window.location.search);
+        q.set("since", table.dataset.stamp);
+        return "api/cards?" + q.toString();
+      }, 2000, function (data) {
         var keep = picked();
         table.dataset.stamp = data.stamp;
         tbody.innerHTML = data.html; /* the server's escaped fragment */

@@ -259,6 +259,26 @@ def test_card_page_weight_before_data_is_small(played: Played) -> None:
     assert shell + assets < 300_000
 
 
+def test_the_viewer_answers_while_a_request_is_unfinished_and_pages_by_prefix(played: Played) -> None:
+    import socket
+
+    srv = ViewServer(played.db)
+    try:
+        host, port = srv.url.split("//")[1].rstrip("/").split(":")
+        # A client that sends half a request and waits: one thread serving everything would wait with it.
+        with socket.create_connection((host, int(port)), timeout=10) as slow:
+            slow.sendall(b"GET /compare?tag=agent-a HTTP/1.1\r\nHost: x\r\n")
+            status, page, _ = _get(srv.url)
+            assert status == 200 and b"matching" in page
+        first = played.cards["a1"]
+        status, page, _ = _get(srv.url + "?sort=date-asc&after=" + first[:8])
+        assert status == 200 and first.encode() not in page and b"after card " + first[:8].encode() in page
+        status, page, _ = _get(srv.url + "?after=zzzz")
+        assert status == 400 and b"no card has this id or starts with it" in page
+    finally:
+        srv.stop()
+
+
 @pytest.mark.parametrize(
     ("command", "options"),
     [

@@ -1,9 +1,10 @@
 """``ledger view``: a Flask app over one ledger, opened read-only.
 
 Flask comes with the toolkit (``arc-agi`` depends on it) and brings Jinja2 and Werkzeug; the app is served by
-Werkzeug's server in one thread, which serializes the card cache (the store's connections are bounded whatever the
-threads: see :mod:`ledger.storage.connections`).
-Requests are short (an open card's page asks every second whether events were appended: one indexed query).
+Werkzeug's server with a thread per request, so a slow page (a long replay, a first read of a large tag) never
+holds up the others. What the threads share is safe to share: the card cache takes a lock, the cached tag lists
+and leaderboard are replaced whole, and the store's connections are bounded whatever the threads (each request
+checks a reader out and puts it back: see :mod:`ledger.storage.connections`).
 """
 
 from __future__ import annotations
@@ -330,7 +331,7 @@ def run(app: Flask, host: str, port: int, on_ready: Any = None) -> None:
     """
     from werkzeug.serving import make_server
 
-    server = make_server(host, port, app, threaded=False)
+    server = make_server(host, port, app, threaded=True)
     shown = f"[{host}]" if ":" in host else host
     if on_ready is not None:
         on_ready(f"http://{shown}:{server.server_port}/")

@@ -166,8 +166,15 @@ def _levels_expected(cmp: dict[str, Any]) -> list[dict[str, Any]]:
         n = g["levels"]
         played = [e for e in g["cards"] if e is not None]
         base = [next((e["levels"][i]["baseline"] for e in played if i < len(e["levels"])), None) for i in range(n)]
-        actions = [[lv["actions"] for lv in e["levels"]] + [None] * (n - len(e["levels"])) for e in played]
-        out.append({"game": g["game_id"], "data": [list(range(1, n + 1)), base, *actions]})
+        lines: list[list[Any]] = []
+        for e in played:
+            pad = [None] * (n - len(e["levels"]))
+            # Completed levels on the card's line; the level it stopped on apart; a level never reached not at all.
+            lines.append([lv["actions"] if lv["completed"] else None for lv in e["levels"]] + pad)
+            stopped = [lv["actions"] if not lv["completed"] and lv["actions"] else None for lv in e["levels"]] + pad
+            if any(v is not None for v in stopped):
+                lines.append(stopped)
+        out.append({"game": g["game_id"], "data": [list(range(1, n + 1)), base, *lines]})
     return out
 
 

@@ -228,7 +228,9 @@ def compare(
         if report is None:
             echo_json(cmp)
         else:
-            echo_json({**msgspec.to_builtins(report), "side_by_side": None if cmp is None else msgspec.to_builtins(cmp)})
+            echo_json(
+                {**msgspec.to_builtins(report), "side_by_side": None if cmp is None else msgspec.to_builtins(cmp)}
+            )
         return
     parts = []
     if cmp is not None:

@@ -41,6 +41,8 @@ class TagSeries(msgspec.Struct, frozen=True, kw_only=True):
     scores: list[float]
     #: True when the tag has older cards than those drawn.
     more: bool = False
+    #: How many cards have the tag in the whole ledger (retracted ones too), when known: what ``cards`` is out of.
+    total: int | None = None
 
 
 class Progress(msgspec.Struct, frozen=True, kw_only=True):
@@ -81,7 +83,7 @@ def _older(series: Sequence[TagSeries], keys: dict[str, Any]) -> str | None:
 def tag_progress(ledger: Ledger, tags: Sequence[str], *, limit: int = PER_TAG, before: str | None = None) -> Progress:
     """The progress chart of ``tags`` (up to :data:`MOST_TAGS`; none: the tags of the newest cards), each the
     newest ``limit`` cards opened before card ``before`` (an id or unique prefix), from the cards summary."""
-    from ledger.storage.summary_build import recent_tags, tag_points
+    from ledger.storage.summary_build import recent_tags, tag_count, tag_points
 
     if limit < 1:
         raise InputError("the progress chart draws at least one card per tag")
@@ -91,7 +93,7 @@ def tag_progress(ledger: Ledger, tags: Sequence[str], *, limit: int = PER_TAG, b
     for tag in chosen:
         points = tag_points(ledger.store, tag, limit + 1, start)
         keys.update({p[0]: p[2] for p in points})
-        series.append(_series(tag, points, limit))
+        series.append(msgspec.structs.replace(_series(tag, points, limit), total=tag_count(ledger.store, tag)))
     return Progress(series=series, limit=limit, before=start, older=_older(series, keys))
 
 

@@ -124,7 +124,7 @@ def spread(values: list[float], *, low_is_best: bool = False) -> Spread:
 class _Game:
     """What is gathered of one game of one tag while the rows stream by."""
 
-    __slots__ = ("best", "bases", "cards", "completed", "level_actions", "level_scores", "reached", "scores")
+    __slots__ = ("bases", "best", "cards", "completed", "level_actions", "level_scores", "reached", "scores")
 
     def __init__(self) -> None:
         self.cards = 0
@@ -251,10 +251,11 @@ def report_text(report: TagReport) -> str:
                 f"best {_f(t.score.best)}  over {t.cards} card(s)"
             )
         lines.append("")
+    included = " (retracted ones included)" if report.include_retracted else ""
     for t in report.tags:
         s = t.score
         lines += [
-            f"tag {t.tag}: {t.cards} card(s), of {report.ledger_cards} in the ledger{' (retracted ones included)' if report.include_retracted else ''}",
+            f"tag {t.tag}: {t.cards} card(s), of {report.ledger_cards} in the ledger{included}",
             f"  card score  best {_f(s.best)} ({t.best_card})  q1 {_f(s.q1)}  median {_f(s.median)}  "
             f"q3 {_f(s.q3)}  worst {_f(s.worst)}",
         ]

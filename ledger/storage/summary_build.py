@@ -130,7 +130,13 @@ def differences(store: LogStore, *, limit: int = 10) -> list[str]:
     The rule checked: every card has a row that reflects its stream up to its head version and equals the row
     a replay of the whole log computes, with the same tags and games in the keys table.
     """
-    return compare(store, rebuild(_log((e.stream, e.type, e.version, e.body) for e in store.scan())), limit=limit)
+    return check(store, limit=limit)[1]
+
+
+def check(store: LogStore, *, limit: int = 10) -> tuple[int, list[str]]:
+    """(cards the log holds, :func:`differences`)."""
+    built = rebuild(_log((e.stream, e.type, e.version, e.body) for e in store.scan()))
+    return len(built), compare(store, built, limit=limit)
 
 
 def has_summary(store: LogStore) -> bool:
@@ -220,6 +226,11 @@ def tag_points(store: LogStore, tag: str, limit: int, before: str | None = None)
     many = int(query(store, *tag_count_query(tag))[0][0]) > MANY_CARDS
     sql, args = tag_points_query(tag, limit, before, many=many)
     return [(r[0], r[1], int(r[2]), float(r[3])) for r in query(store, sql, args)]
+
+
+def tag_count(store: LogStore, tag: str) -> int:
+    """How many cards have ``tag`` (retracted ones too): a range of the keys table's primary key."""
+    return int(query(store, *tag_count_query(tag))[0][0])
 
 
 def recent_tags(store: LogStore, cards: int) -> list[str]:

@@ -25,6 +25,7 @@ from ledger.storage.summary import (
     copied_changes,
 )
 
+
 def upsert_sql(columns: Sequence[str]) -> str:
     """The statement that writes a summary row's ``columns`` (``card_id`` first)."""
     return (

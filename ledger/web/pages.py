@@ -214,8 +214,9 @@ def cards_page(
     )
 
 
-def leaderboard_page(board: Sequence[Any], *, links: Links, bundle: bool, source: str) -> str:
-    """The leaderboard by tag of the whole ledger, on its own page (it reads every card)."""
+def leaderboard_page(board: Sequence[Any], *, links: Links, bundle: bool, source: str, total: int = 0) -> str:
+    """The leaderboard by tag of the whole ledger (``total`` cards not retracted), on its own page (it reads every
+    card)."""
     return _render(
         "leaderboard.html",
         links=links,
@@ -224,6 +225,7 @@ def leaderboard_page(board: Sequence[Any], *, links: Links, bundle: bool, source
         page="leaderboard",
         title="leaderboard",
         leaderboard=board,
+        total=total,
     )
 
 
@@ -295,8 +297,10 @@ def cards_href(tag: str, game_id: str | None) -> str:
 
 def level_charts(cmp: Comparison) -> list[dict[str, Any]]:
     """Per game, what its levels chart draws: per level the baseline (as the table shows it: the first compared
-    card's with that level) and the actions of each of the first :data:`CHART_CARDS` cards' best play (None where
-    its best play has no such level): the numbers of ``ledger compare --json``."""
+    card's with that level), and for each of the first :data:`CHART_CARDS` cards' best play the actions of each
+    level it completed (``actions``, None elsewhere: a level not completed is never drawn as a cost) and, apart,
+    the actions spent on the level it stopped on (``unfinished``, None elsewhere and for a level never reached, where
+    nothing was spent): the numbers of ``ledger compare --json``."""
     out = []
     for g in cmp.games:
         baseline = [
@@ -313,7 +317,8 @@ def level_charts(cmp: Comparison) -> list[dict[str, Any]]:
                     "card": cmp.cards[i].card_id,
                     "n": i,
                     "letter": letter(i),
-                    "actions": [lv.actions for lv in e.levels] + pad,
+                    "actions": [lv.actions if lv.completed else None for lv in e.levels] + pad,
+                    "unfinished": [lv.actions if not lv.completed and lv.actions else None for lv in e.levels] + pad,
                     "completed": [lv.completed for lv in e.levels] + pad,
                 }
             )

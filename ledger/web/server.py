@@ -28,8 +28,6 @@ from ledger.toolkit.frames import DEFAULT_LIMIT, palette_or_empty, play_frames
 from . import pages
 from .data import PAGE_SIZE, CardCache, card_events, card_view, load, page_rows, usage_of
 
-from ledger.services.listing import count_cards
-
 if TYPE_CHECKING:
     from ledger.services.listing import CardFilter
 
@@ -46,7 +44,7 @@ class Viewer:
         self.cache = CardCache(ledger)
         self.links = pages.LiveLinks()
         self.colours = palette_or_empty()
-        self._board: tuple[int, list[Any]] | None = None
+        self._board: tuple[int, tuple[list[Any], int]] | None = None
         self._keys: tuple[int, tuple[list[str], list[str]]] | None = None
 
     def message(self, title: str, text: str) -> str:
@@ -60,6 +58,8 @@ class Viewer:
         rows = page_rows(self.ledger, f)
         stamp = self.cache.stamp()
         tags, games = self._lists(stamp)
+        from ledger.services.listing import count_cards
+
         matching = count_cards(self.ledger, f)
         total = card_count(self.ledger.store, include_retracted=f.include_retracted)
         return pages.cards_page(
@@ -82,8 +82,9 @@ class Viewer:
         stamp = self.cache.stamp()
         # It aggregates every card: computed again only when events were appended.
         if self._board is None or self._board[0] != stamp:
-            self._board = (stamp, ledger_leaderboard(self.ledger))
-        return pages.leaderboard_page(self._board[1], links=self.links, bundle=False, source=self.source)
+            self._board = (stamp, (ledger_leaderboard(self.ledger), card_count(self.ledger.store)))
+        board, total = self._board[1]
+        return pages.leaderboard_page(board, links=self.links, bundle=False, source=self.source, total=total)
 
     def _lists(self, stamp: int) -> tuple[list[str], list[str]]:
         # Every tag and game id: a loose scan of the keys table's index, kept until events are appended.

@@ -218,7 +218,10 @@
 
   /* -- charts (uPlot): every number drawn is one of the page's JSON, unchanged --------------------------------- */
   var PALETTE = ["#1e6fd9", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
-    "#7f7f7f", "#bcbd22"];
+    "#7f7f7f", "#bcbd22", "#393b79", "#ad494a"];
+  /* cards that share numbers would draw one line over another: each card's line has its own dash */
+  var DASHES = [[], [10, 4], [3, 3], [12, 3, 3, 3]];
+  function dash(i) { return DASHES[i % DASHES.length]; }
   function colour(i) { return PALETTE[i % PALETTE.length]; }
   function json(id) { var el = $(id); return el ? JSON.parse(el.textContent) : null; }
   function chartWidth(el) { return Math.max(320, Math.min(el.clientWidth || 900, 1100)); }
@@ -248,7 +251,8 @@
     draw(el, {
       height: 380,
       scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [0, Math.max(100, hi || 0)]; } } },
-      axes: [{}, { label: "card score" }],
+      /* room for a whole date-time label per tick: labels never overlap */
+      axes: [{ space: 110 }, { label: "card score" }],
       series: [{ label: "opened" }].concat(series.map(function (s, i) {
         return { label: s.tag, stroke: colour(i), width: 2, spanGaps: true, value: fixed2,
           points: { show: true, size: 6, fill: colour(i) } };
@@ -262,19 +266,27 @@
     games.forEach(function (g, k) {
       var el = $("levels-chart-" + k);
       if (!el || !g.levels.length) return;
-      var data = [g.levels, g.baseline].concat(g.cards.map(function (c) { return c.actions; }));
+      /* per card its completed levels (a line), then the level it stopped on (a hollow mark, no line): a level
+         never reached spent nothing and is not drawn at all */
+      var data = [g.levels, g.baseline], series = [{ label: "level", value: whole },
+        { label: "baseline", stroke: "#555", width: 2, dash: [6, 4], value: whole, points: { show: true, size: 6 } }];
+      g.cards.forEach(function (c) { /* a card keeps its colour in every game's chart */
+        data.push(c.actions);
+        series.push({ label: c.letter + " " + c.card.slice(0, 8), stroke: colour(c.n), width: 2, dash: dash(c.n),
+          value: whole, points: { show: true, size: 6, fill: colour(c.n) } });
+        if (c.unfinished.some(function (v) { return v !== null; })) {
+          data.push(c.unfinished);
+          series.push({ label: c.letter + " not completed", stroke: colour(c.n), width: 0, value: whole,
+            paths: function () { return null; }, points: { show: true, size: 9, width: 2, fill: "#fff" } });
+        }
+      });
       draw(el, {
         height: 260,
         scales: { x: { time: false }, y: { range: function (u, lo, hi) { return [0, Math.max(1, hi || 0)]; } } },
         axes: [{ label: "level", incrs: [1, 2, 5, 10, 20, 50], values: function (u, vs) {
           return vs.map(function (v) { return String(v); });
         } }, { label: "actions" }],
-        series: [{ label: "level", value: whole },
-          { label: "baseline", stroke: "#555", width: 2, dash: [6, 4], value: whole, points: { show: true, size: 6 } }]
-          .concat(g.cards.map(function (c) { /* a card keeps its colour in every game's chart */
-            return { label: c.letter + " " + c.card.slice(0, 8), stroke: colour(c.n), width: 2, value: whole,
-              points: { show: true, size: 6, fill: colour(c.n) } };
-          }))
+        series: series
       }, data);
     });
   }

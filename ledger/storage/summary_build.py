@@ -14,7 +14,7 @@ import msgspec
 
 from ledger.errors import StoreError
 from ledger.storage.base import LogStore
-from ledger.storage.summary import COLUMNS, KEYS, SUMMARY, SummaryRow, rebuild
+from ledger.storage.summary import COLUMNS, KEYS, SUMMARY, SummaryRow
 from ledger.storage.summary_sql import (
     HAS_SUMMARY_SQL,
     INSERT_KEY_SQL,
@@ -67,12 +67,23 @@ def _log(rows: Iterable[Any]) -> Iterator[tuple[str, str, int, bytes]]:
 def fill(conn: Any, columns: Sequence[str] = COLUMNS) -> int:
     """Build the summary tables from the log on SQLAlchemy connection ``conn`` (the migration's transaction),
     writing ``columns`` (those the table has at the migration's revision)."""
+    from ledger.storage.summary_stream import write_streamed
+
     fix = pg if conn.dialect.name == "postgresql" else str
-    # A server-side cursor on PostgreSQL: the log is folded as it streams, never held whole.
-    streamed = {"stream_results": True, "yield_per": 10_000}
-    built = rebuild(_log(conn.exec_driver_sql(EVENTS_SQL, execution_options=streamed)))
-    write_all(lambda sql, params: conn.exec_driver_sql(fix(sql), params), built, columns)
-    return len(built)
+    upsert, pick = _upsert_of(columns)
+    # One card at a time, a batch of events per query: the log is never held whole, nor every card.
+    return write_streamed(
+        lambda sql, args: conn.exec_driver_sql(fix(sql), tuple(args)).fetchall(),
+        lambda sql, params: conn.exec_driver_sql(fix(sql), params),
+        upsert,
+        pick,
+    )
+
+
+def _upsert_of(columns: Sequence[str]) -> tuple[str, list[int] | None]:
+    if tuple(columns) == COLUMNS:
+        return UPSERT_SQL, None
+    return upsert_sql(columns), [COLUMNS.index(c) for c in columns]
 
 
 def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
@@ -133,10 +144,12 @@ def differences(store: LogStore, *, limit: int = 10) -> list[str]:
     return check(store, limit=limit)[1]
 
 
-def check(store: LogStore, *, limit: int = 10) -> tuple[int, list[str]]:
-    """(cards the log holds, :func:`differences`)."""
-    built = rebuild(_log((e.stream, e.type, e.version, e.body) for e in store.scan()))
-    return len(built), compare(store, built, limit=limit)
+def check(store: LogStore, *, limit: int = 10, skip: frozenset[str] = frozenset()) -> tuple[int, list[str]]:
+    """(cards the log holds, :func:`differences`), one card at a time in bounded memory (see
+    :mod:`ledger.storage.summary_stream`); cards in ``skip`` are left out."""
+    from ledger.storage.summary_stream import check_streamed
+
+    return check_streamed(lambda sql, args: query(store, sql, args), limit=limit, skip=skip)
 
 
 def has_summary(store: LogStore) -> bool:
@@ -173,16 +186,22 @@ def rebuild_summary(store: LogStore) -> int:
     number of cards."""
     if store.dialect == "sqlite":
         with store._writer.connection() as con:  # type: ignore[attr-defined]
+            from ledger.storage.summary_stream import write_streamed
+
             con.execute("BEGIN IMMEDIATE")
             try:
-                built = rebuild(_log(con.execute(EVENTS_SQL)))
-                write_all(lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p), built)
+                n = write_streamed(
+                    lambda sql, args: con.execute(sql, tuple(args)).fetchall(),
+                    lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p),
+                    UPSERT_SQL,
+                    None,
+                )
                 con.execute("COMMIT")
             except BaseException:
                 if con.in_transaction:
                     con.execute("ROLLBACK")
                 raise
-        return len(built)
+        return n
     from sqlalchemy import text
 
     from ledger.storage.pg_engine import PG_APPEND_LOCK

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 import subprocess
 from collections.abc import Iterator
 from datetime import datetime
@@ -96,12 +97,17 @@ _DRAWN = """(id) => { const el = document.getElementById(id); if (!el || !el.upl
   return {labels: el.uplot.series.map(s => s.label), data: el.uplot.data.map(col => Array.from(col))}; }"""
 
 
-def _series(drawn: dict[str, Any]) -> dict[str, list[tuple[float, float]]]:
-    """Each line of the progress chart as its (x, y) points: uPlot's table, without the nulls of other lines."""
+TREND = " (median of last 9)"
+
+
+def _series(drawn: dict[str, Any], *, trends: bool = False) -> dict[str, list[tuple[float, float]]]:
+    """Each tag's points on the progress chart as (x, y): uPlot's table, without the nulls of other tags; with
+    ``trends``, each tag's trend line instead (keyed by the tag)."""
     xs = drawn["data"][0]
     return {
-        label: [(x, y) for x, y in zip(xs, col, strict=True) if y is not None]
+        label.removesuffix(TREND): [(x, y) for x, y in zip(xs, col, strict=True) if y is not None]
         for label, col in zip(drawn["labels"][1:], drawn["data"][1:], strict=True)
+        if label.endswith(TREND) == trends
     }
 
 
@@ -125,8 +131,13 @@ def test_progress_chart_draws_the_compare_numbers(
     assert drawn is not None, "no chart drawn"
     lines = _series(drawn)
     assert sorted(lines) == sorted(tags)
+    trends = _series(drawn, trends=True)
     for tag in tags:
         assert lines[tag] == _compared(played.db, tag), tag
+        # The trend: at each card, the median score of the tag's last 9 cards up to it.
+        scores = [y for _, y in lines[tag]]
+        medians = [statistics.median(scores[max(0, i - 8) : i + 1]) for i in range(len(scores))]
+        assert trends[tag] == [(x, m) for (x, _), m in zip(lines[tag], medians, strict=True)], tag
     assert lines["agent-a"] and len(lines["agent-a"]) == 2
     # The JSON the page carries is what was drawn, and the legend shows each hostile tag as text.
     payload = json.loads(w.page.text_content("#progress-data") or "")
@@ -134,7 +145,7 @@ def test_progress_chart_draws_the_compare_numbers(
     legend = w.page.evaluate(
         "() => Array.from(document.querySelectorAll('#progress-chart .u-legend .u-label')).map(x => x.textContent)"
     )
-    assert sorted(legend[1:]) == sorted(tags)
+    assert sorted(legend[1:]) == sorted([*tags, *[t + TREND for t in tags]])
     assert w.page.evaluate("() => window.__pwned") is None
 
 

@@ -29,6 +29,8 @@ PER_TAG = 200
 DEFAULT_TAGS = 6
 #: The most tags one chart draws.
 MOST_TAGS = 12
+#: The trend line of a tag: the median of its last this many cards drawn (fewer at its first cards).
+TREND_CARDS = 9
 
 
 class TagSeries(msgspec.Struct, frozen=True, kw_only=True):
@@ -43,6 +45,8 @@ class TagSeries(msgspec.Struct, frozen=True, kw_only=True):
     more: bool = False
     #: How many cards have the tag in the whole ledger (retracted ones too), when known: what ``cards`` is out of.
     total: int | None = None
+    #: At each card, the median score of the tag's last :data:`TREND_CARDS` cards drawn up to it (the trend line).
+    trend: list[float] = msgspec.field(default_factory=list)
 
 
 class Progress(msgspec.Struct, frozen=True, kw_only=True):
@@ -61,15 +65,24 @@ def seconds(opened: str) -> float:
     return datetime.fromisoformat(opened).timestamp()
 
 
+def rolling_median(values: Sequence[float], window: int = TREND_CARDS) -> list[float]:
+    """At each value, the median of it and the ``window - 1`` before it (fewer at the start)."""
+    import statistics
+
+    return [statistics.median(values[max(0, i + 1 - window) : i + 1]) for i in range(len(values))]
+
+
 def _series(tag: str, newest_first: Sequence[tuple[str, str, Any, float]], limit: int) -> TagSeries:
     shown = list(reversed(newest_first[:limit]))
+    scores = [p[3] for p in shown]
     return TagSeries(
         tag=tag,
         cards=[p[0] for p in shown],
         opened=[p[1] for p in shown],
         x=[seconds(p[1]) for p in shown],
-        scores=[p[3] for p in shown],
+        scores=scores,
         more=len(newest_first) > limit,
+        trend=rolling_median(scores),
     )
 
 

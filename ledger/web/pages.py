@@ -19,7 +19,7 @@ import msgspec
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ledger.services.compare import Comparison, letter
-from ledger.services.progress import Progress
+from ledger.services.progress import TREND_CARDS, Progress
 from ledger.services.tag_stats import SIDE_BY_SIDE, TagReport
 from ledger.toolkit.frames import PlayFrames
 
@@ -347,11 +347,12 @@ def progress_page(
         page="progress",
         title="progress",
         prog=prog,
-        payload=msgspec.to_builtins(prog),
+        payload={**msgspec.to_builtins(prog), "trend_cards": TREND_CARDS},
         all_tags=all_tags,
         chosen_tags=list(chosen_tags),
         older_href=older_href,
         newest_href=newest_href,
+        trend_cards=TREND_CARDS,
     )
 
 

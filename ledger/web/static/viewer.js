@@ -222,6 +222,7 @@
   /* cards that share numbers would draw one line over another: each card's line has its own dash */
   var DASHES = [[], [10, 4], [3, 3], [12, 3, 3, 3]];
   function dash(i) { return DASHES[i % DASHES.length]; }
+  function faint(hex) { return hex + "55"; } /* the colour at a third of its strength */
   function colour(i) { return PALETTE[i % PALETTE.length]; }
   function json(id) { var el = $(id); return el ? JSON.parse(el.textContent) : null; }
   function chartWidth(el) { return Math.max(320, Math.min(el.clientWidth || 900, 1100)); }
@@ -244,19 +245,26 @@
     var points = [];
     series.forEach(function (s, i) { s.x.forEach(function (x, j) { points.push([x, i, s.scores[j]]); }); });
     points.sort(function (a, b) { return a[0] - b[0] || a[1] - b[1]; });
-    var data = [points.map(function (p) { return p[0]; })];
+    var data = [points.map(function (p) { return p[0]; })], drawn = [{ label: "opened" }];
+    /* per tag: each card's score as a faint point (no line: single cards jump about), then its trend, the rolling
+       median of its last cards, as a line labelled at its end */
     series.forEach(function (s, i) {
       data.push(points.map(function (p) { return p[1] === i ? p[2] : null; }));
+      drawn.push({ label: s.tag, stroke: faint(colour(i)), width: 0, value: fixed2, paths: function () { return null; },
+        points: { show: true, size: 5, width: 1, stroke: faint(colour(i)), fill: faint(colour(i)) } });
+    });
+    series.forEach(function (s, i) {
+      var k = 0; /* the tag's points come in its own order (oldest first; the sort is stable) */
+      data.push(points.map(function (p) { return p[1] === i ? s.trend[k++] : null; }));
+      drawn.push({ label: s.tag + " (median of last " + payload.trend_cards + ")", stroke: colour(i), width: 2.5,
+        dash: dash(i), spanGaps: true, value: fixed2, points: { show: false } });
     });
     draw(el, {
       height: 380,
       scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [0, Math.max(100, hi || 0)]; } } },
       /* room for a whole date-time label per tick: labels never overlap */
       axes: [{ space: 110 }, { label: "card score" }],
-      series: [{ label: "opened" }].concat(series.map(function (s, i) {
-        return { label: s.tag, stroke: colour(i), width: 2, spanGaps: true, value: fixed2,
-          points: { show: true, size: 6, fill: colour(i) } };
-      }))
+      series: drawn
     }, data);
   }
 

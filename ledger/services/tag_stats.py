@@ -122,18 +122,20 @@ def spread(values: list[float], *, low_is_best: bool = False) -> Spread:
 
 
 class _Game:
-    """What is gathered of one game of one tag while the rows stream by."""
+    """What is gathered of one game of one tag while the rows stream by: per card a few appends, no more (the
+    figures are computed once at the end)."""
 
-    __slots__ = ("bases", "best", "cards", "completed", "level_actions", "level_scores", "reached", "scores")
+    __slots__ = ("bases", "best", "cards", "completed", "done", "level_actions", "level_scores", "scores")
 
     def __init__(self) -> None:
         self.cards = 0
         self.completed = 0
         self.scores: list[float] = []
         self.best: tuple[float, str] | None = None
-        self.reached: Counter[int] = Counter()
-        self.level_actions: dict[int, list[float]] = {}
-        self.level_scores: dict[int, list[float]] = {}
+        #: Cards by the levels they reached (levels completed + 1, at most the level count).
+        self.done: Counter[int] = Counter()
+        self.level_actions: list[list[float]] = []
+        self.level_scores: list[list[float]] = []
         self.bases: Counter[tuple[int, ...]] = Counter()
 
     def add(self, card_id: str, score: float, done: int, count: int, acts: list[int], scores: list[float]) -> None:
@@ -143,27 +145,33 @@ class _Game:
             self.best = (score, card_id)
         if count and done >= count:
             self.completed += 1
-        for lv in range(1, min(done + 1, count) + 1):
-            self.reached[lv] += 1
-        for i, (a, s) in enumerate(zip(acts, scores, strict=False)):
-            self.level_actions.setdefault(i + 1, []).append(a)
-            self.level_scores.setdefault(i + 1, []).append(s)
+        self.done[min(done + 1, count)] += 1
+        while len(self.level_actions) < len(acts):
+            self.level_actions.append([])
+            self.level_scores.append([])
+        for i, a in enumerate(acts):
+            self.level_actions[i].append(a)
+            self.level_scores[i].append(scores[i])
+
+    def reached(self, level: int) -> int:
+        return sum(n for lv, n in self.done.items() if lv >= level)
 
     def stats(self, game_id: str) -> GameStats:
         base = self.bases.most_common(1)[0][0] if self.bases else ()
-        count = max([*self.reached, len(base), *self.level_scores], default=0)
+        count = max([*self.done, len(base), len(self.level_actions)], default=0)
         levels = []
         for lv in range(1, count + 1):
-            acts = self.level_actions.get(lv, [])
+            acts = self.level_actions[lv - 1] if lv <= len(self.level_actions) else []
             # Every card that played the game has a score for every level: 0 where it did not complete it.
-            scores = self.level_scores.get(lv, []) + [0.0] * (self.cards - len(acts))
+            done_scores = self.level_scores[lv - 1] if lv <= len(self.level_scores) else []
+            scores = done_scores + [0.0] * (self.cards - len(acts))
             b = base[lv - 1] if lv <= len(base) and base[lv - 1] >= 0 else None
             act = spread(acts, low_is_best=True) if acts else None
             levels.append(
                 LevelStats(
                     level=lv,
                     baseline=b,
-                    reached=self.reached[lv],
+                    reached=self.reached(lv),
                     completed=len(acts),
                     actions=act,
                     median_over_baseline=act.median / b if act is not None and b else None,

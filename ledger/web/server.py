@@ -21,7 +21,7 @@ from ledger.errors import AmbiguousCard, InputError, LedgerError, UnknownCard
 from ledger.services.compare import Comparison, compare_cards, ledger_leaderboard
 from ledger.services.evidence import covering_checkpoint, prove
 from ledger.services.progress import PER_TAG, tag_progress
-from ledger.services.tag_stats import SIDE_BY_SIDE, tag_report
+from ledger.services.tag_stats import SIDE_BY_SIDE, TagReport, tag_report
 from ledger.storage.summary_build import card_count, distinct_keys, retracted_count
 from ledger.toolkit.frames import DEFAULT_LIMIT, palette_or_empty, play_frames
 
@@ -46,6 +46,8 @@ class Viewer:
         self.colours = palette_or_empty()
         self._board: tuple[int, tuple[list[Any], int]] | None = None
         self._keys: tuple[int, tuple[list[str], list[str]]] | None = None
+        #: Tag figures read every card of the tags: kept per (tags, retracted) until events are appended.
+        self._reports: dict[tuple[tuple[str, ...], bool], tuple[int, TagReport]] = {}
 
     def message(self, title: str, text: str) -> str:
         """A page that only says something."""
@@ -135,6 +137,15 @@ class Viewer:
     def _chosen(self) -> tuple[list[str], list[str]]:
         return request.args.getlist("card"), [t for t in request.args.getlist("tag") if t]
 
+    def _report(self, tags: list[str]) -> TagReport:
+        key, stamp = (tuple(tags), _flag("retracted")), self.cache.stamp()
+        held = self._reports.get(key)
+        if held is None or held[0] != stamp:
+            if len(self._reports) >= 32:
+                self._reports.clear()
+            held = self._reports[key] = (stamp, tag_report(self.ledger, tags, include_retracted=key[1]))
+        return held[1]
+
     def _side_by_side(self, ids: list[str]) -> Comparison:
         if len(dict.fromkeys(ids)) > SIDE_BY_SIDE:
             raise InputError(
@@ -148,7 +159,7 @@ class Viewer:
         :data:`SIDE_BY_SIDE`) side by side."""
         ids, tags = self._chosen()
         cmp = self._side_by_side(ids)
-        report = tag_report(self.ledger, tags, include_retracted=_flag("retracted")) if tags else None
+        report = self._report(tags) if tags else None
         all_tags = self._lists(self.cache.stamp())[0]
         # The server's links and source, then the page's own values, as every page takes them (pages.py).
         return pages.compare_page(
@@ -168,7 +179,7 @@ class Viewer:
         cmp = self._side_by_side(ids)
         if not tags:
             return Response(msgspec.json.encode(cmp), mimetype="application/json")
-        report = tag_report(self.ledger, tags, include_retracted=_flag("retracted"))
+        report = self._report(tags)
         both = {**msgspec.to_builtins(report), "side_by_side": msgspec.to_builtins(cmp) if ids else None}
         return Response(msgspec.json.encode(both), mimetype="application/json")
 

@@ -286,3 +286,15 @@ def card_count(store: LogStore, *, include_retracted: bool = False) -> int:
     """How many cards the summary holds (retracted ones left out unless included): one query."""
     live = "" if include_retracted else " WHERE retracted IS NULL"
     return int(query(store, f"SELECT count(*) FROM {SUMMARY}{live}")[0][0])
+
+
+HEADS_SQL = (
+    "SELECT e.stream, e.version, e.hash FROM events e JOIN (SELECT stream, max(version) AS v FROM events "
+    "GROUP BY stream) m ON e.stream = m.stream AND e.version = m.v"
+)
+
+
+def stream_heads(store: LogStore) -> dict[str, tuple[int, str]]:
+    """Every stream's head: version and hash (the max version per stream is read from the (stream, version) index
+    alone, then one probe per stream for its hash): what ``copy`` compares first to skip a copy with nothing to do."""
+    return {r[0]: (int(r[1]), r[2]) for r in query(store, HEADS_SQL)}

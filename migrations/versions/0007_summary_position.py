@@ -6,16 +6,16 @@ earlier revision by this version's appends (which no longer touch the summary) i
 table is created (no batch rebuild of ``events``), so the append-only triggers stay as they are
 (tests/test_store_contract.py upgrades a ledger from the previous revision and checks them).
 
-Revision ID: 0006_summary_position
-Revises: 0005_tree_append_only
+Revision ID: 0007_summary_position
+Revises: 0006_game_stats
 Create Date: 2026-12-03
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006_summary_position"
-down_revision = "0005_tree_append_only"
+revision = "0007_summary_position"
+down_revision = "0006_game_stats"
 branch_labels = None
 depends_on = None
 

@@ -49,7 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "compare": (
         "ledger.cli.view:compare",
-        "Compare cards side by side: per game and level, each card's actions and score; then a leaderboard by tag.",
+        "Compare cards side by side (at most 12), or agents by tag.",
     ),
     "consistency": (
         "ledger.cli.evidence:consistency",

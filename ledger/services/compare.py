@@ -7,6 +7,9 @@ compare page draws them; both come from :func:`comparison`.
 
 A tag is how users name an agent, so the leaderboard ranks tags: for each tag of the compared cards, the mean of
 their card scores (ties: more cards, then the tag).
+
+Cards played under releases whose calculators differ are never ranked against each other as they stand: every card
+is scored with one calculator (the newest of theirs, or the one asked for), and the comparison says which.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ledger.core import calculators
+from ledger.core.calculators import Calculator
 from ledger.core.document import EnvironmentDoc, RunDoc, ScorecardDoc
 from ledger.core.projection import CardState
-from ledger.core.scoring import best_play_index
+from ledger.core.scoring import best_play_index, calculator_of
 from ledger.core.timeline import retraction_note
 from ledger.services.retract import choose_cards
 
@@ -104,6 +109,9 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     cards: list[CardColumn]
     games: list[GameRow]
     leaderboard: list[LeaderRow]
+    #: The arc-agi release whose calculator scores every card, and the cards whose own calculator is another.
+    calculator: str = ""
+    rescored: list[str] = msgspec.field(default_factory=list)
 
 
 def level_cells(run: RunDoc) -> list[LevelCell]:
@@ -156,8 +164,17 @@ def ledger_leaderboard(ledger: Ledger, *, include_retracted: bool = False) -> li
     ]
 
 
-def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]]) -> Comparison:
-    """The comparison of ``cards`` (each with its document), in the order given; games in order of first play."""
+def one_calculator(cards: Sequence[CardState], calculator: str | None = None) -> Calculator:
+    """The calculator ``cards`` are compared under: ``calculator`` when given, else the newest of their own."""
+    if calculator is not None:
+        return calculators.get(calculator)
+    own = {calculator_of(c) for c in cards}
+    return max(own, key=calculators.PUBLISHED.index) if own else calculators.NEWEST
+
+
+def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]], calc: Calculator | None = None) -> Comparison:
+    """The comparison of ``cards`` (each with its document, scored by ``calc``), in the order given; games in order
+    of first play."""
     columns: list[CardColumn] = []
     game_ids: dict[str, None] = {}
     entries: list[dict[str, CardGame]] = []
@@ -187,7 +204,14 @@ def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]]) -> Comparison:
         games.append(
             GameRow(game_id=g, levels=max((len(e.levels) for e in row if e is not None), default=0), cards=row)
         )
-    return Comparison(cards=columns, games=games, leaderboard=leaderboard(columns))
+    rescored = [c.card_id for c, _ in cards if calc is not None and calculator_of(c) != calc]
+    return Comparison(
+        cards=columns,
+        games=games,
+        leaderboard=leaderboard(columns),
+        calculator=calc.version if calc is not None else "",
+        rescored=rescored,
+    )
 
 
 def compare_cards(
@@ -197,12 +221,14 @@ def compare_cards(
     *,
     include_retracted: bool = False,
     hint: str = "add --include-retracted to compare it",
+    calculator: str | None = None,
 ) -> Comparison:
     """Compare the named cards (ids or unique prefixes) and every card with one of ``tags`` (each card once, named
     ones first); the tagged cards come from the cards summary (one query), retracted ones left out unless asked for
     (a retracted card named by id is refused unless asked for, see :func:`ledger.services.retract.choose_cards`).
 
-    Raises :class:`ledger.errors.UnknownCard` for a card id that is not in the ledger.
+    Every card is scored with one calculator (:func:`one_calculator`: ``calculator``, else the newest of the cards'
+    own). Raises :class:`ledger.errors.UnknownCard` for a card id that is not in the ledger.
     """
     from ledger.storage.summary_build import tagged_card_ids
 
@@ -211,7 +237,8 @@ def compare_cards(
     if tags:
         ids += [c for c in tagged_card_ids(ledger.store, tags, include_retracted=include_retracted) if c not in ids]
     states = _load_all(ledger, ids)
-    return comparison([(s, ledger.document(s.card_id, card=s)) for s in states])
+    calc = one_calculator(states, calculator)
+    return comparison([(s, ledger.document(s.card_id, card=s, calculator=calc)) for s in states], calc)
 
 
 def _load_all(ledger: Ledger, ids: Sequence[str]) -> list[CardState]:
@@ -235,7 +262,7 @@ def comparison_text(cmp: Comparison) -> str:
     """The comparison for a terminal: cards lettered A, B, ...; per game, each level's baseline and each card's
     actions and score; then the leaderboard."""
     letters = [letter(i) for i in range(len(cmp.cards))]
-    lines = ["cards"]
+    lines = [calculator_note(cmp), "", "cards"] if cmp.calculator else ["cards"]
     for mark, c in zip(letters, cmp.cards, strict=True):
         tags = ", ".join(c.tags) if c.tags else "-"
         state = "closed" if c.closed else "open"
@@ -262,6 +289,17 @@ def comparison_text(cmp: Comparison) -> str:
             f"({r.best_card})"
         )
     return "\n".join(lines)
+
+
+def calculator_note(cmp: Comparison) -> str:
+    """Which calculator every score of the comparison uses, and which cards it re-scored."""
+    if not cmp.rescored:
+        return f"scores with the calculator of arc-agi {cmp.calculator}, every card's own"
+    marks = [letter(i) for i, c in enumerate(cmp.cards) if c.card_id in cmp.rescored]
+    return (
+        f"scores with the calculator of arc-agi {cmp.calculator}: card(s) {', '.join(marks)} played under another "
+        "release are re-scored with it (ledger compare --calculator VERSION picks another)"
+    )
 
 
 def letter(i: int) -> str:

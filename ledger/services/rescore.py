@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ledger.core.calculators import Calculator
 from ledger.core.document import ScorecardDoc
 from ledger.core.events import BaselineEntry
 from ledger.core.projection import CardState
@@ -21,13 +22,15 @@ if TYPE_CHECKING:
 def rescore_cards(
     ledger: Ledger,
     card_ids: Iterable[str],
-    new_entries: Mapping[str, BaselineEntry],
+    new_entries: Mapping[str, BaselineEntry] | None,
     *,
     match: Match = "exact",
     all_environments: bool = False,
     chunk: int = 256,
+    calculator: Calculator | None = None,
 ) -> Iterator[CardRescore]:
-    """:func:`rescore_card` for each card of the ledger, in the order given (a read: nothing is written).
+    """:func:`rescore_card` for each card of the ledger, in the order given (a read: nothing is written), under
+    ``new_entries`` (None: each card's own set) and ``calculator`` (None: each card's own).
 
     Cards are loaded ``chunk`` at a time with ``Ledger.load_cards`` (one query for their cached projections),
     so memory stays bounded however many cards there are.
@@ -38,7 +41,12 @@ def rescore_cards(
         for cid in ids[i : i + chunk]:
             card = cards[cid]
             yield rescore_card(
-                card, ledger.card_baselines(card), new_entries, match=match, all_environments=all_environments
+                card,
+                ledger.card_baselines(card),
+                new_entries if new_entries is not None else ledger.card_baselines(card),
+                match=match,
+                all_environments=all_environments,
+                calculator=calculator,
             )
 
 

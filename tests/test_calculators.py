@@ -26,7 +26,7 @@ from ledger import Ledger
 from ledger.cli import cli
 from ledger.core import calculators
 from ledger.core.calculators import UnknownCalculator
-from ledger.core.events import CardOpened, card_stream, decode, encode
+from ledger.core.events import ActionIgnored, CardOpened, card_stream, decode, encode
 from ledger.core.projection import fold
 from ledger.core.scoring import calculator_of, score_card
 from ledger.services.importing import import_recordings
@@ -108,17 +108,29 @@ def _doc(text: str) -> Any:
     return msgspec.json.decode(text, type=ScorecardDoc)
 
 
-@pytest.mark.parametrize(("played_on", "scored_as"), [("0.9.1", "0.9.6"), ("0.9.6", "0.9.9"), ("0.9.9", "0.9.1")])
+@pytest.mark.parametrize(
+    ("played_on", "scored_as"), [("0.9.1", "0.9.3"), ("0.9.6", "0.9.9"), ("0.9.9", "0.9.6"), ("0.9.9", "0.9.1")]
+)
 def test_rescoring_with_another_calculator_is_that_toolkits_card(
     played: Any, tmp_path: Path, played_on: str, scored_as: str
 ) -> None:
-    """`export --calculator B` of a card played under A is B's own JSON of the same plays."""
+    """`export --calculator B` of a card played under A is B's own JSON of the same plays.
+
+    ``--calculator`` changes the arithmetic and the document's shape, not what was counted: where A and B count an
+    action after GAME_OVER or WIN differently (0.9.6 changed it), only the cards without one are the same plays.
+    """
     a, b = played(played_on), played(scored_as)
+    same_counting = calculators.get(played_on).empty_frames_count == calculators.get(scored_as).empty_frames_count
     with Ledger.open(tmp_path / "l.sqlite") as led:
         _import(led, a, played_on)
+        after_end = {c for c in a.cards if any(type(e) is ActionIgnored for e in _events(led, c))}
+    if not calculators.get(played_on).empty_frames_count:  # its cards say where an action after the end was
+        assert after_end, "the plays must act after GAME_OVER or WIN somewhere, or the counting rule is untested"
     pairs = list(zip(a.cards, b.cards, strict=True))  # the same seeds: the same cards in the same order
     checked = 0
     for card_a, card_b in pairs:
+        if not same_counting and card_a in after_end:
+            continue
         r = run_cli(["--db", str(tmp_path / "l.sqlite"), "export", card_a, "--calculator", scored_as])
         assert r.exit_code == 0, r.output
         got = r.stdout.rstrip("\n")
@@ -127,7 +139,11 @@ def test_rescoring_with_another_calculator_is_that_toolkits_card(
         assert got == b.cards[card_b], (card_a, card_b)
         assert f"the card's own is {played_on}" in r.stderr
         checked += 1
-    assert checked == 2 * CARDS
+    assert checked >= (2 * CARDS if same_counting else 2), checked
+
+
+def _events(led: Ledger, card: str) -> list[Any]:
+    return [decode(b) for b in led.store.read_bodies(card_stream(card))[0]]
 
 
 def test_capture_records_the_installed_toolkit(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ Three arithmetic eras, each written in the toolkit's own float order by :mod:`le
 
 A level not completed, or completed with no action, scores 0 in every era. The document's shape differs too:
 ``EnvironmentScorecard`` has no ``competition_mode`` before 0.9.3, and only 0.9.3 on pools private and level tags.
+So does one rule of bookkeeping: before 0.9.6 an action answered with an empty frame counts
+(:attr:`Calculator.empty_frames_count`, applied by :mod:`ledger.core.translator`).
 
 A card records the release that played it (``CardOpened.calculator``); a card that records none (one written before
 the ledger recorded it) is scored as :data:`UNRECORDED`. Pure: no I/O.
@@ -42,6 +44,10 @@ class Calculator(msgspec.Struct, frozen=True, kw_only=True):
     competition_field: bool
     #: ``from_scorecard(do_private_tags=...)`` exists (the competition server pools private and level tags).
     private_tags: bool
+    #: The release's bookkeeping, not its arithmetic: before 0.9.6 the toolkit updated the card with every answer,
+    #: so an action answered with an empty frame (after GAME_OVER or WIN) counts one action and its zeroed
+    #: ``levels_completed`` is a level change (``EnvironmentWrapper._set_last_response``).
+    empty_frames_count: bool = False
 
     @property
     def weighted(self) -> bool:
@@ -72,6 +78,7 @@ def _make(version: str, arithmetic: Arithmetic) -> Calculator:
         level_cap=115.0 if arithmetic == "capped" else 100.0,
         competition_field=arithmetic != "linear",
         private_tags=arithmetic != "linear",
+        empty_frames_count=version in ("0.9.1", "0.9.2", "0.9.3", "0.9.4", "0.9.5"),
     )
 
 

@@ -210,3 +210,45 @@ def test_rescore_with_a_calculator_lists_each_level(played: Any, tmp_path: Path)
     for env in want["environments"]:
         for s in env["runs"][0]["level_scores"]:
             assert re.search(rf"-> {s:.2f}\b|\b{s:.2f}\s*$", r.stdout, re.M), s
+
+
+def test_cards_of_different_calculators_are_ranked_under_one(tmp_path: Path) -> None:
+    """compare, the leaderboard and the progress chart score every card with one calculator and say which."""
+    import random
+
+    from ledger.services.compare import compare_cards, comparison_text, ledger_board
+    from ledger.services.progress import tag_progress
+    from tests.toolkit import arcade, play_random_card
+
+    arc = arcade()
+    with Ledger.open(tmp_path / "l.sqlite") as led:
+        led.attach(arc)
+        first = play_random_card(arc, random.Random(7), games=["cnt3", "clk2"], steps=80, tags=["agent"])
+        arc.close_scorecard(first)
+        # The same plays on a card played under 0.9.1: its own score is the linear era's.
+        evs = _events(led, first)
+        second = "00000000-0000-4000-8000-000000000091"
+        opened = msgspec.structs.replace(evs[0], card_id=second, calculator="0.9.1")
+        led.append_card(second, [opened, *evs[1:]], 0)
+        own = {c.card_id: c.score for c in led.cards()}
+        assert own[first] != own[second]  # else the test proves nothing
+        newest, oldest = own[first], led.document(first, calculator=calculators.get("0.9.1")).score
+        assert own[second] == oldest
+
+        cmp = compare_cards(led, [first, second])
+        assert (cmp.calculator, cmp.rescored) == ("0.9.9", [second])
+        assert [c.score for c in cmp.cards] == [newest, newest]
+        assert "card(s) B played under another release are re-scored" in comparison_text(cmp)
+        cmp = compare_cards(led, [first, second], calculator="0.9.1")
+        assert [c.score for c in cmp.cards] == [oldest, oldest] and cmp.rescored == [first]
+
+        board = ledger_board(led)
+        assert (board.calculator, board.rescored) == ("0.9.9", [second])
+        assert [(r.tag, r.cards, r.mean_score) for r in board.rows] == [("agent", 2, newest)]
+
+        prog = tag_progress(led, ["agent"])
+        assert (prog.calculator, prog.rescored) == ("0.9.9", [second])
+        assert prog.series[0].scores == [newest, newest]
+
+    r = run_cli(["--db", str(tmp_path / "l.sqlite"), "cards", "--calculator", "0.9.1", "--json"])
+    assert sorted(c["score"] for c in json.loads(r.stdout)) == [oldest, oldest]

@@ -6,8 +6,11 @@ viewer's card page all read a card through it, so each choice (retraction, ``--u
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from ledger.core import calculators
 from ledger.core.calculators import Calculator
@@ -112,3 +115,40 @@ def _whole(ledger: Ledger, card_id: str, card: CardState, seq: int | None) -> Ca
     if seq is None or retraction_note(card) is not None:
         return card
     return ledger.load_card(card_id)
+
+
+class _Opening(msgspec.Struct):
+    calculator: str | None = None
+
+
+_opening = msgspec.json.Decoder(_Opening)
+
+
+def own_calculators(ledger: Ledger, card_ids: Sequence[str] | None = None) -> dict[str, Calculator]:
+    """Each card's own calculator, read from its first event only (``card_ids`` None: every card the summary lists
+    that is not retracted), without folding the cards."""
+    from ledger.storage.summary_build import opening_bodies
+
+    return {
+        c: calculators.resolve(_opening.decode(b).calculator)[0]
+        for c, b in opening_bodies(ledger.store, card_ids).items()
+    }
+
+
+def one_of(own: Iterable[Calculator], calculator: str | None = None) -> Calculator:
+    """The calculator cards scored under ``own`` are ranked with: ``calculator`` when given, else the newest of
+    theirs (the newest published one for none)."""
+    if calculator is not None:
+        return calculators.get(calculator)
+    return max(set(own), key=calculators.PUBLISHED.index, default=calculators.NEWEST)
+
+
+def scores_with(ledger: Ledger, scores: Mapping[str, float], calc: Calculator) -> tuple[dict[str, float], list[str]]:
+    """``scores`` (card id -> score under its own calculator) with every card whose own calculator is not ``calc``
+    scored again with it, and those cards."""
+    own = own_calculators(ledger, list(scores))
+    moved = [c for c in scores if own.get(c, calculators.UNRECORDED) != calc]
+    out = dict(scores)
+    for c in moved:
+        out[c] = ledger.document(c, calculator=calc).score
+    return out, moved

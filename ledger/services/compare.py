@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ledger.core import calculators
 from ledger.core.calculators import Calculator
 from ledger.core.document import EnvironmentDoc, RunDoc, ScorecardDoc
 from ledger.core.projection import CardState
@@ -153,23 +152,56 @@ def leaderboard(columns: Sequence[CardColumn]) -> list[LeaderRow]:
     ]
 
 
-def ledger_leaderboard(ledger: Ledger, *, include_retracted: bool = False) -> list[LeaderRow]:
-    """Every tag of the ledger ranked as :func:`leaderboard` ranks them, from the cards summary (one query)."""
-    from ledger.storage.summary_build import tag_board
+class Board(msgspec.Struct, frozen=True, kw_only=True):
+    """The ledger's leaderboard, the calculator every card is ranked with, and the cards re-scored with it."""
 
-    rows = sorted(tag_board(ledger.store, include_retracted=include_retracted), key=lambda r: (-r[2], -r[1], r[0]))
-    return [
-        LeaderRow(rank=i + 1, tag=tag, cards=n, mean_score=mean, best_score=best, best_card=card)
-        for i, (tag, n, mean, best, card) in enumerate(rows)
-    ]
+    rows: list[LeaderRow]
+    calculator: str
+    rescored: list[str]
+
+
+def ledger_leaderboard(ledger: Ledger, *, include_retracted: bool = False) -> list[LeaderRow]:
+    """Every tag of the ledger ranked as :func:`leaderboard` ranks them (:func:`ledger_board`'s rows)."""
+    return ledger_board(ledger, include_retracted=include_retracted).rows
+
+
+def ledger_board(ledger: Ledger, *, include_retracted: bool = False, calculator: str | None = None) -> Board:
+    """Every tag of the ledger ranked by the mean score of its cards, every card scored with one calculator
+    (``calculator``, else the newest of the cards' own): from the cards summary (one query) when that is every
+    card's own; else each card of another is scored again and the tags ranked here, as the summary's query ranks."""
+    from ledger.services.card_read import one_of, own_calculators
+    from ledger.storage.summary_build import ranked_cards, tag_board
+
+    own = own_calculators(ledger)
+    calc = one_of(own.values(), calculator)
+    moved = [c for c, mine in own.items() if mine != calc]
+    if not moved or include_retracted:
+        rows = sorted(tag_board(ledger.store, include_retracted=include_retracted), key=lambda r: (-r[2], -r[1], r[0]))
+    else:
+        again = {c: ledger.document(c, calculator=calc).score for c in moved}
+        by_tag: dict[str, list[tuple[float, str]]] = {}
+        for card, tags, score in ranked_cards(ledger.store):
+            for t in dict.fromkeys(tags):
+                by_tag.setdefault(t, []).append((again.get(card, score), card))
+        rows = sorted(
+            ((t, len(v), sum(s for s, _ in v) / len(v), *max(v, key=lambda x: x[0])) for t, v in by_tag.items()),
+            key=lambda r: (-r[2], -r[1], r[0]),
+        )
+    return Board(
+        rows=[
+            LeaderRow(rank=i + 1, tag=tag, cards=n, mean_score=mean, best_score=best, best_card=card)
+            for i, (tag, n, mean, best, card) in enumerate(rows)
+        ],
+        calculator=calc.version,
+        rescored=moved,
+    )
 
 
 def one_calculator(cards: Sequence[CardState], calculator: str | None = None) -> Calculator:
     """The calculator ``cards`` are compared under: ``calculator`` when given, else the newest of their own."""
-    if calculator is not None:
-        return calculators.get(calculator)
-    own = {calculator_of(c) for c in cards}
-    return max(own, key=calculators.PUBLISHED.index) if own else calculators.NEWEST
+    from ledger.services.card_read import one_of
+
+    return one_of((calculator_of(c) for c in cards), calculator)
 
 
 def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]], calc: Calculator | None = None) -> Comparison:

@@ -12,8 +12,7 @@ from typing import Any
 import msgspec
 
 from ledger.core import baselines as bl
-from ledger.core import document
-from ledger.core.calculators import Calculator
+from ledger.core import calculators, document
 from ledger.core.events import (
     BASELINES_STREAM,
     CARD_STREAM,
@@ -457,7 +456,7 @@ class Ledger:
         until: int | None = None,
         baselines: Mapping[str, BaselineEntry] | None = None,
         card: CardState | None = None,
-        calculator: Calculator | None = None,
+        calculator: calculators.Calculator | None = None,
     ) -> document.ScorecardDoc:
         """The scorecard document of a card, under its own baselines and calculator unless others are given."""
         c = card if card is not None else self.load_card(card_id, until=until)
@@ -491,8 +490,7 @@ class Ledger:
         out = []
         for c in self.load_cards(self.card_ids()).values():
             if listed(c, include_retracted):
-                # The row the summary table holds for the card (``events`` is its stream's version).
-                row = row_of(c, c.events, card_score(c, self.card_baselines(c)))
+                row = row_of(c, c.events, card_score(c, self.card_baselines(c)))  # the summary's row (events: version)
                 shown = CardSummary.of(row, now, lapse_after, self.baselines_known(c))
                 out.append(replace(shown, competition=c.competition_mode is True))
         return out

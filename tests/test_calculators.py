@@ -32,6 +32,7 @@ from ledger.core.scoring import calculator_of, score_card
 from ledger.services.importing import import_recordings
 from ledger.services.listing import list_cards
 from ledger.toolkit.demo import DEMO_GAMES
+from tests import standalone
 from tests.toolkit import ENV_DIR
 from tests.toolkit_versions import run_under
 
@@ -92,6 +93,13 @@ def test_every_release_exports_its_toolkits_bytes(played: Any, tmp_path: Path, v
         for card, want in p.cards.items():
             assert led.export(card) == want, (version, card)
             assert led.load_card(card).calculator == version
+        # The standalone verifier (docs/evidence-format.md section 8) scores each card with its release's arithmetic.
+        sv = standalone.load()
+        for card, want in p.cards.items():
+            state = led.load_card(card)
+            infos = {g: msgspec.to_builtins(e) for g, e in led.card_baselines(state).items()}
+            folded = sv.fold(card, [json.loads(b) for b in led.store.read_bodies(card_stream(card))[0]])
+            assert sv.scorecard(folded, infos) == want, (version, card)
         # The cards summary holds each card's score under its own calculator.
         listed = {r.card_id: r.score for r in list_cards(led)}
         assert listed == {c: json.loads(want)["score"] for c, want in p.cards.items()}

@@ -377,8 +377,6 @@ class _Sniff(msgspec.Struct):
 
 
 _sniff = msgspec.json.Decoder(_Sniff)
-
-
 _NAMED_ACTION = re.compile(rb'"action_input":\s*\{"id":\s*"')
 
 
@@ -409,10 +407,8 @@ def sniff(path: Path) -> str:
                 fpos, spos = head.find(b'"frame"'), head.find(b'"state"')
                 # FrameData.model_dump writes the frame before the state; the toolkit writes it last from 0.9.4 on,
                 # first before that, with the action's name (``"id": "RESET"``) where FrameData has its number.
-                if harness_name:
-                    return "harness"
-                if 0 <= fpos < spos and not _NAMED_ACTION.search(d[spos:]):
-                    return "unknown"
+                if harness_name or (0 <= fpos < spos and not _NAMED_ACTION.search(d[spos:])):
+                    return "harness" if harness_name else "unknown"
                 return "toolkit"
     if records == 0:
         # Nothing in it is JSON: no recording at all. An empty file, and a first record still being written (one

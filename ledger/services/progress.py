@@ -32,6 +32,8 @@ PER_TAG = 200
 DEFAULT_TAGS = 6
 #: The most tags one chart draws.
 MOST_TAGS = 12
+#: The trend line of a tag: the median of its last this many cards drawn (fewer at its first cards).
+TREND_CARDS = 9
 
 
 class TagSeries(msgspec.Struct, frozen=True, kw_only=True):
@@ -44,6 +46,10 @@ class TagSeries(msgspec.Struct, frozen=True, kw_only=True):
     scores: list[float]
     #: True when the tag has older cards than those drawn.
     more: bool = False
+    #: How many cards have the tag in the whole ledger (retracted ones too), when known: what ``cards`` is out of.
+    total: int | None = None
+    #: At each card, the median score of the tag's last :data:`TREND_CARDS` cards drawn up to it (the trend line).
+    trend: list[float] = msgspec.field(default_factory=list)
 
 
 class Progress(msgspec.Struct, frozen=True, kw_only=True):
@@ -65,15 +71,24 @@ def seconds(opened: str) -> float:
     return datetime.fromisoformat(opened).timestamp()
 
 
+def rolling_median(values: Sequence[float], window: int = TREND_CARDS) -> list[float]:
+    """At each value, the median of it and the ``window - 1`` before it (fewer at the start)."""
+    import statistics
+
+    return [statistics.median(values[max(0, i + 1 - window) : i + 1]) for i in range(len(values))]
+
+
 def _series(tag: str, newest_first: Sequence[tuple[str, str, Any, float]], limit: int) -> TagSeries:
     shown = list(reversed(newest_first[:limit]))
+    scores = [p[3] for p in shown]
     return TagSeries(
         tag=tag,
         cards=[p[0] for p in shown],
         opened=[p[1] for p in shown],
         x=[seconds(p[1]) for p in shown],
-        scores=[p[3] for p in shown],
+        scores=scores,
         more=len(newest_first) > limit,
+        trend=rolling_median(scores),
     )
 
 
@@ -96,7 +111,7 @@ def tag_progress(
     newest ``limit`` cards opened before card ``before`` (an id or unique prefix), from the cards summary, every
     card scored with one calculator (``calculator``, else the newest of the drawn cards' own)."""
     from ledger.services.card_read import one_of, own_calculators, rescored
-    from ledger.storage.summary_build import recent_tags, tag_points
+    from ledger.storage.summary_build import recent_tags, tag_count, tag_points
 
     if limit < 1:
         raise InputError("the progress chart draws at least one card per tag")
@@ -110,7 +125,13 @@ def tag_progress(
     own = own_calculators(ledger, list(keys))
     calc = one_of(own.values(), calculator)
     moved = rescored(ledger, own, calc)
-    series = [_series(t, [(p[0], p[1], p[2], moved.get(p[0], p[3])) for p in pts], limit) for t, pts in drawn.items()]
+    series = [
+        msgspec.structs.replace(
+            _series(t, [(p[0], p[1], p[2], moved.get(p[0], p[3])) for p in pts], limit),
+            total=tag_count(ledger.store, t),
+        )
+        for t, pts in drawn.items()
+    ]
     return Progress(
         series=series,
         limit=limit,

@@ -314,6 +314,20 @@ class _Sniff(msgspec.Struct):
 _sniff = msgspec.json.Decoder(_Sniff)
 
 
+class _Names(msgspec.Struct):
+    game_id: str = ""
+    guid: str | None = None
+
+
+def _old_toolkit_name(path: Path, data: bytes) -> bool:
+    """True when ``path`` is named as arc-agi 0.9.1-0.9.3 names a recording of this line (``<game_id>-<guid>``)."""
+    try:
+        names = msgspec.json.decode(data, type=_Names)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return bool(names.guid) and path.name == f"{names.game_id}-{names.guid}.jsonl"
+
+
 def sniff(path: Path) -> str:
     """``toolkit``, ``harness`` or ``unknown``, from the file name and the shape of the first lines.
 
@@ -339,9 +353,12 @@ def sniff(path: Path) -> str:
             head = d[: 1 << 16]
             if b'"state"' in head and b'"game_id"' in head:
                 fpos, spos = head.find(b'"frame"'), head.find(b'"state"')
-                # FrameData.model_dump writes the frame before the state; the toolkit writes it last.
-                if harness_name or 0 <= fpos < spos:
-                    return "harness" if harness_name else "unknown"
+                # FrameData.model_dump writes the frame before the state; the toolkit writes it last (0.9.4 on),
+                # or second, as 0.9.1-0.9.3 did: then the file is named <game_id>-<guid>.jsonl from the line.
+                if harness_name:
+                    return "harness"
+                if 0 <= fpos < spos and not _old_toolkit_name(path, d):
+                    return "unknown"
                 return "toolkit"
     if records == 0:
         # Nothing in it is JSON: no recording at all. An empty file, and a first record still being written (one

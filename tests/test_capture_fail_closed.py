@@ -197,6 +197,23 @@ def test_each_release_has_its_era_and_others_get_the_tested_range(version: str, 
         assert overridden is not None and overridden[1]
 
 
+def test_a_later_release_gets_the_message_not_an_attribute_error(ledger: Ledger, monkeypatch, caplog) -> None:
+    monkeypatch.setattr(arc_adapter, "installed_version", lambda: "0.10.0")
+    monkeypatch.delenv(arc_adapter.OVERRIDE_ENV, raising=False)
+    arc = toolkit.arcade()
+    with pytest.raises(
+        CaptureError, match=r"arc-agi 0\.10\.0 is installed; live capture is tested with arc-agi 0\.9\.1-0\.9\.9"
+    ):
+        ledger.attach(arc)
+    assert "make" not in arc.__dict__
+    monkeypatch.setenv(arc_adapter.OVERRIDE_ENV, "1")
+    ledger.attach(arc)  # the newest era's adapter, with a warning
+    assert "attaching anyway" in caplog.text
+    card = arc.open_scorecard()
+    toolkit.step(arc.make("cnt3", scorecard_id=card), 1)
+    assert ledger.export(card) == arc.get_scorecard(card).model_dump_json()
+
+
 def test_the_installed_toolkit_is_in_the_range() -> None:
     version = arc_adapter.installed_version()
     assert version is not None and arc_adapter.version_problem(version, environ={}) is None

@@ -13,6 +13,7 @@ import msgspec
 
 from ledger.core import baselines as bl
 from ledger.core import document
+from ledger.core.calculators import Calculator
 from ledger.core.events import (
     BASELINES_STREAM,
     CARD_STREAM,
@@ -455,12 +456,13 @@ class Ledger:
         until: int | None = None,
         baselines: Mapping[str, BaselineEntry] | None = None,
         card: CardState | None = None,
+        calculator: Calculator | None = None,
     ) -> document.ScorecardDoc:
-        """The scorecard document of a card, under its own baselines unless others are given."""
+        """The scorecard document of a card, under its own baselines and calculator unless others are given."""
         c = card if card is not None else self.load_card(card_id, until=until)
-        # An open competition card is shown as the server will close it: every game it never played at 0.
-        every = c.environments if c.competition_mode and not c.closed else None
-        return score_card(c, baselines if baselines is not None else self.card_baselines(c), all_environments=every)
+        every = c.environments if c.competition_mode and not c.closed else None  # open: as the server will close it
+        entries = self.card_baselines(c) if baselines is None else baselines
+        return score_card(c, entries, all_environments=every, calculator=calculator)
 
     def export(
         self,

@@ -107,7 +107,8 @@ def import_(tmp: Path) -> dict[str, Any]:
             expected[scripted_rec] = arc.get_scorecard(scripted_rec).model_dump_json()
         expected[card] = arc.get_scorecard(card).model_dump_json()
     with Ledger.open(tmp / "import.sqlite") as led:
-        s = import_recordings(led, [rec], environments=toolkit.ENV_DIR)
+        # The release is stated, as `ledger import --calculator` does (a file does not say which one wrote it).
+        s = import_recordings(led, [rec], environments=toolkit.ENV_DIR, calculator=arc_adapter.installed_version())
         problems = [str(p) for p in s.problems]
         pairs = [[f"imported {c}", led.export(c), want] for c, want in expected.items()]
     return {"pairs": pairs, "facts": {"exit_code": s.exit_code, "problems": problems}}

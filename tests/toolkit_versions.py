@@ -1,38 +1,46 @@
-"""The published arc-agi releases as test environments: one folder per release, built once per test session.
+"""One environment per published arc-agi release, for tests that run a toolkit other than the installed one.
 
-Every 0.9.x release runs on arcengine 0.9.3 and the same dependencies as the project's own, so a release is just
-its wheel unpacked into a folder (``pip install --no-deps --target``) put first on PYTHONPATH of a subprocess of
-this venv's Python. The folders live next to the venv (``<venv>/arc-agi-toolkits/<version>``): built on first
-use, then reused by every test file (and every later session). A release that cannot be fetched (no network to
-the package index) skips the tests that need it, saying why.
+``toolkit_env(version)`` installs ``arc-agi==version`` alone (``pip install --no-deps --target DIR``: every 0.9.x
+runs on the arcengine, pydantic and requests this venv already has) and returns DIR, built once per test session
+(the ``toolkit_env`` fixture of tests/conftest.py hands this function out after pointing it at the session's
+temporary folder). ``run_under(version, args)`` runs the project's own Python with DIR first on ``PYTHONPATH``:
+``import arc_agi`` and ``importlib.metadata.version("arc-agi")`` are then that release's, and ``ledger`` is still
+importable. Without PyPI the tests that need it skip, saying why (and fail under CI=true).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Mapping, Sequence
+import tempfile
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-#: One release per calculator era before the project's own (0.9.1-0.9.2, 0.9.3-0.9.6), and 0.9.3 for the API era it
-#: opens. The 0.9.7-0.9.9 era is the venv's own arc-agi 0.9.9: every other capture test runs under it.
-ERA_VERSIONS = ("0.9.1", "0.9.3", "0.9.6")
-_HOME = Path(sys.prefix) / "arc-agi-toolkits"
-_lock = threading.Lock()
+IN_CI = os.environ.get("CI", "").lower() == "true"
+_root: Path | None = None
+
+
+def set_root(root: Path) -> None:
+    """Where the environments are built (the session's temporary folder: tests/conftest.py sets it)."""
+    global _root
+    _root = root
 
 
 def toolkit_env(version: str) -> Path:
-    """The folder holding arc-agi ``version`` (built once); skips the test if it cannot be fetched."""
-    target = _HOME / version
-    marker = target / ".complete"
-    with _lock:
-        if not marker.exists():
-            done = subprocess.run(
+    """A folder holding arc-agi ``version`` only, built on first use (a lock keeps parallel workers to one build)."""
+    root = _root or Path(tempfile.gettempdir()) / f"ledger-toolkits-{os.getuid()}"
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / f"arc-agi-{version}"
+    done = target / ".complete"
+    if done.exists():
+        return target
+    with open(root / f".{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            pip = subprocess.run(
                 [
                     sys.executable,
                     "-m",
@@ -46,29 +54,26 @@ def toolkit_env(version: str) -> Path:
                 ],
                 capture_output=True,
                 text=True,
-                timeout=300,
+                timeout=600,
             )
-            if done.returncode != 0:
-                pytest.skip(f"arc-agi {version} could not be fetched from the package index: {done.stderr[-300:]}")
-            marker.touch()
+            if pip.returncode != 0:
+                why = f"arc-agi=={version} could not be installed: {pip.stderr.strip().splitlines()[-1:]}"
+                if IN_CI:
+                    pytest.fail(why, pytrace=False)
+                pytest.skip(why)
+            done.touch()
     return target
 
 
-def env_for(version: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """An environment whose Python imports arc-agi ``version`` (and this checkout's ``ledger`` and ``tests``)."""
-    env = dict(os.environ if base is None else base)
-    parts = [str(toolkit_env(version)), str(ROOT)]
-    env["PYTHONPATH"] = os.pathsep.join([*parts, *filter(None, [env.get("PYTHONPATH")])])
-    return env
+def env_for(version: str) -> dict[str, str]:
+    """The environment of a subprocess that imports arc-agi ``version`` (and the project, from this checkout)."""
+    project = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join([str(toolkit_env(version)), project, os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path.rstrip(os.pathsep)}
 
 
-def run_python(version: str, args: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-    """``python ARGS`` (this venv's) under arc-agi ``version``."""
+def run_under(version: str, args: list[str], *, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` (the project's interpreter) with arc-agi ``version`` imported instead of the installed one."""
     return subprocess.run(
-        [sys.executable, *args],
-        env=env_for(version),
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        **kwargs,  # type: ignore[call-overload]
+        [sys.executable, *args], env=env_for(version), capture_output=True, text=True, timeout=timeout
     )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ledger.cli.common import LedgerCommandError, echo_json, listen_error
+from ledger.cli.params import calculator_option
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
@@ -182,21 +183,31 @@ def bundle(
     is_flag=True,
     help="Also compare retracted cards (marked, never ranked; left out by default).",
 )
+@calculator_option(
+    "Score every card with the calculator of this arc-agi release (0.9.1 to 0.9.9). Default: the newest of the "
+    "cards' own (cards played under another release are re-scored with it; the first line says so)."
+)
 @click.pass_context
 def compare(
-    ctx: click.Context, card_ids: tuple[str, ...], tags: tuple[str, ...], as_json: bool, include_retracted: bool
+    ctx: click.Context,
+    card_ids: tuple[str, ...],
+    tags: tuple[str, ...],
+    as_json: bool,
+    include_retracted: bool,
+    calculator: str | None,
 ) -> None:
     """Compare cards side by side: per game and level, each card's actions and score; then a leaderboard by tag.
 
     The numbers of the viewer's compare page. A game's columns show each card's best play (the play its game
-    score comes from).
+    score comes from). Every card is scored with one calculator: cards played under releases that score
+    differently are never ranked against each other as they stand.
     """
     from ledger.services.compare import compare_cards, comparison_text
 
     if not tags and len(set(card_ids)) < 2:
         raise LedgerCommandError("compare needs two or more cards (or --tag T)", 2)
     with read_only(ctx) as ledger:
-        cmp = compare_cards(ledger, card_ids, tags, include_retracted=include_retracted)
+        cmp = compare_cards(ledger, card_ids, tags, include_retracted=include_retracted, calculator=calculator)
     if not cmp.cards:
         raise LedgerCommandError("no card has tag " + ", ".join(repr(t) for t in tags), 1)
     if as_json:

@@ -105,6 +105,21 @@ def list_cards(
     return [shown for _, shown in shown_rows(ledger, f, now=now, environ=environ)]
 
 
+def rescored_with(
+    ledger: Ledger, rows: list[CardSummary], calculator: str, *, by_score: bool, descending: bool
+) -> list[CardSummary]:
+    """``rows`` with each card's score under the calculator of arc-agi ``calculator`` (each card read again), in
+    the same order, or by that score when the list is sorted by score (then when opened, as the summary sorts)."""
+    from ledger.core import calculators
+
+    calc = calculators.get(calculator)
+    out = [dataclasses.replace(r, score=ledger.document(r.card_id, calculator=calc).score) for r in rows]
+    if by_score:
+        out.sort(key=lambda r: (r.opened or "", r.card_id))
+        out.sort(key=lambda r: r.score, reverse=descending)
+    return out
+
+
 def _baselines_known(ledger: Ledger, row: SummaryRow) -> bool:
     # Only the page's open cards are loaded to tell: a closed card's baselines are known from its close.
     return row.closed is not None or ledger.baselines_known(ledger.load_card(row.card_id))

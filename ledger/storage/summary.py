@@ -29,7 +29,7 @@ from ledger.core import baselines as bl
 from ledger.core.document import ScorecardDoc
 from ledger.core.events import CARD_STREAM, BaselineEntry, BaselinesRecorded, decode
 from ledger.core.projection import CardState, fold, new_card
-from ledger.core.scoring import score_card
+from ledger.core.scoring import calculator_of, score_card
 
 SUMMARY = "card_summary"
 KEYS = "card_summary_keys"
@@ -112,10 +112,10 @@ def _iso(t: datetime | None) -> str | None:
 
 
 def card_score(card: CardState, baselines: Mapping[str, BaselineEntry]) -> tuple[float, int, int]:
-    """The card's score, levels completed and level count under ``baselines``, as its document has them (an open
-    competition card as it will close)."""
+    """The card's score, levels completed and level count under ``baselines`` and the card's own calculator (the
+    toolkit that played it), as its document has them (an open competition card as it will close)."""
     every = card.environments if card.competition_mode and not card.closed else None
-    return scored(score_card(card, baselines, all_environments=every))
+    return scored(score_card(card, baselines, all_environments=every, calculator=calculator_of(card)))
 
 
 def scored(doc: ScorecardDoc) -> tuple[float, int, int]:

@@ -7,11 +7,13 @@ connection of its engine.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from typing import Any
 
 import msgspec
 
+from ledger.core.events import CARD_STREAM
 from ledger.errors import StoreError
 from ledger.storage.base import LogStore
 from ledger.storage.summary import KEYS, SUMMARY, SummaryRow, rebuild
@@ -224,3 +226,27 @@ def stream_bodies(store: LogStore, streams: Sequence[str], chunk: int = 500) -> 
         for stream, body in query(store, sql, part):
             out[stream].append(bytes(body))
     return out
+
+
+def opening_bodies(store: LogStore, card_ids: Sequence[str] | None = None, chunk: int = 500) -> dict[str, bytes]:
+    """The first event (``CardOpened``) of each card of ``card_ids``, or of every card the summary lists that is not
+    retracted: a query per ``chunk`` cards, or one in all (what says which calculator scores each card)."""
+    if card_ids is None:
+        sql = (
+            f"SELECT s.card_id, e.body FROM {SUMMARY} s JOIN events e ON e.stream = '{CARD_STREAM}' || s.card_id "
+            "AND e.version = 1 WHERE s.retracted IS NULL"
+        )
+        return {r[0]: bytes(r[1]) for r in query(store, sql)}
+    out: dict[str, bytes] = {}
+    for i in range(0, len(card_ids), chunk):
+        part = [CARD_STREAM + c for c in card_ids[i : i + chunk]]
+        sql = f"SELECT stream, body FROM events WHERE stream IN ({', '.join('?' * len(part))}) AND version = 1"
+        out.update({r[0].removeprefix(CARD_STREAM): bytes(r[1]) for r in query(store, sql, part)})
+    return out
+
+
+def ranked_cards(store: LogStore) -> list[tuple[str, list[str], float]]:
+    """(card id, tags, score) of every card that is not retracted, in the order the leaderboard breaks ties (when
+    opened, then id): what a leaderboard re-scored in Python ranks."""
+    sql = f"SELECT card_id, tags, score FROM {SUMMARY} WHERE retracted IS NULL ORDER BY opened_key, card_id"
+    return [(r[0], json.loads(r[1]) if r[1] else [], float(r[2])) for r in query(store, sql)]

@@ -314,18 +314,7 @@ class _Sniff(msgspec.Struct):
 _sniff = msgspec.json.Decoder(_Sniff)
 
 
-class _Names(msgspec.Struct):
-    game_id: str = ""
-    guid: str | None = None
-
-
-def _old_toolkit_name(path: Path, data: bytes) -> bool:
-    """True when ``path`` is named as arc-agi 0.9.1-0.9.3 names a recording of this line (``<game_id>-<guid>``)."""
-    try:
-        names = msgspec.json.decode(data, type=_Names)
-    except (msgspec.DecodeError, RecursionError):
-        return False
-    return bool(names.guid) and path.name == f"{names.game_id}-{names.guid}.jsonl"
+_NAMED_ACTION = re.compile(rb'"action_input":\s*\{"id":\s*"')
 
 
 def sniff(path: Path) -> str:
@@ -353,11 +342,11 @@ def sniff(path: Path) -> str:
             head = d[: 1 << 16]
             if b'"state"' in head and b'"game_id"' in head:
                 fpos, spos = head.find(b'"frame"'), head.find(b'"state"')
-                # FrameData.model_dump writes the frame before the state; the toolkit writes it last (0.9.4 on),
-                # or second, as 0.9.1-0.9.3 did: then the file is named <game_id>-<guid>.jsonl from the line.
+                # FrameData.model_dump writes the frame before the state; the toolkit writes it last from 0.9.4 on,
+                # first before that, with the action's name (``"id": "RESET"``) where FrameData has its number.
                 if harness_name:
                     return "harness"
-                if 0 <= fpos < spos and not _old_toolkit_name(path, d):
+                if 0 <= fpos < spos and not _NAMED_ACTION.search(d[spos:]):
                     return "unknown"
                 return "toolkit"
     if records == 0:

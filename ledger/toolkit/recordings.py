@@ -14,12 +14,11 @@ reads only whether the frame is ``[]``. Any line that does not fit that shape is
 kept raw), so the result is the same, only slower. Lines longer than :data:`MAX_LINE` are streamed, keeping only
 their head: memory stays bounded whatever the input.
 
-**Empty frames.** The toolkit updates its scorecard only for a response with a non-empty frame (from 0.9.4 on;
-0.9.1-0.9.3 counted every response and wrote the frame before the state: such a line is read as counted); arcengine
-answers an action sent after GAME_OVER or WIN (no RESET since) with an empty frame and ``levels_completed`` 0.
-With frame data that is read from the line; without it (``include_frame_data=False``) it is inferred from the
-file's previous line: a non-RESET action received while the game was GAME_OVER or WIN. A line with no guid is
-skipped, as the toolkit does not score it.
+**Empty frames.** The toolkit updates its scorecard only for a response with a non-empty frame; arcengine answers an
+action sent after GAME_OVER or WIN (no RESET since) with an empty frame and ``levels_completed`` 0. With frame data
+that is read from the line; without it (``include_frame_data=False``) it is inferred from the file's previous line:
+a non-RESET action received while the game was GAME_OVER or WIN. A line with no guid is skipped, as the toolkit
+does not score it.
 
 **Bad input.** A line that is not JSON or has wrong types is reported with its file and line number and skipped
 (the line is consumed, so it is reported once); the read says whether the first line was such a line, so the
@@ -229,7 +228,7 @@ class _FileReader:
             rec = None
         if rec is not None:
             self.lineno += 1
-            self._record(rec, data)
+            self._record(rec)
             return True
         where = self.lineno + 1
         if data.lstrip().startswith(b"{"):
@@ -267,14 +266,10 @@ class _FileReader:
         except RecursionError:
             self._bad("not_json", "not JSON: nested too deeply", data)
             return
-        self._record(rec, data)
+        self._record(rec)
 
-    def _record(self, rec: _Line, data: bytes) -> None:
-        # A frame written before the state is the layout of arc-agi 0.9.1-0.9.3, whose wrapper also counted an
-        # empty frame on the scorecard: so is it here.
-        old = 0 <= data.find(b'"frame"') < data.find(b'"state"')
-        empty = False if old else _frame_is_empty(rec.data.frame)
-        self._observe(rec.timestamp, rec.data, empty, len(rec.data.frame))
+    def _record(self, rec: _Line) -> None:
+        self._observe(rec.timestamp, rec.data, _frame_is_empty(rec.data.frame), len(rec.data.frame))
 
     def _bad(self, kind: ProblemKind, message: str, data: bytes = b"", size: int | None = None) -> None:
         if self.bad == 0 and self.good == 0:

@@ -198,8 +198,9 @@ def cards_page(
     )
 
 
-def leaderboard_page(board: Sequence[Any], *, links: Links, bundle: bool, source: str) -> str:
-    """The leaderboard by tag of the whole ledger, on its own page (it reads every card)."""
+def leaderboard_page(board: Sequence[Any], *, links: Links, bundle: bool, source: str, calculator: Any = None) -> str:
+    """The leaderboard by tag of the whole ledger, on its own page (it reads every card); ``calculator``: what
+    says which calculator ranks the cards (``calculator``, ``rescored``: a :class:`ledger.services.compare.Board`)."""
     return _render(
         "leaderboard.html",
         links=links,
@@ -208,6 +209,7 @@ def leaderboard_page(board: Sequence[Any], *, links: Links, bundle: bool, source
         page="leaderboard",
         title="leaderboard",
         leaderboard=board,
+        board_calc=calculator,
     )
 
 

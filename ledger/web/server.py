@@ -16,7 +16,7 @@ import msgspec
 from flask import Flask, Response, abort, jsonify, request
 
 from ledger.errors import AmbiguousCard, InputError, LedgerError, UnknownCard
-from ledger.services.compare import compare_cards, ledger_leaderboard
+from ledger.services.compare import Board, compare_cards, ledger_board
 from ledger.services.evidence import covering_checkpoint, prove
 from ledger.services.progress import PER_TAG, tag_progress
 from ledger.storage.summary_build import distinct_keys, retracted_count
@@ -41,7 +41,7 @@ class Viewer:
         self.cache = CardCache(ledger)
         self.links = pages.LiveLinks()
         self.colours = palette_or_empty()
-        self._board: tuple[int, list[Any]] | None = None
+        self._board: tuple[int, Board] | None = None
         self._keys: tuple[int, tuple[list[str], list[str]]] | None = None
 
     def message(self, title: str, text: str) -> str:
@@ -73,8 +73,9 @@ class Viewer:
         stamp = self.cache.stamp()
         # It aggregates every card: computed again only when events were appended.
         if self._board is None or self._board[0] != stamp:
-            self._board = (stamp, ledger_leaderboard(self.ledger))
-        return pages.leaderboard_page(self._board[1], links=self.links, bundle=False, source=self.source)
+            self._board = (stamp, ledger_board(self.ledger))
+        board = self._board[1]
+        return pages.leaderboard_page(board.rows, links=self.links, bundle=False, source=self.source, calculator=board)
 
     def _lists(self, stamp: int) -> tuple[list[str], list[str]]:
         # Every tag and game id: a loose scan of the keys table's index, kept until events are appended.

@@ -34,6 +34,7 @@ ERA_VERSIONS = ("0.9.1", "0.9.3", "0.9.6")
 def _session_toolkits(toolkit_env: Any) -> None:
     """The releases are built in the session's temporary folder (tests/conftest.py), once for every test file."""
 
+
 LEDGER = rest_agent.LEDGER
 HARNESS = ROOT / "tests" / "swarm_harness.py"
 _SCORES = ("score", "level_scores")

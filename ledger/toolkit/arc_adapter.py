@@ -13,6 +13,7 @@ capture for every mode the toolkit has, refusing any other.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -70,6 +71,12 @@ def version_problem(version: str | None, environ: Mapping[str, str] | None = Non
 
 def installed_version() -> str | None:
     """The installed arc-agi release, or None."""
+    return _distribution_version()
+
+
+@functools.cache
+def _distribution_version() -> str | None:
+    # Read once: the release a process imported cannot change under it, and a lookup scans sys.path.
     try:
         return metadata.version("arc-agi")
     except metadata.PackageNotFoundError:
@@ -180,8 +187,10 @@ def wrapper_card(wrapper: Any) -> str:
 
 
 def empty_frame(out: Any) -> bool:
-    """True for a wrapper's answer with no frame (an action after the end: the toolkit counts nothing)."""
-    return len(out.frame) == 0
+    """True for a wrapper's answer with no frame (an action after the end) that the toolkit keeps from its
+    scorecard (0.9.6 on: the capture records it itself); False before, when the scorecard counts it (through the
+    manager, whose hook records it)."""
+    return len(out.frame) == 0 and era().wrapper_skips_empty_frames
 
 
 def local_games(arcade: Any) -> list[str]:

@@ -7,7 +7,9 @@ not captured, and its own auto-close rules are the ones followed:
   closed when idle for the module's ``STALE_MINUTES`` (no ``ScorecardManager.idle_for``); no ``competition_mode``
   on a card.
 - **0.9.2**: the REST server; the idle limit becomes ``ScorecardManager.idle_for`` (``set_idle_for``).
-- **0.9.3-0.9.6**: COMPETITION mode and ``Scorecard.competition_mode``; private tags in the calculator.
+- **0.9.3-0.9.5**: COMPETITION mode and ``Scorecard.competition_mode``; private tags in the calculator.
+- **0.9.6**: the environment wrapper stops passing a response with an empty frame (an action after GAME_OVER or
+  WIN) to the scorecard; before, the scorecard counted it as any other.
 - **0.9.7-0.9.9**: ``ScorecardManager.max_open_for`` (MAX_OPEN_FOR_MINUTES): a card is also closed once open
   that long.
 
@@ -38,6 +40,8 @@ class Era:
     idle_for: bool
     #: ``ScorecardManager.max_open_for`` exists, and closes a card open that long.
     max_open_for: bool
+    #: The wrapper keeps a response with an empty frame from the scorecard (before, the manager's hook sees it).
+    wrapper_skips_empty_frames: bool
 
     @property
     def name(self) -> str:
@@ -72,11 +76,18 @@ class Era:
         return sc.competition_mode if self.competition else None
 
 
+def _era(first: tuple[int, int, int], last: tuple[int, int, int], *has: str) -> Era:
+    fields = ("rest_server", "competition", "idle_for", "max_open_for", "wrapper_skips_empty_frames")
+    assert set(has) <= set(fields)
+    return Era(first, last, **{f: f in has for f in fields})
+
+
 ERAS = (
-    Era((0, 9, 1), (0, 9, 1), rest_server=False, competition=False, idle_for=False, max_open_for=False),
-    Era((0, 9, 2), (0, 9, 2), rest_server=True, competition=False, idle_for=True, max_open_for=False),
-    Era((0, 9, 3), (0, 9, 6), rest_server=True, competition=True, idle_for=True, max_open_for=False),
-    Era((0, 9, 7), (0, 9, 9), rest_server=True, competition=True, idle_for=True, max_open_for=True),
+    _era((0, 9, 1), (0, 9, 1)),
+    _era((0, 9, 2), (0, 9, 2), "rest_server", "idle_for"),
+    _era((0, 9, 3), (0, 9, 5), "rest_server", "idle_for", "competition"),
+    _era((0, 9, 6), (0, 9, 6), "rest_server", "idle_for", "competition", "wrapper_skips_empty_frames"),
+    _era((0, 9, 7), (0, 9, 9), "rest_server", "idle_for", "competition", "wrapper_skips_empty_frames", "max_open_for"),
 )
 #: The adapter used for a release outside :data:`TESTED` when the override is set: the newest era's.
 NEWEST = ERAS[-1]

@@ -252,3 +252,5 @@ def test_cards_of_different_calculators_are_ranked_under_one(tmp_path: Path) -> 
 
     r = run_cli(["--db", str(tmp_path / "l.sqlite"), "cards", "--calculator", "0.9.1", "--json"])
     assert sorted(c["score"] for c in json.loads(r.stdout)) == [oldest, oldest]
+    r = run_cli(["--db", str(tmp_path / "l.sqlite"), "cards"])
+    assert "these differ (arc-agi 0.9.1 (linear): 1 card(s), 0.9.9 (capped): 1 card(s))" in r.stdout

@@ -100,7 +100,7 @@ def cards(
     Every list is read from the cards summary, one page at a time: `--limit 20`, then `--after LAST_ID`. Each
     score is under the card's own calculator (the arc-agi release that played it) unless --calculator is given.
     """
-    from ledger.services.listing import CardFilter, list_cards, rescored_with
+    from ledger.services.listing import CardFilter, list_cards, mixed_calculators, rescored_with
 
     descending = sort in ("score", "actions", "events")
     f = CardFilter(
@@ -116,8 +116,11 @@ def cards(
     )
     with open_ledger(ctx) as ledger:
         rows = list_cards(ledger, f)
+        mixed = None
         if calculator is not None:
             rows = rescored_with(ledger, rows, calculator, by_score=sort == "score", descending=f.reverse)
+        elif not as_json:
+            mixed = mixed_calculators(ledger, [r.card_id for r in rows])
         hidden = 0
         if not rows and not include_retracted:
             hidden = len(list_cards(ledger, dataclasses.replace(f, include_retracted=True)))
@@ -134,6 +137,11 @@ def cards(
     click.echo(cards_table(rows))
     if calculator is not None:
         click.echo(f"scores with the calculator of arc-agi {calculator}, not each card's own")
+    elif mixed:
+        click.echo(
+            f"scores with each card's own calculator, and these differ ({mixed}): --calculator VERSION scores them "
+            "all with one"
+        )
 
 
 def cards_table(rows: list[Any]) -> str:

@@ -10,8 +10,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from ledger.core import calculators
 from ledger.core.calculators import Calculator
 from ledger.core.document import ScorecardDoc
@@ -117,22 +115,20 @@ def _whole(ledger: Ledger, card_id: str, card: CardState, seq: int | None) -> Ca
     return ledger.load_card(card_id)
 
 
-class _Opening(msgspec.Struct):
-    calculator: str | None = None
+def own_calculators(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, Calculator]:
+    """Each card's own calculator, from the cards summary's keys (one query per 500 cards), without reading them."""
+    from ledger.storage.summary_build import calculator_keys
+
+    recorded = calculator_keys(ledger.store, card_ids)
+    return {c: calculators.resolve(recorded.get(c))[0] for c in card_ids}
 
 
-_opening = msgspec.json.Decoder(_Opening)
+def recorded_calculators(ledger: Ledger) -> set[Calculator]:
+    """The calculators the ledger's cards record (a loose scan of the keys' index: one seek per release), with
+    the one a card that records none means: whether every card is scored alike is then known without a card."""
+    from ledger.storage.summary_build import distinct_keys
 
-
-def own_calculators(ledger: Ledger, card_ids: Sequence[str] | None = None) -> dict[str, Calculator]:
-    """Each card's own calculator, read from its first event only (``card_ids`` None: every card the summary lists
-    that is not retracted), without folding the cards."""
-    from ledger.storage.summary_build import opening_bodies
-
-    return {
-        c: calculators.resolve(_opening.decode(b).calculator)[0]
-        for c, b in opening_bodies(ledger.store, card_ids).items()
-    }
+    return {calculators.resolve(v)[0] for v in distinct_keys(ledger.store, "c")} | {calculators.UNRECORDED}
 
 
 def one_of(own: Iterable[Calculator], calculator: str | None = None) -> Calculator:
@@ -143,12 +139,9 @@ def one_of(own: Iterable[Calculator], calculator: str | None = None) -> Calculat
     return max(set(own), key=calculators.PUBLISHED.index, default=calculators.NEWEST)
 
 
-def scores_with(ledger: Ledger, scores: Mapping[str, float], calc: Calculator) -> tuple[dict[str, float], list[str]]:
-    """``scores`` (card id -> score under its own calculator) with every card whose own calculator is not ``calc``
-    scored again with it, and those cards."""
-    own = own_calculators(ledger, list(scores))
-    moved = [c for c in scores if own.get(c, calculators.UNRECORDED) != calc]
-    out = dict(scores)
-    for c in moved:
-        out[c] = ledger.document(c, calculator=calc).score
-    return out, moved
+def rescored(ledger: Ledger, own: Mapping[str, Calculator], calc: Calculator) -> dict[str, float]:
+    """The score under ``calc`` of each card of ``own`` (card id -> its own calculator) whose arithmetic is not
+    ``calc``'s (the others' scores are the same under either)."""
+    return {
+        c: ledger.document(c, calculator=calc).score for c, mine in own.items() if mine.arithmetic != calc.arithmetic
+    }

@@ -169,18 +169,20 @@ def ledger_board(ledger: Ledger, *, include_retracted: bool = False, calculator:
     """Every tag of the ledger ranked by the mean score of its cards, every card scored with one calculator
     (``calculator``, else the newest of the cards' own): from the cards summary (one query) when that is every
     card's own; else each card of another is scored again and the tags ranked here, as the summary's query ranks."""
-    from ledger.services.card_read import one_of, own_calculators
+    from ledger.services.card_read import one_of, own_calculators, recorded_calculators, rescored
     from ledger.storage.summary_build import ranked_cards, tag_board
 
-    own = own_calculators(ledger)
-    calc = one_of(own.values(), calculator)
-    moved = [c for c, mine in own.items() if mine != calc]
-    if not moved or include_retracted:
+    recorded = recorded_calculators(ledger)
+    cards = None if calculator is None and len({c.arithmetic for c in recorded}) == 1 else ranked_cards(ledger.store)
+    # Every card scored alike (the common case) is known from the keys' index alone: the summary ranks them.
+    own = own_calculators(ledger, [c for c, _, _ in cards]) if cards is not None else {}
+    calc = one_of(own.values() if cards is not None else recorded, calculator)
+    again = rescored(ledger, own, calc)
+    if not again or include_retracted:
         rows = sorted(tag_board(ledger.store, include_retracted=include_retracted), key=lambda r: (-r[2], -r[1], r[0]))
     else:
-        again = {c: ledger.document(c, calculator=calc).score for c in moved}
         by_tag: dict[str, list[tuple[float, str]]] = {}
-        for card, tags, score in ranked_cards(ledger.store):
+        for card, tags, score in cards or []:
             for t in dict.fromkeys(tags):
                 by_tag.setdefault(t, []).append((again.get(card, score), card))
         rows = sorted(
@@ -193,7 +195,7 @@ def ledger_board(ledger: Ledger, *, include_retracted: bool = False, calculator:
             for i, (tag, n, mean, best, card) in enumerate(rows)
         ],
         calculator=calc.version,
-        rescored=moved,
+        rescored=list(again),
     )
 
 
@@ -236,7 +238,7 @@ def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]], calc: Calculator
         games.append(
             GameRow(game_id=g, levels=max((len(e.levels) for e in row if e is not None), default=0), cards=row)
         )
-    rescored = [c.card_id for c, _ in cards if calc is not None and calculator_of(c) != calc]
+    rescored = [c.card_id for c, _ in cards if calc is not None and calculator_of(c).arithmetic != calc.arithmetic]
     return Comparison(
         cards=columns,
         games=games,

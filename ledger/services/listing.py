@@ -126,6 +126,21 @@ def rescored_with(
     return out
 
 
+def mixed_calculators(ledger: Ledger, card_ids: list[str]) -> str | None:
+    """``arc-agi 0.9.1 (linear): 2 cards, 0.9.9 (capped): 3 cards`` when the cards' own calculators score differently
+    (one query per 500 cards, from the summary's keys), else None."""
+    from ledger.services.card_read import own_calculators
+
+    own = own_calculators(ledger, card_ids)
+    if len({c.arithmetic for c in own.values()}) < 2:
+        return None
+    counts: dict[str, int] = {}
+    for c in sorted(own.values(), key=lambda c: c.version):
+        key = f"{c.version} ({c.arithmetic})"
+        counts[key] = counts.get(key, 0) + 1
+    return "arc-agi " + ", ".join(f"{k}: {n} card(s)" for k, n in counts.items())
+
+
 def is_competition(ledger: Ledger, card_id: str) -> bool:
     """Whether the card was opened in competition mode: its first event says so (the summary holds no mode)."""
     first = ledger.store.event_at(card_stream(card_id), 1)

@@ -95,7 +95,7 @@ def tag_progress(
     """The progress chart of ``tags`` (up to :data:`MOST_TAGS`; none: the tags of the newest cards), each the
     newest ``limit`` cards opened before card ``before`` (an id or unique prefix), from the cards summary, every
     card scored with one calculator (``calculator``, else the newest of the drawn cards' own)."""
-    from ledger.services.card_read import one_of, own_calculators
+    from ledger.services.card_read import one_of, own_calculators, rescored
     from ledger.storage.summary_build import recent_tags, tag_points
 
     if limit < 1:
@@ -109,7 +109,7 @@ def tag_progress(
         keys.update({p[0]: p[2] for p in drawn[tag]})
     own = own_calculators(ledger, list(keys))
     calc = one_of(own.values(), calculator)
-    moved = {c: ledger.document(c, calculator=calc).score for c, mine in own.items() if mine != calc}
+    moved = rescored(ledger, own, calc)
     series = [_series(t, [(p[0], p[1], p[2], moved.get(p[0], p[3])) for p in pts], limit) for t, pts in drawn.items()]
     return Progress(
         series=series,

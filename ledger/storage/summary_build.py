@@ -13,7 +13,6 @@ from typing import Any
 
 import msgspec
 
-from ledger.core.events import CARD_STREAM
 from ledger.errors import StoreError
 from ledger.storage.base import LogStore
 from ledger.storage.summary import KEYS, SUMMARY, SummaryRow, rebuild
@@ -228,20 +227,16 @@ def stream_bodies(store: LogStore, streams: Sequence[str], chunk: int = 500) -> 
     return out
 
 
-def opening_bodies(store: LogStore, card_ids: Sequence[str] | None = None, chunk: int = 500) -> dict[str, bytes]:
-    """The first event (``CardOpened``) of each card of ``card_ids``, or of every card the summary lists that is not
-    retracted: a query per ``chunk`` cards, or one in all (what says which calculator scores each card)."""
+def calculator_keys(store: LogStore, card_ids: Sequence[str] | None = None, chunk: int = 500) -> dict[str, str]:
+    """card id -> the arc-agi release it records (the keys table's ``c`` key) for ``card_ids``, or for every card;
+    a card that records none is absent. A query per ``chunk`` cards, or one in all."""
     if card_ids is None:
-        sql = (
-            f"SELECT s.card_id, e.body FROM {SUMMARY} s JOIN events e ON e.stream = '{CARD_STREAM}' || s.card_id "
-            "AND e.version = 1 WHERE s.retracted IS NULL"
-        )
-        return {r[0]: bytes(r[1]) for r in query(store, sql)}
-    out: dict[str, bytes] = {}
+        return {r[0]: r[1] for r in query(store, f"SELECT card_id, value FROM {KEYS} WHERE kind = 'c'")}
+    out: dict[str, str] = {}
     for i in range(0, len(card_ids), chunk):
-        part = [CARD_STREAM + c for c in card_ids[i : i + chunk]]
-        sql = f"SELECT stream, body FROM events WHERE stream IN ({', '.join('?' * len(part))}) AND version = 1"
-        out.update({r[0].removeprefix(CARD_STREAM): bytes(r[1]) for r in query(store, sql, part)})
+        part = list(card_ids[i : i + chunk])
+        sql = f"SELECT card_id, value FROM {KEYS} WHERE kind = 'c' AND card_id IN ({', '.join('?' * len(part))})"
+        out.update({r[0]: r[1] for r in query(store, sql, part)})
     return out
 
 

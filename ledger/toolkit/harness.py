@@ -411,9 +411,7 @@ def sniff(path: Path) -> str:
                 # first before that, with the action's name (``"id": "RESET"``) where FrameData has its number.
                 if harness_name:
                     return "harness"
-                if 0 <= fpos < spos and not _NAMED_ACTION.search(d[spos:]):
-                    return "unknown"
-                return "toolkit"
+                return "unknown" if 0 <= fpos < spos and not _NAMED_ACTION.search(d[spos:]) else "toolkit"
     if records == 0:
         # Nothing in it is JSON: no recording at all. An empty file, and a first record still being written (one
         # line, no newline yet), are left to the reader, which says so.

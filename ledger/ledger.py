@@ -237,12 +237,10 @@ class Ledger:
 
         OFFLINE/NORMAL: the toolkit's own scorecards (:class:`ledger.toolkit.capture.Capture`); ONLINE/COMPETITION:
         the server's, from its answers (:class:`ledger.toolkit.remote.RemoteCapture`). ``options``: ``context``,
-        ``on_open``, ``raise_errors`` (see those classes). Returns the capture; its ``detach()`` stops it.
-
-        Raises :class:`~ledger.errors.CaptureError` (nothing attached) for an ``arc-agi`` release outside the
-        supported range (``LEDGER_ARC_AGI_ANY_VERSION=1`` overrides it, with a warning), an operation mode it does
-        not know, or an Arcade without a name capture uses (:mod:`ledger.toolkit.arc_adapter`).
-        """
+        ``on_open``, ``raise_errors`` (see those classes). Returns the capture; its ``detach()`` stops it. Raises
+        :class:`~ledger.errors.CaptureError` (nothing attached) for an ``arc-agi`` release outside 0.9.1-0.9.9
+        (``LEDGER_ARC_AGI_ANY_VERSION=1`` overrides it, with a warning), an operation mode it does not know, or an
+        Arcade without a name its release's era uses (:mod:`ledger.toolkit.arc_adapter`)."""
         from ledger.toolkit.arc_adapter import capture_kind
 
         if capture_kind(arcade) == "remote":

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from ledger.core import baselines as bl
-from ledger.core import document
+from ledger.core import calculators, document
 from ledger.core.events import (
     BASELINES_STREAM,
     CARD_STREAM,
@@ -236,12 +236,10 @@ class Ledger:
 
         OFFLINE/NORMAL: the toolkit's own scorecards (:class:`ledger.toolkit.capture.Capture`); ONLINE/COMPETITION:
         the server's, from its answers (:class:`ledger.toolkit.remote.RemoteCapture`). ``options``: ``context``,
-        ``on_open``, ``raise_errors`` (see those classes). Returns the capture; its ``detach()`` stops it.
-
-        Raises :class:`~ledger.errors.CaptureError` (nothing attached) for an ``arc-agi`` release outside the
-        supported range (``LEDGER_ARC_AGI_ANY_VERSION=1`` overrides it, with a warning), an operation mode it does
-        not know, or an Arcade without a name capture uses (:mod:`ledger.toolkit.arc_adapter`).
-        """
+        ``on_open``, ``raise_errors`` (see those classes). Returns the capture; its ``detach()`` stops it. Raises
+        :class:`~ledger.errors.CaptureError` (nothing attached) for an ``arc-agi`` release outside 0.9.1-0.9.9
+        (``LEDGER_ARC_AGI_ANY_VERSION=1`` overrides it, with a warning), an operation mode it does not know, or an
+        Arcade without a name its release's era uses (:mod:`ledger.toolkit.arc_adapter`)."""
         from ledger.toolkit.arc_adapter import capture_kind
 
         if capture_kind(arcade) == "remote":
@@ -455,12 +453,13 @@ class Ledger:
         until: int | None = None,
         baselines: Mapping[str, BaselineEntry] | None = None,
         card: CardState | None = None,
+        calculator: calculators.Calculator | None = None,
     ) -> document.ScorecardDoc:
-        """The scorecard document of a card, under its own baselines unless others are given."""
+        """The scorecard document of a card, under its own baselines and calculator unless others are given."""
         c = card if card is not None else self.load_card(card_id, until=until)
-        # An open competition card is shown as the server will close it: every game it never played at 0.
-        every = c.environments if c.competition_mode and not c.closed else None
-        return score_card(c, baselines if baselines is not None else self.card_baselines(c), all_environments=every)
+        every = c.environments if c.competition_mode and not c.closed else None  # open: as the server will close it
+        entries = self.card_baselines(c) if baselines is None else baselines
+        return score_card(c, entries, all_environments=every, calculator=calculator)
 
     def export(
         self,
@@ -488,8 +487,7 @@ class Ledger:
         out = []
         for c in self.load_cards(self.card_ids()).values():
             if listed(c, include_retracted):
-                # The row the summary table holds for the card (``events`` is its stream's version).
-                row = row_of(c, c.events, card_score(c, self.card_baselines(c)))
+                row = row_of(c, c.events, card_score(c, self.card_baselines(c)))  # the summary's row (events: version)
                 shown = CardSummary.of(row, now, lapse_after, self.baselines_known(c))
                 out.append(replace(shown, competition=c.competition_mode is True))
         return out

@@ -390,7 +390,7 @@ def set_id(entries: list[dict[str, Any]]) -> str:
 
 
 def fold(card_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
-    card: dict[str, Any] = {"card_id": card_id, "games": {}, "closed": False, "baselines_id": None}
+    card: dict[str, Any] = {"card_id": card_id, "games": {}, "closed": False, "baselines_id": None, "calculator": None}
     for k in ("source_url", "tags", "opaque", "competition_mode", "environments"):
         card[k] = None
 
@@ -407,7 +407,7 @@ def fold(card_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
         t = e["type"]
         if t == "card_opened":
             card["card_id"] = e["card_id"]
-            for k in ("source_url", "tags", "opaque", "competition_mode", "baselines_id", "environments"):
+            for k in ("source_url", "tags", "opaque", "competition_mode", "baselines_id", "environments", "calculator"):
                 card[k] = e.get(k)
         elif t == "card_closed":
             card["closed"] = True
@@ -437,25 +437,40 @@ def fold(card_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
     return card
 
 
-def level_score(completed: bool, a: int, b: int) -> float:
+def era(calculator: str | None) -> str:
+    """The arithmetic of the arc-agi release the card records (none, or one not published before 0.9.7: the newest)."""
+    if calculator in ("0.9.1", "0.9.2"):
+        return "linear"
+    if calculator in ("0.9.3", "0.9.4", "0.9.5", "0.9.6"):
+        return "squared"
+    return "capped"
+
+
+def level_score(completed: bool, a: int, b: int, arithmetic: str = "capped") -> float:
     if not completed or a <= 0:
         return 0.0
-    return min((b / a) ** 2 * 100, 115.0)
+    if arithmetic == "linear":
+        return min((b / a) * 100, 100.0)
+    return min(((b / a) ** 2) * 100, 115.0 if arithmetic == "capped" else 100.0)
 
 
-def weighted(scores: list[float], weights: list[int]) -> float:
+def weighted(scores: list[float], weights: list[int], arithmetic: str = "capped") -> float:
     if not scores:
         return 0.0
+    if arithmetic == "linear":
+        return sum(scores) / len(scores)
     s, w, m = 0.0, 0, 0
     for si, wi in zip(scores, weights, strict=True):
         s += si * wi
         w += wi
         if si > 0:
             m += wi
-    return min(s / w, m / w * 100)
+    return s / w if arithmetic == "squared" else min(s / w, m / w * 100)
 
 
-def score_run(game_id: str, play: dict[str, Any], info: dict[str, Any] | None, pool: dict | None) -> dict[str, Any]:
+def score_run(
+    game_id: str, play: dict[str, Any], info: dict[str, Any] | None, pool: dict | None, arithmetic: str = "capped"
+) -> dict[str, Any]:
     base = info.get("baseline_actions") if info else None
     message = None
     if info is None:
@@ -497,7 +512,7 @@ def score_run(game_id: str, play: dict[str, Any], info: dict[str, Any] | None, p
             completed, a = False, play["actions"] - prev
             prev = play["actions"]
         done += completed
-        scores.append(level_score(completed, a, b))
+        scores.append(level_score(completed, a, b, arithmetic))
         actions.append(a)
         weights.append(i + 1)
         if pool is not None:
@@ -510,7 +525,7 @@ def score_run(game_id: str, play: dict[str, Any], info: dict[str, Any] | None, p
                 t["games"].add(game_id)
     return {
         "guid": play["guid"],
-        "score": weighted(scores, weights),
+        "score": weighted(scores, weights, arithmetic),
         "levels_completed": done,
         "actions": sum(actions),
         "resets": play["resets"],
@@ -523,6 +538,7 @@ def score_run(game_id: str, play: dict[str, Any], info: dict[str, Any] | None, p
 
 
 def scorecard(card: dict[str, Any], infos: dict[str, dict[str, Any]]) -> str:
+    arithmetic = era(card["calculator"])
     envs: list[dict[str, Any]] = []
     pool: dict[str, Any] = {}
 
@@ -543,7 +559,7 @@ def scorecard(card: dict[str, Any], infos: dict[str, dict[str, Any]]) -> str:
         for i, p in enumerate(plays):
             if p["levels"] > most:
                 best, most = i, p["levels"]
-        runs = [score_run(gid, p, infos.get(gid), pool if i == best else None) for i, p in enumerate(plays)]
+        runs = [score_run(gid, p, infos.get(gid), pool if i == best else None, arithmetic) for i, p in enumerate(plays)]
         envs.append(game(gid, runs))
     if card["competition_mode"] and not card["closed"] and card["environments"] is not None:
         keys = list(card["games"])
@@ -551,7 +567,7 @@ def scorecard(card: dict[str, Any], infos: dict[str, dict[str, Any]]) -> str:
             if any(k.startswith(gid) for k in keys):
                 continue
             play = {"guid": None, "actions": 0, "resets": 0, "state": "NOT_FINISHED", "marks": [], "levels": 0}
-            envs.append(game(gid, [score_run(gid, play, infos.get(gid), pool)]))
+            envs.append(game(gid, [score_run(gid, play, infos.get(gid), pool, arithmetic)]))
             keys.append(gid)
     total = sum(g["score"] for g in envs)  # built-in sum(): compensated on Python 3.12+, as the toolkit's
     doc = {
@@ -564,7 +580,7 @@ def scorecard(card: dict[str, Any], infos: dict[str, dict[str, Any]]) -> str:
         "tags_scores": [
             {
                 "id": tag,
-                "score": weighted(t["scores"], t["weights"]),
+                "score": weighted(t["scores"], t["weights"], arithmetic),
                 "levels_completed": t["done"],
                 "actions": t["actions"],
                 "number_of_levels": len(t["scores"]),
@@ -572,7 +588,8 @@ def scorecard(card: dict[str, Any], infos: dict[str, dict[str, Any]]) -> str:
             }
             for tag, t in pool.items()
         ],
-        "competition_mode": card["competition_mode"],
+        # Before 0.9.3 the document has no competition_mode.
+        "competition_mode": card["competition_mode"] if arithmetic != "linear" else None,
         "total_environments_completed": sum(1 for g in envs if g["completed"]),
         "total_environments": len(envs),
         "total_levels_completed": sum(g["levels_completed"] for g in envs),

@@ -5,7 +5,8 @@ through an autocommit connection to ``$LEDGER_TEST_PG_URL`` and dropped afterwar
 skip, naming it; with ``CI=true`` they must run, so an unset variable or an unreachable server fails them.
 
 ``foreign_python`` (a venv of Python 3.13 with only the toolkit: tests/second_python.py) is built once per session
-for every test that needs it; without a Python 3.13 on the machine those tests skip, saying so.
+for every test that needs it; without a Python 3.13 on the machine those tests skip, saying so. ``toolkit_env``
+(tests/toolkit_versions.py) gives a folder per published arc-agi release, also built once per session.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
 from ledger import Ledger
+from tests import toolkit_versions
 from tests.second_python import make_foreign_venv, other_python
 
 PG_URL = os.environ.get("LEDGER_TEST_PG_URL") or None
@@ -142,3 +144,11 @@ def foreign_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     if base is None:
         pytest.skip("no second Python (3.13) on this machine to run the toolkit under")
     return make_foreign_venv(base, tmp_path_factory.mktemp("foreign") / "venv")
+
+
+@pytest.fixture(scope="session")
+def toolkit_env(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """``toolkit_env(version) -> folder`` holding only arc-agi ``version`` (tests/toolkit_versions.py), each built
+    once per session; run the project's Python with it first on PYTHONPATH (``toolkit_versions.run_under``)."""
+    toolkit_versions.set_root(tmp_path_factory.getbasetemp() / "toolkits")
+    return toolkit_versions.toolkit_env

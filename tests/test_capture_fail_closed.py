@@ -23,7 +23,7 @@ from arcengine import GameAction
 from ledger import Ledger
 from ledger.errors import CaptureError
 from ledger.services.audit import audit_card
-from ledger.toolkit import arc_adapter
+from ledger.toolkit import arc_adapter, eras
 from tests import toolkit
 from tests.test_online_capture import API_KEY, _quiet, server
 
@@ -171,24 +171,47 @@ def test_an_arcade_without_a_name_capture_reads_is_refused(ledger: Ledger) -> No
 
 
 @pytest.mark.parametrize(
-    ("version", "refused"),
+    ("version", "era"),
     [
-        ("0.9.9", False),
-        ("0.9.8", False),
-        ("0.9.9.post1", False),
-        ("0.9.12", False),
-        ("0.9.7", True),
-        ("0.10.0", True),
-        ("1.0", True),
+        ("0.9.1", "0.9.1"),
+        ("0.9.2", "0.9.2"),
+        ("0.9.3", "0.9.3-0.9.5"),
+        ("0.9.6", "0.9.6"),
+        ("0.9.7", "0.9.7-0.9.9"),
+        ("0.9.9.post1", "0.9.7-0.9.9"),
+        ("0.9.0", None),
+        ("0.9.10", None),
+        ("0.10.0", None),
+        ("1.0", None),
+        ("dev", None),
     ],
 )
-def test_the_supported_range(version: str, refused: bool) -> None:
+def test_each_release_has_its_era_and_others_get_the_tested_range(version: str, era: str | None) -> None:
+    found = eras.era_of(version)
+    assert (found.name if found else None) == era
     problem = arc_adapter.version_problem(version, environ={})
-    assert (problem is not None) == refused
+    assert (problem is not None) == (era is None)
     if problem is not None:
-        assert problem == (f"arc-agi {version} is installed; live capture supports arc-agi>=0.9.8,<0.10.0", False)
+        assert problem == (f"arc-agi {version} is installed; live capture is tested with arc-agi 0.9.1-0.9.9", False)
         overridden = arc_adapter.version_problem(version, environ={arc_adapter.OVERRIDE_ENV: "1"})
         assert overridden is not None and overridden[1]
+
+
+def test_a_later_release_gets_the_message_not_an_attribute_error(ledger: Ledger, monkeypatch, caplog) -> None:
+    monkeypatch.setattr(arc_adapter, "installed_version", lambda: "0.10.0")
+    monkeypatch.delenv(arc_adapter.OVERRIDE_ENV, raising=False)
+    arc = toolkit.arcade()
+    with pytest.raises(
+        CaptureError, match=r"arc-agi 0\.10\.0 is installed; live capture is tested with arc-agi 0\.9\.1-0\.9\.9"
+    ):
+        ledger.attach(arc)
+    assert "make" not in arc.__dict__
+    monkeypatch.setenv(arc_adapter.OVERRIDE_ENV, "1")
+    ledger.attach(arc)  # the newest era's adapter, with a warning
+    assert "attaching anyway" in caplog.text
+    card = arc.open_scorecard()
+    toolkit.step(arc.make("cnt3", scorecard_id=card), 1)
+    assert ledger.export(card) == arc.get_scorecard(card).model_dump_json()
 
 
 def test_the_installed_toolkit_is_in_the_range() -> None:

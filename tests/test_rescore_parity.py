@@ -22,7 +22,7 @@ from ledger import Ledger
 from ledger.cli import cli
 from ledger.core import baselines as bl
 from ledger.core import document
-from ledger.services.rescore import document_for
+from ledger.services.card_read import read_card
 from tests.toolkit import arcade, play_random_card, step
 
 Infos = list[EnvironmentInfo]
@@ -204,6 +204,6 @@ def test_random_plays_rescored_match_toolkit(tmp_path: Path, seed: int) -> None:
             infos = VARIANTS[name](arc.available_environments)
             sid = record(led, infos)
             for c, sc in scorecards.items():
-                # document_for is what `ledger export --baselines` prints (the CLI tests above run it end to end).
-                got = document.to_json(document_for(led, c, baselines=sid).doc)
+                # read_card is what `ledger export --baselines` prints (the CLI tests above run it end to end).
+                got = document.to_json(read_card(led, c, baselines=sid).doc)
                 assert got == toolkit_json(sc, infos), (name, c)

@@ -10,6 +10,7 @@ import click
 import msgspec
 
 from ledger.cli.common import MATCHES, LedgerCommandError, complete_card_ids, echo_json, match_options, open_ledger
+from ledger.cli.params import calculator_option
 
 if TYPE_CHECKING:  # the services are imported when a command runs: `ledger --help` must start fast
     from ledger.core.events import BaselineEntry
@@ -213,7 +214,17 @@ def diff_cmd(ctx: click.Context, a: str, b: str, match: str, show_all: bool, as_
 
 @click.command("rescore")
 @click.argument("card_ids", nargs=-1, metavar="CARD...", shell_complete=complete_card_ids)
-@click.option("--baselines", "ref", required=True, metavar="LABEL|ID", help="The set to score the cards under.")
+@click.option(
+    "--baselines",
+    "ref",
+    default=None,
+    metavar="LABEL|ID",
+    help="The set to score the cards under (default: each card's own).",
+)
+@calculator_option(
+    "The arc-agi release (0.9.1 to 0.9.9) whose calculator scores the cards (default: each card's own, the "
+    "toolkit that played it)."
+)
 @click.option("--all", "every", is_flag=True, help="Every card in the ledger.")
 @match_options
 @click.option("--json", "as_json", is_flag=True, help="Every card's changes as JSON.")
@@ -221,13 +232,15 @@ def diff_cmd(ctx: click.Context, a: str, b: str, match: str, show_all: bool, as_
 def rescore_cmd(
     ctx: click.Context,
     card_ids: Sequence[str],
-    ref: str,
+    ref: str | None,
+    calculator: str | None,
     every: bool,
     match: str,
     all_environments: bool,
     as_json: bool,
 ) -> None:
-    """Score cards as played and under another baseline set; print what changed, largest change first.
+    """Score cards as played and under another baseline set and/or another release's calculator; print what
+    changed, largest change first. Give --baselines, --calculator or both.
 
     Per card, game, play and level: baseline old -> new, actions, level score old -> new, game score old -> new.
     A rescore is a read: nothing is written to the ledger.
@@ -240,24 +253,54 @@ def rescore_cmd(
         raise LedgerCommandError("give CARD_IDs or --all, not both", 2)
     if not every and not card_ids:
         raise LedgerCommandError("give at least one CARD_ID, or --all (see `ledger cards`)", 2)
+    if ref is None and calculator is None:
+        raise LedgerCommandError("give --baselines SET, --calculator VERSION or both: what to re-score under", 2)
+    from ledger.core import calculators
+
+    calc = calculators.get(calculator) if calculator is not None else None
     with open_ledger(ctx) as ledger:
         ids = ledger.card_ids() if every else list(dict.fromkeys(ledger.resolve_card(c) for c in card_ids))
-        set_id = bs.resolve(ledger, ref)
-        entries = ledger.baselines(set_id)
-        results_iter = rescore_cards(ledger, ids, entries, match=match, all_environments=all_environments)  # type: ignore[arg-type]
+        set_id = bs.resolve(ledger, ref) if ref is not None else None
+        entries = ledger.baselines(set_id) if set_id is not None else None
+        results_iter = rescore_cards(
+            ledger,
+            ids,
+            entries,
+            match=match,  # type: ignore[arg-type]
+            all_environments=all_environments,
+            calculator=calc,
+        )
         if sys.stderr.isatty() and len(ids) > 20:
             with click.progressbar(results_iter, length=len(ids), label="rescoring", file=sys.stderr) as bar:
                 results = by_largest_change(bar)
         else:
             results = by_largest_change(results_iter)
-    name = f"{ref} ({_short(set_id)})" if ref != set_id else _short(set_id)
+    if set_id is None:
+        name = "each card's own baselines"
+    else:
+        name = f"{ref} ({_short(set_id)})" if ref != set_id else _short(set_id)
     if as_json:
         # msgspec encodes the Structs directly: for `--all` over many cards this is several times faster than
         # echo_json's json.dumps, with the same keys, order and float digits.
-        body = {"set_id": set_id, "ref": ref, "match": match, "all_environments": all_environments, "cards": results}
+        body = {
+            "set_id": set_id,
+            "ref": ref,
+            "calculator": calculator,
+            "match": match,
+            "all_environments": all_environments,
+            "cards": results,
+        }
         click.echo(msgspec.json.format(msgspec.json.encode(body), indent=2).decode("utf-8"))
         return
     if not results:
         click.echo("no cards in this ledger")
         return
-    click.echo(rescore_text(results, set_name=name, match=match, all_environments=all_environments))  # type: ignore[arg-type]
+    click.echo(
+        rescore_text(
+            results,
+            set_name=name,
+            match=match,  # type: ignore[arg-type]
+            all_environments=all_environments,
+            calculator=calculator,
+        )
+    )

@@ -18,10 +18,9 @@ from ledger.cli.common import (
     match_notes,
     open_ledger,
     scoring_options,
-    until_seq,
     write_output,
 )
-from ledger.cli.params import SINCE, head_hash
+from ledger.cli.params import SINCE, calculator_option, head_hash
 from ledger.cli.progress import ledger_command, verify_progress
 
 if TYPE_CHECKING:  # `ledger --help` must not import the scoring modules
@@ -73,6 +72,10 @@ def init(ctx: click.Context) -> None:
     help="The next page: the cards that come after CARD (the last card id of the page before, or a unique prefix "
     "of it; an unknown or ambiguous one exits 2) in this order.",
 )
+@calculator_option(
+    "Score every listed card with the calculator of this arc-agi release (0.9.1 to 0.9.9), not each card's own "
+    "(the toolkit that played it); with --sort score they are ranked by that score."
+)
 @click.pass_context
 def cards(
     ctx: click.Context,
@@ -86,6 +89,7 @@ def cards(
     reverse: bool,
     include_retracted: bool,
     after: str | None,
+    calculator: str | None,
 ) -> None:
     """List cards in the order they were opened: id, opened, closed (and why), games, actions, score, tags.
 
@@ -94,9 +98,10 @@ def cards(
 
     A card left open that has been idle for STALE_MINUTES, or open for MAX_OPEN_FOR_MINUTES, is shown closed as
     the toolkit would have closed it (idle / max_open, at that moment, marked *); `ledger close` records it.
-    Every list is read from the cards summary, one page at a time: `--limit 20`, then `--after LAST_ID`.
+    Every list is read from the cards summary, one page at a time: `--limit 20`, then `--after LAST_ID`. Each
+    score is under the card's own calculator (the arc-agi release that played it) unless --calculator is given.
     """
-    from ledger.services.listing import CardFilter, list_cards
+    from ledger.services.listing import CardFilter, list_cards, mixed_calculators, rescored_with
 
     descending = sort in ("score", "actions", "events")
     f = CardFilter(
@@ -112,6 +117,11 @@ def cards(
     )
     with open_ledger(ctx) as ledger:
         rows = list_cards(ledger, f)
+        mixed = None
+        if calculator is not None:
+            rows = rescored_with(ledger, rows, calculator, by_score=sort == "score", descending=f.reverse)
+        elif not as_json:
+            mixed = mixed_calculators(ledger, [r.card_id for r in rows])
         hidden = 0
         if not rows and not include_retracted:
             hidden = len(list_cards(ledger, dataclasses.replace(f, include_retracted=True)))
@@ -126,6 +136,13 @@ def cards(
         click.echo(said)
         return
     click.echo(cards_table(rows))
+    if calculator is not None:
+        click.echo(f"scores with the calculator of arc-agi {calculator}, not each card's own")
+    elif mixed:
+        click.echo(
+            f"scores with each card's own calculator, and these differ ({mixed}): --calculator VERSION scores them "
+            "all with one"
+        )
 
 
 def cards_table(rows: list[Any]) -> str:
@@ -165,6 +182,10 @@ def cards_table(rows: list[Any]) -> str:
 @click.option("-o", "--output", default=None, metavar="FILE", help="Write to FILE (atomically) instead of stdout.")
 @click.option("--indent", type=click.IntRange(min=0, max=16), default=None, help="Pretty-print with N spaces.")
 @scoring_options
+@calculator_option(
+    "Score with the calculator of this arc-agi release (0.9.1 to 0.9.9): the JSON that release's toolkit gives "
+    "for the same plays. Default: the card's own (the toolkit that played it)."
+)
 @click.pass_context
 def export(
     ctx: click.Context,
@@ -175,42 +196,44 @@ def export(
     baselines: str | None,
     match: Match,
     all_environments: bool,
+    calculator: str | None,
 ) -> None:
-    """Print a card's scorecard JSON, identical to the toolkit's get_scorecard().model_dump_json().
+    """Print a card's scorecard JSON, identical to the toolkit's get_scorecard().model_dump_json() (of the arc-agi
+    release that played it).
 
-    With --baselines, the JSON the toolkit would give for the same plays under that set's EnvironmentInfos;
-    with --match base, games matched by base id are listed on stderr.
+    With --baselines, the JSON the toolkit would give for the same plays under that set's EnvironmentInfos; with
+    --calculator, under that release's arithmetic and document shape. Notes (another calculator, games matched by
+    base id with --match base, a retraction) go to stderr: the JSON stays the toolkit's.
     """
-    from ledger.services.retract import retraction_of
+    from ledger.core import document
+    from ledger.errors import BaselinesNotKnown
+    from ledger.services.card_read import read_card
 
-    notes: list[str] = []
     with open_ledger(ctx) as ledger:
-        card_id = ledger.resolve_card(card_id)
-        retracted = retraction_of(ledger, card_id)
-        until = until_seq(ledger, card_id, until)
-        if baselines is None and match == "exact" and not all_environments:
-            text = ledger.export(card_id, until=until, indent=indent)
-        else:
-            from ledger.services.rescore import document_for
-
-            scored = document_for(
-                ledger, card_id, until=until, baselines=baselines, match=match, all_environments=all_environments
-            )
-            from ledger.core import document
-
-            text = document.to_json(scored.doc, indent=indent)
-            notes = match_notes(scored.matches) if match == "base" else []
-    write_output(text, output)
-    for n in notes:
+        read = read_card(
+            ledger,
+            card_id,
+            until=until,
+            baselines=baselines,
+            calculator=calculator,
+            match=match,
+            all_environments=all_environments,
+        )
+    if read.unknown:  # an open server card's scores would be zeros the server will not give
+        raise BaselinesNotKnown(read.card.card_id, read.unknown)
+    write_output(document.to_json(read.doc, indent=indent), output)
+    for n in read.notes:
         click.echo(n, err=True)
-    if retracted is not None:  # the document stays the toolkit's, byte for byte: the note goes to stderr
-        click.echo(f"Note: card {card_id} was {retracted['note']}", err=True)
 
 
 @click.command()
 @card_options
 @click.option("--json", "as_json", is_flag=True, help="The card's plays and document as JSON.")
 @scoring_options
+@calculator_option(
+    "Score with the calculator of this arc-agi release (0.9.1 to 0.9.9), not the card's own (the first lines say "
+    "which)."
+)
 @click.pass_context
 def replay(
     ctx: click.Context,
@@ -220,68 +243,75 @@ def replay(
     baselines: str | None,
     match: Match,
     all_environments: bool,
+    calculator: str | None,
 ) -> None:
     """Rebuild a card from its events and print the per-level post-mortem of every play.
 
-    With --baselines, the plays are scored under that set (the first line says which).
+    With --baselines, the plays are scored under that set (the first line says which); with --calculator, with
+    that arc-agi release's arithmetic.
     """
     from ledger.core import document
-    from ledger.core.server_baselines import baselines_source, unknown_baselines
+    from ledger.core.server_baselines import baselines_source
     from ledger.core.text import replay_text
+    from ledger.services.card_read import read_card
     from ledger.services.import_runs import card_usage, usage_lines
     from ledger.services.listing import as_shown
-    from ledger.services.rescore import document_for
-    from ledger.services.retract import retraction_of_card
 
-    rescored = baselines is not None or match != "exact" or all_environments
+    by_set = baselines is not None or match != "exact" or all_environments
     with open_ledger(ctx) as ledger:
-        card_id = ledger.resolve_card(card_id)
-        until = until_seq(ledger, card_id, until)
-        if rescored:
-            scored = document_for(
-                ledger, card_id, until=until, baselines=baselines, match=match, all_environments=all_environments
-            )
-            card, doc = scored.card, scored.doc
-        else:
-            card = ledger.load_card(card_id, until=until)
-            doc = ledger.document(card_id, card=card)
+        read = read_card(
+            ledger,
+            card_id,
+            until=until,
+            baselines=baselines,
+            calculator=calculator,
+            match=match,
+            all_environments=all_environments,
+        )
+        card, doc = read.card, read.doc
         # A benchmarking run's usage and cost, kept with a card imported from its run folder.
-        usage = card_usage(ledger, card_id)
-        unknown = [] if rescored else unknown_baselines(card, doc)
+        usage = card_usage(ledger, card.card_id)
     if as_json:
         out: dict[str, Any] = {
             "card_id": card.card_id,
             "events": card.events,
             "closed": (as_shown(card) if until is None else card).close_reason,
             "plays": _plays_json(card),
-            "retracted": retraction_of_card(card),
+            "retracted": read.retraction,
             "scorecard": json.loads(document.to_json(doc)),
             "baselines_source": baselines_source(card),
-            "baselines_not_known": unknown,
+            "baselines_not_known": read.unknown,
+            "calculator": {
+                "version": read.calculator.version,
+                "arithmetic": read.calculator.arithmetic,
+                "card": read.own_calculator.version,
+                "recorded": card.calculator,
+                "source": card.calculator_source,
+            },
         }
         if usage:
             import msgspec
 
             out["run_usage"] = [msgspec.to_builtins(u) for u in usage]
-        if rescored:
+        if by_set:
             out["baselines"] = {
-                "set_id": scored.set_id,
+                "set_id": read.set_id,
                 "played_set_id": card.baselines_id,
                 "match": match,
                 "all_environments": all_environments,
-                "matches": scored.matches,
+                "matches": read.matches,
             }
         echo_json(out)
         return
-    if rescored:
+    if by_set:
         played = (card.baselines_id or "none")[:12]
         view = ", competition view" if all_environments else ""
         click.echo(
-            f"scored under baselines {(scored.set_id or 'none')[:12]} (played under {played}), match {match}{view}"
+            f"scored under baselines {(read.set_id or 'none')[:12]} (played under {played}), match {match}{view}"
         )
-        for n in match_notes(scored.matches):
+        for n in match_notes(read.matches):
             click.echo(f"  {n}")
-    click.echo(replay_text(as_shown(card) if until is None else card, doc, unknown))
+    click.echo(replay_text(as_shown(card) if until is None else card, doc, read.unknown, read.calculator))
     for line in usage_lines(usage):
         click.echo(line)
 

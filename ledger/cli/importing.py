@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ledger.cli.common import echo_json, open_ledger, size
+from ledger.cli.params import calculator_option
 from ledger.cli.progress import Throttled
 
 if TYPE_CHECKING:  # the services are imported when the command runs: `ledger --help` must start fast
@@ -52,6 +53,10 @@ if TYPE_CHECKING:  # the services are imported when the command runs: `ledger --
     "goes back, as they are. Without it such a line refuses its card (exit 2), naming the line: no recorder writes "
     "them, they come from files pasted together or edited.",
 )
+@calculator_option(
+    "The arc-agi release that played the recordings (0.9.1 to 0.9.9): new cards are scored with its calculator. "
+    "Without it they are scored with the newest, and export and replay say so."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object (and nothing else).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no line per card; problems and summary only.")
 @click.pass_context
@@ -62,6 +67,7 @@ def import_cmd(
     strict: bool,
     card_id: str | None,
     allow_repeats: bool,
+    calculator: str | None,
     as_json: bool,
     quiet: bool,
 ) -> None:
@@ -117,6 +123,7 @@ def import_cmd(
             on_card=done,
             card_id=card_id,
             allow_repeats=allow_repeats,
+            calculator=calculator,
         )
     summary.problems[:0] = found_problems
     if as_json:

@@ -51,3 +51,21 @@ def head_hash(_ctx: click.Context, _param: click.Parameter, value: str | None) -
             "a head hash is 64 hexadecimal characters (as `ledger verify` or `ledger audit` prints it)"
         )
     return v
+
+
+def calculator_version(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """``--calculator VERSION``: a published arc-agi release (0.9.1 to 0.9.9); another is a usage error (exit 2)
+    naming the published ones."""
+    if value is None:
+        return None
+    from ledger.core.calculators import UnknownCalculator, get
+
+    try:
+        return get(value).version
+    except UnknownCalculator as e:
+        raise click.BadParameter(str(e)) from None
+
+
+def calculator_option(help_text: str) -> Any:
+    """The ``--calculator VERSION`` option, with its command's own help."""
+    return click.option("--calculator", default=None, metavar="VERSION", callback=calculator_version, help=help_text)

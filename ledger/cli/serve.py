@@ -46,15 +46,20 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
     Fail closed: a request the ledger could not record is answered 503 (JSON error LEDGER_NOT_RECORDED, saying
     why); its card is then incomplete, and every later request on it is answered 500 (LEDGER_CARD_INCOMPLETE);
     closing it still closes it on the server, and the ledger retracts it, saying why.
+
+    The server is the installed arc-agi's own: 0.9.1 has none (exit 2, saying so), 0.9.2 has no --competition.
     """
     import logging
 
     from ledger.core.events import CaptureContext
-    from ledger.toolkit.rest import FailClosed, check_bindable, is_loopback, offline_arcade, serve
+    from ledger.toolkit.rest import FailClosed, check_bindable, is_loopback, offline_arcade, serve, serve_problem
 
     quiet = logging.getLogger("ledger.serve.toolkit")
     quiet.setLevel(logging.WARNING)
     logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
+    problem = serve_problem(competition)
+    if problem is not None:
+        raise LedgerCommandError(problem, 2)
     with open_ledger(ctx, write=True) as ledger:
         arcade = offline_arcade(environments, logger=quiet)
         if not arcade.available_environments:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ledger.cli.common import LedgerCommandError, echo_json, listen_error
+from ledger.cli.params import calculator_option
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
@@ -196,9 +197,18 @@ def bundle(
     is_flag=True,
     help="Also compare retracted cards (marked, never ranked; left out by default).",
 )
+@calculator_option(
+    "Score every card with the calculator of this arc-agi release (0.9.1 to 0.9.9). Default: the newest of the "
+    "cards' own (cards played under another release are re-scored with it; the first line says so)."
+)
 @click.pass_context
 def compare(
-    ctx: click.Context, card_ids: tuple[str, ...], tags: tuple[str, ...], as_json: bool, include_retracted: bool
+    ctx: click.Context,
+    card_ids: tuple[str, ...],
+    tags: tuple[str, ...],
+    as_json: bool,
+    include_retracted: bool,
+    calculator: str | None,
 ) -> None:
     """Compare cards side by side (at most 12), or agents by tag.
 
@@ -210,6 +220,9 @@ def compare(
     and completed it, the actions of those that completed it (best, quartiles, median, median over the baseline)
     and the level scores (0 where not completed). Tags are ranked by their median card score. Read from the cards
     summary in one query; `ledger cards --tag T --game G --sort score` pages through the cards behind a figure.
+
+    Every card side by side is scored with one calculator: cards played under releases that score differently
+    are never ranked against each other as they stand.
     """
     import msgspec
 
@@ -226,7 +239,9 @@ def compare(
             2,
         )
     with read_only(ctx) as ledger:
-        cmp = compare_cards(ledger, named, include_retracted=include_retracted) if named else None
+        cmp = (
+            compare_cards(ledger, named, include_retracted=include_retracted, calculator=calculator) if named else None
+        )
         report = tag_report(ledger, tags, include_retracted=include_retracted) if tags else None
     if report is not None and not report.tags and not named:
         raise LedgerCommandError("no card has tag " + ", ".join(repr(t) for t in tags), 1)

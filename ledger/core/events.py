@@ -41,6 +41,12 @@ class CardOpened(Event, tag="card_opened", frozen=True, kw_only=True):
     baselines_id: str | None = None
     #: Competition cards only: the server's games in its order, each made at close if the card never played it.
     environments: list[str] | None = None
+    #: The arc-agi release whose calculator scores the card (:mod:`ledger.core.calculators`): the toolkit installed
+    #: when it was captured, or the one an import was told. None (cards from before it was recorded): 0.9.9.
+    calculator: str | None = None
+    #: Where ``calculator`` came from: ``capture``, ``user`` (``import --calculator``), ``file`` (the recording
+    #: says), ``assumed`` (an import nothing told: the newest calculator).
+    calculator_source: str | None = None
 
 
 class PlayStarted(Event, tag="play_started", frozen=True, kw_only=True):

@@ -6,11 +6,13 @@ Observations (each names the numbers it comes from):
   then the weight of every level not completed, together: the points out of reach;
 - ``costliest_level``: when every level was completed, the level that lost the most weighted points;
 - ``completion_cap``: the weighted mean was above the completion cap, so the cap is the score;
-- ``level_cap``: levels of the best play above 115 before the cap ((baseline/actions)^2 x 100 > 115);
+- ``level_cap``: levels of the best play above the cap per level before it ((baseline/actions)^2 x 100 > 115 from
+  0.9.7 on);
 - ``restarting``: in a game never completed, many level resets and new plays without a win next to modest actions:
   the agent dies (or resets) and restarts rather than progressing;
 - ``after_end``: actions sent after GAME_OVER or WIN, answered with empty frames and counted nowhere.
 
+Weights, caps and the arithmetic are the calculator's (:mod:`ledger.core.calculators`): by default the card's own.
 Pure: a :class:`CardState` and its :class:`ScorecardDoc` in, a :class:`PostMortem` out.
 """
 
@@ -20,9 +22,11 @@ from typing import Any
 
 import msgspec
 
+from ledger.core import calculators
+from ledger.core.calculators import Calculator
 from ledger.core.document import RunDoc, ScorecardDoc
 from ledger.core.projection import CardState, Play
-from ledger.core.scoring import LEVEL_CAP, best_play_index
+from ledger.core.scoring import best_play_index, calculator_of, uncapped_level_score
 
 #: "Many resets next to modest actions": at least this many restarts (level resets + new plays without a win)...
 RESTARTS_MIN = 3
@@ -90,33 +94,48 @@ def num(v: float) -> str:
     return f"{v:.2f}".rstrip("0").rstrip(".") if v != int(v) else str(int(v))
 
 
-def arithmetic(run: RunDoc) -> Arithmetic | None:
-    """The run's weighted mean and cap, e.g. ``(1x25 + 2x9.46 + 3x0)/6 = 7.32, cap 3/6 = 50 -> 7.32``."""
+def weights(n: int, calc: Calculator) -> list[int]:
+    """The weights of ``n`` levels in a play's mean: their numbers, or all 1 in a release with a plain mean."""
+    return list(range(1, n + 1)) if calc.weighted else [1] * n
+
+
+def arithmetic(run: RunDoc, calc: Calculator = calculators.NEWEST) -> Arithmetic | None:
+    """The run's mean and cap under ``calc``, e.g. ``(1x25 + 2x9.46 + 3x0)/6 = 7.32, cap 3/6 = 50 -> 7.32``
+    (0.9.7 on), ``(1x25 + 2x9.46 + 3x0)/6 = 7.32`` (0.9.3-0.9.6), ``(25 + 9.46 + 0)/3 = 11.49`` (0.9.1-0.9.2).
+    A release without the completion cap has ``cap`` 100: it never binds."""
     scores = run.level_scores or []
     if not scores or run.message:
         return None
-    weights = list(range(1, len(scores) + 1))
-    total_w = sum(weights)
-    scored_w = sum(w for w, s in zip(weights, scores, strict=True) if s > 0)
-    terms = " + ".join(f"{w}x{num(s)}" for w, s in zip(weights, scores, strict=True))
-    mean = sum(w * s for w, s in zip(weights, scores, strict=True)) / total_w
-    cap = scored_w / total_w * 100
-    text = f"({terms})/{total_w} = {mean:.2f}, cap {scored_w}/{total_w} = {num(cap)} -> {run.score:.2f}"
+    ws = weights(len(scores), calc)
+    total_w = sum(ws)
+    scored_w = sum(w for w, s in zip(ws, scores, strict=True) if s > 0)
+    if calc.weighted:
+        terms = " + ".join(f"{w}x{num(s)}" for w, s in zip(ws, scores, strict=True))
+    else:
+        terms = " + ".join(num(s) for s in scores)
+    mean = sum(w * s for w, s in zip(ws, scores, strict=True)) / total_w
+    if calc.completion_cap:
+        cap = scored_w / total_w * 100
+        text = f"({terms})/{total_w} = {mean:.2f}, cap {scored_w}/{total_w} = {num(cap)} -> {run.score:.2f}"
+    else:
+        cap = 100.0
+        text = f"({terms})/{total_w} = {run.score:.2f}"
     return Arithmetic(
         weighted_mean=mean, total_weight=total_w, scored_weight=scored_w, cap=cap, score=run.score, text=text
     )
 
 
-def _levels(run: RunDoc) -> list[LevelLine]:
+def _levels(run: RunDoc, calc: Calculator) -> list[LevelLine]:
     base = run.level_baseline_actions or []
     acts = run.level_actions or []
     scores = run.level_scores or []
+    ws = weights(len(scores), calc)
     out = []
     for i, (b, a, s) in enumerate(zip(base, acts, scores, strict=False)):
         out.append(
             LevelLine(
                 level=i + 1,
-                weight=i + 1,
+                weight=ws[i],
                 baseline=None if b < 0 else b,
                 actions=a,
                 score=s,
@@ -130,8 +149,8 @@ def _range(levels: list[int]) -> str:
     return f"level {levels[0]}" if len(levels) == 1 else f"levels {levels[0]}-{levels[-1]}"
 
 
-def _score_findings(game_id: str, play_no: int, run: RunDoc, ar: Arithmetic) -> list[Finding]:
-    levels = _levels(run)
+def _score_findings(game_id: str, play_no: int, run: RunDoc, ar: Arithmetic, calc: Calculator) -> list[Finding]:
+    levels = _levels(run, calc)
     failed = [lv for lv in levels if not lv.completed]
     level_finding: Finding | None
     if failed:
@@ -238,24 +257,24 @@ def _completion_cap_finding(game_id: str, play_no: int, ar: Arithmetic) -> Findi
     )
 
 
-def _cap_finding(game_id: str, play_no: int, run: RunDoc) -> Finding | None:
+def _cap_finding(game_id: str, play_no: int, run: RunDoc, calc: Calculator) -> Finding | None:
     capped = []
-    for lv in _levels(run):
-        if lv.completed and lv.actions > 0 and lv.baseline is not None:
-            raw = (lv.baseline / lv.actions) ** 2 * 100
-            if raw > LEVEL_CAP:
-                capped.append((lv, raw))
+    for lv in _levels(run, calc):
+        raw = uncapped_level_score(lv.completed, lv.actions, lv.baseline, calc)
+        if raw is not None and raw > calc.level_cap:
+            capped.append((lv, raw))
     if not capped:
         return None
-    terms = "; ".join(f"level {lv.level}: ({lv.baseline}/{lv.actions})^2 x 100 = {raw:.2f}" for lv, raw in capped)
-    cap = num(LEVEL_CAP)
+    power = "^2" if calc.squared else ""
+    terms = "; ".join(f"level {lv.level}: ({lv.baseline}/{lv.actions}){power} x 100 = {raw:.2f}" for lv, raw in capped)
+    cap = num(calc.level_cap)
     return Finding(
         kind="level_cap",
         game_id=game_id,
         play=play_no,
         text=f"{game_id}: the {cap} cap per level was hit by play {play_no}: {terms}, scored {cap}",
         numbers={
-            "cap": LEVEL_CAP,
+            "cap": calc.level_cap,
             "levels": [
                 {"level": lv.level, "baseline": lv.baseline, "actions": lv.actions, "uncapped": raw}
                 for lv, raw in capped
@@ -329,8 +348,9 @@ def _after_end_findings(game_id: str, plays: list[Play]) -> list[Finding]:
     return out
 
 
-def postmortem(card: CardState, doc: ScorecardDoc) -> PostMortem:
-    """The post-mortem of ``card`` scored as ``doc``."""
+def postmortem(card: CardState, doc: ScorecardDoc, calc: Calculator | None = None) -> PostMortem:
+    """The post-mortem of ``card`` scored as ``doc`` by ``calc`` (default: the card's own calculator)."""
+    calc = calc if calc is not None else calculator_of(card)
     games = []
     for env in doc.environments:
         plays = card.games.get(env.id, [])
@@ -340,10 +360,10 @@ def postmortem(card: CardState, doc: ScorecardDoc) -> PostMortem:
             best = next(i for i, r in enumerate(env.runs) if r.score == env.score)
         run = env.runs[best] if 0 <= best < len(env.runs) else None
         findings: list[Finding] = []
-        ar = arithmetic(run) if run is not None else None
+        ar = arithmetic(run, calc) if run is not None else None
         if run is not None and ar is not None:
-            findings += _score_findings(env.id, best + 1, run, ar)
-            cap = _cap_finding(env.id, best + 1, run)
+            findings += _score_findings(env.id, best + 1, run, ar, calc)
+            cap = _cap_finding(env.id, best + 1, run, calc)
             if cap is not None:
                 findings.append(cap)
         restart = _restart_finding(env.id, plays, env.completed)
@@ -358,7 +378,7 @@ def postmortem(card: CardState, doc: ScorecardDoc) -> PostMortem:
                 best_play=best + 1,
                 guid=run.guid if run is not None else None,
                 state=run.state if run is not None else None,
-                levels=_levels(run) if run is not None else [],
+                levels=_levels(run, calc) if run is not None else [],
                 arithmetic=ar,
                 message=run.message if run is not None else None,
                 findings=findings,

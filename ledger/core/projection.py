@@ -102,6 +102,9 @@ class CardState:
     baselines_known_games: list[str] | None = None
     #: When a set was attached to an imported card (BaselinesAttached).
     baselines_attached_at: datetime | None = None
+    #: The arc-agi release whose calculator scores the card, and where that came from (CardOpened).
+    calculator: str | None = None
+    calculator_source: str | None = None
 
     @property
     def all_tags(self) -> list[str]:
@@ -183,6 +186,8 @@ def apply(card: CardState, e: AnyEvent) -> None:
             card.baselines_id = e.baselines_id
             card.environments = e.environments
             card.opened_at = e.ts
+            card.calculator = e.calculator
+            card.calculator_source = e.calculator_source
         case CardClosed():
             card.closed_at = e.ts
             card.close_reason = e.reason

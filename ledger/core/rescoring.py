@@ -18,10 +18,11 @@ from typing import Literal
 import msgspec
 
 from ledger.core import baselines as bl
+from ledger.core.calculators import Calculator
 from ledger.core.document import EnvironmentDoc, RunDoc, ScorecardDoc
 from ledger.core.events import BaselineEntry
 from ledger.core.projection import CardState
-from ledger.core.scoring import best_play_index, score_card
+from ledger.core.scoring import best_play_index, calculator_of, score_card
 
 Match = Literal["exact", "base"]
 MATCHES: tuple[Match, ...] = ("exact", "base")
@@ -69,13 +70,18 @@ def competition_ids(entries: Mapping[str, BaselineEntry], matches: Iterable[Game
 
 
 def score_under(
-    card: CardState, entries: Mapping[str, BaselineEntry], *, match: Match = "exact", all_environments: bool = False
+    card: CardState,
+    entries: Mapping[str, BaselineEntry],
+    *,
+    match: Match = "exact",
+    all_environments: bool = False,
+    calculator: Calculator | None = None,
 ) -> tuple[ScorecardDoc, list[GameMatch]]:
     """The card's document under ``entries`` (matched by ``match``; every game of the set with
-    ``all_environments``), and how each played game matched."""
+    ``all_environments``) and ``calculator`` (default: the card's own), and how each played game matched."""
     effective, matches = match_baselines(card.games, entries, match)
     every = competition_ids(entries, matches) if all_environments else None
-    return score_card(card, effective, all_environments=every), matches
+    return score_card(card, effective, all_environments=every, calculator=calculator), matches
 
 
 # -- what changed -------------------------------------------------------------------------------------------
@@ -140,6 +146,9 @@ class CardRescore(msgspec.Struct, frozen=True):
     delta: float
     games: list[GameChange]
     tags: list[TagChange]
+    #: The calculators of both sides (arc-agi releases): the card's own, and the one it is re-scored with.
+    calculator_old: str = ""
+    calculator_new: str = ""
 
 
 def _delta(old: float | None, new: float | None) -> float:
@@ -199,6 +208,7 @@ def compare(
     new: ScorecardDoc,
     old_entries: Mapping[str, BaselineEntry],
     matches: Sequence[GameMatch],
+    calculators: tuple[str, str] = ("", ""),
 ) -> CardRescore:
     """The changes between two documents of the same card, largest change first."""
     old_envs = {e.id: e for e in old.environments}
@@ -240,6 +250,8 @@ def compare(
         delta=new.score - old.score,
         games=games,
         tags=tags,
+        calculator_old=calculators[0],
+        calculator_new=calculators[1],
     )
 
 
@@ -250,15 +262,19 @@ def rescore_card(
     *,
     match: Match = "exact",
     all_environments: bool = False,
+    calculator: Calculator | None = None,
 ) -> CardRescore:
-    """The card as played (``old_entries``, exact ids: what the toolkit computed) and under ``new_entries``.
+    """The card as played (``old_entries``, exact ids, its own calculator: what the toolkit computed) and under
+    ``new_entries`` and ``calculator`` (default: the card's own).
 
     With ``all_environments`` both sides are the competition view, each over every game of its own set.
     """
+    own = calculator_of(card)
+    new_calc = calculator if calculator is not None else own
     every_old = sorted(old_entries) if all_environments else None
-    old = score_card(card, old_entries, all_environments=every_old)
-    new, matches = score_under(card, new_entries, match=match, all_environments=all_environments)
-    return compare(card, old, new, old_entries, matches)
+    old = score_card(card, old_entries, all_environments=every_old, calculator=own)
+    new, matches = score_under(card, new_entries, match=match, all_environments=all_environments, calculator=new_calc)
+    return compare(card, old, new, old_entries, matches, (own.version, new_calc.version))
 
 
 def by_largest_change(results: Iterable[CardRescore]) -> list[CardRescore]:
@@ -296,13 +312,24 @@ def match_note(m: GameMatch) -> str | None:
     return None
 
 
-def rescore_text(results: Sequence[CardRescore], *, set_name: str, match: Match, all_environments: bool) -> str:
-    """Each card as played -> under the other set; each game, play and level with its old -> new numbers."""
+def rescore_text(
+    results: Sequence[CardRescore],
+    *,
+    set_name: str,
+    match: Match,
+    all_environments: bool,
+    calculator: str | None = None,
+) -> str:
+    """Each card as played -> under the other set (and/or ``calculator``); each game, play and level with its
+    old -> new numbers."""
     changed = sum(1 for r in results if r.delta != 0)
     view = ", competition view (every game of each set)" if all_environments else ""
-    lines = [f"rescored {len(results)} card(s) under {set_name}, match {match}{view}: {changed} changed"]
+    calc = f", calculator arc-agi {calculator}" if calculator is not None else ""
+    lines = [f"rescored {len(results)} card(s) under {set_name}{calc}, match {match}{view}: {changed} changed"]
     for r in results:
         played = r.played_set_id[:12] if r.played_set_id else "none"
+        if calculator is not None:
+            played += f", calculator {_arrow(r.calculator_old, r.calculator_new)}"
         lines.append("")
         lines.append(
             f"card {r.card_id}   score {_f(r.score_old)} -> {_f(r.score_new)} ({_signed(r.delta)})   "

@@ -1,8 +1,10 @@
-"""The calculator: the toolkit's scoring arithmetic (``arc_agi/scorecard.py``), written once.
+"""The calculator: the toolkit's scoring arithmetic (``arc_agi/scorecard.py``), written once for every release.
 
-Per completed level ``min(115, (baseline / actions)^2 * 100)`` (0 for a completed level with 0 actions, 0 for a
-level not completed); a play's score is the level-number-weighted mean of its level scores, capped at
-``100 * weight of levels scoring > 0 / total weight``; a game's score is its best run; the card's is the mean over
+Which release's arithmetic and document shape is a :class:`~ledger.core.calculators.Calculator` (data, see
+:mod:`ledger.core.calculators`): by default the one the card recorded. Under the newest (0.9.7 on), per completed
+level ``min((baseline / actions)^2 * 100, 115)`` (0 for a completed level with 0 actions, 0 for a level not
+completed); a play's score is the level-number-weighted mean of its level scores, capped at
+``weight of levels scoring > 0 / total weight * 100``; a game's score is its best run; the card's is the mean over
 games; tag scores pool the levels of each game's best play (first play with the most levels completed).
 Floating-point operations are done in the toolkit's order so results are identical to the last bit.
 Pure: no I/O, no clock.
@@ -15,28 +17,47 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from ledger.core import calculators
+from ledger.core.calculators import Calculator
 from ledger.core.document import EnvironmentDoc, RunDoc, ScorecardDoc
 from ledger.core.events import BaselineEntry
 from ledger.core.projection import CardState, Play
 
-LEVEL_CAP = 115.0
+#: The newest calculator's cap per level (:attr:`Calculator.level_cap` is each release's).
+LEVEL_CAP = calculators.NEWEST.level_cap
 
 MSG_NO_INFO = "No Matching EnvironmentInfo found for {game_id}"
 MSG_NO_BASELINES = "Human baseline actions are not available for this environment"
 MSG_SIZE_MISMATCH = "Human baseline actions size mismatch"
 
 
-def level_score(completed: bool, actions: int, baseline: int) -> float:
-    """The score of one level."""
+def calculator_of(card: CardState) -> Calculator:
+    """The calculator the card recorded (the toolkit that played it), or the one a card that recorded none means."""
+    return calculators.resolve(card.calculator)[0]
+
+
+def uncapped_level_score(completed: bool, actions: int, baseline: int | None, calc: Calculator) -> float | None:
+    """A completed level's score before the cap per level (None when it scores 0 by rule or has no baseline)."""
+    if not completed or actions <= 0 or baseline is None:
+        return None
+    return ((baseline / actions) ** 2) * 100 if calc.squared else (baseline / actions) * 100
+
+
+def level_score(completed: bool, actions: int, baseline: int, calc: Calculator = calculators.NEWEST) -> float:
+    """The score of one level, in the toolkit's float order: ``min(score, cap)`` after ``(b / a) * 100`` or
+    ``((b / a) ** 2) * 100``."""
     if not completed or actions <= 0:
         return 0.0
-    return min(((baseline / actions) ** 2) * 100, LEVEL_CAP)
+    if calc.squared:
+        return min(((baseline / actions) ** 2) * 100, calc.level_cap)
+    return min((baseline / actions) * 100, calc.level_cap)
 
 
 @dataclass(slots=True)
 class WeightedLevels:
-    """Levels pooled for a weighted score: a play's levels, or a tag's levels across games."""
+    """Levels pooled for a play's score, or a tag's levels across games, under ``calc``."""
 
+    calc: Calculator = calculators.NEWEST
     indices: list[int] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     actions: list[int] = field(default_factory=list)
@@ -53,14 +74,17 @@ class WeightedLevels:
         if completed:
             self.levels_completed += 1
         self.indices.append(index)
-        self.scores.append(level_score(completed, actions, baseline))
+        self.scores.append(level_score(completed, actions, baseline, self.calc))
         self.actions.append(actions)
         self.baselines.append(baseline)
 
     def score(self) -> float:
-        """Weighted mean of the level scores, capped by the weighted share of levels that scored."""
+        """The mean of the level scores: plain (0.9.1-0.9.2), weighted by level number, and from 0.9.7 on capped
+        by the weighted share of levels that scored (``max_weights / total_weights * 100``)."""
         if not self.scores:
             return 0.0
+        if not self.calc.weighted:
+            return sum(self.scores) / len(self.scores)
         total_score = 0.0
         total_weights = 0
         max_weights = 0
@@ -69,6 +93,8 @@ class WeightedLevels:
             total_weights += w
             if s > 0:
                 max_weights += w
+        if not self.calc.completion_cap:
+            return total_score / total_weights
         return min(total_score / total_weights, max_weights / total_weights * 100)
 
 
@@ -129,8 +155,10 @@ def score_run(
     info: BaselineEntry | None,
     tags: dict[str, WeightedLevels] | None = None,
     private_tags: bool = False,
+    calc: Calculator = calculators.NEWEST,
 ) -> RunDoc:
-    """One play's run entry; when ``tags`` is given, the play's levels are also pooled into it."""
+    """One play's run entry under ``calc``; when ``tags`` is given, the play's levels are also pooled into it
+    (private and level tags too with ``private_tags``, in a release that has them)."""
     if info is None:
         return _unscored_run(game_id, play, MSG_NO_INFO.format(game_id=game_id))
     baselines = info.baseline_actions
@@ -138,13 +166,14 @@ def score_run(
         return _unscored_run(game_id, play, MSG_NO_BASELINES)
     if len(baselines) < len(play.marks):
         return _unscored_run(game_id, play, MSG_SIZE_MISMATCH)
-    levels = WeightedLevels()
+    levels = WeightedLevels(calc)
+    private_tags = private_tags and calc.private_tags
     split = level_split(play, len(baselines))
     for i, ((completed, actions), baseline) in enumerate(zip(split, baselines, strict=True)):
         levels.add(i + 1, completed, actions, baseline)
         if tags is not None:
             for tag in tags_for_level(info, i, private_tags):
-                tags.setdefault(tag, WeightedLevels()).add(i + 1, completed, actions, baseline, game_id)
+                tags.setdefault(tag, WeightedLevels(calc)).add(i + 1, completed, actions, baseline, game_id)
     return RunDoc(
         guid=play.guid,
         score=levels.score(),
@@ -200,8 +229,12 @@ def score_card(
     *,
     private_tags: bool = False,
     all_environments: Sequence[str] | None = None,
+    calculator: Calculator | None = None,
 ) -> ScorecardDoc:
-    """The card's scorecard document under ``baselines`` (game_id -> entry, matched exactly).
+    """The card's scorecard document under ``baselines`` (game_id -> entry, matched exactly) and ``calculator``
+    (default: the card's own, :func:`calculator_of`).
+
+    A release without ``competition_mode`` (before 0.9.3) leaves it out of the document.
 
     ``all_environments`` lists game ids to score even if unplayed, as the competition server does: before it
     closes a competition card, the toolkit's server ``make``s every available game the card has no key
@@ -211,6 +244,7 @@ def score_card(
     The run has no ``guid``: the server's would be a fresh random one. By default only played games appear,
     as on the toolkit's local card.
     """
+    calc = calculator if calculator is not None else calculator_of(card)
     environments: list[EnvironmentDoc] = []
     tags: dict[str, WeightedLevels] = {}
     for game_id, plays in card.games.items():
@@ -218,7 +252,7 @@ def score_card(
         if best == -1:
             continue
         runs = [
-            score_run(game_id, p, baselines.get(game_id), tags if i == best else None, private_tags)
+            score_run(game_id, p, baselines.get(game_id), tags if i == best else None, private_tags, calc)
             for i, p in enumerate(plays)
         ]
         environments.append(environment(game_id, runs))
@@ -227,7 +261,7 @@ def score_card(
         for game_id in all_environments:
             if any(k.startswith(game_id) for k in keys):
                 continue
-            run = score_run(game_id, Play(guid=""), baselines.get(game_id), tags, private_tags)
+            run = score_run(game_id, Play(guid=""), baselines.get(game_id), tags, private_tags, calc)
             environments.append(environment(game_id, [msgspec.structs.replace(run, guid=None)]))
             keys.append(game_id)
     n_games = len(environments)
@@ -240,7 +274,7 @@ def score_card(
         score=total / n_games if n_games > 0 else 0.0,
         environments=environments,
         tags_scores=[tag_run(t, lv) for t, lv in tags.items()],
-        competition_mode=card.competition_mode,
+        competition_mode=card.competition_mode if calc.competition_field else None,
         total_environments_completed=sum(1 if e.completed else 0 for e in environments),
         total_environments=len(environments),
         total_levels_completed=sum(e.levels_completed for e in environments),

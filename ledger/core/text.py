@@ -4,19 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from ledger.core import calculators
+from ledger.core.calculators import Calculator
 from ledger.core.document import RunDoc, ScorecardDoc
 from ledger.core.postmortem import PostMortem, postmortem
 from ledger.core.postmortem import arithmetic as _arithmetic
 from ledger.core.projection import CardState
-from ledger.core.scoring import best_play_index
+from ledger.core.scoring import best_play_index, calculator_of
 from ledger.core.server_baselines import baselines_source
 from ledger.core.timeline import retraction_note
 
 
-def arithmetic(run: RunDoc) -> str:
+def arithmetic(run: RunDoc, calc: Calculator = calculators.NEWEST) -> str:
     """The run's weighted mean and cap, e.g. ``(1x25 + 2x9.46 + 3x0)/6 = 7.32, cap 3/6 = 50 -> 7.32``, or just the
     score when there is no arithmetic to show (no baselines: the toolkit's message says why)."""
-    ar = _arithmetic(run)
+    ar = _arithmetic(run, calc)
     return ar.text if ar is not None else f"{run.score:.2f}"
 
 
@@ -31,10 +33,14 @@ def _level_table(run: RunDoc, indent: str, known: bool = True) -> list[str]:
     return lines
 
 
-def replay_text(card: CardState, doc: ScorecardDoc, unknown: Collection[str] = ()) -> str:
+def replay_text(
+    card: CardState, doc: ScorecardDoc, unknown: Collection[str] = (), calc: Calculator | None = None
+) -> str:
     """The card, game by game and play by play, with each level's baseline, actions and score, then the
     post-mortem's observations. ``unknown``: games whose baselines are not known yet (an open card on an ARC
-    server, see :func:`ledger.core.server_baselines.unknown_baselines`): their scores are shown as not known."""
+    server, see :func:`ledger.core.server_baselines.unknown_baselines`): their scores are shown as not known.
+    ``calc``: the calculator ``doc`` was scored with (default: the card's own)."""
+    calc = calc if calc is not None else calculator_of(card)
     score = f"score {doc.score:.2f}" if not unknown else "score not known yet"
     lines = [f"card {card.card_id}   {score}"]
     opened = card.opened_at.isoformat() if card.opened_at else "?"
@@ -46,6 +52,7 @@ def replay_text(card: CardState, doc: ScorecardDoc, unknown: Collection[str] = (
     if card.all_tags:
         lines.append("  card tags: " + ", ".join(card.all_tags))
     lines.append(f"  {baselines_source(card)}")
+    lines.append(f"  {calculator_line(card, calc)}")
     if unknown:
         lines.append(
             f"  baselines not known yet for {', '.join(unknown)}: the server reveals them in its scorecard answers "
@@ -72,7 +79,7 @@ def replay_text(card: CardState, doc: ScorecardDoc, unknown: Collection[str] = (
             if run.message and known:
                 lines.append(f"    {run.message}")
             lines += _level_table(run, "    ", known)
-            lines.append(f"    game score {arithmetic(run) if known else 'not known yet'}")
+            lines.append(f"    game score {arithmetic(run, calc) if known else 'not known yet'}")
     if doc.tags_scores:
         lines.append("")
         scores = ", ".join(f"{t.id} {t.score:.2f}" for t in doc.tags_scores) if not unknown else "not known yet"
@@ -83,8 +90,25 @@ def replay_text(card: CardState, doc: ScorecardDoc, unknown: Collection[str] = (
     if unknown:  # every finding of the post-mortem weighs levels by their baselines
         lines.append("post-mortem: not before the baselines are known")
     else:
-        lines += summary_lines(postmortem(card, doc))
+        lines += summary_lines(postmortem(card, doc, calc))
     return "\n".join(lines)
+
+
+def calculator_line(card: CardState, calc: Calculator) -> str:
+    """Which calculator scores the card, and where that came from: ``calculator arc-agi 0.9.6 (squared,
+    0.9.3-0.9.6): the toolkit that played it``."""
+    own = calculator_of(card)
+    if calc != own:
+        return f"calculator {calculators.label(calc)}: re-scored (played under {own.version})"
+    why = {
+        "capture": "the toolkit that played it",
+        "user": "stated at import",
+        "file": "as the recording says",
+        "assumed": "the newest: the import was not told which toolkit played it",
+    }.get(card.calculator_source or "", "the card does not record its toolkit")
+    if card.calculator is not None and card.calculator != own.version:
+        why = f"arc-agi {card.calculator} played it, a release the ledger does not know"
+    return f"calculator {calculators.label(calc)}: {why}"
 
 
 def summary_lines(pm: PostMortem) -> list[str]:

@@ -4,7 +4,9 @@ One code path for live capture and for imported recordings. It applies the toolk
 (``Scorecard.update_scorecard``, ``EnvironmentWrapper._set_last_response``, arcengine's ``handle_reset``):
 
 - a response with an empty frame (an action after GAME_OVER or WIN) counts nothing, and its zeroed
-  ``levels_completed`` is not a level change (it is kept as an ``ActionIgnored`` event for the post-mortem);
+  ``levels_completed`` is not a level change (it is kept as an ``ActionIgnored`` event for the post-mortem),
+  from arc-agi 0.9.6 on; on a card played under an older release (``CardState.calculator``) it counts as any
+  answer does, as that toolkit counted it;
 - RESET with ``full_reset`` starts a new play (not counted); any other RESET is a level reset: one reset and
   one action on the guid's current play;
 - ACTION1..7 count one action each;
@@ -22,6 +24,7 @@ from typing import Any
 
 import msgspec
 
+from ledger.core.calculators import resolve
 from ledger.core.events import (
     ActionIgnored,
     ActionTaken,
@@ -66,7 +69,7 @@ def translate(card: CardState, obs: Observation, *, seed: int | None = None) -> 
     out: list[AnyEvent] = []
     if obs.reapplied and not obs.full_reset:
         return _reapplied(card, obs)
-    if obs.frame_empty:
+    if obs.frame_empty and not resolve(card.calculator)[0].empty_frames_count:
         # Counts nothing on the scorecard; recorded only when there is a play it was wasted on.
         if obs.action in GAME_ACTIONS and card.play_for(obs.game_id, obs.guid) is not None:
             e = ActionIgnored(ts=obs.ts, game_id=obs.game_id, guid=obs.guid, action=obs.action, state=obs.state)

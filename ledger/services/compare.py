@@ -7,6 +7,9 @@ compare page draws them; both come from :func:`comparison`.
 
 A tag is how users name an agent, so the leaderboard ranks tags: for each tag of the compared cards, the mean of
 their card scores (ties: more cards, then the tag).
+
+Cards played under releases whose calculators differ are never ranked against each other as they stand: every card
+is scored with one calculator (the newest of theirs, or the one asked for), and the comparison says which.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ledger.core.calculators import Calculator
 from ledger.core.document import EnvironmentDoc, RunDoc, ScorecardDoc
 from ledger.core.projection import CardState
-from ledger.core.scoring import best_play_index
+from ledger.core.scoring import best_play_index, calculator_of
 from ledger.core.timeline import retraction_note
 from ledger.services.retract import choose_cards
 
@@ -104,6 +108,9 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     cards: list[CardColumn]
     games: list[GameRow]
     leaderboard: list[LeaderRow]
+    #: The arc-agi release whose calculator scores every card, and the cards whose own calculator is another.
+    calculator: str = ""
+    rescored: list[str] = msgspec.field(default_factory=list)
 
 
 def level_cells(run: RunDoc) -> list[LevelCell]:
@@ -145,19 +152,63 @@ def leaderboard(columns: Sequence[CardColumn]) -> list[LeaderRow]:
     ]
 
 
+class Board(msgspec.Struct, frozen=True, kw_only=True):
+    """The ledger's leaderboard, the calculator every card is ranked with, and the cards re-scored with it."""
+
+    rows: list[LeaderRow]
+    calculator: str
+    rescored: list[str]
+
+
 def ledger_leaderboard(ledger: Ledger, *, include_retracted: bool = False) -> list[LeaderRow]:
-    """Every tag of the ledger ranked as :func:`leaderboard` ranks them, from the cards summary (one query)."""
-    from ledger.storage.summary_build import tag_board
-
-    rows = sorted(tag_board(ledger.store, include_retracted=include_retracted), key=lambda r: (-r[2], -r[1], r[0]))
-    return [
-        LeaderRow(rank=i + 1, tag=tag, cards=n, mean_score=mean, best_score=best, best_card=card)
-        for i, (tag, n, mean, best, card) in enumerate(rows)
-    ]
+    """Every tag of the ledger ranked as :func:`leaderboard` ranks them (:func:`ledger_board`'s rows)."""
+    return ledger_board(ledger, include_retracted=include_retracted).rows
 
 
-def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]]) -> Comparison:
-    """The comparison of ``cards`` (each with its document), in the order given; games in order of first play."""
+def ledger_board(ledger: Ledger, *, include_retracted: bool = False, calculator: str | None = None) -> Board:
+    """Every tag of the ledger ranked by the mean score of its cards, every card scored with one calculator
+    (``calculator``, else the newest of the cards' own): from the cards summary (one query) when that is every
+    card's own; else each card of another is scored again and the tags ranked here, as the summary's query ranks."""
+    from ledger.services.card_read import one_of, own_calculators, recorded_calculators, rescored
+    from ledger.storage.summary_build import ranked_cards, tag_board
+
+    recorded = recorded_calculators(ledger)
+    cards = None if calculator is None and len({c.arithmetic for c in recorded}) == 1 else ranked_cards(ledger.store)
+    # Every card scored alike (the common case) is known from the keys' index alone: the summary ranks them.
+    own = own_calculators(ledger, [c for c, _, _ in cards]) if cards is not None else {}
+    calc = one_of(own.values() if cards is not None else recorded, calculator)
+    again = rescored(ledger, own, calc)
+    if not again or include_retracted:
+        rows = sorted(tag_board(ledger.store, include_retracted=include_retracted), key=lambda r: (-r[2], -r[1], r[0]))
+    else:
+        by_tag: dict[str, list[tuple[float, str]]] = {}
+        for card, tags, score in cards or []:
+            for t in dict.fromkeys(tags):
+                by_tag.setdefault(t, []).append((again.get(card, score), card))
+        rows = sorted(
+            ((t, len(v), sum(s for s, _ in v) / len(v), *max(v, key=lambda x: x[0])) for t, v in by_tag.items()),
+            key=lambda r: (-r[2], -r[1], r[0]),
+        )
+    return Board(
+        rows=[
+            LeaderRow(rank=i + 1, tag=tag, cards=n, mean_score=mean, best_score=best, best_card=card)
+            for i, (tag, n, mean, best, card) in enumerate(rows)
+        ],
+        calculator=calc.version,
+        rescored=list(again),
+    )
+
+
+def one_calculator(cards: Sequence[CardState], calculator: str | None = None) -> Calculator:
+    """The calculator ``cards`` are compared under: ``calculator`` when given, else the newest of their own."""
+    from ledger.services.card_read import one_of
+
+    return one_of((calculator_of(c) for c in cards), calculator)
+
+
+def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]], calc: Calculator | None = None) -> Comparison:
+    """The comparison of ``cards`` (each with its document, scored by ``calc``), in the order given; games in order
+    of first play."""
     columns: list[CardColumn] = []
     game_ids: dict[str, None] = {}
     entries: list[dict[str, CardGame]] = []
@@ -187,7 +238,14 @@ def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]]) -> Comparison:
         games.append(
             GameRow(game_id=g, levels=max((len(e.levels) for e in row if e is not None), default=0), cards=row)
         )
-    return Comparison(cards=columns, games=games, leaderboard=leaderboard(columns))
+    rescored = [c.card_id for c, _ in cards if calc is not None and calculator_of(c).arithmetic != calc.arithmetic]
+    return Comparison(
+        cards=columns,
+        games=games,
+        leaderboard=leaderboard(columns),
+        calculator=calc.version if calc is not None else "",
+        rescored=rescored,
+    )
 
 
 def compare_cards(
@@ -197,12 +255,14 @@ def compare_cards(
     *,
     include_retracted: bool = False,
     hint: str = "add --include-retracted to compare it",
+    calculator: str | None = None,
 ) -> Comparison:
     """Compare the named cards (ids or unique prefixes) and every card with one of ``tags`` (each card once, named
     ones first); the tagged cards come from the cards summary (one query), retracted ones left out unless asked for
     (a retracted card named by id is refused unless asked for, see :func:`ledger.services.retract.choose_cards`).
 
-    Raises :class:`ledger.errors.UnknownCard` for a card id that is not in the ledger.
+    Every card is scored with one calculator (:func:`one_calculator`: ``calculator``, else the newest of the cards'
+    own). Raises :class:`ledger.errors.UnknownCard` for a card id that is not in the ledger.
     """
     from ledger.storage.summary_build import tagged_card_ids
 
@@ -211,7 +271,8 @@ def compare_cards(
     if tags:
         ids += [c for c in tagged_card_ids(ledger.store, tags, include_retracted=include_retracted) if c not in ids]
     states = _load_all(ledger, ids)
-    return comparison([(s, ledger.document(s.card_id, card=s)) for s in states])
+    calc = one_calculator(states, calculator)
+    return comparison([(s, ledger.document(s.card_id, card=s, calculator=calc)) for s in states], calc)
 
 
 def _load_all(ledger: Ledger, ids: Sequence[str]) -> list[CardState]:
@@ -235,7 +296,7 @@ def comparison_text(cmp: Comparison) -> str:
     """The comparison for a terminal: cards lettered A, B, ...; per game, each level's baseline and each card's
     actions and score; then the leaderboard."""
     letters = [letter(i) for i in range(len(cmp.cards))]
-    lines = ["cards"]
+    lines = [calculator_note(cmp), "", "cards"] if cmp.calculator else ["cards"]
     for mark, c in zip(letters, cmp.cards, strict=True):
         tags = ", ".join(c.tags) if c.tags else "-"
         state = "closed" if c.closed else "open"
@@ -262,6 +323,17 @@ def comparison_text(cmp: Comparison) -> str:
             f"({r.best_card})"
         )
     return "\n".join(lines)
+
+
+def calculator_note(cmp: Comparison) -> str:
+    """Which calculator every score of the comparison uses, and which cards it re-scored."""
+    if not cmp.rescored:
+        return f"scores with the calculator of arc-agi {cmp.calculator}, every card's own"
+    marks = [letter(i) for i, c in enumerate(cmp.cards) if c.card_id in cmp.rescored]
+    return (
+        f"scores with the calculator of arc-agi {cmp.calculator}: card(s) {', '.join(marks)} played under another "
+        "release are re-scored with it (ledger compare --calculator VERSION picks another)"
+    )
 
 
 def letter(i: int) -> str:

@@ -13,13 +13,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from ledger.core import baselines as bl
-from ledger.core import document
+from ledger.core import calculators, document
 from ledger.core.events import (
     ActionIgnored,
     AnyEvent,
     BaselineEntry,
     BaselinesAttached,
     CardClosed,
+    CardOpened,
     CardReopened,
     RecordingImported,
     card_stream,
@@ -133,16 +134,35 @@ def load_existing(ledger: Ledger, card_id: str) -> Existing | None:
 
 
 class Baselines:
-    """The --environments set, recorded in the ledger only when a new card needs it, and the games' code."""
+    """What a new card is scored with: the --environments set, recorded in the ledger only when a new card needs
+    it (and the games' code), and the --calculator release (a stated arc-agi version; None: not stated)."""
 
     def __init__(
-        self, ledger: Ledger, entries: Sequence[BaselineEntry] | None, folder: str | os.PathLike[str] | None = None
+        self,
+        ledger: Ledger,
+        entries: Sequence[BaselineEntry] | None,
+        folder: str | os.PathLike[str] | None = None,
+        calculator: str | None = None,
     ) -> None:
         self.ledger = ledger
         self.entries = entries
         self.set_id: str | None = None
         self.folder = folder
+        self.calculator = calculators.get(calculator).version if calculator is not None else None
         self._infos: dict[str, Any] | None = None
+
+    def opened(self, ts: datetime, card_id: str, set_id: str | None, tags: list[str] | None = None) -> CardOpened:
+        """A new card's CardOpened: its baseline set, and its calculator (the stated release, else the newest,
+        recorded as assumed)."""
+        calc, source = (self.calculator, "user") if self.calculator is not None else (None, "assumed")
+        return CardOpened(
+            ts=ts,
+            card_id=card_id,
+            tags=tags,
+            baselines_id=set_id,
+            calculator=calc or calculators.NEWEST.version,
+            calculator_source=source,
+        )
 
     def game_info(self, game_id: str) -> Any:
         """The toolkit's EnvironmentInfo of ``game_id`` under --environments (None without it or if absent)."""

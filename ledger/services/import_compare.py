@@ -60,7 +60,8 @@ def compare_with_held(
             )
             problems.append(Problem(where, first, "not_counted", msg))
     card = new_card(held_id)
-    opened = CardOpened(ts=counted[0].ts if counted else obs[0].ts, card_id=held_id)
+    # The recordings are counted as the toolkit that played the held card counted (its release's rules).
+    opened = CardOpened(ts=counted[0].ts if counted else obs[0].ts, card_id=held_id, calculator=held.calculator)
     if first_play is not None and counted:
         first_play(card, opened, counted[0])
     else:

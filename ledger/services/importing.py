@@ -53,7 +53,6 @@ from ledger.core import baselines as bl
 from ledger.core.events import (
     AnyEvent,
     BaselineEntry,
-    CardOpened,
     CardReopened,
     LinesSkipped,
     PlayStarted,
@@ -227,7 +226,7 @@ def _open_or_reopen(
         first = min(o[0].ts for o in observations)
         set_id, bmap = baselines.for_new_card()
         card = new_card(card_id)
-        opened = CardOpened(ts=first, card_id=card_id, baselines_id=set_id)
+        opened = baselines.opened(first, card_id, set_id)
         apply(card, opened)
         out.append(opened)
         return card, 0, bmap, first
@@ -394,10 +393,13 @@ def import_recordings(
     on_card: Callable[[CardResult], None] | None = None,
     card_id: str | None = None,
     allow_repeats: bool = False,
+    calculator: str | None = None,
 ) -> ImportSummary:
     """Import the recordings under ``paths`` (or the ``cards`` from :func:`find_recordings`) into ``ledger``.
 
-    ``environments``: an ``environment_files`` tree whose ``metadata.json`` baselines new cards are stored with.
+    ``environments``: an ``environment_files`` tree whose ``metadata.json`` baselines new cards are stored with;
+    ``calculator``: the arc-agi release that played them (their calculator; unknown: :class:`UnknownCalculator`,
+    before anything is read), else the newest, recorded as assumed.
     ``progress`` is called with byte counts as files are read; ``on_card`` with each card's result once it is
     committed (or refused), so an interrupted import can say how far it got. Raises :class:`ImportInputError` on
     bad paths, an ``environments`` folder without any ``metadata.json``, or a ``card_id`` (the card the given
@@ -413,7 +415,7 @@ def import_recordings(
             raise ImportInputError(f"{environments}: no metadata.json in it (an environment_files tree)")
         problems.extend(Problem(p, None, "environments", "skipped (the toolkit skips it too)") for p in env_problems)
         entries = bl.canonical(found)
-    baselines = Baselines(ledger, entries, environments)
+    baselines = Baselines(ledger, entries, environments, calculator)
     opts = ImportOptions(ledger, baselines, GuidIndex(ledger), strict, progress, allow_repeats)
     plans = plan_cards(cards, opts.index, card_id, problems)
     t0 = time.perf_counter()

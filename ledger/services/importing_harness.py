@@ -386,7 +386,7 @@ def _open_or_reopen(
         first = obs[0].ts
         set_id, _ = baselines.for_new_card()
         card = new_card(card_id)
-        opened = CardOpened(ts=first, card_id=card_id, tags=tags, baselines_id=set_id)
+        opened = baselines.opened(first, card_id, set_id, tags)
         # Arcade.make's RESET: its answer is not recorded, its play is on the toolkit's card.
         make = Observation(first, obs[0].game_id, obs[0].guid, 0, "NOT_FINISHED", 0, True, False)
         for e in (opened, *translate_first(card, opened, make)):

@@ -132,6 +132,36 @@ def list_cards(
     return [shown for _, shown in shown_rows(ledger, f, now=now, environ=environ)]
 
 
+def rescored_with(
+    ledger: Ledger, rows: list[CardSummary], calculator: str, *, by_score: bool, descending: bool
+) -> list[CardSummary]:
+    """``rows`` with each card's score under the calculator of arc-agi ``calculator`` (each card read again), in
+    the same order, or by that score when the list is sorted by score (then when opened, as the summary sorts)."""
+    from ledger.core import calculators
+
+    calc = calculators.get(calculator)
+    out = [dataclasses.replace(r, score=ledger.document(r.card_id, calculator=calc).score) for r in rows]
+    if by_score:
+        out.sort(key=lambda r: (r.opened or "", r.card_id))
+        out.sort(key=lambda r: r.score, reverse=descending)
+    return out
+
+
+def mixed_calculators(ledger: Ledger, card_ids: list[str]) -> str | None:
+    """``arc-agi 0.9.1 (linear): 2 cards, 0.9.9 (capped): 3 cards`` when the cards' own calculators score differently
+    (one query per 500 cards, from the summary's keys), else None."""
+    from ledger.services.card_read import own_calculators
+
+    own = own_calculators(ledger, card_ids)
+    if len({c.arithmetic for c in own.values()}) < 2:
+        return None
+    counts: dict[str, int] = {}
+    for c in sorted(own.values(), key=lambda c: c.version):
+        key = f"{c.version} ({c.arithmetic})"
+        counts[key] = counts.get(key, 0) + 1
+    return "arc-agi " + ", ".join(f"{k}: {n} card(s)" for k, n in counts.items())
+
+
 def is_competition(ledger: Ledger, card_id: str) -> bool:
     """Whether the card was opened in competition mode: its first event says so (the summary holds no mode)."""
     first = ledger.store.event_at(card_stream(card_id), 1)

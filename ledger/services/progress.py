@@ -6,6 +6,9 @@ out, as ``ledger compare`` leaves them out; a card without an opened time has no
 out too. The numbers are the cards summary's, the same as the ``score`` and ``opened`` of ``ledger compare --json
 --tag T``.
 
+Cards played under releases whose calculators differ are not drawn against each other as they stand: every drawn
+card is scored with one calculator (the newest of theirs, or the one asked for), and the chart says which.
+
 A series is bounded: the newest ``limit`` cards of the tag (one indexed query per tag), and ``older`` names the
 card the previous page starts before, so a ledger of 100,000 cards draws a small page and pages back in time.
 """
@@ -58,6 +61,9 @@ class Progress(msgspec.Struct, frozen=True, kw_only=True):
     before: str | None = None
     #: The card the next older page starts before (None: every drawn series reaches its tag's first card).
     older: str | None = None
+    #: The arc-agi release whose calculator scores every drawn card, and the cards whose own calculator is another.
+    calculator: str = ""
+    rescored: list[str] = msgspec.field(default_factory=list)
 
 
 def seconds(opened: str) -> float:
@@ -93,26 +99,60 @@ def _older(series: Sequence[TagSeries], keys: dict[str, Any]) -> str | None:
     return max(cut, key=lambda c: (keys[c], c), default=None)
 
 
-def tag_progress(ledger: Ledger, tags: Sequence[str], *, limit: int = PER_TAG, before: str | None = None) -> Progress:
+def tag_progress(
+    ledger: Ledger,
+    tags: Sequence[str],
+    *,
+    limit: int = PER_TAG,
+    before: str | None = None,
+    calculator: str | None = None,
+) -> Progress:
     """The progress chart of ``tags`` (up to :data:`MOST_TAGS`; none: the tags of the newest cards), each the
-    newest ``limit`` cards opened before card ``before`` (an id or unique prefix), from the cards summary."""
+    newest ``limit`` cards opened before card ``before`` (an id or unique prefix), from the cards summary, every
+    card scored with one calculator (``calculator``, else the newest of the drawn cards' own)."""
+    from ledger.services.card_read import one_of, own_calculators, rescored
     from ledger.storage.summary_build import recent_tags, tag_count, tag_points
 
     if limit < 1:
         raise InputError("the progress chart draws at least one card per tag")
     start = ledger.resolve_card(before) if before else None
     chosen = list(dict.fromkeys(tags))[:MOST_TAGS] or recent_tags(ledger.store, 100)[:DEFAULT_TAGS]
-    series, keys = [], {}
+    keys: dict[str, Any] = {}
+    drawn: dict[str, list[tuple[str, str, Any, float]]] = {}
     for tag in chosen:
-        points = tag_points(ledger.store, tag, limit + 1, start)
-        keys.update({p[0]: p[2] for p in points})
-        series.append(msgspec.structs.replace(_series(tag, points, limit), total=tag_count(ledger.store, tag)))
-    return Progress(series=series, limit=limit, before=start, older=_older(series, keys))
+        drawn[tag] = tag_points(ledger.store, tag, limit + 1, start)
+        keys.update({p[0]: p[2] for p in drawn[tag]})
+    own = own_calculators(ledger, list(keys))
+    calc = one_of(own.values(), calculator)
+    moved = rescored(ledger, own, calc)
+    series = [
+        msgspec.structs.replace(
+            _series(t, [(p[0], p[1], p[2], moved.get(p[0], p[3])) for p in pts], limit),
+            total=tag_count(ledger.store, t),
+        )
+        for t, pts in drawn.items()
+    ]
+    return Progress(
+        series=series,
+        limit=limit,
+        before=start,
+        older=_older(series, keys),
+        calculator=calc.version,
+        rescored=list(moved),
+    )
 
 
-def rows_progress(rows: Sequence[Any], *, limit: int = PER_TAG, most: int = MOST_TAGS) -> Progress:
+def rows_progress(
+    rows: Sequence[Any],
+    *,
+    limit: int = PER_TAG,
+    most: int = MOST_TAGS,
+    calculator: str = "",
+    rescored: Sequence[str] = (),
+) -> Progress:
     """The progress chart of a set of cards' rows (the bundle's cards: ``card_id``, ``tags``, ``opened``, ``score``,
-    ``retracted``): the ``most`` tags most recently used, each its newest ``limit`` cards."""
+    ``retracted``): the ``most`` tags most recently used, each its newest ``limit`` cards. The rows' scores are
+    under ``calculator`` (the cards ``rescored`` with it are named)."""
     live = sorted(
         (r for r in rows if r.retracted is None and r.opened is not None),
         key=lambda r: (seconds(r.opened), r.card_id),
@@ -124,4 +164,4 @@ def rows_progress(rows: Sequence[Any], *, limit: int = PER_TAG, most: int = MOST
             by_tag.setdefault(t, []).append((r.card_id, r.opened, seconds(r.opened), r.score))
     chosen = list(by_tag)[:most]
     series = [_series(t, by_tag[t], limit) for t in chosen]
-    return Progress(series=series, limit=limit)
+    return Progress(series=series, limit=limit, calculator=calculator, rescored=list(rescored))

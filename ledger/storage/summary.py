@@ -29,7 +29,7 @@ from ledger.core import baselines as bl
 from ledger.core.document import ScorecardDoc
 from ledger.core.events import CARD_STREAM, BaselineEntry, BaselinesRecorded, decode
 from ledger.core.projection import CardState, fold, new_card
-from ledger.core.scoring import score_card
+from ledger.core.scoring import calculator_of, score_card
 
 SUMMARY = "card_summary"
 KEYS = "card_summary_keys"
@@ -119,10 +119,10 @@ def _iso(t: datetime | None) -> str | None:
 
 
 def card_score(card: CardState, baselines: Mapping[str, BaselineEntry]) -> Scored:
-    """The card's score, levels completed and level count under ``baselines``, as its document has them (an open
-    competition card as it will close)."""
+    """The card's score, levels completed and level count under ``baselines`` and the card's own calculator (the
+    toolkit that played it), as its document has them (an open competition card as it will close)."""
     every = card.environments if card.competition_mode and not card.closed else None
-    return scored(score_card(card, baselines, all_environments=every))
+    return scored(score_card(card, baselines, all_environments=every, calculator=calculator_of(card)))
 
 
 def scored(doc: ScorecardDoc) -> Scored:
@@ -180,8 +180,11 @@ def row_of(card: CardState, version: int, scored: Scored) -> SummaryRow:
 
 def keys_of(card: CardState) -> frozenset[tuple[str, str]]:
     """What the keys table holds for a card: ``("t", tag)`` for every tag a filter matches (``all_tags``),
-    ``("g", game id)`` and ``("b", base id)`` (the part before the first ``-``) for every game it played."""
+    ``("g", game id)`` and ``("b", base id)`` (the part before the first ``-``) for every game it played, and
+    ``("c", release)`` for the arc-agi release whose calculator scores it, when the card records one."""
     out = {("t", t) for t in card.all_tags}
+    if card.calculator is not None:
+        out.add(("c", card.calculator))
     for gid in card.games:
         out.add(("g", gid))
         out.add(("b", gid.split("-", 1)[0]))

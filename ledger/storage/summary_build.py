@@ -8,6 +8,7 @@ connection of its engine.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from typing import Any
 
@@ -318,6 +319,26 @@ def stream_bodies(store: LogStore, streams: Sequence[str], chunk: int = 500) -> 
         for stream, body in query(store, sql, part):
             out[stream].append(bytes(body))
     return out
+
+
+def calculator_keys(store: LogStore, card_ids: Sequence[str] | None = None, chunk: int = 500) -> dict[str, str]:
+    """card id -> the arc-agi release it records (the keys table's ``c`` key) for ``card_ids``, or for every card;
+    a card that records none is absent. A query per ``chunk`` cards, or one in all."""
+    if card_ids is None:
+        return {r[0]: r[1] for r in query(store, f"SELECT card_id, value FROM {KEYS} WHERE kind = 'c'")}
+    out: dict[str, str] = {}
+    for i in range(0, len(card_ids), chunk):
+        part = list(card_ids[i : i + chunk])
+        sql = f"SELECT card_id, value FROM {KEYS} WHERE kind = 'c' AND card_id IN ({', '.join('?' * len(part))})"
+        out.update({r[0]: r[1] for r in query(store, sql, part)})
+    return out
+
+
+def ranked_cards(store: LogStore) -> list[tuple[str, list[str], float]]:
+    """(card id, tags, score) of every card that is not retracted, in the order the leaderboard breaks ties (when
+    opened, then id): what a leaderboard re-scored in Python ranks."""
+    sql = f"SELECT card_id, tags, score FROM {SUMMARY} WHERE retracted IS NULL ORDER BY opened_key, card_id"
+    return [(r[0], json.loads(r[1]) if r[1] else [], float(r[2])) for r in query(store, sql)]
 
 
 def tag_stat_rows(

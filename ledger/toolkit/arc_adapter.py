@@ -3,14 +3,17 @@
 Capture patches instance methods of the Arcade, its ``ScorecardManager`` and the environment wrappers, wraps
 ``Scorecard.update_scorecard`` and ``requests.Session.request``, and reads ``mgr.guids``, ``mgr.scorecards``,
 ``sc.cards``, ``sc.last_update``, ``sc.open_at``, ``mgr.idle_for``, ``mgr.max_open_for`` and the Arcade's
-``OperationMode``. None of these is a documented API of ``arc-agi``: a release that renamed one would make capture
-record nothing without a word. So :func:`check_toolkit` refuses (:class:`CaptureError`) a release outside
-:data:`SUPPORTED` (``LEDGER_ARC_AGI_ANY_VERSION=1`` overrides it, with a warning) and an Arcade that lacks any name
-used here; and :func:`capture_kind` names the capture for every mode the toolkit has, refusing any other.
+``OperationMode``. None of these is a documented API of ``arc-agi``, and they differ between releases: what each
+era of releases has is in :mod:`ledger.toolkit.eras`, and every read here goes through the installed release's
+era (nothing is read at import time that an era lacks). :func:`check_toolkit` refuses (:class:`CaptureError`) a
+release outside the tested ones, 0.9.1-0.9.9 (``LEDGER_ARC_AGI_ANY_VERSION=1`` overrides it, with a warning, and
+the newest era's adapter is used) and an Arcade that lacks any name its era uses; :func:`capture_kind` names the
+capture for every mode the toolkit has, refusing any other.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -21,6 +24,7 @@ from typing import Any, Literal
 import requests
 
 from ledger.errors import CaptureError
+from ledger.toolkit import eras
 
 try:
     from arc_agi import OperationMode
@@ -34,9 +38,7 @@ else:
 
 log = logging.getLogger(__name__)
 
-#: The arc-agi releases capture is tested against (docs/remote-capture.md): at least the first, below the second.
-SUPPORTED = ((0, 9, 8), (0, 10, 0))
-#: Set to 1 to attach to an arc-agi release outside SUPPORTED anyway (a warning is logged).
+#: Set to 1 to attach to an arc-agi release outside the tested range anyway (a warning is logged).
 OVERRIDE_ENV = "LEDGER_ARC_AGI_ANY_VERSION"
 
 #: The methods capture replaces on each object (instance attributes, put back by ``detach``).
@@ -44,37 +46,24 @@ MANAGER_HOOKS = ("new_scorecard", "update_scorecard", "close_scorecard")
 LOCAL_ARCADE_HOOKS = ("make", "close_scorecard", "create_scorecard")
 REMOTE_ARCADE_HOOKS = ("create_scorecard", "close_scorecard", "make", "get_scorecard")
 WRAPPER_HOOKS = ("step", "reset")
-#: What else is read: on the manager, and on the Arcade.
-MANAGER_FIELDS = ("guids", "scorecards", "idle_for", "max_open_for")
+#: What else is read on the Arcade (on the manager: :meth:`Era.manager_fields`).
 ARCADE_FIELDS = ("scorecard_manager", "available_environments", "operation_mode", "arc_api_key", "arc_base_url")
-
-_REMOTE = frozenset({OperationMode.ONLINE, OperationMode.COMPETITION}) if OperationMode else frozenset()
-_LOCAL = frozenset({OperationMode.OFFLINE, OperationMode.NORMAL}) if OperationMode else frozenset()
-
-
-def _parse(version: str) -> tuple[int, ...]:
-    out = []
-    for part in version.split("."):
-        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
-        if not digits:
-            break
-        out.append(int(digits))
-    return tuple(out)
+#: The modes played on the Arcade's own ``ScorecardManager`` (every era has both).
+LOCAL_MODE_NAMES = ("OFFLINE", "NORMAL")
 
 
 def supported_range() -> str:
-    """The supported range as pip writes it."""
-    lo, hi = (".".join(map(str, v)) for v in SUPPORTED)
-    return f">={lo},<{hi}"
+    """The tested releases, as a person reads them (``0.9.1-0.9.9``)."""
+    return eras.tested_range()
 
 
 def version_problem(version: str | None, environ: Mapping[str, str] | None = None) -> tuple[str, bool] | None:
-    """(message, overridden) when ``version`` (of arc-agi) is outside :data:`SUPPORTED`, else None."""
+    """(message, overridden) when ``version`` (of arc-agi) is outside the tested releases, else None."""
     env = os.environ if environ is None else environ
     if version is None:
         msg = "arc-agi is not installed as a distribution (no version to check)"
-    elif not SUPPORTED[0] <= _parse(version) < SUPPORTED[1]:
-        msg = f"arc-agi {version} is installed; live capture supports arc-agi{supported_range()}"
+    elif eras.era_of(version) is None:
+        msg = f"arc-agi {version} is installed; live capture is tested with arc-agi {supported_range()}"
     else:
         return None
     return msg, env.get(OVERRIDE_ENV, "").strip().lower() in ("1", "true", "yes")
@@ -82,14 +71,25 @@ def version_problem(version: str | None, environ: Mapping[str, str] | None = Non
 
 def installed_version() -> str | None:
     """The installed arc-agi release, or None."""
+    return _distribution_version()
+
+
+@functools.cache
+def _distribution_version() -> str | None:
+    # Read once: the release a process imported cannot change under it, and a lookup scans sys.path.
     try:
         return metadata.version("arc-agi")
     except metadata.PackageNotFoundError:
         return None
 
 
+def era() -> eras.Era:
+    """The adapter of the installed release (the newest era's for one outside the tested range, overridden)."""
+    return eras.era_of(installed_version()) or eras.NEWEST
+
+
 def check_toolkit(arcade: Any, environ: Mapping[str, str] | None = None) -> None:
-    """Refuse (:class:`CaptureError`) an unsupported arc-agi release or an Arcade without a name capture uses."""
+    """Refuse (:class:`CaptureError`) an untested arc-agi release or an Arcade without a name capture uses."""
     version = installed_version()
     _refuse_unimportable()
     problem = version_problem(version, environ)
@@ -98,16 +98,17 @@ def check_toolkit(arcade: Any, environ: Mapping[str, str] | None = None) -> None
         if not overridden:
             raise CaptureError(f"{msg}: nothing would be recorded reliably (set {OVERRIDE_ENV}=1 to attach anyway)")
         log.warning("%s; attaching anyway (%s is set): check its cards against the toolkit's", msg, OVERRIDE_ENV)
+    current = era()
     missing = [f"Arcade.{n}" for n in ARCADE_FIELDS if not hasattr(arcade, n)]
     if not missing:
         mgr = arcade.scorecard_manager
-        missing += [f"ScorecardManager.{n}" for n in (*MANAGER_FIELDS, *MANAGER_HOOKS) if not hasattr(mgr, n)]
+        missing += [f"ScorecardManager.{n}" for n in (*current.manager_fields(), *MANAGER_HOOKS) if not hasattr(mgr, n)]
         hooks = REMOTE_ARCADE_HOOKS if capture_kind(arcade) == "remote" else LOCAL_ARCADE_HOOKS
         missing += [f"Arcade.{n}" for n in hooks if not callable(getattr(arcade, n, None))]
     if missing:
         raise CaptureError(
             f"this arc_agi (arc-agi {version or '?'}) has no {', '.join(missing)}: the ledger cannot capture it "
-            f"(supported: arc-agi{supported_range()})"
+            f"(tested: arc-agi {supported_range()})"
         )
 
 
@@ -115,8 +116,13 @@ def _refuse_unimportable() -> None:
     if _IMPORT_PROBLEM is not None:
         raise CaptureError(
             f"arc-agi {installed_version() or '?'} is not a toolkit the ledger can capture ({_IMPORT_PROBLEM}); "
-            f"live capture supports arc-agi{supported_range()}"
+            f"live capture is tested with arc-agi {supported_range()}"
         )
+
+
+def _modes(names: tuple[str, ...]) -> frozenset[Any]:
+    # getattr: an era's OperationMode lacks the later members (0.9.1 has no COMPETITION).
+    return frozenset(m for m in (getattr(OperationMode, n, None) for n in names) if m is not None)
 
 
 def capture_kind(arcade: Any) -> Literal["local", "remote"]:
@@ -124,9 +130,9 @@ def capture_kind(arcade: Any) -> Literal["local", "remote"]:
     toolkit's own ``ScorecardManager``); any other value is refused, never guessed."""
     _refuse_unimportable()
     mode = getattr(arcade, "operation_mode", None)
-    if mode in _REMOTE:
+    if mode in _modes(era().remote_mode_names()):
         return "remote"
-    if mode in _LOCAL:
+    if mode in _modes(LOCAL_MODE_NAMES):
         return "local"
     raise CaptureError(f"unknown arc_agi operation mode {mode!r}: the ledger cannot tell how to capture this Arcade")
 
@@ -155,22 +161,24 @@ def played(sc: Any) -> bool:
 
 
 def opening(sc: Any) -> dict[str, Any]:
-    """The fields of a ``Scorecard`` that its CardOpened records."""
+    """The fields of a ``Scorecard`` that its CardOpened records (``competition_mode`` None in an era without)."""
     return {
         "source_url": sc.source_url,
         "tags": list(sc.tags) if sc.tags is not None else None,
         "opaque": sc.opaque,
-        "competition_mode": sc.competition_mode,
+        "competition_mode": era().competition_mode(sc),
         "api_key": sc.api_key,
     }
 
 
 def auto_close_times(mgr: Any, card_id: str) -> tuple[Any, Any, Any, Any] | None:
-    """(last update, opened at, idle limit, open limit) of an open card, for the reason of a close; None if gone."""
+    """(last update, opened at, idle limit, open limit) of an open card, for the reason of a close; None if gone.
+    The open limit is None in an era without one (before 0.9.7)."""
     sc = mgr.scorecards.get(card_id)
     if sc is None:
         return None
-    return sc.last_update, sc.open_at, mgr.idle_for, mgr.max_open_for
+    idle_for, max_open_for = era().limits(mgr)
+    return sc.last_update, sc.open_at, idle_for, max_open_for
 
 
 def wrapper_card(wrapper: Any) -> str:
@@ -179,8 +187,10 @@ def wrapper_card(wrapper: Any) -> str:
 
 
 def empty_frame(out: Any) -> bool:
-    """True for a wrapper's answer with no frame (an action after the end: the toolkit counts nothing)."""
-    return len(out.frame) == 0
+    """True for a wrapper's answer with no frame (an action after the end) that the toolkit keeps from its
+    scorecard (0.9.6 on: the capture records it itself); False before, when the scorecard counts it (through the
+    manager, whose hook records it)."""
+    return len(out.frame) == 0 and era().wrapper_skips_empty_frames
 
 
 def local_games(arcade: Any) -> list[str]:

@@ -241,6 +241,6 @@ class Capture(CaptureBase):
         now = datetime.now(UTC)
         if now - last_update >= idle_for:
             return "idle"
-        if now - open_at >= max_open_for:
+        if max_open_for is not None and now - open_at >= max_open_for:
             return "max_open"
         return "explicit"

@@ -67,6 +67,8 @@ class CaptureBase:
         raise_errors: bool = True,
     ) -> None:
         arc.check_toolkit(arcade)
+        #: The release every card this capture opens is scored with (its calculator, ``CardOpened.calculator``).
+        self.calculator = arc.installed_version()
         self.ledger = ledger
         self.arcade = arcade
         self.record_reasoning = record_reasoning
@@ -136,7 +138,15 @@ class CaptureBase:
         """Write the card's opening (its baseline set, CardOpened with ``fields``, ``extra``, the capture context)."""
         try:
             set_id = self.ledger.record_baselines(entries, ts=now)
-            events: list[AnyEvent] = [CardOpened(ts=now, card_id=card_id, baselines_id=set_id, **fields), *extra]
+            opened = CardOpened(
+                ts=now,
+                card_id=card_id,
+                baselines_id=set_id,
+                calculator=self.calculator,
+                calculator_source="capture" if self.calculator else None,
+                **fields,
+            )
+            events: list[AnyEvent] = [opened, *extra]
             if self.context is not None:
                 events.append(msgspec.structs.replace(self.context, ts=now))
             state = new_card(card_id)

@@ -377,6 +377,7 @@ class _Sniff(msgspec.Struct):
 
 
 _sniff = msgspec.json.Decoder(_Sniff)
+_NAMED_ACTION = re.compile(rb'"action_input":\s*\{"id":\s*"')
 
 
 def sniff(path: Path) -> str:
@@ -404,10 +405,11 @@ def sniff(path: Path) -> str:
             head = d[: 1 << 16]
             if b'"state"' in head and b'"game_id"' in head:
                 fpos, spos = head.find(b'"frame"'), head.find(b'"state"')
-                # FrameData.model_dump writes the frame before the state; the toolkit writes it last.
-                if harness_name or 0 <= fpos < spos:
-                    return "harness" if harness_name else "unknown"
-                return "toolkit"
+                # FrameData.model_dump writes the frame before the state; the toolkit writes it last from 0.9.4 on,
+                # first before that, with the action's name (``"id": "RESET"``) where FrameData has its number.
+                if harness_name:
+                    return "harness"
+                return "unknown" if 0 <= fpos < spos and not _NAMED_ACTION.search(d[spos:]) else "toolkit"
     if records == 0:
         # Nothing in it is JSON: no recording at all. An empty file, and a first record still being written (one
         # line, no newline yet), are left to the reader, which says so.

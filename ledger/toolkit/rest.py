@@ -90,6 +90,24 @@ def offline_arcade(environments_dir: str, logger: Any = None) -> Any:
     return Arcade(operation_mode=OperationMode.OFFLINE, environments_dir=environments_dir, logger=logger)
 
 
+def serve_problem(competition_mode: bool) -> str | None:
+    """Why the installed arc-agi cannot serve what was asked (its era has no REST server, or no competition mode);
+    None when it can."""
+    era = arc_adapter.era()
+    version = arc_adapter.installed_version() or "?"
+    if not era.rest_server:
+        return (
+            f"arc-agi {version} has no REST server (Arcade.listen_and_serve and arc_agi.server came in 0.9.2): "
+            "install arc-agi 0.9.2 or later where ledger serve runs (the agents may keep theirs)"
+        )
+    if competition_mode and not era.competition:
+        return (
+            f"arc-agi {version} has no competition mode (it came in 0.9.3): serve without --competition, or "
+            "install arc-agi 0.9.3 or later where ledger serve runs"
+        )
+    return None
+
+
 def serve(
     arcade: Any,
     *,

@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from ledger.errors import InputError
-from ledger.services.compare import LeaderRow, comparison
+from ledger.services.compare import LeaderRow, comparison, one_calculator
 from ledger.services.evidence import covering_checkpoint, prove
 from ledger.services.output import checked_output
 from ledger.services.progress import rows_progress
@@ -171,10 +171,15 @@ def _write(
                 written += 1
         if progress is not None:
             progress(i + 1, len(card_ids))
-    compared = comparison(loaded)
+    calc = one_calculator([c for c, _ in loaded])
+    compared = comparison([(c, ledger.document(c.card_id, card=c, calculator=calc)) for c, _ in loaded], calc)
     written += _index_pages(root, rows, compared.leaderboard, links, source)
     _put(root / "compare.html", pages.compare_page(compared, links=links, bundle=True, source=source))
-    _put(root / "progress.html", pages.progress_page(rows_progress(rows), links=links, bundle=True, source=source))
+    # The progress chart ranks each card with the compare page's one calculator (its scores, not each card's own).
+    under = {c.card_id: c.score for c in compared.cards}
+    drawn = [msgspec.structs.replace(r, score=under.get(r.card_id, r.score)) for r in rows]
+    prog = rows_progress(drawn, calculator=compared.calculator, rescored=compared.rescored)
+    _put(root / "progress.html", pages.progress_page(prog, links=links, bundle=True, source=source))
     written += 1
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     return BundleResult(

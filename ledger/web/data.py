@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from ledger.core.calculators import Calculator
 from ledger.core.document import EnvironmentDoc, RunDoc, ScorecardDoc
 from ledger.core.events import Numbered, card_stream, decode
 from ledger.core.postmortem import arithmetic, postmortem
 from ledger.core.projection import CardState, fold
-from ledger.core.scoring import LEVEL_CAP, best_play_index
+from ledger.core.scoring import LEVEL_CAP, best_play_index, calculator_of, uncapped_level_score
 from ledger.core.server_baselines import baselines_source, unknown_baselines
+from ledger.core.text import calculator_line
 from ledger.core.timeline import limits, retraction_text
 from ledger.errors import StoreError, UnknownCard
 from ledger.ledger import CardSummary
@@ -148,6 +150,9 @@ class CardView(msgspec.Struct, frozen=True, kw_only=True):
     games: list[GameView]
     tags_scores: list[RunDoc]
     level_cap: float = LEVEL_CAP
+    #: The calculator the page's numbers use (``arc-agi 0.9.6 (squared, 0.9.3-0.9.6)``) and its rules in words.
+    calculator: str = ""
+    rules: str = ""
     #: A benchmarking run's usage and cost kept with an imported card (lines as ``replay`` prints them).
     usage: list[str] = []
     #: Where the card's baselines came from, and the games whose baselines an ARC server has not revealed yet.
@@ -164,21 +169,30 @@ def card_row(card: CardState, doc: ScorecardDoc) -> CardRow:
     return summary_row(row, dataclasses.replace(shown, competition=card.competition_mode is True))
 
 
-def _levels(run: RunDoc) -> list[LevelView]:
+def _levels(run: RunDoc, calc: Calculator) -> list[LevelView]:
     out = []
     for c in level_cells(run):
-        raw = (c.baseline / c.actions) ** 2 * 100 if c.completed and c.actions > 0 and c.baseline is not None else None
-        over = raw if raw is not None and raw > LEVEL_CAP else None
+        raw = uncapped_level_score(c.completed, c.actions, c.baseline, calc)
+        over = raw if raw is not None and raw > calc.level_cap else None
         out.append(LevelView(**msgspec.structs.asdict(c), uncapped=over))
     return out
 
 
-def _game(card: CardState, env: EnvironmentDoc, findings: list[str]) -> GameView:
+def rules(calc: Calculator) -> str:
+    """How ``calc`` scores, in words (the card page says it under the card's score)."""
+    cap = f"at most {calc.level_cap:g}"
+    if not calc.weighted:
+        return f"A level scores baseline/actions x 100, {cap}; a play's score is the plain mean of its level scores"
+    level = f"A level scores (baseline/actions)^2 x 100, {cap}; a play's score is the level-number-weighted mean"
+    return level + (", capped by the weighted share of levels that scored" if calc.completion_cap else "")
+
+
+def _game(card: CardState, env: EnvironmentDoc, findings: list[str], calc: Calculator) -> GameView:
     plays = card.games.get(env.id, [])
     best = best_play_index(plays)
     views = []
     for i, run in enumerate(env.runs):
-        ar = arithmetic(run)
+        ar = arithmetic(run, calc)
         play = plays[i] if i < len(plays) else None
         views.append(
             PlayView(
@@ -191,7 +205,7 @@ def _game(card: CardState, env: EnvironmentDoc, findings: list[str]) -> GameView
                 score=run.score,
                 best=i == best,
                 message=run.message,
-                levels=_levels(run),
+                levels=_levels(run, calc),
                 arithmetic=ar.text if ar is not None else None,
                 actions_after_end=play.actions_after_end if play is not None else 0,
             )
@@ -200,9 +214,13 @@ def _game(card: CardState, env: EnvironmentDoc, findings: list[str]) -> GameView
     return GameView(**game_totals(env), game_id=env.id, best_play=best + 1, plays=views, findings=findings, scale=scale)
 
 
-def card_view(card: CardState, doc: ScorecardDoc, usage: Sequence[str] = ()) -> CardView:
-    """The card page for ``card`` scored as ``doc`` (``usage``: its run's usage and cost lines, if any)."""
-    pm = postmortem(card, doc)
+def card_view(
+    card: CardState, doc: ScorecardDoc, usage: Sequence[str] = (), calc: Calculator | None = None
+) -> CardView:
+    """The card page for ``card`` scored as ``doc`` by ``calc`` (default: the card's own calculator; ``usage``: its
+    run's usage and cost lines, if any)."""
+    calc = calc if calc is not None else calculator_of(card)
+    pm = postmortem(card, doc, calc)
     findings = {g.game_id: [f.text for f in g.findings] for g in pm.games}
     unknown = unknown_baselines(card, doc)
     opaque = None if card.opaque is None else json.dumps(card.opaque, indent=1, sort_keys=True, default=str)
@@ -213,11 +231,16 @@ def card_view(card: CardState, doc: ScorecardDoc, usage: Sequence[str] = ()) -> 
         competition_mode=card.competition_mode,
         baselines_id=card.baselines_id,
         # Findings and tag scores weigh levels by their baselines: none while those are not known.
-        games=[_game(card, env, [] if env.id in unknown else findings.get(env.id, [])) for env in doc.environments],
+        games=[
+            _game(card, env, [] if env.id in unknown else findings.get(env.id, []), calc) for env in doc.environments
+        ],
         tags_scores=[] if unknown else list(doc.tags_scores),
         usage=list(usage),
         baselines_source=baselines_source(card),
         baselines_unknown=unknown,
+        level_cap=calc.level_cap,
+        calculator=calculator_line(card, calc).removeprefix("calculator "),
+        rules=rules(calc),
     )
 
 
@@ -230,8 +253,10 @@ def usage_of(cache: CardCache, card_id: str) -> list[str]:
 
 def load(cache: CardCache, card_id: str) -> tuple[CardState, ScorecardDoc, int]:
     """A card, its document under the baselines it was played with, and its version."""
+    from ledger.services.card_read import read_card
+
     card, version = cache.get(card_id)
-    return card, cache.ledger.document(card_id, card=card), version
+    return card, read_card(cache.ledger, card_id, card=card).doc, version
 
 
 def card_events(ledger: Ledger, card_id: str) -> list[Numbered]:

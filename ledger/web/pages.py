@@ -214,9 +214,11 @@ def cards_page(
     )
 
 
-def leaderboard_page(board: Sequence[Any], *, links: Links, bundle: bool, source: str, total: int = 0) -> str:
+def leaderboard_page(
+    board: Sequence[Any], *, links: Links, bundle: bool, source: str, total: int = 0, calculator: Any = None
+) -> str:
     """The leaderboard by tag of the whole ledger (``total`` cards not retracted), on its own page (it reads every
-    card)."""
+    card); ``calculator``: what says which calculator ranks the cards (a :class:`ledger.services.compare.Board`)."""
     return _render(
         "leaderboard.html",
         links=links,
@@ -225,6 +227,7 @@ def leaderboard_page(board: Sequence[Any], *, links: Links, bundle: bool, source
         page="leaderboard",
         title="leaderboard",
         leaderboard=board,
+        board_calc=calculator,
         total=total,
     )
 

@@ -18,7 +18,7 @@ import msgspec
 from flask import Flask, Response, abort, jsonify, request
 
 from ledger.errors import AmbiguousCard, InputError, LedgerError, UnknownCard
-from ledger.services.compare import Comparison, compare_cards, ledger_leaderboard
+from ledger.services.compare import Board, Comparison, compare_cards, ledger_board
 from ledger.services.evidence import covering_checkpoint, prove
 from ledger.services.progress import PER_TAG, tag_progress
 from ledger.services.tag_stats import SIDE_BY_SIDE, TagReport, tag_report
@@ -44,7 +44,7 @@ class Viewer:
         self.cache = CardCache(ledger)
         self.links = pages.LiveLinks()
         self.colours = palette_or_empty()
-        self._board: tuple[int, tuple[list[Any], int]] | None = None
+        self._board: tuple[int, tuple[Board, int]] | None = None
         self._keys: tuple[int, tuple[list[str], list[str]]] | None = None
         #: Tag figures read every card of the tags: kept per (tags, retracted) until events are appended.
         self._reports: dict[tuple[tuple[str, ...], bool], tuple[int, TagReport]] = {}
@@ -84,9 +84,11 @@ class Viewer:
         stamp = self.cache.stamp()
         # It aggregates every card: computed again only when events were appended.
         if self._board is None or self._board[0] != stamp:
-            self._board = (stamp, (ledger_leaderboard(self.ledger), card_count(self.ledger.store)))
+            self._board = (stamp, (ledger_board(self.ledger), card_count(self.ledger.store)))
         board, total = self._board[1]
-        return pages.leaderboard_page(board, links=self.links, bundle=False, source=self.source, total=total)
+        return pages.leaderboard_page(
+            board.rows, links=self.links, bundle=False, source=self.source, total=total, calculator=board
+        )
 
     def _lists(self, stamp: int) -> tuple[list[str], list[str]]:
         # Every tag and game id: a loose scan of the keys table's index, kept until events are appended.

@@ -1,0 +1,123 @@
+"""One adapter per API era of the published arc-agi releases 0.9.1 to 0.9.9 (each read from its own sources).
+
+An era is a run of releases whose internals that capture touches are the same. What an era's toolkit lacks is
+not captured, and its own auto-close rules are the ones followed:
+
+- **0.9.1**: OFFLINE, NORMAL, ONLINE; no REST server (``Arcade.listen_and_serve``, ``arc_agi.server``); a card is
+  closed when idle for the module's ``STALE_MINUTES`` (no ``ScorecardManager.idle_for``); no ``competition_mode``
+  on a card.
+- **0.9.2**: the REST server; the idle limit becomes ``ScorecardManager.idle_for`` (``set_idle_for``).
+- **0.9.3-0.9.5**: COMPETITION mode and ``Scorecard.competition_mode``; private tags in the calculator.
+- **0.9.6**: the environment wrapper stops passing a response with an empty frame (an action after GAME_OVER or
+  WIN) to the scorecard; before, the scorecard counted it as any other.
+- **0.9.7-0.9.9**: ``ScorecardManager.max_open_for`` (MAX_OPEN_FOR_MINUTES): a card is also closed once open
+  that long.
+
+Scoring is not the adapter's business: the calculator of the installed version is chosen by the version itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+#: The releases capture is tested against, both included.
+TESTED = ((0, 9, 1), (0, 9, 9))
+
+
+@dataclass(frozen=True, slots=True)
+class Era:
+    """The capture-relevant API of a run of arc-agi releases (``first`` to ``last``, both included)."""
+
+    first: tuple[int, int, int]
+    last: tuple[int, int, int]
+    #: ``Arcade.listen_and_serve`` and ``arc_agi.server`` exist.
+    rest_server: bool
+    #: ``OperationMode.COMPETITION`` and ``Scorecard.competition_mode`` exist.
+    competition: bool
+    #: The idle limit is ``ScorecardManager.idle_for`` (else the module's fixed ``STALE_MINUTES``).
+    idle_for: bool
+    #: ``ScorecardManager.max_open_for`` exists, and closes a card open that long.
+    max_open_for: bool
+    #: The wrapper keeps a response with an empty frame from the scorecard (before, the manager's hook sees it).
+    wrapper_skips_empty_frames: bool
+
+    @property
+    def name(self) -> str:
+        """``0.9.3-0.9.6`` (or one version)."""
+        lo, hi = (".".join(map(str, v)) for v in (self.first, self.last))
+        return lo if lo == hi else f"{lo}-{hi}"
+
+    def manager_fields(self) -> tuple[str, ...]:
+        """What capture reads on the ``ScorecardManager`` in this era."""
+        return (
+            ("guids", "scorecards")
+            + (("idle_for",) if self.idle_for else ())
+            + (("max_open_for",) if self.max_open_for else ())
+        )
+
+    def remote_mode_names(self) -> tuple[str, ...]:
+        """The ``OperationMode`` members whose scorecards live on a server."""
+        return ("ONLINE", "COMPETITION") if self.competition else ("ONLINE",)
+
+    def limits(self, mgr: Any) -> tuple[timedelta, timedelta | None]:
+        """(idle limit, open limit or None) that close a card in this era."""
+        if self.idle_for:
+            idle = mgr.idle_for
+        else:
+            from arc_agi import scorecard
+
+            idle = timedelta(minutes=scorecard.STALE_MINUTES)
+        return idle, (mgr.max_open_for if self.max_open_for else None)
+
+    def competition_mode(self, sc: Any) -> bool | None:
+        """A card's ``competition_mode``; None in an era whose cards have none (not captured)."""
+        return sc.competition_mode if self.competition else None
+
+
+def _era(first: tuple[int, int, int], last: tuple[int, int, int], *has: str) -> Era:
+    fields = ("rest_server", "competition", "idle_for", "max_open_for", "wrapper_skips_empty_frames")
+    assert set(has) <= set(fields)
+    return Era(first, last, **{f: f in has for f in fields})
+
+
+ERAS = (
+    _era((0, 9, 1), (0, 9, 1)),
+    _era((0, 9, 2), (0, 9, 2), "rest_server", "idle_for"),
+    _era((0, 9, 3), (0, 9, 5), "rest_server", "idle_for", "competition"),
+    _era((0, 9, 6), (0, 9, 6), "rest_server", "idle_for", "competition", "wrapper_skips_empty_frames"),
+    _era((0, 9, 7), (0, 9, 9), "rest_server", "idle_for", "competition", "wrapper_skips_empty_frames", "max_open_for"),
+)
+#: The adapter used for a release outside :data:`TESTED` when the override is set: the newest era's.
+NEWEST = ERAS[-1]
+
+
+def parse(version: str) -> tuple[int, ...]:
+    """The leading numeric parts of a version (``0.9.6rc1`` -> (0, 9, 6)); () when there are none."""
+    out = []
+    for part in version.split("."):
+        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
+        if not digits:
+            break
+        out.append(int(digits))
+        if not part.isdigit():
+            break
+    return tuple(out)
+
+
+def era_of(version: str | None) -> Era | None:
+    """The era of an arc-agi release, None outside :data:`TESTED` (or for a version that cannot be read)."""
+    v = parse(version) if version else ()
+    if len(v) < 3:
+        return None
+    for era in ERAS:
+        if era.first <= v[:3] <= era.last:
+            return era
+    return None
+
+
+def tested_range() -> str:
+    """``0.9.1-0.9.9``."""
+    lo, hi = (".".join(map(str, v)) for v in TESTED)
+    return f"{lo}-{hi}"

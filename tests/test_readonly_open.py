@@ -265,9 +265,9 @@ def test_read_commands_on_sqlite_load_neither_sqlalchemy_nor_alembic(tmp_path: P
         heavy = ("sqlalchemy", "alembic", "arc_agi", "arcengine", "flask", "cryptography")
         assert not {m for m in loaded if m.split(".")[0] in heavy}, args
         if args[0] in ("cards", "export"):
-            # Only the running command's module (ledger.cli is a lazy group), not the audit's checks nor the toolkit.
+            # Only the running command's module (ledger.cli is a lazy group), not the audit's checks.
             others = {f"ledger.cli.{m}" for m in ("audit", "baselines", "copy", "evidence", "importing", "view")}
-            assert not loaded & (others | {"ledger.toolkit", "ledger.core.audit_checks"}), args
+            assert not loaded & (others | {"ledger.core.audit_checks"}), args
     assert "ledger.ledger" not in _modules_after(db, "--help")
 
 

@@ -71,7 +71,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "export": (
         "ledger.cli.cards:export",
-        "Print a card's scorecard JSON, identical to the toolkit's get_scorecard().model_dump_json().",
+        "Print a card's scorecard JSON, identical to the toolkit's get_scorecard().model_dump_json() (of the "
+        "arc-agi release that played it).",
     ),
     "import": (
         "ledger.cli.importing:import_cmd",
@@ -104,7 +105,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "rescore": (
         "ledger.cli.baselines:rescore_cmd",
-        "Score cards as played and under another baseline set; print what changed, largest change first.",
+        "Score cards as played and under another baseline set and/or another release's calculator; print what"
+        " changed, largest change first. Give --baselines, --calculator or both.",
     ),
     "retract": (
         "ledger.cli.retract:retract",

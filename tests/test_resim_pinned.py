@@ -101,9 +101,8 @@ def _cut(path: Path, rng: random.Random) -> None:
 
 
 def pinned(root: Path, only: str = "") -> dict[str, Any]:
-    """Case name -> its cards and audits, canonical (``only``: the cases whose name holds it)."""
+    """Case name -> its cards and audits, canonical (``only``: the cases whose name it matches, a regex)."""
     envs = environments(root / "envs")
-    rng = random.Random(29)
     out: dict[str, Any] = {}
     cases: list[tuple[str, Path]] = []
     for game, seed, actions in RUNS:
@@ -115,13 +114,13 @@ def pinned(root: Path, only: str = "") -> dict[str, Any]:
             other = root / f"{what}-{game}-{seed}"
             other.mkdir()
             shutil.copy(path, other / path.name)
-            change(other / path.name, rng)
+            change(other / path.name, random.Random(f"{game}-{seed}-{what}"))
             cases.append((f"{game}-{seed}-{what}", other))
     for d in sorted(CORPUS.iterdir()):
         if d.is_dir() and d.name not in ("expected",):
             cases.append((f"corpus-{d.name}", d))
     for name, folder in cases:
-        if only not in name:
+        if not re.search(only, name):
             continue
         for with_code in (False, True):
             with Ledger.open(root / f"{name}-{with_code}.sqlite") as led:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -125,6 +125,7 @@ class CardSummary:
     retract_reason: str | None = None
     #: False for an open card on an ARC server whose baselines nothing revealed yet: ``score`` is not a score then.
     baselines_known: bool = True
+    competition: bool = False  # opened in competition mode: scored over every game of the server
 
     @classmethod
     def of(cls, row: SummaryRow, now: datetime, limits: tuple[int, int], baselines_known: bool = True) -> CardSummary:
@@ -490,7 +491,8 @@ class Ledger:
             if listed(c, include_retracted):
                 # The row the summary table holds for the card (``events`` is its stream's version).
                 row = row_of(c, c.events, card_score(c, self.card_baselines(c)))
-                out.append(CardSummary.of(row, now, lapse_after, self.baselines_known(c)))
+                shown = CardSummary.of(row, now, lapse_after, self.baselines_known(c))
+                out.append(replace(shown, competition=c.competition_mode is True))
         return out
 
     def baselines_known(self, card: CardState) -> bool:

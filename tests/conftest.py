@@ -32,6 +32,16 @@ PG_DB_PREFIX = "ledger_t_"
 BACKENDS = ["sqlite", "postgresql"]
 
 
+@pytest.fixture(autouse=True)
+def evidence_parity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every evidence file a test checks in-process (``ledger check`` through Click, ``check_evidence``) is also
+    checked by the standalone verifier (scripts/verify_evidence.py), which must give the same verdict."""
+    from ledger.services import evidence_check
+    from tests.standalone import parity
+
+    monkeypatch.setattr(evidence_check, "check_evidence", parity(evidence_check.check_evidence))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "postgres: needs the PostgreSQL server ($LEDGER_TEST_PG_URL)")
 

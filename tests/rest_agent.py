@@ -86,7 +86,8 @@ def start_server(db: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
         stderr=subprocess.PIPE,
     )
     url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
+    deadline = time.monotonic() + 60  # a loaded machine takes 10 s and more to import and scan
+    while time.monotonic() < deadline:
         try:
             if requests.get(url + "/api/healthcheck", timeout=1).ok:
                 return proc, url

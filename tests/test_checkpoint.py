@@ -370,3 +370,100 @@ def test_concurrent_checkpoints_while_a_card_is_played(
     head = TreeStore(backend_ledger.store).catch_up()
     assert (head.size, head.root) == (len(entries), rfc_mth(entries))
     assert len(TreeStore(backend_ledger.store).checkpoints()) == 4
+
+
+# -- the stored tree: append-only, and checked against the log before it is signed ---------------------------------
+
+TREE_TRIGGERS = [
+    ("merkle_nodes_no_update", "merkle_nodes"),
+    ("merkle_nodes_no_delete", "merkle_nodes"),
+    ("merkle_runs_no_update", "merkle_runs"),
+    ("merkle_runs_no_delete", "merkle_runs"),
+    ("merkle_heads_no_rewind", "merkle_heads"),
+    ("merkle_heads_no_delete", "merkle_heads"),
+    ("merkle_state_no_rewind", "merkle_state"),
+    ("merkle_state_no_delete", "merkle_state"),
+]
+
+
+def doctor_tree(url: str, *statements: str) -> None:
+    """Run SQL on the stored tree (and the events) with every append-only trigger dropped first."""
+    engine = create_engine(url if "://" in url else f"sqlite:///{url}")
+    pg = engine.dialect.name == "postgresql"
+    with engine.begin() as conn:
+        for trig, table in [*TREE_TRIGGERS, ("events_no_update", "events"), ("events_no_delete", "events")]:
+            conn.execute(text(f"DROP TRIGGER IF EXISTS {trig}" + (f" ON {table}" if pg else "")))
+        for s in statements:
+            conn.execute(text(s))
+    engine.dispose()
+
+
+def test_the_stored_tree_is_append_only(backend_ledger: Ledger, backend_url: str, keys, tmp_path: Path) -> None:
+    key, _ = keys
+    play_disputed_card(backend_ledger)
+    checkpoint(backend_url, key, tmp_path / "cp.txt")
+    engine = create_engine(backend_url if "://" in backend_url else f"sqlite:///{backend_url}")
+    refused = [
+        "UPDATE merkle_nodes SET hash = hash",
+        "DELETE FROM merkle_nodes",
+        "UPDATE merkle_runs SET first_seq = first_seq + 1",
+        "DELETE FROM merkle_runs",
+        "UPDATE merkle_heads SET version = version - 1",
+        "UPDATE merkle_heads SET hash = 'x'",  # the same version, another head
+        "DELETE FROM merkle_heads",
+        "UPDATE merkle_state SET size = 0, last_seq = 0",
+        "DELETE FROM merkle_state",
+    ]
+    if engine.dialect.name == "postgresql":
+        refused += [f"TRUNCATE {t}" for t in ("merkle_nodes", "merkle_runs", "merkle_heads", "merkle_state")]
+    try:
+        for stmt in refused:
+            with pytest.raises(Exception, match="the Merkle tree is append-only"), engine.begin() as conn:
+                conn.execute(text(stmt))
+    finally:
+        engine.dispose()
+    play_open_card(backend_ledger)  # growing the tree (heads and state move forward) is still allowed
+    checkpoint(backend_url, key, tmp_path / "cp2.txt")
+    code, doc = verify_cp(backend_url, tmp_path / "cp.txt", keys[1])
+    assert code == 0, doc
+
+
+@pytest.mark.parametrize(
+    "attack",
+    ["zero_nodes", "heads_changed", "last_events_deleted", "stream_rewritten", "state_rewound", "runs_moved"],
+)
+def test_checkpoint_refuses_a_tree_the_log_does_not_make(
+    backend_ledger: Ledger, backend_url: str, keys: tuple[Path, Path], tmp_path: Path, attack: str
+) -> None:
+    key, _ = keys
+    card, _ = play_disputed_card(backend_ledger)
+    play_open_card(backend_ledger)
+    checkpoint(backend_url, key, tmp_path / "cp1.txt")
+    backend_ledger.close()
+    zero = "x'" + "00" * 32 + "'" if "://" not in backend_url else "'\\x" + "00" * 32 + "'::bytea"
+    last = _last_seq(backend_url, card)
+    expect = {
+        "zero_nodes": [f"UPDATE merkle_nodes SET hash = {zero}"],
+        "heads_changed": ["UPDATE merkle_heads SET hash = '" + "0" * 64 + "'"],
+        "last_events_deleted": [f"DELETE FROM events WHERE seq >= {last - 4}", "DELETE FROM snapshots"],
+        # The card's events written again, unchanged, after the other card's: every chain still holds.
+        "stream_rewritten": [
+            f"CREATE TEMP TABLE moved AS SELECT stream, version, type, ts, body, prev_hash, hash FROM events "
+            f"WHERE stream = '{card_stream(card)}'",
+            f"DELETE FROM events WHERE stream = '{card_stream(card)}'",
+            "DELETE FROM snapshots",
+            "INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) "
+            "SELECT stream, version, type, ts, body, prev_hash, hash FROM moved ORDER BY version",
+        ],
+        "state_rewound": ["UPDATE merkle_state SET size = size - 1"],
+        "runs_moved": ["UPDATE merkle_runs SET first_seq = first_seq + 1"],
+    }[attack]
+    doctor_tree(backend_url, *expect)
+    before = [c.size for c in TreeStore(Ledger.open(backend_url, readonly=True).store).checkpoints()]
+    r = ledger_process("--db", backend_url, "checkpoint", "--key", str(key), "-o", str(tmp_path / "cp2.txt"))
+    no_traceback(r)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "refusing to sign:" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert not (tmp_path / "cp2.txt").exists()
+    with Ledger.open(backend_url, readonly=True) as led:
+        assert [c.size for c in TreeStore(led.store).checkpoints()] == before  # nothing signed, nothing kept

@@ -364,3 +364,33 @@ def test_view_and_serve_take_the_same_ports_and_fail_alike(tmp_path: Path) -> No
     for cmd in (["view"], serve):
         r = CliRunner().invoke(cli, ["--db", db, *cmd, "--port", "70000"])
         assert r.exit_code == 2 and "Invalid value for '--port': 70000 is not in the range 0<=x<=65535" in r.stderr
+
+
+def test_competition_cards_are_marked_in_cards_and_the_viewers_list(tmp_path: Path) -> None:
+    import urllib.request
+
+    from ledger.core.events import CardOpened
+    from tests.web_support import ViewServer
+
+    db = str(tmp_path / "l.sqlite")
+    opened = datetime.now(UTC) - timedelta(minutes=5)
+    append_open_card(db, "normal-card", opened)
+    with Ledger.open(db) as led:
+        opening = CardOpened(ts=opened, card_id="comp-card", competition_mode=True)
+        led.store.append(card_stream("comp-card"), [opening], expected_version=0)
+    r = ledger("--db", db, "cards")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert any(ln.startswith("comp-card (competition) ") for ln in lines), r.stdout
+    assert any(ln.startswith("normal-card ") for ln in lines) and "normal-card (competition)" not in r.stdout
+    assert "(competition): opened in competition mode, scored over every game of the server" in lines
+    rows = json.loads(ledger("--db", db, "cards", "--json").stdout)
+    assert {c["card_id"]: c["competition"] for c in rows} == {"normal-card": False, "comp-card": True}
+    server = ViewServer(db)
+    try:
+        page = urllib.request.urlopen(server.url, timeout=10).read().decode()
+    finally:
+        server.stop()
+    (comp,) = [row for row in page.split("<tr ")[1:] if 'data-card="comp-card"' in row]
+    (normal,) = [row for row in page.split("<tr ")[1:] if 'data-card="normal-card"' in row]
+    assert 'data-k="competition"' in comp and 'data-k="competition"' not in normal

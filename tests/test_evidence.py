@@ -17,7 +17,7 @@ import pytest
 from ledger import Ledger
 from ledger.core import merkle
 from ledger.core.evidence_file import Evidence, b64, to_text
-from ledger.services.evidence_check import check_evidence
+from ledger.services import evidence_check
 from ledger.services.signing import load_verifier
 from ledger.storage.merkle_store import TreeStore
 from tests.cli_run import ledger as ledger_process
@@ -47,7 +47,7 @@ def prove(url: str, card: str, cp: Path, out: Path) -> bytes:
 
 def check(raw: bytes, pub: Path) -> str | None:
     """None if the evidence holds, else the first failure."""
-    return check_evidence(raw, load_verifier(pub)).error
+    return evidence_check.check_evidence(raw, load_verifier(pub)).error
 
 
 def test_honest_evidence_checks_from_an_empty_folder(signed, tmp_path: Path) -> None:
@@ -133,7 +133,7 @@ def test_every_sampled_single_character_edit_fails(signed, tmp_path: Path) -> No
     raw = prove(url, card, cp, tmp_path / "ev.json")
     text = raw.decode()
     verifier = load_verifier(pub)
-    assert check_evidence(raw, verifier).ok
+    assert evidence_check.check_evidence(raw, verifier).ok
     # Every character that is not JSON whitespace between tokens, in strings or not.
     positions, inside, escaped = [], False, False
     for i, c in enumerate(text):
@@ -156,11 +156,11 @@ def test_every_sampled_single_character_edit_fails(signed, tmp_path: Path) -> No
     for i in rng.sample(positions, min(1500, len(positions))):
         c = rng.choice([a for a in alphabet if a != text[i]])
         changed = (text[:i] + c + text[i + 1 :]).encode()
-        assert not check_evidence(changed, verifier).ok, (i, text[max(0, i - 30) : i + 5], c)
+        assert not evidence_check.check_evidence(changed, verifier).ok, (i, text[max(0, i - 30) : i + 5], c)
         edits += 1
     assert edits >= min(1500, len(positions))
     # JSON whitespace is free.
-    assert check_evidence(msgspec.json.format(raw, indent=3), verifier).ok
+    assert evidence_check.check_evidence(msgspec.json.format(raw, indent=3), verifier).ok
 
 
 def test_a_card_that_grew_after_the_checkpoint_is_proved_as_it_stood(backend_ledger: Ledger, backend_url, tmp_path):
@@ -256,3 +256,132 @@ def test_the_viewer_and_the_bundle_offer_the_evidence_of_a_covered_card(tmp_path
     files = sorted(p.name for p in (tmp_path / "site").glob("evidence-*.json"))
     assert len(files) == 1
     assert check((tmp_path / "site" / files[0]).read_bytes(), tmp_path / "k.pub") is None
+
+
+def test_each_failure_names_what_is_wrong_and_json_gives_the_files_figures(signed, tmp_path: Path) -> None:
+    url, card, key, pub, cp = signed
+    raw = prove(url, card, cp, tmp_path / "ev.json")
+    ev = msgspec.json.decode(raw, type=Evidence)
+    cut, base = ev.streams
+    n, size = len(cut.events), int(ev.checkpoint.split("\n")[1])
+
+    def failure(doctored: Evidence) -> str:
+        rep = evidence_check.check_evidence(to_text(doctored).encode(), load_verifier(pub))
+        assert not rep.ok and rep.events == len(doctored.streams[0].events) and rep.checkpoint_size is not None
+        return rep.error or ""
+
+    # An action's content changed (still a valid, canonical event): the leaves no longer make the root.
+    i = next(k for k, e in enumerate(cut.events) if '"action":1,' in e)
+    changed = cut.events[i].replace('"action":1,', '"action":2,')
+    assert changed != cut.events[i]
+    edited = msgspec.structs.replace(cut, events=[*cut.events[:i], changed, *cut.events[i + 1 :]])
+    assert "an event's content" in failure(msgspec.structs.replace(ev, streams=[edited, base]))
+    swapped = list(cut.events)
+    swapped[1], swapped[2] = swapped[2], swapped[1]
+    error = failure(msgspec.structs.replace(ev, streams=[msgspec.structs.replace(cut, events=swapped), base]))
+    assert "an event's content" in error, error
+    # Another checkpoint of the same log, signed by the same key, in place of the one proved against.
+    play_open_card_cli(url)
+    other = checkpoint(url, key, tmp_path / "cp2.txt")
+    assert "another checkpoint" in failure(msgspec.structs.replace(ev, checkpoint=other))
+    # A head_index outside the stream-heads tree.
+    heads = int(ev.checkpoint.split("\n")[3].split(" ")[1])
+    out_of_range = msgspec.structs.replace(cut, head_index=heads)
+    assert f"head_index {heads} is outside" in failure(msgspec.structs.replace(ev, streams=[out_of_range, base]))
+    # The checkpoint's lines edited under the old signature: what changed is named where it can be told apart.
+    lines = ev.checkpoint.split("\n")
+    root = lines[2]
+    flipped = ("A" if root[0] != "A" else "B") + root[1:]
+    for edit, expect in (
+        ([lines[0], lines[1], flipped, *lines[3:]], "root hash was changed"),
+        (["someone-else", *lines[1:]], "origin was changed"),
+        ([lines[0], str(size - 1), *lines[2:]], "text was changed after it was signed"),
+    ):
+        assert expect in failure(msgspec.structs.replace(ev, checkpoint="\n".join(edit))), expect
+    run("keygen", "someone", "-o", str(tmp_path / "someone"))
+    error = evidence_check.check_evidence(raw, load_verifier(tmp_path / "someone.pub")).error or ""
+    assert "not signed by the key given (someone+" in error and "signatures are by reviewed-ledger+" in error, error
+
+    # --json gives the file's own figures on a failure.
+    (tmp_path / "bad.json").write_text(to_text(msgspec.structs.replace(ev, streams=[out_of_range, base])))
+    r = ledger_process("check", str(tmp_path / "bad.json"), "--key", str(pub), "--json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and (doc["checkpoint_size"], doc["events"], doc["card"]) == (size, n, card), doc
+
+
+def play_open_card_cli(url: str) -> None:
+    with Ledger.open(url) as led:
+        play_open_card(led)
+
+
+def test_check_with_a_folder_of_no_games_skips_and_an_empty_checkpoint_proves_nothing(tmp_path: Path) -> None:
+    db = str(tmp_path / "l.sqlite")
+    key = tmp_path / "k"
+    run("keygen", "team", "-o", str(key))
+    Ledger.open(db).close()
+    checkpoint(db, key, tmp_path / "empty.txt")
+    assert (tmp_path / "empty.txt").read_text().split("\n")[1] == "0"
+    with Ledger.open(db) as led:
+        card = play_open_card(led)
+    r = ledger_process("--db", db, "prove", card, "--checkpoint", str(tmp_path / "empty.txt"))
+    no_traceback(r)
+    assert r.returncode == 1 and "empty log (a tree of 0 events)" in r.stderr, r.stderr
+    checkpoint(db, key, tmp_path / "cp.txt")
+    prove(db, card, tmp_path / "cp.txt", tmp_path / "ev.json")
+    empty = tmp_path / "no-games"
+    empty.mkdir()
+    r = ledger_process("check", str(tmp_path / "ev.json"), "--key", f"{key}.pub", "--environments", str(empty))
+    no_traceback(r)
+    assert r.returncode == 2 and "holds none of the games" in r.stderr and "re-simulated" not in r.stdout, r
+    r = ledger_process(
+        "check", str(tmp_path / "ev.json"), "--key", f"{key}.pub", "--environments", str(empty), "--json"
+    )
+    doc = json.loads(r.stdout)
+    assert r.returncode == 2 and doc["resimulation"] == "SKIP" and doc["resimulated"] is False, doc
+
+
+def test_a_consistency_file_checks_offline_and_a_fork_fails(tmp_path: Path) -> None:
+    """Two published checkpoints: the ledger writes the RFC 9162 proof between them, a reviewer checks it with the
+    public key alone; a second history signed by the same key (a fork) has no proof that passes."""
+    from ledger.core import consistency_file as cf
+
+    key = tmp_path / "k"
+    run("keygen", "team", "-o", str(key))
+    db, fork = str(tmp_path / "l.sqlite"), str(tmp_path / "fork.sqlite")
+    with Ledger.open(db) as led:
+        play_open_card(led)
+    checkpoint(db, key, tmp_path / "cp1.txt")
+    with Ledger.open(db) as led:
+        play_disputed_card(led)
+    checkpoint(db, key, tmp_path / "cp2.txt")
+    cps = [str(tmp_path / "cp1.txt"), str(tmp_path / "cp2.txt")]
+    code, out = run("--db", db, "consistency", *cps, "-o", str(tmp_path / "c.json"))
+    assert code == 0, out
+    out = (tmp_path / "c.json").read_text()
+    assert out.startswith('{"format":"arc-scorecard-ledger/consistency/v1"'), out
+    reviewer = tmp_path / "reviewer"
+    reviewer.mkdir()
+    shutil.copy(tmp_path / "c.json", reviewer / "c.json")
+    shutil.copy(f"{key}.pub", reviewer / "k.pub")
+    r = ledger_process("check", "c.json", "--key", "k.pub", cwd=reviewer)
+    no_traceback(r)
+    assert r.returncode == 0 and r.stdout.startswith("OK consistency: the tree of "), r.stdout + r.stderr
+    assert evidence_check.check_evidence(out.encode(), load_verifier(reviewer / "k.pub")).ok  # and the verifier
+    code, out = run("--db", db, "consistency", str(tmp_path / "cp2.txt"), str(tmp_path / "cp1.txt"))
+    assert code == 2 and "smaller than the old one" in out
+
+    # The fork: another history under the same key and origin, longer than the first checkpoint.
+    with Ledger.open(fork) as led:
+        play_disputed_card(led)
+        play_open_card(led)
+    code, forked = run("--db", fork, "checkpoint", "--key", str(key))
+    assert code == 0
+    code, out = run("--db", fork, "consistency", str(tmp_path / "cp1.txt"), str(tmp_path / "cp1.txt"))
+    assert code == 1 and "not one of this ledger's trees" in out, out
+    old = (tmp_path / "cp1.txt").read_text()
+    m, n = int(old.split("\n")[1]), int(forked.split("\n")[1])
+    with Ledger.open(fork) as led:
+        proof = merkle.tree_hashes(merkle.consistency_ranges(m, n), TreeStore(led.store).parts)
+    forged = cf.to_text(cf.Consistency(cf.FORMAT, old, forked.rstrip("\n") + "\n", [b64(h) for h in proof]))
+    rep = evidence_check.check_evidence(forged.encode(), load_verifier(reviewer / "k.pub"))
+    assert rep.kind == "consistency" and not rep.ok and "a fork" in (rep.error or ""), rep

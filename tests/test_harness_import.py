@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 
@@ -29,6 +30,7 @@ from ledger.core.events import (
     RunUsage,
     card_stream,
     decode,
+    encode,
 )
 from ledger.services.audit import audit_card
 from ledger.services.importing import import_recordings
@@ -531,7 +533,7 @@ def test_a_benchmarking_run_gives_its_card_tags_usage_and_cost(tmp_path: Path, e
     db = tmp_path / "l.sqlite"
     code, out, err = invoke(db, "import", str(path), "--environments", str(envs))
     assert code == 0, (out, err)
-    assert f"Note: {run_dir}: run_meta.json keys not used: agent_name, game_id" in err
+    assert f"Note: {run_dir}: run_meta.json keys not used: agent_name" in err
     assert f"Note: {run_dir}: 1 step file(s) unreadable or without a parsed_action, not used" in err
     card = "222f30a3-f3f6-48ee-b02c-583dea272051"
     with Ledger.open(db) as led:
@@ -573,3 +575,156 @@ def test_two_harness_runs_put_together_are_refused(tmp_path: Path, envs: Path) -
     assert code == 2 and "holds the frames of 2 plays" in err and out.startswith("not imported"), (out, err)
     with Ledger.open(tmp_path / "l.sqlite") as led:
         assert led.card_ids() == []
+
+
+# -- a line cut by another write (Ctrl-C in the harness) -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("newline", [True, False], ids=["rest-on-next-line", "inside-one-line"])
+def test_a_frame_line_cut_by_the_final_scorecard_line_is_recovered(tmp_path: Path, envs: Path, newline: bool) -> None:
+    """The harness's signal handler writes the final ``{}`` line whole while the agent thread is between two writes
+    of a frame line: the import takes the line apart, says so, and the card equals the toolkit's."""
+    run = run_swarm(tmp_path / "rec", [VIS], 31, env_dir=envs, max_actions=40)
+    path = run.agents[0].recorder.path
+    lines = path.read_bytes().splitlines(keepends=True)
+    final = lines.pop()  # {"timestamp": ..., "data": {}}\n, written by cleanup
+    assert json.loads(final)["data"] == {}
+    n = len(lines) - 3  # a frame line with frames after it: the agent thread went on
+    cut = lines[n].index(b"]], [") + 3  # somewhere inside the frame
+    lines[n] = lines[n][:cut] + (final if newline else final.rstrip(b"\n")) + lines[n][cut:]
+    path.write_bytes(b"".join(lines))
+    db = tmp_path / "l.sqlite"
+    code, _, err = invoke(db, "import", str(path), "--environments", str(envs))
+    assert code == 0, err
+    said = [ln for ln in err.splitlines() if "cut by another write" in ln]
+    rest = f"its rest is line {n + 2}" if newline else "and the rest of the line after it"
+    assert (
+        len(said) == 1
+        and said[0].startswith(f"Note: {path}:{n + 1}: a record cut by another write: ")
+        and rest in said[0]
+    )
+    assert "not JSON" not in err
+    with Ledger.open(db) as led:
+        got = game_entry(json.loads(led.export(run.agents[0].recorder.guid)), VIS)
+        assert got == game_entry(run.expected, VIS)
+        assert not [e for e in events_of(led, run.agents[0].recorder.guid) if type(e) is LinesSkipped]
+
+
+def test_a_cut_line_whose_rest_was_never_written_is_not_guessed(tmp_path: Path, envs: Path) -> None:
+    run = run_swarm(tmp_path / "rec", [VIS], 32, env_dir=envs, max_actions=20)
+    path = run.agents[0].recorder.path
+    lines = path.read_bytes().splitlines(keepends=True)
+    final = lines.pop()
+    lines[-1] = lines[-1][: len(lines[-1]) // 2] + final  # the process exited before the rest was written
+    path.write_bytes(b"".join(lines))
+    _, _, err = invoke(tmp_path / "l.sqlite", "import", str(path), "--environments", str(envs))
+    assert "cut by another write" not in err and f"{path}:{len(lines)}: not JSON: skipped" in err, err
+
+
+# -- the real benchmarking pair's shape -----------------------------------------------------------------------------
+
+RUN_ID = "546533b5-dc0c-4912-85de-a185df1221dc"
+STEP_USAGE = [(12444, 0), (24845, 12288), (37246, 24704)]  # prompt tokens, cached tokens; 5 completion tokens each
+
+
+def _real_pair(folder: Path, envs: Path) -> tuple[Path, Path, dict[str, Any]]:
+    """The shape of the pair in arc-agi-3-benchmarking's recordings/ (commit 238e1bd), written here as data: the
+    recording and the run folder of one run, whose names spell the model two ways; token lines 1.3 ms before each
+    step file, frame lines 4 ms after; every usage field, a cost of 0.0 for 74,550 tokens."""
+    from arcengine import GameAction
+
+    from tests.harness_recorder import convert
+
+    arc = arcade(envs)
+    card = arc.open_scorecard()
+    env = arc.make(VIS, scorecard_id=card)
+    agent = f"{VIS}.conversationrollingwindow"
+    path = folder / f"{agent}.gpt-5.4-openrouter.anim7.222f30a3-f3f6-48ee-b02c-583dea272051.recording.jsonl"
+    run_dir = folder / f"{agent}.openai-gpt-5-4-2026-03-05.anim7.{RUN_ID}"
+    run_dir.mkdir(parents=True)
+    lines, total = [], 0
+    for i, (prompt, cached) in enumerate(STEP_USAGE, 1):
+        second = f"2026-04-01T03:04:{17 + 2 * i:02d}"
+        usage = {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5, "reasoning_tokens": 0}
+        usage |= {"cached_tokens": cached, "cache_write_tokens": 0, "cost": 0.0, "cost_details": {}}
+        total += prompt + 5
+        step = {"step": i, "timestamp": f"{second}.557281Z", "model": "gpt-5.4-2026-03-05", "messages_sent": []}
+        step |= {"assistant_response": "ACTION1", "reasoning": None, "parsed_action": "ACTION1", "usage": usage}
+        (run_dir / f"step_{i:03d}.json").write_text(json.dumps(step | {"retries": 0}, indent=2))
+        tokens = {"tokens": prompt + 5, "total_tokens": total, "conversation_length": 2 * i, "assistant": ""}
+        lines.append(json.dumps({"timestamp": f"{second}.555969+00:00", "data": tokens}))
+        frame = json.loads(convert(env.step(GameAction.ACTION1)).model_dump_json())
+        lines.append(json.dumps({"timestamp": f"{second}.561483+00:00", "data": frame}))
+    meta = {"run_id": RUN_ID, "game_id": VIS, "agent_name": run_dir.name[:-37], "model": "gpt-5.4-2026-03-05"}
+    meta |= {"started_at": "2026-04-01T03:04:17.229934Z", "ended_at": None, "duration_seconds": None}
+    totals = {"prompt_tokens": 74535, "completion_tokens": 15, "total_tokens": 74550, "reasoning_tokens": 0}
+    totals |= {"cached_tokens": 36992, "cache_write_tokens": 0, "cost": 0.0, "cost_details": {}}
+    meta |= {"total_steps": 3, "total_usage": totals, "outcome": None, "run_dir": f"recordings/{run_dir.name}"}
+    (run_dir / "run_meta.json").write_text(json.dumps(meta, indent=2))
+    path.write_text("\n".join(lines) + "\n")
+    return path, run_dir, json.loads(arc.get_scorecard(card).model_dump_json())
+
+
+def test_the_real_benchmarking_pair_is_one_card_with_its_model_usage_and_cost(tmp_path: Path, envs: Path) -> None:
+    folder = tmp_path / "recordings"
+    path, run_dir, expected = _real_pair(folder, envs)
+    # Another run of the game at the same time whose token counts are not the recording's: named, not used.
+    other = folder / f"{VIS}.conversationrollingwindow.other-model.anim7.{RUN_ID[:-1]}0"
+    shutil.copytree(run_dir, other)
+    meta = json.loads((other / "run_meta.json").read_text())
+    (other / "run_meta.json").write_text(json.dumps(meta | {"run_id": other.name[-36:]}))
+    step = json.loads((other / "step_002.json").read_text())
+    step["usage"]["total_tokens"] = 999
+    (other / "step_002.json").write_text(json.dumps(step))
+    db = tmp_path / "l.sqlite"
+    code, out, err = invoke(db, "import", str(folder), "--environments", str(envs))
+    assert code == 0, err
+    card = "222f30a3-f3f6-48ee-b02c-583dea272051"
+    assert out.startswith(f"imported          {card}: 1 file, 6 lines, 1 play")
+    assert (
+        f"Note: {path}: parsed_action of 3 step(s) from {run_dir.name}/ used (matched by game, run id and the times "
+        "of its steps and their token counts)"
+    ) in err
+    assert (
+        f"Note: {other}: run folder not used: not this recording's run: step_002 says 999 tokens, the recording's "
+        "token line before its frame line 4 says 24850"
+    ) in err
+    with Ledger.open(db) as led:
+        assert game_entry(json.loads(led.export(card)), VIS) == game_entry(expected, VIS)
+        evs = events_of(led, card)
+        assert evs[0].tags == [
+            "conversationrollingwindow.gpt-5.4-openrouter.anim7",
+            "model:gpt-5.4-2026-03-05",
+            f"run:{RUN_ID}",
+        ]
+        (usage,) = [e for e in evs if type(e) is RunUsage]
+        assert (usage.input_tokens, usage.output_tokens, usage.total_tokens, usage.cost) == (74535, 15, 74550, 0.0)
+        assert (usage.cached_tokens, usage.reasoning_tokens, usage.cache_write_tokens) == (36992, 0, 0)
+        assert usage.usage_other == {"cost_details": {}}
+        assert [(lv.steps, lv.tokens, lv.cost) for lv in usage.levels] == [(3, 74550, 0.0)]
+        # Events written before these fields existed encode (and hash) as they did: the new fields are left out.
+        old = msgspec.structs.replace(usage, cached_tokens=None, reasoning_tokens=None, cache_write_tokens=None)
+        old = msgspec.structs.replace(old, usage_other=None)
+        assert encode(decode(encode(old))) == encode(old) and b"cached" not in encode(old)
+    code, out, _ = invoke(db, "replay", card)
+    assert code == 0 and "$0.0000" not in out
+    assert (
+        f"run {RUN_ID}, model gpt-5.4-2026-03-05: 74550 tokens, cost reported as 0.0 (74535 input, 15 output, "
+        "36992 cached, 0 reasoning, 0 cache-write, cost_details {})"
+    ) in out
+    assert "  level 1: 3 step(s), cost reported as 0.0, 74550 tokens" in out
+
+
+def test_a_run_folder_given_alone_imports_its_recording(tmp_path: Path, envs: Path) -> None:
+    folder = tmp_path / "recordings"
+    path, run_dir, expected = _real_pair(folder, envs)
+    db = tmp_path / "l.sqlite"
+    code, _, err = invoke(db, "import", str(run_dir), "--environments", str(envs))
+    assert code == 0, err
+    assert f"Note: {run_dir}: a benchmarking run folder (run_meta.json, step files): it holds the actions" in err
+    assert f"imported with the recording of its game whose lines span its steps, {path.name}" in err
+    with Ledger.open(db) as led:
+        assert game_entry(json.loads(led.export(path.name.split(".")[-3])), VIS) == game_entry(expected, VIS)
+    path.unlink()
+    code, _, err = invoke(tmp_path / "m.sqlite", "import", str(run_dir))
+    assert code == 2 and f"no recording of game {VIS} beside it spans its steps" in err, err

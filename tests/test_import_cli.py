@@ -65,6 +65,24 @@ def test_usage_errors(tmp_path: Path) -> None:
     assert code == 2 and "Missing argument 'PATH...'" in err
 
 
+def test_an_empty_folder_among_the_paths_is_skipped_with_a_note(tmp_path: Path) -> None:
+    arc = recording_arcade(tmp_path / "rec", False)
+    card = arc.open_scorecard()
+    step(arc.make("cnt3", scorecard_id=card), 1)
+    (tmp_path / "empty").mkdir()
+    code, out, err = invoke(tmp_path / "l.sqlite", str(tmp_path / "empty"), str(tmp_path / "rec"))
+    assert code == 0, err
+    assert f"Note: {tmp_path / 'empty'}: no recordings (*.jsonl) in it or in its card folders: skipped\n" in err
+    assert out.startswith(f"imported          {card}: 1 file")
+    (tmp_path / "empty2").mkdir()
+    code, _, err = invoke(tmp_path / "l.sqlite", str(tmp_path / "empty"), str(tmp_path / "empty2"))
+    assert (code, err.splitlines()[-1]) == (
+        2,
+        f"Error: {tmp_path / 'empty'}, {tmp_path / 'empty2'}: no recordings (*.jsonl) in any of them or in their "
+        "card folders",
+    )
+
+
 def test_summary_text_and_json(tmp_path: Path) -> None:
     arc = recording_arcade(tmp_path / "rec", False)
     card = arc.open_scorecard()

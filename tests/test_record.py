@@ -118,3 +118,29 @@ def test_a_record_tag_is_a_tag_of_the_card_for_every_filter(db_path: Path, tmp_p
         card = led.load_card(card_id)
         assert "nightly" in card_row(card, led.document(card_id, card=card)).tags  # the viewer's filter and board
         assert "nightly" not in json.loads(led.export(card_id))["tags"]  # the document stays the toolkit's
+
+
+def test_a_harness_under_record_talking_to_serve_on_one_ledger_is_captured_once(db_path: Path) -> None:
+    """Both capture paths on one ledger: the server opens the card before it answers, so the client's capture
+    finds it being captured, stands aside (saying so once), and the run is one card, whole."""
+    from tests.rest_agent import start_server
+
+    proc, url = start_server(db_path)
+    try:
+        r = record(db_path, "--seed", "5", "--steps", "40", "--online", url)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=20)
+    assert r.returncode == 0, r.stderr[-3000:]
+    printed = json.loads(r.stdout.strip().splitlines()[-1])
+    card_id = printed["card_id"]
+    assert "version conflict" not in r.stderr
+    said = f"ledger record: card {card_id} was already being captured into this ledger by `ledger serve`"
+    assert r.stderr.count(said) == 1 and r.stderr.count("stood aside") == 1, r.stderr[-3000:]
+    assert f"card {card_id}   score" in r.stderr and "(captured by `ledger serve`)" in r.stderr
+    with Ledger.open(db_path) as led:
+        assert list(led.card_ids()) == [card_id]
+        card = led.load_card(card_id)
+        assert card.closed and card.captured_via == "serve"
+        doc = json.loads(led.export(card_id))
+        assert doc["score"] == printed["score"] and doc["total_actions"] == printed["total_actions"] > 0

@@ -46,6 +46,19 @@ def test_a_failing_command_keeps_its_status_and_its_last_error_line_is_repeated(
     assert "no card captured" in r.stderr and r.stderr.rstrip().endswith("last error line: agent: bad key")
 
 
+def test_the_error_line_quoted_is_the_error_not_a_warning_printed_after_it(db_path: Path) -> None:
+    script = (
+        "import atexit, sys, warnings\n"
+        "atexit.register(lambda: warnings.warn('pkg_resources is deprecated as an API', FutureWarning))\n"
+        "sys.stderr.write('INFO:agents: starting\\n')\n"
+        "def main():\n    raise ValueError('game ls20 not in the game list')\n"
+        "main()\n"
+    )
+    r = record(db_path, sys.executable, "-c", script)
+    assert r.returncode == 1 and "FutureWarning: pkg_resources is deprecated" in r.stderr, r.stderr
+    assert r.stderr.rstrip().endswith("the command's last error line: ValueError: game ls20 not in the game list")
+
+
 def test_a_command_killed_by_a_signal_exits_128_plus_n(db_path: Path) -> None:
     r = record(db_path, sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
     assert r.returncode == 128 + signal.SIGKILL and "no card captured" in r.stderr

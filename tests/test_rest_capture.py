@@ -93,11 +93,23 @@ def test_ledger_serve_subprocess_cards_equal_the_close_response(tmp_path: Path, 
     proc, url = start_server(db, *(["--competition"] if competition else []))
     try:
         closes = [rest_agent.play(http_sender(url), seed=100 + i, steps=80) for i in range(1 if competition else 3)]
+        if competition:  # the next run: the toolkit's server refuses a second card, and serve says why
+            assert http_sender(url)("/api/scorecard/open", {"tags": ["next"]})[0] == 409
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 130, err.decode()[-2000:]
     assert "serving 6 games on http://127.0.0.1" in err.decode()
+    said = [ln for ln in err.decode().splitlines() if "answered 409" in ln]
+    assert said == (
+        [
+            f"ledger serve: POST /api/scorecard/open answered 409: in competition mode the toolkit's server serves one "
+            f"card per server lifetime and it has served its card (card {closes[0][0]}); start `ledger serve "
+            "--competition` again for each run, or run one server per run, each on its own --port"
+        ]
+        if competition
+        else []
+    )
     with Ledger.open(db) as led:
         for card, doc in closes:
             assert json.loads(led.export(card)) == doc

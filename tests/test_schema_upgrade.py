@@ -86,6 +86,11 @@ def test_upgraded_ledger_is_still_append_only_and_takes_new_cards(old_ledger: Pa
         con.execute("UPDATE events SET body = x'00' WHERE seq = 2")
     with pytest.raises(sqlite3.IntegrityError, match="append-only: DELETE refused"):
         con.execute("DELETE FROM events WHERE seq = 2")
+    # 0005's triggers: the Merkle tree's tables grow only.
+    names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    assert {f"merkle_{t}_no_{v}" for t in ("nodes", "runs") for v in ("update", "delete")} <= names
+    with pytest.raises(sqlite3.IntegrityError, match="the Merkle tree is append-only: UPDATE on merkle_state"):
+        con.execute("UPDATE merkle_state SET size = size - 1")
     with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):  # 0002's constraints hold too
         con.execute(
             "INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) "

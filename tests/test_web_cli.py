@@ -112,6 +112,11 @@ def test_bad_input_is_one_line_and_writes_nothing(
     assert list(tmp_path.iterdir()) == []  # no folder, no temporary leftovers
 
 
+def test_view_started_with_sigint_ignored_still_stops_on_it(played: Played) -> None:
+    server = ViewServer(played.db, sigint_ignored=True)
+    assert server.stop() == 130
+
+
 def test_view_of_a_missing_ledger_creates_nothing(tmp_path: Path) -> None:
     r = ledger_cli(tmp_path / "none.sqlite", "view", "--port", "0")
     assert r.returncode == 1

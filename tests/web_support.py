@@ -135,12 +135,14 @@ def play_ledger(db: Path) -> Played:
 class ViewServer:
     """``ledger view`` in its own process, on a free port of 127.0.0.1."""
 
-    def __init__(self, db: Path | str, *extra: str) -> None:
+    def __init__(self, db: Path | str, *extra: str, sigint_ignored: bool = False) -> None:
+        # sigint_ignored: started as `ledger view &` from a non-interactive shell, which ignores SIGINT in it.
         self.proc = subprocess.Popen(
             [*LEDGER, "--db", str(db), "view", "--port", "0", *extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
         )
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         m = re.search(r"(http://127\.0\.0\.1:\d+/)", line)

@@ -72,6 +72,8 @@ for _command in (
     evidence.keygen,
     evidence.checkpoint_cmd,
     evidence.prove,
+    evidence.consistency,
+    evidence.witness_cmd,
     evidence.check,
     summary.rebuild_summary_cmd,
 ):

@@ -88,6 +88,9 @@ def cards(
 ) -> None:
     """List cards in the order they were opened: id, opened, closed (and why), games, actions, score, tags.
 
+    A card opened in competition mode (scored over every game of the server) is marked "(competition)" after its
+    id (`competition` in --json): its score does not rank with a normal card's.
+
     A card left open that has been idle for STALE_MINUTES, or open for MAX_OPEN_FOR_MINUTES, is shown closed as
     the toolkit would have closed it (idle / max_open, at that moment, marked *); `ledger close` records it.
     Every list is read from the cards summary, one page at a time: `--limit 20`, then `--after LAST_ID`.
@@ -129,7 +132,7 @@ def cards_table(rows: list[Any]) -> str:
     head = ("card", "opened", "closed", "games", "actions", "score", "tags")
     cells = [
         (
-            r.card_id + (" (retracted)" if r.retracted else ""),
+            r.card_id + (" (competition)" if r.competition else "") + (" (retracted)" if r.retracted else ""),
             (r.opened or "?")[:19],
             f"{r.closed[:19]} {r.close_reason}{'*' if r.lapsed else ''}" if r.closed else "open",
             str(r.games),
@@ -149,6 +152,8 @@ def cards_table(rows: list[Any]) -> str:
         )
 
     out = [line(head), *(line(c) for c in cells)]
+    if any(r.competition for r in rows):
+        out.append("(competition): opened in competition mode, scored over every game of the server")
     if any(r.lapsed for r in rows):
         out.append("* no close event: closed as the toolkit would have (STALE_MINUTES / MAX_OPEN_FOR_MINUTES)")
     return "\n".join(out)

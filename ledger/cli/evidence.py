@@ -1,4 +1,5 @@
-"""``ledger keygen``, ``checkpoint``, ``prove`` and ``check``: signed checkpoints and evidence files."""
+"""``ledger keygen``, ``checkpoint``, ``prove``, ``consistency`` and ``check``: signed checkpoints, evidence files
+and consistency proofs."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ledger.cli.common import LedgerCommandError, echo_json, open_ledger, write_
 
 if TYPE_CHECKING:
     from ledger.services.checkpoints import CheckpointReport
+    from ledger.services.evidence_check import CheckReport
     from ledger.storage.base import LogStore
 
 _KEY = click.Path(dir_okay=False, path_type=Path)
@@ -38,15 +40,22 @@ def _check_output(out: str | None) -> None:
 @click.command()
 @click.argument("name")
 @click.option("-o", "--output", "out", type=_KEY, required=True, help="The private key file (KEY.pub: its public key).")
-def keygen(name: str, out: Path) -> None:
-    """Make an Ed25519 key NAME for signing checkpoints.
+@click.option(
+    "--witness",
+    "as_witness",
+    is_flag=True,
+    help="A witness's key, for `ledger witness` (C2SP tlog-cosignature v1, key type 0x04), not a log's.",
+)
+def keygen(name: str, out: Path, as_witness: bool) -> None:
+    """Make an Ed25519 key NAME for signing checkpoints (or, with --witness, for cosigning other logs' ones).
 
     Writes the private key to KEY (mode 0600; keep it secret) and the verifier key to KEY.pub (one line,
     `NAME+KEYID+KEY` as C2SP signed notes write it; publish it). Never overwrites either file.
     """
+    from ledger.core.signed_note import COSIGNATURE_V1, ED25519
     from ledger.services.signing import keygen as make_key
 
-    pub = make_key(name, out)
+    pub = make_key(name, out, COSIGNATURE_V1 if as_witness else ED25519)
     click.echo(f"private key {out} (keep it secret), public key {pub}: {pub.read_text().strip()}")
 
 
@@ -95,6 +104,28 @@ def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None) -> N
 
 
 @click.command()
+@click.argument("old", type=_FILE)
+@click.argument("new", type=_FILE)
+@click.option("-o", "--output", "out", default=None, help="Write the consistency file here (default: stdout).")
+@click.pass_context
+def consistency(ctx: click.Context, old: Path, new: Path, out: str | None) -> None:
+    """Write a consistency file: checkpoints OLD and NEW of this ledger and the RFC 9162 proof that NEW's tree
+    extends OLD's.
+
+    A reviewer holding both published checkpoints checks it with `ledger check FILE --key KEY.pub` (or
+    scripts/verify_evidence.py), without the ledger: the log only grew between the two. Exit 1 if either
+    checkpoint is not one of this ledger's trees.
+    """
+    from ledger.services.evidence import consistency as make
+
+    old_note, new_note = _read_text(old, "old checkpoint"), _read_text(new, "new checkpoint")
+    _check_output(out)
+    with open_ledger(ctx, write=True) as ledger:
+        text = make(ledger, old_note, new_note)
+    write_output(text, out)
+
+
+@click.command()
 @click.argument("evidence", type=_FILE)
 @click.option("--key", type=_FILE, required=True, help="The public key (KEY.pub) the checkpoint must be signed with.")
 @click.option(
@@ -103,35 +134,123 @@ def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None) -> N
     default=None,
     help="Also replay every action against the game code in this folder (as `ledger audit` does).",
 )
+@click.option(
+    "--witness",
+    "witnesses",
+    type=_FILE,
+    multiple=True,
+    help="A witness's public key (from `ledger keygen --witness`); repeatable. The checkpoint must be cosigned.",
+)
+@click.option(
+    "--quorum",
+    type=click.IntRange(min=1),
+    default=None,
+    help="How many of the --witness keys must have cosigned (default: all).",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: ok, card, checkpoint_size, events, score, ...")
-def check(evidence: Path, key: Path, environments: str | None, as_json: bool) -> None:
+def check(
+    evidence: Path,
+    key: Path,
+    environments: str | None,
+    witnesses: tuple[Path, ...],
+    quorum: int | None,
+    as_json: bool,
+) -> None:
     """Check an evidence file from `ledger prove`, opening no ledger: the checkpoint's signature, the inclusion
     proof of every event, the card's hash chain, that no later event of the card was left out, and that the
-    scorecard is the one the calculator makes from the events; with --environments, the plays re-simulated.
+    scorecard is the one the calculator makes from the events; with --environments, the plays re-simulated; with
+    --witness, that the checkpoint carries the cosignatures of at least --quorum of those witnesses.
 
-    Exit 0 if all of it holds, 1 otherwise (naming the first thing that failed).
+    EVIDENCE may also be a consistency file from `ledger consistency`: both checkpoints signed by the key, and
+    the newer tree an extension of the older one.
+
+    Exit 0 if all of it holds, 1 otherwise (naming the first thing that failed); 2 when --environments holds
+    none of the card's games (nothing re-simulated, as `ledger audit`).
     """
+    from ledger.core.signed_note import COSIGNATURE_V1
     from ledger.services.evidence_check import check_evidence
     from ledger.services.signing import load_verifier
 
     verifier = load_verifier(key)
+    cosigners = [load_verifier(w, COSIGNATURE_V1) for w in witnesses]
+    if quorum is not None and quorum > len(cosigners):
+        raise LedgerCommandError(f"--quorum {quorum} needs at least {quorum} --witness keys (got {len(cosigners)})", 2)
     try:
         raw = evidence.read_bytes()
     except OSError as e:
         raise LedgerCommandError(f"cannot read {evidence}: {e.strerror}", 2) from None
-    rep = check_evidence(raw, verifier, environments)
+    rep = check_evidence(raw, verifier, environments, cosigners, quorum)
+    if rep.kind == "consistency" and environments is not None:
+        raise LedgerCommandError("--environments replays a card's plays: a consistency file holds no card", 2)
+    skipped = rep.ok and rep.resimulation == "SKIP"
     if as_json:
         echo_json(rep.to_json())
+    elif rep.ok and rep.kind == "consistency":
+        click.echo(
+            f"OK consistency: the tree of {rep.checkpoint_size} events extends the tree of {rep.old_size} events, "
+            f"both checkpoints signed by {verifier.name} (RFC 9162 consistency proof verified){_cosigned(rep)}"
+        )
     elif rep.ok:
         sim = ", plays re-simulated" if rep.resimulated else ""
+        if rep.resimulation is not None and not rep.resimulated and not skipped:
+            sim = f"; re-simulation {rep.resimulation}: {rep.resimulation_message}"
         click.echo(
             f"OK card {rep.card}: {rep.events} events, all of them, in the tree of {rep.checkpoint_size} events "
-            f"signed by {verifier.name}; scorecard rebuilt and equal (score {rep.score}){sim}"
+            f"signed by {verifier.name}{_cosigned(rep)}; scorecard rebuilt and equal (score {rep.score}){sim}"
         )
     else:
         click.echo(f"FAIL {rep.error}")
     if not rep.ok:
         sys.exit(1)
+    if skipped:  # as `ledger audit`: a folder without the card's games checked nothing
+        if not as_json:
+            line = f"Error: {environments} holds none of the games of card {rep.card}: plays not re-simulated"
+            click.echo(line, err=True)
+        sys.exit(2)
+
+
+def _cosigned(rep: CheckReport) -> str:
+    if rep.cosigned_by is None:
+        return ""
+    return f", cosigned by {len(rep.cosigned_by)} of the witnesses given ({', '.join(rep.cosigned_by)})"
+
+
+@click.command("witness")
+@click.argument("checkpoint", type=_FILE)
+@click.option("--key", type=_FILE, required=True, help="This witness's private key (from `ledger keygen --witness`).")
+@click.option(
+    "--log-key", type=_FILE, required=True, help="The log's public key (KEY.pub) the checkpoint is signed with."
+)
+@click.option(
+    "--state",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="The witness's folder: per log origin, the log's key and the last checkpoint cosigned (made if missing).",
+)
+@click.option("-o", "--output", "out", default=None, help="Write the cosigned checkpoint here (default: stdout).")
+def witness_cmd(checkpoint: Path, key: Path, log_key: Path, state: Path, out: str | None) -> None:
+    """Cosign another log's CHECKPOINT as a witness (C2SP tlog-witness, tlog-cosignature v1), against a split view.
+
+    CHECKPOINT is a signed checkpoint, or a consistency file from `ledger consistency` whose newer checkpoint is
+    cosigned. The witness cosigns only a checkpoint signed by the log's key that extends the last one it cosigned
+    for that origin (the same tree, or a larger one with a consistency proof from exactly that tree), and records
+    it; the first checkpoint of an origin is taken on trust. A fork (another root at a size it cosigned, a proof
+    that fails), a smaller tree or another signer for the origin: exit 1, one line, nothing cosigned or recorded.
+    Opens no ledger: one team's ledger can witness another's, and the other way round.
+    """
+    from ledger.core.signed_note import COSIGNATURE_V1
+    from ledger.services.signing import load_signer, load_verifier
+    from ledger.services.witness import witness
+
+    me = load_signer(key, COSIGNATURE_V1)
+    log = load_verifier(log_key)
+    try:
+        raw = checkpoint.read_bytes()
+    except OSError as e:
+        raise LedgerCommandError(f"cannot read {checkpoint}: {e.strerror}", 2) from None
+    _check_output(out)
+    note = witness(raw, log, me, state)
+    write_output(note[:-1], out)
 
 
 def verify_checkpoint_files(store: LogStore, checkpoint: Path, key: Path) -> CheckpointReport:

@@ -71,6 +71,11 @@ def record(ctx: click.Context, tags: tuple[str, ...], command: tuple[str, ...]) 
         say(f"ledger record: passed {name} on to the command; it ended with status {result.returncode}")
     with open_ledger(ctx) as ledger:
         _list_cards(ledger, result.card_ids)
+    for card_id, holder in result.aside:
+        say(
+            f"ledger record: card {card_id} was already being captured into this ledger by {holder} (it opened the "
+            "card first): this run's capture stood aside, so the card is recorded once"
+        )
     for lost in result.uncaptured:
         say(f"ledger record: {lost.describe()}")
     if result.failures:
@@ -113,6 +118,8 @@ def _list_cards(ledger: Ledger, card_ids: list[str]) -> None:
             state = f"lapsed ({shown[1]} at {shown[0].isoformat(timespec='seconds')}; no close event)"
         else:
             state = f"closed ({shown[1]})"
+        if card.captured_via not in (None, "record"):
+            state += f"   (captured by `ledger {card.captured_via}`)"
         say(f"card {cid}   score {doc.score:.2f}   games {len(card.games)}   actions {card.total_actions}   {state}")
     if card_ids:
         say(f"ledger: {ledger.store.describe()}")

@@ -67,7 +67,9 @@ def view(ctx: click.Context, host: str, port: int, environments: str | None) -> 
     Open cards update in the page while agents play. The first line printed is the address to open. Ctrl-C stops
     the server (exit 130).
     """
+    import contextlib
     import logging
+    import signal
 
     from ledger.toolkit.rest import check_bindable
     from ledger.web.server import create_app, run
@@ -84,6 +86,10 @@ def view(ctx: click.Context, host: str, port: int, environments: str | None) -> 
                 click.echo(warn, err=True)
             sys.stdout.flush()
 
+        # Started from a script (`ledger view &` in a non-interactive shell) SIGINT arrives ignored: Ctrl-C and
+        # `kill -INT` must stop the server all the same. Not in the main thread (an embedding program): its own.
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             # Werkzeug prints its own lines and exits 1 on a busy port or an unknown host: say it as `serve` does.
             check_bindable(host, port)

@@ -324,6 +324,13 @@ class RunUsage(Event, tag="run_usage", frozen=True, kw_only=True):
     total_tokens: int | None = None
     cost: float | None = None
     levels: list[LevelUsage] = msgspec.field(default_factory=list)
+    # Left out of the event when absent (omit_defaults): events written before these existed encode, and hash, as
+    # they did.
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    #: The run's usage object's other keys (``cost_details``, ...), as the file gives them.
+    usage_other: dict[str, Any] | None = None
 
 
 class CardOnServer(Event, tag="card_on_server", frozen=True, kw_only=True):

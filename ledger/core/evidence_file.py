@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable
+import itertools
+from collections.abc import Sequence
+from typing import Protocol
 
 import msgspec
 
@@ -114,33 +116,52 @@ class Checked(msgspec.Struct, frozen=True):
     events: list[Numbered]
 
 
-def check(ev: Evidence, signed: Callable[[sn.Checkpoint], bool]) -> Checked:
-    """Every check but re-simulation, in order; raises :class:`EvidenceFailure` at the first that fails."""
+class KeyCheck(Protocol):
+    """The public key a check is made with (``ledger.services.signing.Verifier`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def public(self) -> bytes: ...
+    def verifies(self, text: str, sigs: Sequence[bytes]) -> bool:
+        """True if one of ``sigs`` is this key's signature of ``text``."""
+        ...
+
+
+def check(ev: Evidence, key: KeyCheck) -> Checked:
+    """Every check but re-simulation, in the order docs/evidence-format.md gives; raises :class:`EvidenceFailure`
+    at the first that fails, naming what is wrong."""
     try:
         cp = sn.parse_checkpoint(ev.checkpoint)
     except sn.NoteError as e:
         raise EvidenceFailure(f"the checkpoint: {e}") from e
-    if not signed(cp):
-        raise EvidenceFailure("the checkpoint is not signed by the key given (wrong key, or a forged signature)")
+    sigs = key_signatures(cp, key)
+    if not key.verifies(cp.text, sigs):
+        raise EvidenceFailure(_changed_checkpoint(ev, cp, key, sigs))
     want = card_stream(ev.card)
     if not ev.streams or ev.streams[0].stream != want:
         raise EvidenceFailure(f"the first stream must be the card's, {want!r}")
     indices: list[tuple[int, bytes]] = []
     decoded: dict[str, list[Numbered]] = {}
+    heads: list[tuple[EvidenceStream, bytes]] = []
     for s in ev.streams:
-        decoded[s.stream] = _check_stream(s, cp, indices)
-    indices.sort()
-    try:
-        root = merkle.multiproof_root(
-            [i for i, _ in indices],
-            [leaf for _, leaf in indices],
-            [unb64(h, "a proof hash") for h in ev.proof],
-            cp.size,
-        )
-    except merkle.ProofError as e:
-        raise EvidenceFailure(f"the inclusion proof does not fit the events: {e}") from e
+        if s.stream in decoded:
+            raise EvidenceFailure(f"stream {s.stream!r} is in the file twice")
+        decoded[s.stream], head = _check_stream(s, cp, indices)
+        heads.append((s, head))
+    root = _events_root(ev, cp, indices)
     if root != cp.root:
-        raise EvidenceFailure("the events and the inclusion proof do not make the checkpoint's root hash")
+        raise EvidenceFailure(
+            "the events and the inclusion proof do not make the checkpoint's root hash: an event's content, a leaf "
+            "position or a proof hash was changed (or the proof belongs to another checkpoint)"
+        )
+    for s, entry in heads:
+        proof = [unb64(h, f"stream {s.stream!r}: a head proof hash") for h in s.head_proof]
+        if not merkle.verify_inclusion(s.head_index, cp.heads_count, merkle.leaf_hash(entry), proof, cp.heads_root):
+            raise EvidenceFailure(
+                f"stream {s.stream!r}: its last event here (version {len(s.events)}) is not the head the checkpoint "
+                "signed: the file does not hold all of its events (its tail is missing), or its head proof was changed"
+            )
     events = decoded[want]
     card = fold(ev.card, [n.event for n in events])
     expected = [want] + ([baselines_stream(card.baselines_id)] if card.baselines_id else [])
@@ -159,24 +180,92 @@ def check(ev: Evidence, signed: Callable[[sn.Checkpoint], bool]) -> Checked:
     return Checked(cp, card, events)
 
 
-def _check_stream(s: EvidenceStream, cp: sn.Checkpoint, out: list[tuple[int, bytes]]) -> list[Numbered]:
-    """The stream's chain, leaves and head proof; appends its (leaf index, leaf hash) pairs to ``out``."""
+def key_signatures(cp: sn.Checkpoint, key: KeyCheck, what: str = "the checkpoint") -> list[bytes]:
+    """The checkpoint's signatures by ``key`` (name and key id); :class:`EvidenceFailure` naming who signed it when
+    there is none."""
+    sigs = sn.signatures_by(cp, key.name, key.public)
+    if not sigs:
+        mine = f"{key.name}+{sn.key_id(key.name, key.public).hex()}"
+        by = ", ".join(sorted({f"{s.name}+{s.key_id.hex()}" for s in cp.signatures}))
+        raise EvidenceFailure(
+            f"{what} is not signed by the key given ({mine}): its only signatures are by {by} (another key's or "
+            "another log's checkpoint)"
+        )
+    return sigs
+
+
+def _events_root(ev: Evidence, cp: sn.Checkpoint, indices: list[tuple[int, bytes]]) -> bytes:
+    """The root the file's leaves and multi-proof make in a tree of the checkpoint's size."""
+    indices = sorted(indices)
+    positions = [i for i, _ in indices]
+    for a, b in itertools.pairwise(positions):
+        if a == b:
+            raise EvidenceFailure(f"leaf position {a} is given to two events")
+    proof = [unb64(h, "a proof hash") for h in ev.proof]
+    need = len(merkle.multiproof_ranges(positions, cp.size))
+    if need != len(proof):
+        raise EvidenceFailure(
+            f"the inclusion proof has {len(proof)} hashes where these leaf positions in the checkpoint's tree of "
+            f"{cp.size} events need {need}: it was made for another checkpoint (or hashes were added or removed)"
+        )
+    try:
+        return merkle.multiproof_root(positions, [leaf for _, leaf in indices], proof, cp.size)
+    except merkle.ProofError as e:
+        raise EvidenceFailure(f"the inclusion proof does not fit the events: {e}") from e
+
+
+def _changed_checkpoint(ev: Evidence, cp: sn.Checkpoint, key: KeyCheck, sigs: Sequence[bytes]) -> str:
+    """Why a checkpoint with a signature line by the key does not verify: its text was changed after signing (the
+    root or the origin named when the signature holds with the one the file's events make, or the key's name)."""
+    general = (
+        f"the checkpoint's text was changed after it was signed (its origin, tree size, root or stream-heads line): "
+        f"its signature by {key.name} does not verify"
+    )
+    lines = cp.text.split("\n")
+    if lines[0] != key.name and key.verifies("\n".join([key.name, *lines[1:]]), sigs):
+        return f"the checkpoint's origin was changed after it was signed (it was signed as {key.name!r}): {general}"
+    try:
+        indices: list[tuple[int, bytes]] = []
+        for s in ev.streams:
+            _check_stream(s, cp, indices)
+        root = _events_root(ev, cp, indices)
+    except (EvidenceFailure, merkle.ProofError):
+        return general
+    if root != cp.root:
+        text = "\n".join([lines[0], lines[1], base64.b64encode(root).decode(), *lines[3:]])
+        if key.verifies(text, sigs):
+            return (
+                "the checkpoint's root hash was changed after it was signed: its signature holds for the root the "
+                "file's events make, not for the one written"
+            )
+    return general
+
+
+def _check_stream(s: EvidenceStream, cp: sn.Checkpoint, out: list[tuple[int, bytes]]) -> tuple[list[Numbered], bytes]:
+    """The stream's events decoded and chained; appends its (leaf index, leaf hash) pairs to ``out``; returns the
+    events and the entry of its head in the stream-heads tree (checked later, after the root)."""
     if not s.events or len(s.leaves) != len(s.events):
         raise EvidenceFailure(f"stream {s.stream!r}: {len(s.events)} events for {len(s.leaves)} leaf positions")
+    for i in s.leaves:
+        if not 0 <= i < cp.size:
+            raise EvidenceFailure(
+                f"stream {s.stream!r}: leaf position {i} is outside the checkpoint's tree of {cp.size} events"
+            )
+    if not 0 <= s.head_index < cp.heads_count:
+        raise EvidenceFailure(
+            f"stream {s.stream!r}: head_index {s.head_index} is outside the checkpoint's stream-heads tree of "
+            f"{cp.heads_count} streams"
+        )
     bodies = [e.encode("utf-8") for e in s.events]
-    try:
-        events = [decode(b) for b in bodies]
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise EvidenceFailure(f"stream {s.stream!r}: an event is not a ledger event: {e}") from e
+    events = []
+    for v, b in enumerate(bodies, 1):
+        try:
+            events.append(decode(b))
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            raise EvidenceFailure(f"stream {s.stream!r}: event {v} is not a ledger event: {e}") from e
     hashes = chain.chain_hashes(
         chain.GENESIS, s.stream, 0, [(type_of(e), b) for e, b in zip(events, bodies, strict=True)]
     )
     out.extend((i, merkle.event_leaf(h)) for i, h in zip(s.leaves, hashes, strict=True))
     entry = merkle.head_entry(s.stream, len(events), hashes[-1])
-    proof = [unb64(h, f"stream {s.stream!r}: a head proof hash") for h in s.head_proof]
-    if not merkle.verify_inclusion(s.head_index, cp.heads_count, merkle.leaf_hash(entry), proof, cp.heads_root):
-        raise EvidenceFailure(
-            f"stream {s.stream!r}: its last event here (version {len(events)}) is not the head the checkpoint signed: "
-            "the file does not hold all of its events"
-        )
-    return [Numbered(v, i + 1, e) for v, (i, e) in enumerate(zip(s.leaves, events, strict=True), 1)]
+    return [Numbered(v, i + 1, e) for v, (i, e) in enumerate(zip(s.leaves, events, strict=True), 1)], entry

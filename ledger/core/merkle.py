@@ -129,7 +129,10 @@ def perfect_parts(lo: int, hi: int) -> list[Part]:
 
 
 def fold(hashes: Sequence[bytes]) -> bytes:
-    """The hash of a range from the hashes of its :func:`perfect_parts`, in order."""
+    """The hash of a range from the hashes of its :func:`perfect_parts`, in order (an empty range: the empty
+    tree's root)."""
+    if not hashes:
+        return EMPTY_ROOT
     h = hashes[-1]
     for left in reversed(hashes[:-1]):
         h = node_hash(left, h)

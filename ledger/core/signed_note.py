@@ -17,6 +17,8 @@ import re
 import msgspec
 
 ED25519 = 1  # the signed-note signature type of Ed25519
+COSIGNATURE_V1 = 4  # the key type of Ed25519 cosignatures (https://c2sp.org/tlog-cosignature)
+KEY_TYPES = {ED25519: "a log's (checkpoint) key", COSIGNATURE_V1: "a witness's (cosignature/v1) key"}
 DASH = "\u2014 "  # each signature line starts with an em dash and a space
 HEADS_LINE = "stream-heads"
 
@@ -55,21 +57,22 @@ def check_name(name: str) -> str:
     return name
 
 
-def key_id(name: str, public_key: bytes) -> bytes:
-    """The signed-note key id: the first 4 bytes of SHA-256(name || 0x0A || type || public key)."""
-    return hashlib.sha256(name.encode() + b"\n" + bytes([ED25519]) + public_key).digest()[:4]
+def key_id(name: str, public_key: bytes, key_type: int = ED25519) -> bytes:
+    """The signed-note key id: the first 4 bytes of SHA-256(name || 0x0A || type || public key) (type 0x01 for a
+    log's Ed25519 key, 0x04 for a witness's cosignature/v1 key)."""
+    return hashlib.sha256(name.encode() + b"\n" + bytes([key_type]) + public_key).digest()[:4]
 
 
-def verifier_key(name: str, public_key: bytes) -> str:
-    """The verifier key line ``<name>+<hex key id>+<base64(0x01 || public key)>``."""
-    enc = base64.b64encode(bytes([ED25519]) + public_key).decode()
-    return f"{check_name(name)}+{key_id(name, public_key).hex()}+{enc}"
+def verifier_key(name: str, public_key: bytes, key_type: int = ED25519) -> str:
+    """The verifier key line ``<name>+<hex key id>+<base64(type || public key)>``."""
+    enc = base64.b64encode(bytes([key_type]) + public_key).decode()
+    return f"{check_name(name)}+{key_id(name, public_key, key_type).hex()}+{enc}"
 
 
-def signer_key(name: str, seed: bytes, public_key: bytes) -> str:
-    """The private key line (Go's ``note`` format): ``PRIVATE+KEY+<name>+<hex key id>+<base64(0x01 || seed)>``."""
-    enc = base64.b64encode(bytes([ED25519]) + seed).decode()
-    return f"PRIVATE+KEY+{check_name(name)}+{key_id(name, public_key).hex()}+{enc}"
+def signer_key(name: str, seed: bytes, public_key: bytes, key_type: int = ED25519) -> str:
+    """The private key line (Go's ``note`` format): ``PRIVATE+KEY+<name>+<hex key id>+<base64(type || seed)>``."""
+    enc = base64.b64encode(bytes([key_type]) + seed).decode()
+    return f"PRIVATE+KEY+{check_name(name)}+{key_id(name, public_key, key_type).hex()}+{enc}"
 
 
 def _b64(text: str, what: str) -> bytes:
@@ -83,8 +86,8 @@ def _b64(text: str, what: str) -> bytes:
     return raw
 
 
-def _key_fields(line: str, prefix: str, what: str) -> tuple[str, bytes, bytes]:
-    """(name, key id, key bytes) of a key line; ``prefix`` is what must come before the name."""
+def _key_fields(line: str, prefix: str, what: str, key_type: int = ED25519) -> tuple[str, bytes, bytes]:
+    """(name, key id, key bytes) of a key line of type ``key_type``; ``prefix`` is what must come before the name."""
     if not line.startswith(prefix):
         raise NoteError(f"not a {what}")
     parts = line[len(prefix) :].split("+", 2)
@@ -95,22 +98,24 @@ def _key_fields(line: str, prefix: str, what: str) -> tuple[str, bytes, bytes]:
     if not re.fullmatch(r"[0-9a-f]{8}", hex_id):
         raise NoteError(f"not a {what}: the key id must be 8 lowercase hex digits")
     raw = _b64(enc, f"the {what}")
-    if len(raw) != 33 or raw[0] != ED25519:
-        raise NoteError(f"not a {what}: only Ed25519 keys (type 1, 32 bytes) are supported")
+    if len(raw) == 33 and raw[0] != key_type and raw[0] in KEY_TYPES:
+        raise NoteError(f"not {KEY_TYPES[key_type]}: this is {KEY_TYPES[raw[0]]}")
+    if len(raw) != 33 or raw[0] != key_type:
+        raise NoteError(f"not a {what}: only Ed25519 keys (type {key_type}, 32 bytes) are supported")
     return name, bytes.fromhex(hex_id), raw[1:]
 
 
-def parse_verifier_key(line: str) -> tuple[str, bytes]:
-    """(name, public key) of a verifier key line; checks the key id against the key."""
-    name, kid, public = _key_fields(line.strip(), "", "verifier key")
-    if key_id(name, public) != kid:
+def parse_verifier_key(line: str, key_type: int = ED25519) -> tuple[str, bytes]:
+    """(name, public key) of a verifier key line of ``key_type``; checks the key id against the key."""
+    name, kid, public = _key_fields(line.strip(), "", "verifier key", key_type)
+    if key_id(name, public, key_type) != kid:
         raise NoteError("not a verifier key: its key id does not match its name and key")
     return name, public
 
 
-def parse_signer_key(line: str) -> tuple[str, bytes, bytes]:
+def parse_signer_key(line: str, key_type: int = ED25519) -> tuple[str, bytes, bytes]:
     """(name, key id, seed) of a private key line (the id is checked by the caller, who derives the public key)."""
-    return _key_fields(line.strip(), "PRIVATE+KEY+", "private key")
+    return _key_fields(line.strip(), "PRIVATE+KEY+", "private key", key_type)
 
 
 def checkpoint_text(origin: str, size: int, root: bytes, heads_count: int, heads_root: bytes) -> str:
@@ -186,3 +191,29 @@ def signatures_by(cp: Checkpoint, name: str, public_key: bytes) -> list[bytes]:
     """The signatures in ``cp`` that claim to be by this key (same name and key id); others are ignored."""
     kid = key_id(name, public_key)
     return [s.sig for s in cp.signatures if s.name == name and s.key_id == kid]
+
+
+# -- cosignatures (https://c2sp.org/tlog-cosignature, Ed25519) -------------------------------------------------------
+
+
+def cosigned_message(text: str, timestamp: int) -> str:
+    """What a witness signs: ``cosignature/v1``, ``time <POSIX seconds>``, then the checkpoint's text."""
+    return f"cosignature/v1\ntime {timestamp}\n{text}"
+
+
+def cosignature_line(name: str, public_key: bytes, timestamp: int, sig: bytes) -> str:
+    """A cosignature line: em dash, the witness's name, base64(key id || u64 timestamp || signature)."""
+    blob = key_id(name, public_key, COSIGNATURE_V1) + timestamp.to_bytes(8, "big") + sig
+    return f"{DASH}{name} {base64.b64encode(blob).decode()}\n"
+
+
+def cosignatures_by(cp: Checkpoint, name: str, public_key: bytes) -> list[tuple[int, bytes]]:
+    """The (timestamp, signature) of each cosignature in ``cp`` that claims to be by this witness key."""
+    kid = key_id(name, public_key, COSIGNATURE_V1)
+    out = []
+    for s in cp.signatures:
+        if s.name == name and s.key_id == kid and len(s.sig) == 72:
+            ts = int.from_bytes(s.sig[:8], "big")
+            if ts < 2**63:
+                out.append((ts, s.sig[8:]))
+    return out

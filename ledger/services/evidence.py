@@ -4,6 +4,7 @@ check is :mod:`ledger.services.evidence_check`, which needs no ledger."""
 from __future__ import annotations
 
 from ledger.core import baselines as bl
+from ledger.core import consistency_file as cf
 from ledger.core import merkle
 from ledger.core import signed_note as sn
 from ledger.core.events import BaselinesRecorded, baselines_stream, card_stream, decode
@@ -27,6 +28,11 @@ def prove(led: Ledger, card_ref: str, note: str) -> str:
     except sn.NoteError as e:
         raise InputError(f"the checkpoint: {e}") from e
     card_id = led.resolve_card(card_ref)
+    if cp.size == 0:
+        raise NotProvable(
+            f"the checkpoint signs an empty log (a tree of 0 events): it covers no event of card {card_id}; sign a "
+            "checkpoint after the card began (`ledger checkpoint`)"
+        )
     tree = _tree_at(led, cp)
     heads = tree.checkpoint_heads(cp.size, cp.root.hex(), cp.heads_root.hex()) or tree.heads_at(cp.size)
     heads_leaves = merkle.heads_tree(heads)
@@ -59,6 +65,24 @@ def prove(led: Ledger, card_ref: str, note: str) -> str:
     proof = merkle.tree_hashes(merkle.multiproof_ranges(indices, cp.size), tree.parts)
     ev = Evidence(FORMAT, card_id, note, out_streams, [b64(h) for h in proof], card_document(card, baselines))
     return to_text(ev)
+
+
+def consistency(led: Ledger, old_note: str, new_note: str) -> str:
+    """The consistency file's text: both checkpoints (which this ledger's tree must have signed) and the RFC 9162
+    proof that the newer tree extends the older one."""
+    cps = []
+    for what, note in (("the old checkpoint", old_note), ("the new checkpoint", new_note)):
+        try:
+            cps.append(sn.parse_checkpoint(note))
+        except sn.NoteError as e:
+            raise InputError(f"{what}: {e}") from e
+    old, new = cps
+    if new.size < old.size:
+        raise InputError(f"the new checkpoint ({new.size} events) is smaller than the old one ({old.size}): swap them")
+    tree = _tree_at(led, new)
+    _tree_at(led, old)
+    proof = merkle.tree_hashes(merkle.consistency_ranges(old.size, new.size), tree.parts)
+    return cf.to_text(cf.Consistency(cf.FORMAT, old_note, new_note, [b64(h) for h in proof]))
 
 
 def _tree_at(led: Ledger, cp: sn.Checkpoint) -> TreeStore:

@@ -23,6 +23,8 @@ def report_read(read: HarnessRead, done: int, problems: list[Problem], result: C
         problems.append(Problem(str(read.path), s.lineno, kind, f"{s.reason}: skipped"))  # type: ignore[arg-type]
     for ln, msg in [i for i in read.impossible if i[0] > done][:MAX_LISTED]:
         problems.append(Problem(str(read.path), ln, "impossible", f"{msg}: the harness cannot write it"))
+    for ln, msg in [c for c in read.cuts if c[0] > done]:
+        problems.append(Problem(str(read.path), ln, "cut_line", msg))
     if read.truncated_tail:
         problems.append(
             Problem(str(read.path), read.lines + 1, "truncated", "truncated last line (no newline): read next time")

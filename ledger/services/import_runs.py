@@ -3,6 +3,7 @@ cost kept with the card (``RunUsage``, split by the level being played), and wha
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -73,6 +74,10 @@ def run_usage(
         total_tokens=u.total_tokens,
         cost=u.cost,
         levels=levels,
+        cached_tokens=u.cached_tokens,
+        reasoning_tokens=u.reasoning_tokens,
+        cache_write_tokens=u.cache_write_tokens,
+        usage_other=u.other,
     )
 
 
@@ -85,13 +90,30 @@ def usage_lines(usages: list[RunUsage]) -> list[str]:
         if u.total_tokens is not None:
             figures.append(f"{u.total_tokens} tokens")
         if u.cost is not None:
-            figures.append(f"${u.cost:.4f}")
-        out.append(head + (": " + ", ".join(figures) if figures else ""))
+            figures.append(_cost(u.cost, f"${u.cost!r}"))
+        parts = [
+            f"{n} {what}"
+            for n, what in (
+                (u.input_tokens, "input"),
+                (u.output_tokens, "output"),
+                (u.cached_tokens, "cached"),
+                (u.reasoning_tokens, "reasoning"),
+                (u.cache_write_tokens, "cache-write"),
+            )
+            if n is not None
+        ]
+        parts += [f"{k} {json.dumps(v)}" for k, v in (u.usage_other or {}).items()]
+        out.append(head + (": " + ", ".join(figures) if figures else "") + (f" ({', '.join(parts)})" if parts else ""))
         for lv in u.levels:
-            cost = f"${lv.cost:.4f}" if lv.cost is not None else "cost not given"
+            cost = _cost(lv.cost, f"${lv.cost:.4f}") if lv.cost is not None else "cost not given"
             tokens = f", {lv.tokens} tokens" if lv.tokens is not None else ""
             out.append(f"  level {lv.levels_completed + 1}: {lv.steps} step(s), {cost}{tokens}")
     return out
+
+
+def _cost(cost: float, shown: str) -> str:
+    # A run that reports 0 (no price configured for its model) did not run for free: say what the file says.
+    return f"cost reported as {cost!r}" if cost == 0 else shown
 
 
 def card_usage(ledger: Ledger, card_id: str) -> list[RunUsage]:

@@ -63,7 +63,8 @@ from ledger.toolkit.harness import (
 )
 from ledger.toolkit.harness_search import line_signature
 from ledger.toolkit.recordings import MAX_LISTED, Problem
-from ledger.toolkit.run_folders import Step, match_steps, read_run_folder, run_folders
+from ledger.toolkit.run_folders import Step
+from ledger.toolkit.run_match import match_run_folder
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
@@ -83,19 +84,15 @@ def import_harness_card(
 
 
 def _steps_for(path: Path, read: HarnessRead, problems: list[Problem]) -> tuple[dict[int, Step], Path | None]:
-    """The benchmarking run folder's steps matched to frame lines (the folder whose steps match most lines), and
-    that folder."""
-    best: dict[int, Step] = {}
-    best_dir: Path | None = None
-    for d in run_folders(path.parent, read.name):
-        matched = match_steps(read.frames, read_run_folder(d))
-        if len(matched) > len(best):
-            best, best_dir = matched, d
-    if best_dir is not None:
-        problems.append(
-            Problem(str(path), None, "harness", f"parsed_action of {len(best)} step(s) from {best_dir.name}/ used")
-        )
-    return best, best_dir
+    """The benchmarking run folder's steps matched to frame lines (:mod:`ledger.toolkit.run_match`), and that
+    folder; each folder of the game not used is named with why."""
+    found = match_run_folder(path.parent, read.name, read.frames, read.tokens)
+    for d, why in found.not_used:
+        problems.append(Problem(str(d), None, "harness", f"run folder not used: {why}"))
+    if found.folder is not None:
+        msg = f"parsed_action of {len(found.steps)} step(s) from {found.folder.name}/ used ({found.how})"
+        problems.append(Problem(str(path), None, "harness", msg))
+    return found.steps, found.folder
 
 
 def _recover(

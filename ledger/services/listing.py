@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
+import msgspec
+
+from ledger.core.events import CardOpened, card_stream, decode
 from ledger.core.lifecycle import limits
 from ledger.core.projection import CardState
 from ledger.core.timeline import shown_close as timeline_close
@@ -90,7 +93,10 @@ def shown_rows(
     moment = now or datetime.now(UTC)
     lapse_after = limits(os.environ if environ is None else environ)
     rows = read_page(ledger.store, page_of(f, moment, *lapse_after))
-    return [(r, CardSummary.of(r, moment, lapse_after, _baselines_known(ledger, r))) for r in rows]
+    return [
+        (r, dataclasses.replace(CardSummary.of(r, moment, lapse_after, _baselines_known(ledger, r)), competition=c))
+        for r, c in ((r, is_competition(ledger, r.card_id)) for r in rows)
+    ]
 
 
 def list_cards(
@@ -103,6 +109,18 @@ def list_cards(
     """The cards matching ``f``, sorted by ``f.sort`` (default: when opened, oldest first), at most ``f.limit``,
     starting after card ``f.after``: one query on the cards summary, whatever the ledger holds."""
     return [shown for _, shown in shown_rows(ledger, f, now=now, environ=environ)]
+
+
+def is_competition(ledger: Ledger, card_id: str) -> bool:
+    """Whether the card was opened in competition mode: its first event says so (the summary holds no mode)."""
+    first = ledger.store.event_at(card_stream(card_id), 1)
+    if first is None:
+        return False
+    try:
+        opened = decode(first.body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    return isinstance(opened, CardOpened) and opened.competition_mode is True
 
 
 def _baselines_known(ledger: Ledger, row: SummaryRow) -> bool:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,11 @@ class Signer:
         """The signature line for note text ``text``."""
         return sn.signature_line(self.name, self.public, self.key.sign(text.encode("utf-8")))
 
+    def cosign_line(self, text: str, timestamp: int) -> str:
+        """The cosignature/v1 line of a witness key for checkpoint text ``text`` at ``timestamp``."""
+        sig = self.key.sign(sn.cosigned_message(text, timestamp).encode("utf-8"))
+        return sn.cosignature_line(self.name, self.public, timestamp, sig)
+
 
 @dataclass(frozen=True)
 class Verifier:
@@ -37,21 +43,33 @@ class Verifier:
 
     def signed(self, cp: sn.Checkpoint) -> bool:
         """True if one of the checkpoint's signatures by this key's name and id verifies."""
+        return self.verifies(cp.text, sn.signatures_by(cp, self.name, self.public))
+
+    def verifies(self, text: str, sigs: Sequence[bytes]) -> bool:
+        """True if one of ``sigs`` is this key's Ed25519 signature of ``text`` (UTF-8)."""
         key = Ed25519PublicKey.from_public_bytes(self.public)
-        for sig in sn.signatures_by(cp, self.name, self.public):
+        for sig in sigs:
             try:
-                key.verify(sig, cp.text.encode("utf-8"))
+                key.verify(sig, text.encode("utf-8"))
                 return True
             except InvalidSignature:
                 continue
         return False
 
 
+def cosigned(witness: Verifier, cp: sn.Checkpoint) -> int | None:
+    """The time of ``witness``'s valid cosignature of ``cp`` (None: it has none)."""
+    for ts, sig in sn.cosignatures_by(cp, witness.name, witness.public):
+        if witness.verifies(sn.cosigned_message(cp.text, ts), [sig]):
+            return ts
+    return None
+
+
 def _public_bytes(key: Ed25519PrivateKey) -> bytes:
     return key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
 
 
-def keygen(name: str, path: Path) -> Path:
+def keygen(name: str, path: Path, key_type: int = sn.ED25519) -> Path:
     """Write a new private key to ``path`` (mode 0600) and its verifier key to ``path.pub``; returns the latter.
 
     Refuses (:class:`InputError`, nothing written) if either file exists or ``name`` cannot name a key.
@@ -67,9 +85,9 @@ def keygen(name: str, path: Path) -> Path:
     key = Ed25519PrivateKey.generate()
     seed = key.private_bytes_raw()
     public = _public_bytes(key)
-    _write_new(path, sn.signer_key(name, seed, public) + "\n", 0o600)
+    _write_new(path, sn.signer_key(name, seed, public, key_type) + "\n", 0o600)
     try:
-        _write_new(pub, sn.verifier_key(name, public) + "\n", 0o644)
+        _write_new(pub, sn.verifier_key(name, public, key_type) + "\n", 0o644)
     except BaseException:
         path.unlink()
         raise
@@ -94,23 +112,23 @@ def _read(path: Path, what: str) -> str:
         raise InputError(f"cannot read the {what} {path}: {getattr(e, 'strerror', None) or e}") from e
 
 
-def load_signer(path: Path) -> Signer:
-    """The private key in ``path`` (written by :func:`keygen`)."""
+def load_signer(path: Path, key_type: int = sn.ED25519) -> Signer:
+    """The private key in ``path`` (written by :func:`keygen`), of ``key_type``."""
     try:
-        name, kid, seed = sn.parse_signer_key(_read(path, "private key"))
+        name, kid, seed = sn.parse_signer_key(_read(path, "private key"), key_type)
     except sn.NoteError as e:
         raise InputError(f"{path}: {e}") from e
     key = Ed25519PrivateKey.from_private_bytes(seed)
     public = _public_bytes(key)
-    if sn.key_id(name, public) != kid:
+    if sn.key_id(name, public, key_type) != kid:
         raise InputError(f"{path}: not a private key: its key id does not match its name and key")
     return Signer(name, key, public)
 
 
-def load_verifier(path: Path) -> Verifier:
-    """The verifier (public) key in ``path`` (``KEY.pub``)."""
+def load_verifier(path: Path, key_type: int = sn.ED25519) -> Verifier:
+    """The verifier (public) key in ``path`` (``KEY.pub``), of ``key_type``."""
     try:
-        name, public = sn.parse_verifier_key(_read(path, "public key"))
+        name, public = sn.parse_verifier_key(_read(path, "public key"), key_type)
     except sn.NoteError as e:
         raise InputError(f"{path}: {e}") from e
     return Verifier(name, public)

@@ -85,6 +85,27 @@ class TreeStore:
                 return self._head(frontier, new_last, heads)
         raise StoreError(f"cannot bring the Merkle tree of {self.store.describe()} up to date: too many writers")
 
+    def log_batches(self, until_seq: int) -> Iterable[list[tuple[int, str, int, str]]]:
+        """Every event's (seq, stream, version, hash) up to ``until_seq``, in ``seq`` order, in batches, read from the
+        events themselves (three short columns: checking the stored tree against the log reads nothing else)."""
+        q = text("SELECT seq, stream, version, hash FROM events WHERE seq > :s AND seq <= :u ORDER BY seq LIMIT :n")
+        last = 0
+        while True:
+            with self._read() as conn:
+                rows = [tuple(r) for r in conn.execute(q, {"s": last, "u": until_seq, "n": BATCH})]
+            if not rows:
+                return
+            yield rows
+            last = rows[-1][0]
+
+    def stored(self) -> tuple[dict[merkle.Part, bytes], list[tuple[int, int]], dict[str, tuple[int, str]]]:
+        """Everything the stored tree holds beside its size: its subtrees, its runs, its stream heads."""
+        with self._read() as conn:
+            nodes = {(r[0], r[1]): bytes(r[2]) for r in conn.execute(text("SELECT level, idx, hash FROM merkle_nodes"))}
+            runs = [(r[0], r[1]) for r in conn.execute(text("SELECT first_idx, first_seq FROM merkle_runs"))]
+            heads = {r[0]: (r[1], r[2]) for r in conn.execute(text("SELECT stream, version, hash FROM merkle_heads"))}
+        return nodes, sorted(runs), heads
+
     def size(self) -> int:
         """How many events (leaves) the stored tree covers."""
         with self._read() as conn:

@@ -14,7 +14,7 @@ import sqlite3
 from ledger.storage.base import head_revision
 
 #: The revision these statements are the schema of.
-REVISION = "0004_merkle"
+REVISION = "0005_tree_append_only"
 
 STATEMENTS = (
     "CREATE TABLE alembic_version (\n\tversion_num VARCHAR(32) NOT NULL, \n\t"
@@ -60,6 +60,25 @@ STATEMENTS = (
     "BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only: UPDATE refused'); END",
     "CREATE TRIGGER merkle_checkpoints_no_delete BEFORE DELETE ON merkle_checkpoints "
     "BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only: DELETE refused'); END",
+    *(
+        f"CREATE TRIGGER {table}_no_{verb} BEFORE {op} ON {table} {when}BEGIN SELECT RAISE(ABORT, "
+        f"'the Merkle tree is append-only: {op} on {table} refused'); END"
+        for table, verb, op, when in (
+            ("merkle_nodes", "update", "UPDATE", ""),
+            ("merkle_nodes", "delete", "DELETE", ""),
+            ("merkle_runs", "update", "UPDATE", ""),
+            ("merkle_runs", "delete", "DELETE", ""),
+            ("merkle_heads", "rewind", "UPDATE", "WHEN NEW.stream <> OLD.stream OR NEW.version <= OLD.version "),
+            ("merkle_heads", "delete", "DELETE", ""),
+            (
+                "merkle_state",
+                "rewind",
+                "UPDATE",
+                "WHEN NEW.id <> OLD.id OR NEW.size < OLD.size OR NEW.last_seq < OLD.last_seq ",
+            ),
+            ("merkle_state", "delete", "DELETE", ""),
+        )
+    ),
     # The stored tree starts empty (the row the migration inserts).
     "INSERT INTO merkle_state (id, size, last_seq) VALUES (1, 0, 0)",
 )

@@ -23,7 +23,7 @@ import msgspec
 
 from ledger.core.events import AnyEvent, BaselineEntry, CaptureContext, CardOpened
 from ledger.core.projection import CardState, apply, new_card
-from ledger.errors import CaptureError, StoreError
+from ledger.errors import CaptureError, StoreError, VersionConflict
 from ledger.toolkit import arc_adapter as arc
 
 if TYPE_CHECKING:
@@ -63,6 +63,7 @@ class CaptureBase:
         record_reasoning: bool = False,
         context: CaptureContext | None = None,
         on_open: Callable[[str], None] | None = None,
+        on_aside: Callable[[str, str], None] | None = None,
         raise_errors: bool = True,
     ) -> None:
         arc.check_toolkit(arcade)
@@ -72,6 +73,8 @@ class CaptureBase:
         #: Recorded after each CardOpened (``ledger serve``/``record``); ``on_open`` is told each card id.
         self.context = context
         self.on_open = on_open
+        #: Told (card id, who captures it) when this capture stands aside for a card another capture opened first.
+        self.on_aside = on_aside
         #: False (``ledger serve``): a failed write is logged, and the toolkit's answers stay exactly the same.
         self.raise_errors = raise_errors
         self._cards: dict[str, LiveCard] = {}
@@ -140,6 +143,14 @@ class CaptureBase:
             for e in events:
                 apply(state, e)
             self.ledger.append_card(card_id, events, 0)
+        except VersionConflict as e:
+            holder = self._captured_elsewhere(card_id)
+            if holder is None:
+                self._unopened.add(card_id)
+                self._fail(e)
+            else:
+                self._stand_aside(card_id, holder)
+            return None
         except StoreError as e:
             self._unopened.add(card_id)
             self._fail(e)
@@ -150,6 +161,30 @@ class CaptureBase:
         if self.on_open is not None:
             self.on_open(card_id)
         return live
+
+    def _captured_elsewhere(self, card_id: str) -> str | None:
+        """Who holds the card when its stream was there first: another capture on the same ledger (a harness under
+        ``ledger record`` talking to a ``ledger serve`` on one ledger: the server opened the card before answering).
+        None when the card is not a card the log holds."""
+        try:
+            held = self.ledger.load_card(card_id)
+        except (StoreError, LookupError):
+            return None
+        if held.opened_at is None:
+            return None
+        return f"`ledger {held.captured_via}`" if held.captured_via else "another capture"
+
+    def _stand_aside(self, card_id: str, holder: str) -> None:
+        """Leave the card to the capture that opened it: one card, captured once (this capture's facts of it pass
+        through unrecorded, and are not failures)."""
+        log.warning(
+            "ledger: card %s is already being captured into this ledger by %s (it opened it first): this capture "
+            "stands aside, and the card is recorded once, there",
+            card_id,
+            holder,
+        )
+        if self.on_aside is not None:
+            self.on_aside(card_id, holder)
 
     def _fresh(self, card_id: str, live: LiveCard) -> bool:
         """True when the card's projection is what the log holds (rebuilding it first if a failure left it stale)."""

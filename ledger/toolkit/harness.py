@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ledger.toolkit.cut_lines import Cut, find_cut
+
 if TYPE_CHECKING:  # the run folders' reader names this module's FrameLine: a type only, no cycle at run time
     from ledger.toolkit.run_folders import Step
 
@@ -131,6 +133,10 @@ class HarnessRead:
     order: list[tuple[int, str, str]] = field(default_factory=list)
     #: Whether the first non-blank line was not a ``{"timestamp", "data"}`` record (then it is no recording).
     first_bad: bool = False
+    #: (lineno, what was recovered) for lines cut by another write and taken apart.
+    cuts: list[tuple[int, str]] = field(default_factory=list)
+    #: (time, tokens) of the side lines LLM agents write before each action (``{"tokens": N, ...}``).
+    tokens: list[tuple[datetime, int]] = field(default_factory=list)
 
 
 class _Action(msgspec.Struct):
@@ -176,77 +182,136 @@ def _is_scorecard(data: Any) -> bool:
 def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
     """Read a whole harness recording (it is re-simulated from its start, so it is always read whole).
 
-    A last line without a newline is left for a later import unless it is a complete record.
+    A last line without a newline is left for a later import unless it is a complete record. A line cut by another
+    write (:mod:`ledger.toolkit.cut_lines`) is taken apart: both records are read, the line is listed in ``cuts``.
     """
     p = Path(path)
     read = HarnessRead(p, name)
     digest = hashlib.sha256()
-    last_ts: datetime | None = None
+    lines = _Lines(read)
     lineno = 0
-    pending_final: tuple[int, dict[str, Any]] | None = None
-    same_ts: set[tuple[Any, ...]] = set()
     with open(p, "rb") as f:
-        for raw in f:
+        it = iter(f)
+        held: bytes | None = None
+        while True:
+            raw = held if held is not None else next(it, None)
+            held = None
+            if raw is None:
+                break
             complete = raw.endswith(b"\n")
             body = raw.rstrip(b"\r\n")
-            if not complete:
-                try:
-                    _line.decode(body)
-                except (msgspec.DecodeError, RecursionError):
-                    read.truncated_tail = len(raw)
+            if not complete and not _decodes(_line, body):
+                read.truncated_tail = len(raw)
+                break
+            decoded = _decode_line(body) if body.strip() else None
+            if decoded == "not JSON":
+                nxt = next(it, None)
+                cut = _cut(body, nxt)
+                if cut is not None and cut.joins_next and nxt is not None and not nxt.endswith(b"\n"):
+                    read.truncated_tail = len(raw) + len(nxt)  # its rest is still being written
                     break
+                if cut is not None:
+                    digest.update(raw)
+                    read.end += len(raw)
+                    lineno += 1
+                    read.cuts.append((lineno, cut.describe(lineno)))
+                    lines.take(lineno, cut.outer, _decode_line(cut.outer))
+                    lines.take(lineno + 1 if cut.joins_next else lineno, cut.inner, _decode_line(cut.inner))
+                    if cut.joins_next and nxt is not None:
+                        digest.update(nxt)
+                        read.end += len(nxt)
+                        lineno += 1
+                    else:
+                        held = nxt
+                    continue
+                held = nxt
             digest.update(raw)
             read.end += len(raw)
             lineno += 1
             if not body.strip():
                 read.blank_lines += 1
                 continue
-            if lineno - read.blank_lines == 1:
-                read.first_bad = not _decodes(_line, body)
-            if pending_final is not None:
-                # A scorecard-shaped line that was not the last: a side line after all.
-                pending_final = None
-                read.side_lines += 1
-            try:
-                rec = _line.decode(body)
-            except msgspec.ValidationError:
-                _skip(read, lineno, body, "wrong types")
-                continue
-            except (msgspec.DecodeError, RecursionError):
-                _skip(read, lineno, body, "not JSON")
-                continue
-            ts = rec.timestamp if rec.timestamp.tzinfo is not None else rec.timestamp.replace(tzinfo=UTC)
-            try:
-                d = _data.decode(rec.data)
-            except (msgspec.DecodeError, RecursionError):
-                whole = _any.decode(rec.data) if _decodes(_any, rec.data) else None
-                if isinstance(whole, dict) and "frame" in whole:
-                    _skip(read, lineno, body, "wrong types")
-                elif _is_scorecard(whole):
-                    pending_final = (lineno, whole)  # type: ignore[assignment]
-                else:
-                    read.side_lines += 1
-                continue
-            line = _frame_line(read, lineno, ts, d, body)
-            if line is None:
-                continue
-            if last_ts is not None and ts < last_ts:
-                msg = f"timestamp {ts.isoformat()} is before the previous line's {last_ts.isoformat()}"
-                read.order.append((lineno, "out_of_order", msg))
-            elif ts != last_ts:
-                last_ts = ts
-                same_ts.clear()
-            # Timestamps never go back, so a repeat of an earlier line is among the lines of the same timestamp.
-            key = (line.guid, line.frame, line.state, line.levels_completed, line.full_reset)
-            if key in same_ts:
-                read.order.append((lineno, "repeated", "repeats an earlier line (same guid, frame and timestamp)"))
-            same_ts.add(key)
-            read.frames.append(line)
-    if pending_final is not None:
-        read.final_lineno, read.final = pending_final
+            lines.take(lineno, body, decoded)
+    lines.finish()
     read.lines = lineno
     read.prefix_sha256 = digest.hexdigest()
     return read
+
+
+def _decode_line(body: bytes) -> _Line | str:
+    """The line as a record, or why it is none (``wrong types``, ``not JSON``)."""
+    try:
+        return _line.decode(body)
+    except msgspec.ValidationError:
+        return "wrong types"
+    except (msgspec.DecodeError, RecursionError):
+        return "not JSON"
+
+
+def _cut(body: bytes, nxt: bytes | None) -> Cut | None:
+    rest = nxt.rstrip(b"\r\n") if nxt is not None else None
+    if rest is not None and (not rest.strip() or _decodes(_any, rest)):
+        rest = None  # a line of its own: not the rest of this one
+    return find_cut(body, rest, lambda b: _decodes(_line, b))
+
+
+class _Lines:
+    """Each record of a harness recording, in file order, into its :class:`HarnessRead`."""
+
+    def __init__(self, read: HarnessRead) -> None:
+        self.read = read
+        self.last_ts: datetime | None = None
+        self.pending_final: tuple[int, dict[str, Any]] | None = None
+        self.same_ts: set[tuple[Any, ...]] = set()
+        self.records = 0
+
+    def take(self, lineno: int, body: bytes, rec: _Line | str | None) -> None:
+        """One record: ``rec`` is its decoded line, or why it is none."""
+        read = self.read
+        self.records += 1
+        if self.records == 1:
+            read.first_bad = isinstance(rec, str) or not _decodes(_line, body)
+        if self.pending_final is not None:
+            # A scorecard-shaped line that was not the last: a side line after all.
+            self.pending_final = None
+            read.side_lines += 1
+        if not isinstance(rec, _Line):
+            _skip(read, lineno, body, rec or "not JSON")
+            return
+        ts = rec.timestamp if rec.timestamp.tzinfo is not None else rec.timestamp.replace(tzinfo=UTC)
+        try:
+            d = _data.decode(rec.data)
+        except (msgspec.DecodeError, RecursionError):
+            whole = _any.decode(rec.data) if _decodes(_any, rec.data) else None
+            if isinstance(whole, dict) and "frame" in whole:
+                _skip(read, lineno, body, "wrong types")
+            elif _is_scorecard(whole):
+                self.pending_final = (lineno, whole)  # type: ignore[assignment]
+            else:
+                read.side_lines += 1
+                n = whole.get("tokens") if isinstance(whole, dict) else None
+                if isinstance(n, int) and not isinstance(n, bool):
+                    read.tokens.append((ts, n))
+            return
+        line = _frame_line(read, lineno, ts, d, body)
+        if line is None:
+            return
+        if self.last_ts is not None and ts < self.last_ts:
+            msg = f"timestamp {ts.isoformat()} is before the previous line's {self.last_ts.isoformat()}"
+            read.order.append((lineno, "out_of_order", msg))
+        elif ts != self.last_ts:
+            self.last_ts = ts
+            self.same_ts.clear()
+        # Timestamps never go back, so a repeat of an earlier line is among the lines of the same timestamp.
+        key = (line.guid, line.frame, line.state, line.levels_completed, line.full_reset)
+        if key in self.same_ts:
+            read.order.append((lineno, "repeated", "repeats an earlier line (same guid, frame and timestamp)"))
+        self.same_ts.add(key)
+        read.frames.append(line)
+
+    def finish(self) -> None:
+        if self.pending_final is not None:
+            self.read.final_lineno, self.read.final = self.pending_final
 
 
 def _decodes(decoder: msgspec.json.Decoder[Any], raw: bytes) -> bool:

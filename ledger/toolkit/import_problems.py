@@ -30,6 +30,7 @@ ProblemKind = Literal[
     "out_of_order",  # a timestamp before the previous line's: no card unless --allow-repeats
     "repeated",  # a line repeating an earlier one (same guid, action, answer, timestamp): likewise
     "not_counted",  # lines after the card's close (captured live): the server did not count them
+    "cut_line",  # a line cut by another write (Ctrl-C in the harness): both records recovered
 ]
 #: Problems that refuse a card (exit 2) unless the user says they know (``--allow-repeats``).
 REPEAT_KINDS = frozenset(("out_of_order", "repeated"))

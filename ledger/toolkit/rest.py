@@ -138,6 +138,8 @@ class FailClosed:
         self._incomplete: dict[str, str] = {}
         self._marked: set[str] = set()
         self._handler = _Failures(self._tls)
+        #: The first card this server opened (competition mode serves no other).
+        self._first_card: str | None = None
 
     def install(self, app: Any) -> None:
         """Guard a Flask app made by ``arc_agi.server.create_app`` (``listen_and_serve``'s ``extra_api_routes``)."""
@@ -180,6 +182,12 @@ class FailClosed:
         answered = response.get_json(silent=True) if response.is_json else None
         if card is None and request.endpoint == "open_scorecard" and isinstance(answered, dict):
             card = answered.get("card_id")
+            if response.status_code == 200 and self._first_card is None:
+                self._first_card = card
+            elif response.status_code == 409 and self.on_refusal is not None:
+                # The toolkit answers a second open with 409 and no word in the server's log; a harness then exits
+                # 0 with no card, so the operator is told here why and what to do.
+                self.on_refusal(_one_card_per_server(self._first_card))
         if failures:
             cause = failures[0]
             if card is not None:
@@ -246,6 +254,15 @@ class FailClosed:
         answer = jsonify({"error": error, "message": message, "card_id": card, "recorded": False})
         answer.status_code = status
         return answer
+
+
+def _one_card_per_server(first: str | None) -> str:
+    which = f" (card {first})" if first else ""
+    return (
+        f"POST /api/scorecard/open answered 409: in competition mode the toolkit's server serves one card per server "
+        f"lifetime and it has served its card{which}; start `ledger serve --competition` again for each run, or "
+        "run one server per run, each on its own --port"
+    )
 
 
 def _not_recorded(cause: str, card: str | None, endpoint: str | None) -> str:

@@ -14,24 +14,32 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ledger.toolkit.harness import ACTION_NAMES, RUN_DIR, FrameLine, HarnessName
+from ledger.toolkit.harness import ACTION_NAMES, FrameLine
 
 _INPUT = ("input_tokens", "prompt_tokens")
 _OUTPUT = ("output_tokens", "completion_tokens")
 _TOTAL = ("total_tokens", "tokens")
 _COST = ("total_cost", "cost", "cost_usd")
-_META_READ = {"run_id", "model", "config", "started_at", "start_time", "ended_at", "end_time", "finished_at"}
-_META_READ |= {"usage", "total_usage", "token_usage", *_INPUT, *_OUTPUT, *_TOTAL, *_COST}
+_CACHED = ("cached_tokens", "cache_read_tokens")
+_REASONING = ("reasoning_tokens",)
+_CACHE_WRITE = ("cache_write_tokens", "cache_creation_tokens")
+_NAMED = {*_INPUT, *_OUTPUT, *_TOTAL, *_COST, *_CACHED, *_REASONING, *_CACHE_WRITE}
+_META_READ = {"run_id", "game_id", "model", "config", "started_at", "start_time", "ended_at", "end_time"}
+_META_READ |= {"finished_at", "usage", "total_usage", "token_usage", *_NAMED}
 
 
 @dataclass(slots=True)
 class Usage:
-    """Tokens and cost (None where the folder gives none)."""
+    """Tokens and cost (None where the folder gives none); ``other``: the usage object's other keys, as given."""
 
     input_tokens: int | None = None
     output_tokens: int | None = None
     total_tokens: int | None = None
     cost: float | None = None
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    other: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -39,6 +47,7 @@ class RunMeta:
     """``run_meta.json``: the run's id, model, times and usage; the keys it holds that were not read."""
 
     run_id: str | None
+    game_id: str | None
     model: str | None
     started_at: str | None
     ended_at: str | None
@@ -57,27 +66,38 @@ def _number(d: dict[str, Any], keys: tuple[str, ...], kind: type) -> Any:
 
 
 def usage_of(d: Any) -> Usage:
-    """Tokens and cost from a usage object (or the object holding them at its top)."""
+    """Tokens and cost from a usage object (or the object holding them at its top, the top's figures first)."""
     if not isinstance(d, dict):
         return Usage()
     inner = next((d[k] for k in ("usage", "total_usage", "token_usage") if isinstance(d.get(k), dict)), None)
-    u = Usage(_number(d, _INPUT, int), _number(d, _OUTPUT, int), _number(d, _TOTAL, int), _number(d, _COST, float))
+    u = usage_of_flat(d, keep_other=False)
     if inner is not None:
         v = usage_of_flat(inner)
-        u = Usage(
-            u.input_tokens if u.input_tokens is not None else v.input_tokens,
-            u.output_tokens if u.output_tokens is not None else v.output_tokens,
-            u.total_tokens if u.total_tokens is not None else v.total_tokens,
-            u.cost if u.cost is not None else v.cost,
-        )
+        u = Usage(**{f: getattr(u, f) if getattr(u, f) is not None else getattr(v, f) for f in _FIELDS})
     if u.total_tokens is None and u.input_tokens is not None and u.output_tokens is not None:
         u.total_tokens = u.input_tokens + u.output_tokens
     return u
 
 
-def usage_of_flat(d: dict[str, Any]) -> Usage:
-    """Tokens and cost from the top keys of ``d`` only."""
-    return Usage(_number(d, _INPUT, int), _number(d, _OUTPUT, int), _number(d, _TOTAL, int), _number(d, _COST, float))
+_FIELDS = (
+    *("input_tokens", "output_tokens", "total_tokens", "cost"),
+    *("cached_tokens", "reasoning_tokens", "cache_write_tokens", "other"),
+)
+
+
+def usage_of_flat(d: dict[str, Any], *, keep_other: bool = True) -> Usage:
+    """Tokens and cost from the top keys of ``d`` only; with ``keep_other`` its other keys too (``other``)."""
+    other = {k: v for k, v in d.items() if k not in _NAMED} if keep_other else {}
+    return Usage(
+        _number(d, _INPUT, int),
+        _number(d, _OUTPUT, int),
+        _number(d, _TOTAL, int),
+        _number(d, _COST, float),
+        _number(d, _CACHED, int),
+        _number(d, _REASONING, int),
+        _number(d, _CACHE_WRITE, int),
+        other or None,
+    )
 
 
 def _text(d: dict[str, Any], *keys: str) -> str | None:
@@ -98,6 +118,7 @@ def read_run_meta(folder: Path) -> RunMeta | None:
         return None
     return RunMeta(
         run_id=_text(d, "run_id"),
+        game_id=_text(d, "game_id"),
         model=_text(d, "model", "config"),
         started_at=_text(d, "started_at", "start_time"),
         ended_at=_text(d, "ended_at", "end_time", "finished_at"),
@@ -165,16 +186,6 @@ def read_run_folder(folder: Path) -> list[Step]:
         steps.append(Step(n, ts if ts.tzinfo else ts.replace(tzinfo=UTC), *parsed))
     steps.sort(key=lambda s: s.step)
     return steps
-
-
-def run_folders(folder: Path, name: HarnessName) -> list[Path]:
-    """Benchmarking run folders beside a recording whose agent name is the recording's (``run_meta.json`` in it)."""
-    out = []
-    for d in sorted(folder.iterdir()):
-        m = RUN_DIR.match(d.name)
-        if m and m["prefix"] == name.prefix and (d / "run_meta.json").is_file():
-            out.append(d)
-    return out
 
 
 def match_steps(frames: list[FrameLine], steps: list[Step]) -> dict[int, Step]:

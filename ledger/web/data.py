@@ -8,6 +8,7 @@ document into the frozen structs the templates draw: the numbers are the documen
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -99,6 +100,8 @@ class CardRow(msgspec.Struct, frozen=True, kw_only=True):
     events: int
     #: ``retracted on WHEN, reason: WHY`` for a retracted card, else None.
     retracted: str | None = None
+    #: Opened in competition mode (scored over every game of the server).
+    competition: bool = False
 
 
 class LevelView(LevelCell, frozen=True, kw_only=True):
@@ -158,7 +161,8 @@ def card_row(card: CardState, doc: ScorecardDoc) -> CardRow:
     closed as ``ledger cards`` shows it)."""
     # Its actions are the document's: a play's actions after its last scored level count in the summary, not there.
     row = msgspec.structs.replace(row_of(card, card.events, scored(doc)), actions=doc.total_actions)
-    return summary_row(row, CardSummary.of(row, datetime.now(UTC), limits(os.environ)))
+    shown = CardSummary.of(row, datetime.now(UTC), limits(os.environ))
+    return summary_row(row, dataclasses.replace(shown, competition=card.competition_mode is True))
 
 
 def _levels(run: RunDoc) -> list[LevelView]:
@@ -261,6 +265,7 @@ def summary_row(r: SummaryRow, shown: CardSummary) -> CardRow:
         levels=r.level_count,
         events=r.events,
         retracted=note,
+        competition=shown.competition,
     )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -58,12 +59,14 @@ class Recorded:
     returncode: int
     card_ids: list[str]
     uncaptured: list[Uncaptured] = field(default_factory=list)
-    #: The command's last non-empty line on stderr (its own error, when it failed).
+    #: The command's last error line on stderr (:func:`last_error_line`).
     last_error: str | None = None
     #: The signals the recorder passed on to the command, in order.
     signals: list[str] = field(default_factory=list)
     #: Capture failures logged in the command ("process N: message"), whether or not the command went on.
     failures: list[str] = field(default_factory=list)
+    #: (card id, who captures it): cards this run's capture left to another capture of the same ledger.
+    aside: list[tuple[str, str]] = field(default_factory=list)
 
 
 def ledger_paths() -> list[str]:
@@ -102,7 +105,7 @@ class _StderrTee:
     def _pump(self) -> None:
         out = getattr(sys.stderr, "buffer", None)
         while chunk := os.read(self._fd, 65536):
-            self._tail = (self._tail + chunk)[-8192:]
+            self._tail = (self._tail + chunk)[-65536:]
             try:
                 if out is not None:
                     out.write(chunk)
@@ -113,10 +116,49 @@ class _StderrTee:
                 out = None
 
     def last_line(self, timeout: float = 5.0) -> str | None:
-        """The last non-empty line seen (waits a little for processes the command left holding the pipe)."""
+        """The command's last error line (waits a little for processes the command left holding the pipe)."""
         self._thread.join(timeout)
-        lines = [ln.strip() for ln in self._tail.decode("utf-8", "replace").splitlines() if ln.strip()]
-        return lines[-1] if lines else None
+        return last_error_line(self._tail.decode("utf-8", "replace"))
+
+
+_WARNING = re.compile(r"(^|[\s:])\w*Warning:|^\W*warn(ing)?\b", re.IGNORECASE)
+_ERROR = re.compile(r"error|exception|fail|fatal|cannot|can't|could not|denied|refused|not found|no such", re.I)
+
+
+def last_error_line(text: str) -> str | None:
+    """The line of a command's stderr that says why it failed: the exception line ending the last traceback, or
+    the last line that reads as an error, else the last line; never a warning (a library's DeprecationWarning
+    printed at exit is no reason for anything) nor the source line Python prints under one."""
+    lines: list[str] = []
+    after_warning = False
+    exception: int | None = None
+    in_traceback = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        indented = raw[:1].isspace()
+        if _WARNING.search(line):
+            after_warning = True
+            continue
+        if after_warning and indented:
+            continue
+        after_warning = False
+        if line.startswith("Traceback (most recent call last)"):
+            in_traceback = True
+            continue
+        if in_traceback:
+            if indented:
+                continue
+            in_traceback = False
+            exception = len(lines)
+        lines.append(line)
+    if not lines:
+        return None
+    errors = [i for i, ln in enumerate(lines) if _ERROR.search(ln)]
+    if exception is not None:
+        errors.append(exception)
+    return lines[max(errors)] if errors else lines[-1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +168,8 @@ class Notes:
     cards: list[str]
     uncaptured: list[Uncaptured]
     failures: list[str]
+    #: (card id, who captures it) for cards another capture on the same ledger opened first.
+    aside: list[tuple[str, str]] = field(default_factory=list)
 
 
 def read_notes(path: str) -> Notes:
@@ -133,6 +177,7 @@ def read_notes(path: str) -> Notes:
     cards: list[str] = []
     lost: list[Uncaptured] = []
     failures: list[str] = []
+    aside: list[tuple[str, str]] = []
     if not os.path.exists(path):
         return Notes(cards, lost, failures)
     for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
@@ -143,6 +188,12 @@ def read_notes(path: str) -> Notes:
         if isinstance(note.get("card"), str):
             if note["card"] not in cards:
                 cards.append(note["card"])
+        elif isinstance(note.get("aside"), str):
+            # The run's card all the same: another capture of the same ledger records it.
+            if note["aside"] not in cards:
+                cards.append(note["aside"])
+            if note["aside"] not in [c for c, _ in aside]:
+                aside.append((note["aside"], str(note.get("by"))))
         elif "failed" in note:
             failures.append(f"process {note.get('pid')}: {note['failed']}")
         elif "uncaptured" in note:
@@ -154,7 +205,7 @@ def read_notes(path: str) -> Notes:
                     reason=str(note["uncaptured"]),
                 )
             )
-    return Notes(cards, lost, failures)
+    return Notes(cards, lost, failures, aside)
 
 
 def run(db: str, tags: Sequence[str], command: Sequence[str]) -> Recorded:
@@ -198,4 +249,5 @@ def run(db: str, tags: Sequence[str], command: Sequence[str]) -> Recorded:
         last_error=last,
         signals=forwarded,
         failures=notes.failures,
+        aside=notes.aside,
     )

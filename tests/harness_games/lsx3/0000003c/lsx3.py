@@ -54,13 +54,13 @@ def _level(index: int) -> Level:
     sprites = []
     for i in range(cells):
         for x, y in ((i, 0), (i, cells - 1), (0, i), (cells - 1, i)):
-            sprites.append(Sprite(pixels=[[5] * CELL] * CELL, name="wall", x=x * CELL, y=y * CELL))
+            sprites.append(Sprite(pixels=[[4] * CELL] * CELL, name="wall", x=x * CELL, y=y * CELL))
     taken = {(1, 1), (cells - 2, cells - 2), (2, 1), (1, 2)}
     while len(taken) < 4 + 60 + 4 * index:
         x, y = rng.randint(2, cells - 3), rng.randint(2, cells - 3)
         if (x, y) not in taken:
             taken.add((x, y))
-            sprites.append(Sprite(pixels=[[5] * CELL] * CELL, name="wall", x=x * CELL, y=y * CELL))
+            sprites.append(Sprite(pixels=[[4] * CELL] * CELL, name="wall", x=x * CELL, y=y * CELL))
     sprites.append(Sprite(pixels=[[3] * CELL] * CELL, name="goal", x=(cells - 2) * CELL, y=(cells - 2) * CELL))
     sprites.append(Sprite(pixels=[[9] * CELL] * CELL, name="player", x=CELL, y=CELL, layer=2))
     sprites.append(Sprite(pixels=[[11] * ENERGY], name="energy", x=2, y=1, layer=3, collidable=False))

@@ -63,10 +63,10 @@ def _viewer(db: str, path: str = "/") -> tuple[float, float, int]:
     return cold, warm, len(got.data)
 
 
-def viewer_cells(db: str) -> str:
-    """The viewer columns of a row: each page of :data:`VIEWER_PAGES`, cold / warm (size), best of three fresh apps."""
+def viewer_cells(db: str, paths: tuple[str, ...] = VIEWER_PAGES) -> str:
+    """The viewer columns of a row: each page of ``paths``, cold / warm (size), best of three fresh apps."""
     cells = []
-    for path in VIEWER_PAGES:
+    for path in paths:
         runs = [_viewer(db, path) for _ in range(3)]
         cold, warm, size = min(r[0] for r in runs), min(r[1] for r in runs), runs[-1][2]
         cells.append(f"{cold:.2f} / {warm:.2f} ({size / 1024:.0f} KB)")
@@ -92,17 +92,74 @@ def _note(line: str) -> str:
     return line
 
 
+def _peak(args: list[str]) -> tuple[float, float]:
+    """(seconds, peak resident memory in MB) of one ``ledger`` subprocess."""
+    t = time.perf_counter()
+    proc = subprocess.Popen([LEDGER, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"ledger {' '.join(args)}: exit {proc.returncode}")
+    return time.perf_counter() - t, usage.ru_maxrss / 1024
+
+
+def _output_size(args: list[str]) -> int:
+    return len(subprocess.run([LEDGER, *args], capture_output=True, check=True).stdout)
+
+
+def _root_while_slow(db: str) -> float:
+    """The slowest of 5 GETs of ``/`` on a real ``ledger view`` while other clients keep asking for the compare page
+    of the largest tag and one holds a request half-sent: what a user waits for while the viewer is busy."""
+    import re
+    import socket
+    import threading
+    import urllib.request
+
+    view = subprocess.Popen([LEDGER, "--db", db, "view", "--port", "0"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = view.stdout.readline() if view.stdout else ""
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        if m is None:
+            raise RuntimeError(f"ledger view did not start: {line!r}")
+        url = m.group(0)
+        stop = threading.Event()
+
+        def busy() -> None:
+            while not stop.is_set():
+                urllib.request.urlopen(url + "compare?tag=nightly", timeout=120).read()
+
+        worker = threading.Thread(target=busy, daemon=True)
+        worker.start()
+        worst = 0.0
+        with socket.create_connection(("127.0.0.1", int(m.group(1))), timeout=30) as slow:
+            slow.sendall(b"GET /compare?tag=nightly HTTP/1.1\r\nHost: x\r\n")
+            for _ in range(5):
+                t = time.perf_counter()
+                urllib.request.urlopen(url, timeout=120).read()
+                worst = max(worst, time.perf_counter() - t)
+        stop.set()
+        worker.join(timeout=120)
+        return worst
+    finally:
+        view.terminate()
+        view.wait()
+
+
 def _row(backend: str, cards: int, db: str, card_id: str) -> str:
     page = _best(["--db", db, "cards", "--limit", "20"])
     tag = _best(["--db", db, "cards", "--tag", "agent-2", "--limit", "20"])
-    cmp = _best(["--db", db, "compare", "--tag", "nightly", "--json"], runs=1)
+    cmp_args = ["--db", db, "compare", "--tag", "nightly"]
+    cmp = _best([*cmp_args, "--json"])
+    cmp_size = f"{_output_size(cmp_args) / 1024:.0f} / {_output_size([*cmp_args, '--json']) / 1024:.0f} KB"
+    compare_page = viewer_cells(db, ("/compare?tag=nightly",))
     viewer = viewer_cells(db)
+    busy = _root_while_slow(db)
     export = _best(["--db", db, "export", card_id])
-    verify = _best(["--db", db, "verify"], runs=1)
+    verify, verify_mb = _peak(["--db", db, "verify"])
     per_event = _size_per_event(db)
     return _note(
-        f"| {backend} | {cards:,} | {page:.2f} | {tag:.2f} | {cmp:.2f} | {viewer}"
-        f" | {export:.2f} | {verify:.1f} | {per_event:.0f} |"
+        f"| {backend} | {cards:,} | {page:.2f} | {tag:.2f} | {cmp:.2f} ({cmp_size}) | {compare_page} | {viewer}"
+        f" | {busy:.2f} | {export:.2f} | {verify:.1f} ({verify_mb:.0f} MB) | {per_event:.0f} |"
     )
 
 
@@ -113,11 +170,13 @@ def run(quick: bool) -> list[str]:
     pg_why = unreachable()
     lines = [
         "synthetic cards written through the append path (one append per card); times in seconds, best of 3, "
-        "each a `ledger` subprocess; compare --tag nightly compares 1/7 of the cards (it loads each compared card)",
-        "| backend | cards | cards --limit 20 | cards --tag T --limit 20 | compare --tag "
-        "| viewer first page cold / warm (bytes) | viewer leaderboard | viewer progress | export one card | verify "
-        "| bytes/event |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "each a `ledger` subprocess; compare --tag nightly: the figures of the tag of 1/7 of the cards (time of "
+        "--json; output text / JSON); `/` while busy: the slowest of 5 GETs of `/` on `ledger view` while a client "
+        "keeps asking for /compare?tag=nightly and another holds a half-sent request; verify with its peak memory",
+        "| backend | cards | cards --limit 20 | cards --tag T --limit 20 | compare --tag (output) "
+        "| viewer /compare?tag=nightly | viewer first page cold / warm (bytes) | viewer leaderboard | viewer progress "
+        "| viewer `/` while busy | export one card | verify (peak RSS) | bytes/event |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     with tempfile.TemporaryDirectory() as d:
         for n in sizes:

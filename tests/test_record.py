@@ -107,8 +107,7 @@ def test_a_record_tag_is_a_tag_of_the_card_for_every_filter(db_path: Path, tmp_p
     everything = {c["card_id"]: c["tags"] for c in json.loads(cli("cards", "--json"))}
     assert "nightly" in everything[card_id] and "nightly" not in everything[other_id]
     compared = json.loads(cli("compare", "--tag", "nightly", "--json"))
-    assert [c["card_id"] for c in compared["cards"]] == [card_id]
-    assert "nightly" in [row["tag"] for row in compared["leaderboard"]]
+    assert [(t["tag"], t["cards"], t["best_card"]) for t in compared["tags"]] == [("nightly", 1, card_id)]
     bundled = json.loads(cli("bundle", "--tag", "nightly", "-o", str(tmp_path / "site"), "--json"))
     index = (tmp_path / "site" / "index.html").read_text()
     assert bundled["cards"] == 1 and card_id in index and other_id not in index

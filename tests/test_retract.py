@@ -78,7 +78,7 @@ def test_retract_end_to_end(backend_url: str, tmp_path: Path) -> None:
         ]
     assert a not in _ok("--db", db, "cards", "--tag", "demo")
     cmp = json.loads(_ok("--db", db, "compare", "--tag", "demo", "--json"))
-    assert [c["card_id"] for c in cmp["cards"]] == [b]
+    assert [(t["cards"], t["best_card"]) for t in cmp["tags"]] == [(1, b)]
     assert "is retracted on" in _fails(2, "--db", db, "compare", a[:8], b[:8], child=True)
     text = _ok("--db", db, "compare", a[:8], b[:8], "--include-retracted")
     assert "retracted on " in text and "(not ranked)" in text

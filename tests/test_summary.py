@@ -281,3 +281,28 @@ def test_ledger_cards_and_the_cards_list_give_the_same_summaries(backend_url: st
             assert (row.closed, row.close_reason) == (every[cid].closed, every[cid].close_reason)
             totals = (doc.score, doc.total_actions, doc.total_levels_completed, doc.total_levels)
             assert (row.score, row.actions, row.levels_completed, row.levels) == totals
+
+
+def test_the_streamed_rebuild_equals_the_rebuild_in_seq_order(tmp_path: Path) -> None:
+    """verify and rebuild-summary fold one card at a time in the order of the (stream, version) index; the rows
+    are those of the whole log folded in seq order, with cards appended to in turns (their events interleaved)."""
+    import random
+
+    from ledger.services.synthetic import baselines, card_events, write_cards
+    from ledger.storage.summary import rebuild
+    from ledger.storage.summary_build import query
+    from ledger.storage.summary_stream import rebuilt
+
+    with Ledger.open(tmp_path / "l.sqlite") as led:
+        write_cards(led, 40)
+        rng, sid = random.Random(3), baselines(led)
+        turns = [list(card_events(rng, n, sid, close=n % 2 == 0)) for n in range(40, 70)]
+        versions = [0] * len(turns)
+        while any(v < len(t) for v, t in zip(versions, turns, strict=True)):
+            for i, t in enumerate(turns):
+                if versions[i] < len(t):
+                    led.append_card(t[0].card_id, [t[versions[i]]], versions[i])  # type: ignore[attr-defined]
+                    versions[i] += 1
+        whole = rebuild((e.stream, e.type, e.version, e.body) for e in led.store.scan())
+        streamed = dict(rebuilt(lambda sql, args: query(led.store, sql, args)))
+    assert streamed == whole and len(whole) == 70

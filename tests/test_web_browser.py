@@ -198,7 +198,10 @@ def test_cards_page_shows_the_export_numbers(played: Played, site: Site, page: A
         plays = sum(len(e["runs"]) for e in doc["environments"])
         levels = f"{doc['total_levels_completed']}/{doc['total_levels']}"
         assert rows[card_id] == [f"{doc['score']:.2f}", str(doc["total_actions"]), levels, str(plays)]
-    # The filters work on the page itself (the bundle has no server to ask).
+    if site.mode == "live":
+        _server_filters(played, page)
+        return
+    # The bundle's filters work on the page itself (it has no server to ask).
     page.select_option("select[name=tag]", "agent-a")
     shown = page.evaluate(
         "() => Array.from(document.querySelectorAll('tr[data-card]:not([hidden])')).map(t => t.dataset.card)"
@@ -224,6 +227,33 @@ def test_cards_page_shows_the_export_numbers(played: Played, site: Site, page: A
         "() => Array.from(document.querySelectorAll('tr[data-card]')).map(t => parseFloat(t.dataset.score))"
     )
     assert scores == sorted(scores, reverse=True)
+
+
+def _cli_cards(played: Played, *args: str) -> list[str]:
+    done = subprocess.run([*LEDGER, "--db", str(played.db), "cards", "--json", *args], capture_output=True, check=True)
+    return [c["card_id"] for c in json.loads(done.stdout)]
+
+
+def _server_filters(played: Played, page: Any) -> None:
+    """The live page's controls ask the server: each choice loads the page `ledger cards` lists, over the ledger."""
+    with page.expect_navigation():
+        page.select_option("select[name=tag]", "agent-a")
+    assert "tag=agent-a" in page.url
+    want = _cli_cards(played, "--tag", "agent-a", "--sort", "opened", "--reverse")
+    assert page.evaluate(_SHOWN) == want and sorted(want) == sorted([played.cards["a1"], played.cards["a2"]])
+    total = len(_cli_cards(played))
+    assert page.text_content("#card-count") == f"2 of 2 matching of {total} in the ledger"
+    with page.expect_navigation():
+        page.select_option("select[name=sort]", "score-desc")
+    assert page.evaluate(_SHOWN) == _cli_cards(played, "--tag", "agent-a", "--sort", "score")
+    with page.expect_navigation():
+        page.select_option("select[name=tag]", "")
+    with page.expect_navigation():
+        page.select_option("select[name=state]", "open")
+    assert set(page.evaluate(_SHOWN)).isdisjoint(played.cards.values())  # every played card is closed
+    with page.expect_navigation():
+        page.select_option("select[name=state]", "closed")
+    assert page.evaluate(_SHOWN) == _cli_cards(played, "--closed", "--sort", "score")
 
 
 def test_compare_page_shows_the_export_numbers(played: Played, site: Site, page: Any) -> None:

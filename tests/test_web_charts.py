@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 import subprocess
 from collections.abc import Iterator
 from datetime import datetime
@@ -96,18 +97,23 @@ _DRAWN = """(id) => { const el = document.getElementById(id); if (!el || !el.upl
   return {labels: el.uplot.series.map(s => s.label), data: el.uplot.data.map(col => Array.from(col))}; }"""
 
 
-def _series(drawn: dict[str, Any]) -> dict[str, list[tuple[float, float]]]:
-    """Each line of the progress chart as its (x, y) points: uPlot's table, without the nulls of other lines."""
+TREND = " (median of last 9)"
+
+
+def _series(drawn: dict[str, Any], *, trends: bool = False) -> dict[str, list[tuple[float, float]]]:
+    """Each tag's points on the progress chart as (x, y): uPlot's table, without the nulls of other tags; with
+    ``trends``, each tag's trend line instead (keyed by the tag)."""
     xs = drawn["data"][0]
     return {
-        label: [(x, y) for x, y in zip(xs, col, strict=True) if y is not None]
+        label.removesuffix(TREND): [(x, y) for x, y in zip(xs, col, strict=True) if y is not None]
         for label, col in zip(drawn["labels"][1:], drawn["data"][1:], strict=True)
+        if label.endswith(TREND) == trends
     }
 
 
 def _compared(db: Path, tag: str) -> list[tuple[float, float]]:
-    """The tag's cards as `ledger compare --json --tag T` prints them: (opened in seconds, score), oldest first."""
-    cards = ledger_json(db, "compare", "--tag", tag)["cards"]
+    """The tag's cards as `ledger cards --json --tag T` prints them: (opened in seconds, score), oldest first."""
+    cards = ledger_json(db, "cards", "--tag", tag)
     return sorted((datetime.fromisoformat(c["opened"]).timestamp(), c["score"]) for c in cards)
 
 
@@ -125,8 +131,13 @@ def test_progress_chart_draws_the_compare_numbers(
     assert drawn is not None, "no chart drawn"
     lines = _series(drawn)
     assert sorted(lines) == sorted(tags)
+    trends = _series(drawn, trends=True)
     for tag in tags:
         assert lines[tag] == _compared(played.db, tag), tag
+        # The trend: at each card, the median score of the tag's last 9 cards up to it.
+        scores = [y for _, y in lines[tag]]
+        medians = [statistics.median(scores[max(0, i - 8) : i + 1]) for i in range(len(scores))]
+        assert trends[tag] == [(x, m) for (x, _), m in zip(lines[tag], medians, strict=True)], tag
     assert lines["agent-a"] and len(lines["agent-a"]) == 2
     # The JSON the page carries is what was drawn, and the legend shows each hostile tag as text.
     payload = json.loads(w.page.text_content("#progress-data") or "")
@@ -134,7 +145,7 @@ def test_progress_chart_draws_the_compare_numbers(
     legend = w.page.evaluate(
         "() => Array.from(document.querySelectorAll('#progress-chart .u-legend .u-label')).map(x => x.textContent)"
     )
-    assert sorted(legend[1:]) == sorted(tags)
+    assert sorted(legend[1:]) == sorted([*tags, *[t + TREND for t in tags]])
     assert w.page.evaluate("() => window.__pwned") is None
 
 
@@ -166,8 +177,15 @@ def _levels_expected(cmp: dict[str, Any]) -> list[dict[str, Any]]:
         n = g["levels"]
         played = [e for e in g["cards"] if e is not None]
         base = [next((e["levels"][i]["baseline"] for e in played if i < len(e["levels"])), None) for i in range(n)]
-        actions = [[lv["actions"] for lv in e["levels"]] + [None] * (n - len(e["levels"])) for e in played]
-        out.append({"game": g["game_id"], "data": [list(range(1, n + 1)), base, *actions]})
+        lines: list[list[Any]] = []
+        for e in played:
+            pad = [None] * (n - len(e["levels"]))
+            # Completed levels on the card's line; the level it stopped on apart; a level never reached not at all.
+            lines.append([lv["actions"] if lv["completed"] else None for lv in e["levels"]] + pad)
+            stopped = [lv["actions"] if not lv["completed"] and lv["actions"] else None for lv in e["levels"]] + pad
+            if any(v is not None for v in stopped):
+                lines.append(stopped)
+        out.append({"game": g["game_id"], "data": [list(range(1, n + 1)), base, *lines]})
     return out
 
 
@@ -290,6 +308,7 @@ def test_the_leaderboard_has_its_own_page(played: Played, server: ViewServer, wa
         " tr.querySelector('[data-k=cards]').textContent, tr.querySelector('[data-k=mean-score]').textContent])"
     )
     tags = sorted({t for doc in played.exports.values() for t in doc.get("tags") or []})
-    cmp = ledger_json(played.db, "compare", *[a for t in tags for a in ("--tag", t)])
-    assert rows == [[r["tag"], str(r["cards"]), f"{r['mean_score']:.2f}"] for r in cmp["leaderboard"]]
+    figures = ledger_json(played.db, "compare", *[a for t in tags for a in ("--tag", t)])["tags"]
+    board = sorted(figures, key=lambda t: (-t["score"]["mean"], -t["cards"], t["tag"]))
+    assert rows == [[t["tag"], str(t["cards"]), f"{t['score']['mean']:.2f}"] for t in board]
     assert len(rows) >= 4

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import statistics
 import subprocess
 import urllib.error
 import urllib.request
@@ -74,20 +75,55 @@ def test_compare_numbers_equal_export(played: Played) -> None:
         assert f"{card_id}  score {played.exports[card_id]['score']:.2f}" in text.stdout
 
 
-def test_compare_by_tag_ranks_tags_by_mean_score(played: Played) -> None:
+def test_compare_by_tag_gives_each_tags_figures_as_the_exports_have_them(played: Played) -> None:
     r = ledger_cli(played.db, "compare", "--tag", "agent-a", "--tag", "agent-b", "--json")
     assert r.returncode == 0, r.stderr
-    cmp = json.loads(r.stdout)
+    report = json.loads(r.stdout)
+    by_tag = {t["tag"]: t for t in report["tags"]}
     a = [played.cards["a1"], played.cards["a2"]]
-    assert sorted(c["card_id"] for c in cmp["cards"]) == sorted([*a, played.cards["b1"]])
-    board = {row["tag"]: row for row in cmp["leaderboard"]}
-    mean_a = sum(played.exports[c]["score"] for c in a) / 2
-    assert board["agent-a"]["mean_score"] == pytest.approx(mean_a)
-    assert board["agent-a"]["cards"] == 2
-    assert board["agent-b"]["mean_score"] == played.exports[played.cards["b1"]]["score"]
-    means = [row["mean_score"] for row in cmp["leaderboard"]]
-    assert means == sorted(means, reverse=True)
-    assert [row["rank"] for row in cmp["leaderboard"]] == list(range(1, len(means) + 1))
+    scores = sorted(played.exports[c]["score"] for c in a)
+    fig = by_tag["agent-a"]
+    assert fig["cards"] == 2 and report["ledger_cards"] == len(played.exports)
+    assert (fig["score"]["worst"], fig["score"]["best"]) == (scores[0], scores[1])
+    # Two values: each quartile sits a quarter, a half, three quarters of the way between them.
+    assert fig["score"]["median"] == pytest.approx((scores[0] + scores[1]) / 2)
+    assert fig["score"]["q1"] == pytest.approx(scores[0] + (scores[1] - scores[0]) / 4)
+    assert by_tag["agent-b"]["score"]["median"] == played.exports[played.cards["b1"]]["score"]
+    games = {}
+    for c in a:
+        for env in played.exports[c]["environments"]:
+            games.setdefault(env["id"], []).append(env)
+    assert sorted(g["game_id"] for g in fig["games"]) == sorted(games)
+    for g in fig["games"]:
+        envs = games[g["game_id"]]
+        runs = [env["runs"][best_run(env)] for env in envs]
+        assert g["cards"] == len(envs) and g["score"]["best"] == max(env["score"] for env in envs)
+        for lv in g["levels"]:
+            done = sorted(r["level_actions"][lv["level"] - 1] for r in runs if r["levels_completed"] >= lv["level"])
+            assert lv["completed"] == len(done)
+            assert lv["reached"] == sum(1 for r in runs if r["levels_completed"] >= lv["level"] - 1)
+            if done:
+                assert (lv["actions"]["best"], lv["actions"]["worst"]) == (done[0], done[-1])
+                assert lv["actions"]["median"] == pytest.approx(statistics.median(done))
+            else:
+                assert lv["actions"] is None
+            # A level not completed scores 0 in the level's score figures.
+            level_scores = sorted(
+                r["level_scores"][lv["level"] - 1] if r["levels_completed"] >= lv["level"] else 0.0 for r in runs
+            )
+            assert lv["score"]["median"] == pytest.approx(statistics.median(level_scores))
+    medians = [t["score"]["median"] for t in report["tags"]]
+    assert medians == sorted(medians, reverse=True) and [t["rank"] for t in report["tags"]] == [1, 2]
+    text = ledger_cli(played.db, "compare", "--tag", "agent-a").stdout
+    assert f"tag agent-a: 2 card(s), of {len(played.exports)} in the ledger" in text
+    assert "ledger cards --tag agent-a --game " in text
+
+
+def test_compare_side_by_side_says_its_limit(played: Played) -> None:
+    r = ledger_cli(played.db, "compare", *[f"c{i}" for i in range(13)])
+    assert r.returncode == 2 and "at most 12 cards side by side (13 given)" in r.stderr
+    ids = [played.cards["a1"], played.cards["a2"]]
+    assert "(at most 12 cards side by side" in ledger_cli(played.db, "compare", *ids).stdout
 
 
 @pytest.mark.parametrize(
@@ -226,6 +262,26 @@ def test_card_page_weight_before_data_is_small(played: Played) -> None:
     assert assets == sum(p.stat().st_size for p in STATIC.iterdir() if p.is_file())
     assert b"vendor/" not in page
     assert shell + assets < 300_000
+
+
+def test_the_viewer_answers_while_a_request_is_unfinished_and_pages_by_prefix(played: Played) -> None:
+    import socket
+
+    srv = ViewServer(played.db)
+    try:
+        host, port = srv.url.split("//")[1].rstrip("/").split(":")
+        # A client that sends half a request and waits: one thread serving everything would wait with it.
+        with socket.create_connection((host, int(port)), timeout=10) as slow:
+            slow.sendall(b"GET /compare?tag=agent-a HTTP/1.1\r\nHost: x\r\n")
+            status, page, _ = _get(srv.url)
+            assert status == 200 and b"matching" in page
+        first = played.cards["a1"]
+        status, page, _ = _get(srv.url + "?sort=date-asc&after=" + first[:8])
+        assert status == 200 and first.encode() not in page and b"after card " + first[:8].encode() in page
+        status, page, _ = _get(srv.url + "?after=zzzz")
+        assert status == 400 and b"no card has this id or starts with it" in page
+    finally:
+        srv.stop()
 
 
 @pytest.mark.parametrize(

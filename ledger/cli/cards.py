@@ -70,7 +70,8 @@ def init(ctx: click.Context) -> None:
     "--after",
     default=None,
     metavar="CARD",
-    help="The next page: the cards that come after CARD (the last card id of the page before) in this order.",
+    help="The next page: the cards that come after CARD (the last card id of the page before, or a unique prefix "
+    "of it; an unknown or ambiguous one exits 2) in this order.",
 )
 @click.pass_context
 def cards(

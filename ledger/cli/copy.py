@@ -40,7 +40,13 @@ def _opened(open_fn: Any, where: str, **kwargs: Any) -> Iterator[LogStore]:
     metavar="PATH|URL",
     help="The ledger to copy into: a SQLite path or postgresql+psycopg://user@host/db (created if needed).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print what was copied as one JSON object.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print what was copied as one JSON object: from, to, events, new_streams, extended_streams, "
+    "current_streams, seconds (the whole command) and copy_seconds (the copy after the plan).",
+)
 @click.pass_context
 def copy_cmd(ctx: click.Context, source: str | None, destination: str, as_json: bool) -> None:
     """Copy every event, with its hash, from one ledger into another (SQLite -> PostgreSQL, and back).
@@ -50,8 +56,13 @@ def copy_cmd(ctx: click.Context, source: str | None, destination: str, as_json: 
     copy of it ends and the chain verifies there (`ledger --db DST verify`). If the destination holds a different
     history for any stream, nothing is copied and the command fails (exit 1).
     """
+    import time
+
     from ledger.services.copying import copy_ledger, open_destination, open_source, plan_copy
 
+    # The rate is of the whole command: opening both ledgers (the destination's schema), reading every stream's
+    # head on both sides and comparing them, then the copy.
+    started = time.perf_counter()
     src_where = source or ctx.obj["db"]
     with (
         _opened(open_source, src_where) as src,
@@ -64,6 +75,7 @@ def copy_cmd(ctx: click.Context, source: str | None, destination: str, as_json: 
                 rep = copy_ledger(src, dst, plan=plan, progress=bar.update)
         else:
             rep = copy_ledger(src, dst, plan=plan)
+    total = time.perf_counter() - started
     if as_json:
         echo_json(
             {
@@ -73,16 +85,19 @@ def copy_cmd(ctx: click.Context, source: str | None, destination: str, as_json: 
                 "new_streams": rep.new_streams,
                 "extended_streams": rep.extended_streams,
                 "current_streams": rep.current_streams,
-                "seconds": round(rep.seconds, 3),
+                "seconds": round(total, 3),
+                "copy_seconds": round(rep.seconds, 3),
             }
         )
         return
     if rep.events == 0:
-        click.echo(f"nothing to copy: {rep.destination} already holds every event of {rep.source}")
+        click.echo(
+            f"nothing to copy: {rep.destination} already holds every event of {rep.source} (checked in {total:.2f} s)"
+        )
         return
-    rate = rep.events / rep.seconds if rep.seconds > 0 else float("inf")
+    rate = rep.events / total if total > 0 else float("inf")
     click.echo(
         f"copied {rep.events} events ({rep.new_streams} new streams, {rep.extended_streams} extended, "
         f"{rep.current_streams} already up to date) from {rep.source} to {rep.destination} "
-        f"in {rep.seconds:.2f} s ({rate:,.0f} events/s)"
+        f"in {total:.2f} s, the whole command ({rate:,.0f} events/s; the copy itself {rep.seconds:.2f} s)"
     )

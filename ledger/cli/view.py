@@ -175,13 +175,21 @@ def bundle(
 
 @click.command("compare")
 @click.argument("card_ids", nargs=-1, metavar="CARD CARD...")
-@click.option("--tag", "tags", multiple=True, metavar="T", help="Also every card with tag T (repeat for more tags).")
+@click.option(
+    "--tag",
+    "tags",
+    multiple=True,
+    metavar="T",
+    help="Figures of every card with tag T (repeat for more tags): per game and level, the cards, the best, the "
+    "median and the quartiles.",
+)
 @click.option(
     "--json",
     "as_json",
     is_flag=True,
-    help="One JSON object: cards (with opened time and score), games (per level: baseline, each card's actions), "
-    "leaderboard: the numbers the viewer's charts draw.",
+    help="One JSON object. Cards side by side: cards (with opened time and score), games (per level: baseline, "
+    "each card's actions), leaderboard. With --tag: tags (per tag: rank, cards, score figures, games with their "
+    "levels' figures), missing, ledger_cards, and side_by_side (the named cards, or null).",
 )
 @click.option(
     "--include-retracted",
@@ -192,20 +200,47 @@ def bundle(
 def compare(
     ctx: click.Context, card_ids: tuple[str, ...], tags: tuple[str, ...], as_json: bool, include_retracted: bool
 ) -> None:
-    """Compare cards side by side: per game and level, each card's actions and score; then a leaderboard by tag.
+    """Compare cards side by side (at most 12), or agents by tag.
 
-    The numbers of the viewer's compare page. A game's columns show each card's best play (the play its game
-    score comes from).
+    Named cards (two to 12) side by side: per game and level, each card's actions and score (a game's columns show
+    its best play, the play its game score comes from); then a leaderboard by tag.
+
+    --tag T: the figures of the tag's cards, whatever their number: the card scores' best, quartiles and median;
+    per game the cards that played it and its score figures; per level its human baseline, how many cards reached
+    and completed it, the actions of those that completed it (best, quartiles, median, median over the baseline)
+    and the level scores (0 where not completed). Tags are ranked by their median card score. Read from the cards
+    summary in one query; `ledger cards --tag T --game G --sort score` pages through the cards behind a figure.
     """
-    from ledger.services.compare import compare_cards, comparison_text
+    import msgspec
 
-    if not tags and len(set(card_ids)) < 2:
+    from ledger.services.compare import compare_cards, comparison_text
+    from ledger.services.tag_stats import SIDE_BY_SIDE, report_text, tag_report
+
+    named = list(dict.fromkeys(card_ids))
+    if not tags and len(named) < 2:
         raise LedgerCommandError("compare needs two or more cards (or --tag T)", 2)
+    if len(named) > SIDE_BY_SIDE:
+        raise LedgerCommandError(
+            f"compare shows at most {SIDE_BY_SIDE} cards side by side ({len(named)} given): "
+            "tag them and compare the tag's figures with --tag T",
+            2,
+        )
     with read_only(ctx) as ledger:
-        cmp = compare_cards(ledger, card_ids, tags, include_retracted=include_retracted)
-    if not cmp.cards:
+        cmp = compare_cards(ledger, named, include_retracted=include_retracted) if named else None
+        report = tag_report(ledger, tags, include_retracted=include_retracted) if tags else None
+    if report is not None and not report.tags and not named:
         raise LedgerCommandError("no card has tag " + ", ".join(repr(t) for t in tags), 1)
     if as_json:
-        echo_json(cmp)
+        if report is None:
+            echo_json(cmp)
+        else:
+            echo_json(
+                {**msgspec.to_builtins(report), "side_by_side": None if cmp is None else msgspec.to_builtins(cmp)}
+            )
         return
-    click.echo(comparison_text(cmp))
+    parts = []
+    if cmp is not None:
+        parts.append(comparison_text(cmp) + f"\n\n(at most {SIDE_BY_SIDE} cards side by side; --tag T for figures)")
+    if report is not None:
+        parts.append(report_text(report))
+    click.echo("\n\n".join(parts))

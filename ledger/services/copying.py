@@ -69,6 +69,9 @@ def plan_copy(src: LogStore, dst: LogStore) -> CopyPlan:
     if src.same_database(dst):
         raise SameLedger(f"the source and the destination are the same ledger ({src.describe()})")
     until = src.max_seq()  # events appended to the source while copying are left for the next copy
+    current = _all_current(src, dst)
+    if current is not None:
+        return CopyPlan({}, 0, 0, 0, current, until + 1, until)
     there = {s.stream: s for s in dst.streams()}
     after: dict[str, int] = {}
     events = new = extended = current = 0
@@ -167,6 +170,18 @@ def _prepared_batches(src: LogStore, dst: LogStore, plan: CopyPlan, batch: int) 
             put(dst.prepare_copied(buf))
 
     return ReadAhead(produce, name="ledger-copy-read", ahead=2)
+
+
+def _all_current(src: LogStore, dst: LogStore) -> int | None:
+    """The number of the source's streams when the destination holds every one at the same head (nothing to copy),
+    else None. Reads only each stream's head on both sides, not the whole of every stream as the plan does."""
+    from ledger.storage.summary_build import stream_heads
+
+    mine = stream_heads(src)
+    theirs = stream_heads(dst)
+    if all(theirs.get(stream) == head for stream, head in mine.items()):
+        return len(mine)
+    return None
 
 
 def _same_baseline_set(src: LogStore, dst: LogStore, stream: str) -> bool:

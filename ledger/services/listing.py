@@ -21,7 +21,7 @@ from ledger.core.projection import CardState
 from ledger.core.timeline import shown_close as timeline_close
 from ledger.ledger import CardSummary, Ledger
 from ledger.storage.summary import SummaryRow, micros
-from ledger.storage.summary_build import read_page
+from ledger.storage.summary_build import count_page, read_page
 from ledger.storage.summary_sql import PageQuery
 
 SortKey = Literal["opened", "closed", "score", "actions", "events", "id"]
@@ -90,6 +90,8 @@ def shown_rows(
     """The summary rows of the page ``f`` asks for, each with its line as ``ledger cards`` shows it (the lapsed
     rule applied): the one query the CLI, the viewer and the bundle share."""
     f = f or CardFilter()
+    if f.after is not None:
+        f = dataclasses.replace(f, after=resolve_after(ledger, f.after))
     moment = now or datetime.now(UTC)
     lapse_after = limits(os.environ if environ is None else environ)
     rows = read_page(ledger.store, page_of(f, moment, *lapse_after))
@@ -97,6 +99,25 @@ def shown_rows(
         (r, dataclasses.replace(CardSummary.of(r, moment, lapse_after, _baselines_known(ledger, r)), competition=c))
         for r, c in ((r, is_competition(ledger, r.card_id)) for r in rows)
     ]
+
+
+def resolve_after(ledger: Ledger, ref: str) -> str:
+    """The card id an ``--after`` names: the id or a unique prefix, as everywhere a card id is taken.
+
+    Raises :class:`InputError` (exit 2) naming ``ref`` when no card or several start with it: a paging script
+    must not take an unknown card for the end of the list."""
+    from ledger.errors import InputError, UnknownCard
+
+    try:
+        return ledger.resolve_card(ref)  # AmbiguousCard is an InputError that lists the candidates
+    except UnknownCard:
+        raise InputError(f"--after {ref!r}: no card has this id or starts with it") from None
+
+
+def count_cards(ledger: Ledger, f: CardFilter, *, now: datetime | None = None) -> int:
+    """How many cards match ``f``'s filters in the whole ledger (its sort, ``after`` and ``limit`` aside)."""
+    moment = now or datetime.now(UTC)
+    return count_page(ledger.store, page_of(dataclasses.replace(f, after=None), moment, *limits(os.environ)))
 
 
 def list_cards(

@@ -29,6 +29,8 @@ PER_TAG = 200
 DEFAULT_TAGS = 6
 #: The most tags one chart draws.
 MOST_TAGS = 12
+#: The trend line of a tag: the median of its last this many cards drawn (fewer at its first cards).
+TREND_CARDS = 9
 
 
 class TagSeries(msgspec.Struct, frozen=True, kw_only=True):
@@ -41,6 +43,10 @@ class TagSeries(msgspec.Struct, frozen=True, kw_only=True):
     scores: list[float]
     #: True when the tag has older cards than those drawn.
     more: bool = False
+    #: How many cards have the tag in the whole ledger (retracted ones too), when known: what ``cards`` is out of.
+    total: int | None = None
+    #: At each card, the median score of the tag's last :data:`TREND_CARDS` cards drawn up to it (the trend line).
+    trend: list[float] = msgspec.field(default_factory=list)
 
 
 class Progress(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,15 +65,24 @@ def seconds(opened: str) -> float:
     return datetime.fromisoformat(opened).timestamp()
 
 
+def rolling_median(values: Sequence[float], window: int = TREND_CARDS) -> list[float]:
+    """At each value, the median of it and the ``window - 1`` before it (fewer at the start)."""
+    import statistics
+
+    return [statistics.median(values[max(0, i + 1 - window) : i + 1]) for i in range(len(values))]
+
+
 def _series(tag: str, newest_first: Sequence[tuple[str, str, Any, float]], limit: int) -> TagSeries:
     shown = list(reversed(newest_first[:limit]))
+    scores = [p[3] for p in shown]
     return TagSeries(
         tag=tag,
         cards=[p[0] for p in shown],
         opened=[p[1] for p in shown],
         x=[seconds(p[1]) for p in shown],
-        scores=[p[3] for p in shown],
+        scores=scores,
         more=len(newest_first) > limit,
+        trend=rolling_median(scores),
     )
 
 
@@ -81,7 +96,7 @@ def _older(series: Sequence[TagSeries], keys: dict[str, Any]) -> str | None:
 def tag_progress(ledger: Ledger, tags: Sequence[str], *, limit: int = PER_TAG, before: str | None = None) -> Progress:
     """The progress chart of ``tags`` (up to :data:`MOST_TAGS`; none: the tags of the newest cards), each the
     newest ``limit`` cards opened before card ``before`` (an id or unique prefix), from the cards summary."""
-    from ledger.storage.summary_build import recent_tags, tag_points
+    from ledger.storage.summary_build import recent_tags, tag_count, tag_points
 
     if limit < 1:
         raise InputError("the progress chart draws at least one card per tag")
@@ -91,7 +106,7 @@ def tag_progress(ledger: Ledger, tags: Sequence[str], *, limit: int = PER_TAG, b
     for tag in chosen:
         points = tag_points(ledger.store, tag, limit + 1, start)
         keys.update({p[0]: p[2] for p in points})
-        series.append(_series(tag, points, limit))
+        series.append(msgspec.structs.replace(_series(tag, points, limit), total=tag_count(ledger.store, tag)))
     return Progress(series=series, limit=limit, before=start, older=_older(series, keys))
 
 

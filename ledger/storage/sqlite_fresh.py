@@ -14,7 +14,7 @@ import sqlite3
 from ledger.storage.base import head_revision
 
 #: The revision these statements are the schema of.
-REVISION = "0005_tree_append_only"
+REVISION = "0006_game_stats"
 
 STATEMENTS = (
     "CREATE TABLE alembic_version (\n\tversion_num VARCHAR(32) NOT NULL, \n\t"
@@ -38,7 +38,7 @@ STATEMENTS = (
     "\tplays INTEGER NOT NULL, \n\tactions INTEGER NOT NULL, \n\tevents INTEGER NOT NULL, \n"
     "\tlevels INTEGER NOT NULL, \n\tlevel_count INTEGER NOT NULL, \n\tscore FLOAT NOT NULL, \n\ttags TEXT, \n"
     "\tgame_ids TEXT NOT NULL, \n\tretracted VARCHAR(40), \n"
-    "\tretract_reason TEXT, \n\tPRIMARY KEY (card_id)\n)",
+    "\tretract_reason TEXT, game_stats TEXT DEFAULT '[]' NOT NULL, \n\tPRIMARY KEY (card_id)\n)",
     "CREATE INDEX ix_card_summary_opened ON card_summary (opened_key, card_id)",
     "CREATE INDEX ix_card_summary_score ON card_summary (score, opened_key, card_id)",
     "CREATE INDEX ix_card_summary_state ON card_summary (state, opened_key, card_id)",

@@ -62,6 +62,7 @@ COLUMNS = (
     "game_ids",
     "retracted",
     "retract_reason",
+    "game_stats",
 )
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -97,6 +98,12 @@ class SummaryRow(msgspec.Struct, frozen=True):
     game_ids: str
     retracted: str | None
     retract_reason: str | None
+    #: Per game as JSON (see :func:`game_stats`): what ``compare --tag`` aggregates per game and level.
+    game_stats: str
+
+
+#: (score, levels completed, level count, game stats JSON) of a card's document: what its row holds of its score.
+Scored = tuple[float, int, int, str]
 
 
 def micros(t: datetime) -> int:
@@ -111,19 +118,38 @@ def _iso(t: datetime | None) -> str | None:
     return t.isoformat() if t is not None else None
 
 
-def card_score(card: CardState, baselines: Mapping[str, BaselineEntry]) -> tuple[float, int, int]:
+def card_score(card: CardState, baselines: Mapping[str, BaselineEntry]) -> Scored:
     """The card's score, levels completed and level count under ``baselines``, as its document has them (an open
     competition card as it will close)."""
     every = card.environments if card.competition_mode and not card.closed else None
     return scored(score_card(card, baselines, all_environments=every))
 
 
-def scored(doc: ScorecardDoc) -> tuple[float, int, int]:
-    """(score, levels completed, level count) of a card's document: what its summary row holds of it."""
-    return doc.score, doc.total_levels_completed, doc.total_levels
+def scored(doc: ScorecardDoc) -> Scored:
+    """(score, levels completed, level count, game stats) of a card's document: what its summary row holds of it."""
+    return doc.score, doc.total_levels_completed, doc.total_levels, game_stats(doc)
 
 
-def row_of(card: CardState, version: int, scored: tuple[float, int, int]) -> SummaryRow:
+def game_stats(doc: ScorecardDoc) -> str:
+    """Per game of the document, as JSON: ``[game_id, score, levels completed, level count, actions of each
+    completed level, score of each completed level, baseline of each level (-1: none)]``, levels from the game's
+    best play (the play its score comes from).
+
+    Only what changes with a scored event is kept (a completed level's actions are fixed when it completes; the
+    actions of the level being played are not kept), so the capture path's counter-only update leaves it true.
+    """
+    out = []
+    for env in doc.environments:
+        run = max(env.runs, key=lambda r: r.levels_completed, default=None) if env.runs else None
+        done = run.levels_completed if run is not None else 0
+        acts = list((run.level_actions or [])[:done]) if run is not None else []
+        scores = list((run.level_scores or [])[:done]) if run is not None else []
+        base = list(run.level_baseline_actions or []) if run is not None else []
+        out.append([env.id, env.score, env.levels_completed, env.level_count, acts, scores, base])
+    return _tags_enc.encode(out).decode()
+
+
+def row_of(card: CardState, version: int, scored: Scored) -> SummaryRow:
     """The summary row of ``card`` as folded up to ``version``."""
     plays = [p for ps in card.games.values() for p in ps]
     return SummaryRow(
@@ -148,6 +174,7 @@ def row_of(card: CardState, version: int, scored: tuple[float, int, int]) -> Sum
         game_ids=_tags_enc.encode(list(card.games)).decode(),
         retracted=_iso(card.retracted_at),
         retract_reason=card.retract_reason,
+        game_stats=scored[3],
     )
 
 
@@ -184,8 +211,8 @@ class Tracked(msgspec.Struct):
 
     state: CardState
     version: int
-    #: (score, levels completed, level count) as the document has them; None until scored.
-    scored: tuple[float, int, int] | None
+    #: (score, levels completed, level count, game stats) as the document has them; None until scored.
+    scored: Scored | None
     keys: frozenset[tuple[str, str]]
 
 

@@ -14,7 +14,7 @@ import msgspec
 
 from ledger.errors import StoreError
 from ledger.storage.base import LogStore
-from ledger.storage.summary import KEYS, SUMMARY, SummaryRow, rebuild
+from ledger.storage.summary import COLUMNS, KEYS, SUMMARY, SummaryRow
 from ledger.storage.summary_sql import (
     HAS_SUMMARY_SQL,
     INSERT_KEY_SQL,
@@ -24,6 +24,7 @@ from ledger.storage.summary_sql import (
     UPSERT_SQL,
     PageQuery,
     any_tag_query,
+    count_query,
     distinct_keys_query,
     leaderboard_query,
     page_query,
@@ -32,20 +33,28 @@ from ledger.storage.summary_sql import (
     row_params,
     tag_count_query,
     tag_points_query,
+    tag_stats_query,
+    upsert_sql,
 )
 
 Built = Mapping[str, tuple[SummaryRow, frozenset[tuple[str, str]]]]
 EVENTS_SQL = "SELECT stream, type, version, body FROM events ORDER BY seq"
 
 
-def write_all(execute: Callable[[str, Any], Any], built: Built) -> None:
-    """Replace the summary tables' content with ``built`` (inside the caller's transaction)."""
+def write_all(execute: Callable[[str, Any], Any], built: Built, columns: Sequence[str] = COLUMNS) -> None:
+    """Replace the summary tables' content with ``built`` (inside the caller's transaction); ``columns``: those
+    the table has (a migration before the last one that adds a column fills the columns of its revision)."""
     execute(f"DELETE FROM {KEYS}", ())
     execute(f"DELETE FROM {SUMMARY}", ())
     items = list(built.values())
+    upsert, pick = UPSERT_SQL, None
+    if tuple(columns) != COLUMNS:
+        upsert = upsert_sql(columns)
+        pick = [COLUMNS.index(c) for c in columns]
     for i in range(0, len(items), 5000):
         chunk = items[i : i + 5000]
-        execute(UPSERT_SQL, [row_params(row) for row, _ in chunk])
+        params = [row_params(row) for row, _ in chunk]
+        execute(upsert, params if pick is None else [tuple(p[j] for j in pick) for p in params])
         keys = [(k, v, row.card_id) for row, ks in chunk for k, v in sorted(ks)]
         if keys:
             execute(INSERT_KEY_SQL, keys)
@@ -55,14 +64,26 @@ def _log(rows: Iterable[Any]) -> Iterator[tuple[str, str, int, bytes]]:
     return ((r[0], r[1], r[2], bytes(r[3])) for r in rows)
 
 
-def fill(conn: Any) -> int:
-    """Build the summary tables from the log on SQLAlchemy connection ``conn`` (the migration's transaction)."""
+def fill(conn: Any, columns: Sequence[str] = COLUMNS) -> int:
+    """Build the summary tables from the log on SQLAlchemy connection ``conn`` (the migration's transaction),
+    writing ``columns`` (those the table has at the migration's revision)."""
+    from ledger.storage.summary_stream import write_streamed
+
     fix = pg if conn.dialect.name == "postgresql" else str
-    # A server-side cursor on PostgreSQL: the log is folded as it streams, never held whole.
-    streamed = {"stream_results": True, "yield_per": 10_000}
-    built = rebuild(_log(conn.exec_driver_sql(EVENTS_SQL, execution_options=streamed)))
-    write_all(lambda sql, params: conn.exec_driver_sql(fix(sql), params), built)
-    return len(built)
+    upsert, pick = _upsert_of(columns)
+    # One card at a time, a batch of events per query: the log is never held whole, nor every card.
+    return write_streamed(
+        lambda sql, args: conn.exec_driver_sql(fix(sql), tuple(args)).fetchall(),
+        lambda sql, params: conn.exec_driver_sql(fix(sql), params),
+        upsert,
+        pick,
+    )
+
+
+def _upsert_of(columns: Sequence[str]) -> tuple[str, list[int] | None]:
+    if tuple(columns) == COLUMNS:
+        return UPSERT_SQL, None
+    return upsert_sql(columns), [COLUMNS.index(c) for c in columns]
 
 
 def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
@@ -96,6 +117,12 @@ def read_page(store: LogStore, q: PageQuery) -> list[SummaryRow]:
     return [SummaryRow(*r) for r in query(store, sql, args)]
 
 
+def count_page(store: LogStore, q: PageQuery) -> int:
+    """How many cards match the filters of ``q`` (not only its page): one query."""
+    sql, args = count_query(store.dialect, q)
+    return int(query(store, sql, args)[0][0])
+
+
 def stored(store: LogStore) -> dict[str, tuple[SummaryRow | None, frozenset[tuple[str, str]]]]:
     """The summary tables as stored: each card's row (None: only keys) and keys."""
     keys: dict[str, set[tuple[str, str]]] = {}
@@ -114,7 +141,15 @@ def differences(store: LogStore, *, limit: int = 10) -> list[str]:
     The rule checked: every card has a row that reflects its stream up to its head version and equals the row
     a replay of the whole log computes, with the same tags and games in the keys table.
     """
-    return compare(store, rebuild(_log((e.stream, e.type, e.version, e.body) for e in store.scan())), limit=limit)
+    return check(store, limit=limit)[1]
+
+
+def check(store: LogStore, *, limit: int = 10, skip: frozenset[str] = frozenset()) -> tuple[int, list[str]]:
+    """(cards the log holds, :func:`differences`), one card at a time in bounded memory (see
+    :mod:`ledger.storage.summary_stream`); cards in ``skip`` are left out."""
+    from ledger.storage.summary_stream import check_streamed
+
+    return check_streamed(lambda sql, args: query(store, sql, args), limit=limit, skip=skip)
 
 
 def has_summary(store: LogStore) -> bool:
@@ -151,16 +186,22 @@ def rebuild_summary(store: LogStore) -> int:
     number of cards."""
     if store.dialect == "sqlite":
         with store._writer.connection() as con:  # type: ignore[attr-defined]
+            from ledger.storage.summary_stream import write_streamed
+
             con.execute("BEGIN IMMEDIATE")
             try:
-                built = rebuild(_log(con.execute(EVENTS_SQL)))
-                write_all(lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p), built)
+                n = write_streamed(
+                    lambda sql, args: con.execute(sql, tuple(args)).fetchall(),
+                    lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p),
+                    UPSERT_SQL,
+                    None,
+                )
                 con.execute("COMMIT")
             except BaseException:
                 if con.in_transaction:
                     con.execute("ROLLBACK")
                 raise
-        return len(built)
+        return n
     from sqlalchemy import text
 
     from ledger.storage.pg_engine import PG_APPEND_LOCK
@@ -206,6 +247,11 @@ def tag_points(store: LogStore, tag: str, limit: int, before: str | None = None)
     return [(r[0], r[1], int(r[2]), float(r[3])) for r in query(store, sql, args)]
 
 
+def tag_count(store: LogStore, tag: str) -> int:
+    """How many cards have ``tag`` (retracted ones too): a range of the keys table's primary key."""
+    return int(query(store, *tag_count_query(tag))[0][0])
+
+
 def recent_tags(store: LogStore, cards: int) -> list[str]:
     """The tags of the ``cards`` newest cards that are not retracted, the most recently used first: one query."""
     sql, args = recent_tags_query(cards)
@@ -224,3 +270,31 @@ def stream_bodies(store: LogStore, streams: Sequence[str], chunk: int = 500) -> 
         for stream, body in query(store, sql, part):
             out[stream].append(bytes(body))
     return out
+
+
+def tag_stat_rows(
+    store: LogStore, tags: Sequence[str], *, include_retracted: bool = False
+) -> list[tuple[str, str, float, str]]:
+    """(tag, card id, score, game stats JSON) of every card with one of ``tags``, per tag: one query."""
+    if not tags:
+        return []
+    sql, args = tag_stats_query(tags, include_retracted)
+    return [(r[0], r[1], float(r[2]), r[3]) for r in query(store, sql, args)]
+
+
+def card_count(store: LogStore, *, include_retracted: bool = False) -> int:
+    """How many cards the summary holds (retracted ones left out unless included): one query."""
+    live = "" if include_retracted else " WHERE retracted IS NULL"
+    return int(query(store, f"SELECT count(*) FROM {SUMMARY}{live}")[0][0])
+
+
+HEADS_SQL = (
+    "SELECT e.stream, e.version, e.hash FROM events e JOIN (SELECT stream, max(version) AS v FROM events "
+    "GROUP BY stream) m ON e.stream = m.stream AND e.version = m.v"
+)
+
+
+def stream_heads(store: LogStore) -> dict[str, tuple[int, str]]:
+    """Every stream's head: version and hash (the max version per stream is read from the (stream, version) index
+    alone, then one probe per stream for its hash): what ``copy`` compares first to skip a copy with nothing to do."""
+    return {r[0]: (int(r[1]), r[2]) for r in query(store, HEADS_SQL)}

@@ -25,10 +25,16 @@ from ledger.storage.summary import (
     copied_changes,
 )
 
-UPSERT_SQL = (
-    f"INSERT INTO {SUMMARY} ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
-    f"ON CONFLICT (card_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in COLUMNS[1:])}"
-)
+
+def upsert_sql(columns: Sequence[str]) -> str:
+    """The statement that writes a summary row's ``columns`` (``card_id`` first)."""
+    return (
+        f"INSERT INTO {SUMMARY} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+        f"ON CONFLICT (card_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in columns[1:])}"
+    )
+
+
+UPSERT_SQL = upsert_sql(COLUMNS)
 DELETE_KEYS_SQL = f"DELETE FROM {KEYS} WHERE card_id = ?"
 DELETE_ROW_SQL = f"DELETE FROM {SUMMARY} WHERE card_id = ?"
 COUNTERS_SQL = f"UPDATE {SUMMARY} SET version = ?, actions = ?, events = ?, last_ts = ?, last_key = ? WHERE card_id = ?"
@@ -119,6 +125,15 @@ def shown_closed_expr(dialect: str) -> str:
     """
     due = _least(dialect, "coalesce(last_key, ?) + ?", "opened_key + ?")
     return f"(CASE WHEN close_reason IS NOT NULL THEN closed_key WHEN {due} <= ? THEN {due} ELSE NULL END)"
+
+
+def count_query(dialect: str, q: PageQuery) -> tuple[str, list[Any]]:
+    """How many cards match ``q``'s filters (its sort, ``after`` and ``limit`` ignored): what a page is out of."""
+    import dataclasses
+
+    sql, args = page_query(dialect, dataclasses.replace(q, after=None, limit=None, sort="id"))
+    where = sql.split(" ORDER BY ")[0].split(f" FROM {SUMMARY}", 1)[1]
+    return f"SELECT count(*) FROM {SUMMARY}{where}", args
 
 
 def page_query(dialect: str, q: PageQuery) -> tuple[str, list[Any]]:
@@ -291,3 +306,15 @@ def distinct_keys_query(kind: str) -> tuple[str, list[Any]]:
         "SELECT x FROM v WHERE x IS NOT NULL ORDER BY x"
     )
     return sql, [kind, kind]
+
+
+def tag_stats_query(tags: Sequence[str], include_retracted: bool = False) -> tuple[str, list[Any]]:
+    """Per card with any of ``tags`` (``all_tags``), once per such tag: (tag, card_id, score, game_stats), in the
+    order the figures are computed in (tag, then opened): one range of the keys table per tag."""
+    marks = ", ".join("?" * len(tags))
+    live = "" if include_retracted else " AND s.retracted IS NULL"
+    sql = (
+        f"SELECT k.value, s.card_id, s.score, s.game_stats FROM {KEYS} k JOIN {SUMMARY} s ON s.card_id = k.card_id "
+        f"WHERE k.kind = 't' AND k.value IN ({marks}){live} ORDER BY k.value, s.opened_key, s.card_id"
+    )
+    return sql, list(tags)

@@ -19,7 +19,8 @@ import msgspec
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ledger.services.compare import Comparison, letter
-from ledger.services.progress import Progress
+from ledger.services.progress import TREND_CARDS, Progress
+from ledger.services.tag_stats import SIDE_BY_SIDE, TagReport
 from ledger.toolkit.frames import PlayFrames
 
 from .data import CardRow, CardView
@@ -163,6 +164,16 @@ def _render(name: str, *, links: Links, bundle: bool, source: str, **ctx: Any) -
     )
 
 
+class Covers(msgspec.Struct, frozen=True):
+    """What a page of cards covers: its rows, the cards its filters match, the cards in the ledger."""
+
+    shown: int
+    matching: int
+    total: int
+    #: The card the page starts after (a later page), if any.
+    after: str | None = None
+
+
 def cards_page(
     rows: Sequence[CardRow],
     *,
@@ -176,8 +187,11 @@ def cards_page(
     next_url: str | None = None,
     all_tags: Sequence[str] | None = None,
     all_games: Sequence[str] | None = None,
+    covers: Covers | None = None,
+    chosen: dict[str, str] | None = None,
 ) -> str:
-    """The cards page: one page of rows (``next_url`` links the next), the filter controls (every tag and game of
+    """The cards page (``covers``: what the page is out of; ``chosen``: the server's filters, as its address has
+    them): one page of rows (``next_url`` links the next), the filter controls (every tag and game of
     the ledger), and the leaderboard by tag when given (the bundle's; the server's has its own page); retracted
     cards are left out unless asked for, and ``shown_href`` lists them (``hidden``: how many, when known)."""
     return _render(
@@ -195,11 +209,14 @@ def cards_page(
         hidden=hidden,
         shown_href=shown_href,
         next_url=next_url,
+        covers=covers,
+        chosen=chosen or {},
     )
 
 
-def leaderboard_page(board: Sequence[Any], *, links: Links, bundle: bool, source: str) -> str:
-    """The leaderboard by tag of the whole ledger, on its own page (it reads every card)."""
+def leaderboard_page(board: Sequence[Any], *, links: Links, bundle: bool, source: str, total: int = 0) -> str:
+    """The leaderboard by tag of the whole ledger (``total`` cards not retracted), on its own page (it reads every
+    card)."""
     return _render(
         "leaderboard.html",
         links=links,
@@ -208,6 +225,7 @@ def leaderboard_page(board: Sequence[Any], *, links: Links, bundle: bool, source
         page="leaderboard",
         title="leaderboard",
         leaderboard=board,
+        total=total,
     )
 
 
@@ -247,8 +265,9 @@ def compare_page(
     all_tags: Sequence[str] = (),
     chosen_tags: Sequence[str] = (),
     chosen_cards: Sequence[str] = (),
+    report: TagReport | None = None,
 ) -> str:
-    """The compare page."""
+    """The compare page: the figures of the chosen tags (``report``) and the chosen cards side by side."""
     return _render(
         "compare.html",
         links=links,
@@ -264,13 +283,24 @@ def compare_page(
         all_tags=all_tags,
         chosen_tags=list(chosen_tags),
         chosen_cards=list(chosen_cards),
+        report=report,
+        side_by_side=SIDE_BY_SIDE,
+        cards_href=cards_href,
     )
+
+
+def cards_href(tag: str, game_id: str | None) -> str:
+    """The server's cards page of a tag's cards (that played ``game_id``), best score first."""
+    q = [("tag", tag)] + ([("game", game_id)] if game_id else []) + [("sort", "score-desc")]
+    return "./?" + urlencode(q)
 
 
 def level_charts(cmp: Comparison) -> list[dict[str, Any]]:
     """Per game, what its levels chart draws: per level the baseline (as the table shows it: the first compared
-    card's with that level) and the actions of each of the first :data:`CHART_CARDS` cards' best play (None where
-    its best play has no such level): the numbers of ``ledger compare --json``."""
+    card's with that level), and for each of the first :data:`CHART_CARDS` cards' best play the actions of each
+    level it completed (``actions``, None elsewhere: a level not completed is never drawn as a cost) and, apart,
+    the actions spent on the level it stopped on (``unfinished``, None elsewhere and for a level never reached, where
+    nothing was spent): the numbers of ``ledger compare --json``."""
     out = []
     for g in cmp.games:
         baseline = [
@@ -287,7 +317,8 @@ def level_charts(cmp: Comparison) -> list[dict[str, Any]]:
                     "card": cmp.cards[i].card_id,
                     "n": i,
                     "letter": letter(i),
-                    "actions": [lv.actions for lv in e.levels] + pad,
+                    "actions": [lv.actions if lv.completed else None for lv in e.levels] + pad,
+                    "unfinished": [lv.actions if not lv.completed and lv.actions else None for lv in e.levels] + pad,
                     "completed": [lv.completed for lv in e.levels] + pad,
                 }
             )
@@ -316,11 +347,12 @@ def progress_page(
         page="progress",
         title="progress",
         prog=prog,
-        payload=msgspec.to_builtins(prog),
+        payload={**msgspec.to_builtins(prog), "trend_cards": TREND_CARDS},
         all_tags=all_tags,
         chosen_tags=list(chosen_tags),
         older_href=older_href,
         newest_href=newest_href,
+        trend_cards=TREND_CARDS,
     )
 
 

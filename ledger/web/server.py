@@ -1,13 +1,15 @@
 """``ledger view``: a Flask app over one ledger, opened read-only.
 
 Flask comes with the toolkit (``arc-agi`` depends on it) and brings Jinja2 and Werkzeug; the app is served by
-Werkzeug's server in one thread, which serializes the card cache (the store's connections are bounded whatever the
-threads: see :mod:`ledger.storage.connections`).
-Requests are short (an open card's page asks every second whether events were appended: one indexed query).
+Werkzeug's server with a thread per request, so a slow page (a long replay, a first read of a large tag) never
+holds up the others. What the threads share is safe to share: the card cache takes a lock, the cached tag lists
+and leaderboard are replaced whole, and the store's connections are bounded whatever the threads (each request
+checks a reader out and puts it back: see :mod:`ledger.storage.connections`).
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -16,10 +18,11 @@ import msgspec
 from flask import Flask, Response, abort, jsonify, request
 
 from ledger.errors import AmbiguousCard, InputError, LedgerError, UnknownCard
-from ledger.services.compare import compare_cards, ledger_leaderboard
+from ledger.services.compare import Comparison, compare_cards, ledger_leaderboard
 from ledger.services.evidence import covering_checkpoint, prove
 from ledger.services.progress import PER_TAG, tag_progress
-from ledger.storage.summary_build import distinct_keys, retracted_count
+from ledger.services.tag_stats import SIDE_BY_SIDE, TagReport, tag_report
+from ledger.storage.summary_build import card_count, distinct_keys, retracted_count
 from ledger.toolkit.frames import DEFAULT_LIMIT, palette_or_empty, play_frames
 
 from . import pages
@@ -41,8 +44,10 @@ class Viewer:
         self.cache = CardCache(ledger)
         self.links = pages.LiveLinks()
         self.colours = palette_or_empty()
-        self._board: tuple[int, list[Any]] | None = None
+        self._board: tuple[int, tuple[list[Any], int]] | None = None
         self._keys: tuple[int, tuple[list[str], list[str]]] | None = None
+        #: Tag figures read every card of the tags: kept per (tags, retracted) until events are appended.
+        self._reports: dict[tuple[tuple[str, ...], bool], tuple[int, TagReport]] = {}
 
     def message(self, title: str, text: str) -> str:
         """A page that only says something."""
@@ -55,6 +60,10 @@ class Viewer:
         rows = page_rows(self.ledger, f)
         stamp = self.cache.stamp()
         tags, games = self._lists(stamp)
+        from ledger.services.listing import count_cards
+
+        matching = count_cards(self.ledger, f)
+        total = card_count(self.ledger.store, include_retracted=f.include_retracted)
         return pages.cards_page(
             rows,
             links=self.links,
@@ -66,6 +75,8 @@ class Viewer:
             next_url=_next_url(rows, f),
             all_tags=tags,
             all_games=games,
+            covers=pages.Covers(shown=len(rows), matching=matching, total=total, after=f.after),
+            chosen={k: request.args.get(k, "") for k in ("tag", "game", "sort", "state", "from")},
         )
 
     def leaderboard(self) -> str:
@@ -73,8 +84,9 @@ class Viewer:
         stamp = self.cache.stamp()
         # It aggregates every card: computed again only when events were appended.
         if self._board is None or self._board[0] != stamp:
-            self._board = (stamp, ledger_leaderboard(self.ledger))
-        return pages.leaderboard_page(self._board[1], links=self.links, bundle=False, source=self.source)
+            self._board = (stamp, (ledger_leaderboard(self.ledger), card_count(self.ledger.store)))
+        board, total = self._board[1]
+        return pages.leaderboard_page(board, links=self.links, bundle=False, source=self.source, total=total)
 
     def _lists(self, stamp: int) -> tuple[list[str], list[str]]:
         # Every tag and game id: a loose scan of the keys table's index, kept until events are appended.
@@ -125,10 +137,29 @@ class Viewer:
     def _chosen(self) -> tuple[list[str], list[str]]:
         return request.args.getlist("card"), [t for t in request.args.getlist("tag") if t]
 
+    def _report(self, tags: list[str]) -> TagReport:
+        key, stamp = (tuple(tags), _flag("retracted")), self.cache.stamp()
+        held = self._reports.get(key)
+        if held is None or held[0] != stamp:
+            if len(self._reports) >= 32:
+                self._reports.clear()
+            held = self._reports[key] = (stamp, tag_report(self.ledger, tags, include_retracted=key[1]))
+        return held[1]
+
+    def _side_by_side(self, ids: list[str]) -> Comparison:
+        if len(dict.fromkeys(ids)) > SIDE_BY_SIDE:
+            raise InputError(
+                f"at most {SIDE_BY_SIDE} cards side by side ({len(dict.fromkeys(ids))} chosen): tag them and "
+                "compare the tag's figures"
+            )
+        return compare_cards(self.ledger, ids, include_retracted=_flag("retracted"), hint=_RETRACTED_HINT)
+
     def compare(self) -> str:
-        """The cards of ``?card=`` and every card of ``?tag=``, side by side."""
+        """The figures of every card of ``?tag=`` (per tag, game and level) and the cards of ``?card=`` (at most
+        :data:`SIDE_BY_SIDE`) side by side."""
         ids, tags = self._chosen()
-        cmp = compare_cards(self.ledger, ids, tags, include_retracted=_flag("retracted"), hint=_RETRACTED_HINT)
+        cmp = self._side_by_side(ids)
+        report = self._report(tags) if tags else None
         all_tags = self._lists(self.cache.stamp())[0]
         # The server's links and source, then the page's own values, as every page takes them (pages.py).
         return pages.compare_page(
@@ -139,13 +170,18 @@ class Viewer:
             all_tags=all_tags,
             chosen_tags=tags,
             chosen_cards=ids,
+            report=report,
         )
 
     def api_compare(self) -> Any:
         """The comparison as JSON (the same as ``ledger compare --json``)."""
         ids, tags = self._chosen()
-        cmp = compare_cards(self.ledger, ids, tags, include_retracted=_flag("retracted"), hint=_RETRACTED_HINT)
-        return Response(msgspec.json.encode(cmp), mimetype="application/json")
+        cmp = self._side_by_side(ids)
+        if not tags:
+            return Response(msgspec.json.encode(cmp), mimetype="application/json")
+        report = self._report(tags)
+        both = {**msgspec.to_builtins(report), "side_by_side": msgspec.to_builtins(cmp) if ids else None}
+        return Response(msgspec.json.encode(both), mimetype="application/json")
 
     def progress(self) -> str:
         """Each tag's card scores over time (``?tag=``, repeated; none: the tags of the newest cards), the newest
@@ -254,9 +290,20 @@ def _page_filter() -> CardFilter:
     from ledger.services.listing import CardFilter
 
     sort, descending = SORTS.get(request.args.get("sort", "date-desc"), SORTS["date-desc"])
+    state = request.args.get("state") or None
+    if state not in (None, "open", "closed"):
+        raise InputError(f"?state= is open or closed, not {state!r}")
+    since = None
+    if request.args.get("from"):
+        try:
+            since = datetime.fromisoformat(request.args["from"]).replace(tzinfo=UTC)
+        except ValueError:
+            raise InputError(f"?from= is a date (YYYY-MM-DD), not {request.args['from']!r}") from None
     return CardFilter(
         tags=tuple(t for t in request.args.getlist("tag") if t),
         games=tuple(g for g in request.args.getlist("game") if g),
+        state=state,  # type: ignore[arg-type]
+        since=since,
         sort=sort,  # type: ignore[arg-type]
         reverse=descending,
         limit=max(1, min(_int_arg("limit", PAGE_SIZE), 1000)),
@@ -296,7 +343,7 @@ def run(app: Flask, host: str, port: int, on_ready: Any = None) -> None:
     """
     from werkzeug.serving import make_server
 
-    server = make_server(host, port, app, threaded=False)
+    server = make_server(host, port, app, threaded=True)
     shown = f"[{host}]" if ":" in host else host
     if on_ready is not None:
         on_ready(f"http://{shown}:{server.server_port}/")

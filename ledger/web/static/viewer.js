@@ -26,7 +26,9 @@
   function cardsPage() {
     var form = $("filters"), table = $("cards"), tbody = $("card-rows");
     if (!form || !tbody) return;
+    var server = form.dataset.server === "1";
     function apply() {
+      if (server) return; /* the server filtered and sorted the whole ledger */
       var f = new FormData(form);
       var id = String(f.get("id") || "").trim().toLowerCase(), tag = f.get("tag"), game = f.get("game");
       var state = f.get("state"), from = f.get("from"), to = f.get("to"), sort = String(f.get("sort") || "date-desc");
@@ -49,8 +51,12 @@
       rows.forEach(function (tr) { tbody.appendChild(tr); });
       $("card-count").textContent = "(" + shown + " of " + rows.length + ")";
     }
-    form.addEventListener("input", apply);
-    form.addEventListener("submit", function (e) { e.preventDefault(); });
+    if (server) {
+      form.addEventListener("change", function (e) { if (e.target.name) form.submit(); });
+    } else {
+      form.addEventListener("input", apply);
+      form.addEventListener("submit", function (e) { e.preventDefault(); });
+    }
     apply();
     var button = $("compare-selected");
     function picked() {
@@ -65,9 +71,12 @@
       });
     }
     if (live) {
-      /* the rows as this page lists them: with retracted cards when its address asks for them */
-      var extra = /[?&]retracted=1(&|$)/.test(window.location.search) ? "&retracted=1" : "";
-      poll(function () { return "api/cards?since=" + encodeURIComponent(table.dataset.stamp) + extra; }, 2000, function (data) {
+      /* the rows as this page lists them: its address's filters, sort and page */
+      poll(function () {
+        var q = new URLSearchParams(window.location.search);
+        q.set("since", table.dataset.stamp);
+        return "api/cards?" + q.toString();
+      }, 2000, function (data) {
         var keep = picked();
         table.dataset.stamp = data.stamp;
         tbody.innerHTML = data.html; /* the server's escaped fragment */
@@ -209,7 +218,11 @@
 
   /* -- charts (uPlot): every number drawn is one of the page's JSON, unchanged --------------------------------- */
   var PALETTE = ["#1e6fd9", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
-    "#7f7f7f", "#bcbd22"];
+    "#7f7f7f", "#bcbd22", "#393b79", "#ad494a"];
+  /* cards that share numbers would draw one line over another: each card's line has its own dash */
+  var DASHES = [[], [10, 4], [3, 3], [12, 3, 3, 3]];
+  function dash(i) { return DASHES[i % DASHES.length]; }
+  function faint(hex) { return hex + "55"; } /* the colour at a third of its strength */
   function colour(i) { return PALETTE[i % PALETTE.length]; }
   function json(id) { var el = $(id); return el ? JSON.parse(el.textContent) : null; }
   function chartWidth(el) { return Math.max(320, Math.min(el.clientWidth || 900, 1100)); }
@@ -232,18 +245,26 @@
     var points = [];
     series.forEach(function (s, i) { s.x.forEach(function (x, j) { points.push([x, i, s.scores[j]]); }); });
     points.sort(function (a, b) { return a[0] - b[0] || a[1] - b[1]; });
-    var data = [points.map(function (p) { return p[0]; })];
+    var data = [points.map(function (p) { return p[0]; })], drawn = [{ label: "opened" }];
+    /* per tag: each card's score as a faint point (no line: single cards jump about), then its trend, the rolling
+       median of its last cards, as a line labelled at its end */
     series.forEach(function (s, i) {
       data.push(points.map(function (p) { return p[1] === i ? p[2] : null; }));
+      drawn.push({ label: s.tag, stroke: faint(colour(i)), width: 0, value: fixed2, paths: function () { return null; },
+        points: { show: true, size: 5, width: 1, stroke: faint(colour(i)), fill: faint(colour(i)) } });
+    });
+    series.forEach(function (s, i) {
+      var k = 0; /* the tag's points come in its own order (oldest first; the sort is stable) */
+      data.push(points.map(function (p) { return p[1] === i ? s.trend[k++] : null; }));
+      drawn.push({ label: s.tag + " (median of last " + payload.trend_cards + ")", stroke: colour(i), width: 2.5,
+        dash: dash(i), spanGaps: true, value: fixed2, points: { show: false } });
     });
     draw(el, {
       height: 380,
       scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [0, Math.max(100, hi || 0)]; } } },
-      axes: [{}, { label: "card score" }],
-      series: [{ label: "opened" }].concat(series.map(function (s, i) {
-        return { label: s.tag, stroke: colour(i), width: 2, spanGaps: true, value: fixed2,
-          points: { show: true, size: 6, fill: colour(i) } };
-      }))
+      /* room for a whole date-time label per tick: labels never overlap */
+      axes: [{ space: 110 }, { label: "card score" }],
+      series: drawn
     }, data);
   }
 
@@ -253,19 +274,27 @@
     games.forEach(function (g, k) {
       var el = $("levels-chart-" + k);
       if (!el || !g.levels.length) return;
-      var data = [g.levels, g.baseline].concat(g.cards.map(function (c) { return c.actions; }));
+      /* per card its completed levels (a line), then the level it stopped on (a hollow mark, no line): a level
+         never reached spent nothing and is not drawn at all */
+      var data = [g.levels, g.baseline], series = [{ label: "level", value: whole },
+        { label: "baseline", stroke: "#555", width: 2, dash: [6, 4], value: whole, points: { show: true, size: 6 } }];
+      g.cards.forEach(function (c) { /* a card keeps its colour in every game's chart */
+        data.push(c.actions);
+        series.push({ label: c.letter + " " + c.card.slice(0, 8), stroke: colour(c.n), width: 2, dash: dash(c.n),
+          value: whole, points: { show: true, size: 6, fill: colour(c.n) } });
+        if (c.unfinished.some(function (v) { return v !== null; })) {
+          data.push(c.unfinished);
+          series.push({ label: c.letter + " not completed", stroke: colour(c.n), width: 0, value: whole,
+            paths: function () { return null; }, points: { show: true, size: 9, width: 2, fill: "#fff" } });
+        }
+      });
       draw(el, {
         height: 260,
         scales: { x: { time: false }, y: { range: function (u, lo, hi) { return [0, Math.max(1, hi || 0)]; } } },
         axes: [{ label: "level", incrs: [1, 2, 5, 10, 20, 50], values: function (u, vs) {
           return vs.map(function (v) { return String(v); });
         } }, { label: "actions" }],
-        series: [{ label: "level", value: whole },
-          { label: "baseline", stroke: "#555", width: 2, dash: [6, 4], value: whole, points: { show: true, size: 6 } }]
-          .concat(g.cards.map(function (c) { /* a card keeps its colour in every game's chart */
-            return { label: c.letter + " " + c.card.slice(0, 8), stroke: colour(c.n), width: 2, value: whole,
-              points: { show: true, size: 6, fill: colour(c.n) } };
-          }))
+        series: series
       }, data);
     });
   }

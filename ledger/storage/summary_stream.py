@@ -1,0 +1,210 @@
+"""The cards summary rebuilt from the log one card at a time, in bounded memory, and compared or written as it goes.
+
+``verify``, ``rebuild-summary --check`` and ``rebuild-summary`` must not hold every card at once: a ledger of
+100,000 cards would need hundreds of MB. So the log is read in the order of its ``(stream, version)`` index, a
+batch of :data:`BATCH` events per query (keyset paging), and each card is folded from its own events, turned into
+its summary row and keys, and dropped before the next. What is held at any moment: one batch of events, one card's
+projection, :data:`CHUNK` rows waiting to be compared or written, and the baseline sets the cards use (read once
+each, from their own stream, as the writer reads them). That bound does not depend on the number of cards.
+
+The rows equal those of :class:`ledger.storage.summary.Rebuilder` (the log folded in ``seq`` order): a card's row
+depends only on its own events in version order and on its baseline set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import msgspec
+
+from ledger.core.events import CARD_STREAM, BaselineEntry, baselines_stream, decode
+from ledger.core.projection import CardState, fold, new_card
+from ledger.storage.summary import KEYS, SUMMARY, SummaryRow, baselines_map, card_score, keys_of, row_of
+from ledger.storage.summary_sql import COLUMNS
+
+#: Events read per query.
+BATCH = 5_000
+#: Cards compared (or written) per round trip.
+CHUNK = 500
+
+#: Runs a read statement (``?`` placeholders) and returns its rows.
+Read = Callable[[str, Sequence[Any]], list[Any]]
+
+Built = tuple[SummaryRow, frozenset[tuple[str, str]]]
+#: A card as the tables hold it: its row (None: only keys) and keys.
+Stored = tuple[SummaryRow | None, frozenset[tuple[str, str]]]
+
+FIRST_SQL = f"SELECT stream, type, version, body FROM events WHERE stream >= ? ORDER BY stream, version LIMIT {BATCH}"
+# A row-value comparison: both backends walk the (stream, version) index from there.
+NEXT_SQL = (
+    "SELECT stream, type, version, body FROM events WHERE (stream, version) > (?, ?) "
+    f"ORDER BY stream, version LIMIT {BATCH}"
+)
+SET_SQL = "SELECT body FROM events WHERE stream = ? AND version = 1"
+
+
+def _card_events(read: Read) -> Iterator[tuple[str, list[tuple[int, bytes]]]]:
+    """(card id, [(version, body), ...]) for every card stream, in the order of the events' index."""
+    rows = read(FIRST_SQL, (CARD_STREAM,))
+    current: str | None = None
+    held: list[tuple[int, bytes]] = []
+    while rows:
+        for stream, _type, version, body in rows:
+            if not isinstance(stream, str) or not stream.startswith(CARD_STREAM):
+                continue
+            if stream != current:
+                if current is not None:
+                    yield current[len(CARD_STREAM) :], held
+                current, held = stream, []
+            held.append((version, bytes(body)))
+        last = rows[-1]
+        if len(rows) < BATCH:
+            break
+        rows = read(NEXT_SQL, (last[0], last[2]))
+    if current is not None:
+        yield current[len(CARD_STREAM) :], held
+
+
+class _Sets:
+    """Baseline sets by id, each read once from its stream."""
+
+    def __init__(self, read: Read) -> None:
+        self.read = read
+        self.sets: dict[str, dict[str, BaselineEntry]] = {}
+
+    def get(self, set_id: str | None) -> dict[str, BaselineEntry]:
+        if set_id is None:
+            return {}
+        got = self.sets.get(set_id)
+        if got is None:
+            bodies = [bytes(r[0]) for r in self.read(SET_SQL, (baselines_stream(set_id),))]
+            try:
+                got = baselines_map(set_id, bodies)
+            except (TypeError, ValueError):
+                got = {}
+            self.sets[set_id] = got
+        return got
+
+
+def rebuilt(read: Read) -> Iterator[tuple[str, Built | None]]:
+    """Every card's summary row and keys as the log has them, one card at a time (None: an event of the card does
+    not decode, so it has no row)."""
+    sets = _Sets(read)
+    for card_id, events in _card_events(read):
+        state: CardState = new_card(card_id)
+        try:
+            fold(card_id, (decode(b) for _, b in events), state)
+        except (msgspec.DecodeError, msgspec.ValidationError, TypeError, ValueError):
+            yield card_id, None
+            continue
+        version = events[-1][0]
+        yield card_id, (row_of(state, version, card_score(state, sets.get(state.baselines_id))), keys_of(state))
+
+
+def _stored(read: Read, ids: Sequence[str]) -> dict[str, Stored]:
+    marks = ", ".join("?" * len(ids))
+    sql = f"SELECT {', '.join(COLUMNS)} FROM {SUMMARY} WHERE card_id IN ({marks})"
+    rows = {r[0]: SummaryRow(*r) for r in read(sql, ids)}
+    keys: dict[str, set[tuple[str, str]]] = {}
+    for cid, kind, value in read(f"SELECT card_id, kind, value FROM {KEYS} WHERE card_id IN ({marks})", ids):
+        keys.setdefault(cid, set()).add((kind, value))
+    return {c: (rows.get(c), frozenset(keys.get(c, ()))) for c in ids if c in rows or c in keys}
+
+
+def _difference(cid: str, want: Built | None, got: Stored | None) -> str | None:
+    if want is None and (got is None or (got[0] is None and not got[1])):
+        return None
+    if want is not None and got is not None and want == got:
+        return None
+    if got is None or got[0] is None:
+        return f"card {cid}: no summary row" if want is not None else f"card {cid}: summary keys of a card with no row"
+    if want is None:
+        return f"card {cid}: a summary row for a card the log does not hold"
+    if want[0] != got[0]:
+        fields = [f for f in SummaryRow.__struct_fields__ if getattr(want[0], f) != getattr(got[0], f)]
+        shown = ", ".join(f"{f} {getattr(got[0], f)!r} (log: {getattr(want[0], f)!r})" for f in fields)
+        return f"card {cid}: summary row differs: {shown}"
+    return f"card {cid}: summary keys differ: {sorted(got[1])} (log: {sorted(want[1])})"
+
+
+#: Cards with a summary row or keys and no stream: an index probe per row, nothing held.
+ORPHANS_SQL = (
+    f"SELECT card_id FROM {SUMMARY} s WHERE NOT EXISTS "
+    f"(SELECT 1 FROM events e WHERE e.stream = '{CARD_STREAM}' || s.card_id) "
+    f"UNION SELECT card_id FROM {KEYS} k WHERE NOT EXISTS "
+    f"(SELECT 1 FROM events e WHERE e.stream = '{CARD_STREAM}' || k.card_id) ORDER BY 1"
+)
+
+
+def check_streamed(read: Read, *, limit: int = 10, skip: frozenset[str] = frozenset()) -> tuple[int, list[str]]:
+    """(cards the log holds, how the stored summary differs from a rebuild: one line per card, the first
+    ``limit`` then a count), comparing :data:`CHUNK` cards per query; cards in ``skip`` are left out."""
+    out: list[str] = []
+    extra = 0
+    cards = 0
+
+    def flush(pending: list[tuple[str, Built | None]]) -> None:
+        nonlocal extra
+        have = _stored(read, [c for c, _ in pending])
+        for cid, want in pending:
+            d = _difference(cid, want, have.get(cid))
+            if d is None:
+                continue
+            if len(out) < limit:
+                out.append(d)
+            else:
+                extra += 1
+
+    pending: list[tuple[str, Built | None]] = []
+    for cid, want in rebuilt(read):
+        if want is not None:
+            cards += 1
+        if cid in skip:
+            continue
+        pending.append((cid, want))
+        if len(pending) >= CHUNK:
+            flush(pending)
+            pending = []
+    if pending:
+        flush(pending)
+    for (cid,) in read(ORPHANS_SQL, ()):
+        if cid in skip:
+            continue
+        if len(out) < limit:
+            out.append(f"card {cid}: a summary row for a card the log does not hold")
+        else:
+            extra += 1
+    if extra:
+        out.append(f"+{extra} more cards")
+    return cards, out
+
+
+def write_streamed(read: Read, execute: Callable[[str, Any], Any], upsert: str, pick: Sequence[int] | None) -> int:
+    """Replace the summary tables' content with a rebuild from the log, :data:`CHUNK` cards per statement (inside
+    the caller's transaction); returns the number of cards."""
+    from ledger.storage.summary_sql import INSERT_KEY_SQL, row_params
+
+    execute(f"DELETE FROM {KEYS}", ())
+    execute(f"DELETE FROM {SUMMARY}", ())
+    n = 0
+    chunk: list[Built] = []
+
+    def flush() -> None:
+        params = [row_params(row) for row, _ in chunk]
+        execute(upsert, params if pick is None else [tuple(p[j] for j in pick) for p in params])
+        keys = [(k, v, row.card_id) for row, ks in chunk for k, v in sorted(ks)]
+        if keys:
+            execute(INSERT_KEY_SQL, keys)
+
+    for _, built in rebuilt(read):
+        if built is None:
+            continue
+        n += 1
+        chunk.append(built)
+        if len(chunk) >= CHUNK:
+            flush()
+            chunk = []
+    if chunk:
+        flush()
+    return n

@@ -553,12 +553,12 @@ def test_postmortem_dying_and_restarting_and_actions_after_game_over(ledger: Led
     assert set(kinds) == {"failed_level", "restarting", "after_end"}
     assert kinds["restarting"].numbers == {
         "resets": 3, "new_plays": 0, "restarts": 3, "actions": 9, "actions_per_restart": 3.0,
-        "game_over_plays": 1, "plays": 1,
+        "levels_completed": 0, "game_over_plays": 1, "plays": 1,
     }  # fmt: skip
     assert kinds["restarting"].text == (
         "cnt3-0000000a: 3 level reset(s) and 0 new play(s) without a win (3 restarts) next to 9 actions, 3.0 "
-        "actions per restart; 1 of 1 play(s) ended GAME_OVER: the agent is dying and restarting rather than "
-        "progressing"
+        "actions per restart, 0 levels completed; 1 of 1 play(s) ended GAME_OVER: the agent is dying and "
+        "restarting rather than progressing"
     )
     assert kinds["after_end"].numbers == {"actions_after_end": 4, "state": "GAME_OVER", "actions": 9}
     assert kinds["after_end"].text.endswith(

@@ -78,7 +78,7 @@ def _events(levels: int, plays: list[Any]) -> list[Any]:
     return evs
 
 
-def _check(finding: Finding, card: Any, doc: Any) -> None:
+def _check(finding: Finding, card: Any, doc: Any, events: list[Any]) -> None:
     """Each claim of ``finding`` against the card and its document."""
     env = doc.environments[0]
     plays = card.games.get(GAME, [])
@@ -120,14 +120,30 @@ def _check(finding: Finding, card: Any, doc: Any) -> None:
             assert lv["level"] <= run.levels_completed and lv["uncapped"] > LEVEL_CAP
             assert (run.level_actions or [])[lv["level"] - 1] == lv["actions"]
     elif finding.kind == "restarting":
-        assert not env.completed, "restarts that led to a completed game are no finding"
-        overs = sum(1 for p in plays if p.state == "GAME_OVER")
-        assert nums["game_over_plays"] == overs and nums["resets"] == sum(p.resets for p in plays)
-        assert ("dying" in text) == (overs > 0)
+        # Every count is one the card shows, and the sentence states it.
+        runs = env.runs
+        assert not env.completed and env.levels_completed == 0 and all(r.levels_completed == 0 for r in runs)
+        overs = sum(1 for r in runs if r.state == "GAME_OVER")
+        seen: dict[Any, Any] = {}
+        new_plays = 0
+        for r in runs:
+            new_plays += r.guid in seen and seen[r.guid] != "WIN"
+            seen[r.guid] = r.state
+        assert nums["resets"] == sum(r.resets or 0 for r in runs) == env.resets
+        assert nums["new_plays"] == new_plays and nums["restarts"] == env.resets + new_plays
+        assert nums["actions"] == env.actions and nums["plays"] == len(runs) and nums["game_over_plays"] == overs
         assert nums["actions"] <= 10 * nums["restarts"] and nums["restarts"] >= 3
+        assert f"{env.resets} level reset(s) and {new_plays} new play(s) without a win" in text
+        assert f"next to {env.actions} actions" in text and "0 levels completed" in text
+        assert f"{overs} of {len(runs)} play(s) ended GAME_OVER" in text
+        # "Dying" only where the card shows a play that ended GAME_OVER, and so the log holds its GAME_OVER.
+        assert ("dying" in text) == (overs > 0)
+        assert sum(1 for e in events if type(e) is GameOver) >= overs
     elif finding.kind == "after_end":
         p = plays[finding.play - 1]
-        assert p.actions_after_end == nums["actions_after_end"] > 0 and p.state in ("WIN", "GAME_OVER")
+        assert p.actions_after_end == nums["actions_after_end"] > 0
+        assert nums["state"] == env.runs[finding.play - 1].state in ("WIN", "GAME_OVER")
+        assert nums["actions"] == env.runs[finding.play - 1].actions
     else:
         raise AssertionError(f"unknown finding {finding.kind}")
 
@@ -144,10 +160,16 @@ def _numbers_in(text: str) -> list[str]:
 @example(([20, 20], [([(1, 0), (1, 0)], "complete", 0)]))  # won, both levels over the 115 cap
 @example(([3, 3, 3, 3], [([(1, 3), (1, 3)], "stop", 0), ([(1, 2)], "stop", 0)]))  # resetting, never dying
 @example(([1], [([(1, 1)], "complete", 0), ([(1, 0)], "complete", 0)]))  # the game's score is the second play's
+# 6 level resets and 2 new plays without a win next to 58 actions, no GAME_OVER: resetting, not dying.
+@example(([4, 4, 4], [([(13, 2)], "stop", 0), ([(12, 2)], "stop", 0), ([(13, 1)], "stop", 0), ([(14, 1)], "stop", 0)]))
+# Restarts that completed levels (or the whole game) are progress: no "rather than progressing".
+@example(([2, 2, 2], [([(1, 2), (1, 2)], "die", 0), ([(1, 2), (1, 2)], "die", 0), ([(1, 1)], "stop", 0)]))
+@example(([2, 2], [([(1, 2), (1, 2)], "complete", 0), ([(1, 3)], "stop", 0), ([(1, 3)], "die", 0)]))
 def test_every_finding_follows_from_the_card(data: tuple[list[int], list[Any]]) -> None:
     baselines, plays = data
     levels = len(baselines)
-    card = fold("c", _events(levels, plays))
+    events = _events(levels, plays)
+    card = fold("c", events)
     entries = {GAME: BaselineEntry(game_id=GAME, baseline_actions=baselines)}
     doc = score_card(card, bl.as_map(bl.canonical(entries.values())))
     (game,) = postmortem(card, doc).games
@@ -155,7 +177,7 @@ def test_every_finding_follows_from_the_card(data: tuple[list[int], list[Any]]) 
     assert len(kinds) == len(set(kinds)), f"a finding said twice: {kinds}"
     assert len({f.text for f in game.findings}) == len(game.findings)
     for f in game.findings:
-        _check(f, card, doc)
+        _check(f, card, doc, events)
         assert _numbers_in(f.text), f.text
     if game.findings and any(f.kind == "failed_level" for f in game.findings):
         assert game.findings[0].kind == "failed_level", "what happened leads"

@@ -5,9 +5,11 @@ Exit codes: 0 success, 1 a failed check or an unknown card/ledger problem, 2 bad
 
 from __future__ import annotations
 
+import sys
+
 import click
 
-from ledger.cli.common import DURABILITIES, LedgerGroup
+from ledger.cli.common import DURABILITIES, LedgerGroup, guard_output, output_failed
 from ledger.version import __version__
 
 #: Every command: its name -> (``module:attribute``, the first paragraph of its help). A command's module is imported
@@ -167,5 +169,16 @@ def cli(ctx: click.Context, db: str | None, durability: str) -> None:
 
 
 def main() -> None:
-    """Console entry point."""
-    cli(prog_name="ledger")
+    """Console entry point. A full or closed standard output is one line and exit 2 (a closed pipe: exit 1,
+    quietly), wherever the write fails: in a command, in Click's own messages, at the last flush."""
+    guard_output()
+    try:
+        try:
+            cli.main(prog_name="ledger")
+        finally:
+            sys.stdout.flush()
+    except OSError as e:
+        code = output_failed(e)
+        if code is None:
+            raise
+        sys.exit(code)

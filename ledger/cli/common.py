@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import io
 import json
+import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -84,7 +89,15 @@ class LedgerGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            rv = super().invoke(ctx)
+            # Output still buffered fails here, while the command can still say so (not at interpreter exit).
+            sys.stdout.flush()
+            return rv
+        except OSError as e:
+            code = output_failed(e)
+            if code is None:
+                raise
+            ctx.exit(code)
         except LedgerError as e:
             raise LedgerCommandError(str(e), e.exit_code) from e
         except KeyboardInterrupt:
@@ -320,3 +333,52 @@ def add_common_options(command: click.Command) -> None:
                 help="Same as `ledger --durability`.",
             )
         )
+
+
+class _Output(io.FileIO):
+    """Standard output's file, whose write errors say they are the output's (a full disk, a closed pipe)."""
+
+    def write(self, b: Any) -> int:
+        try:
+            return super().write(b)
+        except OSError as e:
+            e.ledger_output = True  # type: ignore[attr-defined]
+            raise
+
+
+def guard_output() -> None:
+    """Make standard output's write errors known as such (see :func:`output_failed`); the console entry only."""
+    out = sys.stdout
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a real file: nothing the process writes can fail this way
+    out.flush()
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(_Output(fd, "w", closefd=False)),
+        encoding=out.encoding,
+        errors=out.errors,
+        line_buffering=bool(out.line_buffering),
+    )
+
+
+def output_failed(e: BaseException) -> int | None:
+    """For a failed write to standard output: say so in one line (nothing for a closed pipe, as for ``head``),
+    drop what is left to write, and give the exit code; None for any other error."""
+    if not isinstance(e, OSError) or not getattr(e, "ledger_output", False):
+        return None
+    name = "standard output"
+    with contextlib.suppress(OSError):
+        target = os.readlink("/proc/self/fd/1")
+        if target.startswith("/"):
+            name += f" ({target})"
+    # What is still buffered goes nowhere: the flush at interpreter exit must not fail again.
+    with contextlib.suppress(OSError, ValueError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    if e.errno == errno.EPIPE:
+        return 1
+    with contextlib.suppress(OSError):
+        click.echo(f"Error: cannot write to {name}: {e.strerror or e}", err=True)
+    return 2

@@ -8,8 +8,9 @@ Observations (each names the numbers it comes from):
 - ``completion_cap``: the weighted mean was above the completion cap, so the cap is the score;
 - ``level_cap``: levels of the best play above the cap per level before it ((baseline/actions)^2 x 100 > 115 from
   0.9.7 on);
-- ``restarting``: in a game never completed, many level resets and new plays without a win next to modest actions:
-  the agent dies (or resets) and restarts rather than progressing;
+- ``restarting``: in a game where no play completed a level, many level resets and new plays without a win next to
+  modest actions: the agent dies (plays the card shows ending GAME_OVER) or resets, and restarts rather than
+  progressing (every count is the card's: its runs' resets, states, guids, actions);
 - ``after_end``: actions sent after GAME_OVER or WIN, answered with empty frames and counted nowhere.
 
 Weights, caps and the arithmetic are the calculator's (:mod:`ledger.core.calculators`): by default the card's own.
@@ -24,7 +25,7 @@ import msgspec
 
 from ledger.core import calculators
 from ledger.core.calculators import Calculator
-from ledger.core.document import RunDoc, ScorecardDoc
+from ledger.core.document import EnvironmentDoc, RunDoc, ScorecardDoc
 from ledger.core.projection import CardState, Play
 from ledger.core.scoring import best_play_index, calculator_of, uncapped_level_score
 
@@ -283,37 +284,40 @@ def _cap_finding(game_id: str, play_no: int, run: RunDoc, calc: Calculator) -> F
     )
 
 
-def _restart_finding(game_id: str, plays: list[Play], completed: bool) -> Finding | None:
-    """Many restarts next to few actions, in a game never completed: dying (when plays ended GAME_OVER) or
-    resetting, rather than progressing. A completed game gets none: its restarts led somewhere."""
-    if completed:
+def _restart_finding(env: EnvironmentDoc) -> Finding | None:
+    """Many restarts next to few actions, in a game in which no play completed a level: dying (when the card
+    shows plays that ended GAME_OVER) or resetting, rather than progressing. Every number is one the card shows
+    (its runs' resets, states, guids and actions): a game where a level was completed gets none (it progressed),
+    nor does a completed game (its restarts led somewhere)."""
+    runs = env.runs
+    if env.completed or env.levels_completed > 0 or any(r.completed or r.levels_completed > 0 for r in runs):
         return None
-    resets = sum(p.resets for p in plays)
+    resets = sum(r.resets or 0 for r in runs)
     # A new play of a guid whose previous play did not win is a restart; a new play after a WIN is not.
-    last_state: dict[str, str] = {}
+    last_state: dict[str | None, str | None] = {}
     new_plays = 0
-    for p in plays:
-        if p.guid in last_state and last_state[p.guid] != "WIN":
+    for r in runs:
+        if r.guid in last_state and last_state[r.guid] != "WIN":
             new_plays += 1
-        last_state[p.guid] = p.state
+        last_state[r.guid] = r.state
     restarts = resets + new_plays
-    actions = sum(p.actions for p in plays)
+    actions = env.actions
     if restarts < RESTARTS_MIN or actions > ACTIONS_PER_RESTART_MAX * restarts:
         return None
-    overs = sum(1 for p in plays if p.state == "GAME_OVER")
+    overs = sum(1 for r in runs if r.state == "GAME_OVER")
     per = actions / restarts
     verdict = (
         "the agent is dying and restarting rather than progressing"
         if overs
-        else "the agent is resetting rather than progressing (it never died)"
+        else "the agent is resetting rather than progressing (no play ended GAME_OVER)"
     )
     return Finding(
         kind="restarting",
-        game_id=game_id,
+        game_id=env.id,
         text=(
-            f"{game_id}: {resets} level reset(s) and {new_plays} new play(s) without a win ({restarts} restarts) "
-            f"next to {actions} actions, {per:.1f} actions per restart; {overs} of {len(plays)} play(s) ended "
-            f"GAME_OVER: {verdict}"
+            f"{env.id}: {resets} level reset(s) and {new_plays} new play(s) without a win ({restarts} restarts) "
+            f"next to {actions} actions, {per:.1f} actions per restart, 0 levels completed; {overs} of "
+            f"{len(runs)} play(s) ended GAME_OVER: {verdict}"
         ),
         numbers={
             "resets": resets,
@@ -321,28 +325,36 @@ def _restart_finding(game_id: str, plays: list[Play], completed: bool) -> Findin
             "restarts": restarts,
             "actions": actions,
             "actions_per_restart": per,
+            "levels_completed": 0,
             "game_over_plays": overs,
-            "plays": len(plays),
+            "plays": len(runs),
         },
     )
 
 
-def _after_end_findings(game_id: str, plays: list[Play]) -> list[Finding]:
+def _after_end_findings(env: EnvironmentDoc, plays: list[Play]) -> list[Finding]:
+    """Actions a play sent after its end (the log's ignored actions; the card's run gives its state and actions)."""
     out = []
     for i, p in enumerate(plays):
         if p.actions_after_end <= 0:
             continue
-        end = p.state if p.state in ("GAME_OVER", "WIN") else "the game ended"
+        run = env.runs[i] if i < len(env.runs) else None
+        state = run.state if run is not None else p.state
+        end = state if state in ("GAME_OVER", "WIN") else "the game ended"
         out.append(
             Finding(
                 kind="after_end",
-                game_id=game_id,
+                game_id=env.id,
                 play=i + 1,
                 text=(
-                    f"{game_id} play {i + 1} (guid {p.guid}): {p.actions_after_end} action(s) sent after {end}, "
+                    f"{env.id} play {i + 1} (guid {p.guid}): {p.actions_after_end} action(s) sent after {end}, "
                     f"answered with empty frames and counted nowhere (a RESET was needed)"
                 ),
-                numbers={"actions_after_end": p.actions_after_end, "state": p.state, "actions": p.actions},
+                numbers={
+                    "actions_after_end": p.actions_after_end,
+                    "state": state,
+                    "actions": run.actions if run is not None else p.actions,
+                },
             )
         )
     return out
@@ -366,10 +378,10 @@ def postmortem(card: CardState, doc: ScorecardDoc, calc: Calculator | None = Non
             cap = _cap_finding(env.id, best + 1, run, calc)
             if cap is not None:
                 findings.append(cap)
-        restart = _restart_finding(env.id, plays, env.completed)
+        restart = _restart_finding(env)
         if restart is not None:
             findings.append(restart)
-        findings += _after_end_findings(env.id, plays)
+        findings += _after_end_findings(env, plays)
         games.append(
             GameReport(
                 game_id=env.id,

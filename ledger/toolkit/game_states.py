@@ -8,9 +8,12 @@ must cost about what a game step costs.
 from __future__ import annotations
 
 import copy
+import copyreg
 import hashlib
+import io
 import pickle
 import random
+import sys
 from collections.abc import Callable
 from enum import Enum
 from typing import Any, NamedTuple
@@ -109,6 +112,78 @@ def _signature(resp: Any) -> tuple[str, int, bool, bytes]:
     return state, int(resp.levels_completed), bool(resp.full_reset), arr.tobytes() + str(arr.shape).encode()
 
 
+#: Classes a snapshot names by number, not by name: those of a game file, which the toolkit runs as a module it
+#: does not register, so pickle cannot find them (the public games keep objects of their own classes: displays,
+#: helpers). Process-wide and append-only, so a number means one class for as long as a snapshot lives.
+_CLASSES: list[type] = []
+_NUMBERS: dict[type, int] = {}
+#: The game a snapshot is being loaded into: what the snapshot's references to its own game become.
+_INTO: list[Any] = []
+
+
+def _new(i: int, *args: Any) -> Any:
+    cls = _CLASSES[i]
+    return cls.__new__(cls, *args)
+
+
+def _new_ex(i: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    cls = _CLASSES[i]
+    return cls.__new__(cls, *args, **kwargs)
+
+
+def _call(i: int, *args: Any) -> Any:
+    return _CLASSES[i](*args)
+
+
+def _the_game() -> Any:
+    return _INTO[-1]
+
+
+def _named(c: type) -> bool:
+    """Whether pickle finds ``c`` by its module and name."""
+    obj: Any = sys.modules.get(c.__module__)
+    for part in c.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return obj is c
+
+
+def _own_classes(game: Any) -> list[type]:
+    """The classes of the game's own module that pickle cannot find by name (the game's class among them)."""
+    cls = type(game)
+    found = dict.fromkeys(c for c in cls.__mro__ if c.__module__ == cls.__module__)
+    for v in vars(cls).values():
+        module_globals = getattr(v, "__globals__", None)
+        if isinstance(module_globals, dict):
+            found.update(
+                (x, None) for x in module_globals.values() if isinstance(x, type) and x.__module__ == cls.__module__
+            )
+            break
+    return [c for c in found if not _named(c)]
+
+
+def _by_number(c: type) -> Callable[[Any], Any]:
+    """A reducer that pickles an object of ``c`` as pickle would, naming ``c`` by its number."""
+    i = _NUMBERS.get(c)
+    if i is None:
+        i = _NUMBERS[c] = len(_CLASSES)
+        _CLASSES.append(c)
+
+    def reduce(obj: Any) -> Any:
+        rv = obj.__reduce_ex__(5)
+        if isinstance(rv, str):
+            return rv
+        func, args, *rest = rv
+        if func is copyreg.__newobj__ and args and args[0] is c:  # type: ignore[attr-defined]
+            return (_new, (i, *args[1:]), *rest)
+        if func is copyreg.__newobj_ex__ and args and args[0] is c:  # type: ignore[attr-defined]
+            return (_new_ex, (i, args[1], args[2]), *rest)
+        if func is c:
+            return (_call, (i, *args), *rest)
+        return rv
+
+    return reduce
+
+
 #: Snapshot bytes the transition cache may hold; it is emptied when they would exceed it.
 CACHE_BYTES = 256 << 20
 
@@ -127,7 +202,10 @@ class Engine:
     level changes, resets and level moves are within it.) A level the game moves
     onto during an action is made private first (the action is run again) so shared levels are never changed.
     A candidate's answer is compared with what it must match *before* its state is kept: a rejected candidate
-    costs one copy and one game step. A game whose state does not pickle is copied and fingerprinted the slow way.
+    costs one copy and one game step. Objects of the game file's own classes (the toolkit runs the file as a module
+    pickle cannot find by name) are pickled naming their class by number, and the game's references to itself
+    (a display that reads it) stay references to the copy. A game whose state still does not pickle is copied and
+    fingerprinted the slow way (a deep copy of every level a candidate: tens of times a step).
     """
 
     def __init__(self, game: Any) -> None:
@@ -152,6 +230,17 @@ class Engine:
             getattr(game, "_current_level_index", None), int
         )
         self._live: tuple[Any, Any] | None = None
+        #: The pickler's table for the game file's own classes (None: plain pickle), and the game being frozen,
+        #: which its own state may refer to (a display that reads it): kept as a reference, not a second copy.
+        self._table: dict[Any, Any] | None = None
+        self._freezing: Any = None
+        own = _own_classes(game)
+        if own:
+            self._table = dict(copyreg.dispatch_table)
+            self._table.update((c, _by_number(c)) for c in own)
+            if type(game) in self._table:
+                as_copy = self._table[type(game)]
+                self._table[type(game)] = lambda o: (_the_game, ()) if o is self._freezing else as_copy(o)
         self.fast = True
         try:
             fp, snap = self.freeze(game)
@@ -174,7 +263,7 @@ class Engine:
                 continue
             d = self._ids.get(id(lv))
             if d is None:
-                blob = pickle.dumps(lv, protocol=5)
+                blob = self._dumps(lv)
                 d = hashlib.blake2b(blob, digest_size=20).digest()
                 known = self._masters.get(d)
                 if known is not None:
@@ -197,8 +286,21 @@ class Engine:
             st["_action_count"] = min(int(st["_action_count"]), 1)
         st["_full_reset"] = False
         st["_action_complete"] = True
-        blob = pickle.dumps(st, protocol=5)
+        self._freezing = game
+        try:
+            blob = self._dumps(st)
+        finally:
+            self._freezing = None
         return hashlib.blake2b(blob, digest_size=20).digest(), blob
+
+    def _dumps(self, obj: Any) -> bytes:
+        if self._table is None:
+            return pickle.dumps(obj, protocol=5)
+        buf = io.BytesIO()
+        p = pickle.Pickler(buf, protocol=5)
+        p.dispatch_table = self._table
+        p.dump(obj)
+        return buf.getvalue()
 
     def thaw(self, snap: Any, private: frozenset[int] = frozenset()) -> Any:
         """A game to act on, from a snapshot (never the snapshot itself); levels in ``private`` are its own."""
@@ -206,19 +308,37 @@ class Engine:
         if not self.fast:
             return _clone(snap)
         game = object.__new__(self.cls)
-        d = pickle.loads(snap)
-        d["_clean_levels"] = self.clean
-        d["_action"] = self.action0
-        if self.shared:
-            masters, blobs = self._masters, self._blobs
-            d["_levels"] = [
-                lv
-                if type(lv) is not _Shared
-                else (pickle.loads(blobs[lv.digest]) if i in private else masters[lv.digest])
-                for i, lv in enumerate(d["_levels"])
-            ]
+        _INTO.append(game)
+        try:
+            d = pickle.loads(snap)
+            d["_clean_levels"] = self.clean
+            d["_action"] = self.action0
+            if self.shared:
+                masters, blobs = self._masters, self._blobs
+                d["_levels"] = [
+                    lv
+                    if type(lv) is not _Shared
+                    else (pickle.loads(blobs[lv.digest]) if i in private else masters[lv.digest])
+                    for i, lv in enumerate(d["_levels"])
+                ]
+        finally:
+            _INTO.pop()
         game.__dict__.update(d)
         return game
+
+    def take(self, snap: Any) -> Any:
+        """The game ``snap`` was frozen from, if it has not been acted on since (no copy), else a thawed copy; the
+        caller then owns it."""
+        live = self._live
+        if self.fast and live is not None and live[0] is snap:
+            self._live = None
+            return live[1]
+        return self.thaw(snap)
+
+    def hand(self, snap: Any, game: Any) -> None:
+        """``game`` is in the state ``snap`` holds and may be acted on: the next action from ``snap`` uses it."""
+        if self.fast:
+            self._live = (snap, game)
 
     def cells(self, node: Any) -> list[tuple[int, int]]:
         """The click coordinates to try from ``node``'s state (its camera's cells)."""
@@ -290,8 +410,13 @@ class Engine:
         if cur == before or d is None:
             return None
         assert lv is not None
+        _INTO.append(game)
+        try:
+            again = pickle.loads(self._blobs[d])
+        finally:
+            _INTO.pop()
         lv.__dict__.clear()
-        lv.__dict__.update(pickle.loads(self._blobs[d]).__dict__)
+        lv.__dict__.update(again.__dict__)
         return cur
 
 

@@ -78,6 +78,9 @@ class Instance:
     _open_versions: set[int] = field(default_factory=set)
     #: Whether the last input found a state that agrees with the record (its frame included, where noted).
     agreed: bool = True
+    #: (fingerprint, snapshot) of the live game while it has not been acted on since it settled: the next branch
+    #: starts from them instead of freezing it again.
+    _frozen: tuple[bytes, Any] | None = None
 
     def send(
         self, version: int, choices: list[Choice], open_: bool, ok: Callable[[Signature, Choice], bool]
@@ -96,6 +99,7 @@ class Instance:
     def _live(self, c: Choice) -> Signature | None:
         from arcengine import ActionInput, GameAction
 
+        self._frozen = None
         data = {k: v for k, v in (("x", c.x), ("y", c.y)) if v is not None}
         try:
             resp = self.game.perform_action(ActionInput(id=GameAction.from_id(c.action), data=data), raw=True)
@@ -106,7 +110,10 @@ class Instance:
     def _branch(self) -> None:
         if self.engine is None:
             self.engine = Engine(self.game)
-        fp, snap = self.engine.freeze(self.game)
+        fp, snap = self._frozen if self._frozen is not None else self.engine.freeze(self.game)
+        self._frozen = None
+        # The live game is that state: the first candidate acts on it, without a copy.
+        self.engine.hand(snap, self.game)
         self.nodes = [_Node(snap, fp, None, 0, None)]
 
     def _search(self, version: int, choices: list[Choice], ok: Callable[[Signature, Choice], bool]) -> Signature | None:
@@ -154,7 +161,9 @@ class Instance:
             if n.lineno in self._open_versions and n.choice is not None:
                 self.decided[n.lineno] = n.choice
             n = n.parent
-        self.game = self.engine.thaw(self.nodes[0].game)
+        node = self.nodes[0]
+        self.game = self.engine.take(node.game)
+        self._frozen = (node.fp, node.game)
         self.nodes = None
 
     def finish(self) -> None:

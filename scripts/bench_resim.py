@@ -1,0 +1,182 @@
+"""Audit a harness run at game speed: ``ledger import --environments`` and ``ledger audit --environments`` of
+``ls20``-shaped harness recordings of 400 and 5,000 lines, in lines per second and peak memory, beside the bare
+cost of stepping the same actions through the game.
+
+The game is ``lsx3`` (tests/harness_games): 64x64 mazes of about 150 sprites, seven levels, an energy bar every
+move spends, three lives (a level starts again when the energy runs out, GAME_OVER when the lives do), and objects
+of the game file's own classes in its state, as the public games have. The agent heads for the goal most of the
+time (levels get completed, the game is sometimes won and RESET to a full reset), wanders otherwise (it dies), and
+sometimes RESETs the level. The run is captured live by the ledger while the harness's recorder writes its file.
+
+Each command runs as its own process (``ledger ...``), so its peak resident memory and its CPU time are its own
+(``wait4``; the process's start-up, about a second, included). Times are CPU seconds. Figures:
+
+- import with the game code (every action recovered by re-running the game);
+- import without it, then the audit with the game code of that card (it re-runs the game and decides the lines
+  the frames left undecided), next to the audit of the live card of the same run (goal: at most 3x);
+- the bare cost: the same actions stepped through a fresh game, nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ledger import Ledger  # noqa: E402
+from tests.harness_recorder import Recorder, convert, environments  # noqa: E402
+from tests.toolkit import arcade  # noqa: E402
+
+GAME = "lsx3-0000003c"
+LEDGER = str(Path(sys.executable).with_name("ledger"))
+CELL, CELLS = 4, 16
+STEPS = {1: (0, -1), 2: (0, 1), 3: (-1, 0), 4: (1, 0)}
+
+
+def _towards_goal(frame: Any) -> int | None:
+    """The first move of a shortest path to the goal, read from the frame (walls 4, goal 3, player 9)."""
+    grid = frame[-1]
+    cell = {(x, y): grid[y * CELL + CELL // 2][x * CELL + CELL // 2] for x in range(CELLS) for y in range(CELLS)}
+    start = next((c for c, v in cell.items() if v == 9), None)
+    if start is None:
+        return None
+    seen = {start: 0}
+    todo = deque([start])
+    while todo:
+        x, y = c = todo.popleft()
+        if cell[c] == 3:
+            while seen[c] and seen[seen[c]]:  # type: ignore[index]
+                c = seen[c]  # type: ignore[assignment]
+            return next(a for a, (dx, dy) in STEPS.items() if (start[0] + dx, start[1] + dy) == c)
+        for dx, dy in STEPS.values():
+            n = (x + dx, y + dy)
+            if n in cell and n not in seen and cell[n] != 4:
+                seen[n] = c  # type: ignore[assignment]
+                todo.append(n)
+    return None
+
+
+def record(folder: Path, envs: Path, db: Path, actions: int, seed: int = 7) -> tuple[Path, str, list[int]]:
+    """A harness recording of ``actions`` actions, the same run captured live into ``db``; (path, card, actions)."""
+    from arcengine import GameAction
+
+    rng = random.Random(seed)
+    arc = arcade(envs)
+    sent: list[int] = []
+    with Ledger.open(db) as led:
+        capture = led.attach(arc)
+        card = arc.open_scorecard()
+        env = arc.make(GAME, scorecard_id=card)
+        rec = Recorder(folder, f"{GAME}.seededrandom.{actions}", rng)
+        wander = 0
+        for _ in range(actions):
+            last = env.observation_space
+            r = rng.random()
+            # Now and then the agent wanders for a while (and runs out of energy, then of lives).
+            wander = max(wander - 1, 0) or (120 if r < 0.01 else 0)
+            if last.state.name in ("GAME_OVER", "WIN") or r > 0.99:
+                a = 0
+            else:
+                a = (_towards_goal(last.frame) if r < 0.85 and not wander else None) or rng.choice([1, 2, 3, 4])
+            raw = env.step(GameAction.from_id(a))
+            sent.append(a)
+            rec.record(json.loads(convert(raw).model_dump_json()))
+        arc.close_scorecard(card)
+        capture.detach()
+    return rec.path, card, sent
+
+
+def bare(envs: Path, sent: list[int]) -> float:
+    """CPU seconds to step ``sent`` through a fresh game, nothing else."""
+    from arcengine import ActionInput, GameAction
+
+    from ledger.toolkit.environments import scan_games
+    from ledger.toolkit.harness_search import start_game
+
+    game = start_game(scan_games(envs)[GAME])
+    t = time.process_time()
+    for a in sent:
+        game.perform_action(ActionInput(id=GameAction.from_id(a)), raw=True)
+    return time.process_time() - t
+
+
+def ledger(*args: str) -> tuple[float, float, str]:
+    """Run ``ledger ARGS``: (CPU seconds, peak resident MB of that process, stdout). CPU time, not wall time: on a
+    shared machine the wall clock measures the other processes too (the bare steps are CPU time as well)."""
+    p = subprocess.Popen([LEDGER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    out, err = p.stdout.read(), p.stderr.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    took = usage.ru_utime + usage.ru_stime
+    p.returncode = os.waitstatus_to_exitcode(status)
+    assert p.returncode in (0, 1), (args, out[-2000:], err[-2000:])
+    return took, usage.ru_maxrss / 1024, out.decode()
+
+
+def shape(path: Path) -> dict[str, int]:
+    """What the recording holds: frame lines, GAME_OVERs, level completions, full resets."""
+    counts = {"lines": 0, "game_over": 0, "full_reset": 0, "wins": 0}
+    for raw in path.read_bytes().splitlines():
+        d = json.loads(raw)["data"]
+        if "frame" not in d:
+            continue
+        counts["lines"] += 1
+        counts["game_over"] += d["state"] == "GAME_OVER"
+        counts["wins"] += d["state"] == "WIN"
+        counts["full_reset"] += bool(d.get("full_reset"))
+    return counts
+
+
+def one_size(root: Path, envs: Path, actions: int) -> list[str]:
+    live_db, with_db, without_db = root / "live.sqlite", root / "with.sqlite", root / "without.sqlite"
+    path, live_card, sent = record(root / "rec", envs, live_db, actions)
+    seen = shape(path)
+    n = seen["lines"]
+    step_s = bare(envs, sent)
+    t_with, mb_with, _ = ledger("--db", str(with_db), "import", str(path), "--environments", str(envs), "-q")
+    t_frames, mb_frames, _ = ledger("--db", str(without_db), "import", str(path), "-q")
+    with Ledger.open(without_db) as led:
+        (card,) = led.card_ids()
+    t_audit, mb_audit, out = ledger("--db", str(without_db), "audit", card, "--environments", str(envs), "--json")
+    verdicts = {c["name"]: c["status"] for c in json.loads(out)["checks"]}
+    decided = next(c for c in json.loads(out)["checks"] if c["name"] == "resimulation")
+    t_live, mb_live, out_live = ledger("--db", str(live_db), "audit", live_card, "--environments", str(envs), "--json")
+    live_verdict = next(c for c in json.loads(out_live)["checks"] if c["name"] == "resimulation")["status"]
+    return [
+        f"{n}-line {GAME} recording ({seen['game_over']} GAME_OVER, {seen['full_reset']} full resets, "
+        f"{seen['wins']} WIN lines); bare game: {n / step_s:.0f} lines/s ({step_s / n * 1000:.2f} ms a step)",
+        f"  import --environments:          {t_with:6.2f} s, {n / t_with:5.0f} lines/s, {t_with / step_s:4.1f}x the "
+        f"bare steps, peak {mb_with:.0f} MB",
+        f"  import without the game code:   {t_frames:6.2f} s, {n / t_frames:5.0f} lines/s, peak {mb_frames:.0f} MB",
+        f"  audit --environments of it:     {t_audit:6.2f} s, {n / t_audit:5.0f} lines/s, peak {mb_audit:.0f} MB; "
+        f"resimulation {verdicts.get('resimulation')} ({decided.get('undecided_actions', 0)} undecided actions, "
+        f"{decided.get('decided_actions', 0)} decided by the game)",
+        f"  audit --environments, live card: {t_live:6.2f} s, {n / t_live:5.0f} lines/s, peak {mb_live:.0f} MB, "
+        f"resimulation {live_verdict}; imported card's audit / live card's: {t_audit / t_live:.1f}x",
+    ]
+
+
+def run(quick: bool, sizes: tuple[int, ...] = (400, 5000)) -> list[str]:
+    """The figures, a few lines per size."""
+    out: list[str] = []
+    for actions in (60,) if quick else sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            out += one_size(root, environments(root / "envs"), actions)
+    return out
+
+
+if __name__ == "__main__":
+    # bench_resim.py [--quick] [SIZE ...]
+    for line in run("--quick" in sys.argv, tuple(int(a) for a in sys.argv[1:] if a.isdigit()) or (400, 5000)):
+        print(line, flush=True)

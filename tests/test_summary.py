@@ -137,6 +137,28 @@ def test_a_damaged_row_is_reported_and_rebuilt(tmp_path: Path) -> None:
     assert r.exit_code == 0 and json.loads(r.output)["ok"] is True
 
 
+def test_a_row_for_a_card_the_log_does_not_hold_is_reported(tmp_path: Path) -> None:
+    db = tmp_path / "l.sqlite"
+    with Ledger.open(db) as led:
+        ids = synthetic.write_cards(led, 3)
+    con = sqlite3.connect(db)
+    ghost = "00000000-0000-4000-8000-00000000dead"
+    con.execute(
+        "INSERT INTO card_summary SELECT ? , "
+        + ", ".join(c for c in (r[1] for r in con.execute("PRAGMA table_info(card_summary)")) if c != "card_id")
+        + " FROM card_summary WHERE card_id = ?",
+        (ghost, ids[0]),
+    )
+    con.execute(
+        "INSERT INTO card_summary_keys SELECT kind, value, ? FROM card_summary_keys WHERE card_id = ?", (ghost, ids[1])
+    )
+    con.commit()
+    con.close()
+    with Ledger.open(db) as led:
+        diff = differences(led.store)
+        assert diff == [f"card {ghost}: a summary row for a card the log does not hold"]
+
+
 def test_an_old_ledger_gets_its_summary_at_migration(tmp_path: Path) -> None:
     db = tmp_path / "old.sqlite"
     shutil.copy(FIXTURE, db)

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ledger.errors import StoreError
 from ledger.storage.summary import COLUMNS, KEYS, SUMMARY, Change, SummaryKeeper, copied_changes
 from ledger.storage.summary_sql import SELECT_KEYS_SQL, SELECT_ROWS_SQL, body_reader, run_statements, write_changes
 
@@ -175,7 +176,10 @@ class Overlay:
     def query(self, sql: str, args: Sequence[Any]) -> list[Any]:
         """Rows of one ``?`` read statement written for either backend (PostgreSQL's LEAST is SQLite's min)."""
         with self.lock:
-            return self.con.execute(sql.replace("LEAST(", "min("), tuple(args)).fetchall()
+            try:
+                return self.con.execute(sql.replace("LEAST(", "min("), tuple(args)).fetchall()
+            except sqlite3.Error as e:
+                raise StoreError(f"cannot read the cards summary folded in memory: {e}") from e
 
 
 def build_overlay(fetch: Callable[[str, Any], list[Any]], keeper: SummaryKeeper, head: int, position: int) -> Overlay:

@@ -44,6 +44,14 @@ NEXT_SQL = (
 SET_SQL = "SELECT body FROM events WHERE stream = ? AND version = 1"
 
 
+def _as_bytes(body: Any) -> bytes:
+    # A tampered column can hold any type: a body that is not bytes does not decode (the card gets no row, and
+    # verify names the event), it never stops the rebuild.
+    if isinstance(body, bytes | bytearray | memoryview):
+        return bytes(body)
+    return body.encode() if isinstance(body, str) else b""
+
+
 def _card_events(read: Read) -> Iterator[tuple[str, list[tuple[int, bytes]]]]:
     """(card id, [(version, body), ...]) for every card stream, in the order of the events' index."""
     rows = read(FIRST_SQL, (CARD_STREAM,))
@@ -57,7 +65,7 @@ def _card_events(read: Read) -> Iterator[tuple[str, list[tuple[int, bytes]]]]:
                 if current is not None:
                     yield current[len(CARD_STREAM) :], held
                 current, held = stream, []
-            held.append((version, bytes(body)))
+            held.append((version, _as_bytes(body)))
         last = rows[-1]
         if len(rows) < BATCH:
             break
@@ -78,7 +86,7 @@ class _Sets:
             return {}
         got = self.sets.get(set_id)
         if got is None:
-            bodies = [bytes(r[0]) for r in self.read(SET_SQL, (baselines_stream(set_id),))]
+            bodies = [_as_bytes(r[0]) for r in self.read(SET_SQL, (baselines_stream(set_id),))]
             try:
                 got = baselines_map(set_id, bodies)
             except (TypeError, ValueError):

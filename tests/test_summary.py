@@ -20,12 +20,12 @@ from click.testing import CliRunner
 
 from ledger import Ledger
 from ledger.cli import cli
-from ledger.core.events import ActionTaken, CardRetracted
+from ledger.core.events import ActionTaken, CardRetracted, PlayStarted
 from ledger.core.projection import CardState
 from ledger.services import synthetic
 from ledger.services.importing import import_recordings
 from ledger.services.listing import CardFilter, list_cards
-from ledger.storage.summary_build import differences, read_page, rebuild_summary, stored
+from ledger.storage.summary_build import differences, play_owners, read_page, rebuild_summary, stored
 from ledger.storage.summary_sql import PageQuery
 from ledger.toolkit.demo import run_demo
 
@@ -64,6 +64,32 @@ def test_summary_equals_a_rebuild_after_every_kind_of_write(backend_url: str) ->
         assert not differences(led.store)
         assert rebuild_summary(led.store) == len(got)
         assert not differences(led.store)
+
+
+def test_play_keys_name_the_card_of_each_guid_as_the_cards_hold_them(backend_url: str) -> None:
+    # An import asks which card holds a recording's plays: one probe of the keys per guid, the same answer as
+    # loading every card, for captured, imported and retracted cards, a guid no card holds, and one two cards hold.
+    with Ledger.open(backend_url) as led:
+        ids = synthetic.write_cards(led, 30, seed=3)
+        run_demo(led)
+        import_recordings(led, [CORPUS])
+        led.append_card(ids[0], [CardRetracted(ts=datetime.now(UTC), reason="x")], led.load_card(ids[0]).events)
+        first = led.load_card(ids[1])
+        game, plays = next(iter(first.games.items()))
+        shared = plays[0].guid
+        copy = list(synthetic.card_events(synthetic.random.Random(4), 77, synthetic.baselines(led)))
+        later = copy[0].card_id  # type: ignore[union-attr]
+        led.append_card(later, copy, 0)
+        led.append_card(later, [PlayStarted(ts=datetime.now(UTC), game_id=game, guid=shared)], len(copy))
+        loaded: dict[str, str] = {}
+        for cid, card in led.load_cards(led.card_ids()).items():
+            for held in card.games.values():
+                for p in held:
+                    loaded.setdefault(p.guid, cid)
+        assert len(loaded) > 50
+        got = play_owners(led.store, [*loaded, "no-such-guid"])
+        assert got == loaded
+        assert got[shared] == ids[1]
 
 
 def test_action_counters_equal_a_rebuild_and_an_event_the_log_cannot_decode_leaves_no_row(backend_url: str) -> None:

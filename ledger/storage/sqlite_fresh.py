@@ -14,7 +14,7 @@ import sqlite3
 from ledger.storage.base import head_revision
 
 #: The revision these statements are the schema of.
-REVISION = "0007_summary_position"
+REVISION = "0008_play_keys"
 
 STATEMENTS = (
     "CREATE TABLE alembic_version (\n\tversion_num VARCHAR(32) NOT NULL, \n\t"

@@ -269,6 +269,24 @@ def tagged_card_ids(store: LogStore, tags: Sequence[str], *, include_retracted: 
     return [r[0] for r in query(store, sql, args)]
 
 
+def play_owners(store: LogStore, guids: Sequence[str], chunk: int = 500) -> dict[str, str]:
+    """guid -> the card holding a play of it, for those of ``guids`` a card holds (retracted cards too): the keys
+    table's primary key probed per guid. Where several cards hold one guid, the card opened first (its
+    ``opened_key``, then its id) is named, for every reader alike."""
+    out: dict[str, str] = {}
+    wanted = sorted(set(guids))
+    for i in range(0, len(wanted), chunk):
+        part = wanted[i : i + chunk]
+        marks = ", ".join("?" * len(part))
+        sql = (
+            f"SELECT k.value, k.card_id FROM {KEYS} k JOIN {SUMMARY} s ON s.card_id = k.card_id "
+            f"WHERE k.kind = 'p' AND k.value IN ({marks}) ORDER BY k.value, s.opened_key, k.card_id"
+        )
+        for guid, card_id in query(store, sql, part):
+            out.setdefault(guid, card_id)
+    return out
+
+
 def tag_board(store: LogStore, *, include_retracted: bool = False) -> list[tuple[str, int, float, float, str]]:
     """(tag, cards, mean score, best score, best card) for every tag: one query on the summary."""
     return [

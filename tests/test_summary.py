@@ -262,6 +262,14 @@ def test_the_viewer_and_the_bundle_page_their_cards(tmp_path: Path) -> None:
     second = (tmp_path / "site" / "cards-2.html").read_text(encoding="utf-8")
     rows = re.findall(r'<tr data-card="([^"]+)"', first) + re.findall(r'<tr data-card="([^"]+)"', second)
     assert sorted(rows) == sorted(ids[:150]) and 'href="cards-2.html"' in first
+    # The bundle's compare page: the 12 best scores side by side, and says so.
+    compare = (tmp_path / "site" / "compare.html").read_text(encoding="utf-8")
+    side = re.findall(r'<tr data-card="([^"]+)"', compare)
+    assert len(side) == 12 and "the 12 best scores of the 150 cards in this bundle" in compare
+    with Ledger.open_readonly(db) as led:
+        every_score = sorted(r.score for r, _ in stored(led.store).values() if r is not None and r.card_id in ids[:150])
+    shown = [float(x) for x in re.findall(r'data-k="card-score">([0-9.]+)<', compare)]
+    assert len(shown) == 12 and min(shown) >= round(every_score[-12], 2)
 
 
 def test_a_copy_keeps_the_summary(backend_url: str, tmp_path: Path) -> None:

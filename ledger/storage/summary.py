@@ -247,6 +247,8 @@ class SummaryKeeper:
         #: Whether the schema has the summary tables (None: not looked yet; a ledger still at an earlier revision
         #: has none, and gets them filled from the log when it is migrated; see ``summary_sql.probe``).
         self.enabled: bool | None = None
+        #: Whether the schema has the tag figures table (:mod:`ledger.storage.figures`); looked at with ``enabled``.
+        self.figures: bool | None = None
 
     def change(
         self,

@@ -5,15 +5,15 @@ The summary tables are rebuilt from the log here (one card at a time, as ``rebui
 position set to the log's last ``seq``. No table changes shape, so the append-only triggers stay as they are
 (tests/test_store_contract.py upgrades a ledger from the previous revision and checks them).
 
-Revision ID: 0008_play_keys
-Revises: 0007_summary_position
+Revision ID: 0009_play_keys
+Revises: 0008_tag_figures
 Create Date: 2026-12-03
 """
 
 from alembic import op
 
-revision = "0008_play_keys"
-down_revision = "0007_summary_position"
+revision = "0009_play_keys"
+down_revision = "0008_tag_figures"
 branch_labels = None
 depends_on = None
 

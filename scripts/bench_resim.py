@@ -14,6 +14,7 @@ Each command runs as its own process (``ledger ...``), so its peak resident memo
 - import with the game code (every action recovered by re-running the game);
 - import without it, then the audit with the game code of that card (it re-runs the game and decides the lines
   the frames left undecided), next to the audit of the live card of the same run (goal: at most 3x);
+- the audit with the game code of the card imported with it;
 - the bare cost: the same actions stepped through a fresh game, nothing else.
 """
 
@@ -152,6 +153,10 @@ def one_size(root: Path, envs: Path, actions: int) -> list[str]:
     decided = next(c for c in json.loads(out)["checks"] if c["name"] == "resimulation")
     t_live, mb_live, out_live = ledger("--db", str(live_db), "audit", live_card, "--environments", str(envs), "--json")
     live_verdict = next(c for c in json.loads(out_live)["checks"] if c["name"] == "resimulation")["status"]
+    with Ledger.open(with_db) as led:
+        (coded,) = led.card_ids()
+    t_coded, mb_coded, out_coded = ledger("--db", str(with_db), "audit", coded, "--environments", str(envs), "--json")
+    coded_verdict = next(c for c in json.loads(out_coded)["checks"] if c["name"] == "resimulation")["status"]
     return [
         f"{n}-line {GAME} recording ({seen['game_over']} GAME_OVER, {seen['full_reset']} full resets, "
         f"{seen['wins']} WIN lines); bare game: {n / step_s:.0f} lines/s ({step_s / n * 1000:.2f} ms a step)",
@@ -161,8 +166,12 @@ def one_size(root: Path, envs: Path, actions: int) -> list[str]:
         f"  audit --environments of it:     {t_audit:6.2f} s, {n / t_audit:5.0f} lines/s, peak {mb_audit:.0f} MB; "
         f"resimulation {verdicts.get('resimulation')} ({decided.get('undecided_actions', 0)} undecided actions, "
         f"{decided.get('decided_actions', 0)} decided by the game)",
-        f"  audit --environments, live card: {t_live:6.2f} s, {n / t_live:5.0f} lines/s, peak {mb_live:.0f} MB, "
-        f"resimulation {live_verdict}; imported card's audit / live card's: {t_audit / t_live:.1f}x",
+        f"  audit --environments, live card: {t_live:6.2f} s, {n / t_live:5.0f} lines/s, {t_live / step_s:4.1f}x the "
+        f"bare steps, peak {mb_live:.0f} MB, resimulation {live_verdict}",
+        f"  audit --environments of the card imported with the code: {t_coded:6.2f} s, {n / t_coded:5.0f} lines/s, "
+        f"peak {mb_coded:.0f} MB, resimulation {coded_verdict}",
+        f"  audit of the card imported without the code / the live card's: {t_audit / t_live:.1f}x; "
+        f"with the code / live: {t_coded / t_live:.1f}x",
     ]
 
 

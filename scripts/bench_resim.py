@@ -8,8 +8,9 @@ of the game file's own classes in its state, as the public games have. The agent
 time (levels get completed, the game is sometimes won and RESET to a full reset), wanders otherwise (it dies), and
 sometimes RESETs the level. The run is captured live by the ledger while the harness's recorder writes its file.
 
-Each command runs as its own process (``ledger ...``), so its peak resident memory and its CPU time are its own
-(``wait4``; the process's start-up, about a second, included). Times are CPU seconds. Figures:
+Each command runs as its own process (``ledger ...``, started by a small launcher so that its peak is not the
+bench's), so its peak resident memory and its CPU time are its own (``wait4``; the process's start-up, about a
+second, included). Times are CPU seconds. Figures:
 
 - import with the game code (every action recovered by re-running the game);
 - import without it, then the audit with the game code of that card (it re-runs the game and decides the lines
@@ -21,7 +22,6 @@ Each command runs as its own process (``ledger ...``), so its peak resident memo
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import sys
@@ -111,17 +111,25 @@ def bare(envs: Path, sent: list[int]) -> float:
     return time.process_time() - t
 
 
+#: Runs a command and prints its CPU seconds and peak resident kB on stderr's last line. The command is its child,
+#: not the bench's: a child forked from a process keeps that process's resident size as its own peak (the bench
+#: holds the recorded run, hundreds of MB at 5,000 lines), so the bench's own child would report the bench's size.
+_LAUNCH = (
+    "import os, subprocess, sys\n"
+    "p = subprocess.Popen(sys.argv[1:])\n"
+    "_, status, u = os.wait4(p.pid, 0)\n"
+    "sys.stderr.write(f'\\nRUSAGE {u.ru_utime + u.ru_stime} {u.ru_maxrss}\\n')\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
+
+
 def ledger(*args: str) -> tuple[float, float, str]:
     """Run ``ledger ARGS``: (CPU seconds, peak resident MB of that process, stdout). CPU time, not wall time: on a
     shared machine the wall clock measures the other processes too (the bare steps are CPU time as well)."""
-    p = subprocess.Popen([LEDGER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert p.stdout is not None and p.stderr is not None
-    out, err = p.stdout.read(), p.stderr.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    took = usage.ru_utime + usage.ru_stime
-    p.returncode = os.waitstatus_to_exitcode(status)
-    assert p.returncode in (0, 1), (args, out[-2000:], err[-2000:])
-    return took, usage.ru_maxrss / 1024, out.decode()
+    p = subprocess.run([sys.executable, "-c", _LAUNCH, LEDGER, *args], capture_output=True)
+    assert p.returncode in (0, 1), (args, p.stdout[-2000:], p.stderr[-2000:])
+    _, took, kb = p.stderr.decode().rstrip().rsplit("\n", 1)[-1].split()
+    return float(took), int(kb) / 1024, p.stdout.decode()
 
 
 def shape(path: Path) -> dict[str, int]:

@@ -197,7 +197,7 @@ def _by_number(c: type) -> Callable[[Any], Any]:
 
 #: Games kept beside the snapshots frozen from them (:meth:`Engine.hand`).
 SPARE_GAMES = 4
-#: Snapshot bytes the transition cache may hold; it is emptied when they would exceed it.
+#: Bytes of snapshots and answers the transition cache may hold; it is emptied when they would exceed it.
 CACHE_BYTES = 64 << 20
 
 #: (response signature, fingerprint, snapshot); fingerprint and snapshot are None for an answer that was not kept.
@@ -220,19 +220,19 @@ class Engine:
     """Runs actions on copies of game states, remembering each transition.
 
     A state is kept as the pickle of the game's attributes (the engine's per-action bookkeeping normalized, the
-    never-changed clean levels shared) with its numpy arrays copied beside the pickle (a sprite's pixels rebuilt from
-    a pickle cost tens of times their copy); the digest of both is its fingerprint. An action changes the level the game is on,
-    so the other levels are kept once, content-addressed, and shared by every state that holds them (the pickle
-    names them by digest): copying a state costs its current level, not all of them. (A game that changes a
-    level it is not on, or keeps references into one, is outside what this sharing assumes; arcengine's own
-    level changes, resets and level moves are within it.) A level the game moves
-    onto during an action is made private first (the action is run again) so shared levels are never changed.
-    A candidate's answer is compared with what it must match *before* its state is kept: a rejected candidate
-    costs one copy and one game step. The game a kept state was frozen from is kept beside it for the next action
-    from that state (the last few: :data:`SPARE_GAMES`), which then needs no copy. Objects of the game file's own classes (the toolkit runs the file as a module
-    pickle cannot find by name) are pickled naming their class by number, and the game's references to itself
-    (a display that reads it) stay references to the copy. A game whose state still does not pickle is copied and
-    fingerprinted the slow way (a deep copy of every level a candidate: tens of times a step).
+    never-changed clean levels shared) with its numpy arrays copied beside the pickle (a sprite's pixels rebuilt
+    from a pickle cost tens of times their copy); the digest of both is its fingerprint. An action changes the level
+    the game is on, so the other levels are kept once, content-addressed, and shared by every state that holds them
+    (the pickle names them by digest): copying a state costs its current level, not all of them. (A game that
+    changes a level it is not on, or keeps references into one, is outside what this sharing assumes; arcengine's
+    own level changes, resets and level moves are within it.) A level the game moves onto during an action is made
+    private first (the action is run again) so shared levels are never changed. A candidate's answer is compared
+    with what it must match *before* its state is kept: a rejected candidate costs one copy and one game step. The
+    game a kept state was frozen from is kept beside it for the next action from that state (the last few:
+    :data:`SPARE_GAMES`), which then needs no copy. Objects of the game file's own classes (the toolkit runs the
+    file as a module pickle cannot find by name) are pickled naming their class by number, and the game's references
+    to itself (a display that reads it) stay references to the copy. A game whose state still does not pickle is
+    copied and fingerprinted the slow way (a deep copy of every level a candidate: tens of times a step).
     """
 
     def __init__(self, game: Any) -> None:
@@ -430,7 +430,8 @@ class Engine:
             if hit[1] is not None:
                 return hit  # an answer kept before; else one rejected before, wanted now: run it again
         out = self._run(node.game, c, keep)
-        size = out[2].size() if out is not None and isinstance(out[2], Snap) else 0
+        # The answer's frame bytes count too: a rejected candidate's are all it holds.
+        size = 0 if out is None else len(out[0][3]) + (out[2].size() if isinstance(out[2], Snap) else 0)
         if len(self.cache) >= CACHE_SIZE or self._cache_bytes + size > CACHE_BYTES:
             self.cache.clear()
             self._cache_bytes = 0

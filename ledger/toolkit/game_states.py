@@ -206,7 +206,7 @@ Result = tuple[Any, bytes | None, Any]
 
 class Snap(NamedTuple):
     """A pickled state: the pickle, and the arrays it names by position (numpy arrays are kept beside it, each a
-    private copy: pickling one in-band and rebuilding it costs tens of times its copy)."""
+    private copy: pickling one in-band and rebuilding it costs several times its copy)."""
 
     blob: bytes
     arrays: tuple[Any, ...]
@@ -221,7 +221,7 @@ class Engine:
 
     A state is kept as the pickle of the game's attributes (the engine's per-action bookkeeping normalized, the
     never-changed clean levels shared) with its numpy arrays copied beside the pickle (a sprite's pixels rebuilt
-    from a pickle cost tens of times their copy); the digest of both is its fingerprint. An action changes the level
+    from a pickle cost several times their copy); the digest of both is its fingerprint. An action changes the level
     the game is on, so the other levels are kept once, content-addressed, and shared by every state that holds them
     (the pickle names them by digest): copying a state costs its current level, not all of them. (A game that
     changes a level it is not on, or keeps references into one, is outside what this sharing assumes; arcengine's
@@ -333,13 +333,17 @@ class Engine:
         except ImportError:
             return {}
         arrays = self._arrays
+        kinds: dict[Any, str] = {}
 
         def reduce(a: Any) -> Any:
-            if a.dtype.hasobject:
-                return a.__reduce_ex__(5)
+            d = a.dtype
+            kind = kinds.get(d)
+            if kind is None:
+                if d.hasobject:
+                    return a.__reduce_ex__(5)
+                kind = kinds[d] = d.str if d.names is None else str(d)
             arrays.append(a.copy())
-            kind = a.dtype.str if a.dtype.names is None else str(a.dtype)
-            return _array, (len(arrays) - 1, kind, a.shape, bool(a.flags.writeable))
+            return _array, (len(arrays) - 1, kind, a.shape, a.flags.writeable)
 
         return {np.ndarray: reduce}
 

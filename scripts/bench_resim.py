@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,12 +33,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_proc import measured  # noqa: E402
+
 from ledger import Ledger  # noqa: E402
 from tests.harness_recorder import Recorder, convert, environments  # noqa: E402
 from tests.toolkit import arcade  # noqa: E402
 
 GAME = "lsx3-0000003c"
-LEDGER = str(Path(sys.executable).with_name("ledger"))
 CELL, CELLS = 4, 16
 STEPS = {1: (0, -1), 2: (0, 1), 3: (-1, 0), 4: (1, 0)}
 
@@ -111,25 +111,12 @@ def bare(envs: Path, sent: list[int]) -> float:
     return time.process_time() - t
 
 
-#: Runs a command and prints its CPU seconds and peak resident kB on stderr's last line. The command is its child,
-#: not the bench's: a child forked from a process keeps that process's resident size as its own peak (the bench
-#: holds the recorded run, hundreds of MB at 5,000 lines), so the bench's own child would report the bench's size.
-_LAUNCH = (
-    "import os, subprocess, sys\n"
-    "p = subprocess.Popen(sys.argv[1:])\n"
-    "_, status, u = os.wait4(p.pid, 0)\n"
-    "sys.stderr.write(f'\\nRUSAGE {u.ru_utime + u.ru_stime} {u.ru_maxrss}\\n')\n"
-    "sys.exit(os.waitstatus_to_exitcode(status))\n"
-)
-
-
 def ledger(*args: str) -> tuple[float, float, str]:
     """Run ``ledger ARGS``: (CPU seconds, peak resident MB of that process, stdout). CPU time, not wall time: on a
     shared machine the wall clock measures the other processes too (the bare steps are CPU time as well)."""
-    p = subprocess.run([sys.executable, "-c", _LAUNCH, LEDGER, *args], capture_output=True)
-    assert p.returncode in (0, 1), (args, p.stdout[-2000:], p.stderr[-2000:])
-    _, took, kb = p.stderr.decode().rstrip().rsplit("\n", 1)[-1].split()
-    return float(took), int(kb) / 1024, p.stdout.decode()
+    code, took, mb, out = measured(*args)
+    assert code in (0, 1), (args, code, out[-2000:])
+    return took, mb, out
 
 
 def shape(path: Path) -> dict[str, int]:

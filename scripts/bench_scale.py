@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from bench_postgres import admin_url, bench_database, copy_figures, unreachable
+from bench_proc import measured
 from bench_writers import concurrent_writers, sqlite_capture_vs_commit
 
 from ledger import Ledger
@@ -108,14 +109,12 @@ def _best_cpu(args: list[str], runs: int = 3) -> tuple[float, float]:
 
 
 def _peak(args: list[str]) -> tuple[float, float]:
-    """(seconds, peak resident memory in MB) of one ``ledger`` subprocess."""
+    """(seconds, peak resident memory in MB) of one ``ledger`` subprocess (its own peak: ``bench_proc``)."""
     t = time.perf_counter()
-    proc = subprocess.Popen([LEDGER, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"ledger {' '.join(args)}: exit {proc.returncode}")
-    return time.perf_counter() - t, usage.ru_maxrss / 1024
+    code, _, mb, _ = measured(*args)
+    if code != 0:
+        raise RuntimeError(f"ledger {' '.join(args)}: exit {code}")
+    return time.perf_counter() - t, mb
 
 
 def _output_size(args: list[str]) -> int:

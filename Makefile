@@ -36,8 +36,10 @@ test: $(STAMP_DEV) chromium
 	$(BIN)/ruff format --check ledger tests scripts migrations
 	$(BIN)/mypy
 	@# The tests start `ledger` a few thousand times: compiled once here, not in each process (where
-	@# PYTHONDONTWRITEBYTECODE is set, every process would compile every module it imports again).
-	$(BIN)/python -m compileall -q ledger migrations tests scripts
+	@# PYTHONDONTWRITEBYTECODE is set, every process would compile every module it imports again). Game files and
+	@# test data are left as they are: a folder of them must hold only what the toolkit or a recording put there.
+	$(BIN)/python -m compileall -q -x '/(demo_games|environment_files|harness_games|recordings_corpus|vectors)/' \
+		ledger migrations tests scripts
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(STAMP_DEV)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,6 +66,14 @@ def parse_name(name: str) -> HarnessName | None:
     return HarnessName(m["game"], m["agent"], m["uuid"].lower())
 
 
+def pack(frame: bytes) -> bytes:
+    """A frame's JSON as a :class:`FrameLine` holds it (level 1: the fastest, and a grid's runs compress well)."""
+    return zlib.compress(frame, 1)
+
+
+_EMPTY = pack(b"[]")
+
+
 @dataclass(frozen=True, slots=True)
 class FrameLine:
     """One frame line of a harness recording (``lineno`` is 1-based)."""
@@ -77,13 +86,20 @@ class FrameLine:
     levels_completed: int
     win_levels: int | None
     full_reset: bool
-    frame: bytes
+    #: The frame's JSON, zlib-compressed: the frames are nearly all of a recording and every line of it is held
+    #: (a 64x64 grid is about 12 kB of JSON, a few hundred bytes compressed). Equal frames compress equally.
+    packed: bytes
     available_actions: tuple[int, ...]
+
+    @property
+    def frame(self) -> bytes:
+        """The frame's JSON as recorded (animation grids of rows of colours)."""
+        return zlib.decompress(self.packed)
 
     @property
     def empty(self) -> bool:
         """The toolkit's ``len(frame) == 0``: an action answered after GAME_OVER or WIN."""
-        return self.frame == b"[]"
+        return self.packed == _EMPTY
 
     def grids(self) -> Any:
         """The frame as a numpy array (animation frames x rows x columns)."""
@@ -303,7 +319,7 @@ class _Lines:
             self.last_ts = ts
             self.same_ts.clear()
         # Timestamps never go back, so a repeat of an earlier line is among the lines of the same timestamp.
-        key = (line.guid, line.frame, line.state, line.levels_completed, line.full_reset)
+        key = (line.guid, line.packed, line.state, line.levels_completed, line.full_reset)
         if key in self.same_ts:
             read.order.append((lineno, "repeated", "repeats an earlier line (same guid, frame and timestamp)"))
         self.same_ts.add(key)
@@ -340,7 +356,7 @@ def _frame_line(read: HarnessRead, lineno: int, ts: datetime, d: _Data, body: by
         levels_completed=levels,
         win_levels=win,
         full_reset=d.full_reset,
-        frame=frame,
+        packed=pack(frame),
         available_actions=tuple(d.available_actions),
     )
 

@@ -188,10 +188,16 @@ class ReadPool[C](_PerProcess[C, _PoolState[C]]):
     """At most ``size`` reader connections, each used by one thread at a time (see the module's docstring)."""
 
     def __init__(
-        self, connect: Callable[[], C], close: Callable[[C], None], size: int = READERS, **waits: Unpack[_Waits]
+        self,
+        connect: Callable[[], C],
+        close: Callable[[C], None],
+        size: int = READERS,
+        usable: Callable[[C], bool] = lambda con: True,
+        **waits: Unpack[_Waits],
     ) -> None:
         super().__init__(connect, close, _PoolState, **waits)
         self.size = size
+        self._usable = usable
 
     @contextmanager
     def connection(self) -> Iterator[C]:
@@ -206,6 +212,22 @@ class ReadPool[C](_PerProcess[C, _PoolState[C]]):
         self._checkin(st, con)
 
     def _checkout(self, st: _PoolState[C]) -> C:
+        con = self._take(st)
+        if con is not None:
+            if self._usable(con):
+                return con
+            # Closed by the server while it was idle (a restart, an idle timeout): a new one takes its place.
+            self._quietly_close(con)
+        try:
+            return self._connect()
+        except BaseException:
+            with st.cond:
+                st.opened -= 1
+                st.cond.notify()
+            raise
+
+    def _take(self, st: _PoolState[C]) -> C | None:
+        """An idle connection, or None once a slot for a new one is counted (waits while all are in use)."""
         deadline = time.monotonic() + self.timeout
         with st.cond:
             while not st.idle and st.opened >= self.size:
@@ -219,13 +241,7 @@ class ReadPool[C](_PerProcess[C, _PoolState[C]]):
             if st.idle:
                 return st.idle.pop()
             st.opened += 1  # counted before connecting, so that concurrent callers cannot pass the bound
-        try:
-            return self._connect()
-        except BaseException:
-            with st.cond:
-                st.opened -= 1
-                st.cond.notify()
-            raise
+            return None
 
     def _checkin(self, st: _PoolState[C], con: C) -> None:
         with st.cond:

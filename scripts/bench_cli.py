@@ -5,8 +5,15 @@ tool on msgspec and SQLite pays) is shown beside it. Each command runs as a fres
 demo's one card), rounds interleaved so that load on the machine weighs on every command alike; the best of the
 rounds is reported, as a ratio to the floor's best.
 
+With ``--pg``, the read commands on PostgreSQL against the same commands on SQLite instead: the demo's ledger is
+copied (``ledger copy``) into a fresh database of the server (``$LEDGER_BENCH_PG_URL``, else
+``$LEDGER_TEST_PG_URL``, else the machine's default; dropped afterwards), and each command's best PostgreSQL time
+is given as a ratio to its best SQLite time. Several ``--src`` are measured in the same interleaved rounds (before
+and after a change, on the same ledgers).
+
     .venv/bin/python scripts/bench_cli.py                 # this tree
     .venv/bin/python scripts/bench_cli.py --src /tmp/old  # another checkout of the package (e.g. before a change)
+    .venv/bin/python scripts/bench_cli.py --pg --src /work/main --src .   # PostgreSQL / SQLite, before and after
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ROUNDS = 9
 GOAL = 2.5
+#: A read command on PostgreSQL against the same command on SQLite.
+PG_GOAL = 2.0
 
 
 def _env(src: Path, pycache: str) -> dict[str, str]:
@@ -57,11 +66,7 @@ def measure(src: Path = ROOT, rounds: int = ROUNDS) -> list[tuple[str, float, fl
     with tempfile.TemporaryDirectory() as tmp:
         env = _env(src, str(Path(tmp) / "pycache"))
         db = str(Path(tmp) / "ledger.sqlite")
-        demo = subprocess.run(_ledger("--db", db, "demo"), env=env, cwd=src, capture_output=True, text=True, check=True)
-        out = demo.stdout
-        found = re.search(r"export (\S+) --indent 2", out)
-        assert found is not None, out
-        card = found.group(1)
+        card = _demo(src, env, db)
         commands: dict[str, list[str]] = {
             "python -c pass": [sys.executable, "-c", "pass"],
             'python -c "import click, msgspec, sqlite3"': [sys.executable, "-c", "import click, msgspec, sqlite3"],
@@ -96,18 +101,111 @@ def lines(results: list[tuple[str, float, float]]) -> list[str]:
     return out
 
 
+def _demo(src: Path, env: dict[str, str], db: str) -> str:
+    """A demo ledger at ``db``; its card's id."""
+    out = subprocess.run(_ledger("--db", db, "demo"), env=env, cwd=src, capture_output=True, text=True, check=True)
+    found = re.search(r"export (\S+) --indent 2", out.stdout)
+    assert found is not None, out.stdout
+    return found.group(1)
+
+
+#: The read commands compared on both backends (CARD: the demo's card).
+PG_COMMANDS = ("cards", "export CARD", "replay CARD")
+
+
+#: What the driver's import alone costs, measured in the same rounds: the floor under the PostgreSQL times.
+DRIVER_IMPORT = {"python -c pass": "pass", 'python -c "import psycopg"': "import psycopg"}
+
+
+def measure_pg(
+    srcs: list[Path], pg: str, rounds: int = ROUNDS
+) -> tuple[list[tuple[Path, str, float, float]], dict[str, float]]:
+    """(checkout, command, best SQLite seconds, best PostgreSQL seconds) for each read command, on the demo's
+    ledger and its copy in the PostgreSQL database ``pg``, every checkout and backend in the same rounds; and the
+    best seconds of :data:`DRIVER_IMPORT`'s commands."""
+    with tempfile.TemporaryDirectory() as tmp:
+        envs = {src: _env(src, str(Path(tmp) / f"pycache{i}")) for i, src in enumerate(srcs)}
+        db = str(Path(tmp) / "ledger.sqlite")
+        card = _demo(srcs[0], envs[srcs[0]], db)
+        copy = _ledger("--db", db, "copy", "--to", pg)
+        subprocess.run(copy, env=envs[srcs[0]], cwd=srcs[0], capture_output=True, text=True, check=True)
+        commands = {
+            (src, name, where): _ledger("--db", where, *name.replace("CARD", card).split())
+            for src in srcs
+            for name in PG_COMMANDS
+            for where in (db, pg)
+        }
+        commands.update({(srcs[0], name, ""): [sys.executable, "-c", code] for name, code in DRIVER_IMPORT.items()})
+        for key, cmd in commands.items():
+            _wall(cmd, envs[key[0]])  # warm the page cache and the .pyc files
+        best: dict[tuple[Path, str, str], float] = {}
+        for _ in range(rounds):
+            for key, cmd in commands.items():
+                dt = _wall(cmd, envs[key[0]])
+                best[key] = min(best.get(key, dt), dt)
+    floor = {name: best[(srcs[0], name, "")] for name in DRIVER_IMPORT}
+    return [(src, name, best[(src, name, db)], best[(src, name, pg)]) for src in srcs for name in PG_COMMANDS], floor
+
+
+def pg_lines(results: list[tuple[Path, str, float, float]]) -> list[str]:
+    """The table: checkout, command, best wall ms on each backend, the ratio, and whether it meets the goal."""
+    width = max(len(str(src)) for src, *_ in results)
+    out = [
+        f"{'checkout':<{width}} {'command':<20} {'SQLite ms':>10} {'PostgreSQL ms':>14} {'PG/SQLite':>10}",
+        f"{'-' * width} {'-' * 20} {'-' * 10} {'-' * 14} {'-' * 10}",
+    ]
+    for src, name, sq, pg in results:
+        ratio = pg / sq
+        mark = "  ok" if ratio <= PG_GOAL else f"  > {PG_GOAL}x goal"
+        cmd = "ledger " + name
+        out.append(f"{src!s:<{width}} {cmd:<20} {sq * 1000:>10.1f} {pg * 1000:>14.1f} {ratio:>9.2f}x{mark}")
+    return out
+
+
+def _pg_section(srcs: list[Path], rounds: int) -> list[str]:
+    from bench_postgres import admin_url, bench_database, unreachable
+
+    why = unreachable()
+    if why is not None:
+        return [f"PostgreSQL read commands: skipped ({admin_url()} is not usable: {why}; set LEDGER_BENCH_PG_URL)"]
+    with bench_database() as pg:
+        results, floor = measure_pg(srcs, pg, rounds)
+    head = f"PostgreSQL read commands against SQLite, best of {rounds} wall times (the demo's card, copied)"
+    bare, driver = floor.values()
+    cards = next(sq for src, name, sq, _ in results if src == srcs[-1] and name == "cards")
+    note = (
+        f"importing psycopg alone: {(driver - bare) * 1000:.1f} ms above the bare interpreter "
+        f"({bare * 1000:.1f} ms), {(driver - bare) / cards:.2f}x SQLite's `ledger cards` ({srcs[-1]})"
+    )
+    return [head, *pg_lines(results), note]
+
+
 def run(quick: bool) -> list[str]:
-    """scripts/bench.py's entry: best of 9 (3 with --quick) for each read command vs the interpreter floor."""
+    """scripts/bench.py's entry: best of 9 (3 with --quick) for each read command vs the interpreter floor, then
+    the read commands on PostgreSQL vs SQLite."""
     rounds = 3 if quick else ROUNDS
-    return [f"CLI startup, best of {rounds} wall times (small ledger: one demo card)", *lines(measure(ROOT, rounds))]
+    floor = [f"CLI startup, best of {rounds} wall times (small ledger: one demo card)", *lines(measure(ROOT, rounds))]
+    return [*floor, "", *_pg_section([ROOT], rounds)]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--src", type=Path, default=ROOT, help="the checkout whose `ledger` package is measured")
+    ap.add_argument(
+        "--src",
+        type=Path,
+        action="append",
+        help="the checkout whose `ledger` package is measured (default: this tree; repeat with --pg to compare)",
+    )
+    ap.add_argument("--pg", action="store_true", help="the read commands on PostgreSQL against SQLite")
     ap.add_argument("--rounds", type=int, default=ROUNDS)
     args = ap.parse_args()
-    for line in lines(measure(args.src.resolve(), args.rounds)):
+    srcs = [s.resolve() for s in args.src or [ROOT]]
+    if args.pg:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        out = _pg_section(srcs, args.rounds)
+    else:
+        out = lines(measure(srcs[0], args.rounds))
+    for line in out:
         print(line)
     return 0
 

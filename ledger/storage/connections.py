@@ -8,7 +8,8 @@ own, an agent runs a thread pool), and the process's open files must not follow 
   process queue on the lock instead of polling SQLite's busy handler. A thread waits for it at most the store's busy
   timeout, as it would for another process's write lock.
 - at most ``size`` **reader** connections, checked out for one call and put back (most recently used first, so a
-  quiet process keeps using one). A thread that finds them all in use waits for one, at most the busy timeout.
+  quiet process keeps using one). A thread that finds them all in use waits for one, at most the busy timeout. An
+  idle one the store finds no longer ``usable`` (a PostgreSQL session the server closed) is replaced at checkout.
 
 Both belong to the process that opened them: a forked child opens its own on first use, and never uses, closes or
 garbage-collects its parent's (their sockets and file locks are the parent's); they stay referenced, untouched.

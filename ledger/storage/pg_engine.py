@@ -26,6 +26,14 @@ EVENT_COLUMNS = "seq, stream, version, type, ts, body, prev_hash, hash"
 PG_APPEND_LOCK = 0x4C454447  # "LEDG"
 
 HEAD_SQL = "SELECT version, hash FROM events WHERE stream = %s ORDER BY version DESC LIMIT 1"
+# A prefix compared exactly: LIKE with its wildcards escaped (PostgreSQL's LIKE is case-sensitive).
+PREFIX_SQL = "stream LIKE %s ESCAPE '/'"
+STREAMS_SQL = (
+    "SELECT a.stream, a.n, a.v, e.hash, a.fs, a.ls, a.ft, a.lt FROM ("
+    "SELECT stream, count(*) AS n, max(version) AS v, min(seq) AS fs, max(seq) AS ls, min(ts) AS ft, max(ts) AS lt "
+    "FROM events {where} GROUP BY stream) AS a JOIN events AS e ON e.stream = a.stream AND e.version = a.v "
+    "ORDER BY a.fs"
+)
 
 #: What a database call can raise (waiting too long for a connection is a StoreError of its own).
 DB_ERRORS = (psycopg.Error,)
@@ -55,6 +63,18 @@ def lock_statement(durability: Durability, key: str, timeout: str) -> str:
 def insert_sql(n: int) -> str:
     rows = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * n)
     return f"INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) VALUES {rows} RETURNING seq, version"
+
+
+def like_prefix(prefix: str) -> str:
+    """The :data:`PREFIX_SQL` pattern of ``prefix``."""
+    return prefix.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
+
+
+def stream_where(stream: str, after_version: int, until_seq: int | None) -> tuple[str, tuple[Any, ...]]:
+    """The WHERE clause (and its arguments) of a stream's events after a version, up to a global seq."""
+    if until_seq is None:
+        return "WHERE stream = %s AND version > %s", (stream, after_version)
+    return "WHERE stream = %s AND version > %s AND seq <= %s", (stream, after_version, until_seq)
 
 
 def row_values(e: StoredEvent) -> tuple[Any, ...]:
@@ -120,6 +140,10 @@ class PgUrl(msgspec.Struct, frozen=True):
         if self.query:
             s += "?" + "&".join(f"{quote_plus(k)}={quote_plus(v)}" for k, v in sorted(self.query))
         return s
+
+    def place(self) -> tuple[str, int, str | None]:
+        """The server and the database (libpq's defaults filled in)."""
+        return (self.host or "localhost", self.port or 5432, self.database)
 
     def connect_args(self, *, readonly: bool) -> dict[str, Any]:
         """Keyword arguments for ``psycopg.connect`` (the URL's query parameters are libpq's)."""

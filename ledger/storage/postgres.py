@@ -40,10 +40,13 @@ from ledger.storage.pg_engine import (
     EVENT_COLUMNS,
     HEAD_SQL,
     PG_APPEND_LOCK,
+    PREFIX_SQL,
+    STREAMS_SQL,
     connector,
     drop_connection,
     idle_usable,
     insert_sql,
+    like_prefix,
     lock_statement,
     make_engine,
     parse_url,
@@ -51,6 +54,7 @@ from ledger.storage.pg_engine import (
     rollback_quietly,
     row_values,
     stored_event,
+    stream_where,
 )
 from ledger.storage.pg_summary import PostgresSummary
 from ledger.storage.summary import KEYS, SUMMARY, SummaryKeeper
@@ -401,7 +405,7 @@ class PostgresStore(PostgresSummary, StoreBase):
 
     def read_stream(self, stream: str, *, after_version: int = 0, until_seq: int | None = None) -> list[StoredEvent]:
         """Every event of ``stream`` in version order (optionally after a version, up to a global seq)."""
-        where, args = _stream_where(stream, after_version, until_seq)
+        where, args = stream_where(stream, after_version, until_seq)
         q = f"SELECT {EVENT_COLUMNS} FROM events {where} ORDER BY version"
         return [stored_event(r) for r in self._read(q, args)]
 
@@ -409,7 +413,7 @@ class PostgresStore(PostgresSummary, StoreBase):
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None
     ) -> tuple[list[bytes], int, int]:
         """Only the bodies of ``stream`` in version order, with the last version and seq read."""
-        where, args = _stream_where(stream, after_version, until_seq)
+        where, args = stream_where(stream, after_version, until_seq)
         rows = self._read(f"SELECT body, version, seq FROM events {where} ORDER BY version", args)
         if not rows:
             return [], after_version, 0
@@ -427,20 +431,16 @@ class PostgresStore(PostgresSummary, StoreBase):
 
     def streams(self, prefix: str | None = None) -> list[StreamInfo]:
         """Every stream (optionally those whose name starts with ``prefix``), in order of first event."""
-        where, args = ("", ()) if prefix is None else (f"WHERE {_PREFIX_SQL}", (_like_prefix(prefix),))
         # The head hash in the same query (a join on UNIQUE(stream, version)): one round trip, not one per stream.
-        q = (
-            "SELECT a.stream, a.n, a.v, e.hash, a.fs, a.ls, a.ft, a.lt FROM ("
-            "SELECT stream, count(*) AS n, max(version) AS v, min(seq) AS fs, max(seq) AS ls, min(ts) AS ft, "
-            f"max(ts) AS lt FROM events {where} GROUP BY stream) AS a "
-            "JOIN events AS e ON e.stream = a.stream AND e.version = a.v ORDER BY a.fs"
-        )
-        return [StreamInfo(*r) for r in self._read(q, args)]
+        if prefix is None:
+            return [StreamInfo(*r) for r in self._read(STREAMS_SQL.format(where=""))]
+        q = STREAMS_SQL.format(where=f"WHERE {PREFIX_SQL}")
+        return [StreamInfo(*r) for r in self._read(q, (like_prefix(prefix),))]
 
     def scan(self, *, after_seq: int = 0, batch: int = 10_000, prefix: str | None = None) -> Iterator[StoredEvent]:
         """Every event in global ``seq`` order, read in batches (for verify, copy and tailing)."""
         last = after_seq
-        extra, pargs = (f" AND {_PREFIX_SQL}", (_like_prefix(prefix),)) if prefix is not None else ("", ())
+        extra, pargs = (f" AND {PREFIX_SQL}", (like_prefix(prefix),)) if prefix is not None else ("", ())
         q = f"SELECT {EVENT_COLUMNS} FROM events WHERE seq > %s{extra} ORDER BY seq LIMIT %s"
         while True:
             rows = [stored_event(r) for r in self._read(q, (last, *pargs, batch))]
@@ -472,14 +472,7 @@ class PostgresStore(PostgresSummary, StoreBase):
 
     def same_database(self, other: LogStore) -> bool:
         """True if ``other`` is a connection to this very database (same server and name)."""
-        if not isinstance(other, PostgresStore):
-            return False
-        a, b = self._url, other._url
-        return (a.host or "localhost", a.port or 5432, a.database) == (
-            b.host or "localhost",
-            b.port or 5432,
-            b.database,
-        )
+        return isinstance(other, PostgresStore) and self._url.place() == other._url.place()
 
     def describe(self) -> str:
         """The database, for messages (no password)."""
@@ -498,20 +491,6 @@ class PostgresStore(PostgresSummary, StoreBase):
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
-
-
-# A prefix compared exactly: LIKE with its wildcards escaped (PostgreSQL's LIKE is case-sensitive).
-_PREFIX_SQL = "stream LIKE %s ESCAPE '/'"
-
-
-def _like_prefix(prefix: str) -> str:
-    return prefix.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
-
-
-def _stream_where(stream: str, after_version: int, until_seq: int | None) -> tuple[str, tuple[Any, ...]]:
-    if until_seq is None:
-        return "WHERE stream = %s AND version > %s", (stream, after_version)
-    return "WHERE stream = %s AND version > %s AND seq <= %s", (stream, after_version, until_seq)
 
 
 def _orig(e: Exception) -> Exception:

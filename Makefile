@@ -7,6 +7,9 @@ STAMP_DEV := $(VENV)/.installed-dev
 # The machine's PostgreSQL server; its tests skip when it cannot be reached (and fail under CI=true).
 export LEDGER_TEST_PG_URL ?= postgresql+psycopg://postgres@127.0.0.1:5432/test
 
+# Test processes side by side (pytest-xdist); 0 runs the tests in this process, one after another.
+TEST_WORKERS ?= 2
+
 .PHONY: demo test lint bench clean chromium
 
 # The viewer's browser tests drive Debian's chromium through Playwright (the dev extra); never a downloaded browser.
@@ -32,7 +35,10 @@ test: $(STAMP_DEV) chromium
 	$(BIN)/ruff check ledger tests scripts migrations
 	$(BIN)/ruff format --check ledger tests scripts migrations
 	$(BIN)/mypy
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	@# The tests start `ledger` a few thousand times: compiled once here, not in each process (where
+	@# PYTHONDONTWRITEBYTECODE is set, every process would compile every module it imports again).
+	$(BIN)/python -m compileall -q ledger migrations tests scripts
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(STAMP_DEV)
 	$(BIN)/ruff check ledger tests scripts migrations

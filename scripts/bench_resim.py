@@ -8,19 +8,20 @@ of the game file's own classes in its state, as the public games have. The agent
 time (levels get completed, the game is sometimes won and RESET to a full reset), wanders otherwise (it dies), and
 sometimes RESETs the level. The run is captured live by the ledger while the harness's recorder writes its file.
 
-Each command runs as its own process (``ledger ...``), so its peak resident memory and its CPU time are its own
-(``wait4``; the process's start-up, about a second, included). Times are CPU seconds. Figures:
+Each command runs as its own process (``ledger ...``, started by a small launcher so that its peak is not the
+bench's), so its peak resident memory and its CPU time are its own (``wait4``; the process's start-up, about a
+second, included). Times are CPU seconds. Figures:
 
 - import with the game code (every action recovered by re-running the game);
 - import without it, then the audit with the game code of that card (it re-runs the game and decides the lines
   the frames left undecided), next to the audit of the live card of the same run (goal: at most 3x);
+- the audit with the game code of the card imported with it;
 - the bare cost: the same actions stepped through a fresh game, nothing else.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import sys
@@ -110,17 +111,25 @@ def bare(envs: Path, sent: list[int]) -> float:
     return time.process_time() - t
 
 
+#: Runs a command and prints its CPU seconds and peak resident kB on stderr's last line. The command is its child,
+#: not the bench's: a child forked from a process keeps that process's resident size as its own peak (the bench
+#: holds the recorded run, hundreds of MB at 5,000 lines), so the bench's own child would report the bench's size.
+_LAUNCH = (
+    "import os, subprocess, sys\n"
+    "p = subprocess.Popen(sys.argv[1:])\n"
+    "_, status, u = os.wait4(p.pid, 0)\n"
+    "sys.stderr.write(f'\\nRUSAGE {u.ru_utime + u.ru_stime} {u.ru_maxrss}\\n')\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
+
+
 def ledger(*args: str) -> tuple[float, float, str]:
     """Run ``ledger ARGS``: (CPU seconds, peak resident MB of that process, stdout). CPU time, not wall time: on a
     shared machine the wall clock measures the other processes too (the bare steps are CPU time as well)."""
-    p = subprocess.Popen([LEDGER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert p.stdout is not None and p.stderr is not None
-    out, err = p.stdout.read(), p.stderr.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    took = usage.ru_utime + usage.ru_stime
-    p.returncode = os.waitstatus_to_exitcode(status)
-    assert p.returncode in (0, 1), (args, out[-2000:], err[-2000:])
-    return took, usage.ru_maxrss / 1024, out.decode()
+    p = subprocess.run([sys.executable, "-c", _LAUNCH, LEDGER, *args], capture_output=True)
+    assert p.returncode in (0, 1), (args, p.stdout[-2000:], p.stderr[-2000:])
+    _, took, kb = p.stderr.decode().rstrip().rsplit("\n", 1)[-1].split()
+    return float(took), int(kb) / 1024, p.stdout.decode()
 
 
 def shape(path: Path) -> dict[str, int]:
@@ -152,6 +161,10 @@ def one_size(root: Path, envs: Path, actions: int) -> list[str]:
     decided = next(c for c in json.loads(out)["checks"] if c["name"] == "resimulation")
     t_live, mb_live, out_live = ledger("--db", str(live_db), "audit", live_card, "--environments", str(envs), "--json")
     live_verdict = next(c for c in json.loads(out_live)["checks"] if c["name"] == "resimulation")["status"]
+    with Ledger.open(with_db) as led:
+        (coded,) = led.card_ids()
+    t_coded, mb_coded, out_coded = ledger("--db", str(with_db), "audit", coded, "--environments", str(envs), "--json")
+    coded_verdict = next(c for c in json.loads(out_coded)["checks"] if c["name"] == "resimulation")["status"]
     return [
         f"{n}-line {GAME} recording ({seen['game_over']} GAME_OVER, {seen['full_reset']} full resets, "
         f"{seen['wins']} WIN lines); bare game: {n / step_s:.0f} lines/s ({step_s / n * 1000:.2f} ms a step)",
@@ -161,8 +174,12 @@ def one_size(root: Path, envs: Path, actions: int) -> list[str]:
         f"  audit --environments of it:     {t_audit:6.2f} s, {n / t_audit:5.0f} lines/s, peak {mb_audit:.0f} MB; "
         f"resimulation {verdicts.get('resimulation')} ({decided.get('undecided_actions', 0)} undecided actions, "
         f"{decided.get('decided_actions', 0)} decided by the game)",
-        f"  audit --environments, live card: {t_live:6.2f} s, {n / t_live:5.0f} lines/s, peak {mb_live:.0f} MB, "
-        f"resimulation {live_verdict}; imported card's audit / live card's: {t_audit / t_live:.1f}x",
+        f"  audit --environments, live card: {t_live:6.2f} s, {n / t_live:5.0f} lines/s, {t_live / step_s:4.1f}x the "
+        f"bare steps, peak {mb_live:.0f} MB, resimulation {live_verdict}",
+        f"  audit --environments of the card imported with the code: {t_coded:6.2f} s, {n / t_coded:5.0f} lines/s, "
+        f"peak {mb_coded:.0f} MB, resimulation {coded_verdict}",
+        f"  audit of the card imported without the code / the live card's: {t_audit / t_live:.1f}x; "
+        f"with the code / live: {t_coded / t_live:.1f}x",
     ]
 
 

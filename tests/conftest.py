@@ -1,8 +1,13 @@
 """Shared fixtures: real SQLite files in tmp_path, the real PostgreSQL server when configured, a second Python.
 
 PostgreSQL tests get a fresh, uniquely named database each (several test processes may share one server), created
-through an autocommit connection to ``$LEDGER_TEST_PG_URL`` and dropped afterwards. Without that variable they
-skip, naming it; with ``CI=true`` they must run, so an unset variable or an unreachable server fails them.
+through an autocommit connection to ``$LEDGER_TEST_PG_URL`` and dropped afterwards; its commits do not wait for the
+server's WAL flush (``synchronous_commit`` off: only a crash of the server could lose them, and no test crashes
+it). Without that variable they skip, naming it; with ``CI=true`` they must run, so an unset variable or an
+unreachable server fails them.
+
+``make test`` runs the tests in two worker processes (pytest-xdist): each PostgreSQL test has its own database, each
+test its own tmp_path and ports, and the session fixtures below are built once in each worker.
 
 ``foreign_python`` (a venv of Python 3.13 with only the toolkit: tests/second_python.py) is built once per session
 for every test that needs it; without a Python 3.13 on the machine those tests skip, saying so. ``toolkit_env``
@@ -11,7 +16,9 @@ for every test that needs it; without a Python 3.13 on the machine those tests s
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -69,6 +76,10 @@ def fresh_pg_database(admin_url: str) -> Iterator[str]:
             try:
                 with admin.connect() as conn:
                     conn.execute(text(f'CREATE DATABASE "{name}"'))
+                    # A commit waits for the WAL flush only to survive a crash of the server itself, which no test
+                    # causes; every other guarantee (atomicity, locks, visibility, order) is unchanged. The tests
+                    # commit thousands of times, each an fsync on a disk the whole suite shares.
+                    conn.execute(text(f'ALTER DATABASE "{name}" SET synchronous_commit TO off'))
                 break
             except DBAPIError as e:
                 # Another session connected to template1 at that instant: CREATE DATABASE refuses; try again.
@@ -143,12 +154,27 @@ def foreign_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     base = other_python()
     if base is None:
         pytest.skip("no second Python (3.13) on this machine to run the toolkit under")
-    return make_foreign_venv(base, tmp_path_factory.mktemp("foreign") / "venv")
+    root = shared_dir(tmp_path_factory)
+    venv = root / "foreign-venv"
+    with open(root / ".foreign.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker builds it meanwhile: wait for that one build
+        if not (venv / ".complete").exists():
+            shutil.rmtree(venv, ignore_errors=True)
+            make_foreign_venv(base, venv)
+            (venv / ".complete").touch()
+    return str(venv / "bin" / "python")
+
+
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder every worker of this test run shares (pytest-xdist gives each worker its own base folder inside
+    the run's): what is built once per run goes there, under a lock."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 @pytest.fixture(scope="session")
 def toolkit_env(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
     """``toolkit_env(version) -> folder`` holding only arc-agi ``version`` (tests/toolkit_versions.py), each built
     once per session; run the project's Python with it first on PYTHONPATH (``toolkit_versions.run_under``)."""
-    toolkit_versions.set_root(tmp_path_factory.getbasetemp() / "toolkits")
+    toolkit_versions.set_root(shared_dir(tmp_path_factory) / "toolkits")
     return toolkit_versions.toolkit_env

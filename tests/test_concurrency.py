@@ -35,7 +35,8 @@ from tests.toolkit import arcade
 
 ROOT = Path(__file__).resolve().parent.parent
 PROCESSES = 8
-ACTIONS = 5000
+# Per process: enough that the eight contend for the write lock for the whole run.
+ACTIONS = 2000
 LEDGER_CLI = [sys.executable, "-c", "from ledger.cli import main; main()"]
 
 

@@ -22,6 +22,7 @@ from ledger.errors import HistoryConflict, SameLedger, StoreError
 from ledger.services.copying import CopyReport, copy_ledger, open_destination, open_source, plan_copy
 from ledger.services.verify import verify_ledger
 from ledger.storage.base import LogStore
+from ledger.storage.copy_marks import read_mark
 from tests.toolkit import arcade, play_random_card, step
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -83,6 +84,11 @@ def test_copy_again_copies_only_what_is_new(tmp_path: Path, backend_url: str) ->
     assert first.events == n1
     again = copied(str(a_path), backend_url)
     assert (again.events, again.new_streams, again.extended_streams, again.current_streams) == (0, 0, 0, 2)
+    # The destination remembers where the finished copy ended: the source's last event (seq and hash), so a copy
+    # with nothing to do reads no stream's head.
+    with Ledger.open(backend_url) as team:
+        last = list(led.store.scan())[-1]
+        assert read_mark(team.store, led.store.describe()) == (last.seq, last.hash, 2)
     # The machine goes on: more steps on the open card, and a new card.
     env = arc.make("cnt3", scorecard_id=open_card)
     for a in [1, 1, 0, 1, 3]:

@@ -117,7 +117,8 @@ def test_sigkill_at_random_moments(tmp_path: Path) -> None:
 
 # -- kills during `ledger import` ------------------------------------------------------------------------------
 
-IMPORT_KILLS = 50
+#: Kills spread over the import's lifetime; each round also verifies, re-imports and compares every card.
+IMPORT_KILLS = 24
 
 
 def make_recordings(folder: Path, cards: int = 24, steps: int = 150) -> None:

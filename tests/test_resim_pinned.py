@@ -6,7 +6,7 @@ copies with lines pasted again (the whole search runs), runs cut part-way, and t
 kept as its events without timestamps, ids numbered by first appearance (a run's guids and card ids are new
 uuids each time), so the pin holds what the search and the re-simulation decided: actions, undecided lines, skipped
 lines, verdicts and their messages. ``LEDGER_PIN_WRITE=1`` writes the file again (only on purpose: the point is
-that speed-ups of the search change nothing it decides).
+that speed-ups of the search change nothing it decides); ``LEDGER_PIN_ALL=1`` checks the two slow cases too.
 """
 
 from __future__ import annotations
@@ -103,8 +103,15 @@ def _cut(path: Path, rng: random.Random) -> None:
     path.write_bytes(b"".join(lines[:keep]) + lines[keep][: len(lines[keep]) // 2])
 
 
-def pinned(root: Path, only: str = "") -> dict[str, Any]:
-    """Case name -> its cards and audits, canonical (``only``: the cases whose name it matches, a regex)."""
+#: Cases left out of the suite's run (``LEDGER_PIN_ALL=1`` runs them): the ls20-shaped pasted copies imported
+#: without the code, whose audits fail only after every display cell was tried as a click at the pasted line (4,096
+#: game steps, a quarter of a minute each); their imports with the code, and every other case, still run.
+SLOW = re.compile(r"^lsx3-0000003c-\d+-pasted-frames$")
+
+
+def pinned(root: Path, only: str = "", skip: re.Pattern[str] | None = None) -> dict[str, Any]:
+    """Case name -> its cards and audits, canonical (``only``: the cases whose name it matches, a regex; ``skip``:
+    the cases left out)."""
     envs = environments(root / "envs")
     out: dict[str, Any] = {}
     cases: list[tuple[str, Path]] = []
@@ -126,6 +133,8 @@ def pinned(root: Path, only: str = "") -> dict[str, Any]:
         if not re.search(only, name):
             continue
         for with_code in (False, True):
+            if skip is not None and skip.search(f"{name}-{'code' if with_code else 'frames'}"):
+                continue
             with Ledger.open(root / f"{name}-{with_code}.sqlite") as led:
                 s = import_recordings(led, [folder], environments=envs if with_code else None)
                 cards = sorted(led.card_ids())
@@ -144,12 +153,15 @@ def pinned(root: Path, only: str = "") -> dict[str, Any]:
 
 
 def test_what_the_game_code_paths_decide_is_pinned(tmp_path: Path) -> None:
-    got = pinned(tmp_path)
+    every = os.environ.get("LEDGER_PIN_WRITE") == "1" or os.environ.get("LEDGER_PIN_ALL") == "1"
+    got = pinned(tmp_path, skip=None if every else SLOW)
     if os.environ.get("LEDGER_PIN_WRITE") == "1":
         PIN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
     want = json.loads(PIN.read_text())
-    assert sorted(got) == sorted(want)
-    for name in sorted(want):
+    left_out = sorted(k for k in want if SLOW.search(k))
+    assert sorted(got) == sorted(want) if every else sorted(got) == sorted(set(want) - set(left_out))
+    assert len(left_out) == 2 and len(got) >= 62
+    for name in sorted(got):
         assert got[name] == want[name], name
     # The pin is not empty: searched, undecided and skipped lines and a resimulation verdict with the code.
     text = json.dumps(want)

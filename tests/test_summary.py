@@ -20,12 +20,12 @@ from click.testing import CliRunner
 
 from ledger import Ledger
 from ledger.cli import cli
-from ledger.core.events import ActionTaken, CardRetracted
+from ledger.core.events import ActionTaken, CardRetracted, PlayStarted
 from ledger.core.projection import CardState
 from ledger.services import synthetic
 from ledger.services.importing import import_recordings
 from ledger.services.listing import CardFilter, list_cards
-from ledger.storage.summary_build import differences, read_page, rebuild_summary, stored
+from ledger.storage.summary_build import differences, play_owners, read_page, rebuild_summary, stored
 from ledger.storage.summary_sql import PageQuery
 from ledger.toolkit.demo import run_demo
 
@@ -64,6 +64,32 @@ def test_summary_equals_a_rebuild_after_every_kind_of_write(backend_url: str) ->
         assert not differences(led.store)
         assert rebuild_summary(led.store) == len(got)
         assert not differences(led.store)
+
+
+def test_play_keys_name_the_card_of_each_guid_as_the_cards_hold_them(backend_url: str) -> None:
+    # An import asks which card holds a recording's plays: one probe of the keys per guid, the same answer as
+    # loading every card, for captured, imported and retracted cards, a guid no card holds, and one two cards hold.
+    with Ledger.open(backend_url) as led:
+        ids = synthetic.write_cards(led, 30, seed=3)
+        run_demo(led)
+        import_recordings(led, [CORPUS])
+        led.append_card(ids[0], [CardRetracted(ts=datetime.now(UTC), reason="x")], led.load_card(ids[0]).events)
+        first = led.load_card(ids[1])
+        game, plays = next(iter(first.games.items()))
+        shared = plays[0].guid
+        copy = list(synthetic.card_events(synthetic.random.Random(4), 77, synthetic.baselines(led)))
+        later = copy[0].card_id  # type: ignore[union-attr]
+        led.append_card(later, copy, 0)
+        led.append_card(later, [PlayStarted(ts=datetime.now(UTC), game_id=game, guid=shared)], len(copy))
+        loaded: dict[str, str] = {}
+        for cid, card in led.load_cards(led.card_ids()).items():
+            for held in card.games.values():
+                for p in held:
+                    loaded.setdefault(p.guid, cid)
+        assert len(loaded) > 50
+        got = play_owners(led.store, [*loaded, "no-such-guid"])
+        assert got == loaded
+        assert got[shared] == ids[1]
 
 
 def test_action_counters_equal_a_rebuild_and_an_event_the_log_cannot_decode_leaves_no_row(backend_url: str) -> None:
@@ -236,6 +262,14 @@ def test_the_viewer_and_the_bundle_page_their_cards(tmp_path: Path) -> None:
     second = (tmp_path / "site" / "cards-2.html").read_text(encoding="utf-8")
     rows = re.findall(r'<tr data-card="([^"]+)"', first) + re.findall(r'<tr data-card="([^"]+)"', second)
     assert sorted(rows) == sorted(ids[:150]) and 'href="cards-2.html"' in first
+    # The bundle's compare page: the 12 best scores side by side, and says so.
+    compare = (tmp_path / "site" / "compare.html").read_text(encoding="utf-8")
+    side = re.findall(r'<tr data-card="([^"]+)"', compare)
+    assert len(side) == 12 and "the 12 best scores of the 150 cards in this bundle" in compare
+    with Ledger.open_readonly(db) as led:
+        every_score = sorted(r.score for r, _ in stored(led.store).values() if r is not None and r.card_id in ids[:150])
+    shown = [float(x) for x in re.findall(r'data-k="card-score">([0-9.]+)<', compare)]
+    assert len(shown) == 12 and min(shown) >= round(every_score[-12], 2)
 
 
 def test_a_copy_keeps_the_summary(backend_url: str, tmp_path: Path) -> None:

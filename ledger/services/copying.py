@@ -7,6 +7,9 @@ the destination holds with a different history stops the copy before anything is
 content-addressed baseline set both ledgers recorded on their own (same id, same entries, another ``ts``) is the
 same set, and a label both ledgers pointed at the same sets in the same order has the same history; in both cases
 the destination keeps its own events.
+
+A finished copy is remembered at the destination (:mod:`ledger.storage.copy_marks`): the next copy from a source
+whose last event is still the one it ended on knows there is nothing to copy without reading any stream's head.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from ledger.errors import HistoryConflict, SameLedger
 from ledger.ledger import Ledger
 from ledger.storage.backends import open_store
 from ledger.storage.base import CopyBatch, Durability, LogStore, StoredEvent
+from ledger.storage.copy_marks import read_mark, write_mark
 from ledger.storage.read_ahead import Put, ReadAhead
 
 #: Rows per destination transaction. Each transaction costs a commit and a few round trips (fewer, larger batches
@@ -39,6 +43,8 @@ class CopyPlan:
     current_streams: int
     start_seq: int
     until_seq: int
+    #: The hash of the source's event at ``until_seq`` (None: an empty source).
+    until_hash: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +77,14 @@ def plan_copy(src: LogStore, dst: LogStore) -> CopyPlan:
     if src.same_database(dst):
         raise SameLedger(f"the source and the destination are the same ledger ({src.describe()})")
     until = src.max_seq()  # events appended to the source while copying are left for the next copy
+    last = _hash_at_seq(src, until)
+    mark = read_mark(dst, src.describe())
+    if mark is not None and last is not None and mark[:2] == (until, last):
+        # The source's last event is the one the last finished copy ended on: it has nothing new.
+        return CopyPlan({}, 0, 0, 0, mark[2], until + 1, until, last)
     current = _all_current(src, dst)
     if current is not None:
-        return CopyPlan({}, 0, 0, 0, current, until + 1, until)
+        return CopyPlan({}, 0, 0, 0, current, until + 1, until, last)
     there = {s.stream: s for s in dst.streams()}
     after: dict[str, int] = {}
     events = new = extended = current = 0
@@ -111,7 +122,7 @@ def plan_copy(src: LogStore, dst: LogStore) -> CopyPlan:
             f"{dst.describe()} already holds a different history for {len(conflicts)} stream"
             f"{'s' if len(conflicts) != 1 else ''} of {src.describe()}: {shown}. Nothing was copied."
         )
-    return CopyPlan(after, events, new, extended, current, start, until)
+    return CopyPlan(after, events, new, extended, current, start, until, last)
 
 
 def copy_ledger(
@@ -142,6 +153,9 @@ def copy_ledger(
         # The copy folds no summary per batch: it is caught up once, then the planner's statistics are taken.
         dst.catch_up_summary()
         dst.analyze()
+    if plan.until_hash is not None:
+        streams = plan.new_streams + plan.extended_streams + plan.current_streams
+        write_mark(dst, src.describe(), plan.until_seq, plan.until_hash, streams)
     return CopyReport(
         source=src.describe(),
         destination=dst.describe(),
@@ -219,6 +233,14 @@ def _same_label_history(src: LogStore, dst: LogStore, stream: str) -> bool:
 
     mine, theirs = sets(dst), sets(src)
     return len(theirs) > 0 and mine[: len(theirs)] == theirs
+
+
+def _hash_at_seq(store: LogStore, seq: int) -> str | None:
+    """The hash of the event at ``seq`` (the log's last), None for an empty log."""
+    if seq <= 0:
+        return None
+    ev = next(iter(store.scan(after_seq=seq - 1, batch=1)), None)
+    return ev.hash if ev is not None and ev.seq == seq else None
 
 
 def _hash_at(store: LogStore, stream: str, version: int) -> str | None:

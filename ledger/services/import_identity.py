@@ -50,31 +50,38 @@ class CardPlan:
 
 @dataclass(slots=True)
 class GuidIndex:
-    """play guid -> the card that holds it, over the whole ledger (built on first use)."""
+    """play guid -> the card that holds it, over the whole ledger: the cards summary's play keys, probed per guid
+    (never every card loaded), plus the cards this import committed."""
 
     ledger: Ledger
-    _map: dict[str, str] | None = field(default=None)
+    _map: dict[str, str | None] = field(default_factory=dict)
 
     def owner(self, guid: str) -> str | None:
         """The card holding a play of ``guid`` (None if no card does)."""
-        if self._map is None:
-            self._map = {}
-            for cid, card in self.ledger.load_cards(self.ledger.card_ids()).items():
-                for plays in card.games.values():
-                    for p in plays:
-                        self._map.setdefault(p.guid, cid)
-        return self._map.get(guid)
+        return self.owners({guid}).get(guid)
+
+    def owners(self, guids: set[str]) -> dict[str, str | None]:
+        """guid -> the card holding a play of it, or None, for each of ``guids`` (one read for those not asked yet)."""
+        new = [g for g in guids if g not in self._map]
+        if new:
+            from ledger.storage.summary_build import play_owners
+
+            found = play_owners(self.ledger.store, new)
+            for g in new:
+                self._map[g] = found.get(g)
+        return {g: self._map[g] for g in guids}
 
     def add(self, guids: set[str], card_id: str) -> None:
         """Record that ``card_id`` now holds plays of ``guids`` (a card this import committed)."""
-        if self._map is not None:
-            for g in guids:
-                self._map.setdefault(g, card_id)
+        for g in guids:
+            # A guid not asked yet is left to the read, which sees the committed card with any other holder.
+            if g in self._map and self._map[g] is None:
+                self._map[g] = card_id
 
     def others(self, guids: set[str], card_id: str) -> dict[str, str]:
         """guid -> the other card that holds it, for guids already on a card that is not ``card_id``."""
-        found = {g: self.owner(g) for g in sorted(guids)}
-        return {g: c for g, c in found.items() if c is not None and c != card_id}
+        found = self.owners(guids)
+        return {g: c for g, c in sorted(found.items()) if c is not None and c != card_id}
 
 
 def plan_cards(

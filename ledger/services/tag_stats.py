@@ -2,23 +2,25 @@
 
 A tag is how users name an agent; a tag of 100,000 cards cannot be shown card by card, so ``ledger compare --tag``
 and the viewer's compare page show figures: what the cards of the tag scored, and per game and level how many
-reached and completed it, with how many actions against the human baseline. Everything comes from the cards summary
-(each card's score and its ``game_stats``, see :func:`ledger.storage.summary.game_stats`) in one query; the
-output's size depends on the games and levels, never on the cards. The cards behind a figure are a page of
-``ledger cards --tag T --game G --sort score`` (the viewer links to it).
+reached and completed it, with how many actions against the human baseline. Everything comes from the tag figures
+table (:mod:`ledger.storage.figures`: per tag, game, level and figure, how many cards have each value, kept with
+the cards summary): one read of the tag's figure rows, whose number is that of the distinct values, not of the
+cards, and one walk of the score index for the best card. The output's size depends on the games and levels, never
+on the cards. The cards behind a figure are a page of ``ledger cards --tag T --game G --sort score`` (the viewer
+links to it).
 
 The scores are the cards' own, as their summary rows hold them (each card scored the way its document is).
 
 Quartiles are by linear interpolation between the sorted values (numpy's default, Python's
 ``statistics.quantiles(method="inclusive")``): for ``n`` values, the quartile ``q`` sits at position
-``(n - 1) * q`` of the sorted list, between the two values around it.
+``(n - 1) * q`` of the sorted list, between the two values around it. Means are exact, rounded once.
 """
 
 from __future__ import annotations
 
 import shlex
-from collections import Counter
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -70,7 +72,6 @@ class GameStats(msgspec.Struct, frozen=True, kw_only=True):
     #: Cards that completed every level of the game.
     completed: int
     score: Spread
-    best_card: str
     levels: list[LevelStats]
 
 
@@ -98,137 +99,155 @@ class TagReport(msgspec.Struct, frozen=True, kw_only=True):
     quartiles: str = QUARTILES_NOTE
 
 
-def quantile(values: Sequence[float], q: float) -> float:
-    """The ``q`` quantile of sorted ``values`` (linear interpolation, see the module's docs)."""
-    pos = (len(values) - 1) * q
+Hist = list[tuple[float, int]]
+
+
+def _at(hist: Hist, k: int) -> float:
+    """The ``k``-th (from 0) of the values counted by ``hist`` (value, count), in value order."""
+    for value, n in hist:
+        if k < n:
+            return value
+        k -= n
+    raise IndexError(k)
+
+
+def quantile(hist: Hist, q: float) -> float:
+    """The ``q`` quantile of the values counted by ``hist`` (sorted by value; linear interpolation, see the
+    module's docs): the number the sorted list of the values gives."""
+    total = sum(n for _, n in hist)
+    pos = (total - 1) * q
     lo = int(pos)
-    hi = min(lo + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (pos - lo)
+    hi = min(lo + 1, total - 1)
+    a, b = _at(hist, lo), _at(hist, hi)
+    return a + (b - a) * (pos - lo)
 
 
-def spread(values: list[float], *, low_is_best: bool = False) -> Spread:
-    """The figures of ``values`` (not empty); sorts them in place."""
-    values.sort()
-    best, worst = (values[0], values[-1]) if low_is_best else (values[-1], values[0])
+def mean(hist: Hist) -> float:
+    """The mean of the counted values, exact then rounded once (the order of a float sum does not matter)."""
+    total = sum(n for _, n in hist)
+    return float(sum(Fraction(v) * n for v, n in hist) / total)
+
+
+def spread(hist: Hist, *, low_is_best: bool = False) -> Spread:
+    """The figures of the values counted by ``hist`` (value, count), sorted by value, not empty."""
+    lo, hi = hist[0][0], hist[-1][0]
     return Spread(
-        n=len(values),
-        mean=sum(values) / len(values),
-        best=best,
-        q1=quantile(values, 0.25),
-        median=quantile(values, 0.5),
-        q3=quantile(values, 0.75),
-        worst=worst,
+        n=sum(n for _, n in hist),
+        mean=mean(hist),
+        best=lo if low_is_best else hi,
+        q1=quantile(hist, 0.25),
+        median=quantile(hist, 0.5),
+        q3=quantile(hist, 0.75),
+        worst=hi if low_is_best else lo,
     )
 
 
-class _Game:
-    """What is gathered of one game of one tag while the rows stream by: per card a few appends, no more (the
-    figures are computed once at the end)."""
+def _merge(hist: Hist, value: float, n: int) -> Hist:
+    """``hist`` with ``n`` more of ``value`` (kept sorted)."""
+    if n <= 0:
+        return hist
+    out = dict(hist)
+    out[value] = out.get(value, 0) + n
+    return sorted(out.items())
 
-    __slots__ = ("bases", "best", "cards", "completed", "done", "level_actions", "level_scores", "scores")
+
+class _Game:
+    """The figure rows of one game of one tag (see :mod:`ledger.storage.figures`)."""
+
+    __slots__ = ("bases", "completed", "levels", "reached", "scores")
 
     def __init__(self) -> None:
-        self.cards = 0
+        self.scores: Hist = []
         self.completed = 0
-        self.scores: list[float] = []
-        self.best: tuple[float, str] | None = None
-        #: Cards by the levels they reached (levels completed + 1, at most the level count).
-        self.done: Counter[int] = Counter()
-        self.level_actions: list[list[float]] = []
-        self.level_scores: list[list[float]] = []
-        self.bases: Counter[tuple[int, ...]] = Counter()
+        #: The level each card's best play got to: cards per level.
+        self.reached: dict[int, int] = {}
+        #: Per level: (actions, scores) of the cards that completed it.
+        self.levels: dict[int, tuple[Hist, Hist]] = {}
+        self.bases: list[tuple[str, int]] = []
 
-    def add(self, card_id: str, score: float, done: int, count: int, acts: list[int], scores: list[float]) -> None:
-        self.cards += 1
-        self.scores.append(score)
-        if self.best is None or score > self.best[0]:
-            self.best = (score, card_id)
-        if count and done >= count:
-            self.completed += 1
-        self.done[min(done + 1, count)] += 1
-        while len(self.level_actions) < len(acts):
-            self.level_actions.append([])
-            self.level_scores.append([])
-        for i, a in enumerate(acts):
-            self.level_actions[i].append(a)
-            self.level_scores[i].append(scores[i])
-
-    def reached(self, level: int) -> int:
-        return sum(n for lv, n in self.done.items() if lv >= level)
+    def add(self, metric: str, level: int, value: float, label: str, n: int) -> None:
+        if metric == "G":
+            self.scores.append((value, n))
+        elif metric == "C":
+            self.completed += n
+        elif metric == "R":
+            self.reached[int(value)] = self.reached.get(int(value), 0) + n
+        elif metric == "B":
+            self.bases.append((label, n))
+        elif metric in ("A", "L"):
+            acts, scores = self.levels.setdefault(level, ([], []))
+            (acts if metric == "A" else scores).append((value, n))
 
     def stats(self, game_id: str) -> GameStats:
-        base = self.bases.most_common(1)[0][0] if self.bases else ()
-        count = max([*self.done, len(base), len(self.level_actions)], default=0)
+        # The baseline most cards have (ties: the first in the labels' order).
+        label = min(self.bases, key=lambda b: (-b[1], b[0]))[0] if self.bases else "[]"
+        base = msgspec.json.decode(label, type=list[int])
+        cards = sum(n for _, n in self.scores)
+        count = max([*self.reached, len(base), *self.levels], default=0)
         levels = []
         for lv in range(1, count + 1):
-            acts = self.level_actions[lv - 1] if lv <= len(self.level_actions) else []
+            acts, done_scores = self.levels.get(lv, ([], []))
+            completed = sum(n for _, n in acts)
             # Every card that played the game has a score for every level: 0 where it did not complete it.
-            done_scores = self.level_scores[lv - 1] if lv <= len(self.level_scores) else []
-            scores = done_scores + [0.0] * (self.cards - len(acts))
+            scores = _merge(done_scores, 0.0, cards - completed)
             b = base[lv - 1] if lv <= len(base) and base[lv - 1] >= 0 else None
             act = spread(acts, low_is_best=True) if acts else None
             levels.append(
                 LevelStats(
                     level=lv,
                     baseline=b,
-                    reached=self.reached(lv),
-                    completed=len(acts),
+                    reached=sum(n for got, n in self.reached.items() if got >= lv),
+                    completed=completed,
                     actions=act,
                     median_over_baseline=act.median / b if act is not None and b else None,
                     score=spread(scores),
                 )
             )
-        assert self.best is not None
         return GameStats(
             game_id=game_id,
-            cards=self.cards,
+            cards=cards,
             completed=self.completed,
             score=spread(self.scores),
-            best_card=self.best[1],
             levels=levels,
         )
 
 
-_stats_dec = msgspec.json.Decoder(list[tuple[str, float, int, int, list[int], list[float], list[int]]])
-
-
 def tag_report(ledger: Ledger, tags: Sequence[str], *, include_retracted: bool = False) -> TagReport:
-    """The figures of every tag in ``tags`` (each card counted once per tag it has), from one query."""
-    from ledger.storage.summary_build import card_count, tag_stat_rows
+    """The figures of every tag in ``tags`` (each card counted once per tag it has): per tag one read of its
+    figure rows and one of its best card, whatever its number of cards."""
+    from ledger.storage.summary_build import best_card, card_count, tag_figure_rows
 
     wanted = list(dict.fromkeys(tags))
-    by_tag: dict[str, tuple[list[float], list[str | float], dict[str, _Game]]] = {}
-    for tag, card_id, score, stats in tag_stat_rows(ledger.store, wanted, include_retracted=include_retracted):
-        scores, best, games = by_tag.setdefault(tag, ([], [-1.0, ""], {}))
-        scores.append(score)
-        if score > float(best[0]):
-            best[:] = [score, card_id]
-        for game_id, g_score, done, count, acts, lv_scores, base in _stats_dec.decode(stats):
-            g = games.get(game_id)
-            if g is None:
-                g = games[game_id] = _Game()
-            g.add(card_id, g_score, done, count, acts, lv_scores)
-            g.bases[tuple(base)] += 1
     out = []
     for tag in wanted:
-        if tag not in by_tag:
+        scores: Hist = []
+        games: dict[str, _Game] = {}
+        for metric, game_id, level, value, label, n in tag_figure_rows(
+            ledger.store, tag, include_retracted=include_retracted
+        ):
+            if metric == "S":
+                scores.append((value, n))
+            else:
+                games.setdefault(game_id, _Game()).add(metric, level, value, label, n)
+        if not scores:
             continue
-        scores, best, games = by_tag[tag]
+        score = spread(scores)
         out.append(
             TagStats(
                 rank=0,
                 tag=tag,
-                cards=len(scores),
-                score=spread(scores),
-                best_card=str(best[1]),
+                cards=score.n,
+                score=score,
+                best_card=best_card(ledger.store, tag, score.best, include_retracted=include_retracted) or "",
                 games=[g.stats(gid) for gid, g in sorted(games.items())],
             )
         )
+    found = {t.tag for t in out}
     out.sort(key=lambda t: (-t.score.median, -t.score.mean, -t.cards, t.tag))
     out = [msgspec.structs.replace(t, rank=i + 1) for i, t in enumerate(out)]
     return TagReport(
         tags=out,
-        missing=[t for t in wanted if t not in by_tag],
+        missing=[t for t in wanted if t not in found],
         include_retracted=include_retracted,
         ledger_cards=card_count(ledger.store, include_retracted=include_retracted),
     )
@@ -272,7 +291,7 @@ def report_text(report: TagReport) -> str:
             lines += [
                 "",
                 f"  game {g.game_id}: {g.cards} card(s) played it, {g.completed} completed it",
-                f"    game score  best {_f(gs.best)} ({g.best_card})  q1 {_f(gs.q1)}  median {_f(gs.median)}  "
+                f"    game score  best {_f(gs.best)}  q1 {_f(gs.q1)}  median {_f(gs.median)}  "
                 f"q3 {_f(gs.q3)}  worst {_f(gs.worst)}",
                 f"    {'level':>5} {'baseline':>8} {'reached':>8} {'completed':>9}   "
                 f"{'actions: best':>13} {'q1':>6} {'median':>6} {'q3':>6}  {'median/base':>11}   "

@@ -14,7 +14,7 @@ import sqlite3
 from ledger.storage.base import head_revision
 
 #: The revision these statements are the schema of.
-REVISION = "0007_summary_position"
+REVISION = "0009_play_keys"
 
 STATEMENTS = (
     "CREATE TABLE alembic_version (\n\tversion_num VARCHAR(32) NOT NULL, \n\t"
@@ -84,6 +84,12 @@ STATEMENTS = (
     "CREATE TABLE summary_position (\n\tid INTEGER NOT NULL, \n\tseq INTEGER NOT NULL, \n\tPRIMARY KEY (id)\n)",
     # An empty log: the summary reflects it whole.
     "INSERT INTO summary_position (id, seq) VALUES (1, 0)",
+    "CREATE TABLE tag_figures (\n\ttag VARCHAR(400) NOT NULL, \n\tmetric VARCHAR(1) NOT NULL, \n\t"
+    "game_id VARCHAR(400) NOT NULL, \n\tlevel INTEGER NOT NULL, \n\tretracted INTEGER NOT NULL, \n\t"
+    "value FLOAT NOT NULL, \n\tlabel TEXT NOT NULL, \n\tn INTEGER NOT NULL, \n\t"
+    "PRIMARY KEY (tag, metric, game_id, level, retracted, value, label)\n)",
+    "CREATE TABLE copy_marks (\n\tsource VARCHAR(1000) NOT NULL, \n\tseq INTEGER NOT NULL, \n\t"
+    "hash VARCHAR(64) NOT NULL, \n\tstreams INTEGER NOT NULL, \n\tPRIMARY KEY (source)\n)",
 )
 
 

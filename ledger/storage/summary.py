@@ -181,13 +181,15 @@ def row_of(card: CardState, version: int, scored: Scored) -> SummaryRow:
 def keys_of(card: CardState) -> frozenset[tuple[str, str]]:
     """What the keys table holds for a card: ``("t", tag)`` for every tag a filter matches (``all_tags``),
     ``("g", game id)`` and ``("b", base id)`` (the part before the first ``-``) for every game it played, and
-    ``("c", release)`` for the arc-agi release whose calculator scores it, when the card records one."""
+    ``("c", release)`` for the arc-agi release whose calculator scores it, when the card records one, and
+    ``("p", guid)`` for the guid of every play it holds (an import finds the card a recording's plays are on)."""
     out = {("t", t) for t in card.all_tags}
     if card.calculator is not None:
         out.add(("c", card.calculator))
-    for gid in card.games:
+    for gid, plays in card.games.items():
         out.add(("g", gid))
         out.add(("b", gid.split("-", 1)[0]))
+        out.update(("p", p.guid) for p in plays)
     return frozenset(out)
 
 
@@ -245,6 +247,8 @@ class SummaryKeeper:
         #: Whether the schema has the summary tables (None: not looked yet; a ledger still at an earlier revision
         #: has none, and gets them filled from the log when it is migrated; see ``summary_sql.probe``).
         self.enabled: bool | None = None
+        #: Whether the schema has the tag figures table (:mod:`ledger.storage.figures`); looked at with ``enabled``.
+        self.figures: bool | None = None
 
     def change(
         self,

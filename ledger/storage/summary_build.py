@@ -7,6 +7,7 @@ read command); :func:`fill` runs on a migration's SQLAlchemy connection.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
@@ -16,6 +17,7 @@ import msgspec
 
 from ledger.errors import StoreError
 from ledger.storage.base import LogStore
+from ledger.storage.figures import FIGURES, has_figures
 from ledger.storage.summary import COLUMNS, KEYS, SUMMARY, SummaryRow
 from ledger.storage.summary_sql import (
     HAS_SUMMARY_SQL,
@@ -35,7 +37,6 @@ from ledger.storage.summary_sql import (
     row_params,
     tag_count_query,
     tag_points_query,
-    tag_stats_query,
     upsert_sql,
 )
 from ledger.storage.summary_tail import POSITION, POSITION_SQL, has_position
@@ -74,13 +75,49 @@ def fill(conn: Any, columns: Sequence[str] = COLUMNS) -> int:
 
     fix = pg if conn.dialect.name == "postgresql" else str
     upsert, pick = _upsert_of(columns)
+
+    def read(sql: str, args: Any) -> list[Any]:
+        return list(conn.exec_driver_sql(fix(sql), tuple(args)).fetchall())
+
     # One card at a time, a batch of events per query: the log is never held whole, nor every card.
     return write_streamed(
-        lambda sql, args: conn.exec_driver_sql(fix(sql), tuple(args)).fetchall(),
+        read,
         lambda sql, params: conn.exec_driver_sql(fix(sql), params),
         upsert,
         pick,
+        figures=has_figures(read, conn.dialect.name),
     )
+
+
+def fill_figures(conn: Any) -> int:
+    """Fill the tag figures table from the summary rows as they stand, on SQLAlchemy connection ``conn`` (the
+    migration's transaction): a page of rows at a time, the counts held per figure value; returns the rows
+    written. The rows may lag the log: the catch-up that brings them to the head moves the figures with them."""
+    from collections import Counter
+
+    from ledger.storage.figures import ADD_SQL, Key, counts_of, rows_of
+
+    fix = pg if conn.dialect.name == "postgresql" else str
+    counts: Counter[Key] = Counter()
+    after = ""
+    while True:
+        page = conn.exec_driver_sql(
+            fix(
+                f"SELECT card_id, tags, score, game_stats, retracted FROM {SUMMARY} WHERE card_id > ? "
+                "ORDER BY card_id LIMIT 5000"
+            ),
+            (after,),
+        ).fetchall()
+        if not page:
+            break
+        for _, tags, score, stats, retracted in page:
+            counts.update(counts_of(tags, score, stats, retracted))
+        after = page[-1][0]
+    rows = rows_of(counts)
+    conn.exec_driver_sql(fix(f"DELETE FROM {FIGURES}"))
+    for i in range(0, len(rows), 5000):
+        conn.exec_driver_sql(fix(ADD_SQL), rows[i : i + 5000])
+    return len(rows)
 
 
 def _upsert_of(columns: Sequence[str]) -> tuple[str, list[int] | None]:
@@ -94,12 +131,18 @@ def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
     summary tables is answered as of the log's head: the summary is caught up first (or, on a read-only store,
     answered from the tail folded in memory: :class:`~ledger.storage.summary_tail.Overlay`)."""
     try:
-        if SUMMARY in sql:
+        if SUMMARY in sql or FIGURES in sql:
             overlay = store.summary_at_head()
             if overlay is not None:
                 return overlay.query(sql, tuple(args))
         return _query(store, sql, args)
     except StoreError as e:
+        no_figures = FIGURES in str(e) and not has_figures(lambda q, a: _query(store, q, a), store.dialect)
+        if no_figures and has_summary(store):
+            raise StoreError(
+                f"the ledger at {store.describe()} has no tag figures yet (schema {store.revision()}): "
+                "run `ledger init` once to build them from the log"
+            ) from e
         if SUMMARY not in str(e) or has_summary(store):
             raise
         raise StoreError(
@@ -115,8 +158,18 @@ def _query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
 
 def read_page(store: LogStore, q: PageQuery) -> list[SummaryRow]:
     """One page of summary rows (see :class:`~ledger.storage.summary_sql.PageQuery`): one query."""
+    if q.tags and q.limit is not None and q.sort in INDEXED_SORTS and store.dialect == "sqlite":
+        # SQLite reads every card of an IN (...) list and sorts them; a tag of many cards is better walked along
+        # the sort's index, each card probed in the keys table, stopping at the page's end.
+        fewest = min(int(query(store, *tag_count_query(t))[0][0]) for t in q.tags)
+        if fewest > MANY_CARDS:
+            q = dataclasses.replace(q, walk=True)
     sql, args = page_query(store.dialect, q)
     return [SummaryRow(*r) for r in query(store, sql, args)]
+
+
+#: Sorts an index serves in order (see ``migrations/versions/0003_summary.py``).
+INDEXED_SORTS = frozenset({"opened", "score", "id"})
 
 
 def count_page(store: LogStore, q: PageQuery) -> int:
@@ -180,7 +233,8 @@ def check(store: LogStore, *, limit: int = 10, skip: frozenset[str] = frozenset(
     :mod:`ledger.storage.summary_stream`); cards in ``skip`` are left out."""
     from ledger.storage.summary_stream import check_streamed
 
-    return check_streamed(lambda sql, args: query(store, sql, args), limit=limit, skip=skip)
+    figures = has_figures(lambda sql, args: _query(store, sql, args), store.dialect)
+    return check_streamed(lambda sql, args: query(store, sql, args), limit=limit, skip=skip, figures=figures)
 
 
 def has_summary(store: LogStore) -> bool:
@@ -234,6 +288,7 @@ def rebuild_summary(store: LogStore) -> int:
                     lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p),
                     UPSERT_SQL,
                     None,
+                    figures=has_figures(con.execute, "sqlite"),
                 )
                 con.execute(f"UPDATE {POSITION} SET seq = (SELECT coalesce(max(seq), 0) FROM events)")
                 con.execute("COMMIT")
@@ -254,6 +309,24 @@ def tagged_card_ids(store: LogStore, tags: Sequence[str], *, include_retracted: 
         return []
     sql, args = any_tag_query(tags, include_retracted)
     return [r[0] for r in query(store, sql, args)]
+
+
+def play_owners(store: LogStore, guids: Sequence[str], chunk: int = 500) -> dict[str, str]:
+    """guid -> the card holding a play of it, for those of ``guids`` a card holds (retracted cards too): the keys
+    table's primary key probed per guid. Where several cards hold one guid, the card opened first (its
+    ``opened_key``, then its id) is named, for every reader alike."""
+    out: dict[str, str] = {}
+    wanted = sorted(set(guids))
+    for i in range(0, len(wanted), chunk):
+        part = wanted[i : i + chunk]
+        marks = ", ".join("?" * len(part))
+        sql = (
+            f"SELECT k.value, k.card_id FROM {KEYS} k JOIN {SUMMARY} s ON s.card_id = k.card_id "
+            f"WHERE k.kind = 'p' AND k.value IN ({marks}) ORDER BY k.value, s.opened_key, k.card_id"
+        )
+        for guid, card_id in query(store, sql, part):
+            out.setdefault(guid, card_id)
+    return out
 
 
 def tag_board(store: LogStore, *, include_retracted: bool = False) -> list[tuple[str, int, float, float, str]]:
@@ -328,14 +401,30 @@ def ranked_cards(store: LogStore) -> list[tuple[str, list[str], float]]:
     return [(r[0], json.loads(r[1]) if r[1] else [], float(r[2])) for r in query(store, sql)]
 
 
-def tag_stat_rows(
-    store: LogStore, tags: Sequence[str], *, include_retracted: bool = False
-) -> list[tuple[str, str, float, str]]:
-    """(tag, card id, score, game stats JSON) of every card with one of ``tags``, per tag: one query."""
-    if not tags:
-        return []
-    sql, args = tag_stats_query(tags, include_retracted)
-    return [(r[0], r[1], float(r[2]), r[3]) for r in query(store, sql, args)]
+def tag_figure_rows(
+    store: LogStore, tag: str, *, include_retracted: bool = False
+) -> list[tuple[str, str, int, float, str, int]]:
+    """(metric, game id, level, value, label, cards) of every figure value of ``tag`` (see
+    :mod:`ledger.storage.figures`), in that order: one range of the table's primary key."""
+    live = "" if include_retracted else " AND retracted = 0"
+    sql = (
+        f"SELECT metric, game_id, level, value, label, sum(n) FROM {FIGURES} WHERE tag = ?{live} "
+        "GROUP BY metric, game_id, level, value, label ORDER BY metric, game_id, level, value, label"
+    )
+    return [(r[0], r[1], int(r[2]), float(r[3]), r[4], int(r[5])) for r in query(store, sql, [tag])]
+
+
+def best_card(store: LogStore, tag: str, score: float, *, include_retracted: bool = False) -> str | None:
+    """The first card opened (then the smallest id) of those with ``tag`` and ``score``: a walk of the score index
+    over the cards with that score, stopping at the first with the tag."""
+    live = "" if include_retracted else " AND s.retracted IS NULL"
+    sql = (
+        f"SELECT s.card_id FROM {SUMMARY} s WHERE s.score = ?{live} AND EXISTS (SELECT 1 FROM {KEYS} k "
+        "WHERE k.kind = 't' AND k.value = ? AND k.card_id = s.card_id) "
+        "ORDER BY s.score, s.opened_key, s.card_id LIMIT 1"
+    )
+    rows = query(store, sql, [score, tag])
+    return rows[0][0] if rows else None
 
 
 def card_count(store: LogStore, *, include_retracted: bool = False) -> int:

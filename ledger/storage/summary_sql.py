@@ -6,6 +6,7 @@ page query (:func:`page_query`) for every list, so the CLI, the viewer and the b
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import msgspec
 
 from ledger.core.events import CARD_STREAM
+from ledger.storage.figures import Key, delta, old_rows, write_delta
 from ledger.storage.summary import (
     COLUMNS,
     KEYS,
@@ -92,10 +94,24 @@ def run_statements(
             (executemany if many else execute)(sql, params)
 
 
-def write_changes(executemany: Callable[[str, Any], Any], changes: Iterable[Change | None]) -> None:
+def figures_change(fetch: Callable[[str, Any], list[Any]], changes: Iterable[Change | None]) -> Counter[Key]:
+    """How the tag figures move when ``changes`` are written (read before writing them: the old rows are read
+    through ``fetch``). A change of counters only moves none."""
+    done = [c for c in changes if c is not None and c.counters is None]
+    old = old_rows(fetch, [c.stream[len(CARD_STREAM) :] for c in done])
+    new = [(r.tags, r.score, r.game_stats, r.retracted) for r in (c.row for c in done) if r is not None]
+    return delta(old.values(), new)
+
+
+def write_changes(
+    executemany: Callable[[str, Any], Any], changes: Iterable[Change | None], figures: Counter[Key] | None = None
+) -> None:
     """Write many cards' changes with one statement of each kind (``executemany``: one parse, rows pipelined on
-    PostgreSQL): a catch-up writes hundreds of cards at once."""
+    PostgreSQL): a catch-up writes hundreds of cards at once. ``figures``: the tag figures' change
+    (:func:`figures_change`, read before), written with them."""
     done = [c for c in changes if c is not None]
+    if figures:
+        write_delta(executemany, figures)
     gone = [(c.stream[len(CARD_STREAM) :],) for c in done if c.row is None]
     rows = [c.row for c in done if c.row is not None]
     rekeyed = [(c.row.card_id, c.keys) for c in done if c.row is not None and c.keys is not None]
@@ -125,6 +141,9 @@ class PageQuery:
     #: The card id the page starts after (keyset pagination: the next page after the last card shown).
     after: str | None = None
     include_retracted: bool = False
+    #: Filter by tag row by row while walking the sort's index (EXISTS on the keys table), not by reading every card
+    #: of the tag and sorting them: the plan for a tag of many cards (see :func:`tag_points_query`).
+    walk: bool = False
     #: Microseconds since 1970: the moment the auto-close is judged at, and the toolkit's limits in microseconds.
     now_key: int = 0
     stale_us: int = 0
@@ -158,7 +177,11 @@ def page_query(dialect: str, q: PageQuery) -> tuple[str, list[Any]]:
     where: list[str] = []
     args: list[Any] = []
     for tag in q.tags:
-        where.append(f"card_id IN (SELECT card_id FROM {KEYS} WHERE kind = 't' AND value = ?)")
+        if q.walk:
+            probe = f"SELECT 1 FROM {KEYS} k WHERE k.kind = 't' AND k.value = ? AND k.card_id = {SUMMARY}.card_id"
+            where.append(f"EXISTS ({probe})")
+        else:
+            where.append(f"card_id IN (SELECT card_id FROM {KEYS} WHERE kind = 't' AND value = ?)")
         args.append(tag)
     if q.games:
         marks = ", ".join("?" * len(q.games))
@@ -209,6 +232,10 @@ def probe(keeper: SummaryKeeper, execute: Callable[[str, Any], Any], dialect: st
     every append while it has not (a ledger at an earlier revision, until it is migrated)."""
     if not keeper.enabled:
         keeper.enabled = bool(next(iter(execute(HAS_SUMMARY_SQL[dialect], ())))[0])
+    if not keeper.figures:
+        from ledger.storage.figures import has_figures
+
+        keeper.figures = has_figures(execute, dialect)
 
 
 def body_reader(execute: Callable[[str, Any], Any]) -> BodyReader:
@@ -289,15 +316,3 @@ def distinct_keys_query(kind: str) -> tuple[str, list[Any]]:
         "SELECT x FROM v WHERE x IS NOT NULL ORDER BY x"
     )
     return sql, [kind, kind]
-
-
-def tag_stats_query(tags: Sequence[str], include_retracted: bool = False) -> tuple[str, list[Any]]:
-    """Per card with any of ``tags`` (``all_tags``), once per such tag: (tag, card_id, score, game_stats), in the
-    order the figures are computed in (tag, then opened): one range of the keys table per tag."""
-    marks = ", ".join("?" * len(tags))
-    live = "" if include_retracted else " AND s.retracted IS NULL"
-    sql = (
-        f"SELECT k.value, s.card_id, s.score, s.game_stats FROM {KEYS} k JOIN {SUMMARY} s ON s.card_id = k.card_id "
-        f"WHERE k.kind = 't' AND k.value IN ({marks}){live} ORDER BY k.value, s.opened_key, s.card_id"
-    )
-    return sql, list(tags)

@@ -13,6 +13,7 @@ depends only on its own events in version order and on its baseline set.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -20,6 +21,8 @@ import msgspec
 
 from ledger.core.events import CARD_STREAM, BaselineEntry, baselines_stream, decode
 from ledger.core.projection import CardState, fold, new_card
+from ledger.storage.figures import ADD_SQL, FIGURES, SELECT_ALL_SQL, Key, counts_of, old_rows, rows_of
+from ledger.storage.figures import differences as figure_differences
 from ledger.storage.summary import KEYS, SUMMARY, SummaryRow, baselines_map, card_score, keys_of, row_of
 from ledger.storage.summary_sql import COLUMNS
 
@@ -158,12 +161,17 @@ def _orphans(read: Read) -> Iterator[str]:
         after = ids[-1]
 
 
-def check_streamed(read: Read, *, limit: int = 10, skip: frozenset[str] = frozenset()) -> tuple[int, list[str]]:
+def check_streamed(
+    read: Read, *, limit: int = 10, skip: frozenset[str] = frozenset(), figures: bool = False
+) -> tuple[int, list[str]]:
     """(cards the log holds, how the stored summary differs from a rebuild: one line per card, the first
-    ``limit`` then a count), comparing :data:`CHUNK` cards per query; cards in ``skip`` are left out."""
+    ``limit`` then a count), comparing :data:`CHUNK` cards per query; cards in ``skip`` are left out (their rows
+    as stored count in the tag figures). ``figures``: the schema has the tag figures table, compared with the
+    counts of the rebuilt rows (held as counts per figure value, not per card)."""
     out: list[str] = []
     extra = 0
     cards = 0
+    want_figures: Counter[Key] = Counter()
 
     def flush(pending: list[tuple[str, Built | None]]) -> None:
         nonlocal extra
@@ -183,6 +191,9 @@ def check_streamed(read: Read, *, limit: int = 10, skip: frozenset[str] = frozen
             cards += 1
         if cid in skip:
             continue
+        if figures and want is not None:
+            r = want[0]
+            want_figures.update(counts_of(r.tags, r.score, r.game_stats, r.retracted))
         pending.append((cid, want))
         if len(pending) >= CHUNK:
             flush(pending)
@@ -198,18 +209,31 @@ def check_streamed(read: Read, *, limit: int = 10, skip: frozenset[str] = frozen
             extra += 1
     if extra:
         out.append(f"+{extra} more cards")
+    if figures:
+        for tags, score, stats, retracted in old_rows(read, sorted(skip)).values():
+            want_figures.update(counts_of(tags, score, stats, retracted))
+        out += figure_differences(read(SELECT_ALL_SQL, ()), want_figures, limit=limit)
     return cards, out
 
 
-def write_streamed(read: Read, execute: Callable[[str, Any], Any], upsert: str, pick: Sequence[int] | None) -> int:
+def write_streamed(
+    read: Read,
+    execute: Callable[[str, Any], Any],
+    upsert: str,
+    pick: Sequence[int] | None,
+    *,
+    figures: bool = False,
+) -> int:
     """Replace the summary tables' content with a rebuild from the log, :data:`CHUNK` cards per statement (inside
-    the caller's transaction); returns the number of cards."""
+    the caller's transaction); returns the number of cards. ``figures``: the schema has the tag figures table,
+    rewritten from the counts of the rows (held per figure value, not per card)."""
     from ledger.storage.summary_sql import INSERT_KEY_SQL, row_params
 
     execute(f"DELETE FROM {KEYS}", ())
     execute(f"DELETE FROM {SUMMARY}", ())
     n = 0
     chunk: list[Built] = []
+    counts: Counter[Key] = Counter()
 
     def flush() -> None:
         params = [row_params(row) for row, _ in chunk]
@@ -223,9 +247,17 @@ def write_streamed(read: Read, execute: Callable[[str, Any], Any], upsert: str, 
             continue
         n += 1
         chunk.append(built)
+        if figures:
+            r = built[0]
+            counts.update(counts_of(r.tags, r.score, r.game_stats, r.retracted))
         if len(chunk) >= CHUNK:
             flush()
             chunk = []
     if chunk:
         flush()
+    if figures:
+        execute(f"DELETE FROM {FIGURES}", ())
+        rows = rows_of(counts)
+        for i in range(0, len(rows), 5000):
+            execute(ADD_SQL, rows[i : i + 5000])
     return n

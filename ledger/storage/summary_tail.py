@@ -30,8 +30,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ledger.errors import StoreError
+from ledger.storage.figures import FIGURES, KEY_COLUMNS, SELECT_ALL_SQL, write_delta
 from ledger.storage.summary import COLUMNS, KEYS, SUMMARY, Change, SummaryKeeper, copied_changes
-from ledger.storage.summary_sql import SELECT_KEYS_SQL, SELECT_ROWS_SQL, body_reader, run_statements, write_changes
+from ledger.storage.summary_sql import (
+    SELECT_KEYS_SQL,
+    SELECT_ROWS_SQL,
+    body_reader,
+    figures_change,
+    run_statements,
+    write_changes,
+)
 
 POSITION = "summary_position"
 POSITION_SQL = f"SELECT seq FROM {POSITION} WHERE id = 1"
@@ -89,8 +97,9 @@ def catch_up(
             if not n:
                 commit()
                 return folded
+            figures = figures_change(fetch, changes) if keeper.figures else None
             with writing():
-                write_changes(executemany, changes)
+                write_changes(executemany, changes, figures)
                 execute(SET_POSITION_SQL, (last,))
             commit()
         except BaseException:
@@ -161,8 +170,16 @@ class Overlay:
     stored rows and keys with the tail's changes applied. Built when a read finds the summary behind; reused while
     the log's head stays where it was."""
 
-    def __init__(self, head: int, rows: Sequence[Sequence[Any]], keys: Sequence[Sequence[Any]]) -> None:
+    def __init__(
+        self,
+        head: int,
+        rows: Sequence[Sequence[Any]],
+        keys: Sequence[Sequence[Any]],
+        figures: Sequence[Sequence[Any]] | None = None,
+    ) -> None:
         self.head = head
+        #: Whether the stored schema has the tag figures (then the copy keeps them as a catch-up would).
+        self.figures = figures is not None
         self.con = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
         self.lock = threading.Lock()
         cols = ", ".join(f"{c}{' PRIMARY KEY' if c == 'card_id' else ''}" for c in COLUMNS)
@@ -170,9 +187,16 @@ class Overlay:
         self.con.execute(f"CREATE TABLE {KEYS} (kind, value, card_id, PRIMARY KEY (kind, value, card_id))")
         self.con.executemany(f"INSERT INTO {SUMMARY} VALUES ({', '.join('?' * len(COLUMNS))})", rows)
         self.con.executemany(f"INSERT INTO {KEYS} VALUES (?, ?, ?)", [(k, v, c) for c, k, v in keys])
+        key = ", ".join(KEY_COLUMNS)
+        self.con.execute(f"CREATE TABLE {FIGURES} ({key}, n, PRIMARY KEY ({key}))")
+        if figures:
+            self.con.executemany(f"INSERT INTO {FIGURES} VALUES ({', '.join('?' * (len(KEY_COLUMNS) + 1))})", figures)
 
     def apply(self, changes: Sequence[Change | None]) -> None:
         """Apply the tail's changes (as a catch-up would write them)."""
+        if self.figures:
+            moved = figures_change(lambda sql, args: self.con.execute(sql, args).fetchall(), changes)
+            write_delta(self.con.executemany, moved)
         run_statements(self.con.execute, self.con.executemany, changes)
 
     def query(self, sql: str, args: Sequence[Any]) -> list[Any]:
@@ -187,7 +211,8 @@ class Overlay:
 def build_overlay(fetch: Callable[[str, Any], list[Any]], keeper: SummaryKeeper, head: int, position: int) -> Overlay:
     """An :class:`Overlay` at ``head`` from the stored tables (at ``position``) and the events after it, read
     through ``fetch`` in one read transaction."""
-    overlay = Overlay(head, fetch(SELECT_ROWS_SQL, ()), fetch(SELECT_KEYS_SQL, ()))
+    figures = fetch(SELECT_ALL_SQL, ()) if keeper.figures else None
+    overlay = Overlay(head, fetch(SELECT_ROWS_SQL, ()), fetch(SELECT_KEYS_SQL, ()), figures)
     while position < head:
         # ``change`` takes each card out of the keeper and nothing puts it back (nothing is committed): a card is
         # replayed from the log for each overlay, never continued from a fold that was not written.

@@ -139,6 +139,17 @@ def _the_game() -> Any:
     return _INTO[-1]
 
 
+#: The arrays of the snapshot being loaded (see :meth:`Engine._dumps`).
+_ARRAYS: list[tuple[Any, ...]] = []
+
+
+def _array(i: int, _dtype: str, _shape: Any, writeable: bool) -> Any:
+    a = _ARRAYS[-1][i].copy()
+    if not writeable:
+        a.flags.writeable = False
+    return a
+
+
 def _named(c: type) -> bool:
     """Whether pickle finds ``c`` by its module and name."""
     obj: Any = sys.modules.get(c.__module__)
@@ -184,28 +195,44 @@ def _by_number(c: type) -> Callable[[Any], Any]:
     return reduce
 
 
-#: Snapshot bytes the transition cache may hold; it is emptied when they would exceed it.
-CACHE_BYTES = 256 << 20
+#: Games kept beside the snapshots frozen from them (:meth:`Engine.hand`).
+SPARE_GAMES = 4
+#: Bytes of snapshots and answers the transition cache may hold; it is emptied when they would exceed it.
+CACHE_BYTES = 64 << 20
 
 #: (response signature, fingerprint, snapshot); fingerprint and snapshot are None for an answer that was not kept.
 Result = tuple[Any, bytes | None, Any]
+
+
+class Snap(NamedTuple):
+    """A pickled state: the pickle, and the arrays it names by position (numpy arrays are kept beside it, each a
+    private copy: pickling one in-band and rebuilding it costs several times its copy)."""
+
+    blob: bytes
+    arrays: tuple[Any, ...]
+
+    def size(self) -> int:
+        """Bytes it holds, about (an array object's own header counted as 128)."""
+        return len(self.blob) + sum(a.nbytes + 128 for a in self.arrays)
 
 
 class Engine:
     """Runs actions on copies of game states, remembering each transition.
 
     A state is kept as the pickle of the game's attributes (the engine's per-action bookkeeping normalized, the
-    never-changed clean levels shared), which is also its fingerprint. An action changes the level the game is on,
-    so the other levels are kept once, content-addressed, and shared by every state that holds them (the pickle
-    names them by digest): copying a state costs its current level, not all of them. (A game that changes a
-    level it is not on, or keeps references into one, is outside what this sharing assumes; arcengine's own
-    level changes, resets and level moves are within it.) A level the game moves
-    onto during an action is made private first (the action is run again) so shared levels are never changed.
-    A candidate's answer is compared with what it must match *before* its state is kept: a rejected candidate
-    costs one copy and one game step. Objects of the game file's own classes (the toolkit runs the file as a module
-    pickle cannot find by name) are pickled naming their class by number, and the game's references to itself
-    (a display that reads it) stay references to the copy. A game whose state still does not pickle is copied and
-    fingerprinted the slow way (a deep copy of every level a candidate: tens of times a step).
+    never-changed clean levels shared) with its numpy arrays copied beside the pickle (a sprite's pixels rebuilt
+    from a pickle cost several times their copy); the digest of both is its fingerprint. An action changes the level
+    the game is on, so the other levels are kept once, content-addressed, and shared by every state that holds them
+    (the pickle names them by digest): copying a state costs its current level, not all of them. (A game that
+    changes a level it is not on, or keeps references into one, is outside what this sharing assumes; arcengine's
+    own level changes, resets and level moves are within it.) A level the game moves onto during an action is made
+    private first (the action is run again) so shared levels are never changed. A candidate's answer is compared
+    with what it must match *before* its state is kept: a rejected candidate costs one copy and one game step. The
+    game a kept state was frozen from is kept beside it for the next action from that state (the last few:
+    :data:`SPARE_GAMES`), which then needs no copy. Objects of the game file's own classes (the toolkit runs the
+    file as a module pickle cannot find by name) are pickled naming their class by number, and the game's references
+    to itself (a display that reads it) stay references to the copy. A game whose state still does not pickle is
+    copied and fingerprinted the slow way (a deep copy of every level a candidate: tens of times a step).
     """
 
     def __init__(self, game: Any) -> None:
@@ -223,20 +250,24 @@ class Engine:
         self.steps = 0
         self.copies = 0
         self._masters: dict[bytes, Any] = {}
-        self._blobs: dict[bytes, bytes] = {}
+        self._blobs: dict[bytes, Snap] = {}
         #: id of a shared level -> its digest (the levels are kept alive in _masters, so ids stay theirs).
         self._ids: dict[int, bytes] = {}
         self.shared = isinstance(getattr(game, "_levels", None), list) and isinstance(
             getattr(game, "_current_level_index", None), int
         )
-        self._live: tuple[Any, Any] | None = None
-        #: The pickler's table for the game file's own classes (None: plain pickle), and the game being frozen,
-        #: which its own state may refer to (a display that reads it): kept as a reference, not a second copy.
-        self._table: dict[Any, Any] | None = None
+        #: id(snapshot) -> (snapshot, the game it was frozen from, not acted on since): an action from that state
+        #: needs no copy. The last few only (each holds a game).
+        self._spare: dict[int, tuple[Any, Any]] = {}
+        #: The pickler's table (numpy arrays, the game file's own classes), and the game being frozen, which its own
+        #: state may refer to (a display that reads it): kept as a reference, not a second copy.
         self._freezing: Any = None
+        #: The arrays of the state being frozen (see :meth:`_dumps`).
+        self._arrays: list[Any] = []
+        self._table: dict[Any, Any] = dict(copyreg.dispatch_table)
+        self._table.update(self._array_table())
         own = _own_classes(game)
         if own:
-            self._table = dict(copyreg.dispatch_table)
             self._table.update((c, _by_number(c)) for c in own)
             if type(game) in self._table:
                 as_copy = self._table[type(game)]
@@ -264,7 +295,7 @@ class Engine:
             d = self._ids.get(id(lv))
             if d is None:
                 blob = self._dumps(lv)
-                d = hashlib.blake2b(blob, digest_size=20).digest()
+                d = self._digest(blob)
                 known = self._masters.get(d)
                 if known is not None:
                     levels[i] = known
@@ -276,7 +307,7 @@ class Engine:
         return out
 
     def freeze(self, game: Any) -> tuple[bytes, Any]:
-        """(fingerprint, snapshot) of a game state (the game is not to be stepped afterwards)."""
+        """(fingerprint, snapshot) of a game state (the game may be stepped afterwards: the snapshot is a copy)."""
         if not self.fast:
             return fingerprint(game), game
         st = {k: v for k, v in vars(game).items() if k != "_clean_levels" and k != "_action"}
@@ -288,19 +319,59 @@ class Engine:
         st["_action_complete"] = True
         self._freezing = game
         try:
-            blob = self._dumps(st)
+            snap = self._dumps(st)
         finally:
             self._freezing = None
-        return hashlib.blake2b(blob, digest_size=20).digest(), blob
+        return self._digest(snap), snap
 
-    def _dumps(self, obj: Any) -> bytes:
-        if self._table is None:
-            return pickle.dumps(obj, protocol=5)
+    def _array_table(self) -> dict[Any, Any]:
+        """numpy arrays pickled by position in the snapshot's own list of array copies (their dtype and shape in the
+        pickle, their bytes hashed beside it; a read-only array stays read-only); an array of Python objects is
+        pickled as usual."""
+        try:
+            import numpy as np
+        except ImportError:
+            return {}
+        arrays = self._arrays
+        kinds: dict[Any, str] = {}
+
+        def reduce(a: Any) -> Any:
+            d = a.dtype
+            kind = kinds.get(d)
+            if kind is None:
+                if d.hasobject:
+                    return a.__reduce_ex__(5)
+                kind = kinds[d] = d.str if d.names is None else str(d)
+            arrays.append(a.copy())
+            return _array, (len(arrays) - 1, kind, a.shape, a.flags.writeable)
+
+        return {np.ndarray: reduce}
+
+    def _dumps(self, obj: Any) -> Snap:
         buf = io.BytesIO()
         p = pickle.Pickler(buf, protocol=5)
         p.dispatch_table = self._table
-        p.dump(obj)
-        return buf.getvalue()
+        self._arrays.clear()
+        try:
+            p.dump(obj)
+            return Snap(buf.getvalue(), tuple(self._arrays))
+        finally:
+            self._arrays.clear()
+
+    @staticmethod
+    def _digest(snap: Snap) -> bytes:
+        h = hashlib.blake2b(snap.blob, digest_size=20)
+        for a in snap.arrays:
+            h.update(a.tobytes())
+        return h.digest()
+
+    @staticmethod
+    def _loads(snap: Snap) -> Any:
+        _ARRAYS.append(snap.arrays)
+        try:
+            return pickle.loads(snap.blob)
+        finally:
+            _ARRAYS.pop()
 
     def thaw(self, snap: Any, private: frozenset[int] = frozenset()) -> Any:
         """A game to act on, from a snapshot (never the snapshot itself); levels in ``private`` are its own."""
@@ -310,7 +381,7 @@ class Engine:
         game = object.__new__(self.cls)
         _INTO.append(game)
         try:
-            d = pickle.loads(snap)
+            d = self._loads(snap)
             d["_clean_levels"] = self.clean
             d["_action"] = self.action0
             if self.shared:
@@ -318,7 +389,7 @@ class Engine:
                 d["_levels"] = [
                     lv
                     if type(lv) is not _Shared
-                    else (pickle.loads(blobs[lv.digest]) if i in private else masters[lv.digest])
+                    else (self._loads(blobs[lv.digest]) if i in private else masters[lv.digest])
                     for i, lv in enumerate(d["_levels"])
                 ]
         finally:
@@ -329,16 +400,17 @@ class Engine:
     def take(self, snap: Any) -> Any:
         """The game ``snap`` was frozen from, if it has not been acted on since (no copy), else a thawed copy; the
         caller then owns it."""
-        live = self._live
-        if self.fast and live is not None and live[0] is snap:
-            self._live = None
-            return live[1]
+        spare = self._spare.pop(id(snap), None)
+        if spare is not None and spare[0] is snap:
+            return spare[1]
         return self.thaw(snap)
 
     def hand(self, snap: Any, game: Any) -> None:
         """``game`` is in the state ``snap`` holds and may be acted on: the next action from ``snap`` uses it."""
         if self.fast:
-            self._live = (snap, game)
+            if len(self._spare) >= SPARE_GAMES:
+                del self._spare[next(iter(self._spare))]
+            self._spare[id(snap)] = (snap, game)
 
     def cells(self, node: Any) -> list[tuple[int, int]]:
         """The click coordinates to try from ``node``'s state (its camera's cells)."""
@@ -362,7 +434,8 @@ class Engine:
             if hit[1] is not None:
                 return hit  # an answer kept before; else one rejected before, wanted now: run it again
         out = self._run(node.game, c, keep)
-        size = len(out[2]) if out is not None and isinstance(out[2], bytes) else 0
+        # The answer's frame bytes count too: a rejected candidate's are all it holds.
+        size = 0 if out is None else len(out[0][3]) + (out[2].size() if isinstance(out[2], Snap) else 0)
         if len(self.cache) >= CACHE_SIZE or self._cache_bytes + size > CACHE_BYTES:
             self.cache.clear()
             self._cache_bytes = 0
@@ -374,14 +447,9 @@ class Engine:
         data = {k: v for k, v in (("x", c.x), ("y", c.y)) if v is not None}
         private: frozenset[int] = frozenset()
         while True:
-            live = self._live
-            self._live = None
             # The game a kept state was frozen from is that state: its first candidate needs no copy.
-            game = (
-                live[1]
-                if self.fast and live is not None and live[0] is snap and not private
-                else self.thaw(snap, private)
-            )
+            spare = self._spare.pop(id(snap), None)
+            game = spare[1] if spare is not None and spare[0] is snap and not private else self.thaw(snap, private)
             before = game._current_level_index if self.shared else 0
             self.steps += 1
             try:
@@ -399,7 +467,7 @@ class Engine:
             fp, out = self.freeze(game)
             if fp not in self._cells:
                 self._cells[fp] = _cells(game)
-            self._live = (out, game)
+            self.hand(out, game)
             return sig, fp, out
 
     def _moved_onto_shared(self, game: Any, before: int) -> int | None:
@@ -412,7 +480,7 @@ class Engine:
         assert lv is not None
         _INTO.append(game)
         try:
-            again = pickle.loads(self._blobs[d])
+            again = self._loads(self._blobs[d])
         finally:
             _INTO.pop()
         lv.__dict__.clear()

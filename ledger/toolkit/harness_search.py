@@ -192,7 +192,7 @@ def recover(
             layer = _Layer(engine, None, -lineno)
             for node in hyps:
                 layer.expand(node, _simple(None, engine.cells(node)[0]))
-            hyps = layer.nodes[:MAX_HYPOTHESES] or hyps
+            hyps = _advance(hyps, layer.nodes[:MAX_HYPOTHESES] or hyps)
             continue
         if not line.guid or line.game_id != info.game_id:
             result.unreproduced.append(line.lineno)
@@ -216,10 +216,19 @@ def recover(
         if len(nxt) > MAX_HYPOTHESES:
             result.cut.append(line.lineno)
             nxt = nxt[:MAX_HYPOTHESES]
-        hyps = nxt
+        hyps = _advance(hyps, nxt)
     _choose_best(hyps, result)
     result.steps, result.copies = engine.steps, engine.copies
     return result
+
+
+def _advance(old: list[_Node], new: list[_Node]) -> list[_Node]:
+    """``new``, the states of the next line; the states of ``old`` are let go (their paths are kept): memory stays
+    that of one line's states whatever the length."""
+    if new is not old:
+        for n in old:
+            n.game = None
+    return new
 
 
 def _grid_key(grid: Any) -> bytes:

@@ -148,6 +148,8 @@ class Instance:
             return first
         if len(kept) > MAX_STATES:
             self.cut, kept = True, kept[:MAX_STATES]
+        for n in nodes:  # their paths are kept, their states let go: memory stays that of one input's states
+            n.game = None
         self.nodes = kept
         if len(kept) == 1:
             self._settle()

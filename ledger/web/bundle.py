@@ -28,6 +28,7 @@ from ledger.services.evidence import covering_checkpoint, prove
 from ledger.services.output import checked_output
 from ledger.services.progress import rows_progress
 from ledger.services.retract import choose_cards
+from ledger.services.tag_stats import SIDE_BY_SIDE
 
 from . import pages
 from .data import PAGE_SIZE, CardCache, CardRow, card_events, card_row, card_view, usage_of
@@ -174,7 +175,14 @@ def _write(
     calc = one_calculator([c for c, _ in loaded])
     compared = comparison([(c, ledger.document(c.card_id, card=c, calculator=calc)) for c, _ in loaded], calc)
     written += _index_pages(root, rows, compared.leaderboard, links, source)
-    _put(root / "compare.html", pages.compare_page(compared, links=links, bundle=True, source=source))
+    # Side by side, as the viewer: at most SIDE_BY_SIDE cards (the best scores, ties in the bundle's order); the
+    # leaderboard still ranks every bundled card's tags.
+    best = sorted(range(len(loaded)), key=lambda i: -compared.cards[i].score)[:SIDE_BY_SIDE]
+    chosen = [loaded[i][0] for i in sorted(best)]
+    side = comparison([(c, ledger.document(c.card_id, card=c, calculator=calc)) for c in chosen], calc)
+    side = msgspec.structs.replace(side, leaderboard=compared.leaderboard)
+    html = pages.compare_page(side, links=links, bundle=True, source=source, side_of=len(loaded))
+    _put(root / "compare.html", html)
     # The progress chart ranks each card with the compare page's one calculator (its scores, not each card's own).
     under = {c.card_id: c.score for c in compared.cards}
     drawn = [msgspec.structs.replace(r, score=under.get(r.card_id, r.score)) for r in rows]

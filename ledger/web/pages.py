@@ -269,8 +269,10 @@ def compare_page(
     chosen_tags: Sequence[str] = (),
     chosen_cards: Sequence[str] = (),
     report: TagReport | None = None,
+    side_of: int = 0,
 ) -> str:
-    """The compare page: the figures of the chosen tags (``report``) and the chosen cards side by side."""
+    """The compare page: the figures of the chosen tags (``report``) and the chosen cards side by side (a
+    bundle's: the best of its ``side_of`` cards)."""
     return _render(
         "compare.html",
         links=links,
@@ -288,6 +290,7 @@ def compare_page(
         chosen_cards=list(chosen_cards),
         report=report,
         side_by_side=SIDE_BY_SIDE,
+        side_of=side_of,
         cards_href=cards_href,
     )
 

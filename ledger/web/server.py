@@ -46,7 +46,7 @@ class Viewer:
         self.colours = palette_or_empty()
         self._board: tuple[int, tuple[Board, int]] | None = None
         self._keys: tuple[int, tuple[list[str], list[str]]] | None = None
-        #: Tag figures read every card of the tags: kept per (tags, retracted) until events are appended.
+        #: Tag figures (one read of each tag's figure rows): kept per (tags, retracted) until events are appended.
         self._reports: dict[tuple[tuple[str, ...], bool], tuple[int, TagReport]] = {}
 
     def message(self, title: str, text: str) -> str:

@@ -137,6 +137,7 @@ class PostgresSummary:
 def pg_rebuild(store: Any) -> int:
     """Rewrite the summary tables of PostgreSQL store ``store`` from the log, in one transaction on its writer that
     holds the append lock; returns the number of cards."""
+    from ledger.storage.figures import has_figures
     from ledger.storage.pg_engine import PG_APPEND_LOCK
     from ledger.storage.summary_sql import UPSERT_SQL
     from ledger.storage.summary_stream import write_streamed
@@ -150,10 +151,11 @@ def pg_rebuild(store: Any) -> int:
             else:
                 conn.execute(pg(sql), tuple(params) or None)
 
+        def read(sql: str, args: Any) -> list[Any]:
+            return conn.execute(pg(sql), tuple(args) or None).fetchall()
+
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (PG_APPEND_LOCK,))
-        n = write_streamed(
-            lambda sql, args: conn.execute(pg(sql), tuple(args) or None).fetchall(), execute, UPSERT_SQL, None
-        )
+        n = write_streamed(read, execute, UPSERT_SQL, None, figures=has_figures(read, "postgresql"))
         conn.execute(f"UPDATE {POSITION} SET seq = (SELECT coalesce(max(seq), 0) FROM events)")
         return n
 

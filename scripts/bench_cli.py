@@ -5,8 +5,15 @@ tool on msgspec and SQLite pays) is shown beside it. Each command runs as a fres
 demo's one card), rounds interleaved so that load on the machine weighs on every command alike; the best of the
 rounds is reported, as a ratio to the floor's best.
 
+With ``--pg``, the read commands on PostgreSQL against the same commands on SQLite instead: the demo's ledger is
+copied (``ledger copy``) into a fresh database of the server (``$LEDGER_BENCH_PG_URL``, else
+``$LEDGER_TEST_PG_URL``, else the machine's default; dropped afterwards), and each command's best PostgreSQL time
+is given as a ratio to its best SQLite time. Several ``--src`` are measured in the same interleaved rounds (before
+and after a change, on the same ledgers).
+
     .venv/bin/python scripts/bench_cli.py                 # this tree
     .venv/bin/python scripts/bench_cli.py --src /tmp/old  # another checkout of the package (e.g. before a change)
+    .venv/bin/python scripts/bench_cli.py --pg --src /work/main --src .   # PostgreSQL / SQLite, before and after
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -23,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ROUNDS = 9
 GOAL = 2.5
+#: A read command on PostgreSQL against the same command on SQLite.
+PG_GOAL = 2.0
 
 
 def _env(src: Path, pycache: str) -> dict[str, str]:
@@ -42,14 +52,21 @@ def _ledger(*args: str) -> list[str]:
 
 
 def _wall(cmd: list[str], env: dict[str, str]) -> float:
+    return _timed(cmd, env)[0]
+
+
+def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process: user + system) of one run of ``cmd``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     r = subprocess.run(
         cmd, env=env, cwd=env["PYTHONPATH"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     dt = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode not in (0,):
         raise RuntimeError(f"{' '.join(cmd[3:])} failed ({r.returncode}): {r.stderr.strip()[-300:]}")
-    return dt
+    return dt, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def measure(src: Path = ROOT, rounds: int = ROUNDS) -> list[tuple[str, float, float]]:
@@ -57,11 +74,7 @@ def measure(src: Path = ROOT, rounds: int = ROUNDS) -> list[tuple[str, float, fl
     with tempfile.TemporaryDirectory() as tmp:
         env = _env(src, str(Path(tmp) / "pycache"))
         db = str(Path(tmp) / "ledger.sqlite")
-        demo = subprocess.run(_ledger("--db", db, "demo"), env=env, cwd=src, capture_output=True, text=True, check=True)
-        out = demo.stdout
-        found = re.search(r"export (\S+) --indent 2", out)
-        assert found is not None, out
-        card = found.group(1)
+        card = _demo(src, env, db)
         commands: dict[str, list[str]] = {
             "python -c pass": [sys.executable, "-c", "pass"],
             'python -c "import click, msgspec, sqlite3"': [sys.executable, "-c", "import click, msgspec, sqlite3"],
@@ -96,18 +109,118 @@ def lines(results: list[tuple[str, float, float]]) -> list[str]:
     return out
 
 
+def _demo(src: Path, env: dict[str, str], db: str) -> str:
+    """A demo ledger at ``db``; its card's id."""
+    out = subprocess.run(_ledger("--db", db, "demo"), env=env, cwd=src, capture_output=True, text=True, check=True)
+    found = re.search(r"export (\S+) --indent 2", out.stdout)
+    assert found is not None, out.stdout
+    return found.group(1)
+
+
+#: The read commands compared on both backends (CARD: the demo's card).
+PG_COMMANDS = ("cards", "export CARD", "replay CARD")
+
+
+#: What the driver's import alone costs, measured in the same rounds: the floor under the PostgreSQL times.
+DRIVER_IMPORT = {"python -c pass": "pass", 'python -c "import psycopg"': "import psycopg"}
+
+#: Best (wall, CPU) seconds of one command: each minimum on its own.
+Best = tuple[float, float]
+
+
+def measure_pg(
+    srcs: list[Path], pg: str, rounds: int = ROUNDS
+) -> tuple[list[tuple[Path, str, Best, Best]], list[Best]]:
+    """(checkout, command, best on SQLite, best on PostgreSQL) for each read command, on the demo's ledger and its
+    copy in the PostgreSQL database ``pg``, every checkout and backend in the same rounds; and the best of each of
+    :data:`DRIVER_IMPORT`'s commands. CPU is the command's process only (not the server's)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        envs = {src: _env(src, str(Path(tmp) / f"pycache{i}")) for i, src in enumerate(srcs)}
+        db = str(Path(tmp) / "ledger.sqlite")
+        card = _demo(srcs[0], envs[srcs[0]], db)
+        copy = _ledger("--db", db, "copy", "--to", pg)
+        subprocess.run(copy, env=envs[srcs[0]], cwd=srcs[0], capture_output=True, text=True, check=True)
+        commands = {
+            (src, name, where): _ledger("--db", where, *name.replace("CARD", card).split())
+            for src in srcs
+            for name in PG_COMMANDS
+            for where in (db, pg)
+        }
+        commands.update({(srcs[0], name, ""): [sys.executable, "-c", code] for name, code in DRIVER_IMPORT.items()})
+        for key, cmd in commands.items():
+            _wall(cmd, envs[key[0]])  # warm the page cache and the .pyc files
+        best: dict[tuple[Path, str, str], Best] = {}
+        for _ in range(rounds):
+            for key, cmd in commands.items():
+                wall, cpu = _timed(cmd, envs[key[0]])
+                was = best.get(key, (wall, cpu))
+                best[key] = (min(was[0], wall), min(was[1], cpu))
+    floor = [best[(srcs[0], name, "")] for name in DRIVER_IMPORT]
+    return [(src, name, best[(src, name, db)], best[(src, name, pg)]) for src in srcs for name in PG_COMMANDS], floor
+
+
+def pg_lines(results: list[tuple[Path, str, Best, Best]]) -> list[str]:
+    """The table: checkout, command, best wall and CPU ms on each backend, their ratios, whether they meet the goal."""
+    width = max(len(str(src)) for src, *_ in results)
+    out = [
+        f"{'checkout':<{width}} {'command':<18} {'wall ms SQLite / PG':>20} {'ratio':>6} {'CPU ms SQLite / PG':>19} "
+        f"{'ratio':>6}",
+        f"{'-' * width} {'-' * 18} {'-' * 20} {'-' * 6} {'-' * 19} {'-' * 6}",
+    ]
+    for src, name, sq, pg in results:
+        wall, cpu = pg[0] / sq[0], pg[1] / sq[1]
+        mark = "  ok" if max(wall, cpu) <= PG_GOAL else f"  > {PG_GOAL}x goal"
+        out.append(
+            f"{src!s:<{width}} {'ledger ' + name:<18} {sq[0] * 1000:>9.0f} / {pg[0] * 1000:>6.0f} {wall:>5.2f}x "
+            f"{sq[1] * 1000:>9.0f} / {pg[1] * 1000:>5.0f} {cpu:>5.2f}x{mark}"
+        )
+    return out
+
+
+def _pg_section(srcs: list[Path], rounds: int) -> list[str]:
+    from bench_postgres import admin_url, bench_database, unreachable
+
+    why = unreachable()
+    if why is not None:
+        return [f"PostgreSQL read commands: skipped ({admin_url()} is not usable: {why}; set LEDGER_BENCH_PG_URL)"]
+    with bench_database() as pg:
+        results, (bare, driver) = measure_pg(srcs, pg, rounds)
+    head = f"PostgreSQL read commands against SQLite, best of {rounds} (the demo's card, copied; goal {PG_GOAL}x)"
+    cards = next(sq for src, name, sq, _ in results if src == srcs[-1] and name == "cards")
+    note = (
+        f'`python -c "import psycopg"` alone: {(driver[0] - bare[0]) * 1000:.0f} ms wall, '
+        f"{(driver[1] - bare[1]) * 1000:.0f} ms CPU above the bare interpreter: "
+        f"{(driver[0] - bare[0]) / cards[0]:.2f}x / {(driver[1] - bare[1]) / cards[1]:.2f}x SQLite's `ledger cards`"
+    )
+    return [head, *pg_lines(results), note]
+
+
 def run(quick: bool) -> list[str]:
-    """scripts/bench.py's entry: best of 9 (3 with --quick) for each read command vs the interpreter floor."""
+    """scripts/bench.py's entry: best of 9 (3 with --quick) for each read command vs the interpreter floor, then
+    the read commands on PostgreSQL vs SQLite."""
     rounds = 3 if quick else ROUNDS
-    return [f"CLI startup, best of {rounds} wall times (small ledger: one demo card)", *lines(measure(ROOT, rounds))]
+    floor = [f"CLI startup, best of {rounds} wall times (small ledger: one demo card)", *lines(measure(ROOT, rounds))]
+    return [*floor, "", *_pg_section([ROOT], rounds)]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--src", type=Path, default=ROOT, help="the checkout whose `ledger` package is measured")
+    ap.add_argument(
+        "--src",
+        type=Path,
+        action="append",
+        help="the checkout whose `ledger` package is measured (default: this tree; repeat with --pg to compare)",
+    )
+    ap.add_argument("--pg", action="store_true", help="the read commands on PostgreSQL against SQLite")
     ap.add_argument("--rounds", type=int, default=ROUNDS)
     args = ap.parse_args()
-    for line in lines(measure(args.src.resolve(), args.rounds)):
+    srcs = [s.resolve() for s in args.src or [ROOT]]
+    if args.pg:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        out = _pg_section(srcs, args.rounds)
+    else:
+        out = lines(measure(srcs[0], args.rounds))
+    for line in out:
         print(line)
     return 0
 

@@ -178,6 +178,29 @@ def test_urls_that_cannot_name_a_ledger_exit_2(url: str, says: str) -> None:
         assert "pw@" not in result[2]
 
 
+def test_postgresql_urls_are_read_and_shown_as_sqlalchemy_reads_and_shows_them() -> None:
+    from sqlalchemy.engine import make_url
+
+    from ledger.storage.pg_engine import parse_url
+
+    for url in (
+        "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+        "postgresql://u%40x:p%2Fw@db.example:6543/led%20ger?sslmode=require&application_name=a+b",
+        "postgres://u:pw@[::1]/ledger",
+        "postgresql+psycopg:///ledger?host=/var/run/postgresql",
+    ):
+        u, want = parse_url(url), make_url(url)
+        assert (u.username, u.password, u.host, u.port, u.database) == (
+            want.username,
+            want.password,
+            want.host,
+            want.port,
+            want.database,
+        ), url
+        assert u.render() == want.set(drivername="postgresql+psycopg").render_as_string(hide_password=True), url
+        assert dict(u.query) == dict(want.query), url
+
+
 # -- `ledger init` repairs the append-only triggers ---------------------------------------------------------------
 
 
@@ -245,7 +268,7 @@ def test_postgres_readonly_store_runs_read_only_transactions(pg_url: str) -> Non
 # -- startup: no SQLAlchemy or Alembic for a read command on SQLite ------------------------------------------------
 
 
-def _modules_after(db: Path, *args: str) -> set[str]:
+def _modules_after(db: str | Path, *args: str) -> set[str]:
     code = (
         "import sys; from ledger.cli import main\n"
         f"sys.argv = ['ledger', '--db', {str(db)!r}, *{list(args)!r}]\n"
@@ -269,6 +292,36 @@ def test_read_commands_on_sqlite_load_neither_sqlalchemy_nor_alembic(tmp_path: P
             others = {f"ledger.cli.{m}" for m in ("audit", "baselines", "copy", "evidence", "importing", "view")}
             assert not loaded & (others | {"ledger.core.audit_checks"}), args
     assert "ledger.ledger" not in _modules_after(db, "--help")
+
+
+WRITE_THEN_READ = """
+import sys
+from datetime import UTC, datetime
+from ledger import Ledger
+from ledger.core.events import CardOpened, card_stream
+
+with Ledger.open(sys.argv[1]) as led:  # at head: opened for writing, no migration
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    led.store.append(card_stream("written"), [CardOpened(ts=t, card_id="written", tags=["w"])], expected_version=0)
+    assert [e.version for e in led.store.read_stream(card_stream("written"))] == [1]
+    assert "written" in [c.card_id for c in led.cards()]  # the summary caught up by the read
+print(" ".join(sorted(sys.modules)))
+"""
+
+
+@pytest.mark.postgres
+def test_read_commands_and_a_write_on_postgresql_load_neither_sqlalchemy_nor_alembic(pg_url: str) -> None:
+    card = demo_ledger(pg_url)  # creates the schema: the migrations load them
+    heavy = ("sqlalchemy", "alembic")
+    for args in (["cards"], ["export", card], ["verify"]):
+        loaded = _modules_after(pg_url, *args)
+        assert "psycopg" in loaded, args
+        assert not {m for m in loaded if m.split(".")[0] in heavy}, args
+    r = subprocess.run([sys.executable, "-c", WRITE_THEN_READ, pg_url], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert not {m for m in r.stdout.split() if m.split(".")[0] in heavy}
+    with Ledger.open(pg_url, readonly=True) as led:
+        assert [c.card_id for c in led.cards() if "w" in (c.tags or [])] == ["written"]
 
 
 def test_the_lazy_group_lists_each_command_with_its_own_help() -> None:

@@ -107,16 +107,9 @@ def test_threads_that_come_and_go_share_a_bounded_set_of_connections(backend_url
         assert ledger_files(store.path) == 0  # type: ignore[attr-defined]
 
 
-def hold_every_reader(store: Any, backend: str, stack: Any) -> None:
-    if backend == "sqlite":
-        for _ in range(READERS):
-            stack.enter_context(store._readers.connection())
-    else:
-        from ledger.storage.pg_engine import POOL_SIZE
-
-        store._write_dbapi()  # the writer is one of the pool's connections
-        for _ in range(POOL_SIZE - 1):
-            stack.enter_context(store.engine.connect())
+def hold_every_reader(store: Any, stack: Any) -> None:
+    for _ in range(READERS):
+        stack.enter_context(store._readers.connection())
 
 
 def test_waiting_past_the_busy_timeout_for_a_connection_is_a_clear_error(backend_url: str, backend: str) -> None:
@@ -126,7 +119,7 @@ def test_waiting_past_the_busy_timeout_for_a_connection_is_a_clear_error(backend
     store.migrate()
     store.append("card:x", opened("x"), 0)
     with ExitStack() as stack:
-        hold_every_reader(store, backend, stack)
+        hold_every_reader(store, stack)
         with pytest.raises(StoreError, match="busy timeout") as err:
             store.count()
         assert "\n" not in str(err.value)

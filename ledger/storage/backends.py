@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from ledger.errors import InputError
+from ledger.errors import InputError, StoreError
 from ledger.storage.base import Durability, LogStore, hide_password, normalize_url
 
 
@@ -32,7 +32,15 @@ def open_store(
 
         return SQLiteStore(url, durability=durability, busy_timeout_ms=busy_timeout_ms, readonly=readonly)
     if scheme.startswith("postgres"):
-        from ledger.storage.postgres import PostgresStore
+        try:
+            from ledger.storage.postgres import PostgresStore
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] != "psycopg":
+                raise
+            raise StoreError(
+                f"cannot open {hide_password(url)}: its driver psycopg is not installed; the ledger uses psycopg 3: "
+                "postgresql+psycopg://... (pip install 'arc-scorecard-ledger[postgres]')"
+            ) from e
 
         return PostgresStore(url, durability=durability, busy_timeout_ms=busy_timeout_ms, readonly=readonly)
     raise InputError(

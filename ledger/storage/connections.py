@@ -8,7 +8,8 @@ own, an agent runs a thread pool), and the process's open files must not follow 
   process queue on the lock instead of polling SQLite's busy handler. A thread waits for it at most the store's busy
   timeout, as it would for another process's write lock.
 - at most ``size`` **reader** connections, checked out for one call and put back (most recently used first, so a
-  quiet process keeps using one). A thread that finds them all in use waits for one, at most the busy timeout.
+  quiet process keeps using one). A thread that finds them all in use waits for one, at most the busy timeout. An
+  idle one the store finds no longer ``usable`` (a PostgreSQL session the server closed) is replaced at checkout.
 
 Both belong to the process that opened them: a forked child opens its own on first use, and never uses, closes or
 garbage-collects its parent's (their sockets and file locks are the parent's); they stay referenced, untouched.
@@ -188,10 +189,16 @@ class ReadPool[C](_PerProcess[C, _PoolState[C]]):
     """At most ``size`` reader connections, each used by one thread at a time (see the module's docstring)."""
 
     def __init__(
-        self, connect: Callable[[], C], close: Callable[[C], None], size: int = READERS, **waits: Unpack[_Waits]
+        self,
+        connect: Callable[[], C],
+        close: Callable[[C], None],
+        size: int = READERS,
+        usable: Callable[[C], bool] = lambda con: True,
+        **waits: Unpack[_Waits],
     ) -> None:
         super().__init__(connect, close, _PoolState, **waits)
         self.size = size
+        self._usable = usable
 
     @contextmanager
     def connection(self) -> Iterator[C]:
@@ -206,6 +213,22 @@ class ReadPool[C](_PerProcess[C, _PoolState[C]]):
         self._checkin(st, con)
 
     def _checkout(self, st: _PoolState[C]) -> C:
+        con = self._take(st)
+        if con is not None:
+            if self._usable(con):
+                return con
+            # Closed by the server while it was idle (a restart, an idle timeout): a new one takes its place.
+            self._quietly_close(con)
+        try:
+            return self._connect()
+        except BaseException:
+            with st.cond:
+                st.opened -= 1
+                st.cond.notify()
+            raise
+
+    def _take(self, st: _PoolState[C]) -> C | None:
+        """An idle connection, or None once a slot for a new one is counted (waits while all are in use)."""
         deadline = time.monotonic() + self.timeout
         with st.cond:
             while not st.idle and st.opened >= self.size:
@@ -219,13 +242,7 @@ class ReadPool[C](_PerProcess[C, _PoolState[C]]):
             if st.idle:
                 return st.idle.pop()
             st.opened += 1  # counted before connecting, so that concurrent callers cannot pass the bound
-        try:
-            return self._connect()
-        except BaseException:
-            with st.cond:
-                st.opened -= 1
-                st.cond.notify()
-            raise
+            return None
 
     def _checkin(self, st: _PoolState[C], con: C) -> None:
         with st.cond:

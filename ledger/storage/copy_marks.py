@@ -45,5 +45,7 @@ def write_mark(store: LogStore, source: str, seq: int, hash_: str, streams: int)
         return
     from ledger.storage.summary_sql import pg
 
-    with store.engine.begin() as conn:  # type: ignore[attr-defined]
-        conn.exec_driver_sql(pg(WRITE_SQL), args)
+    # On the store's psycopg writer, like every write (no SQLAlchemy for a copy).
+    store._write_transaction(  # type: ignore[attr-defined]
+        lambda conn: conn.execute(pg(WRITE_SQL), args), "cannot write to the ledger"
+    )

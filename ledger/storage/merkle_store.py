@@ -6,8 +6,8 @@ tree work at all, so capture is as fast as without the tree. Subtrees under :dat
 16 leaves) are not stored: a proof that needs one recomputes it from the events' hashes, which keeps the tables
 at about one row per eight events.
 
-Through SQLAlchemy Core on both backends (the SQLite store's engine is its own file with its own settings): these
-are checkpoint and proof commands, not the capture hot path.
+Through SQLAlchemy Core on both backends (each store's ``engine``, loaded on first use, opens its connections with
+the store's own settings): these are checkpoint and proof commands, not the capture hot path or a list.
 """
 
 from __future__ import annotations

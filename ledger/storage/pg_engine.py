@@ -1,60 +1,42 @@
-"""PostgreSQL plumbing for :mod:`ledger.storage.postgres`: the tables as SQLAlchemy Core sees them, the engine,
-the append lock's statement."""
+"""PostgreSQL plumbing for :mod:`ledger.storage.postgres`: the URL, psycopg connections, the append lock's
+statement, and the SQLAlchemy engine that only migrations and tools load."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import logging
-import os
-import weakref
+import re
+import select
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import parse_qsl, quote, quote_plus, unquote
 
-from sqlalchemy import BigInteger, Column, Engine, Integer, LargeBinary, MetaData, String, Table, create_engine
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
+import msgspec
+import psycopg
 
 from ledger.errors import InputError, StoreError
 from ledger.storage.base import Durability, StoredEvent, hide_password
 from ledger.storage.connections import READERS
 
-metadata = MetaData()
-
-#: Mirrors ``migrations/versions``; the migrations, not this object, create and change the schema.
-events = Table(
-    "events",
-    metadata,
-    Column("seq", BigInteger, primary_key=True, autoincrement=True),
-    Column("stream", String(400), nullable=False),
-    Column("version", Integer, nullable=False),
-    Column("type", String(40), nullable=False),
-    Column("ts", String(40), nullable=False),
-    Column("body", LargeBinary, nullable=False),
-    Column("prev_hash", String(64), nullable=False),
-    Column("hash", String(64), nullable=False),
-)
-
-snapshots = Table(
-    "snapshots",
-    metadata,
-    Column("stream", String(400), primary_key=True),
-    Column("version", Integer, nullable=False),
-    Column("seq", BigInteger, nullable=False),
-    Column("kind", String(40), nullable=False),
-    Column("body", LargeBinary, nullable=False),
-)
-
-EVENT_COLUMNS = tuple(events.c)
+#: The columns of a :class:`StoredEvent`, in its fields' order.
+EVENT_COLUMNS = "seq, stream, version, type, ts, body, prev_hash, hash"
 
 # Any constant works; it only has to be the same for every writer of one PostgreSQL database.
 PG_APPEND_LOCK = 0x4C454447  # "LEDG"
 
 HEAD_SQL = "SELECT version, hash FROM events WHERE stream = %s ORDER BY version DESC LIMIT 1"
+# A prefix compared exactly: LIKE with its wildcards escaped (PostgreSQL's LIKE is case-sensitive).
+PREFIX_SQL = "stream LIKE %s ESCAPE '/'"
+STREAMS_SQL = (
+    "SELECT a.stream, a.n, a.v, e.hash, a.fs, a.ls, a.ft, a.lt FROM ("
+    "SELECT stream, count(*) AS n, max(version) AS v, min(seq) AS fs, max(seq) AS ls, min(ts) AS ft, max(ts) AS lt "
+    "FROM events {where} GROUP BY stream) AS a JOIN events AS e ON e.stream = a.stream AND e.version = a.v "
+    "ORDER BY a.fs"
+)
 
-
-#: What a database call can raise: the driver's errors, and the pool's when every connection stayed busy too long.
-DB_ERRORS = (DBAPIError, PoolTimeout)
+#: What a database call can raise (waiting too long for a connection is a StoreError of its own).
+DB_ERRORS = (psycopg.Error,)
 
 
 def stored_event(r: Any) -> StoredEvent:
@@ -63,10 +45,7 @@ def stored_event(r: Any) -> StoredEvent:
 
 def reason(e: Exception) -> str:
     # One line: psycopg's messages run over several ("...Connection refused\n\tIs the server running...").
-    if isinstance(e, PoolTimeout):
-        return f"all {POOL_SIZE} connections of this process stayed busy past the busy timeout"
-    orig = getattr(e, "orig", None)
-    return " ".join((str(orig) if orig is not None else str(e)).split())
+    return " ".join(str(e).split())
 
 
 def lock_statement(durability: Durability, key: str, timeout: str) -> str:
@@ -86,14 +65,24 @@ def insert_sql(n: int) -> str:
     return f"INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) VALUES {rows} RETURNING seq, version"
 
 
+def like_prefix(prefix: str) -> str:
+    """The :data:`PREFIX_SQL` pattern of ``prefix``."""
+    return prefix.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
+
+
+def stream_where(stream: str, after_version: int, until_seq: int | None) -> tuple[str, tuple[Any, ...]]:
+    """The WHERE clause (and its arguments) of a stream's events after a version, up to a global seq."""
+    if until_seq is None:
+        return "WHERE stream = %s AND version > %s", (stream, after_version)
+    return "WHERE stream = %s AND version > %s AND seq <= %s", (stream, after_version, until_seq)
+
+
 def row_values(e: StoredEvent) -> tuple[Any, ...]:
     return (e.stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash)
 
 
 def drop_connection(conn: Any) -> None:
-    """Close a connection for good (not back into the pool): it is broken, or the store is closing."""
-    with contextlib.suppress(Exception):
-        conn.invalidate()
+    """Close a connection for good: it is broken, or the store is closing."""
     conn.close()
 
 
@@ -104,58 +93,144 @@ def rollback_quietly(pg: Any) -> None:
             pg.rollback()
 
 
-#: Connections a store's engine may hold: the writer and the readers (see connections.py), whatever the threads.
+#: Connections a store may hold: the writer and the readers (see connections.py), whatever the threads.
 POOL_SIZE = 1 + READERS
 
 
-def make_engine(url: str, *, readonly: bool, timeout: float = 60.0) -> Engine:
-    """A pooled engine for ``url`` (psycopg 3 whatever the URL's driver says); refuses URLs that name no ledger.
+# -- the URL --------------------------------------------------------------------------------------------------
 
-    At most :data:`POOL_SIZE` connections; a caller finding them all in use waits up to ``timeout`` seconds.
-    """
+# SQLAlchemy's URL syntax (a ledger's URL is the one SQLAlchemy and Alembic are given for a migration).
+_URL = re.compile(
+    r"""
+        (?P<name>[\w\+]+)://
+        (?:(?P<username>[^:/]*)(?::(?P<password>[^@]*))?@)?
+        (?:(?:\[(?P<ipv6host>[^/\?]+)\]|(?P<ipv4host>[^/:\?]+))?(?::(?P<port>[^/\?]*))?)?
+        (?:/(?P<database>[^\?]*))?
+        (?:\?(?P<query>.*))?
+    """,
+    re.X,
+)
+
+
+class PgUrl(msgspec.Struct, frozen=True):
+    """A ``postgresql+psycopg://`` URL taken apart (user, password and database unquoted)."""
+
+    drivername: str
+    username: str | None
+    password: str | None
+    host: str | None
+    port: int | None
+    database: str | None
+    query: tuple[tuple[str, str], ...]
+
+    def render(self, *, hide_password: bool = True) -> str:
+        """The URL again, as SQLAlchemy writes it (the password as ``***`` unless asked for)."""
+        s = self.drivername + "://"
+        if self.username is not None:
+            s += quote(self.username, safe=" +")
+            if self.password is not None:
+                s += ":" + ("***" if hide_password else quote(self.password, safe=" +"))
+            s += "@"
+        if self.host is not None:
+            s += f"[{self.host}]" if ":" in self.host else self.host
+        if self.port is not None:
+            s += f":{self.port}"
+        if self.database is not None:
+            s += "/" + quote(self.database, safe=" +/")
+        if self.query:
+            s += "?" + "&".join(f"{quote_plus(k)}={quote_plus(v)}" for k, v in sorted(self.query))
+        return s
+
+    def place(self) -> tuple[str, int, str | None]:
+        """The server and the database (libpq's defaults filled in)."""
+        return (self.host or "localhost", self.port or 5432, self.database)
+
+    def connect_args(self, *, readonly: bool) -> dict[str, Any]:
+        """Keyword arguments for ``psycopg.connect`` (the URL's query parameters are libpq's)."""
+        args: dict[str, Any] = {}
+        for k, v in self.query:
+            args[k] = f"{args[k]},{v}" if k in args else v  # a repeated key: libpq's list (host=a,b)
+        given: tuple[tuple[str, str | int | None], ...] = (
+            ("host", self.host),
+            ("port", self.port),
+            ("user", self.username),
+            ("password", self.password),
+            ("dbname", self.database),
+        )
+        args.update({k: v for k, v in given if v is not None})
+        if readonly:
+            # Every transaction of the session, single statements included, is READ ONLY.
+            args["options"] = " ".join(filter(None, (args.get("options"), "-c default_transaction_read_only=on")))
+        return args
+
+
+def parse_url(url: str) -> PgUrl:
+    """``url`` taken apart (psycopg 3 whatever the URL's driver says); refuses a URL that names no ledger."""
+    m = _URL.match(url)
+    if m is None:
+        raise InputError(f"{hide_password(url)} is not a valid database URL (it does not parse as one)")
+    g = m.groupdict()
+    try:
+        port = int(g["port"]) if g["port"] else None
+    except ValueError as e:
+        raise InputError(f"{hide_password(url)} is not a valid database URL ({e})") from e
+    name, _, driver = g["name"].partition("+")
+    text = {k: unquote(g[k]) if g[k] is not None else None for k in ("username", "password", "database")}
+    u = PgUrl(
+        # psycopg 3 is the driver the 'postgres' extra installs; a bare 'postgresql://' means it too.
+        "postgresql+psycopg" if name in ("postgres", "postgresql") and driver in ("", "psycopg") else g["name"],
+        text["username"],
+        text["password"],
+        g["ipv4host"] or g["ipv6host"],
+        port,
+        text["database"],
+        tuple(parse_qsl(g["query"] or "")),
+    )
+    shown = u.render()
+    if not u.database:
+        raise InputError(f"{shown} names no database: give one, e.g. postgresql+psycopg://user@host/ledger")
+    if u.drivername != "postgresql+psycopg":
+        raise StoreError(
+            f"cannot open {shown}: its driver {driver or name} is not the ledger's; the ledger uses psycopg 3: "
+            "postgresql+psycopg://... (pip install 'arc-scorecard-ledger[postgres]')"
+        )
+    return u
+
+
+# -- connections ----------------------------------------------------------------------------------------------
+
+
+def connector(url: PgUrl, *, readonly: bool) -> Callable[[bool], psycopg.Connection[Any]]:
+    """Opens a psycopg connection to ``url`` (``autocommit`` as asked); raises psycopg's errors."""
     # psycopg logs a warning of its own when a connection dies mid-pipeline; the ledger raises a one-line StoreError
     # for the same fault. Without any handler Python prints such warnings on stderr (its last resort): a NullHandler
     # keeps the CLI's output to that one line, and logging an application configures still receives them.
     psycopg_log = logging.getLogger("psycopg")
     if not psycopg_log.handlers:
         psycopg_log.addHandler(logging.NullHandler())
-    try:
-        u = make_url(url)
-        u.port  # noqa: B018 - a port that is not a number only fails when read
-    except (ArgumentError, ValueError) as e:
-        raise InputError(f"{hide_password(url)} is not a valid database URL ({e})") from e
-    shown = u.render_as_string(hide_password=True)
-    if not u.database:
-        raise InputError(f"{shown} names no database: give one, e.g. postgresql+psycopg://user@host/ledger")
-    if u.drivername in ("postgres", "postgresql"):
-        # psycopg 3 is the driver the 'postgres' extra installs; SQLAlchemy's default would be psycopg2.
-        u = u.set(drivername="postgresql+psycopg")
-    connect_args = {"options": "-c default_transaction_read_only=on"} if readonly else {}
-    try:
-        # pre_ping: a pooled connection the server closed (restart, idle timeout) is replaced before use. It costs
-        # a round trip per checkout, but appends do not check out: they keep the one writer connection.
-        engine = create_engine(
-            u,
-            pool_size=POOL_SIZE,
-            max_overflow=0,
-            pool_timeout=timeout,
-            pool_pre_ping=True,
-            connect_args=connect_args,
-        )
-    except ModuleNotFoundError as e:
-        raise StoreError(
-            f"cannot open {shown}: its driver {e.name} is not installed; the ledger uses psycopg 3: "
-            "postgresql+psycopg://... (pip install 'arc-scorecard-ledger[postgres]')"
-        ) from e
-    except ArgumentError as e:
-        raise InputError(f"cannot open the ledger {shown}: {e}") from e
-    ref = weakref.ref(engine)
+    args = url.connect_args(readonly=readonly)
 
-    def _after_fork() -> None:
-        # A forked child must not talk over its parent's sockets: it gets a fresh pool.
-        eng = ref()
-        if eng is not None:
-            eng.dispose(close=False)
+    def connect(autocommit: bool) -> psycopg.Connection[Any]:
+        return psycopg.connect(autocommit=autocommit, **args)
 
-    os.register_at_fork(after_in_child=_after_fork)
-    return engine
+    return connect
+
+
+def idle_usable(conn: psycopg.Connection[Any]) -> bool:
+    """Whether a pooled connection that sat idle can be used: not closed, and nothing waiting on its socket (an
+    idle session receives nothing, so data there is the server's goodbye: a restart, a terminated backend)."""
+    if conn.closed or conn.broken:
+        return False
+    try:
+        return not select.select([conn.fileno()], [], [], 0)[0]
+    except (OSError, ValueError, psycopg.Error):
+        return False
+
+
+def make_engine(connect: Callable[[], Any]) -> Any:
+    """A SQLAlchemy engine whose connections ``connect`` opens, none pooled (migrations and tools: loads
+    SQLAlchemy)."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    return create_engine("postgresql+psycopg://", creator=connect, poolclass=NullPool)

@@ -20,7 +20,7 @@ from ledger.storage.summary_sql import pg, probe
 from ledger.storage.summary_tail import LAG_SQL, POSITION_SQL, Overlay, build_overlay, catch_up
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection, Engine
+    from ledger.storage.connections import ReadPool
 
 
 def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
@@ -59,8 +59,8 @@ class PostgresSummary:
     """Catch-up and read-only overlay for :class:`~ledger.storage.postgres.PostgresStore`."""
 
     readonly: bool
-    engine: Engine
     _summary: SummaryKeeper
+    _readers: ReadPool[Any]
     _overlay: Overlay | None
 
     def describe(self) -> str:
@@ -75,16 +75,19 @@ class PostgresSummary:
             return 0
         import psycopg
 
-        from ledger.storage.pg_engine import DB_ERRORS, reason
+        from ledger.storage.pg_engine import reason
 
         try:
-            with self.engine.connect() as sa_conn:
-                conn = sa_conn.connection.driver_connection
+            with self._readers.connection() as conn:
+                # Its own transactions (commit and rollback are the catch-up's), then autocommit again for reads.
+                conn.autocommit = False
                 try:
                     return pg_catch_up(self._summary, conn, wait=wait)
                 finally:
-                    sa_conn.rollback()
-        except (*DB_ERRORS, psycopg.Error) as e:
+                    if not conn.broken:  # (a broken one is dropped by the pool)
+                        conn.rollback()
+                        conn.autocommit = True
+        except psycopg.Error as e:
             raise StoreError(f"cannot update the cards summary of the ledger at {self.describe()}: {reason(e)}") from e
 
     def _follow(self) -> None:
@@ -94,34 +97,66 @@ class PostgresSummary:
     def summary_at_head(self) -> Overlay | None:
         """None once the summary tables reflect the log's head (caught up here when behind); for a read-only store
         that is behind, the :class:`Overlay` to answer from (nothing written)."""
-        from ledger.storage.pg_engine import DB_ERRORS, reason
+        import psycopg
+
+        from ledger.storage.pg_engine import reason
 
         try:
-            with self.engine.connect() as conn:
-                position, head = conn.exec_driver_sql(LAG_SQL).one()
+            with self._readers.connection() as conn:
+                position, head = conn.execute(LAG_SQL).fetchone()
                 if position >= head:
                     return None
                 if self.readonly:
                     return self._overlay_at(conn, head)
-        except DB_ERRORS as e:
+        except psycopg.Error as e:
             if "summary_position" in str(e):  # an earlier revision, open read-only: its appends kept the rows
                 return None
             raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
         self.catch_up_summary()
         return None
 
-    def _overlay_at(self, conn: Connection, head: int) -> Overlay:
+    def _overlay_at(self, conn: Any, head: int) -> Overlay:
         if self._overlay is not None and self._overlay.head == head:
             return self._overlay
-        conn.rollback()
         # One snapshot for the stored tables and the tail (a writer's catch-up may commit meanwhile).
-        snap = conn.execution_options(isolation_level="REPEATABLE READ")
-        with snap.begin():
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        try:
 
             def fetch(sql: str, args: Any) -> list[Any]:
-                return list(snap.exec_driver_sql(pg(sql), tuple(args)).fetchall())
+                return list(conn.execute(pg(sql), tuple(args) or None).fetchall())
 
             position, head = fetch(LAG_SQL, ())[0]
             probe(self._summary, fetch, "postgresql")
             self._overlay = build_overlay(fetch, self._summary, head, position)
+        finally:
+            if not conn.broken:  # (a broken one is dropped by the pool)
+                conn.execute("ROLLBACK")
         return self._overlay
+
+
+def pg_rebuild(store: Any) -> int:
+    """Rewrite the summary tables of PostgreSQL store ``store`` from the log, in one transaction on its writer that
+    holds the append lock; returns the number of cards."""
+    from ledger.storage.figures import has_figures
+    from ledger.storage.pg_engine import PG_APPEND_LOCK
+    from ledger.storage.summary_sql import UPSERT_SQL
+    from ledger.storage.summary_stream import write_streamed
+    from ledger.storage.summary_tail import POSITION
+
+    def work(conn: Any) -> int:
+        def execute(sql: str, params: Any) -> None:
+            if isinstance(params, list):
+                with conn.cursor() as cur:
+                    cur.executemany(pg(sql), params)
+            else:
+                conn.execute(pg(sql), tuple(params) or None)
+
+        def read(sql: str, args: Any) -> list[Any]:
+            return conn.execute(pg(sql), tuple(args) or None).fetchall()
+
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (PG_APPEND_LOCK,))
+        n = write_streamed(read, execute, UPSERT_SQL, None, figures=has_figures(read, "postgresql"))
+        conn.execute(f"UPDATE {POSITION} SET seq = (SELECT coalesce(max(seq), 0) FROM events)")
+        return n
+
+    return int(store._write_transaction(work, "cannot rebuild the cards summary of the ledger"))

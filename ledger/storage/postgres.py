@@ -1,4 +1,9 @@
-"""The PostgreSQL backend (psycopg 3), through SQLAlchemy Core; appends through the driver's pipeline mode.
+"""The PostgreSQL backend, on psycopg 3 with plain SQL; appends through the driver's pipeline mode.
+
+A read command must not pay for importing SQLAlchemy (several times the interpreter's own start): the log is read
+and written through psycopg connections (one writer and a few readers, whatever the number of threads:
+:mod:`~ledger.storage.connections`), and SQLAlchemy/Alembic are loaded only to create or upgrade the schema or when
+a caller asks for :attr:`PostgresStore.engine` (the Merkle tree's tools, tests).
 
 Appends take a transaction-level advisory lock, so ``seq`` is assigned in commit order and a reader tailing by
 ``seq`` never skips a late commit. A read-only store runs every transaction READ ONLY
@@ -11,7 +16,7 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, select, text
+import psycopg
 
 from ledger.core import chain
 from ledger.errors import HistoryConflict, StoreError, VersionConflict
@@ -29,22 +34,27 @@ from ledger.storage.base import (
     copy_batch_of,
     no_ledger,
 )
-from ledger.storage.connections import Writer
+from ledger.storage.connections import ReadPool, Writer
 from ledger.storage.pg_engine import (
     DB_ERRORS,
     EVENT_COLUMNS,
     HEAD_SQL,
     PG_APPEND_LOCK,
+    PREFIX_SQL,
+    STREAMS_SQL,
+    connector,
     drop_connection,
-    events,
+    idle_usable,
     insert_sql,
+    like_prefix,
     lock_statement,
     make_engine,
+    parse_url,
     reason,
     rollback_quietly,
     row_values,
-    snapshots,
     stored_event,
+    stream_where,
 )
 from ledger.storage.pg_summary import PostgresSummary
 from ledger.storage.summary import KEYS, SUMMARY, SummaryKeeper
@@ -61,23 +71,31 @@ class PostgresStore(PostgresSummary, StoreBase):
         self, url: str, *, durability: Durability = "normal", busy_timeout_ms: int = 60_000, readonly: bool = False
     ) -> None:
         self.url = url
+        self._url = parse_url(url)
         self.durability = durability
         self.busy_timeout_ms = busy_timeout_ms
         self.readonly = readonly
-        # Reads check a connection out of the engine's bounded pool per call; appends hold one writer (connections.py).
-        self.engine: Engine = make_engine(url, readonly=readonly, timeout=busy_timeout_ms / 1000)
+        self._open = connector(self._url, readonly=readonly)
         self._heads = HeadCache()
         self._summary = SummaryKeeper()
         # The cards summary is caught up after commits, off the appending thread (see summary_tail.py).
         self._follower = Follower(self._follow)
         self._overlay: Overlay | None = None
-        self._writer: Writer[Connection] = Writer(
-            self.engine.connect,
+        timeout = busy_timeout_ms / 1000
+        # Appends hold the one writer; reads check a connection out of the bounded pool per call (connections.py).
+        self._writer: Writer[psycopg.Connection[Any]] = Writer(
+            self._connect,
             drop_connection,
-            timeout=busy_timeout_ms / 1000,
+            timeout=timeout,
             where=self.describe,
-            usable=lambda conn: not (conn.closed or conn.invalidated),
+            usable=lambda conn: not (conn.closed or conn.broken),
         )
+        # Readers run in autocommit mode: a lone statement is its own transaction (no BEGIN and ROLLBACK round
+        # trips); a read that needs one snapshot opens a transaction of its own.
+        self._readers: ReadPool[psycopg.Connection[Any]] = ReadPool(
+            lambda: self._open(True), drop_connection, usable=idle_usable, timeout=timeout, where=self.describe
+        )
+        self._engine: Any = None
         if readonly:
             try:
                 self._check_is_ledger()
@@ -85,16 +103,24 @@ class PostgresStore(PostgresSummary, StoreBase):
                 self.close()
                 raise
 
+    def _connect(self) -> psycopg.Connection[Any]:
+        """A connection outside autocommit mode (the writer's; the engine's for migrations and tools)."""
+        return self._open(False)
+
+    @property
+    def engine(self) -> Any:
+        """A SQLAlchemy engine on the same database with the same settings (loads SQLAlchemy: migrations, tools);
+        its connections are not pooled."""
+        if self._engine is None:
+            self._engine = make_engine(self._connect)
+        return self._engine
+
     def _check_is_ledger(self) -> None:
-        q = text(
+        q = (
             "SELECT to_regclass('events') IS NOT NULL, to_regclass('alembic_version') IS NOT NULL, "
             "(SELECT count(*) FROM pg_tables WHERE schemaname = current_schema())"
         )
-        try:
-            with self.engine.connect() as conn:
-                has_events, has_version, tables = conn.execute(q).one()
-        except DB_ERRORS as e:
-            raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
+        has_events, has_version, tables = self._read(q)[0]
         if not (has_events and has_version):
             if tables == 0:
                 raise no_ledger(self.describe())
@@ -104,34 +130,35 @@ class PostgresStore(PostgresSummary, StoreBase):
     # -- schema -------------------------------------------------------------------------------------------
 
     def _upgrade(self, rev: str | None) -> None:
+        from sqlalchemy.exc import DBAPIError
+
         from ledger.storage.migrating import upgrade
 
         try:
             with self.engine.begin() as conn:
                 upgrade(conn)
-        except DB_ERRORS as e:
-            raise StoreError(f"cannot prepare the ledger at {self.describe()}: {reason(e)}") from e
+        except (DBAPIError, *DB_ERRORS) as e:
+            raise StoreError(f"cannot prepare the ledger at {self.describe()}: {reason(_orig(e))}") from e
 
     def revision(self) -> str | None:
         """The schema revision the database is at (None for an empty database)."""
-        q = text("SELECT CASE WHEN to_regclass('alembic_version') IS NULL THEN NULL ELSE 1 END")
         try:
-            with self.engine.connect() as conn:
-                if conn.execute(q).scalar() is None:
+            with self._readers.connection() as conn:
+                if conn.execute("SELECT to_regclass('alembic_version')").fetchone() == (None,):
                     return None
-                return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+                row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
         except DB_ERRORS as e:
             raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
+        return row[0] if row else None
 
     def triggers(self) -> set[str]:
         """Names of the enabled append-only triggers present on ``events``."""
         # A disabled trigger ('D'), or one firing only for replication ('R'), does not protect the log.
-        q = text(
+        q = (
             "SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass('events') "
             "AND NOT tgisinternal AND tgenabled IN ('O', 'A')"
         )
-        with self.engine.connect() as conn:
-            return {r[0] for r in conn.execute(q)}
+        return {r[0] for r in self._read(q)}
 
     def repair_triggers(self) -> list[str]:
         """Create the missing (or disabled) append-only triggers again (``ledger init``); returns their names."""
@@ -139,10 +166,29 @@ class PostgresStore(PostgresSummary, StoreBase):
         if missing:
             from ledger.storage.migrating import trigger_statements
 
-            with self.engine.begin() as conn:
-                for stmt in trigger_statements(self.dialect, missing):
-                    conn.execute(text(stmt))
+            self._write_transaction(
+                lambda pg: [pg.execute(stmt) for stmt in trigger_statements(self.dialect, missing)],
+                "cannot prepare the ledger",
+            )
         return missing
+
+    def _write_transaction(self, work: Any, what: str) -> Any:
+        """``work(connection)`` in one transaction on the writer, committed (rolled back on any error)."""
+        with self._writer.locked():
+            try:
+                pg = self._write_dbapi()
+            except DB_ERRORS as e:
+                raise StoreError(f"{what} at {self.describe()}: {reason(e)}") from e
+            try:
+                out = work(pg)
+                pg.commit()
+                return out
+            except DB_ERRORS as e:
+                self._failed(pg)
+                raise StoreError(f"{what} at {self.describe()}: {reason(e)}") from e
+            except BaseException:
+                rollback_quietly(pg)
+                raise
 
     # -- writing ------------------------------------------------------------------------------------------
 
@@ -158,8 +204,6 @@ class PostgresStore(PostgresSummary, StoreBase):
     def _append_locked(
         self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None, head: Any
     ) -> list[StoredEvent]:
-        import psycopg
-
         sent: list[StoredEvent] | None = None
         for attempt in (1, 2):
             try:
@@ -244,9 +288,9 @@ class PostgresStore(PostgresSummary, StoreBase):
         seq_of = dict(rows)
         return [seq_of[e.version] for e in new]
 
-    def _write_dbapi(self) -> Any:
+    def _write_dbapi(self) -> psycopg.Connection[Any]:
         """The psycopg connection every append of this process goes through (hold ``self._writer.locked()``)."""
-        return self._writer.get().connection.driver_connection
+        return self._writer.get()
 
     def prepare_copied(self, rows: Sequence[StoredEvent]) -> CopyBatch:
         """``rows`` checked against their own hashes and encoded as binary COPY data (reads and writes nothing)."""
@@ -261,8 +305,6 @@ class PostgresStore(PostgresSummary, StoreBase):
         :class:`HistoryConflict` or :class:`StoreError` with nothing written. Returns the number inserted. The rows
         go in through COPY (see :mod:`~ledger.storage.pg_copy`).
         """
-        import psycopg
-
         from ledger.storage.pg_copy import copy_batch
 
         batch = copy_batch_of(rows)
@@ -302,45 +344,39 @@ class PostgresStore(PostgresSummary, StoreBase):
                 self._heads.forget(s)
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
-    def _head(self, conn: Any, stream: str) -> tuple[int, str]:
-        row = conn.execute(
-            select(events.c.version, events.c.hash)
-            .where(events.c.stream == stream)
-            .order_by(events.c.version.desc())
-            .limit(1)
-        ).first()
-        return (row[0], row[1]) if row else (0, chain.GENESIS)
-
     # -- snapshots (a cache: never the truth) ------------------------------------------------------------------
 
     def get_snapshot(self, stream: str, kind: str) -> Snapshot | None:
         """A cached projection of ``stream``, or None (also when the cache is unreadable)."""
-        q = select(snapshots.c.version, snapshots.c.seq, snapshots.c.body).where(
-            snapshots.c.stream == stream, snapshots.c.kind == kind
-        )
+        q = "SELECT version, seq, body FROM snapshots WHERE stream = %s AND kind = %s"
         try:
-            with self.engine.connect() as conn:
-                row = conn.execute(q).first()
-        except DB_ERRORS:
+            rows = self._read(q, (stream, kind))
+        except StoreError:
             return None
-        return Snapshot(row[0], row[1], bytes(row[2])) if row else None
+        return Snapshot(rows[0][0], rows[0][1], bytes(rows[0][2])) if rows else None
 
     def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
         """Store (or replace) the cached projection of ``stream``; failures are ignored, it is only a cache."""
         if self.readonly:
             return
         try:
-            with self.engine.begin() as conn:
-                conn.execute(snapshots.delete().where(snapshots.c.stream == stream))
-                conn.execute(snapshots.insert().values(stream=stream, kind=kind, version=version, seq=seq, body=body))
-        except DB_ERRORS:
+            with self._readers.connection() as conn, conn.transaction(), conn.pipeline():
+                conn.execute("DELETE FROM snapshots WHERE stream = %s", (stream,))
+                conn.execute(
+                    "INSERT INTO snapshots (stream, kind, version, seq, body) VALUES (%s, %s, %s, %s, %s)",
+                    (stream, kind, version, seq, body),
+                )
+        except (*DB_ERRORS, StoreError):
             # Includes two writers racing on the same row (a unique violation): either cache is fine.
             pass
 
     def drop_snapshots(self) -> None:
         """Delete every cached projection."""
-        with self.engine.begin() as conn:
-            conn.execute(snapshots.delete())
+        try:
+            with self._readers.connection() as conn:
+                conn.execute("DELETE FROM snapshots")
+        except DB_ERRORS as e:
+            raise StoreError(f"cannot write to the ledger at {self.describe()}: {reason(e)}") from e
 
     def analyze(self) -> None:
         """ANALYZE the tables the lists read: a ledger filled by COPY has no statistics until autovacuum gets to
@@ -348,23 +384,20 @@ class PostgresStore(PostgresSummary, StoreBase):
         if self.readonly:
             return
         try:
-            with self.engine.begin() as conn:
-                conn.exec_driver_sql(f"ANALYZE events, {SUMMARY}, {KEYS}")
-        except DB_ERRORS:
+            with self._readers.connection() as conn:
+                conn.execute(f"ANALYZE events, {SUMMARY}, {KEYS}")
+        except (*DB_ERRORS, StoreError):
             pass  # statistics only steer the planner: the copied events are committed either way
 
     def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
         """Cached projections of many streams at once."""
         out: dict[str, Snapshot] = {}
-        cols = (snapshots.c.stream, snapshots.c.version, snapshots.c.seq, snapshots.c.body)
+        q = "SELECT stream, version, seq, body FROM snapshots WHERE stream = ANY(%s) AND kind = %s"
         try:
-            with self.engine.connect() as conn:
-                for i in range(0, len(streams), 500):
-                    chunk = list(streams[i : i + 500])
-                    q = select(*cols).where(snapshots.c.stream.in_(chunk), snapshots.c.kind == kind)
-                    for r in conn.execute(q):
-                        out[r[0]] = Snapshot(r[1], r[2], bytes(r[3]))
-        except DB_ERRORS:
+            for i in range(0, len(streams), 500):
+                for r in self._read(q, (list(streams[i : i + 500]), kind)):
+                    out[r[0]] = Snapshot(r[1], r[2], bytes(r[3]))
+        except StoreError:
             return {}
         return out
 
@@ -372,21 +405,16 @@ class PostgresStore(PostgresSummary, StoreBase):
 
     def read_stream(self, stream: str, *, after_version: int = 0, until_seq: int | None = None) -> list[StoredEvent]:
         """Every event of ``stream`` in version order (optionally after a version, up to a global seq)."""
-        q = select(*EVENT_COLUMNS).where(events.c.stream == stream, events.c.version > after_version)
-        if until_seq is not None:
-            q = q.where(events.c.seq <= until_seq)
-        return [stored_event(r) for r in self._all(q.order_by(events.c.version))]
+        where, args = stream_where(stream, after_version, until_seq)
+        q = f"SELECT {EVENT_COLUMNS} FROM events {where} ORDER BY version"
+        return [stored_event(r) for r in self._read(q, args)]
 
     def read_bodies(
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None
     ) -> tuple[list[bytes], int, int]:
         """Only the bodies of ``stream`` in version order, with the last version and seq read."""
-        q = select(events.c.body, events.c.version, events.c.seq).where(
-            events.c.stream == stream, events.c.version > after_version
-        )
-        if until_seq is not None:
-            q = q.where(events.c.seq <= until_seq)
-        rows = self._all(q.order_by(events.c.version))
+        where, args = stream_where(stream, after_version, until_seq)
+        rows = self._read(f"SELECT body, version, seq FROM events {where} ORDER BY version", args)
         if not rows:
             return [], after_version, 0
         return [bytes(r[0]) for r in rows], rows[-1][1], rows[-1][2]
@@ -399,38 +427,23 @@ class PostgresStore(PostgresSummary, StoreBase):
 
     def stream_exists(self, stream: str) -> bool:
         """True if the stream has at least one event."""
-        return bool(self._all(select(events.c.seq).where(events.c.stream == stream).limit(1)))
+        return bool(self._read("SELECT seq FROM events WHERE stream = %s LIMIT 1", (stream,)))
 
     def streams(self, prefix: str | None = None) -> list[StreamInfo]:
         """Every stream (optionally those whose name starts with ``prefix``), in order of first event."""
-        q = select(
-            events.c.stream,
-            func.count(),
-            func.max(events.c.version),
-            func.min(events.c.seq),
-            func.max(events.c.seq),
-            func.min(events.c.ts),
-            func.max(events.c.ts),
-        ).group_by(events.c.stream)
-        if prefix is not None:
-            q = q.where(events.c.stream.startswith(prefix, autoescape=True))
-        agg = q.subquery()
         # The head hash in the same query (a join on UNIQUE(stream, version)): one round trip, not one per stream.
-        heads = (
-            select(agg.c[0], agg.c[1], agg.c[2], events.c.hash, agg.c[3], agg.c[4], agg.c[5], agg.c[6])
-            .join_from(agg, events, (events.c.stream == agg.c[0]) & (events.c.version == agg.c[2]))
-            .order_by(agg.c[3])
-        )
-        return [StreamInfo(*r) for r in self._all(heads)]
+        if prefix is None:
+            return [StreamInfo(*r) for r in self._read(STREAMS_SQL.format(where=""))]
+        q = STREAMS_SQL.format(where=f"WHERE {PREFIX_SQL}")
+        return [StreamInfo(*r) for r in self._read(q, (like_prefix(prefix),))]
 
     def scan(self, *, after_seq: int = 0, batch: int = 10_000, prefix: str | None = None) -> Iterator[StoredEvent]:
         """Every event in global ``seq`` order, read in batches (for verify, copy and tailing)."""
         last = after_seq
+        extra, pargs = (f" AND {PREFIX_SQL}", (like_prefix(prefix),)) if prefix is not None else ("", ())
+        q = f"SELECT {EVENT_COLUMNS} FROM events WHERE seq > %s{extra} ORDER BY seq LIMIT %s"
         while True:
-            q = select(*EVENT_COLUMNS).where(events.c.seq > last)
-            if prefix is not None:
-                q = q.where(events.c.stream.startswith(prefix, autoescape=True))
-            rows = [stored_event(r) for r in self._all(q.order_by(events.c.seq).limit(batch))]
+            rows = [stored_event(r) for r in self._read(q, (last, *pargs, batch))]
             if not rows:
                 return
             yield from rows
@@ -438,46 +451,48 @@ class PostgresStore(PostgresSummary, StoreBase):
 
     def event_at(self, stream: str, version: int) -> StoredEvent | None:
         """The event of ``stream`` at ``version``, or None."""
-        rows = self._all(select(*EVENT_COLUMNS).where(events.c.stream == stream, events.c.version == version))
+        rows = self._read(f"SELECT {EVENT_COLUMNS} FROM events WHERE stream = %s AND version = %s", (stream, version))
         return stored_event(rows[0]) if rows else None
 
     def max_seq(self) -> int:
         """The highest ``seq`` in the log (0 when empty)."""
-        return int(self._all(select(func.coalesce(func.max(events.c.seq), 0)))[0][0])
+        return int(self._read("SELECT coalesce(max(seq), 0) FROM events")[0][0])
 
     def count(self) -> int:
         """Number of events in the log."""
-        return int(self._all(select(func.count()).select_from(events))[0][0])
+        return int(self._read("SELECT count(*) FROM events")[0][0])
 
-    def _all(self, q: Any) -> list[Any]:
+    def _read(self, q: str, args: Sequence[Any] | None = None) -> list[Any]:
+        """Rows of one statement (``%s`` placeholders) on a reader connection, as its own transaction."""
         try:
-            with self.engine.connect() as conn:
-                return list(conn.execute(q).all())
+            with self._readers.connection() as conn:
+                return conn.execute(q, args or None).fetchall()
         except DB_ERRORS as e:
             raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
 
     def same_database(self, other: LogStore) -> bool:
         """True if ``other`` is a connection to this very database (same server and name)."""
-        if not isinstance(other, PostgresStore):
-            return False
-        a, b = self.engine.url, other.engine.url
-        return (a.host or "localhost", a.port or 5432, a.database) == (
-            b.host or "localhost",
-            b.port or 5432,
-            b.database,
-        )
+        return isinstance(other, PostgresStore) and self._url.place() == other._url.place()
 
     def describe(self) -> str:
         """The database, for messages (no password)."""
-        return self.engine.url.render_as_string(hide_password=True)
+        return self._url.render()
 
     def close(self) -> None:
-        """Release every connection (a forked child's: its own only; the engine gave it a fresh pool); the summary
-        is caught up first, when it can be."""
+        """Release every connection this process opened (a forked child's: its own only); the summary is caught up
+        first, when it can be."""
         if self._follower.close():
             # What the appends since its last catch-up added (a copy leaves it to the next read); waiting for
             # another session's catch-up, which may have read the log before this process's last commit.
             with contextlib.suppress(StoreError):
                 self.catch_up_summary()
         self._writer.close()
-        self.engine.dispose()
+        self._readers.close()
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+
+def _orig(e: Exception) -> Exception:
+    """The driver's error under a SQLAlchemy one."""
+    return getattr(e, "orig", None) or e

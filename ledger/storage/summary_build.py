@@ -1,8 +1,8 @@
 """The summary tables as a whole: read a page of them, fill them from the log, prove they equal a rebuild.
 
 Works on both backends with the same ``?`` statements (:mod:`ledger.storage.summary_sql`); a SQLite store is read
-through its own ``sqlite3`` connection (no SQLAlchemy import for a read command), a PostgreSQL store through one
-connection of its engine.
+through its own ``sqlite3`` connections, a PostgreSQL store through its psycopg ones (no SQLAlchemy import for a
+read command); :func:`fill` runs on a migration's SQLAlchemy connection.
 """
 
 from __future__ import annotations
@@ -152,15 +152,8 @@ def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
 
 
 def _query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
-    if store.dialect == "sqlite":
-        return list(store._read(sql, tuple(args)))  # type: ignore[attr-defined]
-    from sqlalchemy.exc import DBAPIError
-
-    try:
-        with store.engine.connect() as conn:  # type: ignore[attr-defined]
-            return list(conn.exec_driver_sql(pg(sql), tuple(args)).fetchall())
-    except DBAPIError as e:
-        raise StoreError(f"cannot read the ledger at {store.describe()}: {e.orig}") from e
+    # Each store's own reader connections (sqlite3, psycopg): no SQLAlchemy for a read.
+    return list(store._read(sql if store.dialect == "sqlite" else pg(sql), tuple(args)))  # type: ignore[attr-defined]
 
 
 def read_page(store: LogStore, q: PageQuery) -> list[SummaryRow]:
@@ -304,15 +297,9 @@ def rebuild_summary(store: LogStore) -> int:
                     con.execute("ROLLBACK")
                 raise
         return n
-    from sqlalchemy import text
+    from ledger.storage.pg_summary import pg_rebuild
 
-    from ledger.storage.pg_engine import PG_APPEND_LOCK
-
-    with store.engine.begin() as conn:  # type: ignore[attr-defined]
-        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_APPEND_LOCK})
-        n = fill(conn)
-        conn.execute(text(f"UPDATE {POSITION} SET seq = (SELECT coalesce(max(seq), 0) FROM events)"))
-        return n
+    return pg_rebuild(store)
 
 
 def tagged_card_ids(store: LogStore, tags: Sequence[str], *, include_retracted: bool = False) -> list[str]:

@@ -88,9 +88,11 @@ def catch_up(
     ``writing`` wraps the writes (PostgreSQL: a pipeline, not a round trip per statement)."""
     folded = 0
     while True:
-        position = begin()
         changes: list[Change | None] = []
         try:
+            # Inside the try: ``begin`` may fail once its transaction is open (a schema without the position table,
+            # after a downgrade), and a SQLite writer left in it would hold the write lock.
+            position = begin()
             changes, last, n = fold_tail(keeper, fetch, position)
             if not n:
                 commit()

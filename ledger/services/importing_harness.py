@@ -56,11 +56,11 @@ from ledger.toolkit.game_states import frame_digest
 from ledger.toolkit.harness import (
     FrameLine,
     HarnessRead,
-    classify_from_frames,
     parse_name,
     prefix_hash,
     read_harness,
 )
+from ledger.toolkit.harness_frames import classify_from_frames
 from ledger.toolkit.harness_search import line_signature
 from ledger.toolkit.recordings import MAX_LISTED, Problem
 from ledger.toolkit.run_folders import Step

@@ -34,7 +34,7 @@ import msgspec
 from ledger.toolkit.cut_lines import Cut, find_cut
 
 if TYPE_CHECKING:  # the run folders' reader names this module's FrameLine: a type only, no cycle at run time
-    from ledger.toolkit.run_folders import Step
+    pass
 
 RECORDING_SUFFIX = ".recording.jsonl"
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -437,77 +437,3 @@ def sniff(path: Path) -> str:
 
 
 # -- without the game's code --------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class FrameClassification:
-    """What the frames alone say: each kept line's action, the lines that could also be a level RESET."""
-
-    choices: dict[int, tuple[int, int | None, int | None]] = field(default_factory=dict)
-    undecided: list[int] = field(default_factory=list)
-    unreproduced: list[int] = field(default_factory=list)
-    #: lineno -> the actions a game-action line could answer (0: a level RESET) when the frames leave it open;
-    #: its choice is the first of them.
-    candidates: dict[int, list[int]] = field(default_factory=dict)
-
-
-def classify_from_frames(
-    frames: list[FrameLine], game_id: str, steps: dict[int, Step] | None = None
-) -> FrameClassification:
-    """The actions as far as the frames tell them (rules in docs/import.md).
-
-    full_reset: a RESET. A non-empty answer after GAME_OVER: a level RESET (a game action would be answered with an
-    empty frame). Anything else is a game action: the step file's when it matched the line, else the lowest id the
-    game offered. A line whose last grid is a start frame seen for its level (or any line of a level whose start
-    was never seen) could have been a level RESET too: undecided (no reset is invented). A game action without a
-    step file could be any action (agents send actions the game does not offer too): all are kept as its
-    candidates, those offered first (and RESET where undecided).
-    A line without a guid or of another game never reached this game: skipped.
-    """
-    out = FrameClassification()
-    steps = steps or {}
-    starts: dict[int, set[bytes]] = {}
-    prev: FrameLine | None = None
-    for line in frames:
-        if not line.guid or line.game_id != game_id:
-            out.unreproduced.append(line.lineno)
-            continue
-        step = steps.get(line.lineno)
-        offered = [a for a in (prev.available_actions if prev else line.available_actions) if 1 <= a <= 7]
-        fallback = (
-            (step.action, step.x, step.y)
-            if step is not None and step.action != 0
-            else (min(offered or [1]), None, None)
-        )
-        if line.full_reset:
-            out.choices[line.lineno] = (0, None, None)
-            starts.setdefault(line.levels_completed, set()).add(line.last_grid_key())
-        elif line.empty:
-            out.choices[line.lineno] = fallback
-        elif prev is not None and prev.state == "GAME_OVER":
-            out.choices[line.lineno] = (0, None, None)
-            starts.setdefault(line.levels_completed, set()).add(line.last_grid_key())
-        else:
-            key = line.last_grid_key()
-            could_reset = prev is not None and prev.levels_completed == line.levels_completed
-            known = starts.get(line.levels_completed)
-            # A level whose start frame was never seen (the first play's, after Arcade.make's unrecorded RESET)
-            # cannot rule a reset out.
-            could_reset = could_reset and line.state == "NOT_FINISHED" and (known is None or key in known)
-            if could_reset and step is not None:
-                out.choices[line.lineno] = (0, None, None) if step.action == 0 else fallback
-            else:
-                out.choices[line.lineno] = fallback
-                if could_reset:
-                    out.undecided.append(line.lineno)
-                if step is None:
-                    # Which offered action it was, the frames alone do not say: keep them all for the audit.
-                    # Agents also send actions the game does not offer (the harness's random agent does).
-                    first = sorted(set(offered or [1]))
-                    cands = first + [a for a in range(1, 8) if a not in first] + ([0] if could_reset else [])
-                    if len(cands) > 1:
-                        out.candidates[line.lineno] = cands
-            if prev is not None and line.levels_completed > prev.levels_completed:
-                starts.setdefault(line.levels_completed, set()).add(key)
-        prev = line
-    return out

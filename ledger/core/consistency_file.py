@@ -11,7 +11,7 @@ import msgspec
 
 from ledger.core import merkle
 from ledger.core import signed_note as sn
-from ledger.core.evidence_file import EvidenceFailure, KeyCheck, key_signatures, unb64
+from ledger.core.evidence_file import EvidenceFailure, KeyCheck, decode_canonical, key_signatures, unb64
 
 FORMAT = "arc-scorecard-ledger/consistency/v1"
 
@@ -47,16 +47,13 @@ def to_text(c: Consistency) -> str:
 
 def parse(raw: bytes) -> Consistency:
     """Decode a consistency file, requiring its canonical form."""
-    try:
-        c = msgspec.json.decode(raw, type=Consistency)
-        compact = msgspec.json.format(raw, indent=-1)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise EvidenceFailure(f"not a consistency file: {e}") from e
-    if _encoder.encode(c) != compact:
-        raise EvidenceFailure("the file is not in canonical form (what `ledger consistency` writes)")
-    if c.format != FORMAT:
-        raise EvidenceFailure(f"unknown format {c.format!r} (expected {FORMAT!r})")
-    return c
+    return decode_canonical(
+        raw,
+        Consistency,
+        FORMAT,
+        "a consistency file",
+        "the file is not in canonical form (what `ledger consistency` writes)",
+    )
 
 
 def check(c: Consistency, key: KeyCheck) -> tuple[sn.Checkpoint, sn.Checkpoint]:

@@ -93,19 +93,35 @@ def card_document(card: CardState, baselines: dict[str, BaselineEntry]) -> str:
 
 def parse(raw: bytes) -> Evidence:
     """Decode an evidence file, requiring its canonical form."""
+    return decode_canonical(
+        raw,
+        Evidence,
+        FORMAT,
+        "an evidence file",
+        "the file is not in canonical form: an escape, a number's spelling or a duplicate key differs from "
+        "what `ledger prove` writes",
+    )
+
+
+class _Formatted(Protocol):
+    @property
+    def format(self) -> str: ...
+
+
+def decode_canonical[F: _Formatted](raw: bytes, type_: type[F], fmt: str, what: str, not_canonical: str) -> F:
+    """``raw`` decoded as ``type_``, which it must spell canonically (any JSON whitespace aside) and whose
+    ``format`` must be ``fmt``; ``what`` names the kind of file, ``not_canonical`` is the error for another
+    spelling."""
     try:
-        ev = msgspec.json.decode(raw, type=Evidence)
+        obj = msgspec.json.decode(raw, type=type_)
         compact = msgspec.json.format(raw, indent=-1)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise EvidenceFailure(f"not an evidence file: {e}") from e
-    if _encoder.encode(ev) != compact:
-        raise EvidenceFailure(
-            "the file is not in canonical form: an escape, a number's spelling or a duplicate key differs from "
-            "what `ledger prove` writes"
-        )
-    if ev.format != FORMAT:
-        raise EvidenceFailure(f"unknown format {ev.format!r} (expected {FORMAT!r})")
-    return ev
+        raise EvidenceFailure(f"not {what}: {e}") from e
+    if _encoder.encode(obj) != compact:
+        raise EvidenceFailure(not_canonical)
+    if obj.format != fmt:
+        raise EvidenceFailure(f"unknown format {obj.format!r} (expected {fmt!r})")
+    return obj
 
 
 class Checked(msgspec.Struct, frozen=True):

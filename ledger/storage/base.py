@@ -13,9 +13,9 @@ import functools
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import msgspec
 
@@ -270,6 +270,16 @@ def not_a_file(path: str) -> InputError | None:
         if test(mode):
             return InputError(f"{path} is {what}, not a ledger file: {advice}")
     return None
+
+
+def has_table(execute: Callable[[str, Any], Any], dialect: str, table: str) -> bool:
+    """Whether the ledger's schema has ``table`` (a ledger at an earlier revision may not): ``execute`` runs one
+    statement and returns its rows (a list or a cursor)."""
+    if dialect == "sqlite":
+        sql = f"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '{table}'"
+    else:
+        sql = f"SELECT count(*) FROM pg_tables WHERE tablename = '{table}' AND schemaname = current_schema()"
+    return bool(next(iter(execute(sql, ())))[0])
 
 
 def chain_rows(stream: str, rows: Sequence[tuple[str, str, bytes]], version: int, prev: str) -> list[StoredEvent]:

@@ -30,6 +30,8 @@ from typing import Any
 
 import msgspec
 
+from ledger.storage.base import has_table
+
 FIGURES = "tag_figures"
 #: Primary key order: one tag's figures are one range; within it one figure's values are in order.
 KEY_COLUMNS = ("tag", "metric", "game_id", "level", "retracted", "value", "label")
@@ -43,10 +45,6 @@ ADD_SQL = (
 DROP_ZERO_SQL = f"DELETE FROM {FIGURES} WHERE {' AND '.join(f'{c} = ?' for c in KEY_COLUMNS)} AND n = 0"
 SELECT_ALL_SQL = f"SELECT {', '.join(KEY_COLUMNS)}, n FROM {FIGURES}"
 OLD_ROWS_SQL = "SELECT card_id, tags, score, game_stats, retracted FROM card_summary WHERE card_id IN ({})"
-HAS_FIGURES_SQL = {
-    "sqlite": f"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '{FIGURES}'",
-    "postgresql": f"SELECT count(*) FROM pg_tables WHERE tablename = '{FIGURES}' AND schemaname = current_schema()",
-}
 #: Cards whose old rows are read per query.
 CHUNK = 500
 
@@ -79,7 +77,7 @@ def counts_of(tags: str | None, score: float, game_stats: str, retracted: object
 
 def has_figures(execute: Callable[[str, Any], Any], dialect: str) -> bool:
     """Whether the schema has the table (a ledger at an earlier revision has not)."""
-    return bool(next(iter(execute(HAS_FIGURES_SQL[dialect], ())))[0])
+    return has_table(execute, dialect, FIGURES)
 
 
 def old_rows(fetch: Callable[[str, Any], list[Any]], card_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
@@ -100,6 +98,15 @@ def delta(old: Iterable[tuple[Any, ...]], new: Iterable[tuple[Any, ...]]) -> Cou
     for row in old:
         out.subtract(counts_of(*row))
     return out
+
+
+def replace_all(execute: Callable[[str, Any], Any], counts: Counter[Key]) -> int:
+    """Replace the table's content with ``counts`` (inside the caller's transaction); returns the rows written."""
+    execute(f"DELETE FROM {FIGURES}", ())
+    rows = rows_of(counts)
+    for i in range(0, len(rows), 5000):
+        execute(ADD_SQL, rows[i : i + 5000])
+    return len(rows)
 
 
 def write_delta(executemany: Callable[[str, Any], Any], change: Counter[Key]) -> None:

@@ -16,11 +16,10 @@ from typing import Any
 import msgspec
 
 from ledger.errors import StoreError
-from ledger.storage.base import LogStore
+from ledger.storage.base import LogStore, has_table
 from ledger.storage.figures import FIGURES, has_figures
 from ledger.storage.summary import COLUMNS, KEYS, SUMMARY, SummaryRow
 from ledger.storage.summary_sql import (
-    HAS_SUMMARY_SQL,
     INSERT_KEY_SQL,
     MANY_CARDS,
     SELECT_KEYS_SQL,
@@ -95,7 +94,7 @@ def fill_figures(conn: Any) -> int:
     written. The rows may lag the log: the catch-up that brings them to the head moves the figures with them."""
     from collections import Counter
 
-    from ledger.storage.figures import ADD_SQL, Key, counts_of, rows_of
+    from ledger.storage.figures import Key, counts_of, replace_all
 
     fix = pg if conn.dialect.name == "postgresql" else str
     counts: Counter[Key] = Counter()
@@ -113,11 +112,7 @@ def fill_figures(conn: Any) -> int:
         for _, tags, score, stats, retracted in page:
             counts.update(counts_of(tags, score, stats, retracted))
         after = page[-1][0]
-    rows = rows_of(counts)
-    conn.exec_driver_sql(fix(f"DELETE FROM {FIGURES}"))
-    for i in range(0, len(rows), 5000):
-        conn.exec_driver_sql(fix(ADD_SQL), rows[i : i + 5000])
-    return len(rows)
+    return replace_all(lambda sql, params: conn.exec_driver_sql(fix(sql), params), counts)
 
 
 def _upsert_of(columns: Sequence[str]) -> tuple[str, list[int] | None]:
@@ -239,7 +234,7 @@ def check(store: LogStore, *, limit: int = 10, skip: frozenset[str] = frozenset(
 
 def has_summary(store: LogStore) -> bool:
     """True when the schema has the summary tables (a ledger at an earlier revision has not)."""
-    return bool(_query(store, HAS_SUMMARY_SQL[store.dialect])[0][0])
+    return has_table(lambda sql, args: _query(store, sql, args), store.dialect, SUMMARY)
 
 
 def compare(

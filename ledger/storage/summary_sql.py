@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from ledger.core.events import CARD_STREAM
+from ledger.storage.base import has_table
 from ledger.storage.figures import Key, delta, old_rows, write_delta
 from ledger.storage.summary import (
     COLUMNS,
@@ -221,17 +222,13 @@ def page_query(dialect: str, q: PageQuery) -> tuple[str, list[Any]]:
 
 
 READ_BODIES_SQL = "SELECT body FROM events WHERE stream = ? AND version <= ? ORDER BY version"
-HAS_SUMMARY_SQL = {
-    "sqlite": f"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '{SUMMARY}'",
-    "postgresql": f"SELECT count(*) FROM pg_tables WHERE tablename = '{SUMMARY}' AND schemaname = current_schema()",
-}
 
 
 def probe(keeper: SummaryKeeper, execute: Callable[[str, Any], Any], dialect: str) -> None:
     """Look whether the schema has the summary tables (inside the append transaction): once when it has them; on
     every append while it has not (a ledger at an earlier revision, until it is migrated)."""
     if not keeper.enabled:
-        keeper.enabled = bool(next(iter(execute(HAS_SUMMARY_SQL[dialect], ())))[0])
+        keeper.enabled = has_table(execute, dialect, SUMMARY)
     if not keeper.figures:
         from ledger.storage.figures import has_figures
 

@@ -21,7 +21,7 @@ import msgspec
 
 from ledger.core.events import CARD_STREAM, BaselineEntry, baselines_stream, decode
 from ledger.core.projection import CardState, fold, new_card
-from ledger.storage.figures import ADD_SQL, FIGURES, SELECT_ALL_SQL, Key, counts_of, old_rows, rows_of
+from ledger.storage.figures import SELECT_ALL_SQL, Key, counts_of, old_rows, replace_all
 from ledger.storage.figures import differences as figure_differences
 from ledger.storage.summary import KEYS, SUMMARY, SummaryRow, baselines_map, card_score, keys_of, row_of
 from ledger.storage.summary_sql import COLUMNS
@@ -256,8 +256,5 @@ def write_streamed(
     if chunk:
         flush()
     if figures:
-        execute(f"DELETE FROM {FIGURES}", ())
-        rows = rows_of(counts)
-        for i in range(0, len(rows), 5000):
-            execute(ADD_SQL, rows[i : i + 5000])
+        replace_all(execute, counts)
     return n

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ledger.errors import StoreError
+from ledger.storage.base import has_table
 from ledger.storage.figures import FIGURES, KEY_COLUMNS, SELECT_ALL_SQL, write_delta
 from ledger.storage.summary import COLUMNS, KEYS, SUMMARY, Change, SummaryKeeper, copied_changes
 from ledger.storage.summary_sql import (
@@ -47,10 +48,6 @@ SET_POSITION_SQL = f"UPDATE {POSITION} SET seq = ? WHERE id = 1"
 #: (the summary's position, the log's last seq): behind when the first is lower.
 LAG_SQL = f"SELECT (SELECT seq FROM {POSITION} WHERE id = 1), (SELECT coalesce(max(seq), 0) FROM events)"
 TAIL_SQL = "SELECT stream, version, type, body, seq FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
-HAS_POSITION_SQL = {
-    "sqlite": f"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '{POSITION}'",
-    "postgresql": f"SELECT count(*) FROM pg_tables WHERE tablename = '{POSITION}' AND schemaname = current_schema()",
-}
 #: Events folded per transaction of a catch-up (a long tail, after a copy, is caught up in several).
 CHUNK = 20_000
 #: How long a writer's background thread waits after a commit before catching up: the commits of that time are
@@ -225,4 +222,4 @@ def build_overlay(fetch: Callable[[str, Any], list[Any]], keeper: SummaryKeeper,
 
 def has_position(fetch: Callable[[str, Any], list[Any]], dialect: str) -> bool:
     """Whether the schema has the position table (a ledger at an earlier revision, opened read-only, has not)."""
-    return bool(fetch(HAS_POSITION_SQL[dialect], ())[0][0])
+    return has_table(fetch, dialect, POSITION)

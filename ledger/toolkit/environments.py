@@ -28,20 +28,8 @@ def scan_environments(root: str | os.PathLike[str]) -> tuple[list[BaselineEntry]
 
 
 def scan_games(environments_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """game_id -> ``arc_agi.EnvironmentInfo`` for every ``metadata.json`` under the folder, as the toolkit scans.
+    """game_id -> the game's :class:`~ledger.toolkit.game_files.GameInfo` for every ``metadata.json`` under the
+    folder, as the toolkit's ``Arcade`` scans it (see :mod:`ledger.toolkit.game_files`)."""
+    from ledger.toolkit.game_files import scan_games as scan
 
-    This is ``Arcade._scan_for_environments`` (recursive, ``local_dir`` = the file's folder, unreadable files
-    skipped) without constructing an Arcade, whose OPERATION_MODE environment variable could take it online.
-    The first file found for a game id wins, as ``Arcade.make`` with an exact version picks the first match.
-    """
-    from arc_agi.models import EnvironmentInfo
-
-    out: dict[str, Any] = {}
-    for meta in Path(environments_dir).rglob("metadata.json"):
-        try:
-            info = EnvironmentInfo.model_validate_json(meta.read_text(encoding="utf-8"))
-        except Exception:  # the toolkit skips any file that fails to load
-            continue
-        info.local_dir = str(meta.parent)
-        out.setdefault(info.game_id, info)
-    return out
+    return scan(environments_dir)

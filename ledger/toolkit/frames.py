@@ -219,16 +219,12 @@ def _simulate(
     seed: int | None,
     choices: dict[int, tuple[int, int | None, int | None]],
 ) -> PlayFrames:
-    import logging
+    from ledger.toolkit.game_files import LocalGame
 
-    from arc_agi import LocalEnvironmentWrapper
-
-    quiet = logging.getLogger("ledger.frames.toolkit")
-    quiet.setLevel(logging.CRITICAL)
     steps: list[Step] = []
     diverged: str | None = None
     try:
-        w = LocalEnvironmentWrapper(environment_info=info, logger=quiet, scorecard_id="ledger-view", seed=seed)
+        w = LocalGame(info, seed)
         frame = w.observation_space
         for i in range(min(end, own_at + start + limit)):
             n, derived = inputs[i]

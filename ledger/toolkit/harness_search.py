@@ -30,7 +30,6 @@ action overwrites (the current action, the full-reset flag) is left out, and ``_
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,9 +40,6 @@ from ledger.toolkit.run_folders import Step
 
 #: Hypotheses kept per line at most (the first ones in priority order); beyond it lines may be misread.
 MAX_HYPOTHESES = 400
-
-_quiet = logging.getLogger("ledger.harness.toolkit")
-_quiet.setLevel(logging.CRITICAL)
 
 
 @dataclass(slots=True)
@@ -142,14 +138,11 @@ class _Layer:
 
 
 def start_game(info: Any, seed: int = 0) -> Any:
-    """The game as ``Arcade.make`` leaves it: built with ``seed``, then RESET (the answer the harness never records)."""
-    from arc_agi import LocalEnvironmentWrapper
+    """The game as ``Arcade.make`` leaves it: built with ``seed``, then RESET (the answer the harness never records).
+    Raises :class:`~ledger.toolkit.game_files.GameStartError`."""
+    from ledger.toolkit.game_files import start
 
-    w = LocalEnvironmentWrapper(environment_info=info, logger=_quiet, scorecard_id="ledger-import", seed=seed)
-    game = getattr(w, "_game", None)
-    if game is None or w.observation_space is None:
-        raise RuntimeError(f"cannot start {info.game_id} from its code")
-    return game
+    return start(info, seed)[0]
 
 
 def recover(

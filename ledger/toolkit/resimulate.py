@@ -213,7 +213,7 @@ class _Games:
             self.unseeded.add(guid)
         # seed=None makes the wrapper build the game with its own default seed, as the toolkit does.
         w = start_wrapper(self.infos[game_id], used)
-        inst = Instance(w._game, seed)
+        inst = Instance(w.game, seed)
         self.by_guid[guid] = inst
         return w.observation_space, inst
 

@@ -4,27 +4,20 @@ recorded (the toolkit's recordings do not hold it)."""
 from __future__ import annotations
 
 import hashlib
-import logging
 import pickle
 from typing import Any
 
+from ledger.toolkit.game_files import LocalGame
 from ledger.toolkit.game_states import fingerprint
 
 #: Seeds tried for a play whose seed the record does not hold.
 SEED_TRIES = 32
 
-_quiet = logging.getLogger("ledger.resimulate.toolkit")
-_quiet.setLevel(logging.CRITICAL)
 
-
-def start_wrapper(info: Any, seed: int | None) -> Any:
-    """``arc_agi.LocalEnvironmentWrapper`` over the game files: the game built with ``seed``, then its RESET."""
-    from arc_agi import LocalEnvironmentWrapper
-
-    w = LocalEnvironmentWrapper(environment_info=info, logger=_quiet, scorecard_id="ledger-audit", seed=seed)
-    if getattr(w, "_game", None) is None or w.observation_space is None:
-        raise RuntimeError("its code did not load or did not answer RESET")
-    return w
+def start_wrapper(info: Any, seed: int | None) -> LocalGame:
+    """The game built with ``seed``, then its RESET, as ``arc_agi.LocalEnvironmentWrapper`` starts it
+    (:mod:`ledger.toolkit.game_files`); raises :class:`~ledger.toolkit.game_files.GameStartError`."""
+    return LocalGame(info, seed)
 
 
 def seed_classes(info: Any) -> list[int]:
@@ -42,7 +35,7 @@ def seed_classes(info: Any) -> list[int]:
 def _start_digest(info: Any, seed: int | None) -> bytes:
     """A digest of the game's state after its first RESET, its own record of the seed left out."""
     try:
-        game = start_wrapper(info, seed)._game
+        game = start_wrapper(info, seed).game
     except Exception:  # a seed the game's code refuses: a state of its own
         return b"error"
     saved = game.__dict__.pop("_seed", None)

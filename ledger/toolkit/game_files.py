@@ -1,0 +1,186 @@
+"""Game folders read and games started as the toolkit reads and starts them, without importing ``arc_agi``.
+
+``import arc_agi`` loads matplotlib, flask and requests (0.6-0.9 s), which re-simulation never uses: what it needs
+is what ``Arcade`` does with a folder of game files (``_scan_for_environments``: every ``metadata.json`` read as
+an ``EnvironmentInfo``) and what ``LocalEnvironmentWrapper`` does to start one (``_load_game_class`` and
+``reset``), the same in every release from 0.9.1 to 0.9.9. Both are done here, with the engine (``arcengine``)
+alone:
+
+- A ``metadata.json`` is read here only when every field has the plain JSON type ``EnvironmentInfo`` declares and
+  ``date_downloaded`` is a plain ISO date and time, so what is read here the toolkit reads the same way. Any other
+  file is handed to the toolkit's own model (``arc_agi`` is imported then), which reads or skips it as ``Arcade``
+  does.
+- A game starts as the wrapper starts it: the file ``<class_name lowercased>.py`` or ``<class_name>.py`` of its
+  folder run as the module ``arc_agi_3.<game_id>``, the class built with ``seed`` when it takes one (else with
+  its own default), then RESET. The file is run again for every game started, as releases before 0.9.8 do (0.9.8
+  keeps the class for the process): a game that changes its own class then starts the same way whatever was
+  started before it in this process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+
+class GameInfo(msgspec.Struct, frozen=True):
+    """What re-simulation needs of an ``EnvironmentInfo``: the game, its class and the folder of its file."""
+
+    game_id: str
+    class_name: str
+    local_dir: str
+
+
+class _Metadata(msgspec.Struct):
+    """``EnvironmentInfo``'s fields, each of the one JSON type that the toolkit's model reads unchanged."""
+
+    game_id: str
+    title: str | None = None
+    default_fps: int | None = None
+    tags: list[str] | None = None
+    private_tags: list[str] | None = None
+    level_tags: list[list[str]] | None = None
+    baseline_actions: list[int] | None = None
+    date_downloaded: str | None = None
+    class_name: str | None = None
+    local_dir: str | None = None
+
+
+_DECODER = msgspec.json.Decoder(_Metadata)
+#: A date and time every release's model reads (a subset of what it accepts; anything else goes to the model).
+_PLAIN_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})?")
+
+
+class GameStartError(Exception):
+    """A game's code did not load, or did not answer its first RESET."""
+
+
+def toolkit_installed() -> bool:
+    """Whether ``arc_agi`` can be imported (found without importing it)."""
+    return importlib.util.find_spec("arc_agi") is not None
+
+
+def scan_games(environments_dir: str | os.PathLike[str]) -> dict[str, GameInfo]:
+    """game_id -> :class:`GameInfo` for every ``metadata.json`` under the folder, as ``Arcade`` scans (recursive,
+    ``local_dir`` the file's folder, unreadable files skipped; the first file found for a game id wins, as
+    ``Arcade.make`` with an exact version picks the first match). Raises ImportError without the toolkit."""
+    if not toolkit_installed():
+        raise ImportError("arc_agi is not installed")
+    out: dict[str, GameInfo] = {}
+    root = Path(environments_dir)
+    if not root.is_dir():
+        return out
+    for meta in root.rglob("metadata.json"):
+        try:
+            text = meta.read_text(encoding="utf-8")
+        except (OSError, UnicodeError):
+            continue  # the toolkit skips a file it cannot read
+        info = _read(text, str(meta.parent))
+        if info is not None:
+            out.setdefault(info.game_id, info)
+    return out
+
+
+def _read(text: str, folder: str) -> GameInfo | None:
+    try:
+        m = _DECODER.decode(text)
+    except msgspec.DecodeError:
+        m = None
+    if m is not None and (m.date_downloaded is None or _plain_time(m.date_downloaded)):
+        return GameInfo(m.game_id, _class_name(m.game_id) if m.class_name is None else m.class_name, folder)
+    return _read_by_toolkit(text, folder)
+
+
+def _plain_time(s: str) -> bool:
+    if not _PLAIN_TIME.fullmatch(s):
+        return False
+    try:
+        datetime.fromisoformat(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _class_name(game_id: str) -> str:
+    """The model's default: the first four characters of the game id, the first one upper case."""
+    head = game_id[:4]
+    return head[:1].upper() + head[1:]
+
+
+def _read_by_toolkit(text: str, folder: str) -> GameInfo | None:
+    """A file this module does not read alone, read by the toolkit's own model (None: the toolkit skips it)."""
+    from arc_agi.models import EnvironmentInfo
+
+    try:
+        info = EnvironmentInfo.model_validate_json(text)
+    except Exception:  # the toolkit skips any file that fails to load
+        return None
+    return GameInfo(info.game_id, info.class_name or "", folder)
+
+
+def start(info: GameInfo, seed: int | None) -> tuple[Any, Any]:
+    """(the game, its answer to the first RESET), as ``LocalEnvironmentWrapper(environment_info, seed=seed)``
+    leaves them (``seed`` None: the class's own default). Raises :class:`GameStartError`."""
+    from arcengine import ActionInput, ARCBaseGame, GameAction
+
+    if not info.class_name:
+        raise GameStartError(f"class_name is not set for {info.game_id}")
+    folder = Path(info.local_dir)
+    files = [folder / f"{info.class_name.lower()}.py", folder / f"{info.class_name}.py"]
+    game_file = next((p for p in files if p.exists()), None)
+    if game_file is None:
+        raise GameStartError(f"game source file not found (looked in {', '.join(str(p) for p in files)})")
+    try:
+        source = game_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeError) as e:
+        raise GameStartError(f"cannot read {game_file}: {e}") from e
+    spec = importlib.util.spec_from_loader(f"arc_agi_3.{info.game_id}", loader=None)
+    assert spec is not None  # a spec with no loader is always made
+    module = importlib.util.module_from_spec(spec)
+    try:
+        exec(source, module.__dict__)
+    except Exception as e:  # the game file itself fails: the toolkit logs it and has no game
+        raise GameStartError(f"{game_file} fails to run: {type(e).__name__}: {e}") from e
+    cls: Any = getattr(module, info.class_name, None)
+    if not isinstance(cls, type):
+        raise GameStartError(f"class {info.class_name} not found in {game_file}")
+    if not issubclass(cls, ARCBaseGame):
+        raise GameStartError(f"class {info.class_name} in {game_file} is not an ARCBaseGame")
+    try:
+        kwargs: dict[str, Any] = (
+            {"seed": seed} if seed is not None and "seed" in inspect.signature(cls).parameters else {}
+        )
+        game = cls(**kwargs)
+        answer = game.perform_action(ActionInput(id=GameAction.RESET), raw=True)
+    except Exception as e:  # the toolkit logs it and has no game, or no answer to RESET
+        raise GameStartError(f"{info.class_name} does not start: {type(e).__name__}: {e}") from e
+    answer.game_id = info.game_id
+    return game, answer
+
+
+class LocalGame:
+    """A started game answering as ``LocalEnvironmentWrapper`` does: ``observation_space`` (the last answer) and
+    ``step`` (None when the game raises)."""
+
+    def __init__(self, info: GameInfo, seed: int | None) -> None:
+        self.game_id = info.game_id
+        self.game, self.observation_space = start(info, seed)
+
+    def step(self, action: Any, data: dict[str, Any] | None = None) -> Any:
+        from arcengine import ActionInput
+
+        try:
+            # As the wrapper builds it (reasoning given: the fields the model counts as set are the same).
+            answer = self.game.perform_action(ActionInput(id=action, data=data or {}, reasoning=None), raw=True)
+        except Exception:  # the wrapper logs it and answers nothing
+            return None
+        answer.game_id = self.game_id
+        self.observation_space = answer
+        return answer

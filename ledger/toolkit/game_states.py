@@ -102,6 +102,17 @@ def frame_digest(frame_bytes: bytes) -> str:
     return hashlib.blake2b(frame_bytes, digest_size=16).hexdigest()
 
 
+def frame_key(frame_bytes: bytes) -> bytes:
+    """What an answer's signature holds of its frame bytes: their :func:`frame_digest` (as bytes; ``b""`` for an
+    empty answer). A rejected candidate is remembered by it, not by its 8 KB a frame."""
+    return hashlib.blake2b(frame_bytes, digest_size=16).digest() if frame_bytes else b""
+
+
+def keyed(sig: tuple[str, int, bool, bytes]) -> tuple[str, int, bool, bytes]:
+    """A signature of frame bytes (``line_signature``) as the engine's answers hold it (:func:`frame_key`)."""
+    return sig[0], sig[1], sig[2], frame_key(sig[3])
+
+
 def _signature(resp: Any) -> tuple[str, int, bool, bytes]:
     import numpy as np
 
@@ -110,13 +121,13 @@ def _signature(resp: Any) -> tuple[str, int, bool, bytes]:
     if len(frames) == 0:
         return state, int(resp.levels_completed), False, b""
     arr = np.stack([np.asarray(f, dtype=np.int16) for f in frames])
-    return state, int(resp.levels_completed), bool(resp.full_reset), arr.tobytes() + str(arr.shape).encode()
+    return state, int(resp.levels_completed), bool(resp.full_reset), frame_key(arr.tobytes() + str(arr.shape).encode())
 
 
 #: Games kept beside the snapshots frozen from them (:meth:`Engine.hand`).
 SPARE_GAMES = 4
 #: Bytes of snapshots and answers the transition cache may hold; it is emptied when they would exceed it.
-CACHE_BYTES = 64 << 20
+CACHE_BYTES = 16 << 20
 
 #: (response signature, fingerprint, snapshot); fingerprint and snapshot are None for an answer that was not kept.
 Result = tuple[Any, bytes | None, Any]
@@ -338,7 +349,8 @@ class Engine:
         return found
 
     def step(self, node: Any, c: Choice, keep: Callable[[Any], bool] | None = None) -> Result | None:
-        """(response signature, fingerprint, snapshot) after ``c`` from ``node``'s state; None if the game raised.
+        """(response signature, fingerprint, snapshot) after ``c`` from ``node``'s state; None if the game raised. The
+        signature's frame is its :func:`frame_key`.
 
         With ``keep``, an answer it rejects is not kept: fingerprint and snapshot are None.
         """
@@ -352,8 +364,7 @@ class Engine:
             if hit[1] is not None:
                 return hit  # an answer kept before; else one rejected before, wanted now: run it again
         out = self._run(node.game, c, keep)
-        # The answer's frame bytes count too: a rejected candidate's are all it holds.
-        size = 0 if out is None else len(out[0][3]) + (out[2].size() if isinstance(out[2], Snap) else 0)
+        size = 0 if out is None or not isinstance(out[2], Snap) else out[2].size()
         if len(self.cache) >= CACHE_SIZE or self._cache_bytes + size > CACHE_BYTES:
             self.cache.clear()
             self._cache_bytes = 0

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.toolkit.game_states import Choice, Engine
+from ledger.toolkit.game_states import Choice, Engine, keyed
 from ledger.toolkit.harness import FrameLine
 from ledger.toolkit.run_folders import Step
 
@@ -190,7 +190,7 @@ def recover(
         if not line.guid or line.game_id != info.game_id:
             result.unreproduced.append(line.lineno)
             continue
-        want = line_signature(line)
+        want = keyed(line_signature(line))
         step = steps.get(line.lineno)
         layer = _Layer(engine, want, line.lineno)
         # Every display cell is tried only where the game offered clicks (a 64x64 display is 4096 candidates).
@@ -254,7 +254,7 @@ def _first_path(
             result.unreproduced.append(line.lineno)
             continue
         arr = None if line.empty else line.grids()
-        want = line_signature(line, arr)
+        want = keyed(line_signature(line, arr))
         keep = want.__eq__
         step = steps.get(line.lineno)
         default = (step.x or 0, step.y or 0) if step is not None and step.action == 6 else None

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.core.events import ActionIgnored, ActionTaken, LevelReset, PlayStarted
-from ledger.toolkit.game_states import Choice, Engine, frame_digest
+from ledger.toolkit.game_states import Choice, Engine
 from ledger.toolkit.harness_search import _Node
 
 #: Game states kept per guid at most; beyond it the first ones are kept and a mismatch is not a proof.
@@ -40,7 +40,7 @@ def agrees(ev: Any, t: type, frame: str | None = None) -> Callable[[Signature, C
             and s[0] == ev.state
             and s[1] == ev.levels_completed
             and not (c.action == 0 and s[2])
-            and (frame is None or frame_digest(s[3]) == frame)
+            and (frame is None or s[3].hex() == frame)
         )
     if t is LevelReset:
         return lambda s, c: s[3] != b"" and not s[2] and s[0] == ev.state and s[1] == ev.levels_completed

@@ -120,7 +120,9 @@ def _recover(
                         f"too many hypotheses from this line on ({len(rec.cut)} lines): the first ones were kept",
                     )
                 )
-            return {k: tuple(v) for k, v in rec.choices.items()}, rec.undecided, rec.unreproduced, "resimulated"  # type: ignore[misc]
+            same: dict[Any, Any] = {}
+            choices = {k: same.setdefault(c := tuple(v), c) for k, v in rec.choices.items()}  # one per distinct choice
+            return choices, rec.undecided, rec.unreproduced, "resimulated"
         problems.append(Problem(str(read.path), None, "harness", f"{rec.error}: actions read from the frames only"))
     cls = classify_from_frames(read.frames, game_id, steps)
     candidates.update(cls.candidates)

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from msgspec.structs import astuple, replace
+from msgspec.structs import astuple, force_setattr
 
 from ledger.core import chain
 from ledger.errors import HistoryConflict, StoreError, VersionConflict
@@ -232,9 +232,13 @@ class SQLiteStore(SQLiteSummary, StoreBase):
                         new = chain_rows(stream, rows, *head)
                         # Under the write lock, an INTEGER PRIMARY KEY without deletes is assigned max+1 each time:
                         # a batch's seqs are the consecutive numbers ending at the last one inserted.
-                        dbapi.executemany(INSERT_SQL, [astuple(e)[1:] for e in new])
+                        dbapi.executemany(INSERT_SQL, (astuple(e)[1:] for e in new))
                         last = dbapi.execute("SELECT last_insert_rowid()").fetchone()[0]
-                        out = [replace(e, seq=s) for s, e in enumerate(new, last - len(new) + 1)]
+                        # Numbered in place: an import's whole card is one batch, and a copy of each row would
+                        # double what it holds at its peak.
+                        for s, e in enumerate(new, last - len(new) + 1):
+                            force_setattr(e, "seq", s)
+                        out = new
                     dbapi.execute("COMMIT")
                 except BaseException:
                     if dbapi.in_transaction:

@@ -368,6 +368,8 @@ class Engine:
         if len(self.cache) >= CACHE_SIZE or self._cache_bytes + size > CACHE_BYTES:
             self.cache.clear()
             self._cache_bytes = 0
+            # Each state met adds its click cells too: let them go with the cache (found again with a copy).
+            self._cells.clear()
         self.cache[key] = out
         self._cache_bytes += size
         return out

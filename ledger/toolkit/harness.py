@@ -153,6 +153,8 @@ class HarnessRead:
     cuts: list[tuple[int, str]] = field(default_factory=list)
     #: (time, tokens) of the side lines LLM agents write before each action (``{"tokens": N, ...}``).
     tokens: list[tuple[datetime, int]] = field(default_factory=list)
+    #: One object for each value lines repeat (game id, guid, state, available actions): every line is held.
+    shared: dict[Any, Any] = field(default_factory=dict)
 
 
 class _Action(msgspec.Struct):
@@ -347,17 +349,18 @@ def _frame_line(read: HarnessRead, lineno: int, ts: datetime, d: _Data, body: by
         return None
     if levels < 0 or (win is not None and levels > win):
         read.impossible.append((lineno, f"levels_completed {levels} outside 0..win_levels {win}"))
+    same = read.shared.setdefault
     return FrameLine(
         lineno=lineno,
         ts=ts,
-        game_id=d.game_id,
-        guid=d.guid or None,
-        state=d.state,
+        game_id=same(d.game_id, d.game_id),
+        guid=same(d.guid, d.guid) if d.guid else None,
+        state=same(d.state, d.state),
         levels_completed=levels,
         win_levels=win,
         full_reset=d.full_reset,
         packed=pack(frame),
-        available_actions=tuple(d.available_actions),
+        available_actions=same(actions := tuple(d.available_actions), actions),
     )
 
 

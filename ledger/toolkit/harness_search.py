@@ -249,6 +249,7 @@ def _first_path(
     levels = 0
     last: Choice | None = None
     used: dict[Choice, int] = {}
+    chosen: dict[Choice, Choice] = {}
     for line in frames:
         if not line.guid or line.game_id != game_id:
             result.unreproduced.append(line.lineno)
@@ -287,7 +288,7 @@ def _first_path(
         if c.action == 0 or line.levels_completed != levels:
             starts.setdefault(line.levels_completed, set()).add(grid)
         levels = line.levels_completed
-        result.choices[line.lineno] = c
+        result.choices[line.lineno] = chosen.setdefault(c, c)  # one object per distinct choice: every line keeps one
         if c.action != 0:
             last = c
             used[c] = used.get(c, 0) + 1

@@ -13,6 +13,7 @@ import hashlib
 import io
 import pickle
 import random
+import weakref
 from collections.abc import Callable
 from enum import Enum
 from typing import Any, NamedTuple
@@ -135,10 +136,12 @@ Result = tuple[Any, bytes | None, Any]
 
 class Snap(NamedTuple):
     """A pickled state: the pickle, and the arrays it names by position (numpy arrays are kept beside it, each a
-    private copy: pickling one in-band and rebuilding it costs several times its copy)."""
+    private copy: pickling one in-band and rebuilding it costs several times its copy), and the shared levels the
+    pickle names (:class:`_Master`: kept alive by the snapshots that name them, and by nothing else)."""
 
     blob: bytes
     arrays: tuple[Any, ...]
+    levels: tuple[Any, ...] = ()
 
     def size(self) -> int:
         """Bytes it holds, about (an array object's own header counted as 128)."""
@@ -178,10 +181,13 @@ class Engine:
         #: Game steps run and states copied: the search's cost, whatever the machine.
         self.steps = 0
         self.copies = 0
-        self._masters: dict[bytes, Any] = {}
-        self._blobs: dict[bytes, Snap] = {}
-        #: id of a shared level -> its digest (the levels are kept alive in _masters, so ids stay theirs).
+        #: digest -> the shared level of that content, for as long as a snapshot names it (a level the game left
+        #: behind is let go with the last state that holds it: memory does not grow with the recording).
+        self._masters: weakref.WeakValueDictionary[bytes, _Master] = weakref.WeakValueDictionary()
+        #: id of a level object once shared -> its digest (the entry goes when the object does, so ids stay theirs).
         self._ids: dict[int, bytes] = {}
+        #: The shared levels the state being frozen names.
+        self._naming: list[_Master] = []
         self.shared = isinstance(getattr(game, "_levels", None), list) and isinstance(
             getattr(game, "_current_level_index", None), int
         )
@@ -222,24 +228,38 @@ class Engine:
                 out.append(lv)
                 continue
             d = self._ids.get(id(lv))
-            if d is None:
+            m = self._masters.get(d) if d is not None else None
+            if m is None or m.level is not lv:
                 blob = self._dumps(lv)
                 d = self._digest(blob)
-                known = self._masters.get(d)
-                if known is not None:
-                    levels[i] = known
+                m = self._masters.get(d)
+                if m is not None:
+                    levels[i] = m.level
                 else:
-                    self._masters[d] = lv
-                    self._blobs[d] = blob
-                    self._ids[id(lv)] = d
+                    m = self._masters[d] = _Master(lv, blob)
+                    self._known(lv, d)
+            assert d is not None
+            self._naming.append(m)
             out.append(_Shared(d))
         return out
+
+    def _known(self, lv: Any, d: bytes) -> None:
+        """Remember that level object ``lv`` holds content ``d`` until the object goes (a level that cannot be
+        watched going is not remembered: it is pickled again each time, since its id could be another's later)."""
+        if id(lv) in self._ids:
+            return
+        try:
+            weakref.finalize(lv, self._ids.pop, id(lv), None)
+        except TypeError:
+            return
+        self._ids[id(lv)] = d
 
     def freeze(self, game: Any) -> tuple[bytes, Any]:
         """(fingerprint, snapshot) of a game state (the game may be stepped afterwards: the snapshot is a copy)."""
         if not self.fast:
             return fingerprint(game), game
         st = {k: v for k, v in vars(game).items() if k != "_clean_levels" and k != "_action"}
+        self._naming = []
         if self.shared:
             st["_levels"] = self._share(game)
         if "_action_count" in st:
@@ -251,6 +271,9 @@ class Engine:
             snap = self._dumps(st)
         finally:
             self._freezing = None
+        if self._naming:
+            snap = Snap(snap.blob, snap.arrays, tuple(self._naming))
+            self._naming = []
         return self._digest(snap), snap
 
     def _array_table(self) -> dict[Any, Any]:
@@ -314,11 +337,11 @@ class Engine:
             d["_clean_levels"] = self.clean
             d["_action"] = self.action0
             if self.shared:
-                masters, blobs = self._masters, self._blobs
+                masters = self._masters
                 d["_levels"] = [
                     lv
                     if type(lv) is not _Shared
-                    else (self._loads(blobs[lv.digest]) if i in private else masters[lv.digest])
+                    else (self._loads(masters[lv.digest].blob) if i in private else masters[lv.digest].level)
                     for i, lv in enumerate(d["_levels"])
                 ]
         finally:
@@ -406,12 +429,13 @@ class Engine:
         cur = game._current_level_index
         lv = game._levels[cur] if 0 <= cur < len(game._levels) else None
         d = self._ids.get(id(lv))
-        if cur == before or d is None:
+        m = self._masters.get(d) if d is not None else None
+        if cur == before or m is None or m.level is not lv:
             return None
         assert lv is not None
         _INTO.append(game)
         try:
-            again = self._loads(self._blobs[d])
+            again = self._loads(m.blob)
         finally:
             _INTO.pop()
         lv.__dict__.clear()
@@ -423,6 +447,17 @@ class _Shared(NamedTuple):
     """A level in a snapshot that is kept once by the engine, named by the digest of its pickle."""
 
     digest: bytes
+
+
+class _Master:
+    """A level kept once by content: the object every state that names it shares, and its pickle (a private copy
+    is made from it)."""
+
+    __slots__ = ("__weakref__", "blob", "level")
+
+    def __init__(self, level: Any, blob: Snap) -> None:
+        self.level = level
+        self.blob = blob
 
 
 def _cells(game: Any) -> list[tuple[int, int]]:

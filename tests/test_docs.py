@@ -525,14 +525,25 @@ def start_job(ledger: DemoLedger, command: str, expected: list[str], port: int |
     return job
 
 
-@pytest.mark.parametrize("block", CONSOLE, ids=lambda b: b.where)
-def test_console_example_prints_what_the_docs_show(
-    page_ledgers: dict[str, DemoLedger], docs_inputs: Path, tmp_path: Path, block: Block, request: pytest.FixtureRequest
+# A page's transcripts build on each other (a key made in one is used in the next), so a page is one test: its
+# transcripts run in the page's order in one process, whichever test process pytest-xdist gives it.
+CONSOLE_PAGES = sorted({b.page for b in CONSOLE})
+
+
+@pytest.mark.parametrize("page", CONSOLE_PAGES)
+def test_console_examples_print_what_the_docs_show(
+    page_ledgers: dict[str, DemoLedger], docs_inputs: Path, tmp_path: Path, page: str, request: pytest.FixtureRequest
 ) -> None:
+    for block in CONSOLE:
+        if block.page == page:
+            _console_example(page_ledger(page_ledgers, page, tmp_path, docs_inputs), block, request)
+
+
+def _console_example(ledger: DemoLedger, block: Block, request: pytest.FixtureRequest) -> None:
+    """Run one transcript's commands on its page's ledger; each prints what the page shows and exits as it says."""
     from tests.rest_agent import free_port
 
     shape = block.page != "README.md"
-    ledger = page_ledger(page_ledgers, block.page, tmp_path, docs_inputs)
     port = free_port() if any(re.search(rf"\b{DOCS_PORT}\b", c) for c, _ in _sessions(block)) else None
     job: Job | None = None
     try:

@@ -18,8 +18,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from msgspec.structs import astuple, force_setattr
-
 from ledger.core import chain
 from ledger.errors import HistoryConflict, StoreError, VersionConflict
 from ledger.storage import sqlite_sql as sq
@@ -229,16 +227,7 @@ class SQLiteStore(SQLiteSummary, StoreBase):
                     if len(rows) == 1:
                         out = [sq.insert_one(dbapi, stream, rows[0], head)]
                     else:
-                        new = chain_rows(stream, rows, *head)
-                        # Under the write lock, an INTEGER PRIMARY KEY without deletes is assigned max+1 each time:
-                        # a batch's seqs are the consecutive numbers ending at the last one inserted.
-                        dbapi.executemany(INSERT_SQL, (astuple(e)[1:] for e in new))
-                        last = dbapi.execute("SELECT last_insert_rowid()").fetchone()[0]
-                        # Numbered in place: an import's whole card is one batch, and a copy of each row would
-                        # double what it holds at its peak.
-                        for s, e in enumerate(new, last - len(new) + 1):
-                            force_setattr(e, "seq", s)
-                        out = new
+                        out = sq.insert_batch(dbapi, chain_rows(stream, rows, *head))
                     dbapi.execute("COMMIT")
                 except BaseException:
                     if dbapi.in_transaction:

@@ -6,6 +6,8 @@ import os
 import sqlite3
 from typing import Any
 
+from msgspec.structs import astuple, force_setattr
+
 from ledger.core import chain
 from ledger.errors import InputError, StoreError
 from ledger.storage.base import StoredEvent, no_ledger
@@ -36,6 +38,18 @@ def insert_one(
     cur = dbapi.execute(INSERT_SQL, (stream, version + 1, type_, ts, body, prev, h))
     assert cur.lastrowid is not None  # set by every INSERT
     return StoredEvent(cur.lastrowid, stream, version + 1, type_, ts, body, prev, h)
+
+
+def insert_batch(dbapi: sqlite3.Connection, new: list[StoredEvent]) -> list[StoredEvent]:
+    """Insert chained rows (their seq still unknown) inside the caller's write transaction; return them numbered."""
+    dbapi.executemany(INSERT_SQL, (astuple(e)[1:] for e in new))
+    # Under the write lock, an INTEGER PRIMARY KEY without deletes is assigned max+1 each time: a batch's seqs are
+    # the consecutive numbers ending at the last one inserted.
+    last = dbapi.execute("SELECT last_insert_rowid()").fetchone()[0]
+    # Numbered in place: an import's whole card is one batch, and a copy of each row would double its peak.
+    for s, e in enumerate(new, last - len(new) + 1):
+        force_setattr(e, "seq", s)
+    return new
 
 
 def sqlite_path(url: str) -> str:

@@ -283,12 +283,6 @@ def docs_inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def page_ledgers(tmp_path_factory: pytest.TempPathFactory, docs_inputs: Path) -> dict[str, DemoLedger]:
-    """One demo ledger per page, made on first use: a page's transcripts run in order and build on each other."""
-    return {}
-
-
 def _import_page_inputs(ledger: DemoLedger) -> None:
     """docs/import.md: two toolkit runs in their card folders (``runs``) and the same files laid flat
     (``Downloads``); a run's file pasted out of order (``pasted/<card>``); a harness run the page's ledger captured
@@ -363,16 +357,13 @@ PAGE_INPUTS: dict[str, Callable[[DemoLedger], DemoLedger | None]] = {
 }
 
 
-def page_ledger(ledgers: dict[str, DemoLedger], page: str, folder: Path, inputs: Path) -> DemoLedger:
-    """The demo ledger of ``page`` (with a copy of the docs' inputs beside it, and what ``PAGE_INPUTS`` makes for
-    the page), made in ``folder`` the first time."""
-    if page not in ledgers:
-        for item in inputs.iterdir():
-            shutil.copytree(item, folder / item.name) if item.is_dir() else shutil.copy2(item, folder / item.name)
-        ledgers[page] = make_demo_ledger(folder)
-        if page in PAGE_INPUTS:
-            ledgers[page] = PAGE_INPUTS[page](ledgers[page]) or ledgers[page]
-    return ledgers[page]
+def page_ledger(page: str, folder: Path, inputs: Path) -> DemoLedger:
+    """The demo ledger of ``page``, made in ``folder`` with a copy of the docs' inputs beside it and what
+    ``PAGE_INPUTS`` makes for the page."""
+    for item in inputs.iterdir():
+        shutil.copytree(item, folder / item.name) if item.is_dir() else shutil.copy2(item, folder / item.name)
+    ledger = make_demo_ledger(folder)
+    return PAGE_INPUTS[page](ledger) or ledger if page in PAGE_INPUTS else ledger
 
 
 SH = [(b, line) for b in ALL_BLOCKS if b.lang in ("sh", "bash") for line in b.lines if line.startswith("ledger ")]
@@ -532,11 +523,12 @@ CONSOLE_PAGES = sorted({b.page for b in CONSOLE})
 
 @pytest.mark.parametrize("page", CONSOLE_PAGES)
 def test_console_examples_print_what_the_docs_show(
-    page_ledgers: dict[str, DemoLedger], docs_inputs: Path, tmp_path: Path, page: str, request: pytest.FixtureRequest
+    docs_inputs: Path, tmp_path: Path, page: str, request: pytest.FixtureRequest
 ) -> None:
+    ledger = page_ledger(page, tmp_path, docs_inputs)
     for block in CONSOLE:
         if block.page == page:
-            _console_example(page_ledger(page_ledgers, page, tmp_path, docs_inputs), block, request)
+            _console_example(ledger, block, request)
 
 
 def _console_example(ledger: DemoLedger, block: Block, request: pytest.FixtureRequest) -> None:

@@ -17,12 +17,18 @@ second, included). Times are CPU seconds. Figures:
   the frames left undecided), next to the audit of the live card of the same run (goal: at most 3x);
 - the audit with the game code of the card imported with it;
 - the bare cost: the same actions stepped through a fresh game, nothing else.
+
+With ``LEDGER_BENCH_LS20`` naming an environment_files folder that holds the public ``ls20-fa137e247ce6`` (the
+harnesses download it; it is not in this repository), the same figures follow for it, with an agent that picks its
+moves at random (the path to lsx3's goal is not read from ls20's frames).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -40,6 +46,7 @@ from tests.harness_recorder import Recorder, convert, environments  # noqa: E402
 from tests.toolkit import arcade  # noqa: E402
 
 GAME = "lsx3-0000003c"
+LS20 = "ls20-fa137e247ce6"
 CELL, CELLS = 4, 16
 STEPS = {1: (0, -1), 2: (0, 1), 3: (-1, 0), 4: (1, 0)}
 
@@ -67,8 +74,11 @@ def _towards_goal(frame: Any) -> int | None:
     return None
 
 
-def record(folder: Path, envs: Path, db: Path, actions: int, seed: int = 7) -> tuple[Path, str, list[int]]:
-    """A harness recording of ``actions`` actions, the same run captured live into ``db``; (path, card, actions)."""
+def record(
+    folder: Path, envs: Path, db: Path, actions: int, seed: int = 7, game: str = GAME
+) -> tuple[Path, str, list[int]]:
+    """A harness recording of ``actions`` actions, the same run captured live into ``db``; (path, card, actions).
+    The agent heads for lsx3's goal; on another game it moves at random."""
     from arcengine import GameAction
 
     rng = random.Random(seed)
@@ -77,8 +87,9 @@ def record(folder: Path, envs: Path, db: Path, actions: int, seed: int = 7) -> t
     with Ledger.open(db) as led:
         capture = led.attach(arc)
         card = arc.open_scorecard()
-        env = arc.make(GAME, scorecard_id=card)
-        rec = Recorder(folder, f"{GAME}.seededrandom.{actions}", rng)
+        env = arc.make(game, scorecard_id=card)
+        rec = Recorder(folder, f"{game}.seededrandom.{actions}", rng)
+        steer = game == GAME
         wander = 0
         for _ in range(actions):
             last = env.observation_space
@@ -88,7 +99,8 @@ def record(folder: Path, envs: Path, db: Path, actions: int, seed: int = 7) -> t
             if last.state.name in ("GAME_OVER", "WIN") or r > 0.99:
                 a = 0
             else:
-                a = (_towards_goal(last.frame) if r < 0.85 and not wander else None) or rng.choice([1, 2, 3, 4])
+                towards = _towards_goal(last.frame) if steer and r < 0.85 and not wander else None
+                a = towards or rng.choice([1, 2, 3, 4])
             raw = env.step(GameAction.from_id(a))
             sent.append(a)
             rec.record(json.loads(convert(raw).model_dump_json()))
@@ -97,14 +109,14 @@ def record(folder: Path, envs: Path, db: Path, actions: int, seed: int = 7) -> t
     return rec.path, card, sent
 
 
-def bare(envs: Path, sent: list[int]) -> float:
+def bare(envs: Path, sent: list[int], game_id: str = GAME) -> float:
     """CPU seconds to step ``sent`` through a fresh game, nothing else."""
     from arcengine import ActionInput, GameAction
 
     from ledger.toolkit.environments import scan_games
     from ledger.toolkit.harness_search import start_game
 
-    game = start_game(scan_games(envs)[GAME])
+    game = start_game(scan_games(envs)[game_id])
     t = time.process_time()
     for a in sent:
         game.perform_action(ActionInput(id=GameAction.from_id(a)), raw=True)
@@ -133,12 +145,12 @@ def shape(path: Path) -> dict[str, int]:
     return counts
 
 
-def one_size(root: Path, envs: Path, actions: int) -> list[str]:
+def one_size(root: Path, envs: Path, actions: int, game: str = GAME) -> list[str]:
     live_db, with_db, without_db = root / "live.sqlite", root / "with.sqlite", root / "without.sqlite"
-    path, live_card, sent = record(root / "rec", envs, live_db, actions)
+    path, live_card, sent = record(root / "rec", envs, live_db, actions, game=game)
     seen = shape(path)
     n = seen["lines"]
-    step_s = bare(envs, sent)
+    step_s = bare(envs, sent, game)
     t_with, mb_with, _ = ledger("--db", str(with_db), "import", str(path), "--environments", str(envs), "-q")
     t_frames, mb_frames, _ = ledger("--db", str(without_db), "import", str(path), "-q")
     with Ledger.open(without_db) as led:
@@ -153,7 +165,7 @@ def one_size(root: Path, envs: Path, actions: int) -> list[str]:
     t_coded, mb_coded, out_coded = ledger("--db", str(with_db), "audit", coded, "--environments", str(envs), "--json")
     coded_verdict = next(c for c in json.loads(out_coded)["checks"] if c["name"] == "resimulation")["status"]
     return [
-        f"{n}-line {GAME} recording ({seen['game_over']} GAME_OVER, {seen['full_reset']} full resets, "
+        f"{n}-line {game} recording ({seen['game_over']} GAME_OVER, {seen['full_reset']} full resets, "
         f"{seen['wins']} WIN lines); bare game: {n / step_s:.0f} lines/s ({step_s / n * 1000:.2f} ms a step)",
         f"  import --environments:          {t_with:6.2f} s, {n / t_with:5.0f} lines/s, {t_with / step_s:4.1f}x the "
         f"bare steps, peak {mb_with:.0f} MB",
@@ -173,10 +185,16 @@ def one_size(root: Path, envs: Path, actions: int) -> list[str]:
 def run(quick: bool, sizes: tuple[int, ...] = (400, 5000)) -> list[str]:
     """The figures, a few lines per size."""
     out: list[str] = []
-    for actions in (60,) if quick else sizes:
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp)
-            out += one_size(root, environments(root / "envs"), actions)
+    public = os.environ.get("LEDGER_BENCH_LS20")
+    for game in (GAME, LS20) if public else (GAME,):
+        for actions in (60,) if quick else sizes:
+            with tempfile.TemporaryDirectory() as tmp:
+                root = Path(tmp)
+                envs = environments(root / "envs")
+                if game == LS20:
+                    assert public is not None
+                    shutil.copytree(public, envs, dirs_exist_ok=True)
+                out += one_size(root, envs, actions, game)
     return out
 
 

@@ -91,3 +91,13 @@ def test_lines_pasted_twice_cost_the_whole_search_once(tmp_path: Path, envs: Pat
     (s1, c1, n1), (s2, c2, n2) = costs
     assert s2 / n2 <= 1.5 * s1 / n1 + 2 and c2 / n2 <= 1.5 * c1 / n1 + 2, costs
     assert s2 <= 40 * n2, costs
+
+
+def test_equal_frames_are_held_once(tmp_path: Path, envs: Path) -> None:
+    """A recording's lines hold one copy of each distinct frame (an agent that walks into a wall, or acts after
+    GAME_OVER, repeats its frame): the read's memory follows the distinct frames, not the lines."""
+    path, _ = record(tmp_path, envs, LSX, 120, seed=4)
+    frames = frames_of(path)
+    distinct = {f.packed for f in frames}
+    assert len(distinct) < len(frames)
+    assert len({id(f.packed) for f in frames}) == len(distinct)

@@ -163,7 +163,9 @@ class Engine:
     game a kept state was frozen from is kept beside it for the next action from that state (the last few:
     :data:`SPARE_GAMES`), which then needs no copy. Objects of the game file's own classes (the toolkit runs the
     file as a module pickle cannot find by name) are pickled naming their class by number, and the game's references
-    to itself (a display that reads it) stay references to the copy. A game whose state still does not pickle is
+    to itself (a display that reads it) stay references to the copy. Equal strings are written once whichever
+    objects hold them, so a copy (which holds fresh strings where the game held its code's constants and its classes'
+    names) pickles as the game does. A game whose state still does not pickle is
     copied and fingerprinted the slow way (a deep copy of every level a candidate: tens of times a step).
     """
 
@@ -303,6 +305,16 @@ class Engine:
         buf = io.BytesIO()
         p = pickle.Pickler(buf, protocol=5)
         p.dispatch_table = self._table
+        # Equal strings are written once whichever objects hold them (pickle shares by identity): a game's copy holds
+        # a fresh string where the game held the one its class name is (a level's name 'Level'), and must pickle the
+        # same. Each string is written as a persistent id, its first object standing for all equal ones.
+        strings: dict[str, str] = {}
+        keep = strings.setdefault
+
+        def by_value(o: Any) -> str | None:
+            return keep(o, o) if type(o) is str else None
+
+        p.persistent_id = by_value  # type: ignore[method-assign]
         self._arrays.clear()
         try:
             p.dump(obj)
@@ -321,7 +333,9 @@ class Engine:
     def _loads(snap: Snap) -> Any:
         _ARRAYS.append(snap.arrays)
         try:
-            return pickle.loads(snap.blob)
+            u = pickle.Unpickler(io.BytesIO(snap.blob))
+            u.persistent_load = str  # type: ignore[method-assign]
+            return u.load()
         finally:
             _ARRAYS.pop()
 
@@ -363,6 +377,12 @@ class Engine:
             if len(self._spare) >= SPARE_GAMES:
                 del self._spare[next(iter(self._spare))]
             self._spare[id(snap)] = (snap, game)
+
+    def release(self) -> None:
+        """Let go of the states and games kept: the search is over (they would live until a cyclic collection)."""
+        self.cache.clear()
+        self._cells.clear()
+        self._spare.clear()
 
     def cells(self, node: Any) -> list[tuple[int, int]]:
         """The click coordinates to try from ``node``'s state (its camera's cells)."""

@@ -87,7 +87,8 @@ class FrameLine:
     win_levels: int | None
     full_reset: bool
     #: The frame's JSON, zlib-compressed: the frames are nearly all of a recording and every line of it is held
-    #: (a 64x64 grid is about 12 kB of JSON, a few hundred bytes compressed). Equal frames compress equally.
+    #: (a 64x64 grid is about 12 kB of JSON, a few hundred bytes compressed). Equal frames compress equally, and the
+    #: lines of one read share one copy of each (an agent's moves into a wall, its GAME_OVERs, repeat frames).
     packed: bytes
     available_actions: tuple[int, ...]
 
@@ -153,7 +154,8 @@ class HarnessRead:
     cuts: list[tuple[int, str]] = field(default_factory=list)
     #: (time, tokens) of the side lines LLM agents write before each action (``{"tokens": N, ...}``).
     tokens: list[tuple[datetime, int]] = field(default_factory=list)
-    #: One object for each value lines repeat (game id, guid, state, available actions): every line is held.
+    #: One object for each value lines repeat (game id, guid, state, available actions, packed frame): every line is
+    #: held.
     shared: dict[Any, Any] = field(default_factory=dict)
 
 
@@ -359,7 +361,7 @@ def _frame_line(read: HarnessRead, lineno: int, ts: datetime, d: _Data, body: by
         levels_completed=levels,
         win_levels=win,
         full_reset=d.full_reset,
-        packed=pack(frame),
+        packed=same(packed := pack(frame), packed),
         available_actions=same(actions := tuple(d.available_actions), actions),
     )
 

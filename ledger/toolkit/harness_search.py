@@ -169,6 +169,7 @@ def recover(
     if not lost:
         fast = _first_path(engine, game, frames, info.game_id, steps or {})
         if fast is not None:
+            engine.release()
             return fast
         result.searched = True
     result.steps, result.copies = engine.steps, engine.copies
@@ -212,6 +213,7 @@ def recover(
         hyps = _advance(hyps, nxt)
     _choose_best(hyps, result)
     result.steps, result.copies = engine.steps, engine.copies
+    engine.release()
     return result
 
 

@@ -4,7 +4,8 @@ three lives (a level starts again when the energy runs out, GAME_OVER when the l
 
 Unlike lsx2 its state holds objects of classes defined in the game file itself (a HUD drawn by the camera that
 reads the game, a tracker of the cells visited): the toolkit loads a game file as a module it does not register,
-so such objects cannot be pickled by name.
+so such objects cannot be pickled by name. Like ls20's, its levels keep arcengine's default name, the string
+``'Level'`` that is also the name of their class.
 """
 
 import random
@@ -64,7 +65,7 @@ def _level(index: int) -> Level:
     sprites.append(Sprite(pixels=[[3] * CELL] * CELL, name="goal", x=(cells - 2) * CELL, y=(cells - 2) * CELL))
     sprites.append(Sprite(pixels=[[9] * CELL] * CELL, name="player", x=CELL, y=CELL, layer=2))
     sprites.append(Sprite(pixels=[[11] * ENERGY], name="energy", x=2, y=1, layer=3, collidable=False))
-    return Level(sprites=sprites, grid_size=(SIZE, SIZE), name=f"level{index + 1}")
+    return Level(sprites=sprites, grid_size=(SIZE, SIZE))
 
 
 class Lsx3(ARCBaseGame):

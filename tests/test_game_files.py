@@ -75,6 +75,48 @@ def test_every_game_starts_and_steps_as_the_toolkits_wrapper_runs_it() -> None:
                     assert fingerprint(mine.game) == fingerprint(theirs._game), (game_id, seed, a)
 
 
+#: A game written as some public ones are (pw14): a dataclass, whose annotations the toolkit's loader evaluates.
+DATACLASS_GAME = """
+from dataclasses import dataclass, field
+
+from arcengine import ARCBaseGame, Camera, Level, Sprite
+
+
+@dataclass
+class Tally:
+    presses: int = 0
+    seen: list[int] = field(default_factory=list)
+
+
+class Dcls(ARCBaseGame):
+    def __init__(self, seed: int = 0) -> None:
+        self.tally = Tally()
+        self.evaluated = Tally.__annotations__["presses"] is int
+        level = Level(sprites=[Sprite(pixels=[[3]], name="p", x=0, y=0)], grid_size=(8, 8))
+        super().__init__(game_id="dcls", levels=[level], camera=Camera(width=8, height=8), available_actions=[1])
+
+    def step(self) -> None:
+        self.tally.presses += 1
+        self.tally.seen.append(self.action.id.value)
+        self.complete_action()
+"""
+
+
+def test_a_game_with_a_dataclass_starts_as_the_toolkits_wrapper_starts_it(tmp_path: Path) -> None:
+    from arc_agi import LocalEnvironmentWrapper
+    from arcengine import GameAction
+
+    info = _game_dir(tmp_path, "dcls", DATACLASS_GAME)
+    theirs = LocalEnvironmentWrapper(environment_info=_info(info), logger=_quiet, scorecard_id="t", seed=0)
+    mine = game_files.LocalGame(info, 0)
+    assert theirs._game is not None and theirs._game.evaluated and mine.game.evaluated
+    for _ in range(3):
+        act = GameAction.ACTION1
+        assert _answer(mine.step(act, None)) == _answer(theirs.step(act, None))
+    assert fingerprint(mine.game) == fingerprint(theirs._game)
+    assert mine.game.tally.seen == theirs._game.tally.seen == [0, 1, 1, 1]
+
+
 def _info(info: game_files.GameInfo) -> Any:
     from arc_agi.models import EnvironmentInfo
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ledger.toolkit import game_files
-from ledger.toolkit.game_states import Choice, Engine
+from ledger.toolkit.game_states import Choice, Engine, _signature
 from tests.harness_recorder import HARNESS_GAMES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +36,87 @@ class Strs(ARCBaseGame):
         self.mode = "walk" if self.action.id == GameAction.ACTION1 else "".join(["wa", "lk"])
         self.complete_action()
 """
+
+
+#: A game that keeps the last action it was sent (a GameAction, which pickle cannot find by value) and whose levels
+#: are equal, distinct objects (kept once by content, named by one digest object).
+KEEPS = """
+from arcengine import ARCBaseGame, Camera, GameAction, Level, Sprite
+
+
+class Keep(ARCBaseGame):
+    def __init__(self, seed: int = 0) -> None:
+        self.last = GameAction.RESET
+        levels = [Level(sprites=[Sprite(pixels=[[3]], name="p", x=0, y=0)], grid_size=(8, 8)) for _ in range(3)]
+        super().__init__(game_id="keep", levels=levels, camera=Camera(width=8, height=8), available_actions=[1, 2])
+
+    def step(self) -> None:
+        self.last = self.action.id
+        if self.action.id == GameAction.ACTION2:
+            self.next_level()
+        self.complete_action()
+"""
+
+
+def _write(tmp_path: Path, name: str, source: str) -> game_files.GameInfo:
+    d = tmp_path / name
+    d.mkdir()
+    (d / "metadata.json").write_text(json.dumps({"game_id": f"{name}-01"}))
+    (d / f"{name}.py").write_text(source)
+    return game_files.scan_games(tmp_path)[f"{name}-01"]
+
+
+def test_a_game_that_keeps_its_last_action_and_equal_levels_is_copied_by_pickle(tmp_path: Path) -> None:
+    from arcengine import ActionInput, GameAction
+
+    game = _start(_write(tmp_path, "keep", KEEPS))
+    engine = Engine(game)
+    assert engine.fast
+    for a in (1, 2, 1, 2, 1):
+        fp, snap = engine.freeze(game)
+        assert engine.freeze(engine.thaw(snap))[0] == fp, a
+        result = engine.step(_Node(fp, snap), Choice(a))
+        assert result is not None
+        game.perform_action(ActionInput(id=GameAction.from_id(a)), raw=True)
+        assert engine.freeze(game)[0] == result[1], a
+    assert engine.thaw(engine.freeze(game)[1]).last is GameAction.ACTION1
+
+
+#: A game that draws a step bar from arcengine's own action count, as cd82, cn04, m0r0 and r11l do.
+COUNTS = """
+from arcengine import ARCBaseGame, Camera, Level, Sprite
+
+
+class Cnts(ARCBaseGame):
+    def __init__(self, seed: int = 0) -> None:
+        self.left = 8
+        level = Level(sprites=[Sprite(pixels=[[3] * 8], name="bar", x=0, y=0)], grid_size=(8, 8))
+        super().__init__(game_id="cnts", levels=[level], camera=Camera(width=8, height=8), available_actions=[1])
+
+    def step(self) -> None:
+        self.left = max(0, 8 - self._action_count)
+        self.current_level.get_sprites_by_name("bar")[0].pixels[0, self.left :] = 0
+        self.complete_action()
+"""
+
+
+def test_a_game_that_reads_its_action_count_is_copied_with_it(tmp_path: Path) -> None:
+    from arcengine import ActionInput, GameAction
+
+    game = _start(_write(tmp_path, "cnts", COUNTS))
+    engine = Engine(game)
+    assert engine.fast
+    answers = []
+    for _ in range(4):
+        fp, snap = engine.freeze(game)
+        result = engine.step(_Node(fp, snap), Choice(1))
+        assert result is not None
+        resp = game.perform_action(ActionInput(id=GameAction.ACTION1), raw=True)
+        # The copy draws the bar the game draws, and is in the game's state after it.
+        assert result[0] == _signature(resp)
+        assert engine.freeze(game)[0] == result[1]
+        answers.append(game.left)
+    assert answers == [7, 6, 5, 4]
 
 
 class _Node:
@@ -73,11 +154,7 @@ def test_every_test_game_is_copied_by_pickle_and_a_copy_steps_to_the_same_finger
 
 
 def test_equal_strings_held_by_different_objects_are_one_state(tmp_path: Path) -> None:
-    d = tmp_path / "strs"
-    d.mkdir()
-    (d / "metadata.json").write_text(json.dumps({"game_id": "strs-01"}))
-    (d / "strs.py").write_text(STRINGS)
-    game = _start(game_files.scan_games(tmp_path)["strs-01"])
+    game = _start(_write(tmp_path, "strs", STRINGS))
     engine = Engine(game)
     assert engine.fast
     fp, snap = engine.freeze(game)

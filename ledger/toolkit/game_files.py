@@ -145,7 +145,9 @@ def start(info: GameInfo, seed: int | None) -> tuple[Any, Any]:
     assert spec is not None  # a spec with no loader is always made
     module = importlib.util.module_from_spec(spec)
     try:
-        exec(source, module.__dict__)
+        # Compiled apart from this module's own `from __future__ import annotations`, which a plain exec passes on
+        # (the toolkit's loader has none): a game's annotations are evaluated, as a dataclass in it needs.
+        exec(compile(source, "<string>", "exec", dont_inherit=True), module.__dict__)
     except Exception as e:  # the game file itself fails: the toolkit logs it and has no game
         raise GameStartError(f"{game_file} fails to run: {type(e).__name__}: {e}") from e
     cls: Any = getattr(module, info.class_name, None)

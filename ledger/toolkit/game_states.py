@@ -7,20 +7,20 @@ must cost about what a game step costs.
 
 from __future__ import annotations
 
-import copy
 import copyreg
 import hashlib
 import io
 import pickle
-import random
 import weakref
 from collections.abc import Callable
 from enum import Enum
 from typing import Any, NamedTuple
 
 from ledger.toolkit.game_pickle import _ARRAYS, _INTO, _array, _by_number, _own_classes, _the_game
+from ledger.toolkit.game_walk import _clone, fingerprint, reads_action_count
 
-_SKIP_ATTRS = frozenset(("_action", "_full_reset", "_action_complete", "_clean_levels"))
+__all__ = ["Choice", "Engine", "fingerprint", "frame_digest", "frame_key", "keyed"]
+
 #: Transitions remembered (state fingerprint, action) -> result.
 CACHE_SIZE = 50_000
 
@@ -31,71 +31,6 @@ class Choice(NamedTuple):
     action: int
     x: int | None = None
     y: int | None = None
-
-
-def fingerprint(game: Any) -> bytes:
-    """A digest of a game object's state (see the module docstring for what is left out)."""
-    h = hashlib.blake2b(digest_size=20)
-    seen: dict[int, int] = {}
-    up = h.update
-
-    def walk(o: Any) -> None:
-        t = type(o)
-        if o is None or t is bool or t is int or t is float or t is str:
-            up(t.__name__.encode())
-            up(repr(o).encode())
-            return
-        oid = id(o)
-        if oid in seen:
-            up(b"@%d" % seen[oid])
-            return
-        seen[oid] = len(seen)
-        if t is list or t is tuple:
-            up(b"[%d" % len(o))
-            for v in o:
-                walk(v)
-        elif t is dict:
-            up(b"{%d" % len(o))
-            for k, v in o.items():
-                walk(k)
-                walk(v)
-        elif t is set or t is frozenset:
-            up(b"<%d" % len(o))
-            for v in sorted(o, key=repr):
-                walk(v)
-        elif hasattr(o, "tobytes") and hasattr(o, "dtype"):
-            up(f"nd{o.dtype}{o.shape}".encode())
-            up(o.tobytes())
-        elif isinstance(o, Enum):
-            up(f"E{t.__qualname__}.{o.name}".encode())
-        elif isinstance(o, random.Random):
-            walk(o.getstate())
-        elif hasattr(o, "bit_generator"):
-            walk(o.bit_generator.state)
-        elif isinstance(o, bytes | bytearray):
-            up(bytes(o))
-        else:
-            up(t.__qualname__.encode())
-            d = getattr(o, "__dict__", None)
-            if d is not None:
-                walk(d)
-            for s in getattr(t, "__slots__", ()):
-                if hasattr(o, s):
-                    walk(s)
-                    walk(getattr(o, s))
-
-    state = {k: v for k, v in vars(game).items() if k not in _SKIP_ATTRS}
-    if "_action_count" in state:
-        state["_action_count"] = min(int(state["_action_count"]), 1)
-    walk(state)
-    return h.digest()
-
-
-def _clone(game: Any) -> Any:
-    # The clean levels are never changed (levels are cloned from them): share them instead of copying.
-    clean = getattr(game, "_clean_levels", None)
-    memo = {id(clean): clean} if clean is not None else {}
-    return copy.deepcopy(game, memo)
 
 
 def frame_digest(frame_bytes: bytes) -> str:
@@ -203,12 +138,16 @@ class Engine:
         self._arrays: list[Any] = []
         self._table: dict[Any, Any] = dict(copyreg.dispatch_table)
         self._table.update(self._array_table())
+        # By name: an action's value is set in its __init__, and GameAction(6) finds no member.
+        self._table[GameAction] = lambda a: (getattr, (GameAction, a.name))
         own = _own_classes(game)
         if own:
             self._table.update((c, _by_number(c)) for c in own)
             if type(game) in self._table:
                 as_copy = self._table[type(game)]
                 self._table[type(game)] = lambda o: (_the_game, ()) if o is self._freezing else as_copy(o)
+        #: Whether the game reads its action count (then it is state, not the engine's bookkeeping).
+        self.counts = reads_action_count(game)
         self.fast = True
         try:
             fp, snap = self.freeze(game)
@@ -238,11 +177,12 @@ class Engine:
                 if m is not None:
                     levels[i] = m.level
                 else:
-                    m = self._masters[d] = _Master(lv, blob)
+                    m = self._masters[d] = _Master(lv, blob, d)
                     self._known(lv, d)
-            assert d is not None
             self._naming.append(m)
-            out.append(_Shared(d))
+            # The master's own digest object: an equal one computed again is another bytes object, which would
+            # pickle apart where a copy (whose levels name one master) shares it.
+            out.append(_Shared(m.digest))
         return out
 
     def _known(self, lv: Any, d: bytes) -> None:
@@ -259,12 +199,12 @@ class Engine:
     def freeze(self, game: Any) -> tuple[bytes, Any]:
         """(fingerprint, snapshot) of a game state (the game may be stepped afterwards: the snapshot is a copy)."""
         if not self.fast:
-            return fingerprint(game), game
+            return fingerprint(game, self.counts), game
         st = {k: v for k, v in vars(game).items() if k != "_clean_levels" and k != "_action"}
         self._naming = []
         if self.shared:
             st["_levels"] = self._share(game)
-        if "_action_count" in st:
+        if "_action_count" in st and not self.counts:
             st["_action_count"] = min(int(st["_action_count"]), 1)
         st["_full_reset"] = False
         st["_action_complete"] = True
@@ -473,11 +413,12 @@ class _Master:
     """A level kept once by content: the object every state that names it shares, and its pickle (a private copy
     is made from it)."""
 
-    __slots__ = ("__weakref__", "blob", "level")
+    __slots__ = ("__weakref__", "blob", "digest", "level")
 
-    def __init__(self, level: Any, blob: Snap) -> None:
+    def __init__(self, level: Any, blob: Snap, digest: bytes) -> None:
         self.level = level
         self.blob = blob
+        self.digest = digest
 
 
 def _cells(game: Any) -> list[tuple[int, int]]:

@@ -25,7 +25,7 @@ reached the game: skipped, with their line numbers, and the search goes on from 
 
 Game states are compared by a fingerprint of the game object's attributes; the engine's bookkeeping that every
 action overwrites (the current action, the full-reset flag) is left out, and ``_action_count`` is reduced to
-"zero or not", the only thing ``handle_reset`` reads.
+"zero or not", the only thing ``handle_reset`` reads, unless the game's own code reads it.
 """
 
 from __future__ import annotations

@@ -157,7 +157,8 @@ def _at(iso: str | None) -> datetime | None:
 
 @dataclass(frozen=True, slots=True)
 class Appended:
-    """What :meth:`Ledger.append_card` wrote: the events as stored, and whether it cached the card's projection."""
+    """What :meth:`Ledger.append_card` wrote: the events as stored (the last one only when not ``whole``), and whether
+    it cached the card's projection."""
 
     stored: list[StoredEvent]
     cached: bool
@@ -410,13 +411,13 @@ class Ledger:
 
     # -- writing ------------------------------------------------------------------------------------------------
 
-    def append(self, stream: str, events: Sequence[AnyEvent], expected_version: int | None) -> list[StoredEvent]:
-        """Append ``events`` to ``stream``, hash-chained, in one transaction; returns them as stored.
-
-        ``expected_version`` is the stream's version the caller built on (0: a new stream); another writer that
-        went first raises :class:`VersionConflict` and nothing is written. ``None`` appends at the head.
-        """
-        return self.store.append(stream, events, expected_version=expected_version)
+    def append(
+        self, stream: str, events: Sequence[AnyEvent], expected_version: int | None, *, whole: bool = True
+    ) -> list[StoredEvent]:
+        """Append ``events`` to ``stream``, hash-chained, in one transaction; returns them as stored (``whole`` False:
+        the last one, the rest never held as rows at once). ``expected_version`` is the stream's version the caller
+        built on (0: a new stream; ``None``: at the head); if another writer went first, :class:`VersionConflict`."""
+        return self.store.append(stream, events, expected_version=expected_version, whole=whole)
 
     def append_card(
         self,
@@ -426,6 +427,7 @@ class Ledger:
         *,
         state: CardState | None = None,
         cached_version: int = 0,
+        whole: bool = True,
     ) -> Appended:
         """:meth:`append` to a card's stream, then apply the snapshot policy.
 
@@ -433,7 +435,7 @@ class Ledger:
         ``cached_version`` the version its last snapshot covers: the state is cached once the card is closed or
         once :data:`SNAPSHOT_EVERY` events have followed that snapshot.
         """
-        stored = self.append(card_stream(card_id), events, expected_version)
+        stored = self.append(card_stream(card_id), events, expected_version, whole=whole)
         cached = False
         if state is not None and stored:
             last = stored[-1]

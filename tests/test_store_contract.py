@@ -28,7 +28,7 @@ from ledger.core.events import ActionTaken, CardOpened, Win, card_stream, encode
 from ledger.errors import VersionConflict
 from ledger.services.verify import verify_ledger
 from ledger.storage.backends import open_store
-from ledger.storage.base import APPEND_ONLY_TRIGGERS, LogStore, Snapshot, StoredEvent, migrations_dir
+from ledger.storage.base import APPEND_CHUNK, APPEND_ONLY_TRIGGERS, LogStore, Snapshot, StoredEvent, migrations_dir
 from tests.toolkit import arcade, play_random_card, step
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -103,6 +103,32 @@ def test_append_numbers_versions_links_the_chain_and_orders_seq(store: LogStore)
     assert store.stream_exists("card:b") and not store.stream_exists("card:c")
     assert store.event_at("card:a", 2) == a[1]
     assert store.event_at("card:a", 9) is None
+
+
+def test_an_append_that_returns_its_last_event_writes_what_a_whole_one_writes(store: LogStore) -> None:
+    """An import's card is appended a chunk at a time (its rows never all held): the same rows, one transaction."""
+    n = APPEND_CHUNK * 2 + 7
+    events = [opened("w"), *(act(i) for i in range(n))]
+    whole = store.append(card_stream("w"), events, expected_version=0)
+    last = store.append(card_stream("c"), [opened("c"), *events[1:]], expected_version=0, whole=False)
+    again = store.read_stream(card_stream("c"))
+    assert last == [again[-1]] and again[0].body == encode(opened("c"))
+    assert [(e.version, e.type, e.ts, e.body) for e in again[1:]] == [
+        (e.version, e.type, e.ts, e.body) for e in whole[1:]
+    ]
+    assert [e.seq for e in again] == list(range(whole[-1].seq + 1, whole[-1].seq + n + 2))
+    prev = chain_mod.GENESIS
+    for e in again:
+        assert (e.prev_hash, e.hash) == (prev, chain_mod.event_hash(prev, e.stream, e.version, e.type, e.body))
+        prev = e.hash
+    assert verify_ledger(store).ok
+    # Another writer went first: nothing of it is written, whichever chunk it would have reached.
+    before = rows(store)
+    with pytest.raises(VersionConflict):
+        store.append(card_stream("c"), [act(i) for i in range(n)], expected_version=1, whole=False)
+    assert rows(store) == before
+    more = store.append(card_stream("c"), [act(1)] * (n + 1), expected_version=n + 1, whole=False)
+    assert [e.version for e in more] == [2 * n + 2] and verify_ledger(store).ok
 
 
 def test_the_protocol_names_every_store_method_the_facade_calls() -> None:

@@ -370,7 +370,7 @@ def _commit(
     )
     doc = close_import(card, bmap, tail_ts, extra, out)
     # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
-    ledger.append_card(card_id, out, version, state=card)
+    ledger.append_card(card_id, out, version, state=card, whole=False)
     return out, doc
 
 

@@ -107,9 +107,10 @@ class LogStore(Protocol):
         that is behind, the in-memory overlay to read them from."""
 
     def append(
-        self, stream: str, new_events: Sequence[Event], expected_version: int | None = None
+        self, stream: str, new_events: Sequence[Event], expected_version: int | None = None, *, whole: bool = True
     ) -> list[StoredEvent]:
-        """Append events to ``stream`` in one transaction, committed when this returns."""
+        """Append events to ``stream`` in one transaction, committed when this returns (all of them as stored, or
+        with ``whole`` False the last one only)."""
 
     def append_encoded(
         self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None = None
@@ -379,6 +380,10 @@ class HeadCache:
             self._heads.pop(stream, None)
 
 
+#: Events encoded, chained and inserted at a time by an append that returns only its last event.
+APPEND_CHUNK = 2_000
+
+
 def encode_events(new_events: Sequence[Event]) -> list[tuple[str, str, bytes]]:
     """Events as ``(type, ts, body)`` rows."""
     return [(type_of(e), e.ts.isoformat(), encode(e)) for e in new_events]
@@ -400,17 +405,25 @@ class StoreBase:
         raise NotImplementedError
 
     def append(
-        self, stream: str, new_events: Sequence[Event], expected_version: int | None = None
+        self, stream: str, new_events: Sequence[Event], expected_version: int | None = None, *, whole: bool = True
     ) -> list[StoredEvent]:
         """Append events to ``stream`` in one transaction, committed when this returns.
 
         ``expected_version`` is the stream's last version the caller knows (0 for a new stream); if another
         writer got there first, :class:`VersionConflict` is raised and nothing is written. ``None`` appends
-        after whatever the stream holds.
+        after whatever the stream holds. With ``whole`` False only the last event is returned as stored, and a
+        backend that can encodes, chains and inserts the events :data:`APPEND_CHUNK` at a time in that one
+        transaction (an imported card of tens of thousands of events is never held as rows at once).
         """
         if not new_events:
             return []
-        return self._append_rows(stream, encode_events(new_events), expected_version)
+        if not whole and len(new_events) > APPEND_CHUNK:
+            return [self._append_chunked(stream, new_events, expected_version)]
+        stored = self._append_rows(stream, encode_events(new_events), expected_version)
+        return stored if whole else stored[-1:]
+
+    def _append_chunked(self, stream: str, new_events: Sequence[Event], expected_version: int | None) -> StoredEvent:
+        return self._append_rows(stream, encode_events(new_events), expected_version)[-1]
 
     def append_encoded(
         self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None = None

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from ledger.core import chain
+from ledger.core.events import Event
 from ledger.errors import HistoryConflict, StoreError, VersionConflict
 from ledger.storage import sqlite_sql as sq
 from ledger.storage.base import (
@@ -32,7 +33,6 @@ from ledger.storage.base import (
     StreamInfo,
     chain_rows,
     check_revision,
-    copied_rows,
     copy_batch_of,
     lowest_versions,
     no_ledger,
@@ -43,11 +43,9 @@ from ledger.storage.connections import ReadPool, Writer
 from ledger.storage.sqlite_sql import (
     COLUMNS,
     HEAD_SQL,
-    INSERT_SQL,
     PREFIX_SQL,
     STREAMS_SQL,
     check_tables,
-    row_values,
     sqlite_path,
     stream_where,
     writable,
@@ -214,6 +212,26 @@ class SQLiteStore(SQLiteSummary, StoreBase):
         self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None
     ) -> list[StoredEvent]:
         # The capture hot path: one append of one event per toolkit step, so plain driver calls and nothing else.
+        if len(rows) == 1:
+            return self._write(
+                stream, expected_version, lambda dbapi, head: [sq.insert_one(dbapi, stream, rows[0], head)]
+            )
+        return self._write(
+            stream, expected_version, lambda dbapi, head: sq.insert_batch(dbapi, chain_rows(stream, rows, *head))
+        )
+
+    def _append_chunked(self, stream: str, new_events: Sequence[Event], expected_version: int | None) -> StoredEvent:
+        return self._write(
+            stream, expected_version, lambda dbapi, head: sq.insert_chunked(dbapi, stream, new_events, head)
+        )[0]
+
+    def _write(
+        self,
+        stream: str,
+        expected_version: int | None,
+        insert: Callable[[sqlite3.Connection, tuple[int, str]], list[StoredEvent]],
+    ) -> list[StoredEvent]:
+        """``insert(connection, head)`` in one write transaction, after the version check; what it inserted."""
         head = self._heads.known(stream, expected_version)
         try:
             with self._writer.connection() as dbapi:
@@ -224,10 +242,7 @@ class SQLiteStore(SQLiteSummary, StoreBase):
                         head = (row[0], row[1]) if row else (0, chain.GENESIS)
                         if expected_version is not None and head[0] != expected_version:
                             raise VersionConflict(stream, expected_version)
-                    if len(rows) == 1:
-                        out = [sq.insert_one(dbapi, stream, rows[0], head)]
-                    else:
-                        out = sq.insert_batch(dbapi, chain_rows(stream, rows, *head))
+                    out = insert(dbapi, head)
                     dbapi.execute("COMMIT")
                 except BaseException:
                     if dbapi.in_transaction:
@@ -257,16 +272,7 @@ class SQLiteStore(SQLiteSummary, StoreBase):
             with self._writer.connection() as con:
                 con.execute("BEGIN IMMEDIATE")
                 try:
-                    heads: dict[str, tuple[int, str]] = {}
-                    held: dict[tuple[str, int], str] = {}
-                    for s, lo in lowest.items():
-                        row = con.execute(HEAD_SQL, (s,)).fetchone()
-                        heads[s] = (row[0], row[1]) if row else (0, chain.GENESIS)
-                        if lo <= heads[s][0]:
-                            q = "SELECT version, hash FROM events WHERE stream = ? AND version BETWEEN ? AND ?"
-                            held.update({(s, v): h for v, h in con.execute(q, (s, lo, heads[s][0]))})
-                    new = copied_rows(batch, heads, held)
-                    con.executemany(INSERT_SQL, [(e.stream, *row_values(e)) for e in new])
+                    new = sq.insert_copied(con, batch, lowest)
                     con.execute("COMMIT")
                 except BaseException:
                     if con.in_transaction:

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from msgspec.structs import astuple, force_setattr
 
 from ledger.core import chain
+from ledger.core.events import Event
 from ledger.errors import InputError, StoreError
-from ledger.storage.base import StoredEvent, no_ledger
+from ledger.storage.base import (
+    APPEND_CHUNK,
+    CopyBatch,
+    StoredEvent,
+    chain_rows,
+    copied_rows,
+    encode_events,
+    no_ledger,
+)
 from ledger.storage.checkpoint import BACKSTOP_PAGES
 
 COLUMNS = "seq, stream, version, type, ts, body, prev_hash, hash"
@@ -49,6 +59,33 @@ def insert_batch(dbapi: sqlite3.Connection, new: list[StoredEvent]) -> list[Stor
     # Numbered in place: an import's whole card is one batch, and a copy of each row would double its peak.
     for s, e in enumerate(new, last - len(new) + 1):
         force_setattr(e, "seq", s)
+    return new
+
+
+def insert_chunked(
+    dbapi: sqlite3.Connection, stream: str, events: Sequence[Event], head: tuple[int, str]
+) -> list[StoredEvent]:
+    """Encode, chain and insert ``events`` after ``head``, :data:`APPEND_CHUNK` at a time, inside the caller's write
+    transaction (a card's rows are never all held at once); the last one as stored."""
+    for i in range(0, len(events), APPEND_CHUNK):
+        last = insert_batch(dbapi, chain_rows(stream, encode_events(events[i : i + APPEND_CHUNK]), *head))[-1]
+        head = (last.version, last.hash)
+    return [last]
+
+
+def insert_copied(con: sqlite3.Connection, batch: CopyBatch, lowest: dict[str, int]) -> list[StoredEvent]:
+    """Insert copied rows inside the caller's write transaction, each stream checked against the head it reads
+    (:func:`copied_rows`); the rows inserted."""
+    heads: dict[str, tuple[int, str]] = {}
+    held: dict[tuple[str, int], str] = {}
+    for s, lo in lowest.items():
+        row = con.execute(HEAD_SQL, (s,)).fetchone()
+        heads[s] = (row[0], row[1]) if row else (0, chain.GENESIS)
+        if lo <= heads[s][0]:
+            q = "SELECT version, hash FROM events WHERE stream = ? AND version BETWEEN ? AND ?"
+            held.update({(s, v): h for v, h in con.execute(q, (s, lo, heads[s][0]))})
+    new = copied_rows(batch, heads, held)
+    con.executemany(INSERT_SQL, [(e.stream, *row_values(e)) for e in new])
     return new
 
 

@@ -186,6 +186,11 @@ def run(quick: bool, sizes: tuple[int, ...] = (400, 5000)) -> list[str]:
     """The figures, a few lines per size."""
     out: list[str] = []
     public = os.environ.get("LEDGER_BENCH_LS20")
+    if public and not (Path(public) / "ls20").is_dir():
+        out.append(
+            f"LEDGER_BENCH_LS20={public}: no ls20 folder there (environment_files/ls20/...): the public ls20 is skipped"
+        )
+        public = None
     for game in (GAME, LS20) if public else (GAME,):
         for actions in (60,) if quick else sizes:
             with tempfile.TemporaryDirectory() as tmp:

@@ -100,7 +100,8 @@ class Engine:
     file as a module pickle cannot find by name) are pickled naming their class by number, and the game's references
     to itself (a display that reads it) stay references to the copy. Equal strings are written once whichever
     objects hold them, so a copy (which holds fresh strings where the game held its code's constants and its classes'
-    names) pickles as the game does. A game whose state still does not pickle is
+    names) pickles as the game does; an action is written by its name; the action count, which arcengine reads only
+    as "zero or not", stays whole for a game whose own code reads it. A game whose state still does not pickle is
     copied and fingerprinted the slow way (a deep copy of every level a candidate: tens of times a step).
     """
 

@@ -69,6 +69,46 @@ def test_ctrl_c_exits_130_and_says_how_many_cards_are_committed(tmp_path: Path) 
     assert ledger("--db", db, "verify").returncode == 0
 
 
+def test_ctrl_c_stops_the_search_of_a_recordings_actions_and_writes_nothing_of_its_card(tmp_path: Path) -> None:
+    """A harness recording imported with the game code is searched line by line before its card is written: Ctrl-C
+    stops the search there (it used to wait for the whole search, then write the card and exit 0)."""
+    import random as rnd
+
+    from arcengine import GameAction
+
+    from tests.harness_recorder import Recorder, convert, environments
+    from tests.toolkit import arcade
+
+    envs = environments(tmp_path / "envs")
+    rng = rnd.Random(5)
+    arc = arcade(envs)
+    env = arc.make("lsx3-0000003c", scorecard_id=arc.open_scorecard())
+    rec = Recorder(tmp_path / "rec", "lsx3-0000003c.random.3000", rng)
+    for _ in range(3000):
+        done = env.observation_space.state.name in ("GAME_OVER", "WIN")
+        rec.record(
+            json.loads(convert(env.step(GameAction.from_id(0 if done else rng.randint(1, 4)))).model_dump_json())
+        )
+    db = str(tmp_path / "l.sqlite")
+    proc = subprocess.Popen(
+        [LEDGER, "--db", db, "import", str(rec.path), "--environments", str(envs)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(3)  # the file is read and the game started; its 3,000 lines take several times that to search
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in out + err
+    assert err.strip().splitlines()[-1].startswith("import: 0 of 1 card(s) committed, 1 not yet")
+    with Ledger.open(db, readonly=True) as led:
+        assert led.card_ids() == []
+
+
 # -- the `arc` extra ----------------------------------------------------------------------------------------------
 
 #: Run the CLI as an install without the toolkit: importing arc_agi or arcengine fails exactly as when they are not

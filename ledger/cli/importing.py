@@ -137,9 +137,9 @@ def import_cmd(
 class _Committed:
     """Counts the cards an import has committed, for the line Ctrl-C prints.
 
-    Ctrl-C is held until a safe point, while a card's files are read or once a card is counted, so the count is
-    exact: a Ctrl-C that landed between a card's commit and its count would otherwise leave it out. A second
-    Ctrl-C stops at once.
+    Ctrl-C is held until a safe point, while a card's files are read, while a recording's actions are searched
+    (nothing of its card is written yet) or once a card is counted, so the count is exact: a Ctrl-C that landed
+    between a card's commit and its count would otherwise leave it out. A second Ctrl-C stops at once.
     """
 
     def __init__(self, total: int) -> None:

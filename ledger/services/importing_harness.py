@@ -102,14 +102,17 @@ def _recover(
     steps: dict[int, Step],
     problems: list[Problem],
     candidates: dict[int, list[int]],
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[dict[int, tuple[int, int | None, int | None]], list[int], list[int], str]:
     """lineno -> (action, x, y), undecided lines, unreproduced lines, method; ``candidates`` is filled with the
-    lines whose action the frames leave open (lineno -> candidate actions)."""
+    lines whose action the frames leave open (lineno -> candidate actions). ``progress`` is called with 0 once a line
+    searched: the import's safe point (a Ctrl-C stops the search there, nothing of the card written)."""
     info = baselines.game_info(game_id)
     if info is not None:
         from ledger.toolkit.harness_search import recover
 
-        rec = recover(read.frames, info, steps, lost=read.lost_frames)
+        tick = (lambda: progress(0)) if progress is not None else None
+        rec = recover(read.frames, info, steps, lost=read.lost_frames, tick=tick)
         if rec.error is None:
             if rec.cut:
                 problems.append(
@@ -258,7 +261,9 @@ def _import_once(
     if prep.run_dir is not None and prep.existing is None and read.frames:
         prep.usage = run_usage(prep.run_dir, read.frames, steps, read.frames[-1].ts, problems)
     candidates: dict[int, list[int]] = {}
-    choices, undecided, unreproduced, method = _recover(read, game_id, baselines, steps, problems, candidates)
+    choices, undecided, unreproduced, method = _recover(
+        read, game_id, baselines, steps, problems, candidates, opts.progress
+    )
     undecided = [ln for ln in undecided if ln > done]
     unreproduced = [ln for ln in unreproduced if ln > done]
     for ln in unreproduced[:MAX_LISTED]:

@@ -30,7 +30,7 @@ action overwrites (the current action, the full-reset flag) is left out, and ``_
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,8 +151,11 @@ def recover(
     steps: dict[int, Step] | None = None,
     seed: int = 0,
     lost: Iterable[int] = (),
+    tick: Callable[[], None] | None = None,
 ) -> Recovery:
     """Re-simulate one recording's play and recover the action each frame line answers.
+
+    ``tick`` is called once a line (the caller's safe point: it may raise to stop the search; nothing is kept).
 
     ``lost``: line numbers of frame lines that could not be read (cut, wrong types): an action the game did see,
     whose answer is unknown, so every action is allowed there (and none is imported for it).
@@ -167,7 +170,7 @@ def recover(
     frames = list(frames)
     lost = list(lost)
     if not lost:
-        fast = _first_path(engine, game, frames, info.game_id, steps or {})
+        fast = _first_path(engine, game, frames, info.game_id, steps or {}, tick)
         if fast is not None:
             engine.release()
             return fast
@@ -182,6 +185,8 @@ def recover(
     )
     offered: tuple[int, ...] = ()
     for lineno, line in sequence:
+        if tick is not None:
+            tick()
         if line is None:
             layer = _Layer(engine, None, -lineno)
             for node in hyps:
@@ -233,7 +238,12 @@ def _grid_key(grid: Any) -> bytes:
 
 
 def _first_path(
-    engine: Engine, game: Any, frames: list[FrameLine], game_id: str, steps: dict[int, Step]
+    engine: Engine,
+    game: Any,
+    frames: list[FrameLine],
+    game_id: str,
+    steps: dict[int, Step],
+    tick: Callable[[], None] | None = None,
 ) -> Recovery | None:
     """The search's answer when every line is reproduced from one state by the first action (in priority order)
     that reproduces it, found without keeping alternatives; None when some line is not (then the whole search runs).
@@ -253,6 +263,8 @@ def _first_path(
     used: dict[Choice, int] = {}
     chosen: dict[Choice, Choice] = {}
     for line in frames:
+        if tick is not None:
+            tick()
         if not line.guid or line.game_id != game_id:
             result.unreproduced.append(line.lineno)
             continue

@@ -152,6 +152,33 @@ def test_without_the_games_code_scores_are_exact_and_resets_unknown(tmp_path: Pa
             assert imp.status == "WARN" and "resets are unknown" in imp.message
 
 
+def test_game_code_that_reproduces_none_of_a_recordings_lines_falls_back_to_the_frames(
+    tmp_path: Path, envs: Path
+) -> None:
+    """Code that answers no line of a recording is not the game that made it (or its copies do not act as it does):
+    the card is imported from the frames, as when the code does not start, not left out line by line."""
+    rec = tmp_path / "rec"
+    run = run_swarm(rec, ["lsx2-0000002b"], 4, env_dir=envs, max_actions=25)
+    other = tmp_path / "other"
+    shutil.copytree(envs, other)
+    game = other / "lsx2" / "0000002b" / "lsx2.py"
+    game.write_text(game.read_text().replace("ENERGY = 60", "ENERGY = 59"))  # another energy bar in every frame
+    db = tmp_path / "l.sqlite"
+    code, out, err = invoke(db, "import", str(rec), "--environments", str(other))
+    assert code == 0, err
+    assert "reproduces none of its 26 frame line(s): actions read from the frames only" in out + err
+    with Ledger.open(db) as led:
+        (card,) = led.card_ids()
+        evs = events_of(led, card)
+    inferred = next(e for e in evs if type(e) is ActionsInferred)
+    assert inferred.method == "frames" and inferred.inferred == 26
+    with Ledger.open(tmp_path / "same.sqlite") as led:  # the same file imported without the code: the same events
+        import_recordings(led, [rec])
+        (same,) = led.card_ids()
+        assert [type(e) for e in events_of(led, same)] == [type(e) for e in evs]
+    assert run.agents[0].game_id == "lsx2-0000002b"
+
+
 # -- the benchmarking harness: the real file's shape, its run folders, its phantom copies -------------------------
 
 

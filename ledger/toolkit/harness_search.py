@@ -219,6 +219,10 @@ def recover(
     _choose_best(hyps, result)
     result.steps, result.copies = engine.steps, engine.copies
     engine.release()
+    if frames and not result.choices:
+        # Not one line of an honest recording is a line the game never saw: this code is not the game that
+        # answered them (or its copies do not act as it does).
+        result.error = f"the code of {info.game_id} reproduces none of its {len(frames)} frame line(s)"
     return result
 
 

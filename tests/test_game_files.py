@@ -117,16 +117,6 @@ def test_a_game_with_a_dataclass_starts_as_the_toolkits_wrapper_starts_it(tmp_pa
     assert mine.game.tally.seen == theirs._game.tally.seen == [0, 1, 1, 1]
 
 
-def test_a_game_file_is_run_once_a_process_as_the_toolkits_loader_runs_it(tmp_path: Path) -> None:
-    from arc_agi import LocalEnvironmentWrapper
-
-    info = _game_dir(tmp_path, "dcls", DATACLASS_GAME)
-    theirs = [LocalEnvironmentWrapper(environment_info=_info(info), logger=_quiet, scorecard_id="t") for _ in range(2)]
-    mine = [game_files.LocalGame(info, s) for s in (None, 3)]
-    assert type(theirs[0]._game) is type(theirs[1]._game)
-    assert type(mine[0].game) is type(mine[1].game) and mine[0].game is not mine[1].game
-
-
 def _info(info: game_files.GameInfo) -> Any:
     from arc_agi.models import EnvironmentInfo
 

@@ -125,14 +125,22 @@ def _read_by_toolkit(text: str, folder: str) -> GameInfo | None:
     return GameInfo(info.game_id, info.class_name or "", folder)
 
 
-#: (file, game id, class name, source) -> the game's class: as the toolkit's loader does, a file is run once a
-#: process (each game started again is another object of the same class), not once a start.
-_LOADED: dict[tuple[str, str, str, str], type] = {}
+def start(info: GameInfo, seed: int | None) -> tuple[Any, Any]:
+    """(the game, its answer to the first RESET), as ``LocalEnvironmentWrapper(environment_info, seed=seed)``
+    leaves them (``seed`` None: the class's own default). Raises :class:`GameStartError`."""
+    from arcengine import ActionInput, ARCBaseGame, GameAction
 
-
-def _load(game_file: Path, source: str, info: GameInfo) -> type:
-    from arcengine import ARCBaseGame
-
+    if not info.class_name:
+        raise GameStartError(f"class_name is not set for {info.game_id}")
+    folder = Path(info.local_dir)
+    files = [folder / f"{info.class_name.lower()}.py", folder / f"{info.class_name}.py"]
+    game_file = next((p for p in files if p.exists()), None)
+    if game_file is None:
+        raise GameStartError(f"game source file not found (looked in {', '.join(str(p) for p in files)})")
+    try:
+        source = game_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeError) as e:
+        raise GameStartError(f"cannot read {game_file}: {e}") from e
     spec = importlib.util.spec_from_loader(f"arc_agi_3.{info.game_id}", loader=None)
     assert spec is not None  # a spec with no loader is always made
     module = importlib.util.module_from_spec(spec)
@@ -147,30 +155,6 @@ def _load(game_file: Path, source: str, info: GameInfo) -> type:
         raise GameStartError(f"class {info.class_name} not found in {game_file}")
     if not issubclass(cls, ARCBaseGame):
         raise GameStartError(f"class {info.class_name} in {game_file} is not an ARCBaseGame")
-    return cls
-
-
-def start(info: GameInfo, seed: int | None) -> tuple[Any, Any]:
-    """(the game, its answer to the first RESET), as ``LocalEnvironmentWrapper(environment_info, seed=seed)``
-    leaves them (``seed`` None: the class's own default). Raises :class:`GameStartError`."""
-    from arcengine import ActionInput, GameAction
-
-    if not info.class_name:
-        raise GameStartError(f"class_name is not set for {info.game_id}")
-    folder = Path(info.local_dir)
-    files = [folder / f"{info.class_name.lower()}.py", folder / f"{info.class_name}.py"]
-    game_file = next((p for p in files if p.exists()), None)
-    if game_file is None:
-        raise GameStartError(f"game source file not found (looked in {', '.join(str(p) for p in files)})")
-    try:
-        source = game_file.read_text(encoding="utf-8")
-    except (OSError, UnicodeError) as e:
-        raise GameStartError(f"cannot read {game_file}: {e}") from e
-    key = (str(game_file.resolve()), info.game_id, info.class_name, source)
-    cls: Any = _LOADED.get(key)
-    if cls is None:
-        cls = _load(game_file, source, info)
-        _LOADED[key] = cls
     try:
         kwargs: dict[str, Any] = (
             {"seed": seed} if seed is not None and "seed" in inspect.signature(cls).parameters else {}

@@ -139,6 +139,17 @@ class SwarmRun:
     agents: list[SeededAgent]
 
 
+def game_dir(folder: Path, name: str, source: str) -> Any:
+    """A game folder ``name`` with ``source`` as its game file (game id ``NAME-01``), as ``game_files`` finds it."""
+    from ledger.toolkit import game_files
+
+    d = folder / name
+    d.mkdir()
+    (d / "metadata.json").write_text(json.dumps({"game_id": f"{name}-01"}))
+    (d / f"{name}.py").write_text(source)
+    return game_files.scan_games(folder)[f"{name}-01"]
+
+
 def environments(folder: Path) -> Path:
     """The test games and the harness test games in one environment_files tree (the toolkit scans one folder)."""
     for src in (ENV_DIR, HARNESS_GAMES):

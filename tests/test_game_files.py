@@ -15,7 +15,7 @@ import pytest
 
 from ledger.toolkit import game_files
 from ledger.toolkit.game_states import fingerprint
-from tests.harness_recorder import HARNESS_GAMES
+from tests.harness_recorder import HARNESS_GAMES, game_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = (ROOT / "tests" / "environment_files", HARNESS_GAMES, ROOT / "ledger" / "toolkit" / "demo_games")
@@ -106,7 +106,7 @@ def test_a_game_with_a_dataclass_starts_as_the_toolkits_wrapper_starts_it(tmp_pa
     from arc_agi import LocalEnvironmentWrapper
     from arcengine import GameAction
 
-    info = _game_dir(tmp_path, "dcls", DATACLASS_GAME)
+    info = game_dir(tmp_path, "dcls", DATACLASS_GAME)
     theirs = LocalEnvironmentWrapper(environment_info=_info(info), logger=_quiet, scorecard_id="t", seed=0)
     mine = game_files.LocalGame(info, 0)
     assert theirs._game is not None and theirs._game.evaluated and mine.game.evaluated
@@ -168,14 +168,6 @@ def test_metadata_of_every_kind_is_read_as_the_toolkit_reads_it(tmp_path: Path) 
     assert "aaab-01" in theirs and "aaae-01" not in theirs  # both kinds are in the folder
 
 
-def _game_dir(tmp_path: Path, name: str, source: str) -> game_files.GameInfo:
-    d = tmp_path / name
-    d.mkdir()
-    (d / "metadata.json").write_text(json.dumps({"game_id": f"{name}-01"}))
-    (d / f"{name}.py").write_text(source)
-    return game_files.scan_games(tmp_path)[f"{name}-01"]
-
-
 @pytest.mark.parametrize(
     "source",
     [
@@ -191,7 +183,7 @@ def _game_dir(tmp_path: Path, name: str, source: str) -> game_files.GameInfo:
 def test_a_game_that_does_not_start_is_refused_as_the_toolkit_refuses_it(tmp_path: Path, source: str) -> None:
     from arc_agi import LocalEnvironmentWrapper
 
-    info = _game_dir(tmp_path, "brk1", source)
+    info = game_dir(tmp_path, "brk1", source)
     with pytest.raises(game_files.GameStartError):
         game_files.LocalGame(info, 0)
     try:

@@ -5,7 +5,6 @@ its code's constants or its classes' names, as arcengine's default level name ``
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 
 from ledger.toolkit import game_files
 from ledger.toolkit.game_states import Choice, Engine, _signature
-from tests.harness_recorder import HARNESS_GAMES
+from tests.harness_recorder import HARNESS_GAMES, game_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = (ROOT / "tests" / "environment_files", HARNESS_GAMES)
@@ -58,18 +57,10 @@ class Keep(ARCBaseGame):
 """
 
 
-def _write(tmp_path: Path, name: str, source: str) -> game_files.GameInfo:
-    d = tmp_path / name
-    d.mkdir()
-    (d / "metadata.json").write_text(json.dumps({"game_id": f"{name}-01"}))
-    (d / f"{name}.py").write_text(source)
-    return game_files.scan_games(tmp_path)[f"{name}-01"]
-
-
 def test_a_game_that_keeps_its_last_action_and_equal_levels_is_copied_by_pickle(tmp_path: Path) -> None:
     from arcengine import ActionInput, GameAction
 
-    game = _start(_write(tmp_path, "keep", KEEPS))
+    game = _start(game_dir(tmp_path, "keep", KEEPS))
     engine = Engine(game)
     assert engine.fast
     for a in (1, 2, 1, 2, 1):
@@ -103,7 +94,7 @@ class Cnts(ARCBaseGame):
 def test_a_game_that_reads_its_action_count_is_copied_with_it(tmp_path: Path) -> None:
     from arcengine import ActionInput, GameAction
 
-    game = _start(_write(tmp_path, "cnts", COUNTS))
+    game = _start(game_dir(tmp_path, "cnts", COUNTS))
     engine = Engine(game)
     assert engine.fast
     answers = []
@@ -154,7 +145,7 @@ def test_every_test_game_is_copied_by_pickle_and_a_copy_steps_to_the_same_finger
 
 
 def test_equal_strings_held_by_different_objects_are_one_state(tmp_path: Path) -> None:
-    game = _start(_write(tmp_path, "strs", STRINGS))
+    game = _start(game_dir(tmp_path, "strs", STRINGS))
     engine = Engine(game)
     assert engine.fast
     fp, snap = engine.freeze(game)

@@ -57,18 +57,19 @@ def _named(c: type) -> bool:
     return obj is c
 
 
-def _own_classes(game: Any) -> list[type]:
-    """The classes of the game's own module that pickle cannot find by name (the game's class among them)."""
+def game_module(game: Any) -> tuple[list[type], dict[str, Any]]:
+    """The classes of the game's own module (its class and the bases defined there first, then every class the
+    module holds) and the module's globals, as a method of the game's class sees them ({} if it has none)."""
     cls = type(game)
     found = dict.fromkeys(c for c in cls.__mro__ if c.__module__ == cls.__module__)
-    for v in vars(cls).values():
-        module_globals = getattr(v, "__globals__", None)
-        if isinstance(module_globals, dict):
-            found.update(
-                (x, None) for x in module_globals.values() if isinstance(x, type) and x.__module__ == cls.__module__
-            )
-            break
-    return [c for c in found if not _named(c)]
+    module_globals = next((g for v in vars(cls).values() if isinstance(g := getattr(v, "__globals__", None), dict)), {})
+    found.update((x, None) for x in module_globals.values() if isinstance(x, type) and x.__module__ == cls.__module__)
+    return list(found), module_globals
+
+
+def _own_classes(game: Any) -> list[type]:
+    """The classes of the game's own module that pickle cannot find by name (the game's class among them)."""
+    return [c for c in game_module(game)[0] if not _named(c)]
 
 
 def _by_number(c: type) -> Callable[[Any], Any]:

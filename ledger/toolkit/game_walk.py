@@ -12,6 +12,8 @@ from enum import Enum
 from types import CodeType, FunctionType
 from typing import Any
 
+from ledger.toolkit.game_pickle import game_module
+
 #: The engine's bookkeeping that every action overwrites (and the never-changed clean levels).
 _SKIP_ATTRS = frozenset(("_action", "_full_reset", "_action_complete", "_clean_levels"))
 
@@ -19,15 +21,10 @@ _SKIP_ATTRS = frozenset(("_action", "_full_reset", "_action_complete", "_clean_l
 def reads_action_count(game: Any) -> bool:
     """Whether code of the game's own module reads ``_action_count`` (a step counter drawn from it, say): then the
     number is part of its state. arcengine itself reads only whether it is zero."""
-    cls = type(game)
-    mod = cls.__module__
-    found = [f for c in cls.__mro__ if c.__module__ == mod for f in vars(c).values()]
-    module_globals = next((f.__globals__ for f in found if isinstance(f, FunctionType)), {})
-    for v in module_globals.values():
-        if isinstance(v, type) and v.__module__ == mod:
-            found.extend(vars(v).values())
-        elif isinstance(v, FunctionType) and v.__module__ == mod:
-            found.append(v)
+    classes, module_globals = game_module(game)
+    mod = type(game).__module__
+    found = [f for c in classes for f in vars(c).values()]
+    found += [v for v in module_globals.values() if isinstance(v, FunctionType) and v.__module__ == mod]
     for f in found:
         f = f.fget if isinstance(f, property) else getattr(f, "__func__", f)  # a property, a static or class method
         code = getattr(f, "__code__", None)

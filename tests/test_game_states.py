@@ -110,6 +110,103 @@ def test_a_game_that_reads_its_action_count_is_copied_with_it(tmp_path: Path) ->
     assert answers == [7, 6, 5, 4]
 
 
+#: A game that keeps sets (as wa30 does): built by adds and removes, a set iterates in an order its history decided,
+#: which an equal set made afresh (a copy's) need not share; one of them is held twice.
+SETS = """
+from arcengine import ARCBaseGame, Camera, GameAction, Level, Sprite
+
+
+class Sets(ARCBaseGame):
+    def __init__(self, seed: int = 0) -> None:
+        self.walls = set()
+        for i in range(64):
+            self.walls.add((i * 7 % 64, i % 5))
+        for i in range(0, 64, 3):
+            self.walls.discard((i * 7 % 64, i % 5))
+        self.also = self.walls
+        self.seen = frozenset({"a", "b", "c"})
+        level = Level(sprites=[Sprite(pixels=[[3]], name="p", x=0, y=0)], grid_size=(8, 8))
+        super().__init__(game_id="sets", levels=[level], camera=Camera(width=8, height=8), available_actions=[1, 2])
+
+    def step(self) -> None:
+        # Either action leaves the same set, reached in another order.
+        if self.action.id == GameAction.ACTION1:
+            self.walls.add((99, 1))
+            self.walls.discard((0, 0))
+        else:
+            self.walls.discard((0, 0))
+            self.walls.add((99, 1))
+        self.complete_action()
+"""
+
+
+def test_a_game_that_keeps_sets_is_copied_by_pickle_and_its_equal_sets_are_one_state(tmp_path: Path) -> None:
+    game = _start(game_dir(tmp_path, "sets", SETS))
+    engine = Engine(game)
+    assert engine.fast and engine.extended
+    fp, snap = engine.freeze(game)
+    copy = engine.thaw(snap)
+    assert copy.walls == game.walls and copy.also is copy.walls and copy.seen == game.seen  # type: ignore[attr-defined]
+    assert type(copy.seen) is frozenset  # type: ignore[attr-defined]
+    assert engine.freeze(copy)[0] == fp
+    node = _Node(fp, snap)
+    one, two = engine.step(node, Choice(1)), engine.step(node, Choice(2))
+    assert one is not None and two is not None
+    assert one[1] == two[1] != fp
+
+
+#: A game whose state holds functions made at run time (as tn36's and lf52's do): a helper keeps lambdas over
+#: itself, and the game a lambda over the game; a copy's must act on the copy.
+CLOSURES = """
+from arcengine import ARCBaseGame, Camera, GameAction, Level, Sprite
+
+
+def shift(n):
+    return lambda v: v + n
+
+
+class Mover:
+    def __init__(self, game):
+        self.x = 0
+        self.moves = [lambda: setattr(self, "x", self.x + 1), lambda: setattr(self, "x", self.x - 1)]
+        self.scale = shift(2)
+        self.read = lambda: game.player.x
+
+
+class Clos(ARCBaseGame):
+    def __init__(self, seed: int = 0) -> None:
+        self.player = Sprite(pixels=[[3]], name="p", x=0, y=0)
+        self.mover = Mover(self)
+        level = Level(sprites=[self.player], grid_size=(8, 8))
+        super().__init__(game_id="clos", levels=[level], camera=Camera(width=8, height=8), available_actions=[1, 2])
+
+    def step(self) -> None:
+        self.mover.moves[0 if self.action.id == GameAction.ACTION1 else 1]()
+        self.player.set_position(self.mover.scale(self.mover.x) % 8, 0)
+        self.complete_action()
+"""
+
+
+def test_a_game_that_keeps_functions_made_at_run_time_is_copied_with_them(tmp_path: Path) -> None:
+    from arcengine import ActionInput, GameAction
+
+    game = _start(game_dir(tmp_path, "clos", CLOSURES))
+    engine = Engine(game)
+    assert engine.fast and engine.extended
+    for a in (1, 1, 2, 1):
+        fp, snap = engine.freeze(game)
+        copy = engine.thaw(snap)
+        copy.mover.moves[0]()  # type: ignore[attr-defined]
+        # The copy's lambdas act on the copy: the game is untouched.
+        assert copy.mover.x == game.mover.x + 1 and engine.freeze(game)[0] == fp  # type: ignore[attr-defined]
+        copy.player.set_position(5, 0)  # type: ignore[attr-defined]
+        assert copy.mover.read() == 5 and game.mover.read() == game.player.x != 5  # type: ignore[attr-defined]
+        result = engine.step(_Node(fp, snap), Choice(a))
+        assert result is not None
+        resp = game.perform_action(ActionInput(id=GameAction.from_id(a)), raw=True)
+        assert result[0] == _signature(resp) and engine.freeze(game)[0] == result[1]
+
+
 class _Node:
     def __init__(self, fp: bytes, game: object) -> None:
         self.fp, self.game = fp, game

@@ -1,14 +1,18 @@
 """Pickling a game's state for :mod:`ledger.toolkit.game_states`: the game file's own classes named by number.
 
 The toolkit runs a game file as a module it does not register, so pickle cannot find that module's classes by name;
-a snapshot names them by a number instead, and the arrays and the game object itself travel beside the pickle.
+a snapshot names them by a number instead, and the arrays and the game object itself travel beside the pickle. For
+a game the plain pickle does not copy, sets are written in a fixed order and the game's functions (lambdas made at
+run time among them) by the number of their code.
 """
 
 from __future__ import annotations
 
 import copyreg
+import pickle
 import sys
 from collections.abc import Callable
+from types import CellType, CodeType, FunctionType
 from typing import Any
 
 #: Classes a snapshot names by number, not by name: those of a game file, which the toolkit runs as a module it
@@ -38,7 +42,7 @@ def _the_game() -> Any:
     return _INTO[-1]
 
 
-#: The arrays of the snapshot being loaded (see :meth:`Engine._dumps`).
+#: The arrays of the snapshot being loaded (see :meth:`ledger.toolkit.game_states.Engine._dumps`).
 _ARRAYS: list[tuple[Any, ...]] = []
 
 
@@ -93,3 +97,108 @@ def _by_number(c: type) -> Callable[[Any], Any]:
         return rv
 
     return reduce
+
+
+#: The code objects and module globals of game functions a snapshot holds, by number (process-wide, append-only,
+#: as the classes are): a function made at run time (a lambda a sprite keeps) has no name pickle could find.
+_CODES: list[CodeType] = []
+_CODE_NUMBERS: dict[int, int] = {}
+_GLOBALS: list[dict[str, Any]] = []
+_GLOBAL_NUMBERS: dict[int, int] = {}
+
+
+def _number(found: list[Any], numbers: dict[int, int], obj: Any) -> int:
+    i = numbers.get(id(obj))
+    if i is None:
+        i = numbers[id(obj)] = len(found)
+        found.append(obj)  # held for good, so its id stays its own
+    return i
+
+
+def _function(code: int, module_globals: int, name: str, closure: tuple[Any, ...] | None) -> FunctionType:
+    return FunctionType(_CODES[code], _GLOBALS[module_globals], name, None, closure)
+
+
+def _fill_function(f: FunctionType, state: tuple[Any, ...]) -> None:
+    f.__defaults__, f.__kwdefaults__, f.__qualname__, d = state
+    if d:
+        f.__dict__.update(d)
+
+
+def _cell() -> CellType:
+    return CellType()
+
+
+def _fill_cell(c: CellType, state: tuple[Any, ...]) -> None:
+    c.cell_contents = state[0]
+
+
+def functions_by_code(module_globals: dict[str, Any]) -> Callable[[Any], Any]:
+    """A pickler's ``reducer_override`` for the game module's own functions: each is written as its code and module
+    by number, its closure's cells and its defaults by value. A cell is made empty and filled after it is memoized,
+    so a closure over the object that holds it (a sprite's lambda over ``self``) loads over the copy, not the
+    original; the game's module globals are shared, as the toolkit's one module is."""
+    g = _number(_GLOBALS, _GLOBAL_NUMBERS, module_globals)
+
+    def override(o: Any) -> Any:
+        t = type(o)
+        if t is FunctionType and o.__globals__ is module_globals:
+            code = _number(_CODES, _CODE_NUMBERS, o.__code__)
+            state = (o.__defaults__, o.__kwdefaults__, o.__qualname__, o.__dict__ or None)
+            return _function, (code, g, o.__name__, o.__closure__), state, None, None, _fill_function
+        if t is CellType:
+            try:
+                value = o.cell_contents
+            except ValueError:  # a cell not yet filled
+                return _cell, ()
+            return _cell, (), (value,), None, None, _fill_cell
+        return NotImplemented
+
+    return override
+
+
+class _Pickler(pickle.Pickler):
+    """A pickler with a ``reducer_override`` (the C pickler reads it when it is made, so it is set before)."""
+
+    def __init__(self, file: Any, override: Callable[[Any], Any]) -> None:
+        self.reducer_override = override  # type: ignore[method-assign]
+        super().__init__(file, protocol=5)
+
+
+def _by_value_and_order(keep: Callable[[str, str], str]) -> Callable[[Any], Any]:
+    """Persistent ids for strings (by value, as the engine's plain pickle writes them) and for sets. A set iterates,
+    and so pickles, in an order its adds and removes decided: an equal set in a copy may not. A set is written as
+    its kind and its elements sorted by repr (as the slow way's fingerprint walks them), one id object per set so
+    that a set held twice is memoized as one and loads as one."""
+    ids: dict[int, tuple[tuple[int, tuple[Any, ...]], Any]] = {}
+
+    def by_value(o: Any) -> Any:
+        t = type(o)
+        if t is str:
+            return keep(o, o)
+        if t is set or t is frozenset:
+            found = ids.get(id(o))
+            if found is None:
+                # The set is held beside its id so that no other object takes its id during this dump.
+                found = ids[id(o)] = ((int(t is frozenset), tuple(sorted(o, key=repr))), o)
+            return found[0]
+        return None
+
+    return by_value
+
+
+def _sets_loader() -> Callable[[Any], Any]:
+    """``persistent_load`` for :func:`_by_value_and_order`: a string is itself; a set's id (one object per set, as
+    the pickle's memo gives it back) becomes one set."""
+    made: dict[int, tuple[Any, Any]] = {}
+
+    def load(pid: Any) -> Any:
+        if type(pid) is str:
+            return pid
+        found = made.get(id(pid))
+        if found is None:
+            kind, items = pid
+            found = made[id(pid)] = (pid, frozenset(items) if kind else set(items))
+        return found[1]
+
+    return load

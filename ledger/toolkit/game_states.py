@@ -16,7 +16,19 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any, NamedTuple
 
-from ledger.toolkit.game_pickle import _ARRAYS, _INTO, _array, _by_number, _own_classes, _the_game
+from ledger.toolkit.game_pickle import (
+    _ARRAYS,
+    _INTO,
+    _array,
+    _by_number,
+    _by_value_and_order,
+    _own_classes,
+    _Pickler,
+    _sets_loader,
+    _the_game,
+    functions_by_code,
+    game_module,
+)
 from ledger.toolkit.game_walk import _clone, fingerprint, reads_action_count
 
 __all__ = ["Choice", "Engine", "fingerprint", "frame_digest", "frame_key", "keyed"]
@@ -101,8 +113,11 @@ class Engine:
     to itself (a display that reads it) stay references to the copy. Equal strings are written once whichever
     objects hold them, so a copy (which holds fresh strings where the game held its code's constants and its classes'
     names) pickles as the game does; an action is written by its name; the action count, which arcengine reads only
-    as "zero or not", stays whole for a game whose own code reads it. A game whose state still does not pickle is
-    copied and fingerprinted the slow way (a deep copy of every level a candidate: tens of times a step).
+    as "zero or not", stays whole for a game whose own code reads it. Where that plain pickle does not copy the
+    game, it is tried extended: sets written by their sorted elements (their order is their history's), the game's
+    own functions by their code and their closures' cells by value (a lambda a sprite keeps over itself then acts
+    on the copy). A game whose state still does not pickle is copied and fingerprinted the slow way (a deep copy of
+    every level a candidate: tens of times a step).
     """
 
     def __init__(self, game: Any) -> None:
@@ -149,15 +164,26 @@ class Engine:
                 self._table[type(game)] = lambda o: (_the_game, ()) if o is self._freezing else as_copy(o)
         #: Whether the game reads its action count (then it is state, not the engine's bookkeeping).
         self.counts = reads_action_count(game)
-        self.fast = True
-        try:
-            fp, snap = self.freeze(game)
-            again = self.freeze(self.thaw(snap))[0]
-            self.fast = again == fp
-        except Exception:
-            self.fast = False
+        #: Whether sets are pickled by their elements in a fixed order, and the game's own functions by their code
+        #: (see :meth:`_dumps`): tried when the plain pickle does not copy the game.
+        self.extended = False
+        self._functions: Callable[[Any], Any] | None = None
+        for extended in (False, True):
+            self.extended, self.fast = extended, True  # freeze and thaw take the fast way while it is tried
+            if extended:
+                self._functions = functions_by_code(game_module(game)[1])
+            self._masters.clear()  # levels shared by a failed try were pickled the other way
+            self._ids.clear()
+            try:
+                fp, snap = self.freeze(game)
+                self.fast = self.freeze(self.thaw(snap))[0] == fp
+            except Exception:
+                self.fast = False
+            if self.fast:
+                break
         if not self.fast:
-            self.shared = False
+            self.shared = self.extended = False
+            self._functions = None
 
     def _share(self, game: Any) -> list[Any]:
         """The game's levels with every level it is not on as a :class:`_Shared` reference (each such level kept
@@ -244,7 +270,7 @@ class Engine:
 
     def _dumps(self, obj: Any) -> Snap:
         buf = io.BytesIO()
-        p = pickle.Pickler(buf, protocol=5)
+        p = _Pickler(buf, self._functions) if self._functions is not None else pickle.Pickler(buf, protocol=5)
         p.dispatch_table = self._table
         # Equal strings are written once whichever objects hold them (pickle shares by identity): a game's copy holds
         # a fresh string where the game held the one its class name is (a level's name 'Level'), and must pickle the
@@ -255,7 +281,7 @@ class Engine:
         def by_value(o: Any) -> str | None:
             return keep(o, o) if type(o) is str else None
 
-        p.persistent_id = by_value  # type: ignore[method-assign]
+        p.persistent_id = _by_value_and_order(keep) if self.extended else by_value  # type: ignore[method-assign]
         self._arrays.clear()
         try:
             p.dump(obj)
@@ -270,12 +296,11 @@ class Engine:
             h.update(a.tobytes())
         return h.digest()
 
-    @staticmethod
-    def _loads(snap: Snap) -> Any:
+    def _loads(self, snap: Snap) -> Any:
         _ARRAYS.append(snap.arrays)
         try:
             u = pickle.Unpickler(io.BytesIO(snap.blob))
-            u.persistent_load = str  # type: ignore[method-assign]
+            u.persistent_load = _sets_loader() if self.extended else str  # type: ignore[method-assign]
             return u.load()
         finally:
             _ARRAYS.pop()

@@ -755,3 +755,50 @@ def test_a_run_folder_given_alone_imports_its_recording(tmp_path: Path, envs: Pa
     path.unlink()
     code, _, err = invoke(tmp_path / "m.sqlite", "import", str(run_dir))
     assert code == 2 and f"no recording of game {VIS} beside it spans its steps" in err, err
+
+
+#: A game that comes to hold what no copy can hold (a generator, after its first ACTION1): the search copies the state
+#: an action leaves before it goes on from it.
+GENS = """
+from arcengine import ARCBaseGame, Camera, GameAction, Level, Sprite
+
+
+class Gens(ARCBaseGame):
+    def __init__(self, seed: int = 0) -> None:
+        self.gen = None
+        self.player = Sprite(pixels=[[3]], name="p", x=0, y=0)
+        level = Level(sprites=[self.player], grid_size=(8, 8))
+        super().__init__(game_id="gens", levels=[level], camera=Camera(width=8, height=8), available_actions=[1, 2])
+
+    def step(self) -> None:
+        if self.action.id == GameAction.ACTION1 and self.gen is None:
+            self.gen = (i for i in range(3))
+        self.player.set_position((self.player.x + 1) % 8, 0)
+        self.complete_action()
+"""
+
+
+def test_a_game_state_no_copy_can_hold_falls_back_to_the_frames_and_its_audit_says_unknown(
+    tmp_path: Path, envs: Path
+) -> None:
+    """No traceback when the search meets a state it cannot copy: the import reads the card from the frames and
+    says why; the audit of that card with the code says UNKNOWN and why, never FAIL."""
+    from tests.harness_recorder import game_dir
+
+    mine = tmp_path / "envs"
+    shutil.copytree(envs, mine)
+    game_dir(mine, "gens", GENS)
+    run = run_swarm(tmp_path / "rec", ["gens-01"], 3, env_dir=mine, max_actions=20)
+    (rec,) = (tmp_path / "rec").glob("*.recording.jsonl")
+    db = tmp_path / "l.sqlite"
+    code, out, err = invoke(db, "import", str(rec), "--environments", str(mine))
+    assert code == 0, err
+    assert "the state of gens-01 could not be copied to search it (" in out + err
+    assert "actions read from the frames only" in out + err
+    with Ledger.open(db) as led:
+        (card,) = led.card_ids()
+        inferred = next(e for e in events_of(led, card) if type(e) is ActionsInferred)
+        assert inferred.method == "frames"
+        resim = next(c for c in audit_card(led, card, environments=mine).checks if c.name == "resimulation")
+    assert resim.status == "UNKNOWN" and "could not be copied" in resim.message, resim
+    assert run.agents[0].game_id == "gens-01"

@@ -31,10 +31,15 @@ from ledger.toolkit.game_pickle import (
 )
 from ledger.toolkit.game_walk import _clone, fingerprint, reads_action_count
 
-__all__ = ["Choice", "Engine", "fingerprint", "frame_digest", "frame_key", "keyed"]
+__all__ = ["Choice", "Engine", "StateNotCopied", "fingerprint", "frame_digest", "frame_key", "keyed"]
 
 #: Transitions remembered (state fingerprint, action) -> result.
 CACHE_SIZE = 50_000
+
+
+class StateNotCopied(Exception):
+    """A game state the engine could not copy or compare (a state that came to hold what neither pickle nor a deep
+    copy can copy): the search cannot go on from it."""
 
 
 class Choice(NamedTuple):
@@ -224,7 +229,14 @@ class Engine:
         self._ids[id(lv)] = d
 
     def freeze(self, game: Any) -> tuple[bytes, Any]:
-        """(fingerprint, snapshot) of a game state (the game may be stepped afterwards: the snapshot is a copy)."""
+        """(fingerprint, snapshot) of a game state (the game may be stepped afterwards: the snapshot is a copy).
+        :class:`StateNotCopied` if it cannot be copied."""
+        try:
+            return self._freeze(game)
+        except Exception as e:  # what pickle, a deep copy or the walk raised on the game's own objects
+            raise StateNotCopied(f"{type(e).__name__}: {e}") from e
+
+    def _freeze(self, game: Any) -> tuple[bytes, Any]:
         if not self.fast:
             return fingerprint(game, self.counts), game
         st = {k: v for k, v in vars(game).items() if k != "_clean_levels" and k != "_action"}
@@ -306,7 +318,14 @@ class Engine:
             _ARRAYS.pop()
 
     def thaw(self, snap: Any, private: frozenset[int] = frozenset()) -> Any:
-        """A game to act on, from a snapshot (never the snapshot itself); levels in ``private`` are its own."""
+        """A game to act on, from a snapshot (never the snapshot itself); levels in ``private`` are its own.
+        :class:`StateNotCopied` if it cannot be made."""
+        try:
+            return self._thaw(snap, private)
+        except Exception as e:  # what unpickling or a deep copy raised on the game's own objects
+            raise StateNotCopied(f"{type(e).__name__}: {e}") from e
+
+    def _thaw(self, snap: Any, private: frozenset[int]) -> Any:
         self.copies += 1
         if not self.fast:
             return _clone(snap)

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.toolkit.game_states import Choice, Engine, keyed
+from ledger.toolkit.game_states import Choice, Engine, StateNotCopied, keyed
 from ledger.toolkit.harness import FrameLine
 from ledger.toolkit.run_folders import Step
 
@@ -166,11 +166,24 @@ def recover(
     except Exception as e:  # a game whose code fails to load
         result.error = f"cannot start {info.game_id} from its code: {e}"
         return result
-    engine = Engine(game)
-    frames = list(frames)
-    lost = list(lost)
+    try:
+        return _search(result, game, Engine(game), list(frames), info.game_id, steps, list(lost), tick)
+    except StateNotCopied as e:
+        return Recovery(error=f"the state of {info.game_id} could not be copied to search it ({e})")
+
+
+def _search(
+    result: Recovery,
+    game: Any,
+    engine: Engine,
+    frames: list[FrameLine],
+    game_id: str,
+    steps: dict[int, Step] | None,
+    lost: list[int],
+    tick: Callable[[], None] | None,
+) -> Recovery:
     if not lost:
-        fast = _first_path(engine, game, frames, info.game_id, steps or {}, tick)
+        fast = _first_path(engine, game, frames, game_id, steps or {}, tick)
         if fast is not None:
             engine.release()
             return fast
@@ -193,7 +206,7 @@ def recover(
                 layer.expand(node, _simple(None, engine.cells(node)[0]))
             hyps = _advance(hyps, layer.nodes[:MAX_HYPOTHESES] or hyps)
             continue
-        if not line.guid or line.game_id != info.game_id:
+        if not line.guid or line.game_id != game_id:
             result.unreproduced.append(line.lineno)
             continue
         want = keyed(line_signature(line))
@@ -222,7 +235,7 @@ def recover(
     if frames and not result.choices:
         # Not one line of an honest recording is a line the game never saw: this code is not the game that
         # answered them (or its copies do not act as it does).
-        result.error = f"the code of {info.game_id} reproduces none of its {len(frames)} frame line(s)"
+        result.error = f"the code of {game_id} reproduces none of its {len(frames)} frame line(s)"
     return result
 
 

@@ -38,6 +38,7 @@ from ledger.core.events import (
 from ledger.core.projection import CardState, apply, new_card
 from ledger.core.translator import Observation, translate
 from ledger.toolkit.environments import scan_games
+from ledger.toolkit.game_states import StateNotCopied
 from ledger.toolkit.resim_branches import MAX_STATES, Instance, Signature, agrees, choices_for
 from ledger.toolkit.seeds import SEED_TRIES, seed_classes, start_wrapper
 
@@ -325,7 +326,14 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         else:
             choices, open_ = choices_for(ev, t)
             result.open_actions += open_
-            sig = inst.send(cur.version, choices, open_, agrees(ev, t, frames.get(cur.version)))
+            try:
+                sig = inst.send(cur.version, choices, open_, agrees(ev, t, frames.get(cur.version)))
+            except StateNotCopied as e:
+                result.error = (
+                    f"version {cur.version}: the state of {getattr(ev, 'game_id', guid[:8])} "
+                    f"could not be copied to try the actions the record leaves open ({e})"
+                )
+                return
         result.inputs += 1
         if sig is None:
             result.divergence = _no_response(cur)

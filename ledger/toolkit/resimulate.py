@@ -355,8 +355,12 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
                 )
             return
         i = j
-    for inst in games.by_guid.values():
-        inst.finish()
+    for guid, inst in games.by_guid.items():
+        try:
+            inst.finish()
+        except StateNotCopied as e:
+            result.error = f"the state of guid {guid[:8]} could not be copied at the end of the record ({e})"
+            return
         result.decided += sum(1 for v in inst.decided if v not in inst.still_open)
         result.choices.update((v, (c.action, c.x, c.y)) for v, c in inst.decided.items())
         result.still_open += len(inst.still_open)

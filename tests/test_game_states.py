@@ -171,6 +171,7 @@ class Mover:
         self.moves = [lambda: setattr(self, "x", self.x + 1), lambda: setattr(self, "x", self.x - 1)]
         self.scale = shift(2)
         self.read = lambda: game.player.x
+        self.kind = shift
 
 
 class Clos(ARCBaseGame):
@@ -199,6 +200,7 @@ def test_a_game_that_keeps_functions_made_at_run_time_is_copied_with_them(tmp_pa
         copy.mover.moves[0]()  # type: ignore[attr-defined]
         # The copy's lambdas act on the copy: the game is untouched.
         assert copy.mover.x == game.mover.x + 1 and engine.freeze(game)[0] == fp  # type: ignore[attr-defined]
+        assert copy.mover.kind is game.mover.kind  # type: ignore[attr-defined]
         copy.player.set_position(5, 0)  # type: ignore[attr-defined]
         assert copy.mover.read() == 5 and game.mover.read() == game.player.x != 5  # type: ignore[attr-defined]
         result = engine.step(_Node(fp, snap), Choice(a))

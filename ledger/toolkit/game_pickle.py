@@ -119,6 +119,11 @@ def _function(code: int, module_globals: int, name: str, closure: tuple[Any, ...
     return FunctionType(_CODES[code], _GLOBALS[module_globals], name, None, closure)
 
 
+def _module_function(module_globals: int, name: str) -> FunctionType:
+    f: FunctionType = _GLOBALS[module_globals][name]
+    return f
+
+
 def _fill_function(f: FunctionType, state: tuple[Any, ...]) -> None:
     f.__defaults__, f.__kwdefaults__, f.__qualname__, d = state
     if d:
@@ -134,15 +139,19 @@ def _fill_cell(c: CellType, state: tuple[Any, ...]) -> None:
 
 
 def functions_by_code(module_globals: dict[str, Any]) -> Callable[[Any], Any]:
-    """A pickler's ``reducer_override`` for the game module's own functions: each is written as its code and module
-    by number, its closure's cells and its defaults by value. A cell is made empty and filled after it is memoized,
-    so a closure over the object that holds it (a sprite's lambda over ``self``) loads over the copy, not the
-    original; the game's module globals are shared, as the toolkit's one module is."""
+    """A pickler's ``reducer_override`` for the game module's own functions: one the module holds by its name is
+    written as that name (a copy holds the same function, as ``is`` and ``==`` compare it); any other (a lambda made
+    at run time) as its code and module by number, its closure's cells and its defaults by value. A cell is made
+    empty and filled after it is memoized, so a closure over the object that holds it (a sprite's lambda over
+    ``self``) loads over the copy, not the original; the game's module globals are shared, as the toolkit's one
+    module is."""
     g = _number(_GLOBALS, _GLOBAL_NUMBERS, module_globals)
 
     def override(o: Any) -> Any:
         t = type(o)
         if t is FunctionType and o.__globals__ is module_globals:
+            if module_globals.get(o.__name__) is o:  # the module's own function: the same object in every copy
+                return _module_function, (g, o.__name__)
             code = _number(_CODES, _CODE_NUMBERS, o.__code__)
             state = (o.__defaults__, o.__kwdefaults__, o.__qualname__, o.__dict__ or None)
             return _function, (code, g, o.__name__, o.__closure__), state, None, None, _fill_function

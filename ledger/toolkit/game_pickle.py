@@ -19,7 +19,7 @@ from typing import Any
 #: does not register, so pickle cannot find them (the public games keep objects of their own classes: displays,
 #: helpers). Process-wide and append-only, so a number means one class for as long as a snapshot lives.
 _CLASSES: list[type] = []
-_NUMBERS: dict[type, int] = {}
+_NUMBERS: dict[int, int] = {}
 #: The game a snapshot is being loaded into: what the snapshot's references to its own game become.
 _INTO: list[Any] = []
 
@@ -76,12 +76,18 @@ def _own_classes(game: Any) -> list[type]:
     return [c for c in game_module(game)[0] if not _named(c)]
 
 
+def _number(found: list[Any], numbers: dict[int, int], obj: Any) -> int:
+    """``obj``'s number in ``found`` (by identity), given it the first time."""
+    i = numbers.get(id(obj))
+    if i is None:
+        i = numbers[id(obj)] = len(found)
+        found.append(obj)  # held for good, so its id stays its own
+    return i
+
+
 def _by_number(c: type) -> Callable[[Any], Any]:
     """A reducer that pickles an object of ``c`` as pickle would, naming ``c`` by its number."""
-    i = _NUMBERS.get(c)
-    if i is None:
-        i = _NUMBERS[c] = len(_CLASSES)
-        _CLASSES.append(c)
+    i = _number(_CLASSES, _NUMBERS, c)
 
     def reduce(obj: Any) -> Any:
         rv = obj.__reduce_ex__(5)
@@ -105,14 +111,6 @@ _CODES: list[CodeType] = []
 _CODE_NUMBERS: dict[int, int] = {}
 _GLOBALS: list[dict[str, Any]] = []
 _GLOBAL_NUMBERS: dict[int, int] = {}
-
-
-def _number(found: list[Any], numbers: dict[int, int], obj: Any) -> int:
-    i = numbers.get(id(obj))
-    if i is None:
-        i = numbers[id(obj)] = len(found)
-        found.append(obj)  # held for good, so its id stays its own
-    return i
 
 
 def _function(code: int, module_globals: int, name: str, closure: tuple[Any, ...] | None) -> FunctionType:
@@ -174,8 +172,17 @@ class _Pickler(pickle.Pickler):
         super().__init__(file, protocol=5)
 
 
+def _by_value(keep: Callable[[str, str], str]) -> Callable[[Any], Any]:
+    """Persistent ids for strings: each string is written as the first equal one ``keep`` was given."""
+
+    def by_value(o: Any) -> str | None:
+        return keep(o, o) if type(o) is str else None
+
+    return by_value
+
+
 def _by_value_and_order(keep: Callable[[str, str], str]) -> Callable[[Any], Any]:
-    """Persistent ids for strings (by value, as the engine's plain pickle writes them) and for sets. A set iterates,
+    """Persistent ids for strings (as :func:`_by_value` writes them) and for sets. A set iterates,
     and so pickles, in an order its adds and removes decided: an equal set in a copy may not. A set is written as
     its kind and its elements sorted by repr (as the slow way's fingerprint walks them), one id object per set so
     that a set held twice is memoized as one and loads as one."""

@@ -21,6 +21,7 @@ from ledger.toolkit.game_pickle import (
     _INTO,
     _array,
     _by_number,
+    _by_value,
     _by_value_and_order,
     _own_classes,
     _Pickler,
@@ -288,12 +289,8 @@ class Engine:
         # a fresh string where the game held the one its class name is (a level's name 'Level'), and must pickle the
         # same. Each string is written as a persistent id, its first object standing for all equal ones.
         strings: dict[str, str] = {}
-        keep = strings.setdefault
-
-        def by_value(o: Any) -> str | None:
-            return keep(o, o) if type(o) is str else None
-
-        p.persistent_id = _by_value_and_order(keep) if self.extended else by_value  # type: ignore[method-assign]
+        ids = _by_value_and_order if self.extended else _by_value
+        p.persistent_id = ids(strings.setdefault)  # type: ignore[method-assign]
         self._arrays.clear()
         try:
             p.dump(obj)

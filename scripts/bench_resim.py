@@ -13,8 +13,9 @@ bench's), so its peak resident memory and its CPU time are its own (``wait4``; t
 second, included). Times are CPU seconds. Figures:
 
 - import with the game code (every action recovered by re-running the game);
-- import without it, then the audit with the game code of that card (it re-runs the game and decides the lines
-  the frames left undecided), next to the audit of the live card of the same run (goal: at most 3x);
+- import without it, then the audit with the game code of that card (it re-runs the game along one path through
+  the lines the frames left undecided; on ls20 also with ``--decide``, every candidate of each), next to the audit of
+  the live card of the same run (goal: at most 3x);
 - the audit with the game code of the card imported with it;
 - the bare cost: the same actions stepped through a fresh game, nothing else.
 
@@ -158,6 +159,16 @@ def one_size(root: Path, envs: Path, actions: int, game: str = GAME) -> list[str
     t_audit, mb_audit, out = ledger("--db", str(without_db), "audit", card, "--environments", str(envs), "--json")
     verdicts = {c["name"]: c["status"] for c in json.loads(out)["checks"]}
     decided = next(c for c in json.loads(out)["checks"] if c["name"] == "resimulation")
+    searched = ""
+    if game == LS20:  # every candidate of every open line (minutes on lsx3's 5,000 lines): on ls20 only
+        t_all, mb_all, out_all = ledger(
+            "--db", str(without_db), "audit", card, "--environments", str(envs), "--decide", "--json"
+        )
+        every = next(c for c in json.loads(out_all)["checks"] if c["name"] == "resimulation")
+        searched = (
+            f"  audit --environments --decide of it: {t_all:6.2f} s, {n / t_all:5.0f} lines/s, peak {mb_all:.0f} MB; "
+            f"resimulation {every['status']} ({every['decided_actions']} decided by the game)"
+        )
     t_live, mb_live, out_live = ledger("--db", str(live_db), "audit", live_card, "--environments", str(envs), "--json")
     live_verdict = next(c for c in json.loads(out_live)["checks"] if c["name"] == "resimulation")["status"]
     with Ledger.open(with_db) as led:
@@ -172,13 +183,19 @@ def one_size(root: Path, envs: Path, actions: int, game: str = GAME) -> list[str
         f"  import without the game code:   {t_frames:6.2f} s, {n / t_frames:5.0f} lines/s, peak {mb_frames:.0f} MB",
         f"  audit --environments of it:     {t_audit:6.2f} s, {n / t_audit:5.0f} lines/s, peak {mb_audit:.0f} MB; "
         f"resimulation {verdicts.get('resimulation')} ({decided.get('undecided_actions', 0)} undecided actions, "
-        f"{decided.get('decided_actions', 0)} decided by the game)",
+        + (
+            f"{decided.get('decided_actions', 0)} decided by the game)"
+            if decided.get("searched")
+            else f"{decided.get('reproduced_actions', 0)} reproduced along one path)"
+        ),
         f"  audit --environments, live card: {t_live:6.2f} s, {n / t_live:5.0f} lines/s, {t_live / step_s:4.1f}x the "
         f"bare steps, peak {mb_live:.0f} MB, resimulation {live_verdict}",
         f"  audit --environments of the card imported with the code: {t_coded:6.2f} s, {n / t_coded:5.0f} lines/s, "
         f"peak {mb_coded:.0f} MB, resimulation {coded_verdict}",
         f"  audit of the card imported without the code / the live card's: {t_audit / t_live:.1f}x; "
-        f"with the code / live: {t_coded / t_live:.1f}x",
+        f"with the code / live: {t_coded / t_live:.1f}x"
+        + (f"; --decide / live: {t_all / t_live:.1f}x" if searched else ""),
+        *([searched] if searched else []),
     ]
 
 

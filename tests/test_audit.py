@@ -276,6 +276,8 @@ def test_audit_json_shape_is_stable(master, tmp_path: Path) -> None:
         "seeds_found": {},
         "undecided_actions": 0,
         "decided_actions": 0,
+        "searched": False,
+        "reproduced_actions": 0,
         "error": None,
         "unknown": None,
         "divergence": None,

@@ -32,8 +32,8 @@ def envs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return environments(tmp_path_factory.mktemp("envs"))
 
 
-def resim(led: Ledger, card: str, envs: Path | None) -> Any:
-    return next(c for c in audit_card(led, card, environments=envs).checks if c.name == "resimulation")
+def resim(led: Ledger, card: str, envs: Path | None, decide: bool = False) -> Any:
+    return next(c for c in audit_card(led, card, environments=envs, decide=decide).checks if c.name == "resimulation")
 
 
 def test_undecided_actions_are_unknown_then_decided_by_the_game(tmp_path: Path, envs: Path) -> None:
@@ -44,6 +44,7 @@ def test_undecided_actions_are_unknown_then_decided_by_the_game(tmp_path: Path, 
         run_swarm(rec, GAMES, seed, env_dir=envs, max_actions=60)
     db = tmp_path / "l.sqlite"
     seen = {"open": 0, "decided": 0}
+    opened: list[str] = []
     with Ledger.open(db) as led:
         assert import_recordings(led, [rec]).exit_code == 0
         cards = led.card_ids()
@@ -53,17 +54,24 @@ def test_undecided_actions_are_unknown_then_decided_by_the_game(tmp_path: Path, 
             for e in evs:
                 if type(e) is ActionTaken and e.candidates:
                     assert e.action == e.candidates[0] and len(e.candidates) > 1
-            without, with_code = resim(led, card, None), resim(led, card, envs)
+            without, with_code = resim(led, card, None), resim(led, card, envs, decide=True)
             assert with_code.status == "PASS", (card, with_code.message)
+            assert resim(led, card, envs).status == "PASS"
             if without.status == "UNKNOWN":
                 assert "did not decide" in without.message and "--environments" in without.message
                 seen["open"] += 1
                 seen["decided"] += with_code.details["decided_actions"]
+                opened.append(card)
             else:
                 assert without.status == "SKIP"
     assert seen["open"] >= 4 and seen["decided"] >= 1, seen
     code, out = run("--db", str(db), "audit", cards[0])
     assert code == 0 and "FAIL" not in out
+    # The audit says which way it took: one path of the game, or (--decide) every candidate of the open actions.
+    code, out = run("--db", str(db), "audit", opened[0], "--environments", str(envs))
+    assert code == 0 and "reproduced every one along one path" in out and "--decide" in out, out
+    code, out = run("--db", str(db), "audit", opened[0], "--environments", str(envs), "--decide")
+    assert code == 0 and "the game decided" in out and "along one path" not in out, out
 
 
 def _events(db: Path, card: str) -> list[AnyEvent]:

@@ -75,10 +75,14 @@ def _card(led: Ledger, card: str) -> str:
     return json.dumps(out, sort_keys=True)
 
 
-def _audit(led: Ledger, card: str, envs: Path | None) -> list[Any]:
-    report = audit_card(led, card, environments=envs)
+def _audit(led: Ledger, card: str, envs: Path | None, decide: bool = True) -> list[Any]:
+    report = audit_card(led, card, environments=envs, decide=decide)
     # The lifecycle check reads the run's own timing (its longest gap): not something the game code decides.
     return [[c.name, c.status, c.message, c.details] for c in report.checks if c.name != "lifecycle"]
+
+
+def _verdicts(audit: list[Any]) -> list[tuple[str, str]]:
+    return [(c[0], c[1]) for c in audit]
 
 
 def _paste(path: Path, rng: random.Random) -> None:
@@ -144,6 +148,10 @@ def pinned(root: Path, only: str = "", skip: re.Pattern[str] | None = None) -> d
                     "exports": [led.export(c) for c in cards],
                     "audits": [[_audit(led, c, None), _audit(led, c, envs)] for c in cards],
                 }
+                # The audit's own way (one path of the game through the undecided actions, not every candidate of
+                # each) reaches the same verdicts as the search the pin holds.
+                for c, (_, searched) in zip(cards, entry["audits"], strict=True):
+                    assert _verdicts(_audit(led, c, envs, decide=False)) == _verdicts(searched), (name, c)
             entry = json.loads(_canon(json.dumps(entry).replace(str(root), "ROOT")))
             # The cards and documents as digests (the file stays small), the verdicts in full (a change reads).
             for k in ("cards", "exports"):

@@ -30,9 +30,19 @@ from ledger.cli.params import head_hash
     help="Fail unless the card's log still ends at this card head (one an earlier audit printed, kept elsewhere). "
     "Given the ledger's head (what `ledger verify` prints), the audit says so and checks that instead.",
 )
+@click.option(
+    "--decide",
+    is_flag=True,
+    help="With --environments, for a card whose recording left actions undecided (imported without the game code): "
+    "try every candidate action of each, to tell which ones the game decides and which fit either way. Slower: "
+    "each such action costs a game step per candidate. Without it the audit follows the first path of the game that "
+    "reproduces the record, which proves the record just the same.",
+)
 @click.option("--json", "as_json", is_flag=True, help="The checks and the post-mortem as one JSON object.")
 @click.pass_context
-def audit(ctx: click.Context, card_id: str, environments: str | None, expect_head: str | None, as_json: bool) -> None:
+def audit(
+    ctx: click.Context, card_id: str, environments: str | None, expect_head: str | None, decide: bool, as_json: bool
+) -> None:
     """Check that a card's score follows from its events, and explain it.
 
     One line per check, in order, then the post-mortem:
@@ -56,7 +66,7 @@ def audit(ctx: click.Context, card_id: str, environments: str | None, expect_hea
 
     with open_ledger(ctx) as ledger:
         card_id = ledger.resolve_card(card_id)
-        rep = audit_card(ledger, card_id, environments=environments, expect_head=expect_head)
+        rep = audit_card(ledger, card_id, environments=environments, expect_head=expect_head, decide=decide)
         retracted = retraction_of(ledger, card_id)
     if as_json:
         click.echo(json.dumps({**rep.to_json(), "retracted": retracted}, indent=2))

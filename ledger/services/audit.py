@@ -41,8 +41,11 @@ def max_open_minutes(environ: Mapping[str, str] | None = None) -> int:
 # -- 3. re-simulation -------------------------------------------------------------------------------------------
 
 
-def check_resimulation(events: Sequence[Numbered], environments_dir: str | os.PathLike[str] | None) -> Check:
-    """Replay the card's plays against the real game code.
+def check_resimulation(
+    events: Sequence[Numbered], environments_dir: str | os.PathLike[str] | None, decide: bool = False
+) -> Check:
+    """Replay the card's plays against the real game code (``decide``: every candidate of the actions the record
+    left open is tried, to tell which ones the game decides; else the first path that reproduces the record).
 
     FAIL only when the game and the record disagree. SKIP without a folder of games, or for games the folder does
     not hold (``details["skipped_games"]``); UNKNOWN when the record leaves open what a check needs (actions the
@@ -61,6 +64,8 @@ def check_resimulation(events: Sequence[Numbered], environments_dir: str | os.Pa
             "seeds_found": {},
             "undecided_actions": open_actions,
             "decided_actions": 0,
+            "searched": decide,
+            "reproduced_actions": 0,
             "error": None,
             "unknown": None,
             "divergence": None,
@@ -79,7 +84,7 @@ def check_resimulation(events: Sequence[Numbered], environments_dir: str | os.Pa
             "not run: give --environments DIR (the game files) to replay every action against the game code",
             details,
         )
-    res = resimulate(events, environments_dir)
+    res = resimulate(events, environments_dir, decide=decide)
     details = _resim_details(res, environments_dir)
     return Check("resimulation", *_resim_verdict(res), details)
 
@@ -97,6 +102,8 @@ def _resim_details(res: ResimResult, environments_dir: str | os.PathLike[str]) -
         "seeds_found": res.seeds_found,
         "undecided_actions": res.open_actions,
         "decided_actions": res.decided,
+        "searched": res.searched,
+        "reproduced_actions": res.reproduced,
         "error": res.error,
         "unknown": res.unknown,
         "divergence": None
@@ -134,7 +141,13 @@ def _resim_verdict(res: ResimResult) -> tuple[Status, str]:
             else f"{res.default_seed_plays} play(s) had no recorded seed: the default reproduced "
             f"{res.default_seed_plays - found}, seed(s) {_seeds_text(res.seeds_found)} the others"
         )
-    if res.open_actions:
+    if res.open_actions and not res.searched:
+        notes.append(
+            f"{res.open_actions} action(s) the recording did not decide: the game reproduced every one along one "
+            "path, taking the first action that fits each (the agent's last, then its most used); --decide tries "
+            "the others too, to tell which ones the game decides"
+        )
+    elif res.open_actions:
         notes.append(
             f"{res.open_actions} action(s) the recording did not decide: the game decided {res.decided}"
             + (f", {res.still_open} fit either way (the same outcome)" if res.still_open else "")
@@ -193,8 +206,10 @@ def audit_card(
     environments: str | os.PathLike[str] | None = None,
     expect_head: str | None = None,
     environ: Mapping[str, str] | None = None,
+    decide: bool = False,
 ) -> AuditReport:
-    """Run every check on ``card_id`` of an open :class:`ledger.ledger.Ledger` (raises UnknownCard)."""
+    """Run every check on ``card_id`` of an open :class:`ledger.ledger.Ledger` (raises UnknownCard); ``decide``: see
+    :func:`check_resimulation`."""
     from ledger.errors import UnknownBaselines, UnknownCard
     from ledger.services.verify import card_head_check
 
@@ -220,7 +235,7 @@ def audit_card(
         baselines_problem=problem,
         folded=card,
     )
-    resim = check_resimulation(events, environments)
+    resim = check_resimulation(events, environments, decide)
     lifecycle = check_lifecycle(events, stale_minutes(environ), max_open_minutes(environ))
     doc = score_card(card, baselines) if baselines is not None else None
     checks = [integrity, consistency, resim, lifecycle]

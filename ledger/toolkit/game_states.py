@@ -174,6 +174,10 @@ class Engine:
         #: (see :meth:`_dumps`): tried when the plain pickle does not copy the game.
         self.extended = False
         self._functions: Callable[[Any], Any] | None = None
+        #: Whether equal states pickle alike (strings by value, sets in order; see :meth:`_dumps`). A search that
+        #: only follows one path and merges no states may turn it off: a snapshot still copies the state, and equal
+        #: fingerprints still mean equal states, but equal states may not have equal fingerprints.
+        self.canonical = True
         for extended in (False, True):
             self.extended, self.fast = extended, True  # freeze and thaw take the fast way while it is tried
             if extended:
@@ -221,12 +225,12 @@ class Engine:
     def _known(self, lv: Any, d: bytes) -> None:
         """Remember that level object ``lv`` holds content ``d`` until the object goes (a level that cannot be
         watched going is not remembered: it is pickled again each time, since its id could be another's later)."""
-        if id(lv) in self._ids:
-            return
-        try:
-            weakref.finalize(lv, self._ids.pop, id(lv), None)
-        except TypeError:
-            return
+        if id(lv) not in self._ids:
+            try:
+                weakref.finalize(lv, self._ids.pop, id(lv), None)
+            except TypeError:
+                return
+        # Known already: under its digest of another pickling (see ``canonical``), whose master may be gone.
         self._ids[id(lv)] = d
 
     def freeze(self, game: Any) -> tuple[bytes, Any]:
@@ -288,9 +292,10 @@ class Engine:
         # Equal strings are written once whichever objects hold them (pickle shares by identity): a game's copy holds
         # a fresh string where the game held the one its class name is (a level's name 'Level'), and must pickle the
         # same. Each string is written as a persistent id, its first object standing for all equal ones.
-        strings: dict[str, str] = {}
-        ids = _by_value_and_order if self.extended else _by_value
-        p.persistent_id = ids(strings.setdefault)  # type: ignore[method-assign]
+        if self.canonical:
+            strings: dict[str, str] = {}
+            ids = _by_value_and_order if self.extended else _by_value
+            p.persistent_id = ids(strings.setdefault)  # type: ignore[method-assign]
         self._arrays.clear()
         try:
             p.dump(obj)

@@ -81,6 +81,14 @@ class Instance:
     #: (fingerprint, snapshot) of the live game while it has not been acted on since it settled: the next branch
     #: starts from them instead of freezing it again.
     _frozen: tuple[bytes, Any] | None = None
+    #: Open inputs take the first candidate that agrees with the record, the others not tried (see :meth:`_first`).
+    first: bool = False
+    #: version -> the choice taken for an open input, where ``first`` (not decided: others may fit too).
+    taken: dict[int, Choice] = field(default_factory=dict)
+    _last: Choice | None = None
+    _used: dict[Choice, int] = field(default_factory=dict)
+    #: Game steps run on the live game (the engine counts its own).
+    steps: int = 0
 
     def send(
         self, version: int, choices: list[Choice], open_: bool, ok: Callable[[Signature, Choice], bool]
@@ -90,6 +98,8 @@ class Instance:
         self.agreed = True
         if self.nodes is None and not open_:
             return self._live(choices[0])
+        if self.first:
+            return self._first(version, choices, ok)
         if self.nodes is None:
             self._branch()
         if open_:
@@ -100,12 +110,48 @@ class Instance:
         from arcengine import ActionInput, GameAction
 
         self._frozen = None
+        self.steps += 1
         data = {k: v for k, v in (("x", c.x), ("y", c.y)) if v is not None}
         try:
             resp = self.game.perform_action(ActionInput(id=GameAction.from_id(c.action), data=data), raw=True)
         except Exception:  # the game raised or has no such action: no response
             return None
         return (_state(resp), int(resp.levels_completed), bool(resp.full_reset), b"" if len(resp.frame) == 0 else b"x")
+
+    def _first(self, version: int, choices: list[Choice], ok: Callable[[Signature, Choice], bool]) -> Signature | None:
+        """Take the first candidate whose answer agrees with the record, in the order the agent favoured (the last
+        one taken, then the most taken, then the record's): one path of the game, not every path. Agents repeat
+        actions, so the first try is mostly the one, from the live game without a copy."""
+        if self.engine is None:
+            self.engine = Engine(self.game)
+            # No states are merged on this path, so its snapshots need not pickle alike: the costliest part of a
+            # freeze (every object asked whether it is a string to write by value) is left out.
+            self.engine.canonical = False
+        engine = self.engine
+        fp, snap = self._frozen if self._frozen is not None else engine.freeze(self.game)
+        engine.hand(snap, self.game)
+        node = _Node(snap, fp, None, 0, None)
+        used = self._used
+        order = sorted(choices, key=lambda c: (c != self._last, -used.get(c, 0))) if used else choices
+        answer: Signature | None = None
+        for wide in (False, True):
+            for c in _widen(engine, node, choices) if wide else order:
+                r = engine.step(node, c, lambda sig, c=c: ok(sig, c))  # type: ignore[misc]
+                if r is None:
+                    continue
+                answer = answer or r[0]
+                if r[1] is None:
+                    continue
+                self.taken[version] = c
+                self._last = c
+                used[c] = used.get(c, 0) + 1
+                self.game = engine.take(r[2])
+                self._frozen = (r[1], r[2])
+                return r[0]
+        self.agreed = False
+        self.game = engine.take(snap)
+        self._frozen = (fp, snap)
+        return answer
 
     def _branch(self) -> None:
         if self.engine is None:

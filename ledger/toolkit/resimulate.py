@@ -97,6 +97,13 @@ class ResimResult:
     seeds_found: dict[str, int] = field(default_factory=dict)
     #: version -> (action, x, y) the game took for an undecided action (the first that fits where several do).
     choices: dict[int, tuple[int, int | None, int | None]] = field(default_factory=dict)
+    #: Whether every candidate of the open inputs was tried (``decided`` and ``still_open`` then count), or the
+    #: first path the game agreed on was taken (``reproduced`` counts the open inputs it took an action for).
+    searched: bool = True
+    reproduced: int = 0
+    #: Game steps run and game states copied (the cost, whatever the machine).
+    steps: int = 0
+    copies: int = 0
 
     @property
     def ok(self) -> bool:
@@ -200,9 +207,10 @@ def _summary(e: AnyEvent) -> str:
 class _Games:
     """One game instance per guid, built the way ``Arcade.make`` builds it (``seeds`` overrides unrecorded seeds)."""
 
-    def __init__(self, infos: dict[str, Any], seeds: dict[str, int] | None = None) -> None:
+    def __init__(self, infos: dict[str, Any], seeds: dict[str, int] | None = None, first: bool = False) -> None:
         self.infos = infos
         self.seeds = seeds or {}
+        self.first = first
         self.by_guid: dict[str, Instance] = {}
         #: guids whose first play_started holds no seed.
         self.unseeded: set[str] = set()
@@ -214,12 +222,14 @@ class _Games:
             self.unseeded.add(guid)
         # seed=None makes the wrapper build the game with its own default seed, as the toolkit does.
         w = start_wrapper(self.infos[game_id], used)
-        inst = Instance(w.game, seed)
+        inst = Instance(w.game, seed, first=self.first)
         self.by_guid[guid] = inst
         return w.observation_space, inst
 
 
-def resimulate(events: Sequence[Numbered], environments_dir: str | os.PathLike[str]) -> ResimResult:
+def resimulate(
+    events: Sequence[Numbered], environments_dir: str | os.PathLike[str], decide: bool = False
+) -> ResimResult:
     """Replay every play of the card (``events`` in stream order) against the games under ``environments_dir``.
 
     Games not in the folder, or whose code does not start, are skipped (``result.skipped``). A play whose seed was
@@ -237,17 +247,35 @@ def resimulate(events: Sequence[Numbered], environments_dir: str | os.PathLike[s
                 del skipped[g]
             except Exception as e:  # a game whose code fails to load: nothing to check it against
                 skipped[g] = f"game {g} under {environments_dir} does not start: {e}"
+    if not decide and any(type(n.event) is ActionTaken and n.event.candidates for n in events):
+        # One path of the game through the open inputs proves the record. Only where none is found this way (an
+        # early choice that a later line rules out, a seed not recorded that is not the default, a record the game
+        # does not reproduce) is every path searched, and that search gives the verdict.
+        found = _seeded(events, infos, needed, skipped, first=True)
+        if found.ok and not found.unknown:
+            return found
+    return _seeded(events, infos, needed, skipped, first=False)
+
+
+def _seeded(
+    events: Sequence[Numbered], infos: dict[str, Any], needed: list[str], skipped: dict[str, str], first: bool
+) -> ResimResult:
+    """The replay, with the seeds not recorded tried until one reproduces each such play (not on the first path:
+    there a divergence may be the path's, not the seed's)."""
     seeds: dict[str, int] = {}
     tried: dict[str, list[int]] = {}
     while True:
-        result = ResimResult(games=needed, skipped=skipped)
-        games = _Games(infos, seeds)
+        result = ResimResult(games=needed, skipped=dict(skipped), searched=not first)
+        games = _Games(infos, seeds, first)
         try:
             _replay(events, games, result)
         finally:
             result.guids = len(games.by_guid)
+            for inst in games.by_guid.values():
+                result.steps += inst.steps + (inst.engine.steps if inst.engine else 0)
+                result.copies += inst.engine.copies if inst.engine else 0
         d = result.divergence
-        if d is None or d.guid is None or d.guid not in games.unseeded or result.unknown:
+        if first or d is None or d.guid is None or d.guid not in games.unseeded or result.unknown:
             break
         gid = d.game_id or ""
         left = tried.setdefault(d.guid, seed_classes(infos[gid]) if gid in infos else [])
@@ -363,6 +391,8 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
             return
         result.decided += sum(1 for v in inst.decided if v not in inst.still_open)
         result.choices.update((v, (c.action, c.x, c.y)) for v, c in inst.decided.items())
+        result.choices.update((v, (c.action, c.x, c.y)) for v, c in inst.taken.items())
+        result.reproduced += len(inst.taken)
         result.still_open += len(inst.still_open)
 
 

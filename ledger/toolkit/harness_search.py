@@ -182,13 +182,19 @@ def _search(
     lost: list[int],
     tick: Callable[[], None] | None,
 ) -> Recovery:
+    spent = (0, 0)
     if not lost:
+        # The first path merges no states: its snapshots need not pickle alike (the costliest part of a freeze).
+        engine.canonical = False
         fast = _first_path(engine, game, frames, game_id, steps or {}, tick)
         if fast is not None:
             engine.release()
             return fast
         result.searched = True
-    result.steps, result.copies = engine.steps, engine.copies
+        spent = (engine.steps, engine.copies)
+        engine.release()
+        # The search merges equal states by their fingerprints: an engine whose snapshots all pickle alike.
+        engine = Engine(game)
     fp, snapshot = engine.freeze(game)
     root = _Node(snapshot, fp, None, 0, None)
     hyps = [root]
@@ -230,7 +236,7 @@ def _search(
             nxt = nxt[:MAX_HYPOTHESES]
         hyps = _advance(hyps, nxt)
     _choose_best(hyps, result)
-    result.steps, result.copies = engine.steps, engine.copies
+    result.steps, result.copies = engine.steps + spent[0], engine.copies + spent[1]
     engine.release()
     if frames and not result.choices:
         # Not one line of an honest recording is a line the game never saw: this code is not the game that

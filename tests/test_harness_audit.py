@@ -230,3 +230,60 @@ def test_toolkit_recordings_of_seeded_plays_pass_their_audit(tmp_path: Path) -> 
     for play in (1, 2):
         frames = play_frames(events, "cnt3-0000000a", play, ENV_DIR)
         assert frames.error is None and frames.diverged is None and len(frames.steps) == frames.total_steps == 13
+
+
+#: A game that reads the pixel a click lands on at a finer grain than its 8x8 camera's cells (as the public bp35
+#: does with its own tiles): the mark goes to the clicked cell, and a second one shows the column within it.
+PIXL = """
+from arcengine import ARCBaseGame, Camera, GameAction, Level, Sprite
+
+
+class Pixl(ARCBaseGame):
+    def __init__(self, seed: int = 0) -> None:
+        mark = Sprite(pixels=[[3]], name="mark", x=0, y=0)
+        fine = Sprite(pixels=[[4]], name="fine", x=0, y=7)
+        level = Level(sprites=[mark, fine], grid_size=(8, 8))
+        super().__init__(game_id="pixl", levels=[level], camera=Camera(width=8, height=8), available_actions=[1, 6])
+
+    def step(self) -> None:
+        if self.action.id == GameAction.ACTION6:
+            x, y = self.action.data["x"], self.action.data["y"]
+            self.current_level.get_sprites_by_name("mark")[0].set_position(x // 8, min(y // 8, 6))
+            self.current_level.get_sprites_by_name("fine")[0].set_position(x % 8, 7)
+        self.complete_action()
+"""
+
+
+def test_a_click_read_finer_than_the_camera_cells_is_found_at_its_pixel(tmp_path: Path, envs: Path) -> None:
+    """Imported from the frames, a recording of clicks that a game reads by the pixel (one pixel per camera cell
+    reproduces none of them): the audit with the code tries every display pixel and passes, both ways."""
+    import random
+    import shutil
+
+    from arcengine import GameAction
+
+    from tests.harness_recorder import Recorder, convert, game_dir
+    from tests.toolkit import arcade
+
+    mine = tmp_path / "envs"
+    shutil.copytree(envs, mine)
+    game_dir(mine, "pixl", PIXL)
+    rng = random.Random(5)
+    arc = arcade(mine)
+    env = arc.make("pixl-01", scorecard_id=arc.open_scorecard())
+    rec = Recorder(tmp_path / "rec", "pixl-01.seededrandom.12", rng)
+    for k in range(12):
+        if k % 3 == 2:
+            raw = env.step(GameAction.ACTION1)
+        else:  # never a cell's top-left pixel
+            raw = env.step(
+                GameAction.ACTION6, data={"x": rng.randrange(8) * 8 + rng.randint(1, 7), "y": rng.randrange(64)}
+            )
+        rec.record(json.loads(convert(raw).model_dump_json()))
+    with Ledger.open(tmp_path / "l.sqlite") as led:
+        assert import_recordings(led, [tmp_path / "rec"]).exit_code == 0
+        (card,) = led.card_ids()
+        first, every = resim(led, card, mine), resim(led, card, mine, decide=True)
+        taken = first.details["reproduced_actions"]
+    assert first.status == "PASS" and taken >= 8, first.message
+    assert every.status == "PASS", every.message

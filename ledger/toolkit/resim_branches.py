@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.core.events import ActionIgnored, ActionTaken, LevelReset, PlayStarted
+from ledger.toolkit.clicks import beyond, by_object, display
 from ledger.toolkit.game_states import Choice, Engine
 from ledger.toolkit.harness_search import _Node
 
@@ -86,6 +87,8 @@ class Instance:
     #: version -> the choice taken for an open input, where ``first`` (not decided: others may fit too).
     taken: dict[int, Choice] = field(default_factory=dict)
     _last: Choice | None = None
+    #: Where the path's last clicks landed (display coordinates), the latest last.
+    _recent: list[tuple[int, int]] = field(default_factory=list)
     _used: dict[Choice, int] = field(default_factory=dict)
     #: Game steps run on the live game (the engine counts its own).
     steps: int = 0
@@ -135,7 +138,7 @@ class Instance:
         order = sorted(choices, key=lambda c: (c != self._last, -used.get(c, 0))) if used else choices
         answer: Signature | None = None
         for wide in (False, True):
-            for c in _widen(engine, node, choices) if wide else order:
+            for c in self._clicks_from(node, choices) if wide else order:
                 r = engine.step(node, c, lambda sig, c=c: ok(sig, c))  # type: ignore[misc]
                 if r is None:
                     continue
@@ -145,6 +148,8 @@ class Instance:
                 self.taken[version] = c
                 self._last = c
                 used[c] = used.get(c, 0) + 1
+                if c.action == 6 and c.x is not None and c.y is not None:
+                    self._recent = [*self._recent[-7:], (c.x, c.y)]
                 self.game = engine.take(r[2])
                 self._frozen = (r[1], r[2])
                 return r[0]
@@ -152,6 +157,17 @@ class Instance:
         self.game = engine.take(snap)
         self._frozen = (fp, snap)
         return answer
+
+    def _clicks_from(self, node: _Node, choices: list[Choice]) -> list[Choice]:
+        """ACTION6 at every display pixel, when it is a candidate and no simple choice agreed with the record: where
+        the agent clicked lately first, then on each thing the display shows (one path needs one click that fits)."""
+        if not any(c.action == 6 for c in choices):
+            return []
+        engine = self.engine
+        assert engine is not None
+        cells = engine.cells(node)
+        order = by_object(display(engine, node), [*cells, *beyond(cells)], self._recent)
+        return [Choice(6, x, y) for x, y in order if Choice(6, x, y) not in choices]
 
     def _branch(self) -> None:
         if self.engine is None:
@@ -169,9 +185,9 @@ class Instance:
         kept: list[_Node] = []
         by_fp: dict[bytes, _Node] = {}
         answer: Signature | None = None
-        for wide in (False, True):
+        for wide in range(3):
             for node in nodes:
-                for c in _widen(engine, node, choices) if wide else choices:
+                for c in _widen(engine, node, choices, wide == 2) if wide else choices:
                     r = engine.step(node, c, lambda sig, c=c: ok(sig, c))  # type: ignore[misc]
                     if r is None:
                         continue
@@ -229,11 +245,13 @@ def _state(resp: Any) -> str:
     return str(getattr(s, "name", s))
 
 
-def _widen(engine: Engine, node: _Node, choices: list[Choice]) -> list[Choice]:
-    """ACTION6 at every display cell, when it is a candidate and no simple choice agreed with the record."""
+def _widen(engine: Engine, node: _Node, choices: list[Choice], pixels: bool = False) -> list[Choice]:
+    """ACTION6 at every display cell (``pixels``: at every other display pixel, see :mod:`ledger.toolkit.clicks`),
+    when it is a candidate and no simple choice (nor any cell) agreed with the record."""
     if not any(c.action == 6 for c in choices):
         return []
-    return [Choice(6, x, y) for x, y in engine.cells(node) if Choice(6, x, y) not in choices]
+    cells = engine.cells(node)
+    return [Choice(6, x, y) for x, y in (beyond(cells) if pixels else cells) if Choice(6, x, y) not in choices]
 
 
 def _differ(a: _Node, b: _Node) -> set[int]:

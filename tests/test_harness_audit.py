@@ -72,6 +72,8 @@ def test_undecided_actions_are_unknown_then_decided_by_the_game(tmp_path: Path, 
     assert code == 0 and "reproduced every one along one path" in out and "--decide" in out, out
     code, out = run("--db", str(db), "audit", opened[0], "--environments", str(envs), "--decide")
     assert code == 0 and "the game decided" in out and "along one path" not in out, out
+    code, out = run("--db", str(db), "audit", opened[0], "--decide")
+    assert code == 2 and "give --environments DIR as well" in out and "Traceback" not in out, out
 
 
 def _events(db: Path, card: str) -> list[AnyEvent]:

@@ -64,6 +64,8 @@ def audit(
     from ledger.services.audit import audit_card
     from ledger.services.retract import retraction_of
 
+    if decide and environments is None:
+        raise click.UsageError("--decide tries actions against the game code: give --environments DIR as well")
     with open_ledger(ctx) as ledger:
         card_id = ledger.resolve_card(card_id)
         rep = audit_card(ledger, card_id, environments=environments, expect_head=expect_head, decide=decide)

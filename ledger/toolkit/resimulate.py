@@ -236,6 +236,10 @@ def resimulate(
     not recorded is replayed with the game's default seed, then, if that disagrees, with each seed of
     0..SEED_TRIES-1 that starts the game differently, until one reproduces it (``result.seeds_found``); if none
     does, the result is unknown, not a divergence.
+
+    Actions the record leaves open are taken along one path of the game (``result.reproduced``), the search of
+    every candidate running only where that path breaks; ``decide`` runs the search every time, to tell which of
+    them the game decides (``result.decided``, ``result.still_open``).
     """
     infos = scan_games(environments_dir)
     needed = sorted({e.event.game_id for e in events if isinstance(e.event, PlayStarted)})

@@ -90,6 +90,25 @@ def _simple(step: Step | None, default_click: tuple[int, int]) -> list[Choice]:
     return order
 
 
+class Favoured:
+    """The order an agent's actions are tried in where one fitting action is enough: agents repeat actions and favour
+    some, so the one it took last first, then its most used, then the order given."""
+
+    __slots__ = ("last", "used")
+
+    def __init__(self) -> None:
+        self.last: Choice | None = None
+        self.used: dict[Choice, int] = {}
+
+    def order(self, choices: list[Choice]) -> list[Choice]:
+        used = self.used
+        return sorted(choices, key=lambda c: (c != self.last, -used.get(c, 0))) if used else choices
+
+    def took(self, c: Choice) -> None:
+        self.last = c
+        self.used[c] = self.used.get(c, 0) + 1
+
+
 def _classify_diff(a: _Node, b: _Node) -> set[int]:
     """Lines where two paths of the same length disagree on RESET versus a game action."""
     out: set[int] = set()
@@ -282,8 +301,7 @@ def _first_path(
     starts: dict[int, set[bytes]] = {0: {_grid_key(game.camera.render(game.current_level.get_sprites()))}}
     offered: tuple[int, ...] = ()
     levels = 0
-    last: Choice | None = None
-    used: dict[Choice, int] = {}
+    favoured = Favoured()
     chosen: dict[Choice, Choice] = {}
     for line in frames:
         if tick is not None:
@@ -298,9 +316,8 @@ def _first_path(
         default = (step.x or 0, step.y or 0) if step is not None and step.action == 6 else None
         cells = engine.cells(node)
         simple = _simple(step, default or cells[0])
-        if step is None and used:
-            # Agents repeat actions and favour some: the last one first, then the most used (else priority order).
-            simple = sorted(simple, key=lambda ch: (ch != last, -used.get(ch, 0)))
+        if step is None:
+            simple = favoured.order(simple)
         clickable = (not offered or 6 in offered) and not line.empty
         tries = (
             simple
@@ -326,9 +343,8 @@ def _first_path(
             starts.setdefault(line.levels_completed, set()).add(grid)
         levels = line.levels_completed
         result.choices[line.lineno] = chosen.setdefault(c, c)  # one object per distinct choice: every line keeps one
-        if c.action != 0:
-            last = c
-            used[c] = used.get(c, 0) + 1
+        if c.action != 0:  # a RESET is what the game's end asks for, not what the agent favours
+            favoured.took(c)
         assert r[1] is not None  # a kept answer
         node = _Node(r[2], r[1], None, line.lineno, c)
         offered = line.available_actions

@@ -23,7 +23,7 @@ from typing import Any
 from ledger.core.events import ActionIgnored, ActionTaken, LevelReset, PlayStarted
 from ledger.toolkit.clicks import beyond, by_object, display
 from ledger.toolkit.game_states import Choice, Engine
-from ledger.toolkit.harness_search import _Node
+from ledger.toolkit.harness_search import Favoured, _Node
 
 #: Game states kept per guid at most; beyond it the first ones are kept and a mismatch is not a proof.
 MAX_STATES = 200
@@ -86,10 +86,9 @@ class Instance:
     first: bool = False
     #: version -> the choice taken for an open input, where ``first`` (not decided: others may fit too).
     taken: dict[int, Choice] = field(default_factory=dict)
-    _last: Choice | None = None
+    _favoured: Favoured = field(default_factory=Favoured)
     #: Where the path's last clicks landed (display coordinates), the latest last.
     _recent: list[tuple[int, int]] = field(default_factory=list)
-    _used: dict[Choice, int] = field(default_factory=dict)
     #: Game steps run on the live game (the engine counts its own).
     steps: int = 0
 
@@ -134,8 +133,7 @@ class Instance:
         fp, snap = self._frozen if self._frozen is not None else engine.freeze(self.game)
         engine.hand(snap, self.game)
         node = _Node(snap, fp, None, 0, None)
-        used = self._used
-        order = sorted(choices, key=lambda c: (c != self._last, -used.get(c, 0))) if used else choices
+        order = self._favoured.order(choices)
         answer: Signature | None = None
         for wide in (False, True):
             for c in self._clicks_from(node, choices) if wide else order:
@@ -146,8 +144,7 @@ class Instance:
                 if r[1] is None:
                     continue
                 self.taken[version] = c
-                self._last = c
-                used[c] = used.get(c, 0) + 1
+                self._favoured.took(c)
                 if c.action == 6 and c.x is not None and c.y is not None:
                     self._recent = [*self._recent[-7:], (c.x, c.y)]
                 self.game = engine.take(r[2])

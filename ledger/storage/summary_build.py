@@ -78,6 +78,8 @@ def fill(conn: Any, columns: Sequence[str] = COLUMNS) -> int:
     def read(sql: str, args: Any) -> list[Any]:
         return list(conn.exec_driver_sql(fix(sql), tuple(args)).fetchall())
 
+    _hold_position(read, conn.dialect.name)
+
     # One card at a time, a batch of events per query: the log is never held whole, nor every card.
     return write_streamed(
         read,
@@ -86,6 +88,15 @@ def fill(conn: Any, columns: Sequence[str] = COLUMNS) -> int:
         pick,
         figures=has_figures(read, conn.dialect.name),
     )
+
+
+def _hold_position(read: Callable[[str, Any], list[Any]], dialect: str) -> None:
+    """Take the lock every catch-up of the summary takes first (its position row) before a migration rewrites the
+    summary: a store's follower thread catching up meanwhile then waits or steps aside, where it would otherwise hold
+    the position and wait for rows the migration holds while the migration waits for the position (a deadlock).
+    SQLite needs none: a migration there holds the whole database (IMMEDIATE)."""
+    if dialect == "postgresql" and has_position(read, dialect):
+        read(POSITION_SQL + " FOR UPDATE", ())
 
 
 def fill_figures(conn: Any) -> int:
@@ -97,6 +108,7 @@ def fill_figures(conn: Any) -> int:
     from ledger.storage.figures import Key, counts_of, replace_all
 
     fix = pg if conn.dialect.name == "postgresql" else str
+    _hold_position(lambda sql, args: list(conn.exec_driver_sql(fix(sql), tuple(args)).fetchall()), conn.dialect.name)
     counts: Counter[Key] = Counter()
     after = ""
     while True:

@@ -289,8 +289,10 @@ class PostgresStore(PostgresSummary, StoreBase):
         return [seq_of[e.version] for e in new]
 
     def _write_dbapi(self) -> psycopg.Connection[Any]:
-        """The psycopg connection every append of this process goes through (hold ``self._writer.locked()``)."""
-        return self._writer.get()
+        """The psycopg connection every append of this process goes through (hold ``self._writer.locked()`` to use
+        it; it is got holding the writer, so one found unusable is never closed under another thread's use)."""
+        with self._writer.locked():
+            return self._writer.get()
 
     def prepare_copied(self, rows: Sequence[StoredEvent]) -> CopyBatch:
         """``rows`` checked against their own hashes and encoded as binary COPY data (reads and writes nothing)."""

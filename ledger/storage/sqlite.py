@@ -108,8 +108,10 @@ class SQLiteStore(SQLiteSummary, StoreBase):
             raise StoreError(f"cannot open the ledger at {self.describe()}: {e}{self._readonly_hint()}") from e
 
     def _write_dbapi(self) -> sqlite3.Connection:
-        """The connection every write of this process goes through (tests set its PRAGMAs to cause faults)."""
-        return self._writer.get()
+        """The connection every write of this process goes through (tests set its PRAGMAs to cause faults). Got
+        holding the writer: one found unusable (a catch-up's transaction open on it) is never closed under its user."""
+        with self._writer.locked():
+            return self._writer.get()
 
     def _readonly_hint(self) -> str:
         if writable(self.path):

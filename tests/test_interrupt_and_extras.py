@@ -14,6 +14,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from ledger import Ledger
 from ledger.cli.progress import VERIFY_PROGRESS_FROM
 from ledger.core.events import ActionTaken, CardOpened, PlayStarted, card_stream
@@ -228,3 +230,39 @@ def test_verify_of_a_large_ledger_shows_progress_on_a_terminal_only(tmp_path: Pa
         .splitlines()[-1]
         .endswith("the ledger holds everything committed before Ctrl-C and nothing half-written")
     )
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped interrupt, on purpose
+def test_ctrl_c_that_lands_in_a_weakref_callback_still_exits_130() -> None:
+    """Python drops a KeyboardInterrupt raised inside a weakref callback ("Exception ignored in ..."): the command
+    must not run on to exit 0 as if nothing was asked."""
+    import gc
+    import weakref
+
+    import click
+    from click.testing import CliRunner
+
+    from ledger.cli import cli
+
+    ran_on: list[bool] = []
+
+    @click.command("interrupted-in-a-callback")
+    def interrupted_in_a_callback() -> None:
+        class Thing:
+            pass
+
+        thing = Thing()
+        keep = weakref.ref(thing, lambda _ref: os.kill(os.getpid(), signal.SIGINT))
+        del thing
+        gc.collect()
+        time.sleep(0.05)  # the signal's handler has run, inside the callback, by now
+        ran_on.append(keep() is None)
+
+    cli.add_command(interrupted_in_a_callback)
+    try:
+        result = CliRunner().invoke(cli, ["interrupted-in-a-callback"])
+    finally:
+        cli.commands.pop("interrupted-in-a-callback")
+    assert ran_on == [True]  # the interrupt was swallowed where it landed: the command ran to its end
+    assert result.exit_code == 130, result.output
+    assert "nothing half-written" in result.output

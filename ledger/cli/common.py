@@ -89,7 +89,10 @@ class LedgerGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            rv = super().invoke(ctx)
+            with _ctrl_c_latched() as interrupted:
+                rv = super().invoke(ctx)
+            if interrupted:
+                raise KeyboardInterrupt
             # Output still buffered fails here, while the command can still say so (not at interpreter exit).
             sys.stdout.flush()
             return rv
@@ -111,6 +114,34 @@ class LedgerGroup(click.Group):
             if extra is None:
                 raise
             raise LedgerCommandError(extra, 1) from e
+
+
+@contextmanager
+def _ctrl_c_latched() -> Iterator[list[int]]:
+    """Ctrl-C still raises KeyboardInterrupt, and is also noted in the list yielded.
+
+    Python drops an exception raised while it runs a finalizer or a weakref callback ("Exception ignored in ..."): a
+    Ctrl-C landing there would let the command run on to exit 0. The note makes it exit 130 all the same. A command
+    that sets its own handler (import, serve, view) replaces this one for its run; SIGINT ignored by the parent
+    (`ledger ... &` from a script) stays ignored.
+    """
+    import signal
+
+    noted: list[int] = []
+
+    def on_sigint(signum: int, _frame: Any) -> None:
+        noted.append(signum)
+        raise KeyboardInterrupt
+
+    previous = None
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        with contextlib.suppress(ValueError):  # not the main thread (an embedding program): Ctrl-C is its business
+            previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield noted
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def count(n: int, word: str) -> str:

@@ -21,7 +21,9 @@ second, included). Times are CPU seconds. Figures:
 
 With ``LEDGER_BENCH_LS20`` naming an environment_files folder that holds the public ``ls20-fa137e247ce6`` (the
 harnesses download it; it is not in this repository), the same figures follow for it, with an agent that picks its
-moves at random (the path to lsx3's goal is not read from ls20's frames).
+moves at random (the path to lsx3's goal is not read from ls20's frames), and for the largest size with an agent that
+solves ls20's first two levels (it completes levels, RESETs at a level's start, where a move into a wall shows the
+same frame, and RESETs twice for a full reset).
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ from tests.toolkit import arcade  # noqa: E402
 
 GAME = "lsx3-0000003c"
 LS20 = "ls20-fa137e247ce6"
+#: Moves that complete the first two levels of ls20-fa137e247ce6 from their starts (found by a breadth-first search
+#: of the game's states, 5 and 26 moves; its baselines are 5 and 32).
+LS20_SOLVED = ([1, 1, 3, 1, 1], [2, 4, 4, 1, 4, 1, 1, 1, 3, 3, 2, 1, 2, 1, 2, 1, 2, 1, 1, 3, 3, 3, 2, 2, 2, 2])
 CELL, CELLS = 4, 16
 STEPS = {1: (0, -1), 2: (0, 1), 3: (-1, 0), 4: (1, 0)}
 
@@ -76,10 +81,12 @@ def _towards_goal(frame: Any) -> int | None:
 
 
 def record(
-    folder: Path, envs: Path, db: Path, actions: int, seed: int = 7, game: str = GAME
+    folder: Path, envs: Path, db: Path, actions: int, seed: int = 7, game: str = GAME, solving: bool = False
 ) -> tuple[Path, str, list[int]]:
     """A harness recording of ``actions`` actions, the same run captured live into ``db``; (path, card, actions).
-    The agent heads for lsx3's goal; on another game it moves at random."""
+    The agent heads for lsx3's goal; on another game it moves at random, or (``solving``, ls20) plays as an agent
+    that has learnt ls20's first two levels does: it wanders a little, RESETs the level (now and then twice: a full
+    reset) and solves it, wanders on the third level until it runs out of energy and lives, and starts again."""
     from arcengine import GameAction
 
     rng = random.Random(seed)
@@ -92,8 +99,15 @@ def record(
         rec = Recorder(folder, f"{game}.seededrandom.{actions}", rng)
         steer = game == GAME
         wander = 0
+        plan: list[int] = []
         for _ in range(actions):
             last = env.observation_space
+            if solving:
+                a = _solving(rng, last, plan)
+                raw = env.step(GameAction.from_id(a))
+                sent.append(a)
+                rec.record(json.loads(convert(raw).model_dump_json()))
+                continue
             r = rng.random()
             # Now and then the agent wanders for a while (and runs out of energy, then of lives).
             wander = max(wander - 1, 0) or (120 if r < 0.01 else 0)
@@ -108,6 +122,22 @@ def record(
         arc.close_scorecard(card)
         capture.detach()
     return rec.path, card, sent
+
+
+def _solving(rng: random.Random, last: Any, plan: list[int]) -> int:
+    """The next action of the ls20 agent that knows its first two levels (``plan``: the moves it has decided on)."""
+    level = last.levels_completed
+    if last.state.name in ("GAME_OVER", "WIN"):
+        plan.clear()
+        return 0
+    if not plan:
+        r = rng.random()
+        if level < len(LS20_SOLVED) and r < 0.6:
+            wander = [rng.choice([1, 2, 3, 4]) for _ in range(rng.randrange(0, 12))]
+            plan += [*wander, 0, *([0] if rng.random() < 0.1 else []), *LS20_SOLVED[level]]
+        elif level >= len(LS20_SOLVED) and r < 0.04:
+            plan += [0, 0]
+    return plan.pop(0) if plan else rng.choice([1, 2, 3, 4])
 
 
 def bare(envs: Path, sent: list[int], game_id: str = GAME) -> float:
@@ -134,21 +164,24 @@ def ledger(*args: str) -> tuple[float, float, str]:
 
 def shape(path: Path) -> dict[str, int]:
     """What the recording holds: frame lines, GAME_OVERs, level completions, full resets."""
-    counts = {"lines": 0, "game_over": 0, "full_reset": 0, "wins": 0}
+    counts = {"lines": 0, "game_over": 0, "full_reset": 0, "wins": 0, "levels": 0}
+    level = 0
     for raw in path.read_bytes().splitlines():
         d = json.loads(raw)["data"]
         if "frame" not in d:
             continue
         counts["lines"] += 1
+        counts["levels"] += d["levels_completed"] > level
+        level = d["levels_completed"]
         counts["game_over"] += d["state"] == "GAME_OVER"
         counts["wins"] += d["state"] == "WIN"
         counts["full_reset"] += bool(d.get("full_reset"))
     return counts
 
 
-def one_size(root: Path, envs: Path, actions: int, game: str = GAME) -> list[str]:
+def one_size(root: Path, envs: Path, actions: int, game: str = GAME, solving: bool = False) -> list[str]:
     live_db, with_db, without_db = root / "live.sqlite", root / "with.sqlite", root / "without.sqlite"
-    path, live_card, sent = record(root / "rec", envs, live_db, actions, game=game)
+    path, live_card, sent = record(root / "rec", envs, live_db, actions, game=game, solving=solving)
     seen = shape(path)
     n = seen["lines"]
     step_s = bare(envs, sent, game)
@@ -176,7 +209,8 @@ def one_size(root: Path, envs: Path, actions: int, game: str = GAME) -> list[str
     t_coded, mb_coded, out_coded = ledger("--db", str(with_db), "audit", coded, "--environments", str(envs), "--json")
     coded_verdict = next(c for c in json.loads(out_coded)["checks"] if c["name"] == "resimulation")["status"]
     return [
-        f"{n}-line {game} recording ({seen['game_over']} GAME_OVER, {seen['full_reset']} full resets, "
+        f"{n}-line {game} recording{' (an agent that solves its first two levels)' if solving else ''} "
+        f"({seen['game_over']} GAME_OVER, {seen['full_reset']} full resets, {seen['levels']} levels completed, "
         f"{seen['wins']} WIN lines); bare game: {n / step_s:.0f} lines/s ({step_s / n * 1000:.2f} ms a step)",
         f"  import --environments:          {t_with:6.2f} s, {n / t_with:5.0f} lines/s, {t_with / step_s:4.1f}x the "
         f"bare steps, peak {mb_with:.0f} MB",
@@ -208,15 +242,18 @@ def run(quick: bool, sizes: tuple[int, ...] = (400, 5000)) -> list[str]:
             f"LEDGER_BENCH_LS20={public}: no ls20 folder there (environment_files/ls20/...): the public ls20 is skipped"
         )
         public = None
-    for game in (GAME, LS20) if public else (GAME,):
-        for actions in (60,) if quick else sizes:
-            with tempfile.TemporaryDirectory() as tmp:
-                root = Path(tmp)
-                envs = environments(root / "envs")
-                if game == LS20:
-                    assert public is not None
-                    shutil.copytree(public, envs, dirs_exist_ok=True)
-                out += one_size(root, envs, actions, game)
+    runs = [(GAME, a, False) for a in ((60,) if quick else sizes)]
+    if public:
+        runs += [(LS20, a, False) for a in ((60,) if quick else sizes)]
+        runs.append((LS20, 400 if quick else max(sizes), True))
+    for game, actions, solving in runs:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            envs = environments(root / "envs")
+            if game == LS20:
+                assert public is not None
+                shutil.copytree(public, envs, dirs_exist_ok=True)
+            out += one_size(root, envs, actions, game, solving)
     return out
 
 

@@ -67,7 +67,8 @@ def keyed(sig: tuple[str, int, bool, bytes]) -> tuple[str, int, bool, bytes]:
     return sig[0], sig[1], sig[2], frame_key(sig[3])
 
 
-def _signature(resp: Any) -> tuple[str, int, bool, bytes]:
+def answer_signature(resp: Any) -> tuple[str, int, bool, bytes]:
+    """A game's answer as the engine keeps it: (state, levels_completed, full_reset, :func:`frame_key`)."""
     import numpy as np
 
     state = resp.state.name if isinstance(resp.state, Enum) else str(resp.state)
@@ -422,7 +423,7 @@ class Engine:
                 if moved is not None and moved not in private:
                     private = private | {moved}
                     continue
-            sig = _signature(resp)
+            sig = answer_signature(resp)
             if keep is not None and not keep(sig):
                 return sig, None, None
             fp, out = self.freeze(game)

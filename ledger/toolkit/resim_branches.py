@@ -22,11 +22,22 @@ from typing import Any
 
 from ledger.core.events import ActionIgnored, ActionTaken, LevelReset, PlayStarted
 from ledger.toolkit.clicks import beyond, by_object, display
-from ledger.toolkit.game_states import Choice, Engine
+from ledger.toolkit.game_states import Choice, Engine, answer_signature
 from ledger.toolkit.harness_search import Favoured, _Node
 
 #: Game states kept per guid at most; beyond it the first ones are kept and a mismatch is not a proof.
 MAX_STATES = 200
+
+#: On the one path a state is kept every MARK_EVERY inputs, the last KEEP_MARKS of them. Where the path breaks,
+#: every path from a mark is searched, the nearest mark first: an agent's last choices are the likeliest to have
+#: been other than the one taken (a RESET at a level's start, where a move into a wall shows the same frame, is
+#: told by the next RESET: a full reset only after a RESET).
+MARK_EVERY = 16
+KEEP_MARKS = 64
+#: How many inputs before the break the marks searched from lie (each tried in turn, until one reproduces it).
+REPAIR_REACH = (8, 64, 512, MARK_EVERY * KEEP_MARKS)
+#: Game steps a search from a mark may take per input it replays; beyond, that mark is given up.
+REPAIR_STEPS = 40
 
 #: (state, levels_completed, full_reset, frame bytes: b"" for an empty answer).
 Signature = tuple[str, int, bool, bytes]
@@ -91,6 +102,13 @@ class Instance:
     _recent: list[tuple[int, int]] = field(default_factory=list)
     #: Game steps run on the live game (the engine counts its own).
     steps: int = 0
+    #: On the one path: the number of inputs sent; each input since the oldest mark (its number, version, choices,
+    #: whether open, what agrees with the record); the marks (input number, fingerprint, snapshot before it).
+    _sent: int = 0
+    _log: list[tuple[int, int, list[Choice], bool, Callable[[Signature, Choice], bool]]] = field(default_factory=list)
+    _marks: list[tuple[int, bytes, Any]] = field(default_factory=list)
+    #: Times the one path broke and a search from a mark carried it on.
+    repairs: int = 0
 
     def send(
         self, version: int, choices: list[Choice], open_: bool, ok: Callable[[Signature, Choice], bool]
@@ -98,17 +116,97 @@ class Instance:
         """Send the input; the answer of a state that agrees with the record (else the first answer, which does
         not: the caller reports it). None when the game raised or has no such action."""
         self.agreed = True
+        if self.first:
+            return self._along(version, choices, open_, ok)
         if self.nodes is None and not open_:
             return self._live(choices[0])
-        if self.first:
-            return self._first(version, choices, ok)
         if self.nodes is None:
             self._branch()
         if open_:
             self._open_versions.add(version)
         return self._search(version, choices, ok)
 
-    def _live(self, c: Choice) -> Signature | None:
+    def _along(
+        self, version: int, choices: list[Choice], open_: bool, ok: Callable[[Signature, Choice], bool]
+    ) -> Signature | None:
+        """The input on the one path (or among the states a search from a mark kept, until one is left). Where no
+        state agrees with the record, the path is searched again from a mark before (:meth:`_repair`)."""
+        if self.nodes is None and self._sent % MARK_EVERY == 0:
+            self._mark()
+        self._log.append((self._sent, version, choices, open_, ok))
+        self._sent += 1
+        if self.nodes is not None:
+            if open_:
+                self._open_versions.add(version)
+            answer = self._search(version, choices, ok)
+        elif open_:
+            answer = self._first(version, choices, ok)
+        else:
+            answer = self._live(choices[0], exact=True)
+            self.agreed = answer is not None and ok(answer, choices[0])
+        if self.agreed or not self._marks:
+            return answer
+        repaired = self._repair()
+        return answer if repaired is None else repaired
+
+    def _mark(self) -> None:
+        """Keep the live game's state (frozen, not copied: the next open input starts from it)."""
+        if self.engine is None:
+            self.engine = Engine(self.game)
+            # No states are merged on the path, so its snapshots need not pickle alike: the costliest part of a
+            # freeze (every object asked whether it is a string to write by value) is left out.
+            self.engine.canonical = False
+        if self._frozen is None:
+            self._frozen = self.engine.freeze(self.game)
+        self._marks.append((self._sent, *self._frozen))
+        if len(self._marks) > KEEP_MARKS:
+            del self._marks[0]
+            oldest = self._marks[0][0]
+            self._log = [x for x in self._log if x[0] >= oldest]
+
+    def _repair(self) -> Signature | None:
+        """The last input's answer from a state that agrees with the record, found by searching every path from a
+        mark through the inputs since (the nearest mark first); None if none does (the caller reports the break).
+        The states the search keeps go on as :meth:`_search` keeps them, until one is left."""
+        now = self._sent - 1
+        tried: set[int] = set()
+        for reach in REPAIR_REACH:
+            mark = next((m for m in reversed(self._marks) if now - m[0] >= reach), self._marks[0])
+            if mark[0] not in tried:
+                tried.add(mark[0])
+                answer = self._search_from(mark)
+                if answer is not None:
+                    self.repairs += 1
+                    return answer
+        self.agreed = False
+        return None
+
+    def _search_from(self, mark: tuple[int, bytes, Any]) -> Signature | None:
+        engine = self.engine
+        assert engine is not None
+        window = [x for x in self._log if x[0] >= mark[0]]
+        for x in window:
+            self.taken.pop(x[1], None)
+        self.nodes = [_Node(mark[2], mark[1], None, 0, None)]
+        self._frozen = None
+        self._open_versions = set()
+        # These states are merged where equal, as the search's are: they must pickle alike while it lasts.
+        engine.canonical = True
+        budget = engine.steps + REPAIR_STEPS * len(window)
+        answer: Signature | None = None
+        for _n, version, choices, open_, ok in window:
+            if self.nodes is None:  # one state was left: every path from it
+                self._branch()
+            if open_:
+                self._open_versions.add(version)
+            self.agreed = True
+            answer = self._search(version, choices, ok)
+            if not self.agreed or engine.steps > budget:
+                self.nodes, self.agreed, engine.canonical = None, False, False
+                return None
+        return answer
+
+    def _live(self, c: Choice, exact: bool = False) -> Signature | None:
         from arcengine import ActionInput, GameAction
 
         self._frozen = None
@@ -118,6 +216,8 @@ class Instance:
             resp = self.game.perform_action(ActionInput(id=GameAction.from_id(c.action), data=data), raw=True)
         except Exception:  # the game raised or has no such action: no response
             return None
+        if exact:  # the frame too, as the engine's answers hold it: a frame the import noted is compared
+            return answer_signature(resp)
         return (_state(resp), int(resp.levels_completed), bool(resp.full_reset), b"" if len(resp.frame) == 0 else b"x")
 
     def _first(self, version: int, choices: list[Choice], ok: Callable[[Signature, Choice], bool]) -> Signature | None:
@@ -198,7 +298,7 @@ class Instance:
                     if same is None:
                         by_fp[r[1]] = child
                         kept.append(child)
-                    else:
+                    elif not self.first:
                         self.still_open |= _differ(same, child) & self._open_versions
             if kept or not any(c.action == 6 for c in choices):
                 break
@@ -218,11 +318,15 @@ class Instance:
         """One state left: note the choices on its path and carry on with it as the live game."""
         assert self.nodes is not None and self.engine is not None
         n: _Node | None = self.nodes[0]
+        # On the one path, states were searched from a mark only: the choices on its path are taken, not decided.
+        into = self.taken if self.first else self.decided
         while n is not None and n.parent is not None:
             if n.lineno in self._open_versions and n.choice is not None:
-                self.decided[n.lineno] = n.choice
+                into[n.lineno] = n.choice
             n = n.parent
         node = self.nodes[0]
+        if self.first:  # back on one path, which merges no states
+            self.engine.canonical = False
         self.game = self.engine.take(node.game)
         self._frozen = (node.fp, node.game)
         self.nodes = None
@@ -232,7 +336,7 @@ class Instance:
         if self.nodes is None:
             return
         best = self.nodes[0]
-        for other in self.nodes[1:]:
+        for other in self.nodes[1:] if not self.first else ():
             self.still_open |= _differ(best, other) & self._open_versions
         self._settle()
 

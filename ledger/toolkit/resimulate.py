@@ -101,6 +101,8 @@ class ResimResult:
     #: first path the game agreed on was taken (``reproduced`` counts the open inputs it took an action for).
     searched: bool = True
     reproduced: int = 0
+    #: Where the one path broke and a search from a state kept a little before carried it on.
+    repairs: int = 0
     #: Game steps run and game states copied (the cost, whatever the machine).
     steps: int = 0
     copies: int = 0
@@ -278,6 +280,7 @@ def _seeded(
             for inst in games.by_guid.values():
                 result.steps += inst.steps + (inst.engine.steps if inst.engine else 0)
                 result.copies += inst.engine.copies if inst.engine else 0
+                result.repairs += inst.repairs
         d = result.divergence
         if first or d is None or d.guid is None or d.guid not in games.unseeded or result.unknown:
             break

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ledger.toolkit import game_files
-from ledger.toolkit.game_states import Choice, Engine, _signature
+from ledger.toolkit.game_states import Choice, Engine, answer_signature
 from tests.harness_recorder import HARNESS_GAMES, game_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,7 +104,7 @@ def test_a_game_that_reads_its_action_count_is_copied_with_it(tmp_path: Path) ->
         assert result is not None
         resp = game.perform_action(ActionInput(id=GameAction.ACTION1), raw=True)
         # The copy draws the bar the game draws, and is in the game's state after it.
-        assert result[0] == _signature(resp)
+        assert result[0] == answer_signature(resp)
         assert engine.freeze(game)[0] == result[1]
         answers.append(game.left)
     assert answers == [7, 6, 5, 4]
@@ -206,7 +206,7 @@ def test_a_game_that_keeps_functions_made_at_run_time_is_copied_with_them(tmp_pa
         result = engine.step(_Node(fp, snap), Choice(a))
         assert result is not None
         resp = game.perform_action(ActionInput(id=GameAction.from_id(a)), raw=True)
-        assert result[0] == _signature(resp) and engine.freeze(game)[0] == result[1]
+        assert result[0] == answer_signature(resp) and engine.freeze(game)[0] == result[1]
 
 
 class _Node:

@@ -16,6 +16,7 @@ What the record holds per input, and so what an answer must show to agree with i
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,7 +106,7 @@ class Instance:
     #: On the one path: the number of inputs sent; each input since the oldest mark (its number, version, choices,
     #: whether open, what agrees with the record); the marks (input number, fingerprint, snapshot before it).
     _sent: int = 0
-    _log: list[tuple[int, int, list[Choice], bool, Callable[[Signature, Choice], bool]]] = field(default_factory=list)
+    _log: deque[tuple[int, int, list[Choice], bool, Callable[[Signature, Choice], bool]]] = field(default_factory=deque)
     _marks: list[tuple[int, bytes, Any]] = field(default_factory=list)
     #: Times the one path broke and a search from a mark carried it on.
     repairs: int = 0
@@ -149,20 +150,24 @@ class Instance:
         repaired = self._repair()
         return answer if repaired is None else repaired
 
-    def _mark(self) -> None:
-        """Keep the live game's state (frozen, not copied: the next open input starts from it)."""
+    def _path_engine(self) -> Engine:
+        """The one path's engine, made on first use."""
         if self.engine is None:
             self.engine = Engine(self.game)
             # No states are merged on the path, so its snapshots need not pickle alike: the costliest part of a
             # freeze (every object asked whether it is a string to write by value) is left out.
             self.engine.canonical = False
+        return self.engine
+
+    def _mark(self) -> None:
+        """Keep the live game's state (frozen, not copied: the next open input starts from it)."""
         if self._frozen is None:
-            self._frozen = self.engine.freeze(self.game)
+            self._frozen = self._path_engine().freeze(self.game)
         self._marks.append((self._sent, *self._frozen))
         if len(self._marks) > KEEP_MARKS:
             del self._marks[0]
-            oldest = self._marks[0][0]
-            self._log = [x for x in self._log if x[0] >= oldest]
+            while self._log[0][0] < self._marks[0][0]:
+                self._log.popleft()
 
     def _repair(self) -> Signature | None:
         """The last input's answer from a state that agrees with the record, found by searching every path from a
@@ -224,12 +229,7 @@ class Instance:
         """Take the first candidate whose answer agrees with the record, in the order the agent favoured (the last
         one taken, then the most taken, then the record's): one path of the game, not every path. Agents repeat
         actions, so the first try is mostly the one, from the live game without a copy."""
-        if self.engine is None:
-            self.engine = Engine(self.game)
-            # No states are merged on this path, so its snapshots need not pickle alike: the costliest part of a
-            # freeze (every object asked whether it is a string to write by value) is left out.
-            self.engine.canonical = False
-        engine = self.engine
+        engine = self._path_engine()
         fp, snap = self._frozen if self._frozen is not None else engine.freeze(self.game)
         engine.hand(snap, self.game)
         node = _Node(snap, fp, None, 0, None)
@@ -336,8 +336,9 @@ class Instance:
         if self.nodes is None:
             return
         best = self.nodes[0]
-        for other in self.nodes[1:] if not self.first else ():
-            self.still_open |= _differ(best, other) & self._open_versions
+        if not self.first:  # on the one path nothing is decided, so nothing is still open
+            for other in self.nodes[1:]:
+                self.still_open |= _differ(best, other) & self._open_versions
         self._settle()
 
 

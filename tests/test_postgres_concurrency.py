@@ -238,3 +238,18 @@ def test_a_forked_child_does_not_touch_its_parents_connections(pg_url: str) -> N
     assert store._write_dbapi().info.backend_pid == parent_session
     assert verify_ledger(store).ok
     store.close()
+
+
+def test_a_read_whose_pooled_connection_was_ended_after_the_pools_look_is_sent_again(pg_url: str) -> None:
+    """The server's goodbye to a terminated backend can reach its socket after the pool looked at the idle connection
+    and found nothing there: the read that then finds it lost is sent once more, on a new connection."""
+    admin = create_engine(pg_url, poolclass=NullPool)
+    with Ledger.open(pg_url) as led:
+        store: Any = led.store
+        assert store.max_seq() == 0  # a reader connection, now idle in the pool
+        assert kill_sessions(admin) >= 1
+        time.sleep(0.2)
+        # The race, made certain: the pool takes the idle connection as usable, as it does when it looks too early.
+        store._readers._usable = lambda conn: True
+        assert store.max_seq() == 0 and store.count() == 0
+    admin.dispose()

@@ -227,6 +227,23 @@ def idle_usable(conn: psycopg.Connection[Any]) -> bool:
         return False
 
 
+def read_rows(pool: Any, q: str, args: Any) -> list[Any]:
+    """Rows of one statement on a connection of the reader ``pool``; raises psycopg's errors.
+
+    A connection the server ended while it sat idle looks usable until the server's goodbye reaches its socket,
+    which can be after the pool's look (:func:`idle_usable`): a statement that finds its connection lost is sent
+    once more, on a new one (it is a read, and its own transaction)."""
+    for attempt in (1, 2):
+        conn = None
+        try:
+            with pool.connection() as conn:
+                return conn.execute(q, args).fetchall()
+        except psycopg.OperationalError:
+            if attempt == 2 or conn is None or not (conn.broken or conn.closed):
+                raise
+    raise AssertionError("unreachable")
+
+
 def make_engine(connect: Callable[[], Any]) -> Any:
     """A SQLAlchemy engine whose connections ``connect`` opens, none pooled (migrations and tools: loads
     SQLAlchemy)."""

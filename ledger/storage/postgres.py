@@ -50,6 +50,7 @@ from ledger.storage.pg_engine import (
     lock_statement,
     make_engine,
     parse_url,
+    read_rows,
     reason,
     rollback_quietly,
     row_values,
@@ -467,8 +468,7 @@ class PostgresStore(PostgresSummary, StoreBase):
     def _read(self, q: str, args: Sequence[Any] | None = None) -> list[Any]:
         """Rows of one statement (``%s`` placeholders) on a reader connection, as its own transaction."""
         try:
-            with self._readers.connection() as conn:
-                return conn.execute(q, args or None).fetchall()
+            return read_rows(self._readers, q, args or None)
         except DB_ERRORS as e:
             raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
 

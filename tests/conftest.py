@@ -7,7 +7,9 @@ it). Without that variable they skip, naming it; with ``CI=true`` they must run,
 unreachable server fails them.
 
 ``make test`` runs the tests in two worker processes (pytest-xdist): each PostgreSQL test has its own database, each
-test its own tmp_path and ports, and the session fixtures below are built once in each worker.
+test its own tmp_path and ports, and the session fixtures below are built once in each worker. The one test that
+restarts the server (``pg_server_alone``) waits until the other worker's PostgreSQL test is done, and holds the
+next one back until the server is up again.
 
 ``foreign_python`` (a venv of Python 3.13 with only the toolkit: tests/second_python.py) is built once per session
 for every test that needs it; without a Python 3.13 on the machine those tests skip, saying so. ``toolkit_env``
@@ -24,6 +26,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 import pytest
 from sqlalchemy import Engine, create_engine, text
@@ -96,8 +99,12 @@ def fresh_pg_database(admin_url: str) -> Iterator[str]:
         admin.dispose()
 
 
+#: The file lock this worker's PostgreSQL test holds on the server, shared with the other worker's tests.
+_ON_SERVER: list[IO[str]] = []
+
+
 @pytest.fixture
-def pg_url() -> Iterator[str]:
+def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The URL of a fresh PostgreSQL database of its own for this test (dropped afterwards)."""
     if not PG_URL:
         pg_unavailable("LEDGER_TEST_PG_URL is not set (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test)")
@@ -110,8 +117,22 @@ def pg_url() -> Iterator[str]:
         pg_unavailable(f"the server of LEDGER_TEST_PG_URL={PG_URL} is not reachable: {str(e.orig or e).strip()}")
     finally:
         admin.dispose()
-    with fresh_pg_database(PG_URL) as url:
-        yield url
+    with open(shared_dir(tmp_path_factory) / ".pg-server.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        _ON_SERVER.append(lock)
+        try:
+            with fresh_pg_database(PG_URL) as url:
+                yield url
+        finally:
+            _ON_SERVER.remove(lock)
+
+
+@pytest.fixture
+def pg_server_alone(pg_url: str) -> str:
+    """``pg_url``, with no other test on the server while this one runs: for a test that restarts the server."""
+    (lock,) = _ON_SERVER
+    fcntl.flock(lock, fcntl.LOCK_EX)  # the shared hold becomes the only one, once the other worker's test is done
+    return pg_url
 
 
 @pytest.fixture(params=[pytest.param(b, marks=[pytest.mark.postgres] if b == "postgresql" else []) for b in BACKENDS])

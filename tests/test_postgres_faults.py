@@ -60,7 +60,8 @@ def wait_for_server(url: str, timeout: float = 60.0) -> None:
         engine.dispose()
 
 
-def test_server_restart_mid_capture(pg_url: str) -> None:
+def test_server_restart_mid_capture(pg_server_alone: str) -> None:
+    pg_url = pg_server_alone
     version, name = cluster()
     with Ledger.open(pg_url) as led:
         game = Game(led)

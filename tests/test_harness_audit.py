@@ -292,3 +292,47 @@ def test_a_click_read_finer_than_the_camera_cells_is_found_at_its_pixel(tmp_path
         taken = first.details["reproduced_actions"]
     assert first.status == "PASS" and taken >= 8, first.message
     assert every.status == "PASS", every.message
+
+
+def test_a_search_that_spends_the_game_steps_allowed_is_unknown_not_endless(
+    tmp_path: Path, envs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the paths through the open actions are too many to search (a click game's clicks on nothing that still
+    count), the audit stops once the guid's game steps allowed are spent and says UNKNOWN, why, and that --decide
+    searches on; the import reads that recording's actions from the frames. Here the allowance is made tiny."""
+    from ledger.toolkit import search_budget
+
+    rec = tmp_path / "rec"
+    run_swarm(rec, ["clk2-0000000b"], 3, env_dir=envs, max_actions=60)
+    db = tmp_path / "l.sqlite"
+    with Ledger.open(db) as led:
+        assert import_recordings(led, [rec]).exit_code == 0
+        (card,) = led.card_ids()
+        assert resim(led, card, envs).status == "PASS"
+        monkeypatch.setattr(search_budget, "BASE_STEPS", 5)
+        monkeypatch.setattr(search_budget, "STEPS_PER_INPUT", 0)
+        spent = resim(led, card, envs)
+        assert spent.status == "UNKNOWN" and "given up at version" in spent.message, spent.message
+        assert "--decide searches without a limit" in spent.message
+        assert resim(led, card, envs, decide=True).status == "PASS"
+        # A game whose every step is slow spends its CPU seconds first.
+        monkeypatch.setattr(search_budget, "BASE_STEPS", 10**9)
+        monkeypatch.setattr(search_budget, "BASE_SECONDS", 0.0)
+        monkeypatch.setattr(search_budget, "SECONDS_PER_INPUT", 0.0)
+        late = resim(led, card, envs)
+        assert late.status == "UNKNOWN" and "given up at version" in late.message, late.message
+        assert resim(led, card, envs, decide=True).status == "PASS"
+        monkeypatch.setattr(search_budget, "BASE_STEPS", 5)
+    code, out = run("--db", str(db), "audit", card, "--environments", str(envs))
+    assert code == 0 and "UNKNOWN resimulation" in out and "Traceback" not in out, out
+    coded = tmp_path / "coded.sqlite"
+    with Ledger.open(coded) as led:
+        res = import_recordings(led, [rec], environments=envs)
+        assert res.exit_code == 0
+        (card,) = led.card_ids()
+        evs = [decode(b) for b in led.store.read_bodies(card_stream(card))[0]]
+    (inferred,) = [e for e in evs if type(e).__name__ == "ActionsInferred"]
+    assert inferred.method == "frames", inferred  # type: ignore[attr-defined]
+    assert any("was given up after" in p.message for p in res.problems), res.problems
+    code, out = run("--db", str(tmp_path / "cli.sqlite"), "import", str(rec), "--environments", str(envs))
+    assert code == 0 and "was given up after" in out and "read from the frames: the notes say why" in out, out

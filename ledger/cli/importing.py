@@ -280,11 +280,12 @@ def _print(s: ImportSummary, *, quiet: bool, strict: bool, with_environments: bo
     h = s.inference()
     if h["inferred_actions"] or h["undecided_lines"] or h["unreproduced_lines"]:
         unknown = h["resets_unknown_cards"]
+        why = "read from the frames: the notes say why" if with_environments else "no game code: give --environments"
         click.echo(
             f"harness: {_n(h['inferred_actions'], 'action')} inferred, {_n(h['undecided_lines'], 'line')} undecided "
             f"(a level RESET or the action imported; scores do not depend on it), "
             f"{_n(h['unreproduced_lines'], 'line')} no action reproduces"
-            + (f"; resets unknown on {_n(unknown, 'card')} (no game code: give --environments)" if unknown else "")
+            + (f"; resets unknown on {_n(unknown, 'card')} ({why})" if unknown else "")
         )
     if h["baselines_attached"]:
         click.echo(f"baselines attached to {_n(h['baselines_attached'], 'card')} imported without them")

@@ -25,7 +25,8 @@ from ledger.core.projection import CardState, fold
 from ledger.core.scoring import score_card
 from ledger.core.server_baselines import baselines_source
 from ledger.core.server_compare import server_check
-from ledger.toolkit.resimulate import ResimResult, resimulate
+from ledger.toolkit.resim_result import ResimResult
+from ledger.toolkit.resimulate import resimulate
 
 
 def stale_minutes(environ: Mapping[str, str] | None = None) -> int:

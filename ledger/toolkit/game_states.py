@@ -11,6 +11,7 @@ import copyreg
 import hashlib
 import io
 import pickle
+import time
 import weakref
 from collections.abc import Callable
 from enum import Enum
@@ -31,6 +32,7 @@ from ledger.toolkit.game_pickle import (
     game_module,
 )
 from ledger.toolkit.game_walk import _clone, fingerprint, reads_action_count
+from ledger.toolkit.search_budget import SearchSpent
 
 __all__ = ["Choice", "Engine", "StateNotCopied", "fingerprint", "frame_digest", "frame_key", "keyed"]
 
@@ -141,6 +143,9 @@ class Engine:
         #: Game steps run and states copied: the search's cost, whatever the machine.
         self.steps = 0
         self.copies = 0
+        #: The step count, and the CPU time, at which a step raises :class:`SearchSpent` instead (the allowance).
+        self.stop_at: float = float("inf")
+        self.deadline: float = float("inf")
         #: digest -> the shared level of that content, for as long as a snapshot names it (a level the game left
         #: behind is let go with the last state that holds it: memory does not grow with the recording).
         self._masters: weakref.WeakValueDictionary[bytes, _Master] = weakref.WeakValueDictionary()
@@ -413,6 +418,8 @@ class Engine:
             spare = self._spare.pop(id(snap), None)
             game = spare[1] if spare is not None and spare[0] is snap and not private else self.thaw(snap, private)
             before = game._current_level_index if self.shared else 0
+            if self.steps >= self.stop_at or time.process_time() > self.deadline:
+                raise SearchSpent(f"{self.steps:,} game steps")
             self.steps += 1
             try:
                 resp = game.perform_action(self._input(id=self._actions[c.action], data=data), raw=True)

@@ -37,6 +37,7 @@ from typing import Any
 from ledger.toolkit.game_states import Choice, Engine, StateNotCopied, keyed
 from ledger.toolkit.harness import FrameLine
 from ledger.toolkit.run_folders import Step
+from ledger.toolkit.search_budget import SearchSpent, allowance, deadline, step_limit
 
 #: Hypotheses kept per line at most (the first ones in priority order); beyond it lines may be misread.
 MAX_HYPOTHESES = 400
@@ -185,10 +186,18 @@ def recover(
     except Exception as e:  # a game whose code fails to load
         result.error = f"cannot start {info.game_id} from its code: {e}"
         return result
+    lines = list(frames)
+    engine = Engine(game)
+    engine.stop_at, engine.deadline = step_limit(len(lines)), deadline(len(lines))
     try:
-        return _search(result, game, Engine(game), list(frames), info.game_id, steps, list(lost), tick)
+        return _search(result, game, engine, lines, info.game_id, steps, list(lost), tick)
     except StateNotCopied as e:
         return Recovery(error=f"the state of {info.game_id} could not be copied to search it ({e})")
+    except SearchSpent as e:
+        return Recovery(
+            error=f"the search of {info.game_id} was given up after {e} ({allowance()} are allowed): too many of "
+            "its actions give the same frames and leave different states"
+        )
 
 
 def _search(
@@ -213,7 +222,9 @@ def _search(
         spent = (engine.steps, engine.copies)
         engine.release()
         # The search merges equal states by their fingerprints: an engine whose snapshots all pickle alike.
+        left, until = engine.stop_at - engine.steps, engine.deadline
         engine = Engine(game)
+        engine.stop_at, engine.deadline = left, until
     fp, snapshot = engine.freeze(game)
     root = _Node(snapshot, fp, None, 0, None)
     hyps = [root]

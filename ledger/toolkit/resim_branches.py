@@ -25,6 +25,7 @@ from ledger.core.events import ActionIgnored, ActionTaken, LevelReset, PlayStart
 from ledger.toolkit.clicks import beyond, by_object, display
 from ledger.toolkit.game_states import Choice, Engine, answer_signature
 from ledger.toolkit.harness_search import Favoured, _Node
+from ledger.toolkit.search_budget import SearchSpent
 
 #: Game states kept per guid at most; beyond it the first ones are kept and a mismatch is not a proof.
 MAX_STATES = 200
@@ -37,7 +38,8 @@ MARK_EVERY = 16
 KEEP_MARKS = 64
 #: How many inputs before the break the marks searched from lie (each tried in turn, until one reproduces it).
 REPAIR_REACH = (8, 64, 512, MARK_EVERY * KEEP_MARKS)
-#: Game steps a search from a mark may take per input it replays; beyond, that mark is given up.
+#: Game steps a search from a mark may take per input it replays; beyond, that mark is given up (within an input
+#: too: a click game's input may try every display cell from each state).
 REPAIR_STEPS = 40
 
 #: (state, levels_completed, full_reset, frame bytes: b"" for an empty answer).
@@ -110,6 +112,9 @@ class Instance:
     _marks: list[tuple[int, bytes, Any]] = field(default_factory=list)
     #: Times the one path broke and a search from a mark carried it on.
     repairs: int = 0
+    #: The game steps its searches may take in all, and the CPU time they end by (:mod:`ledger.toolkit.search_budget`).
+    stop_at: float = float("inf")
+    deadline: float = float("inf")
 
     def send(
         self, version: int, choices: list[Choice], open_: bool, ok: Callable[[Signature, Choice], bool]
@@ -154,6 +159,7 @@ class Instance:
         """The one path's engine, made on first use."""
         if self.engine is None:
             self.engine = Engine(self.game)
+            self.engine.stop_at, self.engine.deadline = self.stop_at, self.deadline
             # No states are merged on the path, so its snapshots need not pickle alike: the costliest part of a
             # freeze (every object asked whether it is a string to write by value) is left out.
             self.engine.canonical = False
@@ -197,18 +203,27 @@ class Instance:
         self._open_versions = set()
         # These states are merged where equal, as the search's are: they must pickle alike while it lasts.
         engine.canonical = True
-        budget = engine.steps + REPAIR_STEPS * len(window)
+        engine.stop_at = min(self.stop_at, engine.steps + REPAIR_STEPS * len(window))
         answer: Signature | None = None
-        for _n, version, choices, open_, ok in window:
-            if self.nodes is None:  # one state was left: every path from it
-                self._branch()
-            if open_:
-                self._open_versions.add(version)
-            self.agreed = True
-            answer = self._search(version, choices, ok)
-            if not self.agreed or engine.steps > budget:
-                self.nodes, self.agreed, engine.canonical = None, False, False
-                return None
+        try:
+            for _n, version, choices, open_, ok in window:
+                if self.nodes is None:  # one state was left: every path from it
+                    self._branch()
+                if open_:
+                    self._open_versions.add(version)
+                self.agreed = True
+                answer = self._search(version, choices, ok)
+                if not self.agreed:
+                    break
+        except SearchSpent:
+            if engine.steps < engine.stop_at or engine.steps >= self.stop_at:  # the time, or the whole allowance
+                raise
+            self.agreed = False
+        finally:
+            engine.stop_at = self.stop_at
+        if not self.agreed:
+            self.nodes, engine.canonical = None, False
+            return None
         return answer
 
     def _live(self, c: Choice, exact: bool = False) -> Signature | None:
@@ -269,6 +284,7 @@ class Instance:
     def _branch(self) -> None:
         if self.engine is None:
             self.engine = Engine(self.game)
+            self.engine.stop_at, self.engine.deadline = self.stop_at, self.deadline
         fp, snap = self._frozen if self._frozen is not None else self.engine.freeze(self.game)
         self._frozen = None
         # The live game is that state: the first candidate acts on it, without a copy.

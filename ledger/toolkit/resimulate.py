@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -40,6 +40,8 @@ from ledger.core.translator import Observation, translate
 from ledger.toolkit.environments import scan_games
 from ledger.toolkit.game_states import StateNotCopied
 from ledger.toolkit.resim_branches import MAX_STATES, Instance, Signature, agrees, choices_for
+from ledger.toolkit.resim_result import Divergence, ResimResult
+from ledger.toolkit.search_budget import SearchSpent, allowance, deadline, step_limit
 from ledger.toolkit.seeds import SEED_TRIES, seed_classes, start_wrapper
 
 #: Events that record what the agent sent (each one is replayed).
@@ -51,66 +53,6 @@ _NOT_COMPARED = frozenset({"ts", "reasoning", "candidates"})
 
 _quiet = logging.getLogger("ledger.resimulate.toolkit")
 _quiet.setLevel(logging.CRITICAL)
-
-
-@dataclass(frozen=True, slots=True)
-class Divergence:
-    """The first point where the game and the recording disagree.
-
-    ``version``/``seq`` name the recorded event (for a missing event: the last recorded event before the point).
-    ``expected`` is what the game produced, ``recorded`` what the log holds (``None`` when one side has no event).
-    """
-
-    version: int
-    seq: int
-    game_id: str | None
-    guid: str | None
-    action: str | None
-    field: str
-    expected: Any
-    recorded: Any
-    message: str
-
-
-@dataclass(slots=True)
-class ResimResult:
-    """What the re-simulation replayed, and the first divergence (None when everything matched)."""
-
-    guids: int = 0
-    plays: int = 0
-    inputs: int = 0
-    default_seed_plays: int = 0
-    divergence: Divergence | None = None
-    #: Problems that stopped the re-simulation before it could compare.
-    error: str | None = None
-    games: list[str] = field(default_factory=list)
-    #: game_id -> why its plays were not checked (not in the folder, code that does not start).
-    skipped: dict[str, str] = field(default_factory=dict)
-    skipped_plays: int = 0
-    #: Why a mismatch does not prove the record wrong (a seed not recorded, too many open states); else None.
-    unknown: str | None = None
-    #: Inputs the record leaves open (actions with candidates), those the game decided, those still open.
-    open_actions: int = 0
-    decided: int = 0
-    still_open: int = 0
-    #: guid -> the seed that reproduced a play whose seed was not recorded (the default seed's plays not listed).
-    seeds_found: dict[str, int] = field(default_factory=dict)
-    #: version -> (action, x, y) the game took for an undecided action (the first that fits where several do).
-    choices: dict[int, tuple[int, int | None, int | None]] = field(default_factory=dict)
-    #: Whether every candidate of the open inputs was tried (``decided`` and ``still_open`` then count), or the
-    #: first path the game agreed on was taken (``reproduced`` counts the open inputs it took an action for).
-    searched: bool = True
-    reproduced: int = 0
-    #: Where the one path broke and a search from a state kept a little before carried it on.
-    repairs: int = 0
-    #: Game steps run and game states copied (the cost, whatever the machine).
-    steps: int = 0
-    copies: int = 0
-
-    @property
-    def ok(self) -> bool:
-        """True when every recorded event that could be checked was reproduced."""
-        return self.divergence is None and self.error is None
 
 
 def action_name(action: int) -> str:
@@ -209,10 +151,21 @@ def _summary(e: AnyEvent) -> str:
 class _Games:
     """One game instance per guid, built the way ``Arcade.make`` builds it (``seeds`` overrides unrecorded seeds)."""
 
-    def __init__(self, infos: dict[str, Any], seeds: dict[str, int] | None = None, first: bool = False) -> None:
+    def __init__(
+        self,
+        infos: dict[str, Any],
+        seeds: dict[str, int] | None = None,
+        first: bool = False,
+        limits: dict[str, int] | None = None,
+        until: float = float("inf"),
+    ) -> None:
         self.infos = infos
         self.seeds = seeds or {}
         self.first = first
+        #: guid -> the game steps its searches may take (none: no limit, as --decide asks).
+        self.limits: dict[str, int] = limits or {}
+        #: The CPU time every search of this re-simulation ends by.
+        self.deadline = until
         self.by_guid: dict[str, Instance] = {}
         #: guids whose first play_started holds no seed.
         self.unseeded: set[str] = set()
@@ -224,7 +177,9 @@ class _Games:
             self.unseeded.add(guid)
         # seed=None makes the wrapper build the game with its own default seed, as the toolkit does.
         w = start_wrapper(self.infos[game_id], used)
-        inst = Instance(w.game, seed, first=self.first)
+        inst = Instance(
+            w.game, seed, first=self.first, stop_at=self.limits.get(guid, float("inf")), deadline=self.deadline
+        )
         self.by_guid[guid] = inst
         return w.observation_space, inst
 
@@ -253,18 +208,29 @@ def resimulate(
                 del skipped[g]
             except Exception as e:  # a game whose code fails to load: nothing to check it against
                 skipped[g] = f"game {g} under {environments_dir} does not start: {e}"
+    # Each guid's searches may take game steps in proportion to its inputs, in all (--decide: without a limit).
+    inputs = Counter(getattr(n.event, "guid", "") for n in events if type(n.event) in INPUTS)
+    limits = None if decide else {g: step_limit(k) for g, k in inputs.items()}
+    until = float("inf") if decide else deadline(sum(inputs.values()))
     if not decide and any(type(n.event) is ActionTaken and n.event.candidates for n in events):
         # One path of the game through the open inputs proves the record. Only where none is found this way (an
         # early choice that a later line rules out, a seed not recorded that is not the default, a record the game
-        # does not reproduce) is every path searched, and that search gives the verdict.
-        found = _seeded(events, infos, needed, skipped, first=True)
-        if found.ok and not found.unknown:
+        # does not reproduce) is every path searched, and that search gives the verdict; not where the path spent
+        # the allowance (the search would spend more).
+        found = _seeded(events, infos, needed, skipped, True, limits, until)
+        if (found.ok and not found.unknown) or found.spent:
             return found
-    return _seeded(events, infos, needed, skipped, first=False)
+    return _seeded(events, infos, needed, skipped, False, limits, until)
 
 
 def _seeded(
-    events: Sequence[Numbered], infos: dict[str, Any], needed: list[str], skipped: dict[str, str], first: bool
+    events: Sequence[Numbered],
+    infos: dict[str, Any],
+    needed: list[str],
+    skipped: dict[str, str],
+    first: bool,
+    limits: dict[str, int] | None,
+    until: float,
 ) -> ResimResult:
     """The replay, with the seeds not recorded tried until one reproduces each such play (not on the first path:
     there a divergence may be the path's, not the seed's)."""
@@ -272,15 +238,17 @@ def _seeded(
     tried: dict[str, list[int]] = {}
     while True:
         result = ResimResult(games=needed, skipped=dict(skipped), searched=not first)
-        games = _Games(infos, seeds, first)
+        games = _Games(infos, seeds, first, limits, until)
         try:
             _replay(events, games, result)
         finally:
             result.guids = len(games.by_guid)
-            for inst in games.by_guid.values():
+            for guid, inst in games.by_guid.items():
                 result.steps += inst.steps + (inst.engine.steps if inst.engine else 0)
                 result.copies += inst.engine.copies if inst.engine else 0
                 result.repairs += inst.repairs
+                if limits is not None and inst.engine is not None:  # what the next try (seed, search) has left
+                    limits[guid] = max(limits[guid] - inst.engine.steps, 0)
         d = result.divergence
         if first or d is None or d.guid is None or d.guid not in games.unseeded or result.unknown:
             break
@@ -369,6 +337,9 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
                     f"could not be copied to try the actions the record leaves open ({e})"
                 )
                 return
+            except SearchSpent as e:
+                result.spent, result.unknown = True, _spent(cur, e)
+                return
         result.inputs += 1
         if sig is None:
             result.divergence = _no_response(cur)
@@ -434,6 +405,14 @@ def _observation(ev: Any, t: type, sig: Signature) -> Observation:
         frame_empty=empty,
         x=getattr(ev, "x", None) if action == 6 else None,
         y=getattr(ev, "y", None) if action == 6 else None,
+    )
+
+
+def _spent(cur: Numbered, e: SearchSpent) -> str:
+    return (
+        f"the search of the actions the record leaves open was given up at version {cur.version}, after {e} of its "
+        f"guid: its allowance ({allowance()}) is spent; too many of those actions give the same frames and leave "
+        "different states (a click on nothing that still counts, say); --decide searches without a limit"
     )
 
 

@@ -279,6 +279,41 @@ def test_a_phantom_copy_is_reported_and_skipped(tmp_path: Path, envs: Path) -> N
         assert [(s.line, s.reason) for s in skipped.lines] == [(10, "no action reproduces it")]
 
 
+def test_a_copy_an_action_would_also_show_is_skipped_where_the_next_line_says_so(tmp_path: Path, envs: Path) -> None:
+    """The benchmarking harness's copy of the last frame, here a RESET's level start, which a press that changes
+    nothing (lsx3's ACTION5) shows too; the next RESET's full reset says the copy never reached the game (a full
+    reset follows a RESET only). Taking the copy for the press lost the full reset and the play after it."""
+    from arcengine import GameAction
+
+    from tests.harness_recorder import convert
+
+    game = "lsx3-0000003c"
+    arc = arcade(envs)
+    card = arc.open_scorecard()
+    env = arc.make(game, scorecard_id=card)
+    lines: list[str] = []
+    for i, a in enumerate([1, 0, None, 0, 2, 3]):
+        if a is None:
+            data = json.loads(lines[-1])["data"]
+        else:
+            data = json.loads(convert(env.step(GameAction.from_id(a))).model_dump_json())
+        lines.append(json.dumps({"timestamp": f"2026-04-01T03:04:{10 + i:02d}.5+00:00", "data": data}))
+    expected = json.loads(arc.get_scorecard(card).model_dump_json())
+    path = tmp_path / "rec" / f"{game}.agent.222f30a3-f3f6-48ee-b02c-583dea272051.recording.jsonl"
+    path.parent.mkdir()
+    path.write_text("\n".join(lines) + "\n")
+    db = tmp_path / "l.sqlite"
+    code, out, err = invoke(db, "import", str(path), "--environments", str(envs))
+    assert code == 0, err
+    assert f"{path}:3: no action reproduces this line" in err and "1 line no action reproduces" in out, (out, err)
+    with Ledger.open(db) as led:
+        got = game_entry(json.loads(led.export("222f30a3-f3f6-48ee-b02c-583dea272051")), game)
+        assert got == game_entry(expected, game), (got, game_entry(expected, game))
+        assert [type(e).__name__ for e in events_of(led, "222f30a3-f3f6-48ee-b02c-583dea272051")].count(
+            "PlayStarted"
+        ) == 2
+
+
 # -- not a recording ---------------------------------------------------------------------------------------------
 
 

@@ -156,6 +156,27 @@ class _Layer:
                     kept.merged = (kept.merged or set()) | diff
         return matched
 
+    def skip(self, node: _Node) -> None:
+        """Keep ``node``'s own state for this line: the line never reached the game (an action leaving that state
+        stays first)."""
+        if node.fp not in self.by_fp:
+            child = _Node(node.game, node.fp, node, self.lineno, None)
+            self.by_fp[node.fp] = child
+            self.nodes.append(child)
+
+
+def _copy_of(line: FrameLine, prev: FrameLine | None) -> bool:
+    """Whether ``line`` repeats the frame line before it: what the benchmarking harness writes for an action it
+    did not send."""
+    return (
+        prev is not None
+        and line.packed == prev.packed
+        and line.state == prev.state
+        and line.levels_completed == prev.levels_completed
+        and line.full_reset == prev.full_reset
+        and line.available_actions == prev.available_actions
+    )
+
 
 def start_game(info: Any, seed: int = 0) -> Any:
     """The game as ``Arcade.make`` leaves it: built with ``seed``, then RESET (the answer the harness never records).
@@ -233,6 +254,7 @@ def _search(
         [(f.lineno, f) for f in frames] + [(ln, None) for ln in lost], key=lambda t: t[0]
     )
     offered: tuple[int, ...] = ()
+    prev: FrameLine | None = None
     for lineno, line in sequence:
         if tick is not None:
             tick()
@@ -256,6 +278,12 @@ def _search(
             simple = _simple(step, default or cells[0])
             if not layer.expand(node, simple) and not line.empty and clickable:
                 layer.expand(node, (Choice(6, x, y) for x, y in cells if Choice(6, x, y) not in simple))
+        if _copy_of(line, prev):
+            # A copy may never have reached the game even where an action shows the same frame (a move into a
+            # wall, RESET at a level's start): later lines tell (a full reset follows a RESET only).
+            for node in hyps:
+                layer.skip(node)
+        prev = line
         offered = line.available_actions
         nxt = layer.nodes
         if not nxt:
@@ -371,11 +399,15 @@ def _choose_best(hyps: list[_Node], result: Recovery) -> None:
     for other in hyps[1:]:
         undecided |= _classify_diff(best, other)
     n: _Node | None = best
+    skipped: list[int] = []
     while n is not None and n.parent is not None:
         if n.merged:
             undecided |= n.merged
-        assert n.choice is not None
-        if n.lineno > 0:  # not a lost line
+        if n.choice is None:  # a copy of the line before that never reached the game
+            skipped.append(n.lineno)
+        elif n.lineno > 0:  # not a lost line
             result.choices[n.lineno] = n.choice
         n = n.parent
+    if skipped:
+        result.unreproduced = sorted([*result.unreproduced, *skipped])
     result.undecided = sorted(ln for ln in undecided if ln in result.choices)

@@ -9,6 +9,7 @@ reproduces the play, and says UNKNOWN when none does, never FAIL.
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -336,3 +337,38 @@ def test_a_search_that_spends_the_game_steps_allowed_is_unknown_not_endless(
     assert any("was given up after" in p.message for p in res.problems), res.problems
     code, out = run("--db", str(tmp_path / "cli.sqlite"), "import", str(rec), "--environments", str(envs))
     assert code == 0 and "was given up after" in out and "read from the frames: the notes say why" in out, out
+
+
+def test_a_copy_of_a_game_over_or_win_line_is_skipped_from_the_frames_alone(tmp_path: Path, envs: Path) -> None:
+    """The benchmarking harness writes the last frame again for an action it did not send. After GAME_OVER or WIN
+    the game answers a game action with an empty frame and RESET with a new start, so a line repeating the end's
+    frame never reached it: the import without the code skips it as the import with the code does (it was taken
+    for a level RESET, and the audit of the card FAILed on an honest recording)."""
+    rec = tmp_path / "rec"
+    run_swarm(rec, GAMES, 3, env_dir=envs, max_actions=60)
+    copies = 0
+    for path in rec.glob("*.recording.jsonl"):
+        out = []
+        for line in path.read_text().splitlines():
+            out.append(line)
+            rec_line = json.loads(line)
+            data = rec_line["data"]
+            if isinstance(data, dict) and data.get("state") in ("GAME_OVER", "WIN") and data.get("frame"):
+                at = datetime.fromisoformat(rec_line["timestamp"]) + timedelta(microseconds=1)
+                rec_line["timestamp"] = at.isoformat()
+                out.append(json.dumps(rec_line))
+                copies += 1
+        path.write_text("\n".join(out) + "\n")
+    assert copies >= 2
+    counts = {}
+    for name, code in (("frames", None), ("coded", envs)):
+        with Ledger.open(tmp_path / f"{name}.sqlite") as led:
+            res = import_recordings(led, [rec], environments=code)
+            assert res.exit_code == 0, res.problems
+            counts[name] = {}
+            for card in led.card_ids():
+                evs = [decode(b) for b in led.store.read_bodies(card_stream(card))[0]]
+                counts[name][card] = sum(1 for e in evs if type(e) is ActionTaken)
+                c = resim(led, card, envs)
+                assert c.status == "PASS", (name, card, c.message)
+    assert counts["frames"] == counts["coded"]

@@ -11,6 +11,9 @@ if TYPE_CHECKING:
     from ledger.toolkit.run_folders import Step
 
 
+_ENDS = ("GAME_OVER", "WIN")
+
+
 @dataclass(slots=True)
 class FrameClassification:
     """What the frames alone say: each kept line's action, the lines that could also be a level RESET."""
@@ -34,7 +37,8 @@ def classify_from_frames(
     was never seen) could have been a level RESET too: undecided (no reset is invented). A game action without a
     step file could be any action (agents send actions the game does not offer too): all are kept as its
     candidates, those offered first (and RESET where undecided).
-    A line without a guid or of another game never reached this game: skipped.
+    A line without a guid or of another game, or that repeats a GAME_OVER or WIN frame after it, never reached this
+    game: skipped.
     """
     out = FrameClassification()
     steps = steps or {}
@@ -42,6 +46,11 @@ def classify_from_frames(
     prev: FrameLine | None = None
     for line in frames:
         if not line.guid or line.game_id != game_id:
+            out.unreproduced.append(line.lineno)
+            continue
+        if prev is not None and prev.state in _ENDS and line.state == prev.state and not line.empty:
+            # After GAME_OVER or WIN the game answers a game action with an empty frame and RESET with a new start:
+            # the end's frame again never reached it (the benchmarking harness's copy for an action it did not send).
             out.unreproduced.append(line.lineno)
             continue
         step = steps.get(line.lineno)

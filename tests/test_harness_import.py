@@ -312,6 +312,14 @@ def test_a_copy_an_action_would_also_show_is_skipped_where_the_next_line_says_so
         assert [type(e).__name__ for e in events_of(led, "222f30a3-f3f6-48ee-b02c-583dea272051")].count(
             "PlayStarted"
         ) == 2
+    # From the frames alone the copy is an action (the frames cannot tell it from the press): the audit says why
+    # no path of the game fits, UNKNOWN, not a FAIL of an honest recording.
+    frames_only = tmp_path / "frames.sqlite"
+    code, out, err = invoke(frames_only, "import", str(path))
+    assert code == 0, err
+    with Ledger.open(frames_only) as led:
+        (resim,) = [c for c in audit_card(led, led.card_ids()[0], environments=envs).checks if c.name == "resimulation"]
+    assert resim.status == "UNKNOWN" and "version 5 repeats the input before it" in resim.message, resim.message
 
 
 # -- not a recording ---------------------------------------------------------------------------------------------

@@ -17,11 +17,11 @@ What the record holds per input, and so what an answer must show to agree with i
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.core.events import ActionIgnored, ActionTaken, LevelReset, PlayStarted
+from ledger.core.events import ActionIgnored, ActionTaken, LevelReset, Numbered, PlayStarted
 from ledger.toolkit.clicks import beyond, by_object, display
 from ledger.toolkit.game_states import Choice, Engine, answer_signature
 from ledger.toolkit.harness_search import Favoured, _Node
@@ -41,6 +41,8 @@ REPAIR_REACH = (8, 64, 512, MARK_EVERY * KEEP_MARKS)
 #: Game steps a search from a mark may take per input it replays; beyond, that mark is given up (within an input
 #: too: a click game's input may try every display cell from each state).
 REPAIR_STEPS = 40
+
+_INPUTS = (PlayStarted, ActionTaken, LevelReset, ActionIgnored)
 
 #: (state, levels_completed, full_reset, frame bytes: b"" for an empty answer).
 Signature = tuple[str, int, bool, bytes]
@@ -74,6 +76,26 @@ def choices_for(ev: Any, t: type) -> tuple[list[Choice], bool]:
     if ev.action == 6 and t is ActionTaken:
         return [Choice(6, ev.x, ev.y)], False
     return [Choice(ev.action)], False
+
+
+def copy_before(events: Sequence[Numbered], i: int, guid: str, frames: dict[int, str]) -> int | None:
+    """The version of the guid's input before ``events[i]`` when it repeats the input before it (an open action
+    with the same noted frame, state and levels_completed), else None."""
+    last: list[Numbered] = []
+    for n in reversed(events[:i]):
+        if type(n.event) in _INPUTS and getattr(n.event, "guid", None) == guid:
+            last.append(n)
+            if len(last) == 2:
+                break
+    if len(last) < 2:
+        return None
+    (a, b) = last
+    ea: Any = a.event  # an input of any type: compared by what it holds
+    eb: Any = b.event
+    digest = frames.get(a.version)
+    same = type(ea) is ActionTaken and bool(ea.candidates) and digest is not None and digest == frames.get(b.version)
+    same = same and getattr(eb, "state", None) == ea.state
+    return a.version if same and getattr(eb, "levels_completed", None) == ea.levels_completed else None
 
 
 @dataclass(slots=True)

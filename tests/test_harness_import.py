@@ -36,6 +36,7 @@ from ledger.services.audit import audit_card
 from ledger.services.importing import import_recordings
 from ledger.services.verify import verify_ledger
 from tests.harness_recorder import SwarmRun, environments, game_entry, run_swarm
+from tests.test_harness_audit import resim
 from tests.toolkit import ENV_DIR, arcade, step
 
 VIS = "vis5-0000001a"  # every action shows in its frame: resets are always decidable
@@ -318,8 +319,8 @@ def test_a_copy_an_action_would_also_show_is_skipped_where_the_next_line_says_so
     code, out, err = invoke(frames_only, "import", str(path))
     assert code == 0, err
     with Ledger.open(frames_only) as led:
-        (resim,) = [c for c in audit_card(led, led.card_ids()[0], environments=envs).checks if c.name == "resimulation"]
-    assert resim.status == "UNKNOWN" and "version 5 repeats the input before it" in resim.message, resim.message
+        check = resim(led, led.card_ids()[0], envs)
+    assert check.status == "UNKNOWN" and "version 5 repeats the input before it" in check.message, check.message
 
 
 # -- not a recording ---------------------------------------------------------------------------------------------

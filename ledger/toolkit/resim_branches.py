@@ -42,7 +42,8 @@ REPAIR_REACH = (8, 64, 512, MARK_EVERY * KEEP_MARKS)
 #: too: a click game's input may try every display cell from each state).
 REPAIR_STEPS = 40
 
-_INPUTS = (PlayStarted, ActionTaken, LevelReset, ActionIgnored)
+#: Events that record what the agent sent (each one is replayed).
+INPUTS = (PlayStarted, ActionTaken, LevelReset, ActionIgnored)
 
 #: (state, levels_completed, full_reset, frame bytes: b"" for an empty answer).
 Signature = tuple[str, int, bool, bytes]
@@ -83,7 +84,7 @@ def copy_before(events: Sequence[Numbered], i: int, guid: str, frames: dict[int,
     with the same noted frame, state and levels_completed), else None."""
     last: list[Numbered] = []
     for n in reversed(events[:i]):
-        if type(n.event) in _INPUTS and getattr(n.event, "guid", None) == guid:
+        if type(n.event) in INPUTS and getattr(n.event, "guid", None) == guid:
             last.append(n)
             if len(last) == 2:
                 break

@@ -39,13 +39,19 @@ from ledger.core.projection import CardState, apply, new_card
 from ledger.core.translator import Observation, translate
 from ledger.toolkit.environments import scan_games
 from ledger.toolkit.game_states import StateNotCopied
-from ledger.toolkit.resim_branches import MAX_STATES, Instance, Signature, agrees, choices_for, copy_before
+from ledger.toolkit.resim_branches import (
+    INPUTS,
+    MAX_STATES,
+    Instance,
+    Signature,
+    agrees,
+    choices_for,
+    copy_before,
+)
 from ledger.toolkit.resim_result import Divergence, ResimResult
 from ledger.toolkit.search_budget import SearchSpent, allowance, deadline, step_limit
 from ledger.toolkit.seeds import SEED_TRIES, seed_classes, start_wrapper
 
-#: Events that record what the agent sent (each one is replayed).
-INPUTS = (PlayStarted, ActionTaken, LevelReset, ActionIgnored)
 #: Events the translator derives from a response (compared, not replayed).
 DERIVED = (GameOver, Win, LevelCompleted)
 #: Fields that are not the game's output: never compared.
@@ -354,13 +360,12 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
             d = _unmatched(cur, frames.get(cur.version))
         if d is not None:
             result.divergence = d
-            copy = copy_before(events, i, guid, frames) if t is PlayStarted else None
             if inst.cut:
                 result.unknown = (
                     f"more than {MAX_STATES} game states fit the undecided actions of guid {guid[:8]}: "
                     f"some were dropped, so a mismatch proves nothing ({d.message})"
                 )
-            elif copy is not None:
+            elif t is PlayStarted and (copy := copy_before(events, i, guid, frames)) is not None:
                 # A full reset follows no counted action: the line before it was a RESET or never reached the
                 # game. Imported from the frames alone, a copy of the line before is counted as an action.
                 result.unknown = (

@@ -233,6 +233,33 @@ def one_size(root: Path, envs: Path, actions: int, game: str = GAME, solving: bo
     ]
 
 
+def by_length(root: Path, envs: Path, sizes: tuple[int, ...]) -> list[str]:
+    """Peak memory of the import (with and without the game code) and of the audit of the card imported without
+    it, for ls20 recordings of the random agent at each size, and what each costs a line between the sizes."""
+    peaks: list[tuple[int, float, float, float]] = []
+    for n in sizes:
+        d = root / f"n{n}"
+        d.mkdir()
+        path, _, _ = record(d / "rec", envs, d / "live.sqlite", n, game=LS20)
+        _, mb_with, _ = ledger("--db", str(d / "with.sqlite"), "import", str(path), "--environments", str(envs), "-q")
+        _, mb_frames, _ = ledger("--db", str(d / "without.sqlite"), "import", str(path), "-q")
+        with Ledger.open(d / "without.sqlite") as led:
+            (card,) = led.card_ids()
+        _, mb_audit, _ = ledger("--db", str(d / "without.sqlite"), "audit", card, "--environments", str(envs), "--json")
+        peaks.append((n, mb_with, mb_frames, mb_audit))
+        shutil.rmtree(d)  # a 100,000-line recording is 1.3 GB
+    out = [f"peak memory by length, public ls20, random agent ({', '.join(f'{n:,}' for n in sizes)} lines):"]
+    for i, what in enumerate(("import --environments", "import without the code", "audit --environments of it"), 1):
+        mbs = [p[i] for p in peaks]
+        n0, n1 = peaks[0][0], peaks[-1][0]
+        per_line = (mbs[-1] - mbs[0]) * 1e6 / (n1 - n0)
+        out.append(
+            f"  {what:28s} {' / '.join(f'{mb:.0f}' for mb in mbs)} MB; {per_line:.0f} bytes a line between "
+            f"{n0:,} and {n1:,} lines"
+        )
+    return out
+
+
 def run(quick: bool, sizes: tuple[int, ...] = (400, 5000)) -> list[str]:
     """The figures, a few lines per size."""
     out: list[str] = []
@@ -254,6 +281,11 @@ def run(quick: bool, sizes: tuple[int, ...] = (400, 5000)) -> list[str]:
                 assert public is not None
                 shutil.copytree(public, envs, dirs_exist_ok=True)
             out += one_size(root, envs, actions, game, solving)
+    if public:
+        with tempfile.TemporaryDirectory() as tmp:
+            envs = environments(Path(tmp) / "envs")
+            shutil.copytree(public, envs, dirs_exist_ok=True)
+            out += by_length(Path(tmp), envs, (2_000, 10_000) if quick else (20_000, 100_000))
     return out
 
 

@@ -125,3 +125,78 @@ def test_an_audit_follows_one_path_of_the_game_through_the_undecided_actions(tmp
     # Measured: 291 steps and 146 copies on the path, 984 and 840 for every candidate.
     assert first.steps <= 2.5 * 150 and first.copies <= 1.5 * 150, (first.steps, first.copies)
     assert every.steps >= 2 * first.steps and every.copies >= 3 * first.copies, (every.steps, every.copies)
+
+
+def test_a_line_keeps_its_states_within_the_bytes_allowed(
+    tmp_path: Path, envs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The states one line keeps are bounded in bytes as well as in number (a game whose state holds its history
+    has states of hundreds of kB, and a click game's line may give thousands of them): beyond the bytes allowed the
+    first ones are kept, the lines are said to be cut, and every line still gets an action. The same recording
+    keeps them all under the real allowance."""
+    from ledger.toolkit import harness_search, search_budget
+    from tests.harness_recorder import run_swarm
+
+    game = "cnt3-0000000a"  # its frames never change within a level: many states fit each line
+    run_swarm(tmp_path, [game], 5, env_dir=envs, max_actions=40)
+    (path,) = tmp_path.glob("*.jsonl")
+    frames = frames_of(path)
+    whole = recover(frames, scan_games(envs)[game])
+    assert whole.error is None and not whole.cut and whole.searched
+
+    allowed = 3 * _start_size(envs, game)
+    monkeypatch.setattr(search_budget, "STATE_BYTES", allowed)
+    seen = _watch(monkeypatch, harness_search)
+    cut = recover(frames, scan_games(envs)[game])
+    assert cut.error is None and cut.cut and len(cut.choices) + len(cut.unreproduced) == len(frames)
+    assert max(b for b, _ in seen) <= allowed and not all(k for _, k in seen)
+
+
+def test_an_audit_that_decides_keeps_an_inputs_states_within_the_bytes_allowed(
+    tmp_path: Path, envs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``audit --decide`` of a card imported without the game code keeps one input's states within the bytes
+    allowed too; the first ones kept still reproduce the record (PASS, never a FAIL)."""
+    from ledger import Ledger
+    from ledger.services.importing import import_recordings
+    from ledger.toolkit import resim_branches, search_budget
+    from tests.harness_recorder import run_swarm
+    from tests.test_harness_audit import resim
+
+    game = "cnt3-0000000a"
+    run_swarm(tmp_path / "rec", [game], 5, env_dir=envs, max_actions=60)
+    allowed = 3 * _start_size(envs, game)
+    with Ledger.open(tmp_path / "l.sqlite") as led:
+        import_recordings(led, [tmp_path / "rec"])
+        (card,) = led.card_ids()
+        whole = resim(led, card, envs, decide=True)
+        monkeypatch.setattr(search_budget, "STATE_BYTES", allowed)
+        seen = _watch(monkeypatch, resim_branches)
+        cut = resim(led, card, envs, decide=True)
+    assert whole.status == cut.status == "PASS"
+    assert max(b for b, _ in seen) <= allowed and not all(k for _, k in seen)
+
+
+def _watch(monkeypatch: pytest.MonkeyPatch, module: object) -> list[tuple[int, bool]]:
+    """Each state ``module``'s searches offer to keep: (the line's bytes kept after it, whether it was kept)."""
+    from ledger.toolkit import search_budget
+
+    seen: list[tuple[int, bool]] = []
+
+    class Watched(search_budget.Room):
+        def admit(self, snap: object) -> bool:
+            kept = super().admit(snap)
+            seen.append((self.bytes, kept))
+            return kept
+
+    monkeypatch.setattr(module, "Room", Watched)
+    return seen
+
+
+def _start_size(envs: Path, game: str) -> int:
+    """The bytes of the game's state as it starts (its states along a play are about that size)."""
+    from ledger.toolkit.game_states import Engine
+    from ledger.toolkit.harness_search import start_game
+
+    g = start_game(scan_games(envs)[game])
+    return int(Engine(g).freeze(g)[1].size())

@@ -12,8 +12,10 @@ from sqlalchemy import text
 
 from ledger import Ledger
 from ledger.core.events import card_stream
+from ledger.services import audit
 from tests.cli_run import ledger, no_traceback
-from tests.test_audit import build_master, card_rows, copy_ledger, play_disputed_card, raw
+from tests.test_audit import audit_json, build_master, card_rows, copy_ledger, play_disputed_card, raw
+from tests.toolkit import ENV_DIR
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +90,43 @@ def test_a_column_of_the_wrong_type_is_a_fail_naming_the_event(master, tmp_path:
     r = ledger("--db", str(db), "audit", card)
     no_traceback(r)
     assert r.returncode == 1 and "FAIL integrity" in r.stdout.replace(":", ""), r.stdout
+
+
+def _deleted(src: Path, dst: Path, card: str) -> None:
+    copy_ledger(src, dst)
+    con = raw(dst)
+    con.execute("DELETE FROM events WHERE seq = ?", (int(card_rows(con, card)[20][0]),))
+    con.commit()
+    con.close()
+
+
+@pytest.mark.parametrize("case", [*CASES, "deleted", "untouched"])
+def test_the_audit_reads_the_rows_a_page_at_a_time_and_says_the_same(
+    master, tmp_path: Path, case: int | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages of 1, 5 and 38 rows (the card's 38 events: a last page that is full, then an empty read) give the
+    report one read of every row gives, whatever was done to a row: a wrong type, a version that sorts last, a
+    deleted event, nothing; with the expected head too."""
+    src, card, _, _ = master
+    db = tmp_path / "tampered.sqlite"
+    if case == "deleted":
+        _deleted(src, db, card)
+    elif case == "untouched":
+        copy_ledger(src, db)
+    else:
+        con = sqlite3.connect(src)
+        _, _, _, _, body, _, hash_ = card_rows(con, card)[9]
+        con.close()
+        rewrite_row(src, db, card, *_rewrites(bytes(body), hash_)[int(case)])
+    con = sqlite3.connect(db)
+    head = card_rows(con, card)[30][6]
+    con.close()
+    args = ("--environments", str(ENV_DIR), "--expect-head", str(head))
+    whole = audit_json(db, card, *args)
+    assert whole[0] == 1  # the expected head is not the last one
+    for page in (1, 5, 38):
+        monkeypatch.setattr(audit, "PAGE", page)
+        assert audit_json(db, card, *args) == whole, page
 
 
 @pytest.mark.postgres

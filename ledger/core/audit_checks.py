@@ -14,7 +14,7 @@ Check 3, re-simulation, runs the game code (:mod:`ledger.services.audit`); check
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal
@@ -67,14 +67,19 @@ class Problem:
 # -- 1. integrity --------------------------------------------------------------------------------------------------
 
 
-def check_integrity(card_id: str, rows: Sequence[Link], expect_head: str | None = None) -> tuple[Check, list[Numbered]]:
-    """Walk the card's stored rows (in version order) and return the check and the events that decoded."""
+def check_integrity(card_id: str, rows: Iterable[Link], expect_head: str | None = None) -> tuple[Check, list[Numbered]]:
+    """Walk the card's stored rows (in version order, read once: they may come a page at a time) and return the
+    check and the events that decoded."""
     stream = card_stream(card_id)
     problems: list[Problem] = []
     decoded: list[Numbered] = []
     prev_version, prev_seq, prev_hash = 0, 0, chain.GENESIS
     event_hash, fromiso = chain.event_hash, datetime.fromisoformat
+    n, expected_at = 0, None
     for r in rows:
+        n += 1
+        if expected_at is None and expect_head is not None and r.hash == expect_head:
+            expected_at = r.version
         # The fast path (nearly every row): linked, hashed, decoded, of its stated type and timestamp.
         try:
             ev = _fast_path(stream, r, prev_version, prev_seq, prev_hash, fromiso, event_hash)
@@ -94,16 +99,13 @@ def check_integrity(card_id: str, rows: Sequence[Link], expect_head: str | None 
             if p is not None:
                 problems.append(Problem(r.version, r.seq, p))
         prev_version, prev_seq, prev_hash = r.version, r.seq, r.hash
-    head = prev_hash if rows else chain.GENESIS
-    n = len(rows)
+    head = prev_hash
     details: dict[str, Any] = {
         "events": n,
         "last_version": prev_version,
         "head": head,
         "expected_head": expect_head,
-        "expected_head_version": next((r.version for r in rows if r.hash == expect_head), None)
-        if expect_head is not None
-        else None,
+        "expected_head_version": expected_at,
         "problems": [{"version": p.version, "seq": p.seq, "problem": p.problem} for p in problems],
     }
     head_msg = _head_moved(expect_head, head, n, details["expected_head_version"])

@@ -150,8 +150,10 @@ class LogStore(Protocol):
     def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
         """Cached projections of many streams at once."""
 
-    def read_stream(self, stream: str, *, after_version: int = 0, until_seq: int | None = None) -> list[StoredEvent]:
-        """Every event of ``stream`` in version order."""
+    def read_stream(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, page: tuple[int, int] | None = None
+    ) -> list[StoredEvent]:
+        """Every event of ``stream`` in version order; ``page``: (offset, count) of them only."""
 
     def read_bodies(
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None

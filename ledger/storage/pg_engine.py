@@ -77,6 +77,15 @@ def stream_where(stream: str, after_version: int, until_seq: int | None) -> tupl
     return "WHERE stream = %s AND version > %s AND seq <= %s", (stream, after_version, until_seq)
 
 
+def stream_sql(
+    stream: str, after_version: int, until_seq: int | None, page: tuple[int, int] | None
+) -> tuple[str, tuple[Any, ...]]:
+    """The query (and its arguments) of a stream's events in version order; ``page``: (offset, count) of them."""
+    where, args = stream_where(stream, after_version, until_seq)
+    q = f"SELECT {EVENT_COLUMNS} FROM events {where} ORDER BY version"
+    return (f"{q} LIMIT %s OFFSET %s", (*args, page[1], page[0])) if page is not None else (q, args)
+
+
 def row_values(e: StoredEvent) -> tuple[Any, ...]:
     return (e.stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash)
 

@@ -5,9 +5,8 @@ and written through psycopg connections (one writer and a few readers, whatever 
 :mod:`~ledger.storage.connections`), and SQLAlchemy/Alembic are loaded only to create or upgrade the schema or when
 a caller asks for :attr:`PostgresStore.engine` (the Merkle tree's tools, tests).
 
-Appends take a transaction-level advisory lock, so ``seq`` is assigned in commit order and a reader tailing by
-``seq`` never skips a late commit. A read-only store runs every transaction READ ONLY
-(``default_transaction_read_only``) and refuses a database without the ledger's tables.
+Appends take a transaction-level advisory lock, so ``seq`` is in commit order and a reader tailing by ``seq`` never
+skips a late commit. A read-only store runs every transaction READ ONLY and refuses a database without our tables.
 """
 
 from __future__ import annotations
@@ -55,6 +54,7 @@ from ledger.storage.pg_engine import (
     rollback_quietly,
     row_values,
     stored_event,
+    stream_sql,
     stream_where,
 )
 from ledger.storage.pg_summary import PostgresSummary
@@ -406,11 +406,11 @@ class PostgresStore(PostgresSummary, StoreBase):
 
     # -- reading ------------------------------------------------------------------------------------------
 
-    def read_stream(self, stream: str, *, after_version: int = 0, until_seq: int | None = None) -> list[StoredEvent]:
-        """Every event of ``stream`` in version order (optionally after a version, up to a global seq)."""
-        where, args = stream_where(stream, after_version, until_seq)
-        q = f"SELECT {EVENT_COLUMNS} FROM events {where} ORDER BY version"
-        return [stored_event(r) for r in self._read(q, args)]
+    def read_stream(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, page: tuple[int, int] | None = None
+    ) -> list[StoredEvent]:
+        """Every event of ``stream`` in version order (after a version, up to a global seq; ``page``: see base)."""
+        return [stored_event(r) for r in self._read(*stream_sql(stream, after_version, until_seq, page))]
 
     def read_bodies(
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None

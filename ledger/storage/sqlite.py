@@ -357,11 +357,11 @@ class SQLiteStore(SQLiteSummary, StoreBase):
 
     # -- reading ------------------------------------------------------------------------------------------
 
-    def read_stream(self, stream: str, *, after_version: int = 0, until_seq: int | None = None) -> list[StoredEvent]:
-        """Every event of ``stream`` in version order (optionally after a version, up to a global seq)."""
-        where, args = stream_where(stream, after_version, until_seq)
-        q = f"SELECT {COLUMNS} FROM events {where} ORDER BY version"
-        return [StoredEvent(*r) for r in self._read(q, args)]
+    def read_stream(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, page: tuple[int, int] | None = None
+    ) -> list[StoredEvent]:
+        """Every event of ``stream`` in version order (after a version, up to a global seq; ``page``: see base)."""
+        return [StoredEvent(*r) for r in self._read(*sq.stream_sql(stream, after_version, until_seq, page))]
 
     def read_bodies(
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None

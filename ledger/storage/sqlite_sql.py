@@ -118,6 +118,15 @@ def stream_where(stream: str, after_version: int, until_seq: int | None) -> tupl
     return where, args
 
 
+def stream_sql(
+    stream: str, after_version: int, until_seq: int | None, page: tuple[int, int] | None
+) -> tuple[str, tuple[Any, ...]]:
+    """The query (and its arguments) of a stream's events in version order; ``page``: (offset, count) of them."""
+    where, args = stream_where(stream, after_version, until_seq)
+    q = f"SELECT {COLUMNS} FROM events {where} ORDER BY version"
+    return (f"{q} LIMIT ? OFFSET ?", (*args, page[1], page[0])) if page is not None else (q, args)
+
+
 def readonly_uri(path: str, *, immutable: bool) -> str:
     """A ``file:`` URI opening ``path`` read-only (``immutable``: without WAL's -shm, for read-only media)."""
     quoted = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")

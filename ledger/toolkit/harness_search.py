@@ -37,7 +37,7 @@ from typing import Any
 from ledger.toolkit.game_states import Choice, Engine, StateNotCopied, keyed
 from ledger.toolkit.harness import FrameLine
 from ledger.toolkit.run_folders import Step
-from ledger.toolkit.search_budget import SearchSpent, allowance, deadline, step_limit
+from ledger.toolkit.search_budget import Room, SearchSpent, allowance, deadline, step_limit
 
 #: Hypotheses kept per line at most (the first ones in priority order); beyond it lines may be misread.
 MAX_HYPOTHESES = 400
@@ -133,7 +133,9 @@ class _Layer:
         self.want = want
         self.lineno = lineno
         self.nodes: list[_Node] = []
+        #: Every state the line gave (those not kept without their game: their paths still tell what differs).
         self.by_fp: dict[bytes, _Node] = {}
+        self.room = Room(MAX_HYPOTHESES)
 
     def expand(self, node: _Node, choices: Iterable[Choice]) -> bool:
         """Add what ``choices`` from ``node`` give that reproduces the line; False if none does."""
@@ -149,7 +151,10 @@ class _Layer:
             kept = self.by_fp.get(r[1])
             if kept is None:
                 self.by_fp[r[1]] = child
-                self.nodes.append(child)
+                if self.room.admit(child.game):
+                    self.nodes.append(child)
+                else:
+                    child.game = None
             else:
                 diff = _classify_diff(kept, child)
                 if diff:
@@ -162,7 +167,10 @@ class _Layer:
         if node.fp not in self.by_fp:
             child = _Node(node.game, node.fp, node, self.lineno, None)
             self.by_fp[node.fp] = child
-            self.nodes.append(child)
+            if self.room.admit(node.game):
+                self.nodes.append(child)
+            else:
+                child.game = None
 
 
 def _copy_of(line: FrameLine, prev: FrameLine | None) -> bool:
@@ -262,7 +270,7 @@ def _search(
             layer = _Layer(engine, None, -lineno)
             for node in hyps:
                 layer.expand(node, _simple(None, engine.cells(node)[0]))
-            hyps = _advance(hyps, layer.nodes[:MAX_HYPOTHESES] or hyps)
+            hyps = _advance(hyps, layer.nodes or hyps)
             continue
         if not line.guid or line.game_id != game_id:
             result.unreproduced.append(line.lineno)
@@ -289,9 +297,8 @@ def _search(
         if not nxt:
             result.unreproduced.append(line.lineno)
             continue
-        if len(nxt) > MAX_HYPOTHESES:
+        if layer.room.full:
             result.cut.append(line.lineno)
-            nxt = nxt[:MAX_HYPOTHESES]
         hyps = _advance(hyps, nxt)
     _choose_best(hyps, result)
     result.steps, result.copies = engine.steps + spent[0], engine.copies + spent[1]

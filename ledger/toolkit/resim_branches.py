@@ -25,9 +25,10 @@ from ledger.core.events import ActionIgnored, ActionTaken, LevelReset, Numbered,
 from ledger.toolkit.clicks import beyond, by_object, display
 from ledger.toolkit.game_states import Choice, Engine, answer_signature
 from ledger.toolkit.harness_search import Favoured, _Node
-from ledger.toolkit.search_budget import SearchSpent
+from ledger.toolkit.search_budget import Room, SearchSpent
 
-#: Game states kept per guid at most; beyond it the first ones are kept and a mismatch is not a proof.
+#: Game states kept per guid at most (and :data:`~ledger.toolkit.search_budget.STATE_BYTES` of them); beyond it the
+#: first ones are kept and a mismatch is not a proof.
 MAX_STATES = 200
 
 #: On the one path a state is kept every MARK_EVERY inputs, the last KEEP_MARKS of them. Where the path breaks,
@@ -320,6 +321,7 @@ class Instance:
         first: Signature | None = None
         kept: list[_Node] = []
         by_fp: dict[bytes, _Node] = {}
+        room = Room(MAX_STATES)
         answer: Signature | None = None
         for wide in range(3):
             for node in nodes:
@@ -336,7 +338,10 @@ class Instance:
                     same = by_fp.get(r[1])
                     if same is None:
                         by_fp[r[1]] = child
-                        kept.append(child)
+                        if room.admit(child.game):
+                            kept.append(child)
+                        else:  # its path still tells what differs from a later state equal to it
+                            child.game = None
                     elif not self.first:
                         self.still_open |= _differ(same, child) & self._open_versions
             if kept or not any(c.action == 6 for c in choices):
@@ -344,8 +349,8 @@ class Instance:
         if not kept:
             self.agreed = False
             return first
-        if len(kept) > MAX_STATES:
-            self.cut, kept = True, kept[:MAX_STATES]
+        if room.full:
+            self.cut = True
         for n in nodes:  # their paths are kept, their states let go: memory stays that of one input's states
             n.game = None
         self.nodes = kept

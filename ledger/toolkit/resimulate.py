@@ -49,7 +49,7 @@ from ledger.toolkit.resim_branches import (
     copy_before,
 )
 from ledger.toolkit.resim_result import Divergence, ResimResult
-from ledger.toolkit.search_budget import SearchSpent, allowance, deadline, step_limit
+from ledger.toolkit.search_budget import STATE_BYTES, SearchSpent, allowance, deadline, step_limit
 from ledger.toolkit.seeds import SEED_TRIES, seed_classes, start_wrapper
 
 #: Events the translator derives from a response (compared, not replayed).
@@ -362,7 +362,8 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
             result.divergence = d
             if inst.cut:
                 result.unknown = (
-                    f"more than {MAX_STATES} game states fit the undecided actions of guid {guid[:8]}: "
+                    f"more game states fit the undecided actions of guid {guid[:8]} than are kept ({MAX_STATES}, "
+                    f"{STATE_BYTES >> 20} MB): "
                     f"some were dropped, so a mismatch proves nothing ({d.message})"
                 )
             elif t is PlayStarted and (copy := copy_before(events, i, guid, frames)) is not None:

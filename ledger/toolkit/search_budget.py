@@ -10,6 +10,7 @@ the actions from the frames alone; an audit says UNKNOWN, never FAIL (``--decide
 from __future__ import annotations
 
 import time
+from typing import Any
 
 #: Game steps any search may take, and game steps more per input (line) of the record.
 BASE_STEPS = 20_000
@@ -17,6 +18,35 @@ STEPS_PER_INPUT = 500
 #: CPU seconds the searches of one import or audit may take, and seconds more per input of the record.
 BASE_SECONDS = 60.0
 SECONDS_PER_INPUT = 0.05
+
+
+#: Bytes of game states a search keeps at once (the states of one line, or of one input): beyond them the first
+#: ones are kept, as beyond their number. A game whose state holds its history (an undo stack) has states of
+#: hundreds of kB, and hundreds of them fit one line.
+STATE_BYTES = 64 << 20
+
+
+class Room:
+    """Room for the states of one line (or input), taken in priority order: at most ``count`` of them and
+    :data:`STATE_BYTES` (the first always fits); once one does not fit, no later one does (the first ones are kept).
+    A state not kept as a snapshot (a game copied the slow way) is not counted in bytes."""
+
+    __slots__ = ("bytes", "count", "full")
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.bytes = 0
+        self.full = False
+
+    def admit(self, snap: Any) -> bool:
+        """Whether ``snap`` is kept (else its line's states were cut)."""
+        size = snap.size() if hasattr(snap, "size") else 0
+        if self.full or self.count == 0 or (self.bytes and self.bytes + size > STATE_BYTES):
+            self.full = True
+            return False
+        self.count -= 1
+        self.bytes += size
+        return True
 
 
 class SearchSpent(Exception):

@@ -149,6 +149,14 @@ def _observations(
     return out, linenos
 
 
+def _digest(line: FrameLine, digests: dict[bytes, str]) -> str:
+    """The digest of ``line``'s frame, as the audit compares it (:func:`frame_digest`)."""
+    d = digests.get(line.packed)
+    if d is None:
+        d = digests[line.packed] = frame_digest(line_signature(line)[3])
+    return d
+
+
 def _check_rewritten(path: Path, since: RecordingImported) -> str | None:
     size = path.stat().st_size
     if size < since.offset:
@@ -297,7 +305,8 @@ def _import_once(
         problems.append(Problem(str(path), None, "harness", msg))
     open_ = [candidates.get(ln) for ln in linenos]
     by_line = {f.lineno: f for f in read.frames}
-    noted = [frame_digest(line_signature(by_line[ln])[3]) for ln in linenos if candidates.get(ln)]
+    digests: dict[bytes, str] = {}  # by the line's packed frame: equal frames, one digest (computed once)
+    noted = [_digest(by_line[ln], digests) for ln in linenos if candidates.get(ln)]
     out, doc = _commit(ledger, card_id, prep, obs, baselines, method, undecided, unreproduced, open_, noted)
     count_not_counted(out, result)
     if read.final == {} and read.final_lineno is not None and read.final_lineno > done:

@@ -42,6 +42,9 @@ def classify_from_frames(
     """
     out = FrameClassification()
     steps = steps or {}
+    # Equal choices and candidate lists are held once: a recording's lines hold a few distinct ones between them.
+    choice_of: dict[tuple[int, int | None, int | None], tuple[int, int | None, int | None]] = {}
+    cands_of: dict[tuple[int, ...], list[int]] = {}
     starts: dict[int, set[bytes]] = {}
     prev: FrameLine | None = None
     for line in frames:
@@ -60,6 +63,7 @@ def classify_from_frames(
             if step is not None and step.action != 0
             else (min(offered or [1]), None, None)
         )
+        fallback = choice_of.setdefault(fallback, fallback)
         if line.full_reset:
             out.choices[line.lineno] = (0, None, None)
             starts.setdefault(line.levels_completed, set()).add(line.last_grid_key())
@@ -87,7 +91,7 @@ def classify_from_frames(
                     first = sorted(set(offered or [1]))
                     cands = first + [a for a in range(1, 8) if a not in first] + ([0] if could_reset else [])
                     if len(cands) > 1:
-                        out.candidates[line.lineno] = cands
+                        out.candidates[line.lineno] = cands_of.setdefault(tuple(cands), cands)
             if prev is not None and line.levels_completed > prev.levels_completed:
                 starts.setdefault(line.levels_completed, set()).add(key)
         prev = line

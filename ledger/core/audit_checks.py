@@ -24,6 +24,7 @@ import msgspec
 from ledger.core import chain, document
 from ledger.core.chain import Link
 from ledger.core.events import (
+    ActionTaken,
     BaselineEntry,
     CardClosed,
     CardOpened,
@@ -76,6 +77,7 @@ def check_integrity(card_id: str, rows: Iterable[Link], expect_head: str | None 
     prev_version, prev_seq, prev_hash = 0, 0, chain.GENESIS
     event_hash, fromiso = chain.event_hash, datetime.fromisoformat
     n, expected_at = 0, None
+    same: dict[Any, Any] = {}
     for r in rows:
         n += 1
         if expected_at is None and expect_head is not None and r.hash == expect_head:
@@ -86,6 +88,8 @@ def check_integrity(card_id: str, rows: Iterable[Link], expect_head: str | None 
         except (TypeError, AttributeError):  # a column of the wrong type: the slow path names it
             ev = None
         if ev is not None:
+            if type(ev) is ActionTaken:
+                _share(ev, same.setdefault)
             decoded.append(Numbered(r.version, r.seq, ev))
         else:
             shape = chain.column_problem(r)
@@ -121,6 +125,16 @@ def check_integrity(card_id: str, rows: Iterable[Link], expect_head: str | None 
     tail = ", matches the expected head" if expect_head is not None else ""
     msg = f"{n} events, versions 1..{n}, hash chain unbroken; head {head}{tail}"
     return Check("integrity", "PASS", msg, details), decoded
+
+
+def _share(ev: ActionTaken, same: Callable[[Any, Any], Any]) -> None:
+    """Hold ``ev``'s game id, guid and candidates as the equal ones decoded before it: a long card's actions hold a
+    few distinct ones between them, and every other check reads all of its decoded events at once."""
+    force = msgspec.structs.force_setattr
+    force(ev, "game_id", same(ev.game_id, ev.game_id))
+    force(ev, "guid", same(ev.guid, ev.guid))
+    if ev.candidates:
+        force(ev, "candidates", same(tuple(ev.candidates), ev.candidates))
 
 
 def _fast_path(

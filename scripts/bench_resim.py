@@ -23,7 +23,8 @@ With ``LEDGER_BENCH_LS20`` naming an environment_files folder that holds the pub
 harnesses download it; it is not in this repository), the same figures follow for it, with an agent that picks its
 moves at random (the path to lsx3's goal is not read from ls20's frames), and for the largest size with an agent that
 solves ls20's first two levels (it completes levels, RESETs at a level's start, where a move into a wall shows the
-same frame, and RESETs twice for a full reset).
+same frame, and RESETs twice for a full reset). Then the peak memory of both imports and of the audit on random ls20
+recordings of 20,000 and 100,000 lines (1.3 GB), and the bytes a line that grows between them.
 """
 
 from __future__ import annotations

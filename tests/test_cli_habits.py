@@ -247,6 +247,39 @@ def test_a_card_left_open_is_shown_closed_and_can_be_closed(tmp_path: Path) -> N
     assert ledger("--db", db, "close", "nosuch").returncode == 1
 
 
+def test_the_event_listing_is_read_and_written_a_page_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ledger events` holds a page of a card's events at a time (a long session's card has hundreds of thousands):
+    with pages of 2 events its table and its JSON are byte for byte those of one page, the JSON indented as every
+    `--json` is and the table's columns as wide as the card's widest value (a type in a later page); an open card
+    left idle still says when the toolkit would have closed it."""
+    from ledger.services import card_rows
+    from tests.test_audit import play_disputed_card, run
+
+    db = str(tmp_path / "l.sqlite")
+    with Ledger.open(db) as led:
+        disputed, _ = play_disputed_card(led)
+    append_open_card(db, "killed-agent", datetime.now(UTC) - timedelta(hours=2), actions=7)
+    for card in (disputed, "killed-agent"):
+        whole = [run("--db", db, "events", card, *js)[1] for js in ((), ("--json",))]
+        monkeypatch.setattr(card_rows, "PAGE", 2)
+        assert [run("--db", db, "events", card, *js)[1] for js in ((), ("--json",))] == whole
+        monkeypatch.setattr(card_rows, "PAGE", 5_000)
+        doc = json.loads(whole[1])
+        assert whole[1] == json.dumps(doc, indent=2) + "\n"
+        assert [e["version"] for e in doc["events"]] == list(range(1, len(doc["events"]) + 1))
+        # The time column starts at one offset on every line, the widest type's included.
+        starts = {
+            m.start(1) for line in whole[0].splitlines()[1:] if (m := re.match(r"\s*\d+\s+\d+\s+\S+\s+(\d{4}-)", line))
+        }
+        assert len(starts) == 1, starts
+    assert doc["lapsed"]["reason"] == "idle" and "the toolkit would have closed the card at" in whole[0]
+    assert any(
+        e["type"] == "level_completed" for e in json.loads(run("--db", db, "events", disputed, "--json")[1])["events"]
+    )
+
+
 # -- 12. smaller items ----------------------------------------------------------------------------------------------
 
 

@@ -25,7 +25,7 @@ from ledger.core.events import (
     card_stream,
     encode,
 )
-from ledger.services import audit
+from ledger.services import card_rows as audit_rows
 from tests.test_audit import (
     audit_json,
     build_master,
@@ -324,7 +324,7 @@ def test_tampering_on_both_backends(
     assert code == 1
     assert statuses(doc) == {"integrity": "FAIL", "consistency": "PASS", "resimulation": "FAIL", "lifecycle": "PASS"}
     assert _problem(doc) == (14, "the stored bytes do not match the event's hash (the event was changed)")
-    monkeypatch.setattr(audit, "PAGE", 5)  # the rows read a page at a time: the same report
+    monkeypatch.setattr(audit_rows, "PAGE", 5)  # the rows read a page at a time: the same report
     assert audit_json(backend_url, card, *ENV) == (code, doc)
 
 

@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from ledger import Ledger
 from ledger.core.events import card_stream
-from ledger.services import audit
+from ledger.services import card_rows as audit_rows
 from tests.cli_run import ledger, no_traceback
 from tests.test_audit import audit_json, build_master, card_rows, copy_ledger, play_disputed_card, raw
 from tests.toolkit import ENV_DIR
@@ -125,7 +125,7 @@ def test_the_audit_reads_the_rows_a_page_at_a_time_and_says_the_same(
     whole = audit_json(db, card, *args)
     assert whole[0] == 1  # the expected head is not the last one
     for page in (1, 5, 38):
-        monkeypatch.setattr(audit, "PAGE", page)
+        monkeypatch.setattr(audit_rows, "PAGE", page)
         assert audit_json(db, card, *args) == whole, page
 
 

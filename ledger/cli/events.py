@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+import json
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import click
 
-from ledger.cli.common import card_argument, echo_json, open_ledger
+from ledger.cli.common import card_argument, open_ledger
 from ledger.errors import StoreError
 
 
@@ -22,49 +25,69 @@ def events(ctx: click.Context, card_id: str, as_json: bool) -> None:
     A card left open and idle past STALE_MINUTES (or open past MAX_OPEN_FOR_MINUTES) ends with a line saying when
     the toolkit would have closed it.
     """
+    from ledger.services.card_rows import card_rows
     from ledger.services.listing import shown_close
 
+    # The rows are read and written a page at a time: a long session's card has hundreds of thousands of events.
     with open_ledger(ctx) as ledger:
         card_id = ledger.resolve_card(card_id)
-        rows = ledger.card_events(card_id)
+        rows = card_rows(ledger, card_id)
         try:
             card = ledger.load_card(card_id)
         except StoreError:  # an event that does not decode: still list them all (each says what it is)
             card = None
-    shown = shown_close(card) if card is not None else None
-    lapsed = shown if shown is not None and shown[2] else None
-    decoded = [(r, _decode(r.body)) for r in rows]
-    if as_json:
-        echo_json(
-            {
-                "card_id": card_id,
-                "events": [
-                    {
-                        "version": r.version,
-                        "seq": r.seq,
-                        "type": r.type,
-                        "ts": r.ts,
-                        "summary": _summary(ev, r.type),
-                        "hash": r.hash,
-                        "event": _body(ev),
-                    }
-                    for r, ev in decoded
-                ],
-                "lapsed": {"closed": lapsed[0].isoformat(), "reason": lapsed[1]} if lapsed else None,
-            }
+        shown = shown_close(card) if card is not None else None
+        lapsed = shown if shown is not None and shown[2] else None
+        if as_json:
+            tail = {"closed": lapsed[0].isoformat(), "reason": lapsed[1]} if lapsed else None
+            _write(_json_parts(card_id, rows, tail))
+            return
+        # The columns are as wide as the card's widest value: one pass to measure them, one to write.
+        vw, sw, tw = len("version"), len("seq"), 0
+        for r in rows:
+            vw, sw, tw = max(vw, len(str(r.version))), max(sw, len(str(r.seq))), max(tw, len(r.type))
+        head = f"{'version':>{vw}}  {'seq':>{sw}}  {'type':<{tw}}  {'time':<26}  what\n"
+        lines = (
+            f"{r.version:>{vw}}  {r.seq:>{sw}}  {r.type:<{tw}}  {r.ts[:26]:<26}  {_summary(_decode(r.body), r.type)}\n"
+            for r in itertools.islice(card_rows(ledger, card_id), rows.read)
         )
-        return
-    vw = max(len("version"), len(str(rows[-1].version)))
-    sw = max(len("seq"), len(str(rows[-1].seq)))
-    tw = max(len(r.type) for r in rows)
-    click.echo(f"{'version':>{vw}}  {'seq':>{sw}}  {'type':<{tw}}  {'time':<26}  what")
-    for r, ev in decoded:
-        click.echo(f"{r.version:>{vw}}  {r.seq:>{sw}}  {r.type:<{tw}}  {r.ts[:26]:<26}  {_summary(ev, r.type)}")
+        _write(itertools.chain([head], lines))
     if lapsed:
         click.echo(
             f"(no close event: the toolkit would have closed the card at {lapsed[0].isoformat()} ({lapsed[1]}); "
             f"`ledger close {card_id}` records a close)"
         )
+
+
+def _json_parts(card_id: str, rows: Iterable[Any], lapsed: dict[str, str] | None) -> Iterator[str]:
+    """The listing as one JSON object, indented as ``echo_json`` indents it, an event at a time."""
+    yield '{\n  "card_id": ' + json.dumps(card_id) + ',\n  "events": ['
+    sep = "\n"
+    for r in rows:
+        ev = _decode(r.body)
+        item = {
+            "version": r.version,
+            "seq": r.seq,
+            "type": r.type,
+            "ts": r.ts,
+            "summary": _summary(ev, r.type),
+            "hash": r.hash,
+            "event": _body(ev),
+        }
+        yield sep + "    " + json.dumps(item, indent=2).replace("\n", "\n    ")
+        sep = ",\n"
+    yield '\n  ],\n  "lapsed": ' + json.dumps(lapsed, indent=2).replace("\n", "\n  ") + "\n}\n"
+
+
+def _write(parts: Iterable[str], batch: int = 2_000) -> None:
+    """Write ``parts`` to standard output, a batch of them at a time (one write per part would cost a flush each)."""
+    chunk: list[str] = []
+    for p in parts:
+        chunk.append(p)
+        if len(chunk) >= batch:
+            click.echo("".join(chunk), nl=False)
+            chunk.clear()
+    click.echo("".join(chunk), nl=False)
 
 
 def _decode(body: bytes) -> Any:

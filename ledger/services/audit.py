@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ import msgspec
 
 from ledger.core import document
 from ledger.core.audit_checks import Check, Status, check_consistency, check_integrity
-from ledger.core.events import ActionTaken, BaselineEntry, Numbered, card_stream
+from ledger.core.events import ActionTaken, BaselineEntry, Numbered
 from ledger.core.import_checks import check_import
 from ledger.core.lifecycle import check_lifecycle, limits
 from ledger.core.postmortem import PostMortem, postmortem
@@ -25,6 +25,7 @@ from ledger.core.projection import CardState, fold
 from ledger.core.scoring import score_card
 from ledger.core.server_baselines import baselines_source
 from ledger.core.server_compare import server_check
+from ledger.services.card_rows import card_rows
 from ledger.toolkit.resim_result import ResimResult
 from ledger.toolkit.resimulate import resimulate
 
@@ -200,31 +201,6 @@ class AuditReport:
         }
 
 
-#: Stored rows read at a time: the decoded events are all the other checks need, and holding every row beside them
-#: would double the audit's memory on a long card.
-PAGE = 5_000
-
-
-class _StoredRows:
-    """A card's stored rows in version order, read a page at a time; what was read: how many, the last one's hash."""
-
-    def __init__(self, store: Any, stream: str) -> None:
-        self.store, self.stream, self.page = store, stream, PAGE
-        self.first = store.read_stream(stream, page=(0, self.page))
-        self.read = 0
-        self.last_hash = ""
-
-    def __iter__(self) -> Iterator[Any]:
-        rows, self.first = self.first, []
-        while rows:
-            self.read += len(rows)
-            self.last_hash = rows[-1].hash
-            yield from rows
-            if len(rows) < self.page:
-                return
-            rows = self.store.read_stream(self.stream, page=(self.read, self.page))
-
-
 def audit_card(
     ledger: Any,
     card_id: str,
@@ -236,12 +212,12 @@ def audit_card(
 ) -> AuditReport:
     """Run every check on ``card_id`` of an open :class:`ledger.ledger.Ledger` (raises UnknownCard); ``decide``: see
     :func:`check_resimulation`."""
-    from ledger.errors import UnknownBaselines, UnknownCard
+    from ledger.errors import UnknownBaselines
     from ledger.services.verify import card_head_check
 
-    rows = _StoredRows(ledger.store, card_stream(card_id))
-    if not rows.first:
-        raise UnknownCard(card_id)
+    # A page of rows at a time: the decoded events are all the other checks read, and holding every row beside them
+    # would double the audit's memory on a long card.
+    rows = card_rows(ledger, card_id)
     integrity, events = check_integrity(card_id, rows, expect_head)
     integrity = card_head_check(ledger, integrity, expect_head)  # a ledger head is not a tampered card
     complete = len(events) == rows.read

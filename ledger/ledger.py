@@ -307,13 +307,6 @@ class Ledger:
             raise AmbiguousCard(ref, hits)
         raise UnknownCard(ref)
 
-    def card_events(self, card_id: str) -> list[StoredEvent]:
-        """Every stored event of a card, in version order (raises :class:`UnknownCard`)."""
-        rows = self.store.read_stream(card_stream(card_id))
-        if not rows:
-            raise UnknownCard(card_id)
-        return rows
-
     def seq_at_version(self, card_id: str, version: int) -> int:
         """The ledger-wide ``seq`` of the card's event ``version`` (what ``until=`` takes).
 

@@ -105,8 +105,16 @@ def test_append_numbers_versions_links_the_chain_and_orders_seq(store: LogStore)
     assert store.event_at("card:a", 9) is None
 
 
-def test_an_append_that_returns_its_last_event_writes_what_a_whole_one_writes(store: LogStore) -> None:
-    """An import's card is appended a chunk at a time (its rows never all held): the same rows, one transaction."""
+def test_an_append_that_returns_its_last_event_writes_what_a_whole_one_writes(
+    store: LogStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import's card is appended a chunk at a time (its rows never all held): the same rows, one transaction.
+    On PostgreSQL a large whole append sends its INSERTs one after another, not in one pipeline (made small here
+    so that both ways run)."""
+    from ledger.storage import pg_engine
+
+    monkeypatch.setattr(pg_engine, "PIPELINED", 600)
+    monkeypatch.setattr(pg_engine, "INSERT_ROWS", 250)
     n = APPEND_CHUNK * 2 + 7
     events = [opened("w"), *(act(i) for i in range(n))]
     whole = store.append(card_stream("w"), events, expected_version=0)

@@ -8,15 +8,16 @@ import functools
 import logging
 import re
 import select
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, quote, quote_plus, unquote
 
 import msgspec
 import psycopg
 
+from ledger.core.events import Event
 from ledger.errors import InputError, StoreError
-from ledger.storage.base import Durability, StoredEvent, hide_password
+from ledger.storage.base import APPEND_CHUNK, Durability, StoredEvent, chain_rows, encode_events, hide_password
 from ledger.storage.connections import READERS
 
 #: The columns of a :class:`StoredEvent`, in its fields' order.
@@ -63,6 +64,53 @@ def lock_statement(durability: Durability, key: str, timeout: str) -> str:
 def insert_sql(n: int) -> str:
     rows = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * n)
     return f"INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) VALUES {rows} RETURNING seq, version"
+
+
+#: Rows one INSERT sends. An append of more than PIPELINED rows sends its INSERTs one after another, each answer
+#: read before the next, instead of in one pipeline: a pipeline holds every INSERT's parameters until the server
+#: answers (an imported 100,000-line recording's card would be held twice more).
+INSERT_ROWS = 1000
+PIPELINED = 5000
+
+
+def insert_rows(
+    pg: Any, new: Sequence[StoredEvent], lock: tuple[str, Any] | None, *, commit: bool = True
+) -> dict[int, int]:
+    """Insert ``new`` in the writer's transaction, taking the append lock first (``lock``: its statement and
+    arguments; None when held), and commit unless told not to. version -> seq."""
+    chunks = [new[i : i + INSERT_ROWS] for i in range(0, len(new), INSERT_ROWS)]
+    if len(new) <= PIPELINED and commit:
+        with pg.pipeline():
+            if lock is not None:
+                pg.execute(*lock)
+            curs = [pg.execute(insert_sql(len(c)), [v for e in c for v in row_values(e)]) for c in chunks]
+            pg.commit()
+        return {version: seq for c in curs for seq, version in c.fetchall()}
+    if lock is not None:
+        pg.execute(*lock)
+    seq_of: dict[int, int] = {}
+    for c in chunks:
+        cur = pg.execute(insert_sql(len(c)), [v for e in c for v in row_values(e)])
+        seq_of.update((version, seq) for seq, version in cur.fetchall())
+    if commit:
+        pg.commit()
+    return seq_of
+
+
+def insert_chunked(
+    pg: Any, stream: str, events: Sequence[Event], head: tuple[int, str], lock: tuple[str, Any] | None
+) -> StoredEvent:
+    """Encode, chain and insert ``events`` after ``head``, :data:`APPEND_CHUNK` at a time, in the writer's
+    transaction (``lock`` as for :func:`insert_rows`), and commit: a card's rows are never all held at once (an
+    imported card of tens of thousands of events). The last one as stored."""
+    if lock is not None:
+        pg.execute(*lock)
+    for i in range(0, len(events), APPEND_CHUNK):
+        new = chain_rows(stream, encode_events(events[i : i + APPEND_CHUNK]), *head)
+        seq_of = insert_rows(pg, new, None, commit=False)
+        head = (new[-1].version, new[-1].hash)
+    pg.commit()
+    return msgspec.structs.replace(new[-1], seq=seq_of[new[-1].version])
 
 
 def like_prefix(prefix: str) -> str:

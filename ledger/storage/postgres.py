@@ -15,6 +15,7 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import msgspec
 import psycopg
 
 from ledger.core import chain
@@ -44,7 +45,8 @@ from ledger.storage.pg_engine import (
     connector,
     drop_connection,
     idle_usable,
-    insert_sql,
+    insert_chunked,
+    insert_rows,
     like_prefix,
     lock_statement,
     make_engine,
@@ -52,7 +54,6 @@ from ledger.storage.pg_engine import (
     read_rows,
     reason,
     rollback_quietly,
-    row_values,
     stored_event,
     stream_sql,
     stream_where,
@@ -202,8 +203,13 @@ class PostgresStore(PostgresSummary, StoreBase):
         with self._writer.locked():
             return self._append_locked(stream, rows, expected_version, head)
 
+    def _append_chunked(self, stream: str, new_events: Sequence[Any], expected_version: int | None) -> StoredEvent:
+        head = self._heads.known(stream, expected_version)
+        with self._writer.locked():
+            return self._append_locked(stream, (), expected_version, head, new_events)[-1]
+
     def _append_locked(
-        self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None, head: Any
+        self, stream: str, rows: Sequence[Any], expected_version: int | None, head: Any, events: Sequence[Any] = ()
     ) -> list[StoredEvent]:
         sent: list[StoredEvent] | None = None
         for attempt in (1, 2):
@@ -226,17 +232,14 @@ class PostgresStore(PostgresSummary, StoreBase):
                         return self._appended(stream, sent, self._seqs(pg, stream, sent))
                     if expected_version is not None and head[0] != expected_version:
                         raise VersionConflict(stream, expected_version)
+                lock = None if locked else (lock_statement(self.durability, "%s", "%s"), self._lock_args())
+                if events:  # a chunk at a time (see insert_chunked): only the last row is kept
+                    new = [insert_chunked(pg, stream, events, head, lock)]
+                    self._follower.committed()
+                    return self._appended(stream, new, [new[0].seq])
                 new = sent = chain_rows(stream, rows, *head)
-                with pg.pipeline():
-                    if not locked:
-                        pg.execute(lock_statement(self.durability, "%s", "%s"), self._lock_args())
-                    curs = [
-                        pg.execute(insert_sql(len(chunk)), [v for e in chunk for v in row_values(e)])
-                        for chunk in (new[i : i + 1000] for i in range(0, len(new), 1000))
-                    ]
-                    pg.commit()
+                seq_of = insert_rows(pg, new, lock)
                 self._follower.committed()
-                seq_of = {version: seq for c in curs for seq, version in c.fetchall()}
                 return self._appended(stream, new, [seq_of[e.version] for e in new])
             except VersionConflict:
                 rollback_quietly(pg)
@@ -270,10 +273,7 @@ class PostgresStore(PostgresSummary, StoreBase):
         return lost
 
     def _appended(self, stream: str, new: list[StoredEvent], seqs: list[int]) -> list[StoredEvent]:
-        out = [
-            StoredEvent(s, stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash)
-            for s, e in zip(seqs, new, strict=True)
-        ]
+        out = [msgspec.structs.replace(e, seq=s) for s, e in zip(seqs, new, strict=True)]
         self._heads.set(stream, out[-1])
         return out
 

@@ -123,13 +123,18 @@ def _recover(
                         f"too many hypotheses from this line on ({len(rec.cut)} lines): the first ones were kept",
                     )
                 )
-            same: dict[Any, Any] = {}
-            choices = {k: same.setdefault(c := tuple(v), c) for k, v in rec.choices.items()}  # one per distinct choice
-            return choices, rec.undecided, rec.unreproduced, "resimulated"
+            return _held_once(rec.choices), rec.undecided, rec.unreproduced, "resimulated"
         problems.append(Problem(str(read.path), None, "harness", f"{rec.error}: actions read from the frames only"))
     cls = classify_from_frames(read.frames, game_id, steps)
     candidates.update(cls.candidates)
-    return cls.choices, cls.undecided, cls.unreproduced, "frames"
+    return _held_once(cls.choices), cls.undecided, cls.unreproduced, "frames"
+
+
+def _held_once(choices: dict[int, Any]) -> dict[int, tuple[int, int | None, int | None]]:
+    """``choices`` with each distinct (action, x, y) held once: a recording's lines hold a few between them, and
+    every line's is held until the card is written."""
+    same: dict[Any, Any] = {}
+    return {k: same.setdefault(c := tuple(v), c) for k, v in choices.items()}
 
 
 def _observations(

@@ -42,8 +42,7 @@ def classify_from_frames(
     """
     out = FrameClassification()
     steps = steps or {}
-    # Equal choices and candidate lists are held once: a recording's lines hold a few distinct ones between them.
-    choice_of: dict[tuple[int, int | None, int | None], tuple[int, int | None, int | None]] = {}
+    # Equal candidate lists are held once: a recording's lines hold a few distinct ones between them.
     cands_of: dict[tuple[int, ...], list[int]] = {}
     starts: dict[int, set[bytes]] = {}
     prev: FrameLine | None = None
@@ -63,7 +62,6 @@ def classify_from_frames(
             if step is not None and step.action != 0
             else (min(offered or [1]), None, None)
         )
-        fallback = choice_of.setdefault(fallback, fallback)
         if line.full_reset:
             out.choices[line.lineno] = (0, None, None)
             starts.setdefault(line.levels_completed, set()).add(line.last_grid_key())

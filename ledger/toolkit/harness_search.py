@@ -150,11 +150,7 @@ class _Layer:
             child = _Node(r[2], r[1], node, self.lineno, c)
             kept = self.by_fp.get(r[1])
             if kept is None:
-                self.by_fp[r[1]] = child
-                if self.room.admit(child.game):
-                    self.nodes.append(child)
-                else:
-                    child.game = None
+                self._add(child)
             else:
                 diff = _classify_diff(kept, child)
                 if diff:
@@ -165,12 +161,15 @@ class _Layer:
         """Keep ``node``'s own state for this line: the line never reached the game (an action leaving that state
         stays first)."""
         if node.fp not in self.by_fp:
-            child = _Node(node.game, node.fp, node, self.lineno, None)
-            self.by_fp[node.fp] = child
-            if self.room.admit(node.game):
-                self.nodes.append(child)
-            else:
-                child.game = None
+            self._add(_Node(node.game, node.fp, node, self.lineno, None))
+
+    def _add(self, child: _Node) -> None:
+        """A new state of this line: kept while there is room, else its game let go (its path still counts)."""
+        self.by_fp[child.fp] = child
+        if self.room.admit(child.game):
+            self.nodes.append(child)
+        else:
+            child.game = None
 
 
 def _copy_of(line: FrameLine, prev: FrameLine | None) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -405,7 +405,7 @@ class Ledger:
     # -- writing ------------------------------------------------------------------------------------------------
 
     def append(
-        self, stream: str, events: Sequence[AnyEvent], expected_version: int | None, *, whole: bool = True
+        self, stream: str, events: Iterable[AnyEvent], expected_version: int | None, *, whole: bool = True
     ) -> list[StoredEvent]:
         """Append ``events`` to ``stream``, hash-chained, in one transaction; returns them as stored (``whole`` False:
         the last one, the rest never held as rows at once). ``expected_version`` is the stream's version the caller
@@ -415,7 +415,7 @@ class Ledger:
     def append_card(
         self,
         card_id: str,
-        events: Sequence[AnyEvent],
+        events: Iterable[AnyEvent],
         expected_version: int,
         *,
         state: CardState | None = None,

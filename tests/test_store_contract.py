@@ -11,7 +11,9 @@ import json
 import random
 import re
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from alembic import command
@@ -137,6 +139,35 @@ def test_an_append_that_returns_its_last_event_writes_what_a_whole_one_writes(
     assert rows(store) == before
     more = store.append(card_stream("c"), [act(1)] * (n + 1), expected_version=n + 1, whole=False)
     assert [e.version for e in more] == [2 * n + 2] and verify_ledger(store).ok
+
+
+def test_events_made_as_they_are_inserted_are_written_as_a_list_of_them_is(store: LogStore) -> None:
+    """An import makes its card's events while they are inserted (a long recording's are never all held): the same
+    rows as the list, in one transaction, so an import that fails halfway writes nothing of its card."""
+    n = APPEND_CHUNK * 2 + 7
+    events = [opened("w"), *(act(i) for i in range(n))]
+    store.append(card_stream("w"), events, expected_version=0)
+    made: list[int] = []
+
+    def making(card: str, fail_at: int | None = None) -> Iterator[Any]:
+        for i, e in enumerate([opened(card), *events[1:]]):
+            if i == fail_at:
+                raise RuntimeError("the recording could not be read")
+            made.append(i)
+            yield e
+
+    before = rows(store)
+    with pytest.raises(RuntimeError):
+        store.append(card_stream("g"), making("g", fail_at=APPEND_CHUNK + 3), expected_version=0)
+    assert rows(store) == before and len(made) == APPEND_CHUNK + 3  # a chunk was inserted, then rolled back
+    last = store.append(card_stream("g"), making("g"), expected_version=0)
+    again = store.read_stream(card_stream("g"))
+    assert last == [again[-1]] and len(again) == n + 1
+    assert [(e.version, e.type, e.ts, e.body) for e in again[1:]] == [
+        (e.version, e.type, e.ts, e.body) for e in store.read_stream(card_stream("w"))[1:]
+    ]
+    assert store.append(card_stream("g"), iter(()), expected_version=n + 1) == []
+    assert verify_ledger(store).ok
 
 
 def test_the_protocol_names_every_store_method_the_facade_calls() -> None:

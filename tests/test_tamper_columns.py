@@ -129,6 +129,31 @@ def test_the_audit_reads_the_rows_a_page_at_a_time_and_says_the_same(
         assert audit_json(db, card, *args) == whole, page
 
 
+@pytest.mark.parametrize("page", [1, 4, 38])
+def test_the_audit_reads_a_cards_events_again_as_a_list_of_them_would_give_them(master, page: int) -> None:
+    """The checks after integrity read the card's events again a page at a time (CardEvents): by place, from the
+    end, in slices, forwards and backwards, the events a list of the rows that decoded gives, whichever rows did
+    not (their places skipped), across page edges."""
+    from ledger.core.events import decode
+
+    src, card, _, _ = master
+    with Ledger.open(src) as led:
+        rows = led.store.read_stream(card_stream(card))
+        for missing in ([], [0], [3, 4, 5], [9, 37], list(range(0, 38, 2))):
+            held = [(r.version, r.seq, decode(r.body)) for i, r in enumerate(rows) if i not in missing]
+            events = audit_rows.CardEvents(led.store, card_stream(card), len(rows), missing, page)
+            assert len(events) == len(held) and [tuple(n) for n in events] == held
+            assert [tuple(events[i]) for i in range(-len(held), len(held))] == held + held
+            for a, b in ((0, 0), (2, 9), (5, 100), (-7, -1), (len(held) - 1, len(held))):
+                span = events[a:b]
+                assert [tuple(n) for n in span] == held[a:b] and len(span) == len(held[a:b])
+                assert [tuple(n) for n in reversed(span)] == held[a:b][::-1]
+                assert [tuple(span[i]) for i in range(len(span))] == held[a:b]
+            assert [tuple(n) for n in events[1:20:3]] == held[1:20:3]
+            with pytest.raises(IndexError):
+                events[len(held)]
+
+
 @pytest.mark.postgres
 def test_a_hash_of_the_wrong_shape_on_postgresql(pg_url: str) -> None:
     """PostgreSQL's column types refuse most rewrites; a hash of the wrong shape still fits its text column."""

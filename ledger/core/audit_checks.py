@@ -24,7 +24,6 @@ import msgspec
 from ledger.core import chain, document
 from ledger.core.chain import Link
 from ledger.core.events import (
-    ActionTaken,
     BaselineEntry,
     CardClosed,
     CardOpened,
@@ -68,16 +67,16 @@ class Problem:
 # -- 1. integrity --------------------------------------------------------------------------------------------------
 
 
-def check_integrity(card_id: str, rows: Iterable[Link], expect_head: str | None = None) -> tuple[Check, list[Numbered]]:
+def check_integrity(card_id: str, rows: Iterable[Link], expect_head: str | None = None) -> tuple[Check, list[int]]:
     """Walk the card's stored rows (in version order, read once: they may come a page at a time) and return the
-    check and the events that decoded."""
+    check and the places (0-based) of the rows whose event did not decode. The events are not held: the other
+    checks read them again (a long card's would not fit)."""
     stream = card_stream(card_id)
     problems: list[Problem] = []
-    decoded: list[Numbered] = []
+    missing: list[int] = []
     prev_version, prev_seq, prev_hash = 0, 0, chain.GENESIS
     event_hash, fromiso = chain.event_hash, datetime.fromisoformat
     n, expected_at = 0, None
-    same: dict[Any, Any] = {}
     for r in rows:
         n += 1
         if expected_at is None and expect_head is not None and r.hash == expect_head:
@@ -87,21 +86,20 @@ def check_integrity(card_id: str, rows: Iterable[Link], expect_head: str | None 
             ev = _fast_path(stream, r, prev_version, prev_seq, prev_hash, fromiso, event_hash)
         except (TypeError, AttributeError):  # a column of the wrong type: the slow path names it
             ev = None
-        if ev is not None:
-            if type(ev) is ActionTaken:
-                _share(ev, same.setdefault)
-            decoded.append(Numbered(r.version, r.seq, ev))
-        else:
+        if ev is None:
             shape = chain.column_problem(r)
             if shape is not None:
                 # Reported at the place the event holds; the chain goes on from its hash if that is one.
                 prev_version += 1
                 problems.append(Problem(prev_version, r.seq if isinstance(r.seq, int) else prev_seq, shape))
                 prev_hash = r.hash if chain.column_problem_of_hash(r.hash) is None else prev_hash
+                missing.append(n - 1)
                 continue
-            p = _row_problem(stream, card_id, r, prev_version, prev_seq, prev_hash, decoded)
+            p, decodes = _row_problem(stream, card_id, r, prev_version, prev_seq, prev_hash)
             if p is not None:
                 problems.append(Problem(r.version, r.seq, p))
+            if not decodes:
+                missing.append(n - 1)
         prev_version, prev_seq, prev_hash = r.version, r.seq, r.hash
     head = prev_hash
     details: dict[str, Any] = {
@@ -119,22 +117,12 @@ def check_integrity(card_id: str, rows: Iterable[Link], expect_head: str | None 
         msg = f"version {first.version} (seq {first.seq}): {first.problem}{more}"
         if head_msg:
             msg += f"; {head_msg}"
-        return Check("integrity", "FAIL", msg, details), decoded
+        return Check("integrity", "FAIL", msg, details), missing
     if head_msg:
-        return Check("integrity", "FAIL", head_msg, details), decoded
+        return Check("integrity", "FAIL", head_msg, details), missing
     tail = ", matches the expected head" if expect_head is not None else ""
     msg = f"{n} events, versions 1..{n}, hash chain unbroken; head {head}{tail}"
-    return Check("integrity", "PASS", msg, details), decoded
-
-
-def _share(ev: ActionTaken, same: Callable[[Any, Any], Any]) -> None:
-    """Hold ``ev``'s game id, guid and candidates as the equal ones decoded before it: a long card's actions hold a
-    few distinct ones between them, and every other check reads all of its decoded events at once."""
-    force = msgspec.structs.force_setattr
-    force(ev, "game_id", same(ev.game_id, ev.game_id))
-    force(ev, "guid", same(ev.guid, ev.guid))
-    if ev.candidates:
-        force(ev, "candidates", same(tuple(ev.candidates), ev.candidates))
+    return Check("integrity", "PASS", msg, details), missing
 
 
 def _fast_path(
@@ -193,18 +181,18 @@ def _row_problem(
     prev_version: int,
     prev_seq: int,
     prev_hash: str,
-    decoded: list[Numbered],
-) -> str | None:
-    """The first thing wrong with one row given the row before it (None if nothing); decodes it into ``decoded``."""
+) -> tuple[str | None, bool]:
+    """The first thing wrong with one row given the row before it (None if nothing), and whether its body decodes."""
     broken = chain.check_link(stream, r, prev_version, prev_hash, prev_seq)
-    problem = broken.message if broken is not None else None
     try:
         ev = decode(r.body)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        return problem or f"body does not decode: {e}"
-    decoded.append(Numbered(r.version, r.seq, ev))
-    if problem:
-        return problem
+        return (broken.message if broken is not None else f"body does not decode: {e}"), False
+    return (broken.message if broken is not None else _event_problem(card_id, r, ev)), True
+
+
+def _event_problem(card_id: str, r: Link, ev: Any) -> str | None:
+    """What is wrong with a linked row's decoded event ``ev`` against its columns (None if nothing)."""
     t = type_of(ev)
     if t != r.type:
         return f"type column {r.type!r} but the body is {t!r}"
@@ -348,8 +336,8 @@ def _check_closes(
         stop = idx[k + 1] if k + 1 < len(idx) else len(events)
         reopened = i + 1 < len(events) and type(events[i + 1].event) is CardReopened
         # A retraction is the one event a closed card may gain: it withdraws the card, it changes no number.
-        landed = [n for n in events[i + 1 : stop] if type(n.event) is not CardRetracted]
-        after = 0 if reopened else len(landed)
+        landed = None if reopened else [n for n in events[i + 1 : stop] if type(n.event) is not CardRetracted]
+        after = len(landed) if landed else 0
         out.append(
             {
                 "version": closed.version,
@@ -361,7 +349,7 @@ def _check_closes(
                 "score": doc.score,
             }
         )
-        if after:
+        if landed:
             nxt = landed[0]
             failures.append(
                 f"{after} event(s) after the card was closed at version {closed.version} "

@@ -84,9 +84,9 @@ def check_lifecycle(events: Sequence[Numbered], stale: int, max_open: int) -> Ch
         last = n
     after_events = after_actions = 0
     if first_close_index is not None:
-        rest = [n.event for n in events[first_close_index:]]
-        after_events = sum(1 for e in rest if isinstance(e, (*_ACTIVITY, ActionIgnored)))
-        after_actions = sum(1 for e in rest if isinstance(e, ActionTaken | LevelReset))
+        for n in events[first_close_index:]:
+            after_events += isinstance(n.event, (*_ACTIVITY, ActionIgnored))
+            after_actions += isinstance(n.event, ActionTaken | LevelReset)
     open_minutes = (
         round(((last.event.ts if last else opened_at) - opened_at).total_seconds() / 60, 3) if opened_at else 0.0
     )

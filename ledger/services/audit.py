@@ -25,7 +25,7 @@ from ledger.core.projection import CardState, fold
 from ledger.core.scoring import score_card
 from ledger.core.server_baselines import baselines_source
 from ledger.core.server_compare import server_check
-from ledger.services.card_rows import card_rows
+from ledger.services.card_rows import CardEvents, card_rows
 from ledger.toolkit.resim_result import ResimResult
 from ledger.toolkit.resimulate import resimulate
 
@@ -215,12 +215,12 @@ def audit_card(
     from ledger.errors import UnknownBaselines
     from ledger.services.verify import card_head_check
 
-    # A page of rows at a time: the decoded events are all the other checks read, and holding every row beside them
-    # would double the audit's memory on a long card.
+    # A page of rows at a time, for every check: a long session's card is more than the audit may hold.
     rows = card_rows(ledger, card_id)
-    integrity, events = check_integrity(card_id, rows, expect_head)
+    integrity, missing = check_integrity(card_id, rows, expect_head)
     integrity = card_head_check(ledger, integrity, expect_head)  # a ledger head is not a tampered card
-    complete = len(events) == rows.read
+    events = CardEvents(ledger.store, rows.stream, rows.read, missing, rows.page)
+    complete = not missing
     card = fold(card_id, (n.event for n in events))
     baselines: Mapping[str, BaselineEntry] | None
     problem = None

@@ -6,10 +6,12 @@ a long session's card has hundreds of thousands of events.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from bisect import bisect_left, bisect_right
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
-from ledger.core.events import card_stream
+from ledger.core.events import Numbered, card_stream, decode
 from ledger.errors import UnknownCard
 
 #: Stored rows read at a time.
@@ -47,3 +49,117 @@ def card_rows(ledger: Any, card_id: str) -> StoredRows:
     if not rows.first:
         raise UnknownCard(card_id)
     return rows
+
+
+class CardEvents(Sequence[Numbered]):
+    """A card's decoded events, read again a page at a time whenever a check walks them: the audit's checks each
+    walk the whole card in turn, and none needs it held (a long session's card holds hundreds of thousands).
+
+    ``rows`` is how many rows the integrity check walked, ``missing`` the places (0-based, ascending) of those whose
+    body did not decode: the events are the others, in order, as that check decoded them.
+    """
+
+    def __init__(self, store: Any, stream: str, rows: int, missing: list[int], page: int | None = None) -> None:
+        self.store, self.stream, self.rows, self.missing = store, stream, rows, missing
+        self.page = page or PAGE
+        self._pages: OrderedDict[int, list[Numbered | None]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return self.rows - len(self.missing)
+
+    def _place(self, i: int) -> int:
+        """The row place of event ``i``: the smallest place with ``i`` decoded rows before it that decoded."""
+        missing = self.missing
+        p = i
+        while True:
+            k = bisect_right(missing, p)
+            if p - k == i and (k == 0 or missing[k - 1] != p):
+                return p
+            p = i + k
+
+    def _read(self, n: int) -> list[Numbered | None]:
+        """Page ``n`` decoded (None where a row did not decode), the last few pages kept."""
+        got = self._pages.get(n)
+        if got is not None:
+            self._pages.move_to_end(n)
+            return got
+        start = n * self.page
+        rows = self.store.read_stream(self.stream, page=(start, min(self.page, self.rows - start)))
+        missing = set(self.missing[bisect_left(self.missing, start) : bisect_left(self.missing, start + self.page)])
+        got = [None if start + j in missing else Numbered(r.version, r.seq, decode(r.body)) for j, r in enumerate(rows)]
+        self._pages[n] = got
+        if len(self._pages) > _PAGES_KEPT:
+            self._pages.popitem(last=False)
+        return got
+
+    @overload
+    def __getitem__(self, i: int) -> Numbered: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Numbered]: ...
+    def __getitem__(self, i: int | slice) -> Numbered | Sequence[Numbered]:
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            return _Span(self, start, max(stop, start)) if step == 1 else [self[j] for j in range(start, stop, step)]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        p = self._place(i)
+        got = self._read(p // self.page)[p % self.page]
+        assert got is not None  # a place that decoded
+        return got
+
+    def span(self, start: int, stop: int) -> Iterator[Numbered]:
+        """Events ``start`` to ``stop`` (exclusive), a page at a time."""
+        if start >= stop:
+            return
+        p = self._place(start)
+        left = stop - start
+        while left > 0:
+            page = self._read(p // self.page)
+            for got in page[p % self.page :]:
+                if got is not None:
+                    yield got
+                    left -= 1
+                    if not left:
+                        return
+            p = (p // self.page + 1) * self.page
+
+    def __iter__(self) -> Iterator[Numbered]:
+        return self.span(0, len(self))
+
+
+#: Decoded pages a :class:`CardEvents` keeps: a check that looks back a little (the inputs before a play) reads no
+#: page twice.
+_PAGES_KEPT = 2
+
+
+class _Span(Sequence[Numbered]):
+    """Events ``start`` to ``stop`` of a :class:`CardEvents`, read when walked."""
+
+    def __init__(self, events: CardEvents, start: int, stop: int) -> None:
+        self.events, self.start, self.stop = events, start, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    @overload
+    def __getitem__(self, i: int) -> Numbered: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Numbered]: ...
+    def __getitem__(self, i: int | slice) -> Numbered | Sequence[Numbered]:
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            return self.events[self.start + start : self.start + stop : step]
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(i)
+        return self.events[self.start + (i % n)]
+
+    def __iter__(self) -> Iterator[Numbered]:
+        return self.events.span(self.start, self.stop)
+
+    def __reversed__(self) -> Iterator[Numbered]:
+        for i in range(self.stop - 1, self.start - 1, -1):
+            yield self.events[i]

@@ -7,7 +7,7 @@ held card's close are left out of the comparison and reported: the server counte
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ledger.core.events import AnyEvent, CardOpened
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ledger.ledger import Ledger
 
 
-def held_elsewhere(index: GuidIndex, obs: list[Observation], card_id: str) -> str | None:
+def held_elsewhere(index: GuidIndex, obs: Iterable[Observation], card_id: str) -> str | None:
     """The card (other than ``card_id``) that holds a play of these observations' guids, if any."""
     others = index.others({o.guid for o in obs}, card_id)
     return next(iter(others.values())) if others else None

@@ -14,7 +14,7 @@ the import offset add events. A file rewritten anywhere before that offset is re
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 import msgspec
 
 from ledger.core.events import (
+    ActionIgnored,
     ActionsInferred,
     ActionTaken,
     AnyEvent,
@@ -46,7 +47,6 @@ from ledger.services.import_cards import (  # the card bookkeeping both importer
     ImportOptions,
     attach_baselines,
     close_import,
-    count_not_counted,
     load_existing,
     with_retries,
 )
@@ -101,12 +101,11 @@ def _recover(
     baselines: Baselines,
     steps: dict[int, Step],
     problems: list[Problem],
-    candidates: dict[int, list[int]],
     progress: Callable[[int], None] | None = None,
-) -> tuple[dict[int, tuple[int, int | None, int | None]], list[int], list[int], str]:
-    """lineno -> (action, x, y), undecided lines, unreproduced lines, method; ``candidates`` is filled with the
-    lines whose action the frames leave open (lineno -> candidate actions). ``progress`` is called with 0 once a line
-    searched: the import's safe point (a Ctrl-C stops the search there, nothing of the card written)."""
+) -> tuple[dict[int, tuple[int, int | None, int | None]], list[int], list[int], str, dict[int, list[int]]]:
+    """lineno -> (action, x, y), undecided lines, unreproduced lines, method, and the lines whose action the frames
+    leave open (lineno -> candidate actions). ``progress`` is called with 0 once a line searched: the import's safe
+    point (a Ctrl-C stops the search there, nothing of the card written)."""
     info = baselines.game_info(game_id)
     if info is not None:
         from ledger.toolkit.harness_search import recover
@@ -123,35 +122,33 @@ def _recover(
                         f"too many hypotheses from this line on ({len(rec.cut)} lines): the first ones were kept",
                     )
                 )
-            return _held_once(rec.choices), rec.undecided, rec.unreproduced, "resimulated"
+            return _held_once(rec.choices), rec.undecided, rec.unreproduced, "resimulated", {}
         problems.append(Problem(str(read.path), None, "harness", f"{rec.error}: actions read from the frames only"))
     cls = classify_from_frames(read.frames, game_id, steps)
-    candidates.update(cls.candidates)
-    return _held_once(cls.choices), cls.undecided, cls.unreproduced, "frames"
+    return _held_once(cls.choices), cls.undecided, cls.unreproduced, "frames", cls.candidates
 
 
 def _held_once(choices: dict[int, Any]) -> dict[int, tuple[int, int | None, int | None]]:
     """``choices`` with each distinct (action, x, y) held once: a recording's lines hold a few between them, and
     every line's is held until the card is written."""
     same: dict[Any, Any] = {}
-    return {k: same.setdefault(c := tuple(v), c) for k, v in choices.items()}
+    for k, v in choices.items():  # in place: a copy would hold a second entry for every line
+        choices[k] = same.setdefault(c := tuple(v), c)
+    return choices
 
 
 def _observations(
     frames: list[FrameLine], choices: dict[int, tuple[int, int | None, int | None]], after: int
-) -> tuple[list[Observation], list[int]]:
-    """The observations of the lines after ``after`` that have a choice, and their line numbers."""
-    out = []
-    linenos = []
+) -> Iterator[tuple[FrameLine, Observation]]:
+    """The lines after ``after`` that have a choice, each with its observation, made as they are read: a long
+    recording's are never all held."""
     for f in frames:
         c = choices.get(f.lineno)
         if c is None or f.lineno <= after or f.guid is None:
             continue
         a, x, y = c
         state = cast(State, f.state)  # a recorded frame's state is one of the toolkit's GameState values
-        out.append(Observation(f.ts, f.game_id, f.guid, a, state, f.levels_completed, f.full_reset, f.empty, x, y))
-        linenos.append(f.lineno)
-    return out, linenos
+        yield f, Observation(f.ts, f.game_id, f.guid, a, state, f.levels_completed, f.full_reset, f.empty, x, y)
 
 
 def _digest(line: FrameLine, digests: dict[bytes, str]) -> str:
@@ -273,22 +270,22 @@ def _import_once(
     steps, prep.run_dir = _steps_for(path, read, problems)
     if prep.run_dir is not None and prep.existing is None and read.frames:
         prep.usage = run_usage(prep.run_dir, read.frames, steps, read.frames[-1].ts, problems)
-    candidates: dict[int, list[int]] = {}
-    choices, undecided, unreproduced, method = _recover(
-        read, game_id, baselines, steps, problems, candidates, opts.progress
+    choices, undecided, unreproduced, method, candidates = _recover(
+        read, game_id, baselines, steps, problems, opts.progress
     )
     undecided = [ln for ln in undecided if ln > done]
     unreproduced = [ln for ln in unreproduced if ln > done]
     for ln in unreproduced[:MAX_LISTED]:
         msg = "no action reproduces this line (never reached the game): skipped"
         problems.append(Problem(str(path), ln, "unreproduced", msg))
-    obs, linenos = _observations(read.frames, choices, done)
-    if prep.existing is None and not obs:
+    first = next((o for _, o in _observations(read.frames, choices, done)), None)
+    if prep.existing is None and first is None:
         result.lines = 0
         return result, prep.size
-    held = held_elsewhere(index, obs, card_id)
+    held = held_elsewhere(index, (o for _, o in _observations(read.frames, choices, done)), card_id)
     if held is not None:
-        lines = [f.lineno for f in read.frames if f.lineno in choices and f.lineno > done and f.guid is not None]
+        pairs = list(_observations(read.frames, choices, done))
+        obs, lines = [o for _, o in pairs], [f.lineno for f, _ in pairs]
         compare_with_held(
             ledger,
             held,
@@ -308,53 +305,98 @@ def _import_once(
             "(--card-id names it)"
         )
         problems.append(Problem(str(path), None, "harness", msg))
-    open_ = [candidates.get(ln) for ln in linenos]
-    by_line = {f.lineno: f for f in read.frames}
-    digests: dict[bytes, str] = {}  # by the line's packed frame: equal frames, one digest (computed once)
-    noted = [_digest(by_line[ln], digests) for ln in linenos if candidates.get(ln)]
-    out, doc = _commit(ledger, card_id, prep, obs, baselines, method, undecided, unreproduced, open_, noted)
-    count_not_counted(out, result)
+    new = _observations(read.frames, choices, done)
+    made, doc = _commit(ledger, card_id, prep, first, new, baselines, method, undecided, unreproduced, candidates)
+    result.not_counted += made.ignored
     if read.final == {} and read.final_lineno is not None and read.final_lineno > done:
         msg = "the final scorecard line is empty ({}): the harness wrote no score to compare with"
         problems.append(Problem(str(path), read.final_lineno, "harness", msg))
     cross_check(read, doc, method, problems)
     result.status = "imported" if prep.existing is None else "updated"
-    result.events = len(out)
-    result.plays = sum(1 for e in out if type(e) is PlayStarted)
+    result.events, result.plays = made.events, made.plays
     result.lines = read.lines - done
-    result.inferred = len(obs)
+    result.inferred = made.lines
     result.undecided = len(undecided)
     result.unreproduced = len(unreproduced)
     result.resets_known = method == "resimulated"
     return result, prep.size
 
 
+@dataclass(slots=True)
+class _Made:
+    """What a card's append held: events, plays started, actions not counted, lines translated."""
+
+    events: int = 0
+    plays: int = 0
+    ignored: int = 0
+    lines: int = 0
+
+
 def _commit(
     ledger: Ledger,
     card_id: str,
     prep: _Prepared,
-    obs: list[Observation],
+    first: Observation | None,
+    lines: Iterator[tuple[FrameLine, Observation]],
     baselines: Baselines,
     method: str,
     undecided: list[int],
     unreproduced: list[int],
-    candidates: list[list[int] | None],
-    noted: list[str],
-) -> tuple[list[AnyEvent], Any]:
+    candidates: dict[int, list[int]],
+) -> tuple[_Made, Any]:
     """The card's new events, in one append: the lines' events, what was skipped and inferred, the progress, the
-    close. Returns them and the document at close. ``candidates[i]``: the actions ``obs[i]`` could answer when
-    the recording does not decide it (its ActionTaken keeps them); ``noted``: their frames' digests, in order."""
-    read, path = prep.read, prep.read.path
+    close. They are made as they are inserted (a long recording's are never all held); returns what they held and
+    the document at close. ``candidates``: line -> the actions its observation could answer when the recording
+    does not decide it (its ActionTaken keeps them, and its frame's digest is noted)."""
+    read = prep.read
     tags = [read.name.agent, *run_tags(prep.run_dir)]
-    out, card, version = _open_or_reopen(ledger, prep.existing, card_id, tags, obs, read, baselines)
+    head, card, version = _open_or_reopen(ledger, prep.existing, card_id, tags, first, read, baselines)
     bmap = ledger.card_baselines(card)
-    last = card.last_ts or read.frames[-1].ts
-    for o, cands in zip(obs, candidates, strict=True):
-        evs = translate(card, o)
-        if cands:
-            evs = [msgspec.structs.replace(e, candidates=cands) if type(e) is ActionTaken else e for e in evs]
-        out.extend(evs)
-        last = max(last, o.ts)
+    made = _Made()
+    closed: list[Any] = []
+
+    def events() -> Iterator[AnyEvent]:
+        made.events += len(head)
+        made.plays += sum(type(e) is PlayStarted for e in head)
+        yield from head
+        last = card.last_ts or read.frames[-1].ts
+        digests: dict[bytes, str] = {}  # by the line's packed frame: equal frames, one digest (computed once)
+        noted: list[str] = []
+        for f, o in lines:
+            evs = translate(card, o)
+            cands = candidates.get(f.lineno)
+            if cands:
+                evs = [msgspec.structs.replace(e, candidates=cands) if type(e) is ActionTaken else e for e in evs]
+                noted.append(_digest(f, digests))
+            made.lines += 1
+            made.events += len(evs)
+            for e in evs:
+                made.plays += type(e) is PlayStarted
+                made.ignored += type(e) is ActionIgnored
+            yield from evs
+            last = max(last, o.ts)
+        tail: list[AnyEvent] = []
+        closed.append(close_import(card, bmap, *_tail(prep, last, method, undecided, unreproduced, noted, made), tail))
+        made.events += len(tail)
+        yield from tail
+
+    # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
+    ledger.append_card(card_id, events(), version, state=card, whole=False)
+    return made, closed[0]
+
+
+def _tail(
+    prep: _Prepared,
+    last: datetime,
+    method: str,
+    undecided: list[int],
+    unreproduced: list[int],
+    noted: list[str],
+    made: _Made,
+) -> tuple[datetime, list[AnyEvent]]:
+    """When the import ends and what it says of its file: usage, lines skipped, frames noted, actions inferred, how
+    far it was read."""
+    read, path = prep.read, prep.read.path
     new_skips = skipped_lines(read, unreproduced, prep.done)
     tail_ts = max(last, read.frames[-1].ts) if read.frames else last
     extra: list[AnyEvent] = []
@@ -370,7 +412,7 @@ def _commit(
             ts=tail_ts,
             file=path.name,
             method=method,  # type: ignore[arg-type]
-            inferred=len(obs),
+            inferred=made.lines,
             undecided=undecided,
             resets_known=resets_known,
         )
@@ -387,10 +429,7 @@ def _commit(
             prefix_sha256=read.prefix_sha256,
         )
     )
-    doc = close_import(card, bmap, tail_ts, extra, out)
-    # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
-    ledger.append_card(card_id, out, version, state=card, whole=False)
-    return out, doc
+    return tail_ts, extra
 
 
 def _open_or_reopen(
@@ -398,24 +437,24 @@ def _open_or_reopen(
     existing: Existing | None,
     card_id: str,
     tags: list[str],
-    obs: list[Observation],
+    first: Observation | None,
     read: HarnessRead,
     baselines: Baselines,
 ) -> tuple[list[AnyEvent], Any, int]:
     out: list[AnyEvent] = []
     if existing is None:
-        first = obs[0].ts
+        assert first is not None  # a new card is made only of lines that have observations
         set_id, _ = baselines.for_new_card()
         card = new_card(card_id)
-        opened = baselines.opened(first, card_id, set_id, tags)
+        opened = baselines.opened(first.ts, card_id, set_id, tags)
         # Arcade.make's RESET: its answer is not recorded, its play is on the toolkit's card.
-        make = Observation(first, obs[0].game_id, obs[0].guid, 0, "NOT_FINISHED", 0, True, False)
+        make = Observation(first.ts, first.game_id, first.guid, 0, "NOT_FINISHED", 0, True, False)
         for e in (opened, *translate_first(card, opened, make)):
             out.append(e)
         return out, card, 0
     card = existing.card
     if card.closed:
-        reopened = CardReopened(ts=obs[0].ts if obs else card.last_ts or datetime.now(UTC))
+        reopened = CardReopened(ts=first.ts if first is not None else card.last_ts or datetime.now(UTC))
         apply(card, reopened)
         out.append(reopened)
     return out, card, card.events - len(out)

@@ -10,6 +10,7 @@ This module imports no database driver and no SQLAlchemy: a read command on a SQ
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import re
 import threading
@@ -107,7 +108,7 @@ class LogStore(Protocol):
         that is behind, the in-memory overlay to read them from."""
 
     def append(
-        self, stream: str, new_events: Sequence[Event], expected_version: int | None = None, *, whole: bool = True
+        self, stream: str, new_events: Iterable[Event], expected_version: int | None = None, *, whole: bool = True
     ) -> list[StoredEvent]:
         """Append events to ``stream`` in one transaction, committed when this returns (all of them as stored, or
         with ``whole`` False the last one only)."""
@@ -407,7 +408,7 @@ class StoreBase:
         raise NotImplementedError
 
     def append(
-        self, stream: str, new_events: Sequence[Event], expected_version: int | None = None, *, whole: bool = True
+        self, stream: str, new_events: Iterable[Event], expected_version: int | None = None, *, whole: bool = True
     ) -> list[StoredEvent]:
         """Append events to ``stream`` in one transaction, committed when this returns.
 
@@ -415,8 +416,15 @@ class StoreBase:
         writer got there first, :class:`VersionConflict` is raised and nothing is written. ``None`` appends
         after whatever the stream holds. With ``whole`` False only the last event is returned as stored, and a
         backend that can encodes, chains and inserts the events :data:`APPEND_CHUNK` at a time in that one
-        transaction (an imported card of tens of thousands of events is never held as rows at once).
+        transaction (an imported card of tens of thousands of events is never held as rows at once). Events that are
+        not a sequence (made as they are inserted: an import's) are inserted that way too, ``whole`` or not.
         """
+        if not isinstance(new_events, Sequence):
+            events = iter(new_events)
+            first = next(events, None)
+            if first is None:
+                return []
+            return [self._append_chunked(stream, itertools.chain([first], events), expected_version)]
         if not new_events:
             return []
         if not whole and len(new_events) > APPEND_CHUNK:
@@ -424,8 +432,9 @@ class StoreBase:
         stored = self._append_rows(stream, encode_events(new_events), expected_version)
         return stored if whole else stored[-1:]
 
-    def _append_chunked(self, stream: str, new_events: Sequence[Event], expected_version: int | None) -> StoredEvent:
-        return self._append_rows(stream, encode_events(new_events), expected_version)[-1]
+    def _append_chunked(self, stream: str, new_events: Iterable[Event], expected_version: int | None) -> StoredEvent:
+        events = new_events if isinstance(new_events, Sequence) else list(new_events)
+        return self._append_rows(stream, encode_events(events), expected_version)[-1]
 
     def append_encoded(
         self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None = None

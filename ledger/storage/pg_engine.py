@@ -8,7 +8,8 @@ import functools
 import logging
 import re
 import select
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from itertools import batched
 from typing import Any
 from urllib.parse import parse_qsl, quote, quote_plus, unquote
 
@@ -98,15 +99,15 @@ def insert_rows(
 
 
 def insert_chunked(
-    pg: Any, stream: str, events: Sequence[Event], head: tuple[int, str], lock: tuple[str, Any] | None
+    pg: Any, stream: str, events: Iterable[Event], head: tuple[int, str], lock: tuple[str, Any] | None
 ) -> StoredEvent:
     """Encode, chain and insert ``events`` after ``head``, :data:`APPEND_CHUNK` at a time, in the writer's
     transaction (``lock`` as for :func:`insert_rows`), and commit: a card's rows are never all held at once (an
     imported card of tens of thousands of events). The last one as stored."""
     if lock is not None:
         pg.execute(*lock)
-    for i in range(0, len(events), APPEND_CHUNK):
-        new = chain_rows(stream, encode_events(events[i : i + APPEND_CHUNK]), *head)
+    for chunk in batched(events, APPEND_CHUNK):
+        new = chain_rows(stream, encode_events(chunk), *head)
         seq_of = insert_rows(pg, new, None, commit=False)
         head = (new[-1].version, new[-1].hash)
     pg.commit()

@@ -12,7 +12,7 @@ skips a late commit. A read-only store runs every transaction READ ONLY and refu
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -203,13 +203,13 @@ class PostgresStore(PostgresSummary, StoreBase):
         with self._writer.locked():
             return self._append_locked(stream, rows, expected_version, head)
 
-    def _append_chunked(self, stream: str, new_events: Sequence[Any], expected_version: int | None) -> StoredEvent:
+    def _append_chunked(self, stream: str, new_events: Iterable[Any], expected_version: int | None) -> StoredEvent:
         head = self._heads.known(stream, expected_version)
         with self._writer.locked():
             return self._append_locked(stream, (), expected_version, head, new_events)[-1]
 
     def _append_locked(
-        self, stream: str, rows: Sequence[Any], expected_version: int | None, head: Any, events: Sequence[Any] = ()
+        self, stream: str, rows: Sequence[Any], expected_version: int | None, head: Any, events: Iterable[Any] = ()
     ) -> list[StoredEvent]:
         sent: list[StoredEvent] | None = None
         for attempt in (1, 2):
@@ -233,7 +233,7 @@ class PostgresStore(PostgresSummary, StoreBase):
                     if expected_version is not None and head[0] != expected_version:
                         raise VersionConflict(stream, expected_version)
                 lock = None if locked else (lock_statement(self.durability, "%s", "%s"), self._lock_args())
-                if events:  # a chunk at a time (see insert_chunked): only the last row is kept
+                if events != ():  # a chunk at a time (see insert_chunked): only the last row is kept
                     new = [insert_chunked(pg, stream, events, head, lock)]
                     self._follower.committed()
                     return self._appended(stream, new, [new[0].seq])
@@ -250,9 +250,10 @@ class PostgresStore(PostgresSummary, StoreBase):
                 self._heads.forget(stream)
                 raise VersionConflict(stream, expected_version) from e
             except psycopg.Error as e:
-                if self._failed(pg) and attempt == 1:
-                    # The server closed the connection (restart, idle timeout, terminated backend): once more
-                    # on a new one; whether the lost attempt committed is read from the head, under the lock.
+                if self._failed(pg) and attempt == 1 and isinstance(events, Sequence):
+                    # The server closed the connection (restart, idle timeout, terminated backend): once more on a
+                    # new one; whether the lost attempt committed is read from the head, under the lock. (Events
+                    # made as they are inserted are not sent again: the import that makes them starts again.)
                     head = None
                     continue
                 self._heads.forget(stream)
@@ -264,8 +265,7 @@ class PostgresStore(PostgresSummary, StoreBase):
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def _failed(self, pg: Any) -> bool:
-        """Roll back the writer's failed transaction; True if the connection itself was lost (then it is replaced
-        before the next use)."""
+        """Roll back the writer's failed transaction; True if the connection was lost (it is replaced before reuse)."""
         lost = bool(pg.broken or pg.closed)
         rollback_quietly(pg)
         if lost:

@@ -222,7 +222,7 @@ class SQLiteStore(SQLiteSummary, StoreBase):
             stream, expected_version, lambda dbapi, head: sq.insert_batch(dbapi, chain_rows(stream, rows, *head))
         )
 
-    def _append_chunked(self, stream: str, new_events: Sequence[Event], expected_version: int | None) -> StoredEvent:
+    def _append_chunked(self, stream: str, new_events: Iterable[Event], expected_version: int | None) -> StoredEvent:
         return self._write(
             stream, expected_version, lambda dbapi, head: sq.insert_chunked(dbapi, stream, new_events, head)
         )[0]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable
+from itertools import batched
 from typing import Any
 
 from msgspec.structs import astuple, force_setattr
@@ -63,12 +64,12 @@ def insert_batch(dbapi: sqlite3.Connection, new: list[StoredEvent]) -> list[Stor
 
 
 def insert_chunked(
-    dbapi: sqlite3.Connection, stream: str, events: Sequence[Event], head: tuple[int, str]
+    dbapi: sqlite3.Connection, stream: str, events: Iterable[Event], head: tuple[int, str]
 ) -> list[StoredEvent]:
-    """Encode, chain and insert ``events`` after ``head``, :data:`APPEND_CHUNK` at a time, inside the caller's write
-    transaction (a card's rows are never all held at once); the last one as stored."""
-    for i in range(0, len(events), APPEND_CHUNK):
-        last = insert_batch(dbapi, chain_rows(stream, encode_events(events[i : i + APPEND_CHUNK]), *head))[-1]
+    """Encode, chain and insert ``events`` (at least one) after ``head``, :data:`APPEND_CHUNK` at a time, inside the
+    caller's write transaction (a card's rows are never all held at once); the last one as stored."""
+    for chunk in batched(events, APPEND_CHUNK):
+        last = insert_batch(dbapi, chain_rows(stream, encode_events(chunk), *head))[-1]
         head = (last.version, last.hash)
     return [last]
 

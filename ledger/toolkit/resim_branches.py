@@ -16,6 +16,7 @@ What the record holds per input, and so what an answer must show to agree with i
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -74,7 +75,7 @@ def choices_for(ev: Any, t: type) -> tuple[list[Choice], bool]:
     if t is PlayStarted or t is LevelReset:
         return [Choice(0)], False
     if t is ActionTaken and ev.candidates:
-        return [Choice(a, ev.x, ev.y) if a == 6 else Choice(a) for a in ev.candidates], len(ev.candidates) > 1
+        return _open_choices(tuple(ev.candidates), ev.x, ev.y), len(ev.candidates) > 1
     if ev.action == 6 and t is ActionTaken:
         return [Choice(6, ev.x, ev.y)], False
     return [Choice(ev.action)], False
@@ -98,6 +99,13 @@ def copy_before(events: Sequence[Numbered], i: int, guid: str, frames: dict[int,
     same = type(ea) is ActionTaken and bool(ea.candidates) and digest is not None and digest == frames.get(b.version)
     same = same and getattr(eb, "state", None) == ea.state
     return a.version if same and getattr(eb, "levels_completed", None) == ea.levels_completed else None
+
+
+@functools.lru_cache(maxsize=256)
+def _open_choices(candidates: tuple[int, ...], x: int | None, y: int | None) -> list[Choice]:
+    """The choices of an open action, one list for each distinct one: the choice taken is kept for every open
+    action of a card (a long card's hold a few distinct ones between them). Not to be modified."""
+    return [Choice(a, x, y) if a == 6 else Choice(a) for a in candidates]
 
 
 @dataclass(slots=True)

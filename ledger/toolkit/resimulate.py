@@ -383,8 +383,8 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
             result.error = f"the state of guid {guid[:8]} could not be copied at the end of the record ({e})"
             return
         result.decided += sum(1 for v in inst.decided if v not in inst.still_open)
-        result.choices.update((v, (c.action, c.x, c.y)) for v, c in inst.decided.items())
-        result.choices.update((v, (c.action, c.x, c.y)) for v, c in inst.taken.items())
+        result.choices.update(inst.decided)  # a Choice is an (action, x, y), held once by the search
+        result.choices.update(inst.taken)
         result.reproduced += len(inst.taken)
         result.still_open += len(inst.still_open)
 

@@ -848,3 +848,48 @@ def test_a_game_state_no_copy_can_hold_falls_back_to_the_frames_and_its_audit_sa
         resim = next(c for c in audit_card(led, card, environments=mine).checks if c.name == "resimulation")
     assert resim.status == "UNKNOWN" and "could not be copied" in resim.message, resim
     assert run.agents[0].game_id == "gens-01"
+
+
+def test_the_frame_lines_held_as_columns_give_back_each_line_as_recorded(tmp_path: Path) -> None:
+    """A recording's frame lines are held as columns (FrameLines): each line read back has its own time to the
+    microsecond with its own offset, guid (or none), state, levels, win_levels (or none), full_reset, actions and
+    frame; equal values are one object."""
+    from datetime import datetime
+
+    from ledger.toolkit.harness import parse_name, read_harness
+
+    stamps = ["2026-01-02T03:04:05.123456+00:00", "2026-01-02T05:04:05.5+02:00", "1969-12-31T23:59:59.999999Z"]
+    lines = []
+    for i in range(9):
+        data: dict[str, Any] = {
+            "game_id": "lsx3-0000003c",
+            "frame": [[[i % 3, 1], [2, 3]]],
+            "state": ["NOT_FINISHED", "GAME_OVER", "WIN"][i % 3],
+            "levels_completed": i,
+            "action_input": {"id": 0},
+            "guid": None if i == 4 else "g-1",
+            "full_reset": i % 2 == 0,
+            "available_actions": [1, 2] if i % 2 else [6],
+        }
+        if i != 5:
+            data["win_levels"] = 9 + i
+        lines.append({"timestamp": stamps[i % 3], "data": data})
+    path = tmp_path / "lsx3-0000003c.agent.0d9c2d53-8e1b-4c5e-9d43-5d0e6a2b1a11.recording.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    read = read_harness(path, parse_name(path.name))  # type: ignore[arg-type]
+    assert len(read.frames) == 9
+    for i, (f, x) in enumerate(zip(read.frames, lines, strict=True)):
+        ts = datetime.fromisoformat(x["timestamp"])
+        d = x["data"]
+        assert (f.lineno, f.ts, f.ts.isoformat(), f.ts.utcoffset()) == (i + 1, ts, ts.isoformat(), ts.utcoffset())
+        assert (f.guid, f.state, f.levels_completed, f.win_levels, f.full_reset) == (
+            d["guid"],
+            d["state"],
+            d["levels_completed"],
+            d.get("win_levels"),
+            d["full_reset"],
+        )
+        assert f.available_actions == tuple(d["available_actions"])
+        assert msgspec.json.decode(f.frame) == d["frame"]
+    assert read.frames[-1] == read.frames[8] and read.frames[-9] == read.frames[0]
+    assert read.frames[0].packed is read.frames[3].packed and read.frames[1].game_id is read.frames[7].game_id

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger.toolkit.harness import FrameLine, parse_name, read_harness
+from ledger.toolkit.frame_lines import FrameLine
+from ledger.toolkit.harness import parse_name, read_harness
 from ledger.toolkit.harness_search import Recovery, recover
 from ledger.toolkit.resimulate import scan_games
 from tests.harness_recorder import Recorder, convert, environments

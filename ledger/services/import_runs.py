@@ -4,12 +4,13 @@ cost kept with the card (``RunUsage``, split by the level being played), and wha
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from ledger.core.events import LevelUsage, RunUsage, card_stream, decode
-from ledger.toolkit.harness import FrameLine
+from ledger.toolkit.frame_lines import FrameLine
 from ledger.toolkit.import_problems import Problem
 from ledger.toolkit.run_folders import Step, read_run_folder, read_run_meta, step_usages
 
@@ -28,7 +29,7 @@ def run_tags(folder: Path | None) -> list[str]:
 
 
 def run_usage(
-    folder: Path, frames: list[FrameLine], matched: dict[int, Step], ts: datetime, problems: list[Problem]
+    folder: Path, frames: Sequence[FrameLine], matched: dict[int, Step], ts: datetime, problems: list[Problem]
 ) -> RunUsage | None:
     """The run's usage event (None without a readable run_meta.json); notes what was not used into ``problems``."""
     meta = read_run_meta(folder)

@@ -14,7 +14,7 @@ the import offset add events. A file rewritten anywhere before that offset is re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,9 +52,9 @@ from ledger.services.import_cards import (  # the card bookkeeping both importer
 )
 from ledger.services.import_compare import compare_with_held, held_elsewhere
 from ledger.services.import_runs import run_tags, run_usage
+from ledger.toolkit.frame_lines import FrameLine
 from ledger.toolkit.game_states import frame_digest
 from ledger.toolkit.harness import (
-    FrameLine,
     HarnessRead,
     parse_name,
     prefix_hash,
@@ -102,7 +102,7 @@ def _recover(
     steps: dict[int, Step],
     problems: list[Problem],
     progress: Callable[[int], None] | None = None,
-) -> tuple[dict[int, tuple[int, int | None, int | None]], list[int], list[int], str, dict[int, list[int]]]:
+) -> tuple[Mapping[int, tuple[int, int | None, int | None]], list[int], list[int], str, Mapping[int, list[int]]]:
     """lineno -> (action, x, y), undecided lines, unreproduced lines, method, and the lines whose action the frames
     leave open (lineno -> candidate actions). ``progress`` is called with 0 once a line searched: the import's safe
     point (a Ctrl-C stops the search there, nothing of the card written)."""
@@ -122,23 +122,14 @@ def _recover(
                         f"too many hypotheses from this line on ({len(rec.cut)} lines): the first ones were kept",
                     )
                 )
-            return _held_once(rec.choices), rec.undecided, rec.unreproduced, "resimulated", {}
+            return rec.choices, rec.undecided, rec.unreproduced, "resimulated", {}
         problems.append(Problem(str(read.path), None, "harness", f"{rec.error}: actions read from the frames only"))
     cls = classify_from_frames(read.frames, game_id, steps)
-    return _held_once(cls.choices), cls.undecided, cls.unreproduced, "frames", cls.candidates
-
-
-def _held_once(choices: dict[int, Any]) -> dict[int, tuple[int, int | None, int | None]]:
-    """``choices`` with each distinct (action, x, y) held once: a recording's lines hold a few between them, and
-    every line's is held until the card is written."""
-    same: dict[Any, Any] = {}
-    for k, v in choices.items():  # in place: a copy would hold a second entry for every line
-        choices[k] = same.setdefault(c := tuple(v), c)
-    return choices
+    return cls.choices, cls.undecided, cls.unreproduced, "frames", cls.candidates
 
 
 def _observations(
-    frames: list[FrameLine], choices: dict[int, tuple[int, int | None, int | None]], after: int
+    frames: Sequence[FrameLine], choices: Mapping[int, tuple[int, int | None, int | None]], after: int
 ) -> Iterator[tuple[FrameLine, Observation]]:
     """The lines after ``after`` that have a choice, each with its observation, made as they are read: a long
     recording's are never all held."""
@@ -342,7 +333,7 @@ def _commit(
     method: str,
     undecided: list[int],
     unreproduced: list[int],
-    candidates: dict[int, list[int]],
+    candidates: Mapping[int, list[int]],
 ) -> tuple[_Made, Any]:
     """The card's new events, in one append: the lines' events, what was skipped and inferred, the progress, the
     close. They are made as they are inserted (a long recording's are never all held); returns what they held and

@@ -13,7 +13,7 @@ answers differently from the recording, ``diverged`` says at which step, and the
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -217,7 +217,7 @@ def _simulate(
     limit: int,
     with_reasoning: bool,
     seed: int | None,
-    choices: dict[int, tuple[int, int | None, int | None]],
+    choices: Mapping[int, tuple[int, int | None, int | None]],
 ) -> PlayFrames:
     from ledger.toolkit.game_files import LocalGame
 

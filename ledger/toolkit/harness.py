@@ -23,18 +23,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from ledger.toolkit.cut_lines import Cut, find_cut
-
-if TYPE_CHECKING:  # the run folders' reader names this module's FrameLine: a type only, no cycle at run time
-    pass
+from ledger.toolkit.frame_lines import FrameLine, FrameLines, pack
 
 RECORDING_SUFFIX = ".recording.jsonl"
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -66,54 +63,6 @@ def parse_name(name: str) -> HarnessName | None:
     return HarnessName(m["game"], m["agent"], m["uuid"].lower())
 
 
-def pack(frame: bytes) -> bytes:
-    """A frame's JSON as a :class:`FrameLine` holds it (level 1: the fastest, and a grid's runs compress well)."""
-    return zlib.compress(frame, 1)
-
-
-_EMPTY = pack(b"[]")
-
-
-@dataclass(frozen=True, slots=True)
-class FrameLine:
-    """One frame line of a harness recording (``lineno`` is 1-based)."""
-
-    lineno: int
-    ts: datetime
-    game_id: str
-    guid: str | None
-    state: str
-    levels_completed: int
-    win_levels: int | None
-    full_reset: bool
-    #: The frame's JSON, zlib-compressed: the frames are nearly all of a recording and every line of it is held
-    #: (a 64x64 grid is about 12 kB of JSON, a few hundred bytes compressed). Equal frames compress equally, and the
-    #: lines of one read share one copy of each (an agent's moves into a wall, its GAME_OVERs, repeat frames).
-    packed: bytes
-    available_actions: tuple[int, ...]
-
-    @property
-    def frame(self) -> bytes:
-        """The frame's JSON as recorded (animation grids of rows of colours)."""
-        return zlib.decompress(self.packed)
-
-    @property
-    def empty(self) -> bool:
-        """The toolkit's ``len(frame) == 0``: an action answered after GAME_OVER or WIN."""
-        return self.packed == _EMPTY
-
-    def grids(self) -> Any:
-        """The frame as a numpy array (animation frames x rows x columns)."""
-        import numpy as np
-
-        return np.asarray(msgspec.json.decode(self.frame), dtype=np.int16)
-
-    def last_grid_key(self) -> bytes:
-        """A key for the frame's last grid (the one a level starts from), formatting aside."""
-        grids = msgspec.json.decode(self.frame)
-        return msgspec.json.encode(grids[-1]) if grids else b""
-
-
 @dataclass(frozen=True, slots=True)
 class SkippedLine:
     """A line not imported: where, why, and a hash of its bytes (so a later edit of it can be told)."""
@@ -130,7 +79,7 @@ class HarnessRead:
 
     path: Path
     name: HarnessName
-    frames: list[FrameLine] = field(default_factory=list)
+    frames: FrameLines = field(default_factory=FrameLines)
     side_lines: int = 0
     blank_lines: int = 0
     skipped: list[SkippedLine] = field(default_factory=list)
@@ -154,9 +103,6 @@ class HarnessRead:
     cuts: list[tuple[int, str]] = field(default_factory=list)
     #: (time, tokens) of the side lines LLM agents write before each action (``{"tokens": N, ...}``).
     tokens: list[tuple[datetime, int]] = field(default_factory=list)
-    #: One object for each value lines repeat (game id, guid, state, available actions, packed frame): every line is
-    #: held.
-    shared: dict[Any, Any] = field(default_factory=dict)
 
 
 class _Action(msgspec.Struct):
@@ -351,18 +297,17 @@ def _frame_line(read: HarnessRead, lineno: int, ts: datetime, d: _Data, body: by
         return None
     if levels < 0 or (win is not None and levels > win):
         read.impossible.append((lineno, f"levels_completed {levels} outside 0..win_levels {win}"))
-    same = read.shared.setdefault
     return FrameLine(
         lineno=lineno,
         ts=ts,
-        game_id=same(d.game_id, d.game_id),
-        guid=same(d.guid, d.guid) if d.guid else None,
-        state=same(d.state, d.state),
+        game_id=d.game_id,
+        guid=d.guid or None,
+        state=d.state,
         levels_completed=levels,
         win_levels=win,
         full_reset=d.full_reset,
-        packed=same(packed := pack(frame), packed),
-        available_actions=same(actions := tuple(d.available_actions), actions),
+        packed=pack(frame),
+        available_actions=tuple(d.available_actions),
     )
 
 

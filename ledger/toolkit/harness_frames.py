@@ -3,11 +3,13 @@ pass of a harness import, before the game code (if given) decides what the frame
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ledger.toolkit.frame_lines import FrameLine, LineMap
+
 if TYPE_CHECKING:
-    from ledger.toolkit.harness import FrameLine
     from ledger.toolkit.run_folders import Step
 
 
@@ -18,16 +20,16 @@ _ENDS = ("GAME_OVER", "WIN")
 class FrameClassification:
     """What the frames alone say: each kept line's action, the lines that could also be a level RESET."""
 
-    choices: dict[int, tuple[int, int | None, int | None]] = field(default_factory=dict)
+    choices: LineMap[tuple[int, int | None, int | None]] = field(default_factory=LineMap)
     undecided: list[int] = field(default_factory=list)
     unreproduced: list[int] = field(default_factory=list)
     #: lineno -> the actions a game-action line could answer (0: a level RESET) when the frames leave it open;
     #: its choice is the first of them.
-    candidates: dict[int, list[int]] = field(default_factory=dict)
+    candidates: LineMap[list[int]] = field(default_factory=lambda: LineMap(key=tuple))
 
 
 def classify_from_frames(
-    frames: list[FrameLine], game_id: str, steps: dict[int, Step] | None = None
+    frames: Sequence[FrameLine], game_id: str, steps: dict[int, Step] | None = None
 ) -> FrameClassification:
     """The actions as far as the frames tell them (rules in docs/import.md).
 
@@ -42,8 +44,6 @@ def classify_from_frames(
     """
     out = FrameClassification()
     steps = steps or {}
-    # Equal candidate lists are held once: a recording's lines hold a few distinct ones between them.
-    cands_of: dict[tuple[int, ...], list[int]] = {}
     starts: dict[int, set[bytes]] = {}
     prev: FrameLine | None = None
     for line in frames:
@@ -89,7 +89,7 @@ def classify_from_frames(
                     first = sorted(set(offered or [1]))
                     cands = first + [a for a in range(1, 8) if a not in first] + ([0] if could_reset else [])
                     if len(cands) > 1:
-                        out.candidates[line.lineno] = cands_of.setdefault(tuple(cands), cands)
+                        out.candidates[line.lineno] = cands  # equal lists held once (LineMap)
             if prev is not None and line.levels_completed > prev.levels_completed:
                 starts.setdefault(line.levels_completed, set()).add(key)
         prev = line

@@ -30,12 +30,14 @@ action overwrites (the current action, the full-reset flag) is left out, and ``_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import heapq
+from array import array
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger.toolkit.frame_lines import FrameLine, LineMap
 from ledger.toolkit.game_states import Choice, Engine, StateNotCopied, keyed
-from ledger.toolkit.harness import FrameLine
 from ledger.toolkit.run_folders import Step
 from ledger.toolkit.search_budget import Room, SearchSpent, allowance, deadline, step_limit
 
@@ -48,7 +50,7 @@ class Recovery:
     """What re-simulation found for one recording."""
 
     #: lineno -> the action that line answers (lines not listed were skipped).
-    choices: dict[int, Choice] = field(default_factory=dict)
+    choices: LineMap[Choice] = field(default_factory=LineMap)
     #: Lines no action reproduces (skipped).
     unreproduced: list[int] = field(default_factory=list)
     #: Lines where a level RESET and a game action both stay consistent with every later line.
@@ -214,7 +216,7 @@ def recover(
     except Exception as e:  # a game whose code fails to load
         result.error = f"cannot start {info.game_id} from its code: {e}"
         return result
-    lines = list(frames)
+    lines = frames if isinstance(frames, Sequence) else list(frames)
     engine = Engine(game)
     engine.stop_at, engine.deadline = step_limit(len(lines)), deadline(len(lines))
     try:
@@ -232,7 +234,7 @@ def _search(
     result: Recovery,
     game: Any,
     engine: Engine,
-    frames: list[FrameLine],
+    frames: Sequence[FrameLine],
     game_id: str,
     steps: dict[int, Step] | None,
     lost: list[int],
@@ -257,8 +259,9 @@ def _search(
     root = _Node(snapshot, fp, None, 0, None)
     hyps = [root]
     steps = steps or {}
-    sequence: list[tuple[int, FrameLine | None]] = sorted(
-        [(f.lineno, f) for f in frames] + [(ln, None) for ln in lost], key=lambda t: t[0]
+    # Both in line order: merged as the search goes (a long recording's lines are never all made at once).
+    sequence: Iterable[tuple[int, FrameLine | None]] = heapq.merge(
+        ((f.lineno, f) for f in frames), ((ln, None) for ln in sorted(lost)), key=lambda t: t[0]
     )
     offered: tuple[int, ...] = ()
     prev: FrameLine | None = None
@@ -327,7 +330,7 @@ def _grid_key(grid: Any) -> bytes:
 def _first_path(
     engine: Engine,
     game: Any,
-    frames: list[FrameLine],
+    frames: Sequence[FrameLine],
     game_id: str,
     steps: dict[int, Step],
     tick: Callable[[], None] | None = None,
@@ -347,7 +350,6 @@ def _first_path(
     offered: tuple[int, ...] = ()
     levels = 0
     favoured = Favoured()
-    chosen: dict[Choice, Choice] = {}
     for line in frames:
         if tick is not None:
             tick()
@@ -387,7 +389,7 @@ def _first_path(
         if c.action == 0 or line.levels_completed != levels:
             starts.setdefault(line.levels_completed, set()).add(grid)
         levels = line.levels_completed
-        result.choices[line.lineno] = chosen.setdefault(c, c)  # one object per distinct choice: every line keeps one
+        result.choices[line.lineno] = c
         if c.action != 0:  # a RESET is what the game's end asks for, not what the agent favours
             favoured.took(c)
         assert r[1] is not None  # a kept answer
@@ -406,14 +408,18 @@ def _choose_best(hyps: list[_Node], result: Recovery) -> None:
         undecided |= _classify_diff(best, other)
     n: _Node | None = best
     skipped: list[int] = []
+    lines, chosen = array("q"), []  # from the last line back; set in line order
     while n is not None and n.parent is not None:
         if n.merged:
             undecided |= n.merged
         if n.choice is None:  # a copy of the line before that never reached the game
             skipped.append(n.lineno)
         elif n.lineno > 0:  # not a lost line
-            result.choices[n.lineno] = n.choice
+            lines.append(n.lineno)
+            chosen.append(n.choice)
         n = n.parent
+    for i in range(len(lines) - 1, -1, -1):
+        result.choices[lines[i]] = chosen[i]
     if skipped:
         result.unreproduced = sorted([*result.unreproduced, *skipped])
     result.undecided = sorted(ln for ln in undecided if ln in result.choices)

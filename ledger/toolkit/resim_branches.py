@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import functools
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.core.events import ActionIgnored, ActionTaken, LevelReset, Numbered, PlayStarted
+from ledger.core.events import ActionIgnored, ActionTaken, FramesNoted, LevelReset, Numbered, PlayStarted
 from ledger.toolkit.clicks import beyond, by_object, display
+from ledger.toolkit.frame_lines import LineMap
 from ledger.toolkit.game_states import Choice, Engine, answer_signature
 from ledger.toolkit.harness_search import Favoured, _Node
 from ledger.toolkit.search_budget import Room, SearchSpent
@@ -81,7 +82,23 @@ def choices_for(ev: Any, t: type) -> tuple[list[Choice], bool]:
     return [Choice(ev.action)], False
 
 
-def copy_before(events: Sequence[Numbered], i: int, guid: str, frames: dict[int, str]) -> int | None:
+def noted_frames(events: Sequence[Numbered]) -> LineMap[str]:
+    """version -> the frame digest an import noted for that undecided action (``FramesNoted``, in stream order):
+    every action of a card imported from the frames alone may be undecided."""
+    out: LineMap[str] = LineMap()
+    waiting: list[int] = []
+    for n in events:
+        e: Any = n.event
+        if type(e) is ActionTaken and e.candidates:
+            waiting.append(n.version)
+        elif type(e) is FramesNoted:
+            for version, digest in zip(waiting, e.digests, strict=False):
+                out[version] = digest
+            waiting = []
+    return out
+
+
+def copy_before(events: Sequence[Numbered], i: int, guid: str, frames: Mapping[int, str]) -> int | None:
     """The version of the guid's input before ``events[i]`` when it repeats the input before it (an open action
     with the same noted frame, state and levels_completed), else None."""
     last: list[Numbered] = []
@@ -119,7 +136,7 @@ class Instance:
     #: Some states had to be dropped (MAX_STATES): a later mismatch may be a dropped state's.
     cut: bool = False
     #: version -> the choice the surviving states agree on, for open inputs.
-    decided: dict[int, Choice] = field(default_factory=dict)
+    decided: LineMap[Choice] = field(default_factory=LineMap)
     #: Versions of open inputs where states with different choices both still agree with the record.
     still_open: set[int] = field(default_factory=set)
     _open_versions: set[int] = field(default_factory=set)
@@ -131,7 +148,7 @@ class Instance:
     #: Open inputs take the first candidate that agrees with the record, the others not tried (see :meth:`_first`).
     first: bool = False
     #: version -> the choice taken for an open input, where ``first`` (not decided: others may fit too).
-    taken: dict[int, Choice] = field(default_factory=dict)
+    taken: LineMap[Choice] = field(default_factory=LineMap)
     _favoured: Favoured = field(default_factory=Favoured)
     #: Where the path's last clicks landed (display coordinates), the latest last.
     _recent: list[tuple[int, int]] = field(default_factory=list)
@@ -228,8 +245,8 @@ class Instance:
         engine = self.engine
         assert engine is not None
         window = [x for x in self._log if x[0] >= mark[0]]
-        for x in window:
-            self.taken.pop(x[1], None)
+        if window:  # the choices taken since the mark are searched again (every later one is among them)
+            self.taken.drop_from(window[0][1])
         self.nodes = [_Node(mark[2], mark[1], None, 0, None)]
         self._frozen = None
         self._open_versions = set()
@@ -372,10 +389,13 @@ class Instance:
         n: _Node | None = self.nodes[0]
         # On the one path, states were searched from a mark only: the choices on its path are taken, not decided.
         into = self.taken if self.first else self.decided
+        found: list[tuple[int, Choice]] = []
         while n is not None and n.parent is not None:
             if n.lineno in self._open_versions and n.choice is not None:
-                into[n.lineno] = n.choice
+                found.append((n.lineno, n.choice))
             n = n.parent
+        for version, c in reversed(found):  # the path's own, all after those noted before it
+            into[version] = c
         node = self.nodes[0]
         if self.first:  # back on one path, which merges no states
             self.engine.canonical = False

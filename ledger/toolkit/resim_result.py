@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +50,8 @@ class ResimResult:
     #: guid -> the seed that reproduced a play whose seed was not recorded (the default seed's plays not listed).
     seeds_found: dict[str, int] = field(default_factory=dict)
     #: version -> (action, x, y) the game took for an undecided action (the first that fits where several do).
-    choices: dict[int, tuple[int, int | None, int | None]] = field(default_factory=dict)
+    #: The instances' own maps, not a copy: a long card's open actions are many.
+    choices: Mapping[int, tuple[int, int | None, int | None]] = field(default_factory=dict)
     #: Whether every candidate of the open inputs was tried (``decided`` and ``still_open`` then count), or the
     #: first path the game agreed on was taken (``reproduced`` counts the open inputs it took an action for).
     searched: bool = True

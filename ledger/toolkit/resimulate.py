@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import Counter
+from collections import ChainMap, Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +25,6 @@ from ledger.core.events import (
     ActionIgnored,
     ActionTaken,
     AnyEvent,
-    FramesNoted,
     GameOver,
     LevelCompleted,
     LevelReset,
@@ -47,6 +46,7 @@ from ledger.toolkit.resim_branches import (
     agrees,
     choices_for,
     copy_before,
+    noted_frames,
 )
 from ledger.toolkit.resim_result import Divergence, ResimResult
 from ledger.toolkit.search_budget import STATE_BYTES, SearchSpent, allowance, deadline, step_limit
@@ -272,20 +272,6 @@ def _seeded(
     return result
 
 
-def noted_frames(events: Sequence[Numbered]) -> dict[int, str]:
-    """version -> the frame digest an import noted for that undecided action (``FramesNoted``, in stream order)."""
-    out: dict[int, str] = {}
-    waiting: list[int] = []
-    for n in events:
-        e: Any = n.event
-        if type(e) is ActionTaken and e.candidates:
-            waiting.append(n.version)
-        elif type(e) is FramesNoted:
-            out.update(zip(waiting, e.digests, strict=False))
-            waiting = []
-    return out
-
-
 def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> None:
     card = new_card("resimulation")
     frames = noted_frames(events)
@@ -376,6 +362,7 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
                 )
             return
         i = j
+    maps: list[Any] = []  # of version -> Choice
     for guid, inst in games.by_guid.items():
         try:
             inst.finish()
@@ -383,8 +370,8 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
             result.error = f"the state of guid {guid[:8]} could not be copied at the end of the record ({e})"
             return
         result.decided += sum(1 for v in inst.decided if v not in inst.still_open)
-        result.choices.update(inst.decided)  # a Choice is an (action, x, y), held once by the search
-        result.choices.update(inst.taken)
+        maps += [inst.taken, inst.decided]  # a version taken on the path is the one its play went on with
+        result.choices = ChainMap(*maps)  # a Choice is an (action, x, y); each guid's versions are its own
         result.reproduced += len(inst.taken)
         result.still_open += len(inst.still_open)
 

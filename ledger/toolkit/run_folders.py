@@ -9,12 +9,14 @@ what it did not use.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ledger.toolkit.harness import ACTION_NAMES, FrameLine
+from ledger.toolkit.frame_lines import FrameLine
+from ledger.toolkit.harness import ACTION_NAMES
 
 _INPUT = ("input_tokens", "prompt_tokens")
 _OUTPUT = ("output_tokens", "completion_tokens")
@@ -188,7 +190,7 @@ def read_run_folder(folder: Path) -> list[Step]:
     return steps
 
 
-def match_steps(frames: list[FrameLine], steps: list[Step]) -> dict[int, Step]:
+def match_steps(frames: Sequence[FrameLine], steps: list[Step]) -> dict[int, Step]:
     """lineno -> the step whose action that frame line answers.
 
     A step is written just before its action is sent, so it answers the first frame line at or after its timestamp

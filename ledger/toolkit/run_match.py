@@ -13,11 +13,13 @@ just before its frame line. Exactly one folder passing all of these is used; a f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from ledger.toolkit.harness import RUN_DIR, FrameLine, HarnessName
+from ledger.toolkit.frame_lines import FrameLine
+from ledger.toolkit.harness import RUN_DIR, HarnessName
 from ledger.toolkit.run_folders import Step, match_steps, read_run_folder, read_run_meta, step_usages
 
 
@@ -37,7 +39,7 @@ def _span(times: list[datetime]) -> str:
 
 
 def _judge(
-    d: Path, name: HarnessName, frames: list[FrameLine], tokens: list[tuple[datetime, int]]
+    d: Path, name: HarnessName, frames: Sequence[FrameLine], tokens: list[tuple[datetime, int]]
 ) -> tuple[dict[int, Step], str | None, bool]:
     """(matched steps, why the folder is not this recording's run or None, whether the token counts were compared)."""
     m = RUN_DIR.match(d.name)
@@ -84,7 +86,7 @@ def _judge(
 
 
 def match_run_folder(
-    folder: Path, name: HarnessName, frames: list[FrameLine], tokens: list[tuple[datetime, int]]
+    folder: Path, name: HarnessName, frames: Sequence[FrameLine], tokens: list[tuple[datetime, int]]
 ) -> RunMatch:
     """The run folder under ``folder`` that is the recording's run (see the module's rules), and those that are not."""
     out = RunMatch()
@@ -114,7 +116,7 @@ def match_run_folder(
     return out
 
 
-def _overlaps(d: Path, frames: list[FrameLine]) -> bool:
+def _overlaps(d: Path, frames: Sequence[FrameLine]) -> bool:
     """Whether the folder's steps fall in the recording's time (a folder of another time is another run)."""
     steps = read_run_folder(d)
     if not steps or not frames:

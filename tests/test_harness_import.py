@@ -893,3 +893,23 @@ def test_the_frame_lines_held_as_columns_give_back_each_line_as_recorded(tmp_pat
         assert msgspec.json.decode(f.frame) == d["frame"]
     assert read.frames[-1] == read.frames[8] and read.frames[-9] == read.frames[0]
     assert read.frames[0].packed is read.frames[3].packed and read.frames[1].game_id is read.frames[7].game_id
+
+
+def test_a_line_map_holds_each_lines_value_in_line_order() -> None:
+    """LineMap (what an import or an audit finds per line): a mapping of the lines set, in line order, each distinct
+    value once; the last line may be set again, an earlier one may not (the caller's order is wrong)."""
+    from ledger.toolkit.frame_lines import LineMap
+
+    m: LineMap[list[int]] = LineMap(key=tuple)
+    for line, value in ((3, [1, 2]), (7, [1, 2]), (9, [0]), (9, [5]), (12, [0])):
+        m[line] = value
+    assert dict(m) == {3: [1, 2], 7: [1, 2], 9: [5], 12: [0]} and len(m) == 4 and list(m) == [3, 7, 9, 12]
+    assert m[3] is m[7] and m.get(8) is None and m.get(8, "x") == "x" and 12 in m and 4 not in m
+    with pytest.raises(KeyError):
+        m[1]
+    with pytest.raises(ValueError):
+        m[8] = [1]
+    m.drop_from(8)
+    assert dict(m) == {3: [1, 2], 7: [1, 2]}
+    m[8] = [1]
+    assert list(m.items()) == [(3, [1, 2]), (7, [1, 2]), (8, [1])]

@@ -126,8 +126,37 @@ class FrameLines(Sequence[FrameLine]):
         )
 
     def __iter__(self) -> Iterator[FrameLine]:
-        for i in range(len(self)):
-            yield self[i]
+        # The columns side by side: a search walks every line, several times.
+        ints, refs, v = self._ints, self._refs, self._values
+        columns = zip(
+            ints["lineno"],
+            ints["us"],
+            refs["tz"],
+            refs["game_id"],
+            refs["guid"],
+            refs["state"],
+            ints["levels"],
+            ints["win"],
+            self._full,
+            refs["packed"],
+            refs["actions"],
+            strict=True,
+        )
+        for lineno, us, tz, game_id, guid, state, levels, win, full, packed, actions in columns:
+            ts = _EPOCH + timedelta(microseconds=us)
+            zone = v[tz]
+            yield FrameLine(
+                lineno,
+                ts if zone is UTC else ts.astimezone(zone),
+                v[game_id],
+                v[guid],
+                v[state],
+                levels,
+                None if win == _NONE else win,
+                bool(full),
+                v[packed],
+                v[actions],
+            )
 
 
 class LineMap[V](Mapping[int, V]):

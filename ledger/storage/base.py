@@ -307,6 +307,20 @@ class CopyBatch(msgspec.Struct, frozen=True):
     encoded: bytes | None = None
 
 
+def stream_query(
+    mark: str, columns: str, stream: str, after_version: int, until_seq: int | None, page: tuple[int, int] | None
+) -> tuple[str, tuple[Any, ...]]:
+    """The query (and its arguments) of a stream's events in version order, after a version and up to a global seq
+    (``page``: (offset, count) of them), with the driver's placeholder ``mark``; its WHERE clause alone when
+    ``columns`` is empty."""
+    where = f"WHERE stream = {mark} AND version > {mark}" + (f" AND seq <= {mark}" if until_seq is not None else "")
+    args: tuple[Any, ...] = (stream, after_version) if until_seq is None else (stream, after_version, until_seq)
+    if not columns:
+        return where, args
+    q = f"SELECT {columns} FROM events {where} ORDER BY version"
+    return (f"{q} LIMIT {mark} OFFSET {mark}", (*args, page[1], page[0])) if page is not None else (q, args)
+
+
 def copy_batch_of(rows: Sequence[StoredEvent] | CopyBatch) -> CopyBatch:
     """``rows`` as a :class:`CopyBatch` (each row's hash recomputed here unless it is one already)."""
     if isinstance(rows, CopyBatch):

@@ -18,7 +18,15 @@ import psycopg
 
 from ledger.core.events import Event
 from ledger.errors import InputError, StoreError
-from ledger.storage.base import APPEND_CHUNK, Durability, StoredEvent, chain_rows, encode_events, hide_password
+from ledger.storage.base import (
+    APPEND_CHUNK,
+    Durability,
+    StoredEvent,
+    chain_rows,
+    encode_events,
+    hide_password,
+    stream_query,
+)
 from ledger.storage.connections import READERS
 
 #: The columns of a :class:`StoredEvent`, in its fields' order.
@@ -121,18 +129,14 @@ def like_prefix(prefix: str) -> str:
 
 def stream_where(stream: str, after_version: int, until_seq: int | None) -> tuple[str, tuple[Any, ...]]:
     """The WHERE clause (and its arguments) of a stream's events after a version, up to a global seq."""
-    if until_seq is None:
-        return "WHERE stream = %s AND version > %s", (stream, after_version)
-    return "WHERE stream = %s AND version > %s AND seq <= %s", (stream, after_version, until_seq)
+    return stream_query("%s", "", stream, after_version, until_seq, None)
 
 
 def stream_sql(
     stream: str, after_version: int, until_seq: int | None, page: tuple[int, int] | None
 ) -> tuple[str, tuple[Any, ...]]:
     """The query (and its arguments) of a stream's events in version order; ``page``: (offset, count) of them."""
-    where, args = stream_where(stream, after_version, until_seq)
-    q = f"SELECT {EVENT_COLUMNS} FROM events {where} ORDER BY version"
-    return (f"{q} LIMIT %s OFFSET %s", (*args, page[1], page[0])) if page is not None else (q, args)
+    return stream_query("%s", EVENT_COLUMNS, stream, after_version, until_seq, page)
 
 
 def row_values(e: StoredEvent) -> tuple[Any, ...]:

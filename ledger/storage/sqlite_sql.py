@@ -21,6 +21,7 @@ from ledger.storage.base import (
     copied_rows,
     encode_events,
     no_ledger,
+    stream_query,
 )
 from ledger.storage.checkpoint import BACKSTOP_PAGES
 
@@ -111,21 +112,15 @@ def row_values(e: StoredEvent) -> tuple[Any, ...]:
 
 
 def stream_where(stream: str, after_version: int, until_seq: int | None) -> tuple[str, tuple[Any, ...]]:
-    where = "WHERE stream = ? AND version > ?"
-    args: tuple[Any, ...] = (stream, after_version)
-    if until_seq is not None:
-        where += " AND seq <= ?"
-        args += (until_seq,)
-    return where, args
+    """The WHERE clause (and its arguments) of a stream's events after a version, up to a global seq."""
+    return stream_query("?", "", stream, after_version, until_seq, None)
 
 
 def stream_sql(
     stream: str, after_version: int, until_seq: int | None, page: tuple[int, int] | None
 ) -> tuple[str, tuple[Any, ...]]:
     """The query (and its arguments) of a stream's events in version order; ``page``: (offset, count) of them."""
-    where, args = stream_where(stream, after_version, until_seq)
-    q = f"SELECT {COLUMNS} FROM events {where} ORDER BY version"
-    return (f"{q} LIMIT ? OFFSET ?", (*args, page[1], page[0])) if page is not None else (q, args)
+    return stream_query("?", COLUMNS, stream, after_version, until_seq, page)
 
 
 def readonly_uri(path: str, *, immutable: bool) -> str:

@@ -12,6 +12,7 @@ from sqlalchemy import text
 
 from ledger import Ledger
 from ledger.core.events import card_stream
+from ledger.errors import StoreError
 from ledger.services import card_rows as audit_rows
 from tests.cli_run import ledger, no_traceback
 from tests.test_audit import audit_json, build_master, card_rows, copy_ledger, play_disputed_card, raw
@@ -152,6 +153,10 @@ def test_the_audit_reads_a_cards_events_again_as_a_list_of_them_would_give_them(
             assert [tuple(n) for n in events[1:20:3]] == held[1:20:3]
             with pytest.raises(IndexError):
                 events[len(held)]
+        # Rows that went away between two reads (removed outside the ledger): said, not walked past for ever.
+        gone = audit_rows.CardEvents(led.store, card_stream(card), len(rows) + 1, [], page)
+        with pytest.raises(StoreError, match="changed while they were read"):
+            list(gone)
 
 
 @pytest.mark.postgres

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 from ledger.core.events import Numbered, card_stream, decode
-from ledger.errors import UnknownCard
+from ledger.errors import StoreError, UnknownCard
 
 #: Stored rows read at a time.
 PAGE = 5_000
@@ -84,7 +84,11 @@ class CardEvents(Sequence[Numbered]):
             self._pages.move_to_end(n)
             return got
         start = n * self.page
-        rows = self.store.read_stream(self.stream, page=(start, min(self.page, self.rows - start)))
+        want = min(self.page, self.rows - start)
+        rows = self.store.read_stream(self.stream, page=(start, want)) if want > 0 else []
+        if len(rows) != want:
+            # The log is append-only: rows read once are there again, unless something outside the ledger removed them.
+            raise StoreError(f"{self.stream}: rows {start + 1}..{start + max(want, 1)} changed while they were read")
         missing = set(self.missing[bisect_left(self.missing, start) : bisect_left(self.missing, start + self.page)])
         got = [None if start + j in missing else Numbered(r.version, r.seq, decode(r.body)) for j, r in enumerate(rows)]
         self._pages[n] = got

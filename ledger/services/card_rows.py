@@ -6,6 +6,7 @@ a long session's card has hundreds of thousands of events.
 
 from __future__ import annotations
 
+import copy
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -63,9 +64,8 @@ class CardEvents(Sequence[Numbered]):
         self.store, self.stream, self.rows, self.missing = store, stream, rows, missing
         self.page = page or PAGE
         self._pages: OrderedDict[int, list[Numbered | None]] = OrderedDict()
-
-    def __len__(self) -> int:
-        return self.rows - len(self.missing)
+        #: The events this holds, by place among the card's: a slice is one, sharing the pages read.
+        self.start, self.stop = 0, rows - len(missing)
 
     def _place(self, i: int) -> int:
         """The row place of event ``i``: the smallest place with ``i`` decoded rows before it that decoded."""
@@ -96,55 +96,6 @@ class CardEvents(Sequence[Numbered]):
             self._pages.popitem(last=False)
         return got
 
-    @overload
-    def __getitem__(self, i: int) -> Numbered: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Numbered]: ...
-    def __getitem__(self, i: int | slice) -> Numbered | Sequence[Numbered]:
-        if isinstance(i, slice):
-            start, stop, step = i.indices(len(self))
-            return _Span(self, start, max(stop, start)) if step == 1 else [self[j] for j in range(start, stop, step)]
-        n = len(self)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(i)
-        p = self._place(i)
-        got = self._read(p // self.page)[p % self.page]
-        assert got is not None  # a place that decoded
-        return got
-
-    def span(self, start: int, stop: int) -> Iterator[Numbered]:
-        """Events ``start`` to ``stop`` (exclusive), a page at a time."""
-        if start >= stop:
-            return
-        p = self._place(start)
-        left = stop - start
-        while left > 0:
-            page = self._read(p // self.page)
-            for got in page[p % self.page :]:
-                if got is not None:
-                    yield got
-                    left -= 1
-                    if not left:
-                        return
-            p = (p // self.page + 1) * self.page
-
-    def __iter__(self) -> Iterator[Numbered]:
-        return self.span(0, len(self))
-
-
-#: Decoded pages a :class:`CardEvents` keeps: a check that looks back a little (the inputs before a play) reads no
-#: page twice.
-_PAGES_KEPT = 2
-
-
-class _Span(Sequence[Numbered]):
-    """Events ``start`` to ``stop`` of a :class:`CardEvents`, read when walked."""
-
-    def __init__(self, events: CardEvents, start: int, stop: int) -> None:
-        self.events, self.start, self.stop = events, start, stop
-
     def __len__(self) -> int:
         return self.stop - self.start
 
@@ -155,15 +106,40 @@ class _Span(Sequence[Numbered]):
     def __getitem__(self, i: int | slice) -> Numbered | Sequence[Numbered]:
         if isinstance(i, slice):
             start, stop, step = i.indices(len(self))
-            return self.events[self.start + start : self.start + stop : step]
+            if step != 1:
+                return [self[j] for j in range(start, stop, step)]
+            part = copy.copy(self)  # the same pages, read when walked
+            part.start, part.stop = self.start + start, self.start + max(stop, start)
+            return part
         n = len(self)
         if not -n <= i < n:
             raise IndexError(i)
-        return self.events[self.start + (i % n)]
+        p = self._place(self.start + i % n)
+        got = self._read(p // self.page)[p % self.page]
+        assert got is not None  # a place that decoded
+        return got
 
     def __iter__(self) -> Iterator[Numbered]:
-        return self.events.span(self.start, self.stop)
+        """The events a page at a time."""
+        if self.start >= self.stop:
+            return
+        p = self._place(self.start)
+        left = self.stop - self.start
+        while left > 0:
+            page = self._read(p // self.page)
+            for got in page[p % self.page :]:
+                if got is not None:
+                    yield got
+                    left -= 1
+                    if not left:
+                        return
+            p = (p // self.page + 1) * self.page
 
     def __reversed__(self) -> Iterator[Numbered]:
-        for i in range(self.stop - 1, self.start - 1, -1):
-            yield self.events[i]
+        for i in range(len(self) - 1, -1, -1):
+            yield self[i]
+
+
+#: Decoded pages a :class:`CardEvents` keeps: a check that looks back a little (the inputs before a play) reads no
+#: page twice.
+_PAGES_KEPT = 2

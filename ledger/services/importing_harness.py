@@ -273,7 +273,8 @@ def _import_once(
     if prep.existing is None and first is None:
         result.lines = 0
         return result, prep.size
-    held = held_elsewhere(index, (o for _, o in _observations(read.frames, choices, done)), card_id)
+    # One guid a recording (_prepare refuses more): the first observation's is every one's.
+    held = held_elsewhere(index, [first] if first is not None else [], card_id)
     if held is not None:
         pairs = list(_observations(read.frames, choices, done))
         obs, lines = [o for _, o in pairs], [f.lineno for f, _ in pairs]

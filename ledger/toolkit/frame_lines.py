@@ -108,27 +108,17 @@ class FrameLines(Sequence[FrameLine]):
     def __getitem__(self, i: int | slice) -> FrameLine | Sequence[FrameLine]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        ints, refs, v = self._ints, self._refs, self._values
-        win = ints["win"][i]
-        tz = v[refs["tz"][i]]
-        ts = _EPOCH + timedelta(microseconds=ints["us"][i])
-        return FrameLine(
-            lineno=ints["lineno"][i],
-            ts=ts if tz is UTC else ts.astimezone(tz),
-            game_id=v[refs["game_id"][i]],
-            guid=v[refs["guid"][i]],
-            state=v[refs["state"][i]],
-            levels_completed=ints["levels"][i],
-            win_levels=None if win == _NONE else win,
-            full_reset=bool(self._full[i]),
-            packed=v[refs["packed"][i]],
-            available_actions=v[refs["actions"][i]],
-        )
+        return self._line(*(column[i] for column in self._columns()))
 
     def __iter__(self) -> Iterator[FrameLine]:
         # The columns side by side: a search walks every line, several times.
-        ints, refs, v = self._ints, self._refs, self._values
-        columns = zip(
+        line = self._line
+        for values in zip(*self._columns(), strict=True):
+            yield line(*values)
+
+    def _columns(self) -> tuple[Any, ...]:
+        ints, refs = self._ints, self._refs
+        return (
             ints["lineno"],
             ints["us"],
             refs["tz"],
@@ -140,23 +130,38 @@ class FrameLines(Sequence[FrameLine]):
             self._full,
             refs["packed"],
             refs["actions"],
-            strict=True,
         )
-        for lineno, us, tz, game_id, guid, state, levels, win, full, packed, actions in columns:
-            ts = _EPOCH + timedelta(microseconds=us)
-            zone = v[tz]
-            yield FrameLine(
-                lineno,
-                ts if zone is UTC else ts.astimezone(zone),
-                v[game_id],
-                v[guid],
-                v[state],
-                levels,
-                None if win == _NONE else win,
-                bool(full),
-                v[packed],
-                v[actions],
-            )
+
+    def _line(
+        self,
+        lineno: int,
+        us: int,
+        tz: int,
+        game_id: int,
+        guid: int,
+        state: int,
+        levels: int,
+        win: int,
+        full: int,
+        packed: int,
+        actions: int,
+    ) -> FrameLine:
+        """The line of these column values."""
+        v = self._values
+        ts = _EPOCH + timedelta(microseconds=us)
+        zone = v[tz]
+        return FrameLine(
+            lineno,
+            ts if zone is UTC else ts.astimezone(zone),
+            v[game_id],
+            v[guid],
+            v[state],
+            levels,
+            None if win == _NONE else win,
+            bool(full),
+            v[packed],
+            v[actions],
+        )
 
 
 class LineMap[V](Mapping[int, V]):

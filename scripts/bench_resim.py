@@ -24,7 +24,8 @@ harnesses download it; it is not in this repository), the same figures follow fo
 moves at random (the path to lsx3's goal is not read from ls20's frames), and for the largest size with an agent that
 solves ls20's first two levels (it completes levels, RESETs at a level's start, where a move into a wall shows the
 same frame, and RESETs twice for a full reset). Then the peak memory of both imports and of the audit on random ls20
-recordings of 20,000 and 100,000 lines (1.3 GB), and the bytes a line that grows between them.
+recordings of 20,000 and 100,000 lines (1.3 GB; the audit with and without ``--decide``), and the bytes a line
+that grows between them.
 """
 
 from __future__ import annotations
@@ -236,8 +237,9 @@ def one_size(root: Path, envs: Path, actions: int, game: str = GAME, solving: bo
 
 def by_length(root: Path, envs: Path, sizes: tuple[int, ...]) -> list[str]:
     """Peak memory of the import (with and without the game code) and of the audit of the card imported without
-    it, for ls20 recordings of the random agent at each size, and what each costs a line between the sizes."""
-    peaks: list[tuple[int, float, float, float]] = []
+    it (one path, and ``--decide``), for ls20 recordings of the random agent at each size, and what each costs a
+    line between the sizes."""
+    peaks: list[tuple[int, float, float, float, float]] = []
     for n in sizes:
         d = root / f"n{n}"
         d.mkdir()
@@ -247,10 +249,14 @@ def by_length(root: Path, envs: Path, sizes: tuple[int, ...]) -> list[str]:
         with Ledger.open(d / "without.sqlite") as led:
             (card,) = led.card_ids()
         _, mb_audit, _ = ledger("--db", str(d / "without.sqlite"), "audit", card, "--environments", str(envs), "--json")
-        peaks.append((n, mb_with, mb_frames, mb_audit))
+        _, mb_decide, _ = ledger(
+            "--db", str(d / "without.sqlite"), "audit", card, "--environments", str(envs), "--decide", "--json"
+        )
+        peaks.append((n, mb_with, mb_frames, mb_audit, mb_decide))
         shutil.rmtree(d)  # a 100,000-line recording is 1.3 GB
     out = [f"peak memory by length, public ls20, random agent ({', '.join(f'{n:,}' for n in sizes)} lines):"]
-    for i, what in enumerate(("import --environments", "import without the code", "audit --environments of it"), 1):
+    whats = ("import --environments", "import without the code", "audit --environments of it", "  with --decide")
+    for i, what in enumerate(whats, 1):
         mbs = [p[i] for p in peaks]
         n0, n1 = peaks[0][0], peaks[-1][0]
         per_line = (mbs[-1] - mbs[0]) * 1e6 / (n1 - n0)

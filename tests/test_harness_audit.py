@@ -372,3 +372,84 @@ def test_a_copy_of_a_game_over_or_win_line_is_skipped_from_the_frames_alone(tmp_
                 c = resim(led, card, envs)
                 assert c.status == "PASS", (name, card, c.message)
     assert counts["frames"] == counts["coded"]
+
+
+def test_lines_an_import_lists_are_written_a_chunk_at_a_time_and_read_as_listed_at_once(
+    tmp_path: Path, envs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long recording's frame digests and undecided lines are listed over several events (never all held, nor all
+    in one row): each FramesNoted after the open actions it notes, the ActionsInferred of a file one after another,
+    the first holding the count. The audit decides and counts as it does from one event of each."""
+    import ledger.services.importing_harness as ih
+    from ledger.core.events import ActionsInferred, FramesNoted
+
+    rec = tmp_path / "rec"
+    run_swarm(rec, GAMES[:2], 5, env_dir=envs, max_actions=60)
+    found = {}
+    for chunk in (ih.EVENT_LINES, 3):
+        monkeypatch.setattr(ih, "EVENT_LINES", chunk)
+        with Ledger.open(tmp_path / f"{chunk}.sqlite") as led:
+            assert import_recordings(led, [rec]).exit_code == 0
+            for card in led.card_ids():
+                evs = [decode(b) for b in led.store.read_bodies(card_stream(card))[0]]
+                open_since, noted, inferred = 0, [], []
+                for e in evs:
+                    if type(e) is ActionTaken and e.candidates:
+                        open_since += 1
+                    elif type(e) is FramesNoted:
+                        assert len(e.digests) == open_since and len(e.digests) <= chunk
+                        noted.append(len(e.digests))
+                        open_since = 0
+                    elif type(e) is ActionsInferred:
+                        assert len(e.undecided) <= chunk and (e.inferred > 0) == (not inferred)
+                        inferred.append(e.undecided)
+                lines = [ln for part in inferred for ln in part]
+                assert open_since == 0 and lines == sorted(set(lines))
+                assert chunk > 3 or (len(noted) >= 5 and len(inferred) >= 2), (noted, inferred)
+                checks = audit_card(led, card, environments=envs, decide=True).checks
+                names = ("consistency", "resimulation", "import")
+                found.setdefault(card, []).append([(c.name, c.status, c.details) for c in checks if c.name in names])
+    for one, chunked in found.values():
+        assert [c[:2] for c in one] == [c[:2] for c in chunked]
+        assert [c[:2] for c in one] == [("consistency", "PASS"), ("resimulation", "PASS"), ("import", "WARN")]
+        assert one[1][2]["decided_actions"] == chunked[1][2]["decided_actions"]
+        assert one[2][2] == chunked[2][2]
+    assert sum(one[1][2]["decided_actions"] for one, _ in found.values()) >= 1
+
+
+def test_an_audit_that_decides_lets_go_of_the_inputs_its_states_agree_on(
+    tmp_path: Path, envs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deciding every candidate keeps several states of a game for long stretches: now and then the inputs up to the
+    state they all come from are noted and their paths cut there (what is held is the inputs since, not all of a
+    long record), and the audit decides, counts and draws the same as when it keeps every path."""
+    import ledger.toolkit.harness_search as hs
+    from ledger.core.events import Numbered
+    from ledger.toolkit.resimulate import resimulate
+
+    rec = tmp_path / "rec"
+    run_swarm(rec, GAMES, 6, env_dir=envs, max_actions=60)
+    cuts = 0
+    due = hs.Looks.due
+
+    def counted(self: Any, kept: list[Any]) -> Any:
+        nonlocal cuts
+        found = due(self, kept)
+        cuts += found is not None
+        return found
+
+    monkeypatch.setattr(hs.Looks, "due", counted)
+    with Ledger.open(tmp_path / "l.sqlite") as led:
+        assert import_recordings(led, [rec]).exit_code == 0
+        found: dict[int, list[Any]] = {}
+        for every in (10**9, 1, 3):
+            monkeypatch.setattr(hs, "SETTLE_EVERY", every)
+            for card in led.card_ids():
+                check = resim(led, card, envs, decide=True)
+                rows = led.store.read_stream(card_stream(card))
+                res = resimulate([Numbered(r.version, r.seq, decode(r.body)) for r in rows], envs, decide=True)
+                found.setdefault(every, []).append((check.status, check.details, sorted(res.choices.items())))
+            if every == 10**9:
+                assert cuts == 0
+    assert found[1] == found[10**9] == found[3]
+    assert cuts >= 3 and sum(d["decided_actions"] for _, d, _ in found[1]) >= 1

@@ -8,6 +8,7 @@ with the toolkit's own scorecard entry for that game.
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 from pathlib import Path
@@ -913,3 +914,63 @@ def test_a_line_map_holds_each_lines_value_in_line_order() -> None:
     assert dict(m) == {3: [1, 2], 7: [1, 2]}
     m[8] = [1]
     assert list(m.items()) == [(3, [1, 2]), (7, [1, 2]), (8, [1])]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5])
+def test_lines_kept_a_chunk_at_a_time_read_back_as_they_were_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """FrameLines and LineMap keep full chunks in a temporary file (what a long recording's lines cost is not held in
+    memory): read back in order, by place, from the end, in slices, by line, after lines dropped across chunks and
+    set again, they give what a list and a dict of the same lines give; no file is left behind."""
+    import tempfile
+    from datetime import UTC, datetime, timedelta, timezone
+
+    import ledger.toolkit.frame_lines as fl
+    from ledger.toolkit.frame_lines import FrameLine, FrameLines, LineMap, pack
+
+    monkeypatch.setattr(fl, "CHUNK", chunk)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    rng = random.Random(chunk)
+    lines: list[FrameLine] = []
+    held = FrameLines()
+    for i in range(1, 30):
+        zone = rng.choice([UTC, timezone(timedelta(hours=2))])
+        f = FrameLine(
+            i,
+            datetime(2026, 1, 1, tzinfo=zone) + timedelta(microseconds=rng.randrange(10**9)),
+            "lsx3-0000003c",
+            rng.choice([None, "g-1"]),
+            rng.choice(["WIN", "NOT_FINISHED"]),
+            rng.randrange(3),
+            rng.choice([None, 5]),
+            rng.random() < 0.5,
+            pack(rng.choice([b"[]", b"[[[1]]]", b"[[[2]]]"])),
+            rng.choice([(1, 2), (6,)]),
+        )
+        lines.append(f)
+        held.append(f)
+        assert list(held) == lines and len(held) == len(lines)
+        assert [held[j] for j in range(-len(lines), len(lines))] == lines + lines
+        assert held[2:7] == lines[2:7] and held[::-3] == lines[::-3]
+    with pytest.raises(IndexError):
+        held[len(lines)]
+    assert held._spill._file is not None and os.listdir(tmp_path) == []  # unlinked as soon as it is made
+    for _ in range(40):
+        m: LineMap[list[int]] = LineMap(key=tuple)
+        want: dict[int, list[int]] = {}
+        last = 0
+        for _ in range(rng.randrange(40)):
+            r = rng.random()
+            if r < 0.1 and want:  # a path searched again from an earlier line
+                cut = rng.randrange(0, last + 2)
+                m.drop_from(cut)
+                want = {k: v for k, v in want.items() if k < cut}
+                last = max(want, default=0)
+                continue
+            if r > 0.2 or not want:
+                last += rng.randrange(1, 4)
+            m[last] = want[last] = [rng.randrange(3)]
+            assert list(m) == sorted(want) and len(m) == len(want) and list(m.items()) == sorted(want.items())
+            assert [m.get(k) for k in range(last + 3)] == [want.get(k) for k in range(last + 3)]
+            assert all((k in m) == (k in want) for k in range(last + 3))

@@ -260,6 +260,8 @@ class ActionsInferred(Event, tag="actions_inferred", frozen=True, kw_only=True):
     actions and level completions follow from the frames, resets cannot be known). ``inferred`` actions were
     recovered; ``undecided`` lists the lines (1-based) that could be a level RESET as well as the action they were
     imported as, so the card's reset counts are uncertain by up to that many; every score-bearing number is exact.
+    A long list is split over events of the same file one after another, 4,096 lines at most each, in line order;
+    the first holds the count of actions inferred, the others 0 (a reader adds them up).
     """
 
     file: str
@@ -296,8 +298,10 @@ class CardRetracted(Event, tag="card_retracted", frozen=True, kw_only=True):
 
 class FramesNoted(Event, tag="frames_noted", frozen=True, kw_only=True):
     """Digests of the frames that answered the actions an import left undecided (``ActionTaken.candidates``), one
-    per such action of this import, in stream order: a re-simulation tells the candidates apart by them without
-    the recording. Each is the first 32 hex digits of a blake2b of the frame's grids (int16, then the shape).
+    per such action since the previous FramesNoted of the stream (4,096 at most: a long recording's are noted a
+    chunk at a time, each event after the actions it notes), in stream order: a re-simulation tells the candidates
+    apart by them without the recording. Each is the first 32 hex digits of a blake2b of the frame's grids (int16,
+    then the shape).
     """
 
     file: str

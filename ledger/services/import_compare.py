@@ -31,10 +31,9 @@ def held_elsewhere(index: GuidIndex, obs: Iterable[Observation], card_id: str) -
 def compare_with_held(
     ledger: Ledger,
     held_id: str,
-    obs: list[Observation],
+    obs: Iterable[tuple[int | None, Observation]],
     *,
     where: str,
-    lineno: Callable[[int], int | None],
     first_play: Callable[[CardState, CardOpened, Observation], list[AnyEvent]] | None,
     resets: bool,
     result: CardResult,
@@ -42,33 +41,43 @@ def compare_with_held(
 ) -> None:
     """Compare the card ``obs`` make with the held card; set ``result`` ("same card", or "differs", exit 1).
 
-    ``lineno(i)`` is the recording's line of ``obs[i]``; ``first_play`` starts the card as the importer does
-    (the harness's unrecorded ``Arcade.make`` RESET).
+    ``obs``: each observation with its line in the recording (None when not known), read once as they come (a long
+    recording's are never all held); ``first_play`` starts the card as the importer does (the harness's unrecorded
+    ``Arcade.make`` RESET).
     """
     held = ledger.load_card(held_id)
     how = "imported" if held.close_reason == "end_of_import" else "captured live"
-    counted = obs
-    if held.closed_at is not None and held.close_reason != "end_of_import":
-        counted = [o for o in obs if o.ts <= held.closed_at]
-        after = len(obs) - len(counted)
-        if after:
-            first = lineno(len(counted))
-            at = f" (from line {first})" if first is not None else ""
-            msg = (
-                f"{after} line(s) after the card closed at {held.closed_at.isoformat()}{at}, not counted "
-                "(the server counted nothing after the close)"
-            )
-            problems.append(Problem(where, first, "not_counted", msg))
+    closed = held.closed_at if held.closed_at is not None and held.close_reason != "end_of_import" else None
     card = new_card(held_id)
-    # The recordings are counted as the toolkit that played the held card counted (its release's rules).
-    opened = CardOpened(ts=counted[0].ts if counted else obs[0].ts, card_id=held_id, calculator=held.calculator)
-    if first_play is not None and counted:
-        first_play(card, opened, counted[0])
-    else:
-        apply(card, opened)
-    for o in counted:
+    guids: set[str] = set()
+    first_ts, started, after, first_after = None, False, 0, None
+    for ln, o in obs:
+        guids.add(o.guid)
+        first_ts = first_ts or o.ts
+        if closed is not None and o.ts > closed:
+            after += 1
+            first_after = ln if after == 1 else first_after
+            continue
+        if not started:
+            started = True
+            # The recordings are counted as the toolkit that played the held card counted (its release's rules).
+            opened = CardOpened(ts=o.ts, card_id=held_id, calculator=held.calculator)
+            if first_play is not None:
+                first_play(card, opened, o)
+            else:
+                apply(card, opened)
         translate(card, o)
-    diffs = compare_plays(held, card, {o.guid for o in obs}, resets=resets)
+    if not started and first_ts is not None:
+        apply(card, CardOpened(ts=first_ts, card_id=held_id, calculator=held.calculator))
+    if after:
+        assert closed is not None  # only lines after a close are left out
+        at = f" (from line {first_after})" if first_after is not None else ""
+        msg = (
+            f"{after} line(s) after the card closed at {closed.isoformat()}{at}, not counted "
+            "(the server counted nothing after the close)"
+        )
+        problems.append(Problem(where, first_after, "not_counted", msg))
+    diffs = compare_plays(held, card, guids, resets=resets)
     result.card_id = held_id
     if diffs:
         for d in diffs[:10]:

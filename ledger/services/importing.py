@@ -323,9 +323,8 @@ def _compared(
     compare_with_held(
         ledger,
         held,
-        obs,
+        ((None, o) for o in obs),
         where=where,
-        lineno=lambda _i: None,
         first_play=None,
         resets=True,
         result=result,

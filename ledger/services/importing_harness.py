@@ -52,7 +52,7 @@ from ledger.services.import_cards import (  # the card bookkeeping both importer
 )
 from ledger.services.import_compare import compare_with_held, held_elsewhere
 from ledger.services.import_runs import run_tags, run_usage
-from ledger.toolkit.frame_lines import FrameLine
+from ledger.toolkit.frame_lines import FrameLine, LineSet
 from ledger.toolkit.game_states import frame_digest
 from ledger.toolkit.harness import (
     HarnessRead,
@@ -68,6 +68,11 @@ from ledger.toolkit.run_match import match_run_folder
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
+
+#: Lines one FramesNoted or ActionsInferred event lists at most: a long recording's are split over several events
+#: (never all held, nor all in one row).
+EVENT_LINES = 4096
+_DIGESTS_KEPT = 4096
 
 
 def import_harness_card(
@@ -102,7 +107,7 @@ def _recover(
     steps: dict[int, Step],
     problems: list[Problem],
     progress: Callable[[int], None] | None = None,
-) -> tuple[Mapping[int, tuple[int, int | None, int | None]], list[int], list[int], str, Mapping[int, list[int]]]:
+) -> tuple[Mapping[int, tuple[int, int | None, int | None]], LineSet, list[int], str, Mapping[int, list[int]]]:
     """lineno -> (action, x, y), undecided lines, unreproduced lines, method, and the lines whose action the frames
     leave open (lineno -> candidate actions). ``progress`` is called with 0 once a line searched: the import's safe
     point (a Ctrl-C stops the search there, nothing of the card written)."""
@@ -146,6 +151,8 @@ def _digest(line: FrameLine, digests: dict[bytes, str]) -> str:
     """The digest of ``line``'s frame, as the audit compares it (:func:`frame_digest`)."""
     d = digests.get(line.packed)
     if d is None:
+        if len(digests) >= _DIGESTS_KEPT:  # the frames an agent repeats are recent ones: a bounded cache is enough
+            digests.clear()
         d = digests[line.packed] = frame_digest(line_signature(line)[3])
     return d
 
@@ -264,7 +271,7 @@ def _import_once(
     choices, undecided, unreproduced, method, candidates = _recover(
         read, game_id, baselines, steps, problems, opts.progress
     )
-    undecided = [ln for ln in undecided if ln > done]
+    undecided = LineSet(ln for ln in undecided if ln > done)
     unreproduced = [ln for ln in unreproduced if ln > done]
     for ln in unreproduced[:MAX_LISTED]:
         msg = "no action reproduces this line (never reached the game): skipped"
@@ -276,14 +283,11 @@ def _import_once(
     # One guid a recording (_prepare refuses more): the first observation's is every one's.
     held = held_elsewhere(index, [first] if first is not None else [], card_id)
     if held is not None:
-        pairs = list(_observations(read.frames, choices, done))
-        obs, lines = [o for _, o in pairs], [f.lineno for f, _ in pairs]
         compare_with_held(
             ledger,
             held,
-            obs,
+            ((f.lineno, o) for f, o in _observations(read.frames, choices, done)),
             where=str(path),
-            lineno=lambda i: lines[i] if i < len(lines) else None,
             first_play=_first_play(read.name.agent) if prep.existing is None else None,
             resets=method == "resimulated" and not undecided,  # an undecided line may have been a RESET
             result=result,
@@ -332,7 +336,7 @@ def _commit(
     lines: Iterator[tuple[FrameLine, Observation]],
     baselines: Baselines,
     method: str,
-    undecided: list[int],
+    undecided: LineSet,
     unreproduced: list[int],
     candidates: Mapping[int, list[int]],
 ) -> tuple[_Made, Any]:
@@ -367,8 +371,20 @@ def _commit(
                 made.ignored += type(e) is ActionIgnored
             yield from evs
             last = max(last, o.ts)
+            if len(noted) == EVENT_LINES:
+                # A reader pairs each FramesNoted with the open actions since the one before, in stream order.
+                chunk = FramesNoted(ts=o.ts, file=read.path.name, digests=noted)
+                apply(card, chunk)
+                made.events += 1
+                yield chunk
+                noted = []
+        tail_ts, told = _tail(prep, last, method, undecided, unreproduced, noted, made)
+        for e in told:  # applied one by one, as close_import applies what it is given
+            apply(card, e)
+            made.events += 1
+            yield e
         tail: list[AnyEvent] = []
-        closed.append(close_import(card, bmap, *_tail(prep, last, method, undecided, unreproduced, noted, made), tail))
+        closed.append(close_import(card, bmap, tail_ts, (), tail))
         made.events += len(tail)
         yield from tail
 
@@ -381,36 +397,27 @@ def _tail(
     prep: _Prepared,
     last: datetime,
     method: str,
-    undecided: list[int],
+    undecided: LineSet,
     unreproduced: list[int],
     noted: list[str],
     made: _Made,
-) -> tuple[datetime, list[AnyEvent]]:
-    """When the import ends and what it says of its file: usage, lines skipped, frames noted, actions inferred, how
-    far it was read."""
-    read, path = prep.read, prep.read.path
-    new_skips = skipped_lines(read, unreproduced, prep.done)
+) -> tuple[datetime, Iterator[AnyEvent]]:
+    """When the import ends and what it says of its file, made as they are written: usage, lines skipped, frames
+    noted, actions inferred, how far it was read."""
+    read = prep.read
     tail_ts = max(last, read.frames[-1].ts) if read.frames else last
-    extra: list[AnyEvent] = []
-    if prep.usage is not None:
-        extra.append(prep.usage)
-    if new_skips:
-        extra.append(LinesSkipped(ts=tail_ts, file=path.name, lines=new_skips))
-    if noted:
-        extra.append(FramesNoted(ts=tail_ts, file=path.name, digests=noted))
-    resets_known = method == "resimulated"
-    extra.append(
-        ActionsInferred(
-            ts=tail_ts,
-            file=path.name,
-            method=method,  # type: ignore[arg-type]
-            inferred=made.lines,
-            undecided=undecided,
-            resets_known=resets_known,
-        )
-    )
-    extra.append(
-        RecordingImported(
+
+    def told() -> Iterator[AnyEvent]:
+        path = read.path
+        new_skips = skipped_lines(read, unreproduced, prep.done)
+        if prep.usage is not None:
+            yield prep.usage
+        if new_skips:
+            yield LinesSkipped(ts=tail_ts, file=path.name, lines=new_skips)
+        if noted:
+            yield FramesNoted(ts=tail_ts, file=path.name, digests=noted)
+        yield from _inferred(tail_ts, path.name, method, made.lines, undecided)
+        yield RecordingImported(
             ts=tail_ts,
             file=path.name,
             offset=read.end,
@@ -420,8 +427,33 @@ def _tail(
             game_state=read.frames[-1].state if read.frames else None,  # type: ignore[arg-type]
             prefix_sha256=read.prefix_sha256,
         )
-    )
-    return tail_ts, extra
+
+    return tail_ts, told()
+
+
+def _inferred(ts: datetime, file: str, method: str, lines: int, undecided: LineSet) -> Iterator[ActionsInferred]:
+    """How the file's actions were found. Its undecided lines are listed over as many events as they need (at most
+    EVENT_LINES each); the first holds the count of actions inferred, the others 0 (a reader adds them up)."""
+
+    def event(inferred: int, chunk: list[int]) -> ActionsInferred:
+        return ActionsInferred(
+            ts=ts,
+            file=file,
+            method=method,  # type: ignore[arg-type]
+            inferred=inferred,
+            undecided=chunk,
+            resets_known=method == "resimulated",
+        )
+
+    chunk: list[int] = []
+    first = True
+    for ln in undecided:
+        chunk.append(ln)
+        if len(chunk) == EVENT_LINES:
+            yield event(lines if first else 0, chunk)
+            first, chunk = False, []
+    if first or chunk:
+        yield event(lines if first else 0, chunk)
 
 
 def _open_or_reopen(

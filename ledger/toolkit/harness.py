@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 
 from ledger.toolkit.cut_lines import Cut, find_cut
-from ledger.toolkit.frame_lines import FrameLine, FrameLines, pack
+from ledger.toolkit.frame_lines import FrameLine, FrameLines, LineMap, pack
 
 RECORDING_SUFFIX = ".recording.jsonl"
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -101,8 +101,9 @@ class HarnessRead:
     first_bad: bool = False
     #: (lineno, what was recovered) for lines cut by another write and taken apart.
     cuts: list[tuple[int, str]] = field(default_factory=list)
-    #: (time, tokens) of the side lines LLM agents write before each action (``{"tokens": N, ...}``).
-    tokens: list[tuple[datetime, int]] = field(default_factory=list)
+    #: (time, tokens) of the side lines LLM agents write before each action (``{"tokens": N, ...}``), by their
+    #: place among those lines.
+    tokens: LineMap[tuple[datetime, int]] = field(default_factory=LineMap)
 
 
 class _Action(msgspec.Struct):
@@ -257,7 +258,7 @@ class _Lines:
                 read.side_lines += 1
                 n = whole.get("tokens") if isinstance(whole, dict) else None
                 if isinstance(n, int) and not isinstance(n, bool):
-                    read.tokens.append((ts, n))
+                    read.tokens[len(read.tokens)] = (ts, n)
             return
         line = _frame_line(read, lineno, ts, d, body)
         if line is None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ledger.toolkit.frame_lines import FrameLine, LineMap
+from ledger.toolkit.frame_lines import FrameLine, LineMap, LineSet
 
 if TYPE_CHECKING:
     from ledger.toolkit.run_folders import Step
@@ -21,7 +21,7 @@ class FrameClassification:
     """What the frames alone say: each kept line's action, the lines that could also be a level RESET."""
 
     choices: LineMap[tuple[int, int | None, int | None]] = field(default_factory=LineMap)
-    undecided: list[int] = field(default_factory=list)
+    undecided: LineSet = field(default_factory=LineSet)
     unreproduced: list[int] = field(default_factory=list)
     #: lineno -> the actions a game-action line could answer (0: a level RESET) when the frames leave it open;
     #: its choice is the first of them.
@@ -82,7 +82,7 @@ def classify_from_frames(
             else:
                 out.choices[line.lineno] = fallback
                 if could_reset:
-                    out.undecided.append(line.lineno)
+                    out.undecided.add(line.lineno)
                 if step is None:
                     # Which offered action it was, the frames alone do not say: keep them all for the audit.
                     # Agents also send actions the game does not offer (the harness's random agent does).

@@ -31,18 +31,19 @@ action overwrites (the current action, the full-reset flag) is left out, and ``_
 from __future__ import annotations
 
 import heapq
-from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.toolkit.frame_lines import FrameLine, LineMap
+from ledger.toolkit.frame_lines import FrameLine, LineMap, LineSet
 from ledger.toolkit.game_states import Choice, Engine, StateNotCopied, keyed
 from ledger.toolkit.run_folders import Step
 from ledger.toolkit.search_budget import Room, SearchSpent, allowance, deadline, step_limit
 
 #: Hypotheses kept per line at most (the first ones in priority order); beyond it lines may be misread.
 MAX_HYPOTHESES = 400
+#: Lines between looks for the state every hypothesis comes from: the lines before it are decided, and let go.
+SETTLE_EVERY = 1024
 
 
 @dataclass(slots=True)
@@ -54,7 +55,7 @@ class Recovery:
     #: Lines no action reproduces (skipped).
     unreproduced: list[int] = field(default_factory=list)
     #: Lines where a level RESET and a game action both stay consistent with every later line.
-    undecided: list[int] = field(default_factory=list)
+    undecided: LineSet = field(default_factory=LineSet)
     #: Lines read after the hypotheses had to be cut to MAX_HYPOTHESES.
     cut: list[int] = field(default_factory=list)
     error: str | None = None
@@ -265,9 +266,11 @@ def _search(
     )
     offered: tuple[int, ...] = ()
     prev: FrameLine | None = None
+    settled = _Settled()
     for lineno, line in sequence:
         if tick is not None:
             tick()
+        settled.look(hyps, result)
         if line is None:
             layer = _Layer(engine, None, -lineno)
             for node in hyps:
@@ -302,7 +305,7 @@ def _search(
         if layer.room.full:
             result.cut.append(line.lineno)
         hyps = _advance(hyps, nxt)
-    _choose_best(hyps, result)
+    _choose_best(hyps, result, settled)
     result.steps, result.copies = engine.steps + spent[0], engine.copies + spent[1]
     engine.release()
     if frames and not result.choices:
@@ -385,7 +388,7 @@ def _first_path(
         if c.action != 0 and not line.empty and at_start:
             again = engine.step(node, Choice(0), keep)
             if again is not None and again[1] is not None:
-                result.undecided.append(line.lineno)
+                result.undecided.add(line.lineno)
         if c.action == 0 or line.levels_completed != levels:
             starts.setdefault(line.levels_completed, set()).add(grid)
         levels = line.levels_completed
@@ -399,27 +402,86 @@ def _first_path(
     return result
 
 
-def _choose_best(hyps: list[_Node], result: Recovery) -> None:
-    """Record the first hypothesis's choices in ``result``; lines where another one disagrees on RESET versus a
-    game action, or that were merged as ambiguous on its path, are undecided."""
+class Looks:
+    """When to look for the latest state every kept state comes from: every SETTLE_EVERY lines, at doubling
+    intervals while the states keep disagreeing (then each look walks back further: the looks cost a bounded share
+    of the search)."""
+
+    __slots__ = ("every", "left")
+
+    def __init__(self) -> None:
+        self.every = self.left = SETTLE_EVERY
+
+    def due(self, nodes: list[_Node]) -> _Node | None:
+        """That state when a look is due and finds one after the paths' last cut, else None."""
+        self.left -= 1
+        if self.left > 0:
+            return None
+        common = _common(nodes)
+        self.every = SETTLE_EVERY if common is not None else self.every * 2
+        self.left = self.every
+        return common
+
+
+class _Settled:
+    """What the paths agree on: every hypothesis comes from one state, so the lines up to it are decided whichever
+    hypothesis is kept at the end. Recorded as they are found and cut from the paths, so that a long search holds
+    the lines since that state, not every line (the memory of a recording whose hypotheses keep disagreeing still
+    grows)."""
+
+    __slots__ = ("looks", "skipped", "undecided")
+
+    def __init__(self) -> None:
+        self.looks = Looks()
+        self.undecided: set[int] = set()
+        self.skipped: list[int] = []
+
+    def look(self, hyps: list[_Node], result: Recovery) -> None:
+        common = self.looks.due(hyps)
+        if common is not None:
+            self.record(common, result)
+            common.parent = None
+
+    def record(self, last: _Node, result: Recovery) -> None:
+        """The choices on the path to ``last`` since the last cut (its root is recorded already), in line order;
+        lines merged as ambiguous on it are undecided."""
+        path: list[_Node] = []
+        n = last
+        while n.parent is not None:
+            path.append(n)
+            n = n.parent
+        for n in reversed(path):
+            if n.merged:
+                self.undecided |= n.merged
+            if n.choice is None:  # a copy of the line before that never reached the game
+                self.skipped.append(n.lineno)
+            elif n.lineno > 0:  # not a lost line
+                result.choices[n.lineno] = n.choice
+
+
+def _common(hyps: list[_Node]) -> _Node | None:
+    """The latest state every hypothesis comes from, if it is after the paths' last cut (they are all as long)."""
+    level = list({id(n): n for n in hyps}.values())
+    while len(level) > 1:
+        up: dict[int, _Node] = {}
+        for n in level:
+            if n.parent is None:
+                return None
+            up[id(n.parent)] = n.parent
+        level = list(up.values())
+    return level[0] if level else None
+
+
+def _choose_best(hyps: list[_Node], result: Recovery, settled: _Settled) -> None:
+    """Record the first hypothesis's choices in ``result`` (after those ``settled``); lines where another one
+    disagrees on RESET versus a game action, or that were merged as ambiguous on its path, are undecided."""
     best = hyps[0]
-    undecided: set[int] = set()
+    undecided = settled.undecided
     for other in hyps[1:]:
         undecided |= _classify_diff(best, other)
-    n: _Node | None = best
-    skipped: list[int] = []
-    lines, chosen = array("q"), []  # from the last line back; set in line order
-    while n is not None and n.parent is not None:
-        if n.merged:
-            undecided |= n.merged
-        if n.choice is None:  # a copy of the line before that never reached the game
-            skipped.append(n.lineno)
-        elif n.lineno > 0:  # not a lost line
-            lines.append(n.lineno)
-            chosen.append(n.choice)
-        n = n.parent
-    for i in range(len(lines) - 1, -1, -1):
-        result.choices[lines[i]] = chosen[i]
-    if skipped:
-        result.unreproduced = sorted([*result.unreproduced, *skipped])
-    result.undecided = sorted(ln for ln in undecided if ln in result.choices)
+    settled.record(best, result)
+    if settled.skipped:
+        result.unreproduced = sorted([*result.unreproduced, *settled.skipped])
+    for ln in sorted(undecided):
+        if ln in result.choices:
+            result.undecided.add(ln)

@@ -26,7 +26,7 @@ from ledger.core.events import ActionIgnored, ActionTaken, FramesNoted, LevelRes
 from ledger.toolkit.clicks import beyond, by_object, display
 from ledger.toolkit.frame_lines import LineMap
 from ledger.toolkit.game_states import Choice, Engine, answer_signature
-from ledger.toolkit.harness_search import Favoured, _Node
+from ledger.toolkit.harness_search import Favoured, Looks, _Node
 from ledger.toolkit.search_budget import Room, SearchSpent
 
 #: Game states kept per guid at most (and :data:`~ledger.toolkit.search_budget.STATE_BYTES` of them); beyond it the
@@ -137,9 +137,16 @@ class Instance:
     cut: bool = False
     #: version -> the choice the surviving states agree on, for open inputs.
     decided: LineMap[Choice] = field(default_factory=LineMap)
-    #: Versions of open inputs where states with different choices both still agree with the record.
+    #: Versions of open inputs where states with different choices both still agree with the record, since the
+    #: states last came from one (those before are counted: ``decided_count``, ``still_open_count``).
     still_open: set[int] = field(default_factory=set)
     _open_versions: set[int] = field(default_factory=set)
+    #: Open inputs the game decided (one choice fits), and those that fit either way, once every state came from
+    #: one after them (a long record's versions are not all held).
+    decided_count: int = 0
+    still_open_count: int = 0
+    #: When to look for the state the kept states all come from.
+    _looks: Looks = field(default_factory=Looks)
     #: Whether the last input found a state that agrees with the record (its frame included, where noted).
     agreed: bool = True
     #: (fingerprint, snapshot) of the live game while it has not been acted on since it settled: the next branch
@@ -381,21 +388,43 @@ class Instance:
         self.nodes = kept
         if len(kept) == 1:
             self._settle()
+        else:
+            self._look(kept)
         return answer
 
-    def _settle(self) -> None:
-        """One state left: note the choices on its path and carry on with it as the live game."""
-        assert self.nodes is not None and self.engine is not None
-        n: _Node | None = self.nodes[0]
+    def _look(self, kept: list[_Node]) -> None:
+        """Now and then, the latest state every kept state comes from: the inputs up to it are noted and their
+        paths cut there, so that a long search holds the inputs since (as :func:`~ledger.toolkit.harness_search.
+        recover` does)."""
+        common = self._looks.due(kept)
+        if common is not None:
+            self._note_path(common)
+            common.parent = None
+
+    def _note_path(self, last: _Node) -> None:
+        """The choices of the open inputs on the path to ``last`` since its root; what is open up to it is final."""
         # On the one path, states were searched from a mark only: the choices on its path are taken, not decided.
         into = self.taken if self.first else self.decided
         found: list[tuple[int, Choice]] = []
-        while n is not None and n.parent is not None:
+        n = last
+        while n.parent is not None:
             if n.lineno in self._open_versions and n.choice is not None:
                 found.append((n.lineno, n.choice))
             n = n.parent
         for version, c in reversed(found):  # the path's own, all after those noted before it
             into[version] = c
+        # No later path reaches back past ``last``: what is still open up to it stays so.
+        final = {v for v in self.still_open if v <= last.lineno}
+        if not self.first:
+            self.decided_count += sum(1 for v, _ in found if v not in final)
+        self.still_open_count += len(final)
+        self.still_open -= final
+        self._open_versions = {v for v in self._open_versions if v > last.lineno}
+
+    def _settle(self) -> None:
+        """One state left: note the choices on its path and carry on with it as the live game."""
+        assert self.nodes is not None and self.engine is not None
+        self._note_path(self.nodes[0])
         node = self.nodes[0]
         if self.first:  # back on one path, which merges no states
             self.engine.canonical = False

@@ -369,11 +369,11 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         except StateNotCopied as e:
             result.error = f"the state of guid {guid[:8]} could not be copied at the end of the record ({e})"
             return
-        result.decided += sum(1 for v in inst.decided if v not in inst.still_open)
+        result.decided += inst.decided_count
         maps += [inst.taken, inst.decided]  # a version taken on the path is the one its play went on with
         result.choices = ChainMap(*maps)  # a Choice is an (action, x, y); each guid's versions are its own
         result.reproduced += len(inst.taken)
-        result.still_open += len(inst.still_open)
+        result.still_open += inst.still_open_count
 
 
 def _apply_reapplied(card: CardState, events: Sequence[Numbered], i: int) -> int:

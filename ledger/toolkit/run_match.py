@@ -13,9 +13,10 @@ just before its frame line. Exactly one folder passing all of these is used; a f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 
 from ledger.toolkit.frame_lines import FrameLine
@@ -39,7 +40,7 @@ def _span(times: list[datetime]) -> str:
 
 
 def _judge(
-    d: Path, name: HarnessName, frames: Sequence[FrameLine], tokens: list[tuple[datetime, int]]
+    d: Path, name: HarnessName, frames: Sequence[FrameLine], tokens: Mapping[int, tuple[datetime, int]]
 ) -> tuple[dict[int, Step], str | None, bool]:
     """(matched steps, why the folder is not this recording's run or None, whether the token counts were compared)."""
     m = RUN_DIR.match(d.name)
@@ -68,25 +69,44 @@ def _judge(
     usages = step_usages(d)
     compared = False
     if tokens and usages:
-        at = {f.lineno: f.ts for f in frames}
-        for lineno, step in sorted(matched.items()):
+        lines = [(f.lineno, f.ts, matched[f.lineno]) for f in frames if f.lineno in matched]
+        for lineno, step, written in _written_before(tokens, lines):
             u = usages.get(step.step)
-            written = [n for ts, n in tokens if ts <= at[lineno]]
-            if u is None or u.total_tokens is None or not written:
+            if u is None or u.total_tokens is None or written is None:
                 continue
-            if written[-1] != u.total_tokens:
+            if written != u.total_tokens:
                 return (
                     {},
                     f"step_{step.step:03d} says {u.total_tokens} tokens, the recording's token line before its "
-                    f"frame line {lineno} says {written[-1]}",
+                    f"frame line {lineno} says {written}",
                     False,
                 )
             compared = True
     return matched, None, compared
 
 
+def _written_before(
+    tokens: Mapping[int, tuple[datetime, int]], lines: list[tuple[int, datetime, Step]]
+) -> Iterator[tuple[int, Step, int | None]]:
+    """Each matched line (lineno, time, step) with the count of the last token line, in file order, at or before
+    its time (None if there is none). Read side by side where both go forward in time (a recorder writes them so);
+    a file with lines out of order (imported with --allow-repeats) is read again for each line."""
+    counts = tokens.values()
+    if all(a[0] <= b[0] for a, b in pairwise(counts)) and all(a[1] <= b[1] for a, b in pairwise(lines)):
+        left = iter(counts)
+        nxt = next(left, None)
+        written: int | None = None
+        for lineno, at, step in lines:
+            while nxt is not None and nxt[0] <= at:
+                written, nxt = nxt[1], next(left, None)
+            yield lineno, step, written
+        return
+    for lineno, at, step in lines:
+        yield lineno, step, next((n for ts, n in reversed(list(counts)) if ts <= at), None)
+
+
 def match_run_folder(
-    folder: Path, name: HarnessName, frames: Sequence[FrameLine], tokens: list[tuple[datetime, int]]
+    folder: Path, name: HarnessName, frames: Sequence[FrameLine], tokens: Mapping[int, tuple[datetime, int]]
 ) -> RunMatch:
     """The run folder under ``folder`` that is the recording's run (see the module's rules), and those that are not."""
     out = RunMatch()

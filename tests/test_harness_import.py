@@ -974,3 +974,34 @@ def test_lines_kept_a_chunk_at_a_time_read_back_as_they_were_set(
             assert list(m) == sorted(want) and len(m) == len(want) and list(m.items()) == sorted(want.items())
             assert [m.get(k) for k in range(last + 3)] == [want.get(k) for k in range(last + 3)]
             assert all((k in m) == (k in want) for k in range(last + 3))
+
+
+def test_each_step_is_compared_with_the_last_token_line_at_or_before_its_frame_line() -> None:
+    """The token count a matched step is compared with: the last token line, in file order, written at or before
+    its frame line's time. Read side by side where both go forward in time, again for each line where they do not
+    (lines out of order, --allow-repeats): the same counts as reading every token line for each step."""
+    from datetime import UTC, datetime, timedelta
+
+    from ledger.toolkit.frame_lines import LineMap
+    from ledger.toolkit.run_folders import Step
+    from ledger.toolkit.run_match import _written_before
+
+    rng = random.Random(8)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    for case in range(60):
+        shuffled = case % 3 == 0
+        times = sorted(rng.randrange(40) for _ in range(rng.randrange(12)))
+        if shuffled:
+            rng.shuffle(times)
+        tokens: LineMap[tuple[datetime, int]] = LineMap()
+        for i, t in enumerate(times):
+            tokens[i] = (t0 + timedelta(seconds=t), 1000 + i)
+        at = sorted(rng.randrange(45) for _ in range(rng.randrange(1, 10)))
+        if case % 5 == 0:
+            rng.shuffle(at)
+        lines = [(10 + i, t0 + timedelta(seconds=t), Step(i, t0, 1)) for i, t in enumerate(at)]
+        want = [
+            (ln, step, next((n for ts, n in reversed(list(tokens.values())) if ts <= when), None))
+            for ln, when, step in lines
+        ]
+        assert list(_written_before(tokens, lines)) == want, case

@@ -23,6 +23,11 @@ class StoreError(LedgerError):
     """A problem with the ledger database that a user can act on (message says what)."""
 
 
+class SpillError(LedgerError):
+    """What an import or an audit keeps for each line of a long recording could not be written to the temporary
+    directory, or read back from it."""
+
+
 class VersionConflict(StoreError):
     """Another writer appended to the stream first: reload the stream and retry."""
 

@@ -1005,3 +1005,39 @@ def test_each_step_is_compared_with_the_last_token_line_at_or_before_its_frame_l
             for ln, when, step in lines
         ]
         assert list(_written_before(tokens, lines)) == want, case
+
+
+def test_a_temporary_directory_that_refuses_the_lines_kept_is_one_line_and_nothing_written(
+    tmp_path: Path, envs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recording longer than a chunk keeps its lines in the temporary directory: when it is full (or refuses them),
+    the import and the audit say so in one line naming it, exit 1, and the import writes nothing of the card."""
+    import errno
+    import tempfile
+
+    import ledger.toolkit.frame_lines as fl
+    import ledger.toolkit.spill as spill
+
+    rec = tmp_path / "rec"
+    run_swarm(rec, ["vis5-0000001a"], 3, env_dir=envs, max_actions=30)
+    db = tmp_path / "l.sqlite"
+    monkeypatch.setattr(fl, "CHUNK", 4)
+
+    def full(*_a: Any, **_k: Any) -> Any:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    for args in ((), ("--environments", str(envs))):
+        with monkeypatch.context() as m:
+            m.setattr(spill.tempfile, "TemporaryFile", full)
+            r = CliRunner().invoke(cli, ["--db", str(db), "import", str(rec), *args])
+        assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+        assert f"in the temporary directory {tempfile.gettempdir()}: No space left on device" in r.output, r.output
+        with Ledger.open(db) as led:
+            assert led.card_ids() == []
+    r = CliRunner().invoke(cli, ["--db", str(db), "import", str(rec)])
+    assert r.exit_code == 0, r.output
+    with Ledger.open(db) as led:
+        (card,) = led.card_ids()
+    monkeypatch.setattr(spill.tempfile, "TemporaryFile", full)
+    r = CliRunner().invoke(cli, ["--db", str(db), "audit", card, "--environments", str(envs)])
+    assert r.exit_code == 1 and "No space left on device" in r.output and "Traceback" not in r.output, r.output

@@ -13,6 +13,8 @@ import tempfile
 from array import array
 from typing import IO, Any
 
+from ledger.errors import SpillError
+
 #: Lines a chunk holds: a few hundred kB of columns and the distinct frames of that many lines.
 CHUNK = 4096
 
@@ -34,12 +36,16 @@ class Spill:
 
     def put(self, chunk: Any) -> None:
         """Write ``chunk`` after the others."""
-        if self._file is None:
-            # Unlinked at once (nothing is left on a crash); closed with this spill.
-            self._file = tempfile.TemporaryFile(prefix="ledger-spill-")  # noqa: SIM115
         blob = pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)
-        self._file.seek(self._at[-1])
-        self._file.write(blob)
+        try:
+            if self._file is None:
+                # Unlinked at once (nothing is left on a crash); closed with this spill.
+                self._file = tempfile.TemporaryFile(prefix="ledger-spill-")  # noqa: SIM115
+            self._file.seek(self._at[-1])
+            self._file.write(blob)
+            self._file.flush()
+        except OSError as e:
+            raise _failed("write", e) from e
         self._at.append(self._at[-1] + len(blob))
 
     def get(self, k: int) -> Any:
@@ -48,8 +54,12 @@ class Spill:
         if hit is not None:
             return hit
         assert self._file is not None
-        self._file.seek(self._at[k])
-        chunk = pickle.loads(self._file.read(self._at[k + 1] - self._at[k]))
+        try:
+            self._file.seek(self._at[k])
+            blob = self._file.read(self._at[k + 1] - self._at[k])
+        except OSError as e:
+            raise _failed("read", e) from e
+        chunk = pickle.loads(blob)
         if len(self._cache) >= 2:
             del self._cache[next(iter(self._cache))]
         self._cache[k] = chunk
@@ -68,3 +78,10 @@ class Spill:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _failed(what: str, e: OSError) -> SpillError:
+    return SpillError(
+        f"cannot {what} the lines of a long recording kept in the temporary directory {tempfile.gettempdir()}: "
+        f"{e.strerror or e} (TMPDIR names another)"
+    )

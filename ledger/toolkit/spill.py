@@ -20,8 +20,8 @@ CHUNK = 4096
 
 
 class Spill:
-    """Full chunks, each written once to a temporary file (deleted when closed or left) and read back when asked;
-    the last two read are kept. A chunk is any picklable value."""
+    """Full chunks, each written once to a temporary file (gone with the spill, or the process) and read back when
+    asked; the last two read are kept. A chunk is any picklable value."""
 
     __slots__ = ("_at", "_cache", "_file")
 
@@ -73,11 +73,6 @@ class Spill:
         if self._file is not None:
             self._file.truncate(self._at[-1])
         return chunk
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
 
 
 def _failed(what: str, e: OSError) -> SpillError:

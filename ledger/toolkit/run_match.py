@@ -101,8 +101,9 @@ def _written_before(
                 written, nxt = nxt[1], next(left, None)
             yield lineno, step, written
         return
+    backwards = list(counts)[::-1]
     for lineno, at, step in lines:
-        yield lineno, step, next((n for ts, n in reversed(list(counts)) if ts <= at), None)
+        yield lineno, step, next((n for ts, n in backwards if ts <= at), None)
 
 
 def match_run_folder(

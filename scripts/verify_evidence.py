@@ -251,6 +251,11 @@ def cosigned(cp: dict[str, Any], witness_line: str) -> bool:
 def quorum_failure(cp: dict[str, Any], witnesses: list[str], quorum: int | None) -> str | None:
     if not witnesses:
         return None
+    # Section 10: witnesses are distinct keys, told apart by their key hash (one key under two names is one witness).
+    by_hash: dict[bytes, str] = {}
+    for w in witnesses:
+        by_hash.setdefault(sha(b"\x04" + read_key(w, 4)[2]), w)
+    witnesses = list(by_hash.values())
     need = len(witnesses) if quorum is None else quorum
     have = sum(1 for w in witnesses if cosigned(cp, w))
     return None if have >= need else f"the checkpoint is cosigned by {have} of the witnesses given, fewer than {need}"

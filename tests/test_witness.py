@@ -8,11 +8,13 @@ import base64
 import json
 from pathlib import Path
 
+import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ledger import Ledger
 from ledger.core import consistency_file as cf
 from ledger.core import merkle
+from ledger.core import signed_note as sn
 from ledger.services.checkpoints import sign_head
 from ledger.services.signing import load_signer
 from ledger.storage.merkle_store import TreeHead, TreeStore
@@ -138,3 +140,36 @@ def test_a_damaged_witness_state_is_one_line(tmp_path: Path) -> None:
     f.write_text("{not json")
     code, out = cosign(tmp_path / "cp.txt", Path(f"{key}.pub"), w, state, tmp_path / "c2.txt")
     assert code == 2 and "is damaged" in out and out.count("\n") == 1, out
+
+
+def test_one_witness_key_given_twice_counts_once(tmp_path: Path) -> None:
+    from ledger.core import evidence_file as ef
+    from ledger.services import evidence_check
+    from ledger.services.signing import Signer, Verifier, load_verifier
+
+    vectors = Path(__file__).resolve().parent / "vectors"
+    ev, pub = str(vectors / "evidence.json"), str(vectors / "vector.key.pub")
+    wpub = vectors / "vector-witness.key.pub"
+    copy = tmp_path / "A-copy.pub"
+    copy.write_text(wpub.read_text())
+    assert run("check", ev, "--key", pub, "--witness", str(wpub), "--quorum", "1")[0] == 0
+    code, out = run("check", ev, "--key", pub, "--witness", str(wpub), "--witness", str(copy), "--quorum", "2")
+    assert code == 2 and "is the same key as --witness" in out and out.count("\n") == 1, out
+
+    # The same private key cosigning again under another name is still one witness, in ledger check and in the
+    # standalone verifier (the parity fixture runs it on each check_evidence below).
+    signer = load_signer(vectors / "vector-witness.key", 4)
+    alias = Signer("witness-alias", signer.key, signer.public)
+    doc = ef.parse(Path(ev).read_bytes())
+    text = doc.checkpoint.partition("\n\n")[0] + "\n"
+    cosigned = doc.checkpoint + alias.cosign_line(text, 1_700_000_000)
+    raw = ef.to_text(msgspec.structs.replace(doc, checkpoint=cosigned)).encode()
+    key, witness = load_verifier(Path(pub)), load_verifier(wpub, 4)
+    both = [witness, Verifier("witness-alias", witness.public)]
+    assert evidence_check.check_evidence(raw, key, None, both[:1]).ok
+    rep = evidence_check.check_evidence(raw, key, None, both, 2)
+    assert not rep.ok and "cosigned by 1 of the 1 witnesses given, fewer than the quorum of 2" in (rep.error or "")
+    bogus = tmp_path / "alias.pub"
+    bogus.write_text(sn.verifier_key("witness-alias", signer.public, 4) + "\n")
+    code, out = run("check", ev, "--key", pub, "--witness", str(wpub), "--witness", str(bogus), "--quorum", "2")
+    assert code == 2 and "is the same key as --witness" in out, out

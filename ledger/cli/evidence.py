@@ -168,11 +168,19 @@ def check(
     none of the card's games (nothing re-simulated, as `ledger audit`).
     """
     from ledger.core.signed_note import COSIGNATURE_V1
-    from ledger.services.evidence_check import check_evidence
+    from ledger.services.evidence_check import check_evidence, key_hash
     from ledger.services.signing import load_verifier
 
     verifier = load_verifier(key)
     cosigners = [load_verifier(w, COSIGNATURE_V1) for w in witnesses]
+    first: dict[bytes, int] = {}
+    for i, w in enumerate(cosigners):
+        if (j := first.setdefault(key_hash(w), i)) != i:
+            raise LedgerCommandError(
+                f"--witness {witnesses[i]} is the same key as --witness {witnesses[j]} (witnesses are distinct keys, "
+                "told apart by their key hash): give each witness once",
+                2,
+            )
     if quorum is not None and quorum > len(cosigners):
         raise LedgerCommandError(f"--quorum {quorum} needs at least {quorum} --witness keys (got {len(cosigners)})", 2)
     try:

@@ -4,6 +4,7 @@ driver loaded); with a folder of game files, its plays re-simulated as ``ledger 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -13,7 +14,7 @@ from typing import Any
 from ledger.core import consistency_file as cf
 from ledger.core.consistency_file import file_format
 from ledger.core.evidence_file import EvidenceFailure, check, parse
-from ledger.core.signed_note import Checkpoint, NoteError, parse_checkpoint
+from ledger.core.signed_note import COSIGNATURE_V1, Checkpoint, NoteError, parse_checkpoint
 from ledger.services.signing import Verifier, cosigned
 
 
@@ -106,6 +107,7 @@ def _quorum(rep: CheckReport, cp: Checkpoint, witnesses: Sequence[Verifier], quo
     """With witnesses given, record who cosigned ``cp`` and fail ``rep`` below the quorum; True if it failed."""
     if not witnesses:
         return False
+    witnesses = distinct_witnesses(witnesses)
     need = len(witnesses) if quorum is None else quorum
     rep.quorum = need
     rep.cosigned_by = [w.name for w in witnesses if cosigned(w, cp) is not None]
@@ -117,3 +119,17 @@ def _quorum(rep: CheckReport, cp: Checkpoint, witnesses: Sequence[Verifier], quo
         f"the quorum of {need}: no valid cosignature by {missing}"
     )
     return True
+
+
+def distinct_witnesses(witnesses: Sequence[Verifier]) -> list[Verifier]:
+    """The witnesses with each key once, the first given kept: one private key can cosign under any name (the
+    cosigned message holds no name), so two files or two names of one public key are one witness."""
+    seen: dict[bytes, Verifier] = {}
+    for w in witnesses:
+        seen.setdefault(key_hash(w), w)
+    return list(seen.values())
+
+
+def key_hash(witness: Verifier) -> bytes:
+    """What tells witnesses apart: SHA-256(0x04 || public key)."""
+    return hashlib.sha256(bytes([COSIGNATURE_V1]) + witness.public).digest()

@@ -160,11 +160,6 @@ class Board(msgspec.Struct, frozen=True, kw_only=True):
     rescored: list[str]
 
 
-def ledger_leaderboard(ledger: Ledger, *, include_retracted: bool = False) -> list[LeaderRow]:
-    """Every tag of the ledger ranked as :func:`leaderboard` ranks them (:func:`ledger_board`'s rows)."""
-    return ledger_board(ledger, include_retracted=include_retracted).rows
-
-
 def ledger_board(ledger: Ledger, *, include_retracted: bool = False, calculator: str | None = None) -> Board:
     """Every tag of the ledger ranked by the mean score of its cards, every card scored with one calculator
     (``calculator``, else the newest of the cards' own): from the cards summary (one query) when that is every

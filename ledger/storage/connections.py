@@ -42,11 +42,6 @@ def _after_fork() -> None:
 os.register_at_fork(after_in_child=_after_fork)
 
 
-def current_pid() -> int:
-    """This process's id (cached; updated in a forked child)."""
-    return _pid
-
-
 class _ProcessState:
     """What one process holds of a writer or a pool (a forked child starts its own)."""
 

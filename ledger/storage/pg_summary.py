@@ -11,16 +11,20 @@ event committed so far.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ledger.errors import StoreError
 from ledger.storage.summary import SummaryKeeper
-from ledger.storage.summary_pg import pg_reader_sql
 from ledger.storage.summary_sql import pg, probe
 from ledger.storage.summary_tail import LAG_SQL, POSITION_SQL, Overlay, build_overlay, catch_up
 
 if TYPE_CHECKING:
     from ledger.storage.connections import ReadPool
+
+
+def _reader(conn: Any) -> Callable[[str, Any], list[Any]]:
+    return lambda sql, params: conn.execute(pg(sql), params).fetchall()
 
 
 def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
@@ -31,7 +35,7 @@ def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
         return list(conn.execute(pg(sql), args).fetchall())
 
     def begin() -> int:
-        probe(keeper, pg_reader_sql(conn), "postgresql")
+        probe(keeper, _reader(conn), "postgresql")
         got = fetch(POSITION_SQL + (" FOR UPDATE" if wait else " FOR UPDATE SKIP LOCKED"), ())
         if not got:
             raise _Busy

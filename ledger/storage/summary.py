@@ -17,10 +17,9 @@ Every list (``ledger cards``, ``compare --tag``, the viewer's and the bundle's c
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
 import msgspec
@@ -28,7 +27,7 @@ import msgspec
 from ledger.core import baselines as bl
 from ledger.core.document import ScorecardDoc
 from ledger.core.events import CARD_STREAM, BaselineEntry, BaselinesRecorded, decode
-from ledger.core.projection import CardState, fold, new_card
+from ledger.core.projection import CardState, fold
 from ledger.core.scoring import calculator_of, score_card
 
 SUMMARY = "card_summary"
@@ -328,54 +327,6 @@ class SummaryKeeper:
         """Drop what is held of a stream (after a failed append or a copy)."""
         with self._lock:
             self._cards.pop(stream, None)
-
-
-class Rebuilder:
-    """Every card's summary row and keys, folded from the log event by event in ``seq`` order: the truth the tables
-    must equal. Baseline sets are taken as the whole log holds them."""
-
-    def __init__(self) -> None:
-        self._cards: dict[str, tuple[CardState, int]] = {}
-        self._sets: dict[str, dict[str, BaselineEntry]] = {}
-        self._broken: set[str] = set()
-
-    def add(self, stream: str, type_: str, version: int, body: bytes) -> None:
-        """Fold one stored event."""
-        card_id = card_id_of(stream)
-        if card_id is None:
-            if type_ == "baselines_recorded":
-                # A body of the wrong type or shape is the chain check's finding (verify names it): skipped here.
-                with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError, TypeError, ValueError):
-                    self._sets.update(_baseline_set(body))
-            return
-        if card_id in self._broken:
-            return
-        held = self._cards.get(card_id)
-        state = held[0] if held else new_card(card_id)
-        try:
-            fold(card_id, [decode(body)], state)
-        except (msgspec.DecodeError, msgspec.ValidationError, TypeError, ValueError):
-            # Not the stored bytes of an event (tampered, or of a newer version): no row; verify names the event.
-            self._broken.add(card_id)
-            self._cards.pop(card_id, None)
-            return
-        self._cards[card_id] = (state, version)
-
-    def result(self) -> dict[str, tuple[SummaryRow, frozenset[tuple[str, str]]]]:
-        """card id -> (row, keys)."""
-        out = {}
-        for card_id, (state, version) in self._cards.items():
-            base = self._sets.get(state.baselines_id, {}) if state.baselines_id else {}
-            out[card_id] = (row_of(state, version, card_score(state, base)), keys_of(state))
-        return out
-
-
-def rebuild(events: Iterable[tuple[str, str, int, bytes]]) -> dict[str, tuple[SummaryRow, frozenset[tuple[str, str]]]]:
-    """Every card's summary row and keys from the log (``(stream, type, version, body)`` in ``seq`` order)."""
-    rb = Rebuilder()
-    for e in events:
-        rb.add(*e)
-    return rb.result()
 
 
 def _groups(rows: Sequence[tuple[str, int, str, bytes]]) -> dict[str, list[tuple[str, int, str, bytes]]]:

@@ -20,7 +20,6 @@ from ledger.storage.base import LogStore, has_table
 from ledger.storage.figures import FIGURES, has_figures
 from ledger.storage.summary import COLUMNS, KEYS, SUMMARY, SummaryRow
 from ledger.storage.summary_sql import (
-    INSERT_KEY_SQL,
     MANY_CARDS,
     SELECT_KEYS_SQL,
     SELECT_ROWS_SQL,
@@ -33,7 +32,6 @@ from ledger.storage.summary_sql import (
     page_query,
     pg,
     recent_tags_query,
-    row_params,
     tag_count_query,
     tag_points_query,
     upsert_sql,
@@ -42,25 +40,6 @@ from ledger.storage.summary_tail import POSITION, POSITION_SQL, has_position
 
 Built = Mapping[str, tuple[SummaryRow, frozenset[tuple[str, str]]]]
 EVENTS_SQL = "SELECT stream, type, version, body FROM events ORDER BY seq"
-
-
-def write_all(execute: Callable[[str, Any], Any], built: Built, columns: Sequence[str] = COLUMNS) -> None:
-    """Replace the summary tables' content with ``built`` (inside the caller's transaction); ``columns``: those
-    the table has (a migration before the last one that adds a column fills the columns of its revision)."""
-    execute(f"DELETE FROM {KEYS}", ())
-    execute(f"DELETE FROM {SUMMARY}", ())
-    items = list(built.values())
-    upsert, pick = UPSERT_SQL, None
-    if tuple(columns) != COLUMNS:
-        upsert = upsert_sql(columns)
-        pick = [COLUMNS.index(c) for c in columns]
-    for i in range(0, len(items), 5000):
-        chunk = items[i : i + 5000]
-        params = [row_params(row) for row, _ in chunk]
-        execute(upsert, params if pick is None else [tuple(p[j] for j in pick) for p in params])
-        keys = [(k, v, row.card_id) for row, ks in chunk for k, v in sorted(ks)]
-        if keys:
-            execute(INSERT_KEY_SQL, keys)
 
 
 def _log(rows: Iterable[Any]) -> Iterator[tuple[str, str, int, bytes]]:

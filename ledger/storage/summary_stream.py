@@ -7,8 +7,8 @@ its summary row and keys, and dropped before the next. What is held at any momen
 projection, :data:`CHUNK` rows waiting to be compared or written, and the baseline sets the cards use (read once
 each, from their own stream, as the writer reads them). That bound does not depend on the number of cards.
 
-The rows equal those of :class:`ledger.storage.summary.Rebuilder` (the log folded in ``seq`` order): a card's row
-depends only on its own events in version order and on its baseline set.
+The rows equal those of the whole log folded in ``seq`` order: a card's row depends only on its own events in
+version order and on its baseline set.
 """
 
 from __future__ import annotations

@@ -12,11 +12,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "ledger"
-MAX_LINES = 500
 
 #: Each sub-package (or module) of ``ledger`` and its layer: a module may import its own layer or one below.
 LAYERS: dict[str, int] = {
@@ -263,9 +260,3 @@ def test_layer_of_longest_prefix() -> None:
     assert layer_of("ledger.ledger") == ("ledger.ledger", 3)
     assert layer_of("ledger") == ("ledger", 3)
     assert layer_of("msgspec") is None
-
-
-@pytest.mark.parametrize("name", sorted(FILES))
-def test_module_size(name: str) -> None:
-    lines = len(FILES[name].read_text(encoding="utf-8").splitlines())
-    assert lines <= MAX_LINES, f"{FILES[name].relative_to(ROOT)} has {lines} lines (at most {MAX_LINES}): split it"

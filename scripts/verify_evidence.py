@@ -222,8 +222,8 @@ def parse_note(note: str) -> dict[str, Any]:
             raise Fail("a signature line must start with an em dash")
         name, space, enc = line[2:].rpartition(" ")
         raw = b64(enc, "a signature", None)
-        if not space or len(raw) < 5:
-            raise Fail("a signature line must be '\u2014 NAME BASE64'")
+        if not space or len(raw) < 5 or not _NAME.fullmatch(name):
+            raise Fail("a signature line must be '\u2014 NAME BASE64' with a key name (section 4)")
         signatures.append((name, raw[:4], raw[4:]))
     return {
         "text": text,
@@ -739,7 +739,16 @@ def verify(raw: bytes, key_line: str, witnesses: list[str] | None = None, quorum
             infos = {e["game_id"]: e for e in canonical_entries(rec["entries"])}
         if scorecard(card, infos) != doc["scorecard"]:  # 10
             raise Fail("the scorecard in the file is not the one the calculator makes from its events")
-        missing = quorum_failure(cp, witnesses or [], quorum)  # 11
+        events = decoded[card_stream]
+        for i, e in enumerate(events):  # 11: each close's document_sha256, against the card as it stood there
+            if e["type"] != "card_closed" or e.get("document_sha256") is None:
+                continue
+            then = fold(doc["card"], events[: i + 1])
+            made = scorecard(then, infos if then["baselines_id"] else {})
+            if hashlib.sha256(made.encode("utf-8")).hexdigest() != e["document_sha256"]:
+                raise Fail(f"the card_closed event at version {i + 1} records another document sha256")
+        out["closed"] = card["closed"]
+        missing = quorum_failure(cp, witnesses or [], quorum)  # 12
         if missing:
             raise Fail(missing)
     except Fail as e:
@@ -774,7 +783,10 @@ def main(argv: list[str]) -> int:
     if result["ok"] and "old_size" in result:
         print(f"OK consistency: the tree of {result['checkpoint_size']} events extends that of {result['old_size']}")
     elif result["ok"]:
-        print(f"OK card {result['card']}: {result['events']} events, score {result['score']}")
+        state = "closed" if result["closed"] else "open"
+        print(
+            f"OK card {result['card']}: {result['events']} events, {state} at the checkpoint, score {result['score']}"
+        )
         return 0
     print(f"FAIL {result['error']}")
     return 1

@@ -164,3 +164,17 @@ def test_the_cosigned_checkpoint_vector_and_the_quorum() -> None:
     bare = (VECTORS / "consistency.json").read_bytes()  # its checkpoints carry no cosignature
     assert not evidence_check.check_evidence(bare, pub, None, [witness]).ok
     assert evidence_check.check_evidence(bare, pub).ok
+
+
+def test_a_signature_line_whose_key_name_is_empty_or_holds_a_space_is_refused_by_both() -> None:
+    from ledger.core import evidence_file as ef
+
+    raw = (VECTORS / "evidence.json").read_bytes()
+    pub = VECTORS / "vector.key.pub"
+    doc = ef.parse(raw)
+    sig = base64.b64encode(bytes(range(68))).decode()
+    for line in (f"\u2014  {sig}\n", f"\u2014 two words {sig}\n", f"\u2014 a\u00a0b {sig}\n", f"\u2014 a+b {sig}\n"):
+        changed = ef.to_text(msgspec.structs.replace(doc, checkpoint=doc.checkpoint + line)).encode()
+        rep = evidence_check.check_evidence(changed, load_verifier(pub))  # the parity fixture runs the verifier too
+        assert not rep.ok and "key name" in (rep.error or ""), (line, rep.error)
+        assert "key name" in sv.verify(changed, pub.read_text())["error"]

@@ -202,9 +202,11 @@ def check(
         sim = ", plays re-simulated" if rep.resimulated else ""
         if rep.resimulation is not None and not rep.resimulated and not skipped:
             sim = f"; re-simulation {rep.resimulation}: {rep.resimulation_message}"
+        state = "closed" if rep.closed else "open"
         click.echo(
             f"OK card {rep.card}: {rep.events} events, all of them, in the tree of {rep.checkpoint_size} events "
-            f"signed by {verifier.name}{_cosigned(rep)}; scorecard rebuilt and equal (score {rep.score}){sim}"
+            f"signed by {verifier.name}{_cosigned(rep)}; {state} at the checkpoint; scorecard rebuilt and equal "
+            f"(score {rep.score}){sim}"
         )
     else:
         click.echo(f"FAIL {rep.error}")

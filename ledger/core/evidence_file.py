@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import itertools
 from collections.abc import Sequence
 from typing import Protocol
@@ -24,13 +25,14 @@ from ledger.core import signed_note as sn
 from ledger.core.events import (
     BaselineEntry,
     BaselinesRecorded,
+    CardClosed,
     Numbered,
     baselines_stream,
     card_stream,
     decode,
     type_of,
 )
-from ledger.core.projection import CardState, fold
+from ledger.core.projection import CardState, fold, new_card
 from ledger.core.scoring import score_card
 
 FORMAT = "arc-scorecard-ledger/evidence/v1"
@@ -193,7 +195,31 @@ def check(ev: Evidence, key: KeyCheck) -> Checked:
         baselines = bl.as_map(rec.entries)
     if card_document(card, baselines) != ev.scorecard:
         raise EvidenceFailure("the scorecard in the file is not the one the calculator makes from its events")
+    _check_closes(ev, events, baselines)
     return Checked(cp, card, events)
+
+
+def _check_closes(ev: Evidence, events: Sequence[Numbered], baselines: dict[str, BaselineEntry]) -> None:
+    """Each ``card_closed`` that records a ``document_sha256`` against the document the events up to it make: a
+    close states what the card showed, and a file whose events make another card at a close is refused."""
+    running = new_card(ev.card)
+    done = 0
+    for i, n in enumerate(events):
+        if not isinstance(n.event, CardClosed) or n.event.document_sha256 is None:
+            continue
+        if i + 1 == len(events):
+            doc = ev.scorecard  # the card as a whole is closed here: the scorecard just checked is this document
+        else:
+            fold(ev.card, (m.event for m in events[done : i + 1]), running)
+            done = i + 1
+            # A close before the card named a baseline set scored it with none, as it stood then.
+            doc = card_document(running, baselines if running.baselines_id is not None else {})
+        rebuilt = hashlib.sha256(doc.encode("utf-8")).hexdigest()
+        if rebuilt != n.event.document_sha256:
+            raise EvidenceFailure(
+                f"the card_closed event at version {n.version} records the document sha256 "
+                f"{n.event.document_sha256}, the events up to it make {rebuilt}"
+            )
 
 
 def key_signatures(cp: sn.Checkpoint, key: KeyCheck, what: str = "the checkpoint") -> list[bytes]:

@@ -175,6 +175,11 @@ def parse_checkpoint(note: str) -> Checkpoint:
         raw = _b64(enc, "a signature")
         if not space or len(raw) < 5:
             raise NoteError("not a signed note: a signature line must be '\u2014 NAME BASE64'")
+        if not _NAME.fullmatch(name):
+            raise NoteError(
+                f"not a signed note: a signature line's key name {name!r} is empty or holds a space, a '+' or a "
+                "control character"
+            )
         signatures.append(Signature(name, raw[:4], raw[4:]))
     return Checkpoint(
         text=text,

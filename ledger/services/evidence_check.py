@@ -46,6 +46,9 @@ class CheckReport(Outcome):
     #: A consistency file's older checkpoint's size (``checkpoint_size`` is the newer one's).
     old_size: int | None = None
     events: int | None = None
+    #: Whether the card was closed at the checkpoint (its last ``card_closed`` not followed by a ``card_reopened``);
+    #: None when the file's events were not read (a check failed before) or for a consistency file.
+    closed: bool | None = None
     score: float | None = None
     resimulated: bool = False
     #: The re-simulation's status as ``ledger audit`` gives it (PASS, FAIL, SKIP, UNKNOWN), None when not asked.
@@ -89,6 +92,7 @@ def check_evidence(
         return rep
     rep.checkpoint_size = done.checkpoint.size
     rep.events = len(done.events)
+    rep.closed = done.card.closed
     if _quorum(rep, done.checkpoint, witnesses, quorum):
         return rep
     rep.score = json.loads(ev.scorecard).get("score")

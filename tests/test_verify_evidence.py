@@ -178,3 +178,85 @@ def test_a_signature_line_whose_key_name_is_empty_or_holds_a_space_is_refused_by
         rep = evidence_check.check_evidence(changed, load_verifier(pub))  # the parity fixture runs the verifier too
         assert not rep.ok and "key name" in (rep.error or ""), (line, rep.error)
         assert "key name" in sv.verify(changed, pub.read_text())["error"]
+
+
+def _schema_type(t: msgspec.inspect.Type) -> str:
+    mi = msgspec.inspect
+    simple = {mi.StrType: "string", mi.IntType: "integer", mi.BoolType: "boolean", mi.FloatType: "number",
+              mi.DateTimeType: "date-time", mi.AnyType: "any JSON", mi.NoneType: "null",
+              mi.DictType: "object"}  # fmt: skip
+    if type(t) in simple:
+        return simple[type(t)]
+    if isinstance(t, mi.ListType):
+        return f"[{_schema_type(t.item_type)}]"
+    if isinstance(t, mi.LiteralType):
+        return "one of " + ", ".join(f'"{v}"' for v in t.values)
+    if isinstance(t, mi.UnionType):
+        return " or ".join(_schema_type(x) for x in t.types)
+    assert isinstance(t, mi.StructType), t
+    return t.cls.__name__
+
+
+def _schema_fields(st: msgspec.inspect.StructType) -> str:
+    return "; ".join(
+        f"`{f.encode_name}`{'' if f.required else '?'}: {_schema_type(f.type)}" for f in st.fields if f.name != "ts"
+    )
+
+
+def test_the_format_page_gives_every_event_schema_check_applies() -> None:
+    """docs/evidence-format.md section 11 lists, for each event type, the fields `ledger check` decodes it with (as
+    tests/test_docs.py keeps the CLI reference current): an event type or field added to the code and not to the
+    page fails here."""
+    from ledger.core import events
+
+    mi = msgspec.inspect
+    page = (Path(__file__).resolve().parent.parent / "docs" / "evidence-format.md").read_text(encoding="utf-8")
+    nested: dict[str, mi.StructType] = {}
+    rows = []
+    union = mi.type_info(events.AnyEvent)
+    assert isinstance(union, mi.UnionType)
+    for st in union.types:
+        assert isinstance(st, mi.StructType)
+        rows.append(f"| `{st.cls.__struct_config__.tag}` | {_schema_fields(st)} |")
+        for f in st.fields:
+            t = f.type
+            while isinstance(t, mi.ListType | mi.UnionType):
+                inner = [t.item_type] if isinstance(t, mi.ListType) else t.types
+                t = next(x for x in inner if type(x) is not mi.NoneType)
+            if isinstance(t, mi.StructType):
+                nested[t.cls.__name__] = t
+    rows += [f"| {name} | {_schema_fields(st)} |" for name, st in nested.items()]
+    missing = [r for r in rows if r not in page]
+    assert not missing, "docs/evidence-format.md section 11 should read:\n" + "\n".join(rows)
+
+
+def test_the_ledger_head_is_as_the_format_page_defines_it(tmp_path: Path) -> None:
+    import hashlib
+    import sqlite3
+
+    from ledger import Ledger
+    from tests.test_audit import play_disputed_card, play_open_card, run
+
+    db = tmp_path / "l.sqlite"
+    Ledger.open(db).close()
+    empty = json.loads(run("--db", str(db), "verify", "--json")[1])["head"]
+    assert empty == hashlib.sha256(b"arc-scorecard-ledger/head/v1").hexdigest()
+    with Ledger.open(db) as led:
+        play_disputed_card(led)
+        play_open_card(led)
+    with sqlite3.connect(db) as conn:
+        heads = conn.execute(
+            "SELECT stream, version, hash FROM events e WHERE version = (SELECT max(version) FROM events WHERE "
+            "stream = e.stream)"
+        ).fetchall()
+    conn.close()
+    assert {s.split(":")[0] for s, _, _ in heads} == {"card", "baselines"}
+
+    def field(b: bytes) -> bytes:
+        return len(b).to_bytes(8, "big") + b
+
+    page = b"arc-scorecard-ledger/head/v1" + b"".join(
+        field(s.encode()) + field(str(v).encode()) + field(h.encode()) for s, v, h in sorted(heads)
+    )
+    code, out = run("--db", str(db), "verify", "--json")
+    assert code == 0 and json.loads(out)["head"] == hashlib.sha256(page).hexdigest(), out

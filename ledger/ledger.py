@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -15,91 +16,42 @@ from ledger.core import baselines as bl
 from ledger.core import calculators, document
 from ledger.core.events import (
     BASELINES_STREAM,
-    CARD_STREAM,
     AnyEvent,
     BaselineEntry,
     BaselinesRecorded,
     CardClosed,
     CloseReason,
     baselines_stream,
-    card_stream,
     decode,
 )
-from ledger.core.projection import CardState, fold, new_card
-from ledger.core.replay import ChunkMismatch, fold_joined
+from ledger.core.projection import CardState
 from ledger.core.scoring import score_card
 from ledger.core.server_baselines import unknown_baselines
 from ledger.core.timeline import lapse, limits, listed
 from ledger.errors import (
-    AmbiguousCard,
     BaselinesNotKnown,
     InputError,
-    StoreError,
     UnknownBaselines,
-    UnknownCard,
     VersionConflict,
 )
 from ledger.storage.backends import open_store
-from ledger.storage.base import Durability, LogStore, Snapshot, StoredEvent
+from ledger.storage.base import Durability, LogStore, StoredEvent
+from ledger.storage.cards import (  # noqa: F401  (the snapshot policy, named here for the API's users)
+    SNAPSHOT_AFTER,
+    SNAPSHOT_EVERY,
+    SNAPSHOT_KIND,
+    Appended,
+    BrokenChain,
+    CardRepository,
+    apply_events,
+)
 from ledger.storage.summary import SummaryRow, card_score, row_of
 
 DEFAULT_DB = "ledger.sqlite"
 
-# The snapshot policy, all of it here. A snapshot is a cache of a card's projection (the log stays the truth):
-#: its format; a new one makes old snapshots be ignored (and rewritten);
-SNAPSHOT_KIND = "card/v1"
-#: a read that folded this many events past the cached projection caches what it folded;
-SNAPSHOT_AFTER = 2000
-#: a writer that holds the card's state (live capture) caches it every this many events, and always once the card
-#: is closed or imported (a closed card never changes again, so its exports never replay it).
-SNAPSHOT_EVERY = 10_000
 
-_snapshot_enc = msgspec.msgpack.Encoder()
-_snapshot_dec = msgspec.msgpack.Decoder(CardState)
-
-
-def _decode_snapshot(body: bytes) -> CardState | None:
-    # A snapshot that does not decode (older format, damage) is ignored: the log is the truth.
-    try:
-        return _snapshot_dec.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
-
-
-def _unreadable(card_id: str, e: Exception) -> StoreError:
-    return StoreError(
-        f"card {card_id} cannot be read: a stored event does not decode ({e}); `ledger audit {card_id}` says which one"
-    )
-
-
-def _fold_joined(
-    store: LogStore, card_id: str, snap: Snapshot | None, until: int | None
-) -> tuple[CardState, int, int, int] | None:
-    """(state, events folded, last version, last seq) replayed from bodies the store joins (SQLite), or None.
-
-    None also when nothing was read or a body does not decode: the per-body path then says what it says.
-    """
-    after = snap.version if snap else 0
-    joined = store.iter_joined(card_stream(card_id), after_version=after, until_seq=until)
-    if joined is None:  # the backend reads bodies one by one
-        return None
-    chunks, last_version, last_seq = joined
-    if not last_seq:  # nothing read
-        return None
-    try:
-        state = fold_joined(
-            card_id,
-            chunks,
-            _decode_snapshot(snap.body) if snap else None,
-            last_event=lambda: decode(store.event_at(card_stream(card_id), last_version).body),  # type: ignore[union-attr]
-        )
-    except (msgspec.DecodeError, msgspec.ValidationError, ChunkMismatch):
-        return None
-    finally:
-        if hasattr(chunks, "close"):  # a read-ahead not read to the end stops before the store is used again
-            chunks.close()
-    # Versions are consecutive in a stream, and ``until`` (a seq) cuts only its tail: the count read.
-    return state, last_version - after, last_version, last_seq
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,15 +107,6 @@ def _at(iso: str | None) -> datetime | None:
     return datetime.fromisoformat(iso) if iso else None
 
 
-@dataclass(frozen=True, slots=True)
-class Appended:
-    """What :meth:`Ledger.append_card` wrote: the events as stored (the last one only when not ``whole``), and whether
-    it cached the card's projection."""
-
-    stored: list[StoredEvent]
-    cached: bool
-
-
 def default_db() -> str:
     """``$LEDGER_DB`` or ``./ledger.sqlite``."""
     return os.environ.get("LEDGER_DB") or DEFAULT_DB
@@ -174,6 +117,7 @@ class Ledger:
 
     def __init__(self, store: LogStore) -> None:
         self.store = store
+        self.repository = CardRepository(store, note=_to_stderr)
         self._baselines_cache: dict[str, dict[str, BaselineEntry]] = {}
         self._on_close: list[Any] = []
 
@@ -290,7 +234,7 @@ class Ledger:
 
     def card_ids(self) -> list[str]:
         """Every card id, in the order the ledger first stored each card."""
-        return [s.stream[len(CARD_STREAM) :] for s in self.store.streams(CARD_STREAM)]
+        return self.repository.ids()
 
     def resolve_card(self, ref: str) -> str:
         """The card id ``ref`` names: the id itself, or a unique prefix of one.
@@ -298,29 +242,14 @@ class Ledger:
         Raises :class:`UnknownCard` when nothing matches and :class:`AmbiguousCard` (exit 2, listing the
         candidates) when several cards start with ``ref``.
         """
-        if ref and self.store.stream_exists(card_stream(ref)):
-            return ref
-        hits = [s.stream[len(CARD_STREAM) :] for s in self.store.streams(card_stream(ref))] if ref else []
-        if len(hits) == 1:
-            return hits[0]
-        if hits:
-            raise AmbiguousCard(ref, hits)
-        raise UnknownCard(ref)
+        return self.repository.resolve(ref)
 
     def seq_at_version(self, card_id: str, version: int) -> int:
         """The ledger-wide ``seq`` of the card's event ``version`` (what ``until=`` takes).
 
         Raises :class:`InputError` when the card has no such version (it says which versions it has).
         """
-        stream = card_stream(card_id)
-        row = self.store.event_at(stream, version) if version >= 1 else None
-        if row is None:
-            last = self.store.streams(stream)
-            top = next((s.version for s in last if s.stream == stream), 0)
-            if top == 0:
-                raise UnknownCard(card_id)
-            raise InputError(f"card {card_id} has versions 1..{top} (see `ledger events {card_id}`), not {version}")
-        return row.seq
+        return self.repository.seq_at_version(card_id, version)
 
     def close_card(self, card_id: str, reason: CloseReason = "explicit", *, ts: datetime | None = None) -> CardState:
         """Append a ``card_closed`` event (with the document hash, as capture does) to an open card.
@@ -328,79 +257,35 @@ class Ledger:
         Returns the card as closed. Raises :class:`InputError` if it is already closed and
         :class:`VersionConflict` if another writer appended meanwhile (nothing is written then).
         """
-        stream = card_stream(card_id)
-        rows = self.store.read_stream(stream)
-        if not rows:
-            raise UnknownCard(card_id)
-        card = fold(card_id, (decode(r.body) for r in rows))
+        read = self.repository.read(card_id)
+        card = read.state
         if card.closed:
             raise InputError(f"card {card_id} is already closed ({card.close_reason}); nothing written")
         doc = self.document(card_id, card=card)
         ev = CardClosed(ts=ts or datetime.now(UTC), reason=reason, document_sha256=document.sha256(doc))
-        closed = fold(card_id, [ev], card)
-        self.append_card(card_id, [ev], rows[-1].version, state=closed)
+        closed = apply_events(card_id, [ev], card)
+        self.append_card(card_id, [ev], read.version, state=closed)
         return closed
 
-    def load_card(self, card_id: str, *, until: int | None = None, use_cache: bool = True) -> CardState:
-        """The card rebuilt from its events (up to global ``seq`` ``until``).
-
-        A cached projection (snapshot) is used for the events it covers and only the later events are folded;
-        the result is the same as a full replay (``use_cache=False``), which tests check.
-        """
-        stream = card_stream(card_id)
-        snap = self.store.get_snapshot(stream, SNAPSHOT_KIND) if use_cache else None
-        if snap is not None and until is not None and snap.seq > until:
-            snap = None  # the cached state is later than the point asked for
-        return self._load(card_id, snap, until=until, use_cache=use_cache)
+    def load_card(
+        self, card_id: str, *, until: int | None = None, use_cache: bool = True, allow_broken: bool = False
+    ) -> CardState:
+        """The card rebuilt from its events (up to global ``seq`` ``until``), through the card repository
+        (:mod:`ledger.storage.cards`): a cached projection bound to the log, then the events after it. Raises
+        :class:`~ledger.storage.cards.BrokenChain` for a card whose chain is not whole, unless ``allow_broken``."""
+        return self.repository.load(card_id, until=until, use_cache=use_cache, allow_broken=allow_broken)
 
     def load_cards(self, card_ids: Iterable[str]) -> dict[str, CardState]:
         """Many cards at once (one query for all their cached projections)."""
-        ids = list(card_ids)
-        snaps = self.store.snapshots_for([card_stream(c) for c in ids], SNAPSHOT_KIND)
-        return {c: self._load(c, snaps.get(card_stream(c))) for c in ids}
+        return self.repository.load_many(card_ids)
 
     def cached_card(self, card_id: str) -> tuple[int, CardState] | None:
         """The cached projection of a card and the version it covers, or None (for the audit)."""
-        snap = self.store.get_snapshot(card_stream(card_id), SNAPSHOT_KIND)
-        state = _decode_snapshot(snap.body) if snap else None
-        return (snap.version, state) if snap and state is not None else None
-
-    def _load(
-        self,
-        card_id: str,
-        snap: Snapshot | None,
-        *,
-        until: int | None = None,
-        use_cache: bool = True,
-    ) -> CardState:
-        stream = card_stream(card_id)
-        state = _decode_snapshot(snap.body) if snap else None
-        after = snap.version if snap and state is not None else 0
-        try:
-            joined = _fold_joined(self.store, card_id, snap if state is not None else None, until)
-        except TypeError as e:  # a column of another type than the schema's (a tampered row): say so, once
-            raise _unreadable(card_id, e) from None
-        if joined is not None:
-            state, folded, last_version, last_seq = joined
-        else:
-            bodies, last_version, last_seq = self.store.read_bodies(stream, after_version=after, until_seq=until)
-            if state is None and not bodies:
-                if until is not None and self.store.stream_exists(stream):
-                    return new_card(card_id)
-                raise UnknownCard(card_id)
-            try:
-                state = fold(card_id, (decode(b) for b in bodies), state)
-            except (TypeError, msgspec.DecodeError, msgspec.ValidationError) as e:
-                # A tampered body (text or a number where bytes belong, bytes that are no event): say so, once.
-                raise _unreadable(card_id, e) from None
-            folded = len(bodies)
-        if use_cache and until is None and folded >= SNAPSHOT_AFTER:
-            self.store.put_snapshot(stream, SNAPSHOT_KIND, last_version, last_seq, _snapshot_enc.encode(state))
-        return state
+        return self.repository.cached(card_id)
 
     def save_snapshot(self, card_id: str, state: CardState, version: int, seq: int) -> None:
         """Cache ``state`` as the projection of the card's first ``version`` events."""
-        self.store.put_snapshot(card_stream(card_id), SNAPSHOT_KIND, version, seq, _snapshot_enc.encode(state))
+        self.repository.save(card_id, state, version, seq)
 
     # -- writing ------------------------------------------------------------------------------------------------
 
@@ -422,20 +307,11 @@ class Ledger:
         cached_version: int = 0,
         whole: bool = True,
     ) -> Appended:
-        """:meth:`append` to a card's stream, then apply the snapshot policy.
-
-        ``state`` is the card after these events, when the caller holds it (capture, import), and
-        ``cached_version`` the version its last snapshot covers: the state is cached once the card is closed or
-        once :data:`SNAPSHOT_EVERY` events have followed that snapshot.
-        """
-        stored = self.append(card_stream(card_id), events, expected_version, whole=whole)
-        cached = False
-        if state is not None and stored:
-            last = stored[-1]
-            if state.closed or last.version - cached_version >= SNAPSHOT_EVERY:
-                self.save_snapshot(card_id, state, last.version, last.seq)
-                cached = True
-        return Appended(stored, cached)
+        """:meth:`append` to a card's stream, then apply the snapshot policy
+        (:meth:`ledger.storage.cards.CardRepository.append`)."""
+        return self.repository.append(
+            card_id, events, expected_version, state=state, cached_version=cached_version, whole=whole
+        )
 
     def card_baselines(self, card: CardState) -> dict[str, BaselineEntry]:
         """The baseline set the card was played under (empty if it has none)."""

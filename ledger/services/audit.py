@@ -21,11 +21,12 @@ from ledger.core.events import ActionTaken, BaselineEntry, Numbered
 from ledger.core.import_checks import check_import
 from ledger.core.lifecycle import check_lifecycle, limits
 from ledger.core.postmortem import PostMortem, postmortem
-from ledger.core.projection import CardState, fold
+from ledger.core.projection import CardState
 from ledger.core.scoring import score_card
 from ledger.core.server_baselines import baselines_source
 from ledger.core.server_compare import server_check
 from ledger.services.card_rows import CardEvents, card_rows
+from ledger.storage.cards import apply_events
 from ledger.toolkit.resim_result import ResimResult
 from ledger.toolkit.resimulate import resimulate
 
@@ -221,7 +222,7 @@ def audit_card(
     integrity = card_head_check(ledger, integrity, expect_head)  # a ledger head is not a tampered card
     events = CardEvents(ledger.store, rows.stream, rows.read, missing, rows.page)
     complete = not missing
-    card = fold(card_id, (n.event for n in events))
+    card = apply_events(card_id, (n.event for n in events))
     baselines: Mapping[str, BaselineEntry] | None
     problem = None
     try:

@@ -42,6 +42,8 @@ class CardRead:
     #: Lines to show beside the document (export writes them to stderr): calculator, match, retraction.
     notes: list[str] = field(default_factory=list)
     retraction: dict[str, str] | None = None
+    #: Why the card's chain is not whole (read with ``allow_broken``), else None.
+    broken: str | None = None
 
 
 def read_card(
@@ -54,12 +56,15 @@ def read_card(
     match: Match = "exact",
     all_environments: bool = False,
     card: CardState | None = None,
+    allow_broken: bool = False,
 ) -> CardRead:
     """The card ``card_id`` (an id or unique prefix) up to its version ``until``, scored under the set named by
     ``baselines`` (label, id or prefix; default: the set it was played under) and the calculator of the arc-agi
     release ``calculator`` (default: the card's own), matched by ``match``, optionally over every game of the set.
 
     ``card``: the card already loaded whole (the viewer's cache), read instead of the ledger's.
+    ``allow_broken``: read a card whose chain is not whole as far as the log holds it (``broken`` says why, and
+    the first note); otherwise :class:`~ledger.storage.cards.BrokenChain`.
     Raises :class:`UnknownCalculator` (exit 2) for a release that is not published, before reading anything.
     """
     from ledger.services.baseline_sets import resolve
@@ -68,8 +73,10 @@ def read_card(
     chosen = calculators.get(calculator) if calculator is not None else None
     card_id = ledger.resolve_card(card_id) if card is None else card.card_id
     seq = None if until is None else ledger.seq_at_version(card_id, until)
+    broken = None
     if card is None or seq is not None:
-        card = ledger.load_card(card_id, until=seq)
+        loaded = ledger.repository.read(card_id, until=seq, allow_broken=allow_broken)
+        card, broken = loaded.state, loaded.broken
     own = calculator_of(card)
     calc = chosen if chosen is not None else own
     by_set = baselines is not None or match != "exact" or all_environments
@@ -83,6 +90,10 @@ def read_card(
         doc = ledger.document(card_id, card=card, calculator=calc)
         unknown = unknown_baselines(card, doc)
     notes: list[str] = []
+    if broken is not None:
+        notes.append(
+            f"Note: card {card_id} is BROKEN ({broken}): shown as far as the log holds it, not as a whole card"
+        )
     if chosen is not None and chosen != own:
         notes.append(
             f"Note: scored with the calculator of {calculators.label(chosen)}; the card's own is {own.version}"
@@ -91,7 +102,7 @@ def read_card(
         notes.append(f"Note: {said}")
     if match == "base":
         notes += [n for n in (match_note(m) for m in matches) if n is not None]
-    retraction = retraction_of_card(_whole(ledger, card_id, card, seq))
+    retraction = retraction_of_card(_whole(ledger, card_id, card, seq, allow_broken))
     if retraction is not None:
         notes.append(f"Note: card {card_id} was {retraction['note']}")
     return CardRead(
@@ -105,14 +116,15 @@ def read_card(
         unknown=unknown,
         notes=notes,
         retraction=retraction,
+        broken=broken,
     )
 
 
-def _whole(ledger: Ledger, card_id: str, card: CardState, seq: int | None) -> CardState:
+def _whole(ledger: Ledger, card_id: str, card: CardState, seq: int | None, allow_broken: bool) -> CardState:
     # A retraction appended after --until still withdraws the card: it is read from the whole card.
     if seq is None or retraction_note(card) is not None:
         return card
-    return ledger.load_card(card_id)
+    return ledger.load_card(card_id, allow_broken=allow_broken)
 
 
 def own_calculators(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, Calculator]:

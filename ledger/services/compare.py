@@ -272,9 +272,9 @@ def compare_cards(
 
 def _load_all(ledger: Ledger, ids: Sequence[str]) -> list[CardState]:
     """The cards, their events read a few hundred cards per query (no round trip per card)."""
-    from ledger.core.events import card_stream, decode
-    from ledger.core.projection import fold
+    from ledger.core.events import card_stream
     from ledger.errors import UnknownCard
+    from ledger.storage.cards import replay
     from ledger.storage.summary_build import stream_bodies
 
     bodies = stream_bodies(ledger.store, [card_stream(c) for c in ids])
@@ -283,7 +283,7 @@ def _load_all(ledger: Ledger, ids: Sequence[str]) -> list[CardState]:
         mine = bodies[card_stream(c)]
         if not mine:
             raise UnknownCard(c)
-        out.append(fold(c, (decode(b) for b in mine)))
+        out.append(replay(c, mine))
     return out
 
 

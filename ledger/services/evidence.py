@@ -9,9 +9,9 @@ from ledger.core import merkle
 from ledger.core import signed_note as sn
 from ledger.core.events import BaselinesRecorded, baselines_stream, card_stream, decode
 from ledger.core.evidence_file import FORMAT, Evidence, EvidenceStream, b64, card_document, to_text
-from ledger.core.projection import fold
 from ledger.errors import InputError, LedgerError, StoreError
 from ledger.ledger import Ledger
+from ledger.storage.cards import replay
 from ledger.storage.merkle_store import TreeStore
 
 
@@ -43,7 +43,7 @@ def prove(led: Ledger, card_ref: str, note: str) -> str:
     card_bodies, card_leaves = tree.stream_until(card_stream(card_id), cp.size)
     if not card_bodies:
         raise NotProvable(f"the checkpoint (tree of {cp.size} events) was signed before card {card_id} began")
-    card = fold(card_id, [decode(b) for b in card_bodies])
+    card = replay(card_id, card_bodies)
     streams = [(card_stream(card_id), card_bodies, card_leaves)]
     baselines = {}
     if card.baselines_id:

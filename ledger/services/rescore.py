@@ -6,7 +6,7 @@ The scoring and the comparison are pure (:mod:`ledger.core.rescoring`); this mod
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from ledger.core.calculators import Calculator
@@ -26,18 +26,24 @@ def rescore_cards(
     all_environments: bool = False,
     chunk: int = 256,
     calculator: Calculator | None = None,
+    allow_broken: bool = False,
+    on_broken: Callable[[str, str], None] | None = None,
 ) -> Iterator[CardRescore]:
     """:func:`rescore_card` for each card of the ledger, in the order given (a read: nothing is written), under
     ``new_entries`` (None: each card's own set) and ``calculator`` (None: each card's own).
 
     Cards are loaded ``chunk`` at a time with ``Ledger.load_cards`` (one query for their cached projections),
-    so memory stays bounded however many cards there are.
+    so memory stays bounded however many cards there are. A card whose chain is not whole raises
+    :class:`~ledger.storage.cards.BrokenChain`; with ``allow_broken`` it is re-scored as far as the log holds it,
+    and ``on_broken(card_id, why)`` is told.
     """
     ids = list(card_ids)
     for i in range(0, len(ids), chunk):
-        cards = ledger.load_cards(ids[i : i + chunk])
+        loaded = ledger.repository.read_many(ids[i : i + chunk], allow_broken=allow_broken)
         for cid in ids[i : i + chunk]:
-            card = cards[cid]
+            card, broken = loaded[cid].state, loaded[cid].broken
+            if broken is not None and on_broken is not None:
+                on_broken(cid, broken)
             yield rescore_card(
                 card,
                 ledger.card_baselines(card),

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from ledger.core.events import CardRetracted, card_stream, decode
-from ledger.core.projection import CardState, fold
+from ledger.core.events import CardRetracted
+from ledger.core.projection import CardState
 from ledger.core.timeline import listed, retraction_note
-from ledger.errors import InputError, StoreError, UnknownCard
+from ledger.errors import InputError, StoreError
 from ledger.ledger import Ledger
+from ledger.storage.cards import apply_events
 
 #: The longest reason kept: a sentence or two, not a document.
 MAX_REASON = 2000
@@ -36,10 +37,8 @@ def retract_card(ledger: Ledger, ref: str, reason: str, *, ts: datetime | None =
     if len(why) > MAX_REASON:
         raise InputError(f"the reason is {len(why)} characters; at most {MAX_REASON}")
     card_id = ledger.resolve_card(ref)
-    rows = ledger.store.read_stream(card_stream(card_id))
-    if not rows:
-        raise UnknownCard(card_id)
-    card = fold(card_id, (decode(r.body) for r in rows))
+    read = ledger.repository.read(card_id)
+    card = read.state
     if card.retracted_at is not None:
         raise InputError(f"card {card_id} is already {retraction_note(card)}; nothing written")
     if not card.closed:
@@ -48,8 +47,8 @@ def retract_card(ledger: Ledger, ref: str, reason: str, *, ts: datetime | None =
             f"(`ledger close {card_id}`), then retract it; nothing written"
         )
     ev = CardRetracted(ts=ts or datetime.now(UTC), reason=why)
-    state = fold(card_id, [ev], card)
-    ledger.append_card(card_id, [ev], rows[-1].version, state=state)
+    state = apply_events(card_id, [ev], card)
+    ledger.append_card(card_id, [ev], read.version, state=state)
     return state
 
 

@@ -1,4 +1,9 @@
-"""Verification of the whole log: every link of every stream's hash chain, recomputed from the stored bytes."""
+"""Verification of the whole log and of everything derived from it.
+
+Every link of every stream's hash chain, recomputed from the stored bytes; then each table derived from the log
+against a rebuild: the cards summary and tag figures, the cached card states (snapshots), the Merkle tree and the
+copy marks. A derived row that differs is named, one line each.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,8 @@ import msgspec
 
 from ledger.core import chain
 from ledger.core.events import CARD_STREAM, decode, type_of
-from ledger.storage.base import APPEND_ONLY_TRIGGERS, LogStore, StoredEvent
+from ledger.errors import StoreError
+from ledger.storage.base import APPEND_ONLY_TRIGGERS, LogStore, StoredEvent, has_table
 
 
 @dataclass
@@ -38,6 +44,13 @@ class VerifyReport:
     head: str = ""
     #: How the cards summary differs from a rebuild from the log (empty: equal).
     summary_differences: list[str] = field(default_factory=list)
+    #: Snapshot rows that differ from a replay of the log, the Merkle tree's problem, copy marks the log refutes.
+    snapshot_differences: list[str] = field(default_factory=list)
+    tree_problem: str | None = None
+    copy_mark_differences: list[str] = field(default_factory=list)
+    #: 1 when every snapshot was compared; n when one in n was (``--quick``).
+    snapshot_sample: int = 1
+    snapshots_checked: int = 0
 
     @property
     def errors(self) -> list[str]:
@@ -45,6 +58,9 @@ class VerifyReport:
         out = [f"{s.stream}: {s.error}" for s in self.streams if s.error]
         out += [f"append-only trigger missing: {t}" for t in self.missing_triggers]
         out += [f"cards summary: {d}" for d in self.summary_differences]
+        out += [f"cached card state: {d}" for d in self.snapshot_differences]
+        out += [f"Merkle tree: {self.tree_problem}"] if self.tree_problem else []
+        out += [f"copy mark: {d}" for d in self.copy_mark_differences]
         if self.revision != self.head_revision:
             out.append(f"schema at revision {self.revision}, migrations are at {self.head_revision}")
         return out
@@ -66,6 +82,14 @@ class VerifyReport:
             "migrations_at_head": self.revision == self.head_revision,
             "triggers": {"expected": self.expected_triggers, "missing": self.missing_triggers},
             "chains_ok": not any(s.error for s in self.streams),
+            "derived": {
+                "summary": self.summary_differences,
+                "snapshots": self.snapshot_differences,
+                "snapshots_checked": self.snapshots_checked,
+                "snapshot_sample": self.snapshot_sample,
+                "tree": self.tree_problem,
+                "copy_marks": self.copy_mark_differences,
+            },
             "errors": self.errors,
             "stream_checks": [
                 {"stream": s.stream, "events": s.events, "version": s.version, "head": s.head, "error": s.error}
@@ -83,9 +107,15 @@ class VerifyReport:
             else f"{len(self.missing_triggers)} append-only trigger(s) missing"
         )
         at_head = "head" if self.revision == self.head_revision else f"migrations are at {self.head_revision}"
+        derived = sum(
+            map(len, (self.summary_differences, self.snapshot_differences, self.copy_mark_differences))
+        ) + bool(self.tree_problem)
+        what = "derived tables match the log" if not derived else f"{derived} derived row(s) differ from the log"
+        if self.snapshot_sample > 1:
+            what += f" (cached card states sampled: 1 in {self.snapshot_sample})"
         return (
             f"{'OK' if self.ok else 'FAILED'}: {self.events} events in {len(self.streams)} streams, {chains}, "
-            f"{triggers}, schema {self.revision} ({at_head})"
+            f"{triggers}, {what}, schema {self.revision} ({at_head})"
         )
 
 
@@ -128,13 +158,29 @@ def _ts_differs(column: str, ts: datetime) -> bool:
         return True
 
 
-def verify_ledger(store: LogStore, *, progress: Callable[[int], None] | None = None) -> VerifyReport:
-    """Walk every event in ``seq`` order and check each stream's chain link by link."""
-    from ledger.storage.summary_build import check, has_summary
+#: ``verify --quick`` compares one cached card state in this many with a replay.
+QUICK_SAMPLE = 10
+#: Lines listed per derived table before "+N more".
+LIMIT = 10
 
-    report = VerifyReport()
+
+def verify_ledger(
+    store: LogStore, *, progress: Callable[[int], None] | None = None, quick: bool = False
+) -> VerifyReport:
+    """Walk every event in ``seq`` order and check each stream's chain link by link, then every derived table
+    against a rebuild from the log (``quick``: a sample of the cached card states, said in the summary line)."""
+    from ledger.storage.copy_marks import MARKS, marks
+    from ledger.storage.summary_build import _query, check, has_summary
+
+    report = VerifyReport(snapshot_sample=QUICK_SAMPLE if quick else 1)
     checks: dict[str, StreamCheck] = {}
+    has_marks = has_table(lambda sql, args: _query(store, sql, args), store.dialect, MARKS)
+    copied = marks(store) if has_marks else []
+    wanted = {h for _, _, h, _ in copied}
+    seen: set[str] = set()
     for row in store.scan():
+        if row.hash in wanted:
+            seen.add(row.hash)
         # A stream column of another type (a tampered row) is a stream of its own, named as text, that fails.
         key = row.stream if isinstance(row.stream, str) else repr(row.stream)
         c = checks.get(key)
@@ -159,7 +205,48 @@ def verify_ledger(store: LogStore, *, progress: Callable[[int], None] | None = N
         # A second read, in the order of the (stream, version) index, one card at a time: memory stays bounded.
         broken = frozenset(s.stream[len(CARD_STREAM) :] for s in report.streams if s.error)
         report.summary_differences = check(store, skip=broken)[1]
+    report.snapshot_differences, report.snapshots_checked = _snapshots(store, report.snapshot_sample)
+    report.tree_problem = _tree(store)
+    report.copy_mark_differences = [
+        f"from {source}: its last event (seq {seq} there, hash {h}) is not in this ledger"
+        for source, seq, h, _ in copied
+        if h not in seen
+    ][:LIMIT]
     return report
+
+
+def _snapshots(store: LogStore, every: int) -> tuple[list[str], int]:
+    from ledger.storage.cards import CardRepository
+
+    out = []
+    repo = CardRepository(store)
+    found = repo.snapshot_problems(every=every)
+    for line in found:
+        out.append(line)
+        if len(out) == LIMIT:
+            more = sum(1 for _ in found)
+            if more:
+                out.append(f"+{more} more")
+            break
+    return out, repo.snapshots_checked
+
+
+def _tree(store: LogStore) -> str | None:
+    """What differs between the stored Merkle tree and the one the log makes (None: equal, or no tree stored)."""
+    from ledger.storage.summary_build import _query
+
+    if not has_table(lambda sql, args: _query(store, sql, args), store.dialect, "merkle_state"):
+        return None
+    if not int(_query(store, "SELECT size FROM merkle_state WHERE id = 1")[0][0]):
+        return None  # never built: a checkpoint or a proof builds it
+    from ledger.services.checkpoints import tree_problem
+    from ledger.storage.merkle_store import TreeStore
+
+    tree = TreeStore(store)
+    try:
+        return tree_problem(tree, tree.stored_head())
+    except StoreError as e:
+        return str(e)
 
 
 def check_expected_head(ledger: Any, report: VerifyReport, expected: str) -> tuple[str, str]:

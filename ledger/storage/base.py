@@ -151,6 +151,12 @@ class LogStore(Protocol):
     def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
         """Cached projections of many streams at once."""
 
+    def snapshot_keys(self) -> list[tuple[str, str, int, int]]:
+        """(stream, kind, version, seq) of every stored snapshot, by stream."""
+
+    def link_at(self, stream: str, version: int) -> tuple[int, str, int] | None:
+        """(seq, hash) of the event of ``stream`` at ``version`` and how many events the stream holds up to it."""
+
     def read_stream(
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None, page: tuple[int, int] | None = None
     ) -> list[StoredEvent]:

@@ -15,6 +15,7 @@ from ledger.storage.base import LogStore
 
 MARKS = "copy_marks"
 READ_SQL = f"SELECT seq, hash, streams FROM {MARKS} WHERE source = ?"
+ALL_SQL = f"SELECT source, seq, hash, streams FROM {MARKS} ORDER BY source"
 WRITE_SQL = (
     f"INSERT INTO {MARKS} (source, seq, hash, streams) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (source) DO UPDATE SET seq = excluded.seq, hash = excluded.hash, streams = excluded.streams"
@@ -27,6 +28,13 @@ def read_mark(store: LogStore, source: str) -> tuple[int, str, int] | None:
 
     rows = _query(store, READ_SQL, [source])
     return (int(rows[0][0]), str(rows[0][1]), int(rows[0][2])) if rows else None
+
+
+def marks(store: LogStore) -> list[tuple[str, int, str, int]]:
+    """Every (source, seq, hash, streams) the ledger remembers."""
+    from ledger.storage.summary_build import _query
+
+    return [(str(r[0]), int(r[1]), str(r[2]), int(r[3])) for r in _query(store, ALL_SQL, [])]
 
 
 def write_mark(store: LogStore, source: str, seq: int, hash_: str, streams: int) -> None:

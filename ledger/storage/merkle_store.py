@@ -85,6 +85,14 @@ class TreeStore:
                 return self._head(frontier, new_last, heads)
         raise StoreError(f"cannot bring the Merkle tree of {self.store.describe()} up to date: too many writers")
 
+    def stored_head(self) -> TreeHead:
+        """The stored tree's head as its tables say, without catching up (what ``verify`` checks)."""
+        with self._read() as conn:
+            size, last_seq = conn.execute(text("SELECT size, last_seq FROM merkle_state WHERE id = 1")).one()
+            frontier = merkle.Frontier(size, self._frontier(conn, size))
+            heads = {r[0]: (r[1], r[2]) for r in conn.execute(text("SELECT stream, version, hash FROM merkle_heads"))}
+        return self._head(frontier, last_seq, heads)
+
     def log_batches(self, until_seq: int) -> Iterable[list[tuple[int, str, int, str]]]:
         """Every event's (seq, stream, version, hash) up to ``until_seq``, in ``seq`` order, in batches, read from the
         events themselves (three short columns: checking the stored tree against the log reads nothing else)."""

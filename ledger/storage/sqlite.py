@@ -460,6 +460,19 @@ class SQLiteStore(SQLiteSummary, StoreBase):
         rows = self._read(f"SELECT {COLUMNS} FROM events WHERE stream = ? AND version = ?", (stream, version))
         return StoredEvent(*rows[0]) if rows else None
 
+    def link_at(self, stream: str, version: int) -> tuple[int, str, int] | None:
+        """(seq, hash) of the event of ``stream`` at ``version`` and how many events the stream holds up to it."""
+        q = (
+            "SELECT seq, hash, (SELECT count(*) FROM events WHERE stream = ? AND version <= ?) "
+            "FROM events WHERE stream = ? AND version = ?"
+        )
+        rows = self._read(q, (stream, version, stream, version))
+        return (int(rows[0][0]), str(rows[0][1]), int(rows[0][2])) if rows else None
+
+    def snapshot_keys(self) -> list[tuple[str, str, int, int]]:
+        """(stream, kind, version, seq) of every stored snapshot, by stream."""
+        return [tuple(r) for r in self._read("SELECT stream, kind, version, seq FROM snapshots ORDER BY stream", ())]
+
     def max_seq(self) -> int:
         """The highest ``seq`` in the log (0 when empty)."""
         return int(self._read("SELECT coalesce(max(seq), 0) FROM events", ())[0][0])

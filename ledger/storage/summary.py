@@ -27,8 +27,10 @@ import msgspec
 from ledger.core import baselines as bl
 from ledger.core.document import ScorecardDoc
 from ledger.core.events import CARD_STREAM, BaselineEntry, BaselinesRecorded, decode
-from ledger.core.projection import CardState, fold
+from ledger.core.projection import CardState
 from ledger.core.scoring import calculator_of, score_card
+from ledger.errors import StoreError
+from ledger.storage.cards import replay
 
 SUMMARY = "card_summary"
 KEYS = "card_summary_keys"
@@ -274,13 +276,12 @@ class SummaryKeeper:
             held = self._cards.pop(stream, None)
         try:
             if held is None or held.version != base_version:
-                bodies_before = read(stream, base_version) if base_version else []
-                state = fold(card_id, (decode(b) for b in bodies_before))
+                state = replay(card_id, read(stream, base_version) if base_version else [])
                 held = Tracked(state, base_version, None, keys_of(state))
             else:
                 state = held.state
-            fold(card_id, map(decode, bodies), state)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+            replay(card_id, bodies, state)
+        except StoreError:
             # The log takes any bytes; a card with an event that is not one has no row (the rebuild agrees).
             return Change(stream, None, None, None)
         scored = held.scored

@@ -17,10 +17,9 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import msgspec
-
-from ledger.core.events import CARD_STREAM, BaselineEntry, baselines_stream, decode
-from ledger.core.projection import CardState, fold, new_card
+from ledger.core.events import CARD_STREAM, BaselineEntry, baselines_stream
+from ledger.errors import StoreError
+from ledger.storage.cards import replay
 from ledger.storage.figures import SELECT_ALL_SQL, Key, counts_of, old_rows, replace_all
 from ledger.storage.figures import differences as figure_differences
 from ledger.storage.summary import KEYS, SUMMARY, SummaryRow, baselines_map, card_score, keys_of, row_of
@@ -103,10 +102,9 @@ def rebuilt(read: Read) -> Iterator[tuple[str, Built | None]]:
     not decode, so it has no row)."""
     sets = _Sets(read)
     for card_id, events in _card_events(read):
-        state: CardState = new_card(card_id)
         try:
-            fold(card_id, (decode(b) for _, b in events), state)
-        except (msgspec.DecodeError, msgspec.ValidationError, TypeError, ValueError):
+            state = replay(card_id, (b for _, b in events))
+        except (StoreError, ValueError):
             yield card_id, None
             continue
         version = events[-1][0]

@@ -20,9 +20,9 @@ import msgspec
 
 from ledger.core.calculators import Calculator
 from ledger.core.document import EnvironmentDoc, RunDoc, ScorecardDoc
-from ledger.core.events import Numbered, card_stream, decode
+from ledger.core.events import Numbered, decode
 from ledger.core.postmortem import arithmetic, postmortem
-from ledger.core.projection import CardState, fold
+from ledger.core.projection import CardState
 from ledger.core.scoring import LEVEL_CAP, best_play_index, calculator_of, uncapped_level_score
 from ledger.core.server_baselines import baselines_source, unknown_baselines
 from ledger.core.text import calculator_line
@@ -50,19 +50,13 @@ class CardCache:
         with self._lock:
             cached = self._cards.get(card_id)
             state, version = cached if cached is not None else self._start(card_id)
-            bodies, last, _ = self.ledger.store.read_bodies(card_stream(card_id), after_version=version)
-            if bodies:
-                # fold() works in place: the cached state moves forward with the log (a body that does not decode
-                # leaves it half-moved: it is dropped, and read afresh next time).
-                try:
-                    state = fold(card_id, (decode(b) for b in bodies), state)
-                except (TypeError, msgspec.DecodeError, msgspec.ValidationError) as e:
-                    self._cards.pop(card_id, None)
-                    raise StoreError(
-                        f"card {card_id} cannot be read: a stored event does not decode ({e}); "
-                        f"`ledger audit {card_id}` says which one"
-                    ) from None
-                version = last
+            # The state moves forward in place: one that fails half-way (a body that does not decode, a gap) is
+            # dropped, and read afresh next time.
+            try:
+                state, version = self.ledger.repository.advance(card_id, state, version)
+            except StoreError:
+                self._cards.pop(card_id, None)
+                raise
             if version == 0:
                 raise UnknownCard(card_id)
             self._cards[card_id] = (state, version)

@@ -1,0 +1,208 @@
+"""The log is the only truth: a derived table edited by hand is ignored by every read or reported by ``verify``
+(exit 1), on both backends, and a card whose chain is not whole is never shown as a whole card."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+from click.testing import CliRunner, Result
+from sqlalchemy import create_engine, text
+
+from ledger import Ledger
+from ledger.cli import cli
+from ledger.storage.base import normalize_url
+from ledger.storage.cards import SNAPSHOT_KIND, BrokenChain
+from ledger.storage.copy_marks import write_mark
+from ledger.storage.merkle_store import TreeStore
+
+#: Commands that read one card and what each must print the same whatever the caches hold.
+READS = (["export"], ["replay", "--json"], ["cards", "--json"], ["rescore", "--calculator", "0.9.1"])
+
+
+def run(db: str, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--db", db, *args], catch_exceptions=False)
+
+
+@pytest.fixture
+def demo(backend_url: str) -> Iterator[tuple[str, str]]:
+    """A demo ledger (one closed card with a snapshot) and its card id."""
+    assert run(backend_url, "demo").exit_code == 0
+    with Ledger.open(backend_url) as led:
+        (card,) = led.card_ids()
+    yield backend_url, card
+
+
+def sql(url: str, statement: str, **params: object) -> list[tuple]:
+    """One statement on the ledger's database behind its back (committed)."""
+    engine = create_engine(normalize_url(url))
+    try:
+        with engine.begin() as conn:
+            got = conn.execute(text(statement), params)
+            return [tuple(r) for r in got] if got.returns_rows else []
+    finally:
+        engine.dispose()
+
+
+def drop_guards(url: str, tables: tuple[str, ...]) -> None:
+    """What an attacker with the database does first: the append-only triggers of ``tables`` gone."""
+    if url.startswith("postgresql"):
+        for t in tables:
+            sql(url, f"ALTER TABLE {t} DISABLE TRIGGER ALL")
+        return
+    names = sql(url, "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'")
+    for name, table in names:
+        if table in tables:
+            sql(url, f"DROP TRIGGER {name}")
+
+
+def outputs(db: str, card: str) -> dict[str, str]:
+    return {" ".join(a): run(db, *a, *([] if a[0] == "cards" else [card])).stdout for a in READS}
+
+
+def verify(db: str) -> Result:
+    return run(db, "verify")
+
+
+def test_a_snapshot_edited_by_hand_is_ignored_and_verify_names_it(demo: tuple[str, str]) -> None:
+    db, card = demo
+    before = outputs(db, card)
+    assert "score" in before["export"] and verify(db).exit_code == 0
+    ((body,),) = sql(db, "SELECT body FROM snapshots")
+    env = msgspec.msgpack.decode(bytes(body))
+    state = msgspec.msgpack.decode(env[2])
+    marks = next(iter(state["games"].values()))[0]["marks"]
+    marks[0][1] -= 1  # the issue's forgery: one level completed an action earlier
+    env[2] = msgspec.msgpack.encode(state)
+    sql(db, "UPDATE snapshots SET body = :b", b=msgspec.msgpack.encode(env))
+    r = run(db, "export", card)
+    assert r.exit_code == 0 and r.stdout == before["export"]
+    assert r.stderr.count("cached state of card") == 1 and "was ignored" in r.stderr
+    assert outputs(db, card) == before
+    v = verify(db)
+    assert v.exit_code == 1
+    assert f"FAIL cached card state: snapshot of card:{card} (version" in v.stdout
+    assert "1 derived row(s) differ from the log" in v.stdout
+
+
+def test_a_snapshot_forged_with_a_valid_digest_fails_verify_and_audit(demo: tuple[str, str]) -> None:
+    db, card = demo
+    with Ledger.open(db) as led:
+        cached = led.cached_card(card)
+        assert cached is not None
+        version, state = cached
+        next(iter(state.games.values()))[0].actions += 1
+        led.save_snapshot(card, state, version, led.seq_at_version(card, version))
+    v = verify(db)
+    assert v.exit_code == 1 and "the cached state is not the replay of the log (differs in games)" in v.stdout
+    a = run(db, "audit", card, "--json")
+    assert a.exit_code == 1
+    assert {c["name"]: c["status"] for c in json.loads(a.stdout)["checks"]}["consistency"] == "FAIL"
+
+
+@pytest.mark.parametrize("change", ["delete", "add", "rebind"])
+def test_other_snapshot_edits(demo: tuple[str, str], change: str) -> None:
+    db, card = demo
+    before = outputs(db, card)
+    if change == "delete":
+        sql(db, "DELETE FROM snapshots")
+        assert outputs(db, card) == before and verify(db).exit_code == 0  # a cache gone is only a cache gone
+        return
+    if change == "add":
+        sql(
+            db,
+            "INSERT INTO snapshots (stream, kind, version, seq, body) VALUES ('card:nobody', :k, 1, 1, :b)",
+            k=SNAPSHOT_KIND,
+            b=b"\x93",
+        )
+    else:  # the row moved to another version and seq of the same card
+        sql(db, "UPDATE snapshots SET version = version - 1, seq = seq - 1")
+    assert outputs(db, card) == before
+    v = verify(db)
+    assert v.exit_code == 1 and "FAIL cached card state: snapshot of card:" in v.stdout
+
+
+@pytest.mark.parametrize("table", ["card_summary", "tag_figures"])
+def test_summary_and_tag_figure_edits_fail_verify(demo: tuple[str, str], table: str) -> None:
+    db, _ = demo
+    if table == "card_summary":
+        sql(db, "UPDATE card_summary SET score = score + 1")
+    else:
+        sql(db, "UPDATE tag_figures SET n = n + 1 WHERE metric = 'S'")
+    v = verify(db)
+    assert v.exit_code == 1 and "FAIL cards summary:" in v.stdout
+
+
+def test_a_merkle_tree_edit_fails_verify(demo: tuple[str, str]) -> None:
+    db, _ = demo
+    with Ledger.open(db) as led:
+        for _ in range(40):  # enough events for a stored subtree (16 leaves and up)
+            led.append("misc:pad", [], None)
+        TreeStore(led.store).catch_up()
+    assert verify(db).exit_code == 0
+    drop_guards(db, ("merkle_nodes",))
+    sql(db, "UPDATE merkle_nodes SET hash = :h WHERE idx = 0", h=bytes(32))
+    v = verify(db)
+    assert v.exit_code == 1 and "FAIL Merkle tree:" in v.stdout
+
+
+def test_a_copy_mark_the_log_refutes_fails_verify(demo: tuple[str, str]) -> None:
+    db, card = demo
+    with Ledger.open(db) as led:
+        last = led.store.streams()[-1]
+        write_mark(led.store, "elsewhere.sqlite", 7, last.head, 1)
+    assert verify(db).exit_code == 0  # its last event is here: what a finished copy leaves
+    sql(db, "UPDATE copy_marks SET hash = :h", h="ab" * 32)
+    v = verify(db)
+    assert v.exit_code == 1 and "FAIL copy mark: from elsewhere.sqlite:" in v.stdout
+
+
+@pytest.mark.parametrize("cached", [True, False], ids=["with snapshot", "without"])
+@pytest.mark.parametrize("where", ["middle", "tail"])
+def test_a_card_missing_events_is_refused_by_every_read(demo: tuple[str, str], cached: bool, where: str) -> None:
+    db, card = demo
+    if not cached:
+        sql(db, "DELETE FROM snapshots")
+    drop_guards(db, ("events",))
+    ((top,),) = sql(db, "SELECT max(version) FROM events WHERE stream = :s", s=f"card:{card}")
+    lo, hi = (5, 10) if where == "middle" else (top - 4, top)
+    sql(db, "DELETE FROM events WHERE stream = :s AND version BETWEEN :lo AND :hi", s=f"card:{card}", lo=lo, hi=hi)
+    if where == "tail" and not cached:
+        # A chain cut at its end is still a chain: what is gone is told by `verify --expect-head` and checkpoints.
+        assert run(db, "export", card).exit_code == 0
+        return
+    for args in (["export", card], ["replay", card], ["rescore", card, "--calculator", "0.9.1"]):
+        r = run(db, *args)
+        assert r.exit_code == 1, (args, r.output)
+        assert r.stdout == "" and r.stderr.startswith(f"Error: card {card} is broken: "), (args, r.stderr)
+        assert len(r.stderr.splitlines()) == 1
+    shown = run(db, "export", card, "--allow-broken")
+    assert shown.exit_code == 0 and "is BROKEN" in shown.stderr and json.loads(shown.stdout)["card_id"] == card
+    text_replay = run(db, "replay", card, "--allow-broken")
+    assert text_replay.exit_code == 0 and text_replay.stdout.startswith("BROKEN: ")
+    with Ledger.open(db) as led, pytest.raises(BrokenChain):
+        led.load_card(card)
+
+
+def test_reads_of_a_whole_card_equal_a_full_replay_through_the_repository(demo: tuple[str, str]) -> None:
+    db, card = demo
+    with Ledger.open(db) as led:
+        assert led.load_card(card) == led.load_card(card, use_cache=False)
+        loaded = led.repository.read(card)
+        assert loaded.broken is None and loaded.version == led.store.streams(f"card:{card}")[0].version
+
+
+def test_only_the_repository_folds_a_cards_events() -> None:
+    """One module loads cards: no other module of the package folds events, but the pure projection and checks."""
+    root = Path(__file__).resolve().parent.parent / "ledger"
+    pure = {"core/projection.py", "core/replay.py", "core/audit_checks.py", "core/evidence_file.py"}
+    folding = [
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if str(p.relative_to(root)) not in pure | {"storage/cards.py"}
+        and ("import fold\n" in p.read_text() or "fold, " in p.read_text() or " fold(card" in p.read_text())
+    ]
+    assert folding == []

@@ -162,7 +162,7 @@ def _root_while_slow(db: str) -> float:
 def _row(backend: str, cards: int, db: str, card_id: str) -> str:
     page = _best(["--db", db, "cards", "--limit", "20"])
     tag = _best(["--db", db, "cards", "--tag", "agent-2", "--limit", "20"])
-    cmp_args = ["--db", db, "compare", "--tag", "nightly"]
+    cmp_args = ["--db", db, "compare", "--group", "nightly"]
     cmp, cmp_cpu = _best_cpu([*cmp_args, "--json"])
     cmp_size = f"{_output_size(cmp_args):,} / {_output_size([*cmp_args, '--json']):,} B"
     compare_page = viewer_cells(db, ("/compare?tag=nightly",))
@@ -185,11 +185,11 @@ def run(quick: bool) -> list[str]:
     pg_why = unreachable()
     lines = [
         "synthetic cards written through the append path (one append per card); times in seconds, best of 3, "
-        "each a `ledger` subprocess; compare --tag nightly: the figures of the tag of 1/7 of the cards (time of "
+        "each a `ledger` subprocess; compare --group nightly: the figures of the tag of 1/7 of the cards (time of "
         "--json, wall / CPU of the subprocess; output text / JSON in bytes); `/` while busy: the slowest of 5 GETs "
         "of `/` on `ledger view` while a client keeps asking for /compare?tag=nightly and another holds a "
         "half-sent request; verify with its peak memory",
-        "| backend | cards | cards --limit 20 | cards --tag T --limit 20 | compare --tag (output) "
+        "| backend | cards | cards --limit 20 | cards --tag T --limit 20 | compare --group (output) "
         "| viewer /compare?tag=nightly | viewer first page cold / warm (bytes) | viewer leaderboard | viewer progress "
         "| viewer `/` while busy | export one card | verify (peak RSS) | bytes/event |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",

@@ -327,10 +327,13 @@ def test_read_commands_and_a_write_on_postgresql_load_neither_sqlalchemy_nor_ale
 def test_the_lazy_group_lists_each_command_with_its_own_help() -> None:
     from ledger.cli import COMMANDS, cli
 
-    for name, (_where, first) in COMMANDS.items():
+    for name, entry in COMMANDS.items():
         cmd = cli.loaded(name)
         assert cmd is not None and cmd.name == name, name
-        assert first == " ".join(inspect.cleandoc(cmd.help or "").split("\n\n")[0].split()), name
+        paragraphs = inspect.cleandoc(cmd.help or "").split("\n\n")
+        # The summary is said once, in the table: the docstring is the rest of the help.
+        assert paragraphs[0] == f"{entry.summary}." and paragraphs[1] != paragraphs[0], name
+        assert entry.summary not in inspect.getdoc(cmd.callback), name
     assert cli.commands.keys() == COMMANDS.keys()
 
 

@@ -76,7 +76,7 @@ def test_compare_numbers_equal_export(played: Played) -> None:
 
 
 def test_compare_by_tag_gives_each_tags_figures_as_the_exports_have_them(played: Played) -> None:
-    r = ledger_cli(played.db, "compare", "--tag", "agent-a", "--tag", "agent-b", "--json")
+    r = ledger_cli(played.db, "compare", "--group", "agent-a", "--group", "agent-b", "--json")
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     by_tag = {t["tag"]: t for t in report["tags"]}
@@ -114,7 +114,7 @@ def test_compare_by_tag_gives_each_tags_figures_as_the_exports_have_them(played:
             assert lv["score"]["median"] == pytest.approx(statistics.median(level_scores))
     medians = [t["score"]["median"] for t in report["tags"]]
     assert medians == sorted(medians, reverse=True) and [t["rank"] for t in report["tags"]] == [1, 2]
-    text = ledger_cli(played.db, "compare", "--tag", "agent-a").stdout
+    text = ledger_cli(played.db, "compare", "--group", "agent-a").stdout
     assert f"tag agent-a: 2 card(s), of {len(played.exports)} in the ledger" in text
     assert "ledger cards --tag agent-a --game " in text
 
@@ -289,7 +289,7 @@ def test_the_viewer_answers_while_a_request_is_unfinished_and_pages_by_prefix(pl
     [
         ("view", ["--host", "--port", "--environments"]),
         ("bundle", ["--all", "--tag", "--environments", "--with-reasoning", "--output", "--json"]),
-        ("compare", ["--tag", "--json"]),
+        ("compare", ["--group", "--json"]),
     ],
 )
 def test_help_names_every_option(command: str, options: list[str], tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """The ``ledger`` command: a Click group with one module per command family, named explicitly below.
 
-Exit codes: 0 success, 1 a failed check or an unknown card/ledger problem, 2 bad usage or bad input.
+Exit codes (ledger/errors.py has the table): 0 success, 1 a failed check or an unknown card/ledger problem, 2 bad
+usage or bad input, 130 Ctrl-C, 141 standard output closed by its reader (a pipe).
 """
 
 from __future__ import annotations
@@ -9,131 +10,92 @@ import sys
 
 import click
 
-from ledger.cli.common import DURABILITIES, LedgerGroup, guard_output, output_failed
+from ledger.cli.common import DURABILITIES, Entry, LedgerGroup, guard_output, output_failed
 from ledger.version import __version__
 
-#: Every command: its name -> (``module:attribute``, the first paragraph of its help). A command's module is imported
-#: only when that command runs (or its own --help is asked), so `ledger export` does not pay for the audit's checks,
-#: the viewer or the importer; `ledger --help` lists every command from the help kept here, which
-#: tests/test_docs.py checks against each command's own.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "audit": (
-        "ledger.cli.audit:audit",
-        "Check that a card's score follows from its events, and explain it.",
+#: The jobs `ledger --help` groups the commands by, in the order it lists them.
+JOBS: dict[str, str] = {
+    "capture": "Capture",
+    "look": "Look at cards",
+    "rescore": "Re-score",
+    "audit": "Audit and evidence",
+    "team": "Team",
+    "admin": "Admin",
+}
+
+#: Every command, in the order `ledger --help` lists it within its job.
+COMMANDS: dict[str, Entry] = {
+    "record": Entry(
+        "ledger.cli.record:record", "capture", "Run a harness unchanged, capturing every card it plays", "write"
     ),
-    "baselines": (
-        "ledger.cli.baselines:baselines_group",
-        "Baseline sets: immutable, content-addressed snapshots of every game's human baselines and tags.",
+    "serve": Entry(
+        "ledger.cli.serve:serve", "capture", "Serve the toolkit's REST API with every card captured", "write"
     ),
-    "bundle": (
-        "ledger.cli.view:bundle",
-        "Write cards as a static site that opens from file:// with no server and no network.",
+    "import": Entry("ledger.cli.importing:import_cmd", "capture", "Turn JSONL recordings into cards", "write"),
+    "demo": Entry(
+        "ledger.cli.cards:demo", "capture", "Play two bundled games into the ledger, replay the card", "write"
     ),
-    "cards": (
-        "ledger.cli.cards:cards",
-        "List cards in the order they were opened: id, opened, closed (and why), games, actions, score, tags.",
+    "close": Entry("ledger.cli.events:close", "capture", "Close a card an agent left open", "write"),
+    "cards": Entry("ledger.cli.cards:cards", "look", "List cards: opened, closed, games, actions, score, tags", "read"),
+    "replay": Entry("ledger.cli.cards:replay", "look", "Rebuild a card from its events, with the arithmetic", "read"),
+    "export": Entry("ledger.cli.cards:export", "look", "Print a card's JSON, byte for byte the toolkit's", "read"),
+    "events": Entry("ledger.cli.events:events", "look", "List a card's events in order", "read"),
+    "compare": Entry(
+        "ledger.cli.view:compare", "look", "Compare cards side by side, or groups of cards by tag", "read"
     ),
-    "check": (
-        "ledger.cli.evidence:check",
-        "Check an evidence file from `ledger prove`, opening no ledger: the checkpoint's signature, the "
-        "inclusion proof of every event, the card's hash chain, that no later event of the card was left out,"
-        " and that the scorecard is the one the calculator makes from the events; with --environments, the "
-        "plays re-simulated; with --witness, that the checkpoint carries the cosignatures of at least "
-        "--quorum of those witnesses.",
+    "view": Entry("ledger.cli.view:view", "look", "Serve a read-only web viewer over the ledger", "read"),
+    "rescore": Entry(
+        "ledger.cli.baselines:rescore_cmd", "rescore", "Score cards under another baseline set or calculator", "read"
     ),
-    "checkpoint": (
-        "ledger.cli.evidence:checkpoint_cmd",
-        "Sign the log's current tree head: a C2SP tlog checkpoint (origin, size, root hash, the stream-heads root).",
+    "baselines": Entry(
+        "ledger.cli.baselines:baselines_group", "rescore", "Store, list, show and compare baseline sets", "read"
     ),
-    "close": (
-        "ledger.cli.events:close",
-        "Close an open card: append a card_closed event (with the scorecard's document hash, as capture does).",
+    "audit": Entry("ledger.cli.audit:audit", "audit", "Check that a card's score follows from its events", "read"),
+    "verify": Entry("ledger.cli.cards:verify", "audit", "Check every hash chain of the ledger; print its head", "read"),
+    "keygen": Entry("ledger.cli.evidence:keygen", "audit", "Make a key to sign checkpoints (or to witness them)", ""),
+    "checkpoint": Entry(
+        "ledger.cli.evidence:checkpoint_cmd", "audit", "Sign the log's current tree head (a checkpoint)", "write"
     ),
-    "compare": (
-        "ledger.cli.view:compare",
-        "Compare cards side by side (at most 12), or agents by tag.",
+    "prove": Entry("ledger.cli.evidence:prove", "audit", "Write an evidence file that proves a card's score", "write"),
+    "check": Entry("ledger.cli.evidence:check", "audit", "Check an evidence file offline, with a public key", ""),
+    "consistency": Entry(
+        "ledger.cli.evidence:consistency", "audit", "Prove a newer checkpoint extends an older one", "write"
     ),
-    "consistency": (
-        "ledger.cli.evidence:consistency",
-        "Write a consistency file: checkpoints OLD and NEW of this ledger and the RFC 9162 proof that NEW's "
-        "tree extends OLD's.",
+    "witness": Entry("ledger.cli.evidence:witness_cmd", "audit", "Cosign another log's checkpoint as a witness", ""),
+    "copy": Entry("ledger.cli.copy:copy_cmd", "team", "Copy a ledger's events between SQLite and PostgreSQL", "write"),
+    "bundle": Entry("ledger.cli.view:bundle", "team", "Write cards as a static site to share (no server)", "read"),
+    "retract": Entry(
+        "ledger.cli.retract:retract", "team", "Withdraw a closed card from lists; keep its record", "write"
     ),
-    "copy": (
-        "ledger.cli.copy:copy_cmd",
-        "Copy every event, with its hash, from one ledger into another (SQLite -> PostgreSQL, and back).",
-    ),
-    "demo": (
-        "ledger.cli.cards:demo",
-        "Play two bundled games through the real toolkit (OFFLINE) with the ledger attached, then replay the card.",
-    ),
-    "events": (
-        "ledger.cli.events:events",
-        "List a card's events in order: its own version (what `--until` and `ledger audit` take), the ledger-"
-        "wide seq, the type, the time and what the event did.",
-    ),
-    "export": (
-        "ledger.cli.cards:export",
-        "Print a card's scorecard JSON, identical to the toolkit's get_scorecard().model_dump_json() (of the "
-        "arc-agi release that played it).",
-    ),
-    "import": (
-        "ledger.cli.importing:import_cmd",
-        "Import JSONL recordings and get their scorecards back: the toolkit's own (save_recording=True) and "
-        "the ARC-AGI-3-Agents harness's (<game_id>.<agent>.<uuid>.recording.jsonl).",
-    ),
-    "init": (
-        "ledger.cli.cards:init",
-        "Create the ledger (or upgrade its schema), repair any missing append-only trigger, and print where it is.",
-    ),
-    "keygen": (
-        "ledger.cli.evidence:keygen",
-        "Make an Ed25519 key NAME for signing checkpoints (or, with --witness, for cosigning other logs' ones).",
-    ),
-    "prove": (
-        "ledger.cli.evidence:prove",
-        "Write an evidence file for CARD: everything a reviewer needs to check its score with the public key alone.",
-    ),
-    "rebuild-summary": (
-        "ledger.cli.summary:rebuild_summary_cmd",
-        "Rebuild the cards summary (what `cards`, `compare --tag` and the viewer list) from the log.",
-    ),
-    "record": (
-        "ledger.cli.record:record",
-        "Run COMMAND with every arc_agi.Arcade it creates recorded in the ledger.",
-    ),
-    "replay": (
-        "ledger.cli.cards:replay",
-        "Rebuild a card from its events and print the per-level post-mortem of every play.",
-    ),
-    "rescore": (
-        "ledger.cli.baselines:rescore_cmd",
-        "Score cards as played and under another baseline set and/or another release's calculator; print what"
-        " changed, largest change first. Give --baselines, --calculator or both.",
-    ),
-    "retract": (
-        "ledger.cli.retract:retract",
-        "Withdraw a closed card: append a retraction (with REASON) to its events, which all stay.",
-    ),
-    "serve": (
-        "ledger.cli.serve:serve",
-        "Serve the ARC-AGI-3 REST API (the toolkit's Arcade.listen_and_serve) with every card captured.",
-    ),
-    "verify": (
-        "ledger.cli.cards:verify",
-        "Check every link of every stream's hash chain, the append-only triggers and the schema revision.",
-    ),
-    "view": (
-        "ledger.cli.view:view",
-        "Serve a local web viewer over the ledger, read-only: cards, card, compare, progress and replay pages.",
-    ),
-    "witness": (
-        "ledger.cli.evidence:witness_cmd",
-        "Cosign another log's CHECKPOINT as a witness (C2SP tlog-witness, tlog-cosignature v1), against a split view.",
+    "init": Entry("ledger.cli.cards:init", "admin", "Create the ledger or upgrade its schema", "write"),
+    "rebuild-summary": Entry(
+        "ledger.cli.summary:rebuild_summary_cmd", "admin", "Rebuild the cards summary from the log", "write"
     ),
 }
 
+#: Subcommands that open the ledger otherwise than their group does (the rest of a group's do as it does).
+SUBCOMMANDS_OPEN: dict[str, str] = {"baselines import": "write"}
 
-@click.group(cls=LedgerGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+#: What `ledger` alone prints.
+START = """\
+ledger: ARC-AGI-3 scorecards as an append-only event log.
+
+Start here (the ledger is ./ledger.sqlite unless --db or $LEDGER_DB says otherwise):
+  ledger demo             play two bundled games into the ledger and replay the card
+  ledger cards            list the cards
+  ledger replay CARD      rebuild a card's score from its events, with the arithmetic
+  ledger --help           every command, grouped by job; `ledger COMMAND --help` has examples"""
+
+
+@click.group(
+    cls=LedgerGroup,
+    lazy=COMMANDS,
+    jobs=JOBS,
+    subcommands_open=SUBCOMMANDS_OPEN,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Start with `ledger demo`; `ledger COMMAND --help` says what each does, with examples.",
+)
 # The version is given, not looked up: importlib.metadata would cost a good part of the startup budget.
 @click.version_option(__version__, "--version", prog_name="ledger", message="%(prog)s %(version)s")
 @click.option(
@@ -161,6 +123,9 @@ def cli(ctx: click.Context, db: str | None, durability: str) -> None:
     Every action, reset, level completion and close of a play is an event; every scorecard is rebuilt from
     the events with the toolkit's own arithmetic, so it can be replayed, exported, verified and re-scored.
     """
+    if ctx.invoked_subcommand is None:
+        click.echo(START)
+        return
     ctx.ensure_object(dict)
     from ledger.ledger import default_db
 
@@ -169,8 +134,8 @@ def cli(ctx: click.Context, db: str | None, durability: str) -> None:
 
 
 def main() -> None:
-    """Console entry point. A full or closed standard output is one line and exit 2 (a closed pipe: exit 1,
-    quietly), wherever the write fails: in a command, in Click's own messages, at the last flush."""
+    """Console entry point. A full standard output is one line and exit 2; one closed by its reader (a pipe) is
+    exit 141, quietly; wherever the write fails: in a command, in Click's own messages, at the last flush."""
     guard_output()
     try:
         try:

@@ -43,9 +43,7 @@ from ledger.cli.params import head_hash
 def audit(
     ctx: click.Context, card_id: str, environments: str | None, expect_head: str | None, decide: bool, as_json: bool
 ) -> None:
-    """Check that a card's score follows from its events, and explain it.
-
-    One line per check, in order, then the post-mortem:
+    """One line per check, in order, then the post-mortem:
 
     \b
     integrity     unbroken hash chain, versions 1..n, nothing missing or reordered; prints the head hash
@@ -59,6 +57,13 @@ def audit(
 
     Exit 0 when no check fails (WARN, UNKNOWN and SKIP do not fail), 1 when one fails or the card is unknown, 2 on
     bad usage, including an --environments folder that holds none of the card's games.
+
+    Examples:
+
+    \b
+      ledger audit CARD
+      ledger audit CARD --environments environment_files  # every action re-played
+      ledger audit CARD --json
     """
     from ledger.core.text import postmortem_text
     from ledger.services.audit import audit_card

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 import msgspec
@@ -38,52 +38,91 @@ class LedgerCommandError(click.ClickException):
         self.exit_code = exit_code  # type: ignore[misc]
 
 
+class Entry(NamedTuple):
+    """One command as `ledger --help` lists it, known without importing the command's module."""
+
+    #: ``module:attribute`` of the command, imported only when it runs (or its own --help is asked).
+    where: str
+    #: The job it is listed under in `ledger --help` (a key of JOBS).
+    job: str
+    #: Its help's first line, said only here: the command's docstring holds the rest of its help.
+    summary: str
+    #: What it does with the ledger `--db` names: "read", "write" (also takes --durability), or "" (opens none).
+    opens: str
+
+
 class LedgerGroup(click.Group):
     """The one place a :class:`~ledger.errors.LedgerError` becomes a one-line message and its exit code.
 
-    ``lazy`` maps a command's name to ``("module:attribute", first paragraph of its help)``: the module is imported
-    only when the command is looked up to run, and the group's --help lists it from the help given here.
+    ``lazy`` maps a command's name to its :class:`Entry`: the module is imported only when the command is looked up
+    to run, and the group's --help lists it, under its job (a key of ``jobs``), from the entry's summary.
     """
 
-    def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        lazy: dict[str, Entry] | None = None,
+        jobs: dict[str, str] | None = None,
+        subcommands_open: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.lazy = dict(lazy or {})
+        self.jobs = dict(jobs or {})
+        self.subcommands_open = dict(subcommands_open or {})
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
 
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # The commands first, as uv and git list them: they are what a reader of `ledger --help` looks for.
+        self.format_commands(ctx, formatter)
+        click.Command.format_options(self, ctx, formatter)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The command list of --help, from the lazy table's help (no command module imported)."""
-        names = self.list_commands(ctx)
-        if not names:
-            return
-        limit = formatter.width - 6 - max(len(n) for n in names)
-        rows = []
-        for name in names:
-            if name in self.commands:
-                cmd = self.commands[name]
-                if cmd.hidden:
-                    continue
-                rows.append((name, cmd.get_short_help_str(limit)))
-            else:
-                rows.append((name, click.Command(name, help=self.lazy[name][1]).get_short_help_str(limit)))
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+        """The commands of --help, one section per job, each with its whole summary (no command module imported)."""
+        # One column for every section, so that the summaries line up down the whole list.
+        width = max((len(name) for name in self.lazy), default=0)
+        for job, title in self.jobs.items():
+            rows = [(name.ljust(width), e.summary) for name, e in self.lazy.items() if e.job == job]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+        others = [
+            (name, cmd.get_short_help_str(formatter.width))
+            for name, cmd in self.commands.items()
+            if name not in self.lazy and not cmd.hidden
+        ]
+        if others:
+            with formatter.section("Commands"):
+                formatter.write_dl(others)
 
     def loaded(self, cmd_name: str) -> click.Command | None:
-        """The subcommand as its module defines it (imported now if it is listed lazily), or None."""
+        """The subcommand as its module defines it (imported now if it is listed lazily), its help's first line
+        put there from its entry, or None."""
         if cmd_name not in self.commands and cmd_name in self.lazy:
             import importlib
 
-            module, attr = self.lazy[cmd_name][0].split(":")
-            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+            entry = self.lazy[cmd_name]
+            module, attr = entry.where.split(":")
+            cmd: click.Command = getattr(importlib.import_module(module), attr)
+            if not getattr(cmd, "_ledger_summary", False):
+                import inspect
+
+                body = inspect.cleandoc(cmd.help or "")
+                cmd.help = f"{entry.summary}.\n\n{body}" if body else f"{entry.summary}."
+                cmd.short_help = entry.summary
+                cmd._ledger_summary = True  # type: ignore[attr-defined]
+            self.add_command(cmd, cmd_name)
         return self.commands.get(cmd_name)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        """The subcommand, with --db/--durability accepted after its name too (added once, on first use)."""
+        """The subcommand, with --db (and --durability) accepted after its name too when it opens a ledger (added
+        once, on first use)."""
         cmd = self.loaded(cmd_name)
         if cmd is not None and not getattr(cmd, "_ledger_common", False):
-            add_common_options(cmd)
+            entry = self.lazy.get(cmd_name)
+            add_common_options(cmd, entry.opens if entry else "read", cmd_name, self.subcommands_open)
             cmd._ledger_common = True  # type: ignore[attr-defined]
         return cmd
 
@@ -335,11 +374,19 @@ def _set_obj(key: str) -> Callable[[click.Context, click.Parameter, Any], None]:
     return callback
 
 
-def add_common_options(command: click.Command) -> None:
-    """Let ``ledger COMMAND --db X`` mean ``ledger --db X COMMAND`` (and --durability), for every subcommand."""
+def add_common_options(
+    command: click.Command, opens: str, path: str = "", overrides: dict[str, str] | None = None
+) -> None:
+    """Let ``ledger COMMAND --db X`` mean ``ledger --db X COMMAND`` on a command that opens a ledger (``opens``:
+    "read" or "write"), and ``--durability`` too on one that writes; a command that opens none shows neither. A
+    group's subcommands open as it does unless ``overrides`` names them (by their path, ``"baselines import"``)."""
+    overrides = overrides or {}
     if isinstance(command, click.Group):
-        for sub in command.commands.values():
-            add_common_options(sub)
+        for name, sub in command.commands.items():
+            sub_path = f"{path} {name}".strip()
+            add_common_options(sub, overrides.get(sub_path, opens), sub_path, overrides)
+        return
+    if not opens:
         return
     names = {o for p in command.params for o in getattr(p, "opts", [])}
     if "--db" not in names:
@@ -353,7 +400,7 @@ def add_common_options(command: click.Command) -> None:
                 help="The ledger (same as `ledger --db`).",
             )
         )
-    if "--durability" not in names:
+    if opens == "write" and "--durability" not in names:
         command.params.append(
             click.Option(
                 ["--durability"],

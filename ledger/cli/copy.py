@@ -49,12 +49,18 @@ def _opened(open_fn: Any, where: str, **kwargs: Any) -> Iterator[LogStore]:
 )
 @click.pass_context
 def copy_cmd(ctx: click.Context, source: str | None, destination: str, as_json: bool) -> None:
-    """Copy every event, with its hash, from one ledger into another (SQLite -> PostgreSQL, and back).
+    """Every event, with its hash, from one ledger into another (SQLite to PostgreSQL, and back).
 
     Only events the destination does not hold yet are copied, so running it again (say nightly, from every
     machine into the team's PostgreSQL ledger) is safe. Each stream continues exactly where the destination's
     copy of it ends and the chain verifies there (`ledger --db DST verify`). If the destination holds a different
     history for any stream, nothing is copied and the command fails (exit 1).
+
+    Examples:
+
+    \b
+      ledger copy --to team.sqlite                              # this ledger into team.sqlite
+      ledger copy --from ledger.sqlite --to team.sqlite --json  # again: nothing new to copy
     """
     import time
 

@@ -19,11 +19,17 @@ from ledger.errors import StoreError
 @click.option("--json", "as_json", is_flag=True, help="One JSON array: seq, version, type, ts, summary, hash, event.")
 @click.pass_context
 def events(ctx: click.Context, card_id: str, as_json: bool) -> None:
-    """List a card's events in order: its own version (what `--until` and `ledger audit` take), the ledger-wide
-    seq, the type, the time and what the event did.
+    """Each line: the card's own version (what --until and `ledger audit` take), the ledger-wide seq, the type, the
+    time and what the event did.
 
     A card left open and idle past STALE_MINUTES (or open past MAX_OPEN_FOR_MINUTES) ends with a line saying when
     the toolkit would have closed it.
+
+    Examples:
+
+    \b
+      ledger events CARD
+      ledger events CARD --json
     """
     from ledger.services.card_rows import card_rows
     from ledger.services.listing import shown_close
@@ -124,10 +130,16 @@ def _body(ev: Any) -> Any:
 )
 @click.pass_context
 def close(ctx: click.Context, card_id: str, reason: str) -> None:
-    """Close an open card: append a card_closed event (with the scorecard's document hash, as capture does).
+    """Appends a card_closed event, with the scorecard's document hash, as capture does.
 
     Exit 2 if the card is already closed (nothing is written), 1 if it is unknown or another writer appended to it
     meanwhile.
+
+    Examples:
+
+    \b
+      ledger cards --open                   # the cards still open
+      ledger close CARD --reason abandoned
     """
     # Resolve the card read-only first: closing a card must never create or migrate a ledger (a typo in --db, or a
     # database that is not a ledger, is refused without touching it).

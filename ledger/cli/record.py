@@ -32,9 +32,7 @@ NOT_CAPTURED = 1
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
 def record(ctx: click.Context, tags: tuple[str, ...], command: tuple[str, ...]) -> None:
-    """Run COMMAND with every arc_agi.Arcade it creates recorded in the ledger.
-
-    COMMAND never imports the ledger: for it and the Python processes it starts, a `sitecustomize` on a
+    """COMMAND never imports the ledger: for it and the Python processes it starts, a `sitecustomize` on a
     PYTHONPATH set for them only attaches the ledger to each Arcade as it is created (threaded harnesses
     included). Nothing is installed. When COMMAND is a Python interpreter (or a script whose #! line names one)
     that cannot load the ledger, nothing is run (exit 2, naming both interpreters); any other Python that
@@ -54,8 +52,11 @@ def record(ctx: click.Context, tags: tuple[str, ...], command: tuple[str, ...]) 
       2 when COMMAND cannot be run, or its Python cannot load the ledger;
       0 otherwise.
 
+    Examples:
+
     \b
-    ledger record --tag nightly -- python main.py --agent=random --game=ls20
+      ledger record --tag nightly -- python main.py --seed 1 --steps 20
+      ledger cards --tag nightly  # the cards it captured
     """
     from ledger.toolkit.record_hook import run
     from ledger.toolkit.record_hook.preflight import check_interpreter

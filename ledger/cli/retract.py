@@ -18,12 +18,16 @@ from ledger.cli.common import card_argument, echo_json, open_ledger
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: card_id, retracted_at, reason.")
 @click.pass_context
 def retract(ctx: click.Context, card_id: str, reason: str, as_json: bool) -> None:
-    """Withdraw a closed card: append a retraction (with REASON) to its events, which all stay.
-
-    `cards`, `compare`, leaderboards, the viewer and `bundle` then leave it out (their --include-retracted shows it,
+    """`cards`, `compare`, leaderboards, the viewer and `bundle` then leave it out (their --include-retracted shows it,
     marked); `export`, `replay` and `audit` still read it and say when and why it was retracted. Exit 2 with
     nothing written for an empty reason, an open card (`ledger close` it first) or a card already retracted;
     exit 1 for an unknown card.
+
+    Examples:
+
+    \b
+      ledger retract CARD --reason 'played with a debug build'
+      ledger cards --include-retracted                          # still listed here, marked
     """
     from ledger.services.retract import retract_card
 

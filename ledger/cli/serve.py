@@ -37,9 +37,7 @@ from ledger.cli.common import LedgerCommandError, count, listen_error, open_ledg
 )
 @click.pass_context
 def serve(ctx: click.Context, environments: str, competition: bool, host: str, port: int) -> None:
-    """Serve the ARC-AGI-3 REST API (the toolkit's Arcade.listen_and_serve) with every card captured.
-
-    Agents in any language send /api/scorecard/open, /api/cmd/RESET, /api/cmd/ACTION1..7 and
+    """Agents in any language send /api/scorecard/open, /api/cmd/RESET, /api/cmd/ACTION1..7 and
     /api/scorecard/close with an X-API-Key header; each card is recorded exactly as the server counts it
     (the card the server returns at close equals `ledger export CARD`). Ctrl-C stops the server (exit 130).
 
@@ -48,6 +46,12 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
     closing it still closes it on the server, and the ledger retracts it, saying why.
 
     The server is the installed arc-agi's own: 0.9.1 has none (exit 2, saying so), 0.9.2 has no --competition.
+
+    Examples:
+
+    \b
+      ledger serve --environments environment_files                            # http://127.0.0.1:8001/
+      ledger serve --environments environment_files --competition --port 8002
     """
     import logging
 

@@ -18,10 +18,14 @@ from ledger.errors import StoreError
 )
 @click.pass_context
 def rebuild_summary_cmd(ctx: click.Context, check: bool, as_json: bool) -> None:
-    """Rebuild the cards summary (what `cards`, `compare --tag` and the viewer list) from the log.
-
-    The summary is kept by every append in its own transaction; this replays every event, and with --check only
+    """The summary is kept by every append in its own transaction; this replays every event, and with --check only
     says whether the stored summary equals the replay (exit 1 and the first differences if not).
+
+    Examples:
+
+    \b
+      ledger rebuild-summary --check  # compare only
+      ledger rebuild-summary
     """
     from ledger.storage.summary_build import check as check_summary
     from ledger.storage.summary_build import rebuild_summary

@@ -63,10 +63,16 @@ def _is_loopback(host: str) -> bool:
 @click.option("--environments", type=click.Path(exists=True, file_okay=False), default=None, help=_ENVIRONMENTS_HELP)
 @click.pass_context
 def view(ctx: click.Context, host: str, port: int, environments: str | None) -> None:
-    """Serve a local web viewer over the ledger, read-only: cards, card, compare, progress and replay pages.
+    """Pages: cards, a card, compare, progress, and a replay of each play drawn from the game code.
 
     Open cards update in the page while agents play. The first line printed is the address to open. Ctrl-C stops
     the server (exit 130).
+
+    Examples:
+
+    \b
+      ledger view                                               # http://127.0.0.1:8000/
+      ledger view --environments environment_files --port 8080
     """
     import contextlib
     import logging
@@ -107,7 +113,9 @@ def view(ctx: click.Context, host: str, port: int, environments: str | None) -> 
 @click.command("bundle")
 @click.argument("card_ids", nargs=-1, metavar="[CARD]...")
 @click.option("--all", "all_cards", is_flag=True, help="Every card of the ledger.")
-@click.option("--tag", "tags", multiple=True, metavar="T", help="Every card with tag T (repeat for more tags).")
+@click.option(
+    "--tag", "tags", multiple=True, metavar="TAG", help="Every card with tag TAG (repeat it: cards with any of them)."
+)
 @click.option("--environments", type=click.Path(exists=True, file_okay=False), default=None, help=_ENVIRONMENTS_HELP)
 @click.option(
     "--with-reasoning",
@@ -135,17 +143,24 @@ def bundle(
     as_json: bool,
     include_retracted: bool,
 ) -> None:
-    """Write cards as a static site that opens from file:// with no server and no network.
+    """The site opens from file:// with no server and no network.
 
     Choose the cards by id (CARD...), with --all, or with --tag. API-key fingerprints are never written; the agent's
     reasoning only with --with-reasoning. Open DIR/index.html.
+
+    Examples:
+
+    \b
+      ledger bundle --all -o site                                             # then open site/index.html
+      ledger bundle --tag demo --environments environment_files -o demo-site
+      ledger bundle CARD --with-reasoning -o dispute
     """
     from ledger.web.bundle import select_cards, write_bundle
 
     if all_cards and (card_ids or tags):
         raise LedgerCommandError("give cards by id, or --all, or --tag: not --all with the others", 2)
     if not (all_cards or card_ids or tags):
-        raise LedgerCommandError("which cards? give CARD ids, --all or --tag T (see `ledger bundle --help`)", 2)
+        raise LedgerCommandError("which cards? give CARD ids, --all or --tag TAG (see `ledger bundle --help`)", 2)
     with read_only(ctx) as ledger:
         chosen = select_cards(ledger, card_ids, all_cards, tags, include_retracted=include_retracted)
         if not chosen:
@@ -177,19 +192,21 @@ def bundle(
 @click.command("compare")
 @click.argument("card_ids", nargs=-1, metavar="CARD CARD...")
 @click.option(
-    "--tag",
+    "--group",
     "tags",
     multiple=True,
-    metavar="T",
-    help="Figures of every card with tag T (repeat for more tags): per game and level, the cards, the best, the "
-    "median and the quartiles.",
+    metavar="TAG",
+    help="The figures of the cards with tag TAG, as one group: per game and level, the cards, the best, the median "
+    "and the quartiles. Repeat it to compare groups (agents) with each other.",
 )
+# --tag is read as --group for scripts that spell it so; hidden, as a repeated --tag elsewhere means any of the tags.
+@click.option("--tag", "old_tags", multiple=True, hidden=True)
 @click.option(
     "--json",
     "as_json",
     is_flag=True,
     help="One JSON object. Cards side by side: cards (with opened time and score), games (per level: baseline, "
-    "each card's actions), leaderboard. With --tag: tags (per tag: rank, cards, score figures, games with their "
+    "each card's actions), leaderboard. With --group: tags (per tag: rank, cards, score figures, games with their "
     "levels' figures), missing, ledger_cards, and side_by_side (the named cards, or null).",
 )
 @click.option(
@@ -206,16 +223,15 @@ def compare(
     ctx: click.Context,
     card_ids: tuple[str, ...],
     tags: tuple[str, ...],
+    old_tags: tuple[str, ...],
     as_json: bool,
     include_retracted: bool,
     calculator: str | None,
 ) -> None:
-    """Compare cards side by side (at most 12), or agents by tag.
-
-    Named cards (two to 12) side by side: per game and level, each card's actions and score (a game's columns show
+    """Named cards (two to 12) side by side: per game and level, each card's actions and score (a game's columns show
     its best play, the play its game score comes from); then a leaderboard by tag.
 
-    --tag T: the figures of the tag's cards, whatever their number: the card scores' best, quartiles and median;
+    --group TAG: the figures of the tag's cards, whatever their number: the card scores' best, quartiles and median;
     per game the cards that played it and its score figures; per level its human baseline, how many cards reached
     and completed it, the actions of those that completed it (best, quartiles, median, median over the baseline)
     and the level scores (0 where not completed). Tags are ranked by their median card score. Read from the cards
@@ -223,19 +239,27 @@ def compare(
 
     Every card side by side is scored with one calculator: cards played under releases that score differently
     are never ranked against each other as they stand.
+
+    Examples:
+
+    \b
+      ledger compare CARD1 CARD2          # two cards side by side
+      ledger compare --group demo         # the figures of every card tagged demo
+      ledger compare --group demo --json
     """
     import msgspec
 
     from ledger.services.compare import compare_cards, comparison_text
     from ledger.services.tag_stats import SIDE_BY_SIDE, report_text, tag_report
 
+    tags = tags + old_tags
     named = list(dict.fromkeys(card_ids))
     if not tags and len(named) < 2:
-        raise LedgerCommandError("compare needs two or more cards (or --tag T)", 2)
+        raise LedgerCommandError("compare needs two or more cards (or --group TAG)", 2)
     if len(named) > SIDE_BY_SIDE:
         raise LedgerCommandError(
             f"compare shows at most {SIDE_BY_SIDE} cards side by side ({len(named)} given): "
-            "tag them and compare the tag's figures with --tag T",
+            "tag them and compare the tag's figures with --group TAG",
             2,
         )
     with read_only(ctx) as ledger:

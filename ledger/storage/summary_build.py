@@ -147,8 +147,8 @@ def read_page(store: LogStore, q: PageQuery) -> list[SummaryRow]:
     if q.tags and q.limit is not None and q.sort in INDEXED_SORTS and store.dialect == "sqlite":
         # SQLite reads every card of an IN (...) list and sorts them; a tag of many cards is better walked along
         # the sort's index, each card probed in the keys table, stopping at the page's end.
-        fewest = min(int(query(store, *tag_count_query(t))[0][0]) for t in q.tags)
-        if fewest > MANY_CARDS:
+        tagged = sum(int(query(store, *tag_count_query(t))[0][0]) for t in q.tags)
+        if tagged > MANY_CARDS:
             q = dataclasses.replace(q, walk=True)
     sql, args = page_query(store.dialect, q)
     return [SummaryRow(*r) for r in query(store, sql, args)]

@@ -177,13 +177,17 @@ def page_query(dialect: str, q: PageQuery) -> tuple[str, list[Any]]:
     """The SQL of one page of ``card_summary`` rows (``?`` placeholders) and its parameters."""
     where: list[str] = []
     args: list[Any] = []
-    for tag in q.tags:
+    if q.tags:
+        # Any of the tags, as every command's repeated --tag means.
+        marks = ", ".join("?" * len(q.tags))
         if q.walk:
-            probe = f"SELECT 1 FROM {KEYS} k WHERE k.kind = 't' AND k.value = ? AND k.card_id = {SUMMARY}.card_id"
+            probe = (
+                f"SELECT 1 FROM {KEYS} k WHERE k.kind = 't' AND k.value IN ({marks}) AND k.card_id = {SUMMARY}.card_id"
+            )
             where.append(f"EXISTS ({probe})")
         else:
-            where.append(f"card_id IN (SELECT card_id FROM {KEYS} WHERE kind = 't' AND value = ?)")
-        args.append(tag)
+            where.append(f"card_id IN (SELECT card_id FROM {KEYS} WHERE kind = 't' AND value IN ({marks}))")
+        args += list(q.tags)
     if q.games:
         marks = ", ".join("?" * len(q.games))
         where.append(f"card_id IN (SELECT card_id FROM {KEYS} WHERE kind IN ('g', 'b') AND value IN ({marks}))")

@@ -153,7 +153,9 @@ def copy_ledger(
         # The copy folds no summary per batch: it is caught up once, then the planner's statistics are taken.
         dst.catch_up_summary()
         dst.analyze()
-    if plan.until_hash is not None:
+    if plan.until_hash is not None and _holds(src, dst, plan.until_seq, plan.until_hash):
+        # A mark names an event this ledger holds (``verify`` checks it): a source that ends on a baseline set or
+        # label the destination keeps in its own version is planned in full next time instead.
         streams = plan.new_streams + plan.extended_streams + plan.current_streams
         write_mark(dst, src.describe(), plan.until_seq, plan.until_hash, streams)
     return CopyReport(
@@ -241,6 +243,12 @@ def _hash_at_seq(store: LogStore, seq: int) -> str | None:
         return None
     ev = next(iter(store.scan(after_seq=seq - 1, batch=1)), None)
     return ev.hash if ev is not None and ev.seq == seq else None
+
+
+def _holds(src: LogStore, dst: LogStore, seq: int, hash_: str) -> bool:
+    """Whether ``dst`` holds the source's event at ``seq`` (same stream, version and hash)."""
+    ev = next(iter(src.scan(after_seq=seq - 1, batch=1)), None)
+    return ev is not None and ev.seq == seq and _hash_at(dst, ev.stream, ev.version) == hash_
 
 
 def _hash_at(store: LogStore, stream: str, version: int) -> str | None:

@@ -269,3 +269,27 @@ def test_sigkill_mid_import_then_the_next_import_finishes(
 def test_sigkill_at_random_points(tmp_path: Path, recordings: tuple[Path, dict[str, str]]) -> None:
     rng = random.Random(8)
     _kill_rounds(tmp_path, recordings, [1, *sorted(rng.randint(2, 23) for _ in range(7))])
+
+
+def test_lines_that_make_no_play_are_refused_under_strict_and_a_warning_otherwise(tmp_path: Path) -> None:
+    """A recording whose first line says ``"full_reset": false`` starts no play: none of its lines count."""
+    from tests.cli_run import CORPUS_CARD
+
+    card = tmp_path / CORPUS_CARD.name
+    card.mkdir()
+    (src,) = CORPUS_CARD.iterdir()
+    lines = src.read_text().splitlines(keepends=True)
+    first = json.loads(lines[0])
+    assert first["data"]["full_reset"] is True
+    first["data"]["full_reset"] = False
+    (card / src.name).write_text(json.dumps(first) + "\n" + "".join(lines[1:]))
+
+    db = tmp_path / "l.sqlite"
+    code, out, err = invoke(db, str(card), "--strict")
+    assert code == 2 and f"{len(lines)} line(s) make no play (--strict): nothing of this card imported" in out, out
+    assert "Traceback" not in err and 'says "full_reset": true' in err, err
+    with Ledger.open(db) as led:
+        assert not led.store.read_stream(card_stream(CORPUS_CARD.name))
+    code, out, err = invoke(db, str(card))
+    assert code == 1 and f"Warning: {card / src.name}: {len(lines)} line(s) make no play" in err, err
+    assert "0 plays" in out, out

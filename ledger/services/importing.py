@@ -44,6 +44,7 @@ from __future__ import annotations
 import heapq
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -167,7 +168,9 @@ def _import_card_once(
 
     out: list[AnyEvent] = []
     card, version, bmap, last = _open_or_reopen(ledger, card_id, existing, baselines, observations, out)
-    last = _translate_in_time_order(card, observations, out, last)
+    last, playless = _translate_in_time_order(card, observations, out, last)
+    if playless and _no_play(opts.strict, advanced, playless, result, problems):
+        return result, bytes_read
     plays = sum(1 for e in out if type(e) is PlayStarted)
     count_not_counted(out, result)
     _record_progress_and_close(card, advanced, bmap, last, out)
@@ -244,20 +247,48 @@ def _open_or_reopen(
 
 def _translate_in_time_order(
     card: CardState, observations: list[list[Observation]], out: list[AnyEvent], last: datetime
-) -> datetime:
-    """Append the events of every file's lines, merged in timestamp order; the card's last timestamp after them."""
+) -> tuple[datetime, Counter[str]]:
+    """Append the events of every file's lines, merged in timestamp order; the card's last timestamp after them,
+    and per guid the lines that make no play (no play of their game started before them)."""
     merged = (
         heapq.merge(*observations, key=_ts_key)
         if len(observations) > 1
         else iter(observations[0] if observations else ())
     )
+    playless: Counter[str] = Counter()
     for obs in merged:
         evs = translate(card, obs)
         if evs:
             out.extend(evs)
+        elif card.play_for(obs.game_id, obs.guid) is None:
+            playless[obs.guid] += 1
         if obs.ts > last:
             last = obs.ts
-    return last
+    return last, playless
+
+
+def _no_play(
+    strict: bool, advanced: list[FileRead], playless: Counter[str], result: CardResult, problems: list[Problem]
+) -> bool:
+    """Report the lines that make no play, file by file; True if they refuse the card (``strict``: exit 2).
+
+    The toolkit starts every play with a full RESET, so such lines (a first line that says ``"full_reset": false``)
+    come from no toolkit: the scorecard counts nothing of them, and the card is short of what the run did (exit 1).
+    """
+    for r in advanced:
+        n = sum(playless[g] for g in r.guids)
+        if n:
+            msg = (
+                f"{n} line(s) make no play: no full RESET of their game comes before them (the toolkit starts every "
+                'play with a line that says "full_reset": true), so nothing of them is counted'
+            )
+            problems.append(Problem(str(r.path), None, "impossible", msg))
+    if strict:
+        result.status, result.exit_code = "not imported", 2
+        result.error = f"{sum(playless.values())} line(s) make no play (--strict): nothing of this card imported"
+        return True
+    result.exit_code = 1
+    return False
 
 
 def _record_progress_and_close(
@@ -381,6 +412,11 @@ def total_bytes(cards: dict[str, list[Path]]) -> int:
     return sum(_size(f) for files in cards.values() for f in files)
 
 
+def named_run_folders(paths: Iterable[str | os.PathLike[str]]) -> frozenset[Path]:
+    """The benchmarking run folders (``run_meta.json`` in them) among the paths given, resolved."""
+    return frozenset(Path(p).resolve() for p in paths if Path(p).is_dir() and (Path(p) / "run_meta.json").is_file())
+
+
 def import_recordings(
     ledger: Ledger,
     paths: Iterable[str | os.PathLike[str]] | None = None,
@@ -393,8 +429,11 @@ def import_recordings(
     card_id: str | None = None,
     allow_repeats: bool = False,
     calculator: str | None = None,
+    run_folders: Iterable[str | os.PathLike[str]] = (),
 ) -> ImportSummary:
     """Import the recordings under ``paths`` (or the ``cards`` from :func:`find_recordings`) into ``ledger``.
+
+    ``run_folders``: the paths the user gave with ``cards`` (its benchmarking run folders must be used).
 
     ``environments``: an ``environment_files`` tree whose ``metadata.json`` baselines new cards are stored with;
     ``calculator``: the arc-agi release that played them (their calculator; unknown: :class:`UnknownCalculator`,
@@ -415,7 +454,8 @@ def import_recordings(
         problems.extend(Problem(p, None, "environments", "skipped (the toolkit skips it too)") for p in env_problems)
         entries = bl.canonical(found)
     baselines = Baselines(ledger, entries, environments, calculator)
-    opts = ImportOptions(ledger, baselines, GuidIndex(ledger), strict, progress, allow_repeats)
+    named = named_run_folders([*(paths or []), *run_folders])
+    opts = ImportOptions(ledger, baselines, GuidIndex(ledger), strict, progress, allow_repeats, named)
     plans = plan_cards(cards, opts.index, card_id, problems)
     t0 = time.perf_counter()
     results: list[CardResult] = []

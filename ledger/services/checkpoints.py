@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import base64
-import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -14,7 +13,7 @@ from ledger.errors import InputError, LedgerError, StoreError
 from ledger.services.evidence_check import Outcome
 from ledger.services.signing import Signer, Verifier
 from ledger.storage.base import LogStore
-from ledger.storage.merkle_store import STORE_FROM_LEVEL, TreeHead, TreeStore
+from ledger.storage.merkle_store import TreeHead, TreeStore, tree_problem
 
 
 class TreeMismatch(LedgerError):
@@ -36,82 +35,6 @@ def make_checkpoint(store: LogStore, signer: Signer, origin: str | None = None) 
     note, heads_root = sign_head(head, signer, origin or signer.name)
     tree.add_checkpoint(head, head.root.hex(), heads_root.hex(), note)
     return note
-
-
-def tree_problem(tree: TreeStore, head: TreeHead) -> str | None:
-    """What differs between the stored tree at ``head`` and the tree the events up to ``head.last_seq`` make
-    (None: nothing): the leaf count, every stored subtree, the runs that map leaves to ``seq``, the stream heads,
-    and the root of every checkpoint the ledger signed before.
-
-    The whole tree is rebuilt from the events' hash column (a checkpoint signs what the stored tree says, and a
-    stored tree rewritten along with the events, or on its own, would otherwise be signed as it is).
-    """
-    nodes, runs, stored_heads = tree.stored()
-    earlier = sorted(tree.checkpoints(), key=lambda c: c.size)
-    stops = sorted({c.size for c in earlier if 0 < c.size <= head.size} | {head.size} - {0})
-    heads: dict[str, tuple[int, str]] = {}
-    log_runs: list[tuple[int, int]] = []
-    frontier = merkle.Frontier()
-    made: list[tuple[int, int, bytes]] = []
-    roots = {0: merkle.EMPTY_ROOT}
-    bad: list[str] = []
-    count, prev_seq, stop = 0, -1, 0
-    sha256, fromhex = hashlib.sha256, bytes.fromhex
-    for rows in tree.log_batches(head.last_seq):
-        seqs = [r[0] for r in rows]
-        if seqs[0] != prev_seq + 1 or seqs[-1] - seqs[0] != len(seqs) - 1:  # a gap in seq: a new run
-            for k, seq in enumerate(seqs):
-                if seq != prev_seq + 1:
-                    log_runs.append((count + k, seq))
-                prev_seq = seq
-        prev_seq = seqs[-1]
-        heads.update((r[1], (r[2], r[3])) for r in rows)
-        try:
-            leaves = [sha256(b"\x00" + fromhex(r[3])).digest() for r in rows]
-        except (TypeError, ValueError):
-            bad.append("an event's hash column is not a sha256 (64 hex digits): the log was changed")
-            break
-        i = 0
-        while i < len(leaves):  # extended up to each signed size in turn, to take the root there
-            target = stops[stop] if stop < len(stops) else None
-            take = len(leaves) - i if target is None else min(len(leaves) - i, target - frontier.size)
-            made += frontier.extend(leaves[i : i + take], STORE_FROM_LEVEL)
-            i += take
-            if frontier.size == target:
-                roots[target] = frontier.root()
-                stop += 1
-        count += len(rows)
-    if bad:
-        return bad[0]
-    if count != head.size:
-        return (
-            f"the log holds {count} events up to seq {head.last_seq}, the stored Merkle tree {head.size}: events "
-            "were removed or inserted behind the ledger's back (`ledger verify` and `verify --checkpoint` say which)"
-        )
-    for level, idx, h in made:
-        if nodes.get((level, idx)) != h:
-            lo = idx << level
-            return (
-                f"the stored Merkle tree's subtree over leaves {lo}..{lo + (1 << level) - 1} is not the hash of those "
-                "events: the tree's tables (merkle_nodes) or the events were changed behind the ledger's back"
-            )
-    if len(nodes) != len(made):
-        return f"the stored Merkle tree holds {len(nodes) - len(made)} subtree(s) the log does not make (merkle_nodes)"
-    if roots.get(head.size) != head.root:
-        return "the stored Merkle tree's root is not the one the log's events make: the tree was changed"
-    if log_runs != runs:
-        return "the stored map from leaves to seq (merkle_runs) is not the log's: the tree's tables were changed"
-    if heads != stored_heads:
-        return "the stored stream heads (merkle_heads) are not the log's: the tree's tables were changed"
-    for c in earlier:
-        if c.size > head.size:
-            return f"the stored tree covers {head.size} events, fewer than the {c.size} of checkpoint {c.id} it signed"
-        if roots[c.size].hex() != c.root:
-            return (
-                f"the log's first {c.size} events no longer make the root of checkpoint {c.id} this ledger signed: "
-                "the log was rewritten since (events changed, removed, reordered or inserted)"
-            )
-    return None
 
 
 def sign_head(head: TreeHead, signer: Signer, origin: str) -> tuple[str, bytes]:

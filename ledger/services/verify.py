@@ -239,8 +239,7 @@ def _tree(store: LogStore) -> str | None:
         return None
     if not int(_query(store, "SELECT size FROM merkle_state WHERE id = 1")[0][0]):
         return None  # never built: a checkpoint or a proof builds it
-    from ledger.services.checkpoints import tree_problem
-    from ledger.storage.merkle_store import TreeStore
+    from ledger.storage.merkle_store import TreeStore, tree_problem
 
     tree = TreeStore(store)
     try:

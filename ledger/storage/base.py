@@ -16,16 +16,13 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import msgspec
 
 from ledger.core import chain
 from ledger.core.events import Event, encode, type_of
 from ledger.errors import HistoryConflict, InputError, LedgerError, StoreError
-
-if TYPE_CHECKING:
-    from ledger.storage.summary_tail import Overlay
 
 Durability = Literal["normal", "full", "batched"]
 
@@ -73,6 +70,18 @@ class Snapshot(msgspec.Struct, frozen=True):
     body: bytes
 
 
+class SummaryOverlay(Protocol):
+    """The summary tables as of the log's head, held in memory by a store that must not write
+    (:class:`ledger.storage.summary_tail.Overlay`)."""
+
+    #: The seq of the last event the overlay reflects.
+    head: int
+
+    def query(self, sql: str, args: Sequence[Any]) -> list[Any]:
+        """Rows of one read statement."""
+        ...
+
+
 class LogStore(Protocol):
     """What the ledger needs from a backend; ``tests/test_store_contract.py`` holds every backend to it."""
 
@@ -103,7 +112,7 @@ class LogStore(Protocol):
         """Fold the events the cards summary does not reflect yet into it (``summary_tail.py``); how many (0 on a
         read-only store)."""
 
-    def summary_at_head(self) -> Overlay | None:
+    def summary_at_head(self) -> SummaryOverlay | None:
         """None once the summary tables reflect the log's head (caught up when behind); for a read-only store
         that is behind, the in-memory overlay to read them from."""
 

@@ -1,6 +1,7 @@
 """A full or closed standard output: every command that prints says so in one line and exits 2 (a full disk,
-``> /dev/full``), or stops quietly (a closed pipe, as under ``| head``); never a traceback, never the interpreter's
-"Exception ignored" at exit. Real child processes, the real /dev/full, a real pipe whose reader is gone."""
+``> /dev/full``), or stops quietly with exit 141 (a closed pipe, as under ``| head``); never a traceback, never the
+interpreter's "Exception ignored" at exit. Real child processes, the real /dev/full, a real pipe whose reader
+is gone."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger.errors import CLOSED_PIPE
 from tests.cli_run import LEDGER, REPO, ledger
 from tests.toolkit import ENV_DIR
 
@@ -103,7 +105,30 @@ def test_a_closed_pipe_stops_quietly(db: tuple[str, str, Path]) -> None:
         finally:
             os.close(write)
         err = r.stderr.decode()
-        # Whatever the command had to say on stderr before it printed; nothing about the pipe, no traceback.
-        if r.returncode not in (0, 1) or "Traceback" in err or "Exception ignored" in err or "Broken pipe" in err:
+        # Whatever the command had to say on stderr before it printed; nothing about the pipe, no traceback; 141,
+        # the code no verdict uses (ledger/errors.py), even where 1 would mean FAIL.
+        if r.returncode != CLOSED_PIPE or "Traceback" in err or "Exception ignored" in err or "Broken pipe" in err:
             bad.append((args, r.returncode, err[-600:]))
     assert bad == [], "\n".join(map(str, bad))
+
+
+def test_a_pipe_closed_mid_output_stops_the_same_way(tmp_path: Path) -> None:
+    # Output many times a pipe's buffer, its reader gone after 10 bytes: the same quiet 141 as a pipe closed before
+    # the first byte (above), whatever the size.
+    from ledger import Ledger
+    from ledger.services.synthetic import write_cards
+
+    path = str(tmp_path / "big.sqlite")
+    with Ledger.open(path) as led:
+        write_cards(led, 600)
+    env = {k: v for k, v in os.environ.items() if k != "LEDGER_DB"}
+    for args in (["cards"], ["cards", "--json"], ["cards", "--sort", "score"]):
+        with subprocess.Popen(
+            [LEDGER, "--db", path, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        ) as proc:
+            assert proc.stdout is not None and proc.stderr is not None
+            assert len(proc.stdout.read(10)) == 10
+            proc.stdout.close()
+            err = proc.stderr.read().decode()
+            assert proc.wait(timeout=120) == CLOSED_PIPE, (args, err)
+        assert "Traceback" not in err and "Exception ignored" not in err and "Broken pipe" not in err, (args, err)

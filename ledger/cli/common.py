@@ -126,6 +126,19 @@ class LedgerGroup(click.Group):
             cmd._ledger_common = True  # type: ignore[attr-defined]
         return cmd
 
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        # `ledger --help` prints while its arguments are parsed, before invoke: a closed pipe there ends as in a
+        # command (Click itself would exit 1, the code of a failed check).
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except OSError as e:
+            code = output_failed(e)
+            if code is None:
+                raise
+            raise click.exceptions.Exit(code) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             with _ctrl_c_latched() as interrupted:

@@ -124,6 +124,7 @@ def import_cmd(
             card_id=card_id,
             allow_repeats=allow_repeats,
             calculator=calculator,
+            run_folders=paths,
         )
     summary.problems[:0] = found_problems
     if as_json:
@@ -248,7 +249,9 @@ def _card_line(c: CardResult) -> str:
     what = _n(c.files, "file")
     if c.status in ("imported", "updated"):
         what += f", {_n(c.lines, 'line')}, {_n(c.plays, 'play')}, {_n(c.events, 'event')}"
-    if c.format == "harness" and c.status in ("imported", "updated"):
+    if c.format == "harness" and c.status in ("imported", "updated") and c.recorded:
+        what += f"; harness: {c.recorded} actions as each line names them (action_input), none inferred"
+    elif c.format == "harness" and c.status in ("imported", "updated"):
         how = "re-simulated" if c.resets_known else "from the frames, resets unknown"
         what += f"; harness: {c.inferred} actions inferred ({how}), {c.undecided} undecided"
         if c.unreproduced:

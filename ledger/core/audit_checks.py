@@ -30,6 +30,7 @@ from ledger.core.events import (
     CardReopened,
     CardRetracted,
     Numbered,
+    RunUsage,
     card_stream,
     decode,
     type_of,
@@ -43,6 +44,8 @@ Status = Literal["PASS", "FAIL", "WARN", "SKIP", "UNKNOWN"]
 
 #: Event types that belong to other streams (a baseline set, the labels), never to a card's.
 _NOT_CARD_TYPES = frozenset({"baselines_recorded", "label_set"})
+#: Events a closed card may gain: they change none of its numbers.
+_BESIDE = (CardRetracted, RunUsage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,8 +317,8 @@ def _check_closes(
 ) -> list[dict[str, Any]]:
     """Every CardClosed: its recorded document hash against the card rebuilt up to it, and what follows it.
 
-    Only a CardReopened (an import that resumed) or a CardRetracted may follow a close; anything else landed on a
-    closed card.
+    Only a CardReopened (an import that resumed), a CardRetracted or a RunUsage may follow a close; anything else
+    landed on a closed card.
     """
     out: list[dict[str, Any]] = []
     running = new_card(card_id)
@@ -335,8 +338,9 @@ def _check_closes(
         recorded = closed.event.document_sha256
         stop = idx[k + 1] if k + 1 < len(idx) else len(events)
         reopened = i + 1 < len(events) and type(events[i + 1].event) is CardReopened
-        # A retraction is the one event a closed card may gain: it withdraws the card, it changes no number.
-        landed = None if reopened else [n for n in events[i + 1 : stop] if type(n.event) is not CardRetracted]
+        # A retraction withdraws the card and a run's usage is a fact beside it: neither changes a number, so a
+        # closed card may gain them.
+        landed = None if reopened else [n for n in events[i + 1 : stop] if type(n.event) not in _BESIDE]
         after = len(landed) if landed else 0
         out.append(
             {

@@ -257,7 +257,8 @@ class ActionsInferred(Event, tag="actions_inferred", frozen=True, kw_only=True):
     """A harness recording (which holds answers, not actions) was imported: how its actions were found.
 
     ``method``: ``resimulated`` (the game's code re-run, each line matched by an action), ``frames`` (no game code:
-    actions and level completions follow from the frames, resets cannot be known). ``inferred`` actions were
+    actions and level completions follow from the frames, resets cannot be known), ``recorded`` (each line names
+    the action it answers, ``action_input``: nothing inferred, nothing undecided). ``inferred`` actions were
     recovered; ``undecided`` lists the lines (1-based) that could be a level RESET as well as the action they were
     imported as, so the card's reset counts are uncertain by up to that many; every score-bearing number is exact.
     A long list is split over events of the same file one after another, 4,096 lines at most each, in line order;
@@ -265,7 +266,7 @@ class ActionsInferred(Event, tag="actions_inferred", frozen=True, kw_only=True):
     """
 
     file: str
-    method: Literal["resimulated", "frames"]
+    method: Literal["resimulated", "frames", "recorded"]
     inferred: int
     undecided: list[int] = []
     resets_known: bool = True

@@ -31,13 +31,21 @@ def report_read(read: HarnessRead, done: int, problems: list[Problem], result: C
         )
     for s in new_skips:
         result.skipped[s.reason] = result.skipped.get(s.reason, 0) + 1
+    late = [s for s in read.after_close if s.lineno > done]
+    if late:
+        more = f" (lines {late[0].lineno} to {late[-1].lineno})" if len(late) > 1 else ""
+        msg = f"{len(late)} frame line(s){more} {late[0].reason}"
+        problems.append(Problem(str(read.path), late[0].lineno, "not_counted", msg))
+        result.skipped["after the card's close"] = len(late)
     if read.side_lines and done == 0:
         result.skipped["side lines (not frames)"] = read.side_lines
 
 
 def skipped_lines(read: HarnessRead, unreproduced: list[int], done: int) -> list[SkippedLine]:
-    """The lines past ``done`` not imported (unreadable, or no action reproduces them), with their bytes' sha256."""
-    out = [SkippedLine(s.lineno, s.reason, s.sha256, s.size) for s in read.skipped if s.lineno > done]
+    """The lines past ``done`` not imported (unreadable, after the card's close, or no action reproduces them), with
+    their bytes' sha256."""
+    kept = (*read.skipped, *read.after_close)
+    out = [SkippedLine(s.lineno, s.reason, s.sha256, s.size) for s in kept if s.lineno > done]
     if unreproduced:
         wanted = {ln for ln in unreproduced if ln > done}
         with open(read.path, "rb") as f:
@@ -67,7 +75,7 @@ def cross_check(read: HarnessRead, doc: Any, method: str, problems: list[Problem
     if not runs:
         return
     run = runs[0]
-    fields = ["actions", "levels_completed", "state"] + (["resets"] if method == "resimulated" else [])
+    fields = ["actions", "levels_completed", "state"] + (["resets"] if method != "frames" else [])
     diffs = [
         f"{k} {final.get(k)!r} (its scorecard line) vs {getattr(run, k)!r} (imported)"
         for k in fields

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ledger.core import baselines as bl
@@ -61,6 +62,8 @@ class CardResult:
     undecided: int = 0
     unreproduced: int = 0
     resets_known: bool = True
+    #: Actions taken as the recording's lines name them (``action_input``), none inferred.
+    recorded: int = 0
     #: --environments gave baselines to a card imported without them.
     baselines_attached: bool = False
     #: Lines after a play's end (GAME_OVER or WIN, no RESET since): kept, but neither the toolkit nor the server
@@ -223,6 +226,9 @@ class ImportOptions:
     strict: bool = False
     progress: Callable[[int], None] | None = None
     allow_repeats: bool = False
+    #: Benchmarking run folders the user named (resolved): one the import of its recording does not use is an
+    #: error (exit 2), not a note.
+    named_runs: frozenset[Path] = frozenset()
 
 
 @dataclass(slots=True)
@@ -270,6 +276,7 @@ class ImportSummary:
         are unknown (no game code), cards that were given baselines."""
         return {
             "inferred_actions": sum(c.inferred for c in self.cards),
+            "recorded_actions": sum(c.recorded for c in self.cards),
             "undecided_lines": sum(c.undecided for c in self.cards),
             "unreproduced_lines": sum(c.unreproduced for c in self.cards),
             "resets_unknown_cards": sum(c.format == "harness" and not c.resets_known for c in self.cards),

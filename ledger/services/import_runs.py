@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
+
+import msgspec
 
 from ledger.core.events import LevelUsage, RunUsage, card_stream, decode
 from ledger.toolkit.frame_lines import FrameLine
 from ledger.toolkit.import_problems import Problem
-from ledger.toolkit.run_folders import Step, read_run_folder, read_run_meta, step_usages
+from ledger.toolkit.run_folders import Step, Usage, read_run_folder, read_run_meta, step_usages
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
@@ -62,6 +64,19 @@ def run_usage(
     if meta.unused:
         problems.append(Problem(where, None, "harness", f"run_meta.json keys not used: {', '.join(meta.unused)}"))
     u = meta.usage
+    if unmatched:
+        u = _steps_only(where, meta.usage, [usages[s.step] for s in matched.values() if s.step in usages], problems)
+        left = [usages[n] for n in unmatched if n in usages]
+        if left:
+            out = _sum(left)
+            problems.append(
+                Problem(
+                    where,
+                    None,
+                    "harness",
+                    f"usage left out with the {len(unmatched)} step(s) not used: {_figures(out)}",
+                )
+            )
     # The event's fields one by one, from two sources (run_meta.json and its usage): no struct to copy whole.
     return RunUsage(
         ts=ts,
@@ -80,6 +95,47 @@ def run_usage(
         cache_write_tokens=u.cache_write_tokens,
         usage_other=u.other,
     )
+
+
+_SUMMED = (
+    *("input_tokens", "output_tokens", "total_tokens", "cost"),
+    *("cached_tokens", "reasoning_tokens", "cache_write_tokens"),
+)
+
+
+def _sum(usages: list[Usage]) -> Usage:
+    """The figures of ``usages`` added up (None where one of them gives none); numbers in their other keys' objects
+    (``cost_details``) added up key by key."""
+    out = Usage()
+    for f in _SUMMED:
+        values = [getattr(u, f) for u in usages]
+        setattr(out, f, None if not values or any(v is None for v in values) else sum(values))
+    other: dict[str, dict[str, float]] = {}
+    for u in usages:
+        for k, v in (u.other or {}).items():
+            if isinstance(v, dict):
+                acc = other.setdefault(k, {})
+                for kk, n in v.items():
+                    if isinstance(n, int | float) and not isinstance(n, bool):
+                        acc[kk] = acc.get(kk, 0) + n
+    out.other = other or None
+    return out
+
+
+def _figures(u: Usage) -> str:
+    tokens = f"{u.total_tokens} tokens" if u.total_tokens is not None else "tokens not given"
+    return tokens + (f", cost {u.cost!r}" if u.cost is not None else ", cost not given")
+
+
+def _steps_only(where: str, whole: Usage, used: list[Usage], problems: list[Problem]) -> Usage:
+    """The usage of the steps used, when steps were left out: the run's own total counts them too."""
+    u = _sum(used)
+    msg = (
+        f"usage counts only the steps used: {_figures(u)} (run_meta.json's total, {_figures(whole)}, counts the steps "
+        "not used too)"
+    )
+    problems.append(Problem(where, None, "harness", msg))
+    return u
 
 
 def usage_lines(usages: list[RunUsage]) -> list[str]:
@@ -122,3 +178,20 @@ def card_usage(ledger: Ledger, card_id: str) -> list[RunUsage]:
     bodies, _, _ = ledger.store.read_bodies(card_stream(card_id))
     # Only these few events are decoded: a long card's actions are skipped by their leading tag.
     return [cast(RunUsage, decode(b)) for b in bodies if bytes(b).startswith(b'{"type":"run_usage"')]
+
+
+def usage_held(ledger: Ledger, card_id: str, usage: RunUsage) -> bool:
+    """Whether the card holds this run's usage already (the same folder and run id)."""
+    return any(u.folder == usage.folder and u.run_id == usage.run_id for u in card_usage(ledger, card_id))
+
+
+def attach_usage(ledger: Ledger, card_id: str, usage: RunUsage, where: str, problems: list[Problem]) -> None:
+    """Add the run's usage to a card already in the ledger (captured live, or imported without its run folder): a
+    fact beside its counts, so the card's numbers and its close stay as they are."""
+    if usage_held(ledger, card_id, usage):
+        problems.append(Problem(where, None, "harness", f"its usage is on card {card_id} already"))
+        return
+    card = ledger.load_card(card_id)
+    ledger.append_card(card_id, [msgspec.structs.replace(usage, ts=datetime.now(UTC))], card.events)
+    msg = f"its usage attached to card {card_id}: {usage.total_tokens} tokens, cost {usage.cost!r}"
+    problems.append(Problem(where, None, "harness", msg))

@@ -51,7 +51,7 @@ from ledger.services.import_cards import (  # the card bookkeeping both importer
     with_retries,
 )
 from ledger.services.import_compare import compare_with_held, held_elsewhere
-from ledger.services.import_runs import run_tags, run_usage
+from ledger.services.import_runs import attach_usage, run_tags, run_usage, usage_held
 from ledger.toolkit.frame_lines import FrameLine, LineSet
 from ledger.toolkit.game_states import frame_digest
 from ledger.toolkit.harness import (
@@ -60,10 +60,10 @@ from ledger.toolkit.harness import (
     prefix_hash,
     read_harness,
 )
-from ledger.toolkit.harness_frames import classify_from_frames
+from ledger.toolkit.harness_frames import classify_from_frames, from_recorded
 from ledger.toolkit.harness_search import line_signature
 from ledger.toolkit.recordings import MAX_LISTED, Problem
-from ledger.toolkit.run_folders import Step
+from ledger.toolkit.run_folders import Step, read_run_meta
 from ledger.toolkit.run_match import match_run_folder
 
 if TYPE_CHECKING:
@@ -88,16 +88,28 @@ def import_harness_card(
     return with_retries(card_id, 1, lambda found: _import_once(opts, card_id, path, found, how), problems)
 
 
-def _steps_for(path: Path, read: HarnessRead, problems: list[Problem]) -> tuple[dict[int, Step], Path | None]:
-    """The benchmarking run folder's steps matched to frame lines (:mod:`ledger.toolkit.run_match`), and that
-    folder; each folder of the game not used is named with why."""
+def _steps_for(
+    path: Path, read: HarnessRead, problems: list[Problem], named: frozenset[Path]
+) -> tuple[dict[int, Step], Path | None, str | None]:
+    """The benchmarking run folder's steps matched to frame lines (:mod:`ledger.toolkit.run_match`), that folder,
+    and why a folder the user named (``named``) is not used (None when none is left unused); each folder of the
+    game not used is named with why."""
     found = match_run_folder(path.parent, read.name, read.frames, read.tokens)
+    why_named: str | None = None
+    where = path.parent.resolve()
     for d, why in found.not_used:
         problems.append(Problem(str(d), None, "harness", f"run folder not used: {why}"))
+        if d.resolve() in named:
+            why_named = f"the run folder {d} named to import is not used: {why}"
+    for d in sorted(named):
+        if d.parent == where and why_named is None and (found.folder is None or found.folder.resolve() != d):
+            game = read_run_meta(d)
+            if game is not None and game.game_id == read.name.game_id:
+                why_named = f"the run folder {d} named to import is not used: it is not this recording's run"
     if found.folder is not None:
         msg = f"parsed_action of {len(found.steps)} step(s) from {found.folder.name}/ used ({found.how})"
         problems.append(Problem(str(path), None, "harness", msg))
-    return found.steps, found.folder
+    return found.steps, found.folder, why_named
 
 
 def _recover(
@@ -112,10 +124,25 @@ def _recover(
     leave open (lineno -> candidate actions). ``progress`` is called with 0 once a line searched: the import's safe
     point (a Ctrl-C stops the search there, nothing of the card written)."""
     info = baselines.game_info(game_id)
+    tick = (lambda: progress(0)) if progress is not None else None
+    if read.acts:
+        named, missing = from_recorded(read.frames, game_id, read.actions)
+        if not missing:
+            _check_recorded(read, info, named.choices, problems, tick)
+            return named.choices, LineSet(), named.unreproduced, "recorded", {}
+        msg = (
+            f"{len(missing)} frame line(s) name no action (the first: line {missing[0]}), the others do: theirs are "
+            "found as in a recording that names none, the named ones tried first"
+        )
+        problems.append(Problem(str(read.path), missing[0], "harness", msg))
+        steps = dict(steps)
+        for f in read.frames:
+            act = named.choices.get(f.lineno)
+            if act is not None:
+                steps[f.lineno] = Step(0, f.ts, *act)
     if info is not None:
         from ledger.toolkit.harness_search import recover
 
-        tick = (lambda: progress(0)) if progress is not None else None
         rec = recover(read.frames, info, steps, lost=read.lost_frames, tick=tick)
         if rec.error is None:
             if rec.cut:
@@ -131,6 +158,36 @@ def _recover(
         problems.append(Problem(str(read.path), None, "harness", f"{rec.error}: actions read from the frames only"))
     cls = classify_from_frames(read.frames, game_id, steps)
     return cls.choices, cls.undecided, cls.unreproduced, "frames", cls.candidates
+
+
+def _check_recorded(
+    read: HarnessRead,
+    info: Any,
+    choices: Mapping[int, tuple[int, int | None, int | None]],
+    problems: list[Problem],
+    tick: Callable[[], None] | None,
+) -> None:
+    """With the game's code, each named action is stepped once through it and its answer compared with its line:
+    the code is checked, nothing is searched. The actions are the recording's either way (the toolkit named them)."""
+    where = str(read.path)
+    if info is None:
+        problems.append(Problem(where, None, "harness", "each frame line names its action (action_input): no search"))
+        return
+    from ledger.toolkit.harness_search import replay_recorded
+
+    got = replay_recorded(read.frames, info, choices.get, tick=tick)
+    if got.error is not None:
+        msg = f"{got.error}: the actions are imported as the lines name them"
+        problems.append(Problem(where, None, "harness", msg))
+    elif got.first_off is not None:
+        msg = (
+            f"the code of {info.game_id} does not answer this line's action as the line does: it is not the code "
+            "that played it; the actions are imported as the lines name them"
+        )
+        problems.append(Problem(where, got.first_off, "cross_check", msg))
+    else:
+        msg = f"each frame line names its action (action_input); the game's code answers all {got.steps} as recorded"
+        problems.append(Problem(where, None, "harness", msg))
 
 
 def _observations(
@@ -265,13 +322,22 @@ def _import_once(
         attach_baselines(ledger, prep.existing, baselines, result)  # type: ignore[arg-type]
         return result, prep.size
     game_id = read.frames[0].game_id if read.frames else read.name.game_id
-    steps, prep.run_dir = _steps_for(path, read, problems)
-    if prep.run_dir is not None and prep.existing is None and read.frames:
-        prep.usage = run_usage(prep.run_dir, read.frames, steps, read.frames[-1].ts, problems)
+    steps, prep.run_dir, why_named = _steps_for(path, read, problems, opts.named_runs)
+    if why_named is not None:
+        problems.append(Problem(str(path), None, "run_not_used", why_named))
+        result.status, result.exit_code = "not imported", 2
+        result.error = f"{why_named}: nothing of it imported"
+        return result, prep.size
+    if prep.run_dir is not None and read.frames:
+        usage = run_usage(prep.run_dir, read.frames, steps, read.frames[-1].ts, problems)
+        # A card imported before holds the run's usage already, or gets it now (once).
+        prep.usage = usage if usage is None or prep.existing is None or not usage_held(ledger, card_id, usage) else None
     choices, undecided, unreproduced, method, candidates = _recover(
         read, game_id, baselines, steps, problems, opts.progress
     )
     undecided = LineSet(ln for ln in undecided if ln > done)
+    # Without the code, a reset is known where a step file named every line's action and no line stayed open.
+    known = method != "frames" or (not undecided and all(ln in steps for ln in choices if ln > done))
     unreproduced = [ln for ln in unreproduced if ln > done]
     for ln in unreproduced[:MAX_LISTED]:
         msg = "no action reproduces this line (never reached the game): skipped"
@@ -289,10 +355,12 @@ def _import_once(
             ((f.lineno, o) for f, o in _observations(read.frames, choices, done)),
             where=str(path),
             first_play=_first_play(read.name.agent) if prep.existing is None else None,
-            resets=method == "resimulated" and not undecided,  # an undecided line may have been a RESET
+            resets=known and not undecided,  # an undecided line may have been a RESET
             result=result,
             problems=problems,
         )
+        if result.status == "same card" and prep.usage is not None:
+            attach_usage(ledger, held, prep.usage, str(prep.run_dir), problems)
         result.format, result.lines = "harness", read.lines - done
         return result, prep.size
     if prep.existing is None and how == "harness":
@@ -302,7 +370,9 @@ def _import_once(
         )
         problems.append(Problem(str(path), None, "harness", msg))
     new = _observations(read.frames, choices, done)
-    made, doc = _commit(ledger, card_id, prep, first, new, baselines, method, undecided, unreproduced, candidates)
+    made, doc = _commit(
+        ledger, card_id, prep, first, new, baselines, method, (undecided, known), unreproduced, candidates
+    )
     result.not_counted += made.ignored
     if read.final == {} and read.final_lineno is not None and read.final_lineno > done:
         msg = "the final scorecard line is empty ({}): the harness wrote no score to compare with"
@@ -311,10 +381,11 @@ def _import_once(
     result.status = "imported" if prep.existing is None else "updated"
     result.events, result.plays = made.events, made.plays
     result.lines = read.lines - done
-    result.inferred = made.lines
+    result.inferred = made.lines if method != "recorded" else 0
     result.undecided = len(undecided)
     result.unreproduced = len(unreproduced)
-    result.resets_known = method == "resimulated"
+    result.resets_known = known
+    result.recorded = made.lines if method == "recorded" else 0
     return result, prep.size
 
 
@@ -336,15 +407,17 @@ def _commit(
     lines: Iterator[tuple[FrameLine, Observation]],
     baselines: Baselines,
     method: str,
-    undecided: LineSet,
+    decided: tuple[LineSet, bool],
     unreproduced: list[int],
     candidates: Mapping[int, list[int]],
 ) -> tuple[_Made, Any]:
     """The card's new events, in one append: the lines' events, what was skipped and inferred, the progress, the
     close. They are made as they are inserted (a long recording's are never all held); returns what they held and
     the document at close. ``candidates``: line -> the actions its observation could answer when the recording
-    does not decide it (its ActionTaken keeps them, and its frame's digest is noted)."""
+    does not decide it (its ActionTaken keeps them, and its frame's digest is noted). ``decided``: the lines that
+    could also have been a level RESET, and whether the resets are known."""
     read = prep.read
+    undecided, known = decided
     tags = [read.name.agent, *run_tags(prep.run_dir)]
     head, card, version = _open_or_reopen(ledger, prep.existing, card_id, tags, first, read, baselines)
     bmap = ledger.card_baselines(card)
@@ -378,7 +451,7 @@ def _commit(
                 made.events += 1
                 yield chunk
                 noted = []
-        tail_ts, told = _tail(prep, last, method, undecided, unreproduced, noted, made)
+        tail_ts, told = _tail(prep, last, method, (undecided, known), unreproduced, noted, made)
         for e in told:  # applied one by one, as close_import applies what it is given
             apply(card, e)
             made.events += 1
@@ -397,7 +470,7 @@ def _tail(
     prep: _Prepared,
     last: datetime,
     method: str,
-    undecided: LineSet,
+    decided: tuple[LineSet, bool],
     unreproduced: list[int],
     noted: list[str],
     made: _Made,
@@ -416,13 +489,13 @@ def _tail(
             yield LinesSkipped(ts=tail_ts, file=path.name, lines=new_skips)
         if noted:
             yield FramesNoted(ts=tail_ts, file=path.name, digests=noted)
-        yield from _inferred(tail_ts, path.name, method, made.lines, undecided)
+        yield from _inferred(tail_ts, path.name, method, made.lines if method != "recorded" else 0, *decided)
         yield RecordingImported(
             ts=tail_ts,
             file=path.name,
             offset=read.end,
             lines=read.lines,
-            skipped=len(read.skipped) + len(unreproduced),
+            skipped=len(read.skipped) + len(read.after_close) + len(unreproduced),
             tail_sha256=tail_sha256(path, read.end),
             game_state=read.frames[-1].state if read.frames else None,  # type: ignore[arg-type]
             prefix_sha256=read.prefix_sha256,
@@ -431,7 +504,9 @@ def _tail(
     return tail_ts, told()
 
 
-def _inferred(ts: datetime, file: str, method: str, lines: int, undecided: LineSet) -> Iterator[ActionsInferred]:
+def _inferred(
+    ts: datetime, file: str, method: str, lines: int, undecided: LineSet, known: bool
+) -> Iterator[ActionsInferred]:
     """How the file's actions were found. Its undecided lines are listed over as many events as they need (at most
     EVENT_LINES each); the first holds the count of actions inferred, the others 0 (a reader adds them up)."""
 
@@ -442,7 +517,7 @@ def _inferred(ts: datetime, file: str, method: str, lines: int, undecided: LineS
             method=method,  # type: ignore[arg-type]
             inferred=inferred,
             undecided=chunk,
-            resets_known=method == "resimulated",
+            resets_known=known,
         )
 
     chunk: list[int] = []

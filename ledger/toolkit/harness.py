@@ -6,11 +6,15 @@ written with ``json.dump``. ``data`` is one of:
 
 - a frame line, ``FrameData.model_dump``: game_id, frame, state, levels_completed (``score`` in older files),
   win_levels (``win_score``), action_input, guid, full_reset, available_actions. The frame is always present.
-  ``Agent._convert_raw_frame_data`` does not copy ``action_input``, so every line says RESET (``{"id": 0}``)
-  whatever was sent: the action is *not* in the file. The answer to the RESET inside ``Arcade.make`` is not
-  recorded either.
+  ARC-AGI-3-Agents' ``Agent._convert_raw_frame_data`` (and arc-agi-3-benchmarking's before 1f4a8cc) does not copy
+  ``action_input``, so every line says RESET (``{"id": 0}``) whatever was sent: the action is *not* in the file.
+  arc-agi-3-benchmarking from 1f4a8cc on copies the toolkit's ``action_input``: each line names its action. Which
+  of the two a file is shows in its lines (one naming an action other than RESET), not in its name. The answer to
+  the RESET inside ``Arcade.make`` is recorded by neither.
 - a side line: what LLM templates record between frames (token counts, prompts, ...); skipped, only counted;
 - the last line, ``scorecard.get(game_id)``: ``{}`` for local cards, a run's ``EnvironmentScore`` dump online.
+  It is written once the card is closed: a frame line after it (an agent thread that answered one more action
+  while a Ctrl-C closed the card) was not counted on the card.
 
 arc-agi-3-benchmarking also writes one folder per run, ``{agent_name}.{run_id}/`` with ``run_meta.json`` and
 ``step_NNN.json`` (``parsed_action``: ``"ACTION1"`` or ``{"action": "ACTION6", "x": .., "y": ..}``), the action the
@@ -104,6 +108,12 @@ class HarnessRead:
     #: (time, tokens) of the side lines LLM agents write before each action (``{"tokens": N, ...}``), by their
     #: place among those lines.
     tokens: LineMap[tuple[datetime, int]] = field(default_factory=LineMap)
+    #: lineno -> (action, x, y) that the frame line's ``action_input`` names; only a file with ``acts`` set records
+    #: its actions (in the others every line says RESET, whatever was sent).
+    actions: LineMap[tuple[int, int | None, int | None]] = field(default_factory=LineMap)
+    acts: bool = False
+    #: Frame lines after the final scorecard line: answered after the card's close, never counted on it.
+    after_close: list[SkippedLine] = field(default_factory=list)
 
 
 class _Action(msgspec.Struct):
@@ -229,6 +239,8 @@ class _Lines:
         self.read = read
         self.last_ts: datetime | None = None
         self.pending_final: tuple[int, dict[str, Any]] | None = None
+        #: The scorecard line that closed the card, once one came (it stays the final line whatever follows).
+        self.closed: tuple[int, dict[str, Any]] | None = None
         self.same_ts: set[tuple[Any, ...]] = set()
         self.records = 0
 
@@ -238,8 +250,9 @@ class _Lines:
         self.records += 1
         if self.records == 1:
             read.first_bad = isinstance(rec, str) or not _decodes(_line, body)
-        if self.pending_final is not None:
-            # A scorecard-shaped line that was not the last: a side line after all.
+        if self.pending_final is not None and self.closed is None:
+            # A scorecard-shaped line that was not the last: a side line, unless frame lines follow it (below).
+            self.closed = self.pending_final
             self.pending_final = None
             read.side_lines += 1
         if not isinstance(rec, _Line):
@@ -252,7 +265,7 @@ class _Lines:
             whole = _any.decode(rec.data) if _decodes(_any, rec.data) else None
             if isinstance(whole, dict) and "frame" in whole:
                 _skip(read, lineno, body, "wrong types")
-            elif _is_scorecard(whole):
+            elif _is_scorecard(whole) and self.closed is None:
                 self.pending_final = (lineno, whole)  # type: ignore[assignment]
             else:
                 read.side_lines += 1
@@ -262,6 +275,15 @@ class _Lines:
             return
         line = _frame_line(read, lineno, ts, d, body)
         if line is None:
+            return
+        if self.closed is not None and (not read.frames or line.guid == read.frames[-1].guid):
+            # The same play after the close (another play's lines are recordings put together: refused as such).
+            if not read.after_close:
+                # The scorecard line was the close, not a side line.
+                read.side_lines -= 1
+                read.final_lineno, read.final = self.closed
+            why = f"after the final scorecard line {self.closed[0]}: answered after the card's close, not counted"
+            read.after_close.append(SkippedLine(lineno, why, hashlib.sha256(body).hexdigest(), len(body)))
             return
         if self.last_ts is not None and ts < self.last_ts:
             msg = f"timestamp {ts.isoformat()} is before the previous line's {self.last_ts.isoformat()}"
@@ -277,7 +299,7 @@ class _Lines:
         read.frames.append(line)
 
     def finish(self) -> None:
-        if self.pending_final is not None:
+        if self.pending_final is not None and not self.read.after_close:
             self.read.final_lineno, self.read.final = self.pending_final
 
 
@@ -298,6 +320,10 @@ def _frame_line(read: HarnessRead, lineno: int, ts: datetime, d: _Data, body: by
         return None
     if levels < 0 or (win is not None and levels > win):
         read.impossible.append((lineno, f"levels_completed {levels} outside 0..win_levels {win}"))
+    act = _action_of(d.action_input)
+    if act is not None:
+        read.actions[lineno] = act
+        read.acts = read.acts or act[0] != 0
     return FrameLine(
         lineno=lineno,
         ts=ts,
@@ -310,6 +336,18 @@ def _frame_line(read: HarnessRead, lineno: int, ts: datetime, d: _Data, body: by
         packed=pack(frame),
         available_actions=tuple(d.available_actions),
     )
+
+
+def _action_of(ai: _Action | None) -> tuple[int, int | None, int | None] | None:
+    """(action, x, y) of a frame line's ``action_input`` (None when it names no action the toolkit has)."""
+    if ai is None:
+        return None
+    a = ai.id if isinstance(ai.id, int) else ACTION_NAMES.get(ai.id.strip().upper())
+    if a is None or isinstance(a, bool) or not 0 <= a <= 7:
+        return None
+    data = ai.data or {}
+    x, y = data.get("x"), data.get("y")
+    return a, x if type(x) is int else None, y if type(y) is int else None
 
 
 def prefix_hash(path: str | Path, end: int) -> str:

@@ -94,3 +94,26 @@ def classify_from_frames(
                 starts.setdefault(line.levels_completed, set()).add(key)
         prev = line
     return out
+
+
+def from_recorded(
+    frames: Sequence[FrameLine], game_id: str, actions: LineMap[tuple[int, int | None, int | None]]
+) -> tuple[FrameClassification, list[int]]:
+    """The actions a recording that names them says (``actions``: lineno -> the line's ``action_input``), and the
+    frame lines that name none (their actions are found as in a recording that names no action).
+
+    A RESET is a RESET: full or a level's, as its frame says; nothing is undecided. A line without a guid or of
+    another game never reached this game: skipped, as everywhere.
+    """
+    out = FrameClassification()
+    missing: list[int] = []
+    for line in frames:
+        if not line.guid or line.game_id != game_id:
+            out.unreproduced.append(line.lineno)
+            continue
+        act = actions.get(line.lineno)
+        if act is None:
+            missing.append(line.lineno)
+        else:
+            out.choices[line.lineno] = act
+    return out, missing

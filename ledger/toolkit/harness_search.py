@@ -485,3 +485,53 @@ def _choose_best(hyps: list[_Node], result: Recovery, settled: _Settled) -> None
     for ln in sorted(undecided):
         if ln in result.choices:
             result.undecided.add(ln)
+
+
+@dataclass(slots=True)
+class Replayed:
+    """The recorded actions stepped through the game's code: the first line whose answer it does not reproduce
+    (None: every one), and the game steps run."""
+
+    first_off: int | None = None
+    steps: int = 0
+    error: str | None = None
+
+
+def replay_recorded(
+    frames: Iterable[FrameLine],
+    info: Any,
+    choices: Callable[[int], tuple[int, int | None, int | None] | None],
+    seed: int = 0,
+    tick: Callable[[], None] | None = None,
+) -> Replayed:
+    """Step one game through the actions the lines name (``choices``: lineno -> the line's action, None for a line
+    not imported), comparing each answer with its line: one game step a line, no copy and no search (the actions
+    are known, only the code is checked)."""
+    from arcengine import ActionInput, GameAction
+
+    from ledger.toolkit.game_states import answer_signature
+
+    out = Replayed()
+    try:
+        game = start_game(info, seed)
+    except Exception as e:  # a game whose code fails to load
+        out.error = f"cannot start {info.game_id} from its code: {e}"
+        return out
+    by_id = {a.value: a for a in GameAction}
+    for line in frames:
+        c = choices(line.lineno)
+        if c is None:
+            continue
+        if tick is not None:
+            tick()
+        a, x, y = c
+        data = {k: v for k, v in (("x", x), ("y", y)) if v is not None}
+        out.steps += 1
+        try:
+            got = answer_signature(game.perform_action(ActionInput(id=by_id[a], data=data), raw=True))
+        except Exception:  # the game raised where the recording holds an answer
+            got = None
+        if got != keyed(line_signature(line)):
+            out.first_off = line.lineno
+            return out
+    return out

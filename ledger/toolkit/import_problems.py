@@ -31,11 +31,12 @@ ProblemKind = Literal[
     "repeated",  # a line repeating an earlier one (same guid, action, answer, timestamp): likewise
     "not_counted",  # lines after the card's close (captured live): the server did not count them
     "cut_line",  # a line cut by another write (Ctrl-C in the harness): both records recovered
+    "run_not_used",  # a benchmarking run folder the user named that its recording's import does not use: no card
 ]
 #: Problems that refuse a card (exit 2) unless the user says they know (``--allow-repeats``).
 REPEAT_KINDS = frozenset(("out_of_order", "repeated"))
 #: Problems that refuse a card (nothing of it committed, exit 2) whatever the options.
-REFUSED_KINDS = frozenset(("unknown_format", "not_a_recording", "several_plays", "unknown_card"))
+REFUSED_KINDS = frozenset(("unknown_format", "not_a_recording", "several_plays", "unknown_card", "run_not_used"))
 #: Problems that make a card fail under ``strict``.
 STRICT_KINDS = frozenset(("not_json", "wrong_type", "too_long", "name_mismatch", "unlisted", "impossible"))
 #: Problems that make a card fail in any case (nothing of it committed, exit 1).

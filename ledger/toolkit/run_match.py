@@ -6,9 +6,10 @@ harness has spelled differently between versions, and the uuid in the recording'
 run's. So a folder is matched by what it says, never by its name alone: its ``run_meta.json`` names the
 recording's game and its own run id; every step written while the recording was being written answers a frame
 line (a step is written just before its action is sent, so the line's time follows it); and where the recording
-holds the token lines LLM agents write before each action, each matched step's token count is the one written
-just before its frame line. Exactly one folder passing all of these is used; a folder of the same game that fails
-(or a second one that passes) is named with why.
+holds the token lines LLM agents write before each model call, each matched step's token count is the sum of those
+written since the frame line before (a step with no model call, the RESET forced after GAME_OVER, has none; one
+asked again after an unparsable answer, several). Exactly one folder passing all of these is used; a folder of the
+same game that fails (or a second one that passes) is named with why.
 """
 
 from __future__ import annotations
@@ -77,8 +78,8 @@ def _judge(
             if written != u.total_tokens:
                 return (
                     {},
-                    f"step_{step.step:03d} says {u.total_tokens} tokens, the recording's token line before its "
-                    f"frame line {lineno} says {written}",
+                    f"step_{step.step:03d} says {u.total_tokens} tokens, the recording's token line(s) before its "
+                    f"frame line {lineno} say {written}",
                     False,
                 )
             compared = True
@@ -88,22 +89,26 @@ def _judge(
 def _written_before(
     tokens: Mapping[int, tuple[datetime, int]], lines: list[tuple[int, datetime, Step]]
 ) -> Iterator[tuple[int, Step, int | None]]:
-    """Each matched line (lineno, time, step) with the count of the last token line, in file order, at or before
-    its time (None if there is none). Read side by side where both go forward in time (a recorder writes them so);
-    a file with lines out of order (imported with --allow-repeats) is read again for each line."""
+    """Each matched line (lineno, time, step) with the sum of the token lines written after the line before it and at
+    or before its time (None if there is none): the model calls of its step, one token line each (a step asked again
+    after an answer it could not parse made several, its usage their sum; a forced RESET made none). Read side by
+    side where both go forward in time (a recorder writes them so); a file with lines out of order (imported with
+    --allow-repeats) is read again for each line."""
     counts = tokens.values()
     if all(a[0] <= b[0] for a, b in pairwise(counts)) and all(a[1] <= b[1] for a, b in pairwise(lines)):
         left = iter(counts)
         nxt = next(left, None)
-        written: int | None = None
         for lineno, at, step in lines:
+            written: int | None = None
             while nxt is not None and nxt[0] <= at:
-                written, nxt = nxt[1], next(left, None)
+                written, nxt = (written or 0) + nxt[1], next(left, None)
             yield lineno, step, written
         return
-    backwards = list(counts)[::-1]
+    before: datetime | None = None
     for lineno, at, step in lines:
-        yield lineno, step, next((n for ts, n in backwards if ts <= at), None)
+        since = [n for ts, n in counts if ts <= at and (before is None or ts > before)]
+        yield lineno, step, sum(since) if since else None
+        before = at
 
 
 def match_run_folder(

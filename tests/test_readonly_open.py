@@ -99,6 +99,33 @@ def test_a_database_that_is_not_a_ledger_is_refused_untouched(tmp_path: Path) ->
     assert garbage.read_bytes() == before_text
 
 
+def test_init_refuses_a_database_that_holds_tables_it_did_not_make_untouched(tmp_path: Path) -> None:
+    db = tmp_path / "other.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE t (x)")
+    con.execute("INSERT INTO t VALUES (1)")
+    con.commit()
+    con.close()
+    before = db.read_bytes()
+    one_line(ledger_cli(db, "init"), 1, f"{db} is not a ledger (no events table or schema revision)")
+    with pytest.raises(StoreError, match="is not a ledger"):
+        Ledger.open(db)
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]  # no -wal, no -shm
+    con = sqlite3.connect(db)
+    assert [r[0] for r in con.execute("SELECT name FROM sqlite_master")] == ["t"]
+    con.close()
+    garbage = tmp_path / "notes.txt"
+    garbage.write_bytes(b"not a database at all, but long enough to have a header" * 4)
+    one_line(ledger_cli(garbage, "init"), 1, "is not a ledger")
+    assert garbage.read_bytes() == b"not a database at all, but long enough to have a header" * 4
+    # An empty file, a new path and a ledger are what init is for.
+    (tmp_path / "empty.sqlite").write_bytes(b"")
+    for ok in (tmp_path / "empty.sqlite", tmp_path / "new.sqlite", tmp_path / "new.sqlite"):
+        code, out, err = ledger_cli(ok, "init")
+        assert code == 0 and "ledger ready at" in out, err
+
+
 def test_read_commands_never_write_a_ledger(tmp_path: Path) -> None:
     db = tmp_path / "ledger.sqlite"
     card = demo_ledger(db)
@@ -247,6 +274,9 @@ def test_postgres_read_commands_never_create_the_schema(pg_url: str) -> None:
         conn.execute(text("CREATE TABLE unrelated (x int)"))
         conn.commit()
     one_line(ledger_cli(pg_url, "cards"), 1, "is not a ledger")
+    one_line(ledger_cli(pg_url, "init"), 1, "is not a ledger")
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")).scalar_one() == 1
     engine.dispose()
 
 

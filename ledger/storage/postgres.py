@@ -136,6 +136,8 @@ class PostgresStore(PostgresSummary, StoreBase):
 
         from ledger.storage.migrating import upgrade
 
+        if rev is None and self._read("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()")[0][0]:
+            self._check_is_ledger()  # another program's tables: refused as the read commands refuse them
         try:
             with self.engine.begin() as conn:
                 upgrade(conn)

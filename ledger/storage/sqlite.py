@@ -95,6 +95,7 @@ class SQLiteStore(SQLiteSummary, StoreBase):
             raise StoreError(f"cannot open the ledger {self.path}: folder {parent} does not exist")
         if not writable(self.path):
             raise StoreError(f"cannot open the ledger at {self.describe()} for writing{self._readonly_hint()}")
+        sq.refuse_foreign(self.path, busy_timeout_ms)
 
     # -- connections ----------------------------------------------------------------------------------------
 

@@ -165,6 +165,24 @@ def check_tables(con: sqlite3.Connection, path: str) -> None:
         raise StoreError(f"{path} is not a ledger (no events table or schema revision); nothing was changed")
 
 
+def refuse_foreign(path: str, busy_timeout_ms: int) -> None:
+    """Refuse, as the read commands do (:func:`check_tables`), a database that holds tables and is not a ledger,
+    through a read-only connection: a writer's first connection already switches the file to WAL, so another
+    program's database must be turned away before it, with nothing of it changed."""
+    if not os.path.isfile(path) or os.path.getsize(path) == 0:
+        return
+    con = connect(path, busy_timeout_ms, "normal", True, False)
+    try:
+        try:
+            empty = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1").fetchone() is None
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{path} is not a ledger ({e}); nothing was changed") from e
+        if not empty:
+            check_tables(con, path)
+    finally:
+        con.close()
+
+
 def joined_sql(con: sqlite3.Connection, where: str) -> str:
     """The query joining a version range's bodies with newlines, in version order (parameters: the separator,
     then ``where``'s, then the last version of the range).

@@ -163,6 +163,12 @@ class LogStore(Protocol):
     def snapshot_keys(self) -> list[tuple[str, str, int, int]]:
         """(stream, kind, version, seq) of every stored snapshot, by stream."""
 
+    def bound_snapshot(self, stream: str, kind: str) -> tuple[Snapshot, tuple[int, str, int] | None] | None:
+        """A cached projection of ``stream`` with :meth:`link_at` of its version, in one query."""
+
+    def stream_names(self, prefix: str, limit: int) -> list[str]:
+        """Up to ``limit`` stream names that start with ``prefix``, in order."""
+
     def link_at(self, stream: str, version: int) -> tuple[int, str, int] | None:
         """(seq, hash) of the event of ``stream`` at ``version`` and how many events the stream holds up to it."""
 

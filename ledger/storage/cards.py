@@ -151,13 +151,11 @@ class CardRepository:
     def resolve(self, ref: str) -> str:
         """The card id ``ref`` names: the id itself, or a unique prefix of one (:class:`UnknownCard`,
         :class:`AmbiguousCard` listing the candidates)."""
-        if ref and self.store.stream_exists(card_stream(ref)):
-            return ref
-        hits = [s.stream[len(CARD_STREAM) :] for s in self.store.streams(card_stream(ref))] if ref else []
-        if len(hits) == 1:
-            return hits[0]
-        if hits:
-            raise AmbiguousCard(ref, hits)
+        names = self.store.stream_names(card_stream(ref), 2) if ref else []
+        if names and (names[0] == card_stream(ref) or len(names) == 1):
+            return names[0][len(CARD_STREAM) :]  # the id itself (it sorts first), or the one card it starts
+        if names:  # every candidate, in order of opening, for the message
+            raise AmbiguousCard(ref, [s.stream[len(CARD_STREAM) :] for s in self.store.streams(card_stream(ref))])
         raise UnknownCard(ref)
 
     def seq_at_version(self, card_id: str, version: int) -> int:
@@ -184,8 +182,9 @@ class CardRepository:
         self, card_id: str, *, until: int | None = None, use_cache: bool = True, allow_broken: bool = False
     ) -> Loaded:
         """:meth:`load`, with the version read and whether the card is broken."""
-        snap = self.store.get_snapshot(card_stream(card_id), SNAPSHOT_KIND) if use_cache else None
-        return self._read(card_id, snap, until=until, use_cache=use_cache, allow_broken=allow_broken)
+        got = self.store.bound_snapshot(card_stream(card_id), SNAPSHOT_KIND) if use_cache else None
+        snap, link = got if got is not None else (None, None)
+        return self._read(card_id, snap, link, until=until, use_cache=use_cache, allow_broken=allow_broken)
 
     def load_many(self, card_ids: Iterable[str]) -> dict[str, CardState]:
         """Many cards at once (one query for all their cached projections)."""
@@ -195,7 +194,12 @@ class CardRepository:
         """:meth:`load_many`, each with the version read and whether it is broken."""
         ids = list(card_ids)
         snaps = self.store.snapshots_for([card_stream(c) for c in ids], SNAPSHOT_KIND)
-        return {c: self._read(c, snaps.get(card_stream(c)), allow_broken=allow_broken) for c in ids}
+        out = {}
+        for c in ids:
+            snap = snaps.get(card_stream(c))
+            link = self.store.link_at(card_stream(c), snap.version) if snap is not None else None
+            out[c] = self._read(c, snap, link, allow_broken=allow_broken)
+        return out
 
     def advance(self, card_id: str, state: CardState, version: int) -> tuple[CardState, int]:
         """A card held in memory at ``version`` moved forward by the events appended since (the viewer's cache):
@@ -222,8 +226,11 @@ class CardRepository:
                 f"Note: the cached state of card {card_id} was ignored ({why}); the card was read from its events"
             )
 
-    def _bound(self, card_id: str, snap: Snapshot, until: int | None) -> tuple[CardState | None, str | None]:
-        """(the snapshot's state where it is bound to the log, else None; why the card is broken, else None)."""
+    def _bound(
+        self, card_id: str, snap: Snapshot, link: tuple[int, str, int] | None, until: int | None
+    ) -> tuple[CardState | None, str | None]:
+        """(the snapshot's state where it is bound to the log, else None; why the card is broken, else None).
+        ``link``: :meth:`LogStore.link_at` of the snapshot's version."""
         if until is not None and snap.seq > until:
             return None, None  # later than the point asked for: not a fault
         opened = open_snapshot(snap.body)
@@ -231,7 +238,6 @@ class CardRepository:
             self._said_once(card_id, "it does not decode or its digest does not hold")
             return None, None
         head, state = opened
-        link = self.store.link_at(card_stream(card_id), snap.version)
         if link is None:
             return (
                 None,
@@ -252,13 +258,14 @@ class CardRepository:
         self,
         card_id: str,
         snap: Snapshot | None,
+        link: tuple[int, str, int] | None,
         *,
         until: int | None = None,
         use_cache: bool = True,
         allow_broken: bool = False,
     ) -> Loaded:
         stream = card_stream(card_id)
-        state, broken = self._bound(card_id, snap, until) if snap is not None else (None, None)
+        state, broken = self._bound(card_id, snap, link, until) if snap is not None else (None, None)
         if broken is not None and not allow_broken:
             raise BrokenChain(card_id, broken)
         after = snap.version if snap is not None and state is not None else 0
@@ -381,8 +388,8 @@ def _fold_joined(
     if joined is None:  # the backend reads bodies one by one
         return None
     chunks, last_version, last_seq = joined
-    if not last_seq:  # nothing read
-        return None
+    if not last_seq:  # nothing read: the cached state is the card (without one, the per-body path says why)
+        return (state, 0, after, snap.seq) if state is not None and snap is not None else None
     counted = _Counted(chunks)
     try:
         state = fold_joined(

@@ -459,6 +459,30 @@ class PostgresStore(PostgresSummary, StoreBase):
         rows = self._read(f"SELECT {EVENT_COLUMNS} FROM events WHERE stream = %s AND version = %s", (stream, version))
         return stored_event(rows[0]) if rows else None
 
+    def bound_snapshot(self, stream: str, kind: str) -> tuple[Snapshot, tuple[int, str, int] | None] | None:
+        """A cached projection of ``stream`` with :meth:`link_at` of its version, in one query (None: no snapshot,
+        or an unreadable cache)."""
+        q = (
+            "SELECT s.version, s.seq, s.body, e.seq, e.hash, "
+            "(SELECT count(*) FROM events c WHERE c.stream = s.stream AND c.version <= s.version) "
+            "FROM snapshots s LEFT JOIN events e ON e.stream = s.stream AND e.version = s.version "
+            "WHERE s.stream = %s AND s.kind = %s"
+        )
+        try:
+            rows = self._read(q, (stream, kind))
+        except StoreError:
+            return None
+        if not rows:
+            return None
+        r = rows[0]
+        link = (int(r[3]), str(r[4]), int(r[5])) if r[3] is not None else None
+        return Snapshot(r[0], r[1], bytes(r[2])), link
+
+    def stream_names(self, prefix: str, limit: int) -> list[str]:
+        """Up to ``limit`` stream names that start with ``prefix``, in order."""
+        q = f"SELECT DISTINCT stream FROM events WHERE {PREFIX_SQL} ORDER BY stream LIMIT %s"
+        return [str(r[0]) for r in self._read(q, (like_prefix(prefix), limit))]
+
     def link_at(self, stream: str, version: int) -> tuple[int, str, int] | None:
         """(seq, hash) of the event of ``stream`` at ``version`` and how many events the stream holds up to it."""
         q = (

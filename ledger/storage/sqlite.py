@@ -423,7 +423,9 @@ class SQLiteStore(SQLiteSummary, StoreBase):
         to the end: see :mod:`~ledger.storage.sqlite_joined`)."""
         where, args = stream_where(stream, after_version, until_seq)
         row = self._read(f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1", args)
-        if not row or row[0][0] - after_version <= chunk:
+        if not row:
+            return [], after_version, 0
+        if row[0][0] - after_version <= chunk:
             return self.read_joined(stream, after_version=after_version, until_seq=until_seq, chunk=chunk)
         from ledger.storage.sqlite_joined import chunk_reader
 
@@ -460,6 +462,35 @@ class SQLiteStore(SQLiteSummary, StoreBase):
         """The event of ``stream`` at ``version``, or None."""
         rows = self._read(f"SELECT {COLUMNS} FROM events WHERE stream = ? AND version = ?", (stream, version))
         return StoredEvent(*rows[0]) if rows else None
+
+    def bound_snapshot(self, stream: str, kind: str) -> tuple[Snapshot, tuple[int, str, int] | None] | None:
+        """A cached projection of ``stream`` with :meth:`link_at` of its version, in one query (None: no snapshot,
+        or an unreadable cache)."""
+        q = (
+            "SELECT s.version, s.seq, s.body, e.seq, e.hash, "
+            "(SELECT count(*) FROM events c WHERE c.stream = s.stream AND c.version <= s.version) "
+            "FROM snapshots s LEFT JOIN events e ON e.stream = s.stream AND e.version = s.version "
+            "WHERE s.stream = ? AND s.kind = ?"
+        )
+        try:
+            rows = self._read(q, (stream, kind))
+        except StoreError:
+            return None
+        if not rows:
+            return None
+        r = rows[0]
+        link = (int(r[3]), str(r[4]), int(r[5])) if r[3] is not None else None
+        return Snapshot(r[0], r[1], bytes(r[2])), link
+
+    def stream_names(self, prefix: str, limit: int) -> list[str]:
+        """Up to ``limit`` stream names that start with ``prefix``, in order: a seek of the (stream, version) index
+        for each, so naming a card by a prefix costs a few index lookups, not a scan of its events."""
+        out: list[str] = []
+        rows = self._read("SELECT stream FROM events WHERE stream >= ? ORDER BY stream LIMIT 1", (prefix,))
+        while rows and len(out) < limit and isinstance(rows[0][0], str) and rows[0][0].startswith(prefix):
+            out.append(rows[0][0])
+            rows = self._read("SELECT stream FROM events WHERE stream > ? ORDER BY stream LIMIT 1", (out[-1],))
+        return out
 
     def link_at(self, stream: str, version: int) -> tuple[int, str, int] | None:
         """(seq, hash) of the event of ``stream`` at ``version`` and how many events the stream holds up to it."""

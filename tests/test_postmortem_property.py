@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
@@ -181,3 +182,32 @@ def test_every_finding_follows_from_the_card(data: tuple[list[int], list[Any]]) 
         assert _numbers_in(f.text), f.text
     if game.findings and any(f.kind == "failed_level" for f in game.findings):
         assert game.findings[0].kind == "failed_level", "what happened leads"
+
+
+def test_a_play_scored_0_for_want_of_baselines_says_so(tmp_path: Path) -> None:
+    from ledger.core.text import summary_lines
+    from tests.cli_run import CORPUS_CARD, ledger
+
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    events: list[Any] = [CardOpened(ts=t, card_id="c"), PlayStarted(ts=t, game_id=GAME, guid="g")]
+    for level in (1, 2):
+        events += [ActionTaken(ts=t, game_id=GAME, guid="g", action=1, levels_completed=level, state="NOT_FINISHED")]
+        events += [LevelCompleted(ts=t, game_id=GAME, guid="g", levels_completed=level, actions=level)]
+    events.append(GameOver(ts=t, game_id=GAME, guid="g"))
+    card = fold("c", events)
+    for entries, why in (
+        ({}, "the baselines of this game are unknown"),
+        ({GAME: BaselineEntry(game_id=GAME)}, "the baselines of this game are unknown (its entry"),
+        ({GAME: BaselineEntry(game_id=GAME, baseline_actions=[5])}, "fewer levels than the 2 it completed"),
+    ):
+        pm = postmortem(card, score_card(card, entries))
+        (game,) = pm.games
+        assert game.score == 0 and [f.kind for f in game.findings] == ["unscored"], game.findings
+        assert why in game.findings[0].text and "its 2 completed level(s)" in game.findings[0].text
+        assert "nothing stands out" not in "\n".join(summary_lines(pm))
+
+    # A card imported without --environments: `ledger replay` says why its score is 0.
+    db = str(tmp_path / "l.sqlite")
+    assert ledger("--db", db, "import", str(CORPUS_CARD)).returncode == 0
+    r = ledger("--db", db, "replay", CORPUS_CARD.name)
+    assert r.returncode == 0 and "play 1 is not scored: the baselines of this game are unknown" in r.stdout, r.stdout

@@ -11,7 +11,10 @@ Observations (each names the numbers it comes from):
 - ``restarting``: in a game where no play completed a level, many level resets and new plays without a win next to
   modest actions: the agent dies (plays the card shows ending GAME_OVER) or resets, and restarts rather than
   progressing (every count is the card's: its runs' resets, states, guids, actions);
-- ``after_end``: actions sent after GAME_OVER or WIN, answered with empty frames and counted nowhere.
+- ``after_end``: actions sent after GAME_OVER or WIN, answered with empty frames and counted nowhere;
+- ``unscored``: the best play scored 0 because its game's baselines are unknown (no baseline set, no entry for the
+  game, an entry without baselines, or fewer baselines than the levels it completed): its levels say nothing of
+  how well it played.
 
 Weights, caps and the arithmetic are the calculator's (:mod:`ledger.core.calculators`): by default the card's own.
 Pure: a :class:`CardState` and its :class:`ScorecardDoc` in, a :class:`PostMortem` out.
@@ -27,7 +30,13 @@ from ledger.core import calculators
 from ledger.core.calculators import Calculator
 from ledger.core.document import EnvironmentDoc, RunDoc, ScorecardDoc
 from ledger.core.projection import CardState, Play
-from ledger.core.scoring import best_play_index, calculator_of, uncapped_level_score
+from ledger.core.scoring import (
+    MSG_NO_BASELINES,
+    MSG_SIZE_MISMATCH,
+    best_play_index,
+    calculator_of,
+    uncapped_level_score,
+)
 
 #: "Many resets next to modest actions": at least this many restarts (level resets + new plays without a win)...
 RESTARTS_MIN = 3
@@ -144,6 +153,26 @@ def _levels(run: RunDoc, calc: Calculator) -> list[LevelLine]:
             )
         )
     return out
+
+
+def _unscored_finding(game_id: str, play_no: int, run: RunDoc) -> Finding:
+    """A run the calculator could not score: its 0 is the baselines' absence, not the play's."""
+    if run.message == MSG_SIZE_MISMATCH:
+        why = f"the baseline set gives fewer levels than the {run.levels_completed} it completed"
+    elif run.message == MSG_NO_BASELINES:
+        why = "the baselines of this game are unknown (its entry in the card's baseline set has none)"
+    else:
+        why = "the baselines of this game are unknown (not in the card's baseline set, or the card has none)"
+    return Finding(
+        kind="unscored",
+        game_id=game_id,
+        play=play_no,
+        text=(
+            f"{game_id} play {play_no} is not scored: {why} ({run.message}), so its {run.levels_completed} "
+            f"completed level(s) and {run.actions} action(s) count 0; score it under a set with --baselines SET"
+        ),
+        numbers={"levels_completed": run.levels_completed, "actions": run.actions, "message": run.message},
+    )
 
 
 def _range(levels: list[int]) -> str:
@@ -373,6 +402,8 @@ def postmortem(card: CardState, doc: ScorecardDoc, calc: Calculator | None = Non
         run = env.runs[best] if 0 <= best < len(env.runs) else None
         findings: list[Finding] = []
         ar = arithmetic(run, calc) if run is not None else None
+        if run is not None and run.message:
+            findings.append(_unscored_finding(env.id, best + 1, run))
         if run is not None and ar is not None:
             findings += _score_findings(env.id, best + 1, run, ar, calc)
             cap = _cap_finding(env.id, best + 1, run, calc)

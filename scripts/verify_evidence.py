@@ -4,9 +4,12 @@
 Standard library and ``cryptography`` (Ed25519) only; it imports nothing of the ledger, so a reviewer can read it,
 or write their own from the same page, and get the same verdict as ``ledger check``:
 
-    python3 verify_evidence.py EVIDENCE.json KEY.pub        # exit 0 OK, 1 FAIL, 2 unreadable input
-    python3 verify_evidence.py CONSISTENCY.json KEY.pub     # two checkpoints: the later extends the earlier
-    python3 verify_evidence.py FILE.json KEY.pub W1.pub ...  # and every witness W1... cosigned the checkpoint
+    python3 verify_evidence.py EVIDENCE.json --key KEY.pub         # exit 0 OK, 1 FAIL, 2 bad usage or input
+    python3 verify_evidence.py CONSISTENCY.json --key KEY.pub      # two checkpoints: the later extends the earlier
+    python3 verify_evidence.py FILE.json --key KEY.pub --witness W1.pub --witness W2.pub
+                                                                   # and every witness given cosigned the checkpoint
+
+Its arguments are those of ``ledger check`` (EVIDENCE, --key, --witness); every witness given must cosign.
 
 The section numbers in comments are the page's.
 """
@@ -763,17 +766,27 @@ def verify(raw: bytes, key_line: str, witnesses: list[str] | None = None, quorum
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 3:
-        print(
-            "usage: verify_evidence.py FILE.json KEY.pub [WITNESS.pub ...]  (every witness must cosign)",
-            file=sys.stderr,
-        )
-        return 2
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        prog="verify_evidence.py", description="Check an evidence or consistency file as `ledger check` does."
+    )
+    ap.add_argument("evidence", metavar="EVIDENCE", help="the evidence or consistency file")
+    ap.add_argument(
+        "--key", required=True, metavar="FILE", help="the public key (KEY.pub) the checkpoint is signed with"
+    )
+    ap.add_argument(
+        "--witness", action="append", default=[], metavar="FILE", help="a witness's public key; each must cosign"
+    )
     try:
-        with open(argv[1], "rb") as f:
+        args = ap.parse_args(argv[1:])
+    except SystemExit as e:
+        return int(e.code or 0)
+    try:
+        with open(args.evidence, "rb") as f:
             raw = f.read()
         keys = []
-        for path in argv[2:]:
+        for path in [args.key, *args.witness]:
             with open(path, encoding="utf-8") as f:
                 keys.append(f.read())
         result = verify(raw, keys[0], keys[1:])

@@ -101,11 +101,16 @@ def test_the_evidence_vector_checks_with_both_and_from_the_command_line(tmp_path
     theirs = sv.verify(raw, pub.read_text())
     assert theirs["ok"] and theirs["score"] == rep.score and theirs["events"] == rep.events
     script = [sys.executable, str(standalone.SCRIPT)]
-    r = subprocess.run([*script, str(VECTORS / "evidence.json"), str(pub)], capture_output=True, text=True, timeout=60)
+    # Its arguments are `ledger check`'s: EVIDENCE --key KEY.pub [--witness W.pub]...
+    evidence = str(VECTORS / "evidence.json")
+    r = subprocess.run([*script, evidence, "--key", str(pub)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.startswith(f"OK card {rep.card}"), r.stdout + r.stderr
     (tmp_path / "doctored.json").write_bytes(raw.replace(b"cnt3", b"cnt4", 1))
-    r = subprocess.run([*script, str(tmp_path / "doctored.json"), str(pub)], capture_output=True, text=True, timeout=60)
+    doctored = str(tmp_path / "doctored.json")
+    r = subprocess.run([*script, doctored, "--key", str(pub)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and r.stdout.startswith("FAIL "), r.stdout + r.stderr
+    r = subprocess.run([*script, evidence, str(pub)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--key" in r.stderr, r.stdout + r.stderr  # a bare KEY.pub is a usage error
 
 
 def test_a_thousand_one_character_edits_are_refused_by_both() -> None:

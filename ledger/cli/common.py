@@ -113,6 +113,7 @@ class LedgerGroup(click.Group):
                 cmd.help = f"{entry.summary}.\n\n{body}" if body else f"{entry.summary}."
                 cmd.short_help = entry.summary
                 cmd._ledger_summary = True  # type: ignore[attr-defined]
+            name_kinds(cmd)
             self.add_command(cmd, cmd_name)
         return self.commands.get(cmd_name)
 
@@ -385,6 +386,37 @@ def _set_obj(key: str) -> Callable[[click.Context, click.Parameter, Any], None]:
             ctx.ensure_object(dict)[key] = value
 
     return callback
+
+
+#: The metavar of each kind of value an option takes, whatever the command: a file is FILE, a folder DIR, a count N.
+KIND_METAVARS = {"file": "FILE", "dir": "DIR", "int": "N"}
+
+
+def _kind(param: click.Option) -> str | None:
+    t = param.type
+    if isinstance(t, click.Path):
+        if t.file_okay and not t.dir_okay:
+            return "file"
+        if t.dir_okay and not t.file_okay:
+            return "dir"
+        return None
+    if isinstance(t, click.types.IntParamType):
+        return "int"
+    return None
+
+
+def name_kinds(command: click.Command) -> None:
+    """Give every option of ``command`` (and of its subcommands) that names no metavar of its own the one of its
+    kind of value (KIND_METAVARS), so that no help says DIRECTORY, PATH or INTEGER RANGE for what another says DIR,
+    FILE or N."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            name_kinds(sub)
+    for param in command.params:
+        if isinstance(param, click.Option) and param.metavar is None and not param.is_flag:
+            kind = _kind(param)
+            if kind is not None:
+                param.metavar = KIND_METAVARS[kind]
 
 
 def add_common_options(

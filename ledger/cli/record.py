@@ -25,8 +25,8 @@ NOT_CAPTURED = 1
     "--tag",
     "tags",
     multiple=True,
-    metavar="T",
-    help="Tag each card captured with T (repeatable): `cards`, `compare`, `bundle` and the viewer find the card "
+    metavar="TAG",
+    help="Tag each card captured with TAG (repeatable): `cards`, `compare`, `bundle` and the viewer find the card "
     "by it; the card's exported JSON keeps only its own tags.",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)

@@ -30,6 +30,7 @@ from ledger.cli.common import LedgerCommandError, count, listen_error, open_ledg
     "--host",
     default="127.0.0.1",
     show_default=True,
+    metavar="HOST",
     help="Address to bind. Anything but a loopback address warns: the API's only check is the X-API-Key header.",
 )
 @click.option(

@@ -55,6 +55,7 @@ def _is_loopback(host: str) -> bool:
     "--host",
     default="127.0.0.1",
     show_default=True,
+    metavar="HOST",
     help="Address to listen on. Anything but a loopback address lets other machines read the ledger.",
 )
 @click.option(

@@ -1045,3 +1045,20 @@ def test_a_temporary_directory_that_refuses_the_lines_kept_is_one_line_and_nothi
     monkeypatch.setattr(spill.tempfile, "TemporaryFile", full)
     r = CliRunner().invoke(cli, ["--db", str(db), "audit", card, "--environments", str(envs)])
     assert r.exit_code == 1 and "No space left on device" in r.output and "Traceback" not in r.output, r.output
+
+
+def test_a_run_folder_that_decides_every_line_leaves_no_reset_unknown(tmp_path: Path, envs: Path) -> None:
+    """Without the game's code, every line matched by a step file and none left open: resets are known (no "resets
+    unknown" in the summary, none in the card's audit)."""
+    folder = tmp_path / "recordings"
+    _benchmark_fixture(folder, envs, phantom=False)
+    db = tmp_path / "l.sqlite"
+    code, out, err = invoke(db, "import", str(folder))
+    assert code == 0, err
+    assert "resets unknown" not in out and "0 undecided" in out, out
+    card = "222f30a3-f3f6-48ee-b02c-583dea272051"
+    with Ledger.open(db) as led:
+        (inferred,) = [e for e in events_of(led, card) if type(e) is ActionsInferred]
+    assert (inferred.method, inferred.resets_known) == ("frames", True)
+    code, out, err = invoke(db, "audit", card)
+    assert "resets are unknown" not in out, out

@@ -151,6 +151,18 @@ def test_the_run_folders_usage_attaches_to_the_live_card_once(tmp_path: Path, en
     assert code == 0, (out, err)
     code, out, _ = invoke(live_db, "replay", run.card_id)
     assert code == 0 and f"model {MODEL}: " in out
+    # `cards` shows the usage on asking: a column each, and the keys in --json.
+    agent = run.agents[0]
+    tokens, cost = agent.total_usage["total_tokens"], agent.total_usage["cost"]
+    code, out, err = invoke(live_db, "cards", "--columns", "tokens", "--columns", "cost")
+    assert code == 0, err
+    head, row = out.splitlines()[:2]
+    assert head.split()[-3:] == ["tokens", "cost", "tags"] and f" {tokens}  ${cost:.4f}  " in row, out
+    code, out, err = invoke(live_db, "cards", "--json", "--columns", "tokens", "--columns", "cost")
+    (listed,) = json.loads(out)
+    assert listed["tokens"] == tokens and listed["cost"] == pytest.approx(cost) and listed["card_id"] == run.card_id
+    code, out, err = invoke(live_db, "cards", "--json")
+    assert "tokens" not in json.loads(out)[0]
 
 
 def test_a_named_run_folder_that_is_not_used_is_an_error_and_nothing_is_written(tmp_path: Path, envs: Path) -> None:
@@ -177,3 +189,29 @@ def test_a_named_run_folder_that_is_not_used_is_an_error_and_nothing_is_written(
         assert led.card_ids() == []
     code, out, err = invoke(db, "import", str(agent.path))
     assert code == 0 and f"run folder not used: not this recording's run: step_{n:03d} says" in err, (out, err)
+
+
+def test_a_closed_online_card_whose_close_answer_showed_its_baselines_does_not_say_none_came(tmp_path: Path) -> None:
+    """ONLINE with the game files at hand (the baselines known at open): the close answer shows the same baselines
+    and adds no event, and the card's baselines line says so instead of "the server has revealed none yet"."""
+    from arc_agi import Arcade, OperationMode
+
+    from ledger.core.server_baselines import baselines_source
+    from tests import toolkit
+    from tests.test_online_capture import API_KEY, _quiet, play, server
+
+    with Ledger.open(tmp_path / "l.sqlite") as led, server() as srv:
+        arc = Arcade(
+            arc_api_key=API_KEY,
+            arc_base_url=srv.url,
+            operation_mode=OperationMode.ONLINE,
+            environments_dir=str(toolkit.ENV_DIR),
+            logger=_quiet,
+        )
+        led.attach(arc)
+        card = arc.open_scorecard()
+        play(arc, card, 1, toolkit.GAMES[:2], steps=15)
+        assert "the server has revealed none yet" in baselines_source(led.load_card(card))
+        arc.close_scorecard(card)
+        said = baselines_source(led.load_card(card))
+        assert said.endswith("its close answer showed the baselines it had already"), said

@@ -40,6 +40,23 @@ def test_a_command_that_opens_no_card_exits_1_with_its_last_error_line(db_path: 
     assert r.stdout == "listing games\n"  # the command's stdout is its own
 
 
+def test_a_harness_that_logs_its_error_to_stdout_has_it_quoted(db_path: Path) -> None:
+    """arc-agi-3-benchmarking logs to stdout ("No games available to play") and exits 0: that line is quoted, and
+    the command's stdout still reaches ours whole and in order."""
+    script = (
+        "import logging, sys\n"
+        "logging.basicConfig(stream=sys.stdout, format='%(asctime)s | %(levelname)s | %(message)s')\n"
+        "print('http://127.0.0.1:8001/api/games')\n"
+        "logging.getLogger().error('No games available to play. Check API connection.')\n"
+        "print('bye')\n"
+    )
+    r = record(db_path, sys.executable, "-c", script)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.rstrip().endswith("| ERROR | No games available to play. Check API connection."), r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "http://127.0.0.1:8001/api/games" and lines[-1] == "bye" and len(lines) == 3
+
+
 def test_a_failing_command_keeps_its_status_and_its_last_error_line_is_repeated(db_path: Path) -> None:
     r = record(db_path, sys.executable, "-c", "import sys; sys.stderr.write('agent: bad key\\n'); sys.exit(7)")
     assert r.returncode == 7, r.stderr

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+import msgspec
 
 from ledger.cli.common import (
     SORT_KEYS,
@@ -66,6 +67,14 @@ def init(ctx: click.Context) -> None:
 @click.option("--reverse", is_flag=True, help="Reverse the order (with --limit: newest N, say).")
 @click.option("--include-retracted", is_flag=True, help="Also list retracted cards (marked; left out by default).")
 @click.option(
+    "--columns",
+    "columns",
+    type=click.Choice(["tokens", "cost"]),
+    multiple=True,
+    help="Add a column (repeatable): tokens, cost (the run usage imported with each card; one read a card). "
+    "With --json: those keys.",
+)
+@click.option(
     "--after",
     default=None,
     metavar="CARD",
@@ -88,6 +97,7 @@ def cards(
     sort: str,
     reverse: bool,
     include_retracted: bool,
+    columns: tuple[str, ...],
     after: str | None,
     calculator: str | None,
 ) -> None:
@@ -125,8 +135,16 @@ def cards(
         hidden = 0
         if not rows and not include_retracted:
             hidden = len(list_cards(ledger, dataclasses.replace(f, include_retracted=True)))
+        usage = None
+        if columns:
+            from ledger.services.import_runs import usage_totals
+
+            usage = usage_totals(ledger, [r.card_id for r in rows])
     if as_json:
-        echo_json(rows)
+        if usage is None:
+            echo_json(rows)
+        else:
+            echo_json([{**msgspec.to_builtins(r), **_usage_cells(usage[r.card_id], columns, raw=True)} for r in rows])
         return
     if not rows:
         plain = CardFilter(sort=f.sort, reverse=f.reverse, include_retracted=f.include_retracted)
@@ -135,7 +153,7 @@ def cards(
             said = f"{said} but {hidden} retracted card(s) (--include-retracted lists them)"
         click.echo(said)
         return
-    click.echo(cards_table(rows))
+    click.echo(cards_table(rows, usage, columns))
     if calculator is not None:
         click.echo(f"scores with the calculator of arc-agi {calculator}, not each card's own")
     elif mixed:
@@ -145,9 +163,25 @@ def cards(
         )
 
 
-def cards_table(rows: list[Any]) -> str:
-    """The `ledger cards` table: every column as wide as its widest cell."""
-    head = ("card", "opened", "closed", "games", "actions", "score", "tags")
+def _usage_cells(figures: tuple[int | None, float | None], columns: tuple[str, ...], *, raw: bool = False) -> Any:
+    """The --columns cells of one card: text for the table, or (``raw``) the values for --json."""
+    tokens, cost = figures
+    values = {"tokens": tokens, "cost": cost}
+    if raw:
+        return {c: values[c] for c in dict.fromkeys(columns)}
+    shown = {"tokens": "-" if tokens is None else str(tokens), "cost": "-" if cost is None else f"${cost:.4f}"}
+    return tuple(shown[c] for c in dict.fromkeys(columns))
+
+
+def cards_table(
+    rows: list[Any],
+    usage: dict[str, tuple[int | None, float | None]] | None = None,
+    columns: tuple[str, ...] = (),
+) -> str:
+    """The `ledger cards` table: every column as wide as its widest cell; ``columns`` (tokens, cost) before the
+    tags, from ``usage``."""
+    extra = tuple(dict.fromkeys(columns)) if usage is not None else ()
+    head = ("card", "opened", "closed", "games", "actions", "score", *extra, "tags")
     cells = [
         (
             r.card_id + (" (competition)" if r.competition else "") + (" (retracted)" if r.retracted else ""),
@@ -156,12 +190,13 @@ def cards_table(rows: list[Any]) -> str:
             str(r.games),
             str(r.actions),
             f"{r.score:.2f}" if r.baselines_known else "not known yet",
+            *(_usage_cells(usage[r.card_id], extra) if usage is not None else ()),
             ",".join(r.tags or []) or "-",
         )
         for r in rows
     ]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
-    right = {3, 4, 5}
+    right = {3, 4, 5, *range(6, 6 + len(extra))}
 
     def line(values: tuple[str, ...]) -> str:
         return "  ".join(

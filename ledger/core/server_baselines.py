@@ -108,9 +108,16 @@ def baselines_source(card: CardState) -> str:
     if card.baselines_attached_at is not None:
         return f"baselines {sid}: attached to the imported card at {card.baselines_attached_at.isoformat()}"
     if card.server is not None:
+        shown = reported(card.server_document) if card.server_document is not None else {}
+        # A document whose baselines the card held already adds no event: say so, not that none came.
+        said = (
+            "its close answer showed the baselines it had already"
+            if any(v is not None for v in shown.values())
+            else "the server has revealed none yet"
+        )
         return (
             f"baselines {sid}: the client's game list when the card was opened (the server's /api/games, which "
-            "leaves baselines out, and any local metadata.json); the server has revealed none yet"
+            f"leaves baselines out, and any local metadata.json); {said}"
         )
     return (
         f"baselines {sid}: recorded when the card was opened (the toolkit's game files, or the set given to the import)"

@@ -195,3 +195,15 @@ def attach_usage(ledger: Ledger, card_id: str, usage: RunUsage, where: str, prob
     ledger.append_card(card_id, [msgspec.structs.replace(usage, ts=datetime.now(UTC))], card.events)
     msg = f"its usage attached to card {card_id}: {usage.total_tokens} tokens, cost {usage.cost!r}"
     problems.append(Problem(where, None, "harness", msg))
+
+
+def usage_totals(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, tuple[int | None, float | None]]:
+    """card id -> (tokens, cost) of the runs' usage kept with it ((None, None) for a card without any; a figure
+    none of its runs gives is None). One read of each card's events."""
+    out: dict[str, tuple[int | None, float | None]] = {}
+    for cid in card_ids:
+        usages = card_usage(ledger, cid)
+        tokens = [u.total_tokens for u in usages if u.total_tokens is not None]
+        costs = [u.cost for u in usages if u.cost is not None]
+        out[cid] = (sum(tokens) if tokens else None, sum(costs) if costs else None)
+    return out

@@ -59,7 +59,7 @@ class Recorded:
     returncode: int
     card_ids: list[str]
     uncaptured: list[Uncaptured] = field(default_factory=list)
-    #: The command's last error line on stderr (:func:`last_error_line`).
+    #: The command's last error line on stderr or stdout (:func:`last_error_of`).
     last_error: str | None = None
     #: The signals the recorder passed on to the command, in order.
     signals: list[str] = field(default_factory=list)
@@ -93,32 +93,46 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-class _StderrTee:
-    """Copies the command's stderr to ours as it comes, keeping its last non-empty line."""
+class _Tee:
+    """Copies one of the command's outputs to ours (``stream``: ``stdout`` or ``stderr``) as it comes, keeping its
+    last 64 KiB for its last error line."""
 
-    def __init__(self, source: IO[bytes]) -> None:
+    def __init__(self, source: IO[bytes], stream: str) -> None:
         self._fd = source.fileno()
+        self._stream = stream
         self._tail = b""
-        self._thread = threading.Thread(target=self._pump, name="ledger-record-stderr", daemon=True)
+        self._thread = threading.Thread(target=self._pump, name=f"ledger-record-{stream}", daemon=True)
         self._thread.start()
 
     def _pump(self) -> None:
-        out = getattr(sys.stderr, "buffer", None)
+        ours = getattr(sys, self._stream)
+        out = getattr(ours, "buffer", None)
         while chunk := os.read(self._fd, 65536):
             self._tail = (self._tail + chunk)[-65536:]
             try:
                 if out is not None:
                     out.write(chunk)
                     out.flush()
-                else:
-                    sys.stderr.write(chunk.decode("utf-8", "replace"))
-            except (OSError, ValueError):  # our own stderr is gone: keep draining so the command never blocks
-                out = None
+                elif ours is not None:
+                    ours.write(chunk.decode("utf-8", "replace"))
+                    ours.flush()
+            except (OSError, ValueError):  # our own output is gone: keep draining so the command never blocks
+                out = ours = None
 
-    def last_line(self, timeout: float = 5.0) -> str | None:
-        """The command's last error line (waits a little for processes the command left holding the pipe)."""
+    def text(self, timeout: float = 5.0) -> str:
+        """What the command wrote last (waits a little for processes the command left holding the pipe)."""
         self._thread.join(timeout)
-        return last_error_line(self._tail.decode("utf-8", "replace"))
+        return self._tail.decode("utf-8", "replace")
+
+
+def last_error_of(stderr: str, stdout: str) -> str | None:
+    """The command's last error line: stderr's when it has one that reads as an error, else stdout's (harnesses
+    log their errors there too: "No games available to play"), else stderr's last line, else stdout's."""
+    err, out = last_error_line(stderr), last_error_line(stdout)
+    for line in (err, out):
+        if line is not None and _ERROR.search(line):
+            return line
+    return err if err is not None else out
 
 
 _WARNING = re.compile(r"(^|[\s:])\w*Warning:|^\W*warn(ing)?\b", re.IGNORECASE)
@@ -229,18 +243,21 @@ def run(db: str, tags: Sequence[str], command: Sequence[str]) -> Recorded:
 
         saved = {s: signal.signal(s, forward) for s in FORWARDED}
         try:
+            env = child_env(db, tags, cards_file)
+            # Both outputs go through pipes: a Python command would hold its stdout back in blocks otherwise.
+            env.setdefault("PYTHONUNBUFFERED", "1")
             proc = subprocess.Popen(
-                list(command), env=child_env(db, tags, cards_file), stderr=subprocess.PIPE, process_group=0
+                list(command), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0
             )
-            assert proc.stderr is not None
-            tee = _StderrTee(proc.stderr)
+            assert proc.stderr is not None and proc.stdout is not None
+            tees = (_Tee(proc.stderr, "stderr"), _Tee(proc.stdout, "stdout"))
             for signum in pending:
                 os.killpg(proc.pid, signum)
             rc = proc.wait()
         finally:
             for s, h in saved.items():
                 signal.signal(s, h)
-        last = tee.last_line()
+        last = last_error_of(tees[0].text(), tees[1].text())
         notes = read_notes(cards_file)
     return Recorded(
         returncode=exit_status(rc),

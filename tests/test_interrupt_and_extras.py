@@ -264,6 +264,41 @@ def test_ctrl_c_that_lands_in_a_weakref_callback_still_exits_130() -> None:
         result = CliRunner().invoke(cli, ["interrupted-in-a-callback"])
     finally:
         cli.commands.pop("interrupted-in-a-callback")
-    assert ran_on == [True]  # the interrupt was swallowed where it landed: the command ran to its end
+    assert ran_on == []  # dropped where it landed, delivered again: the command stopped right after the callback
     assert result.exit_code == 130, result.output
     assert "nothing half-written" in result.output
+
+
+CTRL_C_IN_A_CALLBACK = """
+import signal, sys, time, weakref
+import click
+from ledger.cli import cli, main
+
+@click.command("interrupted-in-a-callback")
+def interrupted_in_a_callback():
+    class Thing:
+        pass
+    thing = Thing()
+    # As importlib's callback that releases a module lock at the end of an import: Ctrl-C lands inside it.
+    keep = weakref.ref(thing, lambda _ref: signal.raise_signal(signal.SIGINT))
+    del thing
+    time.sleep(30)
+    print("ran on to its end")
+
+cli.add_command(interrupted_in_a_callback)
+sys.argv = ["ledger", "interrupted-in-a-callback"]
+main()
+"""
+
+
+def test_ctrl_c_inside_a_callback_ends_the_command_at_once_in_one_line() -> None:
+    """A Ctrl-C that lands in a weakref callback or a finalizer (importlib runs one at the end of every import) is
+    dropped by Python with "Exception ignored ... Traceback": it must end the command as one that lands anywhere
+    else does: at once, exit 130, one line."""
+    start = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", CTRL_C_IN_A_CALLBACK], capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - start < 20, "the command ran on after Ctrl-C"
+    assert r.returncode == 130, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr and "ran on" not in r.stdout, r.stderr
+    assert r.stderr.strip().splitlines()[-1].endswith("nothing half-written"), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -173,27 +173,55 @@ class LedgerGroup(click.Group):
 def _ctrl_c_latched() -> Iterator[list[int]]:
     """Ctrl-C still raises KeyboardInterrupt, and is also noted in the list yielded.
 
-    Python drops an exception raised while it runs a finalizer or a weakref callback ("Exception ignored in ..."): a
-    Ctrl-C landing there would let the command run on to exit 0. The note makes it exit 130 all the same. A command
-    that sets its own handler (import, serve, view) replaces this one for its run; SIGINT ignored by the parent
-    (`ledger ... &` from a script) stays ignored.
+    A handler's exception is raised wherever the main thread happens to be, and Python cannot raise it inside a
+    finalizer or a weakref callback: it drops it and prints it with a traceback ("Exception ignored in ..."). Such
+    callbacks run all the time, importlib's own at the end of every import (the one that releases its module lock),
+    so a Ctrl-C while a module loads landed there. A Ctrl-C dropped so is not printed: a real SIGINT is sent again a
+    moment later, from a timer thread, and raised where the main thread is by then (a signal simulated at once would
+    be handled inside this very hook, and dropped again). The note makes the command exit 130 even if an interrupt
+    is swallowed some other way. A command that sets its own handler (import, serve, view) replaces this one for its
+    run; SIGINT ignored by the parent (`ledger ... &` from a script) stays ignored.
     """
     import signal
+    import threading
 
     noted: list[int] = []
+    in_hook = [False]
+    timers: list[threading.Timer] = []
 
     def on_sigint(signum: int, _frame: Any) -> None:
         noted.append(signum)
+        if in_hook[0]:
+            return  # raised here it would be dropped again; the timer's SIGINT comes after
         raise KeyboardInterrupt
+
+    def on_unraisable(u: Any) -> None:
+        if not (isinstance(u.exc_value, KeyboardInterrupt) and noted):
+            hook(u)
+            return
+        in_hook[0] = True
+        try:
+            again = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+            again.daemon = True
+            timers.append(again)
+            again.start()
+        finally:
+            in_hook[0] = False
 
     previous = None
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         with contextlib.suppress(ValueError):  # not the main thread (an embedding program): Ctrl-C is its business
             previous = signal.signal(signal.SIGINT, on_sigint)
+    hook = sys.unraisablehook
+    if previous is not None:
+        sys.unraisablehook = on_unraisable
     try:
         yield noted
     finally:
         if previous is not None:
+            for t in timers:
+                t.cancel()  # the command is over (it was interrupted already): no SIGINT after it
+            sys.unraisablehook = hook
             signal.signal(signal.SIGINT, previous)
 
 

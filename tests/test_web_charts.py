@@ -312,3 +312,56 @@ def test_the_leaderboard_has_its_own_page(played: Played, server: ViewServer, wa
     board = sorted(figures, key=lambda t: (-t["score"]["mean"], -t["cards"], t["tag"]))
     assert rows == [[t["tag"], str(t["cards"]), f"{t['score']['mean']:.2f}"] for t in board]
     assert len(rows) >= 4
+
+
+_Y = """() => { const el = document.getElementById('progress-chart'), u = el.uplot;
+  return {min: u.scales.y.min, max: u.scales.y.max, frame: el.dataset.frame, hash: location.hash,
+          points: u.series.slice(1).filter(s => !s.label.endsWith('(median of last 9)')).map(s => ({
+            size: s.points.size, stroke: s.points.stroke(u, 1)}))}; }"""
+
+
+@pytest.fixture(scope="module")
+def low_scores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[float]]:
+    """A ledger of two tags whose cards all score 1-4, and a bundle of it."""
+    from ledger import Ledger
+    from tests.web_support import low_score_cards
+
+    root = tmp_path_factory.mktemp("low")
+    with Ledger.open(root / "ledger.sqlite") as led:
+        scores = low_score_cards(led, ["early-a", "early-b"], 30)
+    out = root / "site"
+    subprocess.run([*LEDGER, "--db", str(root / "ledger.sqlite"), "bundle", "--all", "-o", str(out)], check=True)
+    return root, [s for v in scores.values() for s in v]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_progress_axis_fits_scores_of_one_to_four(
+    mode: str, low_scores: tuple[Path, list[float]], watched: Any
+) -> None:
+    root, scores = low_scores
+    assert 1 <= min(scores) < 1.5 and 3.5 < max(scores) <= 4.0001
+    w = watched(bundle=mode == "bundle")
+    srv = ViewServer(root / "ledger.sqlite") if mode == "live" else None
+    try:
+        url = srv.url + "progress?tag=early-a&tag=early-b" if srv else (root / "site" / "progress.html").as_uri()
+        w.page.goto(url)
+        fitted = w.page.evaluate(_Y)
+        # The axis spans the scores (from 0, as they sit nearer 0 than they spread), not 0-100: 1 and 4 lie apart.
+        assert fitted["frame"] == "fitted" and fitted["min"] == 0 and max(scores) < fitted["max"] <= 5, fitted
+        # Points readable: larger than 5 px, and outlined in their tag's full colour (no alpha in the stroke).
+        assert fitted["points"] and all(p["size"] >= 7 and len(p["stroke"]) == 7 for p in fitted["points"]), fitted
+        w.page.click("#y-frame")
+        full = w.page.evaluate(_Y)
+        assert (full["min"], full["max"], full["frame"], full["hash"]) == (0, 100, "full", "#frame=full"), full
+        # The address keeps the choice: reloading it draws the whole frame again, and the button returns.
+        w.page.reload()
+        assert (w.page.evaluate(_Y)["min"], w.page.evaluate(_Y)["max"]) == (0, 100)
+        w.page.click("#y-frame")
+        back = w.page.evaluate(_Y)
+        assert (back["min"], back["max"], back["hash"]) == (fitted["min"], fitted["max"], ""), back
+        if srv:
+            w.page.goto(url + "&frame=full")
+            assert w.page.evaluate(_Y)["max"] == 100
+    finally:
+        if srv:
+            assert srv.stop() == 130

@@ -85,3 +85,45 @@ def test_card_page_legend_and_retracted_banner(site: tuple[Path, str], browser: 
     # Every colour a bar is drawn in has its key in the legend.
     assert set(bars) <= set(colours), (bars, colours)
     assert "retracted on " in banner and "a test of the marks" in banner
+
+
+_BARS = """() => Array.from(document.querySelectorAll('table.levels tr[data-level]')).map(tr => ({
+    level: +tr.dataset.level,
+    baseline: +tr.querySelector('[data-k=level-baseline]').textContent,
+    actions: +tr.querySelector('[data-k=level-actions]').textContent,
+    parts: Array.from(tr.querySelectorAll('svg.bar rect[data-part]')).map(r => ({
+        part: r.dataset.part, n: +r.dataset.n, x: +r.getAttribute('x'), w: +r.getAttribute('width'),
+        fill: getComputedStyle(r).fill, title: r.querySelector('title').textContent
+    }))
+}))"""
+
+
+def test_level_bars_show_the_baseline_part_and_the_overrun_apart(site: tuple[Path, str], browser: Any) -> None:
+    out, card = site
+    page = browser.new_page()
+    page.goto((out / BundleLinks().card(card)).as_uri())
+    rows: list[dict[str, Any]] = page.evaluate(_BARS)
+    keys = page.evaluate(
+        "() => Object.fromEntries(Array.from(document.querySelectorAll('[data-k=bar-legend] .key')).map("
+        "k => [k.className, getComputedStyle(k).backgroundColor]))"
+    )
+    page.close()
+    # cnt3 seed 0 as MOVES plays it: levels 1 and 2 over their baselines (7 for 2, 5 for 3), level 3 at it.
+    assert [(r["baseline"], r["actions"]) for r in rows] == [(2, 7), (3, 5), (2, 2)]
+    for r in rows:
+        parts = {p["part"]: p for p in r["parts"]}
+        base, within = parts["baseline"], parts["within"]
+        over = r["actions"] - r["baseline"]
+        # Blue up to the baseline, as long as the baseline's own bar; red beyond it, starting where the blue ends.
+        assert within["n"] == min(r["actions"], r["baseline"]) and within["w"] == base["w"], r
+        assert within["fill"] == keys["key act"], r
+        assert f"{within['n']} action(s) up to the baseline of {r['baseline']}" in within["title"]
+        if over > 0:
+            red = parts["over"]
+            assert red["n"] == over and red["fill"] == keys["key act over"], r
+            assert abs(red["x"] - (within["x"] + within["w"])) < 0.05, r
+            # Drawn to the same scale: the red part's length to the blue's is the overrun's to the baseline.
+            assert abs(red["w"] / within["w"] - over / r["baseline"]) < 0.02, r
+            assert f"{over} action(s) more than the baseline of {r['baseline']} ({r['actions']} in all)" in red["title"]
+        else:
+            assert "over" not in parts, r

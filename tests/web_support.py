@@ -132,6 +132,43 @@ def play_ledger(db: Path) -> Played:
     return out
 
 
+#: The one-level game of :func:`low_score_cards`: its human baseline is 2 actions.
+LOW_GAME = "lo01-5c0e5c0e5c0e"
+
+
+def low_score_cards(led: Ledger, tags: list[str], per_tag: int, *, seed: int = 5) -> dict[str, list[float]]:
+    """Cards that score 1-4, as an agent early in its life does: per tag ``per_tag`` cards a minute apart, each
+    one play of LOW_GAME completed in 10-20 actions (score (2/n)^2 x 100, from 4.00 down to 1.00), written through
+    the ledger's own append path. Returns each tag's scores, oldest first."""
+    from datetime import UTC, datetime, timedelta
+    from uuid import UUID
+
+    from ledger.core.events import ActionTaken, BaselineEntry, CardClosed, CardOpened, LevelCompleted, PlayStarted, Win
+
+    rng = random.Random(seed)
+    sid = led.record_baselines([BaselineEntry(game_id=LOW_GAME, baseline_actions=[2])])
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    scores: dict[str, list[float]] = {t: [] for t in tags}
+    for n in range(per_tag * len(tags)):
+        tag = tags[n % len(tags)]
+        # Each tag gets a little better over time, with noise, as the chart should show.
+        best = 20 - (10 * n) // (per_tag * len(tags)) - 2 * (n % len(tags))
+        actions = max(10, min(20, best + rng.randint(-2, 2)))
+        t = start + timedelta(minutes=n)
+        card = str(UUID(int=rng.getrandbits(128)))
+        guid = str(UUID(int=rng.getrandbits(128)))
+        evs: list[Any] = [CardOpened(ts=t, card_id=card, tags=[tag], baselines_id=sid)]
+        evs.append(PlayStarted(ts=t, game_id=LOW_GAME, guid=guid))
+        act = ActionTaken(ts=t, game_id=LOW_GAME, guid=guid, action=1, levels_completed=0, state="NOT_FINISHED")
+        evs.extend([act] * actions)
+        evs.append(LevelCompleted(ts=t, game_id=LOW_GAME, guid=guid, levels_completed=1, actions=actions))
+        evs.append(Win(ts=t, game_id=LOW_GAME, guid=guid))
+        evs.append(CardClosed(ts=t + timedelta(seconds=1), reason="explicit"))
+        led.append_card(card, evs, 0)
+        scores[tag].append((2 / actions) ** 2 * 100)
+    return scores
+
+
 class ViewServer:
     """``ledger view`` in its own process, on a free port of 127.0.0.1."""
 

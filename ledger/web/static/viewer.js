@@ -222,7 +222,7 @@
   /* cards that share numbers would draw one line over another: each card's line has its own dash */
   var DASHES = [[], [10, 4], [3, 3], [12, 3, 3, 3]];
   function dash(i) { return DASHES[i % DASHES.length]; }
-  function faint(hex) { return hex + "55"; } /* the colour at a third of its strength */
+  function faint(hex) { return hex + "99"; } /* the colour at 60% strength: a point under a line still shows */
   function colour(i) { return PALETTE[i % PALETTE.length]; }
   function json(id) { var el = $(id); return el ? JSON.parse(el.textContent) : null; }
   function chartWidth(el) { return Math.max(320, Math.min(el.clientWidth || 900, 1100)); }
@@ -246,12 +246,12 @@
     series.forEach(function (s, i) { s.x.forEach(function (x, j) { points.push([x, i, s.scores[j]]); }); });
     points.sort(function (a, b) { return a[0] - b[0] || a[1] - b[1]; });
     var data = [points.map(function (p) { return p[0]; })], drawn = [{ label: "opened" }];
-    /* per tag: each card's score as a faint point (no line: single cards jump about), then its trend, the rolling
+    /* per tag: each card's score as a point (no line: single cards jump about), then its trend, the rolling
        median of its last cards, as a line labelled at its end */
     series.forEach(function (s, i) {
       data.push(points.map(function (p) { return p[1] === i ? p[2] : null; }));
-      drawn.push({ label: s.tag, stroke: faint(colour(i)), width: 0, value: fixed2, paths: function () { return null; },
-        points: { show: true, size: 5, width: 1, stroke: faint(colour(i)), fill: faint(colour(i)) } });
+      drawn.push({ label: s.tag, stroke: colour(i), width: 0, value: fixed2, paths: function () { return null; },
+        points: { show: true, size: 8, width: 1.5, stroke: colour(i), fill: faint(colour(i)) } });
     });
     series.forEach(function (s, i) {
       var k = 0; /* the tag's points come in its own order (oldest first; the sort is stable) */
@@ -259,13 +259,49 @@
       drawn.push({ label: s.tag + " (median of last " + payload.trend_cards + ")", stroke: colour(i), width: 2.5,
         dash: dash(i), spanGaps: true, value: fixed2, points: { show: false } });
     });
+    var full = wantsFullFrame(), button = $("y-frame");
+    var ys = [].concat.apply([], data.slice(1)).filter(function (v) { return v !== null; });
+    var lo = Math.min.apply(null, ys), hi = Math.max.apply(null, ys);
     draw(el, {
       height: 380,
-      scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [0, Math.max(100, hi || 0)]; } } },
+      scales: { x: { time: true }, y: { range: function () { return scoreRange(lo, hi, full); } } },
       /* room for a whole date-time label per tick: labels never overlap */
       axes: [{ space: 110 }, { label: "card score" }],
       series: drawn
     }, data);
+    function frame(on) {
+      full = on;
+      el.dataset.frame = full ? "full" : "fitted";
+      if (el.uplot) { var r = scoreRange(lo, hi, full); el.uplot.setScale("y", { min: r[0], max: r[1] }); }
+      if (button) {
+        button.textContent = full ? "fit the axis to the scores" : "show the whole 0-100 frame";
+        button.setAttribute("aria-pressed", full ? "true" : "false");
+      }
+      /* the choice survives a reload and paging, and a link to the page carries it */
+      var hash = full ? "#frame=full" : "";
+      var q = new URLSearchParams(location.search); q.delete("frame");
+      var search = q.toString() ? "?" + q.toString() : "";
+      try { history.replaceState(null, "", location.pathname + search + hash); } catch (e) { /* an opaque origin */ }
+      ["older-page", "newest-page"].forEach(function (id) { var a = $(id); if (a) a.hash = hash; });
+    }
+    if (button) { button.hidden = false; button.addEventListener("click", function () { frame(!full); }); }
+    frame(full);
+  }
+
+  /* ?frame=full or #frame=full: the whole 0-100 frame rather than the scores' own range */
+  function wantsFullFrame() {
+    return new URLSearchParams(location.search).get("frame") === "full" || location.hash === "#frame=full";
+  }
+
+  /* The y range of a score chart. Fitted, it spans the scores with a margin, so scores of 1-4 fill the chart
+     instead of lying flat along 0 on a 0-100 axis; it starts at 0 when the scores sit nearer to 0 than they
+     spread, so a low score still reads as low. Full, it is the benchmark's whole 0-100. */
+  function scoreRange(lo, hi, full) {
+    if (full || !isFinite(lo) || !isFinite(hi)) return [0, Math.max(100, isFinite(hi) ? hi : 0)];
+    var pad = Math.max((hi - lo) * 0.08, 0.5);
+    var bottom = lo - pad < hi - lo ? 0 : lo - pad;
+    var top = hi <= 100 ? Math.min(hi + pad, 100) : hi + pad;
+    return [bottom, Math.max(top, bottom + 1)];
   }
 
   function comparePage() {

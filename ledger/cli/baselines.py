@@ -27,11 +27,16 @@ def _named(info: bs.SetInfo) -> str:
 
 @click.group("baselines")
 def baselines_group() -> None:
-    """Baseline sets: immutable, content-addressed snapshots of every game's human baselines and tags.
-
-    A set is named by its id (sha256 of its content; any unique prefix of 4+ characters works) or by a label.
+    """A set is named by its id (sha256 of its content; any unique prefix of 4+ characters works) or by a label.
     Every card records the set it was played under; `ledger rescore` and `ledger export --baselines` score it
     under another one.
+
+    Examples:
+
+    \b
+      ledger baselines import environment_files --label shipped
+      ledger baselines list
+      ledger baselines show shipped
     """
 
 
@@ -55,6 +60,12 @@ def import_cmd(
     entries (metadata.json-like, or the toolkit's /api/games list) or the output of `baselines show --json`.
     Importing the same content again (in any order) gives the same id and writes nothing new.
     Bad input exits 2 and writes nothing; so does a --label that already points at another set (see --move).
+
+    Examples:
+
+    \b
+      ledger baselines import environment_files --label shipped
+      ledger baselines import v2.json --label v2
     """
     from ledger.services import baseline_sets as bs
 
@@ -83,7 +94,16 @@ def import_cmd(
 @click.option("--json", "as_json", is_flag=True, help="One JSON array of sets.")
 @click.pass_context
 def list_cmd(ctx: click.Context, as_json: bool) -> None:
-    """List every stored set, oldest first: id, when recorded, games, levels with a baseline, labels."""
+    """List the stored sets, oldest first.
+
+    Each with its id, when it was recorded, its games, its levels with a baseline and its labels.
+
+    Examples:
+
+    \b
+      ledger baselines list
+      ledger baselines list --json
+    """
     from ledger.services import baseline_sets as bs
 
     with open_ledger(ctx) as ledger:
@@ -122,7 +142,15 @@ def _entry_json(e: BaselineEntry) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="The set as JSON (importable with `baselines import`).")
 @click.pass_context
 def show_cmd(ctx: click.Context, ref: str, as_json: bool) -> None:
-    """Print one set's games: id, baselines per level, tags."""
+    """Print one set's games: id, baselines per level, tags.
+
+    Examples:
+
+    \b
+      ledger baselines import v2.json --label v2
+      ledger baselines show v2
+      ledger baselines show v2 --json
+    """
     from ledger.services import baseline_sets as bs
 
     with open_ledger(ctx) as ledger:
@@ -175,7 +203,17 @@ def _levels_text(d: bs.GameDiff) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Every game's difference as JSON.")
 @click.pass_context
 def diff_cmd(ctx: click.Context, a: str, b: str, match: str, show_all: bool, as_json: bool) -> None:
-    """What changed from set A to set B (labels or ids): per game, levels added/removed, per-level baselines."""
+    """Show what changed from set A to set B.
+
+    A and B are labels or ids. Per game: the levels added or removed and each level's baseline.
+
+    Examples:
+
+    \b
+      ledger baselines import environment_files --label shipped
+      ledger baselines import v2.json --label v2
+      ledger baselines diff shipped v2
+    """
     from ledger.services import baseline_sets as bs
 
     with open_ledger(ctx) as ledger:
@@ -239,11 +277,18 @@ def rescore_cmd(
     all_environments: bool,
     as_json: bool,
 ) -> None:
-    """Score cards as played and under another baseline set and/or another release's calculator; print what
-    changed, largest change first. Give --baselines, --calculator or both.
+    """Prints each card as played and as re-scored, what changed, largest change first. Give --baselines, --calculator
+    or both.
 
     Per card, game, play and level: baseline old -> new, actions, level score old -> new, game score old -> new.
     A rescore is a read: nothing is written to the ledger.
+
+    Examples:
+
+    \b
+      ledger rescore CARD --calculator 0.9.1
+      ledger baselines import v2.json --label v2
+      ledger rescore --all --baselines v2
     """
     from ledger.core.rescoring import by_largest_change, rescore_text
     from ledger.services import baseline_sets as bs

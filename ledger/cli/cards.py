@@ -32,7 +32,14 @@ if TYPE_CHECKING:  # `ledger --help` must not import the scoring modules
 @click.command()
 @click.pass_context
 def init(ctx: click.Context) -> None:
-    """Create the ledger (or upgrade its schema), repair any missing append-only trigger, and print where it is."""
+    """Repairs any missing append-only trigger, and prints where the ledger is.
+
+    Examples:
+
+    \b
+      ledger init                   # ./ledger.sqlite
+      ledger init --db team.sqlite
+    """
     with open_ledger(ctx, write=True) as ledger:
         for name in ledger.store.repair_triggers():
             click.echo(f"repaired: append-only trigger {name} was missing and is created again")
@@ -42,7 +49,7 @@ def init(ctx: click.Context) -> None:
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON array of card summaries (with tags and `lapsed`).")
 @click.option(
-    "--tag", "tags", multiple=True, metavar="TAG", help="Only cards with this tag (repeat it: cards with all of them)."
+    "--tag", "tags", multiple=True, metavar="TAG", help="Only cards with tag TAG (repeat it: cards with any of them)."
 )
 @click.option(
     "--game", "games", multiple=True, metavar="GAME", help="Only cards that played this game (id or 4-letter base id)."
@@ -101,15 +108,20 @@ def cards(
     after: str | None,
     calculator: str | None,
 ) -> None:
-    """List cards in the order they were opened: id, opened, closed (and why), games, actions, score, tags.
-
-    A card opened in competition mode (scored over every game of the server) is marked "(competition)" after its
+    """A card opened in competition mode (scored over every game of the server) is marked "(competition)" after its
     id (`competition` in --json): its score does not rank with a normal card's.
 
     A card left open that has been idle for STALE_MINUTES, or open for MAX_OPEN_FOR_MINUTES, is shown closed as
     the toolkit would have closed it (idle / max_open, at that moment, marked *); `ledger close` records it.
     Every list is read from the cards summary, one page at a time: `--limit 20`, then `--after LAST_ID`. Each
     score is under the card's own calculator (the arc-agi release that played it) unless --calculator is given.
+
+    Examples:
+
+    \b
+      ledger cards
+      ledger cards --tag demo --sort score --limit 20
+      ledger cards --since 7d --json
     """
     from ledger.services.listing import CardFilter, list_cards, mixed_calculators, rescored_with
 
@@ -233,12 +245,19 @@ def export(
     all_environments: bool,
     calculator: str | None,
 ) -> None:
-    """Print a card's scorecard JSON, identical to the toolkit's get_scorecard().model_dump_json() (of the arc-agi
-    release that played it).
+    """The JSON is what the toolkit's get_scorecard(card).model_dump_json() returns for the same plays, under the
+    arc-agi release that played it.
 
     With --baselines, the JSON the toolkit would give for the same plays under that set's EnvironmentInfos; with
     --calculator, under that release's arithmetic and document shape. Notes (another calculator, games matched by
     base id with --match base, a retraction) go to stderr: the JSON stays the toolkit's.
+
+    Examples:
+
+    \b
+      ledger export CARD --indent 2 -o card.json
+      ledger export CARD --until 10
+      ledger export CARD --calculator 0.9.7
     """
     from ledger.core import document
     from ledger.errors import BaselinesNotKnown
@@ -280,10 +299,18 @@ def replay(
     all_environments: bool,
     calculator: str | None,
 ) -> None:
-    """Rebuild a card from its events and print the per-level post-mortem of every play.
+    """Per game and play: level, baseline, actions and score, the weighted mean and the cap; then a post-mortem of
+    every play.
 
     With --baselines, the plays are scored under that set (the first line says which); with --calculator, with
     that arc-agi release's arithmetic.
+
+    Examples:
+
+    \b
+      ledger replay CARD
+      ledger replay CARD --until 10                 # as it stood after its event 10
+      ledger replay CARD --calculator 0.9.7 --json
     """
     from ledger.core import document
     from ledger.core.server_baselines import baselines_source
@@ -402,11 +429,18 @@ def _plays_json(card: CardState) -> dict[str, list[dict[str, Any]]]:
 def verify(
     ctx: click.Context, expect_head: str | None, as_json: bool, checkpoint: Path | None, key: Path | None
 ) -> None:
-    """Check every link of every stream's hash chain, the append-only triggers and the schema revision.
+    """Checks every link of every stream's hash chain, the append-only triggers and the schema revision.
 
     Prints the ledger's head: one hash over every stream's last event (not a card's head, which `ledger audit`
     prints). Keep it somewhere else and pass it back with --expect-head: a ledger whose head moved has gained,
     lost or changed events since. Exit 1 if anything is wrong. On a terminal, a large ledger shows progress.
+
+    Examples:
+
+    \b
+      ledger verify                     # prints the ledger head: keep it
+      ledger verify --expect-head HEAD  # nothing changed since?
+      ledger verify --json
     """
     from ledger.cli.evidence import verify_checkpoint_files
     from ledger.services.verify import check_expected_head, verify_ledger
@@ -444,7 +478,14 @@ def verify(
 @click.option("--seed", default=0, show_default=True, help="Seed for the demo agent's choices.")
 @click.pass_context
 def demo(ctx: click.Context, seed: int) -> None:
-    """Play two bundled games through the real toolkit (OFFLINE) with the ledger attached, then replay the card."""
+    """Plays through the real toolkit (OFFLINE) with the ledger attached, then prints the card's replay.
+
+    Examples:
+
+    \b
+      ledger demo                            # into ./ledger.sqlite
+      ledger demo --db demo.sqlite --seed 7
+    """
     from ledger.core.text import replay_text
     from ledger.toolkit.demo import run_demo, viewer_commands
 

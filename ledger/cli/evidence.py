@@ -47,10 +47,17 @@ def _check_output(out: str | None) -> None:
     help="A witness's key, for `ledger witness` (C2SP tlog-cosignature v1, key type 0x04), not a log's.",
 )
 def keygen(name: str, out: Path, as_witness: bool) -> None:
-    """Make an Ed25519 key NAME for signing checkpoints (or, with --witness, for cosigning other logs' ones).
+    """An Ed25519 key named NAME: a log's, to sign checkpoints, or with --witness a witness's, to cosign other logs'
+    checkpoints.
 
     Writes the private key to KEY (mode 0600; keep it secret) and the verifier key to KEY.pub (one line,
     `NAME+KEYID+KEY` as C2SP signed notes write it; publish it). Never overwrites either file.
+
+    Examples:
+
+    \b
+      ledger keygen team.example/ledger -o team.key         # also writes team.key.pub
+      ledger keygen witness.example/w1 --witness -o w1.key
     """
     from ledger.core.signed_note import COSIGNATURE_V1, ED25519
     from ledger.services.signing import keygen as make_key
@@ -61,15 +68,28 @@ def keygen(name: str, out: Path, as_witness: bool) -> None:
 
 @click.command("checkpoint")
 @click.option("--key", "key", type=_FILE, required=True, help="The private key (from `ledger keygen`).")
-@click.option("-o", "--output", "out", default=None, help="Write the checkpoint to this file (default: stdout).")
-@click.option("--origin", default=None, help="The log's name on the checkpoint's first line (default: the key's name).")
+@click.option(
+    "-o", "--output", "out", default=None, metavar="FILE", help="Write the checkpoint to this file (default: stdout)."
+)
+@click.option(
+    "--origin",
+    default=None,
+    metavar="NAME",
+    help="The log's name on the checkpoint's first line (default: the key's name).",
+)
 @click.pass_context
 def checkpoint_cmd(ctx: click.Context, key: Path, out: str | None, origin: str | None) -> None:
-    """Sign the log's current tree head: a C2SP tlog checkpoint (origin, size, root hash, the stream-heads root).
+    """A C2SP tlog checkpoint: origin, size, root hash, the stream-heads root.
 
     The ledger keeps every checkpoint it signs. Publish the checkpoint (a git repository, a web page): anyone
     with the public key can then check that the log still extends it (`ledger verify --checkpoint`), and check
     evidence files proved against it (`ledger check`).
+
+    Examples:
+
+    \b
+      ledger checkpoint --key team.key -o checkpoint.txt
+      ledger checkpoint --key team.key                    # print it
     """
     from ledger.services.checkpoints import make_checkpoint
     from ledger.services.signing import load_signer
@@ -84,15 +104,23 @@ def checkpoint_cmd(ctx: click.Context, key: Path, out: str | None, origin: str |
 @click.command()
 @click.argument("card")
 @click.option("--checkpoint", type=_FILE, required=True, help="The signed checkpoint to prove against.")
-@click.option("-o", "--output", "out", default=None, help="Write the evidence file here (default: stdout).")
+@click.option(
+    "-o", "--output", "out", default=None, metavar="FILE", help="Write the evidence file here (default: stdout)."
+)
 @click.pass_context
 def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None) -> None:
-    """Write an evidence file for CARD: everything a reviewer needs to check its score with the public key alone.
+    """Everything a reviewer needs to check the card's score with the public key alone.
 
     One JSON file: the checkpoint, the card's events as stored (up to the checkpoint's tree size) and its baseline
     set, an inclusion proof of all of them against the checkpoint's root, proofs that they end at each stream's
     head the checkpoint signed, and the exported scorecard. Check it with `ledger check`. Brings the ledger's
     Merkle tree up to date (it opens the ledger for writing).
+
+    Examples:
+
+    \b
+      ledger prove CARD --checkpoint checkpoint.txt -o card.evidence.json
+      ledger check card.evidence.json --key team.key.pub                   # what a reviewer runs
     """
     from ledger.services.evidence import prove as make
 
@@ -106,15 +134,22 @@ def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None) -> N
 @click.command()
 @click.argument("old", type=_FILE)
 @click.argument("new", type=_FILE)
-@click.option("-o", "--output", "out", default=None, help="Write the consistency file here (default: stdout).")
+@click.option(
+    "-o", "--output", "out", default=None, metavar="FILE", help="Write the consistency file here (default: stdout)."
+)
 @click.pass_context
 def consistency(ctx: click.Context, old: Path, new: Path, out: str | None) -> None:
-    """Write a consistency file: checkpoints OLD and NEW of this ledger and the RFC 9162 proof that NEW's tree
-    extends OLD's.
+    """The file holds checkpoints OLD and NEW of this ledger and the RFC 9162 proof that NEW's tree extends OLD's.
 
     A reviewer holding both published checkpoints checks it with `ledger check FILE --key KEY.pub` (or
     scripts/verify_evidence.py), without the ledger: the log only grew between the two. Exit 1 if either
     checkpoint is not one of this ledger's trees.
+
+    Examples:
+
+    \b
+      ledger consistency old.txt new.txt -o new.consistency.json
+      ledger check new.consistency.json --key team.key.pub
     """
     from ledger.services.evidence import consistency as make
 
@@ -156,16 +191,23 @@ def check(
     quorum: int | None,
     as_json: bool,
 ) -> None:
-    """Check an evidence file from `ledger prove`, opening no ledger: the checkpoint's signature, the inclusion
-    proof of every event, the card's hash chain, that no later event of the card was left out, and that the
-    scorecard is the one the calculator makes from the events; with --environments, the plays re-simulated; with
-    --witness, that the checkpoint carries the cosignatures of at least --quorum of those witnesses.
+    """Opens no ledger. Checks the checkpoint's signature, the inclusion proof of every event, the card's hash chain,
+    that no later event of the card was left out, and that the scorecard is the one the calculator makes from the
+    events; with --environments, the plays re-simulated; with --witness, that the checkpoint carries the
+    cosignatures of at least --quorum of those witnesses.
 
     EVIDENCE may also be a consistency file from `ledger consistency`: both checkpoints signed by the key, and
     the newer tree an extension of the older one.
 
     Exit 0 if all of it holds, 1 otherwise (naming the first thing that failed); 2 when --environments holds
     none of the card's games (nothing re-simulated, as `ledger audit`).
+
+    Examples:
+
+    \b
+      ledger check card.evidence.json --key team.key.pub
+      ledger check card.evidence.json --key team.key.pub --environments environment_files
+      ledger check card.evidence.json --key team.key.pub --json
     """
     from ledger.core.signed_note import COSIGNATURE_V1
     from ledger.services.evidence_check import check_evidence, key_hash
@@ -237,9 +279,12 @@ def _cosigned(rep: CheckReport) -> str:
     required=True,
     help="The witness's folder: per log origin, the log's key and the last checkpoint cosigned (made if missing).",
 )
-@click.option("-o", "--output", "out", default=None, help="Write the cosigned checkpoint here (default: stdout).")
+@click.option(
+    "-o", "--output", "out", default=None, metavar="FILE", help="Write the cosigned checkpoint here (default: stdout)."
+)
 def witness_cmd(checkpoint: Path, key: Path, log_key: Path, state: Path, out: str | None) -> None:
-    """Cosign another log's CHECKPOINT as a witness (C2SP tlog-witness, tlog-cosignature v1), against a split view.
+    """C2SP tlog-witness, tlog-cosignature v1: the witness refuses a checkpoint that does not extend the last one it
+    cosigned for that log (a split view).
 
     CHECKPOINT is a signed checkpoint, or a consistency file from `ledger consistency` whose newer checkpoint is
     cosigned. The witness cosigns only a checkpoint signed by the log's key that extends the last one it cosigned
@@ -247,6 +292,13 @@ def witness_cmd(checkpoint: Path, key: Path, log_key: Path, state: Path, out: st
     it; the first checkpoint of an origin is taken on trust. A fork (another root at a size it cosigned, a proof
     that fails), a smaller tree or another signer for the origin: exit 1, one line, nothing cosigned or recorded.
     Opens no ledger: one team's ledger can witness another's, and the other way round.
+
+    Examples:
+
+    \b
+      ledger witness checkpoint.txt --log-key team.key.pub --key w1.key --state w1-state -o cosigned.txt
+      ledger prove CARD --checkpoint cosigned.txt -o card.cosigned.json
+      ledger check card.cosigned.json --key team.key.pub --witness w1.key.pub
     """
     from ledger.core.signed_note import COSIGNATURE_V1
     from ledger.services.signing import load_signer, load_verifier

@@ -71,8 +71,8 @@ def import_cmd(
     as_json: bool,
     quiet: bool,
 ) -> None:
-    """Import JSONL recordings and get their scorecards back: the toolkit's own (save_recording=True) and the
-    ARC-AGI-3-Agents harness's (<game_id>.<agent>.<uuid>.recording.jsonl).
+    """Two kinds of JSONL recording: the toolkit's own (save_recording=True) and the ARC-AGI-3-Agents harness's
+    (<game_id>.<agent>.<uuid>.recording.jsonl).
 
     PATH is a recordings folder (<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl), one card folder, or single
     .jsonl files. A toolkit card's id is its folder name when that is a card id (a uuid, as the toolkit names
@@ -102,6 +102,13 @@ def import_cmd(
     Exit codes: 0 imported, already imported or the same card, 1 a card the ledger refused (a file rewritten
     anywhere in what was imported) or recordings that differ from the card holding their plays, 2 bad usage, a
     refused file (above), repeated lines, or bad input under --strict.
+
+    Examples:
+
+    \b
+      ledger import recordings                                # the toolkit's recordings
+      ledger import harness --environments environment_files  # a harness run, re-played
+      ledger import recordings --json --quiet
     """
     from ledger.services.importing import find_recordings, import_recordings, total_bytes
 

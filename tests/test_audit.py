@@ -615,8 +615,13 @@ def test_verify_json_shape(master, tmp_path: Path) -> None:
     assert code == 0
     assert list(doc) == [
         "ok", "events", "streams", "head", "revision", "head_revision", "migrations_at_head", "triggers",
-        "chains_ok", "errors", "stream_checks",
+        "chains_ok", "derived", "errors", "stream_checks",
     ]  # fmt: skip
+    assert doc["derived"] == {
+        "summary": [], "snapshots": [], "snapshots_checked": doc["derived"]["snapshots_checked"], "snapshot_sample": 1,
+        "tree": None, "copy_marks": [],
+    }  # fmt: skip
+    assert doc["derived"]["snapshots_checked"] >= 1
     with Ledger.open(db) as led:
         infos = led.store.streams()
         assert doc["head"] == chain.ledger_head((s.stream, s.version, s.head) for s in infos)

@@ -215,3 +215,47 @@ def test_a_closed_online_card_whose_close_answer_showed_its_baselines_does_not_s
         arc.close_scorecard(card)
         said = baselines_source(led.load_card(card))
         assert said.endswith("its close answer showed the baselines it had already"), said
+
+
+def test_a_card_imported_without_its_run_folder_gets_the_usage_when_imported_again_with_it(
+    tmp_path: Path, envs: Path
+) -> None:
+    rec = tmp_path / "recordings"
+    run = live_run(tmp_path / "live.sqlite", rec, envs, GAMES[0], 8, max_actions=30)
+    agent = run.agents[0]
+    away = tmp_path / agent.run_dir.name
+    agent.run_dir.rename(away)
+    db = tmp_path / "fresh.sqlite"
+    code, out, err = invoke(db, "import", str(rec))
+    assert code == 0 and out.startswith("imported"), (out, err)
+    card = agent.guid
+    assert not [e for e in events_of(db, card) if type(e) is RunUsage]
+    away.rename(agent.run_dir)
+    code, out, err = invoke(db, "import", str(rec))
+    assert code == 0 and out.startswith(f"already imported  {card}"), (out, err)
+    assert f"its usage attached to card {card}: {agent.total_usage['total_tokens']} tokens" in err, err
+    code, out, err = invoke(db, "import", str(rec))
+    assert code == 0 and "attached" not in err, (out, err)
+    assert len([e for e in events_of(db, card) if type(e) is RunUsage]) == 1
+    code, out, err = invoke(db, "audit", card)
+    assert code == 0, (out, err)
+
+
+def test_frame_lines_that_name_no_action_among_ones_that_do_are_found_the_named_ones_tried_first(
+    tmp_path: Path, envs: Path
+) -> None:
+    live_db, rec = tmp_path / "live.sqlite", tmp_path / "recordings"
+    run = live_run(live_db, rec, envs, GAMES[0], 9, max_actions=40)
+    agent = run.agents[0]
+    lines = agent.path.read_text().splitlines(keepends=True)
+    frames = [i for i, ln in enumerate(lines) if '"frame"' in ln]
+    for i in frames[5:8]:
+        rec_line = json.loads(lines[i])
+        del rec_line["data"]["action_input"]
+        lines[i] = json.dumps(rec_line) + "\n"
+    agent.path.write_text("".join(lines))
+    db = tmp_path / "fresh.sqlite"
+    code, out, err = invoke(db, "import", str(agent.path), "--card-id", run.card_id, "--environments", str(envs))
+    assert code == 0, (out, err)
+    assert f"{agent.path}:{frames[5] + 1}: 3 frame line(s) name no action (the first: line {frames[5] + 1})" in err
+    assert counts(export(db, run.card_id)) == counts(export(live_db, run.card_id))

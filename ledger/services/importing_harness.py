@@ -318,10 +318,6 @@ def _import_once(
     if prep is None:
         return result, 0 if result.exit_code == 1 else (path.stat().st_size if path.exists() else 0)
     read, done = prep.read, prep.done
-    if result.status == "already imported":
-        attach_baselines(ledger, prep.existing, baselines, result)  # type: ignore[arg-type]
-        return result, prep.size
-    game_id = read.frames[0].game_id if read.frames else read.name.game_id
     steps, prep.run_dir, why_named = _steps_for(path, read, problems, opts.named_runs)
     if why_named is not None:
         problems.append(Problem(str(path), None, "run_not_used", why_named))
@@ -332,6 +328,12 @@ def _import_once(
         usage = run_usage(prep.run_dir, read.frames, steps, read.frames[-1].ts, problems)
         # A card imported before holds the run's usage already, or gets it now (once).
         prep.usage = usage if usage is None or prep.existing is None or not usage_held(ledger, card_id, usage) else None
+    if result.status == "already imported":
+        attach_baselines(ledger, prep.existing, baselines, result)  # type: ignore[arg-type]
+        if prep.usage is not None:  # imported before without its run folder
+            attach_usage(ledger, card_id, prep.usage, str(prep.run_dir), problems)
+        return result, prep.size
+    game_id = read.frames[0].game_id if read.frames else read.name.game_id
     choices, undecided, unreproduced, method, candidates = _recover(
         read, game_id, baselines, steps, problems, opts.progress
     )

@@ -10,7 +10,7 @@ export LEDGER_TEST_PG_URL ?= postgresql+psycopg://postgres@127.0.0.1:5432/test
 # Test processes side by side (pytest-xdist); 0 runs the tests in this process, one after another.
 TEST_WORKERS ?= 2
 
-.PHONY: demo test lint bench clean chromium
+.PHONY: demo test test-all lint bench clean chromium
 
 # The viewer's browser tests drive Debian's chromium through Playwright (the dev extra); never a downloaded browser.
 CHROMIUM := /usr/bin/chromium
@@ -31,15 +31,20 @@ $(STAMP_DEV): $(BIN)/python pyproject.toml
 demo: $(STAMP_ARC)
 	$(BIN)/ledger demo $(if $(DB),--db $(DB),)
 
-test: $(STAMP_DEV) chromium
-	$(BIN)/ruff check ledger tests scripts migrations
-	$(BIN)/ruff format --check ledger tests scripts migrations
-	$(BIN)/mypy
-	@# The tests start `ledger` a few thousand times: compiled once here, not in each process (where
-	@# PYTHONDONTWRITEBYTECODE is set, every process would compile every module it imports again). Game files and
-	@# test data are left as they are: a folder of them must hold only what the toolkit or a recording put there.
-	$(BIN)/python -m compileall -q -x '/(demo_games|environment_files|harness_games|recordings_corpus|vectors)/' \
-		ledger migrations tests scripts
+# The tests start `ledger` many times: compiled once here, not in each process (where PYTHONDONTWRITEBYTECODE is
+# set, every process would compile every module it imports again). Game files and test data are left as they are:
+# a folder of them must hold only what the toolkit or a recording put there.
+COMPILE := $(BIN)/python -m compileall -q -x '/(demo_games|environment_files|harness_games|recordings_corpus|vectors)/' \
+	ledger migrations tests scripts
+
+# The fast tier: everything but the tests marked `heavy` (pyproject.toml says which).
+test: lint
+	$(COMPILE)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not heavy" $(PYTEST_ARGS)
+
+# Both tiers: what CI runs (.ci/run). The browser tests are heavy, so only this target needs chromium.
+test-all: lint chromium
+	$(COMPILE)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(STAMP_DEV)

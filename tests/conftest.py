@@ -58,6 +58,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "postgres: needs the PostgreSQL server ($LEDGER_TEST_PG_URL)")
 
 
+#: Fixtures that make a test heavy whatever else it does: a browser, a second venv, an installed toolkit release.
+HEAVY_FIXTURES = frozenset({"browser", "foreign_python", "toolkit_env"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HEAVY_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.heavy)
+
+
 def pg_unavailable(reason: str) -> None:
     """Skip a PostgreSQL test, or fail it loudly under CI=true, where it must run."""
     if IN_CI:

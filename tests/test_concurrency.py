@@ -71,7 +71,7 @@ def cli_reads(db: Path, rng: random.Random) -> tuple[int, list[str]]:
     return 2, problems
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_eight_processes_one_ledger_file(tmp_path: Path) -> None:
     # The file does not exist yet: the eight agents (and the reader) open and create it at the same moment.
     db = tmp_path / "shared.sqlite"

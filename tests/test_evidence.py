@@ -128,6 +128,7 @@ def test_evidence_missing_the_cards_last_events_fails(signed, tmp_path: Path) ->
     assert check(to_text(dropped).encode(), pub) is not None
 
 
+@pytest.mark.heavy
 def test_every_sampled_single_character_edit_fails(signed, tmp_path: Path) -> None:
     url, card, _, pub, cp = signed
     raw = prove(url, card, cp, tmp_path / "ev.json")

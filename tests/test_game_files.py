@@ -53,6 +53,7 @@ def test_the_test_games_are_found_as_the_toolkit_finds_them(folder: Path) -> Non
     assert _ours(folder) == _toolkit_scan(folder) != {}
 
 
+@pytest.mark.heavy
 def test_every_game_starts_and_steps_as_the_toolkits_wrapper_runs_it() -> None:
     from arc_agi import LocalEnvironmentWrapper
     from arcengine import GameAction

@@ -205,6 +205,7 @@ def _start_size(envs: Path, game: str) -> int:
 
 
 @pytest.mark.parametrize("game", [LSX, "cnt3-0000000a"])
+@pytest.mark.heavy
 def test_a_long_search_lets_go_of_the_lines_its_hypotheses_agree_on(
     tmp_path: Path, envs: Path, monkeypatch: pytest.MonkeyPatch, game: str
 ) -> None:

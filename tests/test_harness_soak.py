@@ -17,6 +17,8 @@ from ledger.services.audit import audit_card
 from ledger.services.importing import import_recordings
 from tests.harness_recorder import environments, run_swarm
 
+pytestmark = pytest.mark.heavy
+
 GAMES = ["vis5-0000001a", "cnt3-0000000a", "clk2-0000000b", "shrt-0000000e", "lsx2-0000002b"]
 
 

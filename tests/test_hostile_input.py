@@ -379,7 +379,7 @@ def huge_frame_line(template: bytes, mb: int) -> Iterator[bytes]:
     yield b"[0]]]}}"
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", ["valid record", "junk"])
 def test_a_100_mb_line_keeps_memory_bounded(tmp_path: Path, kind: str) -> None:
     card_id = "1a2b3c4d-0000-4000-8000-000000000100"  # a card id, as the toolkit names card folders

@@ -265,7 +265,7 @@ def test_sigkill_mid_import_then_the_next_import_finishes(
     _kill_rounds(tmp_path, recordings, [1, 12])
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_sigkill_at_random_points(tmp_path: Path, recordings: tuple[Path, dict[str, str]]) -> None:
     rng = random.Random(8)
     _kill_rounds(tmp_path, recordings, [1, *sorted(rng.randint(2, 23) for _ in range(7))])

@@ -56,7 +56,8 @@ def check_after_kill(db: Path, acked: list[dict]) -> None:
         assert led.export(card, until=cut) == last["scorecard"]
 
 
-@pytest.mark.parametrize("seed", range(5))
+# One seed is enough to catch a regression quickly; the others widen the net where there is time for it.
+@pytest.mark.parametrize("seed", [0, *(pytest.param(s, marks=pytest.mark.heavy) for s in range(1, 5))])
 def test_sigkill_mid_run(tmp_path: Path, seed: int) -> None:
     db = tmp_path / "kill.sqlite"
     acked = kill_after(db, seed, random.Random(seed).randint(20, 400))

@@ -39,6 +39,8 @@ from ledger.services.verify import verify_ledger
 from tests.child_agent import GAMES, Agent, import_worker, kill_worker
 from tests.toolkit import arcade
 
+pytestmark = pytest.mark.heavy
+
 ROUNDS = 60
 _PRIMARY = (PlayStarted, LevelReset, ActionTaken, ActionIgnored)
 
@@ -93,7 +95,6 @@ def check_round(db: Path, acked: dict[str, dict], earlier: dict[str, int]) -> tu
     return counts, in_flight
 
 
-@pytest.mark.slow
 def test_sigkill_at_random_moments(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("forkserver")
     # The forkserver imports the toolkit and the ledger once; each round's fork then starts in milliseconds.
@@ -194,7 +195,6 @@ def kill_import(ctx: Any, db: Path, recordings: Path, delay: float, *, wait: boo
     return proc.exitcode == -signal.SIGKILL
 
 
-@pytest.mark.slow
 def test_sigkill_during_import(tmp_path: Path, recordings: dict[str, Any]) -> None:
     """Each card is one transaction: after a kill every card is whole (as before, or fully imported), never half;
     importing again completes it with no duplicates. Half the rounds import new cards, half grown ones."""

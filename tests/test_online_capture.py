@@ -213,6 +213,7 @@ def test_lost_answer_makes_the_audit_name_the_first_difference(ledger: Ledger) -
     assert "1 request(s) failed" in check.message
 
 
+@pytest.mark.heavy
 def test_killed_server_leaves_an_open_card_that_counts_what_was_answered(ledger: Ledger, tmp_path: Path) -> None:
     proc, url = start_server(tmp_path / "server-side.sqlite")
     try:

@@ -76,6 +76,7 @@ def test_a_read_command_on_a_missing_file_creates_nothing(tmp_path: Path) -> Non
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.heavy
 def test_a_database_that_is_not_a_ledger_is_refused_untouched(tmp_path: Path) -> None:
     db = tmp_path / "other.db"
     con = sqlite3.connect(db)
@@ -126,6 +127,7 @@ def test_init_refuses_a_database_that_holds_tables_it_did_not_make_untouched(tmp
         assert code == 0 and "ledger ready at" in out, err
 
 
+@pytest.mark.heavy
 def test_read_commands_never_write_a_ledger(tmp_path: Path) -> None:
     db = tmp_path / "ledger.sqlite"
     card = demo_ledger(db)
@@ -144,6 +146,7 @@ def test_read_commands_never_write_a_ledger(tmp_path: Path) -> None:
         led.store.append_encoded("card:x", [("card_opened", "2026-01-01T00:00:00+00:00", b"{}")], expected_version=0)
 
 
+@pytest.mark.heavy
 def test_a_ledger_the_user_may_only_read_is_read(tmp_path: Path) -> None:
     folder = tmp_path / "shelf"
     folder.mkdir()
@@ -176,6 +179,7 @@ def test_an_older_schema_is_read_as_it_is_and_migrated_only_by_a_writer(tmp_path
     assert ledger_cli(db, "export", card)[1] == toolkit_json + "\n"
 
 
+@pytest.mark.heavy
 def test_a_newer_schema_is_refused_with_one_line(tmp_path: Path) -> None:
     db = tmp_path / "ledger.sqlite"
     card = demo_ledger(db)

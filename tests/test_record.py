@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from ledger import Ledger
 from tests.rest_agent import LEDGER
 from tests.test_online_capture import server
@@ -23,6 +25,7 @@ def record(db: Path, *args: str, tags: tuple[str, ...] = ()) -> subprocess.Compl
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.heavy
 def test_swarm_export_is_byte_identical_to_what_the_harness_printed(db_path: Path) -> None:
     for seed in (1, 2, 3):
         r = record(db_path, "--seed", str(seed), "--steps", "60", tags=("swarm", "nightly"))
@@ -76,6 +79,7 @@ def test_a_command_that_does_not_exist_is_bad_usage(db_path: Path) -> None:
     assert r.returncode == 2 and "cannot run /nonexistent/agent" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.heavy
 def test_an_online_swarm_is_recorded_from_the_client_side(db_path: Path) -> None:
     with server() as srv:
         r = record(db_path, "--seed", "4", "--steps", "40", "--online", srv.url)
@@ -90,6 +94,7 @@ def test_an_online_swarm_is_recorded_from_the_client_side(db_path: Path) -> None
         assert led.load_card(card_id).server_document == server_doc
 
 
+@pytest.mark.heavy
 def test_a_record_tag_is_a_tag_of_the_card_for_every_filter(db_path: Path, tmp_path: Path) -> None:
     r = record(db_path, "--seed", "6", "--steps", "10", tags=("nightly",))
     assert r.returncode == 0, r.stderr[-3000:]
@@ -119,6 +124,7 @@ def test_a_record_tag_is_a_tag_of_the_card_for_every_filter(db_path: Path, tmp_p
         assert "nightly" not in json.loads(led.export(card_id))["tags"]  # the document stays the toolkit's
 
 
+@pytest.mark.heavy
 def test_a_harness_under_record_talking_to_serve_on_one_ledger_is_captured_once(db_path: Path) -> None:
     """Both capture paths on one ledger: the server opens the card before it answers, so the client's capture
     finds it being captured, stands aside (saying so once), and the run is one card, whole."""

@@ -96,6 +96,7 @@ def test_a_python_run_by_env_with_a_cleared_environment_is_refused_before_the_ru
     assert "does not load ledger record's hook (its PYTHONPATH is cleared or ignored)" in r.stderr
 
 
+@pytest.mark.heavy
 def test_interpreter_options_with_values_do_not_hide_the_script(db_path: Path) -> None:
     r = record(db_path, sys.executable, "-W", "ignore", "-X", "dev", str(HARNESS), "--steps", "5")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -120,6 +121,7 @@ def _group_alive(pgid: int) -> bool:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.heavy
 def test_a_signal_to_the_recorder_alone_stops_the_command_and_each_card_is_accounted_for(
     db_path: Path, sig: signal.Signals
 ) -> None:

@@ -18,8 +18,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from ledger import Ledger
 from tests.rest_agent import LEDGER
+
+pytestmark = pytest.mark.heavy
 
 HARNESS = Path(__file__).resolve().parent / "swarm_harness.py"
 GAMES = ("cnt3", "clk2", "wkex")

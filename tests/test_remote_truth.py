@@ -113,6 +113,7 @@ def test_a_local_set_still_scores_the_card_when_asked(ledger: Ledger, tmp_path: 
     assert other["environments"][0]["runs"][0]["level_baseline_actions"] == [4, 4]
 
 
+@pytest.mark.heavy
 def test_the_cli_says_baselines_are_not_known_yet_then_where_they_came_from(tmp_path: Path) -> None:
     db = tmp_path / "cli.sqlite"
     with server() as srv, Ledger.open(db) as led:

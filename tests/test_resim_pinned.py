@@ -22,12 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 
 from ledger import Ledger
 from ledger.core.events import card_stream
 from ledger.services.audit import audit_card
 from ledger.services.importing import import_recordings
 from tests.harness_recorder import environments, run_swarm
+
+pytestmark = pytest.mark.heavy
 
 PIN = Path(__file__).resolve().parent / "fixtures" / "resim_pinned.json"
 CORPUS = Path(__file__).resolve().parent / "recordings_corpus"

@@ -88,6 +88,7 @@ def test_competition_reset_burst_counts_as_the_server_counts(ledger: Ledger) -> 
 
 
 @pytest.mark.parametrize("competition", [False, True], ids=["normal", "competition"])
+@pytest.mark.heavy
 def test_ledger_serve_subprocess_cards_equal_the_close_response(tmp_path: Path, competition: bool) -> None:
     db = tmp_path / "served.sqlite"
     proc, url = start_server(db, *(["--competition"] if competition else []))

@@ -27,6 +27,8 @@ from ledger.storage.backends import open_store
 from ledger.storage.base import LogStore
 from ledger.storage.connections import READERS
 
+pytestmark = pytest.mark.heavy
+
 TS = datetime(2026, 1, 1, tzinfo=UTC)
 #: SQLite: the writer and each reader hold the database file and its -wal; the -shm is mapped once per process;
 #: the WAL checkpointer (after 250 commits) holds one more connection.

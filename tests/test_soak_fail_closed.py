@@ -21,6 +21,8 @@ from ledger.toolkit.rest import CARD_INCOMPLETE, NOT_RECORDED, FailClosed
 from tests import toolkit
 from tests.rest_agent import KEY
 
+pytestmark = pytest.mark.heavy
+
 
 def refuse_writes(led: Ledger, backend: str, on: bool) -> None:
     """Make the database refuse (or accept again) every write made through the store's writer connection."""

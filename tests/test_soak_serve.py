@@ -30,6 +30,8 @@ from tests import soak_driver as sd
 from tests import toolkit
 from tests.test_disk_faults import fill, tmpfs
 
+pytestmark = pytest.mark.heavy
+
 REQUESTS = 1500
 AGENTS = 4
 #: Descriptors: no growth (the busiest moment of the run's last third opens at most this many more than that of its

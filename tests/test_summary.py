@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from ledger import Ledger
@@ -37,6 +38,7 @@ CORPUS = HERE / "recordings_corpus" / "good"
 FIXTURE = HERE / "fixtures" / "first_schema.sqlite"
 
 
+@pytest.mark.heavy
 def test_summary_equals_a_rebuild_after_every_kind_of_write(backend_url: str) -> None:
     with Ledger.open(backend_url) as led:
         ids = synthetic.write_cards(led, 5_000, seed=1)  # a season of cards, at the size CI affords

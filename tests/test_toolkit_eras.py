@@ -24,6 +24,8 @@ from ledger import Ledger
 from tests import rest_agent, toolkit
 from tests.toolkit_versions import env_for, run_under
 
+pytestmark = pytest.mark.heavy
+
 ROOT = Path(__file__).resolve().parent.parent
 #: One release per calculator era before the project's own (0.9.1-0.9.2, 0.9.3-0.9.6), 0.9.3 also for the API era
 #: it opens. The 0.9.7-0.9.9 era is the venv's own arc-agi 0.9.9, which every other capture test runs under.

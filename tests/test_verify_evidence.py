@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from ledger.core import baselines as bl
 from ledger.core import chain, merkle
@@ -113,6 +114,7 @@ def test_the_evidence_vector_checks_with_both_and_from_the_command_line(tmp_path
     assert r.returncode == 2 and "--key" in r.stderr, r.stdout + r.stderr  # a bare KEY.pub is a usage error
 
 
+@pytest.mark.heavy
 def test_a_thousand_one_character_edits_are_refused_by_both() -> None:
     raw = (VECTORS / "evidence.json").read_bytes()
     text = raw.decode()

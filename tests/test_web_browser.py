@@ -36,6 +36,8 @@ from tests.web_support import (
     play_ledger,
 )
 
+pytestmark = pytest.mark.heavy
+
 MODES = ["live", "bundle"]
 
 

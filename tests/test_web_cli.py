@@ -160,6 +160,7 @@ def test_view_of_a_missing_ledger_creates_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.heavy
 def test_bundle_leaves_out_reasoning_and_key_fingerprints(played: Played, tmp_path: Path) -> None:
     with Ledger.open(played.db) as led:
         opened = decode(led.store.read_stream(card_stream(played.hostile))[0].body)
@@ -218,6 +219,7 @@ def _state(db: Path) -> tuple[str, int, int]:
     return digest, events, snaps
 
 
+@pytest.mark.heavy
 def test_view_never_writes_even_for_a_long_card(tmp_path: Path) -> None:
     db = tmp_path / "long.sqlite"
     steps = SNAPSHOT_AFTER + 300  # past the point where a read-write load would cache a snapshot

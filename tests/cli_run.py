@@ -1,4 +1,5 @@
-"""Running the installed ``ledger`` program in a child process, as a user does (no Click runner)."""
+"""Running ``ledger``: the installed program in a child process, as a user does, or the same command line through
+Click's runner in this process (no Python started per call) where a child process would add nothing to the test."""
 
 from __future__ import annotations
 
@@ -27,6 +28,18 @@ def ledger(*args: str, env: dict[str, str] | None = None, **kwargs: Any) -> subp
     return subprocess.run([LEDGER, *args], capture_output=True, text=True, env=full_env, **kwargs)
 
 
+def in_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``ledger ARGS`` through Click's runner: the exit code, stdout and stderr the program gives, each apart, with
+    the environment :func:`ledger` gives it. What the program would print as a traceback is raised here instead."""
+    from click.testing import CliRunner
+
+    from ledger.cli import cli
+
+    full_env: dict[str, str | None] = {"COLUMNS": "200", "LEDGER_DB": None, **(env or {})}
+    r = CliRunner(env=full_env).invoke(cli, list(args), prog_name="ledger", catch_exceptions=False)
+    return subprocess.CompletedProcess(["ledger", *args], r.exit_code, r.stdout, r.stderr)
+
+
 def no_traceback(r: subprocess.CompletedProcess[str]) -> None:
     """Fail with the whole output when a command printed a traceback or exited other than 0, 1, 2."""
     both = r.stdout + r.stderr
@@ -48,7 +61,7 @@ def import_copies(db: str, root: Path, names: list[str], shift_hours: list[int] 
             if shift_hours:
                 text = _shift(text, shift_hours[i])
             (dst / fname).write_text(text)
-        r = ledger("--db", db, "import", str(dst), "--card-id", name)
+        r = in_process("--db", db, "import", str(dst), "--card-id", name)
         assert r.returncode == 0, r.stdout + r.stderr
 
 

@@ -1,6 +1,7 @@
-"""The CLI habits a demanding user expects, each through the installed `ledger` in a child process on
-real files: heads (4), events and --until VERSION (5), labels that look like ids (6), card id prefixes (7),
-`ledger cards` (8), cards left open (9), the smaller items (12) and the demo's hints (13)."""
+"""The CLI habits a demanding user expects, each through the `ledger` command line on real files (in this process
+through Click's runner; in a child process where the process itself matters: its PATH and folder, a FIFO, a
+server's address, shell completion): heads (4), events and --until VERSION (5), labels that look like ids (6), card
+id prefixes (7), `ledger cards` (8), cards left open (9), the smaller items (12) and the demo's hints (13)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import pytest
 
 from ledger import Ledger
 from ledger.core.events import card_stream
-from tests.cli_run import REPO, append_open_card, import_copies, ledger, no_traceback
+from tests.cli_run import REPO, append_open_card, import_copies, no_traceback
+from tests.cli_run import in_process as ledger
+from tests.cli_run import ledger as ledger_process
 
 ENV_DIR = REPO / "tests" / "environment_files"
 
@@ -308,12 +311,12 @@ def test_replay_without_baselines_says_the_score_once(three: str) -> None:
 
 def test_card_ids_complete_from_the_ledger(three: str, tmp_path: Path) -> None:
     env = {"_LEDGER_COMPLETE": "bash_complete", "COMP_WORDS": f"ledger --db {three} export run-a", "COMP_CWORD": "4"}
-    r = ledger(env=env)
+    r = ledger_process(env=env)
     assert r.returncode == 0
     assert r.stdout.split() == ["plain,run-a1", "plain,run-a2"]
     missing = tmp_path / "none.sqlite"
     env["COMP_WORDS"] = f"ledger --db {missing} export r"
-    r = ledger(env=env)
+    r = ledger_process(env=env)
     assert r.returncode == 0 and r.stdout.strip() == "" and not missing.exists()
 
 
@@ -323,11 +326,11 @@ def test_card_ids_complete_from_the_ledger(three: str, tmp_path: Path) -> None:
 def test_the_demo_names_the_program_the_shell_can_run(tmp_path: Path) -> None:
     db = tmp_path / "demo.sqlite"
     path = "/usr/local/bin:/usr/bin:/bin"  # a shell where .venv is not activated
-    r = ledger("--db", str(db), "demo", env={"PATH": path}, cwd=REPO)
+    r = ledger_process("--db", str(db), "demo", env={"PATH": path}, cwd=REPO)
     assert r.returncode == 0, r.stderr
     assert f"try:    .venv/bin/ledger --db {db} export " in r.stdout
     assert "(`ledger` alone works after `source .venv/bin/activate`)" in r.stdout
-    r = ledger("--db", str(db), "demo", env={"PATH": f"{REPO / '.venv' / 'bin'}:{path}"}, cwd=tmp_path)
+    r = ledger_process("--db", str(db), "demo", env={"PATH": f"{REPO / '.venv' / 'bin'}:{path}"}, cwd=tmp_path)
     assert f"try:    ledger --db {db} export " in r.stdout and "activate" not in r.stdout
 
 
@@ -340,7 +343,7 @@ def test_a_folder_or_a_fifo_given_as_db_says_what_it_is(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     for where, what in ((folder, "a folder"), (fifo, "a FIFO (named pipe)")):
         for cmd in (["cards"], ["init"]):
-            r = ledger("--db", str(where), *cmd, timeout=30)
+            r = ledger_process("--db", str(where), *cmd, timeout=30)
             no_traceback(r)
             assert r.returncode == 2, (cmd, r.stderr)
             assert r.stderr == f"Error: {where} is {what}, not a ledger file: " + (
@@ -389,7 +392,7 @@ def test_view_and_serve_take_the_same_ports_and_fail_alike(tmp_path: Path) -> No
     serve = ["serve", "--environments", str(REPO / "tests" / "environment_files")]
     said = []
     for cmd in (["view"], serve):
-        r = ledger("--db", db, *cmd, "--host", "256.0.0.1", "--port", "0", timeout=60)
+        r = ledger_process("--db", db, *cmd, "--host", "256.0.0.1", "--port", "0", timeout=60)
         no_traceback(r)
         assert r.returncode == 2 and r.stdout == "", (cmd, r.stdout, r.stderr)
         said.append(r.stderr)

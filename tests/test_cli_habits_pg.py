@@ -1,5 +1,5 @@
 """The CLI habits on the real PostgreSQL server: card id prefixes in cards/export/events/replay/close, --until VERSION,
-`ledger cards` filters, heads and a card left open, through the installed `ledger` in child processes."""
+`ledger cards` filters, heads and a card left open, through the `ledger` command line (Click's runner)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from ledger import Ledger
-from tests.cli_run import append_open_card, import_copies, ledger, no_traceback
+from tests.cli_run import append_open_card, import_copies, no_traceback
+from tests.cli_run import in_process as ledger
 
 pytestmark = pytest.mark.postgres
 

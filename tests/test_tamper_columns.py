@@ -14,7 +14,8 @@ from ledger import Ledger
 from ledger.core.events import card_stream
 from ledger.errors import StoreError
 from ledger.services import card_rows as audit_rows
-from tests.cli_run import ledger, no_traceback
+from tests.cli_run import in_process as ledger
+from tests.cli_run import no_traceback
 from tests.test_audit import audit_json, build_master, card_rows, copy_ledger, play_disputed_card, raw
 from tests.toolkit import ENV_DIR
 

@@ -465,6 +465,11 @@ OTHER_PYTHON = "/opt/py313/bin/python"
 OTHER_PYTHON_INPUTS = {"run.sh": f"{OTHER_PYTHON} main.py\n"}
 
 
+def names_other_python(command: str) -> bool:
+    """Whether a transcript's command starts OTHER_PYTHON, itself or through one of OTHER_PYTHON_INPUTS."""
+    return OTHER_PYTHON in command or any(re.search(rf"\b{re.escape(n)}\b", command) for n in OTHER_PYTHON_INPUTS)
+
+
 def other_python_for(block: Block, request: pytest.FixtureRequest) -> str:
     """The machine's Python of another version (the ``foreign_python`` venv); ``block`` skips without one."""
     from tests.second_python import other_python
@@ -519,9 +524,13 @@ def start_job(ledger: DemoLedger, command: str, expected: list[str], port: int |
 # A page's transcripts build on each other (a key made in one is used in the next), so a page is one test: its
 # transcripts run in the page's order in one process, whichever test process pytest-xdist gives it.
 CONSOLE_PAGES = sorted({b.page for b in CONSOLE})
+#: Pages whose transcripts need the second Python's venv (built once, a minute): the heavy tier's.
+OTHER_PYTHON_PAGES = {b.page for b in CONSOLE if any(names_other_python(c) for c, _ in _sessions(b))}
 
 
-@pytest.mark.parametrize("page", CONSOLE_PAGES)
+@pytest.mark.parametrize(
+    "page", [pytest.param(p, marks=pytest.mark.heavy) if p in OTHER_PYTHON_PAGES else p for p in CONSOLE_PAGES]
+)
 def test_console_examples_print_what_the_docs_show(
     docs_inputs: Path, tmp_path: Path, page: str, request: pytest.FixtureRequest
 ) -> None:
@@ -542,7 +551,7 @@ def _console_example(ledger: DemoLedger, block: Block, request: pytest.FixtureRe
         for command, expected in _sessions(block):
             if port is not None:
                 command = re.sub(rf"\b{DOCS_PORT}\b", str(port), command)
-            if OTHER_PYTHON in command or any(re.search(rf"\b{re.escape(n)}\b", command) for n in OTHER_PYTHON_INPUTS):
+            if names_other_python(command):
                 python = other_python_for(block, request)
                 command = command.replace(OTHER_PYTHON, python)
                 for name, text in OTHER_PYTHON_INPUTS.items():

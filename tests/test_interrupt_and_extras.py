@@ -71,6 +71,7 @@ def test_ctrl_c_exits_130_and_says_how_many_cards_are_committed(tmp_path: Path) 
     assert ledger("--db", db, "verify").returncode == 0
 
 
+@pytest.mark.heavy
 def test_ctrl_c_stops_the_search_of_a_recordings_actions_and_writes_nothing_of_its_card(tmp_path: Path) -> None:
     """A harness recording imported with the game code is searched line by line before its card is written: Ctrl-C
     stops the search there (it used to wait for the whole search, then write the card and exit 0)."""
@@ -198,6 +199,7 @@ def test_the_import_bar_redraws_a_few_times_a_second_not_per_line(tmp_path: Path
     assert redraws <= seconds / 0.2 + 2, (redraws, seconds)
 
 
+@pytest.mark.heavy
 def test_verify_of_a_large_ledger_shows_progress_on_a_terminal_only(tmp_path: Path) -> None:
     db = str(tmp_path / "l.sqlite")
     from datetime import UTC, datetime, timedelta

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,9 +25,10 @@ from ledger.core.events import (
     decode,
 )
 from ledger.core.projection import CardState
-from ledger.core.scoring import score_card
+from ledger.core.rescoring import GameMatch, Match, match_note, score_under
+from ledger.core.scoring import calculator_of, score_card
 from ledger.core.server_baselines import unknown_baselines
-from ledger.core.timeline import lapse, limits, listed
+from ledger.core.timeline import lapse, limits, listed, retraction, retraction_note
 from ledger.errors import (
     BaselinesNotKnown,
     InputError,
@@ -52,6 +53,29 @@ DEFAULT_DB = "ledger.sqlite"
 
 def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr)
+
+
+@dataclass(frozen=True, slots=True)
+class CardRead:
+    """A card, its document, and what chose and qualifies it (:meth:`Ledger.read`)."""
+
+    card: CardState
+    doc: document.ScorecardDoc
+    #: The calculator ``doc`` is scored with, and the card's own.
+    calculator: calculators.Calculator
+    own_calculator: calculators.Calculator
+    #: The baseline set ``doc`` is scored under (None: none), and how each played game met it.
+    set_id: str | None
+    matches: list[GameMatch]
+    #: True when a choice other than the card's own baselines, exact match, its own view or calculator was made.
+    rescored: bool
+    #: Games whose baselines an ARC server has not revealed yet (only for the card's own baselines).
+    unknown: list[str]
+    #: Lines to show beside the document (export writes them to stderr): broken, calculator, match, retraction.
+    notes: list[str] = field(default_factory=list)
+    retraction: dict[str, str] | None = None
+    #: Why the card's chain is not whole (read with ``allow_broken``), else None.
+    broken: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,6 +356,77 @@ class Ledger:
         entries = self.card_baselines(c) if baselines is None else baselines
         return score_card(c, entries, all_environments=every, calculator=calculator)
 
+    def read(
+        self,
+        card_id: str,
+        *,
+        until: int | None = None,
+        set_of: Callable[[], str] | None = None,
+        entries: Mapping[str, BaselineEntry] | None = None,
+        calculator: calculators.Calculator | None = None,
+        match: Match = "exact",
+        all_environments: bool = False,
+        card: CardState | None = None,
+        allow_broken: bool = False,
+    ) -> CardRead:
+        """The one read of a card for what is shown of it: the card up to global ``seq`` ``until``, its document and
+        every note that goes beside it. Each choice (retraction, ``until``, baselines, match, competition view,
+        calculator) is applied here, once, for ``export``, ``replay``, ``cards CARD``, the viewer and
+        :meth:`export`.
+
+        ``set_of``: the id of the baseline set to score under (asked once the card is read; default: the set it was
+        played under); ``entries``: score under these entries instead, as given. ``card``: the card already loaded
+        whole (the viewer's cache). ``allow_broken``: a card whose chain is not whole is read as far as the log
+        holds it (``broken`` says why); otherwise :class:`~ledger.storage.cards.BrokenChain`.
+        """
+        broken = None
+        if card is None:
+            loaded = self.repository.read(card_id, until=until, allow_broken=allow_broken)
+            card, broken = loaded.state, loaded.broken
+        own = calculator_of(card)
+        calc = calculator if calculator is not None else own
+        sid = set_of() if set_of is not None else card.baselines_id
+        by_set = set_of is not None or match != "exact" or all_environments
+        matches: list[GameMatch] = []
+        unknown: list[str] = []
+        if by_set:
+            chosen = entries if entries is not None else (self.baselines(sid) if sid is not None else {})
+            doc, matches = score_under(card, chosen, match=match, all_environments=all_environments, calculator=calc)
+        else:
+            doc = self.document(card_id, card=card, baselines=entries, calculator=calc)
+            unknown = unknown_baselines(card, doc) if entries is None else []
+        notes: list[str] = []
+        if broken is not None:
+            notes.append(f"Note: card {card_id} is BROKEN ({broken}): shown as far as the log holds it, not whole")
+        if calculator is not None and calculator != own:
+            notes.append(
+                f"Note: scored with the calculator of {calculators.label(calculator)}; the card's own is {own.version}"
+            )
+        elif (said := calculators.card_note(card.calculator, card.calculator_source)) is not None:
+            notes.append(f"Note: {said}")
+        if match == "base":
+            notes += [n for n in (match_note(m) for m in matches) if n is not None]
+        # A retraction appended after ``until`` still withdraws the card: it is read from the whole card.
+        if until is None or retraction_note(card) is not None:
+            withdrawn = retraction(card)
+        else:
+            withdrawn = retraction(self.load_card(card_id, allow_broken=allow_broken))
+        if withdrawn is not None:
+            notes.append(f"Note: card {card_id} was {withdrawn['note']}")
+        return CardRead(
+            card=card,
+            doc=doc,
+            calculator=calc,
+            own_calculator=own,
+            set_id=sid,
+            matches=matches,
+            rescored=by_set or (calculator is not None and calculator != own),
+            unknown=unknown,
+            notes=notes,
+            retraction=withdrawn,
+            broken=broken,
+        )
+
     def export(
         self,
         card_id: str,
@@ -340,16 +435,16 @@ class Ledger:
         indent: int | None = None,
         baselines: Mapping[str, BaselineEntry] | None = None,
     ) -> str:
-        """The card's JSON, identical to the toolkit's ``get_scorecard(card_id).model_dump_json()``.
+        """The card's JSON, identical to the toolkit's ``get_scorecard(card_id).model_dump_json()``: the document
+        of :meth:`read` (up to global ``seq`` ``until``, under ``baselines`` when given).
 
         Raises :class:`BaselinesNotKnown` for an open card on an ARC server whose baselines nothing revealed yet
         (unless ``baselines`` are given): its scores would be zeros the server will not give.
         """
-        card = self.load_card(card_id, until=until)
-        doc = self.document(card_id, card=card, baselines=baselines)
-        if baselines is None and (unknown := unknown_baselines(card, doc)):
-            raise BaselinesNotKnown(card_id, unknown)
-        return document.to_json(doc, indent=indent)
+        read = self.read(card_id, until=until, entries=baselines)
+        if read.unknown:
+            raise BaselinesNotKnown(card_id, read.unknown)
+        return document.to_json(read.doc, indent=indent)
 
     def cards(self, *, include_retracted: bool = False) -> list[CardSummary]:
         """A summary of every card as ``ledger cards`` lists it: a lapsed card shown closed, a retracted card left

@@ -166,3 +166,11 @@ def shown_close(card: CardState, now: datetime, environ: Mapping[str, str]) -> t
         return card.closed_at, card.close_reason or "?", False
     at = lapse(card, card.last_ts, now, *limits(environ))
     return (at[0], at[1], True) if at is not None else None
+
+
+def retraction(card: CardState) -> dict[str, str] | None:
+    """``{"at", "reason", "note"}`` when the card was retracted (what export, replay and audit say), else None."""
+    note = retraction_note(card)
+    if note is None or card.retracted_at is None:
+        return None
+    return {"at": card.retracted_at.isoformat(), "reason": card.retract_reason or "", "note": note}

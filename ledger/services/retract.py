@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from ledger.core.events import CardRetracted
 from ledger.core.projection import CardState
-from ledger.core.timeline import listed, retraction_note
+from ledger.core.timeline import listed, retraction, retraction_note
 from ledger.errors import InputError, StoreError
 from ledger.ledger import Ledger
 from ledger.storage.cards import apply_events
@@ -66,10 +66,7 @@ def retraction_of(ledger: Ledger, card_id: str) -> dict[str, str] | None:
 
 def retraction_of_card(card: CardState) -> dict[str, str] | None:
     """:func:`retraction_of` for a card already loaded."""
-    note = retraction_note(card)
-    if note is None or card.retracted_at is None:
-        return None
-    return {"at": card.retracted_at.isoformat(), "reason": card.retract_reason or "", "note": note}
+    return retraction(card)
 
 
 def choose_cards(

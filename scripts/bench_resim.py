@@ -267,6 +267,57 @@ def by_length(root: Path, envs: Path, sizes: tuple[int, ...]) -> list[str]:
     return out
 
 
+def head(root: Path, envs: Path, actions: int, game: str = GAME) -> list[str]:
+    """A recording of arc-agi-3-benchmarking's head (frame lines that name their actions, ``tests/head_harness.py``),
+    captured live as it plays: its import with and without the code and their audits, beside the bare steps of its
+    actions and the live card's audit."""
+    from tests.head_harness import run_head
+
+    live_db = root / "live.sqlite"
+    with Ledger.open(live_db) as led:
+        arc = arcade(envs)
+        capture = led.attach(arc)
+        run = run_head(arc, root / "rec", [game], 11, max_actions=actions)
+        capture.detach()
+    path = run.agents[0].path
+    sent = []
+    for raw in path.read_bytes().splitlines():
+        d = json.loads(raw)["data"]
+        if isinstance(d, dict) and "frame" in d:
+            sent.append((d["action_input"]["id"], d["action_input"]["data"]))
+    n = len(sent)
+    step_s = bare_named(envs, sent, game)
+    dbs = {"with": root / "hwith.sqlite", "without": root / "hwithout.sqlite"}
+    t_with, mb_with, _ = ledger("--db", str(dbs["with"]), "import", str(path), "--environments", str(envs), "-q")
+    t_without, mb_without, _ = ledger("--db", str(dbs["without"]), "import", str(path), "-q")
+    card = run.agents[0].guid
+    audits = {k: ledger("--db", str(db), "audit", card, "--environments", str(envs))[0] for k, db in dbs.items()}
+    t_live = ledger("--db", str(live_db), "audit", run.card_id, "--environments", str(envs))[0]
+    return [
+        f"{game}, arc-agi-3-benchmarking head recording (action_input on every line), {n:,} actions, "
+        f"{run.agents[0].forced} RESETs forced after GAME_OVER; bare steps {step_s:.2f} s CPU:",
+        f"  import --environments:       {t_with:6.2f} s, {n / t_with:5.0f} lines/s, {t_with / step_s:4.1f}x the bare "
+        f"steps, peak {mb_with:.0f} MB",
+        f"  import without the code:     {t_without:6.2f} s, {n / t_without:5.0f} lines/s, peak {mb_without:.0f} MB",
+        f"  audit --environments of each: {audits['with']:.2f} s and {audits['without']:.2f} s; of the live card "
+        f"{t_live:.2f} s ({audits['with'] / t_live:.2f}x and {audits['without'] / t_live:.2f}x)",
+    ]
+
+
+def bare_named(envs: Path, sent: list[tuple[int, dict[str, Any]]], game_id: str) -> float:
+    """CPU seconds to step ``sent`` (action id, data) through a fresh game, nothing else."""
+    from arcengine import ActionInput, GameAction
+
+    from ledger.toolkit.environments import scan_games
+    from ledger.toolkit.harness_search import start_game
+
+    game = start_game(scan_games(envs)[game_id])
+    t = time.process_time()
+    for a, data in sent:
+        game.perform_action(ActionInput(id=GameAction.from_id(a), data=data), raw=True)
+    return time.process_time() - t
+
+
 def run(quick: bool, sizes: tuple[int, ...] = (400, 5000)) -> list[str]:
     """The figures, a few lines per size."""
     out: list[str] = []
@@ -288,6 +339,13 @@ def run(quick: bool, sizes: tuple[int, ...] = (400, 5000)) -> list[str]:
                 assert public is not None
                 shutil.copytree(public, envs, dirs_exist_ok=True)
             out += one_size(root, envs, actions, game, solving)
+    for game in [GAME, *([LS20] if public else [])]:
+        with tempfile.TemporaryDirectory() as tmp:
+            envs = environments(Path(tmp) / "envs")
+            if game == LS20:
+                assert public is not None
+                shutil.copytree(public, envs, dirs_exist_ok=True)
+            out += head(Path(tmp), envs, 60 if quick else 2_100, game)
     if public:
         with tempfile.TemporaryDirectory() as tmp:
             envs = environments(Path(tmp) / "envs")

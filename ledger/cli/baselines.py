@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Any
 import click
 import msgspec
 
-from ledger.cli.common import MATCHES, LedgerCommandError, complete_card_ids, echo_json, match_options, open_ledger
+from ledger.cli.common import (
+    MATCHES,
+    LedgerCommandError,
+    allow_broken_option,
+    complete_card_ids,
+    echo_json,
+    match_options,
+    open_ledger,
+)
 from ledger.cli.params import calculator_option
 
 if TYPE_CHECKING:  # the services are imported when a command runs: `ledger --help` must start fast
@@ -266,6 +274,7 @@ def diff_cmd(ctx: click.Context, a: str, b: str, match: str, show_all: bool, as_
 @click.option("--all", "every", is_flag=True, help="Every card in the ledger.")
 @match_options
 @click.option("--json", "as_json", is_flag=True, help="Every card's changes as JSON.")
+@allow_broken_option
 @click.pass_context
 def rescore_cmd(
     ctx: click.Context,
@@ -276,6 +285,7 @@ def rescore_cmd(
     match: str,
     all_environments: bool,
     as_json: bool,
+    allow_broken: bool,
 ) -> None:
     """Prints each card as played and as re-scored, what changed, largest change first. Give --baselines, --calculator
     or both.
@@ -314,6 +324,10 @@ def rescore_cmd(
             match=match,  # type: ignore[arg-type]
             all_environments=all_environments,
             calculator=calc,
+            allow_broken=allow_broken,
+            on_broken=lambda c, why: click.echo(
+                f"Note: card {c} is BROKEN ({why}): re-scored as far as the log holds it", err=True
+            ),
         )
         if sys.stderr.isatty() and len(ids) > 20:
             with click.progressbar(results_iter, length=len(ids), label="rescoring", file=sys.stderr) as bar:

@@ -14,6 +14,7 @@ import msgspec
 
 from ledger.cli.common import (
     SORT_KEYS,
+    allow_broken_option,
     card_options,
     echo_json,
     match_notes,
@@ -233,6 +234,7 @@ def cards_table(
     "Score with the calculator of this arc-agi release (0.9.1 to 0.9.9): the JSON that release's toolkit gives "
     "for the same plays. Default: the card's own (the toolkit that played it)."
 )
+@allow_broken_option
 @click.pass_context
 def export(
     ctx: click.Context,
@@ -244,6 +246,7 @@ def export(
     match: Match,
     all_environments: bool,
     calculator: str | None,
+    allow_broken: bool,
 ) -> None:
     """The JSON is what the toolkit's get_scorecard(card).model_dump_json() returns for the same plays, under the
     arc-agi release that played it.
@@ -272,6 +275,7 @@ def export(
             calculator=calculator,
             match=match,
             all_environments=all_environments,
+            allow_broken=allow_broken,
         )
     if read.unknown:  # an open server card's scores would be zeros the server will not give
         raise BaselinesNotKnown(read.card.card_id, read.unknown)
@@ -288,6 +292,7 @@ def export(
     "Score with the calculator of this arc-agi release (0.9.1 to 0.9.9), not the card's own (the first lines say "
     "which)."
 )
+@allow_broken_option
 @click.pass_context
 def replay(
     ctx: click.Context,
@@ -298,6 +303,7 @@ def replay(
     match: Match,
     all_environments: bool,
     calculator: str | None,
+    allow_broken: bool,
 ) -> None:
     """Per game and play: level, baseline, actions and score, the weighted mean and the cap; then a post-mortem of
     every play.
@@ -329,6 +335,7 @@ def replay(
             calculator=calculator,
             match=match,
             all_environments=all_environments,
+            allow_broken=allow_broken,
         )
         card, doc = read.card, read.doc
         # A benchmarking run's usage and cost, kept with a card imported from its run folder.
@@ -351,6 +358,8 @@ def replay(
                 "source": card.calculator_source,
             },
         }
+        if read.broken is not None:
+            out["broken"] = read.broken
         if usage:
             import msgspec
 
@@ -365,6 +374,8 @@ def replay(
             }
         echo_json(out)
         return
+    if read.broken is not None:
+        click.echo(f"BROKEN: {read.broken}; shown as far as the log holds it, not as a whole card")
     if by_set:
         played = (card.baselines_id or "none")[:12]
         view = ", competition view" if all_environments else ""
@@ -409,7 +420,13 @@ def _plays_json(card: CardState) -> dict[str, list[dict[str, Any]]]:
     "as_json",
     is_flag=True,
     help="One JSON object: ok, events, streams, head, revision, head_revision, migrations_at_head, triggers, "
-    "chains_ok, errors, stream_checks (and checkpoint, with --checkpoint).",
+    "chains_ok, derived, errors, stream_checks (and checkpoint, with --checkpoint).",
+)
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="Compare one cached card state in ten with a replay, not every one (the summary line says so); every "
+    "chain and the other derived tables are still checked in full.",
 )
 @click.option(
     "--checkpoint",
@@ -427,9 +444,16 @@ def _plays_json(card: CardState) -> dict[str, list[dict[str, Any]]]:
 )
 @click.pass_context
 def verify(
-    ctx: click.Context, expect_head: str | None, as_json: bool, checkpoint: Path | None, key: Path | None
+    ctx: click.Context,
+    expect_head: str | None,
+    as_json: bool,
+    quick: bool,
+    checkpoint: Path | None,
+    key: Path | None,
 ) -> None:
-    """Checks every link of every stream's hash chain, the append-only triggers and the schema revision.
+    """Checks every link of every stream's hash chain, the append-only triggers and the schema revision, then
+    every table derived from the log against a rebuild: the cards summary and tag figures, the cached card states,
+    the Merkle tree and the copy marks (each row that differs is named).
 
     Prints the ledger's head: one hash over every stream's last event (not a card's head, which `ledger audit`
     prints). Keep it somewhere else and pass it back with --expect-head: a ledger whose head moved has gained,
@@ -449,7 +473,7 @@ def verify(
         raise click.UsageError("--checkpoint and --key go together")
     with open_ledger(ctx) as ledger:
         with verify_progress(ledger, show=not as_json) as progress:
-            rep = verify_ledger(ledger.store, progress=progress)
+            rep = verify_ledger(ledger.store, progress=progress, quick=quick)
         head_check = check_expected_head(ledger, rep, expect_head) if expect_head is not None else None
         cp = verify_checkpoint_files(ledger.store, checkpoint, key) if checkpoint and key else None
     if as_json:

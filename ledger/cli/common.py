@@ -529,7 +529,19 @@ def output_failed(e: BaseException) -> int | None:
         os.dup2(null, sys.stdout.fileno())
         os.close(null)
     if e.errno == errno.EPIPE:
-        return 1
+        from ledger.errors import CLOSED_PIPE
+
+        return CLOSED_PIPE
     with contextlib.suppress(OSError):
         click.echo(f"Error: cannot write to {name}: {e.strerror or e}", err=True)
     return 2
+
+
+def allow_broken_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--allow-broken: a card whose chain is not whole is refused (exit 1) unless this is given."""
+    return click.option(
+        "--allow-broken",
+        is_flag=True,
+        help="Show a card whose chain is not whole (events missing) as far as the log holds it, marked as broken; "
+        "without it such a card is refused with exit 1.",
+    )(f)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ledger.cli.common import LedgerCommandError, echo_json, open_ledger, write_output
+from ledger.cli.common import LedgerCommandError, allow_broken_option, echo_json, open_ledger, write_output
 
 if TYPE_CHECKING:
     from ledger.services.checkpoints import CheckpointReport
@@ -107,8 +107,9 @@ def checkpoint_cmd(ctx: click.Context, key: Path, out: str | None, origin: str |
 @click.option(
     "-o", "--output", "out", default=None, metavar="FILE", help="Write the evidence file here (default: stdout)."
 )
+@allow_broken_option
 @click.pass_context
-def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None) -> None:
+def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None, allow_broken: bool) -> None:
     """Everything a reviewer needs to check the card's score with the public key alone.
 
     One JSON file: the checkpoint, the card's events as stored (up to the checkpoint's tree size) and its baseline
@@ -127,7 +128,11 @@ def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None) -> N
     note = _read_text(checkpoint, "checkpoint")
     _check_output(out)
     with open_ledger(ctx, write=True) as ledger:
+        # A card whose chain is not whole is refused before anything is proved of it.
+        broken = ledger.repository.read(ledger.resolve_card(card), allow_broken=allow_broken).broken
         text = make(ledger, card, note)
+    if broken is not None:
+        click.echo(f"Note: card {card} is BROKEN ({broken}): the evidence holds what the log holds", err=True)
     write_output(text, out)
 
 

@@ -260,7 +260,7 @@ def test_audit_json_shape_is_stable(master, tmp_path: Path) -> None:
     ]  # fmt: skip
     assert list(check(doc, "consistency")) == [
         "name", "status", "message", "closed", "close_version", "recorded_document_sha256",
-        "rebuilt_document_sha256", "events_after_close", "cached_projection", "score", "closes",
+        "rebuilt_document_sha256", "close_answer_sha256", "events_after_close", "cached_projection", "score", "closes",
     ]  # fmt: skip
     assert check(doc, "resimulation") == {
         "name": "resimulation",

@@ -14,6 +14,7 @@ Check 3, re-simulation, runs the game code (:mod:`ledger.services.audit`); check
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -226,12 +227,14 @@ def check_consistency(
     complete: bool = True,
     baselines_problem: str | None = None,
     folded: CardState | None = None,
+    rest_answer: bool = False,
 ) -> Check:
     """Rebuild the card and compare it with the document recorded at close and with the cached projection.
 
     ``baselines`` is the set the card was played under (``None`` when it is missing: ``baselines_problem`` says
     why); ``complete`` is False when some stored events did not decode (the rebuild cannot be trusted);
-    ``folded`` is ``fold`` of all ``events`` if the caller has it already (it is not modified).
+    ``folded`` is ``fold`` of all ``events`` if the caller has it already (it is not modified); ``rest_answer``:
+    the close was answered over the toolkit's REST API (``ledger serve``), whose answer is hashed too.
     """
     prefixes: dict[int, CardState] = {len(events): folded} if folded is not None else {}
 
@@ -246,6 +249,7 @@ def check_consistency(
         "close_version": None,
         "recorded_document_sha256": None,
         "rebuilt_document_sha256": None,
+        "close_answer_sha256": None,
         "events_after_close": 0,
         "cached_projection": None,
         "score": None,
@@ -257,10 +261,19 @@ def check_consistency(
         return Check("consistency", "FAIL", f"cannot score the card: {baselines_problem}", details)
     failures: list[str] = []
     notes: list[str] = []
-    closes = _check_closes(card_id, events, baselines, folded, failures, notes)
+    closes, last_doc = _check_closes(card_id, events, baselines, folded, failures, notes)
     details["closes"] = closes
     if closes and closes[-1]["open_after"] is False:
         last = closes[-1]
+        # Only a rebuilt document that matches the record is the one the server sent.
+        if rest_answer and last_doc is not None and last["matches"]:
+            answer = hashlib.sha256(document.rest_answer(last_doc)).hexdigest()
+            details["close_answer_sha256"] = answer
+            notes.insert(
+                1,
+                f"the close answer `ledger serve` sent (the same document, keys sorted, compact, a newline at the "
+                f"end) hashes to {answer}",
+            )
         details.update(
             closed=True,
             close_version=last["version"],
@@ -314,13 +327,15 @@ def _check_closes(
     folded: CardState | None,
     failures: list[str],
     notes: list[str],
-) -> list[dict[str, Any]]:
-    """Every CardClosed: its recorded document hash against the card rebuilt up to it, and what follows it.
+) -> tuple[list[dict[str, Any]], document.ScorecardDoc | None]:
+    """Every CardClosed: its recorded document hash against the card rebuilt up to it, and what follows it; and the
+    document rebuilt at the last close.
 
     Only a CardReopened (an import that resumed), a CardRetracted or a RunUsage may follow a close; anything else
     landed on a closed card.
     """
     out: list[dict[str, Any]] = []
+    doc: document.ScorecardDoc | None = None
     running = new_card(card_id)
     done = 0
     idx = [i for i, n in enumerate(events) if type(n.event) is CardClosed]
@@ -369,8 +384,12 @@ def _check_closes(
     matched = [c for c in out if c["matches"]]
     if matched:
         which = "at close" if len(out) == 1 else f"at each of the {len(matched)} closes"
-        notes.insert(0, f"rebuilt scorecard equals the document recorded {which} (sha256 {matched[-1]['rebuilt']})")
-    return out
+        notes.insert(
+            0,
+            f"rebuilt scorecard equals the document recorded {which} (sha256 {matched[-1]['rebuilt']} of the bytes "
+            "`ledger export` prints)",
+        )
+    return out, doc
 
 
 def _state_diff(a: CardState, b: CardState) -> str | None:

@@ -237,6 +237,7 @@ def audit_card(
         complete=complete,
         baselines_problem=problem,
         folded=card,
+        rest_answer=card.captured_via == "serve",
     )
     resim = check_resimulation(events, environments, decide)
     lifecycle = check_lifecycle(events, stale_minutes(environ), max_open_minutes(environ))

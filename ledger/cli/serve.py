@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import click
 
 from ledger.cli.common import LedgerCommandError, count, listen_error, open_ledger, pick_port
+from ledger.errors import LedgerError
 
 
 @click.command("serve")
@@ -71,7 +75,16 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
             raise LedgerCommandError(f"no games under {environments}: no metadata.json found", 2)
         # A ledger write that fails is logged, so that the toolkit's handler finishes its work (it holds the server's
         # locks and caches); FailClosed turns the log record into the request's answer.
-        ledger.attach(arcade, context=CaptureContext(ts=datetime.now(UTC), via="serve"), raise_errors=False)
+        # Reasoning is kept: a REST harness sends its usage there (arcagi3's cumulative "tokens:"), and the toolkit's
+        # ActionInput refuses any over its 16 KB guard before the ledger sees it, as for an attached Arcade.
+        opened: list[str] = []
+        ledger.attach(
+            arcade,
+            context=CaptureContext(ts=datetime.now(UTC), via="serve"),
+            raise_errors=False,
+            record_reasoning=True,
+            on_open=opened.append,
+        )
         guard = FailClosed(ledger, arcade, on_refusal=lambda line: click.echo(f"ledger serve: {line}", err=True))
         try:
             port = pick_port(host, port)
@@ -97,13 +110,18 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
             raise KeyboardInterrupt
 
         signal.signal(signal.SIGINT, on_sigint)
+
+        def routes(_arcade: object, app: Any) -> None:
+            guard.install(app)
+            mount_card_pages(app, ledger, environments, arcade, opened if competition else None)
+
         try:
             serve(
                 arcade,
                 host=host,
                 port=port,
                 competition_mode=competition,
-                extra_api_routes=lambda _arcade, app: guard.install(app),
+                extra_api_routes=routes,
             )
         except KeyboardInterrupt:
             interrupted.append(signal.SIGINT)
@@ -111,5 +129,81 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
             raise listen_error(host, port, e) from e
         finally:
             guard.uninstall()
+        try:
+            for line in open_cards_report(ledger, opened, datetime.now(UTC), os.environ):
+                click.echo(f"ledger serve: {line}", err=True)
+        except LedgerError as e:
+            click.echo(f"ledger serve: could not list the cards left open: {e}", err=True)
     if interrupted:
         sys.exit(130)
+
+
+def mount_card_pages(
+    app: Any, ledger: Any, environments: str, arcade: Any, competition_cards: list[str] | None
+) -> None:
+    """The viewer's pages under ``/scorecards/`` of the toolkit's app: ``/scorecards/<card id>`` (the address a
+    harness prints, as the ARC site has it) is the card's page, and its links (replays, the cards list) stay there.
+
+    The agent's reasoning stays off these pages (anyone who reaches the API reaches them); ``ledger view`` shows it.
+    ``competition_cards`` (competition mode): while one of them is open the pages answer 403, as the API hides an
+    open competition card's score.
+    """
+    from flask import request
+    from werkzeug.middleware.dispatcher import DispatcherMiddleware
+
+    from ledger.web import pages
+    from ledger.web.server import create_app
+
+    source = ledger.store.describe()
+    viewer = create_app(ledger, environments=environments, source=source, with_reasoning=False, card_ids_at_root=True)
+    if competition_cards is not None:
+        cards: list[str] = competition_cards
+
+        def hide_while_open() -> Any:
+            if request.path.startswith("/static/") or not any(c in arcade.scorecard_manager.scorecards for c in cards):
+                return None
+            text = (
+                "in competition mode the server hides a card until it is closed (GET /api/scorecard answers 403 "
+                "too); this page shows it once the card is closed"
+            )
+            return pages.message_page("Hidden until closed", text, links=pages.LiveLinks(), source=source), 403
+
+        viewer.before_request(hide_while_open)
+    app.wsgi_app = DispatcherMiddleware(app.wsgi_app, {"/scorecards": viewer.wsgi_app})
+
+
+def open_cards_report(ledger: Any, card_ids: list[str], now: datetime, environ: Mapping[str, str]) -> list[str]:
+    """What ``ledger serve`` says on stopping about the cards it captured that are still open (nothing if none)."""
+    from ledger.core.timeline import limits
+    from ledger.errors import UnknownCard
+
+    stale, max_open = limits(environ)
+    lines = []
+    for cid in dict.fromkeys(card_ids):
+        try:
+            card = ledger.load_card(cid)
+        except UnknownCard:  # its opening was not recorded: the server closed it again at once (FailClosed)
+            continue
+        if card.closed:
+            continue
+        idle, too_long = _plus(card.last_ts, stale), _plus(card.opened_at, max_open)
+        due = sorted((t, why) for t, why in ((idle, "idle"), (too_long, "max_open")) if t is not None)
+        lapse = "open"
+        if due:
+            when, why = due[0]
+            lapse = f"lapses ({why}) {'at' if when > now else 'since'} {when.isoformat(timespec='seconds')}"
+        lines.append(f"  card {cid}   games {len(card.games)}   actions {card.total_actions}   {lapse}")
+    if not lines:
+        return []
+    stay = "stays" if len(lines) == 1 else "stay"
+    head = f"{count(len(lines), 'card')} {stay} open in the ledger (the harness did not close them):"
+    tail = (
+        f"an open card reads as closed by the toolkit's auto-close once idle STALE_MINUTES={stale} or open "
+        f"MAX_OPEN_FOR_MINUTES={max_open} (marked lapsed; no close event is written); `ledger close CARD` records "
+        "its close now"
+    )
+    return [head, *lines, tail]
+
+
+def _plus(at: datetime | None, minutes: int) -> datetime | None:
+    return at + timedelta(minutes=minutes) if at is not None else None

@@ -37,10 +37,11 @@ STATIC = Path(__file__).resolve().parent / "static"
 class Viewer:
     """The pages and JSON endpoints over one read-only ledger (each method serves one route)."""
 
-    def __init__(self, ledger: Any, environments: str | None, source: str) -> None:
+    def __init__(self, ledger: Any, environments: str | None, source: str, with_reasoning: bool = True) -> None:
         self.ledger = ledger
         self.environments = environments
         self.source = source
+        self.with_reasoning = with_reasoning
         self.cache = CardCache(ledger)
         self.links = pages.LiveLinks()
         self.colours = palette_or_empty()
@@ -107,7 +108,11 @@ class Viewer:
 
     def card(self) -> str:
         """One card's page."""
-        state, doc, version = load(self.cache, self.ledger.resolve_card(_arg("id")))
+        return self.card_of(_arg("id"))
+
+    def card_of(self, ref: str) -> str:
+        """The page of the card ``ref`` names (its id or a unique prefix)."""
+        state, doc, version = load(self.cache, self.ledger.resolve_card(ref))
         view = card_view(state, doc, usage_of(self.cache, state.card_id))
         covered = covering_checkpoint(self.ledger, state.card_id) is not None
         evidence = self.links.evidence(state.card_id) if covered else None
@@ -218,7 +223,14 @@ class Viewer:
                 "Not found", f"card {card_id} has no {what}", links=self.links, source=self.source, back=back
             )
             return Response(page, status=404, mimetype="text/html")
-        frames = play_frames(card_events(self.ledger, card_id), game_id, play, self.environments, start=start)
+        frames = play_frames(
+            card_events(self.ledger, card_id),
+            game_id,
+            play,
+            self.environments,
+            start=start,
+            with_reasoning=self.with_reasoning,
+        )
         end = start + len(frames.steps)
         return pages.replay_page(
             card_id,
@@ -243,10 +255,20 @@ def _headers(resp: Response) -> Response:
     return resp
 
 
-def create_app(ledger: Any, *, environments: str | None = None, source: str = "") -> Flask:
-    """The viewer app over an open (read-only) ``ledger``; replays use the game files under ``environments``."""
+def create_app(
+    ledger: Any,
+    *,
+    environments: str | None = None,
+    source: str = "",
+    with_reasoning: bool = True,
+    card_ids_at_root: bool = False,
+) -> Flask:
+    """The viewer app over an open (read-only) ``ledger``; replays use the game files under ``environments``.
+
+    ``with_reasoning`` False leaves the agent's reasoning off the replay pages; ``card_ids_at_root`` also serves a
+    card's page at ``/<card id>`` (where ``ledger serve`` mounts the app, the toolkit's ``/scorecards/<id>``)."""
     app = Flask("ledger.web", static_folder=str(STATIC), static_url_path="/static")
-    viewer = Viewer(ledger, environments, source)
+    viewer = Viewer(ledger, environments, source, with_reasoning)
     app.after_request(_headers)
     app.register_error_handler(UnknownCard, lambda e: (viewer.message("Not found", str(e)), 404))
     app.register_error_handler(
@@ -273,6 +295,9 @@ def create_app(ledger: Any, *, environments: str | None = None, source: str = ""
         ("/evidence", viewer.evidence),
     ]:
         app.add_url_rule(rule, view.__name__, view, methods=["GET"])
+    if card_ids_at_root:
+        # The fixed routes above are matched before this one: no card id can shadow a page.
+        app.add_url_rule("/<ref>", "card_of", viewer.card_of, methods=["GET"])
     return app
 
 

@@ -57,6 +57,26 @@ def test_a_harness_that_logs_its_error_to_stdout_has_it_quoted(db_path: Path) ->
     assert lines[0] == "http://127.0.0.1:8001/api/games" and lines[-1] == "bye" and len(lines) == 3
 
 
+def test_a_command_that_plays_over_http_itself_is_pointed_to_serve(db_path: Path) -> None:
+    """A REST client (no arc_agi.Arcade: joinplank's arc-agi-3-benchmarking) opens no card the recorder can see:
+    it says which request the command sent and that `ledger serve` captures such a client."""
+    script = (
+        "import urllib.request\n"
+        "try:\n"
+        "    urllib.request.urlopen('http://127.0.0.1:9/api/scorecard/open', data=b'{}', timeout=5)\n"
+        "except OSError as e:\n"
+        "    print('could not open a scorecard:', e)\n"
+    )
+    r = record(db_path, sys.executable, "-c", script)
+    assert r.returncode == 1, r.stderr
+    assert (
+        "ledger record: the command plays over HTTP itself (POST 127.0.0.1:9/api/scorecard/open), without the "
+        "toolkit: a REST client is captured by the server it plays against; point it at `ledger serve`"
+    ) in r.stderr, r.stderr
+    r = record(db_path, sys.executable, "-c", "import sys; sys.exit('offline')")
+    assert "plays over HTTP" not in r.stderr
+
+
 def test_a_failing_command_keeps_its_status_and_its_last_error_line_is_repeated(db_path: Path) -> None:
     r = record(db_path, sys.executable, "-c", "import sys; sys.stderr.write('agent: bad key\\n'); sys.exit(7)")
     assert r.returncode == 7, r.stderr

@@ -86,6 +86,11 @@ def record(ctx: click.Context, tags: tuple[str, ...], command: tuple[str, ...]) 
         )
     if not result.card_ids:
         say("ledger record: no card captured (no arc_agi.Arcade opened a card)")
+        if result.http is not None:
+            say(
+                f"ledger record: the command plays over HTTP itself ({result.http}), without the toolkit: a REST "
+                "client is captured by the server it plays against; point it at `ledger serve` (docs/capture.md)"
+            )
     incomplete = not result.card_ids or bool(result.uncaptured) or bool(result.failures)
     if incomplete and result.last_error:
         say(f"ledger record: the command's last error line: {result.last_error}")

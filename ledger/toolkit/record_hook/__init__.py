@@ -67,6 +67,8 @@ class Recorded:
     failures: list[str] = field(default_factory=list)
     #: (card id, who captures it): cards this run's capture left to another capture of the same ledger.
     aside: list[tuple[str, str]] = field(default_factory=list)
+    #: The first request a process of the command sent to the ARC API over HTTP itself ("POST host:port/path").
+    http: str | None = None
 
 
 def ledger_paths() -> list[str]:
@@ -184,6 +186,8 @@ class Notes:
     failures: list[str]
     #: (card id, who captures it) for cards another capture on the same ledger opened first.
     aside: list[tuple[str, str]] = field(default_factory=list)
+    #: The first request to the ARC API a process sent over HTTP itself.
+    http: str | None = None
 
 
 def read_notes(path: str) -> Notes:
@@ -192,6 +196,7 @@ def read_notes(path: str) -> Notes:
     lost: list[Uncaptured] = []
     failures: list[str] = []
     aside: list[tuple[str, str]] = []
+    http: str | None = None
     if not os.path.exists(path):
         return Notes(cards, lost, failures)
     for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
@@ -208,6 +213,8 @@ def read_notes(path: str) -> Notes:
                 cards.append(note["aside"])
             if note["aside"] not in [c for c, _ in aside]:
                 aside.append((note["aside"], str(note.get("by"))))
+        elif isinstance(note.get("http"), str):
+            http = http or note["http"]
         elif "failed" in note:
             failures.append(f"process {note.get('pid')}: {note['failed']}")
         elif "uncaptured" in note:
@@ -219,7 +226,7 @@ def read_notes(path: str) -> Notes:
                     reason=str(note["uncaptured"]),
                 )
             )
-    return Notes(cards, lost, failures, aside)
+    return Notes(cards, lost, failures, aside, http)
 
 
 def run(db: str, tags: Sequence[str], command: Sequence[str]) -> Recorded:
@@ -267,4 +274,5 @@ def run(db: str, tags: Sequence[str], command: Sequence[str]) -> Recorded:
         signals=forwarded,
         failures=notes.failures,
         aside=notes.aside,
+        http=notes.http,
     )

@@ -7,6 +7,7 @@ the ``sitecustomize`` this one shadows (if any) still runs. An Arcade the ledger
 interpreter cannot import it, say) raises :class:`NotRecorded` from its constructor, and the recorder is told.
 """
 
+import contextlib
 import importlib.machinery
 import importlib.util
 import os
@@ -66,13 +67,39 @@ def _hook_arcade(module: object) -> None:
     cls.__init__ = __init__
 
 
+#: The paths of the ARC API a client plays through (the toolkit's REST server, the ARC server, ``ledger serve``).
+_API_PATHS = ("/api/cmd/", "/api/scorecard/open", "/api/scorecard/close")
+
+
+def _hook_http(module: object) -> None:
+    """Note the first request to the ARC API this process sends without the toolkit: a REST client, which only a
+    ``ledger serve`` it plays against can capture (the recorder says so when no Arcade opened a card)."""
+    cls = module.HTTPConnection  # type: ignore[attr-defined]
+    original = cls.putrequest
+    seen: list[str] = []
+
+    def putrequest(self: object, method: str, url: str, *args: object, **kwargs: object) -> object:
+        if not seen and any(p in url for p in _API_PATHS):
+            seen.append(url)
+            # A note is a hint: never the reason a request fails.
+            with contextlib.suppress(OSError):
+                _note({"http": f"{method} {getattr(self, 'host', '?')}:{getattr(self, 'port', '?')}{url}"})
+        return original(self, method, url, *args, **kwargs)
+
+    cls.putrequest = putrequest
+
+
+_HOOKS = {"arc_agi.base": _hook_arcade, "http.client": _hook_http}
+
+
 class _ArcadeFinder:
-    """Finds ``arc_agi.base`` with the other finders and runs :func:`_hook_arcade` once it is loaded."""
+    """Finds ``arc_agi.base`` (and ``http.client``) with the other finders and runs its hook once it is loaded."""
 
     def find_spec(
         self, name: str, path: Sequence[str] | None = None, target: types.ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if name != "arc_agi.base":
+        hook = _HOOKS.get(name)
+        if hook is None:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -89,7 +116,7 @@ class _ArcadeFinder:
 
         def exec_module(module: types.ModuleType) -> None:
             original_exec(module)
-            _hook_arcade(module)
+            hook(module)
 
         setattr(loader, "exec_module", exec_module)  # noqa: B010 (a patch of this one loader, not a typed attribute)
         return spec
@@ -102,9 +129,10 @@ def _install() -> None:
     for p in os.environ.get("LEDGER_RECORD_PATH", "").split(os.pathsep):
         if p and p not in sys.path:
             sys.path.append(p)
-    if "arc_agi.base" in sys.modules:
-        _hook_arcade(sys.modules["arc_agi.base"])
-    else:
+    for name, hook in _HOOKS.items():
+        if name in sys.modules:
+            hook(sys.modules[name])
+    if any(name not in sys.modules for name in _HOOKS):
         sys.meta_path.insert(0, _ArcadeFinder())
 
 

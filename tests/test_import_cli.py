@@ -53,7 +53,9 @@ def test_usage_errors(tmp_path: Path) -> None:
     assert code == 2 and "does not exist" in err
     (tmp_path / "notes.txt").write_text("x")
     code, _, err = invoke(db, str(tmp_path / "notes.txt"))
-    assert (code, err) == (2, f"Error: {tmp_path / 'notes.txt'}: not a .jsonl recording\n")
+    said = f"Error: {tmp_path / 'notes.txt'}: not a .jsonl recording. ledger import reads: "
+    assert code == 2 and err.startswith(said) and err.count("\n") == 1
+    assert "<game_id>.<agent>.<uuid>.recording.jsonl" in err and "run folders (run_meta.json" in err
     (tmp_path / "emptydir").mkdir()
     code, _, err = invoke(db, str(tmp_path / "emptydir"))
     assert (code, err) == (2, f"Error: {tmp_path / 'emptydir'}: no recordings (*.jsonl) in it or in its card folders\n")

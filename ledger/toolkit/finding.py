@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 
 from ledger.errors import ImportInputError
-from ledger.toolkit.harness import parse_name
+from ledger.toolkit.harness import FORMATS, parse_name
 from ledger.toolkit.import_problems import Problem
 from ledger.toolkit.run_folders import read_run_folder, read_run_meta
 
@@ -63,7 +63,10 @@ def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> tuple[dict[str, 
         p = Path(raw)
         if p.is_file():
             if p.suffix != ".jsonl":
-                raise ImportInputError(f"{p}: not a .jsonl recording")
+                raise ImportInputError(
+                    f"{p}: not a .jsonl recording. ledger import reads: {'; '.join(FORMATS)}; and "
+                    "arc-agi-3-benchmarking run folders (run_meta.json, step_NNN.json) beside a harness recording"
+                )
             add(_card_of(p, p.resolve().parent.name), p)
         elif p.is_dir():
             found = jsonl(p)

@@ -248,6 +248,7 @@ def _output_and_server_cases(p: dict[str, str], busy: int) -> list[list[str]]:
     return cases
 
 
+@pytest.mark.heavy
 def test_bundle_view_serve_record_and_retract_print_no_traceback(places: dict[str, str]) -> None:
     import socket
 

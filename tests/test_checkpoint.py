@@ -337,6 +337,7 @@ def test_the_library_proofs_and_verifiers_agree_with_the_rfc_for_every_small_tre
         assert merkle.multiproof_root(wanted, [leaves[i] for i in wanted], proof, n) == root
 
 
+@pytest.mark.heavy
 def test_concurrent_checkpoints_while_a_card_is_played(
     backend_ledger: Ledger, backend_url: str, keys: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -323,6 +323,7 @@ def test_card_ids_complete_from_the_ledger(three: str, tmp_path: Path) -> None:
 # -- 13. the demo's hints ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_the_demo_names_the_program_the_shell_can_run(tmp_path: Path) -> None:
     db = tmp_path / "demo.sqlite"
     path = "/usr/local/bin:/usr/bin:/bin"  # a shell where .venv is not activated
@@ -385,6 +386,7 @@ def test_ctrl_c_once_every_card_is_through_lets_the_import_finish() -> None:
     assert (late.cards, late.seen) == (2, 2)
 
 
+@pytest.mark.heavy
 def test_view_and_serve_take_the_same_ports_and_fail_alike(tmp_path: Path) -> None:
     """Both take --port 0 and fail alike on an address they cannot listen on (a busy port: tests/test_boundaries.py)."""
     db = str(tmp_path / "l.sqlite")

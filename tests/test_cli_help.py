@@ -163,6 +163,7 @@ def _serve(command: str, folder: Path, env: dict[str, str]) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("path,cmd", ALL, ids=[_name(p) for p, _ in ALL])
+@pytest.mark.heavy
 def test_every_example_runs(path: tuple[str, ...], cmd: click.Command, inputs: Path, tmp_path: Path) -> None:
     for item in inputs.iterdir():
         shutil.copytree(item, tmp_path / item.name) if item.is_dir() else shutil.copy2(item, tmp_path / item.name)

@@ -74,6 +74,7 @@ def _run(args: list[str], stdout: int, root: Path) -> subprocess.CompletedProces
     return subprocess.run([LEDGER, *args], stdout=stdout, stderr=subprocess.PIPE, env=env, timeout=120, check=False)
 
 
+@pytest.mark.heavy
 def test_a_full_output_is_one_line_and_exit_2(db: tuple[str, str, Path]) -> None:
     path, card, root = db
     bad = []
@@ -94,6 +95,7 @@ def test_a_full_output_is_one_line_and_exit_2(db: tuple[str, str, Path]) -> None
     assert bad == [], "\n".join(map(str, bad))
 
 
+@pytest.mark.heavy
 def test_a_closed_pipe_stops_quietly(db: tuple[str, str, Path]) -> None:
     path, card, root = db
     bad = []

@@ -37,6 +37,7 @@ def resim(led: Ledger, card: str, envs: Path | None, decide: bool = False) -> An
     return next(c for c in audit_card(led, card, environments=envs, decide=decide).checks if c.name == "resimulation")
 
 
+@pytest.mark.heavy
 def test_undecided_actions_are_unknown_then_decided_by_the_game(tmp_path: Path, envs: Path) -> None:
     """Random agents (deaths, wins, clicks, resets) recorded by the harness, imported from the frames alone: no
     audit FAILs, with or without the game code; the actions the frames leave open keep their candidates."""
@@ -260,6 +261,7 @@ class Pixl(ARCBaseGame):
 """
 
 
+@pytest.mark.heavy
 def test_a_click_read_finer_than_the_camera_cells_is_found_at_its_pixel(tmp_path: Path, envs: Path) -> None:
     """Imported from the frames, a recording of clicks that a game reads by the pixel (one pixel per camera cell
     reproduces none of them): the audit with the code tries every display pixel and passes, both ways."""

@@ -154,6 +154,7 @@ def test_without_the_games_code_scores_are_exact_and_resets_unknown(tmp_path: Pa
             assert imp.status == "WARN" and "resets are unknown" in imp.message
 
 
+@pytest.mark.heavy
 def test_game_code_that_reproduces_none_of_a_recordings_lines_falls_back_to_the_frames(
     tmp_path: Path, envs: Path
 ) -> None:

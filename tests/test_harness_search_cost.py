@@ -77,6 +77,7 @@ def test_the_cost_per_line_is_bounded_and_does_not_grow(tmp_path: Path, envs: Pa
     assert whole.steps <= 3.6 * short.steps and whole.copies <= 3.6 * short.copies
 
 
+@pytest.mark.heavy
 def test_lines_pasted_twice_cost_the_whole_search_once(tmp_path: Path, envs: Path) -> None:
     """Lines no action reproduces (pasted again) are skipped; the search that finds them is bounded per line."""
     path, _ = record(tmp_path, envs, LSX, 90, seed=3)
@@ -105,6 +106,7 @@ def test_equal_frames_are_held_once(tmp_path: Path, envs: Path) -> None:
     assert len({id(f.packed) for f in frames}) == len(distinct)
 
 
+@pytest.mark.heavy
 def test_an_audit_follows_one_path_of_the_game_through_the_undecided_actions(tmp_path: Path, envs: Path) -> None:
     """The audit of a card imported without the game code: one path of the game through the actions the frames left
     open proves the record, at a game step and a copy or so a line; ``decide`` tries every candidate of each line,

@@ -204,6 +204,7 @@ TS = datetime(2026, 1, 1, tzinfo=UTC)
 
 @FUZZ
 @given(card_ids)
+@pytest.mark.heavy
 def test_any_card_id_is_stored_and_exported_as_given(card_id: str) -> None:
     with folder() as root:
         db = root / "ledger.sqlite"
@@ -284,6 +285,7 @@ folders = st.text(min_size=1, max_size=40).filter(lambda t: "/" not in t and "\x
 
 @FUZZ
 @given(folders, names, st.lists(hostile_line, max_size=12), st.booleans(), st.booleans())
+@pytest.mark.heavy
 def test_recording_lines_are_imported_or_reported(
     card: str, name: str, lines: list[bytes], strict: bool, final_newline: bool
 ) -> None:

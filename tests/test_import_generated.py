@@ -127,6 +127,7 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Case, Path, st
     return out
 
 
+@pytest.mark.heavy
 def test_each_made_up_file_is_its_proven_card_or_refused(tmp_path: Path, cases: list[tuple[Case, Path, str]]) -> None:
     seen: dict[str, int] = {}
     for i, (case, f, card) in enumerate(cases):

@@ -20,6 +20,10 @@ import json
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
+pytestmark = pytest.mark.heavy  # a browser
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 

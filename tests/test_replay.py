@@ -101,26 +101,26 @@ def test_a_body_that_is_not_one_event_is_reported_as_before(db_path: Path) -> No
 
 
 def test_checkpoints_run_off_the_appending_thread(db_path: Path) -> None:
-    from ledger.storage import checkpoint
+    from ledger.storage import wal
 
     seen: list[str] = []
-    real = checkpoint.Checkpointer._run
+    real = wal.Checkpointer._run
 
-    def spy(self: checkpoint.Checkpointer) -> None:
+    def spy(self: wal.Checkpointer) -> None:
         seen.append(threading.current_thread().name)
         real(self)
 
-    checkpoint.Checkpointer._run = spy  # type: ignore[method-assign]
+    wal.Checkpointer._run = spy  # type: ignore[method-assign]
     try:
-        _played(db_path, checkpoint.EVERY_COMMITS + 20, seed=9)
+        _played(db_path, wal.EVERY_COMMITS + 20, seed=9)
     finally:
-        checkpoint.Checkpointer._run = real  # type: ignore[method-assign]
+        wal.Checkpointer._run = real  # type: ignore[method-assign]
     assert seen == ["ledger-wal-checkpoint"]
     con = sqlite3.connect(db_path)
     assert con.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000  # a plain connection: SQLite's default
     with Ledger.open(db_path) as led:
         assert led.store._write_dbapi().execute("PRAGMA wal_autocheckpoint").fetchone()[0] == (  # type: ignore[attr-defined]
-            checkpoint.BACKSTOP_PAGES
+            wal.BACKSTOP_PAGES
         )
     con.close()
 

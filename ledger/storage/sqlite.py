@@ -38,7 +38,6 @@ from ledger.storage.base import (
     no_ledger,
     not_a_file,
 )
-from ledger.storage.checkpoint import EVERY_COMMITS, Checkpointer
 from ledger.storage.connections import ReadPool, Writer
 from ledger.storage.sqlite_sql import (
     COLUMNS,
@@ -53,6 +52,7 @@ from ledger.storage.sqlite_sql import (
 from ledger.storage.sqlite_summary import SQLiteSummary
 from ledger.storage.summary import SummaryKeeper
 from ledger.storage.summary_tail import Follower, Overlay
+from ledger.storage.wal import EVERY_COMMITS, Checkpointer
 
 
 class SQLiteStore(SQLiteSummary, StoreBase):
@@ -81,7 +81,7 @@ class SQLiteStore(SQLiteSummary, StoreBase):
         )
         self._readers = ReadPool(self._connect, sqlite3.Connection.close, timeout=timeout, where=self.describe)
         self._engine: Any = None
-        # WAL checkpoints run in a background thread, not inside a captured step's commit (see checkpoint.py).
+        # WAL checkpoints run in a background thread, not inside a captured step's commit (see wal.py).
         self._checkpointer = Checkpointer(self._connect, every=EVERY_COMMITS if durability != "full" else 0)
         # The cards summary is caught up after commits, off the appending thread (see summary_tail.py).
         self._follower = Follower(self._follow)

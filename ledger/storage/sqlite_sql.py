@@ -23,7 +23,7 @@ from ledger.storage.base import (
     no_ledger,
     stream_query,
 )
-from ledger.storage.checkpoint import BACKSTOP_PAGES
+from ledger.storage.wal import BACKSTOP_PAGES
 
 COLUMNS = "seq, stream, version, type, ts, body, prev_hash, hash"
 HEAD_SQL = "SELECT version, hash FROM events WHERE stream = ? ORDER BY version DESC LIMIT 1"

@@ -22,15 +22,20 @@ from ledger.version import __version__ as __version__
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ledger.ledger import CardSummary, Ledger
+    from ledger.ledger import Ledger
+    from ledger.storage.summary import CardSummary
 
 
 def __getattr__(name: str) -> object:
     # Loaded on first use: `ledger --help` and `--version` must not pay for the facade and its imports.
-    if name in ("Ledger", "CardSummary"):
-        from ledger import ledger as facade
+    if name == "Ledger":
+        from ledger.ledger import Ledger
 
-        return getattr(facade, name)
+        return Ledger
+    if name == "CardSummary":
+        from ledger.storage.summary import CardSummary
+
+        return CardSummary
     raise AttributeError(f"module 'ledger' has no attribute {name!r}")
 
 

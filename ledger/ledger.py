@@ -6,11 +6,9 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-
-import msgspec
 
 from ledger.core import baselines as bl
 from ledger.core import calculators, document
@@ -28,7 +26,7 @@ from ledger.core.projection import CardState
 from ledger.core.rescoring import GameMatch, Match, match_note, score_under
 from ledger.core.scoring import calculator_of, score_card
 from ledger.core.server_baselines import unknown_baselines
-from ledger.core.timeline import lapse, limits, listed, retraction, retraction_note
+from ledger.core.timeline import retraction, retraction_note
 from ledger.errors import (
     BaselinesNotKnown,
     InputError,
@@ -46,7 +44,6 @@ from ledger.storage.cards import (  # noqa: F401  (the snapshot policy, named he
     CardRepository,
     apply_events,
 )
-from ledger.storage.summary import SummaryRow, card_score, row_of
 
 DEFAULT_DB = "ledger.sqlite"
 
@@ -76,59 +73,6 @@ class CardRead:
     retraction: dict[str, str] | None = None
     #: Why the card's chain is not whole (read with ``allow_broken``), else None.
     broken: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CardSummary:
-    """One line of ``ledger cards``."""
-
-    card_id: str
-    opened: str | None
-    closed: str | None
-    close_reason: str | None
-    games: int
-    plays: int
-    actions: int
-    score: float
-    events: int
-    #: The card's tags (``open_scorecard(tags=...)``) then those given to ``serve``/``record --tag``, once each.
-    tags: list[str] | None = None
-    #: True when ``closed``/``close_reason`` are the toolkit's auto-close (idle/max_open) as of now, not an event.
-    lapsed: bool = False
-    #: When the card was retracted (``ledger retract``), None if it was not; ``retract_reason`` says why.
-    retracted: str | None = None
-    retract_reason: str | None = None
-    #: False for an open card on an ARC server whose baselines nothing revealed yet: ``score`` is not a score then.
-    baselines_known: bool = True
-    competition: bool = False  # opened in competition mode: scored over every game of the server
-
-    @classmethod
-    def of(cls, row: SummaryRow, now: datetime, limits: tuple[int, int], baselines_known: bool = True) -> CardSummary:
-        """The line of a card's summary row as every list shows it at ``now``: an open card the toolkit would have
-        closed by then under ``limits`` (STALE_MINUTES, MAX_OPEN_FOR_MINUTES) shown closed, ``lapsed``. The one
-        constructor: :meth:`Ledger.cards` builds the row from the card first, ``ledger cards`` reads it stored."""
-        card = CardState(card_id=row.card_id, opened_at=_at(row.opened), close_reason=row.close_reason)
-        due = lapse(card, _at(row.last_ts), now, *limits)
-        return cls(
-            card_id=row.card_id,
-            opened=row.opened,
-            closed=row.closed if due is None else due[0].isoformat(),
-            close_reason=row.close_reason if due is None else due[1],
-            games=row.games,
-            plays=row.plays,
-            actions=row.actions,
-            score=row.score,
-            events=row.events,
-            tags=msgspec.json.decode(row.tags) if row.tags is not None else None,
-            lapsed=due is not None,
-            retracted=row.retracted,
-            retract_reason=row.retract_reason,
-            baselines_known=baselines_known,
-        )
-
-
-def _at(iso: str | None) -> datetime | None:
-    return datetime.fromisoformat(iso) if iso else None
 
 
 def default_db() -> str:
@@ -445,18 +389,6 @@ class Ledger:
         if read.unknown:
             raise BaselinesNotKnown(card_id, read.unknown)
         return document.to_json(read.doc, indent=indent)
-
-    def cards(self, *, include_retracted: bool = False) -> list[CardSummary]:
-        """A summary of every card as ``ledger cards`` lists it: a lapsed card shown closed, a retracted card left
-        out unless ``include_retracted`` (then marked by ``retracted``)."""
-        now, lapse_after = datetime.now(UTC), limits(os.environ)
-        out = []
-        for c in self.load_cards(self.card_ids()).values():
-            if listed(c, include_retracted):
-                row = row_of(c, c.events, card_score(c, self.card_baselines(c)))  # the summary's row (events: version)
-                shown = CardSummary.of(row, now, lapse_after, self.baselines_known(c))
-                out.append(replace(shown, competition=c.competition_mode is True))
-        return out
 
     def baselines_known(self, card: CardState) -> bool:
         """False for an open card on an ARC server whose baselines nothing revealed yet (its score is no score)."""

@@ -24,6 +24,7 @@ from sqlalchemy.pool import NullPool
 from ledger import Ledger
 from ledger.cli import common
 from ledger.errors import StoreError
+from ledger.services.listing import CardFilter, list_cards
 from ledger.storage.base import APPEND_ONLY_TRIGGERS, Durability, known_revisions
 from ledger.storage.migrating import alembic_config
 
@@ -333,12 +334,13 @@ import sys
 from datetime import UTC, datetime
 from ledger import Ledger
 from ledger.core.events import CardOpened, card_stream
+from ledger.services.listing import CardFilter, list_cards
 
 with Ledger.open(sys.argv[1]) as led:  # at head: opened for writing, no migration
     t = datetime(2026, 1, 1, tzinfo=UTC)
     led.store.append(card_stream("written"), [CardOpened(ts=t, card_id="written", tags=["w"])], expected_version=0)
     assert [e.version for e in led.store.read_stream(card_stream("written"))] == [1]
-    assert "written" in [c.card_id for c in led.cards()]  # the summary caught up by the read
+    assert "written" in [c.card_id for c in list_cards(led, CardFilter())]  # the summary caught up by the read
 print(" ".join(sorted(sys.modules)))
 """
 
@@ -355,7 +357,7 @@ def test_read_commands_and_a_write_on_postgresql_load_neither_sqlalchemy_nor_ale
     assert r.returncode == 0, r.stderr
     assert not {m for m in r.stdout.split() if m.split(".")[0] in heavy}
     with Ledger.open(pg_url, readonly=True) as led:
-        assert [c.card_id for c in led.cards() if "w" in (c.tags or [])] == ["written"]
+        assert [c.card_id for c in list_cards(led, CardFilter()) if "w" in (c.tags or [])] == ["written"]
 
 
 def test_the_lazy_group_lists_each_command_with_its_own_help() -> None:

@@ -16,6 +16,7 @@ from ledger.cli import cli
 from ledger.services.retract import retract_card
 from ledger.web.server import create_app
 from tests.cli_run import append_open_card, ledger, no_traceback
+from tests.replayed import replayed_cards
 
 
 def _inproc(*args: str) -> subprocess.CompletedProcess[str]:
@@ -71,8 +72,8 @@ def test_retract_end_to_end(backend_url: str, tmp_path: Path) -> None:
     assert [(r["card_id"], r["retract_reason"]) for r in every] == [(a, "scored by a dishonest agent"), (b, None)]
     assert f"{a} (retracted)" in _ok("--db", db, "cards", "--include-retracted")
     with Ledger.open(db, readonly=True) as led:
-        assert [c.card_id for c in led.cards()] == [b]
-        assert [(c.card_id, c.retract_reason) for c in led.cards(include_retracted=True)] == [
+        assert [c.card_id for c in replayed_cards(led)] == [b]
+        assert [(c.card_id, c.retract_reason) for c in replayed_cards(led, include_retracted=True)] == [
             (a, "scored by a dishonest agent"),
             (b, None),
         ]
@@ -171,7 +172,7 @@ def test_the_lapsed_card_rule_is_the_same_in_cards_the_api_and_the_viewer(tmp_pa
     listed = {r["card_id"]: (r["close_reason"], r["lapsed"]) for r in json.loads(_ok("--db", db, "cards", "--json"))}
     assert listed == {"idle-card": ("idle", True), "busy-card": (None, False)}
     with Ledger.open(db, readonly=True) as led:
-        assert {s.card_id: (s.close_reason, s.lapsed) for s in led.cards()} == listed
+        assert {s.card_id: (s.close_reason, s.lapsed) for s in replayed_cards(led)} == listed
         client = create_app(led).test_client()
         home = client.get("/").get_data(as_text=True)
         row = home[home.index('data-card="idle-card"') :].split("</tr>", 1)[0]

@@ -32,6 +32,7 @@ from ledger.storage.summary import SummaryRow, card_id_of, card_score, keys_of, 
 from ledger.storage.summary_build import differences, play_owners, read_page, rebuild_summary, stored
 from ledger.storage.summary_sql import PageQuery
 from ledger.toolkit.demo import run_demo
+from tests.replayed import replayed_cards
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "recordings_corpus" / "good"
@@ -330,10 +331,10 @@ def test_ledger_cards_and_the_cards_list_give_the_same_summaries(backend_url: st
         led.append_card("on-server", on_server, 0)
         led.append_card(ids[2], [CardRetracted(ts=now, reason="a bad run")], led.load_card(ids[2]).events)
         for include in (False, True):
-            facade = {c.card_id: c for c in led.cards(include_retracted=include)}
+            facade = {c.card_id: c for c in replayed_cards(led, include_retracted=include)}
             listed = {c.card_id: c for c in list_cards(led, CardFilter(include_retracted=include))}
             assert facade == listed
-        every = {c.card_id: c for c in led.cards(include_retracted=True)}
+        every = {c.card_id: c for c in replayed_cards(led, include_retracted=True)}
         assert captured in every and every[ids[2]].retracted is not None and every[ids[0]].closed is not None
         assert every[lapsed[0].card_id].lapsed and every[lapsed[0].card_id].close_reason == "idle"  # type: ignore[union-attr]
         assert every["fresh-open"].closed is None and every["on-server"].baselines_known is False

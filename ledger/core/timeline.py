@@ -161,7 +161,7 @@ def shown_close(card: CardState, now: datetime, environ: Mapping[str, str]) -> t
     """(closed at, reason, lapsed) as every reader shows the card: its own close, or the toolkit's auto-close
     (``lapsed`` True) once it has passed by ``now`` under the STALE_MINUTES / MAX_OPEN_FOR_MINUTES of ``environ``;
     None while the card is open. The lapsed-card rule for a card folded from its events (a summary row:
-    :meth:`ledger.ledger.CardSummary.of`), both through :func:`lapse`."""
+    :meth:`ledger.storage.summary.CardSummary.of`), both through :func:`lapse`."""
     if card.closed and card.closed_at is not None:
         return card.closed_at, card.close_reason or "?", False
     at = lapse(card, card.last_ts, now, *limits(environ))

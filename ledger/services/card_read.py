@@ -35,21 +35,26 @@ def read_card(
     ``card``: the card already loaded whole (the viewer's cache), read instead of the ledger's.
     Raises :class:`UnknownCalculator` (exit 2) for a release that is not published, before reading anything.
     """
-    from ledger.services.baseline_sets import resolve
-
     chosen = calculators.get(calculator) if calculator is not None else None
     card_id = ledger.resolve_card(card_id) if card is None else card.card_id
     seq = None if until is None else ledger.seq_at_version(card_id, until)
     return ledger.read(
         card_id,
         until=seq,
-        set_of=(lambda: resolve(ledger, baselines)) if baselines is not None else None,
+        set_of=(lambda: _resolve(ledger, baselines)) if baselines is not None else None,
         calculator=chosen,
         match=match,
         all_environments=all_environments,
         card=card if seq is None else None,
         allow_broken=allow_broken,
     )
+
+
+def _resolve(ledger: Ledger, ref: str) -> str:
+    # Only a read under another set needs the labels (and their module): an export of a card as played does not.
+    from ledger.services.baseline_sets import resolve
+
+    return resolve(ledger, ref)
 
 
 def own_calculators(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, Calculator]:

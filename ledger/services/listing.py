@@ -19,8 +19,8 @@ from ledger.core.events import CardOpened, card_stream, decode
 from ledger.core.projection import CardState
 from ledger.core.timeline import limits
 from ledger.core.timeline import shown_close as timeline_close
-from ledger.ledger import CardSummary, Ledger
-from ledger.storage.summary import SummaryRow, micros
+from ledger.ledger import Ledger
+from ledger.storage.summary import CardSummary, SummaryRow, micros
 from ledger.storage.summary_build import count_page, read_page
 from ledger.storage.summary_sql import PageQuery
 

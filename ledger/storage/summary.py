@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import msgspec
@@ -29,6 +30,7 @@ from ledger.core.document import ScorecardDoc
 from ledger.core.events import CARD_STREAM, BaselineEntry, BaselinesRecorded, decode
 from ledger.core.projection import CardState
 from ledger.core.scoring import calculator_of, score_card
+from ledger.core.timeline import lapse
 from ledger.errors import StoreError
 from ledger.storage.cards import replay
 
@@ -345,3 +347,56 @@ def copied_changes(
         keeper.change(stream, g[0][1] - 1, [r[2] for r in g], [r[3] for r in g], read, full=True)
         for stream, g in _groups(rows).items()
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class CardSummary:
+    """One line of ``ledger cards``."""
+
+    card_id: str
+    opened: str | None
+    closed: str | None
+    close_reason: str | None
+    games: int
+    plays: int
+    actions: int
+    score: float
+    events: int
+    #: The card's tags (``open_scorecard(tags=...)``) then those given to ``serve``/``record --tag``, once each.
+    tags: list[str] | None = None
+    #: True when ``closed``/``close_reason`` are the toolkit's auto-close (idle/max_open) as of now, not an event.
+    lapsed: bool = False
+    #: When the card was retracted (``ledger retract``), None if it was not; ``retract_reason`` says why.
+    retracted: str | None = None
+    retract_reason: str | None = None
+    #: False for an open card on an ARC server whose baselines nothing revealed yet: ``score`` is not a score then.
+    baselines_known: bool = True
+    competition: bool = False  # opened in competition mode: scored over every game of the server
+
+    @classmethod
+    def of(cls, row: SummaryRow, now: datetime, limits: tuple[int, int], baselines_known: bool = True) -> CardSummary:
+        """The line of a card's summary row as every list shows it at ``now``: an open card the toolkit would have
+        closed by then under ``limits`` (STALE_MINUTES, MAX_OPEN_FOR_MINUTES) shown closed, ``lapsed``: the one
+        constructor, for ``ledger cards`` and the viewer's lists."""
+        card = CardState(card_id=row.card_id, opened_at=_at(row.opened), close_reason=row.close_reason)
+        due = lapse(card, _at(row.last_ts), now, *limits)
+        return cls(
+            card_id=row.card_id,
+            opened=row.opened,
+            closed=row.closed if due is None else due[0].isoformat(),
+            close_reason=row.close_reason if due is None else due[1],
+            games=row.games,
+            plays=row.plays,
+            actions=row.actions,
+            score=row.score,
+            events=row.events,
+            tags=msgspec.json.decode(row.tags) if row.tags is not None else None,
+            lapsed=due is not None,
+            retracted=row.retracted,
+            retract_reason=row.retract_reason,
+            baselines_known=baselines_known,
+        )
+
+
+def _at(iso: str | None) -> datetime | None:
+    return datetime.fromisoformat(iso) if iso else None

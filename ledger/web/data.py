@@ -28,9 +28,8 @@ from ledger.core.server_baselines import baselines_source, unknown_baselines
 from ledger.core.text import calculator_line
 from ledger.core.timeline import limits, retraction_text
 from ledger.errors import StoreError, UnknownCard
-from ledger.ledger import CardSummary
 from ledger.services.compare import GameTotals, LevelCell, game_totals, level_cells
-from ledger.storage.summary import SummaryRow, row_of, scored
+from ledger.storage.summary import CardSummary, SummaryRow, row_of, scored
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger

@@ -433,7 +433,8 @@ def import_recordings(
 ) -> ImportSummary:
     """Import the recordings under ``paths`` (or the ``cards`` from :func:`find_recordings`) into ``ledger``.
 
-    ``run_folders``: the paths the user gave with ``cards`` (its benchmarking run folders must be used).
+    ``run_folders``: the paths the user gave with ``cards`` (its benchmarking run folders must be used, its files
+    an installed reader reads are imported by it: :mod:`ledger.services.import_readers`).
 
     ``environments``: an ``environment_files`` tree whose ``metadata.json`` baselines new cards are stored with;
     ``calculator``: the arc-agi release that played them (their calculator; unknown: :class:`UnknownCalculator`,
@@ -466,4 +467,10 @@ def import_recordings(
         if on_card is not None:
             on_card(r)
         bytes_read += n
+    from ledger.services.import_readers import import_claimed
+
+    for r in import_claimed(opts, [Path(p) for p in dict.fromkeys([*(paths or []), *run_folders])], problems):
+        results.append(r)
+        if on_card is not None:
+            on_card(r)
     return ImportSummary(results, problems, bytes_read, time.perf_counter() - t0, baselines.set_id)

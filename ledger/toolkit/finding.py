@@ -63,6 +63,8 @@ def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> tuple[dict[str, 
         p = Path(raw)
         if p.is_file():
             if p.suffix != ".jsonl":
+                if claimed(p):
+                    continue  # an installed reader's (ledger.services.import_readers imports it)
                 raise ImportInputError(
                     f"{p}: not a .jsonl recording. ledger import reads: {'; '.join(FORMATS)}; and "
                     "arc-agi-3-benchmarking run folders (run_meta.json, step_NNN.json) beside a harness recording"
@@ -98,6 +100,16 @@ def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> tuple[dict[str, 
     for p in empty:
         problems.append(Problem(str(p), None, "empty", "no recordings (*.jsonl) in it or in its card folders: skipped"))
     return {cid: [files[n] for n in sorted(files)] for cid, files in cards.items()}, problems
+
+
+def claimed(path: Path) -> bool:
+    """Whether an installed reader (:mod:`ledger.toolkit.readers`) reads ``path``."""
+    from ledger.toolkit.readers import ReaderError, installed, reader_for
+
+    try:
+        return reader_for(path, installed()) is not None
+    except ReaderError as e:
+        raise ImportInputError(str(e)) from e
 
 
 _TIMESTAMP = re.compile(rb'\{"timestamp": "([^"]+)"')

@@ -137,6 +137,7 @@ def _without_toolkit(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", _WITHOUT_TOOLKIT, *args], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.heavy
 def test_toolkit_commands_name_the_extra_when_it_is_not_installed(tmp_path: Path) -> None:
     db = str(tmp_path / "l.sqlite")
     import_copies(db, tmp_path / "rec", ["one"])

@@ -121,7 +121,11 @@ def play(arc: Arcade, card: str, seed: int, games: list[str], steps: int = 60) -
     return envs
 
 
-@pytest.mark.parametrize("mode", [OperationMode.ONLINE, OperationMode.COMPETITION], ids=["online", "competition"])
+@pytest.mark.parametrize(
+    "mode",
+    [OperationMode.ONLINE, pytest.param(OperationMode.COMPETITION, marks=pytest.mark.heavy)],
+    ids=["online", "competition"],
+)
 def test_remote_cards_equal_the_servers_at_close(ledger: Ledger, mode: OperationMode) -> None:
     reapplied = 0
     for seed in range(4):

@@ -36,7 +36,9 @@ def event_types(led: Ledger, card_id: str) -> list[str]:
     return [e.type for e in led.store.read_stream(f"card:{card_id}")]
 
 
-@pytest.mark.parametrize("competition", [False, True], ids=["normal", "competition"])
+@pytest.mark.parametrize(
+    "competition", [False, pytest.param(True, marks=pytest.mark.heavy)], ids=["normal", "competition"]
+)
 def test_flask_client_cards_equal_the_close_response(ledger: Ledger, competition: bool) -> None:
     arc = toolkit.arcade()
     ledger.attach(arc)

@@ -148,6 +148,7 @@ def test_bad_input_is_one_line_and_writes_nothing(
     assert list(tmp_path.iterdir()) == []  # no folder, no temporary leftovers
 
 
+@pytest.mark.heavy
 def test_view_started_with_sigint_ignored_still_stops_on_it(played: Played) -> None:
     server = ViewServer(played.db, sigint_ignored=True)
     assert server.stop() == 130

@@ -9,11 +9,13 @@ This module imports no database driver and no SQLAlchemy: a read command on a SQ
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -514,3 +516,58 @@ class StoreBase:
     def head_revision(self) -> str:
         """The newest revision the migrations know."""
         return head_revision()
+
+
+#: How long a writer's background thread waits after a commit before catching up: the commits of that time are
+#: folded together (one row write per card, not one per event), off the appending thread.
+FOLLOW_DELAY_S = 0.05
+
+
+class Follower:
+    """Catches the summary up in a daemon thread of a writing process, :data:`FOLLOW_DELAY_S` after a commit (the
+    commits in between are folded together). A failure is left for the next catch-up (a reader's, or this
+    thread's after the next commit): the summary is derived, the log is the truth. A forked child starts its own
+    thread."""
+
+    def __init__(self, catch_up: Callable[[], object], delay: float = FOLLOW_DELAY_S) -> None:
+        self._catch_up = catch_up
+        self._delay = delay
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._closed = False
+
+    def committed(self) -> None:
+        """Called by the appending thread after a commit (costs a flag when the thread runs already)."""
+        if self._closed:
+            return
+        if self._pid != os.getpid() or self._thread is None:
+            self._pid = os.getpid()
+            self._wake = threading.Event()
+            self._thread = threading.Thread(target=self._run, name="ledger-summary-follower", daemon=True)
+            self._thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        wake = self._wake
+        while True:
+            wake.wait()
+            if self._closed:
+                return
+            time.sleep(self._delay)
+            wake.clear()
+            if self._closed:
+                return
+            with contextlib.suppress(Exception):
+                self._catch_up()
+
+    def close(self) -> bool:
+        """Stop the thread (a catch-up in progress finishes first); whether this process committed through it."""
+        self._closed = True
+        thread = self._thread
+        ours = thread is not None and self._pid == os.getpid()
+        if thread is not None and ours:
+            self._wake.set()
+            thread.join(timeout=30)
+        self._thread = None
+        return ours

@@ -97,7 +97,7 @@ def copy_batch(conn: Any, batch: CopyBatch, lock: tuple[str, tuple[Any, ...]]) -
     """
     rows = batch.rows
     lowest = lowest_versions(rows)
-    # The append lock, as every insert into events takes it: events commit in seq order (see pg_summary.py).
+    # The append lock, as every insert into events takes it: events commit in seq order (see postgres.py).
     conn.execute(*lock)
     streams = list(lowest)
     heads = {s: (0, chain.GENESIS) for s in streams}

@@ -12,11 +12,12 @@ so WAL's ``-shm`` cannot be created): they never create, migrate or write a byte
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.core import chain
 from ledger.core.events import Event
@@ -25,12 +26,14 @@ from ledger.storage import sqlite_sql as sq
 from ledger.storage.base import (
     CopyBatch,
     Durability,
+    Follower,
     HeadCache,
     LogStore,
     Snapshot,
     StoreBase,
     StoredEvent,
     StreamInfo,
+    SummaryOverlay,
     chain_rows,
     check_revision,
     copy_batch_of,
@@ -49,13 +52,13 @@ from ledger.storage.sqlite_sql import (
     stream_where,
     writable,
 )
-from ledger.storage.sqlite_summary import SQLiteSummary
-from ledger.storage.summary import SummaryKeeper
-from ledger.storage.summary_tail import Follower, Overlay
 from ledger.storage.wal import EVERY_COMMITS, Checkpointer
 
+if TYPE_CHECKING:
+    from ledger.storage.summary import SummaryKeeper
 
-class SQLiteStore(SQLiteSummary, StoreBase):
+
+class SQLiteStore(StoreBase):
     """A ledger in one SQLite file (WAL mode when opened for writing)."""
 
     dialect = "sqlite"
@@ -69,7 +72,7 @@ class SQLiteStore(SQLiteSummary, StoreBase):
         self.busy_timeout_ms = busy_timeout_ms
         self.readonly = readonly
         self._heads = HeadCache()
-        self._summary = SummaryKeeper()
+        self._keeper: SummaryKeeper | None = None
         timeout = busy_timeout_ms / 1000
         # A writer left inside a transaction (its ROLLBACK failed too) would refuse every later BEGIN: replaced.
         self._writer = Writer(
@@ -85,7 +88,7 @@ class SQLiteStore(SQLiteSummary, StoreBase):
         self._checkpointer = Checkpointer(self._connect, every=EVERY_COMMITS if durability != "full" else 0)
         # The cards summary is caught up after commits, off the appending thread (see summary_tail.py).
         self._follower = Follower(self._follow)
-        self._overlay: Overlay | None = None
+        self._overlay: SummaryOverlay | None = None
         self._immutable = readonly and not writable(self.path)
         if readonly:
             self._check_is_ledger()
@@ -96,6 +99,54 @@ class SQLiteStore(SQLiteSummary, StoreBase):
         if not writable(self.path):
             raise StoreError(f"cannot open the ledger at {self.describe()} for writing{self._readonly_hint()}")
         sq.refuse_foreign(self.path, busy_timeout_ms)
+
+    # -- the cards summary (summary_tail.py): loaded when a list or a writer needs it, not by every read --------
+
+    @property
+    def _summary(self) -> SummaryKeeper:
+        if self._keeper is None:
+            from ledger.storage.summary import SummaryKeeper
+
+            self._keeper = SummaryKeeper()
+        return self._keeper
+
+    def catch_up_summary(self) -> int:
+        """Fold into the cards summary the events it does not reflect yet; how many (0 on a read-only store)."""
+        if self.readonly:
+            return 0
+        try:
+            with self._writer.connection() as con:
+                return _catch_up(self._summary, con)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot update the cards summary of the ledger at {self.describe()}: {e}") from e
+
+    def _follow(self) -> None:
+        with contextlib.suppress(StoreError):
+            self.catch_up_summary()
+
+    def summary_at_head(self) -> SummaryOverlay | None:
+        """None once the summary tables reflect the log's head (caught up here when behind); for a read-only store
+        that is behind, the overlay to answer from (nothing written)."""
+        from ledger.storage.summary_tail import LAG_SQL
+
+        try:
+            position, head = self._read(LAG_SQL, ())[0]
+        except StoreError as e:
+            if "summary_position" in str(e):  # an earlier revision, open read-only: its appends kept the rows
+                return None
+            raise
+        if position >= head:
+            return None
+        if not self.readonly:
+            self.catch_up_summary()
+            return None
+        if self._overlay is None or self._overlay.head != head:
+            try:
+                with self._readers.connection() as con:
+                    self._overlay = _overlay(self._summary, con)
+            except sqlite3.Error as e:
+                raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
+        return self._overlay
 
     # -- connections ----------------------------------------------------------------------------------------
 
@@ -543,3 +594,43 @@ class SQLiteStore(SQLiteSummary, StoreBase):
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
+
+
+def _catch_up(keeper: SummaryKeeper, con: sqlite3.Connection) -> int:
+    """:func:`~ledger.storage.summary_tail.catch_up` on SQLite writer connection ``con`` (autocommit mode; BEGIN
+    IMMEDIATE serializes it with every append and every other catch-up)."""
+    from ledger.storage.summary_sql import probe
+    from ledger.storage.summary_tail import POSITION_SQL, catch_up
+
+    def fetch(sql: str, args: Any) -> list[Any]:
+        return con.execute(sql, args).fetchall()
+
+    def begin() -> int:
+        con.execute("BEGIN IMMEDIATE")
+        probe(keeper, con.execute, "sqlite")
+        return int(fetch(POSITION_SQL, ())[0][0])
+
+    def rollback() -> None:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+
+    def commit() -> None:
+        con.execute("COMMIT")
+
+    return catch_up(keeper, begin, fetch, con.execute, con.executemany, commit, rollback)
+
+
+def _overlay(keeper: SummaryKeeper, con: sqlite3.Connection) -> SummaryOverlay | None:
+    """The summary as of the log's head, read in one read transaction on ``con``; None when it is at the head."""
+    from ledger.storage.summary_sql import probe
+    from ledger.storage.summary_tail import LAG_SQL, build_overlay
+
+    con.execute("BEGIN")
+    try:
+        position, head = con.execute(LAG_SQL).fetchone()
+        if position >= head:
+            return None
+        probe(keeper, con.execute, "sqlite")
+        return build_overlay(lambda sql, args: con.execute(sql, args).fetchall(), keeper, head, position)
+    finally:
+        con.execute("ROLLBACK")

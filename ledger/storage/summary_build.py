@@ -283,7 +283,7 @@ def rebuild_summary(store: LogStore) -> int:
                     con.execute("ROLLBACK")
                 raise
         return n
-    from ledger.storage.pg_summary import pg_rebuild
+    from ledger.storage.postgres import pg_rebuild
 
     return pg_rebuild(store)
 

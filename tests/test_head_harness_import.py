@@ -259,3 +259,19 @@ def test_frame_lines_that_name_no_action_among_ones_that_do_are_found_the_named_
     assert code == 0, (out, err)
     assert f"{agent.path}:{frames[5] + 1}: 3 frame line(s) name no action (the first: line {frames[5] + 1})" in err
     assert counts(export(db, run.card_id)) == counts(export(live_db, run.card_id))
+
+
+def test_a_scorecard_shaped_side_line_in_the_middle_is_no_close(tmp_path: Path, envs: Path) -> None:
+    """Only ``{}`` or a run's entry (its guid, its runs) is the scorecard written at the close: another dict with
+    actions and levels_completed between frame lines leaves every later line counted."""
+    live_db, rec = tmp_path / "live.sqlite", tmp_path / "recordings"
+    run = live_run(live_db, rec, envs, GAMES[1], 10, max_actions=30)
+    agent = run.agents[0]
+    lines = agent.path.read_text().splitlines(keepends=True)
+    side = {"timestamp": json.loads(lines[10])["timestamp"], "data": {"actions": [1, 2], "levels_completed": 0}}
+    lines.insert(10, json.dumps(side) + "\n")
+    agent.path.write_text("".join(lines))
+    db = tmp_path / "fresh.sqlite"
+    code, out, err = invoke(db, "import", str(agent.path), "--card-id", run.card_id)
+    assert code == 0 and "after the card's close" not in out + err, (out, err)
+    assert counts(export(db, run.card_id)) == counts(export(live_db, run.card_id))

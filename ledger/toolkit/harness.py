@@ -251,8 +251,10 @@ class _Lines:
         if self.records == 1:
             read.first_bad = isinstance(rec, str) or not _decodes(_line, body)
         if self.pending_final is not None and self.closed is None:
-            # A scorecard-shaped line that was not the last: a side line, unless frame lines follow it (below).
-            self.closed = self.pending_final
+            # A scorecard-shaped line that was not the last: a side line, unless it is the scorecard the harness
+            # writes at the close ({} or a run's entry) and frame lines follow it (below).
+            if _closes(self.pending_final[1]):
+                self.closed = self.pending_final
             self.pending_final = None
             read.side_lines += 1
         if not isinstance(rec, _Line):
@@ -301,6 +303,12 @@ class _Lines:
     def finish(self) -> None:
         if self.pending_final is not None and not self.read.after_close:
             self.read.final_lineno, self.read.final = self.pending_final
+
+
+def _closes(data: dict[str, Any]) -> bool:
+    """Whether a scorecard-shaped line is ``scorecard.get(game_id)`` as the harness writes it once the card is
+    closed: ``{}`` for a local card, a run's entry (its guid, or its runs) online."""
+    return not data or isinstance(data.get("guid"), str) or isinstance(data.get("runs"), list)
 
 
 def _decodes(decoder: msgspec.json.Decoder[Any], raw: bytes) -> bool:

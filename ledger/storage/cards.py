@@ -334,7 +334,7 @@ class CardRepository:
 
     # -- checking -----------------------------------------------------------------------------------------------
 
-    def snapshot_problems(self, *, every: int = 1, limit: int | None = None) -> Iterator[str]:
+    def snapshot_problems(self, *, every: int = 1) -> Iterator[str]:
         """Each stored snapshot row that differs from the log, one line each: one that does not decode or whose
         digest does not hold, one of a stream that is not a card or not in the log, one not bound to its event, or
         one whose state is not the replay of the card up to there. ``every``: check one row in that many (a sample,
@@ -352,11 +352,11 @@ class CardRepository:
         if not stream.startswith(CARD_STREAM):
             return "not a card's stream"
         card_id = stream[len(CARD_STREAM) :]
-        snap = self.store.get_snapshot(stream, SNAPSHOT_KIND)
-        opened = open_snapshot(snap.body) if snap else None
-        if snap is None or opened is None:
+        got = self.store.bound_snapshot(stream, SNAPSHOT_KIND)
+        opened = open_snapshot(got[0].body) if got else None
+        if got is None or opened is None:
             return "does not decode, or its digest does not hold (reads ignore it)"
-        link = self.store.link_at(stream, version)
+        link = got[1]
         if link is None:
             return f"the log has no version {version} of this card"
         if link[1] != opened[0] or link[0] != seq:

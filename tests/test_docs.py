@@ -10,8 +10,8 @@
   ``empty`` (a folder without games), ``v2.json`` (the baselines file docs/baselines.md shows) and ``main.py`` (a
   Swarm-like harness, ``tests/swarm_harness.py``, for ``ledger record``), plus what ``PAGE_INPUTS`` makes for its
   page (docs/import.md: toolkit runs in card folders ``runs``, laid flat in ``Downloads``, pasted out of order in
-  ``pasted``, and ``live``, a harness run the page's ledger captured live; docs/retract-and-output.md:
-  ``tampered.sqlite``, the page's ledger with a row rewritten behind the triggers; docs/remote-capture.md: a card
+  ``pasted``, and ``live``, a harness run the page's ledger captured live; docs/commands.md:
+  ``tampered.sqlite``, the page's ledger with a row rewritten behind the triggers; docs/capture.md: a card
   captured from a server, in the page's ledger and, still open, in ``open.sqlite``). They print the lines that follow
   them (stdout, then stderr), ids, hashes, keys, times and interpreter paths aside (a ``...`` line stands for any
   lines; in docs/ pages every number is also set aside: their transcripts show the output's shape); a transcript
@@ -23,7 +23,7 @@
   transcripts of one page run in order, against one demo ledger. A block of another language (plain
   ```` ``` ````, ``text``) may not hold a ``$ ledger`` transcript unless the line before the block is
   ``<!-- not run: REASON -->``; blocks indented under a list item count as any other.
-  ``CARD`` and any card id stand for the demo's card (docs/remote-capture.md: the server card), a 64-hex hash for
+  ``CARD`` and any card id stand for the demo's card (docs/capture.md: the server card), a 64-hex hash for
   the demo ledger's head. A ```` ```python ```` block runs in a fresh folder and must assert something.
 """
 
@@ -314,7 +314,7 @@ def _import_page_inputs(ledger: DemoLedger) -> None:
 
 
 def _tampered_ledger(ledger: DemoLedger) -> None:
-    """docs/retract-and-output.md: ``tampered.sqlite``, a copy of the page's ledger whose demo card's tenth event
+    """docs/commands.md: ``tampered.sqlite``, a copy of the page's ledger whose demo card's tenth event
     was rewritten behind the triggers (its body an integer), as tests/test_tamper_columns.py rewrites rows."""
     from tests.test_tamper_columns import rewrite_row
 
@@ -322,7 +322,7 @@ def _tampered_ledger(ledger: DemoLedger) -> None:
 
 
 def _server_card(ledger: DemoLedger) -> DemoLedger:
-    """docs/remote-capture.md: a card captured from a server (the toolkit's REST server on 127.0.0.1, a COMPETITION
+    """docs/capture.md: a card captured from a server (the toolkit's REST server on 127.0.0.1, a COMPETITION
     client with no game files, as tests/test_remote_truth.py plays it), in the page's ledger; ``open.sqlite`` is a
     copy taken while it was open. ``CARD`` and any card id stand for that card on this page."""
     from dataclasses import replace
@@ -352,8 +352,8 @@ def _server_card(ledger: DemoLedger) -> DemoLedger:
 #: function that returns a ledger changes what the page's placeholders stand for.
 PAGE_INPUTS: dict[str, Callable[[DemoLedger], DemoLedger | None]] = {
     "docs/import.md": _import_page_inputs,
-    "docs/retract-and-output.md": _tampered_ledger,
-    "docs/remote-capture.md": _server_card,
+    "docs/commands.md": _tampered_ledger,
+    "docs/capture.md": _server_card,
 }
 
 
@@ -377,6 +377,7 @@ def test_the_docs_have_runnable_examples() -> None:
     pages_with_console = {b.page for b in CONSOLE}
     for page in (
         "README.md",
+        "docs/tutorial.md",
         "docs/import.md",
         "docs/audit.md",
         "docs/baselines.md",
@@ -400,10 +401,16 @@ def test_every_transcript_runs(block: Block) -> None:
     )
 
 
-@pytest.mark.parametrize("block,line", SH, ids=[f"{b.where} {c}" for b, c in SH])
-def test_shell_example_runs(demo_ledger: DemoLedger, block: Block, line: str) -> None:
-    done = demo_ledger.run(line)
-    assert done.returncode == 0, f"{block.where}: `{line}` exited {done.returncode}:\n{done.stdout}{done.stderr}"
+# A block's lines build on each other (README's checkpoint, then the proof against it), so a block is one test:
+# its lines run in order in one process, whichever test process pytest-xdist gives it.
+SH_BLOCKS = sorted({b.where: b for b, _ in SH}.values(), key=lambda b: b.where)
+
+
+@pytest.mark.parametrize("block", SH_BLOCKS, ids=lambda b: b.where)
+def test_shell_example_runs(demo_ledger: DemoLedger, block: Block) -> None:
+    for line in (c for b, c in SH if b is block):
+        done = demo_ledger.run(line)
+        assert done.returncode == 0, f"{block.where}: `{line}` exited {done.returncode}:\n{done.stdout}{done.stderr}"
 
 
 #: What differs from run to run: card ids, hashes, keys and signatures, times, durations, paths, schema revisions.

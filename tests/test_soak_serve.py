@@ -9,7 +9,7 @@
 - One process with a ledger attached to an Arcade, cards played by threads that come and go; then ``ledger view``
   over that ledger for many page loads. Descriptors flat in both.
 
-Bounds (the figures of one run are in docs/long-lived.md): after the first fifth of a run (the store's readers and
+Bounds (the figures of one run are in docs/figures.md): after the first fifth of a run (the store's readers and
 the WAL checkpointer open as they are first needed, Python's allocator grows its arenas), descriptors do not grow
 (:data:`FD_GROWTH`) and stay within :data:`FD_OPENED` of the first reading, threads stay under
 :data:`THREADS_MAX` (a bound set by the agents' concurrency), and memory grows by at most :data:`RSS_GROWTH_KB`.

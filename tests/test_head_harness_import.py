@@ -95,6 +95,11 @@ def test_a_head_recording_imports_as_the_live_card_with_and_without_the_code(
             assert code == 0 and "resets are unknown" not in out, (out, err)
         else:
             assert "each frame line names its action (action_input): no search" in err
+            # Scored with the games' baselines (their metadata.json, no code): the live card's document.
+            code, out, err = invoke(db, "baselines", "import", str(envs), "--label", "shipped")
+            assert code == 0, err
+            code, out, err = invoke(db, "export", run.card_id, "--baselines", "shipped")
+            assert code == 0 and {**json.loads(out), "tags": live["tags"]} == live, err
         evs = events_of(db, run.card_id)
         (inferred,) = [e for e in evs if type(e) is ActionsInferred]
         assert (inferred.method, inferred.undecided, inferred.resets_known) == ("recorded", [], True)

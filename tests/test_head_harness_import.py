@@ -192,6 +192,10 @@ def test_a_named_run_folder_that_is_not_used_is_an_error_and_nothing_is_written(
     )
     with Ledger.open(db) as led:
         assert led.card_ids() == []
+    code, out, err = invoke(db, "import", str(agent.path), "--strict")
+    assert code == 2 and f"the run folder {agent.run_dir} beside it is not used (--strict): " in err, (out, err)
+    with Ledger.open(db) as led:
+        assert led.card_ids() == []
     code, out, err = invoke(db, "import", str(agent.path))
     assert code == 0 and f"run folder not used: not this recording's run: step_{n:03d} says" in err, (out, err)
 

@@ -89,11 +89,11 @@ def import_harness_card(
 
 
 def _steps_for(
-    path: Path, read: HarnessRead, problems: list[Problem], named: frozenset[Path]
+    path: Path, read: HarnessRead, problems: list[Problem], named: frozenset[Path], strict: bool = False
 ) -> tuple[dict[int, Step], Path | None, str | None]:
     """The benchmarking run folder's steps matched to frame lines (:mod:`ledger.toolkit.run_match`), that folder,
-    and why a folder the user named (``named``) is not used (None when none is left unused); each folder of the
-    game not used is named with why."""
+    and why a folder the user named (``named``), or under ``strict`` any folder of the recording's, is not used
+    (None when none is left unused); each folder of the game not used is named with why."""
     found = match_run_folder(path.parent, read.name, read.frames, read.tokens)
     why_named: str | None = None
     where = path.parent.resolve()
@@ -101,6 +101,8 @@ def _steps_for(
         problems.append(Problem(str(d), None, "harness", f"run folder not used: {why}"))
         if d.resolve() in named:
             why_named = f"the run folder {d} named to import is not used: {why}"
+        elif strict and why_named is None:
+            why_named = f"the run folder {d} beside it is not used (--strict): {why}"
     for d in sorted(named):
         if d.parent == where and why_named is None and (found.folder is None or found.folder.resolve() != d):
             game = read_run_meta(d)
@@ -318,7 +320,7 @@ def _import_once(
     if prep is None:
         return result, 0 if result.exit_code == 1 else (path.stat().st_size if path.exists() else 0)
     read, done = prep.read, prep.done
-    steps, prep.run_dir, why_named = _steps_for(path, read, problems, opts.named_runs)
+    steps, prep.run_dir, why_named = _steps_for(path, read, problems, opts.named_runs, opts.strict)
     if why_named is not None:
         problems.append(Problem(str(path), None, "run_not_used", why_named))
         result.status, result.exit_code = "not imported", 2

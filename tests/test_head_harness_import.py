@@ -109,6 +109,14 @@ def test_a_head_recording_imports_as_the_live_card_with_and_without_the_code(
         assert usage.cost == pytest.approx(agent.total_usage["cost"])
         assert sum(lv.steps for lv in usage.levels) == agent.step_counter
         assert f"model:{MODEL}" in evs[0].tags and f"run:{agent.run_id}" in evs[0].tags
+        code, out, err = invoke(tmp_path / f"json{len(args)}.sqlite", "import", str(rec), "--json", *args)
+        (card,) = json.loads(out)["cards"]
+        assert (card["recorded_actions"], card["inferred_actions"], card["resets_known"]) == (
+            agent.action_counter,
+            0,
+            True,
+        )
+        assert json.loads(out)["harness"]["recorded_actions"] == agent.action_counter
 
 
 def test_an_interrupted_head_run_counts_nothing_answered_after_the_close(tmp_path: Path, envs: Path) -> None:

@@ -335,6 +335,7 @@ def _as_json(s: ImportSummary, with_environments: bool) -> dict[str, Any]:
                 "error": c.error,
                 "format": c.format,
                 "inferred_actions": c.inferred,
+                "recorded_actions": c.recorded,
                 "undecided_lines": c.undecided,
                 "unreproduced_lines": c.unreproduced,
                 "resets_known": c.resets_known,

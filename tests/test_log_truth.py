@@ -67,6 +67,14 @@ def verify(db: str) -> Result:
     return run(db, "verify")
 
 
+def audit_consistency(db: str, card: str) -> str:
+    """The message of ``ledger audit CARD``'s consistency check, which must have failed (exit 1)."""
+    r = run(db, "audit", card, "--json")
+    (check,) = [c for c in json.loads(r.stdout)["checks"] if c["name"] == "consistency"]
+    assert r.exit_code == 1 and check["status"] == "FAIL", check
+    return str(check["message"])
+
+
 def test_a_snapshot_edited_by_hand_is_ignored_and_verify_names_it(demo: tuple[str, str]) -> None:
     db, card = demo
     before = outputs(db, card)
@@ -86,6 +94,9 @@ def test_a_snapshot_edited_by_hand_is_ignored_and_verify_names_it(demo: tuple[st
     assert v.exit_code == 1
     assert f"FAIL cached card state: snapshot of card:{card} (version" in v.stdout
     assert "1 derived row(s) differ from the log" in v.stdout
+    assert audit_consistency(db, card).endswith(
+        "its cached state does not decode, or its digest does not hold (reads ignore it)"
+    )
 
 
 def test_a_snapshot_forged_with_a_valid_digest_fails_verify_and_audit(demo: tuple[str, str]) -> None:
@@ -120,6 +131,7 @@ def test_other_snapshot_edits(demo: tuple[str, str], change: str) -> None:
         )
     else:  # the row moved to another version and seq of the same card
         sql(db, "UPDATE snapshots SET version = version - 1, seq = seq - 1")
+        assert "cached" in audit_consistency(db, card)
     assert outputs(db, card) == before
     v = verify(db)
     assert v.exit_code == 1 and "FAIL cached card state: snapshot of card:" in v.stdout
@@ -150,7 +162,7 @@ def test_a_merkle_tree_edit_fails_verify(demo: tuple[str, str]) -> None:
 
 
 def test_a_copy_mark_the_log_refutes_fails_verify(demo: tuple[str, str]) -> None:
-    db, card = demo
+    db, _ = demo
     with Ledger.open(db) as led:
         last = led.store.streams()[-1]
         write_mark(led.store, "elsewhere.sqlite", 7, last.head, 1)

@@ -202,6 +202,41 @@ class AuditReport:
         }
 
 
+def _with_summary_row(
+    ledger: Any, card: CardState, version: int, baselines: Mapping[str, BaselineEntry], consistency: Check
+) -> Check:
+    """The consistency check, failed when the card's row in the cards summary (a table derived from the log, as
+    the cached projection is) is not the one a replay of its events makes, as ``ledger verify`` would say."""
+    from ledger.storage.summary import COLUMNS, SUMMARY, SummaryRow, card_score, row_of
+    from ledger.storage.summary_build import has_summary, query
+
+    if not has_summary(ledger.store):
+        return consistency
+    got = query(ledger.store, f"SELECT {', '.join(COLUMNS)} FROM {SUMMARY} WHERE card_id = ?", [card.card_id])
+    want = row_of(card, version, card_score(card, baselines))
+    have = SummaryRow(*got[0]) if got else None
+    if have == want:
+        return consistency
+    if have is None:
+        said = "the cards summary has no row for it"
+    else:
+        fields = [f for f in SummaryRow.__struct_fields__ if getattr(have, f) != getattr(want, f)]
+        said = (
+            "its row in the cards summary differs from a replay ("
+            + ", ".join(f"{f} {getattr(have, f)!r}, log {getattr(want, f)!r}" for f in fields)
+            + ")"
+        )
+    return _failed(consistency, said)
+
+
+def _failed(consistency: Check, said: str) -> Check:
+    """The consistency check failed for ``said`` too."""
+    import dataclasses
+
+    message = said if consistency.status == "PASS" else f"{consistency.message}; {said}"
+    return dataclasses.replace(consistency, status="FAIL", message=message)
+
+
 def audit_card(
     ledger: Any,
     card_id: str,
@@ -239,6 +274,13 @@ def audit_card(
         folded=card,
         rest_answer=card.captured_via == "serve",
     )
+    if complete and baselines is not None and integrity.status != "FAIL":
+        consistency = _with_summary_row(ledger, card, rows.read, baselines, consistency)
+    # A cached state that was compared is said above; one reads ignore (not bound, changed by hand) is said here.
+    compared = consistency.details.get("cached_projection") is not None
+    cache = ledger.repository.snapshot_problem(card_id) if complete and not compared else None
+    if cache is not None:
+        consistency = _failed(consistency, f"its cached state {cache}")
     resim = check_resimulation(events, environments, decide)
     lifecycle = check_lifecycle(events, stale_minutes(environ), max_open_minutes(environ))
     doc = score_card(card, baselines) if baselines is not None else None

@@ -48,6 +48,8 @@ class VerifyReport:
     snapshot_differences: list[str] = field(default_factory=list)
     tree_problem: str | None = None
     copy_mark_differences: list[str] = field(default_factory=list)
+    #: Cards whose events do not make what was recorded at their closes (the audit's consistency check).
+    card_differences: list[str] = field(default_factory=list)
     #: 1 when every snapshot was compared; n when one in n was (``--quick``).
     snapshot_sample: int = 1
     snapshots_checked: int = 0
@@ -58,6 +60,7 @@ class VerifyReport:
         out = [f"{s.stream}: {s.error}" for s in self.streams if s.error]
         out += [f"append-only trigger missing: {t}" for t in self.missing_triggers]
         out += [f"cards summary: {d}" for d in self.summary_differences]
+        out += [f"card {d}" for d in self.card_differences]
         out += [f"cached card state: {d}" for d in self.snapshot_differences]
         out += [f"Merkle tree: {self.tree_problem}"] if self.tree_problem else []
         out += [f"copy mark: {d}" for d in self.copy_mark_differences]
@@ -83,6 +86,7 @@ class VerifyReport:
             "triggers": {"expected": self.expected_triggers, "missing": self.missing_triggers},
             "chains_ok": not any(s.error for s in self.streams),
             "derived": {
+                "cards": self.card_differences,
                 "summary": self.summary_differences,
                 "snapshots": self.snapshot_differences,
                 "snapshots_checked": self.snapshots_checked,
@@ -110,11 +114,12 @@ class VerifyReport:
         derived = sum(
             map(len, (self.summary_differences, self.snapshot_differences, self.copy_mark_differences))
         ) + bool(self.tree_problem)
+        closes = f", {len(self.card_differences)} card(s) differ from their closes" if self.card_differences else ""
         what = "derived tables match the log" if not derived else f"{derived} derived row(s) differ from the log"
         if self.snapshot_sample > 1:
             what += f" (cached card states sampled: 1 in {self.snapshot_sample})"
         return (
-            f"{'OK' if self.ok else 'FAILED'}: {self.events} events in {len(self.streams)} streams, {chains}, "
+            f"{'OK' if self.ok else 'FAILED'}: {self.events} events in {len(self.streams)} streams, {chains}{closes}, "
             f"{triggers}, {what}, schema {self.revision} ({at_head})"
         )
 
@@ -205,6 +210,7 @@ def verify_ledger(
         # A second read, in the order of the (stream, version) index, one card at a time: memory stays bounded.
         broken = frozenset(s.stream[len(CARD_STREAM) :] for s in report.streams if s.error)
         report.summary_differences = check(store, skip=broken)[1]
+    report.card_differences = _closes(store, [s.stream for s in report.streams if not s.error])
     report.snapshot_differences, report.snapshots_checked = _snapshots(store, report.snapshot_sample)
     report.tree_problem = _tree(store)
     report.copy_mark_differences = [
@@ -213,6 +219,42 @@ def verify_ledger(
         if h not in seen
     ][:LIMIT]
     return report
+
+
+def _closes(store: LogStore, streams: list[str]) -> list[str]:
+    """Each card (whose chain holds) whose events do not make the document recorded at each of its closes, or that
+    has events after its close: the audit's consistency check, one card at a time (bounded memory)."""
+    from ledger.core.audit_checks import check_consistency
+    from ledger.core.baselines import as_map
+    from ledger.core.events import BaselinesRecorded, Numbered, baselines_stream
+    from ledger.storage.cards import apply_events
+
+    sets: dict[str, dict[str, Any] | None] = {}
+    out: list[str] = []
+    for stream in streams:
+        if not stream.startswith(CARD_STREAM):
+            continue
+        card_id = stream[len(CARD_STREAM) :]
+        try:
+            events = [Numbered(r.version, r.seq, decode(r.body)) for r in store.read_stream(stream)]
+        except (msgspec.DecodeError, msgspec.ValidationError, TypeError):
+            continue  # the chain walk already said which event does not decode
+        card = apply_events(card_id, (n.event for n in events))
+        set_id = card.baselines_id
+        if set_id is not None and set_id not in sets:
+            bodies = store.read_bodies(baselines_stream(set_id))[0]
+            rec = decode(bodies[0]) if bodies else None
+            sets[set_id] = as_map(rec.entries) if isinstance(rec, BaselinesRecorded) else None
+        baselines = sets.get(set_id) if set_id is not None else {}
+        problem = None if baselines is not None else f"its baseline set {set_id} is not in this ledger"
+        got = check_consistency(
+            card_id, events, baselines, baselines_problem=problem, folded=card, rest_answer=card.captured_via == "serve"
+        )
+        if got.status == "FAIL":
+            out.append(f"{card_id}: {got.message}")
+            if len(out) == LIMIT:
+                break
+    return out
 
 
 def _snapshots(store: LogStore, every: int) -> tuple[list[str], int]:

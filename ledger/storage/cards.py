@@ -344,17 +344,19 @@ class CardRepository:
             if kind != SNAPSHOT_KIND or n % every:
                 continue
             self.snapshots_checked += 1
-            problem = self._snapshot_problem(stream, version, seq)
+            card = stream[len(CARD_STREAM) :] if stream.startswith(CARD_STREAM) else None
+            problem = self.snapshot_problem(card) if card is not None else "not a card's stream"
             if problem is not None:
                 yield f"snapshot of {stream} (version {version}, seq {seq}): {problem}"
 
-    def _snapshot_problem(self, stream: str, version: int, seq: int) -> str | None:
-        if not stream.startswith(CARD_STREAM):
-            return "not a card's stream"
-        card_id = stream[len(CARD_STREAM) :]
-        got = self.store.bound_snapshot(stream, SNAPSHOT_KIND)
-        opened = open_snapshot(got[0].body) if got else None
-        if got is None or opened is None:
+    def snapshot_problem(self, card_id: str) -> str | None:
+        """How the card's stored snapshot differs from the log (None: it matches, or there is none)."""
+        got = self.store.bound_snapshot(card_stream(card_id), SNAPSHOT_KIND)
+        if got is None:
+            return None
+        version, seq = got[0].version, got[0].seq
+        opened = open_snapshot(got[0].body)
+        if opened is None:
             return "does not decode, or its digest does not hold (reads ignore it)"
         link = got[1]
         if link is None:

@@ -7,8 +7,11 @@ STAMP_DEV := $(VENV)/.installed-dev
 # The machine's PostgreSQL server; its tests skip when it cannot be reached (and fail under CI=true).
 export LEDGER_TEST_PG_URL ?= postgresql+psycopg://postgres@127.0.0.1:5432/test
 
-# Test processes side by side (pytest-xdist); 0 runs the tests in this process, one after another.
-TEST_WORKERS ?= 2
+# Test processes side by side (pytest-xdist); 0 runs the tests in this process, one after another. Most fast tests
+# wait on a child process or a server, so four of them share two cores well (each takes the next test when it is
+# done: worksteal); the heavy tier's soaks and kill loops load the machine themselves and keep two.
+TEST_WORKERS ?= 4
+HEAVY_WORKERS ?= 2
 
 .PHONY: demo test test-all lint bench clean chromium
 
@@ -40,12 +43,12 @@ COMPILE := $(BIN)/python -m compileall -q -x '/(demo_games|environment_files|har
 # The fast tier: everything but the tests marked `heavy` (pyproject.toml says which).
 test: lint
 	$(COMPILE)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not heavy" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not heavy" $(PYTEST_ARGS)
 
 # Both tiers: what CI runs (.ci/run). The browser tests are heavy, so only this target needs chromium.
 test-all: lint chromium
 	$(COMPILE)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(HEAVY_WORKERS) $(PYTEST_ARGS)
 
 lint: $(STAMP_DEV)
 	$(BIN)/ruff check ledger tests scripts migrations

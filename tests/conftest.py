@@ -6,10 +6,10 @@ server's WAL flush (``synchronous_commit`` off: only a crash of the server could
 it). Without that variable they skip, naming it; with ``CI=true`` they must run, so an unset variable or an
 unreachable server fails them.
 
-``make test`` runs the tests in two worker processes (pytest-xdist): each PostgreSQL test has its own database, each
-test its own tmp_path and ports, and the session fixtures below are built once in each worker. The one test that
-restarts the server (``pg_server_alone``) waits until the other worker's PostgreSQL test is done, and holds the
-next one back until the server is up again.
+``make test`` and ``make test-all`` run the tests in worker processes (pytest-xdist): each PostgreSQL test has its
+own database, each test its own tmp_path and ports, and the session fixtures below are built once in each worker.
+The one test that restarts the server (``pg_server_alone``) waits until the other workers' PostgreSQL tests are
+done, and holds the next ones back until the server is up again.
 
 ``foreign_python`` (a venv of Python 3.13 with only the toolkit: tests/second_python.py) is built once per session
 for every test that needs it; without a Python 3.13 on the machine those tests skip, saying so. ``toolkit_env``

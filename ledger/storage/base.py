@@ -309,6 +309,35 @@ def has_table(execute: Callable[[str, Any], Any], dialect: str, table: str) -> b
     return bool(next(iter(execute(sql, ())))[0])
 
 
+#: A stream's snapshot with the log's event at its version (``{m}``: the driver's placeholder), for
+#: :meth:`LogStore.bound_snapshot`; and that event alone with the count of the stream's events up to it.
+BOUND_SNAPSHOT_SQL = (
+    "SELECT s.version, s.seq, s.body, e.seq, e.hash, "
+    "(SELECT count(*) FROM events c WHERE c.stream = s.stream AND c.version <= s.version) "
+    "FROM snapshots s LEFT JOIN events e ON e.stream = s.stream AND e.version = s.version "
+    "WHERE s.stream = {m} AND s.kind = {m}"
+)
+LINK_SQL = (
+    "SELECT seq, hash, (SELECT count(*) FROM events WHERE stream = {m} AND version <= {m}) "
+    "FROM events WHERE stream = {m} AND version = {m}"
+)
+
+
+def bound_snapshot_of(rows: Sequence[Sequence[Any]]) -> tuple[Snapshot, tuple[int, str, int] | None] | None:
+    """The rows of :data:`BOUND_SNAPSHOT_SQL` as :meth:`LogStore.bound_snapshot` returns them."""
+    if not rows:
+        return None
+    r = rows[0]
+    return Snapshot(r[0], r[1], bytes(r[2])), link_of([r[3:]])
+
+
+def link_of(rows: Sequence[Sequence[Any]]) -> tuple[int, str, int] | None:
+    """The rows of :data:`LINK_SQL` as :meth:`LogStore.link_at` returns them."""
+    if not rows or rows[0][0] is None:
+        return None
+    return int(rows[0][0]), str(rows[0][1]), int(rows[0][2])
+
+
 def chain_rows(stream: str, rows: Sequence[tuple[str, str, bytes]], version: int, prev: str) -> list[StoredEvent]:
     """The rows to insert after ``(version, prev)``: numbered and hash-linked (``seq`` 0 until inserted)."""
     hashes = chain.chain_hashes(prev, stream, version, [(t, b) for t, _, b in rows])

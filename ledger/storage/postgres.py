@@ -28,6 +28,8 @@ import psycopg
 from ledger.core import chain
 from ledger.errors import HistoryConflict, StoreError, VersionConflict
 from ledger.storage.base import (
+    BOUND_SNAPSHOT_SQL,
+    LINK_SQL,
     CopyBatch,
     Durability,
     Follower,
@@ -38,9 +40,11 @@ from ledger.storage.base import (
     StoredEvent,
     StreamInfo,
     SummaryOverlay,
+    bound_snapshot_of,
     chain_rows,
     check_revision,
     copy_batch_of,
+    link_of,
     no_ledger,
 )
 from ledger.storage.connections import ReadPool, Writer
@@ -552,21 +556,10 @@ class PostgresStore(StoreBase):
     def bound_snapshot(self, stream: str, kind: str) -> tuple[Snapshot, tuple[int, str, int] | None] | None:
         """A cached projection of ``stream`` with :meth:`link_at` of its version, in one query (None: no snapshot,
         or an unreadable cache)."""
-        q = (
-            "SELECT s.version, s.seq, s.body, e.seq, e.hash, "
-            "(SELECT count(*) FROM events c WHERE c.stream = s.stream AND c.version <= s.version) "
-            "FROM snapshots s LEFT JOIN events e ON e.stream = s.stream AND e.version = s.version "
-            "WHERE s.stream = %s AND s.kind = %s"
-        )
         try:
-            rows = self._read(q, (stream, kind))
+            return bound_snapshot_of(self._read(BOUND_SNAPSHOT_SQL.format(m="%s"), (stream, kind)))
         except StoreError:
             return None
-        if not rows:
-            return None
-        r = rows[0]
-        link = (int(r[3]), str(r[4]), int(r[5])) if r[3] is not None else None
-        return Snapshot(r[0], r[1], bytes(r[2])), link
 
     def stream_names(self, prefix: str, limit: int) -> list[str]:
         """Up to ``limit`` stream names that start with ``prefix``, in order."""
@@ -575,12 +568,7 @@ class PostgresStore(StoreBase):
 
     def link_at(self, stream: str, version: int) -> tuple[int, str, int] | None:
         """(seq, hash) of the event of ``stream`` at ``version`` and how many events the stream holds up to it."""
-        q = (
-            "SELECT seq, hash, (SELECT count(*) FROM events WHERE stream = %s AND version <= %s) "
-            "FROM events WHERE stream = %s AND version = %s"
-        )
-        rows = self._read(q, (stream, version, stream, version))
-        return (int(rows[0][0]), str(rows[0][1]), int(rows[0][2])) if rows else None
+        return link_of(self._read(LINK_SQL.format(m="%s"), (stream, version, stream, version)))
 
     def snapshot_keys(self) -> list[tuple[str, str, int, int]]:
         """(stream, kind, version, seq) of every stored snapshot, by stream."""

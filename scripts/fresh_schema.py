@@ -1,0 +1,70 @@
+"""Writes ledger/storage/fresh_schema.json: the schema the Alembic migrations make on an empty SQLite file, as the
+plain statements that make it again (each ``sqlite_master`` entry in creation order, then the rows the migrations
+insert). A new SQLite ledger is created from that file without loading SQLAlchemy or Alembic; the migrations stay
+the schema's one source, and ``tests/test_fresh_schema.py`` fails when the file is not what this script writes now.
+
+    .venv/bin/python scripts/fresh_schema.py            # rewrite the file
+    .venv/bin/python scripts/fresh_schema.py --print    # print what it would write
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "ledger" / "storage" / "fresh_schema.json"
+
+
+def generate() -> str:
+    """The file's text: the head revision and the statements, from a ledger the migrations created."""
+    sys.path.insert(0, str(ROOT))
+    from ledger.storage.base import head_revision
+    from ledger.storage.sqlite import SQLiteStore
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "migrated.sqlite"
+        store = SQLiteStore(f"sqlite:///{path}")
+        store._create_fresh = lambda: False  # type: ignore[method-assign]  # the migrations, not this file
+        try:
+            store.migrate()
+        finally:
+            store.close()
+        con = sqlite3.connect(path)
+        try:
+            master = con.execute(
+                "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY rowid"
+            ).fetchall()
+            statements = [sql for _, _, sql in master]
+            for kind, table, _ in master:
+                if kind != "table" or table == "alembic_version":
+                    continue
+                cur = con.execute(f'SELECT * FROM "{table}"')
+                columns = ", ".join(c[0] for c in cur.description)
+                for row in cur.fetchall():
+                    values = ", ".join(repr(v) if isinstance(v, int | float) else _quoted(v) for v in row)
+                    statements.append(f"INSERT INTO {table} ({columns}) VALUES ({values})")
+        finally:
+            con.close()
+    return json.dumps({"revision": head_revision(), "statements": statements}, indent=1) + "\n"
+
+
+def _quoted(value: object) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def main() -> int:
+    text = generate()
+    if "--print" in sys.argv[1:]:
+        sys.stdout.write(text)
+        return 0
+    OUT.write_text(text, encoding="utf-8")
+    print(f"wrote {OUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

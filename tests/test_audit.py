@@ -618,8 +618,8 @@ def test_verify_json_shape(master, tmp_path: Path) -> None:
         "chains_ok", "derived", "errors", "stream_checks",
     ]  # fmt: skip
     assert doc["derived"] == {
-        "cards": [], "summary": [], "snapshots": [], "snapshots_checked": doc["derived"]["snapshots_checked"], "snapshot_sample": 1,
-        "tree": None, "copy_marks": [],
+        "cards": [], "summary": [], "snapshots": [], "snapshots_checked": doc["derived"]["snapshots_checked"],
+        "snapshot_sample": 1, "tree": None, "copy_marks": [],
     }  # fmt: skip
     assert doc["derived"]["snapshots_checked"] >= 1
     with Ledger.open(db) as led:

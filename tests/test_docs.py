@@ -142,6 +142,28 @@ def test_the_readme_stays_short_and_points_to_every_page() -> None:
             assert f"({page})" in README, f"README.md does not link {page}"
 
 
+def _anchors(text: str) -> set[str]:
+    """The anchors GitHub makes of a page's headings (fenced blocks aside): lower case, punctuation dropped."""
+    text = re.sub(r"^ *```.*?^ *```", "", text, flags=re.S | re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in re.findall(r"^#+ (.*)$", text, re.M)}
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_links_reach_their_page_and_heading(page: str) -> None:
+    # Pages are merged and renamed; a link to the old name or an old heading would fail only the reader.
+    here = (ROOT / page).parent
+    broken = []
+    for link in re.findall(r"\]\(([^)\s]+)\)", PAGES[page]):
+        if re.match(r"[a-z]+:", link):
+            continue
+        name, _, anchor = link.partition("#")
+        target = (here / name).resolve() if name else ROOT / page
+        headings = _anchors(target.read_text(encoding="utf-8")) if target.suffix == ".md" and target.exists() else None
+        if not target.exists() or (anchor and headings is not None and anchor not in headings):
+            broken.append(link)
+    assert not broken, f"{page} links to no page or no heading: {', '.join(broken)}"
+
+
 @pytest.mark.parametrize("page", sorted(PAGES))
 def test_no_history_in_the_docs(page: str) -> None:
     # The docs say what the tool does now; what changed lives in CHANGELOG.md.

@@ -79,8 +79,8 @@ def init(ctx: click.Context) -> None:
     "columns",
     type=click.Choice(["tokens", "cost"]),
     multiple=True,
-    help="Add a column: tokens, cost (the run usage imported with each card; one read a card). With --json: "
-    "those keys.",
+    help="Add a column: tokens, cost (the run usage imported with each card; else the tokens a REST harness said in "
+    "the reasoning of the card's actions, no cost; one read a card). With --json: those keys.",
 )
 @click.option(
     "--after",

@@ -242,7 +242,7 @@ def _severity(p: Problem, strict: bool, repeats: bool = False) -> str:
         return "Warning" if repeats else "Error"
     if p.kind in FATAL_KINDS or p.kind in REFUSED_KINDS or (strict and p.kind in STRICT_KINDS):
         return "Error"
-    warn = ("truncated", "duplicate", "environments", "unreproduced", "cross_check")
+    warn = ("truncated", "duplicate", "environments", "unreproduced", "cross_check", "reader_unused")
     return "Warning" if p.kind in STRICT_KINDS or p.kind in warn else "Note"
 
 

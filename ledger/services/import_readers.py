@@ -14,24 +14,36 @@ from ledger.core.projection import apply, new_card
 from ledger.core.translator import Observation, translate
 from ledger.services.import_cards import CardResult, ImportOptions, close_import, load_existing, with_retries
 from ledger.services.import_compare import compare_with_held, held_elsewhere
-from ledger.services.import_runs import attach_usage
+from ledger.services.import_runs import attach_usage, card_usage, same_run
+from ledger.toolkit.builtin_readers import builtin
 from ledger.toolkit.harness import STATES
 from ledger.toolkit.import_problems import Problem
 from ledger.toolkit.readers import Decided, Reader, ReaderError, installed, reader_for
 
 if TYPE_CHECKING:
+    from ledger.ledger import Ledger
     from ledger.toolkit.readers import Answer
 
 
 def claimed_files(paths: list[Path]) -> list[tuple[Reader, Path]]:
-    """The files given by name that an installed reader reads (the ledger's own formats, ``.jsonl``, never are)."""
+    """The files a reader reads (the built-in ones first, then the installed): those given by name and those in
+    the folders given and their sub-folders (the ledger's own formats, ``.jsonl``, never are)."""
     files = [p for p in paths if p.is_file() and p.suffix != ".jsonl"]
+    for d in (p for p in paths if p.is_dir()):
+        for sub in [d, *sorted(x for x in d.iterdir() if x.is_dir())]:
+            files += sorted(f for f in sub.iterdir() if f.is_file() and f.suffix != ".jsonl")
     if not files:
         return []
-    readers = installed()
+    mine = builtin()
+    readers: list[Reader] | None = None
     out = []
-    for p in files:
-        r = reader_for(p, readers)
+    for p in dict.fromkeys(files):
+        r = reader_for(p, mine)
+        if r is None:
+            # Installed readers are loaded only once a file is none of the ledger's: a broken plugin stops only
+            # the imports that need one.
+            readers = installed() if readers is None else readers
+            r = reader_for(p, readers)
         if r is not None:
             out.append((r, p))
     return out
@@ -46,6 +58,7 @@ def import_read(opts: ImportOptions, reader: Reader, path: Path, problems: list[
         return [CardResult(path.name, "not imported", 1, error=error, exit_code=2)]
     out = []
     for d in decided:
+        problems.extend(Problem(str(path), None, "reader", f"card {d.card_id}: {n}") for n in d.notes)
         why = _refused(d)
         if why is not None:
             error = f"{path}: {why}: nothing of it imported"
@@ -85,6 +98,8 @@ def _usage(reader: Reader, path: Path, d: Decided) -> RunUsage | None:
         output_tokens=u.output_tokens,
         total_tokens=u.total_tokens,
         cost=u.cost,
+        reasoning_tokens=u.reasoning_tokens,
+        usage_other=u.other,
     )
 
 
@@ -120,7 +135,7 @@ def _one(opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: 
         else:
             result.status = "already imported"
         if usage is not None and result.status != "differs":
-            attach_usage(ledger, target, usage, str(path), problems)
+            _give_usage(ledger, target, usage, d, path, result, problems, strict=opts.strict)
         return result
     if not d.answers:
         result.status, result.exit_code = "not imported", 1
@@ -151,6 +166,64 @@ def _one(opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: 
     result.status, result.events, result.lines = "imported", len(events), len(d.answers)
     result.plays = len({a.guid for a in d.answers})
     return result
+
+
+def _give_usage(
+    ledger: Ledger,
+    card_id: str,
+    usage: RunUsage,
+    d: Decided,
+    path: Path,
+    result: CardResult,
+    problems: list[Problem],
+    *,
+    strict: bool,
+) -> None:
+    """Add the file's usage to the card, once: not to a card that did not play the file's games; of a run the card
+    holds a snapshot of already (its running total, the same ``run_id`` from the same reader), only a later one."""
+    where = str(path)
+    if d.game_ids and not d.answers:
+        played = set(ledger.load_card(card_id).games)
+        missing = [g for g in d.game_ids if g not in played]
+        if missing:
+            result.status, result.exit_code = "not imported", 1
+            result.error = (
+                f"{path}: says card {card_id} played {', '.join(missing)}, which the card did not: its usage is not "
+                "this card's, nothing written"
+            )
+            return
+    before = same_run(card_usage(ledger, card_id), usage)
+    if before is not None:
+        if _figures(before) == _figures(usage):
+            msg = f"its usage is on card {card_id} already (from {before.folder}): nothing added"
+            problems.append(Problem(where, None, "reader", msg))
+            return
+        if not all(
+            b is None or (n is not None and n >= b) for b, n in zip(_figures(before), _figures(usage), strict=True)
+        ):
+            msg = (
+                f"an earlier snapshot of run {usage.run_id} than the one card {card_id} holds ({_said(before)}, from "
+                f"{before.folder}): this file's {_said(usage)} not used"
+            )
+            if strict:
+                result.status, result.exit_code, result.error = "not imported", 2, f"{path}: {msg} (--strict)"
+            else:
+                problems.append(Problem(where, None, "reader_unused", msg))
+            return
+        msg = f"a later snapshot of run {usage.run_id}: it replaces the one from {before.folder} ({_said(before)})"
+        problems.append(Problem(where, None, "reader", msg))
+    held_before = result.status
+    attach_usage(ledger, card_id, usage, where, problems, check_held=before is None)
+    if held_before == "already imported" and not d.answers:
+        result.status, result.events, result.files = "updated", 1, 1
+
+
+def _figures(u: RunUsage) -> tuple[int | float | None, ...]:
+    return (u.input_tokens, u.output_tokens, u.total_tokens, u.reasoning_tokens, u.cost)
+
+
+def _said(u: RunUsage) -> str:
+    return f"{u.total_tokens} tokens, cost {u.cost!r}"
 
 
 def import_claimed(opts: ImportOptions, paths: list[Path], problems: list[Problem]) -> list[CardResult]:

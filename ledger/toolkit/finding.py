@@ -66,8 +66,9 @@ def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> tuple[dict[str, 
                 if claimed(p):
                     continue  # an installed reader's (ledger.services.import_readers imports it)
                 raise ImportInputError(
-                    f"{p}: not a .jsonl recording. ledger import reads: {'; '.join(FORMATS)}; and "
-                    "arc-agi-3-benchmarking run folders (run_meta.json, step_NNN.json) beside a harness recording"
+                    f"{p}: not a .jsonl recording. ledger import reads: {'; '.join(FORMATS)}; "
+                    "arc-agi-3-benchmarking run folders (run_meta.json, step_NNN.json) beside a harness recording; "
+                    "and the usage in joinplank/arc-agi-3-benchmarking's results JSON and costs.json"
                 )
             add(_card_of(p, p.resolve().parent.name), p)
         elif p.is_dir():
@@ -86,7 +87,7 @@ def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> tuple[dict[str, 
                     add(_card_of(rec, rec.parent.name), rec)
                     continue
                 run_folders_alone.append((p, why))
-            elif not found:
+            elif not found and not _reads_some(p):
                 empty.append(p)
         else:
             raise ImportInputError(f"{p}: no such file or folder")
@@ -103,13 +104,20 @@ def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> tuple[dict[str, 
 
 
 def claimed(path: Path) -> bool:
-    """Whether an installed reader (:mod:`ledger.toolkit.readers`) reads ``path``."""
+    """Whether a reader (:mod:`ledger.toolkit.readers`: a built-in one, or an installed one) reads ``path``."""
+    from ledger.toolkit.builtin_readers import builtin
     from ledger.toolkit.readers import ReaderError, installed, reader_for
 
     try:
-        return reader_for(path, installed()) is not None
+        return reader_for(path, builtin()) is not None or reader_for(path, installed()) is not None
     except ReaderError as e:
         raise ImportInputError(str(e)) from e
+
+
+def _reads_some(folder: Path) -> bool:
+    """Whether a reader reads a file in ``folder`` or its sub-folders (as it reads recordings there)."""
+    subs = [folder, *(d for d in folder.iterdir() if d.is_dir())]
+    return any(claimed(f) for d in subs for f in d.iterdir() if f.is_file() and f.suffix != ".jsonl")
 
 
 _TIMESTAMP = re.compile(rb'\{"timestamp": "([^"]+)"')

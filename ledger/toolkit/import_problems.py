@@ -32,6 +32,8 @@ ProblemKind = Literal[
     "not_counted",  # lines after the card's close (captured live): the server did not count them
     "cut_line",  # a line cut by another write (Ctrl-C in the harness): both records recovered
     "run_not_used",  # a benchmarking run folder the user named that its recording's import does not use: no card
+    "reader",  # what a reader's file gave (usage attached, held already) or holds that is not used
+    "reader_unused",  # a file's usage not used: an earlier snapshot of a run than the one the card holds
 ]
 #: Problems that refuse a card (exit 2) unless the user says they know (``--allow-repeats``).
 REPEAT_KINDS = frozenset(("out_of_order", "repeated"))

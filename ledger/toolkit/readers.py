@@ -2,12 +2,13 @@
 ``ledger.readers`` (the way llm and datasette take plugins).
 
 ``ledger import`` reads its own formats first (the toolkit's recordings, the harness recordings, benchmarking run
-folders beside them, see docs/import.md). A file given to it by name that is none of them (not ``.jsonl``) is
-offered to each installed reader in the order of their entry point names; the first whose :meth:`Reader.reads`
-says yes turns it into what it decides for each card (:class:`Decided`): the server's answers with the action
-each answered, and the usage the file reports. The ledger does the rest as for its own formats: the answers go
-through the same translator as live capture, a card whose plays the ledger holds already is compared with them,
-not written again, and usage is added once to the card it belongs to (a live card too).
+folders beside them, see docs/import.md). A file that is none of them (not ``.jsonl``; given by name, or in a
+folder given) is offered to the built-in readers (:mod:`ledger.toolkit.builtin_readers`: the files of joinplank's
+arc-agi-3-benchmarking), then to each installed reader in the order of their entry point names; the first whose
+:meth:`Reader.reads` says yes turns it into what it decides for each card (:class:`Decided`): the server's answers
+with the action each answered, and the usage the file reports. The ledger does the rest as for its own formats:
+the answers go through the same translator as live capture, a card whose plays the ledger holds already is
+compared with them, not written again, and usage is added once to the card it belongs to (a live card too).
 
 A reader is a class (instantiated without arguments) or an object with ``name``, ``reads(path)`` and
 ``read(path)``; see docs/import.md for a whole example.
@@ -18,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 GROUP = "ledger.readers"
 
@@ -50,7 +51,11 @@ class Spent:
     output_tokens: int | None = None
     cost: float | None = None
     model: str | None = None
+    #: Files of one run that each give its running total name the same run: the card keeps the latest, no sum.
     run_id: str | None = None
+    reasoning_tokens: int | None = None
+    #: The file's other usage and cost figures (a cost breakdown, token details), kept as given.
+    other: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -62,6 +67,10 @@ class Decided:
     answers: list[Answer] = field(default_factory=list)
     usage: Spent | None = None
     tags: list[str] = field(default_factory=list)
+    #: The games the file says the card played: its usage goes only to a card that played them.
+    game_ids: list[str] = field(default_factory=list)
+    #: What the file holds that the import does not use, a line each (the import says them).
+    notes: list[str] = field(default_factory=list)
 
 
 class Reader(Protocol):

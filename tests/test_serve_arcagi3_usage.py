@@ -1,7 +1,7 @@
 """joinplank/arc-agi-3-benchmarking (package ``arcagi3``) played through a real ``ledger serve`` on 127.0.0.1: the
-token counts it sends in each action's reasoning are its cards' usage, and its results JSON and ``costs.json``
-(written as ``save_result`` and ``CheckpointManager.save_state`` write them) give its cards their usage and cost
-once.
+token counts it sends in each action's reasoning are its cards' usage, its results JSON and ``costs.json`` (written
+as ``save_result`` and ``CheckpointManager.save_state`` write them) give its cards their usage and cost once, and
+``compare --group`` shows the cost per level completed beside the scores.
 
 The client sends what that harness sends (see tests/test_serve_rest_harness.py): a RESET with ``card_id`` and a
 string reasoning, every other action with a reasoning object whose ``"tokens:"`` is the run's running
@@ -289,3 +289,25 @@ def test_a_file_that_is_not_the_cards_or_is_damaged_is_one_line_and_nothing_writ
     r = ledger(run.db, "import", str(no_card))
     assert r.returncode == 2 and "which card it is, nothing says" in r.stdout, r.stdout
     assert usage_events(run.db, run.won.card) == []
+
+
+def test_compare_by_group_shows_cost_per_level_completed_beside_scores(run: Run, tmp_path: Path) -> None:
+    before = ledger(run.db, "compare", "--group", "bench", "--json")
+    assert json.loads(before.stdout)["tags"][0]["cost"] is None
+    assert "no card carries a cost" in ledger(run.db, "compare", "--group", "bench").stdout
+    for agent in (run.won, run.left, run.other):
+        assert ledger(run.db, "import", str(agent.save_result(tmp_path / "results"))).returncode == 0
+    r = ledger(run.db, "compare", "--group", "bench", "--group", "rival", "--json")
+    assert r.returncode == 0, r.stderr
+    tags = {t["tag"]: t for t in json.loads(r.stdout)["tags"]}
+    cost = sum(a.prompt_cost + a.completion_cost for a in (run.won, run.left))
+    bench = tags["bench"]["cost"]
+    assert (bench["cards"], bench["levels_completed"]) == (2, 3 + 1)  # the WIN's 3 levels, the open card's 1
+    assert bench["cost"] == pytest.approx(cost) and bench["cost_per_level"] == pytest.approx(cost / 4)
+    rival = tags["rival"]["cost"]
+    assert rival["levels_completed"] == 2
+    assert rival["cost_per_level"] == pytest.approx((run.other.prompt_cost + run.other.completion_cost) / 2)
+    text = ledger(run.db, "compare", "--group", "bench", "--group", "rival").stdout
+    assert f"${cost / 4:.4f} per level completed" in text
+    ranked = next(ln for ln in text.splitlines() if ln.strip().startswith("1. bench"))
+    assert "median" in ranked and f"cost ${cost:.4f} over 2 card(s) with one, 4 level(s) completed" in ranked

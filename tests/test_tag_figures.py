@@ -85,6 +85,7 @@ def by_card(led: Ledger, tags: list[str], include_retracted: bool) -> list[dict[
         out.append({
             "tag": tag, "cards": len(mine), "score": _spread([r.score for r in mine]),
             "best_card": next(r.card_id for r in mine if r.score == best), "games": gout,
+            "cost": None,  # no synthetic card carries usage
         })  # fmt: skip
     out.sort(key=lambda t: (-t["score"]["median"], -t["score"]["mean"], -t["cards"], t["tag"]))
     for i, t in enumerate(out):

@@ -207,8 +207,9 @@ def bundle(
     "as_json",
     is_flag=True,
     help="One JSON object. Cards side by side: cards (with opened time and score), games (per level: baseline, "
-    "each card's actions), leaderboard. With --group: tags (per tag: rank, cards, score figures, games with their "
-    "levels' figures), missing, ledger_cards, and side_by_side (the named cards, or null).",
+    "each card's actions), leaderboard. With --group: tags (per tag: rank, cards, score figures, cost (of its cards "
+    "that carry one: cards, cost, levels_completed, cost_per_level; null: none does), games with their levels' "
+    "figures), missing, ledger_cards, and side_by_side (the named cards, or null).",
 )
 @click.option(
     "--include-retracted",
@@ -235,8 +236,10 @@ def compare(
     --group TAG: the figures of the tag's cards, whatever their number: the card scores' best, quartiles and median;
     per game the cards that played it and its score figures; per level its human baseline, how many cards reached
     and completed it, the actions of those that completed it (best, quartiles, median, median over the baseline)
-    and the level scores (0 where not completed). Tags are ranked by their median card score. Read from the cards
-    summary in one query; `ledger cards --tag T --game G --sort score` pages through the cards behind a figure.
+    and the level scores (0 where not completed); the cost of its cards that carry one (usage a file gave them,
+    `ledger import`) and that cost per level they completed. Tags are ranked by their median card score. Read from
+    the cards summary in one query (the cost: the tag's cards' usage events); `ledger cards --tag T --game G --sort
+    score` pages through the cards behind a figure.
 
     Every card side by side is scored with one calculator: cards played under releases that score differently
     are never ranked against each other as they stand.

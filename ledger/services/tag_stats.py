@@ -75,6 +75,17 @@ class GameStats(msgspec.Struct, frozen=True, kw_only=True):
     levels: list[LevelStats]
 
 
+class TagCost(msgspec.Struct, frozen=True, kw_only=True):
+    """What a tag's cards that carry a cost (usage a file gave them) cost, and per level they completed."""
+
+    #: Cards of the tag whose usage gives a cost; the others (no usage, or tokens only) are left out of every figure.
+    cards: int
+    cost: float
+    levels_completed: int
+    #: ``cost / levels_completed``; None when those cards completed no level.
+    cost_per_level: float | None
+
+
 class TagStats(msgspec.Struct, frozen=True, kw_only=True):
     """One tag: its cards' scores and each game they played."""
 
@@ -85,6 +96,8 @@ class TagStats(msgspec.Struct, frozen=True, kw_only=True):
     score: Spread
     best_card: str
     games: list[GameStats]
+    #: None when none of its cards carries a cost.
+    cost: TagCost | None = None
 
 
 class TagReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -240,6 +253,7 @@ def tag_report(ledger: Ledger, tags: Sequence[str], *, include_retracted: bool =
                 score=score,
                 best_card=best_card(ledger.store, tag, score.best, include_retracted=include_retracted) or "",
                 games=[g.stats(gid) for gid, g in sorted(games.items())],
+                cost=tag_cost(ledger, tag, include_retracted=include_retracted),
             )
         )
     found = {t.tag for t in out}
@@ -251,6 +265,35 @@ def tag_report(ledger: Ledger, tags: Sequence[str], *, include_retracted: bool =
         include_retracted=include_retracted,
         ledger_cards=card_count(ledger.store, include_retracted=include_retracted),
     )
+
+
+def tag_cost(ledger: Ledger, tag: str, *, include_retracted: bool = False) -> TagCost | None:
+    """The cost figures of the tag's cards that carry one. Unlike the score figures this reads per card (their
+    usage events, a query per 500 cards, and their levels from the summary): cost is kept as events, not figures."""
+    from ledger.services.import_runs import usage_costs
+    from ledger.storage.summary import SUMMARY
+    from ledger.storage.summary_build import query, tagged_card_ids
+
+    costs = usage_costs(ledger, tagged_card_ids(ledger.store, [tag], include_retracted=include_retracted))
+    if not costs:
+        return None
+    ids = list(costs)
+    levels = 0
+    for i in range(0, len(ids), 500):
+        part = ids[i : i + 500]
+        sql = f"SELECT levels FROM {SUMMARY} WHERE card_id IN ({', '.join('?' * len(part))})"
+        levels += sum(int(r[0]) for r in query(ledger.store, sql, part))
+    total = float(sum(Fraction(c) for c in costs.values()))
+    return TagCost(
+        cards=len(costs), cost=total, levels_completed=levels, cost_per_level=total / levels if levels else None
+    )
+
+
+def _cost_text(c: TagCost | None) -> str:
+    if c is None:
+        return "no card carries a cost"
+    per = "no level completed" if c.cost_per_level is None else f"${c.cost_per_level:.4f} per level completed"
+    return f"cost ${c.cost:.4f} over {c.cards} card(s) with one, {c.levels_completed} level(s) completed: {per}"
 
 
 def cards_command(tag: str, game_id: str | None = None) -> str:
@@ -276,6 +319,7 @@ def report_text(report: TagReport) -> str:
             lines.append(
                 f"  {t.rank:>2}. {t.tag}  median {_f(t.score.median)}  mean {_f(t.score.mean)}  "
                 f"best {_f(t.score.best)}  over {t.cards} card(s)"
+                + ("" if t.cost is None else f"  {_cost_text(t.cost)}")
             )
         lines.append("")
     included = " (retracted ones included)" if report.include_retracted else ""
@@ -285,6 +329,7 @@ def report_text(report: TagReport) -> str:
             f"tag {t.tag}: {t.cards} card(s), of {report.ledger_cards} in the ledger{included}",
             f"  card score  best {_f(s.best)} ({t.best_card})  q1 {_f(s.q1)}  median {_f(s.median)}  "
             f"q3 {_f(s.q3)}  worst {_f(s.worst)}",
+            f"  {_cost_text(t.cost)}",
         ]
         for g in t.games:
             gs = g.score

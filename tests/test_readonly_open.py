@@ -1,7 +1,7 @@
 """Read commands never write, bad databases get one clear line, `init` repairs the append-only triggers.
 
-Every case runs the real `ledger` CLI as a subprocess on real SQLite files and on the real PostgreSQL server
-(the lazy imports are checked by what a process has imported, never by timing).
+Every case runs the `ledger` command line (through Click's runner) on real SQLite files and on the real PostgreSQL
+server; the lazy imports are checked in a process of their own, by what it has imported, never by timing.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from ledger.errors import StoreError
 from ledger.services.listing import CardFilter, list_cards
 from ledger.storage.base import APPEND_ONLY_TRIGGERS, Durability, known_revisions
 from ledger.storage.migrating import alembic_config
+from tests.cli_run import in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 LEDGER_CLI = [sys.executable, "-c", "from ledger.cli import main; main()"]
@@ -44,8 +45,7 @@ READ_COMMANDS = [
 
 
 def ledger_cli(db: str | Path, *args: str) -> tuple[int, str, str]:
-    r = subprocess.run([*LEDGER_CLI, "--db", str(db), *args], capture_output=True, text=True, cwd=ROOT)
-    assert "Traceback" not in r.stderr + r.stdout, r.stderr
+    r = in_process("--db", str(db), *args)
     return r.returncode, r.stdout, r.stderr
 
 
@@ -77,7 +77,6 @@ def test_a_read_command_on_a_missing_file_creates_nothing(tmp_path: Path) -> Non
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.heavy
 def test_a_database_that_is_not_a_ledger_is_refused_untouched(tmp_path: Path) -> None:
     db = tmp_path / "other.db"
     con = sqlite3.connect(db)
@@ -128,7 +127,6 @@ def test_init_refuses_a_database_that_holds_tables_it_did_not_make_untouched(tmp
         assert code == 0 and "ledger ready at" in out, err
 
 
-@pytest.mark.heavy
 def test_read_commands_never_write_a_ledger(tmp_path: Path) -> None:
     db = tmp_path / "ledger.sqlite"
     card = demo_ledger(db)
@@ -147,7 +145,6 @@ def test_read_commands_never_write_a_ledger(tmp_path: Path) -> None:
         led.store.append_encoded("card:x", [("card_opened", "2026-01-01T00:00:00+00:00", b"{}")], expected_version=0)
 
 
-@pytest.mark.heavy
 def test_a_ledger_the_user_may_only_read_is_read(tmp_path: Path) -> None:
     folder = tmp_path / "shelf"
     folder.mkdir()
@@ -180,7 +177,6 @@ def test_an_older_schema_is_read_as_it_is_and_migrated_only_by_a_writer(tmp_path
     assert ledger_cli(db, "export", card)[1] == toolkit_json + "\n"
 
 
-@pytest.mark.heavy
 def test_a_newer_schema_is_refused_with_one_line(tmp_path: Path) -> None:
     db = tmp_path / "ledger.sqlite"
     card = demo_ledger(db)

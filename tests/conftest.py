@@ -120,16 +120,17 @@ def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if not PG_URL:
         pg_unavailable("LEDGER_TEST_PG_URL is not set (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test)")
     assert PG_URL is not None
-    admin = _admin_engine(PG_URL)
-    try:
-        with admin.connect() as conn:
-            conn.execute(text("SELECT 1"))
-    except DBAPIError as e:
-        pg_unavailable(f"the server of LEDGER_TEST_PG_URL={PG_URL} is not reachable: {str(e.orig or e).strip()}")
-    finally:
-        admin.dispose()
     with open(shared_dir(tmp_path_factory) / ".pg-server.lock", "w") as lock:
+        # The shared hold comes first: while the other worker's test restarts the server, even this look waits.
         fcntl.flock(lock, fcntl.LOCK_SH)
+        admin = _admin_engine(PG_URL)
+        try:
+            with admin.connect() as conn:
+                conn.execute(text("SELECT 1"))
+        except DBAPIError as e:
+            pg_unavailable(f"the server of LEDGER_TEST_PG_URL={PG_URL} is not reachable: {str(e.orig or e).strip()}")
+        finally:
+            admin.dispose()
         _ON_SERVER.append(lock)
         try:
             with fresh_pg_database(PG_URL) as url:

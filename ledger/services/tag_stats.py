@@ -6,8 +6,8 @@ reached and completed it, with how many actions against the human baseline. Ever
 table (:mod:`ledger.storage.figures`: per tag, game, level and figure, how many cards have each value, kept with
 the cards summary): one read of the tag's figure rows, whose number is that of the distinct values, not of the
 cards, and one walk of the score index for the best card. The output's size depends on the games and levels, never
-on the cards. The cards behind a figure are a page of ``ledger cards --tag T --game G --sort score`` (the viewer
-links to it).
+on the cards; only the cost (:func:`tag_cost`) reads each card's usage events. The cards behind a figure are a page
+of ``ledger cards --tag T --game G --sort score`` (the viewer links to it).
 
 The scores are the cards' own, as their summary rows hold them (each card scored the way its document is).
 

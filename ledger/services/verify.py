@@ -259,6 +259,10 @@ def _closes(store: LogStore, streams: list[str]) -> list[str]:
 
 def _snapshots(store: LogStore, every: int) -> tuple[list[str], int]:
     from ledger.storage.cards import CardRepository
+    from ledger.storage.summary_build import _query
+
+    if not has_table(lambda sql, args: _query(store, sql, args), store.dialect, "snapshots"):
+        return [], 0  # a ledger at the first revision, read as it is: it has no cached states
 
     out = []
     repo = CardRepository(store)

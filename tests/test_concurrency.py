@@ -122,6 +122,7 @@ def test_eight_processes_one_ledger_file(tmp_path: Path) -> None:
         print(f"\n{PROCESSES} processes appended {card_events} card events; reader ran {reads} CLI reads")
 
 
+@pytest.mark.heavy
 def test_eight_threads_sharing_one_arcade(tmp_path: Path) -> None:
     """The toolkit's swarm pattern: one Arcade, one card, one thread per game, while the CLI reads."""
     db = tmp_path / "swarm.sqlite"

@@ -28,7 +28,9 @@ from tests.test_online_capture import API_KEY, _quiet, play, server
 from tests.web_support import ViewServer
 
 MODES = pytest.mark.parametrize(
-    "mode", [OperationMode.ONLINE, OperationMode.COMPETITION], ids=["online", "competition"]
+    "mode",
+    [OperationMode.ONLINE, pytest.param(OperationMode.COMPETITION, marks=pytest.mark.heavy)],
+    ids=["online", "competition"],
 )
 
 

@@ -27,7 +27,7 @@ from ledger.services.verify import verify_ledger
 from tests.conftest import IN_CI
 from tests.test_disk_faults import Game
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.heavy]
 
 ROOT = Path(__file__).resolve().parent.parent
 LEDGER_CLI = [sys.executable, "-c", "from ledger.cli import main; main()"]

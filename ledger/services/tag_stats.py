@@ -270,11 +270,18 @@ def tag_report(ledger: Ledger, tags: Sequence[str], *, include_retracted: bool =
 def tag_cost(ledger: Ledger, tag: str, *, include_retracted: bool = False) -> TagCost | None:
     """The cost figures of the tag's cards that carry one. Unlike the score figures this reads per card (their
     usage events, a query per 500 cards, and their levels from the summary): cost is kept as events, not figures."""
+    from ledger.core.events import card_stream
     from ledger.services.import_runs import usage_costs
     from ledger.storage.summary import SUMMARY
     from ledger.storage.summary_build import query, tagged_card_ids
 
-    costs = usage_costs(ledger, tagged_card_ids(ledger.store, [tag], include_retracted=include_retracted))
+    # The cards that carry any usage are found through the partial index of run_usage events (few, where any):
+    # a tag of a ledger without usage costs one probe, not a read of each of its cards.
+    with_usage = {str(r[0]) for r in query(ledger.store, "SELECT DISTINCT stream FROM events WHERE type = 'run_usage'")}
+    if not with_usage:
+        return None
+    tagged = tagged_card_ids(ledger.store, [tag], include_retracted=include_retracted)
+    costs = usage_costs(ledger, [c for c in tagged if card_stream(c) in with_usage])
     if not costs:
         return None
     ids = list(costs)

@@ -18,6 +18,7 @@ from ledger.storage.base import normalize_url
 from ledger.storage.cards import SNAPSHOT_KIND, BrokenChain
 from ledger.storage.copy_marks import write_mark
 from ledger.storage.merkle_store import TreeStore
+from ledger.storage.summary import COLUMNS as SUMMARY_COLUMNS
 
 #: Commands that read one card and what each must print the same whatever the caches hold.
 READS = (["export"], ["replay", "--json"], ["cards", "--json"], ["rescore", "--calculator", "0.9.1"])
@@ -137,39 +138,62 @@ def test_other_snapshot_edits(demo: tuple[str, str], change: str) -> None:
     assert v.exit_code == 1 and "FAIL cached card state: snapshot of card:" in v.stdout
 
 
-@pytest.mark.parametrize("table", ["card_summary", "tag_figures"])
-def test_summary_and_tag_figure_edits_fail_verify(demo: tuple[str, str], table: str) -> None:
-    db, _ = demo
-    if table == "card_summary":
-        sql(db, "UPDATE card_summary SET score = score + 1")
-    else:
-        sql(db, "UPDATE tag_figures SET n = n + 1 WHERE metric = 'S'")
-    v = verify(db)
-    assert v.exit_code == 1 and "FAIL cards summary:" in v.stdout
+#: Each derived table beside the snapshots, changed, emptied of a row or given one the log does not make, and the line
+#: of `verify` that names it (None: the edit is ignored by every read, so verify has nothing to report).
+EDITS = {
+    ("card_summary", "change"): (["UPDATE card_summary SET score = score + 1"], "FAIL cards summary:"),
+    ("card_summary", "delete"): (["DELETE FROM card_summary"], "FAIL cards summary:"),
+    ("card_summary", "add"): (
+        [
+            f"INSERT INTO card_summary ({', '.join(SUMMARY_COLUMNS)}) "
+            f"SELECT 'ghost', {', '.join(SUMMARY_COLUMNS[1:])} FROM card_summary LIMIT 1"
+        ],
+        "FAIL cards summary:",
+    ),
+    ("tag_figures", "change"): (["UPDATE tag_figures SET n = n + 1 WHERE metric = 'S'"], "FAIL cards summary:"),
+    ("tag_figures", "delete"): (["DELETE FROM tag_figures WHERE metric = 'S'"], "FAIL cards summary:"),
+    ("tag_figures", "add"): (
+        [
+            "INSERT INTO tag_figures (tag, metric, game_id, level, retracted, value, label, n) "
+            "VALUES ('ghost', 'S', '', 0, 0, 50.0, '', 1)"
+        ],
+        "FAIL cards summary:",
+    ),
+    ("merkle_nodes", "change"): (["UPDATE merkle_nodes SET hash = :zero WHERE idx = 0"], "FAIL Merkle tree:"),
+    ("merkle_nodes", "delete"): (["DELETE FROM merkle_nodes"], "FAIL Merkle tree:"),
+    ("merkle_nodes", "add"): (
+        ["INSERT INTO merkle_nodes (level, idx, hash) VALUES (9, 99, :zero)"],
+        "FAIL Merkle tree:",
+    ),
+    ("copy_marks", "change"): (["UPDATE copy_marks SET hash = :other"], "FAIL copy mark: from elsewhere.sqlite:"),
+    # A mark gone is a copy planned in full next time: nothing shown changes.
+    ("copy_marks", "delete"): (["DELETE FROM copy_marks"], None),
+    ("copy_marks", "add"): (
+        ["INSERT INTO copy_marks (source, seq, hash, streams) VALUES ('other.sqlite', 3, :other, 1)"],
+        "FAIL copy mark: from other.sqlite:",
+    ),
+}
 
 
-def test_a_merkle_tree_edit_fails_verify(demo: tuple[str, str]) -> None:
-    db, _ = demo
+@pytest.mark.parametrize(("table", "edit"), list(EDITS), ids=[f"{t}-{e}" for t, e in EDITS])
+def test_every_edit_of_a_derived_table_is_ignored_or_reported_by_verify(
+    demo: tuple[str, str], table: str, edit: str
+) -> None:
+    db, card = demo
     with Ledger.open(db) as led:
-        for _ in range(40):  # enough events for a stored subtree (16 leaves and up)
-            led.append("misc:pad", [], None)
-        TreeStore(led.store).catch_up()
+        TreeStore(led.store).catch_up()  # the demo's 26 events make a stored subtree (16 leaves and up)
+        write_mark(led.store, "elsewhere.sqlite", 7, led.store.streams()[-1].head, 1)  # a finished copy's mark
+    before = outputs(db, card)
     assert verify(db).exit_code == 0
-    drop_guards(db, ("merkle_nodes",))
-    sql(db, "UPDATE merkle_nodes SET hash = :h WHERE idx = 0", h=bytes(32))
+    drop_guards(db, (table,))
+    statements, named = EDITS[(table, edit)]
+    for statement in statements:
+        sql(db, statement, **{k: v for k, v in {"zero": bytes(32), "other": "ab" * 32}.items() if f":{k}" in statement})
     v = verify(db)
-    assert v.exit_code == 1 and "FAIL Merkle tree:" in v.stdout
-
-
-def test_a_copy_mark_the_log_refutes_fails_verify(demo: tuple[str, str]) -> None:
-    db, _ = demo
-    with Ledger.open(db) as led:
-        last = led.store.streams()[-1]
-        write_mark(led.store, "elsewhere.sqlite", 7, last.head, 1)
-    assert verify(db).exit_code == 0  # its last event is here: what a finished copy leaves
-    sql(db, "UPDATE copy_marks SET hash = :h", h="ab" * 32)
-    v = verify(db)
-    assert v.exit_code == 1 and "FAIL copy mark: from elsewhere.sqlite:" in v.stdout
+    if named is None:
+        assert v.exit_code == 0 and outputs(db, card) == before
+    else:
+        assert v.exit_code == 1 and named in v.stdout, v.stdout
 
 
 @pytest.mark.parametrize("cached", [True, False], ids=["with snapshot", "without"])

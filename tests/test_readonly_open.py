@@ -77,13 +77,19 @@ def test_a_read_command_on_a_missing_file_creates_nothing(tmp_path: Path) -> Non
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_database_that_is_not_a_ledger_is_refused_untouched(tmp_path: Path) -> None:
+def _other_programs_db(tmp_path: Path) -> Path:
+    """A SQLite file another program made: one table of its own, one row."""
     db = tmp_path / "other.db"
     con = sqlite3.connect(db)
     con.execute("CREATE TABLE t (x)")
     con.execute("INSERT INTO t VALUES (1)")
     con.commit()
     con.close()
+    return db
+
+
+def test_a_database_that_is_not_a_ledger_is_refused_untouched(tmp_path: Path) -> None:
+    db = _other_programs_db(tmp_path)
     os.chmod(db, 0o640)
     before = (db.read_bytes(), os.stat(db).st_mode)
     for args in READ_COMMANDS:
@@ -101,12 +107,7 @@ def test_a_database_that_is_not_a_ledger_is_refused_untouched(tmp_path: Path) ->
 
 
 def test_init_refuses_a_database_that_holds_tables_it_did_not_make_untouched(tmp_path: Path) -> None:
-    db = tmp_path / "other.db"
-    con = sqlite3.connect(db)
-    con.execute("CREATE TABLE t (x)")
-    con.execute("INSERT INTO t VALUES (1)")
-    con.commit()
-    con.close()
+    db = _other_programs_db(tmp_path)
     before = db.read_bytes()
     one_line(ledger_cli(db, "init"), 1, f"{db} is not a ledger (no events table or schema revision)")
     with pytest.raises(StoreError, match="is not a ledger"):

@@ -23,7 +23,7 @@ from ledger.version import __version__ as __version__
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
-    from ledger.storage.summary import CardSummary
+    from ledger.store.summary import CardSummary
 
 
 def __getattr__(name: str) -> object:
@@ -33,7 +33,7 @@ def __getattr__(name: str) -> object:
 
         return Ledger
     if name == "CardSummary":
-        from ledger.storage.summary import CardSummary
+        from ledger.store.summary import CardSummary
 
         return CardSummary
     raise AttributeError(f"module 'ledger' has no attribute {name!r}")

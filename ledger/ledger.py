@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ledger.core import baselines as bl
-from ledger.core import calculators, document
-from ledger.core.events import (
+from ledger.domain import baselines as bl
+from ledger.domain import calculators, document
+from ledger.domain.events import (
     BASELINES_STREAM,
     AnyEvent,
     BaselineEntry,
@@ -22,20 +22,20 @@ from ledger.core.events import (
     baselines_stream,
     decode,
 )
-from ledger.core.projection import CardState
-from ledger.core.rescoring import GameMatch, Match, match_note, score_under
-from ledger.core.scoring import calculator_of, score_card
-from ledger.core.server_baselines import unknown_baselines
-from ledger.core.timeline import retraction, retraction_note
+from ledger.domain.projection import CardState
+from ledger.domain.scoring import calculator_of, score_card
 from ledger.errors import (
     BaselinesNotKnown,
     InputError,
     UnknownBaselines,
     VersionConflict,
 )
-from ledger.storage.backends import open_store
-from ledger.storage.base import Durability, LogStore, StoredEvent
-from ledger.storage.cards import (  # noqa: F401  (the snapshot policy, named here for the API's users)
+from ledger.rules.rescoring import GameMatch, Match, match_note, score_under
+from ledger.rules.server_baselines import unknown_baselines
+from ledger.rules.timeline import retraction, retraction_note
+from ledger.store.backends import open_store
+from ledger.store.base import Durability, LogStore, StoredEvent
+from ledger.store.cards import (  # noqa: F401  (the snapshot policy, named here for the API's users)
     SNAPSHOT_AFTER,
     SNAPSHOT_EVERY,
     SNAPSHOT_KIND,
@@ -102,7 +102,7 @@ class Ledger:
         ``readonly=True`` (every read command): never create, migrate or write; a missing database, one that is
         not a ledger, or one written by a newer version is refused with :class:`~ledger.errors.StoreError`.
         ``durability="batched"``: live capture commits in groups from a background thread and may lose up to
-        50 ms of steps on a crash (an opt-in, see :mod:`ledger.toolkit.batching`); otherwise as ``"normal"``.
+        50 ms of steps on a crash (an opt-in, see :mod:`ledger.capture.batching`); otherwise as ``"normal"``.
         """
         where = os.fspath(path_or_url) if path_or_url is not None else default_db()
         if readonly:
@@ -147,8 +147,8 @@ class Ledger:
     def attach(self, arcade: Any, *, record_reasoning: bool = False, **options: Any) -> Any:
         """Capture everything ``arcade`` (an ``arc_agi.Arcade``) does to its scorecards from now on.
 
-        OFFLINE/NORMAL: the toolkit's own scorecards (:class:`ledger.toolkit.capture.Capture`); ONLINE/COMPETITION:
-        the server's, from its answers (:class:`ledger.toolkit.remote.RemoteCapture`). ``options``: ``context``,
+        OFFLINE/NORMAL: the toolkit's own scorecards (:class:`ledger.capture.capture.Capture`); ONLINE/COMPETITION:
+        the server's, from its answers (:class:`ledger.capture.remote.RemoteCapture`). ``options``: ``context``,
         ``on_open``, ``raise_errors`` (see those classes). Returns the capture; its ``detach()`` stops it. Raises
         :class:`~ledger.errors.CaptureError` (nothing attached) for an ``arc-agi`` release outside 0.9.1-0.9.9
         (``LEDGER_ARC_AGI_ANY_VERSION=1`` overrides it, with a warning), an operation mode it does not know, or an
@@ -156,10 +156,10 @@ class Ledger:
         from ledger.toolkit.arc_adapter import capture_kind
 
         if capture_kind(arcade) == "remote":
-            from ledger.toolkit.remote import RemoteCapture
+            from ledger.capture.remote import RemoteCapture
 
             return RemoteCapture(self, arcade, record_reasoning=record_reasoning, **options)
-        from ledger.toolkit.capture import Capture
+        from ledger.capture.capture import Capture
 
         return Capture(self, arcade, record_reasoning=record_reasoning, **options)
 
@@ -239,8 +239,8 @@ class Ledger:
         self, card_id: str, *, until: int | None = None, use_cache: bool = True, allow_broken: bool = False
     ) -> CardState:
         """The card rebuilt from its events (up to global ``seq`` ``until``), through the card repository
-        (:mod:`ledger.storage.cards`): a cached projection bound to the log, then the events after it. Raises
-        :class:`~ledger.storage.cards.BrokenChain` for a card whose chain is not whole, unless ``allow_broken``."""
+        (:mod:`ledger.store.cards`): a cached projection bound to the log, then the events after it. Raises
+        :class:`~ledger.store.cards.BrokenChain` for a card whose chain is not whole, unless ``allow_broken``."""
         return self.repository.load(card_id, until=until, use_cache=use_cache, allow_broken=allow_broken)
 
     def load_cards(self, card_ids: Iterable[str]) -> dict[str, CardState]:
@@ -276,7 +276,7 @@ class Ledger:
         whole: bool = True,
     ) -> Appended:
         """:meth:`append` to a card's stream, then apply the snapshot policy
-        (:meth:`ledger.storage.cards.CardRepository.append`)."""
+        (:meth:`ledger.store.cards.CardRepository.append`)."""
         return self.repository.append(
             card_id, events, expected_version, state=state, cached_version=cached_version, whole=whole
         )
@@ -321,7 +321,7 @@ class Ledger:
         ``set_of``: the id of the baseline set to score under (asked once the card is read; default: the set it was
         played under); ``entries``: score under these entries instead, as given. ``card``: the card already loaded
         whole (the viewer's cache). ``allow_broken``: a card whose chain is not whole is read as far as the log
-        holds it (``broken`` says why); otherwise :class:`~ledger.storage.cards.BrokenChain`.
+        holds it (``broken`` says why); otherwise :class:`~ledger.store.cards.BrokenChain`.
         """
         broken = None
         if card is None:

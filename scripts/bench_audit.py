@@ -17,18 +17,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from ledger import Ledger
-from ledger.core import document
-from ledger.core.baselines import entry_from_info
-from ledger.core.events import AnyEvent, CardClosed, CardOpened, card_stream
-from ledger.core.postmortem import postmortem
-from ledger.core.projection import apply, new_card
-from ledger.core.scoring import score_card
-from ledger.core.text import postmortem_text
-from ledger.core.translator import translate
-from ledger.services.audit import AuditReport, audit_card
-from ledger.services.verify import verify_ledger
-from ledger.toolkit.capture import observation
-from ledger.toolkit.resimulate import scan_games
+from ledger.app.audit import AuditReport, audit_card
+from ledger.app.verify import verify_ledger
+from ledger.capture.capture import observation
+from ledger.domain import document
+from ledger.domain.baselines import entry_from_info
+from ledger.domain.events import AnyEvent, CardClosed, CardOpened, card_stream
+from ledger.domain.projection import apply, new_card
+from ledger.domain.scoring import score_card
+from ledger.domain.translator import translate
+from ledger.resim.resimulate import scan_games
+from ledger.rules.postmortem import postmortem
+from ledger.rules.text import postmortem_text
 
 ENV_DIR = Path(__file__).resolve().parent.parent / "tests" / "environment_files"
 GAME = "cnt3-0000000a"

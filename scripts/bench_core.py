@@ -18,11 +18,11 @@ from typing import Any
 import arc_agi.scorecard  # noqa: F401  (imported first: its import sets its logger to INFO)
 
 from ledger import Ledger
-from ledger.core.events import CardOpened, card_stream, encode, type_of
-from ledger.core.projection import new_card
-from ledger.core.translator import Observation, translate
-from ledger.storage.sqlite_sql import INSERT_SQL
-from ledger.storage.summary_sql import COUNTERS_SQL
+from ledger.domain.events import CardOpened, card_stream, encode, type_of
+from ledger.domain.projection import new_card
+from ledger.domain.translator import Observation, translate
+from ledger.store.sqlite_sql import INSERT_SQL
+from ledger.store.summary_sql import COUNTERS_SQL
 
 logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
 
@@ -98,15 +98,15 @@ def toolkit_rate(plays: list[tuple[int, int, str, bool]]) -> tuple[float, str, s
 
 def build_card(led: Ledger, plays: list[tuple[int, int, str, bool]], card_id: str) -> int:
     """Write the plays as a captured card would be written (translator -> events), in large transactions."""
-    from ledger.core.baselines import BaselineEntry
-    from ledger.core.events import CardOpened
+    from ledger.domain.baselines import BaselineEntry
+    from ledger.domain.events import CardOpened
 
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     sid = led.record_baselines([BaselineEntry(game_id=GAME, baseline_actions=BASELINES)], ts=t0)
     state = new_card(card_id)
     stream = card_stream(card_id)
     opened = CardOpened(ts=t0, card_id=card_id, baselines_id=sid)
-    from ledger.core.projection import apply
+    from ledger.domain.projection import apply
 
     apply(state, opened)
     batch = [(type_of(opened), t0.isoformat(), encode(opened))]
@@ -173,7 +173,7 @@ def capture_figures(n_steps: int, rounds: int = 3) -> list[str]:
     """Per-step cost of capture next to one bare commit, in both durability modes, measured in alternating rounds
     (bare step, attached step, bare commit, ...) and the best of each taken, so that a busy machine weighs on all.
 
-    The ledger runs SQLite's WAL checkpoints in a background thread (``ledger/storage/wal.py``); the bare
+    The ledger runs SQLite's WAL checkpoints in a background thread (``ledger/store/wal.py``); the bare
     commit is a plain SQLite program and checkpoints inline, as SQLite does by default. The second line also gives
     the bare commit with its checkpoints kept out of the loop, i.e. the commit alone."""
     lines = []
@@ -221,7 +221,7 @@ def capture_figures(n_steps: int, rounds: int = 3) -> list[str]:
             f"(no Python) adds {raw * 1e6:.0f} us -> {raw / plain:.2f}x (the floor of the ledger's table)"
         )
         inline = best["inline"] - best["bare"]
-        if durability == "normal":  # under full the ledger checkpoints inline (see ledger/storage/wal.py)
+        if durability == "normal":  # under full the ledger checkpoints inline (see ledger/store/wal.py)
             lines.append(
                 f"[{durability}]   (checkpoints inside the commits, as before: capture adds {inline * 1e6:.0f} "
                 f"us/step -> {inline / best['commit']:.2f}x)"
@@ -326,12 +326,12 @@ class StageTimer:
         import arc_agi.scorecard as toolkit_scorecard
         from arc_agi.local_wrapper import LocalEnvironmentWrapper
 
+        import ledger.capture.capture as capture
         import ledger.ledger as facade
-        import ledger.storage.base as base
-        import ledger.storage.sqlite as sqlite_store
-        import ledger.storage.summary as summary
-        import ledger.toolkit.capture as capture
-        from ledger.core import chain
+        import ledger.store.base as base
+        import ledger.store.sqlite as sqlite_store
+        import ledger.store.summary as summary
+        from ledger.domain import chain
 
         timer = self
 
@@ -380,8 +380,8 @@ def step_cost(where: str | None, n_steps: int, durability: str = "normal", inlin
     """Seconds per toolkit step (ACTION2 on wkex) with the ledger at ``where`` attached, or bare (None);
     ``inline_checkpoints``: SQLite's default checkpointing in the commits, no background thread (as before)."""
     # The modules that read the two settings (each took its own binding at import).
-    from ledger.storage import sqlite as sqlite_store
-    from ledger.storage import sqlite_sql
+    from ledger.store import sqlite as sqlite_store
+    from ledger.store import sqlite_sql
 
     saved = sqlite_sql.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS
     if inline_checkpoints:
@@ -522,7 +522,7 @@ def schema_commit(
         con.execute(FLOOR_TABLES[table])
     body = os.urandom(190)
     ts = "2026-12-02T13:15:36.465255+00:00"
-    # The ledger's own statements (ledger/storage/sqlite_sql.py, summary_sql.py); seq is the rowid or given.
+    # The ledger's own statements (ledger/store/sqlite_sql.py, summary_sql.py); seq is the rowid or given.
     insert = (
         INSERT_SQL
         if table != "without_rowid"

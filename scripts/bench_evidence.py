@@ -13,13 +13,13 @@ from pathlib import Path
 from bench_core import build_card, synthetic_plays
 
 from ledger import Ledger
-from ledger.core.events import card_stream
-from ledger.services.checkpoints import make_checkpoint, tree_problem, verify_checkpoint
-from ledger.services.evidence import prove
-from ledger.services.evidence_check import check_evidence
-from ledger.services.signing import keygen, load_signer, load_verifier
-from ledger.storage.backends import open_store
-from ledger.storage.merkle_store import TreeStore
+from ledger.app.checkpoints import make_checkpoint, tree_problem, verify_checkpoint
+from ledger.app.evidence import prove
+from ledger.app.evidence_check import check_evidence
+from ledger.app.signing import keygen, load_signer, load_verifier
+from ledger.domain.events import card_stream
+from ledger.store.backends import open_store
+from ledger.store.merkle_store import TreeStore
 
 
 def _fill(led: Ledger, card_id: str, total: int) -> None:

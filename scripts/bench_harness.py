@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ledger import Ledger  # noqa: E402
-from ledger.services.importing import import_recordings  # noqa: E402
+from ledger.imports.importing import import_recordings  # noqa: E402
 from tests.harness_recorder import Recorder, convert, environments  # noqa: E402
 from tests.test_harness_soak import soak  # noqa: E402
 from tests.toolkit import arcade  # noqa: E402

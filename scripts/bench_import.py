@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ledger import Ledger  # noqa: E402
-from ledger.services.importing import import_recordings  # noqa: E402
-from ledger.toolkit.recordings import BLOCK, find_recordings, read_recording  # noqa: E402
+from ledger.formats.recordings import BLOCK, find_recordings, read_recording  # noqa: E402
+from ledger.imports.importing import import_recordings  # noqa: E402
 from tests.toolkit import ENV_DIR, arcade, random_action, step  # noqa: E402
 
 
@@ -83,7 +83,7 @@ def _json_lines(files: list[Path]) -> int:
 
 #: ``ledger import`` as before the new-ledger schema was written in plain SQL (Alembic creates it): for comparison.
 _VIA_ALEMBIC = (
-    "from ledger.storage.sqlite import SQLiteStore; SQLiteStore._create_fresh = lambda self: False; "
+    "from ledger.store.sqlite import SQLiteStore; SQLiteStore._create_fresh = lambda self: False; "
     "from ledger.cli import main; main()"
 )
 

@@ -23,11 +23,11 @@ import arc_agi.scorecard  # noqa: F401  (imported first: its import sets its log
 from bench_core import step_cost
 
 from ledger import Ledger
-from ledger.core.baselines import BaselineEntry
-from ledger.core.events import CardOpened, card_stream, encode, type_of
-from ledger.core.projection import apply, new_card
-from ledger.core.translator import Observation, translate
-from ledger.services.copying import copy_ledger, open_destination, open_source
+from ledger.app.copying import copy_ledger, open_destination, open_source
+from ledger.domain.baselines import BaselineEntry
+from ledger.domain.events import CardOpened, card_stream, encode, type_of
+from ledger.domain.projection import apply, new_card
+from ledger.domain.translator import Observation, translate
 
 logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
 
@@ -173,11 +173,11 @@ def copy_figures(src: str, how: str, dst: str | None = None) -> list[str]:
     work per event measured apart in one thread (read, hash check, encoding, summary fold)."""
     import sqlite3
 
-    from ledger.core import chain
-    from ledger.services.copying import BATCH
-    from ledger.storage.pg_copy import COPY_BINARY_SQL, encode_rows
-    from ledger.storage.summary import SummaryKeeper, copied_changes
-    from ledger.storage.summary_sql import body_reader
+    from ledger.app.copying import BATCH
+    from ledger.domain import chain
+    from ledger.store.pg_copy import COPY_BINARY_SQL, encode_rows
+    from ledger.store.summary import SummaryKeeper, copied_changes
+    from ledger.store.summary_sql import body_reader
 
     lines = []
     with contextlib.ExitStack() as stack:

@@ -15,8 +15,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from ledger import Ledger
+from ledger.app.rescore import rescore_cards
 from ledger.cli import cli
-from ledger.core.events import (
+from ledger.domain.events import (
     ActionTaken,
     BaselineEntry,
     CardClosed,
@@ -28,9 +29,8 @@ from ledger.core.events import (
     encode,
     type_of,
 )
-from ledger.core.projection import fold
-from ledger.core.rescoring import rescore_card
-from ledger.services.rescore import rescore_cards
+from ledger.domain.projection import fold
+from ledger.rules.rescoring import rescore_card
 
 OLD = [
     BaselineEntry(game_id="wkex-0000000f", baseline_actions=[22, 123, 73], tags=["keyboard"]),

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ledger import Ledger
-from ledger.core import chain
-from ledger.core.events import ActionTaken, CardOpened, PlayStarted, card_stream
-from ledger.services.verify import verify_ledger
+from ledger.app.verify import verify_ledger
+from ledger.domain import chain
+from ledger.domain.events import ActionTaken, CardOpened, PlayStarted, card_stream
 
 T0 = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
 

@@ -1,6 +1,6 @@
 """How the read commands' cost grows with the ledger: 1,000 / 10,000 / 100,000 cards, SQLite and PostgreSQL.
 
-The cards are synthetic (``ledger.services.synthetic``): real events (opened, plays, actions, level completions,
+The cards are synthetic (``ledger.app.synthetic``): real events (opened, plays, actions, level completions,
 WIN/GAME_OVER, closed; about 14 events a card) written one append per card through the ledger's own append path,
 so the cards summary and the hash chain are kept as for captured cards. The PostgreSQL ledger is the same one
 after ``ledger copy`` (its rate is printed). Each command is a real ``ledger`` subprocess (start-up included),
@@ -26,7 +26,7 @@ from bench_proc import measured
 from bench_writers import concurrent_writers, sqlite_capture_vs_commit
 
 from ledger import Ledger
-from ledger.services import synthetic
+from ledger.app import synthetic
 
 LEDGER = str(Path(sys.executable).parent / "ledger")
 

@@ -1,4 +1,4 @@
-"""Writes ledger/storage/fresh_schema.json: the schema the Alembic migrations make on an empty SQLite file, as the
+"""Writes ledger/store/fresh_schema.json: the schema the Alembic migrations make on an empty SQLite file, as the
 plain statements that make it again (each ``sqlite_master`` entry in creation order, then the rows the migrations
 insert). A new SQLite ledger is created from that file without loading SQLAlchemy or Alembic; the migrations stay
 the schema's one source, and ``tests/test_fresh_schema.py`` fails when the file is not what this script writes now.
@@ -16,14 +16,14 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "ledger" / "storage" / "fresh_schema.json"
+OUT = ROOT / "ledger" / "store" / "fresh_schema.json"
 
 
 def generate() -> str:
     """The file's text: the head revision and the statements, from a ledger the migrations created."""
     sys.path.insert(0, str(ROOT))
-    from ledger.storage.base import head_revision
-    from ledger.storage.sqlite import SQLiteStore
+    from ledger.store.base import head_revision
+    from ledger.store.sqlite import SQLiteStore
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "migrated.sqlite"

@@ -51,6 +51,7 @@ class _Salt:
 
 def _fix_randomness() -> None:
     import ledger.api
+
     import ledger.capture
 
     rng = random.Random(20261201)
@@ -67,8 +68,8 @@ def build(out: Path) -> tuple[list[list[Any]], dict[str, str]]:
     from alembic.config import Config
 
     from ledger import Ledger
-    from ledger.storage.backends import open_store
-    from ledger.storage.base import migrations_dir
+    from ledger.store.backends import open_store
+    from ledger.store.base import migrations_dir
     from tests.toolkit import arcade, step
 
     db = out / f"{NAME}.sqlite"

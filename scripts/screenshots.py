@@ -5,7 +5,7 @@
 
 A demo ledger is built in a temporary folder, the same every run but for the ids and times the toolkit draws: cards
 of test agents played through the real toolkit (tests/environment_files), 2,000 cards of
-``ledger.services.synthetic`` and two tags of cards scoring 1-4. ``ledger view`` serves it on 127.0.0.1 and Debian's
+``ledger.app.synthetic`` and two tags of cards scoring 1-4. ``ledger view`` serves it on 127.0.0.1 and Debian's
 chromium (the browser tests' own, through Playwright) loads each page and saves its picture.
 
 A picture cannot be compared pixel for pixel (fonts, anti-aliasing, the toolkit's ids and times), so beside the
@@ -32,7 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ledger import Ledger
-from ledger.services import synthetic
+from ledger.app import synthetic
 from ledger.web.pages import LiveLinks
 from tests.toolkit import arcade, play_random_card, step
 from tests.web_support import ENV_DIR, ViewServer, chromium, low_score_cards

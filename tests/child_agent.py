@@ -112,7 +112,7 @@ def kill_worker(db: str, seed: int, report: str) -> None:
 
 def import_worker(db: str, recordings: str) -> None:
     """``import_recordings`` of a recordings folder into ``db`` (the kill loop kills it part-way)."""
-    from ledger.services.importing import import_recordings
+    from ledger.imports.importing import import_recordings
 
     with Ledger.open(db) as led:
         import_recordings(led, [recordings])

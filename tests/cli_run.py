@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger import Ledger
-from ledger.core.events import ActionTaken, CardOpened, PlayStarted, card_stream
+from ledger.domain.events import ActionTaken, CardOpened, PlayStarted, card_stream
 
 LEDGER = str(Path(sys.executable).parent / "ledger")
 REPO = Path(__file__).resolve().parent.parent

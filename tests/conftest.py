@@ -48,7 +48,7 @@ BACKENDS = ["sqlite", "postgresql"]
 def evidence_parity(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every evidence file a test checks in-process (``ledger check`` through Click, ``check_evidence``) is also
     checked by the standalone verifier (scripts/verify_evidence.py), which must give the same verdict."""
-    from ledger.services import evidence_check
+    from ledger.app import evidence_check
     from tests.standalone import parity
 
     monkeypatch.setattr(evidence_check, "check_evidence", parity(evidence_check.check_evidence))

@@ -89,7 +89,7 @@ class _Recording:
 
 
 def import_(tmp: Path) -> dict[str, Any]:
-    from ledger.services.importing import import_recordings
+    from ledger.imports.importing import import_recordings
 
     rec = tmp / "rec"
     arc = toolkit.arcade(recordings_dir=str(rec))

@@ -7,8 +7,8 @@ import os
 from datetime import UTC, datetime
 
 from ledger import Ledger
-from ledger.core.timeline import limits, listed
-from ledger.storage.summary import CardSummary, card_score, row_of
+from ledger.rules.timeline import limits, listed
+from ledger.store.summary import CardSummary, card_score, row_of
 
 
 def replayed_cards(led: Ledger, *, include_retracted: bool = False) -> list[CardSummary]:

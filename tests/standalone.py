@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ledger.core import signed_note as sn
+from ledger.domain import signed_note as sn
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "verify_evidence.py"
 #: How many evidence files the parity hook compared in this process (tests/test_verify_evidence.py reads it).

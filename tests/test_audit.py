@@ -19,10 +19,11 @@ import pytest
 from click.testing import CliRunner
 
 from ledger import Ledger
+from ledger.app.audit import max_open_minutes, stale_minutes
 from ledger.cli import cli
-from ledger.core import chain, document
-from ledger.core.baselines import as_map
-from ledger.core.events import (
+from ledger.domain import chain, document
+from ledger.domain.baselines import as_map
+from ledger.domain.events import (
     ActionIgnored,
     ActionTaken,
     AnyEvent,
@@ -38,11 +39,10 @@ from ledger.core.events import (
     encode,
     type_of,
 )
-from ledger.core.lifecycle import DEFAULT_MAX_OPEN_FOR_MINUTES, DEFAULT_STALE_MINUTES, check_lifecycle
-from ledger.core.postmortem import postmortem
-from ledger.core.projection import fold
-from ledger.core.scoring import score_card
-from ledger.services.audit import max_open_minutes, stale_minutes
+from ledger.domain.projection import fold
+from ledger.domain.scoring import score_card
+from ledger.rules.lifecycle import DEFAULT_MAX_OPEN_FOR_MINUTES, DEFAULT_STALE_MINUTES, check_lifecycle
+from ledger.rules.postmortem import postmortem
 from tests.toolkit import ENV_DIR, arcade, step
 
 # -- helpers (also used by test_tamper.py) ----------------------------------------------------------------------

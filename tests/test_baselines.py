@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger import Ledger
+from ledger.app import baseline_sets as bs
 from ledger.cli import cli
-from ledger.core import baselines as bl
-from ledger.core.events import BaselineEntry, LabelSet, decode, label_stream
-from ledger.services import baseline_sets as bs
+from ledger.domain import baselines as bl
+from ledger.domain.events import BaselineEntry, LabelSet, decode, label_stream
 from tests.toolkit import ENV_DIR, arcade, step
 
 TEST_SET_GAMES = ["clk2-0000000b", "cnt3-0000000a", "nbas-0000000d", "nobl-0000000c", "shrt-0000000e", "wkex-0000000f"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ledger import Ledger
-from ledger.core.events import card_stream
+from ledger.domain.events import card_stream
 from tests.cli_run import REPO, append_open_card, import_copies, ledger
 
 ENV_DIR = REPO / "tests" / "environment_files"

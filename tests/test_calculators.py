@@ -23,15 +23,15 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ledger import Ledger
+from ledger.app.listing import list_cards
+from ledger.capture.demo import DEMO_GAMES
 from ledger.cli import cli
-from ledger.core import calculators
-from ledger.core.calculators import UnknownCalculator
-from ledger.core.events import ActionIgnored, CardOpened, card_stream, decode, encode
-from ledger.core.projection import fold
-from ledger.core.scoring import calculator_of, score_card
-from ledger.services.importing import import_recordings
-from ledger.services.listing import list_cards
-from ledger.toolkit.demo import DEMO_GAMES
+from ledger.domain import calculators
+from ledger.domain.calculators import UnknownCalculator
+from ledger.domain.events import ActionIgnored, CardOpened, card_stream, decode, encode
+from ledger.domain.projection import fold
+from ledger.domain.scoring import calculator_of, score_card
+from ledger.imports.importing import import_recordings
 from tests import standalone
 from tests.replayed import replayed_cards
 from tests.toolkit import ENV_DIR
@@ -112,7 +112,7 @@ def test_every_release_exports_its_toolkits_bytes(played: Any, tmp_path: Path, v
 
 
 def _doc(text: str) -> Any:
-    from ledger.core.document import ScorecardDoc
+    from ledger.domain.document import ScorecardDoc
 
     return msgspec.json.decode(text, type=ScorecardDoc)
 
@@ -225,8 +225,8 @@ def test_cards_of_different_calculators_are_ranked_under_one(tmp_path: Path) -> 
     """compare, the leaderboard and the progress chart score every card with one calculator and say which."""
     import random
 
-    from ledger.services.compare import compare_cards, comparison_text, ledger_board
-    from ledger.services.progress import tag_progress
+    from ledger.app.compare import compare_cards, comparison_text, ledger_board
+    from ledger.app.progress import tag_progress
     from tests.toolkit import arcade, play_random_card
 
     arc = arcade()

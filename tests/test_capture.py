@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ledger import Ledger
-from ledger.core.events import ActionTaken, CardClosed, CardOpened, PlayStarted, card_stream, decode
+from ledger.domain.events import ActionTaken, CardClosed, CardOpened, PlayStarted, card_stream, decode
 from ledger.errors import CaptureError
 from tests.toolkit import arcade, random_action, step
 

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from ledger import Ledger
-from ledger.core.events import card_stream, decode
-from ledger.toolkit.batching import BATCH_MS
+from ledger.capture.batching import BATCH_MS
+from ledger.domain.events import card_stream, decode
 from tests.toolkit import arcade, random_action, step
 
 

@@ -21,8 +21,8 @@ from arc_agi import Arcade, OperationMode
 from arcengine import GameAction
 
 from ledger import Ledger
+from ledger.app.audit import audit_card
 from ledger.errors import CaptureError
-from ledger.services.audit import audit_card
 from ledger.toolkit import arc_adapter, eras
 from tests import toolkit
 from tests.test_online_capture import API_KEY, _quiet, server

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ledger.core.chain import GENESIS, check_link, event_hash, first_unhashed
+from ledger.domain.chain import GENESIS, check_link, event_hash, first_unhashed
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 ledger that grew honestly and against ledgers doctored past their triggers (and rebuilt through `ledger copy`).
 
 The RFC 9162 and signed-note verifiers at the top are written here from the RFC's pseudocode (sections 2.1.1,
-2.1.3.2, 2.1.4.2) and the C2SP specifications, separately from ``ledger.core``: the library's notes and proofs must
+2.1.3.2, 2.1.4.2) and the C2SP specifications, separately from ``ledger.domain``: the library's notes and proofs must
 pass a verifier it did not write.
 """
 
@@ -20,9 +20,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import create_engine, text
 
 from ledger import Ledger
-from ledger.core import merkle
-from ledger.core.events import card_stream
-from ledger.storage.merkle_store import TreeStore
+from ledger.domain import merkle
+from ledger.domain.events import card_stream
+from ledger.store.merkle_store import TreeStore
 from tests.cli_run import ledger as ledger_process
 from tests.cli_run import no_traceback
 from tests.test_audit import play_disputed_card, play_open_card, rewrite_card, run

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from ledger import Ledger
 from ledger.cli import cli
-from ledger.storage.base import head_revision
+from ledger.store.base import head_revision
 from tests.toolkit import arcade, step
 
 

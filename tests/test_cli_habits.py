@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ledger import Ledger
-from ledger.core.events import card_stream
+from ledger.domain.events import card_stream
 from tests.cli_run import REPO, append_open_card, import_copies, no_traceback
 from tests.cli_run import in_process as ledger
 from tests.cli_run import ledger as ledger_process
@@ -259,7 +259,7 @@ def test_the_event_listing_is_read_and_written_a_page_at_a_time(
     with pages of 2 events its table and its JSON are byte for byte those of one page, the JSON indented as every
     `--json` is and the table's columns as wide as the card's widest value (a type in a later page); an open card
     left idle still says when the toolkit would have closed it."""
-    from ledger.services import card_rows
+    from ledger.app import card_rows
     from tests.test_audit import play_disputed_card, run
 
     db = str(tmp_path / "l.sqlite")
@@ -370,7 +370,7 @@ def test_ctrl_c_once_every_card_is_through_lets_the_import_finish() -> None:
     """A Ctrl-C held for a safe point that comes after the last card: nothing is left to stop, so the import ends
     as it would have (its summary, exit 0), not with "run it again to finish" and 130."""
     from ledger.cli.importing import _Committed
-    from ledger.services.import_cards import CardResult
+    from ledger.imports.import_cards import CardResult
 
     done = _Committed(3)
     done(CardResult(card_id="a", status="imported"))
@@ -412,7 +412,7 @@ def test_view_and_serve_take_the_same_ports_and_fail_alike(tmp_path: Path) -> No
 def test_competition_cards_are_marked_in_cards_and_the_viewers_list(tmp_path: Path) -> None:
     import urllib.request
 
-    from ledger.core.events import CardOpened
+    from ledger.domain.events import CardOpened
     from tests.web_support import ViewServer
 
     db = str(tmp_path / "l.sqlite")

@@ -122,7 +122,7 @@ SERVERS = {"serve", "view"}
 
 def _open_card(db: Path) -> str:
     from ledger import Ledger
-    from ledger.core.events import CardOpened, card_stream
+    from ledger.domain.events import CardOpened, card_stream
 
     card = "0a0a0a0a-0000-4000-8000-000000000001"
     with Ledger.open(db) as led:

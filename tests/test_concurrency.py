@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from ledger import Ledger
-from ledger.core.events import (
+from ledger.app.verify import verify_ledger
+from ledger.domain.events import (
     ActionIgnored,
     ActionTaken,
     CardOpened,
@@ -28,8 +29,7 @@ from ledger.core.events import (
     decode,
 )
 from ledger.errors import VersionConflict
-from ledger.services.verify import verify_ledger
-from ledger.storage.backends import open_store
+from ledger.store.backends import open_store
 from tests.child_agent import GAMES, Agent
 from tests.toolkit import arcade
 

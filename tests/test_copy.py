@@ -16,13 +16,13 @@ import pytest
 from click.testing import CliRunner
 
 from ledger import Ledger
+from ledger.app.copying import CopyReport, copy_ledger, open_destination, open_source, plan_copy
+from ledger.app.verify import verify_ledger
 from ledger.cli import cli
-from ledger.core.events import CardClosed, CardOpened, card_stream
+from ledger.domain.events import CardClosed, CardOpened, card_stream
 from ledger.errors import HistoryConflict, SameLedger, StoreError
-from ledger.services.copying import CopyReport, copy_ledger, open_destination, open_source, plan_copy
-from ledger.services.verify import verify_ledger
-from ledger.storage.base import LogStore
-from ledger.storage.copy_marks import read_mark
+from ledger.store.base import LogStore
+from ledger.store.copy_marks import read_mark
 from tests.toolkit import arcade, play_random_card, step
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -135,7 +135,7 @@ def test_two_machines_into_one_team_ledger(tmp_path: Path, backend_url: str) -> 
 def test_labels_set_on_two_machines_merge_into_the_team_ledger(tmp_path: Path, backend_url: str) -> None:
     """Each label is its own stream: different labels never collide, the same label on the same set is the same
     history, and the same label on different sets is refused."""
-    from ledger.services.baseline_sets import labels, set_label
+    from ledger.app.baseline_sets import labels, set_label
 
     for name in ("a", "b", "c"):
         _, _, led = machine(tmp_path / f"{name}.sqlite", seed=1, cards=1)
@@ -148,7 +148,7 @@ def test_labels_set_on_two_machines_merge_into_the_team_ledger(tmp_path: Path, b
     with Ledger.open(backend_url) as team:
         assert {k: v.set_id for k, v in labels(team).items()} == {"only-a": sid, "only-b": sid, "shared": sid}
         assert verify_ledger(team.store).ok
-    from ledger.core.baselines import BaselineEntry
+    from ledger.domain.baselines import BaselineEntry
 
     with Ledger.open(tmp_path / "c.sqlite") as c:
         other = c.record_baselines([BaselineEntry(game_id="zz99-1", baseline_actions=[1])])
@@ -241,7 +241,7 @@ def test_a_copy_stops_at_the_first_batch_that_does_not_hold(tmp_path: Path, back
     # the copy with its reason at that row's batch; the batches before it are committed, whole, and nothing after.
     import sqlite3
 
-    from ledger.services import synthetic
+    from ledger.app import synthetic
 
     a_path = tmp_path / "a.sqlite"
     with Ledger.open(a_path) as led:
@@ -318,9 +318,9 @@ def test_cli_copy(tmp_path: Path, backend_url: str) -> None:
 def test_rows_the_binary_copy_cannot_carry_are_sent_as_text(pg_url: str) -> None:
     # The binary COPY data is built for rows of the usual shape; any other row makes the whole batch go as text
     # rows, and the server's own checks (here the ts column's length) refuse it with their reason.
-    from ledger.core.chain import GENESIS, event_hash
-    from ledger.storage.base import StoredEvent
-    from ledger.storage.pg_copy import encode_rows
+    from ledger.domain.chain import GENESIS, event_hash
+    from ledger.store.base import StoredEvent
+    from ledger.store.pg_copy import encode_rows
 
     h = event_hash(GENESIS, "card:x", 1, "card_opened", b"{}")
     row = StoredEvent(0, "card:x", 1, "card_opened", T0.isoformat(), b"{}", GENESIS, h)

@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 from ledger import Ledger
-from ledger.core.events import card_stream
+from ledger.app.verify import verify_ledger
+from ledger.domain.events import card_stream
 from ledger.errors import CaptureError, StoreError
-from ledger.services.verify import verify_ledger
 from tests.toolkit import arcade, step
 
 ROOT = Path(__file__).resolve().parent.parent

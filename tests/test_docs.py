@@ -250,7 +250,7 @@ def _docs_inputs(folder: Path) -> None:
     from arc_agi import Arcade, OperationMode
     from arcengine import GameAction
 
-    from ledger.toolkit.demo import DEMO_GAMES
+    from ledger.capture.demo import DEMO_GAMES
     from tests.harness_recorder import environments, run_swarm
 
     env_dir = folder / "environment_files"
@@ -275,8 +275,8 @@ def _docs_inputs(folder: Path) -> None:
 def make_demo_ledger(folder: Path, *, inputs: bool = False) -> DemoLedger:
     """A ledger holding what ``ledger demo`` plays, in ``folder`` (with the docs' input files if ``inputs``)."""
     from ledger import Ledger
-    from ledger.services.verify import verify_ledger
-    from ledger.toolkit.demo import run_demo
+    from ledger.app.verify import verify_ledger
+    from ledger.capture.demo import run_demo
 
     db = folder / "ledger.sqlite"
     with Ledger.open(db) as led:

@@ -15,11 +15,11 @@ import msgspec
 import pytest
 
 from ledger import Ledger
-from ledger.core import merkle
-from ledger.core.evidence_file import Evidence, b64, to_text
-from ledger.services import evidence_check
-from ledger.services.signing import load_verifier
-from ledger.storage.merkle_store import TreeStore
+from ledger.app import evidence_check
+from ledger.app.signing import load_verifier
+from ledger.domain import merkle
+from ledger.rules.evidence_file import Evidence, b64, to_text
+from ledger.store.merkle_store import TreeStore
 from tests.cli_run import ledger as ledger_process
 from tests.cli_run import no_traceback
 from tests.test_audit import play_disputed_card, play_open_card, run
@@ -344,7 +344,7 @@ def test_check_with_a_folder_of_no_games_skips_and_an_empty_checkpoint_proves_no
 def test_a_consistency_file_checks_offline_and_a_fork_fails(tmp_path: Path) -> None:
     """Two published checkpoints: the ledger writes the RFC 9162 proof between them, a reviewer checks it with the
     public key alone; a second history signed by the same key (a fork) has no proof that passes."""
-    from ledger.core import consistency_file as cf
+    from ledger.rules import consistency_file as cf
 
     key = tmp_path / "k"
     run("keygen", "team", "-o", str(key))
@@ -391,7 +391,7 @@ def test_a_consistency_file_checks_offline_and_a_fork_fails(tmp_path: Path) -> N
 def test_check_says_open_or_closed_and_holds_each_close_to_its_document(tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
-    from ledger.core.events import CardClosed, CardReopened, card_stream
+    from ledger.domain.events import CardClosed, CardReopened, card_stream
     from tests.standalone import verify as standalone_verify
 
     db = str(tmp_path / "l.sqlite")

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ledger import Ledger, VersionConflict
-from ledger.core.events import ActionTaken, AnyEvent, CardClosed, CardOpened, PlayStarted, card_stream
-from ledger.core.projection import fold
+from ledger.domain.events import ActionTaken, AnyEvent, CardClosed, CardOpened, PlayStarted, card_stream
+from ledger.domain.projection import fold
 from ledger.ledger import SNAPSHOT_EVERY
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

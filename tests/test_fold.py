@@ -12,9 +12,9 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.core import projection
-from ledger.core.events import AnyEvent, PlayStarted
-from ledger.core.projection import apply, fold, new_card
+from ledger.domain import projection
+from ledger.domain.events import AnyEvent, PlayStarted
+from ledger.domain.projection import apply, fold, new_card
 
 EVENT_TYPES = get_args(AnyEvent)
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from ledger import Ledger
-from ledger.storage import sqlite_fresh
-from ledger.storage.base import head_revision
-from ledger.storage.sqlite import SQLiteStore
+from ledger.store import sqlite_fresh
+from ledger.store.base import head_revision
+from ledger.store.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -118,7 +118,7 @@ def test_a_pipe_closed_mid_output_stops_the_same_way(tmp_path: Path) -> None:
     # Output many times a pipe's buffer, its reader gone after 10 bytes: the same quiet 141 as a pipe closed before
     # the first byte (above), whatever the size.
     from ledger import Ledger
-    from ledger.services.synthetic import write_cards
+    from ledger.app.synthetic import write_cards
 
     path = str(tmp_path / "big.sqlite")
     with Ledger.open(path) as led:

@@ -18,7 +18,7 @@ from ledger.toolkit.game_states import fingerprint
 from tests.harness_recorder import HARNESS_GAMES, game_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = (ROOT / "tests" / "environment_files", HARNESS_GAMES, ROOT / "ledger" / "toolkit" / "demo_games")
+FOLDERS = (ROOT / "tests" / "environment_files", HARNESS_GAMES, ROOT / "ledger" / "capture" / "demo_games")
 _quiet = logging.getLogger("test.game_files")
 _quiet.setLevel(logging.CRITICAL)
 
@@ -201,7 +201,7 @@ def test_resimulation_does_not_import_the_toolkit(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from ledger.toolkit.environments import scan_games\n"
-        "from ledger.toolkit.harness_search import start_game\n"
+        "from ledger.resim.harness_search import start_game\n"
         "from ledger.toolkit.seeds import seed_classes\n"
         f"infos = scan_games({str(envs)!r})\n"
         "start_game(infos['lsx3-0000003c'])\n"

@@ -17,9 +17,9 @@ import msgspec
 import pytest
 
 from ledger import Ledger
-from ledger.core.events import ActionTaken, AnyEvent, LevelCompleted, PlayStarted, card_stream, decode
-from ledger.services.audit import audit_card
-from ledger.services.importing import import_recordings
+from ledger.app.audit import audit_card
+from ledger.domain.events import ActionTaken, AnyEvent, LevelCompleted, PlayStarted, card_stream, decode
+from ledger.imports.importing import import_recordings
 from tests.harness_recorder import environments, run_swarm
 from tests.test_audit import ENV_DIR, audit_json, check, copy_ledger, master, raw, rewrite_card, run, statuses
 
@@ -179,8 +179,8 @@ def test_an_edited_play_without_a_seed_is_unknown_or_fails(master: Any, tmp_path
 
 def test_the_viewer_draws_undecided_actions_as_the_game_decided_them(tmp_path: Path, envs: Path) -> None:
     """The replay frames of a card imported from the frames alone follow the play to its end (no divergence)."""
-    from ledger.core.events import Numbered
-    from ledger.toolkit.frames import encode_grid, play_frames
+    from ledger.domain.events import Numbered
+    from ledger.resim.frames import encode_grid, play_frames
 
     rec = tmp_path / "rec"
     run = run_swarm(rec, ["lsx2-0000002b"], 6, env_dir=envs, max_actions=40)
@@ -229,8 +229,8 @@ def test_toolkit_recordings_of_seeded_plays_pass_their_audit(tmp_path: Path) -> 
     assert sorted(resim["seeds_found"].values()) == [1, 1]  # seed 3 starts cnt3 as seed 1 does: 1 is tried
     assert resim["default_seed_plays"] == 2
     # The viewer draws them with the seed found: frames to the end of each play, no divergence.
-    from ledger.core.events import Numbered
-    from ledger.toolkit.frames import play_frames
+    from ledger.domain.events import Numbered
+    from ledger.resim.frames import play_frames
 
     with Ledger.open(Path(db)) as led:
         events = [Numbered(r.version, r.seq, decode(r.body)) for r in led.store.read_stream(card_stream(card))]
@@ -382,8 +382,8 @@ def test_lines_an_import_lists_are_written_a_chunk_at_a_time_and_read_as_listed_
     """A long recording's frame digests and undecided lines are listed over several events (never all held, nor all
     in one row): each FramesNoted after the open actions it notes, the ActionsInferred of a file one after another,
     the first holding the count. The audit decides and counts as it does from one event of each."""
-    import ledger.services.importing_harness as ih
-    from ledger.core.events import ActionsInferred, FramesNoted
+    import ledger.imports.importing_harness as ih
+    from ledger.domain.events import ActionsInferred, FramesNoted
 
     rec = tmp_path / "rec"
     run_swarm(rec, GAMES[:2], 5, env_dir=envs, max_actions=60)
@@ -425,9 +425,9 @@ def test_an_audit_that_decides_lets_go_of_the_inputs_its_states_agree_on(
     """Deciding every candidate keeps several states of a game for long stretches: now and then the inputs up to the
     state they all come from are noted and their paths cut there (what is held is the inputs since, not all of a
     long record), and the audit decides, counts and draws the same as when it keeps every path."""
-    import ledger.toolkit.harness_search as hs
-    from ledger.core.events import Numbered
-    from ledger.toolkit.resimulate import resimulate
+    import ledger.resim.harness_search as hs
+    from ledger.domain.events import Numbered
+    from ledger.resim.resimulate import resimulate
 
     rec = tmp_path / "rec"
     run_swarm(rec, GAMES, 6, env_dir=envs, max_actions=60)

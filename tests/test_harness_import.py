@@ -19,8 +19,10 @@ import pytest
 from click.testing import CliRunner
 
 from ledger import Ledger
+from ledger.app.audit import audit_card
+from ledger.app.verify import verify_ledger
 from ledger.cli import cli
-from ledger.core.events import (
+from ledger.domain.events import (
     ActionsInferred,
     BaselinesAttached,
     CardOpened,
@@ -33,9 +35,7 @@ from ledger.core.events import (
     decode,
     encode,
 )
-from ledger.services.audit import audit_card
-from ledger.services.importing import import_recordings
-from ledger.services.verify import verify_ledger
+from ledger.imports.importing import import_recordings
 from tests.harness_recorder import SwarmRun, environments, game_entry, run_swarm
 from tests.test_harness_audit import resim
 from tests.toolkit import ENV_DIR, arcade, step
@@ -139,7 +139,7 @@ def test_without_the_games_code_scores_are_exact_and_resets_unknown(tmp_path: Pa
     with Ledger.open(db) as led:
         base = json.loads(led.export(run.agents[0].recorder.guid))  # imported without baselines
         assert base["environments"][0]["runs"][0]["message"].startswith("No Matching EnvironmentInfo")
-        from ledger.core.baselines import as_map, canonical
+        from ledger.domain.baselines import as_map, canonical
         from ledger.toolkit.environments import scan_environments
 
         bmap = as_map(canonical(scan_environments(envs)[0]))
@@ -859,7 +859,7 @@ def test_the_frame_lines_held_as_columns_give_back_each_line_as_recorded(tmp_pat
     frame; equal values are one object."""
     from datetime import datetime
 
-    from ledger.toolkit.harness import parse_name, read_harness
+    from ledger.formats.harness import parse_name, read_harness
 
     stamps = ["2026-01-02T03:04:05.123456+00:00", "2026-01-02T05:04:05.5+02:00", "1969-12-31T23:59:59.999999Z"]
     lines = []
@@ -901,7 +901,7 @@ def test_the_frame_lines_held_as_columns_give_back_each_line_as_recorded(tmp_pat
 def test_a_line_map_holds_each_lines_value_in_line_order() -> None:
     """LineMap (what an import or an audit finds per line): a mapping of the lines set, in line order, each distinct
     value once; the last line may be set again, an earlier one may not (the caller's order is wrong)."""
-    from ledger.toolkit.frame_lines import LineMap
+    from ledger.formats.frame_lines import LineMap
 
     m: LineMap[list[int]] = LineMap(key=tuple)
     for line, value in ((3, [1, 2]), (7, [1, 2]), (9, [0]), (9, [5]), (12, [0])):
@@ -928,8 +928,8 @@ def test_lines_kept_a_chunk_at_a_time_read_back_as_they_were_set(
     import tempfile
     from datetime import UTC, datetime, timedelta, timezone
 
-    import ledger.toolkit.frame_lines as fl
-    from ledger.toolkit.frame_lines import FrameLine, FrameLines, LineMap, pack
+    import ledger.formats.frame_lines as fl
+    from ledger.formats.frame_lines import FrameLine, FrameLines, LineMap, pack
 
     monkeypatch.setattr(fl, "CHUNK", chunk)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
@@ -985,9 +985,9 @@ def test_each_step_is_compared_with_the_token_lines_since_the_line_before() -> N
     --allow-repeats): the same counts as reading every token line for each step."""
     from datetime import UTC, datetime, timedelta
 
-    from ledger.toolkit.frame_lines import LineMap
-    from ledger.toolkit.run_folders import Step
-    from ledger.toolkit.run_match import _written_before
+    from ledger.formats.frame_lines import LineMap
+    from ledger.formats.run_folders import Step
+    from ledger.formats.run_match import _written_before
 
     rng = random.Random(8)
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -1020,8 +1020,8 @@ def test_a_temporary_directory_that_refuses_the_lines_kept_is_one_line_and_nothi
     import errno
     import tempfile
 
-    import ledger.toolkit.frame_lines as fl
-    import ledger.toolkit.spill as spill
+    import ledger.formats.frame_lines as fl
+    import ledger.formats.spill as spill
 
     rec = tmp_path / "rec"
     run_swarm(rec, ["vis5-0000001a"], 3, env_dir=envs, max_actions=30)

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from ledger.toolkit.frame_lines import FrameLine
-from ledger.toolkit.harness import parse_name, read_harness
-from ledger.toolkit.harness_search import Recovery, recover
-from ledger.toolkit.resimulate import scan_games
+from ledger.formats.frame_lines import FrameLine
+from ledger.formats.harness import parse_name, read_harness
+from ledger.resim.harness_search import Recovery, recover
+from ledger.resim.resimulate import scan_games
 from tests.harness_recorder import Recorder, convert, environments
 from tests.toolkit import arcade
 
@@ -112,9 +112,9 @@ def test_an_audit_follows_one_path_of_the_game_through_the_undecided_actions(tmp
     open proves the record, at a game step and a copy or so a line; ``decide`` tries every candidate of each line,
     several times that. Both pass, and the path's actions reproduce the recorded frames."""
     from ledger import Ledger
-    from ledger.core.events import Numbered, card_stream, decode
-    from ledger.services.importing import import_recordings
-    from ledger.toolkit.resimulate import resimulate
+    from ledger.domain.events import Numbered, card_stream, decode
+    from ledger.imports.importing import import_recordings
+    from ledger.resim.resimulate import resimulate
 
     record(tmp_path / "rec", envs, LSX, 150, seed=5)
     with Ledger.open(tmp_path / "l.sqlite") as led:
@@ -138,7 +138,8 @@ def test_a_line_keeps_its_states_within_the_bytes_allowed(
     has states of hundreds of kB, and a click game's line may give thousands of them): beyond the bytes allowed the
     first ones are kept, the lines are said to be cut, and every line still gets an action. The same recording
     keeps them all under the real allowance."""
-    from ledger.toolkit import harness_search, search_budget
+    from ledger.resim import harness_search
+    from ledger.toolkit import search_budget
     from tests.harness_recorder import run_swarm
 
     game = "cnt3-0000000a"  # its frames never change within a level: many states fit each line
@@ -162,8 +163,9 @@ def test_an_audit_that_decides_keeps_an_inputs_states_within_the_bytes_allowed(
     """``audit --decide`` of a card imported without the game code keeps one input's states within the bytes
     allowed too; the first ones kept still reproduce the record (PASS, never a FAIL)."""
     from ledger import Ledger
-    from ledger.services.importing import import_recordings
-    from ledger.toolkit import resim_branches, search_budget
+    from ledger.imports.importing import import_recordings
+    from ledger.resim import resim_branches
+    from ledger.toolkit import search_budget
     from tests.harness_recorder import run_swarm
     from tests.test_harness_audit import resim
 
@@ -199,8 +201,8 @@ def _watch(monkeypatch: pytest.MonkeyPatch, module: object) -> list[tuple[int, b
 
 def _start_size(envs: Path, game: str) -> int:
     """The bytes of the game's state as it starts (its states along a play are about that size)."""
+    from ledger.resim.harness_search import start_game
     from ledger.toolkit.game_states import Engine
-    from ledger.toolkit.harness_search import start_game
 
     g = start_game(scan_games(envs)[game])
     return int(Engine(g).freeze(g)[1].size())
@@ -214,7 +216,7 @@ def test_a_long_search_lets_go_of_the_lines_its_hypotheses_agree_on(
     """The whole search records the lines up to the state every hypothesis comes from and cuts its paths there:
     what it keeps is the lines since then, not every line, and what it finds is what it finds keeping them all
     (lines skipped on lsx2, where five lines are pasted again; lines undecided on cnt3, whose presses do not show)."""
-    import ledger.toolkit.harness_search as hs
+    import ledger.resim.harness_search as hs
 
     path, _ = record(tmp_path, envs, game, 90, seed=3)
     frames = frames_of(path)

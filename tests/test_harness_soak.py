@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from ledger import Ledger
-from ledger.services.audit import audit_card
-from ledger.services.importing import import_recordings
+from ledger.app.audit import audit_card
+from ledger.imports.importing import import_recordings
 from tests.harness_recorder import environments, run_swarm
 
 pytestmark = pytest.mark.heavy

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from ledger import Ledger
 from ledger.cli import cli
-from ledger.core.events import ActionsInferred, LinesSkipped, RunUsage, card_stream, decode
+from ledger.domain.events import ActionsInferred, LinesSkipped, RunUsage, card_stream, decode
 from tests.harness_recorder import environments
 from tests.head_harness import MODEL, HeadRun, run_head
 from tests.toolkit import arcade
@@ -213,7 +213,7 @@ def test_a_closed_online_card_whose_close_answer_showed_its_baselines_does_not_s
     and adds no event, and the card's baselines line says so instead of "the server has revealed none yet"."""
     from arc_agi import Arcade, OperationMode
 
-    from ledger.core.server_baselines import baselines_source
+    from ledger.rules.server_baselines import baselines_source
     from tests import toolkit
     from tests.test_online_capture import API_KEY, _quiet, play, server
 

@@ -24,14 +24,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger import Ledger
+from ledger.app.verify import verify_ledger
 from ledger.cli import cli
-from ledger.core import baselines as bl
-from ledger.core.events import ActionTaken, BaselineEntry, CardClosed, CardOpened, PlayStarted, card_stream, decode
+from ledger.domain import baselines as bl
+from ledger.domain.events import ActionTaken, BaselineEntry, CardClosed, CardOpened, PlayStarted, card_stream, decode
 from ledger.errors import ImportInputError
-from ledger.services.importing import import_recordings
-from ledger.services.verify import verify_ledger
+from ledger.formats.recordings import STRICT_KINDS
+from ledger.imports.importing import import_recordings
 from ledger.toolkit.environments import scan_environments
-from ledger.toolkit.recordings import STRICT_KINDS
 
 CORPUS = Path(__file__).resolve().parent / "recordings_corpus"
 GOOD = next((CORPUS / "good").glob("*/*.jsonl"))
@@ -424,7 +424,7 @@ def test_a_100_mb_line_keeps_memory_bounded(tmp_path: Path, kind: str) -> None:
 def test_metadata_numbers_are_read_as_the_toolkit_reads_them(raw: str, expected: list[int]) -> None:
     from arc_agi import EnvironmentInfo
 
-    from ledger.core.baselines import entry_from_metadata
+    from ledger.domain.baselines import entry_from_metadata
 
     data = f'{{"game_id": "ab12-1", "baseline_actions": {raw}}}'.encode()
     assert (

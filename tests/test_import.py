@@ -18,9 +18,10 @@ import pytest
 from click.testing import CliRunner
 
 from ledger import Ledger
+from ledger.app.verify import verify_ledger
 from ledger.cli import cli
-from ledger.core import document
-from ledger.core.events import (
+from ledger.domain import document
+from ledger.domain.events import (
     ActionIgnored,
     ActionTaken,
     BaselinesRecorded,
@@ -35,11 +36,10 @@ from ledger.core.events import (
     card_stream,
     decode,
 )
-from ledger.core.projection import fold
-from ledger.core.scoring import score_card
-from ledger.services.importing import ImportSummary, import_recordings
-from ledger.services.verify import verify_ledger
-from ledger.toolkit.recordings import BLOCK, MAX_LINE, find_recordings, read_recording
+from ledger.domain.projection import fold
+from ledger.domain.scoring import score_card
+from ledger.formats.recordings import BLOCK, MAX_LINE, find_recordings, read_recording
+from ledger.imports.importing import ImportSummary, import_recordings
 from tests.toolkit import ENV_DIR, arcade, play_random_card, step
 
 SCORING = (PlayStarted, ActionTaken, ActionIgnored, LevelReset)

@@ -19,9 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 from ledger import Ledger
+from ledger.app.verify import verify_ledger
 from ledger.cli import cli
-from ledger.core.events import CardOpened, card_stream, decode
-from ledger.services.verify import verify_ledger
+from ledger.domain.events import CardOpened, card_stream, decode
 from tests.test_import import recording_arcade
 from tests.toolkit import ENV_DIR, play_random_card, step
 
@@ -253,7 +253,7 @@ def _kill_rounds(tmp_path: Path, recordings: tuple[Path, dict[str, str]], kill_a
     totals = json.loads(done.stdout)["totals"]
     assert totals["imported"] + totals["already_imported"] == len(expected)
     with Ledger.open(tmp_path / "clean.sqlite") as clean:
-        from ledger.services.importing import import_recordings
+        from ledger.imports.importing import import_recordings
 
         import_recordings(clean, [rec], environments=ENV_DIR)
         with Ledger.open(db) as led:

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from ledger import Ledger
+from ledger.app.verify import verify_ledger
 from ledger.cli import cli
-from ledger.core.events import card_stream
-from ledger.services.verify import verify_ledger
+from ledger.domain.events import card_stream
 from tests.toolkit import ENV_DIR
 
 CORPUS = Path(__file__).resolve().parent / "recordings_corpus"

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from ledger import Ledger
-from ledger.services.importing import import_recordings
+from ledger.imports.importing import import_recordings
 from tests.cli_run import LEDGER
 from tests.toolkit import ENV_DIR, RecordedRun, record_runs
 

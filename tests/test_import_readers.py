@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger import Ledger
-from ledger.core.events import RunUsage, card_stream, decode
+from ledger.domain.events import RunUsage, card_stream, decode
 from tests.rest_agent import LEDGER
 from tests.toolkit import ENV_DIR, arcade
 

@@ -18,7 +18,7 @@ import pytest
 
 from ledger import Ledger
 from ledger.cli.progress import VERIFY_PROGRESS_FROM
-from ledger.core.events import ActionTaken, CardOpened, PlayStarted, card_stream
+from ledger.domain.events import ActionTaken, CardOpened, PlayStarted, card_stream
 from tests.cli_run import CORPUS_CARD, LEDGER, REPO, import_copies, ledger, no_traceback, own_guid
 
 ENV_DIR = REPO / "tests" / "environment_files"

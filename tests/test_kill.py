@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ledger import Ledger
-from ledger.core.events import ActionTaken, card_stream, decode
-from ledger.services.verify import verify_ledger
+from ledger.app.verify import verify_ledger
+from ledger.domain.events import ActionTaken, card_stream, decode
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 
 from ledger import Ledger
-from ledger.core.events import (
+from ledger.app.verify import verify_ledger
+from ledger.domain.events import (
     CARD_STREAM,
     ActionIgnored,
     ActionTaken,
@@ -34,8 +35,7 @@ from ledger.core.events import (
     card_stream,
     decode,
 )
-from ledger.services.importing import import_recordings
-from ledger.services.verify import verify_ledger
+from ledger.imports.importing import import_recordings
 from tests.child_agent import GAMES, Agent, import_worker, kill_worker
 from tests.toolkit import arcade
 

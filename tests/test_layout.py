@@ -1,7 +1,8 @@
 """The layout's rules, read from the source's syntax trees (no import-linter: no new dependency).
 
-Imports run one way: cli -> web -> services -> the ledger facade -> storage / toolkit -> core. A module may import
-any layer below its own, never one above, and storage and toolkit (siblings) never import each other. Imports
+Imports run one way, the data flow's: cli -> web -> imports -> app -> the ledger facade -> capture / resim -> formats
+-> store / toolkit -> rules -> domain. A module may import any layer below its own, never one above, and siblings
+(store and toolkit, capture and resim) never import each other. Imports
 inside functions count, and so do imports under ``if TYPE_CHECKING:``, for the direction and for cycles (a type
 names a module too). docs/architecture.md states the same rule.
 """
@@ -19,20 +20,25 @@ PACKAGE = ROOT / "ledger"
 LAYERS: dict[str, int] = {
     "ledger.errors": 0,
     "ledger.version": 0,
-    "ledger.core": 1,
-    "ledger.storage": 2,
-    "ledger.toolkit": 2,
-    "ledger.ledger": 3,
-    "ledger": 3,  # the package's __init__: the public API, beside the facade
-    "ledger.services": 4,
-    "ledger.web": 5,
-    "ledger.cli": 6,
+    "ledger.domain": 1,
+    "ledger.rules": 2,
+    "ledger.store": 3,
+    "ledger.toolkit": 3,
+    "ledger.formats": 4,
+    "ledger.capture": 5,
+    "ledger.resim": 5,
+    "ledger.ledger": 6,
+    "ledger": 6,  # the package's __init__: the public API, beside the facade
+    "ledger.app": 7,
+    "ledger.imports": 8,
+    "ledger.web": 9,
+    "ledger.cli": 10,
 }
 #: Upward imports the code needs, each for a reason: none. The facade hands itself to live capture
-#: (``Ledger.attach``) as the port capture names (``ledger/toolkit/port.py``), never as its own class.
+#: (``Ledger.attach``) as the port capture names (``ledger/capture/port.py``), never as its own class.
 TYPE_ONLY_UPWARD: frozenset[tuple[str, str]] = frozenset()
 #: A process's entry point may open the ledger like the CLI does: the recorded command's hook (``ledger record``).
-ENTRY_POINTS = frozenset({"ledger.toolkit.record_hook.child"})
+ENTRY_POINTS = frozenset({"ledger.capture.record_hook.child"})
 #: Third-party and standard-library roots only one part of the tree may import.
 DRIVERS = frozenset({"sqlite3", "sqlalchemy", "alembic", "psycopg", "psycopg2"})
 TOOLKIT = frozenset({"arc_agi", "arcengine"})
@@ -111,7 +117,7 @@ def imports_of(name: str, path: Path, modules: set[str]) -> list[Import]:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, *([base] if base else [])])
             for a in node.names:
-                # `from ledger.core import chain` imports the module ledger.core.chain, not only the package.
+                # `from ledger.domain import chain` imports the module ledger.domain.chain, not only the package.
                 sub = f"{base}.{a.name}"
                 found.append(Import(sub if sub in modules else base, node.lineno, type_only))
         for child in ast.iter_child_nodes(node):
@@ -149,7 +155,7 @@ def test_every_module_has_a_layer() -> None:
 
 
 def test_imports_run_one_way() -> None:
-    """cli -> web -> services -> ledger facade -> storage / toolkit -> core (and errors, importable by all)."""
+    """Each module imports only layers below its own (and errors, importable by all)."""
     wrong = []
     for name, imps in IMPORTS.items():
         mine = layer_of(name)
@@ -159,7 +165,7 @@ def test_imports_run_one_way() -> None:
             if theirs is None or theirs[0] == mine[0]:
                 continue
             upward = theirs[1] > mine[1]
-            sideways = theirs[1] == mine[1]  # storage <-> toolkit, the facade <-> the package's __init__
+            sideways = theirs[1] == mine[1]  # store <-> toolkit, capture <-> resim, the facade <-> its __init__
             if sideways and {mine[0], theirs[0]} == {"ledger", "ledger.ledger"}:
                 continue
             if imp.type_only and (mine[0], theirs[0]) in TYPE_ONLY_UPWARD:
@@ -183,8 +189,8 @@ def _restricted(roots: frozenset[str], allowed: str) -> list[str]:
 
 
 def test_database_drivers_only_in_storage() -> None:
-    wrong = _restricted(DRIVERS, "ledger.storage")
-    assert not wrong, "a database driver imported outside ledger/storage/:\n" + "\n".join(wrong)
+    wrong = _restricted(DRIVERS, "ledger.store")
+    assert not wrong, "a database driver imported outside ledger/store/:\n" + "\n".join(wrong)
 
 
 def test_toolkit_only_in_toolkit() -> None:
@@ -201,11 +207,12 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
-def test_core_is_pure() -> None:
-    """ledger/core imports only itself, errors and pure libraries, and never reads the clock or a file."""
+def test_domain_and_rules_are_pure() -> None:
+    """ledger/domain and ledger/rules import only themselves, errors and pure libraries, and never read the clock
+    or a file."""
     wrong = []
     for name, imps in IMPORTS.items():
-        if not name.startswith("ledger.core"):
+        if not name.startswith(("ledger.domain.", "ledger.rules.")):
             continue
         for imp in imps:
             root = imp.target.split(".")[0]
@@ -256,7 +263,7 @@ def test_find_cycle_sees_a_cycle() -> None:
 
 
 def test_layer_of_longest_prefix() -> None:
-    assert layer_of("ledger.core.chain") == ("ledger.core", 1)
-    assert layer_of("ledger.ledger") == ("ledger.ledger", 3)
-    assert layer_of("ledger") == ("ledger", 3)
+    assert layer_of("ledger.domain.chain") == ("ledger.domain", 1)
+    assert layer_of("ledger.ledger") == ("ledger.ledger", 6)
+    assert layer_of("ledger") == ("ledger", 6)
     assert layer_of("msgspec") is None

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from ledger import Ledger
-from ledger.core.events import card_stream
-from ledger.services.verify import verify_ledger
-from ledger.storage.backends import open_store
+from ledger.app.verify import verify_ledger
+from ledger.domain.events import card_stream
+from ledger.store.backends import open_store
 from tests.toolkit import arcade, step
 
 
@@ -57,7 +57,7 @@ def test_upgrade_from_first_revision_keeps_events_and_triggers(db_path: Path) ->
     from alembic import command
     from alembic.config import Config
 
-    from ledger.storage.base import migrations_dir
+    from ledger.store.base import migrations_dir
 
     store = open_store(str(db_path))
     cfg = Config()
@@ -68,7 +68,7 @@ def test_upgrade_from_first_revision_keeps_events_and_triggers(db_path: Path) ->
     assert store.revision() == "0001"
     from datetime import UTC, datetime
 
-    from ledger.core.events import CardOpened
+    from ledger.domain.events import CardOpened
 
     stored = store.append(card_stream("c1"), [CardOpened(ts=datetime(2026, 1, 1, tzinfo=UTC), card_id="c1")], 0)
     store.migrate()  # 0002 rebuilds the table in batch mode
@@ -133,7 +133,7 @@ def test_dropping_the_cache_changes_nothing(db_path: Path) -> None:
 def test_version_conflict_between_two_writers(db_path: Path) -> None:
     from datetime import UTC, datetime
 
-    from ledger.core.events import CardOpened, Win
+    from ledger.domain.events import CardOpened, Win
     from ledger.errors import VersionConflict
 
     ts = datetime(2026, 1, 1, tzinfo=UTC)
@@ -179,7 +179,7 @@ def test_cached_projection_equals_full_replay_at_every_cut(db_path: Path) -> Non
 def test_a_batch_append_returns_the_rows_as_stored(db_path: Path) -> None:
     from datetime import UTC, datetime
 
-    from ledger.core.events import CardOpened, Win
+    from ledger.domain.events import CardOpened, Win
 
     ts = datetime(2026, 1, 1, tzinfo=UTC)
     store = open_store(str(db_path))

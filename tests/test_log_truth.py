@@ -14,11 +14,11 @@ from sqlalchemy import create_engine, text
 
 from ledger import Ledger
 from ledger.cli import cli
-from ledger.storage.base import normalize_url
-from ledger.storage.cards import SNAPSHOT_KIND, BrokenChain
-from ledger.storage.copy_marks import write_mark
-from ledger.storage.merkle_store import TreeStore
-from ledger.storage.summary import COLUMNS as SUMMARY_COLUMNS
+from ledger.store.base import normalize_url
+from ledger.store.cards import SNAPSHOT_KIND, BrokenChain
+from ledger.store.copy_marks import write_mark
+from ledger.store.merkle_store import TreeStore
+from ledger.store.summary import COLUMNS as SUMMARY_COLUMNS
 
 #: Commands that read one card and what each must print the same whatever the caches hold.
 READS = (["export"], ["replay", "--json"], ["cards", "--json"], ["rescore", "--calculator", "0.9.1"])
@@ -234,11 +234,11 @@ def test_reads_of_a_whole_card_equal_a_full_replay_through_the_repository(demo: 
 def test_only_the_repository_folds_a_cards_events() -> None:
     """One module loads cards: no other module of the package folds events, but the pure projection and checks."""
     root = Path(__file__).resolve().parent.parent / "ledger"
-    pure = {"core/projection.py", "core/replay.py", "core/audit_checks.py", "core/evidence_file.py"}
+    pure = {"domain/projection.py", "domain/replay.py", "rules/audit_checks.py", "rules/evidence_file.py"}
     folding = [
         str(p.relative_to(root))
         for p in root.rglob("*.py")
-        if str(p.relative_to(root)) not in pure | {"storage/cards.py"}
+        if str(p.relative_to(root)) not in pure | {"store/cards.py"}
         and ("import fold\n" in p.read_text() or "fold, " in p.read_text() or " fold(card" in p.read_text())
     ]
     assert folding == []

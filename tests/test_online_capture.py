@@ -26,9 +26,9 @@ from arcengine import GameAction
 from werkzeug.serving import make_server
 
 from ledger import Ledger
-from ledger.core.text import replay_text
+from ledger.app.audit import audit_card
 from ledger.errors import CaptureError
-from ledger.services.audit import audit_card
+from ledger.rules.text import replay_text
 from tests import toolkit
 from tests.rest_agent import start_server
 

@@ -72,7 +72,7 @@ def test_click_coordinates_are_recorded(ledger: Ledger) -> None:
     step(env, 6, 44, 44)  # cell (5, 5): win
     step(env, 6, 44, 44)  # after WIN: empty frame, counts nothing
     assert_same(arc, ledger, card)
-    from ledger.core.events import ActionTaken, card_stream, decode
+    from ledger.domain.events import ActionTaken, card_stream, decode
 
     acts = [decode(e.body) for e in ledger.store.read_stream(card_stream(card))]
     clicks = [(e.x, e.y) for e in acts if isinstance(e, ActionTaken)]

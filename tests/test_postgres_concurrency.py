@@ -19,12 +19,12 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from ledger import Ledger
-from ledger.core.events import CardOpened
+from ledger.app.verify import verify_ledger
+from ledger.domain.events import CardOpened
 from ledger.errors import StoreError
-from ledger.services.verify import verify_ledger
-from ledger.storage.backends import open_store
-from ledger.storage.base import LogStore
-from ledger.storage.postgres import PG_APPEND_LOCK
+from ledger.store.backends import open_store
+from ledger.store.base import LogStore
+from ledger.store.postgres import PG_APPEND_LOCK
 from tests.toolkit import arcade, play_random_card, step
 
 pytestmark = pytest.mark.postgres

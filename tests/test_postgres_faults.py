@@ -22,8 +22,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
 from ledger import Ledger
-from ledger.core.events import ActionTaken, CardOpened, card_stream
-from ledger.services.verify import verify_ledger
+from ledger.app.verify import verify_ledger
+from ledger.domain.events import ActionTaken, CardOpened, card_stream
 from tests.conftest import IN_CI
 from tests.test_disk_faults import Game
 

@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from ledger.core import baselines as bl
-from ledger.core.events import (
+from ledger.domain import baselines as bl
+from ledger.domain.events import (
     ActionIgnored,
     ActionTaken,
     BaselineEntry,
@@ -23,9 +23,9 @@ from ledger.core.events import (
     PlayStarted,
     Win,
 )
-from ledger.core.postmortem import Finding, arithmetic, postmortem
-from ledger.core.projection import fold
-from ledger.core.scoring import LEVEL_CAP, best_play_index, score_card
+from ledger.domain.projection import fold
+from ledger.domain.scoring import LEVEL_CAP, best_play_index, score_card
+from ledger.rules.postmortem import Finding, arithmetic, postmortem
 
 GAME = "pm01-00000001"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -185,7 +185,7 @@ def test_every_finding_follows_from_the_card(data: tuple[list[int], list[Any]]) 
 
 
 def test_a_play_scored_0_for_want_of_baselines_says_so(tmp_path: Path) -> None:
-    from ledger.core.text import summary_lines
+    from ledger.rules.text import summary_lines
     from tests.cli_run import CORPUS_CARD, ledger
 
     t = datetime(2026, 1, 1, tzinfo=UTC)

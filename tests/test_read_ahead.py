@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from ledger.storage.read_ahead import Put, ReadAhead
+from ledger.store.read_ahead import Put, ReadAhead
 
 
 def _threads(name: str) -> list[threading.Thread]:

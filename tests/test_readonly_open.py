@@ -22,11 +22,11 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from ledger import Ledger
+from ledger.app.listing import CardFilter, list_cards
 from ledger.cli import common
 from ledger.errors import StoreError
-from ledger.services.listing import CardFilter, list_cards
-from ledger.storage.base import APPEND_ONLY_TRIGGERS, Durability, known_revisions
-from ledger.storage.migrating import alembic_config
+from ledger.store.base import APPEND_ONLY_TRIGGERS, Durability, known_revisions
+from ledger.store.migrating import alembic_config
 from tests.cli_run import in_process
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -210,7 +210,7 @@ def test_urls_that_cannot_name_a_ledger_exit_2(url: str, says: str) -> None:
 def test_postgresql_urls_are_read_and_shown_as_sqlalchemy_reads_and_shows_them() -> None:
     from sqlalchemy.engine import make_url
 
-    from ledger.storage.pg_engine import parse_url
+    from ledger.store.pg_engine import parse_url
 
     for url in (
         "postgresql+psycopg://postgres@127.0.0.1:5432/test",
@@ -322,7 +322,7 @@ def test_read_commands_on_sqlite_load_neither_sqlalchemy_nor_alembic(tmp_path: P
         if args[0] in ("cards", "export"):
             # Only the running command's module (ledger.cli is a lazy group), not the audit's checks.
             others = {f"ledger.cli.{m}" for m in ("audit", "baselines", "copy", "evidence", "importing", "view")}
-            assert not loaded & (others | {"ledger.core.audit_checks"}), args
+            assert not loaded & (others | {"ledger.rules.audit_checks"}), args
     assert "ledger.ledger" not in _modules_after(db, "--help")
 
 
@@ -330,8 +330,8 @@ WRITE_THEN_READ = """
 import sys
 from datetime import UTC, datetime
 from ledger import Ledger
-from ledger.core.events import CardOpened, card_stream
-from ledger.services.listing import CardFilter, list_cards
+from ledger.domain.events import CardOpened, card_stream
+from ledger.app.listing import CardFilter, list_cards
 
 with Ledger.open(sys.argv[1]) as led:  # at head: opened for writing, no migration
     t = datetime(2026, 1, 1, tzinfo=UTC)
@@ -378,8 +378,8 @@ def test_version() -> None:
 
 
 def test_constants_spelled_for_fast_startup_agree_with_their_sources() -> None:
-    from ledger.core.rescoring import MATCHES
-    from ledger.services.listing import SORT_KEYS
+    from ledger.app.listing import SORT_KEYS
+    from ledger.rules.rescoring import MATCHES
 
     assert common.MATCHES == MATCHES
     assert common.SORT_KEYS == SORT_KEYS

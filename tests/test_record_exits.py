@@ -217,7 +217,7 @@ from datetime import UTC, datetime
 from arc_agi import Arcade, OperationMode
 from arcengine import GameAction
 from ledger import Ledger
-from ledger.core.events import CardRetracted, card_stream
+from ledger.domain.events import CardRetracted, card_stream
 
 env_dir, db = sys.argv[1], sys.argv[2]
 arc = Arcade(operation_mode=OperationMode.OFFLINE, environments_dir=env_dir, logger=logging.getLogger("quiet"))

@@ -17,10 +17,10 @@ from arc_agi import Arcade, OperationMode
 from arcengine import GameAction
 
 from ledger import Ledger
-from ledger.core.events import BaselinesReported, CardOnServer, decode
-from ledger.core.text import replay_text
+from ledger.app.audit import audit_card
+from ledger.domain.events import BaselinesReported, CardOnServer, decode
 from ledger.errors import BaselinesNotKnown
-from ledger.services.audit import audit_card
+from ledger.rules.text import replay_text
 from ledger.web.pages import LiveLinks
 from tests import toolkit
 from tests.cli_run import ledger as run_ledger
@@ -108,7 +108,7 @@ def test_a_local_set_still_scores_the_card_when_asked(ledger: Ledger, tmp_path: 
     assert json.loads(ledger.export(card)) == doc
     assert doc["environments"][0]["runs"][0]["level_baseline_actions"] == [1, 2]
     # Under a set of the user's (`--baselines`), the reported baselines are not used.
-    from ledger.core.events import BaselineEntry
+    from ledger.domain.events import BaselineEntry
 
     mine = {"clk2-0000000b": BaselineEntry(game_id="clk2-0000000b", baseline_actions=[4, 4])}
     other = json.loads(ledger.export(card, baselines=mine))

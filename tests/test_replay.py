@@ -1,4 +1,4 @@
-"""A cold replay from joined bodies (``ledger.core.replay``) equals the per-event fold; WAL checkpoints leave the
+"""A cold replay from joined bodies (``ledger.domain.replay``) equals the per-event fold; WAL checkpoints leave the
 appending thread."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import msgspec
 import pytest
 
 from ledger import Ledger
-from ledger.core import chain
-from ledger.core.events import card_stream, decode
-from ledger.core.projection import fold
-from ledger.core.replay import ChunkMismatch, fold_joined
+from ledger.domain import chain
+from ledger.domain.events import card_stream, decode
+from ledger.domain.projection import fold
+from ledger.domain.replay import ChunkMismatch, fold_joined
 from ledger.errors import StoreError
 from tests.toolkit import arcade, random_action, step
 
@@ -101,7 +101,7 @@ def test_a_body_that_is_not_one_event_is_reported_as_before(db_path: Path) -> No
 
 
 def test_checkpoints_run_off_the_appending_thread(db_path: Path) -> None:
-    from ledger.storage import wal
+    from ledger.store import wal
 
     seen: list[str] = []
     real = wal.Checkpointer._run

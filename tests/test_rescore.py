@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ledger import Ledger
+from ledger.app.verify import verify_ledger
 from ledger.cli import cli
-from ledger.core.events import BaselineEntry
-from ledger.core.rescoring import match_baselines, rescore_card
-from ledger.services.verify import verify_ledger
+from ledger.domain.events import BaselineEntry
+from ledger.rules.rescoring import match_baselines, rescore_card
 from tests.toolkit import arcade, step
 
 WKEX = "wkex-0000000f"

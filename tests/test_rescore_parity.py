@@ -19,10 +19,10 @@ from arc_agi.scorecard import EnvironmentScorecard, Scorecard
 from click.testing import CliRunner
 
 from ledger import Ledger
+from ledger.app.card_read import read_card
 from ledger.cli import cli
-from ledger.core import baselines as bl
-from ledger.core import document
-from ledger.services.card_read import read_card
+from ledger.domain import baselines as bl
+from ledger.domain import document
 from tests.toolkit import arcade, play_random_card, step
 
 Infos = list[EnvironmentInfo]

@@ -25,9 +25,9 @@ import msgspec
 import pytest
 
 from ledger import Ledger
-from ledger.core.events import card_stream
-from ledger.services.audit import audit_card
-from ledger.services.importing import import_recordings
+from ledger.app.audit import audit_card
+from ledger.domain.events import card_stream
+from ledger.imports.importing import import_recordings
 from tests.harness_recorder import environments, run_swarm
 
 pytestmark = pytest.mark.heavy

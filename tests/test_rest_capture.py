@@ -19,7 +19,7 @@ import pytest
 from arc_agi.server import create_app
 
 from ledger import Ledger
-from ledger.services.audit import audit_card
+from ledger.app.audit import audit_card
 from tests import rest_agent, toolkit
 from tests.rest_agent import KEY, LEDGER, http_sender, start_server
 
@@ -131,7 +131,7 @@ def test_serve_refuses_a_folder_without_games(tmp_path: Path) -> None:
 
 
 def test_only_loopback_hosts_pass_without_a_warning() -> None:
-    from ledger.toolkit.rest import is_loopback
+    from ledger.capture.rest import is_loopback
 
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.10") and not is_loopback("example.org")

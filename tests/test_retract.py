@@ -12,8 +12,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from ledger import Ledger
+from ledger.app.retract import retract_card
 from ledger.cli import cli
-from ledger.services.retract import retract_card
 from ledger.web.server import create_app
 from tests.cli_run import append_open_card, ledger, no_traceback
 from tests.replayed import replayed_cards

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from ledger import Ledger
-from ledger.core.events import CardOpened, card_stream, decode
-from ledger.services.verify import verify_ledger
-from ledger.storage.base import LogStore
+from ledger.app.verify import verify_ledger
+from ledger.domain.events import CardOpened, card_stream, decode
+from ledger.store.base import LogStore
 from tests.toolkit import arcade, step
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

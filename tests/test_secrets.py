@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from ledger import Ledger
 from ledger.cli import cli
-from ledger.core.events import CardOpened, card_stream, decode
+from ledger.domain.events import CardOpened, card_stream, decode
 from tests.toolkit import arcade, step
 
 

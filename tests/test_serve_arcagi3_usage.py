@@ -22,7 +22,7 @@ import pytest
 import requests
 
 from ledger import Ledger
-from ledger.core.events import RunUsage, card_stream, decode
+from ledger.domain.events import RunUsage, card_stream, decode
 from tests.rest_agent import LEDGER, start_server
 
 GAME = "cnt3-0000000a"  # ACTION1 twice completes level 1, three more level 2, two more WIN

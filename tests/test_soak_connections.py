@@ -20,12 +20,12 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from ledger.core.events import CardOpened
+from ledger.app.verify import verify_ledger
+from ledger.domain.events import CardOpened
 from ledger.errors import StoreError
-from ledger.services.verify import verify_ledger
-from ledger.storage.backends import open_store
-from ledger.storage.base import LogStore
-from ledger.storage.connections import READERS
+from ledger.store.backends import open_store
+from ledger.store.base import LogStore
+from ledger.store.connections import READERS
 
 pytestmark = pytest.mark.heavy
 
@@ -69,7 +69,7 @@ class Counter:
             return int(conn.execute(q, {"d": self.database}).scalar_one())
 
     def bound(self) -> int:
-        from ledger.storage.pg_engine import POOL_SIZE
+        from ledger.store.pg_engine import POOL_SIZE
 
         return SQLITE_FILES if self.backend == "sqlite" else POOL_SIZE
 

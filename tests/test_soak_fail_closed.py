@@ -1,7 +1,7 @@
 """``ledger serve`` fails closed: a request the ledger could not record is never answered 200, nor is its card.
 
 The toolkit's own Flask app (``arc_agi.server.create_app``) with the ledger attached as ``ledger serve`` attaches it
-(``raise_errors=False`` and :class:`~ledger.toolkit.rest.FailClosed`), on each backend. The database refuses writes
+(``raise_errors=False`` and :class:`~ledger.capture.rest.FailClosed`), on each backend. The database refuses writes
 for a while on the very connection every append goes through (SQLite ``PRAGMA query_only``, PostgreSQL
 ``default_transaction_read_only``); the real subprocess with a really full disk is in ``test_soak_serve.py``.
 """
@@ -16,8 +16,8 @@ import pytest
 from arc_agi.server import create_app
 
 from ledger import Ledger
+from ledger.capture.rest import CARD_INCOMPLETE, NOT_RECORDED, FailClosed
 from ledger.errors import UnknownCard
-from ledger.toolkit.rest import CARD_INCOMPLETE, NOT_RECORDED, FailClosed
 from tests import toolkit
 from tests.rest_agent import KEY
 

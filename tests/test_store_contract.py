@@ -24,13 +24,13 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from ledger import Ledger
+from ledger.app.verify import verify_ledger
 from ledger.cli import cli
-from ledger.core import chain as chain_mod
-from ledger.core.events import ActionTaken, CardOpened, Win, card_stream, encode
+from ledger.domain import chain as chain_mod
+from ledger.domain.events import ActionTaken, CardOpened, Win, card_stream, encode
 from ledger.errors import VersionConflict
-from ledger.services.verify import verify_ledger
-from ledger.storage.backends import open_store
-from ledger.storage.base import APPEND_CHUNK, APPEND_ONLY_TRIGGERS, LogStore, Snapshot, StoredEvent, migrations_dir
+from ledger.store.backends import open_store
+from ledger.store.base import APPEND_CHUNK, APPEND_ONLY_TRIGGERS, LogStore, Snapshot, StoredEvent, migrations_dir
 from tests.toolkit import arcade, play_random_card, step
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -113,7 +113,7 @@ def test_an_append_that_returns_its_last_event_writes_what_a_whole_one_writes(
     """An import's card is appended a chunk at a time (its rows never all held): the same rows, one transaction.
     On PostgreSQL a large whole append sends its INSERTs one after another, not in one pipeline (made small here
     so that both ways run)."""
-    from ledger.storage import pg_engine
+    from ledger.store import pg_engine
 
     monkeypatch.setattr(pg_engine, "PIPELINED", 600)
     monkeypatch.setattr(pg_engine, "INSERT_ROWS", 250)

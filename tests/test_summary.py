@@ -21,17 +21,17 @@ import pytest
 from click.testing import CliRunner
 
 from ledger import Ledger
+from ledger.app import synthetic
+from ledger.app.listing import CardFilter, list_cards
+from ledger.capture.demo import run_demo
 from ledger.cli import cli
-from ledger.core.baselines import as_map
-from ledger.core.events import ActionTaken, BaselineEntry, BaselinesRecorded, CardRetracted, PlayStarted, decode
-from ledger.core.projection import CardState, fold, new_card
-from ledger.services import synthetic
-from ledger.services.importing import import_recordings
-from ledger.services.listing import CardFilter, list_cards
-from ledger.storage.summary import SummaryRow, card_id_of, card_score, keys_of, row_of
-from ledger.storage.summary_build import differences, play_owners, read_page, rebuild_summary, stored
-from ledger.storage.summary_sql import PageQuery
-from ledger.toolkit.demo import run_demo
+from ledger.domain.baselines import as_map
+from ledger.domain.events import ActionTaken, BaselineEntry, BaselinesRecorded, CardRetracted, PlayStarted, decode
+from ledger.domain.projection import CardState, fold, new_card
+from ledger.imports.importing import import_recordings
+from ledger.store.summary import SummaryRow, card_id_of, card_score, keys_of, row_of
+from ledger.store.summary_build import differences, play_owners, read_page, rebuild_summary, stored
+from ledger.store.summary_sql import PageQuery
 from tests.replayed import replayed_cards
 
 HERE = Path(__file__).resolve().parent
@@ -279,7 +279,7 @@ def test_the_viewer_and_the_bundle_page_their_cards(tmp_path: Path) -> None:
 
 
 def test_a_copy_keeps_the_summary(backend_url: str, tmp_path: Path) -> None:
-    from ledger.services.copying import copy_ledger, open_destination, open_source
+    from ledger.app.copying import copy_ledger, open_destination, open_source
 
     src_path = tmp_path / "src.sqlite"
     with Ledger.open(src_path) as src_led:
@@ -303,7 +303,7 @@ def test_a_copy_keeps_the_summary(backend_url: str, tmp_path: Path) -> None:
 
 
 def test_ledger_cards_and_the_cards_list_give_the_same_summaries(backend_url: str) -> None:
-    from ledger.core.events import CardOnServer, CardOpened, PlayStarted
+    from ledger.domain.events import CardOnServer, CardOpened, PlayStarted
 
     with Ledger.open(backend_url) as led:
         ids = synthetic.write_cards(led, 6, seed=9)  # closed
@@ -355,9 +355,9 @@ def test_the_streamed_rebuild_equals_the_rebuild_in_seq_order(tmp_path: Path) ->
     are those of the whole log folded in seq order, with cards appended to in turns (their events interleaved)."""
     import random
 
-    from ledger.services.synthetic import baselines, card_events, write_cards
-    from ledger.storage.summary_build import query
-    from ledger.storage.summary_stream import rebuilt
+    from ledger.app.synthetic import baselines, card_events, write_cards
+    from ledger.store.summary_build import query
+    from ledger.store.summary_stream import rebuilt
 
     with Ledger.open(tmp_path / "l.sqlite") as led:
         write_cards(led, 40)
@@ -402,7 +402,7 @@ def _folded_in_seq_order(
 _WRITER = (
     "import sys\n"
     "from ledger import Ledger\n"
-    "from ledger.services import synthetic\n"
+    "from ledger.app import synthetic\n"
     "with Ledger.open(sys.argv[1]) as led:\n"
     "    synthetic.write_cards(led, 10_000, seed=int(sys.argv[2]), per_step=True, first=100_000 * int(sys.argv[2]))\n"
 )
@@ -453,7 +453,7 @@ def test_readers_after_killed_writers_see_every_committed_event(backend_url: str
 
 
 def _position(led: Ledger) -> int:
-    from ledger.storage.summary_build import _query
-    from ledger.storage.summary_tail import POSITION_SQL
+    from ledger.store.summary_build import _query
+    from ledger.store.summary_tail import POSITION_SQL
 
     return int(_query(led.store, POSITION_SQL)[0][0])

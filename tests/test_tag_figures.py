@@ -18,15 +18,15 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from ledger import Ledger
+from ledger.app import synthetic
+from ledger.app.retract import retract_card
+from ledger.app.tag_stats import tag_report
+from ledger.app.verify import verify_ledger
 from ledger.cli import cli
-from ledger.core.events import card_stream
-from ledger.services import synthetic
-from ledger.services.retract import retract_card
-from ledger.services.tag_stats import tag_report
-from ledger.services.verify import verify_ledger
-from ledger.storage.backends import open_store
-from ledger.storage.base import head_revision, migrations_dir
-from ledger.storage.summary_build import stored
+from ledger.domain.events import card_stream
+from ledger.store.backends import open_store
+from ledger.store.base import head_revision, migrations_dir
+from ledger.store.summary_build import stored
 
 
 def _q(values: list[float], q: float) -> float:
@@ -168,8 +168,8 @@ def test_both_plans_of_a_cards_page_by_tag_agree(tmp_path: Path) -> None:
     card of the tag: the same pages either way, every sort that has an index, both directions, from any card."""
     import dataclasses
 
-    from ledger.storage.summary_build import read_page
-    from ledger.storage.summary_sql import PageQuery
+    from ledger.store.summary_build import read_page
+    from ledger.store.summary_sql import PageQuery
 
     with Ledger.open(tmp_path / "l.sqlite") as led:
         ids = synthetic.write_cards(led, 200, seed=8)

@@ -18,8 +18,9 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from ledger import Ledger
+from ledger.app import card_rows as audit_rows
 from ledger.cli import cli
-from ledger.core.events import (
+from ledger.domain.events import (
     ActionTaken,
     AnyEvent,
     LevelCompleted,
@@ -28,7 +29,6 @@ from ledger.core.events import (
     card_stream,
     encode,
 )
-from ledger.services import card_rows as audit_rows
 from tests.test_audit import audit_json as _audit_json
 from tests.test_audit import (
     build_master,

@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import text
 
 from ledger import Ledger
-from ledger.core.events import card_stream
+from ledger.app import card_rows as audit_rows
+from ledger.domain.events import card_stream
 from ledger.errors import StoreError
-from ledger.services import card_rows as audit_rows
 from tests.cli_run import in_process as ledger
 from tests.cli_run import no_traceback
 from tests.test_audit import audit_json, build_master, card_rows, copy_ledger, play_disputed_card, raw
@@ -136,7 +136,7 @@ def test_the_audit_reads_a_cards_events_again_as_a_list_of_them_would_give_them(
     """The checks after integrity read the card's events again a page at a time (CardEvents): by place, from the
     end, in slices, forwards and backwards, the events a list of the rows that decoded gives, whichever rows did
     not (their places skipped), across page edges."""
-    from ledger.core.events import decode
+    from ledger.domain.events import decode
 
     src, card, _, _ = master
     with Ledger.open(src) as led:

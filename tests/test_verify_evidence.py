@@ -15,11 +15,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from ledger.core import baselines as bl
-from ledger.core import chain, merkle
-from ledger.core.events import BaselineEntry
-from ledger.services import evidence_check
-from ledger.services.signing import load_verifier
+from ledger.app import evidence_check
+from ledger.app.signing import load_verifier
+from ledger.domain import baselines as bl
+from ledger.domain import chain, merkle
+from ledger.domain.events import BaselineEntry
 from tests import standalone
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
@@ -155,8 +155,8 @@ def test_the_consistency_vector_checks_with_both_and_a_changed_proof_fails() -> 
 
 
 def test_the_cosigned_checkpoint_vector_and_the_quorum() -> None:
-    from ledger.core import signed_note as sn
-    from ledger.services.signing import cosigned
+    from ledger.app.signing import cosigned
+    from ledger.domain import signed_note as sn
 
     note = (VECTORS / "checkpoint2.cosigned.txt").read_text()
     assert note.split("\n\n")[0] == (VECTORS / "checkpoint2.txt").read_text().split("\n\n")[0]
@@ -174,7 +174,7 @@ def test_the_cosigned_checkpoint_vector_and_the_quorum() -> None:
 
 
 def test_a_signature_line_whose_key_name_is_empty_or_holds_a_space_is_refused_by_both() -> None:
-    from ledger.core import evidence_file as ef
+    from ledger.rules import evidence_file as ef
 
     raw = (VECTORS / "evidence.json").read_bytes()
     pub = VECTORS / "vector.key.pub"
@@ -214,7 +214,7 @@ def test_the_format_page_gives_every_event_schema_check_applies() -> None:
     """docs/evidence-format.md section 11 lists, for each event type, the fields `ledger check` decodes it with (as
     tests/test_docs.py keeps the CLI reference current): an event type or field added to the code and not to the
     page fails here."""
-    from ledger.core import events
+    from ledger.domain import events
 
     mi = msgspec.inspect
     page = (Path(__file__).resolve().parent.parent / "docs" / "evidence-format.md").read_text(encoding="utf-8")

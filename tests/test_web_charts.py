@@ -252,7 +252,7 @@ def test_progress_of_one_tag_leaves_retracted_cards_out(played: Played, tmp_path
 @pytest.mark.postgres
 def test_progress_reads_the_same_on_postgresql(played: Played, pg_url: str) -> None:
     from ledger import Ledger
-    from ledger.services.progress import tag_progress
+    from ledger.app.progress import tag_progress
 
     done = subprocess.run([*LEDGER, "copy", "--from", str(played.db), "--to", pg_url], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -266,8 +266,8 @@ def test_progress_reads_the_same_on_postgresql(played: Played, pg_url: str) -> N
         assert older == tag_progress(lite, ["agent-a"], limit=1, before=first.older)
         assert older.series[0].cards == [played.cards["a1"]] and older.older is None
         # The loose scan of the keys and both plans of a tag's page, on PostgreSQL too.
-        from ledger.storage.summary_build import distinct_keys, query
-        from ledger.storage.summary_sql import tag_points_query
+        from ledger.store.summary_build import distinct_keys, query
+        from ledger.store.summary_sql import tag_points_query
 
         for kind in ("t", "g"):
             assert sorted(distinct_keys(pg.store, kind)) == sorted(distinct_keys(lite.store, kind))
@@ -280,8 +280,8 @@ def test_progress_reads_the_same_on_postgresql(played: Played, pg_url: str) -> N
 def test_both_plans_of_a_tag_page_and_the_loose_key_scan_agree(played: Played) -> None:
     """A tag's page reads the same cards whichever plan its size chooses; the tag and game lists equal DISTINCT."""
     from ledger import Ledger
-    from ledger.storage.summary_build import distinct_keys, query
-    from ledger.storage.summary_sql import tag_points_query
+    from ledger.store.summary_build import distinct_keys, query
+    from ledger.store.summary_sql import tag_points_query
 
     with Ledger.open(played.db, readonly=True) as led:
         ids = [c for (c,) in query(led.store, "SELECT card_id FROM card_summary")]

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from ledger import Ledger
-from ledger.core.events import CardOpened, card_stream, decode
+from ledger.domain.events import CardOpened, card_stream, decode
 from ledger.ledger import SNAPSHOT_AFTER
-from ledger.toolkit.frames import play_frames
+from ledger.resim.frames import play_frames
 from ledger.web.data import card_events
 from ledger.web.pages import LiveLinks
 from tests.child_agent import play

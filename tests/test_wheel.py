@@ -36,8 +36,8 @@ def unpacked_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     site = out / "site"
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
-        assert "ledger/storage/migrations/env.py" in names, "the wheel does not carry the migrations"
-        assert any(n.startswith("ledger/storage/migrations/versions/0001_") for n in names)
+        assert "ledger/store/migrations/env.py" in names, "the wheel does not carry the migrations"
+        assert any(n.startswith("ledger/store/migrations/versions/0001_") for n in names)
         # The viewer's vendored chart library (no CDN: the viewer and the bundle work offline).
         for vendored in ("uPlot.iife.min.js", "uPlot.min.css", "LICENSE"):
             assert f"ledger/web/static/vendor/uplot/{vendored}" in names, f"the wheel does not carry {vendored}"
@@ -59,7 +59,7 @@ def run(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_wheel_finds_its_own_migrations(unpacked_wheel: Path, tmp_path: Path) -> None:
     where = subprocess.run(
-        [sys.executable, "-c", "import ledger.storage.base as b; print(b.__file__); print(b.migrations_dir())"],
+        [sys.executable, "-c", "import ledger.store.base as b; print(b.__file__); print(b.migrations_dir())"],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(unpacked_wheel)},
         capture_output=True,

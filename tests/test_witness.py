@@ -12,12 +12,12 @@ import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ledger import Ledger
-from ledger.core import consistency_file as cf
-from ledger.core import merkle
-from ledger.core import signed_note as sn
-from ledger.services.checkpoints import sign_head
-from ledger.services.signing import load_signer
-from ledger.storage.merkle_store import TreeHead, TreeStore
+from ledger.app.checkpoints import sign_head
+from ledger.app.signing import load_signer
+from ledger.domain import merkle
+from ledger.domain import signed_note as sn
+from ledger.rules import consistency_file as cf
+from ledger.store.merkle_store import TreeHead, TreeStore
 from tests.test_audit import play_disputed_card, play_open_card, run
 from tests.test_checkpoint import sha
 
@@ -143,9 +143,9 @@ def test_a_damaged_witness_state_is_one_line(tmp_path: Path) -> None:
 
 
 def test_one_witness_key_given_twice_counts_once(tmp_path: Path) -> None:
-    from ledger.core import evidence_file as ef
-    from ledger.services import evidence_check
-    from ledger.services.signing import Signer, Verifier, load_verifier
+    from ledger.app import evidence_check
+    from ledger.app.signing import Signer, Verifier, load_verifier
+    from ledger.rules import evidence_file as ef
 
     vectors = Path(__file__).resolve().parent / "vectors"
     ev, pub = str(vectors / "evidence.json"), str(vectors / "vector.key.pub")

@@ -24,7 +24,7 @@ from arcengine import GameAction
 
 ROOT = Path(__file__).resolve().parent.parent
 GAME_DIRS = {
-    "demo": (ROOT / "ledger" / "toolkit" / "demo_games", ["dm01", "dm02"]),
+    "demo": (ROOT / "ledger" / "capture" / "demo_games", ["dm01", "dm02"]),
     "tests": (ROOT / "tests" / "environment_files", ["cnt3", "clk2", "nobl", "nbas", "shrt", "wkex"]),
 }
 # Click cells where the tests' and demo games put targets, so clicks complete levels now and then.

@@ -143,7 +143,15 @@ def low_score_cards(led: Ledger, tags: list[str], per_tag: int, *, seed: int = 5
     from datetime import UTC, datetime, timedelta
     from uuid import UUID
 
-    from ledger.core.events import ActionTaken, BaselineEntry, CardClosed, CardOpened, LevelCompleted, PlayStarted, Win
+    from ledger.domain.events import (
+        ActionTaken,
+        BaselineEntry,
+        CardClosed,
+        CardOpened,
+        LevelCompleted,
+        PlayStarted,
+        Win,
+    )
 
     rng = random.Random(seed)
     sid = led.record_baselines([BaselineEntry(game_id=LOW_GAME, baseline_actions=[2])])

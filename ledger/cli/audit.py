@@ -65,9 +65,9 @@ def audit(
       ledger audit CARD --environments environment_files  # every action re-played
       ledger audit CARD --json
     """
-    from ledger.core.text import postmortem_text
-    from ledger.services.audit import audit_card
-    from ledger.services.retract import retraction_of
+    from ledger.app.audit import audit_card
+    from ledger.app.retract import retraction_of
+    from ledger.rules.text import postmortem_text
 
     if decide and environments is None:
         raise click.UsageError("--decide tries actions against the game code: give --environments DIR as well")

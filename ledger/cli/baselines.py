@@ -21,8 +21,8 @@ from ledger.cli.common import (
 from ledger.cli.params import calculator_option
 
 if TYPE_CHECKING:  # the services are imported when a command runs: `ledger --help` must start fast
-    from ledger.core.events import BaselineEntry
-    from ledger.services import baseline_sets as bs
+    from ledger.app import baseline_sets as bs
+    from ledger.domain.events import BaselineEntry
 
 
 def _short(set_id: str) -> str:
@@ -75,7 +75,7 @@ def import_cmd(
       ledger baselines import environment_files --label shipped
       ledger baselines import v2.json --label v2
     """
-    from ledger.services import baseline_sets as bs
+    from ledger.app import baseline_sets as bs
 
     src = bs.read_source(source, skip_invalid=skip_invalid)
     if label is not None:
@@ -112,7 +112,7 @@ def list_cmd(ctx: click.Context, as_json: bool) -> None:
       ledger baselines list
       ledger baselines list --json
     """
-    from ledger.services import baseline_sets as bs
+    from ledger.app import baseline_sets as bs
 
     with open_ledger(ctx) as ledger:
         sets = bs.list_sets(ledger)
@@ -159,7 +159,7 @@ def show_cmd(ctx: click.Context, ref: str, as_json: bool) -> None:
       ledger baselines show v2
       ledger baselines show v2 --json
     """
-    from ledger.services import baseline_sets as bs
+    from ledger.app import baseline_sets as bs
 
     with open_ledger(ctx) as ledger:
         info = bs.set_info(ledger, bs.resolve(ledger, ref))
@@ -222,7 +222,7 @@ def diff_cmd(ctx: click.Context, a: str, b: str, match: str, show_all: bool, as_
       ledger baselines import v2.json --label v2
       ledger baselines diff shipped v2
     """
-    from ledger.services import baseline_sets as bs
+    from ledger.app import baseline_sets as bs
 
     with open_ledger(ctx) as ledger:
         labs = bs.labels(ledger)
@@ -300,9 +300,9 @@ def rescore_cmd(
       ledger baselines import v2.json --label v2
       ledger rescore --all --baselines v2
     """
-    from ledger.core.rescoring import by_largest_change, rescore_text
-    from ledger.services import baseline_sets as bs
-    from ledger.services.rescore import rescore_cards
+    from ledger.app import baseline_sets as bs
+    from ledger.app.rescore import rescore_cards
+    from ledger.rules.rescoring import by_largest_change, rescore_text
 
     if every and card_ids:
         raise LedgerCommandError("give CARD_IDs or --all, not both", 2)
@@ -310,7 +310,7 @@ def rescore_cmd(
         raise LedgerCommandError("give at least one CARD_ID, or --all (see `ledger cards`)", 2)
     if ref is None and calculator is None:
         raise LedgerCommandError("give --baselines SET, --calculator VERSION or both: what to re-score under", 2)
-    from ledger.core import calculators
+    from ledger.domain import calculators
 
     calc = calculators.get(calculator) if calculator is not None else None
     with open_ledger(ctx) as ledger:

@@ -26,8 +26,8 @@ from ledger.cli.params import SINCE, calculator_option, head_hash
 from ledger.cli.progress import ledger_command, verify_progress
 
 if TYPE_CHECKING:  # `ledger --help` must not import the scoring modules
-    from ledger.core.projection import CardState
-    from ledger.core.rescoring import Match
+    from ledger.domain.projection import CardState
+    from ledger.rules.rescoring import Match
 
 
 @click.command()
@@ -124,7 +124,7 @@ def cards(
       ledger cards --tag demo --sort score --limit 20
       ledger cards --since 7d --json
     """
-    from ledger.services.listing import CardFilter, list_cards, mixed_calculators, rescored_with
+    from ledger.app.listing import CardFilter, list_cards, mixed_calculators, rescored_with
 
     descending = sort in ("score", "actions", "events")
     f = CardFilter(
@@ -150,7 +150,7 @@ def cards(
             hidden = len(list_cards(ledger, dataclasses.replace(f, include_retracted=True)))
         usage = None
         if columns:
-            from ledger.services.import_runs import usage_totals
+            from ledger.app.usage import usage_totals
 
             usage = usage_totals(ledger, [r.card_id for r in rows])
     if as_json:
@@ -262,9 +262,9 @@ def export(
       ledger export CARD --until 10
       ledger export CARD --calculator 0.9.7
     """
-    from ledger.core import document
+    from ledger.app.card_read import read_card
+    from ledger.domain import document
     from ledger.errors import BaselinesNotKnown
-    from ledger.services.card_read import read_card
 
     with open_ledger(ctx) as ledger:
         read = read_card(
@@ -318,12 +318,12 @@ def replay(
       ledger replay CARD --until 10                 # as it stood after its event 10
       ledger replay CARD --calculator 0.9.7 --json
     """
-    from ledger.core import document
-    from ledger.core.server_baselines import baselines_source
-    from ledger.core.text import replay_text
-    from ledger.services.card_read import read_card
-    from ledger.services.import_runs import card_usage, usage_lines
-    from ledger.services.listing import as_shown
+    from ledger.app.card_read import read_card
+    from ledger.app.listing import as_shown
+    from ledger.app.usage import card_usage, usage_lines
+    from ledger.domain import document
+    from ledger.rules.server_baselines import baselines_source
+    from ledger.rules.text import replay_text
 
     by_set = baselines is not None or match != "exact" or all_environments
     with open_ledger(ctx) as ledger:
@@ -466,8 +466,8 @@ def verify(
       ledger verify --expect-head HEAD  # nothing changed since?
       ledger verify --json
     """
+    from ledger.app.verify import check_expected_head, verify_ledger
     from ledger.cli.evidence import verify_checkpoint_files
-    from ledger.services.verify import check_expected_head, verify_ledger
 
     if (checkpoint is None) != (key is None):
         raise click.UsageError("--checkpoint and --key go together")
@@ -510,8 +510,8 @@ def demo(ctx: click.Context, seed: int) -> None:
       ledger demo                            # into ./ledger.sqlite
       ledger demo --db demo.sqlite --seed 7
     """
-    from ledger.core.text import replay_text
-    from ledger.toolkit.demo import run_demo, viewer_commands
+    from ledger.capture.demo import run_demo, viewer_commands
+    from ledger.rules.text import replay_text
 
     with open_ledger(ctx, write=True) as ledger:
         card_id = run_demo(ledger, seed=seed)

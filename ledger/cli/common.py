@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ledger.ledger import Ledger
 
 # Choices the options offer, spelled here so that `ledger --help` need not import the modules that define them
-# (tests/test_readonly_open.py checks they equal ledger.core.rescoring.MATCHES, ledger.services.listing.SORT_KEYS
+# (tests/test_readonly_open.py checks they equal ledger.rules.rescoring.MATCHES, ledger.app.listing.SORT_KEYS
 # and the storage's Durability).
 MATCHES: tuple[str, ...] = ("exact", "base")
 DURABILITIES: tuple[str, ...] = ("normal", "full", "batched")
@@ -303,11 +303,11 @@ def open_ledger(ctx: click.Context, *, write: bool = False) -> Iterator[Ledger]:
 
 def write_output(text: str, out: str | None) -> None:
     """Print ``text`` or write it to ``out`` through the checked writer
-    (:func:`ledger.services.output.write_text_file`: atomic for a regular file, one-line errors, exit 2)."""
+    (:func:`ledger.app.output.write_text_file`: atomic for a regular file, one-line errors, exit 2)."""
     if out is None or out == "-":
         click.echo(text)
         return
-    from ledger.services.output import write_text_file
+    from ledger.app.output import write_text_file
 
     write_text_file(text + "\n", out)
 
@@ -359,7 +359,7 @@ def scoring_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def match_notes(matches: Any) -> list[str]:
-    from ledger.core.rescoring import match_note
+    from ledger.rules.rescoring import match_note
 
     return [n for n in (match_note(m) for m in matches) if n is not None]
 

@@ -12,7 +12,7 @@ import click
 from ledger.cli.common import echo_json
 
 if TYPE_CHECKING:
-    from ledger.storage.base import LogStore
+    from ledger.store.base import LogStore
 
 
 @contextmanager
@@ -64,7 +64,7 @@ def copy_cmd(ctx: click.Context, source: str | None, destination: str, as_json: 
     """
     import time
 
-    from ledger.services.copying import copy_ledger, open_destination, open_source, plan_copy
+    from ledger.app.copying import copy_ledger, open_destination, open_source, plan_copy
 
     # The rate is of the whole command: opening both ledgers (the destination's schema), reading every stream's
     # head on both sides and comparing them, then the copy.

@@ -31,8 +31,8 @@ def events(ctx: click.Context, card_id: str, as_json: bool) -> None:
       ledger events CARD
       ledger events CARD --json
     """
-    from ledger.services.card_rows import card_rows
-    from ledger.services.listing import shown_close
+    from ledger.app.card_rows import card_rows
+    from ledger.app.listing import shown_close
 
     # The rows are read and written a page at a time: a long session's card has hundreds of thousands of events.
     with open_ledger(ctx) as ledger:
@@ -97,7 +97,7 @@ def _write(parts: Iterable[str], batch: int = 2_000) -> None:
 
 
 def _decode(body: bytes) -> Any:
-    from ledger.core.events import decode  # here, not at the top: `ledger --help` must start fast
+    from ledger.domain.events import decode  # here, not at the top: `ledger --help` must start fast
 
     try:
         return decode(body)
@@ -108,7 +108,7 @@ def _decode(body: bytes) -> Any:
 def _summary(ev: Any, type_: str) -> str:
     if ev is None:
         return f"(body does not decode as {type_}: see `ledger audit`)"
-    from ledger.core.timeline import summary
+    from ledger.rules.timeline import summary
 
     return summary(ev)
 

@@ -12,9 +12,9 @@ import click
 from ledger.cli.common import LedgerCommandError, allow_broken_option, echo_json, open_ledger, write_output
 
 if TYPE_CHECKING:
-    from ledger.services.checkpoints import CheckpointReport
-    from ledger.services.evidence_check import CheckReport
-    from ledger.storage.base import LogStore
+    from ledger.app.checkpoints import CheckpointReport
+    from ledger.app.evidence_check import CheckReport
+    from ledger.store.base import LogStore
 
 _KEY = click.Path(dir_okay=False, path_type=Path)
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -59,8 +59,8 @@ def keygen(name: str, out: Path, as_witness: bool) -> None:
       ledger keygen team.example/ledger -o team.key         # also writes team.key.pub
       ledger keygen witness.example/w1 --witness -o w1.key
     """
-    from ledger.core.signed_note import COSIGNATURE_V1, ED25519
-    from ledger.services.signing import keygen as make_key
+    from ledger.app.signing import keygen as make_key
+    from ledger.domain.signed_note import COSIGNATURE_V1, ED25519
 
     pub = make_key(name, out, COSIGNATURE_V1 if as_witness else ED25519)
     click.echo(f"private key {out} (keep it secret), public key {pub}: {pub.read_text().strip()}")
@@ -91,8 +91,8 @@ def checkpoint_cmd(ctx: click.Context, key: Path, out: str | None, origin: str |
       ledger checkpoint --key team.key -o checkpoint.txt
       ledger checkpoint --key team.key                    # print it
     """
-    from ledger.services.checkpoints import make_checkpoint
-    from ledger.services.signing import load_signer
+    from ledger.app.checkpoints import make_checkpoint
+    from ledger.app.signing import load_signer
 
     signer = load_signer(key)
     _check_output(out)  # before signing: a checkpoint the ledger keeps but nobody received helps no one
@@ -123,7 +123,7 @@ def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None, allo
       ledger prove CARD --checkpoint checkpoint.txt -o card.evidence.json
       ledger check card.evidence.json --key team.key.pub                   # what a reviewer runs
     """
-    from ledger.services.evidence import prove as make
+    from ledger.app.evidence import prove as make
 
     note = _read_text(checkpoint, "checkpoint")
     _check_output(out)
@@ -156,7 +156,7 @@ def consistency(ctx: click.Context, old: Path, new: Path, out: str | None) -> No
       ledger consistency old.txt new.txt -o new.consistency.json
       ledger check new.consistency.json --key team.key.pub
     """
-    from ledger.services.evidence import consistency as make
+    from ledger.app.evidence import consistency as make
 
     old_note, new_note = _read_text(old, "old checkpoint"), _read_text(new, "new checkpoint")
     _check_output(out)
@@ -214,9 +214,9 @@ def check(
       ledger check card.evidence.json --key team.key.pub --environments environment_files
       ledger check card.evidence.json --key team.key.pub --json
     """
-    from ledger.core.signed_note import COSIGNATURE_V1
-    from ledger.services.evidence_check import check_evidence, key_hash
-    from ledger.services.signing import load_verifier
+    from ledger.app.evidence_check import check_evidence, key_hash
+    from ledger.app.signing import load_verifier
+    from ledger.domain.signed_note import COSIGNATURE_V1
 
     verifier = load_verifier(key)
     cosigners = [load_verifier(w, COSIGNATURE_V1) for w in witnesses]
@@ -305,9 +305,9 @@ def witness_cmd(checkpoint: Path, key: Path, log_key: Path, state: Path, out: st
       ledger prove CARD --checkpoint cosigned.txt -o card.cosigned.json
       ledger check card.cosigned.json --key team.key.pub --witness w1.key.pub
     """
-    from ledger.core.signed_note import COSIGNATURE_V1
-    from ledger.services.signing import load_signer, load_verifier
-    from ledger.services.witness import witness
+    from ledger.app.signing import load_signer, load_verifier
+    from ledger.app.witness import witness
+    from ledger.domain.signed_note import COSIGNATURE_V1
 
     me = load_signer(key, COSIGNATURE_V1)
     log = load_verifier(log_key)
@@ -322,8 +322,8 @@ def witness_cmd(checkpoint: Path, key: Path, log_key: Path, state: Path, out: st
 
 def verify_checkpoint_files(store: LogStore, checkpoint: Path, key: Path) -> CheckpointReport:
     """Read the checkpoint and key files and check the log against them (for ``ledger verify``)."""
-    from ledger.services.checkpoints import verify_checkpoint
-    from ledger.services.signing import load_verifier
+    from ledger.app.checkpoints import verify_checkpoint
+    from ledger.app.signing import load_verifier
 
     verifier = load_verifier(key)
     return verify_checkpoint(store, _read_text(checkpoint, "checkpoint"), verifier)

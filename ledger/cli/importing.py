@@ -1,4 +1,4 @@
-"""`ledger import` (added to the group in :mod:`ledger.cli`); :mod:`ledger.services.importing` does the work."""
+"""`ledger import` (added to the group in :mod:`ledger.cli`); :mod:`ledger.imports.importing` does the work."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ledger.cli.params import calculator_option
 from ledger.cli.progress import Throttled
 
 if TYPE_CHECKING:  # the services are imported when the command runs: `ledger --help` must start fast
-    from ledger.services.importing import CardResult, ImportSummary, Problem
+    from ledger.imports.importing import CardResult, ImportSummary, Problem
 
 
 @click.command("import")
@@ -110,7 +110,7 @@ def import_cmd(
       ledger import harness --environments environment_files  # a harness run, re-played
       ledger import recordings --json --quiet
     """
-    from ledger.services.importing import find_recordings, import_recordings, total_bytes
+    from ledger.imports.importing import find_recordings, import_recordings, total_bytes
 
     cards, found_problems = find_recordings(paths)
     show_bar = not quiet and not as_json and sys.stderr.isatty()
@@ -236,7 +236,7 @@ class _ProgressBar:
 
 
 def _severity(p: Problem, strict: bool, repeats: bool = False) -> str:
-    from ledger.services.importing import FATAL_KINDS, REFUSED_KINDS, REPEAT_KINDS, STRICT_KINDS
+    from ledger.imports.importing import FATAL_KINDS, REFUSED_KINDS, REPEAT_KINDS, STRICT_KINDS
 
     if p.kind in REPEAT_KINDS:
         return "Warning" if repeats else "Error"

@@ -58,7 +58,7 @@ def calculator_version(_ctx: click.Context, _param: click.Parameter, value: str 
     naming the published ones."""
     if value is None:
         return None
-    from ledger.core.calculators import UnknownCalculator, get
+    from ledger.domain.calculators import UnknownCalculator, get
 
     try:
         return get(value).version

@@ -58,8 +58,8 @@ def record(ctx: click.Context, tags: tuple[str, ...], command: tuple[str, ...]) 
       ledger record --tag nightly -- python main.py --seed 1 --steps 20
       ledger cards --tag nightly  # the cards it captured
     """
-    from ledger.toolkit.record_hook import run
-    from ledger.toolkit.record_hook.preflight import check_interpreter
+    from ledger.capture.record_hook import run
+    from ledger.capture.record_hook.preflight import check_interpreter
 
     with open_ledger(ctx, write=True) as ledger:
         db = ledger.store.url  # absolute: the command may change directory
@@ -105,13 +105,13 @@ def say(line: str) -> None:
 
 
 def _probe_env(db: str, tags: tuple[str, ...]) -> dict[str, str]:
-    from ledger.toolkit.record_hook import child_env
+    from ledger.capture.record_hook import child_env
 
     return child_env(db, tags, "")  # no notes file: the probe opens no card
 
 
 def _list_cards(ledger: Ledger, card_ids: list[str]) -> None:
-    from ledger.services.listing import shown_close
+    from ledger.app.listing import shown_close
 
     now = datetime.now(UTC)
     for cid in card_ids:

@@ -29,7 +29,7 @@ def retract(ctx: click.Context, card_id: str, reason: str, as_json: bool) -> Non
       ledger retract CARD --reason 'played with a debug build'
       ledger cards --include-retracted                          # still listed here, marked
     """
-    from ledger.services.retract import retract_card
+    from ledger.app.retract import retract_card
 
     with open_ledger(ctx, write=True) as ledger:
         card = retract_card(ledger, card_id, reason)

@@ -60,8 +60,9 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
     """
     import logging
 
-    from ledger.core.events import CaptureContext
-    from ledger.toolkit.rest import FailClosed, check_bindable, is_loopback, offline_arcade, serve, serve_problem
+    from ledger.capture.rest import FailClosed, check_bindable, is_loopback, serve, serve_problem
+    from ledger.domain.events import CaptureContext
+    from ledger.toolkit.arc_adapter import offline_arcade
 
     quiet = logging.getLogger("ledger.serve.toolkit")
     quiet.setLevel(logging.WARNING)
@@ -174,8 +175,8 @@ def mount_card_pages(
 
 def open_cards_report(ledger: Any, card_ids: list[str], now: datetime, environ: Mapping[str, str]) -> list[str]:
     """What ``ledger serve`` says on stopping about the cards it captured that are still open (nothing if none)."""
-    from ledger.core.timeline import limits
     from ledger.errors import UnknownCard
+    from ledger.rules.timeline import limits
 
     stale, max_open = limits(environ)
     lines = []

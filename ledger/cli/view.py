@@ -79,7 +79,7 @@ def view(ctx: click.Context, host: str, port: int, environments: str | None) -> 
     import logging
     import signal
 
-    from ledger.toolkit.rest import check_bindable
+    from ledger.capture.rest import check_bindable
     from ledger.web.server import create_app, run
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request is noise here
@@ -253,8 +253,8 @@ def compare(
     """
     import msgspec
 
-    from ledger.services.compare import compare_cards, comparison_text
-    from ledger.services.tag_stats import SIDE_BY_SIDE, report_text, tag_report
+    from ledger.app.compare import compare_cards, comparison_text
+    from ledger.app.tag_stats import SIDE_BY_SIDE, report_text, tag_report
 
     tags = tags + old_tags
     named = list(dict.fromkeys(card_ids))

@@ -233,3 +233,17 @@ def wrap_scorecard_update(replacement: Callable[..., Any]) -> Callable[..., Any]
             _scorecard_update = Scorecard.update_scorecard
             setattr(Scorecard, "update_scorecard", replacement)  # noqa: B010
         return _scorecard_update
+
+
+def offline_arcade(environments_dir: str, logger: Any = None) -> Any:
+    """An OFFLINE ``arc_agi.Arcade`` over the games under ``environments_dir`` (``ledger serve``, the demo)."""
+    from arc_agi import Arcade, OperationMode
+
+    return Arcade(operation_mode=OperationMode.OFFLINE, environments_dir=environments_dir, logger=logger)
+
+
+def palette() -> list[str]:
+    """The toolkit's 16 colours (``arc_agi.rendering.COLOR_MAP``) as ``#rrggbb``, index = cell value."""
+    from arc_agi.rendering import COLOR_MAP
+
+    return ["#" + COLOR_MAP[i].lstrip("#")[:6].lower() for i in range(16)]

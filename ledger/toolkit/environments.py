@@ -8,8 +8,8 @@ from typing import Any
 
 import msgspec
 
-from ledger.core.baselines import entry_from_metadata
-from ledger.core.events import BaselineEntry
+from ledger.domain.baselines import entry_from_metadata
+from ledger.domain.events import BaselineEntry
 
 
 def scan_environments(root: str | os.PathLike[str]) -> tuple[list[BaselineEntry], list[str]]:

@@ -186,3 +186,19 @@ class LocalGame:
         answer.game_id = self.game_id
         self.observation_space = answer
         return answer
+
+
+def missing() -> str | None:
+    """Why the toolkit cannot be imported (its ImportError's text), or None."""
+    try:
+        import arc_agi  # noqa: F401
+    except ImportError as e:
+        return str(e)
+    return None
+
+
+def game_action(action_id: int) -> Any:
+    """The engine's ``GameAction`` of an action number (0 RESET, 1..7); ValueError for any other."""
+    from arcengine import GameAction
+
+    return GameAction.from_id(action_id)

@@ -1,7 +1,7 @@
 """Game states to search over: run an action on a copy of a state, compare states, cheaply.
 
-A search over what a recording leaves open (:mod:`ledger.toolkit.harness_search` for harness imports,
-:mod:`ledger.toolkit.resim_branches` for audits) steps many candidate actions from each kept state; a candidate
+A search over what a recording leaves open (:mod:`ledger.resim.harness_search` for harness imports,
+:mod:`ledger.resim.resim_branches` for audits) steps many candidate actions from each kept state; a candidate
 must cost about what a game step costs.
 """
 
@@ -54,7 +54,7 @@ class Choice(NamedTuple):
 
 
 def frame_digest(frame_bytes: bytes) -> str:
-    """The digest :class:`~ledger.core.events.FramesNoted` keeps of a signature's frame bytes."""
+    """The digest :class:`~ledger.domain.events.FramesNoted` keeps of a signature's frame bytes."""
     return hashlib.blake2b(frame_bytes, digest_size=16).hexdigest()
 
 
@@ -88,6 +88,15 @@ CACHE_BYTES = 16 << 20
 
 #: (response signature, fingerprint, snapshot); fingerprint and snapshot are None for an answer that was not kept.
 Result = tuple[Any, bytes | None, Any]
+
+
+def perform(game: Any, action: int, x: int | None = None, y: int | None = None) -> Any:
+    """One action on ``game`` in place, as the toolkit's wrapper sends it; the engine's raw answer. Raises what the
+    game raises (and ValueError for an action number the engine has not)."""
+    from arcengine import ActionInput, GameAction
+
+    data = {k: v for k, v in (("x", x), ("y", y)) if v is not None}
+    return game.perform_action(ActionInput(id=GameAction.from_id(action), data=data), raw=True)
 
 
 class Snap(NamedTuple):

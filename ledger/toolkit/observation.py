@@ -1,4 +1,4 @@
-"""What the toolkit answered, as the pure core's :class:`~ledger.core.translator.Observation`; API-key fingerprints."""
+"""What the toolkit answered, as the pure :class:`~ledger.domain.translator.Observation`; API-key fingerprints."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, cast
 
-from ledger.core.events import State
-from ledger.core.translator import Observation
+from ledger.domain.events import State
+from ledger.domain.translator import Observation
 
 
 def fingerprint(api_key: str | None) -> str | None:

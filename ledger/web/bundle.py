@@ -22,13 +22,13 @@ from typing import Any
 
 import msgspec
 
+from ledger.app.compare import LeaderRow, comparison, one_calculator
+from ledger.app.evidence import covering_checkpoint, prove
+from ledger.app.output import checked_output
+from ledger.app.progress import rows_progress
+from ledger.app.retract import choose_cards
+from ledger.app.tag_stats import SIDE_BY_SIDE
 from ledger.errors import InputError
-from ledger.services.compare import LeaderRow, comparison, one_calculator
-from ledger.services.evidence import covering_checkpoint, prove
-from ledger.services.output import checked_output
-from ledger.services.progress import rows_progress
-from ledger.services.retract import choose_cards
-from ledger.services.tag_stats import SIDE_BY_SIDE
 
 from . import pages
 from .data import PAGE_SIZE, CardCache, CardRow, card_events, card_row, card_view, usage_of
@@ -56,7 +56,7 @@ def select_cards(
     ledger: Any, card_ids: Sequence[str], all_cards: bool, tags: Sequence[str], *, include_retracted: bool = False
 ) -> list[str]:
     """The cards to bundle: those named (ids or unique prefixes), every card, or every card with one of ``tags``;
-    retracted cards only with ``include_retracted`` (see :func:`ledger.services.retract.choose_cards`).
+    retracted cards only with ``include_retracted`` (see :func:`ledger.app.retract.choose_cards`).
 
     Raises :class:`ledger.errors.UnknownCard` for a named card that is not in the ledger.
     """
@@ -129,7 +129,7 @@ def _write(
     source: str,
     progress: Any,
 ) -> BundleResult:
-    from ledger.toolkit.frames import palette_or_empty, play_frames
+    from ledger.resim.frames import palette_or_empty, play_frames
 
     links = pages.BundleLinks()
     cache = CardCache(ledger)

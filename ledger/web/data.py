@@ -18,22 +18,22 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from ledger.core.calculators import Calculator
-from ledger.core.document import EnvironmentDoc, RunDoc, ScorecardDoc
-from ledger.core.events import Numbered, decode
-from ledger.core.postmortem import arithmetic, postmortem
-from ledger.core.projection import CardState
-from ledger.core.scoring import LEVEL_CAP, best_play_index, calculator_of, uncapped_level_score
-from ledger.core.server_baselines import baselines_source, unknown_baselines
-from ledger.core.text import calculator_line
-from ledger.core.timeline import limits, retraction_text
+from ledger.app.compare import GameTotals, LevelCell, game_totals, level_cells
+from ledger.domain.calculators import Calculator
+from ledger.domain.document import EnvironmentDoc, RunDoc, ScorecardDoc
+from ledger.domain.events import Numbered, decode
+from ledger.domain.projection import CardState
+from ledger.domain.scoring import LEVEL_CAP, best_play_index, calculator_of, uncapped_level_score
 from ledger.errors import StoreError, UnknownCard
-from ledger.services.compare import GameTotals, LevelCell, game_totals, level_cells
-from ledger.storage.summary import CardSummary, SummaryRow, row_of, scored
+from ledger.rules.postmortem import arithmetic, postmortem
+from ledger.rules.server_baselines import baselines_source, unknown_baselines
+from ledger.rules.text import calculator_line
+from ledger.rules.timeline import limits, retraction_text
+from ledger.store.summary import CardSummary, SummaryRow, row_of, scored
 
 if TYPE_CHECKING:
+    from ledger.app.listing import CardFilter
     from ledger.ledger import Ledger
-    from ledger.services.listing import CardFilter
 
 
 class CardCache:
@@ -239,14 +239,14 @@ def card_view(
 
 def usage_of(cache: CardCache, card_id: str) -> list[str]:
     """The card's run usage and cost lines (empty unless imported from a benchmarking run folder)."""
-    from ledger.services.import_runs import card_usage, usage_lines
+    from ledger.app.usage import card_usage, usage_lines
 
     return usage_lines(card_usage(cache.ledger, card_id))
 
 
 def load(cache: CardCache, card_id: str) -> tuple[CardState, ScorecardDoc, int]:
     """A card, its document under the baselines it was played with, and its version."""
-    from ledger.services.card_read import read_card
+    from ledger.app.card_read import read_card
 
     card, version = cache.get(card_id)
     return card, read_card(cache.ledger, card_id, card=card).doc, version
@@ -254,7 +254,7 @@ def load(cache: CardCache, card_id: str) -> tuple[CardState, ScorecardDoc, int]:
 
 def card_events(ledger: Ledger, card_id: str) -> list[Numbered]:
     """The card's events in stream order, decoded, with their version and seq (what a replay re-simulates)."""
-    from ledger.services.card_rows import card_rows
+    from ledger.app.card_rows import card_rows
 
     # A page of rows at a time: the rows of a long card held beside its decoded events would double the memory.
     return [Numbered(r.version, r.seq, decode(r.body)) for r in card_rows(ledger, card_id)]
@@ -288,6 +288,6 @@ def summary_row(r: SummaryRow, shown: CardSummary) -> CardRow:
 
 def page_rows(ledger: Ledger, f: CardFilter) -> list[CardRow]:
     """One page of the cards page, read from the cards summary with the query ``ledger cards`` runs."""
-    from ledger.services.listing import shown_rows
+    from ledger.app.listing import shown_rows
 
     return [summary_row(r, shown) for r, shown in shown_rows(ledger, f)]

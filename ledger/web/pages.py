@@ -18,10 +18,10 @@ from urllib.parse import urlencode
 import msgspec
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from ledger.services.compare import Comparison, letter
-from ledger.services.progress import TREND_CARDS, Progress
-from ledger.services.tag_stats import SIDE_BY_SIDE, TagReport
-from ledger.toolkit.frames import PlayFrames
+from ledger.app.compare import Comparison, letter
+from ledger.app.progress import TREND_CARDS, Progress
+from ledger.app.tag_stats import SIDE_BY_SIDE, TagReport
+from ledger.resim.frames import PlayFrames
 
 from .data import CardRow, CardView
 
@@ -218,7 +218,7 @@ def leaderboard_page(
     board: Sequence[Any], *, links: Links, bundle: bool, source: str, total: int = 0, calculator: Any = None
 ) -> str:
     """The leaderboard by tag of the whole ledger (``total`` cards not retracted), on its own page (it reads every
-    card); ``calculator``: what says which calculator ranks the cards (a :class:`ledger.services.compare.Board`)."""
+    card); ``calculator``: what says which calculator ranks the cards (a :class:`ledger.app.compare.Board`)."""
     return _render(
         "leaderboard.html",
         links=links,

@@ -4,7 +4,7 @@ Flask comes with the toolkit (``arc-agi`` depends on it) and brings Jinja2 and W
 Werkzeug's server with a thread per request, so a slow page (a long replay, a first read of a large tag) never
 holds up the others. What the threads share is safe to share: the card cache takes a lock, the cached tag lists
 and leaderboard are replaced whole, and the store's connections are bounded whatever the threads (each request
-checks a reader out and puts it back: see :mod:`ledger.storage.connections`).
+checks a reader out and puts it back: see :mod:`ledger.store.connections`).
 """
 
 from __future__ import annotations
@@ -17,19 +17,19 @@ from urllib.parse import urlencode
 import msgspec
 from flask import Flask, Response, abort, jsonify, request
 
+from ledger.app.compare import Board, Comparison, compare_cards, ledger_board
+from ledger.app.evidence import covering_checkpoint, prove
+from ledger.app.progress import PER_TAG, tag_progress
+from ledger.app.tag_stats import SIDE_BY_SIDE, TagReport, tag_report
 from ledger.errors import AmbiguousCard, InputError, LedgerError, UnknownCard
-from ledger.services.compare import Board, Comparison, compare_cards, ledger_board
-from ledger.services.evidence import covering_checkpoint, prove
-from ledger.services.progress import PER_TAG, tag_progress
-from ledger.services.tag_stats import SIDE_BY_SIDE, TagReport, tag_report
-from ledger.storage.summary_build import card_count, distinct_keys, retracted_count
-from ledger.toolkit.frames import DEFAULT_LIMIT, palette_or_empty, play_frames
+from ledger.resim.frames import DEFAULT_LIMIT, palette_or_empty, play_frames
+from ledger.store.summary_build import card_count, distinct_keys, retracted_count
 
 from . import pages
 from .data import PAGE_SIZE, CardCache, card_events, card_view, load, page_rows, usage_of
 
 if TYPE_CHECKING:
-    from ledger.services.listing import CardFilter
+    from ledger.app.listing import CardFilter
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -61,7 +61,7 @@ class Viewer:
         rows = page_rows(self.ledger, f)
         stamp = self.cache.stamp()
         tags, games = self._lists(stamp)
-        from ledger.services.listing import count_cards
+        from ledger.app.listing import count_cards
 
         matching = count_cards(self.ledger, f)
         total = card_count(self.ledger.store, include_retracted=f.include_retracted)
@@ -314,7 +314,7 @@ SORTS["score-asc"] = ("score", False)
 
 
 def _page_filter() -> CardFilter:
-    from ledger.services.listing import CardFilter
+    from ledger.app.listing import CardFilter
 
     sort, descending = SORTS.get(request.args.get("sort", "date-desc"), SORTS["date-desc"])
     state = request.args.get("state") or None

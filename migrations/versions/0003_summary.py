@@ -1,6 +1,6 @@
 """The cards summary (``card_summary`` and ``card_summary_keys``), built from the log.
 
-A projection kept by every append in its own transaction (see ``ledger/storage/summary.py``); an existing ledger
+A projection kept by every append in its own transaction (see ``ledger/store/summary.py``); an existing ledger
 gets it filled here from its events. The events table is not touched, so its append-only triggers stay as they
 are (a test checks they exist at head).
 
@@ -59,8 +59,8 @@ def upgrade() -> None:
         sa.Column("card_id", sa.String(400), primary_key=True),
     )
     op.create_index("ix_card_summary_keys_card", "card_summary_keys", ["card_id"])
-    from ledger.storage.summary import COLUMNS
-    from ledger.storage.summary_build import fill
+    from ledger.store.summary import COLUMNS
+    from ledger.store.summary_build import fill
 
     # The columns of this revision: a later one adds game_stats and fills the summary again.
     fill(op.get_bind(), [c for c in COLUMNS if c != "game_stats"])

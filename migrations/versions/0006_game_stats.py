@@ -1,7 +1,7 @@
 """Per game figures in the cards summary (``card_summary.game_stats``), filled from the log.
 
 ``ledger compare --tag`` and the viewer's compare page aggregate them per tag, game and level in one read of the
-summary (see ``ledger/services/tag_stats.py``). An added column (a plain ``ALTER TABLE ... ADD COLUMN`` on both
+summary (see ``ledger/app/tag_stats.py``). An added column (a plain ``ALTER TABLE ... ADD COLUMN`` on both
 backends, no table rebuilt): the events table and its triggers are not touched. The whole summary is then rebuilt
 from the log, as ``0003_summary`` first built it, so every row has the column.
 
@@ -21,7 +21,7 @@ depends_on = None
 
 def upgrade() -> None:
     op.add_column("card_summary", sa.Column("game_stats", sa.Text, nullable=False, server_default="[]"))
-    from ledger.storage.summary_build import fill
+    from ledger.store.summary_build import fill
 
     fill(op.get_bind())
 

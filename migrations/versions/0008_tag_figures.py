@@ -1,9 +1,9 @@
 """The tag figures (``tag_figures``): per tag, game, level and figure, how many cards have each value, so that
 ``compare --tag`` reads a tag's figures in one range whatever its number of cards (see
-``ledger/storage/figures.py``).
+``ledger/store/figures.py``).
 
 And ``copy_marks``: per source a copy last finished from, its last ``seq`` and hash (see
-``ledger/storage/copy_marks.py``), so a copy with nothing to do is told in two reads.
+``ledger/store/copy_marks.py``), so a copy with nothing to do is told in two reads.
 
 Only tables are created (no batch rebuild of ``events``), so the append-only triggers stay as they are. It is
 filled from the summary rows as they stand (the previous revision keeps them equal to a rebuild from the log, and
@@ -43,7 +43,7 @@ def upgrade() -> None:
         sa.Column("hash", sa.String(64), nullable=False),
         sa.Column("streams", big, nullable=False),
     )
-    from ledger.storage.summary_build import fill_figures
+    from ledger.store.summary_build import fill_figures
 
     fill_figures(op.get_bind())
 

@@ -6,7 +6,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from ledger.toolkit.readers import Answer, Decided, Spent
+from ledger.formats.readers import Answer, Decided, Spent
 
 
 class ClientLog:

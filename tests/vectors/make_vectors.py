@@ -19,9 +19,9 @@ from click.testing import CliRunner
 
 from ledger import Ledger
 from ledger.cli import cli
-from ledger.core import baselines as bl
-from ledger.core import chain, merkle
-from ledger.core.events import BaselineEntry
+from ledger.domain import baselines as bl
+from ledger.domain import chain, merkle
+from ledger.domain.events import BaselineEntry
 
 HERE = Path(__file__).resolve().parent
 

@@ -1,0 +1,309 @@
+"""The audit of one card (``ledger audit``): the checks that back a disputed score, in order.
+
+Integrity, consistency and lifecycle are pure (:mod:`ledger.rules.audit_checks`); re-simulation (check 3, with a
+folder of game files) runs the game code (:mod:`ledger.resim.resimulate`); :func:`audit_card` reads the ledger
+and the toolkit's limits from the environment and runs them all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from ledger.app.card_rows import CardEvents, card_rows
+from ledger.domain import document
+from ledger.domain.events import ActionTaken, BaselineEntry, Numbered
+from ledger.domain.projection import CardState
+from ledger.domain.scoring import score_card
+from ledger.resim.resim_result import ResimResult
+from ledger.resim.resimulate import resimulate
+from ledger.rules.audit_checks import Check, Status, check_consistency, check_integrity
+from ledger.rules.import_checks import check_import
+from ledger.rules.lifecycle import check_lifecycle, limits
+from ledger.rules.postmortem import PostMortem, postmortem
+from ledger.rules.server_baselines import baselines_source
+from ledger.rules.server_compare import server_check
+from ledger.store.cards import apply_events
+
+
+def stale_minutes(environ: Mapping[str, str] | None = None) -> int:
+    """STALE_MINUTES as the toolkit reads it (default: this process's environment): default 15, clamped to 1..60."""
+    return limits(os.environ if environ is None else environ)[0]
+
+
+def max_open_minutes(environ: Mapping[str, str] | None = None) -> int:
+    """MAX_OPEN_FOR_MINUTES as the toolkit reads it: default 4320 (3 days), clamped to 60..10080."""
+    return limits(os.environ if environ is None else environ)[1]
+
+
+# -- 3. re-simulation -------------------------------------------------------------------------------------------
+
+
+def check_resimulation(
+    events: Sequence[Numbered], environments_dir: str | os.PathLike[str] | None, decide: bool = False
+) -> Check:
+    """Replay the card's plays against the real game code (``decide``: every candidate of the actions the record
+    left open is tried, to tell which ones the game decides; else the first path that reproduces the record).
+
+    FAIL only when the game and the record disagree. SKIP without a folder of games, or for games the folder does
+    not hold (``details["skipped_games"]``); UNKNOWN when the record leaves open what a check needs (actions the
+    recording did not decide and no folder to decide them, a seed not recorded that no tried seed reproduces).
+    """
+    open_actions = sum(1 for n in events if type(n.event) is ActionTaken and n.event.candidates)
+    if environments_dir is None:
+        details: dict[str, Any] = {
+            "environments": None,
+            "games": [],
+            "skipped_games": {},
+            "guids": 0,
+            "plays": 0,
+            "inputs": 0,
+            "default_seed_plays": 0,
+            "seeds_found": {},
+            "undecided_actions": open_actions,
+            "decided_actions": 0,
+            "searched": decide,
+            "reproduced_actions": 0,
+            "error": None,
+            "unknown": None,
+            "divergence": None,
+        }
+        if open_actions:
+            return Check(
+                "resimulation",
+                "UNKNOWN",
+                f"{open_actions} action(s) the recording did not decide (several actions give the same frames); "
+                "give --environments DIR (the game files) to decide them against the game code",
+                details,
+            )
+        return Check(
+            "resimulation",
+            "SKIP",
+            "not run: give --environments DIR (the game files) to replay every action against the game code",
+            details,
+        )
+    res = resimulate(events, environments_dir, decide=decide)
+    details = _resim_details(res, environments_dir)
+    return Check("resimulation", *_resim_verdict(res), details)
+
+
+def _resim_details(res: ResimResult, environments_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    div = res.divergence
+    return {
+        "environments": os.fspath(environments_dir),
+        "games": res.games,
+        "skipped_games": res.skipped,
+        "guids": res.guids,
+        "plays": res.plays,
+        "inputs": res.inputs,
+        "default_seed_plays": res.default_seed_plays,
+        "seeds_found": res.seeds_found,
+        "undecided_actions": res.open_actions,
+        "decided_actions": res.decided,
+        "searched": res.searched,
+        "reproduced_actions": res.reproduced,
+        "error": res.error,
+        "unknown": res.unknown,
+        "divergence": None
+        if div is None
+        else {
+            "version": div.version,
+            "seq": div.seq,
+            "game_id": div.game_id,
+            "guid": div.guid,
+            "action": div.action,
+            "field": div.field,
+            "expected": div.expected,
+            "recorded": div.recorded,
+            "message": div.message,
+        },
+    }
+
+
+def _resim_verdict(res: ResimResult) -> tuple[Status, str]:
+    skipped = "; ".join(res.skipped.values())
+    if res.unknown:
+        return "UNKNOWN", res.unknown + (f"; not checked: {skipped}" if skipped else "")
+    if res.divergence is not None:
+        return "FAIL", f"first divergence at {res.divergence.message}"
+    if res.error:
+        return "UNKNOWN", f"not checked: {res.error}"
+    if res.skipped and res.plays == 0:
+        return "SKIP", f"no game of the card could be checked: {skipped}"
+    notes = []
+    if res.default_seed_plays:
+        found = len(res.seeds_found)
+        notes.append(
+            f"{res.default_seed_plays} play(s) had no recorded seed and used the game's default"
+            if not found
+            else f"{res.default_seed_plays} play(s) had no recorded seed: the default reproduced "
+            f"{res.default_seed_plays - found}, seed(s) {_seeds_text(res.seeds_found)} the others"
+        )
+    if res.open_actions and not res.searched:
+        notes.append(
+            f"{res.open_actions} action(s) the recording did not decide: the game reproduced every one along one "
+            "path, taking the first action that fits each (the agent's last, then its most used); --decide tries "
+            "the others too, to tell which ones the game decides"
+        )
+    elif res.open_actions:
+        notes.append(
+            f"{res.open_actions} action(s) the recording did not decide: the game decided {res.decided}"
+            + (f", {res.still_open} fit either way (the same outcome)" if res.still_open else "")
+        )
+    if skipped:
+        notes.append(f"not checked: {skipped}")
+    tail = "".join(f"; {n}" for n in notes)
+    msg = (
+        f"{res.plays} play(s) on {res.guids} guid(s), {res.inputs} inputs replayed against the game code: "
+        f"every state, levels_completed and derived event matches{tail}"
+    )
+    return "PASS", msg
+
+
+def _seeds_text(found: Mapping[str, int]) -> str:
+    return ", ".join(f"{s} (guid {g[:8]})" for g, s in sorted(found.items()))
+
+
+# -- the whole audit ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AuditReport:
+    """Every check of one card, in order, the card and its document, and their post-mortem."""
+
+    card_id: str
+    head: str
+    events: int
+    checks: list[Check]
+    card: CardState | None = None
+    doc: document.ScorecardDoc | None = None
+    postmortem: PostMortem | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when no check failed (warnings, unknowns and skipped checks do not fail an audit)."""
+        return all(c.status != "FAIL" for c in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable ``--json`` shape (documented in the README)."""
+        pm = self.postmortem
+        return {
+            "card_id": self.card_id,
+            "ok": self.ok,
+            "head": self.head,
+            "events": self.events,
+            "checks": [{"name": c.name, "status": c.status, "message": c.message, **c.details} for c in self.checks],
+            "postmortem": msgspec.to_builtins(pm) if pm is not None else None,
+        }
+
+
+def _with_summary_row(
+    ledger: Any, card: CardState, version: int, baselines: Mapping[str, BaselineEntry], consistency: Check
+) -> Check:
+    """The consistency check, failed when the card's row in the cards summary (a table derived from the log, as
+    the cached projection is) is not the one a replay of its events makes, as ``ledger verify`` would say."""
+    from ledger.store.summary import COLUMNS, SUMMARY, SummaryRow, card_score, row_of
+    from ledger.store.summary_build import has_summary, query
+
+    if not has_summary(ledger.store):
+        return consistency
+    got = query(ledger.store, f"SELECT {', '.join(COLUMNS)} FROM {SUMMARY} WHERE card_id = ?", [card.card_id])
+    want = row_of(card, version, card_score(card, baselines))
+    have = SummaryRow(*got[0]) if got else None
+    if have == want:
+        return consistency
+    if have is None:
+        said = "the cards summary has no row for it"
+    else:
+        fields = [f for f in SummaryRow.__struct_fields__ if getattr(have, f) != getattr(want, f)]
+        said = (
+            "its row in the cards summary differs from a replay ("
+            + ", ".join(f"{f} {getattr(have, f)!r}, log {getattr(want, f)!r}" for f in fields)
+            + ")"
+        )
+    return _failed(consistency, said)
+
+
+def _failed(consistency: Check, said: str) -> Check:
+    """The consistency check failed for ``said`` too."""
+    import dataclasses
+
+    message = said if consistency.status == "PASS" else f"{consistency.message}; {said}"
+    return dataclasses.replace(consistency, status="FAIL", message=message)
+
+
+def audit_card(
+    ledger: Any,
+    card_id: str,
+    *,
+    environments: str | os.PathLike[str] | None = None,
+    expect_head: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    decide: bool = False,
+) -> AuditReport:
+    """Run every check on ``card_id`` of an open :class:`ledger.ledger.Ledger` (raises UnknownCard); ``decide``: see
+    :func:`check_resimulation`."""
+    from ledger.app.verify import card_head_check
+    from ledger.errors import UnknownBaselines
+
+    # A page of rows at a time, for every check: a long session's card is more than the audit may hold.
+    rows = card_rows(ledger, card_id)
+    integrity, missing = check_integrity(card_id, rows, expect_head)
+    integrity = card_head_check(ledger, integrity, expect_head)  # a ledger head is not a tampered card
+    events = CardEvents(ledger.store, rows.stream, rows.read, missing, rows.page)
+    complete = not missing
+    card = apply_events(card_id, (n.event for n in events))
+    baselines: Mapping[str, BaselineEntry] | None
+    problem = None
+    try:
+        baselines = ledger.card_baselines(card)
+    except UnknownBaselines as e:
+        baselines, problem = None, str(e)
+    consistency = check_consistency(
+        card_id,
+        events,
+        baselines,
+        cached=ledger.cached_card(card_id),
+        complete=complete,
+        baselines_problem=problem,
+        folded=card,
+        rest_answer=card.captured_via == "serve",
+    )
+    if complete and baselines is not None and integrity.status != "FAIL":
+        consistency = _with_summary_row(ledger, card, rows.read, baselines, consistency)
+    # A cached state that was compared is said above; one reads ignore (not bound, changed by hand) is said here.
+    compared = consistency.details.get("cached_projection") is not None
+    cache = ledger.repository.snapshot_problem(card_id) if complete and not compared else None
+    if cache is not None:
+        consistency = _failed(consistency, f"its cached state {cache}")
+    resim = check_resimulation(events, environments, decide)
+    lifecycle = check_lifecycle(events, stale_minutes(environ), max_open_minutes(environ))
+    doc = score_card(card, baselines) if baselines is not None else None
+    checks = [integrity, consistency, resim, lifecycle]
+    imported = check_import(n.event for n in events)
+    if imported is not None:  # imported cards only: what the import skipped or could not know
+        checks.append(Check("import", imported[0], imported[1], imported[2]))  # type: ignore[arg-type]
+    ours = json.loads(document.to_json(doc)) if doc is not None else None
+    server = server_check(
+        ours,
+        card.server_document,
+        card.requests_failed,
+        on_server=card.server is not None,
+        baselines_source=baselines_source(card),
+    )
+    if server is not None:  # cards played against an ARC server (ONLINE/COMPETITION capture)
+        checks.append(Check("server", server[0], server[1]))  # type: ignore[arg-type]
+    return AuditReport(
+        card_id=card_id,
+        head=rows.last_hash,
+        events=rows.read,
+        checks=checks,
+        card=card,
+        doc=doc,
+        postmortem=postmortem(card, doc) if doc is not None else None,
+    )

@@ -1,0 +1,412 @@
+"""Baseline sets as versioned data: import, label, resolve, list, show and diff them.
+
+A set is stored once per content (``Ledger.record_baselines``: one BaselinesRecorded event in its own stream,
+its id the sha256 of the canonical entries). A label is a LabelSet event in the ``labels`` stream; the latest
+LabelSet of a label wins, and moving a label to another set needs ``move=True``. Nothing here rewrites the log.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from ledger.domain import baselines as bl
+from ledger.domain.events import (
+    LABEL_STREAM,
+    BaselineEntry,
+    BaselinesRecorded,
+    LabelSet,
+    baselines_stream,
+    decode,
+    label_stream,
+)
+from ledger.errors import BaselinesInputError, LabelConflict, UnknownBaselines, VersionConflict
+from ledger.ledger import Ledger
+from ledger.toolkit.environments import scan_environments
+
+#: Labels are short names; one that could read as a set id (or a prefix of one) is refused, see check_label.
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,63}$")
+#: A label made only of hex digits, as long as an id prefix: `baselines show` would resolve it instead of the set.
+_ID_LIKE_RE = re.compile(r"^[0-9a-fA-F]{4,}$")
+#: Shortest id prefix accepted as a reference (shorter ones match too much to be meant).
+MIN_PREFIX = 4
+
+
+class UnknownBaselineRef(UnknownBaselines):
+    """No label, set id or unique id prefix matches the reference."""
+
+
+# -- reading sources --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """What a folder or file to import holds: entries in file order, warnings for the user."""
+
+    entries: list[BaselineEntry]
+    warnings: list[str] = field(default_factory=list)
+
+
+class _Wrapped(msgspec.Struct, forbid_unknown_fields=False):
+    entries: list[BaselineEntry]
+
+
+_list_decoder = msgspec.json.Decoder(list[BaselineEntry])
+_wrapped_decoder = msgspec.json.Decoder(_Wrapped)
+_single_decoder = msgspec.json.Decoder(BaselineEntry)
+
+
+def parse_json(data: bytes, name: str = "input") -> list[BaselineEntry]:
+    """Entries from JSON: a list of entries (metadata.json-like or the toolkit's ``/api/games`` list, whose
+    extra fields such as ``default_fps`` are ignored), an object with an ``entries`` list (the output of
+    ``ledger baselines show --json``), or one ``metadata.json`` object. Fields are taken as written.
+    """
+    try:
+        top = msgspec.json.decode(data)
+    except msgspec.DecodeError as e:
+        raise BaselinesInputError(f"{name} is not valid JSON: {e}") from e
+    try:
+        if isinstance(top, list):
+            entries = _list_decoder.decode(data)
+        elif isinstance(top, dict) and "entries" in top:
+            entries = _wrapped_decoder.decode(data).entries
+        elif isinstance(top, dict) and "game_id" in top:
+            entries = [_single_decoder.decode(data)]
+        else:
+            raise BaselinesInputError(
+                f"{name}: expected a JSON list of game entries, an object with 'entries', or one metadata.json object"
+            )
+    except msgspec.ValidationError as e:
+        raise BaselinesInputError(f"{name}: {e}") from e
+    return entries
+
+
+def check_entries(entries: Iterable[BaselineEntry], name: str = "input") -> list[str]:
+    """Raise :class:`BaselinesInputError` for entries no scoring could use; return warnings for duplicates."""
+    seen: dict[str, int] = {}
+    for i, e in enumerate(entries):
+        if not e.game_id.strip():
+            raise BaselinesInputError(f"{name}: entry {i} has an empty game_id")
+        if e.baseline_actions is not None and any(b < 0 for b in e.baseline_actions):
+            raise BaselinesInputError(f"{name}: {e.game_id} has a negative baseline_actions value")
+        seen[e.game_id] = seen.get(e.game_id, 0) + 1
+    zeros = [
+        f"{e.game_id} has a baseline of 0 for level(s) {', '.join(str(i + 1) for i in idx)}: every completion of "
+        "such a level scores 0 ((0/actions)^2, as the toolkit computes it); is the baseline missing?"
+        for e in entries
+        if (idx := [i for i, b in enumerate(e.baseline_actions or []) if b == 0])
+    ]
+    return [
+        f"{gid} appears {n} times in {name}; the last one is used (as the toolkit does)"
+        for gid, n in seen.items()
+        if n > 1
+    ] + zeros
+
+
+def read_source(path: str | Path, *, skip_invalid: bool = False) -> Source:
+    """The entries of an ``environment_files`` folder (every ``metadata.json`` under it, by path) or a JSON file.
+
+    A folder's unreadable ``metadata.json`` files are an error unless ``skip_invalid`` (then a warning each,
+    and they are left out as the toolkit's Arcade leaves them out).
+    """
+    p = Path(path)
+    if p.is_dir():
+        entries, problems = scan_environments(p)
+        warnings: list[str] = []
+        if problems:
+            if not skip_invalid:
+                raise BaselinesInputError(
+                    f"{len(problems)} metadata.json file(s) could not be read (use --skip-invalid to leave them out): "
+                    + problems[0]
+                )
+            warnings += [f"skipped {m}" for m in problems]
+        if not entries:
+            raise BaselinesInputError(f"no readable metadata.json under {p}")
+        return Source(entries, warnings + check_entries(entries, str(p)))
+    if not p.exists():
+        raise BaselinesInputError(f"{p} does not exist")
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise BaselinesInputError(f"cannot read {p}: {e}") from e
+    entries = parse_json(data, str(p))
+    if not entries:
+        raise BaselinesInputError(f"{p} holds no game entries")
+    return Source(entries, check_entries(entries, str(p)))
+
+
+# -- labels -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Label:
+    """A label's current set, when it was set, and every set it pointed at before (oldest first)."""
+
+    label: str
+    set_id: str
+    ts: datetime
+    history: tuple[str, ...] = ()
+
+
+def _label_events(ledger: Ledger, label: str | None = None) -> tuple[list[LabelSet], int]:
+    """LabelSet events of one label (with its stream's last version), or of every label (version 0)."""
+    streams = [label_stream(label)] if label is not None else [s.stream for s in ledger.store.streams(LABEL_STREAM)]
+    out: list[LabelSet] = []
+    version = 0
+    for stream in streams:
+        bodies, version, _ = ledger.store.read_bodies(stream)
+        out.extend(ev for ev in (decode(b) for b in bodies) if isinstance(ev, LabelSet))
+    return out, version if label is not None else 0
+
+
+def _fold_labels(events: Iterable[LabelSet]) -> dict[str, Label]:
+    out: dict[str, Label] = {}
+    for ev in events:
+        prev = out.get(ev.label)
+        if prev is None:
+            out[ev.label] = Label(ev.label, ev.set_id, ev.ts)
+        elif prev.set_id != ev.set_id:
+            out[ev.label] = Label(ev.label, ev.set_id, ev.ts, (*prev.history, prev.set_id))
+    return out
+
+
+def labels(ledger: Ledger) -> dict[str, Label]:
+    """Every label's current state (the latest LabelSet of each label wins)."""
+    return _fold_labels(_label_events(ledger)[0])
+
+
+def check_label(label: str) -> None:
+    """Raise :class:`BaselinesInputError` for a label that could not be told apart from an id or is unusual."""
+    if not LABEL_RE.match(label):
+        raise BaselinesInputError(
+            f"bad label {label!r}: use up to 64 letters, digits and . _ : @ + -, starting with a letter or digit"
+        )
+    if _ID_LIKE_RE.match(label):
+        raise BaselinesInputError(
+            f"bad label {label!r}: it looks like a baseline set id or id prefix (only 0-9 and a-f, 4 or more "
+            "characters), so it could hide a set; add another character (say 'v' or '-')"
+        )
+
+
+def set_label(ledger: Ledger, label: str, set_id: str, *, move: bool = False) -> tuple[bool, str | None]:
+    """Point ``label`` at ``set_id``. Returns (changed, previous set id). Raises :class:`LabelConflict`.
+
+    Appends under optimistic concurrency on the label's own stream, so two writers cannot both move a label
+    without one of them seeing the other's LabelSet first.
+    """
+    check_label(label)
+    while True:
+        events, version = _label_events(ledger, label)
+        current = _fold_labels(events).get(label)
+        if current is not None and current.set_id == set_id:
+            return False, current.set_id
+        if current is not None and not move:
+            raise LabelConflict(label, current.set_id, set_id)
+        ev = LabelSet(ts=datetime.now(UTC), label=label, set_id=set_id)
+        try:
+            ledger.append(label_stream(label), [ev], expected_version=version)
+        except VersionConflict:
+            continue
+        return True, current.set_id if current is not None else None
+
+
+# -- importing ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """What ``import_set`` did."""
+
+    set_id: str
+    new: bool
+    games: int
+    label: str | None = None
+    label_changed: bool = False
+    label_previous: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def import_set(
+    ledger: Ledger,
+    entries: Iterable[BaselineEntry],
+    *,
+    label: str | None = None,
+    move: bool = False,
+    warnings: Iterable[str] = (),
+) -> ImportResult:
+    """Store the set (once per content) and optionally label it.
+
+    A label conflict is detected before anything is written, so a refused import leaves the log as it was.
+    """
+    canon = bl.canonical(entries)
+    sid = bl.set_id(canon)
+    if label is not None:
+        check_label(label)
+        current = labels(ledger).get(label)
+        if current is not None and current.set_id != sid and not move:
+            raise LabelConflict(label, current.set_id, sid)
+    new = not ledger.store.stream_exists(baselines_stream(sid))
+    ledger.record_baselines(canon)
+    changed, previous = False, None
+    if label is not None:
+        changed, previous = set_label(ledger, label, sid, move=move)
+    return ImportResult(sid, new, len(canon), label, changed, previous if changed else None, list(warnings))
+
+
+# -- resolving and reading sets -------------------------------------------------------------------------------
+
+
+def resolve(ledger: Ledger, ref: str) -> str:
+    """The set id a reference names: a label, then a full set id, then a unique id prefix (>= 4 characters)."""
+    lab = labels(ledger).get(ref)
+    if lab is not None:
+        return lab.set_id
+    ids = ledger.baseline_set_ids()
+    if ref in ids:
+        return ref
+    low = ref.lower()
+    if len(low) >= MIN_PREFIX and re.fullmatch(r"[0-9a-f]+", low):
+        hits = [i for i in ids if i.startswith(low)]
+        if len(hits) == 1:
+            return hits[0]
+        if len(hits) > 1:
+            raise UnknownBaselineRef(
+                f"{ref!r} is ambiguous: {len(hits)} baseline sets start with it ({', '.join(h[:12] for h in hits)})"
+            )
+    raise UnknownBaselineRef(f"no baseline set or label {ref!r} in this ledger (see `ledger baselines list`)")
+
+
+@dataclass(frozen=True, slots=True)
+class SetInfo:
+    """A stored set with its labels."""
+
+    set_id: str
+    recorded: datetime
+    entries: list[BaselineEntry]
+    labels: list[str]
+
+    @property
+    def levels(self) -> int:
+        """Levels with a baseline, over every game."""
+        return sum(len(e.baseline_actions or []) for e in self.entries)
+
+
+def _recorded(ledger: Ledger, set_id: str) -> BaselinesRecorded:
+    bodies, _, _ = ledger.store.read_bodies(baselines_stream(set_id))
+    if not bodies:
+        raise UnknownBaselineRef(f"baseline set {set_id} is not in this ledger")
+    ev = decode(bodies[0])
+    assert isinstance(ev, BaselinesRecorded)
+    return ev
+
+
+def set_info(ledger: Ledger, set_id: str, all_labels: Mapping[str, Label] | None = None) -> SetInfo:
+    """One stored set."""
+    labs = all_labels if all_labels is not None else labels(ledger)
+    ev = _recorded(ledger, set_id)
+    return SetInfo(set_id, ev.ts, list(ev.entries), sorted(k for k, v in labs.items() if v.set_id == set_id))
+
+
+def list_sets(ledger: Ledger) -> list[SetInfo]:
+    """Every stored set, oldest first."""
+    labs = labels(ledger)
+    return [set_info(ledger, sid, labs) for sid in ledger.baseline_set_ids()]
+
+
+# -- diffing -------------------------------------------------------------------------------------------------
+
+GameStatus = Literal["added", "removed", "changed", "same"]
+
+
+class LevelDiff(msgspec.Struct, frozen=True):
+    """One level's baseline in A and in B (None: the level is not in that set's list)."""
+
+    level: int
+    old: int | None
+    new: int | None
+
+
+class GameDiff(msgspec.Struct, frozen=True):
+    """One game: ``game_id`` in A and ``game_id_new`` in B (they differ only with ``match='base'``)."""
+
+    game_id: str
+    game_id_new: str | None
+    status: GameStatus
+    levels_old: int
+    levels_new: int
+    levels_added: int
+    levels_removed: int
+    levels: list[LevelDiff]
+    fields: list[str]
+
+
+#: What a change lists besides the baselines themselves: every other field of an entry but its id.
+_COMPARED = tuple(f for f in BaselineEntry.__struct_fields__ if f not in ("game_id", "baseline_actions"))
+
+
+def _game_diff(old: BaselineEntry | None, new: BaselineEntry | None) -> GameDiff:
+    a = list(old.baseline_actions or []) if old is not None else []
+    b = list(new.baseline_actions or []) if new is not None else []
+    if old is None or new is None:
+        status: GameStatus = "added" if old is None else "removed"
+        fields: list[str] = []
+    else:
+        fields = [f for f in _COMPARED if getattr(old, f) != getattr(new, f)]
+        if old.baseline_actions != new.baseline_actions:
+            fields.insert(0, "baseline_actions")
+        status = "changed" if fields or old.game_id != new.game_id else "same"
+    levels = [
+        LevelDiff(i + 1, a[i] if i < len(a) else None, b[i] if i < len(b) else None)
+        for i in range(max(len(a), len(b)))
+        if (a[i] if i < len(a) else None) != (b[i] if i < len(b) else None)
+    ]
+    ref = old if old is not None else new
+    assert ref is not None
+    return GameDiff(
+        game_id=ref.game_id,
+        game_id_new=new.game_id if new is not None else None,
+        status=status,
+        levels_old=len(a),
+        levels_new=len(b),
+        levels_added=max(0, len(b) - len(a)),
+        levels_removed=max(0, len(a) - len(b)),
+        levels=levels,
+        fields=fields,
+    )
+
+
+def diff_sets(
+    a: Mapping[str, BaselineEntry], b: Mapping[str, BaselineEntry], *, match: Literal["exact", "base"] = "exact"
+) -> list[GameDiff]:
+    """Per game of A and B: added, removed, changed (which fields; per-level old -> new baseline) or same.
+
+    With ``match='base'`` a game of A missing from B is paired with B's version of the same base id (the first
+    in game-id order when B has several) that A does not itself hold, so a version bump reads as a change.
+    """
+    out: list[GameDiff] = []
+    paired_b: set[str] = set()
+    b_by_base = bl.by_base_id(b)
+    for gid in sorted(a):
+        other = b.get(gid)
+        if other is None and match == "base":
+            cands = sorted(
+                e.game_id
+                for e in b_by_base.get(gid.split("-", 1)[0], [])
+                if e.game_id not in a and e.game_id not in paired_b
+            )
+            other = b[cands[0]] if cands else None
+        if other is not None:
+            paired_b.add(other.game_id)
+        out.append(_game_diff(a[gid], other))
+    for gid in sorted(b):
+        if gid not in paired_b and gid not in a:
+            out.append(_game_diff(None, b[gid]))
+    order = {"changed": 0, "added": 1, "removed": 2, "same": 3}
+    out.sort(key=lambda d: (order[d.status], d.game_id))
+    return out

@@ -1,0 +1,89 @@
+"""One read of a card for what a command shows, by the names a user gives (:func:`read_card`, over
+:meth:`ledger.ledger.Ledger.read`, which ``Ledger.export`` uses too); and each card's own calculator for the lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from ledger.domain import calculators
+from ledger.domain.calculators import Calculator
+from ledger.domain.projection import CardState
+from ledger.rules.rescoring import Match
+
+if TYPE_CHECKING:
+    from ledger.ledger import CardRead, Ledger
+
+
+def read_card(
+    ledger: Ledger,
+    card_id: str,
+    *,
+    until: int | None = None,
+    baselines: str | None = None,
+    calculator: str | None = None,
+    match: Match = "exact",
+    all_environments: bool = False,
+    card: CardState | None = None,
+    allow_broken: bool = False,
+) -> CardRead:
+    """The card ``card_id`` (an id or unique prefix) up to its version ``until``, scored under the set named by
+    ``baselines`` (label, id or prefix; default: the set it was played under) and the calculator of the arc-agi
+    release ``calculator`` (default: the card's own): :meth:`Ledger.read` with the names resolved.
+
+    ``card``: the card already loaded whole (the viewer's cache), read instead of the ledger's.
+    Raises :class:`UnknownCalculator` (exit 2) for a release that is not published, before reading anything.
+    """
+    chosen = calculators.get(calculator) if calculator is not None else None
+    card_id = ledger.resolve_card(card_id) if card is None else card.card_id
+    seq = None if until is None else ledger.seq_at_version(card_id, until)
+    return ledger.read(
+        card_id,
+        until=seq,
+        set_of=(lambda: _resolve(ledger, baselines)) if baselines is not None else None,
+        calculator=chosen,
+        match=match,
+        all_environments=all_environments,
+        card=card if seq is None else None,
+        allow_broken=allow_broken,
+    )
+
+
+def _resolve(ledger: Ledger, ref: str) -> str:
+    # Only a read under another set needs the labels (and their module): an export of a card as played does not.
+    from ledger.app.baseline_sets import resolve
+
+    return resolve(ledger, ref)
+
+
+def own_calculators(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, Calculator]:
+    """Each card's own calculator, from the cards summary's keys (one query per 500 cards), without reading them."""
+    from ledger.store.summary_build import calculator_keys
+
+    recorded = calculator_keys(ledger.store, card_ids)
+    return {c: calculators.resolve(recorded.get(c))[0] for c in card_ids}
+
+
+def recorded_calculators(ledger: Ledger) -> set[Calculator]:
+    """The calculators the ledger's cards record (a loose scan of the keys' index: one seek per release), with
+    the one a card that records none means: whether every card is scored alike is then known without a card."""
+    from ledger.store.summary_build import distinct_keys
+
+    return {calculators.resolve(v)[0] for v in distinct_keys(ledger.store, "c")} | {calculators.UNRECORDED}
+
+
+def one_of(own: Iterable[Calculator], calculator: str | None = None) -> Calculator:
+    """The calculator cards scored under ``own`` are ranked with: ``calculator`` when given, else the newest of
+    theirs (the newest published one for none)."""
+    if calculator is not None:
+        return calculators.get(calculator)
+    return max(set(own), key=calculators.PUBLISHED.index, default=calculators.NEWEST)
+
+
+def rescored(ledger: Ledger, own: Mapping[str, Calculator], calc: Calculator) -> dict[str, float]:
+    """The score under ``calc`` of each card of ``own`` (card id -> its own calculator) whose arithmetic is not
+    ``calc``'s (the others' scores are the same under either)."""
+    return {
+        c: ledger.document(c, calculator=calc).score for c, mine in own.items() if mine.arithmetic != calc.arithmetic
+    }

@@ -1,0 +1,145 @@
+"""A card's stored rows in version order, read a page at a time.
+
+A command that walks a whole card (its audit, its event listing) holds one page of rows at a time, not the card:
+a long session's card has hundreds of thousands of events.
+"""
+
+from __future__ import annotations
+
+import copy
+from bisect import bisect_left, bisect_right
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+from ledger.domain.events import Numbered, card_stream, decode
+from ledger.errors import StoreError, UnknownCard
+
+#: Stored rows read at a time.
+PAGE = 5_000
+
+
+class StoredRows:
+    """The rows of ``stream``, iterated once, a page at a time; what was read: how many, the last one's hash.
+    ``first`` is the first page (empty: no such stream)."""
+
+    def __init__(self, store: Any, stream: str) -> None:
+        self.store, self.stream, self.page = store, stream, PAGE
+        self.first = store.read_stream(stream, page=(0, self.page))
+        self.read = 0
+        self.last: Any = None
+
+    @property
+    def last_hash(self) -> str:
+        return self.last.hash if self.last is not None else ""
+
+    def __iter__(self) -> Iterator[Any]:
+        rows, self.first = self.first, []
+        while rows:
+            self.read += len(rows)
+            self.last = rows[-1]
+            yield from rows
+            if len(rows) < self.page:
+                return
+            rows = self.store.read_stream(self.stream, page=(self.read, self.page))
+
+
+def card_rows(ledger: Any, card_id: str) -> StoredRows:
+    """The stored rows of ``card_id`` of an open :class:`ledger.ledger.Ledger`; raises UnknownCard."""
+    rows = StoredRows(ledger.store, card_stream(card_id))
+    if not rows.first:
+        raise UnknownCard(card_id)
+    return rows
+
+
+class CardEvents(Sequence[Numbered]):
+    """A card's decoded events, read again a page at a time whenever a check walks them: the audit's checks each
+    walk the whole card in turn, and none needs it held (a long session's card holds hundreds of thousands).
+
+    ``rows`` is how many rows the integrity check walked, ``missing`` the places (0-based, ascending) of those whose
+    body did not decode: the events are the others, in order, as that check decoded them.
+    """
+
+    def __init__(self, store: Any, stream: str, rows: int, missing: list[int], page: int | None = None) -> None:
+        self.store, self.stream, self.rows, self.missing = store, stream, rows, missing
+        self.page = page or PAGE
+        self._pages: OrderedDict[int, list[Numbered | None]] = OrderedDict()
+        #: The events this holds, by place among the card's: a slice is one, sharing the pages read.
+        self.start, self.stop = 0, rows - len(missing)
+
+    def _place(self, i: int) -> int:
+        """The row place of event ``i``: the smallest place with ``i`` decoded rows before it that decoded."""
+        missing = self.missing
+        p = i
+        while True:
+            k = bisect_right(missing, p)
+            if p - k == i and (k == 0 or missing[k - 1] != p):
+                return p
+            p = i + k
+
+    def _read(self, n: int) -> list[Numbered | None]:
+        """Page ``n`` decoded (None where a row did not decode), the last few pages kept."""
+        got = self._pages.get(n)
+        if got is not None:
+            self._pages.move_to_end(n)
+            return got
+        start = n * self.page
+        want = min(self.page, self.rows - start)
+        rows = self.store.read_stream(self.stream, page=(start, want)) if want > 0 else []
+        if len(rows) != want:
+            # The log is append-only: rows read once are there again, unless something outside the ledger removed them.
+            raise StoreError(f"{self.stream}: rows {start + 1}..{start + max(want, 1)} changed while they were read")
+        missing = set(self.missing[bisect_left(self.missing, start) : bisect_left(self.missing, start + self.page)])
+        got = [None if start + j in missing else Numbered(r.version, r.seq, decode(r.body)) for j, r in enumerate(rows)]
+        self._pages[n] = got
+        if len(self._pages) > _PAGES_KEPT:
+            self._pages.popitem(last=False)
+        return got
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    @overload
+    def __getitem__(self, i: int) -> Numbered: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Numbered]: ...
+    def __getitem__(self, i: int | slice) -> Numbered | Sequence[Numbered]:
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            if step != 1:
+                return [self[j] for j in range(start, stop, step)]
+            part = copy.copy(self)  # the same pages, read when walked
+            part.start, part.stop = self.start + start, self.start + max(stop, start)
+            return part
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(i)
+        p = self._place(self.start + i % n)
+        got = self._read(p // self.page)[p % self.page]
+        assert got is not None  # a place that decoded
+        return got
+
+    def __iter__(self) -> Iterator[Numbered]:
+        """The events a page at a time."""
+        if self.start >= self.stop:
+            return
+        p = self._place(self.start)
+        left = self.stop - self.start
+        while left > 0:
+            page = self._read(p // self.page)
+            for got in page[p % self.page :]:
+                if got is not None:
+                    yield got
+                    left -= 1
+                    if not left:
+                        return
+            p = (p // self.page + 1) * self.page
+
+    def __reversed__(self) -> Iterator[Numbered]:
+        for i in range(len(self) - 1, -1, -1):
+            yield self[i]
+
+
+#: Decoded pages a :class:`CardEvents` keeps: a check that looks back a little (the inputs before a play) reads no
+#: page twice.
+_PAGES_KEPT = 2

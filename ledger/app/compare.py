@@ -1,0 +1,360 @@
+"""Cards side by side: per game and level, who spent what and who completed what, and a leaderboard by tag.
+
+The numbers are the scorecard documents' (the toolkit's arithmetic, through :func:`ledger.domain.scoring.score_card`):
+a game's column shows the best play's levels (the play the game's score comes from, the first with the most levels
+completed), its score, and the game's totals over every play. ``ledger compare`` prints them and the viewer's
+compare page draws them; both come from :func:`comparison`.
+
+A tag is how users name an agent, so the leaderboard ranks tags: for each tag of the compared cards, the mean of
+their card scores (ties: more cards, then the tag).
+
+Cards played under releases whose calculators differ are never ranked against each other as they stand: every card
+is scored with one calculator (the newest of theirs, or the one asked for), and the comparison says which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ledger.app.retract import choose_cards
+from ledger.domain.calculators import Calculator
+from ledger.domain.document import EnvironmentDoc, RunDoc, ScorecardDoc
+from ledger.domain.projection import CardState
+from ledger.domain.scoring import best_play_index, calculator_of
+from ledger.rules.timeline import retraction_note
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+
+
+class LevelCell(msgspec.Struct, frozen=True, kw_only=True):
+    """One level of the best play: ``baseline`` None when the card has no baseline for the game."""
+
+    level: int
+    baseline: int | None
+    actions: int
+    score: float
+    completed: bool
+
+
+class GameTotals(msgspec.Struct, frozen=True, kw_only=True):
+    """A game's totals over every play, as its document has them: what a compare entry and the viewer's game show."""
+
+    score: float
+    levels_completed: int
+    level_count: int
+    actions: int
+    resets: int
+    completed: bool
+
+
+def game_totals(env: EnvironmentDoc) -> dict[str, Any]:
+    """The :class:`GameTotals` fields of a game's document entry, to build any struct that extends it."""
+    return {f: getattr(env, f) for f in GameTotals.__struct_fields__}
+
+
+class CardGame(GameTotals, frozen=True, kw_only=True):
+    """One card's entry for one game."""
+
+    plays: int
+    best_play: int
+    levels: list[LevelCell]
+    message: str | None = None
+
+
+class GameRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One game across the cards: ``cards[i]`` is the i-th compared card's entry, None when it did not play it."""
+
+    game_id: str
+    #: The most levels any card's best play has for this game (the rows of the table).
+    levels: int
+    cards: list[CardGame | None]
+
+
+class CardColumn(msgspec.Struct, frozen=True, kw_only=True):
+    """One compared card."""
+
+    card_id: str
+    tags: list[str]
+    score: float
+    games: int
+    levels_completed: int
+    levels: int
+    actions: int
+    closed: bool
+    #: ``retracted on WHEN, reason: WHY`` for a retracted card (shown only when asked for); never ranked.
+    retracted: str | None = None
+    #: When the card was opened (ISO 8601), None for a card without an opened event: the progress chart's time axis.
+    opened: str | None = None
+
+
+class LeaderRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One tag: its cards among those compared, their mean and best score."""
+
+    rank: int
+    tag: str
+    cards: int
+    mean_score: float
+    best_score: float
+    best_card: str
+
+
+class Comparison(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything the compare page and ``ledger compare`` show."""
+
+    cards: list[CardColumn]
+    games: list[GameRow]
+    leaderboard: list[LeaderRow]
+    #: The arc-agi release whose calculator scores every card, and the cards whose own calculator is another.
+    calculator: str = ""
+    rescored: list[str] = msgspec.field(default_factory=list)
+
+
+def level_cells(run: RunDoc) -> list[LevelCell]:
+    """Each level of a play as its run entry scores it (``baseline`` None where the set has none)."""
+    return [
+        LevelCell(level=i + 1, baseline=None if b < 0 else b, actions=a, score=s, completed=i < run.levels_completed)
+        for i, (b, a, s) in enumerate(
+            zip(run.level_baseline_actions or [], run.level_actions or [], run.level_scores or [], strict=False)
+        )
+    ]
+
+
+def _card_game(card: CardState, env: EnvironmentDoc) -> CardGame:
+    plays = card.games.get(env.id, [])
+    best = best_play_index(plays)
+    runs = env.runs
+    run = runs[best] if 0 <= best < len(runs) else runs[0]
+    return CardGame(
+        **game_totals(env), plays=len(plays), best_play=best + 1, levels=level_cells(run), message=run.message
+    )
+
+
+def leaderboard(columns: Sequence[CardColumn]) -> list[LeaderRow]:
+    """Tags ranked by the mean score of their cards among ``columns`` (untagged and retracted cards are left out)."""
+    by_tag: dict[str, list[CardColumn]] = {}
+    for c in columns:
+        if c.retracted is not None:
+            continue
+        for t in dict.fromkeys(c.tags):
+            by_tag.setdefault(t, []).append(c)
+    rows = []
+    for tag, cols in by_tag.items():
+        best = max(cols, key=lambda c: c.score)
+        rows.append((sum(c.score for c in cols) / len(cols), len(cols), tag, best))
+    rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
+    return [
+        LeaderRow(rank=i + 1, tag=tag, cards=n, mean_score=mean, best_score=best.score, best_card=best.card_id)
+        for i, (mean, n, tag, best) in enumerate(rows)
+    ]
+
+
+class Board(msgspec.Struct, frozen=True, kw_only=True):
+    """The ledger's leaderboard, the calculator every card is ranked with, and the cards re-scored with it."""
+
+    rows: list[LeaderRow]
+    calculator: str
+    rescored: list[str]
+
+
+def ledger_board(ledger: Ledger, *, include_retracted: bool = False, calculator: str | None = None) -> Board:
+    """Every tag of the ledger ranked by the mean score of its cards, every card scored with one calculator
+    (``calculator``, else the newest of the cards' own): from the cards summary (one query) when that is every
+    card's own; else each card of another is scored again and the tags ranked here, as the summary's query ranks."""
+    from ledger.app.card_read import one_of, own_calculators, recorded_calculators, rescored
+    from ledger.store.summary_build import ranked_cards, tag_board
+
+    recorded = recorded_calculators(ledger)
+    cards = None if calculator is None and len({c.arithmetic for c in recorded}) == 1 else ranked_cards(ledger.store)
+    # Every card scored alike (the common case) is known from the keys' index alone: the summary ranks them.
+    own = own_calculators(ledger, [c for c, _, _ in cards]) if cards is not None else {}
+    calc = one_of(own.values() if cards is not None else recorded, calculator)
+    again = rescored(ledger, own, calc)
+    if not again or include_retracted:
+        rows = sorted(tag_board(ledger.store, include_retracted=include_retracted), key=lambda r: (-r[2], -r[1], r[0]))
+    else:
+        by_tag: dict[str, list[tuple[float, str]]] = {}
+        for card, tags, score in cards or []:
+            for t in dict.fromkeys(tags):
+                by_tag.setdefault(t, []).append((again.get(card, score), card))
+        rows = sorted(
+            ((t, len(v), sum(s for s, _ in v) / len(v), *max(v, key=lambda x: x[0])) for t, v in by_tag.items()),
+            key=lambda r: (-r[2], -r[1], r[0]),
+        )
+    return Board(
+        rows=[
+            LeaderRow(rank=i + 1, tag=tag, cards=n, mean_score=mean, best_score=best, best_card=card)
+            for i, (tag, n, mean, best, card) in enumerate(rows)
+        ],
+        calculator=calc.version,
+        rescored=list(again),
+    )
+
+
+def one_calculator(cards: Sequence[CardState], calculator: str | None = None) -> Calculator:
+    """The calculator ``cards`` are compared under: ``calculator`` when given, else the newest of their own."""
+    from ledger.app.card_read import one_of
+
+    return one_of((calculator_of(c) for c in cards), calculator)
+
+
+def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]], calc: Calculator | None = None) -> Comparison:
+    """The comparison of ``cards`` (each with its document, scored by ``calc``), in the order given; games in order
+    of first play."""
+    columns: list[CardColumn] = []
+    game_ids: dict[str, None] = {}
+    entries: list[dict[str, CardGame]] = []
+    for card, doc in cards:
+        mine: dict[str, CardGame] = {}
+        for env in doc.environments:
+            game_ids.setdefault(env.id)
+            mine[env.id] = _card_game(card, env)
+        entries.append(mine)
+        columns.append(
+            CardColumn(
+                card_id=card.card_id,
+                tags=card.all_tags,
+                score=doc.score,
+                games=len(doc.environments),
+                levels_completed=doc.total_levels_completed,
+                levels=doc.total_levels,
+                actions=doc.total_actions,
+                closed=card.closed,
+                retracted=retraction_note(card),
+                opened=card.opened_at.isoformat() if card.opened_at else None,
+            )
+        )
+    games = []
+    for g in game_ids:
+        row = [e.get(g) for e in entries]
+        games.append(
+            GameRow(game_id=g, levels=max((len(e.levels) for e in row if e is not None), default=0), cards=row)
+        )
+    rescored = [c.card_id for c, _ in cards if calc is not None and calculator_of(c).arithmetic != calc.arithmetic]
+    return Comparison(
+        cards=columns,
+        games=games,
+        leaderboard=leaderboard(columns),
+        calculator=calc.version if calc is not None else "",
+        rescored=rescored,
+    )
+
+
+def compare_cards(
+    ledger: Ledger,
+    card_ids: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    *,
+    include_retracted: bool = False,
+    hint: str = "add --include-retracted to compare it",
+    calculator: str | None = None,
+) -> Comparison:
+    """Compare the named cards (ids or unique prefixes) and every card with one of ``tags`` (each card once, named
+    ones first); the tagged cards come from the cards summary (one query), retracted ones left out unless asked for
+    (a retracted card named by id is refused unless asked for, see :func:`ledger.app.retract.choose_cards`).
+
+    Every card is scored with one calculator (:func:`one_calculator`: ``calculator``, else the newest of the cards'
+    own). Raises :class:`ledger.errors.UnknownCard` for a card id that is not in the ledger.
+    """
+    from ledger.store.summary_build import tagged_card_ids
+
+    named = [s.card_id for s in choose_cards(ledger, card_ids, include_retracted=include_retracted, hint=hint)]
+    ids = list(dict.fromkeys(named))
+    if tags:
+        ids += [c for c in tagged_card_ids(ledger.store, tags, include_retracted=include_retracted) if c not in ids]
+    states = _load_all(ledger, ids)
+    calc = one_calculator(states, calculator)
+    return comparison([(s, ledger.document(s.card_id, card=s, calculator=calc)) for s in states], calc)
+
+
+def _load_all(ledger: Ledger, ids: Sequence[str]) -> list[CardState]:
+    """The cards, their events read a few hundred cards per query (no round trip per card)."""
+    from ledger.domain.events import card_stream
+    from ledger.errors import UnknownCard
+    from ledger.store.cards import replay
+    from ledger.store.summary_build import stream_bodies
+
+    bodies = stream_bodies(ledger.store, [card_stream(c) for c in ids])
+    out = []
+    for c in ids:
+        mine = bodies[card_stream(c)]
+        if not mine:
+            raise UnknownCard(c)
+        out.append(replay(c, mine))
+    return out
+
+
+def comparison_text(cmp: Comparison) -> str:
+    """The comparison for a terminal: cards lettered A, B, ...; per game, each level's baseline and each card's
+    actions and score; then the leaderboard."""
+    letters = [letter(i) for i in range(len(cmp.cards))]
+    lines = [calculator_note(cmp), "", "cards"] if cmp.calculator else ["cards"]
+    for mark, c in zip(letters, cmp.cards, strict=True):
+        tags = ", ".join(c.tags) if c.tags else "-"
+        state = "closed" if c.closed else "open"
+        lines.append(
+            f"  {mark:>2}  {c.card_id}  score {c.score:.2f}  levels {c.levels_completed}/{c.levels}  "
+            f"actions {c.actions}  {state}  tags {tags}"
+        )
+        if c.retracted:
+            lines.append(f"      {c.retracted} (not ranked)")
+    for g in cmp.games:
+        lines += ["", f"game {g.game_id}", _game_header(letters)]
+        for lv in range(g.levels):
+            lines.append(_level_line(g, lv, letters))
+        totals = [f"{_entry_total(e):>18}" for e in g.cards]
+        lines.append(f"  {'game':>5}  {'':>8}" + "".join(f"  {t}" for t in totals))
+    if cmp.games:
+        lines += ["", "(* level not completed; a game's columns show its best play, then its score and levels)"]
+    lines += ["", "leaderboard by tag"]
+    if not cmp.leaderboard:
+        lines.append("  no compared card has a tag")
+    for r in cmp.leaderboard:
+        lines.append(
+            f"  {r.rank:>2}. {r.tag}  mean {r.mean_score:.2f} over {r.cards} card(s), best {r.best_score:.2f} "
+            f"({r.best_card})"
+        )
+    return "\n".join(lines)
+
+
+def calculator_note(cmp: Comparison) -> str:
+    """Which calculator every score of the comparison uses, and which cards it re-scored."""
+    if not cmp.rescored:
+        return f"scores with the calculator of arc-agi {cmp.calculator}, every card's own"
+    marks = [letter(i) for i, c in enumerate(cmp.cards) if c.card_id in cmp.rescored]
+    return (
+        f"scores with the calculator of arc-agi {cmp.calculator}: card(s) {', '.join(marks)} played under another "
+        "release are re-scored with it (ledger compare --calculator VERSION picks another)"
+    )
+
+
+def letter(i: int) -> str:
+    """The column letter of the i-th compared card: A, B, ... Z, then A26, A27, ..."""
+    return chr(ord("A") + i) if i < 26 else f"A{i}"
+
+
+def _game_header(letters: Sequence[str]) -> str:
+    cols = "".join(f"  {mark + ' actions':>9} {'score':>7} " for mark in letters)
+    return f"  {'level':>5}  {'baseline':>8}{cols}"
+
+
+def _level_line(g: GameRow, lv: int, letters: Sequence[str]) -> str:
+    base = next((e.levels[lv].baseline for e in g.cards if e is not None and lv < len(e.levels)), None)
+    cells = []
+    for e in g.cards:
+        if e is None or lv >= len(e.levels):
+            cells.append(f"  {'-':>9} {'-':>7} ")
+            continue
+        cell = e.levels[lv]
+        done = "" if cell.completed else "*"
+        cells.append(f"  {cell.actions:>9} {cell.score:>7.2f}{done or ' '}")
+    return f"  {lv + 1:>5}  {('-' if base is None else base)!s:>8}" + "".join(cells)
+
+
+def _entry_total(e: CardGame | None) -> str:
+    if e is None:
+        return "not played"
+    return f"{e.score:.2f} ({e.levels_completed}/{e.level_count})"

@@ -1,0 +1,263 @@
+"""``ledger copy``: move every event, with its hash, from one ledger into another (SQLite <-> PostgreSQL).
+
+Events keep their stream, version, type, timestamp, bytes and hashes; only ``seq`` is new at the destination
+(the chain does not cover it), and copied events get their ``seq`` in the source's order. A copy is idempotent:
+each stream continues from the destination's head, so running it again copies only what is new, and a stream
+the destination holds with a different history stops the copy before anything is written. Two exceptions: a
+content-addressed baseline set both ledgers recorded on their own (same id, same entries, another ``ts``) is the
+same set, and a label both ledgers pointed at the same sets in the same order has the same history; in both cases
+the destination keeps its own events.
+
+A finished copy is remembered at the destination (:mod:`ledger.store.copy_marks`): the next copy from a source
+whose last event is still the one it ended on knows there is nothing to copy without reading any stream's head.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ledger.domain.events import BASELINES_STREAM, LABEL_STREAM, BaselinesRecorded, LabelSet, decode
+from ledger.errors import HistoryConflict, SameLedger
+from ledger.ledger import Ledger
+from ledger.store.backends import open_store
+from ledger.store.base import CopyBatch, Durability, LogStore, StoredEvent
+from ledger.store.copy_marks import read_mark, write_mark
+from ledger.store.read_ahead import Put, ReadAhead
+
+#: Rows per destination transaction. Each transaction costs a commit and a few round trips (fewer, larger batches
+#: copy faster), and holds the destination's append lock while it writes: live capture into the same ledger waits
+#: that long.
+BATCH = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class CopyPlan:
+    """What a copy will do: for each stream to copy, the destination's head version (copy what follows)."""
+
+    after_version: dict[str, int]
+    events: int
+    new_streams: int
+    extended_streams: int
+    current_streams: int
+    start_seq: int
+    until_seq: int
+    #: The hash of the source's event at ``until_seq`` (None: an empty source).
+    until_hash: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CopyReport:
+    """What a copy did."""
+
+    source: str
+    destination: str
+    events: int
+    new_streams: int
+    extended_streams: int
+    current_streams: int
+    seconds: float
+    #: Catching the destination's cards summary up to the copied events afterwards, in bulk (``summary_tail.py``).
+    summary_seconds: float = 0.0
+
+
+def open_source(path_or_url: str) -> LogStore:
+    """The ledger to copy from, opened read-only (not created, not migrated, never written)."""
+    return open_store(path_or_url, readonly=True)
+
+
+def open_destination(path_or_url: str, *, durability: Durability = "normal") -> LogStore:
+    """The ledger to copy into, created or upgraded to the latest schema (as :meth:`Ledger.open` opens it)."""
+    return Ledger.open(path_or_url, durability=durability).store
+
+
+def plan_copy(src: LogStore, dst: LogStore) -> CopyPlan:
+    """Compare every stream of ``src`` with ``dst``; raise :class:`HistoryConflict` if any stream diverges."""
+    if src.same_database(dst):
+        raise SameLedger(f"the source and the destination are the same ledger ({src.describe()})")
+    until = src.max_seq()  # events appended to the source while copying are left for the next copy
+    last = _hash_at_seq(src, until)
+    mark = read_mark(dst, src.describe())
+    if mark is not None and last is not None and mark[:2] == (until, last):
+        # The source's last event is the one the last finished copy ended on: it has nothing new.
+        return CopyPlan({}, 0, 0, 0, mark[2], until + 1, until, last)
+    current = _all_current(src, dst)
+    if current is not None:
+        return CopyPlan({}, 0, 0, 0, current, until + 1, until, last)
+    there = {s.stream: s for s in dst.streams()}
+    after: dict[str, int] = {}
+    events = new = extended = current = 0
+    start = until + 1
+    conflicts = []
+    for s in src.streams():
+        if s.first_seq > until:
+            continue
+        d = there.get(s.stream)
+        if d is None:
+            after[s.stream] = 0
+            events += s.count
+            new += 1
+            start = min(start, s.first_seq)
+            continue
+        if d.version >= s.version:
+            # Up to date, or the destination is ahead: fine if it holds the source's head at that version.
+            mine = d.head if d.version == s.version else _hash_at(dst, s.stream, s.version)
+            if mine == s.head or _same_baseline_set(src, dst, s.stream) or _same_label_history(src, dst, s.stream):
+                current += 1
+            else:
+                conflicts.append(_conflict(s.stream, s.version, mine, s.head))
+            continue
+        theirs = src.event_at(s.stream, d.version)
+        if theirs is None or theirs.hash != d.head:
+            conflicts.append(_conflict(s.stream, d.version, d.head, theirs.hash if theirs else None))
+            continue
+        after[s.stream] = d.version
+        events += s.version - d.version
+        extended += 1
+        start = min(start, theirs.seq + 1)
+    if conflicts:
+        shown = "; ".join(conflicts[:3]) + (f" (+{len(conflicts) - 3} more)" if len(conflicts) > 3 else "")
+        raise HistoryConflict(
+            f"{dst.describe()} already holds a different history for {len(conflicts)} stream"
+            f"{'s' if len(conflicts) != 1 else ''} of {src.describe()}: {shown}. Nothing was copied."
+        )
+    return CopyPlan(after, events, new, extended, current, start, until, last)
+
+
+def copy_ledger(
+    src: LogStore,
+    dst: LogStore,
+    *,
+    plan: CopyPlan | None = None,
+    progress: Callable[[int], None] | None = None,
+    batch: int = BATCH,
+) -> CopyReport:
+    """Copy every event of ``src`` that ``dst`` does not hold yet, with its hash; returns what was copied.
+
+    Idempotent: a second run copies only events added to ``src`` since. Each destination transaction holds up to
+    ``batch`` events and continues its streams exactly, so an interrupted copy leaves ``dst`` consistent and
+    the next run finishes it. ``progress(n)`` is called after each batch with the number of events written.
+    """
+    t0 = time.perf_counter()
+    plan = plan if plan is not None else plan_copy(src, dst)
+    copied = 0
+    if plan.events:
+        with _prepared_batches(src, dst, plan, batch) as batches:
+            for prepared in batches:
+                copied += dst.insert_copied(prepared)
+                if progress is not None:
+                    progress(len(prepared.rows))
+    seconds = time.perf_counter() - t0
+    if copied:
+        # The copy folds no summary per batch: it is caught up once, then the planner's statistics are taken.
+        dst.catch_up_summary()
+        dst.analyze()
+    if plan.until_hash is not None and _holds(src, dst, plan.until_seq, plan.until_hash):
+        # A mark names an event this ledger holds (``verify`` checks it): a source that ends on a baseline set or
+        # label the destination keeps in its own version is planned in full next time instead.
+        streams = plan.new_streams + plan.extended_streams + plan.current_streams
+        write_mark(dst, src.describe(), plan.until_seq, plan.until_hash, streams)
+    return CopyReport(
+        source=src.describe(),
+        destination=dst.describe(),
+        events=copied,
+        new_streams=plan.new_streams,
+        extended_streams=plan.extended_streams,
+        current_streams=plan.current_streams,
+        seconds=seconds,
+        summary_seconds=time.perf_counter() - t0 - seconds if copied else 0.0,
+    )
+
+
+def _prepared_batches(src: LogStore, dst: LogStore, plan: CopyPlan, batch: int) -> ReadAhead[CopyBatch]:
+    """The batches to copy, read from the source and prepared (hashes checked, rows encoded) in a second thread
+    while the destination writes the batch before: the source's reads and the destination's server then work at
+    the same time (both drivers let go of the GIL while they wait). Two batches at most wait prepared."""
+
+    def produce(put: Put[CopyBatch]) -> None:
+        buf: list[StoredEvent] = []
+        for row in src.scan(after_seq=plan.start_seq - 1, batch=max(batch, 10_000)):
+            if row.seq > plan.until_seq:
+                break
+            after = plan.after_version.get(row.stream)
+            if after is None or row.version <= after:
+                continue
+            buf.append(row)
+            if len(buf) >= batch:
+                if not put(dst.prepare_copied(buf)):
+                    return
+                buf = []
+        if buf:
+            put(dst.prepare_copied(buf))
+
+    return ReadAhead(produce, name="ledger-copy-read", ahead=2)
+
+
+def _all_current(src: LogStore, dst: LogStore) -> int | None:
+    """The number of the source's streams when the destination holds every one at the same head (nothing to copy),
+    else None. Reads only each stream's head on both sides, not the whole of every stream as the plan does."""
+    from ledger.store.summary_build import stream_heads
+
+    mine = stream_heads(src)
+    theirs = stream_heads(dst)
+    if all(theirs.get(stream) == head for stream, head in mine.items()):
+        return len(mine)
+    return None
+
+
+def _same_baseline_set(src: LogStore, dst: LogStore, stream: str) -> bool:
+    """Two machines that played the same games each recorded the same content-addressed baseline set, at
+    different times: the stream's one event differs only in ``ts``, and either copy is the same set."""
+    if not stream.startswith(BASELINES_STREAM):
+        return False
+    a, b = src.read_stream(stream), dst.read_stream(stream)
+    if len(a) != 1 or len(b) != 1:
+        return False
+    ea, eb = decode(a[0].body), decode(b[0].body)
+    return (
+        isinstance(ea, BaselinesRecorded)
+        and isinstance(eb, BaselinesRecorded)
+        and ea.set_id == eb.set_id == stream[len(BASELINES_STREAM) :]
+        and ea.entries == eb.entries
+    )
+
+
+def _same_label_history(src: LogStore, dst: LogStore, stream: str) -> bool:
+    """Two machines that each pointed a label at the same sets, in the same order, at different times: the
+    destination's history of that label already says everything the source's does."""
+    if not stream.startswith(LABEL_STREAM):
+        return False
+
+    def sets(store: LogStore) -> list[tuple[str, str]]:
+        evs = [decode(r.body) for r in store.read_stream(stream)]
+        return [(e.label, e.set_id) for e in evs if isinstance(e, LabelSet)]
+
+    mine, theirs = sets(dst), sets(src)
+    return len(theirs) > 0 and mine[: len(theirs)] == theirs
+
+
+def _hash_at_seq(store: LogStore, seq: int) -> str | None:
+    """The hash of the event at ``seq`` (the log's last), None for an empty log."""
+    if seq <= 0:
+        return None
+    ev = next(iter(store.scan(after_seq=seq - 1, batch=1)), None)
+    return ev.hash if ev is not None and ev.seq == seq else None
+
+
+def _holds(src: LogStore, dst: LogStore, seq: int, hash_: str) -> bool:
+    """Whether ``dst`` holds the source's event at ``seq`` (same stream, version and hash)."""
+    ev = next(iter(src.scan(after_seq=seq - 1, batch=1)), None)
+    return ev is not None and ev.seq == seq and _hash_at(dst, ev.stream, ev.version) == hash_
+
+
+def _hash_at(store: LogStore, stream: str, version: int) -> str | None:
+    ev = store.event_at(stream, version)
+    return ev.hash if ev else None
+
+
+def _conflict(stream: str, version: int, dst_hash: str | None, src_hash: str | None) -> str:
+    return (
+        f"{stream} at version {version} (destination {(dst_hash or 'nothing')[:12]}, "
+        f"source {(src_hash or 'nothing')[:12]})"
+    )

@@ -1,0 +1,139 @@
+"""``ledger check``: an evidence file verified from its bytes and a public key alone (no ledger, no database
+driver loaded); with a folder of game files, its plays re-simulated as ``ledger audit`` does."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ledger.app.signing import Verifier, cosigned
+from ledger.domain.signed_note import COSIGNATURE_V1, Checkpoint, NoteError, parse_checkpoint
+from ledger.rules import consistency_file as cf
+from ledger.rules.consistency_file import file_format
+from ledger.rules.evidence_file import EvidenceFailure, check, parse
+
+
+@dataclass(kw_only=True)
+class Outcome:
+    """A check's result: the first failure (None: everything held) and what it found, as fields."""
+
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True if every check held."""
+        return self.error is None
+
+    def to_json(self) -> dict[str, Any]:
+        """The outcome as a JSON object: ``ok``, then every field."""
+        return {"ok": self.ok, **asdict(self)}
+
+
+@dataclass(kw_only=True)
+class CheckReport(Outcome):
+    """What ``ledger check`` found: the file's own figures (its card, the checkpoint's size, the card's events in
+    it) even when a check fails; the score only when everything held."""
+
+    #: ``evidence`` (a card's evidence file) or ``consistency`` (two checkpoints and the proof between them).
+    kind: str = "evidence"
+    card: str = ""
+    checkpoint_size: int | None = None
+    #: A consistency file's older checkpoint's size (``checkpoint_size`` is the newer one's).
+    old_size: int | None = None
+    events: int | None = None
+    #: Whether the card was closed at the checkpoint (its last ``card_closed`` not followed by a ``card_reopened``);
+    #: None when the file's events were not read (a check failed before) or for a consistency file.
+    closed: bool | None = None
+    score: float | None = None
+    resimulated: bool = False
+    #: The re-simulation's status as ``ledger audit`` gives it (PASS, FAIL, SKIP, UNKNOWN), None when not asked.
+    resimulation: str | None = None
+    resimulation_message: str | None = None
+    #: With witnesses given: the names of those whose cosignature of the checkpoint verifies, and the quorum.
+    cosigned_by: list[str] | None = None
+    quorum: int | None = None
+
+
+def check_evidence(
+    raw: bytes,
+    verifier: Verifier,
+    environments_dir: str | os.PathLike[str] | None = None,
+    witnesses: Sequence[Verifier] = (),
+    quorum: int | None = None,
+) -> CheckReport:
+    """Check an evidence file (or a consistency file) with nothing but its bytes, the public key, (optionally) the
+    game files, and (optionally) witnesses' keys: then at least ``quorum`` of them (default all) must have cosigned
+    the checkpoint (a consistency file's newer one)."""
+    rep = CheckReport()
+    if file_format(raw) == cf.FORMAT:
+        rep.kind = "consistency"
+        try:
+            old, new = cf.check(cf.parse(raw), verifier)
+        except EvidenceFailure as e:
+            rep.error = str(e)
+            return rep
+        rep.old_size, rep.checkpoint_size = old.size, new.size
+        _quorum(rep, new, witnesses, quorum)
+        return rep
+    try:
+        ev = parse(raw)
+        rep.card = ev.card
+        rep.events = len(ev.streams[0].events) if ev.streams else 0
+        with contextlib.suppress(NoteError):
+            rep.checkpoint_size = parse_checkpoint(ev.checkpoint).size
+        done = check(ev, verifier)
+    except EvidenceFailure as e:
+        rep.error = str(e)
+        return rep
+    rep.checkpoint_size = done.checkpoint.size
+    rep.events = len(done.events)
+    rep.closed = done.card.closed
+    if _quorum(rep, done.checkpoint, witnesses, quorum):
+        return rep
+    rep.score = json.loads(ev.scorecard).get("score")
+    if environments_dir is not None:
+        from ledger.app.audit import check_resimulation
+
+        resim = check_resimulation(done.events, environments_dir)
+        rep.resimulation, rep.resimulation_message = resim.status, resim.message
+        rep.resimulated = resim.status in ("PASS", "WARN")
+        if resim.status == "FAIL":
+            rep.error = f"re-simulation: {resim.message}"
+    return rep
+
+
+def _quorum(rep: CheckReport, cp: Checkpoint, witnesses: Sequence[Verifier], quorum: int | None) -> bool:
+    """With witnesses given, record who cosigned ``cp`` and fail ``rep`` below the quorum; True if it failed."""
+    if not witnesses:
+        return False
+    witnesses = distinct_witnesses(witnesses)
+    need = len(witnesses) if quorum is None else quorum
+    rep.quorum = need
+    rep.cosigned_by = [w.name for w in witnesses if cosigned(w, cp) is not None]
+    if len(rep.cosigned_by) >= need:
+        return False
+    missing = ", ".join(w.name for w in witnesses if w.name not in rep.cosigned_by)
+    rep.error = (
+        f"the checkpoint is cosigned by {len(rep.cosigned_by)} of the {len(witnesses)} witnesses given, fewer than "
+        f"the quorum of {need}: no valid cosignature by {missing}"
+    )
+    return True
+
+
+def distinct_witnesses(witnesses: Sequence[Verifier]) -> list[Verifier]:
+    """The witnesses with each key once, the first given kept: one private key can cosign under any name (the
+    cosigned message holds no name), so two files or two names of one public key are one witness."""
+    seen: dict[bytes, Verifier] = {}
+    for w in witnesses:
+        seen.setdefault(key_hash(w), w)
+    return list(seen.values())
+
+
+def key_hash(witness: Verifier) -> bytes:
+    """What tells witnesses apart: SHA-256(0x04 || public key)."""
+    return hashlib.sha256(bytes([COSIGNATURE_V1]) + witness.public).digest()

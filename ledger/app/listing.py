@@ -1,0 +1,179 @@
+"""What ``ledger cards`` lists: every card's summary, shown as the toolkit would show it now, filtered and sorted.
+
+A card left open by an agent that died is shown closed the way the toolkit would have closed it (``idle`` after
+STALE_MINUTES without an event, ``max_open`` after MAX_OPEN_FOR_MINUTES), at that moment; nothing is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+import msgspec
+
+from ledger.domain.events import CardOpened, card_stream, decode
+from ledger.domain.projection import CardState
+from ledger.ledger import Ledger
+from ledger.rules.timeline import limits
+from ledger.rules.timeline import shown_close as timeline_close
+from ledger.store.summary import CardSummary, SummaryRow, micros
+from ledger.store.summary_build import count_page, read_page
+from ledger.store.summary_sql import PageQuery
+
+SortKey = Literal["opened", "closed", "score", "actions", "events", "id"]
+SORT_KEYS: tuple[str, ...] = ("opened", "closed", "score", "actions", "events", "id")
+
+
+@dataclass(frozen=True, slots=True)
+class CardFilter:
+    """``ledger cards`` options: every field None/False means "no filter"."""
+
+    tags: tuple[str, ...] = ()
+    games: tuple[str, ...] = ()
+    state: Literal["open", "closed"] | None = None
+    since: datetime | None = None
+    limit: int | None = None
+    sort: SortKey = "opened"
+    reverse: bool = False
+    #: The card id the list starts after (the next page: the last card id of the page before).
+    after: str | None = None
+    #: Retracted cards are left out unless asked for.
+    include_retracted: bool = False
+
+
+def shown_close(
+    card: CardState, now: datetime | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[datetime, str, bool] | None:
+    """(closed at, reason, lapsed) as every read command shows the card: its own close, or the toolkit's
+    auto-close (``lapsed`` True) when it has passed by ``now``; None while the card is open."""
+    return timeline_close(card, now or datetime.now(UTC), os.environ if environ is None else environ)
+
+
+def as_shown(card: CardState, now: datetime | None = None, environ: Mapping[str, str] | None = None) -> CardState:
+    """A copy of ``card`` with the toolkit's auto-close applied when it has passed (the card itself is untouched)."""
+    shown = shown_close(card, now, environ)
+    if shown is None or not shown[2]:
+        return card
+    return dataclasses.replace(card, closed_at=shown[0], close_reason=shown[1])
+
+
+def page_of(f: CardFilter, now: datetime, stale: int, max_open: int) -> PageQuery:
+    """The summary query of a ``ledger cards`` filter: the same page for the CLI, the viewer and the bundle."""
+    minute = 60_000_000
+    return PageQuery(
+        tags=f.tags,
+        games=f.games,
+        state=f.state,
+        since_key=micros(f.since) if f.since is not None else None,
+        sort=f.sort,
+        descending=f.reverse,
+        limit=f.limit,
+        after=f.after,
+        include_retracted=f.include_retracted,
+        now_key=micros(now),
+        stale_us=stale * minute,
+        max_open_us=max_open * minute,
+    )
+
+
+def shown_rows(
+    ledger: Ledger,
+    f: CardFilter | None = None,
+    *,
+    now: datetime | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> list[tuple[SummaryRow, CardSummary]]:
+    """The summary rows of the page ``f`` asks for, each with its line as ``ledger cards`` shows it (the lapsed
+    rule applied): the one query the CLI, the viewer and the bundle share."""
+    f = f or CardFilter()
+    if f.after is not None:
+        f = dataclasses.replace(f, after=resolve_after(ledger, f.after))
+    moment = now or datetime.now(UTC)
+    lapse_after = limits(os.environ if environ is None else environ)
+    rows = read_page(ledger.store, page_of(f, moment, *lapse_after))
+    return [
+        (r, dataclasses.replace(CardSummary.of(r, moment, lapse_after, _baselines_known(ledger, r)), competition=c))
+        for r, c in ((r, is_competition(ledger, r.card_id)) for r in rows)
+    ]
+
+
+def resolve_after(ledger: Ledger, ref: str) -> str:
+    """The card id an ``--after`` names: the id or a unique prefix, as everywhere a card id is taken.
+
+    Raises :class:`InputError` (exit 2) naming ``ref`` when no card or several start with it: a paging script
+    must not take an unknown card for the end of the list."""
+    from ledger.errors import InputError, UnknownCard
+
+    try:
+        return ledger.resolve_card(ref)  # AmbiguousCard is an InputError that lists the candidates
+    except UnknownCard:
+        raise InputError(f"--after {ref!r}: no card has this id or starts with it") from None
+
+
+def count_cards(ledger: Ledger, f: CardFilter, *, now: datetime | None = None) -> int:
+    """How many cards match ``f``'s filters in the whole ledger (its sort, ``after`` and ``limit`` aside)."""
+    moment = now or datetime.now(UTC)
+    return count_page(ledger.store, page_of(dataclasses.replace(f, after=None), moment, *limits(os.environ)))
+
+
+def list_cards(
+    ledger: Ledger,
+    f: CardFilter | None = None,
+    *,
+    now: datetime | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> list[CardSummary]:
+    """The cards matching ``f``, sorted by ``f.sort`` (default: when opened, oldest first), at most ``f.limit``,
+    starting after card ``f.after``: one query on the cards summary, whatever the ledger holds."""
+    return [shown for _, shown in shown_rows(ledger, f, now=now, environ=environ)]
+
+
+def rescored_with(
+    ledger: Ledger, rows: list[CardSummary], calculator: str, *, by_score: bool, descending: bool
+) -> list[CardSummary]:
+    """``rows`` with each card's score under the calculator of arc-agi ``calculator`` (each card read again), in
+    the same order, or by that score when the list is sorted by score (then when opened, as the summary sorts)."""
+    from ledger.domain import calculators
+
+    calc = calculators.get(calculator)
+    out = [dataclasses.replace(r, score=ledger.document(r.card_id, calculator=calc).score) for r in rows]
+    if by_score:
+        out.sort(key=lambda r: (r.opened or "", r.card_id))
+        out.sort(key=lambda r: r.score, reverse=descending)
+    return out
+
+
+def mixed_calculators(ledger: Ledger, card_ids: list[str]) -> str | None:
+    """``arc-agi 0.9.1 (linear): 2 cards, 0.9.9 (capped): 3 cards`` when the cards' own calculators score differently
+    (one query per 500 cards, from the summary's keys), else None."""
+    from ledger.app.card_read import own_calculators
+
+    own = own_calculators(ledger, card_ids)
+    if len({c.arithmetic for c in own.values()}) < 2:
+        return None
+    counts: dict[str, int] = {}
+    for c in sorted(own.values(), key=lambda c: c.version):
+        key = f"{c.version} ({c.arithmetic})"
+        counts[key] = counts.get(key, 0) + 1
+    return "arc-agi " + ", ".join(f"{k}: {n} card(s)" for k, n in counts.items())
+
+
+def is_competition(ledger: Ledger, card_id: str) -> bool:
+    """Whether the card was opened in competition mode: its first event says so (the summary holds no mode)."""
+    first = ledger.store.event_at(card_stream(card_id), 1)
+    if first is None:
+        return False
+    try:
+        opened = decode(first.body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    return isinstance(opened, CardOpened) and opened.competition_mode is True
+
+
+def _baselines_known(ledger: Ledger, row: SummaryRow) -> bool:
+    # Only the page's open cards are loaded to tell: a closed card's baselines are known from its close.
+    return row.closed is not None or ledger.baselines_known(ledger.load_card(row.card_id))

@@ -1,0 +1,54 @@
+"""Re-scoring cards of a ledger (:func:`rescore_cards`); one card under chosen baselines and calculator is
+:func:`ledger.app.card_read.read_card`.
+
+The scoring and the comparison are pure (:mod:`ledger.rules.rescoring`); this module reads the cards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
+
+from ledger.domain.calculators import Calculator
+from ledger.domain.events import BaselineEntry
+from ledger.rules.rescoring import CardRescore, Match, rescore_card
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+
+
+def rescore_cards(
+    ledger: Ledger,
+    card_ids: Iterable[str],
+    new_entries: Mapping[str, BaselineEntry] | None,
+    *,
+    match: Match = "exact",
+    all_environments: bool = False,
+    chunk: int = 256,
+    calculator: Calculator | None = None,
+    allow_broken: bool = False,
+    on_broken: Callable[[str, str], None] | None = None,
+) -> Iterator[CardRescore]:
+    """:func:`rescore_card` for each card of the ledger, in the order given (a read: nothing is written), under
+    ``new_entries`` (None: each card's own set) and ``calculator`` (None: each card's own).
+
+    Cards are loaded ``chunk`` at a time with ``Ledger.load_cards`` (one query for their cached projections),
+    so memory stays bounded however many cards there are. A card whose chain is not whole raises
+    :class:`~ledger.store.cards.BrokenChain`; with ``allow_broken`` it is re-scored as far as the log holds it,
+    and ``on_broken(card_id, why)`` is told.
+    """
+    ids = list(card_ids)
+    for i in range(0, len(ids), chunk):
+        loaded = ledger.repository.read_many(ids[i : i + chunk], allow_broken=allow_broken)
+        for cid in ids[i : i + chunk]:
+            card, broken = loaded[cid].state, loaded[cid].broken
+            if broken is not None and on_broken is not None:
+                on_broken(cid, broken)
+            yield rescore_card(
+                card,
+                ledger.card_baselines(card),
+                new_entries if new_entries is not None else ledger.card_baselines(card),
+                match=match,
+                all_environments=all_environments,
+                calculator=calculator,
+            )

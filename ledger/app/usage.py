@@ -1,0 +1,152 @@
+"""The usage and cost kept with a card (``RunUsage`` events, and the token counts a REST harness sends in its
+actions' reasoning), as ``replay``, ``cards``, ``compare`` and the viewer show them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+import msgspec
+
+from ledger.domain.events import RunUsage, card_stream, decode
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+
+
+def usage_lines(usages: list[RunUsage]) -> list[str]:
+    """How ``replay`` shows a card's run usage: the run, its totals, the cost per level where the steps give it."""
+    out = []
+    for u in usages:
+        head = f"run {u.run_id or u.folder}" + (f", model {u.model}" if u.model else "")
+        figures = []
+        if u.total_tokens is not None:
+            figures.append(f"{u.total_tokens} tokens")
+        if u.cost is not None:
+            figures.append(_cost(u.cost, f"${u.cost!r}"))
+        parts = [
+            f"{n} {what}"
+            for n, what in (
+                (u.input_tokens, "input"),
+                (u.output_tokens, "output"),
+                (u.cached_tokens, "cached"),
+                (u.reasoning_tokens, "reasoning"),
+                (u.cache_write_tokens, "cache-write"),
+            )
+            if n is not None
+        ]
+        parts += [f"{k} {json.dumps(v)}" for k, v in (u.usage_other or {}).items()]
+        out.append(head + (": " + ", ".join(figures) if figures else "") + (f" ({', '.join(parts)})" if parts else ""))
+        for lv in u.levels:
+            cost = _cost(lv.cost, f"${lv.cost:.4f}") if lv.cost is not None else "cost not given"
+            tokens = f", {lv.tokens} tokens" if lv.tokens is not None else ""
+            out.append(f"  level {lv.levels_completed + 1}: {lv.steps} step(s), {cost}{tokens}")
+    return out
+
+
+def _cost(cost: float, shown: str) -> str:
+    # A run that reports 0 (no price configured for its model) did not run for free: say what the file says.
+    return f"cost reported as {cost!r}" if cost == 0 else shown
+
+
+def card_usage(ledger: Ledger, card_id: str) -> list[RunUsage]:
+    """The run usage kept with a card (empty for a card no file gave usage to), a run given by several snapshots
+    as its latest (:func:`current`)."""
+    bodies, _, _ = ledger.store.read_bodies(card_stream(card_id))
+    return current(_usage_events(bodies))
+
+
+def _usage_events(bodies: Iterable[bytes]) -> list[RunUsage]:
+    # Only these few events are decoded: a long card's actions are skipped by their leading tag.
+    return [cast(RunUsage, decode(b)) for b in bodies if bytes(b).startswith(b'{"type":"run_usage"')]
+
+
+def _snapshot_key(u: RunUsage) -> tuple[str, str] | None:
+    # A reader's files of one run each give its running total (run_id set, folder "<reader>:<file>"): the latest
+    # stands for the run. A run folder's usage (its folder's name, no reader) is a whole of its own.
+    if u.run_id is None or ":" not in u.folder:
+        return None
+    return u.folder.split(":", 1)[0], u.run_id
+
+
+def current(usages: Sequence[RunUsage]) -> list[RunUsage]:
+    """``usages`` without the snapshots a later one of the same run replaced (the events keep them all)."""
+    last = {k: i for i, u in enumerate(usages) if (k := _snapshot_key(u)) is not None}
+    return [u for i, u in enumerate(usages) if (k := _snapshot_key(u)) is None or last[k] == i]
+
+
+def same_run(usages: Sequence[RunUsage], usage: RunUsage) -> RunUsage | None:
+    """The snapshot of ``usage``'s run among ``usages`` (None: the card holds none of it)."""
+    key = _snapshot_key(usage)
+    return next((u for u in reversed(usages) if key is not None and _snapshot_key(u) == key), None)
+
+
+class _Said(msgspec.Struct):
+    game_id: str = ""
+    reasoning: Any = None
+
+
+_said = msgspec.json.Decoder(_Said)
+
+
+def reasoning_tokens(bodies: Iterable[bytes]) -> int | None:
+    """The tokens a REST harness says it has used in the reasoning it sent with each action (joinplank's
+    arc-agi-3-benchmarking: ``"tokens:": [prompt, completion]``, the run's running total): per game its last
+    action's, added up over the games. None when no action says any.
+
+    Read from the card's actions whenever it is shown, not recorded as a usage event at close: that harness leaves
+    every card it did not win open, so a close may never come; the counts are on the hash chain already (each
+    action's reasoning), so a second copy of them could only disagree; and cards captured before this existed show
+    theirs too.
+    """
+    last: dict[str, int] = {}
+    for b in bodies:
+        raw = bytes(b)
+        if not raw.startswith(b'{"type":"action_taken"') or b'"tokens:"' not in raw:
+            continue
+        said = _said.decode(raw)
+        t = said.reasoning.get("tokens:") if isinstance(said.reasoning, dict) else None
+        if isinstance(t, list) and len(t) == 2 and all(type(n) is int and n >= 0 for n in t):
+            last[said.game_id] = t[0] + t[1]
+    return sum(last.values()) if last else None
+
+
+def usage_totals(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, tuple[int | None, float | None]]:
+    """card id -> (tokens, cost) of the runs' usage kept with it, else the tokens its actions' reasoning says
+    (:func:`reasoning_tokens`, no cost); (None, None) for a card with neither, and a figure none of its runs gives
+    is None. One read of each card's events."""
+    out: dict[str, tuple[int | None, float | None]] = {}
+    for cid in card_ids:
+        bodies, _, _ = ledger.store.read_bodies(card_stream(cid))
+        usages = current(_usage_events(bodies))
+        if not usages:
+            out[cid] = (reasoning_tokens(bodies), None)
+            continue
+        tokens = [u.total_tokens for u in usages if u.total_tokens is not None]
+        costs = [u.cost for u in usages if u.cost is not None]
+        out[cid] = (sum(tokens) if tokens else None, sum(costs) if costs else None)
+    return out
+
+
+def usage_costs(ledger: Ledger, card_ids: Sequence[str], chunk: int = 500) -> dict[str, float]:
+    """card id -> the cost its runs' usage gives, for the cards of ``card_ids`` whose usage gives one: only their
+    usage events are read, a query per ``chunk`` cards."""
+    from ledger.store.summary_build import query
+
+    found: dict[str, list[RunUsage]] = {}
+    streams = [card_stream(c) for c in card_ids]
+    for i in range(0, len(streams), chunk):
+        part = streams[i : i + chunk]
+        sql = (
+            f"SELECT stream, body FROM events WHERE type = 'run_usage' AND stream IN ({', '.join('?' * len(part))}) "
+            "ORDER BY stream, version"
+        )
+        for stream, body in query(ledger.store, sql, part):
+            found.setdefault(stream, []).append(cast(RunUsage, decode(bytes(body))))
+    out: dict[str, float] = {}
+    for cid, stream in zip(card_ids, streams, strict=True):
+        costs = [u.cost for u in current(found.get(stream, [])) if u.cost is not None]
+        if costs:
+            out[cid] = sum(costs)
+    return out

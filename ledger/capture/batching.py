@@ -1,0 +1,97 @@
+"""Group commit for live capture under ``durability="batched"`` (an explicit opt-in for very fast agents).
+
+Under the default durability each step's events are committed before the toolkit call returns. Batched, a step
+only queues them: a background thread commits everything queued every :data:`BATCH_MS` milliseconds, or as soon
+as :data:`BATCH_EVENTS` events wait, one transaction per card. The loss window: a process killed (or a machine
+failing) loses up to BATCH_MS ms of steps (at most BATCH_EVENTS events); closing a card, ``detach()``, closing the
+ledger and a normal interpreter exit commit what is queued first. A failed commit is raised (``CaptureError``) by
+the next step, and the card's projection is rebuilt from what the log holds.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ledger.domain.events import AnyEvent
+from ledger.errors import StoreError
+
+if TYPE_CHECKING:
+    from ledger.capture.port import LedgerPort
+
+#: The loss window of ``durability="batched"``: at most this many milliseconds of steps...
+BATCH_MS = 50
+#: ...and at most this many events.
+BATCH_EVENTS = 1000
+
+
+class Batcher:
+    """Queues cards' events and commits them from a background thread (see the module's docstring)."""
+
+    def __init__(self, ledger: LedgerPort, *, window_ms: int = BATCH_MS, max_events: int = BATCH_EVENTS) -> None:
+        self.ledger = ledger
+        self.window = window_ms / 1000
+        self.max_events = max_events
+        #: The first commit that failed, for the next step to raise (then cleared).
+        self.error: StoreError | None = None
+        # card id -> (the version the queued events follow, the events, the capture's live card)
+        self._pending: dict[str, tuple[int, list[AnyEvent], Any]] = {}
+        self._queued = 0
+        self._lock = threading.Lock()
+        self._flushing = threading.Lock()  # one flush at a time, so a card's batches are committed in order
+        self._wake = threading.Event()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="ledger-batched-commit", daemon=True)
+        self._thread.start()
+        atexit.register(self.close)
+
+    def add(self, card_id: str, version: int, events: Sequence[AnyEvent], live: Any) -> None:
+        """Queue ``events`` of ``card_id``, which follow its ``version``."""
+        with self._lock:
+            held = self._pending.get(card_id)
+            # A card rebuilt from the log after a failed commit starts a new batch (the old one cannot commit).
+            if held is None or held[0] + len(held[1]) != version:
+                self._pending[card_id] = (version, list(events), live)
+            else:
+                held[1].extend(events)
+            self._queued += len(events)
+            if self._queued >= self.max_events:
+                self._wake.set()
+
+    def flush(self) -> None:
+        """Commit everything queued now (one transaction per card)."""
+        with self._flushing:
+            with self._lock:
+                pending, self._pending, self._queued = self._pending, {}, 0
+            for card_id, (version, events, live) in pending.items():
+                try:
+                    self.ledger.append_card(card_id, events, version)
+                except StoreError as e:
+                    live.stale = True  # the next step rebuilds the projection from the log
+                    if self.error is None:
+                        self.error = e
+
+    def take_error(self) -> StoreError | None:
+        """The failed commit to report (once), if any."""
+        err, self.error = self.error, None
+        return err
+
+    def _run(self) -> None:
+        while not self._stop:
+            self._wake.wait(self.window)
+            self._wake.clear()
+            with contextlib.suppress(Exception):  # a failure is kept in self.error by flush
+                self.flush()
+
+    def close(self) -> None:
+        """Commit what is queued and stop the thread (idempotent)."""
+        self._stop = True
+        self._wake.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+        with contextlib.suppress(Exception):
+            self.flush()
+        atexit.unregister(self.close)

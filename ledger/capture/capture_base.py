@@ -1,0 +1,242 @@
+"""What both live captures share: attaching (toolkit check, patches), opening a card, appending with recovery,
+reporting a failed write to the agent, detaching.
+
+:class:`~ledger.capture.capture.Capture` watches the toolkit's own scorecards (OFFLINE/NORMAL) and
+:class:`~ledger.capture.remote.RemoteCapture` the server's answers (ONLINE/COMPETITION); they differ only in where
+the facts come from. Failing closed is the same for both: a write that fails is kept for the calling thread and
+raised (:class:`CaptureError`) after the toolkit's own call returned, so the agent is never told a step happened
+as if recorded; the card's projection, which ran ahead of the log, is rebuilt from what the log holds (or, if the
+database cannot be read either, rebuilt before the card's next fact), and a card whose opening could not be
+written makes every later fact of it fail the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ledger.domain.events import AnyEvent, BaselineEntry, CaptureContext, CardOpened
+from ledger.domain.projection import CardState, apply, new_card
+from ledger.errors import CaptureError, StoreError, VersionConflict
+from ledger.toolkit import arc_adapter as arc
+
+if TYPE_CHECKING:
+    from ledger.capture.port import LedgerPort
+
+log = logging.getLogger(__name__)
+
+_MISSING = object()
+
+
+@dataclass
+class LiveCard:
+    """A captured card: its projection (always what the log holds, plus what is being appended) and version."""
+
+    state: CardState
+    version: int
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: The version the card's last cached projection covers (the facade's snapshot policy).
+    snapshot_version: int = 0
+    #: The projection could not be rebuilt after a failed append (the database was unreachable): rebuild it first.
+    stale: bool = False
+    #: RemoteCapture: the server's per-guid game state (:class:`ledger.rules.server_rules.ServerModel`).
+    model: Any = None
+
+
+class CaptureBase:
+    """The hooks of one attached Arcade. ``detach()`` restores the toolkit's own methods."""
+
+    #: What the agent is told was not recorded ("step", "call").
+    unit = "step"
+
+    def __init__(
+        self,
+        ledger: LedgerPort,
+        arcade: Any,
+        *,
+        record_reasoning: bool = False,
+        context: CaptureContext | None = None,
+        on_open: Callable[[str], None] | None = None,
+        on_aside: Callable[[str, str], None] | None = None,
+        raise_errors: bool = True,
+    ) -> None:
+        arc.check_toolkit(arcade)
+        #: The release every card this capture opens is scored with (its calculator, ``CardOpened.calculator``).
+        self.calculator = arc.installed_version()
+        self.ledger = ledger
+        self.arcade = arcade
+        self.record_reasoning = record_reasoning
+        #: Recorded after each CardOpened (``ledger serve``/``record``); ``on_open`` is told each card id.
+        self.context = context
+        self.on_open = on_open
+        #: Told (card id, who captures it) when this capture stands aside for a card another capture opened first.
+        self.on_aside = on_aside
+        #: False (``ledger serve``): a failed write is logged, and the toolkit's answers stay exactly the same.
+        self.raise_errors = raise_errors
+        self._cards: dict[str, LiveCard] = {}
+        self._cards_lock = threading.Lock()
+        self._tls = threading.local()
+        # Cards whose CardOpened could not be written: their later facts must not go unrecorded without a word.
+        self._unopened: set[str] = set()
+        self._saved: list[tuple[Any, str, Any]] = []
+        self._setup()
+        self._install()
+
+    def _setup(self) -> None:
+        """The subclass's own state, once the toolkit passed the check (before any patch)."""
+
+    def _install(self) -> None:
+        raise NotImplementedError
+
+    def _patch(self, obj: Any, name: str, replacement: Any) -> None:
+        self._saved.append((obj, name, obj.__dict__.get(name, _MISSING)))
+        setattr(obj, name, replacement)
+
+    def detach(self) -> None:
+        """Put the toolkit's methods back (wrappers already made keep raising capture errors)."""
+        for obj, name, old in reversed(self._saved):
+            if old is _MISSING:
+                obj.__dict__.pop(name, None)
+            else:
+                setattr(obj, name, old)
+        self._saved.clear()
+
+    # -- failing closed -------------------------------------------------------------------------------------------
+
+    def _fail(self, err: Exception) -> None:
+        log.error("ledger capture failed: %s", err)
+        self._tls.error = err
+
+    def _raise_pending(self) -> None:
+        err = getattr(self._tls, "error", None)
+        if err is not None:
+            self._tls.error = None
+            if self.raise_errors:
+                raise CaptureError(f"the ledger did not record this {self.unit}: {err}") from err
+
+    def _unrecorded(self, card_id: str | None) -> None:
+        """A fact of a card the capture does not hold: an error if the card's opening failed to be written."""
+        if card_id in self._unopened:
+            self._fail(StoreError(f"card {card_id} is not in the ledger: recording its opening failed"))
+
+    # -- writing ----------------------------------------------------------------------------------------------------
+
+    def _open_card(
+        self,
+        card_id: str,
+        now: datetime,
+        entries: Sequence[BaselineEntry],
+        fields: dict[str, Any],
+        extra: Sequence[AnyEvent] = (),
+    ) -> LiveCard | None:
+        """Write the card's opening (its baseline set, CardOpened with ``fields``, ``extra``, the capture context)."""
+        try:
+            set_id = self.ledger.record_baselines(entries, ts=now)
+            opened = CardOpened(
+                ts=now,
+                card_id=card_id,
+                baselines_id=set_id,
+                calculator=self.calculator,
+                calculator_source="capture" if self.calculator else None,
+                **fields,
+            )
+            events: list[AnyEvent] = [opened, *extra]
+            if self.context is not None:
+                events.append(msgspec.structs.replace(self.context, ts=now))
+            state = new_card(card_id)
+            for e in events:
+                apply(state, e)
+            self.ledger.append_card(card_id, events, 0)
+        except VersionConflict as e:
+            holder = self._captured_elsewhere(card_id)
+            if holder is None:
+                self._unopened.add(card_id)
+                self._fail(e)
+            else:
+                self._stand_aside(card_id, holder)
+            return None
+        except StoreError as e:
+            self._unopened.add(card_id)
+            self._fail(e)
+            return None
+        live = LiveCard(state=state, version=len(events))
+        with self._cards_lock:
+            self._cards[card_id] = live
+        if self.on_open is not None:
+            self.on_open(card_id)
+        return live
+
+    def _captured_elsewhere(self, card_id: str) -> str | None:
+        """Who holds the card when its stream was there first: another capture on the same ledger (a harness under
+        ``ledger record`` talking to a ``ledger serve`` on one ledger: the server opened the card before answering).
+        None when the card is not a card the log holds."""
+        try:
+            held = self.ledger.load_card(card_id)
+        except (StoreError, LookupError):
+            return None
+        if held.opened_at is None:
+            return None
+        return f"`ledger {held.captured_via}`" if held.captured_via else "another capture"
+
+    def _stand_aside(self, card_id: str, holder: str) -> None:
+        """Leave the card to the capture that opened it: one card, captured once (this capture's facts of it pass
+        through unrecorded, and are not failures)."""
+        log.warning(
+            "ledger: card %s is already being captured into this ledger by %s (it opened it first): this capture "
+            "stands aside, and the card is recorded once, there",
+            card_id,
+            holder,
+        )
+        if self.on_aside is not None:
+            self.on_aside(card_id, holder)
+
+    def _fresh(self, card_id: str, live: LiveCard) -> bool:
+        """True when the card's projection is what the log holds (rebuilding it first if a failure left it stale)."""
+        if live.stale:
+            err = self._resync(card_id, live)
+            if err is not None:
+                self._fail(err)
+                return False
+        return True
+
+    def _append(self, card_id: str, live: LiveCard, events: Sequence[AnyEvent], *, fold: bool) -> bool:
+        """Append ``events`` (already folded into the projection unless ``fold``); True when they were written.
+
+        A failure is reported to the agent and the projection, which ran ahead of the log, rebuilt from it.
+        """
+        if not events:
+            return True
+        if fold:
+            for e in events:
+                apply(live.state, e)
+        try:
+            # A long card is cached as it grows (the facade's snapshot policy): its export never replays it all.
+            wrote = self.ledger.append_card(
+                card_id, events, live.version, state=live.state, cached_version=live.snapshot_version
+            )
+        except StoreError as e:
+            self._resync(card_id, live)
+            self._fail(e)
+            return False
+        live.version += len(events)
+        if wrote.cached:
+            live.snapshot_version = live.version
+        return True
+
+    def _resync(self, card_id: str, live: LiveCard) -> StoreError | None:
+        """Rebuild the card's projection from the log; if the log cannot be read now (a server restarting),
+        mark it stale: the next fact rebuilds it first, so capture resumes by itself once the database is back."""
+        try:
+            live.state = self.ledger.load_card(card_id)
+        except StoreError as e:
+            live.stale = True
+            return e
+        live.version = live.state.events
+        live.stale = False
+        return None

@@ -1,0 +1,278 @@
+"""``ledger record``: run a command with every ``arc_agi.Arcade`` it creates attached to the ledger, unchanged.
+
+The command gets, for itself and the Python processes it starts, a PYTHONPATH whose first entry is the ``site``
+folder next to this file: its ``sitecustomize`` wraps ``Arcade.__init__`` when ``arc_agi`` is imported (see
+``site/sitecustomize.py``), and :mod:`ledger.capture.record_hook.child` attaches the ledger. Nothing is installed;
+the environment of the ``ledger`` process itself is not changed. Each process notes in a file of a private
+temporary folder, one JSON line each, the cards it opened and the Arcades it could not record, so the recorder
+can say what it captured and what it did not.
+
+The command runs in a process group of its own: SIGINT, SIGTERM and SIGHUP sent to the recorder (alone, or with
+its terminal's foreground group) reach the whole command once, and the recorder waits for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+ENV_DB = "LEDGER_RECORD_DB"
+ENV_TAGS = "LEDGER_RECORD_TAGS"
+ENV_CARDS = "LEDGER_RECORD_CARDS"
+ENV_PATH = "LEDGER_RECORD_PATH"
+
+SITE_DIR = Path(__file__).resolve().parent / "site"
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass(frozen=True, slots=True)
+class Uncaptured:
+    """An Arcade the command created that the ledger could not record (the process and why)."""
+
+    pid: int
+    python: str
+    version: str
+    reason: str
+
+    def describe(self) -> str:
+        """One line naming the Arcade's process, its interpreter and the cause."""
+        return (
+            f"an Arcade of process {self.pid} (Python {self.version} at {self.python}) was NOT recorded: {self.reason}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """How the command ended, the cards it opened (in order, once each) and what it did not let be recorded."""
+
+    returncode: int
+    card_ids: list[str]
+    uncaptured: list[Uncaptured] = field(default_factory=list)
+    #: The command's last error line on stderr or stdout (:func:`last_error_of`).
+    last_error: str | None = None
+    #: The signals the recorder passed on to the command, in order.
+    signals: list[str] = field(default_factory=list)
+    #: Capture failures logged in the command ("process N: message"), whether or not the command went on.
+    failures: list[str] = field(default_factory=list)
+    #: (card id, who captures it): cards this run's capture left to another capture of the same ledger.
+    aside: list[tuple[str, str]] = field(default_factory=list)
+    #: The first request a process of the command sent to the ARC API over HTTP itself ("POST host:port/path").
+    http: str | None = None
+
+
+def ledger_paths() -> list[str]:
+    """Where this process imports the ledger and its dependencies from (appended to the command's path)."""
+    pkg_parent = str(Path(__file__).resolve().parents[3])  # the folder holding the ledger package
+    out = [pkg_parent]
+    out += [p for p in sys.path if p and os.path.isdir(p) and p not in out and "site-packages" in p]
+    return out
+
+
+def child_env(db: str, tags: Sequence[str], cards_file: str, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for the recorded command: the hook first on PYTHONPATH, the ledger named."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join([str(SITE_DIR), *filter(None, [env.get("PYTHONPATH")])])
+    env[ENV_DB] = db
+    env[ENV_TAGS] = json.dumps(list(tags))
+    env[ENV_CARDS] = cards_file
+    env[ENV_PATH] = os.pathsep.join(ledger_paths())
+    return env
+
+
+def exit_status(returncode: int) -> int:
+    """A shell's exit status for a child's return code (128 + N for death by signal N)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class _Tee:
+    """Copies one of the command's outputs to ours (``stream``: ``stdout`` or ``stderr``) as it comes, keeping its
+    last 64 KiB for its last error line."""
+
+    def __init__(self, source: IO[bytes], stream: str) -> None:
+        self._fd = source.fileno()
+        self._stream = stream
+        self._tail = b""
+        self._thread = threading.Thread(target=self._pump, name=f"ledger-record-{stream}", daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        ours = getattr(sys, self._stream)
+        out = getattr(ours, "buffer", None)
+        while chunk := os.read(self._fd, 65536):
+            self._tail = (self._tail + chunk)[-65536:]
+            try:
+                if out is not None:
+                    out.write(chunk)
+                    out.flush()
+                elif ours is not None:
+                    ours.write(chunk.decode("utf-8", "replace"))
+                    ours.flush()
+            except (OSError, ValueError):  # our own output is gone: keep draining so the command never blocks
+                out = ours = None
+
+    def text(self, timeout: float = 5.0) -> str:
+        """What the command wrote last (waits a little for processes the command left holding the pipe)."""
+        self._thread.join(timeout)
+        return self._tail.decode("utf-8", "replace")
+
+
+def last_error_of(stderr: str, stdout: str) -> str | None:
+    """The command's last error line: stderr's when it has one that reads as an error, else stdout's (harnesses
+    log their errors there too: "No games available to play"), else stderr's last line, else stdout's."""
+    err, out = last_error_line(stderr), last_error_line(stdout)
+    for line in (err, out):
+        if line is not None and _ERROR.search(line):
+            return line
+    return err if err is not None else out
+
+
+_WARNING = re.compile(r"(^|[\s:])\w*Warning:|^\W*warn(ing)?\b", re.IGNORECASE)
+_ERROR = re.compile(r"error|exception|fail|fatal|cannot|can't|could not|denied|refused|not found|no such", re.I)
+
+
+def last_error_line(text: str) -> str | None:
+    """The line of a command's stderr that says why it failed: the exception line ending the last traceback, or
+    the last line that reads as an error, else the last line; never a warning (a library's DeprecationWarning
+    printed at exit is no reason for anything) nor the source line Python prints under one."""
+    lines: list[str] = []
+    after_warning = False
+    exception: int | None = None
+    in_traceback = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        indented = raw[:1].isspace()
+        if _WARNING.search(line):
+            after_warning = True
+            continue
+        if after_warning and indented:
+            continue
+        after_warning = False
+        if line.startswith("Traceback (most recent call last)"):
+            in_traceback = True
+            continue
+        if in_traceback:
+            if indented:
+                continue
+            in_traceback = False
+            exception = len(lines)
+        lines.append(line)
+    if not lines:
+        return None
+    errors = [i for i, ln in enumerate(lines) if _ERROR.search(ln)]
+    if exception is not None:
+        errors.append(exception)
+    return lines[max(errors)] if errors else lines[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class Notes:
+    """What the command's processes noted: cards opened, Arcades not recorded, capture failures."""
+
+    cards: list[str]
+    uncaptured: list[Uncaptured]
+    failures: list[str]
+    #: (card id, who captures it) for cards another capture on the same ledger opened first.
+    aside: list[tuple[str, str]] = field(default_factory=list)
+    #: The first request to the ARC API a process sent over HTTP itself.
+    http: str | None = None
+
+
+def read_notes(path: str) -> Notes:
+    """The card ids (once each, in order), unrecorded Arcades and capture failures noted by the command."""
+    cards: list[str] = []
+    lost: list[Uncaptured] = []
+    failures: list[str] = []
+    aside: list[tuple[str, str]] = []
+    http: str | None = None
+    if not os.path.exists(path):
+        return Notes(cards, lost, failures)
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            note: dict[str, Any] = json.loads(line)
+        except ValueError:
+            continue  # a process killed mid-write: its other lines still count
+        if isinstance(note.get("card"), str):
+            if note["card"] not in cards:
+                cards.append(note["card"])
+        elif isinstance(note.get("aside"), str):
+            # The run's card all the same: another capture of the same ledger records it.
+            if note["aside"] not in cards:
+                cards.append(note["aside"])
+            if note["aside"] not in [c for c, _ in aside]:
+                aside.append((note["aside"], str(note.get("by"))))
+        elif isinstance(note.get("http"), str):
+            http = http or note["http"]
+        elif "failed" in note:
+            failures.append(f"process {note.get('pid')}: {note['failed']}")
+        elif "uncaptured" in note:
+            lost.append(
+                Uncaptured(
+                    pid=int(note.get("pid") or 0),
+                    python=str(note.get("python")),
+                    version=str(note.get("version")),
+                    reason=str(note["uncaptured"]),
+                )
+            )
+    return Notes(cards, lost, failures, aside, http)
+
+
+def run(db: str, tags: Sequence[str], command: Sequence[str]) -> Recorded:
+    """Run ``command`` recorded into ledger ``db`` and wait for it, passing SIGINT/SIGTERM/SIGHUP on to it.
+
+    Raises ``FileNotFoundError``/``PermissionError`` if the command cannot be started.
+    """
+    with tempfile.TemporaryDirectory(prefix="ledger-record-") as tmp:
+        cards_file = os.path.join(tmp, "cards")
+        proc: subprocess.Popen[bytes] | None = None
+        pending: list[int] = []
+        forwarded: list[str] = []
+
+        def forward(signum: int, _frame: object) -> None:
+            forwarded.append(signal.Signals(signum).name)
+            if proc is None:
+                pending.append(signum)
+            elif proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):  # the group ended between the two calls
+                    os.killpg(proc.pid, signum)
+
+        saved = {s: signal.signal(s, forward) for s in FORWARDED}
+        try:
+            env = child_env(db, tags, cards_file)
+            # Both outputs go through pipes: a Python command would hold its stdout back in blocks otherwise.
+            env.setdefault("PYTHONUNBUFFERED", "1")
+            proc = subprocess.Popen(
+                list(command), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0
+            )
+            assert proc.stderr is not None and proc.stdout is not None
+            tees = (_Tee(proc.stderr, "stderr"), _Tee(proc.stdout, "stdout"))
+            for signum in pending:
+                os.killpg(proc.pid, signum)
+            rc = proc.wait()
+        finally:
+            for s, h in saved.items():
+                signal.signal(s, h)
+        last = last_error_of(tees[0].text(), tees[1].text())
+        notes = read_notes(cards_file)
+    return Recorded(
+        returncode=exit_status(rc),
+        card_ids=notes.cards,
+        uncaptured=notes.uncaptured,
+        last_error=last,
+        signals=forwarded,
+        failures=notes.failures,
+        aside=notes.aside,
+        http=notes.http,
+    )

@@ -1,0 +1,336 @@
+"""REST-server fidelity: the card updates the toolkit's REST API makes without going through ``ScorecardManager``.
+
+``arc_agi/api.py`` ``RestAPI.cmd`` calls ``Scorecard.update_scorecard`` directly on the card in two places:
+in competition mode, for a RESET sent while the level has had no action (the server does not execute it and
+re-applies the play's last observation instead: one action, plus one reset when that observation was itself a
+RESET), and under ``ONLY_RESET_LEVELS=true`` for a game it just made (a second new play). The ledger's hooks sit
+on the Arcade's ``ScorecardManager``, which those calls bypass; so the class method is wrapped once per process,
+passing straight through for every card no capture watches and for the manager's own calls (the manager's
+hook records those).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ledger.domain.events import CardRetracted, card_stream
+from ledger.errors import StoreError
+from ledger.toolkit import arc_adapter
+
+if TYPE_CHECKING:
+    from ledger.capture.port import LedgerPort
+
+
+class DirectWatcher(Protocol):
+    """What a capture implements to see a direct ``Scorecard.update_scorecard`` call on a card it watches."""
+
+    def direct_update(self, sc: Any, orig: Callable[..., Any], guid: str, data: Any, full_reset: bool) -> Any:
+        """Run ``orig(sc, guid, data, full_reset)`` and record what it counted; return its result."""
+        ...
+
+
+_watchers: dict[str, DirectWatcher] = {}
+_tls = threading.local()
+_lock = threading.Lock()
+_original: Callable[..., Any] | None = None
+
+
+def _update_scorecard(self: Any, guid: str, data: Any, full_reset: bool) -> Any:
+    assert _original is not None
+    watcher = None if getattr(_tls, "via_manager", False) else _watchers.get(self.card_id)
+    if watcher is None:
+        return _original(self, guid, data, full_reset)
+    return watcher.direct_update(self, _original, guid, data, full_reset)
+
+
+def install() -> None:
+    """Wrap ``Scorecard.update_scorecard`` (once per process)."""
+    global _original
+    with _lock:
+        if _original is None:
+            _original = arc_adapter.wrap_scorecard_update(_update_scorecard)
+
+
+def watch(card_id: str, watcher: DirectWatcher) -> None:
+    """Send direct updates of card ``card_id`` to ``watcher``."""
+    install()
+    _watchers[card_id] = watcher
+
+
+def unwatch(card_id: str) -> None:
+    """Stop watching a card (it was closed)."""
+    _watchers.pop(card_id, None)
+
+
+class _ViaManager:
+    # A plain class, not a generator context manager: every captured step enters one (a generator costs more).
+    __slots__ = ("_prev",)
+
+    def __enter__(self) -> None:
+        self._prev = getattr(_tls, "via_manager", False)
+        _tls.via_manager = True
+
+    def __exit__(self, *exc: object) -> None:
+        _tls.via_manager = self._prev
+
+
+def via_manager() -> _ViaManager:
+    """Mark the current thread as inside ``ScorecardManager.update_scorecard`` (whose hook records the update)."""
+    return _ViaManager()
+
+
+def serve_problem(competition_mode: bool) -> str | None:
+    """Why the installed arc-agi cannot serve what was asked (its era has no REST server, or no competition mode);
+    None when it can."""
+    era = arc_adapter.era()
+    version = arc_adapter.installed_version() or "?"
+    if not era.rest_server:
+        return (
+            f"arc-agi {version} has no REST server (Arcade.listen_and_serve and arc_agi.server came in 0.9.2): "
+            "install arc-agi 0.9.2 or later where ledger serve runs (the agents may keep theirs)"
+        )
+    if competition_mode and not era.competition:
+        return (
+            f"arc-agi {version} has no competition mode (it came in 0.9.3): serve without --competition, or "
+            "install arc-agi 0.9.3 or later where ledger serve runs"
+        )
+    return None
+
+
+def serve(
+    arcade: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8001,
+    competition_mode: bool = False,
+    **kwargs: Any,
+) -> None:
+    """Run the toolkit's own REST server (``Arcade.listen_and_serve``) on ``arcade``; blocks until stopped."""
+    arcade.listen_and_serve(host=host, port=port, competition_mode=competition_mode, **kwargs)
+
+
+#: The ``error`` of an answer whose request the ledger could not record (HTTP 503), and of every later answer about
+#: that card (HTTP 500): the card is incomplete in the ledger for good.
+NOT_RECORDED = "LEDGER_NOT_RECORDED"
+CARD_INCOMPLETE = "LEDGER_CARD_INCOMPLETE"
+
+
+class FailClosed:
+    """``ledger serve``'s answers never acknowledge what the ledger did not record.
+
+    Capture runs with ``raise_errors=False`` there (the toolkit's own handler must finish: it holds the server's
+    locks and caches) and logs each failure at ERROR, in the thread that made the toolkit call: the request's. This
+    guard listens to those records (any ERROR from a ``ledger.toolkit`` logger) during each request, then:
+
+    - the request during which anything failed to record is answered 503, ``{"error": "LEDGER_NOT_RECORDED",
+      "message": "... not recorded ...", "card_id": ..., "recorded": false}``, whatever the toolkit answered
+      (it did carry the request out). A card whose opening failed is closed again on the server at once: the agent
+      never gets its id;
+    - its card is then *incomplete*: the server counted something the ledger will never hold, so no later success
+      can make the two equal. Every later request naming it (``card_id``, a ``guid`` of its plays, the URL) is
+      answered 500, ``"error": "LEDGER_CARD_INCOMPLETE"``, without reaching the toolkit, except ``close``: the
+      server closes the card as asked (and frees it), the answer is still the 500, and the ledger retracts the
+      card (a ``CardRetracted`` saying why: its record stays, lists and leaderboards leave it out);
+    - every other card is unaffected: once the database accepts writes again, new cards are recorded as usual.
+    """
+
+    def __init__(self, ledger: LedgerPort, arcade: Any, *, on_refusal: Callable[[str], None] | None = None) -> None:
+        self.ledger = ledger
+        self.arcade = arcade
+        #: Told one line per refused request (``ledger serve`` prints it on stderr).
+        self.on_refusal = on_refusal
+        self._tls = threading.local()
+        self._lock = threading.Lock()
+        #: card id -> why it is incomplete (only grows with failures)
+        self._incomplete: dict[str, str] = {}
+        self._marked: set[str] = set()
+        self._handler = _Failures(self._tls)
+        #: The first card this server opened (competition mode serves no other).
+        self._first_card: str | None = None
+
+    def install(self, app: Any) -> None:
+        """Guard a Flask app made by ``arc_agi.server.create_app`` (``listen_and_serve``'s ``extra_api_routes``)."""
+        logging.getLogger("ledger").addHandler(self._handler)
+        app.before_request(self._before)
+        app.after_request(self._after)
+        app.teardown_request(self._teardown)
+
+    def uninstall(self) -> None:
+        """Stop listening to capture's failures (the app keeps its hooks; they then see none)."""
+        logging.getLogger("ledger").removeHandler(self._handler)
+
+    def incomplete(self) -> dict[str, str]:
+        """Cards the ledger holds only in part, with why."""
+        with self._lock:
+            return dict(self._incomplete)
+
+    # -- the request hooks ----------------------------------------------------------------------------------
+
+    def _before(self) -> Any:
+        from flask import request
+
+        self._tls.failures = []
+        self._tls.refused = False
+        card = self._card_named(request)
+        self._tls.card = card
+        why = self._incomplete.get(card) if card else None
+        if card is not None and why is not None and request.endpoint != "close_scorecard":
+            self._tls.refused = True  # the after-request hook sees this answer too: it is final
+            return self._refuse(500, CARD_INCOMPLETE, card, _incomplete(card, why, "refused"))
+        return None
+
+    def _after(self, response: Any) -> Any:
+        from flask import request
+
+        if getattr(self._tls, "refused", False):
+            return response
+        failures: list[str] = getattr(self._tls, "failures", None) or []
+        card: str | None = getattr(self._tls, "card", None)
+        answered = response.get_json(silent=True) if response.is_json else None
+        if card is None and request.endpoint == "open_scorecard" and isinstance(answered, dict):
+            card = answered.get("card_id")
+            if response.status_code == 200 and self._first_card is None:
+                self._first_card = card
+            elif response.status_code == 409 and self.on_refusal is not None:
+                # The toolkit answers a second open with 409 and no word in the server's log; a harness then exits
+                # 0 with no card, so the operator is told here why and what to do.
+                self.on_refusal(_one_card_per_server(self._first_card))
+        if failures:
+            cause = failures[0]
+            if card is not None:
+                with self._lock:
+                    self._incomplete.setdefault(card, cause)
+                if request.endpoint == "open_scorecard":
+                    # The card is not in the ledger at all: the server must not keep it open either.
+                    self.arcade.scorecard_manager.close_scorecard(card, None)
+                elif request.endpoint == "close_scorecard":
+                    self._closed_incomplete(card)
+            return self._refuse(503, NOT_RECORDED, card, _not_recorded(cause, card, request.endpoint))
+        if card is not None and card in self._incomplete:
+            if request.endpoint == "close_scorecard":
+                marked = self._closed_incomplete(card)
+                outcome = "retracted" if marked else "closed"
+                return self._refuse(500, CARD_INCOMPLETE, card, _incomplete(card, self._incomplete[card], outcome))
+            return self._refuse(500, CARD_INCOMPLETE, card, _incomplete(card, self._incomplete[card], "refused"))
+        return response
+
+    def _teardown(self, _exc: BaseException | None) -> None:
+        self._tls.failures = None
+        self._tls.card = None
+
+    def _card_named(self, request: Any) -> str | None:
+        """The card a request is about: in its URL, its body's ``card_id``, or the card of its body's ``guid``."""
+        card = (request.view_args or {}).get("card_id")
+        if card:
+            return str(card)
+        body = request.get_json(silent=True) if request.method == "POST" else None
+        if not isinstance(body, dict):
+            return None
+        if isinstance(body.get("card_id"), str):
+            return str(body["card_id"])
+        guid = body.get("guid")
+        if isinstance(guid, str):
+            sc = self.arcade.scorecard_manager.get_scorecard_from_guid(guid)
+            if sc is not None:
+                return str(sc.card_id)
+        return None
+
+    def _closed_incomplete(self, card: str) -> bool:
+        """Have the ledger mark a card closed on the server while incomplete (once); False if it could not."""
+        # After the toolkit's close, capture writes nothing more to this card: marking it cannot race capture.
+        with self._lock:
+            if card in self._marked:
+                return True
+            why = self._incomplete[card]
+        reason = f"incomplete: ledger serve could not record part of this card ({why}); the server counted more"
+        try:
+            self.ledger.append(card_stream(card), [CardRetracted(ts=datetime.now(UTC), reason=reason)], None)
+        except StoreError as e:  # the database may still refuse writes: the next close of it tries again
+            if self.on_refusal is not None:
+                self.on_refusal(f"card {card} could not be marked incomplete in the ledger: {e}")
+            return False
+        with self._lock:
+            self._marked.add(card)
+        return True
+
+    def _refuse(self, status: int, error: str, card: str | None, message: str) -> Any:
+        from flask import jsonify, request
+
+        if self.on_refusal is not None:
+            self.on_refusal(f"{request.method} {request.path} answered {status}: {message}")
+        answer = jsonify({"error": error, "message": message, "card_id": card, "recorded": False})
+        answer.status_code = status
+        return answer
+
+
+def _one_card_per_server(first: str | None) -> str:
+    which = f" (card {first})" if first else ""
+    return (
+        f"POST /api/scorecard/open answered 409: in competition mode the toolkit's server serves one card per server "
+        f"lifetime and it has served its card{which}; start `ledger serve --competition` again for each run, or "
+        "run one server per run, each on its own --port"
+    )
+
+
+def _not_recorded(cause: str, card: str | None, endpoint: str | None) -> str:
+    said = f"the ledger did not record this request ({cause}): not recorded"
+    if card is None:
+        return f"{said}, although the server carried it out"
+    if endpoint == "open_scorecard":
+        return f"{said}; the server closed card {card} again: open a new card"
+    return f"{said}, although the server carried it out; card {card} is incomplete in the ledger from now on"
+
+
+def _incomplete(card: str, cause: str, outcome: str) -> str:
+    said = f"card {card} is incomplete in the ledger: a request on it was not recorded ({cause}); "
+    if outcome == "refused":
+        return said + "this request was refused (not carried out, not recorded): open a new card"
+    marked = "the ledger retracted it" if outcome == "retracted" else "the ledger could not mark it yet"
+    return said + f"the server closed it; not recorded as played: {marked}"
+
+
+class _Failures(logging.Handler):
+    """Collects, per request thread, the ERROR records of capture (``ledger.toolkit.*``)."""
+
+    def __init__(self, tls: threading.local) -> None:
+        super().__init__(level=logging.ERROR)
+        self._tls = tls
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not record.name.startswith("ledger.toolkit"):
+            return
+        failures = getattr(self._tls, "failures", None)
+        if failures is not None:
+            # The failure itself when the record carries it (capture logs "...: %s" with the exception).
+            args = record.args if isinstance(record.args, tuple) else ()
+            errors = [a for a in args if isinstance(a, Exception)]
+            failures.append(str(errors[0]) if errors else record.getMessage())
+        elif logging.lastResort is not None:
+            # Outside any request (no answer to turn into an error): still said on stderr, as without this handler.
+            logging.lastResort.handle(record)
+
+
+def check_bindable(host: str, port: int) -> None:
+    """Raise ``OSError`` if ``host:port`` cannot be bound now (werkzeug would only print and exit)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host, port))
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine can reach."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

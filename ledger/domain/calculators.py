@@ -1,0 +1,149 @@
+"""The published calculators: each arc-agi release's scoring, as data (``arc_agi/scorecard.py`` of that release).
+
+Three arithmetic eras, each written in the toolkit's own float order by :mod:`ledger.domain.scoring`:
+
+- ``linear`` (0.9.1, 0.9.2): a completed level scores ``min((b / a) * 100, 100.0)``; a play scores the plain mean
+  ``sum(level_scores) / len(level_scores)``;
+- ``squared`` (0.9.3 to 0.9.6): ``min(((b / a) ** 2) * 100, 100.0)``; the mean weighted by level number
+  ``total_score / total_weights``;
+- ``capped`` (0.9.7 to 0.9.9): ``min(((b / a) ** 2) * 100, 115.0)``; the weighted mean, then
+  ``min(score, max_weights / total_weights * 100)`` (``max_weights``: the weights of levels that scored).
+
+A level not completed, or completed with no action, scores 0 in every era. The document's shape differs too:
+``EnvironmentScorecard`` has no ``competition_mode`` before 0.9.3, and only 0.9.3 on pools private and level tags.
+So does one rule of bookkeeping: before 0.9.6 an action answered with an empty frame counts
+(:attr:`Calculator.empty_frames_count`, applied by :mod:`ledger.domain.translator`).
+
+A card records the release that played it (``CardOpened.calculator``); a card that records none (one written before
+the ledger recorded it) is scored as :data:`UNRECORDED`. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from ledger.errors import InputError
+
+Arithmetic = Literal["linear", "squared", "capped"]
+
+#: Where a card's calculator came from: the toolkit installed at capture, the user (``import --calculator``), the
+#: recording itself, or nobody (an import that did not say: the newest calculator was taken).
+Source = Literal["capture", "user", "file", "assumed"]
+
+
+class Calculator(msgspec.Struct, frozen=True, kw_only=True):
+    """One release's scoring: its arithmetic era and the shape of its document."""
+
+    version: str
+    arithmetic: Arithmetic
+    #: The most a level can score.
+    level_cap: float
+    #: ``EnvironmentScorecard.competition_mode`` exists (and defaults to False).
+    competition_field: bool
+    #: ``from_scorecard(do_private_tags=...)`` exists (the competition server pools private and level tags).
+    private_tags: bool
+    #: The release's bookkeeping, not its arithmetic: before 0.9.6 the toolkit updated the card with every answer,
+    #: so an action answered with an empty frame (after GAME_OVER or WIN) counts one action and its zeroed
+    #: ``levels_completed`` is a level change (``EnvironmentWrapper._set_last_response``).
+    empty_frames_count: bool = False
+
+    @property
+    def weighted(self) -> bool:
+        """Levels weigh their number (1, 2, 3...) in a play's mean."""
+        return self.arithmetic != "linear"
+
+    @property
+    def squared(self) -> bool:
+        """A level scores the square of baseline / actions."""
+        return self.arithmetic != "linear"
+
+    @property
+    def completion_cap(self) -> bool:
+        """A play's score is capped at the weighted share of levels that scored."""
+        return self.arithmetic == "capped"
+
+    @property
+    def era(self) -> str:
+        """The releases that share this arithmetic and document shape, e.g. ``0.9.7-0.9.9``."""
+        same = [c.version for c in PUBLISHED if c.arithmetic == self.arithmetic]
+        return same[0] if len(same) == 1 else f"{same[0]}-{same[-1]}"
+
+
+def _make(version: str, arithmetic: Arithmetic) -> Calculator:
+    return Calculator(
+        version=version,
+        arithmetic=arithmetic,
+        level_cap=115.0 if arithmetic == "capped" else 100.0,
+        competition_field=arithmetic != "linear",
+        private_tags=arithmetic != "linear",
+        empty_frames_count=version in ("0.9.1", "0.9.2", "0.9.3", "0.9.4", "0.9.5"),
+    )
+
+
+#: Every published arc-agi 0.9.x, oldest first.
+PUBLISHED: tuple[Calculator, ...] = (
+    _make("0.9.1", "linear"),
+    _make("0.9.2", "linear"),
+    _make("0.9.3", "squared"),
+    _make("0.9.4", "squared"),
+    _make("0.9.5", "squared"),
+    _make("0.9.6", "squared"),
+    _make("0.9.7", "capped"),
+    _make("0.9.8", "capped"),
+    _make("0.9.9", "capped"),
+)
+_BY_VERSION = {c.version: c for c in PUBLISHED}
+VERSIONS: tuple[str, ...] = tuple(_BY_VERSION)
+NEWEST = PUBLISHED[-1]
+#: The calculator of a card that records none: every card the ledger captured before it recorded the toolkit's
+#: release was played under arc-agi 0.9.8 or later (capture refused anything older).
+UNRECORDED = _BY_VERSION["0.9.9"]
+
+
+class UnknownCalculator(InputError):
+    """A calculator version that is not a published arc-agi release (exit 2; the message lists the known ones)."""
+
+    def __init__(self, version: str) -> None:
+        super().__init__(f"no calculator {version!r}: the published ones are {', '.join(VERSIONS)}")
+        self.version = version
+
+
+def get(version: str) -> Calculator:
+    """The calculator of a published release (``0.9.6``; a leading ``v`` is allowed), or :class:`UnknownCalculator`."""
+    c = _BY_VERSION.get(version.strip().removeprefix("v"))
+    if c is None:
+        raise UnknownCalculator(version)
+    return c
+
+
+def resolve(recorded: str | None) -> tuple[Calculator, str | None]:
+    """The calculator of a card that recorded ``recorded``, and a note when it is not exactly that release's."""
+    if recorded is None:
+        return UNRECORDED, None
+    c = _BY_VERSION.get(recorded)
+    if c is not None:
+        return c, None
+    return NEWEST, (
+        f"the card was played with arc-agi {recorded}, not a published calculator the ledger knows: scored under "
+        f"{NEWEST.version}"
+    )
+
+
+def card_note(recorded: str | None, source: str | None) -> str | None:
+    """What ``export`` and ``replay`` say about a card's own calculator, when there is something to say."""
+    calc, note = resolve(recorded)
+    if note is not None:
+        return note
+    if source == "assumed":
+        return (
+            f"the recording does not say which arc-agi played it: scored under {calc.version}, the newest "
+            "calculator (`ledger import --calculator VERSION` states it)"
+        )
+    return None
+
+
+def label(calc: Calculator) -> str:
+    """How outputs name a calculator: ``arc-agi 0.9.6 (squared, 0.9.3-0.9.6)``."""
+    return f"arc-agi {calc.version} ({calc.arithmetic}, {calc.era})"

@@ -1,0 +1,449 @@
+"""The event vocabulary: every fact the ledger records, as small frozen msgspec Structs.
+
+Events are encoded once (JSON, via msgspec) and the encoded bytes are what the log stores and hashes.
+The tag of each Struct is the value of the log's ``type`` column.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, NamedTuple
+
+import msgspec
+
+#: The card states the toolkit reports (``arcengine.GameState`` values).
+State = Literal["NOT_PLAYED", "NOT_FINISHED", "WIN", "GAME_OVER"]
+
+#: Why a card was closed.
+CloseReason = Literal["explicit", "idle", "max_open", "end_of_import", "abandoned"]
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True):
+    """Base of every event: ``ts`` is when the toolkit observed it (UTC)."""
+
+    ts: datetime
+
+
+class CardOpened(Event, tag="card_opened", frozen=True, kw_only=True):
+    """A scorecard was opened (``Arcade.open_scorecard``/``create_scorecard`` or the first ``make``).
+
+    ``api_key_fingerprint`` is a salted hash of the API key the card was opened with; the key itself is never
+    stored. ``baselines_id`` names the baseline set (see :class:`BaselinesRecorded`) the card is scored under:
+    the toolkit's ``available_environments`` at the time the card was opened.
+    """
+
+    card_id: str
+    source_url: str | None = None
+    tags: list[str] | None = None
+    opaque: Any = None
+    competition_mode: bool | None = None
+    api_key_fingerprint: str | None = None
+    baselines_id: str | None = None
+    #: Competition cards only: the server's games in its order, each made at close if the card never played it.
+    environments: list[str] | None = None
+    #: The arc-agi release whose calculator scores the card (:mod:`ledger.domain.calculators`): the toolkit installed
+    #: when it was captured, or the one an import was told. None (cards from before it was recorded): 0.9.9.
+    calculator: str | None = None
+    #: Where ``calculator`` came from: ``capture``, ``user`` (``import --calculator``), ``file`` (the recording
+    #: says), ``assumed`` (an import nothing told: the newest calculator).
+    calculator_source: str | None = None
+
+
+class PlayStarted(Event, tag="play_started", frozen=True, kw_only=True):
+    """A full reset: the toolkit's ``Scorecard.new_play``. A new play of ``game_id`` begins for ``guid``.
+
+    arcengine performs a full reset on a RESET sent before any action of the current level (or after a WIN);
+    it is not counted as an action or a reset. One guid can carry several plays.
+    """
+
+    game_id: str
+    guid: str
+    seed: int | None = None
+
+
+class ActionTaken(Event, tag="action_taken", frozen=True, kw_only=True):
+    """ACTION1..ACTION7 answered with a frame: one action counted on the guid's current play.
+
+    ``x``/``y`` are set for complex actions (ACTION6). ``levels_completed`` and ``state`` are what the game
+    reported after the action. ``reasoning`` is kept only when the user opted in.
+
+    ``candidates`` is set only when the source (an imported recording) does not decide which action was taken:
+    the action ids it could have been; ``action`` is then the first of them, not a fact. The action counts the
+    same whichever it was, so no score depends on it; an audit reports it as undecided, never as a mismatch.
+    """
+
+    game_id: str
+    guid: str
+    action: int
+    x: int | None = None
+    y: int | None = None
+    levels_completed: int
+    state: State
+    reasoning: Any = None
+    candidates: list[int] | None = None
+
+
+class ActionIgnored(Event, tag="action_ignored", frozen=True, kw_only=True):
+    """An action answered with an empty frame (sent after GAME_OVER or WIN, before a RESET).
+
+    The toolkit counts nothing for it; it is kept for the post-mortem (actions wasted after the end).
+    """
+
+    game_id: str
+    guid: str
+    action: int
+    state: State
+
+
+class LevelReset(Event, tag="level_reset", frozen=True, kw_only=True):
+    """A RESET that restarted the current level (``Scorecard.reset``): counts one reset and one action.
+
+    The play's state does not go back: a play that was GAME_OVER stays GAME_OVER on the scorecard.
+    """
+
+    game_id: str
+    guid: str
+    levels_completed: int
+    state: State
+
+
+class LevelCompleted(Event, tag="level_completed", frozen=True, kw_only=True):
+    """The play's ``levels_completed`` changed to ``levels_completed`` after ``actions`` actions in the play.
+
+    This is one entry of the toolkit's ``Card.actions_by_level``.
+    """
+
+    game_id: str
+    guid: str
+    levels_completed: int
+    actions: int
+
+
+class GameOver(Event, tag="game_over", frozen=True, kw_only=True):
+    """The game reported GAME_OVER: the play's scorecard state becomes GAME_OVER."""
+
+    game_id: str
+    guid: str
+
+
+class Win(Event, tag="win", frozen=True, kw_only=True):
+    """The game reported WIN: the play's scorecard state becomes WIN and the play counts as completed."""
+
+    game_id: str
+    guid: str
+
+
+class CardClosed(Event, tag="card_closed", frozen=True, kw_only=True):
+    """The card was closed; nothing after this counts on it.
+
+    ``reason``: ``explicit`` (``close_scorecard``), ``idle`` (no update for STALE_MINUTES), ``max_open`` (open for
+    MAX_OPEN_FOR_MINUTES), ``end_of_import`` (an imported recording ended) or ``abandoned`` (``ledger close``:
+    the agent died and left the card open). ``document_sha256`` is the hash of
+    the scorecard document the ledger produced at close, so an audit can show the rebuilt card still matches it.
+    """
+
+    reason: CloseReason
+    document_sha256: str | None = None
+
+
+class ObservationReapplied(Event, tag="observation_reapplied", frozen=True, kw_only=True):
+    """A RESET the REST server did not execute (competition mode, the level had no action yet).
+
+    The server re-applied the play's last observation to the card (``Scorecard.update_scorecard`` called on the
+    card): one action, and one reset as well when ``action``, that observation's action, was itself a RESET (0).
+    The game itself did not move.
+    """
+
+    game_id: str
+    guid: str
+    action: int
+    levels_completed: int
+    state: State
+
+
+class RequestFailed(Event, tag="request_failed", frozen=True, kw_only=True):
+    """A request to the ARC server got no usable answer (ONLINE/COMPETITION capture): nothing was counted.
+
+    ``request`` is ``RESET``, ``ACTION1``..``ACTION7`` or ``close``; ``status`` the HTTP status if one came back;
+    ``error`` what went wrong (``HTTP 500``, ``ConnectionError: ...``, ``malformed answer: ...``).
+    """
+
+    request: str
+    game_id: str | None = None
+    guid: str | None = None
+    status: int | None = None
+    error: str
+
+
+class ServerDocument(Event, tag="server_document", frozen=True, kw_only=True):
+    """The scorecard document the ARC server returned when it closed the card, as received (``ledger audit``
+    compares the ledger's card with it field by field)."""
+
+    document: dict[str, Any]
+
+
+class CaptureContext(Event, tag="capture_context", frozen=True, kw_only=True):
+    """How the card was captured: ``via`` ``serve`` (``ledger serve``) or ``record`` (``ledger record``), with the
+    ``--tag`` values given. Not part of the card's JSON."""
+
+    via: str
+    tags: list[str] | None = None
+
+
+class BaselineEntry(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=False):
+    """One game's scoring data as the toolkit's ``EnvironmentInfo`` carries it."""
+
+    game_id: str
+    title: str | None = None
+    baseline_actions: list[int] | None = None
+    tags: list[str] | None = None
+    private_tags: list[str] | None = None
+    level_tags: list[list[str]] | None = None
+
+
+class BaselinesRecorded(Event, tag="baselines_recorded", frozen=True, kw_only=True):
+    """A content-addressed baseline set: ``set_id`` is the sha256 of its canonical entries."""
+
+    set_id: str
+    entries: list[BaselineEntry]
+
+
+class LabelSet(Event, tag="label_set", frozen=True, kw_only=True):
+    """A human label now points at a baseline set (``ledger baselines import --label``); stream ``label:<label>``."""
+
+    label: str
+    set_id: str
+
+
+class RecordingImported(Event, tag="recording_imported", frozen=True, kw_only=True):
+    """How far ``ledger import`` has read one recording file of an imported card (written with its events).
+
+    ``file`` is the file's name in the card's folder; ``offset`` the bytes consumed (complete lines only) and
+    ``lines`` the lines consumed, ``skipped`` of them not imported (bad lines). ``tail_sha256`` hashes the last
+    4096 bytes before ``offset`` so a rewritten file is told apart from one that grew; ``game_state`` is the game's
+    state after the last line, which says whether the next action (without frame data) got an empty frame.
+    ``ts`` is the last line's timestamp.
+    """
+
+    file: str
+    offset: int
+    lines: int
+    skipped: int = 0
+    tail_sha256: str
+    game_state: State | None = None
+    #: sha256 of every byte before ``offset``: a rewrite anywhere in what was imported is found (absent in events
+    #: written before it existed, whose files are checked by ``tail_sha256`` only).
+    prefix_sha256: str | None = None
+
+
+class SkippedLine(msgspec.Struct, frozen=True):
+    """One line of a recording that was not imported: its number (1-based), why, and the sha256 of its bytes."""
+
+    line: int
+    reason: str
+    sha256: str
+    size: int
+
+
+class LinesSkipped(Event, tag="lines_skipped", frozen=True, kw_only=True):
+    """Lines of ``file`` that ``ledger import`` could not use (not JSON, wrong types, cut mid-file, not
+    reproducible by the game): the card may be short of what the run did, and ``ledger audit`` says so."""
+
+    file: str
+    lines: list[SkippedLine]
+
+
+class ActionsInferred(Event, tag="actions_inferred", frozen=True, kw_only=True):
+    """A harness recording (which holds answers, not actions) was imported: how its actions were found.
+
+    ``method``: ``resimulated`` (the game's code re-run, each line matched by an action), ``frames`` (no game code:
+    actions and level completions follow from the frames, resets cannot be known), ``recorded`` (each line names
+    the action it answers, ``action_input``: nothing inferred, nothing undecided). ``inferred`` actions were
+    recovered; ``undecided`` lists the lines (1-based) that could be a level RESET as well as the action they were
+    imported as, so the card's reset counts are uncertain by up to that many; every score-bearing number is exact.
+    A long list is split over events of the same file one after another, 4,096 lines at most each, in line order;
+    the first holds the count of actions inferred, the others 0 (a reader adds them up).
+    """
+
+    file: str
+    method: Literal["resimulated", "frames", "recorded"]
+    inferred: int
+    undecided: list[int] = []
+    resets_known: bool = True
+
+
+class BaselinesAttached(Event, tag="baselines_attached", frozen=True, kw_only=True):
+    """A card imported without baselines is scored from now on under the baseline set ``baselines_id``."""
+
+    baselines_id: str
+
+
+class CardReopened(Event, tag="card_reopened", frozen=True, kw_only=True):
+    """An imported card's recordings grew after its ``end_of_import`` close: the close no longer holds.
+
+    The new lines' events follow, then a new ``CardClosed(end_of_import)`` at the card's last timestamp.
+    """
+
+    reason: Literal["import_resumed"] = "import_resumed"
+
+
+class CardRetracted(Event, tag="card_retracted", frozen=True, kw_only=True):
+    """The card is withdrawn (from lists, comparisons, leaderboards) without erasing its record.
+
+    Appended by ``ledger retract``; the card's events stay, ``export``/``replay``/``audit`` still read them and
+    say when and why it was retracted.
+    """
+
+    reason: str
+
+
+class FramesNoted(Event, tag="frames_noted", frozen=True, kw_only=True):
+    """Digests of the frames that answered the actions an import left undecided (``ActionTaken.candidates``), one
+    per such action since the previous FramesNoted of the stream (4,096 at most: a long recording's are noted a
+    chunk at a time, each event after the actions it notes), in stream order: a re-simulation tells the candidates
+    apart by them without the recording. Each is the first 32 hex digits of a blake2b of the frame's grids (int16,
+    then the shape).
+    """
+
+    file: str
+    digests: list[str]
+
+
+class LevelUsage(msgspec.Struct, frozen=True):
+    """What the agent's steps cost while ``levels_completed`` levels were done (so: playing the next one)."""
+
+    levels_completed: int
+    steps: int
+    tokens: int | None = None
+    cost: float | None = None
+
+
+class RunUsage(Event, tag="run_usage", frozen=True, kw_only=True):
+    """What a benchmarking run folder (``run_meta.json``, ``step_NNN.json``) says the run used and cost.
+
+    Kept with an imported card; tokens and cost are the run's own figures (None where it gives none), ``levels``
+    splits the steps matched to the card's lines by the level being played.
+    """
+
+    folder: str
+    run_id: str | None = None
+    model: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    cost: float | None = None
+    levels: list[LevelUsage] = msgspec.field(default_factory=list)
+    # Left out of the event when absent (omit_defaults): events written before these existed encode, and hash, as
+    # they did.
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    #: The run's usage object's other keys (``cost_details``, ...), as the file gives them.
+    usage_other: dict[str, Any] | None = None
+
+
+class CardOnServer(Event, tag="card_on_server", frozen=True, kw_only=True):
+    """The card lives on the ARC server at ``server`` (ONLINE/COMPETITION capture), recorded from its answers.
+
+    The server's game list (``/api/games``) leaves baselines out: unless local game files give them, the card's
+    baselines are known only once a scorecard document from the server reveals them (:class:`BaselinesReported`).
+    """
+
+    server: str
+    #: The games whose entries the client read from its own game files (``metadata.json``) at open: their
+    #: baselines are known without the server.
+    local_games: list[str] = []
+
+
+class BaselinesReported(Event, tag="baselines_reported", frozen=True, kw_only=True):
+    """Baselines and level counts the ARC server revealed in a scorecard document it sent (``ts``: when received).
+
+    Each run of the document carries its game's ``level_baseline_actions``. ``baselines_id`` is the set the card is
+    scored under from now on: the set it had, with the baselines of ``games`` as the server reported them.
+    ``answer`` names the request the document answered: ``close`` (``POST /api/scorecard/close``) or ``scorecard``
+    (``GET /api/scorecard/<card_id>``, normal mode only: the competition server refuses it while the card is open).
+    """
+
+    baselines_id: str
+    answer: Literal["close", "scorecard"]
+    games: list[str]
+    server: str | None = None
+
+
+AnyEvent = (
+    CardOpened
+    | PlayStarted
+    | ActionTaken
+    | ActionIgnored
+    | LevelReset
+    | LevelCompleted
+    | GameOver
+    | Win
+    | CardClosed
+    | BaselinesRecorded
+    | LabelSet
+    | RecordingImported
+    | CardReopened
+    | ObservationReapplied
+    | RequestFailed
+    | ServerDocument
+    | CaptureContext
+    | LinesSkipped
+    | ActionsInferred
+    | BaselinesAttached
+    | CardRetracted
+    | FramesNoted
+    | RunUsage
+    | CardOnServer
+    | BaselinesReported
+)
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(AnyEvent)
+
+
+def encode(event: Event) -> bytes:
+    """The stored bytes of an event."""
+    return _encoder.encode(event)
+
+
+def decode(body: bytes) -> AnyEvent:
+    """Decode stored bytes back into an event."""
+    return _decoder.decode(body)
+
+
+def type_of(event: Event) -> str:
+    """The tag that goes into the log's ``type`` column."""
+    return type(event).__struct_config__.tag  # type: ignore[return-value]
+
+
+#: Stream name prefixes: one stream per card, one per baseline set, one per label (so that machines which set
+#: different labels can be copied into one team ledger without their label histories colliding).
+CARD_STREAM = "card:"
+BASELINES_STREAM = "baselines:"
+LABEL_STREAM = "label:"
+
+
+def card_stream(card_id: str) -> str:
+    """The stream that holds one card's events."""
+    return CARD_STREAM + card_id
+
+
+def baselines_stream(set_id: str) -> str:
+    """The stream that holds one baseline set."""
+    return BASELINES_STREAM + set_id
+
+
+def label_stream(label: str) -> str:
+    """The stream that holds one label's history (its LabelSet events)."""
+    return LABEL_STREAM + label
+
+
+class Numbered(NamedTuple):
+    """An event with its place in the log: ``version`` in the card's stream and global ``seq``."""
+
+    version: int
+    seq: int
+    event: AnyEvent

@@ -1,0 +1,286 @@
+"""A harness recording's frame lines as the import holds them (:mod:`ledger.formats.harness` reads them)."""
+
+from __future__ import annotations
+
+import zlib
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, overload
+
+import msgspec
+
+from ledger.formats.spill import CHUNK, Spill
+
+
+def pack(frame: bytes) -> bytes:
+    """A frame's JSON as a :class:`FrameLine` holds it (level 1: the fastest, and a grid's runs compress well)."""
+    return zlib.compress(frame, 1)
+
+
+_EMPTY = pack(b"[]")
+
+
+@dataclass(frozen=True, slots=True)
+class FrameLine:
+    """One frame line of a harness recording (``lineno`` is 1-based)."""
+
+    lineno: int
+    ts: datetime
+    game_id: str
+    guid: str | None
+    state: str
+    levels_completed: int
+    win_levels: int | None
+    full_reset: bool
+    #: The frame's JSON, zlib-compressed: the frames are nearly all of a recording and every line of it is held
+    #: (a 64x64 grid is about 12 kB of JSON, a few hundred bytes compressed). Equal frames compress equally, and the
+    #: lines of one read share one copy of each (an agent's moves into a wall, its GAME_OVERs, repeat frames).
+    packed: bytes
+    available_actions: tuple[int, ...]
+
+    @property
+    def frame(self) -> bytes:
+        """The frame's JSON as recorded (animation grids of rows of colours)."""
+        return zlib.decompress(self.packed)
+
+    @property
+    def empty(self) -> bool:
+        """The toolkit's ``len(frame) == 0``: an action answered after GAME_OVER or WIN."""
+        return self.packed == _EMPTY
+
+    def grids(self) -> Any:
+        """The frame as a numpy array (animation frames x rows x columns)."""
+        import numpy as np
+
+        return np.asarray(msgspec.json.decode(self.frame), dtype=np.int16)
+
+    def last_grid_key(self) -> bytes:
+        """A key for the frame's last grid (the one a level starts from), formatting aside."""
+        grids = msgspec.json.decode(self.frame)
+        return msgspec.json.encode(grids[-1]) if grids else b""
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NONE = -(1 << 31)  # win_levels not recorded
+
+
+class FrameLines(Sequence[FrameLine]):
+    """A recording's frame lines, in file order, held as columns: a long recording's lines are all kept (it is
+    re-simulated from its start), and a :class:`FrameLine` object for each would cost several times its numbers.
+    Each line is made again when it is read; the values lines repeat (game id, guid, state, available actions,
+    packed frame, time zone) are held once a chunk. Full chunks wait in a temporary file (:class:`Spill`): memory
+    holds a few chunks whatever the length."""
+
+    def __init__(self) -> None:
+        self._spill = Spill()
+        self._fresh()
+
+    def _fresh(self) -> None:
+        self._ints = {k: array("q") for k in ("lineno", "us", "levels", "win")}
+        self._refs = {k: array("l") for k in ("game_id", "guid", "state", "packed", "actions", "tz")}
+        self._full = bytearray()
+        self._ids: dict[Any, int] = {}
+        self._values: list[Any] = []
+
+    def _ref(self, value: Any) -> int:
+        i = self._ids.get((type(value), value))
+        if i is None:
+            i = self._ids[(type(value), value)] = len(self._values)
+            self._values.append(value)
+        return i
+
+    def append(self, line: FrameLine) -> None:
+        if len(self._full) == CHUNK:
+            self._spill.put((self._columns(), self._values))
+            self._fresh()
+        ints, refs, ref = self._ints, self._refs, self._ref
+        delta = line.ts - _EPOCH
+        ints["lineno"].append(line.lineno)
+        ints["us"].append((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
+        ints["levels"].append(line.levels_completed)
+        ints["win"].append(_NONE if line.win_levels is None else line.win_levels)
+        for k in ("game_id", "guid", "state", "packed"):
+            refs[k].append(ref(getattr(line, k)))
+        refs["actions"].append(ref(line.available_actions))
+        refs["tz"].append(ref(line.ts.tzinfo))
+        self._full.append(line.full_reset)
+
+    def __len__(self) -> int:
+        return len(self._spill) * CHUNK + len(self._full)
+
+    @overload
+    def __getitem__(self, i: int) -> FrameLine: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[FrameLine]: ...
+    def __getitem__(self, i: int | slice) -> FrameLine | Sequence[FrameLine]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("frame line out of range")
+        k, j = divmod(i, CHUNK)
+        columns, values = self._chunk(k)
+        return _line(values, *(column[j] for column in columns))
+
+    def __iter__(self) -> Iterator[FrameLine]:
+        # The columns side by side, a chunk at a time: a search walks every line, several times.
+        for k in range(len(self._spill) + 1):
+            columns, values = self._chunk(k)
+            for vs in zip(*columns, strict=True):
+                yield _line(values, *vs)
+
+    def _chunk(self, k: int) -> tuple[tuple[Any, ...], list[Any]]:
+        return (self._columns(), self._values) if k == len(self._spill) else self._spill.get(k)
+
+    def _columns(self) -> tuple[Any, ...]:
+        ints, refs = self._ints, self._refs
+        return (
+            ints["lineno"],
+            ints["us"],
+            refs["tz"],
+            refs["game_id"],
+            refs["guid"],
+            refs["state"],
+            ints["levels"],
+            ints["win"],
+            self._full,
+            refs["packed"],
+            refs["actions"],
+        )
+
+
+def _line(
+    v: list[Any],
+    lineno: int,
+    us: int,
+    tz: int,
+    game_id: int,
+    guid: int,
+    state: int,
+    levels: int,
+    win: int,
+    full: int,
+    packed: int,
+    actions: int,
+) -> FrameLine:
+    """The line of these column values (``v``: its chunk's values)."""
+    ts = _EPOCH + timedelta(microseconds=us)
+    zone = v[tz]
+    return FrameLine(
+        lineno,
+        ts if zone is UTC else ts.astimezone(zone),
+        v[game_id],
+        v[guid],
+        v[state],
+        levels,
+        None if win == _NONE else win,
+        bool(full),
+        v[packed],
+        v[actions],
+    )
+
+
+class LineMap[V](Mapping[int, V]):
+    """line number -> value, set in increasing line order (setting the last line again replaces its value), held as
+    columns with each distinct value once a chunk: what an import finds for each line of a long recording (its
+    action, its candidates) is kept until the card is written, full chunks in a temporary file (:class:`Spill`).
+    ``key`` makes an unhashable value's identity (a list: ``tuple``). Read mostly in line order: the chunks last
+    read are kept."""
+
+    def __init__(self, key: Callable[[V], Any] | None = None) -> None:
+        self._key = key
+        self._spill = Spill()
+        #: The first line of each chunk in the file.
+        self._firsts = array("q")
+        self._fresh()
+
+    def _fresh(self, lines: array[int] | None = None, refs: array[int] | None = None, values: Sequence[V] = ()) -> None:
+        self._lines = array("q") if lines is None else lines
+        self._refs = array("l") if refs is None else refs
+        self._values: list[V] = list(values)
+        key = self._key
+        self._ids: dict[Any, int] = {(v if key is None else key(v)): i for i, v in enumerate(values)}
+
+    def __setitem__(self, line: int, value: V) -> None:
+        lines = self._lines
+        if lines and line <= lines[-1]:
+            if line < lines[-1]:
+                raise ValueError(f"line {line} set after line {lines[-1]}")
+            self._refs[-1] = self._ref(value)
+            return
+        if len(lines) == CHUNK:
+            self._spill.put((lines, self._refs, self._values))
+            self._firsts.append(lines[0])
+            self._fresh()
+        self._lines.append(line)
+        self._refs.append(self._ref(value))
+
+    def _ref(self, value: V) -> int:
+        k = value if self._key is None else self._key(value)
+        ref = self._ids.get(k)
+        if ref is None:
+            ref = self._ids[k] = len(self._values)
+            self._values.append(value)
+        return ref
+
+    def drop_from(self, line: int) -> None:
+        """Forget the lines from ``line`` on (a path searched again from there)."""
+        if self._firsts and (not self._lines or line <= self._lines[0]):
+            k = max(bisect_left(self._firsts, line) - 1, 0)
+            self._fresh(*self._spill.take_back(k))
+            del self._firsts[k:]
+        del self._lines[bisect_left(self._lines, line) :]
+        del self._refs[len(self._lines) :]
+
+    def _chunk_of(self, line: int) -> tuple[array[int], array[int], list[V]]:
+        if not self._firsts or (self._lines and line >= self._lines[0]):
+            return self._lines, self._refs, self._values
+        k = bisect_right(self._firsts, line) - 1
+        return self._spill.get(k) if k >= 0 else (self._lines[:0], self._refs[:0], [])
+
+    def __getitem__(self, line: int) -> V:
+        lines, refs, values = self._chunk_of(line)
+        i = bisect_left(lines, line)
+        if i < len(lines) and lines[i] == line:
+            return values[refs[i]]
+        raise KeyError(line)
+
+    def get(self, line: int, default: Any = None) -> Any:  # every line asks: no KeyError raised for those not set
+        lines, refs, values = self._chunk_of(line)
+        i = bisect_left(lines, line)
+        return values[refs[i]] if i < len(lines) and lines[i] == line else default
+
+    def __iter__(self) -> Iterator[int]:
+        for k in range(len(self._spill)):
+            yield from self._spill.get(k)[0]
+        yield from self._lines
+
+    def __len__(self) -> int:
+        return len(self._spill) * CHUNK + len(self._lines)
+
+
+class LineSet(Set[int]):
+    """Line numbers, added in increasing order (the last one again changes nothing), kept as a :class:`LineMap`
+    keeps its lines: the lines an import leaves undecided may be most of a long recording's."""
+
+    def __init__(self, lines: Iterable[int] = ()) -> None:
+        self._lines: LineMap[bool] = LineMap()
+        for line in lines:
+            self.add(line)
+
+    def add(self, line: int) -> None:
+        self._lines[line] = True
+
+    def __contains__(self, line: object) -> bool:
+        return isinstance(line, int) and self._lines.get(line) is not None
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._lines)
+
+    def __len__(self) -> int:
+        return len(self._lines)

@@ -1,0 +1,436 @@
+"""Reading the ARC-AGI-3-Agents harness's recordings (also vendored by arc-agi-3-benchmarking).
+
+**Files.** ``{RECORDINGS_DIR}/{game_id}.{agent_name}.{uuid}.recording.jsonl`` (``agents/recorder.py``): the agent
+name may itself hold dots; the uuid is the recorder's, not the game's guid. Each line is ``{"timestamp", "data"}``
+written with ``json.dump``. ``data`` is one of:
+
+- a frame line, ``FrameData.model_dump``: game_id, frame, state, levels_completed (``score`` in older files),
+  win_levels (``win_score``), action_input, guid, full_reset, available_actions. The frame is always present.
+  ARC-AGI-3-Agents' ``Agent._convert_raw_frame_data`` (and arc-agi-3-benchmarking's before 1f4a8cc) does not copy
+  ``action_input``, so every line says RESET (``{"id": 0}``) whatever was sent: the action is *not* in the file.
+  arc-agi-3-benchmarking from 1f4a8cc on copies the toolkit's ``action_input``: each line names its action. Which
+  of the two a file is shows in its lines (one naming an action other than RESET), not in its name. The answer to
+  the RESET inside ``Arcade.make`` is recorded by neither.
+- a side line: what LLM templates record between frames (token counts, prompts, ...); skipped, only counted;
+- the last line, ``scorecard.get(game_id)``: ``{}`` for local cards, a run's ``EnvironmentScore`` dump online.
+  It is written once the card is closed: a frame line after it (an agent thread that answered one more action
+  while a Ctrl-C closed the card) was not counted on the card.
+
+arc-agi-3-benchmarking also writes one folder per run, ``{agent_name}.{run_id}/`` with ``run_meta.json`` and
+``step_NNN.json`` (``parsed_action``: ``"ACTION1"`` or ``{"action": "ACTION6", "x": .., "y": ..}``), the action the
+agent chose at each step, written just before it was sent.
+
+This module only reads; :mod:`ledger.resim.harness_search` recovers the actions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ledger.formats.cut_lines import Cut, find_cut
+from ledger.formats.frame_lines import FrameLine, FrameLines, LineMap, pack
+
+RECORDING_SUFFIX = ".recording.jsonl"
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_NAME = re.compile(rf"^(?P<game>[^.]+)\.(?P<agent>.+)\.(?P<uuid>{_UUID})\.recording\.jsonl$")
+RUN_DIR = re.compile(rf"^(?P<prefix>.+)\.(?P<run>{_UUID})$")
+STATES = frozenset(("NOT_PLAYED", "NOT_FINISHED", "WIN", "GAME_OVER"))
+ACTION_NAMES = {"RESET": 0, **{f"ACTION{i}": i for i in range(1, 8)}}
+
+
+@dataclass(frozen=True, slots=True)
+class HarnessName:
+    """What a harness recording's file name says."""
+
+    game_id: str
+    agent: str
+    uuid: str
+
+    @property
+    def prefix(self) -> str:
+        """``{game_id}.{agent}``: the benchmarking harness's run folders start with it."""
+        return f"{self.game_id}.{self.agent}"
+
+
+def parse_name(name: str) -> HarnessName | None:
+    """The game id, agent name and recorder uuid in a harness file name, or None if it is not one."""
+    m = _NAME.match(name)
+    if m is None:
+        return None
+    return HarnessName(m["game"], m["agent"], m["uuid"].lower())
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedLine:
+    """A line not imported: where, why, and a hash of its bytes (so a later edit of it can be told)."""
+
+    lineno: int
+    reason: str
+    sha256: str
+    size: int
+
+
+@dataclass(slots=True)
+class HarnessRead:
+    """A harness recording read from its start to ``end`` (complete lines only)."""
+
+    path: Path
+    name: HarnessName
+    frames: FrameLines = field(default_factory=FrameLines)
+    side_lines: int = 0
+    blank_lines: int = 0
+    skipped: list[SkippedLine] = field(default_factory=list)
+    #: The last line's data when it is the final ``scorecard.get(game_id)`` ({} or a run's dump).
+    final: dict[str, Any] | None = None
+    final_lineno: int | None = None
+    lines: int = 0
+    end: int = 0
+    truncated_tail: int = 0
+    #: (lineno, message) for values the toolkit cannot have produced (refused under --strict).
+    impossible: list[tuple[int, str]] = field(default_factory=list)
+    prefix_sha256: str = ""
+    #: Skipped lines that look like frame lines (an action the game saw, its answer unreadable).
+    lost_frames: list[int] = field(default_factory=list)
+    #: (lineno, kind, message) for lines that go back in time or repeat an earlier line ("out_of_order",
+    #: "repeated"): no recorder writes them.
+    order: list[tuple[int, str, str]] = field(default_factory=list)
+    #: Whether the first non-blank line was not a ``{"timestamp", "data"}`` record (then it is no recording).
+    first_bad: bool = False
+    #: (lineno, what was recovered) for lines cut by another write and taken apart.
+    cuts: list[tuple[int, str]] = field(default_factory=list)
+    #: (time, tokens) of the side lines LLM agents write before each action (``{"tokens": N, ...}``), by their
+    #: place among those lines.
+    tokens: LineMap[tuple[datetime, int]] = field(default_factory=LineMap)
+    #: lineno -> (action, x, y) that the frame line's ``action_input`` names; only a file with ``acts`` set records
+    #: its actions (in the others every line says RESET, whatever was sent).
+    actions: LineMap[tuple[int, int | None, int | None]] = field(default_factory=LineMap)
+    acts: bool = False
+    #: Frame lines after the final scorecard line: answered after the card's close, never counted on it.
+    after_close: list[SkippedLine] = field(default_factory=list)
+
+
+class _Action(msgspec.Struct):
+    id: int | str = 0
+    data: dict[str, Any] | None = None
+
+
+# A harness frame line's data under the harness's own names; alike only in shape to the ledger's structs.
+class _Data(msgspec.Struct):
+    frame: msgspec.Raw
+    state: str
+    game_id: str = ""
+    levels_completed: int | None = None
+    score: int | None = None
+    win_levels: int | None = None
+    win_score: int | None = None
+    action_input: _Action | None = None
+    guid: str | None = None
+    full_reset: bool = False
+    available_actions: list[int] = []
+
+
+class _Line(msgspec.Struct):
+    timestamp: datetime
+    data: msgspec.Raw
+
+
+_line = msgspec.json.Decoder(_Line)
+_data = msgspec.json.Decoder(_Data)
+_any = msgspec.json.Decoder()
+
+
+def _skip(read: HarnessRead, lineno: int, raw: bytes, reason: str) -> None:
+    read.skipped.append(SkippedLine(lineno, reason, hashlib.sha256(raw).hexdigest(), len(raw)))
+    if b'"frame"' in raw or b'"game_id"' in raw:
+        read.lost_frames.append(lineno)
+
+
+def _is_scorecard(data: Any) -> bool:
+    return isinstance(data, dict) and (not data or ("actions" in data and "levels_completed" in data))
+
+
+def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
+    """Read a whole harness recording (it is re-simulated from its start, so it is always read whole).
+
+    A last line without a newline is left for a later import unless it is a complete record. A line cut by another
+    write (:mod:`ledger.formats.cut_lines`) is taken apart: both records are read, the line is listed in ``cuts``.
+    """
+    p = Path(path)
+    read = HarnessRead(p, name)
+    digest = hashlib.sha256()
+    lines = _Lines(read)
+    lineno = 0
+    with open(p, "rb") as f:
+        it = iter(f)
+        held: bytes | None = None
+        while True:
+            raw = held if held is not None else next(it, None)
+            held = None
+            if raw is None:
+                break
+            complete = raw.endswith(b"\n")
+            body = raw.rstrip(b"\r\n")
+            if not complete and not _decodes(_line, body):
+                read.truncated_tail = len(raw)
+                break
+            decoded = _decode_line(body) if body.strip() else None
+            if decoded == "not JSON":
+                nxt = next(it, None)
+                cut = _cut(body, nxt)
+                if cut is not None and cut.joins_next and nxt is not None and not nxt.endswith(b"\n"):
+                    read.truncated_tail = len(raw) + len(nxt)  # its rest is still being written
+                    break
+                if cut is not None:
+                    digest.update(raw)
+                    read.end += len(raw)
+                    lineno += 1
+                    read.cuts.append((lineno, cut.describe(lineno)))
+                    lines.take(lineno, cut.outer, _decode_line(cut.outer))
+                    lines.take(lineno + 1 if cut.joins_next else lineno, cut.inner, _decode_line(cut.inner))
+                    if cut.joins_next and nxt is not None:
+                        digest.update(nxt)
+                        read.end += len(nxt)
+                        lineno += 1
+                    else:
+                        held = nxt
+                    continue
+                held = nxt
+            digest.update(raw)
+            read.end += len(raw)
+            lineno += 1
+            if not body.strip():
+                read.blank_lines += 1
+                continue
+            lines.take(lineno, body, decoded)
+    lines.finish()
+    read.lines = lineno
+    read.prefix_sha256 = digest.hexdigest()
+    return read
+
+
+def _decode_line(body: bytes) -> _Line | str:
+    """The line as a record, or why it is none (``wrong types``, ``not JSON``)."""
+    try:
+        return _line.decode(body)
+    except msgspec.ValidationError:
+        return "wrong types"
+    except (msgspec.DecodeError, RecursionError):
+        return "not JSON"
+
+
+def _cut(body: bytes, nxt: bytes | None) -> Cut | None:
+    rest = nxt.rstrip(b"\r\n") if nxt is not None else None
+    if rest is not None and (not rest.strip() or _decodes(_any, rest)):
+        rest = None  # a line of its own: not the rest of this one
+    return find_cut(body, rest, lambda b: _decodes(_line, b))
+
+
+class _Lines:
+    """Each record of a harness recording, in file order, into its :class:`HarnessRead`."""
+
+    def __init__(self, read: HarnessRead) -> None:
+        self.read = read
+        self.last_ts: datetime | None = None
+        self.pending_final: tuple[int, dict[str, Any]] | None = None
+        #: The scorecard line that closed the card, once one came (it stays the final line whatever follows).
+        self.closed: tuple[int, dict[str, Any]] | None = None
+        self.same_ts: set[tuple[Any, ...]] = set()
+        self.records = 0
+
+    def take(self, lineno: int, body: bytes, rec: _Line | str | None) -> None:
+        """One record: ``rec`` is its decoded line, or why it is none."""
+        read = self.read
+        self.records += 1
+        if self.records == 1:
+            read.first_bad = isinstance(rec, str) or not _decodes(_line, body)
+        if self.pending_final is not None and self.closed is None:
+            # A scorecard-shaped line that was not the last: a side line, unless it is the scorecard the harness
+            # writes at the close ({} or a run's entry) and frame lines follow it (below).
+            if _closes(self.pending_final[1]):
+                self.closed = self.pending_final
+            self.pending_final = None
+            read.side_lines += 1
+        if not isinstance(rec, _Line):
+            _skip(read, lineno, body, rec or "not JSON")
+            return
+        ts = rec.timestamp if rec.timestamp.tzinfo is not None else rec.timestamp.replace(tzinfo=UTC)
+        try:
+            d = _data.decode(rec.data)
+        except (msgspec.DecodeError, RecursionError):
+            whole = _any.decode(rec.data) if _decodes(_any, rec.data) else None
+            if isinstance(whole, dict) and "frame" in whole:
+                _skip(read, lineno, body, "wrong types")
+            elif _is_scorecard(whole) and self.closed is None:
+                self.pending_final = (lineno, whole)  # type: ignore[assignment]
+            else:
+                read.side_lines += 1
+                n = whole.get("tokens") if isinstance(whole, dict) else None
+                if isinstance(n, int) and not isinstance(n, bool):
+                    read.tokens[len(read.tokens)] = (ts, n)
+            return
+        line = _frame_line(read, lineno, ts, d, body)
+        if line is None:
+            return
+        if self.closed is not None and (not read.frames or line.guid == read.frames[-1].guid):
+            # The same play after the close (another play's lines are recordings put together: refused as such).
+            if not read.after_close:
+                # The scorecard line was the close, not a side line.
+                read.side_lines -= 1
+                read.final_lineno, read.final = self.closed
+            why = f"after the final scorecard line {self.closed[0]}: answered after the card's close, not counted"
+            read.after_close.append(SkippedLine(lineno, why, hashlib.sha256(body).hexdigest(), len(body)))
+            return
+        if self.last_ts is not None and ts < self.last_ts:
+            msg = f"timestamp {ts.isoformat()} is before the previous line's {self.last_ts.isoformat()}"
+            read.order.append((lineno, "out_of_order", msg))
+        elif ts != self.last_ts:
+            self.last_ts = ts
+            self.same_ts.clear()
+        # Timestamps never go back, so a repeat of an earlier line is among the lines of the same timestamp.
+        key = (line.guid, line.packed, line.state, line.levels_completed, line.full_reset)
+        if key in self.same_ts:
+            read.order.append((lineno, "repeated", "repeats an earlier line (same guid, frame and timestamp)"))
+        self.same_ts.add(key)
+        read.frames.append(line)
+
+    def finish(self) -> None:
+        if self.pending_final is not None and not self.read.after_close:
+            self.read.final_lineno, self.read.final = self.pending_final
+
+
+def _closes(data: dict[str, Any]) -> bool:
+    """Whether a scorecard-shaped line is ``scorecard.get(game_id)`` as the harness writes it once the card is
+    closed: ``{}`` for a local card, a run's entry (its guid, or its runs) online."""
+    return not data or isinstance(data.get("guid"), str) or isinstance(data.get("runs"), list)
+
+
+def _decodes(decoder: msgspec.json.Decoder[Any], raw: bytes) -> bool:
+    try:
+        decoder.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return True
+
+
+def _frame_line(read: HarnessRead, lineno: int, ts: datetime, d: _Data, body: bytes) -> FrameLine | None:
+    levels = d.levels_completed if d.levels_completed is not None else d.score
+    win = d.win_levels if d.win_levels is not None else d.win_score
+    frame = bytes(d.frame)
+    if levels is None or d.state not in STATES or not frame.startswith(b"["):
+        _skip(read, lineno, body, "wrong types")
+        return None
+    if levels < 0 or (win is not None and levels > win):
+        read.impossible.append((lineno, f"levels_completed {levels} outside 0..win_levels {win}"))
+    act = _action_of(d.action_input)
+    if act is not None:
+        read.actions[lineno] = act
+        read.acts = read.acts or act[0] != 0
+    return FrameLine(
+        lineno=lineno,
+        ts=ts,
+        game_id=d.game_id,
+        guid=d.guid or None,
+        state=d.state,
+        levels_completed=levels,
+        win_levels=win,
+        full_reset=d.full_reset,
+        packed=pack(frame),
+        available_actions=tuple(d.available_actions),
+    )
+
+
+def _action_of(ai: _Action | None) -> tuple[int, int | None, int | None] | None:
+    """(action, x, y) of a frame line's ``action_input`` (None when it names no action the toolkit has)."""
+    if ai is None:
+        return None
+    a = ai.id if isinstance(ai.id, int) else ACTION_NAMES.get(ai.id.strip().upper())
+    if a is None or isinstance(a, bool) or not 0 <= a <= 7:
+        return None
+    data = ai.data or {}
+    x, y = data.get("x"), data.get("y")
+    return a, x if type(x) is int else None, y if type(y) is int else None
+
+
+def prefix_hash(path: str | Path, end: int) -> str:
+    """sha256 of a file's first ``end`` bytes (how a rewrite anywhere before the import offset is found)."""
+    h = hashlib.sha256()
+    left = end
+    with open(path, "rb") as f:
+        while left > 0:
+            chunk = f.read(min(left, 1 << 20))
+            if not chunk:
+                break
+            h.update(chunk)
+            left -= len(chunk)
+    return h.hexdigest()
+
+
+# -- telling the formats apart ----------------------------------------------------------------------------------
+
+#: What ``ledger import`` reads, for the error on anything else.
+FORMATS = (
+    "the toolkit's recordings (<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl, lines "
+    '{"timestamp", "data": {"game_id", "state", "levels_completed", "action_input": {"id": "ACTION1"}, ...}})',
+    "the ARC-AGI-3-Agents harness's recordings (<game_id>.<agent>.<uuid>.recording.jsonl, lines "
+    '{"timestamp", "data": FrameData} and side lines)',
+)
+_SNIFF_LINES = 20
+
+
+class _Sniff(msgspec.Struct):
+    timestamp: str
+    data: msgspec.Raw
+
+
+_sniff = msgspec.json.Decoder(_Sniff)
+_NAMED_ACTION = re.compile(rb'"action_input":\s*\{"id":\s*"')
+
+
+def sniff(path: Path) -> str:
+    """``toolkit``, ``harness`` or ``unknown``, from the file name and the shape of the first lines.
+
+    A file with no JSON line at all is ``unknown`` (an empty or blank one is left to the reader, which says so).
+    """
+    harness_name = parse_name(path.name) is not None
+    records = 0
+    with open(path, "rb") as f:
+        for _ in range(_SNIFF_LINES):
+            raw = f.readline(1 << 24)
+            if not raw:
+                break
+            if not _decodes(_any, raw.strip()):
+                continue
+            records += 1
+            try:
+                rec = _sniff.decode(raw.strip())
+            except (msgspec.DecodeError, RecursionError):
+                continue  # JSON, but not a {"timestamp", "data"} record
+            d = bytes(rec.data)
+            if not d.startswith(b"{"):
+                continue
+            head = d[: 1 << 16]
+            if b'"state"' in head and b'"game_id"' in head:
+                fpos, spos = head.find(b'"frame"'), head.find(b'"state"')
+                # FrameData.model_dump writes the frame before the state; the toolkit writes it last from 0.9.4 on,
+                # first before that, with the action's name (``"id": "RESET"``) where FrameData has its number.
+                if harness_name:
+                    return "harness"
+                return "unknown" if 0 <= fpos < spos and not _NAMED_ACTION.search(d[spos:]) else "toolkit"
+    if records == 0:
+        # Nothing in it is JSON: no recording at all. An empty file, and a first record still being written (one
+        # line, no newline yet), are left to the reader, which says so.
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+        writing = head.lstrip().startswith(b'{"timestamp"') and b"\n" not in head
+        return ("harness" if harness_name else "toolkit") if writing or not head.strip() else "unknown"
+    return "harness" if harness_name else "unknown"
+
+
+# -- without the game's code --------------------------------------------------------------------------------------

@@ -1,0 +1,120 @@
+"""Readers of file formats the ledger does not know, added by other packages through the entry point group
+``ledger.readers`` (the way llm and datasette take plugins).
+
+``ledger import`` reads its own formats first (the toolkit's recordings, the harness recordings, benchmarking run
+folders beside them, see docs/import.md). A file that is none of them (not ``.jsonl``; given by name, or in a
+folder given) is offered to the built-in readers (:mod:`ledger.formats.builtin_readers`: the files of joinplank's
+arc-agi-3-benchmarking), then to each installed reader in the order of their entry point names; the first whose
+:meth:`Reader.reads` says yes turns it into what it decides for each card (:class:`Decided`): the server's answers
+with the action each answered, and the usage the file reports. The ledger does the rest as for its own formats:
+the answers go through the same translator as live capture, a card whose plays the ledger holds already is
+compared with them, not written again, and usage is added once to the card it belongs to (a live card too).
+
+A reader is a class (instantiated without arguments) or an object with ``name``, ``reads(path)`` and
+``read(path)``; see docs/import.md for a whole example.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+GROUP = "ledger.readers"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One answer of the game, with the action it answered: 0 RESET (``full_reset``: the play starts again; the
+    first answer of each guid must be one), 1..7 ACTION1..7 (``x``/``y`` for ACTION6). ``state``: NOT_FINISHED,
+    WIN or GAME_OVER; ``frame_empty``: the answer had no frame (an action after GAME_OVER or WIN)."""
+
+    ts: datetime
+    game_id: str
+    guid: str
+    action: int
+    state: str
+    levels_completed: int
+    full_reset: bool = False
+    frame_empty: bool = False
+    x: int | None = None
+    y: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Spent:
+    """What a run used (None where the file does not say)."""
+
+    total_tokens: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost: float | None = None
+    model: str | None = None
+    #: Files of one run that each give its running total name the same run: the card keeps the latest, no sum.
+    run_id: str | None = None
+    reasoning_tokens: int | None = None
+    #: The file's other usage and cost figures (a cost breakdown, token details), kept as given.
+    other: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class Decided:
+    """What a file decides for one card: its answers (in the order the game gave them; none when the file holds
+    only usage, for a card already in the ledger), its usage, the tags of a new card."""
+
+    card_id: str
+    answers: list[Answer] = field(default_factory=list)
+    usage: Spent | None = None
+    tags: list[str] = field(default_factory=list)
+    #: The games the file says the card played: its usage goes only to a card that played them.
+    game_ids: list[str] = field(default_factory=list)
+    #: What the file holds that the import does not use, a line each (the import says them).
+    notes: list[str] = field(default_factory=list)
+
+
+class Reader(Protocol):
+    """A file format's reader."""
+
+    name: str
+
+    def reads(self, path: Path) -> bool:
+        """Whether ``path`` is a file of this format (by its name, or its first bytes: it is asked of every file)."""
+        ...
+
+    def read(self, path: Path) -> list[Decided]:
+        """What the file decides, card by card. Raising refuses the file (its message is shown, nothing written)."""
+        ...
+
+
+class ReaderError(Exception):
+    """An installed reader that cannot be loaded, or failed on a file."""
+
+
+def installed() -> list[Reader]:
+    """The readers of the ``ledger.readers`` entry point group, by entry point name; raises :class:`ReaderError`
+    naming one that does not load (an installed plugin left out without a word would drop files silently)."""
+    from importlib.metadata import entry_points
+
+    out: list[Reader] = []
+    for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+        try:
+            obj = ep.load()
+            reader = obj() if isinstance(obj, type) else obj
+        except Exception as e:  # a plugin's code: anything may go wrong in it
+            raise ReaderError(f"the reader {ep.name} ({ep.value}) does not load: {type(e).__name__}: {e}") from e
+        if not all(hasattr(reader, a) for a in ("name", "reads", "read")):
+            raise ReaderError(f"the reader {ep.name} ({ep.value}) has no name, reads() and read()")
+        out.append(reader)
+    return out
+
+
+def reader_for(path: Path, readers: list[Reader]) -> Reader | None:
+    """The first reader that reads ``path`` (None: none does)."""
+    for r in readers:
+        try:
+            if r.reads(path):
+                return r
+        except Exception as e:  # a plugin's code
+            raise ReaderError(f"the reader {r.name} failed on {path}: {type(e).__name__}: {e}") from e
+    return None

@@ -1,0 +1,454 @@
+"""Reading the toolkit's JSONL recordings: finding the files, and each line as an Observation.
+
+Layout (``arc_agi/wrapper.py``): ``<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl``, one file per environment
+wrapper (one game instance, one guid); each line is ``{"timestamp": ..., "data": {game_id, state,
+levels_completed, win_levels, action_input, guid, full_reset, available_actions, frame?}}``, written with
+``json.dump`` before the toolkit updates its scorecard. The card id is the folder name.
+
+**Reading.** Only complete lines (ending in a newline) are consumed. A last line without a newline is a record
+being written or cut off by a killed process: it is reported as a truncated last line and left for a later import
+(unless it is a whole record that only lacks its newline). The frame is the last key the toolkit writes, so the fast
+path decodes only the bytes before ``, "frame": `` and never parses the frame: it checks that the frame's bytes hold
+no ``"`` (no other key and no second record glued on after them) and that the line ends the record (``}}``), and
+reads only whether the frame is ``[]``. Any line that does not fit that shape is decoded whole (msgspec, the frame
+kept raw), so the result is the same, only slower. Lines longer than :data:`MAX_LINE` are streamed, keeping only
+their head: memory stays bounded whatever the input.
+
+**Empty frames.** The toolkit updates its scorecard only for a response with a non-empty frame; arcengine answers an
+action sent after GAME_OVER or WIN (no RESET since) with an empty frame and ``levels_completed`` 0. With frame data
+that is read from the line; without it (``include_frame_data=False``) it is inferred from the file's previous line:
+a non-RESET action received while the game was GAME_OVER or WIN. A line with no guid is skipped, as the toolkit
+does not score it.
+
+**Bad input.** A line that is not JSON or has wrong types is reported with its file and line number and skipped
+(the line is consumed, so it is reported once); the read says whether the first line was such a line, so the
+importer can refuse a file that is no recording. A timestamp before the previous line's and a line repeating an
+earlier one of the same timestamp (what no recorder writes) are reported (``out_of_order``, ``repeated``). A file
+whose lines disagree with its name (``<game_id>-<guid>``) is reported and imported from what the lines say, which
+is what the toolkit scored. With ``strict``, a bad line or a name mismatch makes the card fail with nothing of it
+committed; a truncated last line does not (every killed run leaves one). An empty file
+is reported and imports nothing; a card whose files hold no valid line is not created. Unknown fields are ignored.
+Card metadata the recordings do not hold (tags, source_url, opaque, the API key, seeds) is absent from imported cards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+
+from ledger.domain.events import RecordingImported, SkippedLine, State
+from ledger.domain.translator import Observation
+from ledger.formats.hashing import BackgroundHash, hash_range, tail_hash
+from ledger.formats.import_problems import FATAL_KINDS as FATAL_KINDS  # re-exported
+from ledger.formats.import_problems import SKIP_REASONS, Problem, ProblemKind
+from ledger.formats.import_problems import STRICT_KINDS as STRICT_KINDS  # re-exported
+from ledger.formats.recording_io import BLOCK as BLOCK  # re-exported
+from ledger.formats.recording_io import FRAME_KEY, MAX_LINE, LongLine, check_continues, feed_lines
+from ledger.formats.recording_io import RewrittenError as RewrittenError  # re-exported
+from ledger.toolkit.observation import click_xy
+
+#: Bytes before a file's import offset whose hash tells a rewritten file from a grown one.
+TAIL = 4096
+#: Bad lines listed per file (the rest are counted).
+MAX_LISTED = 10
+
+ACTION_IDS = {"RESET": 0, **{f"ACTION{i}": i for i in range(1, 8)}}
+
+# -- the line format ----------------------------------------------------------------------------------------------
+
+
+#: msgspec.Raw cannot be optional: an absent value reads as JSON null.
+_NULL = msgspec.Raw(b"null")
+
+
+class _Action(msgspec.Struct):
+    id: str | int
+    data: msgspec.Raw = _NULL
+
+
+class _HeadData(msgspec.Struct):
+    # The fast path: every scoring field is required, so a line whose fields come after its frame falls back.
+    game_id: str
+    state: State
+    levels_completed: int
+    action_input: _Action | None
+    guid: str | None
+    full_reset: bool
+    win_levels: int | None = None
+
+
+class _Head(msgspec.Struct):
+    timestamp: datetime
+    data: _HeadData
+
+
+class _Data(msgspec.Struct):
+    game_id: str
+    state: State
+    levels_completed: int
+    action_input: _Action | None = None
+    guid: str | None = None
+    full_reset: bool = False
+    frame: msgspec.Raw = _NULL
+    win_levels: int | None = None
+
+
+class _Line(msgspec.Struct):
+    timestamp: datetime
+    data: _Data
+
+
+_head_decoder = msgspec.json.Decoder(_Head)
+_line_decoder = msgspec.json.Decoder(_Line)
+_any_decoder = msgspec.json.Decoder()
+
+
+def _frame_is_empty(raw: msgspec.Raw) -> bool | None:
+    """True/False as the toolkit's ``len(frame) > 0`` decides; None when the line has no frame."""
+    if len(raw) > 16:
+        return False
+    value = _any_decoder.decode(raw)
+    if value is None:
+        return None
+    return isinstance(value, list) and len(value) == 0
+
+
+# -- reading one file ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class FileRead:
+    """One file read from ``start`` to ``end`` (bytes consumed): its observations and what went wrong."""
+
+    path: Path
+    name: str
+    start: int
+    end: int
+    lines: int
+    new_lines: int
+    skipped: int
+    observations: list[Observation]
+    problems: list[Problem]
+    skip_reasons: Counter[str]
+    game_state: str | None
+    last_ts: datetime | None
+    tail_sha256: str
+    bytes_read: int
+    #: sha256 of the file's bytes before ``end`` (None when it could not be kept while streaming a huge line).
+    prefix_sha256: str | None = None
+    #: Bad lines of this read, as recorded with the card (``LinesSkipped``).
+    skipped_lines: list[SkippedLine] = field(default_factory=list)
+    #: Lines of this read in the recording's shape (scored or not), and whether the first non-blank one was not.
+    good: int = 0
+    first_bad: bool = False
+    #: Every play guid the lines carry (the toolkit writes one per file).
+    guids: set[str] = field(default_factory=set)
+
+
+class _FileReader:
+    """Turns the lines of one file into observations (see the module docstring for the rules)."""
+
+    def __init__(self, path: Path, name: str, first_line: int, game_state: str | None) -> None:
+        self.path = path
+        self.name = name
+        self.lineno = first_line
+        self.game_state = game_state
+        self.obs: list[Observation] = []
+        self.problems: list[Problem] = []
+        self.reasons: Counter[str] = Counter()
+        self.bad = 0
+        self.listed = 0
+        self.skipped_lines: list[SkippedLine] = []
+        self.impossible = 0
+        self.last_ts: datetime | None = None
+        self.stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
+        self._add = self.obs.append
+        # The (game_id, guid) last found to make the file name: most lines need no check.
+        self._ok_game: str | None = None
+        self._ok_guid: str | None = None
+        self._mismatch: dict[str, list[int]] = {}
+        self.guids: set[str] = set()
+        self._same_ts: set[tuple[object, ...]] = set()
+        self._prev: tuple[Observation, bool | None, int] | None = None
+        self.out_of_order = 0
+        self.good = 0
+        self.first_bad = False
+
+    # The hot path: one call per line of the file.
+    def line(self, buf: bytes, s: int, e: int) -> None:
+        self.lineno += 1
+        if e > s and buf[e - 1] == 13:
+            e -= 1
+        k = buf.find(FRAME_KEY, s, e)
+        if k >= 0 and buf.endswith(b"}}", s, e) and buf.find(b'"', k + 11, e) < 0:
+            try:
+                head = _head_decoder.decode(buf[s:k] + b"}}")
+            except (msgspec.DecodeError, RecursionError):
+                pass
+            else:
+                self._observe(head.timestamp, head.data, buf.startswith(b"[]", k + 11), e - k)
+                return
+        if e - s < 2 and not buf[s:e].strip():
+            self.reasons["blank"] += 1
+            return
+        self._full(buf[s:e])
+
+    def long_line(self, ll: LongLine) -> None:
+        self.lineno += 1
+        tail = ll.tail[:-1] if ll.tail.endswith(b"\r") else ll.tail
+        if ll.k >= 0 and not ll.quote and tail.endswith(b"}}"):
+            try:
+                head = _head_decoder.decode(ll.head[: ll.k] + b"}}")
+            except (msgspec.DecodeError, RecursionError):
+                pass
+            else:
+                self._observe(head.timestamp, head.data, ll.head.startswith(b"[]", ll.k + 11), ll.length - ll.k)
+                return
+        self._bad(
+            "too_long",
+            f"line of {ll.length / 1e6:.1f} MB that does not end with its frame (limit {MAX_LINE >> 20} MiB): skipped",
+            ll.head,
+            ll.length,
+        )
+
+    def fragment(self, data: bytes) -> bool:
+        """The last line of the file, with no newline: True if it is a whole record (consumed)."""
+        if not data.strip():
+            return False
+        try:
+            rec = _line_decoder.decode(data)
+        except (msgspec.DecodeError, RecursionError):
+            rec = None
+        if rec is not None:
+            self.lineno += 1
+            self._record(rec)
+            return True
+        where = self.lineno + 1
+        if data.lstrip().startswith(b"{"):
+            self.problems.append(
+                Problem(
+                    str(self.path), where, "truncated", f"truncated last line ({len(data)} bytes, no newline): skipped"
+                )
+            )
+            self.reasons["truncated"] += 1
+        else:
+            self.problems.append(Problem(str(self.path), where, "not_json", "not JSON (last line, no newline)"))
+            self.reasons["not_json"] += 1
+        return False
+
+    def long_fragment(self, ll: LongLine) -> None:
+        self.problems.append(
+            Problem(
+                str(self.path),
+                self.lineno + 1,
+                "truncated",
+                f"truncated last line ({ll.length} bytes, no newline): skipped",
+            )
+        )
+        self.reasons["truncated"] += 1
+
+    def _full(self, data: bytes) -> None:
+        try:
+            rec = _line_decoder.decode(data)
+        except msgspec.ValidationError as ex:
+            self._bad("wrong_type", f"wrong type: {ex}", data)
+            return
+        except msgspec.DecodeError as ex:
+            self._bad("not_json", f"not JSON: {ex}", data)
+            return
+        except RecursionError:
+            self._bad("not_json", "not JSON: nested too deeply", data)
+            return
+        self._record(rec)
+
+    def _record(self, rec: _Line) -> None:
+        self._observe(rec.timestamp, rec.data, _frame_is_empty(rec.data.frame), len(rec.data.frame))
+
+    def _bad(self, kind: ProblemKind, message: str, data: bytes = b"", size: int | None = None) -> None:
+        if self.bad == 0 and self.good == 0:
+            self.first_bad = True
+        self.bad += 1
+        self.reasons[kind] += 1
+        # Recorded with the card (LinesSkipped): the hash says which bytes were left out.
+        self.skipped_lines.append(
+            SkippedLine(
+                self.lineno, SKIP_REASONS[kind], hashlib.sha256(data).hexdigest(), len(data) if size is None else size
+            )
+        )
+        if self.listed < MAX_LISTED:
+            self.listed += 1
+            self.problems.append(Problem(str(self.path), self.lineno, kind, message))
+
+    def _observe(self, ts: datetime, d: _HeadData | _Data, frame_empty: bool | None, size: int = 0) -> None:
+        """One record; ``size`` tells frames apart cheaply (its byte length) when a repeat is looked for."""
+        ai = d.action_input
+        action: int | None
+        if ai is None:
+            action = -1
+        else:
+            action = ACTION_IDS.get(ai.id)  # type: ignore[arg-type]
+            if action is None:
+                aid = ai.id
+                if type(aid) is not int or not 0 <= aid <= 7:
+                    self._bad(
+                        "wrong_type",
+                        f"wrong type: unknown action id {aid!r} - at `$.data.action_input.id`",
+                        msgspec.json.encode(aid),
+                    )
+                    return
+                action = aid
+        self.good += 1
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=UTC)
+        levels, win = d.levels_completed, d.win_levels
+        if levels < 0 or (win is not None and levels > win):
+            self._impossible(ts, levels, win)
+        last = self.last_ts
+        same = False
+        if last is not None and ts < last:
+            self._order("out_of_order", f"timestamp {ts.isoformat()} is before the previous line's {last.isoformat()}")
+        elif ts != last:
+            self.last_ts = ts
+            if self._same_ts:
+                self._same_ts.clear()
+        else:
+            same = True
+        prev = self.game_state
+        state = self.game_state = d.state
+        said = frame_empty  # what the line says (the inferred value depends on the line before)
+        if frame_empty is None:
+            frame_empty = action != 0 and (prev == "GAME_OVER" or prev == "WIN")
+        guid = d.guid
+        if not guid:
+            self.reasons["no_guid"] += 1
+            return
+        game_id = d.game_id
+        if guid != self._ok_guid or game_id != self._ok_game:
+            self.guids.add(guid)
+            self._check_name(game_id, guid)
+        if action == 6:
+            x, y = click_xy(_any_decoder.decode(ai.data))  # type: ignore[union-attr]
+            obs = Observation(ts, game_id, guid, 6, state, d.levels_completed, d.full_reset, frame_empty, x, y)
+        else:
+            obs = Observation(ts, game_id, guid, action, state, d.levels_completed, d.full_reset, frame_empty)
+        # Timestamps never go back, so a repeat of an earlier line is among the lines of the same timestamp: keys are
+        # made only for those (nearly every line has a timestamp of its own).
+        if same:
+            seen = self._same_ts
+            if not seen and self._prev is not None:
+                seen.add(_repeat_key(*self._prev))
+            key = _repeat_key(obs, said, size)
+            if key in seen:
+                self._order("repeated", "repeats an earlier line (same guid, action, answer and timestamp)")
+            seen.add(key)
+        self._prev = (obs, said, size)
+        self._add(obs)
+
+    def _order(self, kind: ProblemKind, what: str) -> None:
+        self.out_of_order += 1
+        if self.out_of_order <= MAX_LISTED:
+            self.problems.append(Problem(str(self.path), self.lineno, kind, f"{what}: the toolkit cannot write it"))
+
+    def _impossible(self, ts: datetime, levels: int, win: int | None) -> None:
+        self.impossible += 1
+        if self.impossible > MAX_LISTED:
+            return
+        what = f"levels_completed {levels} outside 0..win_levels {win}"
+        self.problems.append(Problem(str(self.path), self.lineno, "impossible", f"{what}: the toolkit cannot write it"))
+
+    def _check_name(self, game_id: str, guid: str) -> None:
+        if self.stem == f"{game_id}-{guid}":
+            self._ok_game, self._ok_guid = game_id, guid
+            return
+        if self.stem.endswith("-" + guid):
+            what = f"game_id {game_id!r} differs from the file name's {self.stem[: -len(guid) - 1]!r}"
+        elif self.stem.startswith(game_id + "-"):
+            what = f"guid {guid!r} differs from the file name's {self.stem[len(game_id) + 1 :]!r}"
+        else:
+            what = f"game_id {game_id!r} and guid {guid!r} do not make the file name ({self.stem!r})"
+        self._mismatch.setdefault(what, []).append(self.lineno)
+
+    def finish(self) -> None:
+        for what, lines in self._mismatch.items():
+            more = f" (lines {lines[0]}, +{len(lines) - 1} more)" if len(lines) > 1 else ""
+            self.problems.append(
+                Problem(str(self.path), lines[0], "name_mismatch", f"{what}{more}: imported as the lines say")
+            )
+        if self.bad > self.listed:
+            self.problems.append(
+                Problem(str(self.path), None, "unlisted", f"{self.bad - self.listed} more bad lines not listed")
+            )
+
+
+def _repeat_key(o: Observation, said: bool | None, size: int) -> tuple[object, ...]:
+    """What makes two lines of one timestamp the same line: play, action, answer, and the frame as written."""
+    return (o.guid, o.game_id, o.action, o.state, o.levels_completed, o.full_reset, said, size, o.x, o.y)
+
+
+def read_recording(
+    path: str | os.PathLike[str],
+    *,
+    since: RecordingImported | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> FileRead:
+    """Read one recording file from where ``since`` stopped (or from the start).
+
+    Raises :class:`OSError` if the file cannot be read and :class:`RewrittenError` if it no longer continues
+    what ``since`` recorded.
+    """
+    p = Path(path)
+    start = since.offset if since is not None else 0
+    with open(p, "rb") as f:
+        digest = hashlib.sha256()
+        if since is not None:
+            check_continues(f, since, digest)
+        reader = _FileReader(
+            p, p.name, since.lines if since is not None else 0, since.game_state if since is not None else None
+        )
+        f.seek(start)
+        with BackgroundHash(digest) as hasher:  # sha256 on another core while this one parses
+            read, carry, long = feed_lines(f, reader, hasher, progress)
+        # Everything read is consumed but the last line when it has no newline.
+        consumed = start + read - len(carry) - (long.length if long is not None else 0)
+        if long is not None:
+            reader.long_fragment(long)
+        elif carry and reader.fragment(carry):
+            consumed += len(carry)
+        reader.finish()
+        tail = tail_hash(f, consumed, TAIL) if consumed != start or since is None else since.tail_sha256
+        if consumed != start + read:
+            # The last line is left for later: hash exactly what was consumed.
+            digest = hashlib.sha256()
+            hash_range(f, 0, consumed, digest, BLOCK)
+        prefix = digest.hexdigest()
+    return FileRead(
+        path=p,
+        name=p.name,
+        start=start,
+        end=consumed,
+        lines=reader.lineno,
+        new_lines=reader.lineno - (since.lines if since is not None else 0),
+        skipped=(since.skipped if since is not None else 0) + reader.bad,
+        observations=reader.obs,
+        problems=reader.problems,
+        skip_reasons=reader.reasons,
+        game_state=reader.game_state,
+        last_ts=reader.obs[-1].ts if reader.obs else None,
+        tail_sha256=tail,
+        bytes_read=read,
+        prefix_sha256=prefix,
+        skipped_lines=reader.skipped_lines,
+        good=reader.good,
+        first_bad=reader.first_bad,
+        guids=reader.guids,
+    )
+
+
+from ledger.formats.finding import find_recordings as find_recordings  # noqa: E402  (re-exported)

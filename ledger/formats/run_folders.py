@@ -1,0 +1,209 @@
+"""What a benchmarking run folder says beyond the actions (``run_meta.json`` and each ``step_NNN.json``'s usage).
+
+arc-agi-3-benchmarking writes ``run_meta.json`` (run id, model, token usage and cost, start and end) and per step
+``step_NNN.json`` (``parsed_action``, ``usage``). Key names vary between its versions, so each figure is read from
+the first key that holds it; a figure no key holds is None, and keys not read are listed so the import can say
+what it did not use.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ledger.formats.frame_lines import FrameLine
+from ledger.formats.harness import ACTION_NAMES
+
+_INPUT = ("input_tokens", "prompt_tokens")
+_OUTPUT = ("output_tokens", "completion_tokens")
+_TOTAL = ("total_tokens", "tokens")
+_COST = ("total_cost", "cost", "cost_usd")
+_CACHED = ("cached_tokens", "cache_read_tokens")
+_REASONING = ("reasoning_tokens",)
+_CACHE_WRITE = ("cache_write_tokens", "cache_creation_tokens")
+_NAMED = {*_INPUT, *_OUTPUT, *_TOTAL, *_COST, *_CACHED, *_REASONING, *_CACHE_WRITE}
+_META_READ = {"run_id", "game_id", "model", "config", "started_at", "start_time", "ended_at", "end_time"}
+_META_READ |= {"finished_at", "usage", "total_usage", "token_usage", *_NAMED}
+
+
+@dataclass(slots=True)
+class Usage:
+    """Tokens and cost (None where the folder gives none); ``other``: the usage object's other keys, as given."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    cost: float | None = None
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    other: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class RunMeta:
+    """``run_meta.json``: the run's id, model, times and usage; the keys it holds that were not read."""
+
+    run_id: str | None
+    game_id: str | None
+    model: str | None
+    started_at: str | None
+    ended_at: str | None
+    usage: Usage
+    unused: list[str] = field(default_factory=list)
+
+
+def _number(d: dict[str, Any], keys: tuple[str, ...], kind: type) -> Any:
+    for k in keys:
+        v = d.get(k)
+        if isinstance(v, dict):
+            v = next((v[j] for j in _COST if isinstance(v.get(j), int | float)), None)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return kind(v)
+    return None
+
+
+def usage_of(d: Any) -> Usage:
+    """Tokens and cost from a usage object (or the object holding them at its top, the top's figures first)."""
+    if not isinstance(d, dict):
+        return Usage()
+    inner = next((d[k] for k in ("usage", "total_usage", "token_usage") if isinstance(d.get(k), dict)), None)
+    u = usage_of_flat(d, keep_other=False)
+    if inner is not None:
+        v = usage_of_flat(inner)
+        u = Usage(**{f: getattr(u, f) if getattr(u, f) is not None else getattr(v, f) for f in _FIELDS})
+    if u.total_tokens is None and u.input_tokens is not None and u.output_tokens is not None:
+        u.total_tokens = u.input_tokens + u.output_tokens
+    return u
+
+
+_FIELDS = (
+    *("input_tokens", "output_tokens", "total_tokens", "cost"),
+    *("cached_tokens", "reasoning_tokens", "cache_write_tokens", "other"),
+)
+
+
+def usage_of_flat(d: dict[str, Any], *, keep_other: bool = True) -> Usage:
+    """Tokens and cost from the top keys of ``d`` only; with ``keep_other`` its other keys too (``other``)."""
+    other = {k: v for k, v in d.items() if k not in _NAMED} if keep_other else {}
+    return Usage(
+        _number(d, _INPUT, int),
+        _number(d, _OUTPUT, int),
+        _number(d, _TOTAL, int),
+        _number(d, _COST, float),
+        _number(d, _CACHED, int),
+        _number(d, _REASONING, int),
+        _number(d, _CACHE_WRITE, int),
+        other or None,
+    )
+
+
+def _text(d: dict[str, Any], *keys: str) -> str | None:
+    for k in keys:
+        v = d.get(k)
+        if isinstance(v, str) and v:
+            return v
+    return None
+
+
+def read_run_meta(folder: Path) -> RunMeta | None:
+    """The folder's ``run_meta.json`` (None when it is missing or not a JSON object)."""
+    try:
+        d = json.loads((folder / "run_meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(d, dict):
+        return None
+    return RunMeta(
+        run_id=_text(d, "run_id"),
+        game_id=_text(d, "game_id"),
+        model=_text(d, "model", "config"),
+        started_at=_text(d, "started_at", "start_time"),
+        ended_at=_text(d, "ended_at", "end_time", "finished_at"),
+        usage=usage_of(d),
+        unused=sorted(k for k in d if k not in _META_READ),
+    )
+
+
+def step_usages(folder: Path) -> dict[int, Usage]:
+    """step number -> its usage, for the step files that give one."""
+    out: dict[int, Usage] = {}
+    for f in sorted(folder.glob("step_*.json")):
+        try:
+            d = json.loads(f.read_text(encoding="utf-8"))
+            n = int(d["step"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        u = usage_of(d)
+        if u.total_tokens is not None or u.cost is not None:
+            out[n] = u
+    return out
+
+
+# -- arc-agi-3-benchmarking run folders ---------------------------------------------------------------------------
+
+
+# A step file's own fields; alike in shape only to other small records (ImportResult, remote.Exchange).
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One ``step_NNN.json``: the action the agent chose (``x``/``y`` for ACTION6) and when."""
+
+    step: int
+    ts: datetime
+    action: int
+    x: int | None = None
+    y: int | None = None
+
+
+def _parse_action(value: Any) -> tuple[int, int | None, int | None] | None:
+    if isinstance(value, str):
+        a = ACTION_NAMES.get(value.strip().upper())
+        return (a, None, None) if a is not None else None
+    if isinstance(value, dict):
+        a = ACTION_NAMES.get(str(value.get("action", "")).upper())
+        if a is None:
+            return None
+        x, y = value.get("x"), value.get("y")
+        return a, x if isinstance(x, int) else None, y if isinstance(y, int) else None
+    return None
+
+
+def read_run_folder(folder: Path) -> list[Step]:
+    """The steps of a benchmarking run folder, in step order (unreadable step files are left out)."""
+    steps: list[Step] = []
+    for f in sorted(folder.glob("step_*.json")):
+        try:
+            d = json.loads(f.read_text(encoding="utf-8"))
+            ts = datetime.fromisoformat(str(d["timestamp"]).replace("Z", "+00:00"))
+            parsed = _parse_action(d.get("parsed_action"))
+            n = int(d["step"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if parsed is None:
+            continue
+        steps.append(Step(n, ts if ts.tzinfo else ts.replace(tzinfo=UTC), *parsed))
+    steps.sort(key=lambda s: s.step)
+    return steps
+
+
+def match_steps(frames: Sequence[FrameLine], steps: list[Step]) -> dict[int, Step]:
+    """lineno -> the step whose action that frame line answers.
+
+    A step is written just before its action is sent, so it answers the first frame line at or after its timestamp
+    and before the next step's. Steps with no such line (the run is another one, or the line is missing) match
+    nothing.
+    """
+    out: dict[int, Step] = {}
+    i = 0
+    for k, s in enumerate(steps):
+        nxt = steps[k + 1].ts if k + 1 < len(steps) else None
+        while i < len(frames) and frames[i].ts < s.ts:
+            i += 1
+        if i < len(frames) and (nxt is None or frames[i].ts <= nxt):
+            out[frames[i].lineno] = s
+            i += 1
+    return out

@@ -1,0 +1,158 @@
+"""A benchmarking run folder beside a harness recording: its model and run id as the card's tags, its usage and
+cost kept with the card (``RunUsage``, split by the level being played), and what of it the import did not use."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from ledger.app.usage import card_usage
+from ledger.domain.events import LevelUsage, RunUsage
+from ledger.formats.frame_lines import FrameLine
+from ledger.formats.import_problems import Problem
+from ledger.formats.run_folders import Step, Usage, read_run_folder, read_run_meta, step_usages
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+
+
+def run_tags(folder: Path | None) -> list[str]:
+    """``model:<model>`` and ``run:<run id>`` of the run folder (none without one)."""
+    meta = read_run_meta(folder) if folder is not None else None
+    if meta is None:
+        return []
+    return [
+        t for t in (f"model:{meta.model}" if meta.model else None, f"run:{meta.run_id}" if meta.run_id else None) if t
+    ]
+
+
+def run_usage(
+    folder: Path, frames: Sequence[FrameLine], matched: dict[int, Step], ts: datetime, problems: list[Problem]
+) -> RunUsage | None:
+    """The run's usage event (None without a readable run_meta.json); notes what was not used into ``problems``."""
+    meta = read_run_meta(folder)
+    if meta is None:
+        return None
+    usages = step_usages(folder)
+    per_level: dict[int, list[float | int | None]] = {}
+    prev_levels = 0
+    for line in frames:
+        step = matched.get(line.lineno)
+        if step is not None:
+            u = usages.get(step.step)
+            acc = per_level.setdefault(prev_levels, [0, 0, 0.0])
+            acc[0] = int(acc[0] or 0) + 1
+            acc[1] = None if u is None or u.total_tokens is None or acc[1] is None else int(acc[1]) + u.total_tokens
+            acc[2] = None if u is None or u.cost is None or acc[2] is None else float(acc[2]) + u.cost
+        prev_levels = line.levels_completed
+    levels = [LevelUsage(lv, int(a[0] or 0), a[1], a[2]) for lv, a in sorted(per_level.items())]  # type: ignore[arg-type]
+    used = {s.step for s in matched.values()}
+    steps = read_run_folder(folder)
+    unmatched = [s.step for s in steps if s.step not in used]
+    where = str(folder)
+    unread = sum(1 for _ in folder.glob("step_*.json")) - len(steps)
+    if unread > 0:
+        msg = f"{unread} step file(s) unreadable or without a parsed_action, not used"
+        problems.append(Problem(where, None, "harness", msg))
+    if unmatched:
+        shown = ", ".join(f"step_{n:03d}" for n in unmatched[:5]) + (" ..." if len(unmatched) > 5 else "")
+        problems.append(Problem(where, None, "harness", f"{len(unmatched)} step(s) matched no line, not used: {shown}"))
+    if meta.unused:
+        problems.append(Problem(where, None, "harness", f"run_meta.json keys not used: {', '.join(meta.unused)}"))
+    u = meta.usage
+    if unmatched:
+        u = _steps_only(where, meta.usage, [usages[s.step] for s in matched.values() if s.step in usages], problems)
+        left = [usages[n] for n in unmatched if n in usages]
+        if left:
+            out = _sum(left)
+            problems.append(
+                Problem(
+                    where,
+                    None,
+                    "harness",
+                    f"usage left out with the {len(unmatched)} step(s) not used: {_figures(out)}",
+                )
+            )
+    # The event's fields one by one, from two sources (run_meta.json and its usage): no struct to copy whole.
+    return RunUsage(
+        ts=ts,
+        folder=folder.name,
+        run_id=meta.run_id,
+        model=meta.model,
+        started_at=meta.started_at,
+        ended_at=meta.ended_at,
+        input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens,
+        total_tokens=u.total_tokens,
+        cost=u.cost,
+        levels=levels,
+        cached_tokens=u.cached_tokens,
+        reasoning_tokens=u.reasoning_tokens,
+        cache_write_tokens=u.cache_write_tokens,
+        usage_other=u.other,
+    )
+
+
+_SUMMED = (
+    *("input_tokens", "output_tokens", "total_tokens", "cost"),
+    *("cached_tokens", "reasoning_tokens", "cache_write_tokens"),
+)
+
+
+def _sum(usages: list[Usage]) -> Usage:
+    """The figures of ``usages`` added up (None where one of them gives none); numbers in their other keys' objects
+    (``cost_details``) added up key by key."""
+    out = Usage()
+    for f in _SUMMED:
+        values = [getattr(u, f) for u in usages]
+        setattr(out, f, None if not values or any(v is None for v in values) else sum(values))
+    other: dict[str, dict[str, float]] = {}
+    for u in usages:
+        for k, v in (u.other or {}).items():
+            if isinstance(v, dict):
+                acc = other.setdefault(k, {})
+                for kk, n in v.items():
+                    if isinstance(n, int | float) and not isinstance(n, bool):
+                        acc[kk] = acc.get(kk, 0) + n
+    out.other = other or None
+    return out
+
+
+def _figures(u: Usage) -> str:
+    tokens = f"{u.total_tokens} tokens" if u.total_tokens is not None else "tokens not given"
+    return tokens + (f", cost {u.cost!r}" if u.cost is not None else ", cost not given")
+
+
+def _steps_only(where: str, whole: Usage, used: list[Usage], problems: list[Problem]) -> Usage:
+    """The usage of the steps used, when steps were left out: the run's own total counts them too."""
+    u = _sum(used)
+    msg = (
+        f"usage counts only the steps used: {_figures(u)} (run_meta.json's total, {_figures(whole)}, counts the steps "
+        "not used too)"
+    )
+    problems.append(Problem(where, None, "harness", msg))
+    return u
+
+
+def usage_held(ledger: Ledger, card_id: str, usage: RunUsage) -> bool:
+    """Whether the card holds this run's usage already (the same folder and run id)."""
+    return any(u.folder == usage.folder and u.run_id == usage.run_id for u in card_usage(ledger, card_id))
+
+
+def attach_usage(
+    ledger: Ledger, card_id: str, usage: RunUsage, where: str, problems: list[Problem], *, check_held: bool = True
+) -> None:
+    """Add the run's usage to a card already in the ledger (captured live, or imported without its run folder): a
+    fact beside its counts, so the card's numbers and its close stay as they are. ``check_held`` False: a later
+    snapshot of a run the card holds (:func:`same_run`), added whatever its file's name."""
+    if check_held and usage_held(ledger, card_id, usage):
+        problems.append(Problem(where, None, "harness", f"its usage is on card {card_id} already"))
+        return
+    card = ledger.load_card(card_id)
+    ledger.append_card(card_id, [msgspec.structs.replace(usage, ts=datetime.now(UTC))], card.events)
+    msg = f"its usage attached to card {card_id}: {usage.total_tokens} tokens, cost {usage.cost!r}"
+    problems.append(Problem(where, None, "harness", msg))

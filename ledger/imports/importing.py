@@ -1,0 +1,476 @@
+"""Import the toolkit's JSONL recordings: every line goes through the same translator as live capture.
+
+How the files are found and read (their layout, truncated last lines, empty frames, bad lines) is
+:mod:`ledger.formats.recordings`; this module turns what they hold into cards. A harness recording
+(``{game_id}.{agent}.{uuid}.recording.jsonl``) is a card of its own, imported by
+:mod:`ledger.imports.importing_harness`; a file in neither format is reported (exit 2) and makes no card. Lines
+skipped at import are recorded with the card (``LinesSkipped``); every import records the sha256 of all the bytes it
+consumed, so a file changed anywhere before its offset is refused; ``--environments`` also attaches its baseline
+set to imported cards that have none (``BaselinesAttached``).
+
+**Events.** A card's files are merged in timestamp order (ties keep file-name order) and translated by
+:func:`ledger.domain.translator.translate`. A new card gets ``CardOpened`` at its first timestamp (with the baseline
+set of ``environments`` when given, content-addressed as live capture stores it; without it the card has no baseline set
+and every game shows the toolkit's "No Matching EnvironmentInfo" run until exported with ``--baselines``), then the
+events with the recordings' own timestamps, one ``RecordingImported`` per file read, and
+``CardClosed(end_of_import)`` at its last timestamp. All of it is one ``Ledger.append_card``: one transaction per card.
+
+**Idempotent and resumable.** ``RecordingImported`` records how far each file was read, so importing the same files
+again adds nothing ("already imported") and a file that grew is read from where the last import stopped. A grown
+card is reopened: ``CardReopened``, the new lines' events, new ``RecordingImported`` events and a new
+``CardClosed(end_of_import)`` at the card's last timestamp, again in one transaction. The log is append-only, so new
+lines come after everything already stored (merged in timestamp order among themselves): a game first played in
+lines imported later is listed after the games already on the card. A killed import loses only the card whose
+transaction it was in; the next import does it. Not imported (the card is left as it is): a file shorter than what
+was imported or whose imported bytes changed (it was rewritten). Plays the ledger holds already (a card captured
+live, or guids on another card) are compared with that card and never written twice
+(:mod:`ledger.imports.import_compare`).
+
+**Which card, which files.** A card id comes only from what proves it (:mod:`ledger.imports.import_identity`).
+A file that is no recording (its first line, or one line in four, not a recording line), a toolkit file holding
+several plays, and lines that repeat an earlier one or go back in time (unless ``allow_repeats``) refuse the card:
+exit 2, nothing of it committed.
+
+**Bad input.** A line that is not JSON or has wrong types is reported with its file and line number and skipped
+(the line is consumed, so it is reported once); a file whose lines disagree with its name (``<game_id>-<guid>``) is
+reported and imported from what the lines say, which is what the toolkit scored. With ``strict``, either makes the
+card fail with nothing of it committed; a truncated last line does not (every killed run leaves one). An empty file
+is reported and imports nothing; a card whose files hold no valid line is not created. Unknown fields are ignored.
+Card metadata the recordings do not hold (tags, source_url, opaque, the API key, seeds) is absent from imported cards.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ledger.domain import baselines as bl
+from ledger.domain.events import (
+    AnyEvent,
+    BaselineEntry,
+    CardReopened,
+    LinesSkipped,
+    PlayStarted,
+    RecordingImported,
+)
+from ledger.domain.projection import CardState, apply, new_card
+from ledger.domain.translator import Observation, translate
+from ledger.errors import ImportInputError
+from ledger.formats.harness import FORMATS, parse_name, sniff
+from ledger.formats.import_problems import REFUSED_KINDS as REFUSED_KINDS  # re-exported
+from ledger.formats.import_problems import REPEAT_KINDS as REPEAT_KINDS  # re-exported
+from ledger.formats.recordings import (
+    FATAL_KINDS,
+    SKIP_REASONS,
+    STRICT_KINDS,
+    FileRead,
+    Problem,
+    RewrittenError,
+    find_recordings,
+    read_recording,
+)
+from ledger.imports.import_cards import (
+    Baselines,
+    CardResult,
+    Existing,
+    ImportOptions,
+    attach_baselines,
+    close_import,
+    count_not_counted,
+    load_existing,
+    with_retries,
+)
+from ledger.imports.import_cards import ImportSummary as ImportSummary  # re-exported
+from ledger.imports.import_compare import compare_with_held, held_elsewhere
+from ledger.imports.import_identity import CardPlan, GuidIndex, plan_cards, unproven_message
+from ledger.rules.import_checks import not_a_recording
+from ledger.toolkit.environments import scan_environments
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+
+
+# -- importing cards ---------------------------------------------------------------------------------------------
+
+
+def _ts_key(o: Observation) -> datetime:
+    return o.ts
+
+
+def _import_card(opts: ImportOptions, card_id: str, plan: CardPlan, problems: list[Problem]) -> tuple[CardResult, int]:
+    files = plan.files
+    unknown = _unknown_formats(files, problems)
+    if unknown:
+        what = f"{len(unknown)} of its files in no format the ledger reads ({', '.join(f.name for f in unknown[:3])})"
+        return CardResult(card_id, "not imported", len(files), error=f"{what}: nothing of it imported", exit_code=2), 0
+    if len(files) == 1 and parse_name(files[0].name) is not None:
+        from ledger.imports.importing_harness import import_harness_card
+
+        return import_harness_card(opts, card_id, files[0], problems, how=plan.how)
+    return with_retries(card_id, len(files), lambda found: _import_card_once(opts, card_id, plan, found), problems)
+
+
+def _import_card_once(
+    opts: ImportOptions, card_id: str, plan: CardPlan, problems: list[Problem]
+) -> tuple[CardResult, int]:
+    ledger, baselines, index = opts.ledger, opts.baselines, opts.index
+    files = plan.files
+    # Files whose card nothing proves are read (to say what is wrong with them) but never joined to a card.
+    existing = load_existing(ledger, card_id) if plan.how != "unproven" else None
+    result = CardResult(card_id, "nothing to import", len(files))
+    # A card captured live is compared with its recordings, never added to (its actions would count twice).
+    live = existing is not None and not existing.imported
+    reads, card_problems, bytes_read = _read_new_lines(files, None if live else existing, opts.progress)
+    problems.extend(card_problems)
+    for r in reads:
+        for reason, n in r.skip_reasons.items():
+            result.skipped[SKIP_REASONS[reason]] = result.skipped.get(SKIP_REASONS[reason], 0) + n
+
+    refused = _refusal(reads, plan, card_id, index)
+    if refused is not None:
+        problems.append(refused)
+        result.status, result.error, result.exit_code = "not imported", _REFUSED[refused.kind], 2
+        return result, bytes_read
+    repeats = None if opts.allow_repeats else _repeats(card_problems)
+    if repeats is not None:
+        result.status, result.error, result.exit_code = "not imported", repeats, 2
+        return result, bytes_read
+    fatal = [p for p in card_problems if p.kind in FATAL_KINDS]
+    if fatal:
+        result.status, result.error, result.exit_code = "not imported", str(fatal[0]), 1
+        return result, bytes_read
+    bad = [p for p in card_problems if p.kind in STRICT_KINDS]
+    if opts.strict and bad:
+        result.status, result.exit_code = "not imported", 2
+        result.error = f"{len(bad)} problem(s) in its recordings (--strict): nothing of this card imported"
+        return result, bytes_read
+
+    advanced = [r for r in reads if r.end > r.start]
+    result.lines = sum(r.new_lines for r in advanced)
+    if _compared(ledger, card_id if live else None, reads, index, result, problems):
+        return result, bytes_read
+    if not advanced:
+        result.status = "already imported" if existing is not None else "nothing to import"
+        if existing is not None:
+            attach_baselines(ledger, existing, baselines, result)
+        return result, bytes_read
+    observations = [r.observations for r in advanced if r.observations]
+    if existing is None and not observations:
+        # Only bad lines: no card to open (they are reported again next time).
+        result.lines = 0
+        return result, bytes_read
+
+    out: list[AnyEvent] = []
+    card, version, bmap, last = _open_or_reopen(ledger, card_id, existing, baselines, observations, out)
+    last, playless = _translate_in_time_order(card, observations, out, last)
+    if playless and _no_play(opts.strict, advanced, playless, result, problems):
+        return result, bytes_read
+    plays = sum(1 for e in out if type(e) is PlayStarted)
+    count_not_counted(out, result)
+    _record_progress_and_close(card, advanced, bmap, last, out)
+    # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
+    ledger.append_card(card_id, out, version, state=card, whole=False)
+    index.add(set().union(*(r.guids for r in reads)), card_id)
+    result.status = "imported" if existing is None else "updated"
+    result.events = len(out)
+    result.plays = plays
+    return result, bytes_read
+
+
+def _read_new_lines(
+    files: list[Path], existing: Existing | None, progress: Callable[[int], None] | None
+) -> tuple[list[FileRead], list[Problem], int]:
+    """Each file read from where the last import stopped, the card's problems, and the bytes read.
+
+    A rewritten or unreadable file is a problem and yields no read; an empty one is a problem and an empty read.
+    """
+    reads: list[FileRead] = []
+    card_problems: list[Problem] = []
+    bytes_read = 0
+    for f in files:
+        since = existing.progress.get(f.name) if existing is not None else None
+        if progress is not None and since is not None:
+            progress(min(since.offset, _size(f)))
+        try:
+            r = read_recording(f, since=since, progress=progress)
+        except RewrittenError as e:
+            card_problems.append(Problem(str(f), None, "rewritten", f"{e}: it was rewritten, not imported"))
+            if progress is not None:
+                progress(max(0, _size(f) - since.offset))  # type: ignore[union-attr]
+            continue
+        except OSError as e:
+            card_problems.append(Problem(str(f), None, "unreadable", f"cannot read: {e.strerror or e}"))
+            continue
+        bytes_read += r.bytes_read
+        if r.start == 0 and r.end == 0 and r.bytes_read == 0:
+            card_problems.append(Problem(str(f), None, "empty", "empty file: nothing to import"))
+        card_problems.extend(r.problems)
+        reads.append(r)
+    return reads, card_problems, bytes_read
+
+
+def _open_or_reopen(
+    ledger: Ledger,
+    card_id: str,
+    existing: Existing | None,
+    baselines: Baselines,
+    observations: list[list[Observation]],
+    out: list[AnyEvent],
+) -> tuple[CardState, int, dict[str, BaselineEntry], datetime]:
+    """The card to append to, its version, baselines and last timestamp; appends its CardOpened or CardReopened
+    to ``out`` (a new card opens at its first line; a closed one reopens at its earliest new line)."""
+    if existing is None:
+        first = min(o[0].ts for o in observations)
+        set_id, bmap = baselines.for_new_card()
+        card = new_card(card_id)
+        opened = baselines.opened(first, card_id, set_id)
+        apply(card, opened)
+        out.append(opened)
+        return card, 0, bmap, first
+    card = existing.card
+    version = card.events
+    bmap = ledger.card_baselines(card)
+    last = card.closed_at or card.last_ts or datetime.now(UTC)
+    if card.closed:
+        starts = [o[0].ts for o in observations]
+        reopened = CardReopened(ts=min(starts) if starts else last)
+        apply(card, reopened)
+        out.append(reopened)
+    return card, version, bmap, last
+
+
+def _translate_in_time_order(
+    card: CardState, observations: list[list[Observation]], out: list[AnyEvent], last: datetime
+) -> tuple[datetime, Counter[str]]:
+    """Append the events of every file's lines, merged in timestamp order; the card's last timestamp after them,
+    and per guid the lines that make no play (no play of their game started before them)."""
+    merged = (
+        heapq.merge(*observations, key=_ts_key)
+        if len(observations) > 1
+        else iter(observations[0] if observations else ())
+    )
+    playless: Counter[str] = Counter()
+    for obs in merged:
+        evs = translate(card, obs)
+        if evs:
+            out.extend(evs)
+        elif card.play_for(obs.game_id, obs.guid) is None:
+            playless[obs.guid] += 1
+        if obs.ts > last:
+            last = obs.ts
+    return last, playless
+
+
+def _no_play(
+    strict: bool, advanced: list[FileRead], playless: Counter[str], result: CardResult, problems: list[Problem]
+) -> bool:
+    """Report the lines that make no play, file by file; True if they refuse the card (``strict``: exit 2).
+
+    The toolkit starts every play with a full RESET, so such lines (a first line that says ``"full_reset": false``)
+    come from no toolkit: the scorecard counts nothing of them, and the card is short of what the run did (exit 1).
+    """
+    for r in advanced:
+        n = sum(playless[g] for g in r.guids)
+        if n:
+            msg = (
+                f"{n} line(s) make no play: no full RESET of their game comes before them (the toolkit starts every "
+                'play with a line that says "full_reset": true), so nothing of them is counted'
+            )
+            problems.append(Problem(str(r.path), None, "impossible", msg))
+    if strict:
+        result.status, result.exit_code = "not imported", 2
+        result.error = f"{sum(playless.values())} line(s) make no play (--strict): nothing of this card imported"
+        return True
+    result.exit_code = 1
+    return False
+
+
+def _record_progress_and_close(
+    card: CardState, advanced: list[FileRead], bmap: dict[str, BaselineEntry], last: datetime, out: list[AnyEvent]
+) -> None:
+    """Append each file's LinesSkipped and RecordingImported (how far it was read), then CardClosed(end_of_import)
+    with the scored document's hash."""
+    read: list[AnyEvent] = []
+    for r in advanced:
+        if r.skipped_lines:
+            read.append(LinesSkipped(ts=r.last_ts or last, file=r.name, lines=r.skipped_lines))
+        read.append(
+            RecordingImported(
+                ts=r.last_ts or last,
+                file=r.name,
+                offset=r.end,
+                lines=r.lines,
+                skipped=r.skipped,
+                tail_sha256=r.tail_sha256,
+                game_state=r.game_state,  # type: ignore[arg-type]
+                prefix_sha256=r.prefix_sha256,
+            )
+        )
+    close_import(card, bmap, last, read, out)
+
+
+def _refusal(reads: list[FileRead], plan: CardPlan, card_id: str, index: GuidIndex) -> Problem | None:
+    """Why these reads make no card (exit 2): a file that is no recording, a file of several plays, files whose
+    card nothing proves, plays that are on another card already."""
+    for r in reads:
+        why = not_a_recording(r.first_bad and r.start == 0, r.skipped, r.lines - r.skipped)
+        if why is not None:
+            return Problem(str(r.path), None, "not_a_recording", f"not a recording: {why}")
+        if len(r.guids) > 1:
+            shown = ", ".join(sorted(r.guids)[:3])
+            msg = (
+                f"holds the lines of {len(r.guids)} plays ({shown}): the toolkit writes one file per play "
+                "(<game_id>-<guid>.jsonl), so this is several recordings put together; split it"
+            )
+            return Problem(str(r.path), None, "several_plays", msg)
+    if not any(r.observations for r in reads):
+        return None
+    if plan.how == "unproven" and not index.others(set().union(*(r.guids for r in reads)), card_id):
+        return Problem(str(plan.files[0].parent), None, "unknown_card", unproven_message(plan, card_id))
+    return None
+
+
+def _compared(
+    ledger: Ledger,
+    live: str | None,
+    reads: list[FileRead],
+    index: GuidIndex,
+    result: CardResult,
+    problems: list[Problem],
+) -> bool:
+    """When the ledger holds these plays already (the card captured live, or their guids on another card): compare
+    the card the lines make with it, write nothing, and say so (True)."""
+    obs = sorted((o for r in reads for o in r.observations), key=_ts_key)
+    held = live if live is not None else (held_elsewhere(index, obs, result.card_id) if obs else None)
+    if held is None or not obs:
+        return False
+    where = str(reads[0].path.parent)
+    compare_with_held(
+        ledger,
+        held,
+        ((None, o) for o in obs),
+        where=where,
+        first_play=None,
+        resets=True,
+        result=result,
+        problems=problems,
+    )
+    return True
+
+
+#: The card line of a refused card (its problem, printed above it, says where and why).
+_REFUSED = {
+    "not_a_recording": "a file is no recording: nothing of this card imported",
+    "several_plays": "a file holds several plays (recordings put together): nothing of this card imported",
+    "unknown_card": "nothing says which card these files are (see above): not imported",
+}
+
+
+def _repeats(problems: list[Problem]) -> str | None:
+    """Why lines that repeat earlier ones or go back in time (what no recorder writes) refuse the card."""
+    found = [p for p in problems if p.kind in REPEAT_KINDS]
+    if not found:
+        return None
+    return (
+        f"{len(found)} line(s) repeat an earlier line or go back in time (first: line {found[0].line}): nothing of "
+        "this card imported; --allow-repeats imports the lines as they are"
+    )
+
+
+def _unknown_formats(files: list[Path], problems: list[Problem]) -> list[Path]:
+    """The files in no format the ledger reads, each reported (exit 2): their card is not imported."""
+    unknown = []
+    for f in files:
+        try:
+            fmt = sniff(f)
+        except OSError:
+            fmt = "toolkit"  # the reader reports it as unreadable
+        if fmt == "unknown":
+            formats = "; ".join(FORMATS)
+            problems.append(
+                Problem(str(f), None, "unknown_format", f"not a recording the ledger reads. It reads: {formats}")
+            )
+            unknown.append(f)
+    return unknown
+
+
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except OSError:
+        return 0
+
+
+def total_bytes(cards: dict[str, list[Path]]) -> int:
+    """The bytes of every file to import (the progress bar's total)."""
+    return sum(_size(f) for files in cards.values() for f in files)
+
+
+def named_run_folders(paths: Iterable[str | os.PathLike[str]]) -> frozenset[Path]:
+    """The benchmarking run folders (``run_meta.json`` in them) among the paths given, resolved."""
+    return frozenset(Path(p).resolve() for p in paths if Path(p).is_dir() and (Path(p) / "run_meta.json").is_file())
+
+
+def import_recordings(
+    ledger: Ledger,
+    paths: Iterable[str | os.PathLike[str]] | None = None,
+    *,
+    cards: dict[str, list[Path]] | None = None,
+    environments: str | os.PathLike[str] | None = None,
+    strict: bool = False,
+    progress: Callable[[int], None] | None = None,
+    on_card: Callable[[CardResult], None] | None = None,
+    card_id: str | None = None,
+    allow_repeats: bool = False,
+    calculator: str | None = None,
+    run_folders: Iterable[str | os.PathLike[str]] = (),
+) -> ImportSummary:
+    """Import the recordings under ``paths`` (or the ``cards`` from :func:`find_recordings`) into ``ledger``.
+
+    ``run_folders``: the paths the user gave with ``cards`` (its benchmarking run folders must be used, its files
+    an installed reader reads are imported by it: :mod:`ledger.imports.import_readers`).
+
+    ``environments``: an ``environment_files`` tree whose ``metadata.json`` baselines new cards are stored with;
+    ``calculator``: the arc-agi release that played them (their calculator; unknown: :class:`UnknownCalculator`,
+    before anything is read), else the newest, recorded as assumed.
+    ``progress`` is called with byte counts as files are read; ``on_card`` with each card's result once it is
+    committed (or refused), so an interrupted import can say how far it got. Raises :class:`ImportInputError` on
+    bad paths, an ``environments`` folder without any ``metadata.json``, or a ``card_id`` (the card the given
+    recordings are, when their folder does not name it) given for recordings of several cards.
+    """
+    problems: list[Problem] = []
+    if cards is None:
+        cards, problems = find_recordings(paths or [])
+    entries: list[BaselineEntry] | None = None
+    if environments is not None:
+        found, env_problems = scan_environments(environments)
+        if not found:
+            raise ImportInputError(f"{environments}: no metadata.json in it (an environment_files tree)")
+        problems.extend(Problem(p, None, "environments", "skipped (the toolkit skips it too)") for p in env_problems)
+        entries = bl.canonical(found)
+    baselines = Baselines(ledger, entries, environments, calculator)
+    named = named_run_folders([*(paths or []), *run_folders])
+    opts = ImportOptions(ledger, baselines, GuidIndex(ledger), strict, progress, allow_repeats, named)
+    plans = plan_cards(cards, opts.index, card_id, problems)
+    t0 = time.perf_counter()
+    results: list[CardResult] = []
+    bytes_read = 0
+    for cid, plan in plans.items():
+        r, n = _import_card(opts, cid, plan, problems)
+        results.append(r)
+        if on_card is not None:
+            on_card(r)
+        bytes_read += n
+    from ledger.imports.import_readers import import_claimed
+
+    for r in import_claimed(opts, [Path(p) for p in dict.fromkeys([*(paths or []), *run_folders])], problems):
+        results.append(r)
+        if on_card is not None:
+            on_card(r)
+    return ImportSummary(results, problems, bytes_read, time.perf_counter() - t0, baselines.set_id)

@@ -1,0 +1,579 @@
+"""Importing one ARC-AGI-3-Agents harness recording as one card (see :mod:`ledger.formats.harness`).
+
+The card id is the uuid in the file name, the agent name its tag. The answer to ``Arcade.make``'s RESET is not in
+the file, so the card starts with that play (``PlayStarted`` at the first line's time). Each frame line's action is
+recovered (:mod:`ledger.resim.harness_search` with the game's code from ``--environments``, else from the frames
+alone), then the line goes through the same translator as every other import. What could not be read or known is
+recorded with the card: ``LinesSkipped`` (file, line numbers, reason, sha256 of the bytes) and ``ActionsInferred``
+(how the actions were found, the lines that could also have been a level RESET). A non-empty final scorecard line
+is compared with the imported card.
+
+A grown file is re-simulated from its start (the game's state depends on every earlier line) and only lines after
+the import offset add events. A file rewritten anywhere before that offset is refused (whole-prefix sha256).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import msgspec
+
+from ledger.domain.events import (
+    ActionIgnored,
+    ActionsInferred,
+    ActionTaken,
+    AnyEvent,
+    CardOpened,
+    CardReopened,
+    FramesNoted,
+    LinesSkipped,
+    PlayStarted,
+    RecordingImported,
+    RunUsage,
+    State,
+)
+from ledger.domain.projection import apply, new_card
+from ledger.domain.translator import Observation, translate
+from ledger.formats.frame_lines import FrameLine, LineSet
+from ledger.formats.harness import (
+    HarnessRead,
+    parse_name,
+    prefix_hash,
+    read_harness,
+)
+from ledger.formats.harness_frames import classify_from_frames, from_recorded
+from ledger.formats.recordings import MAX_LISTED, Problem
+from ledger.formats.run_folders import Step, read_run_meta
+from ledger.formats.run_match import match_run_folder
+from ledger.imports.harness_report import cross_check, report_read, skipped_lines, tail_sha256
+from ledger.imports.import_cards import (  # the card bookkeeping both importers share (importing.py too)
+    Baselines,
+    CardResult,
+    Existing,
+    ImportOptions,
+    attach_baselines,
+    close_import,
+    load_existing,
+    with_retries,
+)
+from ledger.imports.import_compare import compare_with_held, held_elsewhere
+from ledger.imports.import_runs import attach_usage, run_tags, run_usage, usage_held
+from ledger.resim.harness_search import line_signature
+from ledger.rules.import_checks import not_a_recording
+from ledger.toolkit.game_states import frame_digest
+
+if TYPE_CHECKING:
+    from ledger.ledger import Ledger
+
+#: Lines one FramesNoted or ActionsInferred event lists at most: a long recording's are split over several events
+#: (never all held, nor all in one row).
+EVENT_LINES = 4096
+_DIGESTS_KEPT = 4096
+
+
+def import_harness_card(
+    opts: ImportOptions, card_id: str, path: Path, problems: list[Problem], *, how: str = "harness"
+) -> tuple[CardResult, int]:
+    """Import (or resume) the card of one harness recording; retried when another writer got there first.
+
+    Lines that repeat an earlier one or go back in time refuse the card (exit 2) unless ``opts.allow_repeats``.
+    Plays that ``opts.index`` finds on another card are compared with it, not written
+    (:mod:`ledger.imports.import_compare`).
+    ``how`` says how ``card_id`` was found (``harness``: the recorder's uuid, which is said).
+    """
+    return with_retries(card_id, 1, lambda found: _import_once(opts, card_id, path, found, how), problems)
+
+
+def _steps_for(
+    path: Path, read: HarnessRead, problems: list[Problem], named: frozenset[Path], strict: bool = False
+) -> tuple[dict[int, Step], Path | None, str | None]:
+    """The benchmarking run folder's steps matched to frame lines (:mod:`ledger.formats.run_match`), that folder,
+    and why a folder the user named (``named``), or under ``strict`` any folder of the recording's, is not used
+    (None when none is left unused); each folder of the game not used is named with why."""
+    found = match_run_folder(path.parent, read.name, read.frames, read.tokens)
+    why_named: str | None = None
+    where = path.parent.resolve()
+    for d, why in found.not_used:
+        problems.append(Problem(str(d), None, "harness", f"run folder not used: {why}"))
+        if d.resolve() in named:
+            why_named = f"the run folder {d} named to import is not used: {why}"
+        elif strict and why_named is None:
+            why_named = f"the run folder {d} beside it is not used (--strict): {why}"
+    for d in sorted(named):
+        if d.parent == where and why_named is None and (found.folder is None or found.folder.resolve() != d):
+            game = read_run_meta(d)
+            if game is not None and game.game_id == read.name.game_id:
+                why_named = f"the run folder {d} named to import is not used: it is not this recording's run"
+    if found.folder is not None:
+        msg = f"parsed_action of {len(found.steps)} step(s) from {found.folder.name}/ used ({found.how})"
+        problems.append(Problem(str(path), None, "harness", msg))
+    return found.steps, found.folder, why_named
+
+
+def _recover(
+    read: HarnessRead,
+    game_id: str,
+    baselines: Baselines,
+    steps: dict[int, Step],
+    problems: list[Problem],
+    progress: Callable[[int], None] | None = None,
+) -> tuple[Mapping[int, tuple[int, int | None, int | None]], LineSet, list[int], str, Mapping[int, list[int]]]:
+    """lineno -> (action, x, y), undecided lines, unreproduced lines, method, and the lines whose action the frames
+    leave open (lineno -> candidate actions). ``progress`` is called with 0 once a line searched: the import's safe
+    point (a Ctrl-C stops the search there, nothing of the card written)."""
+    info = baselines.game_info(game_id)
+    tick = (lambda: progress(0)) if progress is not None else None
+    if read.acts:
+        named, missing = from_recorded(read.frames, game_id, read.actions)
+        if not missing:
+            _check_recorded(read, info, named.choices, problems, tick)
+            return named.choices, LineSet(), named.unreproduced, "recorded", {}
+        msg = (
+            f"{len(missing)} frame line(s) name no action (the first: line {missing[0]}), the others do: theirs are "
+            "found as in a recording that names none, the named ones tried first"
+        )
+        problems.append(Problem(str(read.path), missing[0], "harness", msg))
+        steps = dict(steps)
+        for f in read.frames:
+            act = named.choices.get(f.lineno)
+            if act is not None:
+                steps[f.lineno] = Step(0, f.ts, *act)
+    if info is not None:
+        from ledger.resim.harness_search import recover
+
+        rec = recover(read.frames, info, steps, lost=read.lost_frames, tick=tick)
+        if rec.error is None:
+            if rec.cut:
+                problems.append(
+                    Problem(
+                        str(read.path),
+                        rec.cut[0],
+                        "harness",
+                        f"too many hypotheses from this line on ({len(rec.cut)} lines): the first ones were kept",
+                    )
+                )
+            return rec.choices, rec.undecided, rec.unreproduced, "resimulated", {}
+        problems.append(Problem(str(read.path), None, "harness", f"{rec.error}: actions read from the frames only"))
+    cls = classify_from_frames(read.frames, game_id, steps)
+    return cls.choices, cls.undecided, cls.unreproduced, "frames", cls.candidates
+
+
+def _check_recorded(
+    read: HarnessRead,
+    info: Any,
+    choices: Mapping[int, tuple[int, int | None, int | None]],
+    problems: list[Problem],
+    tick: Callable[[], None] | None,
+) -> None:
+    """With the game's code, each named action is stepped once through it and its answer compared with its line:
+    the code is checked, nothing is searched. The actions are the recording's either way (the toolkit named them)."""
+    where = str(read.path)
+    if info is None:
+        problems.append(Problem(where, None, "harness", "each frame line names its action (action_input): no search"))
+        return
+    from ledger.resim.harness_search import replay_recorded
+
+    got = replay_recorded(read.frames, info, choices.get, tick=tick)
+    if got.error is not None:
+        msg = f"{got.error}: the actions are imported as the lines name them"
+        problems.append(Problem(where, None, "harness", msg))
+    elif got.first_off is not None:
+        msg = (
+            f"the code of {info.game_id} does not answer this line's action as the line does: it is not the code "
+            "that played it; the actions are imported as the lines name them"
+        )
+        problems.append(Problem(where, got.first_off, "cross_check", msg))
+    else:
+        msg = f"each frame line names its action (action_input); the game's code answers all {got.steps} as recorded"
+        problems.append(Problem(where, None, "harness", msg))
+
+
+def _observations(
+    frames: Sequence[FrameLine], choices: Mapping[int, tuple[int, int | None, int | None]], after: int
+) -> Iterator[tuple[FrameLine, Observation]]:
+    """The lines after ``after`` that have a choice, each with its observation, made as they are read: a long
+    recording's are never all held."""
+    for f in frames:
+        c = choices.get(f.lineno)
+        if c is None or f.lineno <= after or f.guid is None:
+            continue
+        a, x, y = c
+        state = cast(State, f.state)  # a recorded frame's state is one of the toolkit's GameState values
+        yield f, Observation(f.ts, f.game_id, f.guid, a, state, f.levels_completed, f.full_reset, f.empty, x, y)
+
+
+def _digest(line: FrameLine, digests: dict[bytes, str]) -> str:
+    """The digest of ``line``'s frame, as the audit compares it (:func:`frame_digest`)."""
+    d = digests.get(line.packed)
+    if d is None:
+        if len(digests) >= _DIGESTS_KEPT:  # the frames an agent repeats are recent ones: a bounded cache is enough
+            digests.clear()
+        d = digests[line.packed] = frame_digest(line_signature(line)[3])
+    return d
+
+
+def _check_rewritten(path: Path, since: RecordingImported) -> str | None:
+    size = path.stat().st_size
+    if size < since.offset:
+        return f"is {size} bytes, shorter than the {since.offset} bytes already imported"
+    if prefix_hash(path, since.offset) != since.prefix_sha256:
+        return f"changed in the {since.offset} bytes already imported"
+    return None
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """A harness file read and checked, ready to import from line ``done`` on."""
+
+    existing: Existing | None
+    read: HarnessRead
+    done: int
+    size: int
+    #: The benchmarking run folder matched to the recording, and its usage event for a new card.
+    run_dir: Path | None = None
+    usage: RunUsage | None = None
+
+
+def _prepare(
+    ledger: Ledger,
+    result: CardResult,
+    path: Path,
+    strict: bool,
+    progress: Callable[[int], None] | None,
+    problems: list[Problem],
+    allow_repeats: bool,
+) -> _Prepared | None:
+    """Refusals first (captured live, rewritten, unreadable, bad input under --strict); None when refused."""
+    name = parse_name(path.name)
+    assert name is not None
+    existing = load_existing(ledger, result.card_id)
+    size = path.stat().st_size if path.exists() else 0
+    if progress is not None:
+        progress(size)
+    if existing is not None and not existing.imported:
+        msg = f"card {result.card_id} is in the ledger from live capture: not imported (its actions would count twice)"
+        problems.append(Problem(str(path), None, "captured_live", msg))
+        result.status, result.error, result.exit_code = "not imported", msg, 1
+        return None
+    since = existing.progress.get(path.name) if existing is not None else None
+    try:
+        why = _check_rewritten(path, since) if since is not None else None
+        read = read_harness(path, name) if why is None else None
+    except OSError as e:
+        problems.append(Problem(str(path), None, "unreadable", f"cannot read: {e.strerror or e}"))
+        result.status, result.error, result.exit_code = "not imported", f"{path}: cannot read", 1
+        return None
+    if why is not None or read is None:
+        msg = f"{why}: it was rewritten, not imported"
+        problems.append(Problem(str(path), None, "rewritten", msg))
+        result.status, result.error, result.exit_code = "not imported", f"{path}: {msg}", 1
+        return None
+    done = since.lines if since is not None else 0
+    n_bad = len(read.skipped)
+    why = not_a_recording(read.first_bad, n_bad, read.lines - n_bad - read.blank_lines)
+    if why is not None:
+        problems.append(Problem(str(path), None, "not_a_recording", f"not a recording: {why}"))
+        result.status, result.exit_code = "not imported", 2
+        result.error = f"{path}: not a recording: {why}: nothing of it imported"
+        return None
+    guids = sorted({f.guid for f in read.frames if f.guid})
+    if len(guids) > 1:
+        # One agent plays one environment: its guid never changes, so two guids are recordings put together.
+        msg = f"holds the frames of {len(guids)} plays ({', '.join(guids[:3])}): several recordings put together"
+        problems.append(Problem(str(path), None, "several_plays", f"{msg}; split it"))
+        result.status, result.exit_code = "not imported", 2
+        result.error = f"{msg}: nothing of it imported"
+        return None
+    result.format = "harness"
+    order = [o for o in read.order if o[0] > done]
+    for ln, kind, msg in order[:MAX_LISTED]:
+        problems.append(Problem(str(path), ln, kind, f"{msg}: no recorder writes it"))  # type: ignore[arg-type]
+    if order and not allow_repeats:
+        ln, _, msg = order[0]
+        result.status, result.exit_code = "not imported", 2
+        result.error = (
+            f"{path}:{ln}: {msg} ({len(order)} such line(s)): nothing of it imported; "
+            "--allow-repeats imports the lines as they are"
+        )
+        return None
+    report_read(read, done, problems, result)
+    bad = [ln for ln, _ in read.impossible if ln > done] + [s.lineno for s in read.skipped if s.lineno > done]
+    if strict and bad:
+        result.status, result.exit_code = "not imported", 2
+        result.error = f"{len(bad)} problem(s) in its recording (--strict): nothing of this card imported"
+        return None
+    if since is not None and read.end <= since.offset:
+        result.status = "already imported"
+    return _Prepared(existing, read, done, size)
+
+
+def _import_once(
+    opts: ImportOptions, card_id: str, path: Path, problems: list[Problem], how: str
+) -> tuple[CardResult, int]:
+    ledger, baselines, index = opts.ledger, opts.baselines, opts.index
+    result = CardResult(card_id, "nothing to import", 1)
+    prep = _prepare(ledger, result, path, opts.strict, opts.progress, problems, opts.allow_repeats)
+    if prep is None:
+        return result, 0 if result.exit_code == 1 else (path.stat().st_size if path.exists() else 0)
+    read, done = prep.read, prep.done
+    steps, prep.run_dir, why_named = _steps_for(path, read, problems, opts.named_runs, opts.strict)
+    if why_named is not None:
+        problems.append(Problem(str(path), None, "run_not_used", why_named))
+        result.status, result.exit_code = "not imported", 2
+        result.error = f"{why_named}: nothing of it imported"
+        return result, prep.size
+    if prep.run_dir is not None and read.frames:
+        usage = run_usage(prep.run_dir, read.frames, steps, read.frames[-1].ts, problems)
+        # A card imported before holds the run's usage already, or gets it now (once).
+        prep.usage = usage if usage is None or prep.existing is None or not usage_held(ledger, card_id, usage) else None
+    if result.status == "already imported":
+        attach_baselines(ledger, prep.existing, baselines, result)  # type: ignore[arg-type]
+        if prep.usage is not None:  # imported before without its run folder
+            attach_usage(ledger, card_id, prep.usage, str(prep.run_dir), problems)
+        return result, prep.size
+    game_id = read.frames[0].game_id if read.frames else read.name.game_id
+    choices, undecided, unreproduced, method, candidates = _recover(
+        read, game_id, baselines, steps, problems, opts.progress
+    )
+    undecided = LineSet(ln for ln in undecided if ln > done)
+    # Without the code, a reset is known where a step file named every line's action and no line stayed open.
+    known = method != "frames" or (not undecided and all(ln in steps for ln in choices if ln > done))
+    unreproduced = [ln for ln in unreproduced if ln > done]
+    for ln in unreproduced[:MAX_LISTED]:
+        msg = "no action reproduces this line (never reached the game): skipped"
+        problems.append(Problem(str(path), ln, "unreproduced", msg))
+    first = next((o for _, o in _observations(read.frames, choices, done)), None)
+    if prep.existing is None and first is None:
+        result.lines = 0
+        return result, prep.size
+    # One guid a recording (_prepare refuses more): the first observation's is every one's.
+    held = held_elsewhere(index, [first] if first is not None else [], card_id)
+    if held is not None:
+        compare_with_held(
+            ledger,
+            held,
+            ((f.lineno, o) for f, o in _observations(read.frames, choices, done)),
+            where=str(path),
+            first_play=_first_play(read.name.agent) if prep.existing is None else None,
+            resets=known and not undecided,  # an undecided line may have been a RESET
+            result=result,
+            problems=problems,
+        )
+        if result.status == "same card" and prep.usage is not None:
+            attach_usage(ledger, held, prep.usage, str(prep.run_dir), problems)
+        result.format, result.lines = "harness", read.lines - done
+        return result, prep.size
+    if prep.existing is None and how == "harness":
+        msg = (
+            f"card id {card_id} is the recorder's uuid in the file name: the recording does not name its card "
+            "(--card-id names it)"
+        )
+        problems.append(Problem(str(path), None, "harness", msg))
+    new = _observations(read.frames, choices, done)
+    made, doc = _commit(
+        ledger, card_id, prep, first, new, baselines, method, (undecided, known), unreproduced, candidates
+    )
+    result.not_counted += made.ignored
+    if read.final == {} and read.final_lineno is not None and read.final_lineno > done:
+        msg = "the final scorecard line is empty ({}): the harness wrote no score to compare with"
+        problems.append(Problem(str(path), read.final_lineno, "harness", msg))
+    cross_check(read, doc, method, problems)
+    result.status = "imported" if prep.existing is None else "updated"
+    result.events, result.plays = made.events, made.plays
+    result.lines = read.lines - done
+    result.inferred = made.lines if method != "recorded" else 0
+    result.undecided = len(undecided)
+    result.unreproduced = len(unreproduced)
+    result.resets_known = known
+    result.recorded = made.lines if method == "recorded" else 0
+    return result, prep.size
+
+
+@dataclass(slots=True)
+class _Made:
+    """What a card's append held: events, plays started, actions not counted, lines translated."""
+
+    events: int = 0
+    plays: int = 0
+    ignored: int = 0
+    lines: int = 0
+
+
+def _commit(
+    ledger: Ledger,
+    card_id: str,
+    prep: _Prepared,
+    first: Observation | None,
+    lines: Iterator[tuple[FrameLine, Observation]],
+    baselines: Baselines,
+    method: str,
+    decided: tuple[LineSet, bool],
+    unreproduced: list[int],
+    candidates: Mapping[int, list[int]],
+) -> tuple[_Made, Any]:
+    """The card's new events, in one append: the lines' events, what was skipped and inferred, the progress, the
+    close. They are made as they are inserted (a long recording's are never all held); returns what they held and
+    the document at close. ``candidates``: line -> the actions its observation could answer when the recording
+    does not decide it (its ActionTaken keeps them, and its frame's digest is noted). ``decided``: the lines that
+    could also have been a level RESET, and whether the resets are known."""
+    read = prep.read
+    undecided, known = decided
+    tags = [read.name.agent, *run_tags(prep.run_dir)]
+    head, card, version = _open_or_reopen(ledger, prep.existing, card_id, tags, first, read, baselines)
+    bmap = ledger.card_baselines(card)
+    made = _Made()
+    closed: list[Any] = []
+
+    def events() -> Iterator[AnyEvent]:
+        made.events += len(head)
+        made.plays += sum(type(e) is PlayStarted for e in head)
+        yield from head
+        last = card.last_ts or read.frames[-1].ts
+        digests: dict[bytes, str] = {}  # by the line's packed frame: equal frames, one digest (computed once)
+        noted: list[str] = []
+        for f, o in lines:
+            evs = translate(card, o)
+            cands = candidates.get(f.lineno)
+            if cands:
+                evs = [msgspec.structs.replace(e, candidates=cands) if type(e) is ActionTaken else e for e in evs]
+                noted.append(_digest(f, digests))
+            made.lines += 1
+            made.events += len(evs)
+            for e in evs:
+                made.plays += type(e) is PlayStarted
+                made.ignored += type(e) is ActionIgnored
+            yield from evs
+            last = max(last, o.ts)
+            if len(noted) == EVENT_LINES:
+                # A reader pairs each FramesNoted with the open actions since the one before, in stream order.
+                chunk = FramesNoted(ts=o.ts, file=read.path.name, digests=noted)
+                apply(card, chunk)
+                made.events += 1
+                yield chunk
+                noted = []
+        tail_ts, told = _tail(prep, last, method, (undecided, known), unreproduced, noted, made)
+        for e in told:  # applied one by one, as close_import applies what it is given
+            apply(card, e)
+            made.events += 1
+            yield e
+        tail: list[AnyEvent] = []
+        closed.append(close_import(card, bmap, tail_ts, (), tail))
+        made.events += len(tail)
+        yield from tail
+
+    # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
+    ledger.append_card(card_id, events(), version, state=card, whole=False)
+    return made, closed[0]
+
+
+def _tail(
+    prep: _Prepared,
+    last: datetime,
+    method: str,
+    decided: tuple[LineSet, bool],
+    unreproduced: list[int],
+    noted: list[str],
+    made: _Made,
+) -> tuple[datetime, Iterator[AnyEvent]]:
+    """When the import ends and what it says of its file, made as they are written: usage, lines skipped, frames
+    noted, actions inferred, how far it was read."""
+    read = prep.read
+    tail_ts = max(last, read.frames[-1].ts) if read.frames else last
+
+    def told() -> Iterator[AnyEvent]:
+        path = read.path
+        new_skips = skipped_lines(read, unreproduced, prep.done)
+        if prep.usage is not None:
+            yield prep.usage
+        if new_skips:
+            yield LinesSkipped(ts=tail_ts, file=path.name, lines=new_skips)
+        if noted:
+            yield FramesNoted(ts=tail_ts, file=path.name, digests=noted)
+        yield from _inferred(tail_ts, path.name, method, made.lines if method != "recorded" else 0, *decided)
+        yield RecordingImported(
+            ts=tail_ts,
+            file=path.name,
+            offset=read.end,
+            lines=read.lines,
+            skipped=len(read.skipped) + len(read.after_close) + len(unreproduced),
+            tail_sha256=tail_sha256(path, read.end),
+            game_state=read.frames[-1].state if read.frames else None,  # type: ignore[arg-type]
+            prefix_sha256=read.prefix_sha256,
+        )
+
+    return tail_ts, told()
+
+
+def _inferred(
+    ts: datetime, file: str, method: str, lines: int, undecided: LineSet, known: bool
+) -> Iterator[ActionsInferred]:
+    """How the file's actions were found. Its undecided lines are listed over as many events as they need (at most
+    EVENT_LINES each); the first holds the count of actions inferred, the others 0 (a reader adds them up)."""
+
+    def event(inferred: int, chunk: list[int]) -> ActionsInferred:
+        return ActionsInferred(
+            ts=ts,
+            file=file,
+            method=method,  # type: ignore[arg-type]
+            inferred=inferred,
+            undecided=chunk,
+            resets_known=known,
+        )
+
+    chunk: list[int] = []
+    first = True
+    for ln in undecided:
+        chunk.append(ln)
+        if len(chunk) == EVENT_LINES:
+            yield event(lines if first else 0, chunk)
+            first, chunk = False, []
+    if first or chunk:
+        yield event(lines if first else 0, chunk)
+
+
+def _open_or_reopen(
+    ledger: Ledger,
+    existing: Existing | None,
+    card_id: str,
+    tags: list[str],
+    first: Observation | None,
+    read: HarnessRead,
+    baselines: Baselines,
+) -> tuple[list[AnyEvent], Any, int]:
+    out: list[AnyEvent] = []
+    if existing is None:
+        assert first is not None  # a new card is made only of lines that have observations
+        set_id, _ = baselines.for_new_card()
+        card = new_card(card_id)
+        opened = baselines.opened(first.ts, card_id, set_id, tags)
+        # Arcade.make's RESET: its answer is not recorded, its play is on the toolkit's card.
+        make = Observation(first.ts, first.game_id, first.guid, 0, "NOT_FINISHED", 0, True, False)
+        for e in (opened, *translate_first(card, opened, make)):
+            out.append(e)
+        return out, card, 0
+    card = existing.card
+    if card.closed:
+        reopened = CardReopened(ts=first.ts if first is not None else card.last_ts or datetime.now(UTC))
+        apply(card, reopened)
+        out.append(reopened)
+    return out, card, card.events - len(out)
+
+
+def _first_play(agent: str) -> Callable[[Any, CardOpened, Observation], list[AnyEvent]]:
+    """How a new card of this recording starts: opened, then the play ``Arcade.make`` started."""
+
+    def first(card: Any, opened: CardOpened, o: Observation) -> list[AnyEvent]:
+        make = Observation(o.ts, o.game_id, o.guid, 0, "NOT_FINISHED", 0, True, False)
+        return translate_first(card, opened, make)
+
+    return first
+
+
+def translate_first(card: Any, opened: CardOpened, make: Observation) -> list[AnyEvent]:
+    """CardOpened applied, then the play ``Arcade.make`` started."""
+    apply(card, opened)
+    return translate(card, make)

@@ -1,0 +1,464 @@
+"""One guid's game during re-simulation, when the record leaves some inputs open.
+
+An imported recording may not say which action a line answers (``ActionTaken.candidates``): the game is then run
+with each candidate and every game state that still agrees with the record is kept (the same search, engine and
+state merging as :mod:`ledger.resim.harness_search`, but matched on what the events hold: state,
+levels_completed, an empty or a full-reset answer). While one state is left the live game is stepped in place,
+so a card whose inputs are all decided costs one game step per input.
+
+What the record holds per input, and so what an answer must show to agree with it:
+
+- ``ActionTaken``: a frame, the recorded state and levels_completed (a RESET candidate: not a full reset);
+- ``LevelReset``: a frame, not a full reset, the recorded state and levels_completed;
+- ``ActionIgnored``: an empty frame, the recorded state;
+- a later ``PlayStarted`` of the guid: a full reset.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.domain.events import ActionIgnored, ActionTaken, FramesNoted, LevelReset, Numbered, PlayStarted
+from ledger.formats.frame_lines import LineMap
+from ledger.resim.clicks import beyond, by_object, display
+from ledger.resim.harness_search import Favoured, Looks, _Node
+from ledger.toolkit.game_states import Choice, Engine, answer_signature, perform
+from ledger.toolkit.search_budget import Room, SearchSpent
+
+#: Game states kept per guid at most (and :data:`~ledger.toolkit.search_budget.STATE_BYTES` of them); beyond it the
+#: first ones are kept and a mismatch is not a proof.
+MAX_STATES = 200
+
+#: On the one path a state is kept every MARK_EVERY inputs, the last KEEP_MARKS of them. Where the path breaks,
+#: every path from a mark is searched, the nearest mark first: an agent's last choices are the likeliest to have
+#: been other than the one taken (a RESET at a level's start, where a move into a wall shows the same frame, is
+#: told by the next RESET: a full reset only after a RESET).
+MARK_EVERY = 16
+KEEP_MARKS = 64
+#: How many inputs before the break the marks searched from lie (each tried in turn, until one reproduces it).
+REPAIR_REACH = (8, 64, 512, MARK_EVERY * KEEP_MARKS)
+#: Game steps a search from a mark may take per input it replays; beyond, that mark is given up (within an input
+#: too: a click game's input may try every display cell from each state).
+REPAIR_STEPS = 40
+
+#: Events that record what the agent sent (each one is replayed).
+INPUTS = (PlayStarted, ActionTaken, LevelReset, ActionIgnored)
+
+#: (state, levels_completed, full_reset, frame bytes: b"" for an empty answer).
+Signature = tuple[str, int, bool, bytes]
+
+
+def agrees(ev: Any, t: type, frame: str | None = None) -> Callable[[Signature, Choice], bool]:
+    """Whether an answer (to a choice) agrees with what the recorded input event holds (and, for an action whose
+    frame digest the import noted, with that frame)."""
+    if t is ActionTaken:
+        return lambda s, c: (
+            s[3] != b""
+            and s[0] == ev.state
+            and s[1] == ev.levels_completed
+            and not (c.action == 0 and s[2])
+            and (frame is None or s[3].hex() == frame)
+        )
+    if t is LevelReset:
+        return lambda s, c: s[3] != b"" and not s[2] and s[0] == ev.state and s[1] == ev.levels_completed
+    if t is ActionIgnored:
+        return lambda s, c: s[3] == b"" and s[0] == ev.state
+    assert t is PlayStarted
+    return lambda s, c: s[3] != b"" and s[2]
+
+
+def choices_for(ev: Any, t: type) -> tuple[list[Choice], bool]:
+    """The inputs the record allows for one event, and whether it is open (several candidates)."""
+    if t is PlayStarted or t is LevelReset:
+        return [Choice(0)], False
+    if t is ActionTaken and ev.candidates:
+        return _open_choices(tuple(ev.candidates), ev.x, ev.y), len(ev.candidates) > 1
+    if ev.action == 6 and t is ActionTaken:
+        return [Choice(6, ev.x, ev.y)], False
+    return [Choice(ev.action)], False
+
+
+def noted_frames(events: Sequence[Numbered]) -> LineMap[str]:
+    """version -> the frame digest an import noted for that undecided action (``FramesNoted``, in stream order):
+    every action of a card imported from the frames alone may be undecided."""
+    out: LineMap[str] = LineMap()
+    waiting: list[int] = []
+    for n in events:
+        e: Any = n.event
+        if type(e) is ActionTaken and e.candidates:
+            waiting.append(n.version)
+        elif type(e) is FramesNoted:
+            for version, digest in zip(waiting, e.digests, strict=False):
+                out[version] = digest
+            waiting = []
+    return out
+
+
+def copy_before(events: Sequence[Numbered], i: int, guid: str, frames: Mapping[int, str]) -> int | None:
+    """The version of the guid's input before ``events[i]`` when it repeats the input before it (an open action
+    with the same noted frame, state and levels_completed), else None."""
+    last: list[Numbered] = []
+    for n in reversed(events[:i]):
+        if type(n.event) in INPUTS and getattr(n.event, "guid", None) == guid:
+            last.append(n)
+            if len(last) == 2:
+                break
+    if len(last) < 2:
+        return None
+    (a, b) = last
+    ea: Any = a.event  # an input of any type: compared by what it holds
+    eb: Any = b.event
+    digest = frames.get(a.version)
+    same = type(ea) is ActionTaken and bool(ea.candidates) and digest is not None and digest == frames.get(b.version)
+    same = same and getattr(eb, "state", None) == ea.state
+    return a.version if same and getattr(eb, "levels_completed", None) == ea.levels_completed else None
+
+
+@functools.lru_cache(maxsize=256)
+def _open_choices(candidates: tuple[int, ...], x: int | None, y: int | None) -> list[Choice]:
+    """The choices of an open action, one list for each distinct one: the choice taken is kept for every open
+    action of a card (a long card's hold a few distinct ones between them). Not to be modified."""
+    return [Choice(a, x, y) if a == 6 else Choice(a) for a in candidates]
+
+
+@dataclass(slots=True)
+class Instance:
+    """One guid's game instance: live while one state is possible, else the possible states (``nodes``)."""
+
+    game: Any
+    seed: int | None
+    engine: Engine | None = None
+    nodes: list[_Node] | None = None
+    #: Some states had to be dropped (MAX_STATES): a later mismatch may be a dropped state's.
+    cut: bool = False
+    #: version -> the choice the surviving states agree on, for open inputs.
+    decided: LineMap[Choice] = field(default_factory=LineMap)
+    #: Versions of open inputs where states with different choices both still agree with the record, since the
+    #: states last came from one (those before are counted: ``decided_count``, ``still_open_count``).
+    still_open: set[int] = field(default_factory=set)
+    _open_versions: set[int] = field(default_factory=set)
+    #: Open inputs the game decided (one choice fits), and those that fit either way, once every state came from
+    #: one after them (a long record's versions are not all held).
+    decided_count: int = 0
+    still_open_count: int = 0
+    #: When to look for the state the kept states all come from.
+    _looks: Looks = field(default_factory=Looks)
+    #: Whether the last input found a state that agrees with the record (its frame included, where noted).
+    agreed: bool = True
+    #: (fingerprint, snapshot) of the live game while it has not been acted on since it settled: the next branch
+    #: starts from them instead of freezing it again.
+    _frozen: tuple[bytes, Any] | None = None
+    #: Open inputs take the first candidate that agrees with the record, the others not tried (see :meth:`_first`).
+    first: bool = False
+    #: version -> the choice taken for an open input, where ``first`` (not decided: others may fit too).
+    taken: LineMap[Choice] = field(default_factory=LineMap)
+    _favoured: Favoured = field(default_factory=Favoured)
+    #: Where the path's last clicks landed (display coordinates), the latest last.
+    _recent: list[tuple[int, int]] = field(default_factory=list)
+    #: Game steps run on the live game (the engine counts its own).
+    steps: int = 0
+    #: On the one path: the number of inputs sent; each input since the oldest mark (its number, version, choices,
+    #: whether open, what agrees with the record); the marks (input number, fingerprint, snapshot before it).
+    _sent: int = 0
+    _log: deque[tuple[int, int, list[Choice], bool, Callable[[Signature, Choice], bool]]] = field(default_factory=deque)
+    _marks: list[tuple[int, bytes, Any]] = field(default_factory=list)
+    #: Times the one path broke and a search from a mark carried it on.
+    repairs: int = 0
+    #: The game steps its searches may take in all, and the CPU time they end by (:mod:`ledger.toolkit.search_budget`).
+    stop_at: float = float("inf")
+    deadline: float = float("inf")
+
+    def send(
+        self, version: int, choices: list[Choice], open_: bool, ok: Callable[[Signature, Choice], bool]
+    ) -> Signature | None:
+        """Send the input; the answer of a state that agrees with the record (else the first answer, which does
+        not: the caller reports it). None when the game raised or has no such action."""
+        self.agreed = True
+        if self.first:
+            return self._along(version, choices, open_, ok)
+        if self.nodes is None and not open_:
+            return self._live(choices[0])
+        if self.nodes is None:
+            self._branch()
+        if open_:
+            self._open_versions.add(version)
+        return self._search(version, choices, ok)
+
+    def _along(
+        self, version: int, choices: list[Choice], open_: bool, ok: Callable[[Signature, Choice], bool]
+    ) -> Signature | None:
+        """The input on the one path (or among the states a search from a mark kept, until one is left). Where no
+        state agrees with the record, the path is searched again from a mark before (:meth:`_repair`)."""
+        if self.nodes is None and self._sent % MARK_EVERY == 0:
+            self._mark()
+        self._log.append((self._sent, version, choices, open_, ok))
+        self._sent += 1
+        if self.nodes is not None:
+            if open_:
+                self._open_versions.add(version)
+            answer = self._search(version, choices, ok)
+        elif open_:
+            answer = self._first(version, choices, ok)
+        else:
+            answer = self._live(choices[0], exact=True)
+            self.agreed = answer is not None and ok(answer, choices[0])
+        if self.agreed or not self._marks:
+            return answer
+        repaired = self._repair()
+        return answer if repaired is None else repaired
+
+    def _path_engine(self) -> Engine:
+        """The one path's engine, made on first use."""
+        if self.engine is None:
+            self.engine = Engine(self.game)
+            self.engine.stop_at, self.engine.deadline = self.stop_at, self.deadline
+            # No states are merged on the path, so its snapshots need not pickle alike: the costliest part of a
+            # freeze (every object asked whether it is a string to write by value) is left out.
+            self.engine.canonical = False
+        return self.engine
+
+    def _mark(self) -> None:
+        """Keep the live game's state (frozen, not copied: the next open input starts from it)."""
+        if self._frozen is None:
+            self._frozen = self._path_engine().freeze(self.game)
+        self._marks.append((self._sent, *self._frozen))
+        if len(self._marks) > KEEP_MARKS:
+            del self._marks[0]
+            while self._log[0][0] < self._marks[0][0]:
+                self._log.popleft()
+
+    def _repair(self) -> Signature | None:
+        """The last input's answer from a state that agrees with the record, found by searching every path from a
+        mark through the inputs since (the nearest mark first); None if none does (the caller reports the break).
+        The states the search keeps go on as :meth:`_search` keeps them, until one is left."""
+        now = self._sent - 1
+        tried: set[int] = set()
+        for reach in REPAIR_REACH:
+            mark = next((m for m in reversed(self._marks) if now - m[0] >= reach), self._marks[0])
+            if mark[0] not in tried:
+                tried.add(mark[0])
+                answer = self._search_from(mark)
+                if answer is not None:
+                    self.repairs += 1
+                    return answer
+        self.agreed = False
+        return None
+
+    def _search_from(self, mark: tuple[int, bytes, Any]) -> Signature | None:
+        engine = self.engine
+        assert engine is not None
+        window = [x for x in self._log if x[0] >= mark[0]]
+        if window:  # the choices taken since the mark are searched again (every later one is among them)
+            self.taken.drop_from(window[0][1])
+        self.nodes = [_Node(mark[2], mark[1], None, 0, None)]
+        self._frozen = None
+        self._open_versions = set()
+        # These states are merged where equal, as the search's are: they must pickle alike while it lasts.
+        engine.canonical = True
+        engine.stop_at = min(self.stop_at, engine.steps + REPAIR_STEPS * len(window))
+        answer: Signature | None = None
+        try:
+            for _n, version, choices, open_, ok in window:
+                if self.nodes is None:  # one state was left: every path from it
+                    self._branch()
+                if open_:
+                    self._open_versions.add(version)
+                self.agreed = True
+                answer = self._search(version, choices, ok)
+                if not self.agreed:
+                    break
+        except SearchSpent:
+            if engine.steps < engine.stop_at or engine.steps >= self.stop_at:  # the time, or the whole allowance
+                raise
+            self.agreed = False
+        finally:
+            engine.stop_at = self.stop_at
+        if not self.agreed:
+            self.nodes, engine.canonical = None, False
+            return None
+        return answer
+
+    def _live(self, c: Choice, exact: bool = False) -> Signature | None:
+        self._frozen = None
+        self.steps += 1
+        try:
+            resp = perform(self.game, c.action, c.x, c.y)
+        except Exception:  # the game raised or has no such action: no response
+            return None
+        if exact:  # the frame too, as the engine's answers hold it: a frame the import noted is compared
+            return answer_signature(resp)
+        return (_state(resp), int(resp.levels_completed), bool(resp.full_reset), b"" if len(resp.frame) == 0 else b"x")
+
+    def _first(self, version: int, choices: list[Choice], ok: Callable[[Signature, Choice], bool]) -> Signature | None:
+        """Take the first candidate whose answer agrees with the record, in the order the agent favoured (the last
+        one taken, then the most taken, then the record's): one path of the game, not every path. Agents repeat
+        actions, so the first try is mostly the one, from the live game without a copy."""
+        engine = self._path_engine()
+        fp, snap = self._frozen if self._frozen is not None else engine.freeze(self.game)
+        engine.hand(snap, self.game)
+        node = _Node(snap, fp, None, 0, None)
+        order = self._favoured.order(choices)
+        answer: Signature | None = None
+        for wide in (False, True):
+            for c in self._clicks_from(node, choices) if wide else order:
+                r = engine.step(node, c, lambda sig, c=c: ok(sig, c))  # type: ignore[misc]
+                if r is None:
+                    continue
+                answer = answer or r[0]
+                if r[1] is None:
+                    continue
+                self.taken[version] = c
+                self._favoured.took(c)
+                if c.action == 6 and c.x is not None and c.y is not None:
+                    self._recent = [*self._recent[-7:], (c.x, c.y)]
+                self.game = engine.take(r[2])
+                self._frozen = (r[1], r[2])
+                return r[0]
+        self.agreed = False
+        self.game = engine.take(snap)
+        self._frozen = (fp, snap)
+        return answer
+
+    def _clicks_from(self, node: _Node, choices: list[Choice]) -> list[Choice]:
+        """ACTION6 at every display pixel, when it is a candidate and no simple choice agreed with the record: where
+        the agent clicked lately first, then on each thing the display shows (one path needs one click that fits)."""
+        if not any(c.action == 6 for c in choices):
+            return []
+        engine = self.engine
+        assert engine is not None
+        cells = engine.cells(node)
+        order = by_object(display(engine, node), [*cells, *beyond(cells)], self._recent)
+        return [Choice(6, x, y) for x, y in order if Choice(6, x, y) not in choices]
+
+    def _branch(self) -> None:
+        if self.engine is None:
+            self.engine = Engine(self.game)
+            self.engine.stop_at, self.engine.deadline = self.stop_at, self.deadline
+        fp, snap = self._frozen if self._frozen is not None else self.engine.freeze(self.game)
+        self._frozen = None
+        # The live game is that state: the first candidate acts on it, without a copy.
+        self.engine.hand(snap, self.game)
+        self.nodes = [_Node(snap, fp, None, 0, None)]
+
+    def _search(self, version: int, choices: list[Choice], ok: Callable[[Signature, Choice], bool]) -> Signature | None:
+        engine, nodes = self.engine, self.nodes
+        assert engine is not None and nodes is not None
+        first: Signature | None = None
+        kept: list[_Node] = []
+        by_fp: dict[bytes, _Node] = {}
+        room = Room(MAX_STATES)
+        answer: Signature | None = None
+        for wide in range(3):
+            for node in nodes:
+                for c in _widen(engine, node, choices, wide == 2) if wide else choices:
+                    r = engine.step(node, c, lambda sig, c=c: ok(sig, c))  # type: ignore[misc]
+                    if r is None:
+                        continue
+                    sig = r[0]
+                    first = first or sig
+                    if r[1] is None:
+                        continue
+                    answer = answer or sig
+                    child = _Node(r[2], r[1], node, version, c)
+                    same = by_fp.get(r[1])
+                    if same is None:
+                        by_fp[r[1]] = child
+                        if room.admit(child.game):
+                            kept.append(child)
+                        else:  # its path still tells what differs from a later state equal to it
+                            child.game = None
+                    elif not self.first:
+                        self.still_open |= _differ(same, child) & self._open_versions
+            if kept or not any(c.action == 6 for c in choices):
+                break
+        if not kept:
+            self.agreed = False
+            return first
+        if room.full:
+            self.cut = True
+        for n in nodes:  # their paths are kept, their states let go: memory stays that of one input's states
+            n.game = None
+        self.nodes = kept
+        if len(kept) == 1:
+            self._settle()
+        else:
+            self._look(kept)
+        return answer
+
+    def _look(self, kept: list[_Node]) -> None:
+        """Now and then, the latest state every kept state comes from: the inputs up to it are noted and their
+        paths cut there, so that a long search holds the inputs since (as :func:`~ledger.resim.harness_search.
+        recover` does)."""
+        common = self._looks.due(kept)
+        if common is not None:
+            self._note_path(common)
+            common.parent = None
+
+    def _note_path(self, last: _Node) -> None:
+        """The choices of the open inputs on the path to ``last`` since its root; what is open up to it is final."""
+        # On the one path, states were searched from a mark only: the choices on its path are taken, not decided.
+        into = self.taken if self.first else self.decided
+        found: list[tuple[int, Choice]] = []
+        n = last
+        while n.parent is not None:
+            if n.lineno in self._open_versions and n.choice is not None:
+                found.append((n.lineno, n.choice))
+            n = n.parent
+        for version, c in reversed(found):  # the path's own, all after those noted before it
+            into[version] = c
+        # No later path reaches back past ``last``: what is still open up to it stays so.
+        final = {v for v in self.still_open if v <= last.lineno}
+        if not self.first:
+            self.decided_count += sum(1 for v, _ in found if v not in final)
+        self.still_open_count += len(final)
+        self.still_open -= final
+        self._open_versions = {v for v in self._open_versions if v > last.lineno}
+
+    def _settle(self) -> None:
+        """One state left: note the choices on its path and carry on with it as the live game."""
+        assert self.nodes is not None and self.engine is not None
+        self._note_path(self.nodes[0])
+        node = self.nodes[0]
+        if self.first:  # back on one path, which merges no states
+            self.engine.canonical = False
+        self.game = self.engine.take(node.game)
+        self._frozen = (node.fp, node.game)
+        self.nodes = None
+
+    def finish(self) -> None:
+        """At the end of the record: the choices of the first state kept; open inputs others disagree on."""
+        if self.nodes is None:
+            return
+        best = self.nodes[0]
+        if not self.first:  # on the one path nothing is decided, so nothing is still open
+            for other in self.nodes[1:]:
+                self.still_open |= _differ(best, other) & self._open_versions
+        self._settle()
+
+
+def _state(resp: Any) -> str:
+    s = resp.state
+    return str(getattr(s, "name", s))
+
+
+def _widen(engine: Engine, node: _Node, choices: list[Choice], pixels: bool = False) -> list[Choice]:
+    """ACTION6 at every display cell (``pixels``: at every other display pixel, see :mod:`ledger.resim.clicks`),
+    when it is a candidate and no simple choice (nor any cell) agreed with the record."""
+    if not any(c.action == 6 for c in choices):
+        return []
+    cells = engine.cells(node)
+    return [Choice(6, x, y) for x, y in (beyond(cells) if pixels else cells) if Choice(6, x, y) not in choices]
+
+
+def _differ(a: _Node, b: _Node) -> set[int]:
+    """Versions where two paths to states of the same input took different choices."""
+    out: set[int] = set()
+    while a is not b and a.parent is not None and b.parent is not None:
+        if a.choice != b.choice:
+            out.add(a.lineno)
+        a, b = a.parent, b.parent
+    return out

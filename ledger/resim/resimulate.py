@@ -1,0 +1,481 @@
+"""Re-simulation: execute a card's recorded plays again against the real game code and compare, action by action.
+
+A play's record is its PlayStarted (with the seed the game was made with), then the inputs the agent sent:
+ActionTaken (ACTION1..7, with x/y for ACTION6), LevelReset (a RESET that restarted the level) and ActionIgnored
+(an action the game answered with an empty frame), interleaved across the card's guids in stream order; each guid
+is its own game instance, and a later PlayStarted of the same guid is a RESET that the game turned into a full
+reset. Each input is sent to a fresh instance of the game (``arc_agi.LocalEnvironmentWrapper`` over the game
+files, exactly what ``Arcade.make`` builds in OFFLINE mode), the response goes through the same translator live
+capture uses, and the events it yields must equal the recorded ones (timestamps and reasoning aside). So the check
+covers the frame's state and levels_completed after every action and every derived event (level completed, game
+over, win): a run that was fabricated or edited diverges at the first event the game does not produce.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import ChainMap, Counter
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from ledger.domain.events import (
+    ActionIgnored,
+    ActionTaken,
+    AnyEvent,
+    GameOver,
+    LevelCompleted,
+    LevelReset,
+    Numbered,
+    ObservationReapplied,
+    PlayStarted,
+    Win,
+    type_of,
+)
+from ledger.domain.projection import CardState, apply, new_card
+from ledger.domain.translator import Observation, translate
+from ledger.resim.resim_branches import (
+    INPUTS,
+    MAX_STATES,
+    Instance,
+    Signature,
+    agrees,
+    choices_for,
+    copy_before,
+    noted_frames,
+)
+from ledger.resim.resim_result import Divergence, ResimResult
+from ledger.toolkit.environments import scan_games
+from ledger.toolkit.game_states import StateNotCopied
+from ledger.toolkit.search_budget import STATE_BYTES, SearchSpent, allowance, deadline, step_limit
+from ledger.toolkit.seeds import SEED_TRIES, seed_classes, start_wrapper
+
+#: Events the translator derives from a response (compared, not replayed).
+DERIVED = (GameOver, Win, LevelCompleted)
+#: Fields that are not the game's output: never compared.
+_NOT_COMPARED = frozenset({"ts", "reasoning", "candidates"})
+
+_quiet = logging.getLogger("ledger.resimulate.toolkit")
+_quiet.setLevel(logging.CRITICAL)
+
+
+def action_name(action: int) -> str:
+    """RESET, ACTION1 ... ACTION7."""
+    return "RESET" if action == 0 else f"ACTION{action}"
+
+
+def _describe(n: Numbered) -> str:
+    e = n.event
+    if isinstance(e, ActionTaken):
+        what = action_name(e.action) + (f" at ({e.x},{e.y})" if e.x is not None or e.y is not None else "")
+    elif isinstance(e, ActionIgnored):
+        what = action_name(e.action) + " (ignored)"
+    elif isinstance(e, LevelReset):
+        what = "RESET (level reset)"
+    elif isinstance(e, PlayStarted):
+        what = f"RESET (full reset, seed {e.seed})"
+    else:
+        what = type_of(e)
+    return what
+
+
+def _fields(e: AnyEvent) -> dict[str, Any]:
+    return {k: v for k, v in msgspec.structs.asdict(e).items() if k not in _NOT_COMPARED}
+
+
+def _compare(
+    expected: AnyEvent | None, recorded: Numbered | None, last: Numbered, input_: Numbered
+) -> Divergence | None:
+    """The divergence between one expected and one recorded event, or None if they are the same fact.
+
+    ``input_`` is the recorded input the events follow; ``last`` the last recorded event before a missing one.
+    """
+    gid = getattr(input_.event, "game_id", None)
+    guid = getattr(input_.event, "guid", None)
+    act = _describe(input_)
+    who = f"{act} on {gid} guid {guid[:8] if guid else '?'}"
+
+    def at(n: Numbered) -> str:
+        if n is input_:
+            return f"version {n.version} (seq {n.seq}) {who}"
+        return f"version {n.version} (seq {n.seq}) {type_of(n.event)} after {who} (version {input_.version})"
+
+    def div(n: Numbered, field: str, exp: Any, rec: Any, message: str) -> Divergence:
+        return Divergence(n.version, n.seq, gid, guid, act, field, exp, rec, message)
+
+    if expected is not None and recorded is not None:
+        rec = recorded.event
+        if type(expected) is not type(rec):
+            return div(
+                recorded,
+                "type",
+                type_of(expected),
+                type_of(rec),
+                f"{at(recorded)}: the game produces {_summary(expected)}, the recording has {_summary(rec)}",
+            )
+        if expected == rec:
+            return None
+        exp_f, rec_f = _fields(expected), _fields(rec)
+        diffs = [k for k in exp_f if exp_f[k] != rec_f.get(k)]
+        if not diffs:  # only the timestamps or the reasoning differ: not the game's output
+            return None
+        exp_txt = ", ".join(f"{d}={exp_f[d]!r}" for d in diffs)
+        rec_txt = ", ".join(f"{d}={rec_f.get(d)!r}" for d in diffs)
+        k = diffs[0]
+        return div(
+            recorded, k, exp_f[k], rec_f.get(k), f"{at(recorded)}: expected {exp_txt} (the game), recorded {rec_txt}"
+        )
+    if expected is not None:
+        return div(
+            last,
+            "type",
+            type_of(expected),
+            None,
+            f"after version {last.version} (seq {last.seq}), {who} (version {input_.version}): the game produces "
+            f"{_summary(expected)}, the recording has no such event",
+        )
+    assert recorded is not None
+    return div(
+        recorded,
+        "type",
+        None,
+        type_of(recorded.event),
+        f"{at(recorded)}: the recording has {_summary(recorded.event)}, the game produces no such event",
+    )
+
+
+def _summary(e: AnyEvent) -> str:
+    f = _fields(e)
+    f.pop("game_id", None)
+    f.pop("guid", None)
+    inner = ", ".join(f"{k}={v!r}" for k, v in f.items() if v is not None)
+    return f"{type_of(e)}({inner})"
+
+
+class _Games:
+    """One game instance per guid, built the way ``Arcade.make`` builds it (``seeds`` overrides unrecorded seeds)."""
+
+    def __init__(
+        self,
+        infos: dict[str, Any],
+        seeds: dict[str, int] | None = None,
+        first: bool = False,
+        limits: dict[str, int] | None = None,
+        until: float = float("inf"),
+    ) -> None:
+        self.infos = infos
+        self.seeds = seeds or {}
+        self.first = first
+        #: guid -> the game steps its searches may take (none: no limit, as --decide asks).
+        self.limits: dict[str, int] = limits or {}
+        #: The CPU time every search of this re-simulation ends by.
+        self.deadline = until
+        self.by_guid: dict[str, Instance] = {}
+        #: guids whose first play_started holds no seed.
+        self.unseeded: set[str] = set()
+
+    def make(self, game_id: str, guid: str, seed: int | None) -> tuple[Any, Instance]:
+        """The game's first answer (to its RESET) and the guid's new instance."""
+        used = self.seeds.get(guid, seed) if seed is None else seed
+        if seed is None:
+            self.unseeded.add(guid)
+        # seed=None makes the wrapper build the game with its own default seed, as the toolkit does.
+        w = start_wrapper(self.infos[game_id], used)
+        inst = Instance(
+            w.game, seed, first=self.first, stop_at=self.limits.get(guid, float("inf")), deadline=self.deadline
+        )
+        self.by_guid[guid] = inst
+        return w.observation_space, inst
+
+
+def resimulate(
+    events: Sequence[Numbered], environments_dir: str | os.PathLike[str], decide: bool = False
+) -> ResimResult:
+    """Replay every play of the card (``events`` in stream order) against the games under ``environments_dir``.
+
+    Games not in the folder, or whose code does not start, are skipped (``result.skipped``). A play whose seed was
+    not recorded is replayed with the game's default seed, then, if that disagrees, with each seed of
+    0..SEED_TRIES-1 that starts the game differently, until one reproduces it (``result.seeds_found``); if none
+    does, the result is unknown, not a divergence.
+
+    Actions the record leaves open are taken along one path of the game (``result.reproduced``), the search of
+    every candidate running only where that path breaks; ``decide`` runs the search every time, to tell which of
+    them the game decides (``result.decided``, ``result.still_open``).
+    """
+    infos = scan_games(environments_dir)
+    needed = sorted({e.event.game_id for e in events if isinstance(e.event, PlayStarted)})
+    skipped = {g: f"game {g} not found under {environments_dir} (no metadata.json with that game_id)" for g in needed}
+    for g in needed:
+        if g in infos:
+            try:
+                start_wrapper(infos[g], None)
+                del skipped[g]
+            except Exception as e:  # a game whose code fails to load: nothing to check it against
+                skipped[g] = f"game {g} under {environments_dir} does not start: {e}"
+    # Each guid's searches may take game steps in proportion to its inputs, in all (--decide: without a limit).
+    inputs = Counter(getattr(n.event, "guid", "") for n in events if type(n.event) in INPUTS)
+    limits = None if decide else {g: step_limit(k) for g, k in inputs.items()}
+    until = float("inf") if decide else deadline(sum(inputs.values()))
+    if not decide and any(type(n.event) is ActionTaken and n.event.candidates for n in events):
+        # One path of the game through the open inputs proves the record. Only where none is found this way (an
+        # early choice that a later line rules out, a seed not recorded that is not the default, a record the game
+        # does not reproduce) is every path searched, and that search gives the verdict; not where the path spent
+        # the allowance (the search would spend more).
+        found = _seeded(events, infos, needed, skipped, True, limits, until)
+        if (found.ok and not found.unknown) or found.spent:
+            return found
+    return _seeded(events, infos, needed, skipped, False, limits, until)
+
+
+def _seeded(
+    events: Sequence[Numbered],
+    infos: dict[str, Any],
+    needed: list[str],
+    skipped: dict[str, str],
+    first: bool,
+    limits: dict[str, int] | None,
+    until: float,
+) -> ResimResult:
+    """The replay, with the seeds not recorded tried until one reproduces each such play (not on the first path:
+    there a divergence may be the path's, not the seed's)."""
+    seeds: dict[str, int] = {}
+    tried: dict[str, list[int]] = {}
+    while True:
+        result = ResimResult(games=needed, skipped=dict(skipped), searched=not first)
+        games = _Games(infos, seeds, first, limits, until)
+        try:
+            _replay(events, games, result)
+        finally:
+            result.guids = len(games.by_guid)
+            for guid, inst in games.by_guid.items():
+                result.steps += inst.steps + (inst.engine.steps if inst.engine else 0)
+                result.copies += inst.engine.copies if inst.engine else 0
+                result.repairs += inst.repairs
+                if limits is not None and inst.engine is not None:  # what the next try (seed, search) has left
+                    limits[guid] = max(limits[guid] - inst.engine.steps, 0)
+        d = result.divergence
+        if first or d is None or d.guid is None or d.guid not in games.unseeded or result.unknown:
+            break
+        gid = d.game_id or ""
+        left = tried.setdefault(d.guid, seed_classes(infos[gid]) if gid in infos else [])
+        if not left:
+            if d.guid in seeds:  # else every seed starts the game alike: the seed is not why it disagrees
+                result.unknown = (
+                    f"seed not recorded: no seed of 0..{SEED_TRIES - 1} reproduces the play of {gid} guid "
+                    f"{d.guid[:8]} ({d.message})"
+                )
+            break
+        seeds[d.guid] = left.pop(0)
+    result.seeds_found = {g: s for g, s in seeds.items() if g in games.by_guid}
+    return result
+
+
+def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> None:
+    card = new_card("resimulation")
+    frames = noted_frames(events)
+    n = len(events)
+    i = 0
+    skip = {g for g in result.skipped}
+    skipped_guids: set[str] = set()
+    while i < n:
+        cur = events[i]
+        # Dispatched on the exact type, which a type checker cannot follow: ``ev`` is untyped.
+        ev: Any = cur.event
+        t = type(ev)
+        guid: str = getattr(ev, "guid", "")
+        if guid in skipped_guids or (t is PlayStarted and ev.game_id in skip):
+            # A game the folder cannot check: its plays are left out, the card's translator never sees them.
+            skipped_guids.add(guid)
+            result.skipped_plays += t is PlayStarted
+            i += 1
+            continue
+        if t is ObservationReapplied:
+            # The REST server counted the last observation again (competition RESET): the card moves, the game
+            # does not. What it derived follows it.
+            i = _apply_reapplied(card, events, i)
+            continue
+        if t not in INPUTS and t not in DERIVED:
+            # card_opened, card_closed (and anything integrity already reports as out of place): no game input.
+            i += 1
+            continue
+        if t in DERIVED:
+            result.divergence = _compare(None, cur, cur, cur)
+            return
+        inst = games.by_guid.get(guid)
+        if t is PlayStarted:
+            result.plays += 1
+        if t is PlayStarted and inst is None:
+            if ev.seed is None:
+                result.default_seed_plays += 1
+            try:
+                first, inst = games.make(ev.game_id, guid, ev.seed)
+            except Exception as e:  # the game's code refuses this seed: nothing to compare with
+                result.error = f"version {cur.version}: cannot start {ev.game_id} with seed {ev.seed}: {e}"
+                return
+            sig: Signature | None = _sig(first)
+        elif inst is None:
+            result.divergence = _no_play_for_guid(cur)
+            return
+        else:
+            choices, open_ = choices_for(ev, t)
+            result.open_actions += open_
+            try:
+                sig = inst.send(cur.version, choices, open_, agrees(ev, t, frames.get(cur.version)))
+            except StateNotCopied as e:
+                result.error = (
+                    f"version {cur.version}: the state of {getattr(ev, 'game_id', guid[:8])} "
+                    f"could not be copied to try the actions the record leaves open ({e})"
+                )
+                return
+            except SearchSpent as e:
+                result.spent, result.unknown = True, _spent(cur, e)
+                return
+        result.inputs += 1
+        if sig is None:
+            result.divergence = _no_response(cur)
+            return
+        expected = translate(card, _observation(ev, t, sig), seed=inst.seed)
+        # The recorded events for this input: the input itself and what was derived from it.
+        j = i + 1
+        while j < n and type(events[j].event) in DERIVED:
+            j += 1
+        d = _first_mismatch(expected, events[i:j], cur)
+        if d is None and not inst.agreed:
+            d = _unmatched(cur, frames.get(cur.version))
+        if d is not None:
+            result.divergence = d
+            if inst.cut:
+                result.unknown = (
+                    f"more game states fit the undecided actions of guid {guid[:8]} than are kept ({MAX_STATES}, "
+                    f"{STATE_BYTES >> 20} MB): "
+                    f"some were dropped, so a mismatch proves nothing ({d.message})"
+                )
+            elif t is PlayStarted and (copy := copy_before(events, i, guid, frames)) is not None:
+                # A full reset follows no counted action: the line before it was a RESET or never reached the
+                # game. Imported from the frames alone, a copy of the line before is counted as an action.
+                result.unknown = (
+                    f"version {copy} repeats the input before it (the same frame): a copy a harness writes for an "
+                    f"action it did not send, which the import without the game code counted as an action; the "
+                    f"full reset after it says no action was taken there ({d.message})"
+                )
+            return
+        i = j
+    maps: list[Any] = []  # of version -> Choice
+    for guid, inst in games.by_guid.items():
+        try:
+            inst.finish()
+        except StateNotCopied as e:
+            result.error = f"the state of guid {guid[:8]} could not be copied at the end of the record ({e})"
+            return
+        result.decided += inst.decided_count
+        maps += [inst.taken, inst.decided]  # a version taken on the path is the one its play went on with
+        result.choices = ChainMap(*maps)  # a Choice is an (action, x, y); each guid's versions are its own
+        result.reproduced += len(inst.taken)
+        result.still_open += inst.still_open_count
+
+
+def _apply_reapplied(card: CardState, events: Sequence[Numbered], i: int) -> int:
+    """Apply the ObservationReapplied at ``i`` and the events derived from it; the index after them."""
+    n = len(events)
+    apply(card, events[i].event)
+    i += 1
+    while i < n and type(events[i].event) in DERIVED:
+        apply(card, events[i].event)
+        i += 1
+    return i
+
+
+def _sig(resp: Any) -> Signature:
+    state = resp.state
+    return (str(getattr(state, "name", state)), int(resp.levels_completed), bool(resp.full_reset), b"x")
+
+
+def _observation(ev: Any, t: type, sig: Signature) -> Observation:
+    """What the translator would have seen: the recorded input, the game's answer."""
+    empty = sig[3] == b""
+    action = 0 if t is PlayStarted or t is LevelReset else ev.action
+    return Observation(
+        ts=ev.ts,
+        game_id=ev.game_id,
+        guid=ev.guid,
+        action=action,
+        state=sig[0],  # type: ignore[arg-type]
+        levels_completed=sig[1],
+        full_reset=False if empty else sig[2],
+        frame_empty=empty,
+        x=getattr(ev, "x", None) if action == 6 else None,
+        y=getattr(ev, "y", None) if action == 6 else None,
+    )
+
+
+def _spent(cur: Numbered, e: SearchSpent) -> str:
+    return (
+        f"the search of the actions the record leaves open was given up at version {cur.version}, after {e} of its "
+        f"guid: its allowance ({allowance()}) is spent; too many of those actions give the same frames and leave "
+        "different states (a click on nothing that still counts, say); --decide searches without a limit"
+    )
+
+
+def _no_play_for_guid(cur: Numbered) -> Divergence:
+    """An input for a guid that no PlayStarted began."""
+    ev: Any = cur.event
+    guid = ev.guid
+    return Divergence(
+        cur.version,
+        cur.seq,
+        ev.game_id,
+        guid,
+        _describe(cur),
+        "guid",
+        None,
+        guid,
+        f"version {cur.version} (seq {cur.seq}) {type_of(ev)} for guid {guid}, which no play_started began",
+    )
+
+
+def _unmatched(cur: Numbered, frame: str | None) -> Divergence:
+    """No candidate of an undecided action gives what the record holds (its noted frame, where there is one)."""
+    ev: Any = cur.event
+    what = f"the frame the import noted ({frame[:12]}...)" if frame else "the recorded state and levels_completed"
+    return Divergence(
+        cur.version,
+        cur.seq,
+        ev.game_id,
+        ev.guid,
+        _describe(cur),
+        "frame" if frame else "state",
+        None,
+        frame,
+        f"version {cur.version} (seq {cur.seq}) {_describe(cur)} on {ev.game_id} guid {ev.guid[:8]}: none of the "
+        f"candidate actions {ev.candidates} gives {what}",
+    )
+
+
+def _no_response(cur: Numbered) -> Divergence:
+    """The game gave no frame for the input (it raised or the action does not exist)."""
+    ev: Any = cur.event
+    return Divergence(
+        cur.version,
+        cur.seq,
+        getattr(ev, "game_id", None),
+        ev.guid,
+        _describe(cur),
+        "response",
+        None,
+        type_of(ev),
+        f"version {cur.version} (seq {cur.seq}) {_describe(cur)}: the game returned no response (it raised "
+        f"an error or the action does not exist)",
+    )
+
+
+def _first_mismatch(expected: list[AnyEvent], recorded: Sequence[Numbered], cur: Numbered) -> Divergence | None:
+    """The first event where what the game produced and what the log holds for this input differ (None if none)."""
+    for k in range(max(len(expected), len(recorded))):
+        exp = expected[k] if k < len(expected) else None
+        rec = recorded[k] if k < len(recorded) else None
+        d = _compare(exp, rec, recorded[min(k, len(recorded)) - 1], cur)
+        if d is not None:
+            return d
+    return None

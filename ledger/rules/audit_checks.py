@@ -1,0 +1,415 @@
+"""The audit's pure checks of one card: stored rows or events in, a :class:`Check` out; no I/O, no clock.
+
+1. integrity (:func:`check_integrity`): the card's stored events form an unbroken hash chain (versions 1..n, each
+   ``prev_hash`` the previous event's hash, each hash recomputed from the stored bytes, see
+   :func:`ledger.domain.chain.check_link`), nothing missing or reordered; optionally the log must still end at a head
+   hash the user kept elsewhere (``expect_head``).
+2. consistency (:func:`check_consistency`): the scorecard rebuilt from the events hashes to the document recorded
+   at each close (``CardClosed.document_sha256``), nothing but a ``card_reopened`` (a resumed import) follows a
+   close, and the cached projection (if any) equals a replay of the events it covers.
+
+Check 3, re-simulation, runs the game code (:mod:`ledger.app.audit`); check 4, lifecycle, is
+:mod:`ledger.rules.lifecycle`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any, Literal
+
+import msgspec
+
+from ledger.domain import chain, document
+from ledger.domain.chain import Link
+from ledger.domain.events import (
+    BaselineEntry,
+    CardClosed,
+    CardOpened,
+    CardReopened,
+    CardRetracted,
+    Numbered,
+    RunUsage,
+    card_stream,
+    decode,
+    type_of,
+)
+from ledger.domain.projection import CardState, fold, new_card
+from ledger.domain.scoring import score_card
+
+#: FAIL: the record and what it is checked against disagree. UNKNOWN: the record leaves open what the check needs
+#: (it can neither pass nor fail). SKIP: the check was not run (nothing to check against).
+Status = Literal["PASS", "FAIL", "WARN", "SKIP", "UNKNOWN"]
+
+#: Event types that belong to other streams (a baseline set, the labels), never to a card's.
+_NOT_CARD_TYPES = frozenset({"baselines_recorded", "label_set"})
+#: Events a closed card may gain: they change none of its numbers.
+_BESIDE = (CardRetracted, RunUsage)
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One line of the audit: ``status`` and a one-line ``message``; ``details`` for ``--json``."""
+
+    name: str
+    status: Status
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something wrong with one stored event."""
+
+    version: int
+    seq: int
+    problem: str
+
+
+# -- 1. integrity --------------------------------------------------------------------------------------------------
+
+
+def check_integrity(card_id: str, rows: Iterable[Link], expect_head: str | None = None) -> tuple[Check, list[int]]:
+    """Walk the card's stored rows (in version order, read once: they may come a page at a time) and return the
+    check and the places (0-based) of the rows whose event did not decode. The events are not held: the other
+    checks read them again (a long card's would not fit)."""
+    stream = card_stream(card_id)
+    problems: list[Problem] = []
+    missing: list[int] = []
+    prev_version, prev_seq, prev_hash = 0, 0, chain.GENESIS
+    event_hash, fromiso = chain.event_hash, datetime.fromisoformat
+    n, expected_at = 0, None
+    for r in rows:
+        n += 1
+        if expected_at is None and expect_head is not None and r.hash == expect_head:
+            expected_at = r.version
+        # The fast path (nearly every row): linked, hashed, decoded, of its stated type and timestamp.
+        try:
+            ev = _fast_path(stream, r, prev_version, prev_seq, prev_hash, fromiso, event_hash)
+        except (TypeError, AttributeError):  # a column of the wrong type: the slow path names it
+            ev = None
+        if ev is None:
+            shape = chain.column_problem(r)
+            if shape is not None:
+                # Reported at the place the event holds; the chain goes on from its hash if that is one.
+                prev_version += 1
+                problems.append(Problem(prev_version, r.seq if isinstance(r.seq, int) else prev_seq, shape))
+                prev_hash = r.hash if chain.column_problem_of_hash(r.hash) is None else prev_hash
+                missing.append(n - 1)
+                continue
+            p, decodes = _row_problem(stream, card_id, r, prev_version, prev_seq, prev_hash)
+            if p is not None:
+                problems.append(Problem(r.version, r.seq, p))
+            if not decodes:
+                missing.append(n - 1)
+        prev_version, prev_seq, prev_hash = r.version, r.seq, r.hash
+    head = prev_hash
+    details: dict[str, Any] = {
+        "events": n,
+        "last_version": prev_version,
+        "head": head,
+        "expected_head": expect_head,
+        "expected_head_version": expected_at,
+        "problems": [{"version": p.version, "seq": p.seq, "problem": p.problem} for p in problems],
+    }
+    head_msg = _head_moved(expect_head, head, n, details["expected_head_version"])
+    if problems:
+        first = problems[0]
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        msg = f"version {first.version} (seq {first.seq}): {first.problem}{more}"
+        if head_msg:
+            msg += f"; {head_msg}"
+        return Check("integrity", "FAIL", msg, details), missing
+    if head_msg:
+        return Check("integrity", "FAIL", head_msg, details), missing
+    tail = ", matches the expected head" if expect_head is not None else ""
+    msg = f"{n} events, versions 1..{n}, hash chain unbroken; head {head}{tail}"
+    return Check("integrity", "PASS", msg, details), missing
+
+
+def _fast_path(
+    stream: str, r: Link, prev_version: int, prev_seq: int, prev_hash: str, fromiso: Any, event_hash: Any
+) -> Any:
+    """The event of a row that is linked, hashed, decoded, of its stated type and timestamp (nearly every row);
+    None sends the row to the checks that say what is wrong."""
+    if not (
+        r.version == prev_version + 1
+        and r.seq > prev_seq
+        and r.prev_hash == prev_hash
+        and event_hash(prev_hash, stream, r.version, r.type, r.body) == r.hash
+    ):
+        return None
+    try:
+        ev = decode(r.body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if (
+        r.version > 1
+        and type_of(ev) == r.type
+        and r.type not in _NOT_CARD_TYPES
+        and r.type != "card_opened"
+        and _same_ts(fromiso, r.ts, ev.ts)
+    ):
+        return ev
+    return None
+
+
+def _head_moved(expect_head: str | None, head: str, n: int, at: int | None) -> str | None:
+    """Why the log no longer ends at ``expect_head`` (None if it does, or none was given); ``at``: its version."""
+    if expect_head is None or expect_head == head:
+        return None
+    if at is not None:
+        return (
+            f"the log no longer ends at the expected head: that is version {at}'s hash and "
+            f"{n - at} event(s) follow it (head now {head})"
+        )
+    return (
+        f"the log no longer ends at the expected head {expect_head}: no event of this card has that hash "
+        f"(events changed or removed; head now {head})"
+    )
+
+
+def _same_ts(fromiso: Any, column: str, ts: datetime) -> bool:
+    try:
+        return fromiso(column) == ts
+    except ValueError:
+        return False
+
+
+def _row_problem(
+    stream: str,
+    card_id: str,
+    r: Link,
+    prev_version: int,
+    prev_seq: int,
+    prev_hash: str,
+) -> tuple[str | None, bool]:
+    """The first thing wrong with one row given the row before it (None if nothing), and whether its body decodes."""
+    broken = chain.check_link(stream, r, prev_version, prev_hash, prev_seq)
+    try:
+        ev = decode(r.body)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        return (broken.message if broken is not None else f"body does not decode: {e}"), False
+    return (broken.message if broken is not None else _event_problem(card_id, r, ev)), True
+
+
+def _event_problem(card_id: str, r: Link, ev: Any) -> str | None:
+    """What is wrong with a linked row's decoded event ``ev`` against its columns (None if nothing)."""
+    t = type_of(ev)
+    if t != r.type:
+        return f"type column {r.type!r} but the body is {t!r}"
+    if t in _NOT_CARD_TYPES:
+        return f"a {t!r} event does not belong in a card's stream"
+    if (r.version == 1) != (t == "card_opened"):
+        return "the first event is not card_opened" if r.version == 1 else "card_opened again after version 1"
+    if isinstance(ev, CardOpened) and ev.card_id != card_id:
+        return f"card_opened names card {ev.card_id!r}"
+    try:
+        col_ts = datetime.fromisoformat(r.ts)
+    except ValueError:
+        return f"ts column {r.ts!r} is not a timestamp"
+    if col_ts != ev.ts:
+        return f"ts column {r.ts} differs from the event's own ts {ev.ts.isoformat()}"
+    return None
+
+
+# -- 2. consistency -----------------------------------------------------------------------------------------------
+
+
+def check_consistency(
+    card_id: str,
+    events: Sequence[Numbered],
+    baselines: Mapping[str, BaselineEntry] | None,
+    *,
+    cached: tuple[int, CardState] | None = None,
+    complete: bool = True,
+    baselines_problem: str | None = None,
+    folded: CardState | None = None,
+    rest_answer: bool = False,
+) -> Check:
+    """Rebuild the card and compare it with the document recorded at close and with the cached projection.
+
+    ``baselines`` is the set the card was played under (``None`` when it is missing: ``baselines_problem`` says
+    why); ``complete`` is False when some stored events did not decode (the rebuild cannot be trusted);
+    ``folded`` is ``fold`` of all ``events`` if the caller has it already (it is not modified); ``rest_answer``:
+    the close was answered over the toolkit's REST API (``ledger serve``), whose answer is hashed too.
+    """
+    prefixes: dict[int, CardState] = {len(events): folded} if folded is not None else {}
+
+    def fold_prefix(n: int) -> CardState:
+        # A long card is folded once: the close and the cache normally both cover every event.
+        if n not in prefixes:
+            prefixes[n] = fold(card_id, (e.event for e in events[:n]))
+        return prefixes[n]
+
+    details: dict[str, Any] = {
+        "closed": False,
+        "close_version": None,
+        "recorded_document_sha256": None,
+        "rebuilt_document_sha256": None,
+        "close_answer_sha256": None,
+        "events_after_close": 0,
+        "cached_projection": None,
+        "score": None,
+        "closes": [],
+    }
+    if not complete:
+        return Check("consistency", "FAIL", "cannot rebuild the card: some events do not decode", details)
+    if baselines is None:
+        return Check("consistency", "FAIL", f"cannot score the card: {baselines_problem}", details)
+    failures: list[str] = []
+    notes: list[str] = []
+    closes, last_doc = _check_closes(card_id, events, baselines, folded, failures, notes)
+    details["closes"] = closes
+    if closes and closes[-1]["open_after"] is False:
+        last = closes[-1]
+        # Only a rebuilt document that matches the record is the one the server sent.
+        if rest_answer and last_doc is not None and last["matches"]:
+            answer = hashlib.sha256(document.rest_answer(last_doc)).hexdigest()
+            details["close_answer_sha256"] = answer
+            notes.insert(
+                1,
+                f"the close answer `ledger serve` sent (the same document, keys sorted, compact, a newline at the "
+                f"end) hashes to {answer}",
+            )
+        details.update(
+            closed=True,
+            close_version=last["version"],
+            recorded_document_sha256=last["recorded"],
+            rebuilt_document_sha256=last["rebuilt"],
+            events_after_close=last["events_after"],
+            score=last["score"],
+        )
+    else:
+        doc = score_card(fold_prefix(len(events)), baselines)
+        doc_hash = document.sha256(doc)
+        details.update(rebuilt_document_sha256=doc_hash, score=doc.score)
+        reopened = f" (reopened after the close at version {closes[-1]['version']})" if closes else ""
+        notes.insert(0, f"card is open{reopened}: no close document to compare (rebuilt document sha256 {doc_hash})")
+    if cached is None:
+        notes.append("no cached projection")
+    else:
+        details["cached_projection"] = _check_cached(events, cached, fold_prefix, failures, notes)
+    if failures:
+        return Check("consistency", "FAIL", "; ".join(failures), details)
+    return Check("consistency", "PASS", "; ".join(notes), details)
+
+
+def _check_cached(
+    events: Sequence[Numbered],
+    cached: tuple[int, CardState],
+    fold_prefix: Callable[[int], CardState],
+    failures: list[str],
+    notes: list[str],
+) -> dict[str, Any]:
+    """The cached projection (of the first ``version`` events) against a replay of those events."""
+    version, state = cached
+    covered = sum(1 for n in events if n.version <= version)
+    entry: dict[str, Any] = {"version": version, "matches": False}
+    if covered != version or (covered and events[covered - 1].version != version):
+        failures.append(f"cached projection covers version {version}, the log does not hold versions 1..{version}")
+        return entry
+    diff = _state_diff(fold_prefix(covered), state)
+    if diff:
+        failures.append(f"cached projection (version {version}) differs from a replay of the events: {diff}")
+    else:
+        entry["matches"] = True
+        notes.append(f"cached projection (version {version}) equals a replay")
+    return entry
+
+
+def _check_closes(
+    card_id: str,
+    events: Sequence[Numbered],
+    baselines: Mapping[str, BaselineEntry],
+    folded: CardState | None,
+    failures: list[str],
+    notes: list[str],
+) -> tuple[list[dict[str, Any]], document.ScorecardDoc | None]:
+    """Every CardClosed: its recorded document hash against the card rebuilt up to it, and what follows it; and the
+    document rebuilt at the last close.
+
+    Only a CardReopened (an import that resumed), a CardRetracted or a RunUsage may follow a close; anything else
+    landed on a closed card.
+    """
+    out: list[dict[str, Any]] = []
+    doc: document.ScorecardDoc | None = None
+    running = new_card(card_id)
+    done = 0
+    idx = [i for i, n in enumerate(events) if type(n.event) is CardClosed]
+    for k, i in enumerate(idx):
+        if i + 1 == len(events) and folded is not None:
+            state = folded  # the usual case: one close, at the end, and the caller folded everything already
+        else:
+            fold(card_id, (n.event for n in events[done : i + 1]), running)
+            done, state = i + 1, running
+        # A close before BaselinesAttached scored the card without baselines, as it stood then.
+        doc = score_card(state, baselines if state.baselines_id is not None else {})
+        rebuilt = document.sha256(doc)
+        closed = events[i]
+        assert isinstance(closed.event, CardClosed)  # idx holds the closes only
+        recorded = closed.event.document_sha256
+        stop = idx[k + 1] if k + 1 < len(idx) else len(events)
+        reopened = i + 1 < len(events) and type(events[i + 1].event) is CardReopened
+        # A retraction withdraws the card and a run's usage is a fact beside it: neither changes a number, so a
+        # closed card may gain them.
+        landed = None if reopened else [n for n in events[i + 1 : stop] if type(n.event) not in _BESIDE]
+        after = len(landed) if landed else 0
+        out.append(
+            {
+                "version": closed.version,
+                "recorded": recorded,
+                "rebuilt": rebuilt,
+                "matches": recorded == rebuilt if recorded is not None else None,
+                "events_after": after,
+                "open_after": reopened,
+                "score": doc.score,
+            }
+        )
+        if landed:
+            nxt = landed[0]
+            failures.append(
+                f"{after} event(s) after the card was closed at version {closed.version} "
+                f"(first: version {nxt.version} {type_of(nxt.event)})"
+            )
+        if recorded is None:
+            notes.append(f"closed at version {closed.version} without a document hash: nothing to compare")
+        elif recorded != rebuilt:
+            failures.append(
+                f"rebuilt scorecard hashes to {rebuilt}, the document recorded at close (version "
+                f"{closed.version}) to {recorded}"
+            )
+    matched = [c for c in out if c["matches"]]
+    if matched:
+        which = "at close" if len(out) == 1 else f"at each of the {len(matched)} closes"
+        notes.insert(
+            0,
+            f"rebuilt scorecard equals the document recorded {which} (sha256 {matched[-1]['rebuilt']} of the bytes "
+            "`ledger export` prints)",
+        )
+    return out, doc
+
+
+def _state_diff(a: CardState, b: CardState) -> str | None:
+    """The first field where two projections differ, in words (None if equal)."""
+    if a == b:
+        return None
+    for f in fields(CardState):
+        if f.name == "games":
+            continue
+        va, vb = getattr(a, f.name), getattr(b, f.name)
+        if va != vb:
+            return f"{f.name} {va!r} vs cached {vb!r}"
+    if list(a.games) != list(b.games):
+        return f"games {list(a.games)} vs cached {list(b.games)}"
+    for gid, plays in a.games.items():
+        other = b.games[gid]
+        if len(plays) != len(other):
+            return f"{gid}: {len(plays)} plays vs cached {len(other)}"
+        for i, (p, q) in enumerate(zip(plays, other, strict=True)):
+            for f in fields(p):
+                if getattr(p, f.name) != getattr(q, f.name):
+                    return f"{gid} play {i + 1} {f.name} {getattr(p, f.name)!r} vs cached {getattr(q, f.name)!r}"
+    return "the projections differ"

@@ -1,0 +1,602 @@
+"""The log's contract, shared by both backends (:mod:`ledger.store.backends` picks one for a ledger).
+
+One append-only ``events`` table (schema owned by the Alembic migrations in the top-level ``migrations/``). Appends are
+serialized (SQLite ``BEGIN IMMEDIATE``; PostgreSQL a transaction-level advisory lock) so that ``seq`` is commit
+order, and a per-stream ``version`` with UNIQUE(stream, version) gives optimistic concurrency between writers.
+
+This module imports no database driver and no SQLAlchemy: a read command on a SQLite ledger never loads them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import msgspec
+
+from ledger.domain import chain
+from ledger.domain.events import Event, encode, type_of
+from ledger.errors import HistoryConflict, InputError, LedgerError, StoreError
+
+Durability = Literal["normal", "full", "batched"]
+
+APPEND_ONLY_TRIGGERS = {
+    "sqlite": ("events_no_update", "events_no_delete"),
+    "postgresql": ("events_no_update", "events_no_delete", "events_no_truncate"),
+}
+
+TABLES = ("events", "alembic_version")
+
+
+class StoredEvent(msgspec.Struct, frozen=True):
+    """One row of the log, exactly as stored."""
+
+    # A frozen Struct: a batch append returns one per event, and a frozen dataclass costs ~1 us each to build.
+
+    seq: int
+    stream: str
+    version: int
+    type: str
+    ts: str
+    body: bytes
+    prev_hash: str
+    hash: str
+
+
+class StreamInfo(msgspec.Struct, frozen=True):
+    """A stream's extent: number of events, last version and head hash, first and last ``seq``."""
+
+    stream: str
+    count: int
+    version: int
+    head: str
+    first_seq: int
+    last_seq: int
+    first_ts: str
+    last_ts: str
+
+
+class Snapshot(msgspec.Struct, frozen=True):
+    """A cached projection of a stream's first ``version`` events (its last event has global ``seq``)."""
+
+    version: int
+    seq: int
+    body: bytes
+
+
+class SummaryOverlay(Protocol):
+    """The summary tables as of the log's head, held in memory by a store that must not write
+    (:class:`ledger.store.summary_tail.Overlay`)."""
+
+    #: The seq of the last event the overlay reflects.
+    head: int
+
+    def query(self, sql: str, args: Sequence[Any]) -> list[Any]:
+        """Rows of one read statement."""
+        ...
+
+
+class LogStore(Protocol):
+    """What the ledger needs from a backend; ``tests/test_store_contract.py`` holds every backend to it."""
+
+    url: str
+    dialect: str
+    durability: Durability
+    readonly: bool
+
+    def migrate(self) -> None:
+        """Bring the schema to the latest revision (creates it on an empty database)."""
+
+    def revision(self) -> str | None:
+        """The schema revision the database is at (None for an empty database)."""
+
+    def head_revision(self) -> str:
+        """The newest revision this version knows."""
+
+    def triggers(self) -> set[str]:
+        """Names of the enabled append-only triggers present on ``events``."""
+
+    def missing_triggers(self) -> list[str]:
+        """Append-only triggers that should exist and do not."""
+
+    def repair_triggers(self) -> list[str]:
+        """Create the missing append-only triggers again; returns their names."""
+
+    def catch_up_summary(self) -> int:
+        """Fold the events the cards summary does not reflect yet into it (``summary_tail.py``); how many (0 on a
+        read-only store)."""
+
+    def summary_at_head(self) -> SummaryOverlay | None:
+        """None once the summary tables reflect the log's head (caught up when behind); for a read-only store
+        that is behind, the in-memory overlay to read them from."""
+
+    def append(
+        self, stream: str, new_events: Iterable[Event], expected_version: int | None = None, *, whole: bool = True
+    ) -> list[StoredEvent]:
+        """Append events to ``stream`` in one transaction, committed when this returns (all of them as stored, or
+        with ``whole`` False the last one only)."""
+
+    def append_encoded(
+        self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None = None
+    ) -> list[StoredEvent]:
+        """Like :meth:`append` for already encoded ``(type, ts, body)`` rows."""
+
+    def prepare_copied(self, rows: Sequence[StoredEvent]) -> CopyBatch:
+        """``rows`` ready for :meth:`insert_copied`: each row's hash recomputed, and the rows in the backend's own
+        encoding where it has one. Reads and writes nothing (it may run in another thread than the writes)."""
+
+    def insert_copied(self, rows: Sequence[StoredEvent] | CopyBatch) -> int:
+        """Insert events copied from another ledger (``ledger copy``), keeping their versions and hashes.
+
+        Rows may belong to several streams, each in version order; they get new ``seq`` values here, in the
+        order given. Each stream must continue exactly: its next row is the destination's next version and
+        links to the destination's head hash, and every row's hash is recomputed. A row the destination already
+        holds (same stream, version and hash) is skipped, so a copy can be re-run, or run twice at once.
+        Raises :class:`HistoryConflict` if the destination holds a different event at a version, and
+        :class:`StoreError` if a stream would not continue; then nothing is written. Returns the number inserted.
+        """
+
+    def event_at(self, stream: str, version: int) -> StoredEvent | None:
+        """The event of ``stream`` at ``version``, or None."""
+
+    def get_snapshot(self, stream: str, kind: str) -> Snapshot | None:
+        """A cached projection of ``stream``, or None (also when the cache is unreadable)."""
+
+    def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
+        """Store (or replace) the cached projection of ``stream``; failures are ignored."""
+
+    def drop_snapshots(self) -> None:
+        """Delete every cached projection."""
+
+    def analyze(self) -> None:
+        """Refresh the query planner's statistics after a bulk write (a copy); best effort, never raises."""
+
+    def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
+        """Cached projections of many streams at once."""
+
+    def snapshot_keys(self) -> list[tuple[str, str, int, int]]:
+        """(stream, kind, version, seq) of every stored snapshot, by stream."""
+
+    def bound_snapshot(self, stream: str, kind: str) -> tuple[Snapshot, tuple[int, str, int] | None] | None:
+        """A cached projection of ``stream`` with :meth:`link_at` of its version, in one query."""
+
+    def stream_names(self, prefix: str, limit: int) -> list[str]:
+        """Up to ``limit`` stream names that start with ``prefix``, in order."""
+
+    def link_at(self, stream: str, version: int) -> tuple[int, str, int] | None:
+        """(seq, hash) of the event of ``stream`` at ``version`` and how many events the stream holds up to it."""
+
+    def read_stream(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, page: tuple[int, int] | None = None
+    ) -> list[StoredEvent]:
+        """Every event of ``stream`` in version order; ``page``: (offset, count) of them only."""
+
+    def read_bodies(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None
+    ) -> tuple[list[bytes], int, int]:
+        """Only the bodies of ``stream`` in version order, with the last version and seq read."""
+
+    def iter_joined(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, chunk: int = 25_000
+    ) -> tuple[Iterable[tuple[bytes, int]], int, int] | None:
+        """The stream's bodies joined in version order into JSON-lines chunks ``(bytes, count)``, with the last
+        version and seq read: the fast cold replay. None where the backend has no such read (the facade then
+        reads :meth:`read_bodies`). An iterable not read to the end must be closed if it has ``close``."""
+
+    def stream_exists(self, stream: str) -> bool:
+        """True if the stream has at least one event."""
+
+    def streams(self, prefix: str | None = None) -> list[StreamInfo]:
+        """Every stream (optionally with a name prefix), in order of first event."""
+
+    def scan(self, *, after_seq: int = 0, batch: int = 10_000, prefix: str | None = None) -> Iterator[StoredEvent]:
+        """Every event in global ``seq`` order."""
+
+    def max_seq(self) -> int:
+        """The highest ``seq`` in the log (0 when empty)."""
+
+    def count(self) -> int:
+        """Number of events in the log."""
+
+    def same_database(self, other: LogStore) -> bool:
+        """True if ``other`` is a connection to this very database."""
+
+    def describe(self) -> str:
+        """The database, for messages (no password)."""
+
+    def close(self) -> None:
+        """Release every connection."""
+
+
+def normalize_url(path_or_url: str | os.PathLike[str]) -> str:
+    """A file path becomes a ``sqlite:///`` URL; anything with ``://`` is taken as a SQLAlchemy URL."""
+    s = os.fspath(path_or_url)
+    if "://" in s:
+        return s
+    return "sqlite:///" + str(Path(s).expanduser().resolve())
+
+
+def hide_password(url: str) -> str:
+    """``url`` with its password, if any, replaced by ``***`` (for messages)."""
+    return re.sub(r"(//[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+def migrations_dir() -> Path:
+    """Where the Alembic scripts are.
+
+    The source tree keeps them at its top level (``migrations/``); a built wheel carries them inside the package as
+    ``ledger/store/migrations`` (pyproject.toml maps them there), so an install needs no checkout.
+    """
+    here = Path(__file__).resolve().parent
+    packaged = here / "migrations"
+    return packaged if (packaged / "env.py").is_file() else here.parent.parent / "migrations"
+
+
+@functools.cache
+def known_revisions() -> tuple[str, ...]:
+    """Every revision the migrations know, oldest first (named by their files: ``NNNN_*.py``).
+
+    Read from the files' ``revision = "..."`` lines, in the order of their names, so that checking a ledger's
+    revision needs no Alembic (a test checks that this agrees with Alembic's own script directory).
+    """
+    files = sorted((migrations_dir() / "versions").glob("[0-9]*_*.py"), key=lambda p: p.name)
+    found = (re.search(r'^revision = "([^"]+)"', p.read_text(encoding="utf-8"), re.M) for p in files)
+    return tuple(m.group(1) for m in found if m)
+
+
+def head_revision() -> str:
+    """The newest revision the migrations know."""
+    return known_revisions()[-1]
+
+
+def check_revision(revision: str | None, where: str) -> None:
+    """Refuse a ledger written by a newer version of this tool (an unknown revision)."""
+    if revision is not None and revision not in known_revisions():
+        from ledger.version import __version__
+
+        raise StoreError(
+            f"the ledger at {where} has schema revision {revision!r}, newer than this version of "
+            f"arc-scorecard-ledger ({__version__}, schema {head_revision()}) knows: upgrade arc-scorecard-ledger "
+            "to use it"
+        )
+
+
+def no_ledger(where: str) -> LedgerError:
+    """The error of a read command given a database that does not exist (or a path that cannot be one)."""
+    wrong = not_a_file(where)
+    if wrong is not None:
+        return wrong
+    return StoreError(f"no ledger at {where} (create one with `ledger init`)")
+
+
+def not_a_file(path: str) -> InputError | None:
+    """The error for a SQLite path that names something a database file cannot be (a folder, a FIFO, a device,
+    a socket); None for a regular file or nothing at all."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    kinds = (
+        (stat.S_ISDIR, "a folder", "give a file in it, such as " + os.path.join(path, "ledger.sqlite")),
+        (stat.S_ISFIFO, "a FIFO (named pipe)", "give the path of a ledger file"),
+        (stat.S_ISSOCK, "a socket", "give the path of a ledger file"),
+        (stat.S_ISCHR, "a device", "give the path of a ledger file"),
+        (stat.S_ISBLK, "a device", "give the path of a ledger file"),
+    )
+    for test, what, advice in kinds:
+        if test(mode):
+            return InputError(f"{path} is {what}, not a ledger file: {advice}")
+    return None
+
+
+def has_table(execute: Callable[[str, Any], Any], dialect: str, table: str) -> bool:
+    """Whether the ledger's schema has ``table`` (a ledger at an earlier revision may not): ``execute`` runs one
+    statement and returns its rows (a list or a cursor)."""
+    if dialect == "sqlite":
+        sql = f"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '{table}'"
+    else:
+        sql = f"SELECT count(*) FROM pg_tables WHERE tablename = '{table}' AND schemaname = current_schema()"
+    return bool(next(iter(execute(sql, ())))[0])
+
+
+#: A stream's snapshot with the log's event at its version (``{m}``: the driver's placeholder), for
+#: :meth:`LogStore.bound_snapshot`; and that event alone with the count of the stream's events up to it.
+BOUND_SNAPSHOT_SQL = (
+    "SELECT s.version, s.seq, s.body, e.seq, e.hash, "
+    "(SELECT count(*) FROM events c WHERE c.stream = s.stream AND c.version <= s.version) "
+    "FROM snapshots s LEFT JOIN events e ON e.stream = s.stream AND e.version = s.version "
+    "WHERE s.stream = {m} AND s.kind = {m}"
+)
+LINK_SQL = (
+    "SELECT seq, hash, (SELECT count(*) FROM events WHERE stream = {m} AND version <= {m}) "
+    "FROM events WHERE stream = {m} AND version = {m}"
+)
+
+
+def bound_snapshot_of(rows: Sequence[Sequence[Any]]) -> tuple[Snapshot, tuple[int, str, int] | None] | None:
+    """The rows of :data:`BOUND_SNAPSHOT_SQL` as :meth:`LogStore.bound_snapshot` returns them."""
+    if not rows:
+        return None
+    r = rows[0]
+    return Snapshot(r[0], r[1], bytes(r[2])), link_of([r[3:]])
+
+
+def link_of(rows: Sequence[Sequence[Any]]) -> tuple[int, str, int] | None:
+    """The rows of :data:`LINK_SQL` as :meth:`LogStore.link_at` returns them."""
+    if not rows or rows[0][0] is None:
+        return None
+    return int(rows[0][0]), str(rows[0][1]), int(rows[0][2])
+
+
+def chain_rows(stream: str, rows: Sequence[tuple[str, str, bytes]], version: int, prev: str) -> list[StoredEvent]:
+    """The rows to insert after ``(version, prev)``: numbered and hash-linked (``seq`` 0 until inserted)."""
+    hashes = chain.chain_hashes(prev, stream, version, [(t, b) for t, _, b in rows])
+    prevs = [prev, *hashes[:-1]]
+    return [
+        StoredEvent(0, stream, version + i, type_, ts, body, p, h)
+        for i, ((type_, ts, body), p, h) in enumerate(zip(rows, prevs, hashes, strict=True), 1)
+    ]
+
+
+class CopyBatch(msgspec.Struct, frozen=True):
+    """Rows copied from another ledger, prepared for :meth:`LogStore.insert_copied` before the destination is locked
+    (``ledger copy`` prepares the next batch while the destination writes the last one)."""
+
+    rows: Sequence[StoredEvent]
+    #: :func:`chain.first_unhashed` of ``rows``: the first row whose hash is not that of its own columns, or None.
+    unhashed: int | None
+    #: Every row in the destination's own encoding (PostgreSQL: binary COPY data), or None.
+    encoded: bytes | None = None
+
+
+def stream_query(
+    mark: str, columns: str, stream: str, after_version: int, until_seq: int | None, page: tuple[int, int] | None
+) -> tuple[str, tuple[Any, ...]]:
+    """The query (and its arguments) of a stream's events in version order, after a version and up to a global seq
+    (``page``: (offset, count) of them), with the driver's placeholder ``mark``; its WHERE clause alone when
+    ``columns`` is empty."""
+    where = f"WHERE stream = {mark} AND version > {mark}" + (f" AND seq <= {mark}" if until_seq is not None else "")
+    args: tuple[Any, ...] = (stream, after_version) if until_seq is None else (stream, after_version, until_seq)
+    if not columns:
+        return where, args
+    q = f"SELECT {columns} FROM events {where} ORDER BY version"
+    return (f"{q} LIMIT {mark} OFFSET {mark}", (*args, page[1], page[0])) if page is not None else (q, args)
+
+
+def copy_batch_of(rows: Sequence[StoredEvent] | CopyBatch) -> CopyBatch:
+    """``rows`` as a :class:`CopyBatch` (each row's hash recomputed here unless it is one already)."""
+    if isinstance(rows, CopyBatch):
+        return rows
+    return CopyBatch(rows, chain.first_unhashed(rows))
+
+
+def copied_rows(
+    batch: CopyBatch, heads: dict[str, tuple[int, str]], held: dict[tuple[str, int], str]
+) -> list[StoredEvent]:
+    """Which copied rows to insert: those past each stream's head (``heads``, updated), each checked to continue it.
+
+    ``held`` maps (stream, version) to the hash the destination holds for the versions the rows overlap.
+    Raises :class:`HistoryConflict` or :class:`StoreError` (nothing is to be written then).
+    """
+    # A row before ``batch.unhashed`` hashes to its own hash: it continues its stream when its version follows
+    # the head and its prev_hash is the head's hash. Any other row gets the whole check and its message.
+    rows = batch.rows
+    hashed = len(rows) if batch.unhashed is None else batch.unhashed
+    out = []
+    for i, r in enumerate(rows):
+        version, prev = heads[r.stream]
+        if r.version <= version:
+            if held.get((r.stream, r.version)) != r.hash:
+                raise HistoryConflict(
+                    f"stream {r.stream!r}: the destination holds a different event at version {r.version}"
+                )
+            continue
+        if i >= hashed or r.version != version + 1 or r.prev_hash != prev:
+            broken = chain.check_link(r.stream, r, version, prev)
+            if broken is not None:
+                raise StoreError(
+                    f"stream {r.stream!r}: event version {r.version} does not continue the destination "
+                    f"(head version {version}): {broken.message}"
+                )
+        out.append(r)
+        heads[r.stream] = (r.version, r.hash)
+    return out
+
+
+def lowest_versions(rows: Sequence[StoredEvent]) -> dict[str, int]:
+    """The lowest version given for each stream of ``rows``."""
+    lowest: dict[str, int] = {}
+    for r in rows:
+        lowest[r.stream] = min(lowest.get(r.stream, r.version), r.version)
+    return lowest
+
+
+class HeadCache:
+    """The last (version, hash) this process appended per stream: an append can skip re-reading the head.
+
+    A stale entry only turns into a VersionConflict through UNIQUE(stream, version).
+    """
+
+    def __init__(self) -> None:
+        self._heads: dict[str, tuple[int, str]] = {}
+        self._lock = threading.Lock()
+
+    def known(self, stream: str, expected_version: int | None) -> tuple[int, str] | None:
+        """The cached head if it is the one the caller expects, else None (read it under the lock)."""
+        cached = self._heads.get(stream)
+        if cached is not None and expected_version is not None and cached[0] == expected_version:
+            return cached
+        return None
+
+    def set(self, stream: str, last: StoredEvent) -> None:
+        """Remember the stream's new head."""
+        with self._lock:
+            self._heads[stream] = (last.version, last.hash)
+
+    def forget(self, stream: str) -> None:
+        """Drop what is known of the stream (after a failure or a copy)."""
+        with self._lock:
+            self._heads.pop(stream, None)
+
+
+#: Events encoded, chained and inserted at a time by an append that returns only its last event.
+APPEND_CHUNK = 2_000
+
+
+def encode_events(new_events: Sequence[Event]) -> list[tuple[str, str, bytes]]:
+    """Events as ``(type, ts, body)`` rows."""
+    return [(type_of(e), e.ts.isoformat(), encode(e)) for e in new_events]
+
+
+class StoreBase:
+    """What both backends share: the public append methods over their ``_append_rows``, the trigger check, the
+    migration's revision check."""
+
+    dialect: str
+    readonly: bool
+
+    def describe(self) -> str:
+        """Where the ledger is, for messages."""
+        raise NotImplementedError
+
+    def revision(self) -> str | None:
+        """The schema revision the database is at (None for an empty database)."""
+        raise NotImplementedError
+
+    def append(
+        self, stream: str, new_events: Iterable[Event], expected_version: int | None = None, *, whole: bool = True
+    ) -> list[StoredEvent]:
+        """Append events to ``stream`` in one transaction, committed when this returns.
+
+        ``expected_version`` is the stream's last version the caller knows (0 for a new stream); if another
+        writer got there first, :class:`VersionConflict` is raised and nothing is written. ``None`` appends
+        after whatever the stream holds. With ``whole`` False only the last event is returned as stored, and a
+        backend that can encodes, chains and inserts the events :data:`APPEND_CHUNK` at a time in that one
+        transaction (an imported card of tens of thousands of events is never held as rows at once). Events that are
+        not a sequence (made as they are inserted: an import's) are inserted that way too, ``whole`` or not.
+        """
+        if not isinstance(new_events, Sequence):
+            events = iter(new_events)
+            first = next(events, None)
+            if first is None:
+                return []
+            return [self._append_chunked(stream, itertools.chain([first], events), expected_version)]
+        if not new_events:
+            return []
+        if not whole and len(new_events) > APPEND_CHUNK:
+            return [self._append_chunked(stream, new_events, expected_version)]
+        stored = self._append_rows(stream, encode_events(new_events), expected_version)
+        return stored if whole else stored[-1:]
+
+    def _append_chunked(self, stream: str, new_events: Iterable[Event], expected_version: int | None) -> StoredEvent:
+        events = new_events if isinstance(new_events, Sequence) else list(new_events)
+        return self._append_rows(stream, encode_events(events), expected_version)[-1]
+
+    def append_encoded(
+        self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None = None
+    ) -> list[StoredEvent]:
+        """Like :meth:`append` for already encoded ``(type, ts, body)`` rows."""
+        if not rows:
+            return []
+        return self._append_rows(stream, rows, expected_version)
+
+    def _append_rows(
+        self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None
+    ) -> list[StoredEvent]:
+        raise NotImplementedError
+
+    def prepare_copied(self, rows: Sequence[StoredEvent]) -> CopyBatch:
+        """``rows`` ready for ``insert_copied``: each row's hash recomputed (reads and writes nothing)."""
+        return copy_batch_of(rows)
+
+    def triggers(self) -> set[str]:
+        """Names of the enabled append-only triggers present on ``events``."""
+        raise NotImplementedError
+
+    def migrate(self) -> None:
+        """Bring the schema to the latest revision (creates it on an empty database)."""
+        if self.readonly:
+            raise StoreError(f"the ledger at {self.describe()} is open read-only: it cannot be migrated")
+        # At head (the usual case) this is one query: opening must not queue behind writers for the write lock.
+        rev = self.revision()
+        check_revision(rev, self.describe())
+        if rev != head_revision():
+            self._upgrade(rev)
+
+    def _upgrade(self, rev: str | None) -> None:
+        """Migrate the schema from revision ``rev`` (None: an empty database) to the head, in the backend's way."""
+        raise NotImplementedError
+
+    def missing_triggers(self) -> list[str]:
+        """Append-only triggers that should exist and do not."""
+        have = self.triggers()
+        return [t for t in APPEND_ONLY_TRIGGERS[self.dialect] if t not in have]
+
+    def head_revision(self) -> str:
+        """The newest revision the migrations know."""
+        return head_revision()
+
+
+#: How long a writer's background thread waits after a commit before catching up: the commits of that time are
+#: folded together (one row write per card, not one per event), off the appending thread.
+FOLLOW_DELAY_S = 0.05
+
+
+class Follower:
+    """Catches the summary up in a daemon thread of a writing process, :data:`FOLLOW_DELAY_S` after a commit (the
+    commits in between are folded together). A failure is left for the next catch-up (a reader's, or this
+    thread's after the next commit): the summary is derived, the log is the truth. A forked child starts its own
+    thread."""
+
+    def __init__(self, catch_up: Callable[[], object], delay: float = FOLLOW_DELAY_S) -> None:
+        self._catch_up = catch_up
+        self._delay = delay
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._closed = False
+
+    def committed(self) -> None:
+        """Called by the appending thread after a commit (costs a flag when the thread runs already)."""
+        if self._closed:
+            return
+        if self._pid != os.getpid() or self._thread is None:
+            self._pid = os.getpid()
+            self._wake = threading.Event()
+            self._thread = threading.Thread(target=self._run, name="ledger-summary-follower", daemon=True)
+            self._thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        wake = self._wake
+        while True:
+            wake.wait()
+            if self._closed:
+                return
+            time.sleep(self._delay)
+            wake.clear()
+            if self._closed:
+                return
+            with contextlib.suppress(Exception):
+                self._catch_up()
+
+    def close(self) -> bool:
+        """Stop the thread (a catch-up in progress finishes first); whether this process committed through it."""
+        self._closed = True
+        thread = self._thread
+        ours = thread is not None and self._pid == os.getpid()
+        if thread is not None and ours:
+            self._wake.set()
+            thread.join(timeout=30)
+        self._thread = None
+        return ours

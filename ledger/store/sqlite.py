@@ -1,0 +1,624 @@
+"""The SQLite backend, on the standard library's ``sqlite3`` driver.
+
+A read command must start at interpreter speed, and importing SQLAlchemy alone costs several times that: so the
+log is read and appended through ``sqlite3`` with plain SQL (one writer connection and a few readers, whatever the
+number of threads: :mod:`~ledger.store.connections`), and SQLAlchemy/Alembic
+are loaded only to create or upgrade the schema (:meth:`SQLiteStore.migrate`) or when a caller asks for
+:attr:`SQLiteStore.engine`. The revision check is one query against ``alembic_version``.
+
+Read-only stores open the file with ``mode=ro`` (and ``immutable=1`` when the file or its folder cannot be written,
+so WAL's ``-shm`` cannot be created): they never create, migrate or write a byte.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ledger.domain import chain
+from ledger.domain.events import Event
+from ledger.errors import HistoryConflict, StoreError, VersionConflict
+from ledger.store import sqlite_sql as sq
+from ledger.store.base import (
+    BOUND_SNAPSHOT_SQL,
+    LINK_SQL,
+    CopyBatch,
+    Durability,
+    Follower,
+    HeadCache,
+    LogStore,
+    Snapshot,
+    StoreBase,
+    StoredEvent,
+    StreamInfo,
+    SummaryOverlay,
+    bound_snapshot_of,
+    chain_rows,
+    check_revision,
+    copy_batch_of,
+    link_of,
+    lowest_versions,
+    no_ledger,
+    not_a_file,
+)
+from ledger.store.connections import ReadPool, Writer
+from ledger.store.sqlite_sql import (
+    COLUMNS,
+    HEAD_SQL,
+    PREFIX_SQL,
+    STREAMS_SQL,
+    check_tables,
+    sqlite_path,
+    stream_where,
+    writable,
+)
+from ledger.store.wal import EVERY_COMMITS, Checkpointer
+
+if TYPE_CHECKING:
+    from ledger.store.summary import SummaryKeeper
+
+
+class SQLiteStore(StoreBase):
+    """A ledger in one SQLite file (WAL mode when opened for writing)."""
+
+    dialect = "sqlite"
+
+    def __init__(
+        self, url: str, *, durability: Durability = "normal", busy_timeout_ms: int = 60_000, readonly: bool = False
+    ) -> None:
+        self.url = url
+        self.path = sqlite_path(url)
+        self.durability = durability
+        self.busy_timeout_ms = busy_timeout_ms
+        self.readonly = readonly
+        self._heads = HeadCache()
+        self._keeper: SummaryKeeper | None = None
+        timeout = busy_timeout_ms / 1000
+        # A writer left inside a transaction (its ROLLBACK failed too) would refuse every later BEGIN: replaced.
+        self._writer = Writer(
+            self._connect,
+            sqlite3.Connection.close,
+            timeout=timeout,
+            where=self.describe,
+            usable=lambda con: not con.in_transaction,
+        )
+        self._readers = ReadPool(self._connect, sqlite3.Connection.close, timeout=timeout, where=self.describe)
+        self._engine: Any = None
+        # WAL checkpoints run in a background thread, not inside a captured step's commit (see wal.py).
+        self._checkpointer = Checkpointer(self._connect, every=EVERY_COMMITS if durability != "full" else 0)
+        # The cards summary is caught up after commits, off the appending thread (see summary_tail.py).
+        self._follower = Follower(self._follow)
+        self._overlay: SummaryOverlay | None = None
+        self._immutable = readonly and not writable(self.path)
+        if readonly:
+            self._check_is_ledger()
+            return
+        parent = Path(self.path).parent
+        if not parent.is_dir():
+            raise StoreError(f"cannot open the ledger {self.path}: folder {parent} does not exist")
+        if not writable(self.path):
+            raise StoreError(f"cannot open the ledger at {self.describe()} for writing{self._readonly_hint()}")
+        sq.refuse_foreign(self.path, busy_timeout_ms)
+
+    # -- the cards summary (summary_tail.py): loaded when a list or a writer needs it, not by every read --------
+
+    @property
+    def _summary(self) -> SummaryKeeper:
+        if self._keeper is None:
+            from ledger.store.summary import SummaryKeeper
+
+            self._keeper = SummaryKeeper()
+        return self._keeper
+
+    def catch_up_summary(self) -> int:
+        """Fold into the cards summary the events it does not reflect yet; how many (0 on a read-only store)."""
+        if self.readonly:
+            return 0
+        try:
+            with self._writer.connection() as con:
+                return _catch_up(self._summary, con)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot update the cards summary of the ledger at {self.describe()}: {e}") from e
+
+    def _follow(self) -> None:
+        with contextlib.suppress(StoreError):
+            self.catch_up_summary()
+
+    def summary_at_head(self) -> SummaryOverlay | None:
+        """None once the summary tables reflect the log's head (caught up here when behind); for a read-only store
+        that is behind, the overlay to answer from (nothing written)."""
+        from ledger.store.summary_tail import LAG_SQL
+
+        try:
+            position, head = self._read(LAG_SQL, ())[0]
+        except StoreError as e:
+            if "summary_position" in str(e):  # an earlier revision, open read-only: its appends kept the rows
+                return None
+            raise
+        if position >= head:
+            return None
+        if not self.readonly:
+            self.catch_up_summary()
+            return None
+        if self._overlay is None or self._overlay.head != head:
+            try:
+                with self._readers.connection() as con:
+                    self._overlay = _overlay(self._summary, con)
+            except sqlite3.Error as e:
+                raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
+        return self._overlay
+
+    # -- connections ----------------------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        wrong = not_a_file(self.path)
+        if wrong is not None:  # SQLite would say "unable to open database file" or "disk I/O error"
+            raise wrong
+        try:
+            return sq.connect(self.path, self.busy_timeout_ms, self.durability, self.readonly, self._immutable)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open the ledger at {self.describe()}: {e}{self._readonly_hint()}") from e
+
+    def _write_dbapi(self) -> sqlite3.Connection:
+        """The connection every write of this process goes through (tests set its PRAGMAs to cause faults). Got
+        holding the writer: one found unusable (a catch-up's transaction open on it) is never closed under its user."""
+        with self._writer.locked():
+            return self._writer.get()
+
+    def _readonly_hint(self) -> str:
+        if writable(self.path):
+            return ""
+        return " (the file or its folder is read-only: the ledger needs to write the file and its -wal/-shm files)"
+
+    def _check_is_ledger(self) -> None:
+        """Refuse (reading only the schema) a missing file, a file that is not a ledger, a newer schema."""
+        if not os.path.isfile(self.path):
+            raise no_ledger(self.path)
+        try:
+            with self._readers.connection() as con:
+                check_tables(con, self.path)
+            check_revision(self.revision(), self.describe())
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def engine(self) -> Any:
+        """A SQLAlchemy engine on the same file with the same settings (loads SQLAlchemy: migrations, tools)."""
+        if self._engine is None:
+            from sqlalchemy import create_engine, event
+            from sqlalchemy.pool import NullPool
+
+            engine = create_engine("sqlite://", creator=self._connect, poolclass=NullPool)
+
+            @event.listens_for(engine, "begin")
+            def _on_begin(conn: Any) -> None:
+                # The driver connection is in autocommit mode: BEGIN is ours to issue, IMMEDIATE for writers.
+                immediate = conn.get_execution_options().get("ledger_immediate", False)
+                conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+            self._engine = engine
+        return self._engine
+
+    # -- schema -------------------------------------------------------------------------------------------
+
+    def _upgrade(self, rev: str | None) -> None:
+        if rev is None and self._create_fresh():
+            return
+        from sqlalchemy.exc import DBAPIError
+
+        from ledger.store.migrating import upgrade
+
+        try:
+            # A deferred BEGIN would read alembic_version and then fail at once with "database is locked" when
+            # another process opening the fresh file wrote first; IMMEDIATE waits (busy_timeout) instead.
+            with self.engine.execution_options(ledger_immediate=True).begin() as conn:
+                upgrade(conn)
+        except DBAPIError as e:
+            raise StoreError(f"cannot prepare the ledger at {self.describe()}: {e.orig}{self._readonly_hint()}") from e
+
+    def _create_fresh(self) -> bool:
+        # A new file gets the head schema in plain SQL: no SQLAlchemy/Alembic imports (see sqlite_fresh.py).
+        from ledger.store.sqlite_fresh import create_fresh
+
+        try:
+            with self._writer.connection() as con:
+                return create_fresh(con)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot prepare the ledger at {self.describe()}: {e}{self._readonly_hint()}") from e
+
+    def revision(self) -> str | None:
+        """The schema revision the database is at (None for an empty database)."""
+        try:
+            with self._readers.connection() as con:
+                row = con.execute("SELECT version_num FROM alembic_version").fetchone()
+        except sqlite3.OperationalError as e:
+            if "no such table" in str(e):
+                return None
+            raise StoreError(f"cannot read the ledger at {self.describe()}: {e}{self._readonly_hint()}") from e
+        return row[0] if row else None
+
+    def triggers(self) -> set[str]:
+        """Names of the append-only triggers present on ``events``."""
+        q = "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'"
+        return {r[0] for r in self._read(q, ())}
+
+    def repair_triggers(self) -> list[str]:
+        """Create the missing append-only triggers again (``ledger init``); returns their names."""
+        missing = self.missing_triggers()
+        if missing:
+            from ledger.store.migrating import trigger_statements
+
+            with self._writer.connection() as con:
+                con.execute("BEGIN IMMEDIATE")
+                try:
+                    for stmt in trigger_statements(self.dialect, missing):
+                        con.execute(stmt)
+                    con.execute("COMMIT")
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+        return missing
+
+    # -- writing ------------------------------------------------------------------------------------------
+
+    def _append_rows(
+        self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None
+    ) -> list[StoredEvent]:
+        # The capture hot path: one append of one event per toolkit step, so plain driver calls and nothing else.
+        if len(rows) == 1:
+            return self._write(
+                stream, expected_version, lambda dbapi, head: [sq.insert_one(dbapi, stream, rows[0], head)]
+            )
+        return self._write(
+            stream, expected_version, lambda dbapi, head: sq.insert_batch(dbapi, chain_rows(stream, rows, *head))
+        )
+
+    def _append_chunked(self, stream: str, new_events: Iterable[Event], expected_version: int | None) -> StoredEvent:
+        return self._write(
+            stream, expected_version, lambda dbapi, head: sq.insert_chunked(dbapi, stream, new_events, head)
+        )[0]
+
+    def _write(
+        self,
+        stream: str,
+        expected_version: int | None,
+        insert: Callable[[sqlite3.Connection, tuple[int, str]], list[StoredEvent]],
+    ) -> list[StoredEvent]:
+        """``insert(connection, head)`` in one write transaction, after the version check; what it inserted."""
+        head = self._heads.known(stream, expected_version)
+        try:
+            with self._writer.connection() as dbapi:
+                dbapi.execute("BEGIN IMMEDIATE")
+                try:
+                    if head is None:
+                        row = dbapi.execute(HEAD_SQL, (stream,)).fetchone()
+                        head = (row[0], row[1]) if row else (0, chain.GENESIS)
+                        if expected_version is not None and head[0] != expected_version:
+                            raise VersionConflict(stream, expected_version)
+                    out = insert(dbapi, head)
+                    dbapi.execute("COMMIT")
+                except BaseException:
+                    if dbapi.in_transaction:
+                        dbapi.execute("ROLLBACK")
+                    raise
+            self._checkpointer.committed()
+            self._follower.committed()
+        except sqlite3.Error as e:
+            self._heads.forget(stream)
+            if isinstance(e, sqlite3.IntegrityError) and "UNIQUE" in str(e):  # another writer took the version
+                raise VersionConflict(stream, expected_version) from e
+            raise StoreError(f"cannot append to the ledger at {self.describe()}: {e}") from e
+        except BaseException:
+            self._heads.forget(stream)
+            raise
+        self._heads.set(stream, out[-1])
+        return out
+
+    def insert_copied(self, rows: Sequence[StoredEvent] | CopyBatch) -> int:
+        """Insert events copied from another ledger, keeping versions and hashes (see :class:`LogStore`)."""
+        batch = copy_batch_of(rows)
+        rows = batch.rows
+        if not rows:
+            return 0
+        lowest = lowest_versions(rows)
+        try:
+            with self._writer.connection() as con:
+                con.execute("BEGIN IMMEDIATE")
+                try:
+                    new = sq.insert_copied(con, batch, lowest)
+                    con.execute("COMMIT")
+                except BaseException:
+                    if con.in_transaction:
+                        con.execute("ROLLBACK")
+                    raise
+        except (HistoryConflict, StoreError):
+            raise
+        except sqlite3.IntegrityError as e:
+            # Every writer reads the head under the write lock, so this is a row the schema refuses (CHECK).
+            raise StoreError(f"cannot copy into the ledger at {self.describe()}: {e}") from e
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot write to the ledger at {self.describe()}: {e}") from e
+        finally:
+            for s in lowest:
+                self._heads.forget(s)
+        return len(new)
+
+    # -- snapshots (a cache: never the truth) ------------------------------------------------------------------
+
+    def get_snapshot(self, stream: str, kind: str) -> Snapshot | None:
+        """A cached projection of ``stream``, or None (also when the cache is unreadable)."""
+        q = "SELECT version, seq, body FROM snapshots WHERE stream = ? AND kind = ?"
+        try:
+            rows = self._read(q, (stream, kind))
+        except StoreError:
+            return None
+        row = rows[0] if rows else None
+        return Snapshot(row[0], row[1], bytes(row[2])) if row else None
+
+    def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
+        """Store (or replace) the cached projection of ``stream``; failures are ignored, it is only a cache."""
+        if self.readonly:
+            return
+        try:
+            with self._writer.connection() as con:
+                try:
+                    con.execute("BEGIN IMMEDIATE")
+                    con.execute("DELETE FROM snapshots WHERE stream = ?", (stream,))
+                    con.execute(
+                        "INSERT INTO snapshots (stream, kind, version, seq, body) VALUES (?, ?, ?, ?, ?)",
+                        (stream, kind, version, seq, body),
+                    )
+                    con.execute("COMMIT")
+                except sqlite3.Error:
+                    if con.in_transaction:
+                        con.execute("ROLLBACK")
+        except (sqlite3.Error, StoreError):
+            pass  # only a cache: the next writer or reader caches it again
+
+    def drop_snapshots(self) -> None:
+        """Delete every cached projection."""
+        with self._writer.connection() as con:
+            con.execute("DELETE FROM snapshots")
+
+    def analyze(self) -> None:
+        """Let SQLite refresh the statistics it finds stale (``PRAGMA optimize``: bounded work, not a full ANALYZE)."""
+        if self.readonly:
+            return
+        try:
+            with self._writer.connection() as con:
+                con.execute("PRAGMA optimize")
+        except (sqlite3.Error, StoreError):
+            pass  # statistics only steer the planner: the copied events are committed either way
+
+    def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
+        """Cached projections of many streams at once."""
+        out: dict[str, Snapshot] = {}
+        try:
+            for i in range(0, len(streams), 500):
+                chunk = list(streams[i : i + 500])
+                q = (
+                    "SELECT stream, version, seq, body FROM snapshots "
+                    f"WHERE kind = ? AND stream IN ({', '.join('?' * len(chunk))})"
+                )
+                for r in self._read(q, (kind, *chunk)):
+                    out[r[0]] = Snapshot(r[1], r[2], bytes(r[3]))
+        except StoreError:
+            return {}
+        return out
+
+    # -- reading ------------------------------------------------------------------------------------------
+
+    def read_stream(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, page: tuple[int, int] | None = None
+    ) -> list[StoredEvent]:
+        """Every event of ``stream`` in version order (after a version, up to a global seq; ``page``: see base)."""
+        return [StoredEvent(*r) for r in self._read(*sq.stream_sql(stream, after_version, until_seq, page))]
+
+    def read_bodies(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None
+    ) -> tuple[list[bytes], int, int]:
+        """Only the bodies of ``stream`` in version order, with the last version and seq read (fast path)."""
+        # One-column rows iterated straight into a list cost about half of fetching (body, version, seq).
+        where, args = stream_where(stream, after_version, until_seq)
+        try:
+            with self._readers.connection() as dbapi:
+                dbapi.execute("BEGIN")  # one snapshot for both statements, so the last version matches the bodies
+                try:
+                    bodies = [r[0] for r in dbapi.execute(f"SELECT body FROM events {where} ORDER BY version", args)]
+                    q = f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1"
+                    row = dbapi.execute(q, args).fetchone()
+                finally:
+                    dbapi.execute("COMMIT")
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
+        if not bodies or row is None:
+            return [], after_version, 0
+        return bodies, row[0], row[1]
+
+    def read_joined(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, chunk: int = 25_000
+    ) -> tuple[list[tuple[bytes, int]], int, int]:
+        """Like :meth:`read_bodies`, the bodies as ``(JSON lines, count)`` chunks of up to ``chunk`` versions.
+
+        SQLite joins them (no row object per event: a cold replay of a million events is mostly that), in version
+        order (see :func:`~ledger.store.sqlite_sql.joined_sql`).
+        """
+        where, args = stream_where(stream, after_version, until_seq)
+        out: list[tuple[bytes, int]] = []
+        try:
+            with self._readers.connection() as dbapi:
+                joined = sq.joined_sql(dbapi, where)
+                dbapi.execute("BEGIN")  # one snapshot for every statement
+                try:
+                    q = f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1"
+                    row = dbapi.execute(q, args).fetchone()
+                    lo = after_version
+                    while row is not None and lo < row[0]:
+                        body, count = dbapi.execute(joined, ("\n", *args[:1], lo, *args[2:], lo + chunk)).fetchone()
+                        if count:
+                            out.append((body, count))
+                        lo += chunk
+                finally:
+                    dbapi.execute("COMMIT")
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
+        if row is None:
+            return [], after_version, 0
+        return out, row[0], row[1]
+
+    def iter_joined(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, chunk: int = 25_000
+    ) -> tuple[Iterable[tuple[bytes, int]], int, int]:
+        """Like :meth:`read_joined`; past one chunk, read ahead by a second thread (close the iterable if not read
+        to the end: see :mod:`~ledger.store.sqlite_joined`)."""
+        where, args = stream_where(stream, after_version, until_seq)
+        row = self._read(f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1", args)
+        if not row:
+            return [], after_version, 0
+        if row[0][0] - after_version <= chunk:
+            return self.read_joined(stream, after_version=after_version, until_seq=until_seq, chunk=chunk)
+        from ledger.store.sqlite_joined import chunk_reader
+
+        last, seq = row[0]
+        ranges = [(lo, min(lo + chunk, last)) for lo in range(after_version, last, chunk)]
+        with self._readers.connection() as con:
+            joined = sq.joined_sql(con, where)
+        return chunk_reader(self._connect, joined, ("\n", stream, *args[2:]), ranges), last, seq
+
+    def stream_exists(self, stream: str) -> bool:
+        """True if the stream has at least one event."""
+        return bool(self._read("SELECT 1 FROM events WHERE stream = ? LIMIT 1", (stream,)))
+
+    def streams(self, prefix: str | None = None) -> list[StreamInfo]:
+        """Every stream (optionally those whose name starts with ``prefix``), in order of first event."""
+        # The head hash in the same query (a join on UNIQUE(stream, version)): one round trip, not one per stream.
+        if prefix is None:
+            return [StreamInfo(*r) for r in self._read(STREAMS_SQL.format(where=""), ())]
+        return [StreamInfo(*r) for r in self._read(STREAMS_SQL.format(where=f"WHERE {PREFIX_SQL}"), (prefix, prefix))]
+
+    def scan(self, *, after_seq: int = 0, batch: int = 10_000, prefix: str | None = None) -> Iterator[StoredEvent]:
+        """Every event in global ``seq`` order, read in batches (for verify, copy and tailing)."""
+        last = after_seq
+        extra, pargs = (f" AND {PREFIX_SQL}", (prefix, prefix)) if prefix is not None else ("", ())
+        q = f"SELECT {COLUMNS} FROM events WHERE seq > ?{extra} ORDER BY seq LIMIT ?"
+        while True:
+            rows = [StoredEvent(*r) for r in self._read(q, (last, *pargs, batch))]
+            if not rows:
+                return
+            yield from rows
+            last = rows[-1].seq
+
+    def event_at(self, stream: str, version: int) -> StoredEvent | None:
+        """The event of ``stream`` at ``version``, or None."""
+        rows = self._read(f"SELECT {COLUMNS} FROM events WHERE stream = ? AND version = ?", (stream, version))
+        return StoredEvent(*rows[0]) if rows else None
+
+    def bound_snapshot(self, stream: str, kind: str) -> tuple[Snapshot, tuple[int, str, int] | None] | None:
+        """A cached projection of ``stream`` with :meth:`link_at` of its version, in one query (None: no snapshot,
+        or an unreadable cache)."""
+        try:
+            return bound_snapshot_of(self._read(BOUND_SNAPSHOT_SQL.format(m="?"), (stream, kind)))
+        except StoreError:
+            return None
+
+    def stream_names(self, prefix: str, limit: int) -> list[str]:
+        """Up to ``limit`` stream names that start with ``prefix``, in order: a seek of the (stream, version) index
+        for each, so naming a card by a prefix costs a few index lookups, not a scan of its events."""
+        out: list[str] = []
+        rows = self._read("SELECT stream FROM events WHERE stream >= ? ORDER BY stream LIMIT 1", (prefix,))
+        while rows and len(out) < limit and isinstance(rows[0][0], str) and rows[0][0].startswith(prefix):
+            out.append(rows[0][0])
+            rows = self._read("SELECT stream FROM events WHERE stream > ? ORDER BY stream LIMIT 1", (out[-1],))
+        return out
+
+    def link_at(self, stream: str, version: int) -> tuple[int, str, int] | None:
+        """(seq, hash) of the event of ``stream`` at ``version`` and how many events the stream holds up to it."""
+        return link_of(self._read(LINK_SQL.format(m="?"), (stream, version, stream, version)))
+
+    def snapshot_keys(self) -> list[tuple[str, str, int, int]]:
+        """(stream, kind, version, seq) of every stored snapshot, by stream."""
+        return [tuple(r) for r in self._read("SELECT stream, kind, version, seq FROM snapshots ORDER BY stream", ())]
+
+    def max_seq(self) -> int:
+        """The highest ``seq`` in the log (0 when empty)."""
+        return int(self._read("SELECT coalesce(max(seq), 0) FROM events", ())[0][0])
+
+    def count(self) -> int:
+        """Number of events in the log."""
+        return int(self._read("SELECT count(*) FROM events", ())[0][0])
+
+    def _read(self, q: str, args: tuple[Any, ...]) -> list[Any]:
+        try:
+            with self._readers.connection() as con:
+                return con.execute(q, args).fetchall()
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
+
+    def same_database(self, other: LogStore) -> bool:
+        """True if ``other`` is a connection to this very file."""
+        if not isinstance(other, SQLiteStore):
+            return False
+        try:
+            return os.path.samefile(self.path, other.path)
+        except OSError:
+            return False
+
+    def describe(self) -> str:
+        """The database, for messages."""
+        return self.url
+
+    def close(self) -> None:
+        """Release every connection this process opened (the summary caught up first, when it can be)."""
+        if self._follower.close():
+            self._follow()  # what the appends since its last catch-up added (a copy leaves it to the next read)
+        self._checkpointer.close()
+        self._writer.close()
+        self._readers.close()
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+
+def _catch_up(keeper: SummaryKeeper, con: sqlite3.Connection) -> int:
+    """:func:`~ledger.store.summary_tail.catch_up` on SQLite writer connection ``con`` (autocommit mode; BEGIN
+    IMMEDIATE serializes it with every append and every other catch-up)."""
+    from ledger.store.summary_sql import probe
+    from ledger.store.summary_tail import POSITION_SQL, catch_up
+
+    def fetch(sql: str, args: Any) -> list[Any]:
+        return con.execute(sql, args).fetchall()
+
+    def begin() -> int:
+        con.execute("BEGIN IMMEDIATE")
+        probe(keeper, con.execute, "sqlite")
+        return int(fetch(POSITION_SQL, ())[0][0])
+
+    def rollback() -> None:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+
+    def commit() -> None:
+        con.execute("COMMIT")
+
+    return catch_up(keeper, begin, fetch, con.execute, con.executemany, commit, rollback)
+
+
+def _overlay(keeper: SummaryKeeper, con: sqlite3.Connection) -> SummaryOverlay | None:
+    """The summary as of the log's head, read in one read transaction on ``con``; None when it is at the head."""
+    from ledger.store.summary_sql import probe
+    from ledger.store.summary_tail import LAG_SQL, build_overlay
+
+    con.execute("BEGIN")
+    try:
+        position, head = con.execute(LAG_SQL).fetchone()
+        if position >= head:
+            return None
+        probe(keeper, con.execute, "sqlite")
+        return build_overlay(lambda sql, args: con.execute(sql, args).fetchall(), keeper, head, position)
+    finally:
+        con.execute("ROLLBACK")

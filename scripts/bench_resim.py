@@ -147,7 +147,7 @@ def bare(envs: Path, sent: list[int], game_id: str = GAME) -> float:
     from arcengine import ActionInput, GameAction
 
     from ledger.toolkit.environments import scan_games
-    from ledger.toolkit.harness_search import start_game
+    from ledger.toolkit.seeds import start_game
 
     game = start_game(scan_games(envs)[game_id])
     t = time.process_time()
@@ -309,7 +309,7 @@ def bare_named(envs: Path, sent: list[tuple[int, dict[str, Any]]], game_id: str)
     from arcengine import ActionInput, GameAction
 
     from ledger.toolkit.environments import scan_games
-    from ledger.toolkit.harness_search import start_game
+    from ledger.toolkit.seeds import start_game
 
     game = start_game(scan_games(envs)[game_id])
     t = time.process_time()

@@ -42,7 +42,6 @@ from ledger.toolkit.resim_branches import (
     INPUTS,
     MAX_STATES,
     Instance,
-    Signature,
     agrees,
     choices_for,
     copy_before,
@@ -51,6 +50,7 @@ from ledger.toolkit.resim_branches import (
 from ledger.toolkit.resim_result import Divergence, ResimResult
 from ledger.toolkit.search_budget import STATE_BYTES, SearchSpent, allowance, deadline, step_limit
 from ledger.toolkit.seeds import SEED_TRIES, seed_classes, start_wrapper
+from ledger.toolkit.state_search import Signature
 
 #: Events the translator derives from a response (compared, not replayed).
 DERIVED = (GameOver, Win, LevelCompleted)

@@ -6,26 +6,18 @@ each frame line is matched against what each possible action produces: RESET, AC
 coordinate. A match is the same state, levels_completed, full_reset and frame (every animation grid, or both
 empty).
 
-**Lookahead.** Several actions can give the same frame (a press that only counts inside the game, a click on
-nothing, a level RESET whose answer is the level-start frame) yet leave the game in different states, which later
-frames tell apart. So every consistent hypothesis is kept (a breadth-first search), hypotheses whose game states
-are identical are merged, and the one kept at the end is the first in priority order: the benchmarking step's
-``parsed_action`` when there is one, then ACTION1..ACTION7, then RESET. A line where surviving or merged
-hypotheses disagree on RESET versus a game action is *undecided*: imported as the game action (no reset is
-invented) and counted; every score-bearing number (actions, levels, state) is the same either way.
-
-**Clicks.** ACTION6 is first tried at one coordinate (the step's, else the top-left display cell); only when no
-simple action reproduces a line from a hypothesis is it tried at every display cell (one coordinate per game grid
-cell, as ``Camera.display_to_grid`` maps clicks). A click that changes nothing visible is taken at that first
-coordinate.
+Every action that reproduces a line is followed from every state kept (:mod:`ledger.toolkit.state_search`): later
+frames tell apart actions that show the same frame yet leave different states (a press that only counts inside
+the game, a click on nothing, a level RESET whose answer is the level-start frame). The path kept at the end is the
+first in priority order: the benchmarking step's ``parsed_action`` when there is one, then ACTION1..ACTION7, then
+RESET. A line where paths kept or merged disagree on RESET versus a game action is *undecided*: imported as the game
+action (no reset is invented) and counted; every score-bearing number (actions, levels, state) is the same either
+way. ACTION6 is first tried at the step's coordinate, else the top-left display cell, and at every display cell only
+from a state no simple action reproduces the line from.
 
 **Lines no action reproduces** (the benchmarking harness's copies of the last frame for actions it did not send,
 the default ``FrameData`` it records for a refused first action, an edited line) are treated as never having
-reached the game: skipped, with their line numbers, and the search goes on from the hypotheses before them.
-
-Game states are compared by a fingerprint of the game object's attributes; the engine's bookkeeping that every
-action overwrites (the current action, the full-reset flag) is left out, and ``_action_count`` is reduced to
-"zero or not", the only thing ``handle_reset`` reads, unless the game's own code reads it.
+reached the game: skipped, with their line numbers, and the search goes on from the states before them.
 """
 
 from __future__ import annotations

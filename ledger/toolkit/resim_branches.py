@@ -301,14 +301,12 @@ class Instance:
         one taken, then the most taken, then the record's): one path of the game, not every path. Agents repeat
         actions, so the first try is mostly the one, from the live game without a copy."""
         engine = self._path_engine()
-        fp, snap = self._frozen if self._frozen is not None else engine.freeze(self.game)
-        engine.hand(snap, self.game)
-        node = Node(snap, fp, None, 0, None)
+        node = self._root()
         c, r, answer = first_fit(engine, node, self._tries(node, choices), ok)
         if c is None or r is None or r[1] is None:
             self.agreed = False
-            self.game = engine.take(snap)
-            self._frozen = (fp, snap)
+            self.game = engine.take(node.game)
+            self._frozen = (node.fp, node.game)
             return answer
         self.taken[version] = c
         self._favoured.took(c)
@@ -336,11 +334,16 @@ class Instance:
     def _branch(self) -> None:
         if self.engine is None:
             self.engine = new_engine(self.game, self.stop_at, self.deadline)
-        fp, snap = self._frozen if self._frozen is not None else self.engine.freeze(self.game)
+        self.nodes = [self._root()]
         self._frozen = None
-        # The live game is that state: the first candidate acts on it, without a copy.
+
+    def _root(self) -> Node:
+        """The live game's state, to search from; the live game is that state: the first candidate acts on it,
+        without a copy."""
+        assert self.engine is not None
+        fp, snap = self._frozen if self._frozen is not None else self.engine.freeze(self.game)
         self.engine.hand(snap, self.game)
-        self.nodes = [Node(snap, fp, None, 0, None)]
+        return Node(snap, fp, None, 0, None)
 
     def _search(self, version: int, choices: list[Choice], ok: Agrees) -> Signature | None:
         engine, nodes = self.engine, self.nodes

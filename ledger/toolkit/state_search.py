@@ -1,25 +1,17 @@
 """The search over game states that a record leaves open: one search for the harness import and for the audit.
 
-Neither a harness recording (the frames, not the actions) nor an imported card (``ActionTaken.candidates``) says
-every action the agent took. Both are read by running the game from its start and, at each line or input, every
-action that may have been taken from every state kept; an answer that agrees with the record is kept. What must
-agree is the caller's (:func:`ledger.toolkit.harness_search.recover`: the recorded frame;
-:class:`ledger.toolkit.resim_branches.Instance`: the state, levels, an empty answer or a full reset the events
-hold); the rest is here:
-
-- **Merging.** Several actions may leave one state (compared by :class:`~ledger.toolkit.game_states.Engine`
-  fingerprints): it is kept once, under the first path in priority order, and the lines where the paths to it
-  differ (:func:`differ`) are what its caller counts as undecided or still open.
-- **Room.** A line keeps its states up to a count and :data:`~ledger.toolkit.search_budget.STATE_BYTES`, the first
-  ones in priority order; the game steps and CPU time all of it may take are the engine's allowance
-  (:func:`new_engine`).
-- **Clicks.** A recording of ACTION6 does not place it: the camera's cells are tried, then every display pixel
-  (:func:`widen`), only where the listed choices do not agree.
-- **Letting go.** A line's states replace the line's before (only their paths are kept), and now and then
-  (:class:`Looks`) the paths are cut at the latest state they all come from, the lines up to it being decided:
-  memory stays that of one line's states and the lines since they last agreed.
-- **One path first.** Agents repeat actions (:class:`Favoured`), so the first action that fits is mostly the one: a
-  caller follows one path with :func:`first_fit` and searches every path only where it breaks.
+A harness recording holds the frames, not the actions; an imported card may hold candidates, not the action
+(``ActionTaken.candidates``). Both are read by running the game from its start and trying, at each line, every
+action that may have been taken from every state kept. What an answer must show to agree is the caller's (the
+recorded frame: :mod:`ledger.toolkit.harness_search`; the state, levels, an empty answer or a full reset the events
+hold: :mod:`ledger.toolkit.resim_branches`); the rest is here. A state reached by several paths is kept once, under
+the first in priority order, and the lines where the paths differ are what the caller counts as open. A line keeps
+its first states up to a count and :data:`~ledger.toolkit.search_budget.STATE_BYTES`; the engine's allowance bounds
+the steps and CPU time. Clicks the record does not place are tried at every camera cell, then every display pixel,
+only where the listed choices do not agree. A line's states replace those before it (their paths are kept), and
+now and then the paths are cut at the state they all come from: memory stays that of one line's states. Agents
+repeat actions (:class:`Favoured`), so a caller follows one path (:func:`first_fit`) and searches every path only
+where it breaks.
 """
 
 from __future__ import annotations

@@ -146,8 +146,8 @@ def bare(envs: Path, sent: list[int], game_id: str = GAME) -> float:
     """CPU seconds to step ``sent`` through a fresh game, nothing else."""
     from arcengine import ActionInput, GameAction
 
-    from ledger.resim.harness_search import start_game
     from ledger.toolkit.environments import scan_games
+    from ledger.toolkit.seeds import start_game
 
     game = start_game(scan_games(envs)[game_id])
     t = time.process_time()
@@ -308,8 +308,8 @@ def bare_named(envs: Path, sent: list[tuple[int, dict[str, Any]]], game_id: str)
     """CPU seconds to step ``sent`` (action id, data) through a fresh game, nothing else."""
     from arcengine import ActionInput, GameAction
 
-    from ledger.resim.harness_search import start_game
     from ledger.toolkit.environments import scan_games
+    from ledger.toolkit.seeds import start_game
 
     game = start_game(scan_games(envs)[game_id])
     t = time.process_time()

@@ -201,7 +201,7 @@ def test_resimulation_does_not_import_the_toolkit(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from ledger.toolkit.environments import scan_games\n"
-        "from ledger.resim.harness_search import start_game\n"
+        "from ledger.toolkit.seeds import start_game\n"
         "from ledger.toolkit.seeds import seed_classes\n"
         f"infos = scan_games({str(envs)!r})\n"
         "start_game(infos['lsx3-0000003c'])\n"

@@ -215,7 +215,7 @@ class _Node:
 
 
 def _start(info: game_files.GameInfo) -> object:
-    from ledger.resim.harness_search import start_game
+    from ledger.toolkit.seeds import start_game
 
     return start_game(info)
 

@@ -425,7 +425,7 @@ def test_an_audit_that_decides_lets_go_of_the_inputs_its_states_agree_on(
     """Deciding every candidate keeps several states of a game for long stretches: now and then the inputs up to the
     state they all come from are noted and their paths cut there (what is held is the inputs since, not all of a
     long record), and the audit decides, counts and draws the same as when it keeps every path."""
-    import ledger.resim.harness_search as hs
+    import ledger.resim.state_search as hs
     from ledger.domain.events import Numbered
     from ledger.resim.resimulate import resimulate
 

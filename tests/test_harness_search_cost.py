@@ -138,7 +138,7 @@ def test_a_line_keeps_its_states_within_the_bytes_allowed(
     has states of hundreds of kB, and a click game's line may give thousands of them): beyond the bytes allowed the
     first ones are kept, the lines are said to be cut, and every line still gets an action. The same recording
     keeps them all under the real allowance."""
-    from ledger.resim import harness_search
+    from ledger.resim import state_search
     from ledger.toolkit import search_budget
     from tests.harness_recorder import run_swarm
 
@@ -151,7 +151,7 @@ def test_a_line_keeps_its_states_within_the_bytes_allowed(
 
     allowed = 3 * _start_size(envs, game)
     monkeypatch.setattr(search_budget, "STATE_BYTES", allowed)
-    seen = _watch(monkeypatch, harness_search)
+    seen = _watch(monkeypatch, state_search)
     cut = recover(frames, scan_games(envs)[game])
     assert cut.error is None and cut.cut and len(cut.choices) + len(cut.unreproduced) == len(frames)
     assert max(b for b, _ in seen) <= allowed and not all(k for _, k in seen)
@@ -164,7 +164,7 @@ def test_an_audit_that_decides_keeps_an_inputs_states_within_the_bytes_allowed(
     allowed too; the first ones kept still reproduce the record (PASS, never a FAIL)."""
     from ledger import Ledger
     from ledger.imports.importing import import_recordings
-    from ledger.resim import resim_branches
+    from ledger.resim import state_search
     from ledger.toolkit import search_budget
     from tests.harness_recorder import run_swarm
     from tests.test_harness_audit import resim
@@ -177,7 +177,7 @@ def test_an_audit_that_decides_keeps_an_inputs_states_within_the_bytes_allowed(
         (card,) = led.card_ids()
         whole = resim(led, card, envs, decide=True)
         monkeypatch.setattr(search_budget, "STATE_BYTES", allowed)
-        seen = _watch(monkeypatch, resim_branches)
+        seen = _watch(monkeypatch, state_search)
         cut = resim(led, card, envs, decide=True)
     assert whole.status == cut.status == "PASS"
     assert max(b for b, _ in seen) <= allowed and not all(k for _, k in seen)
@@ -201,8 +201,8 @@ def _watch(monkeypatch: pytest.MonkeyPatch, module: object) -> list[tuple[int, b
 
 def _start_size(envs: Path, game: str) -> int:
     """The bytes of the game's state as it starts (its states along a play are about that size)."""
-    from ledger.resim.harness_search import start_game
     from ledger.toolkit.game_states import Engine
+    from ledger.toolkit.seeds import start_game
 
     g = start_game(scan_games(envs)[game])
     return int(Engine(g).freeze(g)[1].size())
@@ -217,6 +217,7 @@ def test_a_long_search_lets_go_of_the_lines_its_hypotheses_agree_on(
     what it keeps is the lines since then, not every line, and what it finds is what it finds keeping them all
     (lines skipped on lsx2, where five lines are pasted again; lines undecided on cnt3, whose presses do not show)."""
     import ledger.resim.harness_search as hs
+    import ledger.resim.state_search as ss
 
     path, _ = record(tmp_path, envs, game, 90, seed=3)
     frames = frames_of(path)
@@ -235,7 +236,7 @@ def test_a_long_search_lets_go_of_the_lines_its_hypotheses_agree_on(
     monkeypatch.setattr(hs, "_choose_best", measured)
     found = []
     for every in (10**9, 1, 2, 7):
-        monkeypatch.setattr(hs, "SETTLE_EVERY", every)
+        monkeypatch.setattr(ss, "SETTLE_EVERY", every)
         r = run(pasted, envs, game)
         assert r.searched
         found.append((dict(r.choices), r.undecided, r.unreproduced, r.steps, r.copies))

@@ -1,10 +1,10 @@
 """One guid's game during re-simulation, when the record leaves some inputs open.
 
 An imported recording may not say which action a line answers (``ActionTaken.candidates``): the game is then run
-with each candidate and every game state that still agrees with the record is kept (the same search, engine and
-state merging as :mod:`ledger.resim.harness_search`, but matched on what the events hold: state,
-levels_completed, an empty or a full-reset answer). While one state is left the live game is stepped in place,
-so a card whose inputs are all decided costs one game step per input.
+with each candidate and every game state that still agrees with the record is kept (the search of
+:mod:`ledger.resim.state_search`, matched on what the events hold: state, levels_completed, an empty or a
+full-reset answer). While one state is left the live game is stepped in place, so a card whose inputs are all
+decided costs one game step per input.
 
 What the record holds per input, and so what an answer must show to agree with it:
 
@@ -17,17 +17,30 @@ What the record holds per input, and so what an answer must show to agree with i
 from __future__ import annotations
 
 import functools
+import operator
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.domain.events import ActionIgnored, ActionTaken, FramesNoted, LevelReset, Numbered, PlayStarted
 from ledger.formats.frame_lines import LineMap
 from ledger.resim.clicks import beyond, by_object, display
-from ledger.resim.harness_search import Favoured, Looks, _Node
+from ledger.resim.state_search import (
+    Agrees,
+    Favoured,
+    Layer,
+    Looks,
+    Node,
+    Signature,
+    differ,
+    first_fit,
+    let_go,
+    new_engine,
+    path,
+)
 from ledger.toolkit.game_states import Choice, Engine, answer_signature, perform
-from ledger.toolkit.search_budget import Room, SearchSpent
+from ledger.toolkit.search_budget import SearchSpent
 
 #: Game states kept per guid at most (and :data:`~ledger.toolkit.search_budget.STATE_BYTES` of them); beyond it the
 #: first ones are kept and a mismatch is not a proof.
@@ -48,11 +61,8 @@ REPAIR_STEPS = 40
 #: Events that record what the agent sent (each one is replayed).
 INPUTS = (PlayStarted, ActionTaken, LevelReset, ActionIgnored)
 
-#: (state, levels_completed, full_reset, frame bytes: b"" for an empty answer).
-Signature = tuple[str, int, bool, bytes]
 
-
-def agrees(ev: Any, t: type, frame: str | None = None) -> Callable[[Signature, Choice], bool]:
+def agrees(ev: Any, t: type, frame: str | None = None) -> Agrees:
     """Whether an answer (to a choice) agrees with what the recorded input event holds (and, for an action whose
     frame digest the import noted, with that frame)."""
     if t is ActionTaken:
@@ -132,7 +142,7 @@ class Instance:
     game: Any
     seed: int | None
     engine: Engine | None = None
-    nodes: list[_Node] | None = None
+    nodes: list[Node] | None = None
     #: Some states had to be dropped (MAX_STATES): a later mismatch may be a dropped state's.
     cut: bool = False
     #: version -> the choice the surviving states agree on, for open inputs.
@@ -164,7 +174,7 @@ class Instance:
     #: On the one path: the number of inputs sent; each input since the oldest mark (its number, version, choices,
     #: whether open, what agrees with the record); the marks (input number, fingerprint, snapshot before it).
     _sent: int = 0
-    _log: deque[tuple[int, int, list[Choice], bool, Callable[[Signature, Choice], bool]]] = field(default_factory=deque)
+    _log: deque[tuple[int, int, list[Choice], bool, Agrees]] = field(default_factory=deque)
     _marks: list[tuple[int, bytes, Any]] = field(default_factory=list)
     #: Times the one path broke and a search from a mark carried it on.
     repairs: int = 0
@@ -172,9 +182,7 @@ class Instance:
     stop_at: float = float("inf")
     deadline: float = float("inf")
 
-    def send(
-        self, version: int, choices: list[Choice], open_: bool, ok: Callable[[Signature, Choice], bool]
-    ) -> Signature | None:
+    def send(self, version: int, choices: list[Choice], open_: bool, ok: Agrees) -> Signature | None:
         """Send the input; the answer of a state that agrees with the record (else the first answer, which does
         not: the caller reports it). None when the game raised or has no such action."""
         self.agreed = True
@@ -188,9 +196,7 @@ class Instance:
             self._open_versions.add(version)
         return self._search(version, choices, ok)
 
-    def _along(
-        self, version: int, choices: list[Choice], open_: bool, ok: Callable[[Signature, Choice], bool]
-    ) -> Signature | None:
+    def _along(self, version: int, choices: list[Choice], open_: bool, ok: Agrees) -> Signature | None:
         """The input on the one path (or among the states a search from a mark kept, until one is left). Where no
         state agrees with the record, the path is searched again from a mark before (:meth:`_repair`)."""
         if self.nodes is None and self._sent % MARK_EVERY == 0:
@@ -214,11 +220,7 @@ class Instance:
     def _path_engine(self) -> Engine:
         """The one path's engine, made on first use."""
         if self.engine is None:
-            self.engine = Engine(self.game)
-            self.engine.stop_at, self.engine.deadline = self.stop_at, self.deadline
-            # No states are merged on the path, so its snapshots need not pickle alike: the costliest part of a
-            # freeze (every object asked whether it is a string to write by value) is left out.
-            self.engine.canonical = False
+            self.engine = new_engine(self.game, self.stop_at, self.deadline, canonical=False)
         return self.engine
 
     def _mark(self) -> None:
@@ -254,7 +256,7 @@ class Instance:
         window = [x for x in self._log if x[0] >= mark[0]]
         if window:  # the choices taken since the mark are searched again (every later one is among them)
             self.taken.drop_from(window[0][1])
-        self.nodes = [_Node(mark[2], mark[1], None, 0, None)]
+        self.nodes = [Node(mark[2], mark[1], None, 0, None)]
         self._frozen = None
         self._open_versions = set()
         # These states are merged where equal, as the search's are: they must pickle alike while it lasts.
@@ -286,44 +288,38 @@ class Instance:
         self._frozen = None
         self.steps += 1
         try:
-            resp = perform(self.game, c.action, c.x, c.y)
+            resp = perform(self.game, *c)
         except Exception:  # the game raised or has no such action: no response
             return None
         if exact:  # the frame too, as the engine's answers hold it: a frame the import noted is compared
             return answer_signature(resp)
         return (_state(resp), int(resp.levels_completed), bool(resp.full_reset), b"" if len(resp.frame) == 0 else b"x")
 
-    def _first(self, version: int, choices: list[Choice], ok: Callable[[Signature, Choice], bool]) -> Signature | None:
+    def _first(self, version: int, choices: list[Choice], ok: Agrees) -> Signature | None:
         """Take the first candidate whose answer agrees with the record, in the order the agent favoured (the last
         one taken, then the most taken, then the record's): one path of the game, not every path. Agents repeat
         actions, so the first try is mostly the one, from the live game without a copy."""
         engine = self._path_engine()
-        fp, snap = self._frozen if self._frozen is not None else engine.freeze(self.game)
-        engine.hand(snap, self.game)
-        node = _Node(snap, fp, None, 0, None)
-        order = self._favoured.order(choices)
-        answer: Signature | None = None
-        for wide in (False, True):
-            for c in self._clicks_from(node, choices) if wide else order:
-                r = engine.step(node, c, lambda sig, c=c: ok(sig, c))  # type: ignore[misc]
-                if r is None:
-                    continue
-                answer = answer or r[0]
-                if r[1] is None:
-                    continue
-                self.taken[version] = c
-                self._favoured.took(c)
-                if c.action == 6 and c.x is not None and c.y is not None:
-                    self._recent = [*self._recent[-7:], (c.x, c.y)]
-                self.game = engine.take(r[2])
-                self._frozen = (r[1], r[2])
-                return r[0]
-        self.agreed = False
-        self.game = engine.take(snap)
-        self._frozen = (fp, snap)
-        return answer
+        node = self._root()
+        c, r, answer = first_fit(engine, node, self._tries(node, choices), ok)
+        if c is None or r is None or r[1] is None:
+            self.agreed = False
+            self.game = engine.take(node.game)
+            self._frozen = (node.fp, node.game)
+            return answer
+        self.taken[version] = c
+        self._favoured.took(c)
+        if c.action == 6 and c.x is not None and c.y is not None:
+            self._recent = [*self._recent[-7:], (c.x, c.y)]
+        self.game = engine.take(r[2])
+        self._frozen = (r[1], r[2])
+        return r[0]
 
-    def _clicks_from(self, node: _Node, choices: list[Choice]) -> list[Choice]:
+    def _tries(self, node: Node, choices: list[Choice]) -> Iterator[Choice]:
+        yield from self._favoured.order(choices)
+        yield from self._clicks_from(node, choices)
+
+    def _clicks_from(self, node: Node, choices: list[Choice]) -> list[Choice]:
         """ACTION6 at every display pixel, when it is a candidate and no simple choice agreed with the record: where
         the agent clicked lately first, then on each thing the display shows (one path needs one click that fits)."""
         if not any(c.action == 6 for c in choices):
@@ -336,79 +332,49 @@ class Instance:
 
     def _branch(self) -> None:
         if self.engine is None:
-            self.engine = Engine(self.game)
-            self.engine.stop_at, self.engine.deadline = self.stop_at, self.deadline
-        fp, snap = self._frozen if self._frozen is not None else self.engine.freeze(self.game)
+            self.engine = new_engine(self.game, self.stop_at, self.deadline)
+        self.nodes = [self._root()]
         self._frozen = None
-        # The live game is that state: the first candidate acts on it, without a copy.
-        self.engine.hand(snap, self.game)
-        self.nodes = [_Node(snap, fp, None, 0, None)]
 
-    def _search(self, version: int, choices: list[Choice], ok: Callable[[Signature, Choice], bool]) -> Signature | None:
+    def _root(self) -> Node:
+        """The live game's state, to search from; the live game is that state: the first candidate acts on it,
+        without a copy."""
+        assert self.engine is not None
+        fp, snap = self._frozen if self._frozen is not None else self.engine.freeze(self.game)
+        self.engine.hand(snap, self.game)
+        return Node(snap, fp, None, 0, None)
+
+    def _search(self, version: int, choices: list[Choice], ok: Agrees) -> Signature | None:
         engine, nodes = self.engine, self.nodes
         assert engine is not None and nodes is not None
-        first: Signature | None = None
-        kept: list[_Node] = []
-        by_fp: dict[bytes, _Node] = {}
-        room = Room(MAX_STATES)
-        answer: Signature | None = None
-        for wide in range(3):
-            for node in nodes:
-                for c in _widen(engine, node, choices, wide == 2) if wide else choices:
-                    r = engine.step(node, c, lambda sig, c=c: ok(sig, c))  # type: ignore[misc]
-                    if r is None:
-                        continue
-                    sig = r[0]
-                    first = first or sig
-                    if r[1] is None:
-                        continue
-                    answer = answer or sig
-                    child = _Node(r[2], r[1], node, version, c)
-                    same = by_fp.get(r[1])
-                    if same is None:
-                        by_fp[r[1]] = child
-                        if room.admit(child.game):
-                            kept.append(child)
-                        else:  # its path still tells what differs from a later state equal to it
-                            child.game = None
-                    elif not self.first:
-                        self.still_open |= _differ(same, child) & self._open_versions
-            if kept or not any(c.action == 6 for c in choices):
-                break
-        if not kept:
+        layer = Layer(engine, version, ok, None if self.first else self._merge, MAX_STATES)
+        layer.rounds(nodes, choices)
+        if not layer.nodes:
             self.agreed = False
-            return first
-        if room.full:
+            return layer.first
+        if layer.room.full:
             self.cut = True
-        for n in nodes:  # their paths are kept, their states let go: memory stays that of one input's states
-            n.game = None
-        self.nodes = kept
-        if len(kept) == 1:
+        self.nodes = let_go(nodes, layer.nodes)
+        if len(self.nodes) == 1:
             self._settle()
         else:
-            self._look(kept)
-        return answer
+            self._look(self.nodes)
+        return layer.answer
 
-    def _look(self, kept: list[_Node]) -> None:
+    def _merge(self, kept: Node, child: Node) -> None:
+        self.still_open |= differ(kept, child, operator.ne) & self._open_versions
+
+    def _look(self, kept: list[Node]) -> None:
         """Now and then, the latest state every kept state comes from: the inputs up to it are noted and their
-        paths cut there, so that a long search holds the inputs since (as :func:`~ledger.resim.harness_search.
-        recover` does)."""
-        common = self._looks.due(kept)
-        if common is not None:
-            self._note_path(common)
-            common.parent = None
+        paths cut there, so that a long search holds the inputs since."""
+        self._looks.settle(kept, self._note_path)
 
-    def _note_path(self, last: _Node) -> None:
+    def _note_path(self, last: Node) -> None:
         """The choices of the open inputs on the path to ``last`` since its root; what is open up to it is final."""
         # On the one path, states were searched from a mark only: the choices on its path are taken, not decided.
         into = self.taken if self.first else self.decided
-        found: list[tuple[int, Choice]] = []
-        n = last
-        while n.parent is not None:
-            if n.lineno in self._open_versions and n.choice is not None:
-                found.append((n.lineno, n.choice))
-            n = n.parent
-        for version, c in reversed(found):  # the path's own, all after those noted before it
+        found = [(n.lineno, n.choice) for n in path(last) if n.lineno in self._open_versions and n.choice is not None]
+        for version, c in found:  # the path's own, all after those noted before it
             into[version] = c
         # No later path reaches back past ``last``: what is still open up to it stays so.
         final = {v for v in self.still_open if v <= last.lineno}
@@ -436,29 +402,10 @@ class Instance:
         best = self.nodes[0]
         if not self.first:  # on the one path nothing is decided, so nothing is still open
             for other in self.nodes[1:]:
-                self.still_open |= _differ(best, other) & self._open_versions
+                self.still_open |= differ(best, other, operator.ne) & self._open_versions
         self._settle()
 
 
 def _state(resp: Any) -> str:
     s = resp.state
     return str(getattr(s, "name", s))
-
-
-def _widen(engine: Engine, node: _Node, choices: list[Choice], pixels: bool = False) -> list[Choice]:
-    """ACTION6 at every display cell (``pixels``: at every other display pixel, see :mod:`ledger.resim.clicks`),
-    when it is a candidate and no simple choice (nor any cell) agreed with the record."""
-    if not any(c.action == 6 for c in choices):
-        return []
-    cells = engine.cells(node)
-    return [Choice(6, x, y) for x, y in (beyond(cells) if pixels else cells) if Choice(6, x, y) not in choices]
-
-
-def _differ(a: _Node, b: _Node) -> set[int]:
-    """Versions where two paths to states of the same input took different choices."""
-    out: set[int] = set()
-    while a is not b and a.parent is not None and b.parent is not None:
-        if a.choice != b.choice:
-            out.add(a.lineno)
-        a, b = a.parent, b.parent
-    return out

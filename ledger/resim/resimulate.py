@@ -40,13 +40,13 @@ from ledger.resim.resim_branches import (
     INPUTS,
     MAX_STATES,
     Instance,
-    Signature,
     agrees,
     choices_for,
     copy_before,
     noted_frames,
 )
 from ledger.resim.resim_result import Divergence, ResimResult
+from ledger.resim.state_search import Signature
 from ledger.toolkit.environments import scan_games
 from ledger.toolkit.game_states import StateNotCopied
 from ledger.toolkit.search_budget import STATE_BYTES, SearchSpent, allowance, deadline, step_limit

@@ -1,8 +1,7 @@
 """Game states to search over: run an action on a copy of a state, compare states, cheaply.
 
-A search over what a recording leaves open (:mod:`ledger.resim.harness_search` for harness imports,
-:mod:`ledger.resim.resim_branches` for audits) steps many candidate actions from each kept state; a candidate
-must cost about what a game step costs.
+The search over what a record leaves open (:mod:`ledger.resim.state_search`, for harness imports and audits)
+steps many candidate actions from each kept state; a candidate must cost about what a game step costs.
 """
 
 from __future__ import annotations

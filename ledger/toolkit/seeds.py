@@ -20,6 +20,11 @@ def start_wrapper(info: Any, seed: int | None) -> LocalGame:
     return LocalGame(info, seed)
 
 
+def start_game(info: Any, seed: int | None = 0) -> Any:
+    """The game alone, as :func:`start_wrapper` starts it (seed 0: the harness's ``Arcade.make``)."""
+    return start_wrapper(info, seed).game
+
+
 def seed_classes(info: Any) -> list[int]:
     """Seeds of 0..SEED_TRIES-1 that start the game in a state the default seed does not (one per state)."""
     seen = {_start_digest(info, None)}

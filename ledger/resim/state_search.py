@@ -1,0 +1,263 @@
+"""The search over game states that a record leaves open: one search for the harness import and for the audit.
+
+A harness recording holds the frames, not the actions; an imported card may hold candidates, not the action
+(``ActionTaken.candidates``). Both are read by running the game from its start and trying, at each line, every
+action that may have been taken from every state kept. What an answer must show to agree is the caller's (the
+recorded frame: :mod:`ledger.resim.harness_search`; the state, levels, an empty answer or a full reset the events
+hold: :mod:`ledger.resim.resim_branches`); the rest is here. A state reached by several paths is kept once, under
+the first in priority order, and the lines where the paths differ are what the caller counts as open. A line keeps
+its first states up to a count and :data:`~ledger.toolkit.search_budget.STATE_BYTES`; the engine's allowance bounds
+the steps and CPU time. Clicks the record does not place are tried at every camera cell, then every display pixel,
+only where the listed choices do not agree. A line's states replace those before it (their paths are kept), and
+now and then the paths are cut at the state they all come from: memory stays that of one line's states. Agents
+repeat actions (:class:`Favoured`), so a caller follows one path (:func:`first_fit`) and searches every path only
+where it breaks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ledger.resim.clicks import beyond
+from ledger.toolkit.game_states import Choice, Engine, Result
+from ledger.toolkit.search_budget import Room
+
+#: Lines between looks for the state every kept state comes from: the lines before it are decided, and let go.
+SETTLE_EVERY = 1024
+
+#: (state, levels_completed, full_reset, frame: its :func:`~ledger.toolkit.game_states.frame_key`, b"" if empty).
+Signature = tuple[str, int, bool, bytes]
+#: Whether an answer (to a choice) agrees with the record.
+Agrees = Callable[[Signature, Choice], bool]
+
+
+class Node:
+    """A kept state (``game``: its snapshot, None once let go) and the choice at ``lineno`` that led to it from
+    ``parent``; ``merged``: lines where another path to the same state differs."""
+
+    __slots__ = ("choice", "fp", "game", "lineno", "merged", "parent")
+
+    def __init__(self, game: Any, fp: bytes, parent: Node | None, lineno: int, choice: Choice | None) -> None:
+        self.game = game
+        self.fp = fp
+        self.parent = parent
+        self.lineno = lineno
+        self.choice = choice
+        self.merged: set[int] | None = None
+
+
+def new_engine(game: Any, stop_at: float, until: float, canonical: bool = True) -> Engine:
+    """An engine for ``game``'s states that raises :class:`~ledger.toolkit.search_budget.SearchSpent` after
+    ``stop_at`` game steps or at CPU time ``until``. ``canonical`` False: for one path, which merges no states (its
+    snapshots need not pickle alike, the costliest part of a freeze)."""
+    out = Engine(game)
+    out.stop_at, out.deadline = stop_at, until
+    out.canonical = canonical
+    return out
+
+
+def in_priority(first: Choice | None, click: tuple[int, int]) -> list[Choice]:
+    """Every simple action in the order the search prefers it: ``first`` (the one the record names), ACTION1..7
+    (ACTION6 at ``click``), RESET last (a RESET is never invented where a game action fits too)."""
+    order = [Choice(a) if a != 6 else Choice(6, *click) for a in range(1, 8)] + [Choice(0)]
+    return order if first is None else [first, *(c for c in order if c != first)]
+
+
+class Favoured:
+    """The order an agent's actions are tried in where one fitting action is enough: agents repeat actions and favour
+    some, so the one it took last first, then its most used, then the order given."""
+
+    __slots__ = ("last", "used")
+
+    def __init__(self) -> None:
+        self.last: Choice | None = None
+        self.used: dict[Choice, int] = {}
+
+    def order(self, choices: list[Choice]) -> list[Choice]:
+        used = self.used
+        return sorted(choices, key=lambda c: (c != self.last, -used.get(c, 0))) if used else choices
+
+    def took(self, c: Choice) -> None:
+        self.last = c
+        self.used[c] = self.used.get(c, 0) + 1
+
+
+def widen(engine: Engine, node: Node, choices: list[Choice], pixels: bool = False) -> list[Choice]:
+    """ACTION6 at every display cell of ``node``'s state (``pixels``: at every other display pixel, see
+    :mod:`ledger.resim.clicks`) not among ``choices``, when ACTION6 is among them."""
+    if not any(c.action == 6 for c in choices):
+        return []
+    cells = engine.cells(node)
+    return [Choice(6, x, y) for x, y in (beyond(cells) if pixels else cells) if Choice(6, x, y) not in choices]
+
+
+def first_fit(
+    engine: Engine, node: Node, tries: Iterable[Choice], agrees: Agrees
+) -> tuple[Choice | None, Result | None, Signature | None]:
+    """The first of ``tries`` whose answer from ``node`` agrees, with its result (None, None if none does), and the
+    first answer given (to tell what the game said where none agrees)."""
+    first = None
+    for c in tries:
+        r = engine.step(node, c, lambda sig, c=c: agrees(sig, c))  # type: ignore[misc]
+        if r is None:
+            continue
+        first = first or r[0]
+        if r[1] is not None:
+            return c, r, first
+    return None, None, first
+
+
+class Layer:
+    """The states after one line: each distinct state once, under the first path to it in priority order.
+
+    ``merge(kept, child)``: ``child``'s path reached a state ``kept`` holds already (the caller notes where they
+    differ)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        lineno: int,
+        agrees: Agrees | None,
+        merge: Callable[[Node, Node], None] | None,
+        room: int,
+    ) -> None:
+        self.engine = engine
+        self.lineno = lineno
+        self.agrees = agrees
+        self.merge = merge
+        self.nodes: list[Node] = []
+        #: Every state the line gave (those not kept without their game: their paths still tell what differs).
+        self.by_fp: dict[bytes, Node] = {}
+        self.room = Room(room)
+        #: The first answer given, and the first that agrees.
+        self.first: Signature | None = None
+        self.answer: Signature | None = None
+
+    def expand(self, node: Node, choices: Iterable[Choice]) -> bool:
+        """Add what ``choices`` from ``node`` give that agrees with the line; False if none does."""
+        matched = False
+        agrees = self.agrees
+        for c in choices:
+            r = self.engine.step(node, c, None if agrees is None else lambda sig, c=c: agrees(sig, c))  # type: ignore[misc]
+            if r is None:
+                continue
+            self.first = self.first or r[0]
+            if r[1] is None:
+                continue
+            self.answer = self.answer or r[0]
+            matched = True
+            child = Node(r[2], r[1], node, self.lineno, c)
+            kept = self.by_fp.get(r[1])
+            if kept is None:
+                self._add(child)
+            elif self.merge is not None:
+                self.merge(kept, child)
+        return matched
+
+    def each(self, nodes: list[Node], choices_of: Callable[[Node], list[Choice]], clicks: bool) -> None:
+        """From every state, its choices; the clicks too (``clicks``) from each state none of them agrees from: a
+        frame tells which clicks fit from which state."""
+        for node in nodes:
+            choices = choices_of(node)
+            if not self.expand(node, choices) and clicks:
+                self.expand(node, widen(self.engine, node, choices))
+
+    def rounds(self, nodes: list[Node], choices: list[Choice]) -> None:
+        """From every state, ``choices``; only if none agrees from any state, the clicks at every cell, then at every
+        pixel (an input whose choices are the record's candidates: the clicks are the last resort)."""
+        for wide in range(3):
+            for node in nodes:
+                self.expand(node, widen(self.engine, node, choices, wide == 2) if wide else choices)
+            if self.nodes or not any(c.action == 6 for c in choices):
+                break
+
+    def skip(self, node: Node) -> None:
+        """Keep ``node``'s own state for this line: the line never reached the game (an action leaving that state
+        stays first)."""
+        if node.fp not in self.by_fp:
+            self._add(Node(node.game, node.fp, node, self.lineno, None))
+
+    def _add(self, child: Node) -> None:
+        """A new state of this line: kept while there is room, else its game let go (its path still counts)."""
+        self.by_fp[child.fp] = child
+        if self.room.admit(child.game):
+            self.nodes.append(child)
+        else:
+            child.game = None
+
+
+def let_go(old: list[Node], new: list[Node]) -> list[Node]:
+    """``new``, the states of the next line; the states of ``old`` are let go (their paths are kept): memory stays
+    that of one line's states whatever the length."""
+    if new is not old:
+        for n in old:
+            n.game = None
+    return new
+
+
+def differ(a: Node, b: Node, apart: Callable[[Choice | None, Choice | None], bool]) -> set[int]:
+    """Lines where two paths to states of the same line took choices ``apart`` tells apart, and lines either path
+    merged (what was open on one is open on the other too: their futures are the same)."""
+    out: set[int] = set()
+    while a is not b and a.parent is not None and b.parent is not None:
+        if apart(a.choice, b.choice):
+            out.add(a.lineno)
+        if a.merged:
+            out |= a.merged
+        if b.merged:
+            out |= b.merged
+        a, b = a.parent, b.parent
+    return out
+
+
+def path(last: Node) -> list[Node]:
+    """The states on the path to ``last`` since its root (the last cut), in line order."""
+    out: list[Node] = []
+    n = last
+    while n.parent is not None:
+        out.append(n)
+        n = n.parent
+    out.reverse()
+    return out
+
+
+class Looks:
+    """When to look for the latest state every kept state comes from: every SETTLE_EVERY lines, at doubling
+    intervals while the states keep disagreeing (then each look walks back further: the looks cost a bounded share
+    of the search)."""
+
+    __slots__ = ("every", "left")
+
+    def __init__(self) -> None:
+        self.every = self.left = SETTLE_EVERY
+
+    def due(self, nodes: list[Node]) -> Node | None:
+        """That state when a look is due and finds one after the paths' last cut, else None."""
+        self.left -= 1
+        if self.left > 0:
+            return None
+        common = _common(nodes)
+        self.every = SETTLE_EVERY if common is not None else self.every * 2
+        self.left = self.every
+        return common
+
+    def settle(self, nodes: list[Node], note: Callable[[Node], None]) -> None:
+        """When a look finds that state: ``note`` the path to it, which is cut there (no later path reaches back)."""
+        common = self.due(nodes)
+        if common is not None:
+            note(common)
+            common.parent = None
+
+
+def _common(nodes: list[Node]) -> Node | None:
+    """The latest state every node comes from, if it is after the paths' last cut (they are all as long)."""
+    level = list({id(n): n for n in nodes}.values())
+    while len(level) > 1:
+        up: dict[int, Node] = {}
+        for n in level:
+            if n.parent is None:
+                return None
+            up[id(n.parent)] = n.parent
+        level = list(up.values())
+    return level[0] if level else None

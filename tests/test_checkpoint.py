@@ -382,8 +382,8 @@ TREE_TRIGGERS = [
     ("merkle_runs_no_delete", "merkle_runs"),
     ("merkle_heads_no_rewind", "merkle_heads"),
     ("merkle_heads_no_delete", "merkle_heads"),
-    ("merkle_state_no_rewind", "merkle_state"),
-    ("merkle_state_no_delete", "merkle_state"),
+    ("tracking_tree_no_rewind", "tracking"),
+    ("tracking_tree_no_delete", "tracking"),
 ]
 
 
@@ -412,11 +412,12 @@ def test_the_stored_tree_is_append_only(backend_ledger: Ledger, backend_url: str
         "UPDATE merkle_heads SET version = version - 1",
         "UPDATE merkle_heads SET hash = 'x'",  # the same version, another head
         "DELETE FROM merkle_heads",
-        "UPDATE merkle_state SET size = 0, last_seq = 0",
-        "DELETE FROM merkle_state",
+        "UPDATE tracking SET n = 0, seq = 0 WHERE name = 'merkle'",
+        "UPDATE tracking SET name = 'other' WHERE name = 'merkle'",
+        "DELETE FROM tracking WHERE name = 'merkle'",
     ]
     if engine.dialect.name == "postgresql":
-        refused += [f"TRUNCATE {t}" for t in ("merkle_nodes", "merkle_runs", "merkle_heads", "merkle_state")]
+        refused += [f"TRUNCATE {t}" for t in ("merkle_nodes", "merkle_runs", "merkle_heads", "tracking")]
     try:
         for stmt in refused:
             with pytest.raises(Exception, match="the Merkle tree is append-only"), engine.begin() as conn:
@@ -456,7 +457,7 @@ def test_checkpoint_refuses_a_tree_the_log_does_not_make(
             "INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) "
             "SELECT stream, version, type, ts, body, prev_hash, hash FROM moved ORDER BY version",
         ],
-        "state_rewound": ["UPDATE merkle_state SET size = size - 1"],
+        "state_rewound": ["UPDATE tracking SET n = n - 1 WHERE name = 'merkle'"],
         "runs_moved": ["UPDATE merkle_runs SET first_seq = first_seq + 1"],
     }[attack]
     doctor_tree(backend_url, *expect)

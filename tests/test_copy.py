@@ -22,7 +22,7 @@ from ledger.cli import cli
 from ledger.domain.events import CardClosed, CardOpened, card_stream
 from ledger.errors import HistoryConflict, SameLedger, StoreError
 from ledger.store.base import LogStore
-from ledger.store.copy_marks import read_mark
+from ledger.store.tracking import read_mark
 from tests.toolkit import arcade, play_random_card, step
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

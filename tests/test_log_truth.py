@@ -16,9 +16,9 @@ from ledger import Ledger
 from ledger.cli import cli
 from ledger.store.base import normalize_url
 from ledger.store.cards import SNAPSHOT_KIND, BrokenChain
-from ledger.store.copy_marks import write_mark
 from ledger.store.merkle_store import TreeStore
 from ledger.store.summary import COLUMNS as SUMMARY_COLUMNS
+from ledger.store.tracking import write_mark
 
 #: Commands that read one card and what each must print the same whatever the caches hold.
 READS = (["export"], ["replay", "--json"], ["cards", "--json"], ["rescore", "--calculator", "0.9.1"])
@@ -165,11 +165,21 @@ EDITS = {
         ["INSERT INTO merkle_nodes (level, idx, hash) VALUES (9, 99, :zero)"],
         "FAIL Merkle tree:",
     ),
-    ("copy_marks", "change"): (["UPDATE copy_marks SET hash = :other"], "FAIL copy mark: from elsewhere.sqlite:"),
+    # Each follower's position, bound to the event it names by that event's hash.
+    ("tracking", "summary"): (["UPDATE tracking SET hash = :other WHERE name = 'summary'"], "FAIL cards summary:"),
+    ("tracking", "tree"): (["UPDATE tracking SET hash = :other WHERE name = 'merkle'"], "FAIL Merkle tree:"),
+    ("tracking", "summary-behind"): (
+        ["UPDATE tracking SET seq = seq - 5 WHERE name = 'summary'"],
+        "FAIL cards summary:",
+    ),
+    ("tracking", "change"): (
+        ["UPDATE tracking SET hash = :other WHERE name LIKE 'copy:%'"],
+        "FAIL copy mark: from elsewhere.sqlite:",
+    ),
     # A mark gone is a copy planned in full next time: nothing shown changes.
-    ("copy_marks", "delete"): (["DELETE FROM copy_marks"], None),
-    ("copy_marks", "add"): (
-        ["INSERT INTO copy_marks (source, seq, hash, streams) VALUES ('other.sqlite', 3, :other, 1)"],
+    ("tracking", "delete"): (["DELETE FROM tracking WHERE name LIKE 'copy:%'"], None),
+    ("tracking", "add"): (
+        ["INSERT INTO tracking (name, seq, hash, n) VALUES ('copy:other.sqlite', 3, :other, 1)"],
         "FAIL copy mark: from other.sqlite:",
     ),
 }

@@ -89,8 +89,8 @@ def test_upgraded_ledger_is_still_append_only_and_takes_new_cards(old_ledger: Pa
     # 0005's triggers: the Merkle tree's tables grow only.
     names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
     assert {f"merkle_{t}_no_{v}" for t in ("nodes", "runs") for v in ("update", "delete")} <= names
-    with pytest.raises(sqlite3.IntegrityError, match="the Merkle tree is append-only: UPDATE on merkle_state"):
-        con.execute("UPDATE merkle_state SET size = size - 1")
+    with pytest.raises(sqlite3.IntegrityError, match="the Merkle tree is append-only: UPDATE on tracking"):
+        con.execute("UPDATE tracking SET n = n - 1 WHERE name = 'merkle'")
     with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):  # 0002's constraints hold too
         con.execute(
             "INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) "

@@ -8,7 +8,7 @@ content-addressed baseline set both ledgers recorded on their own (same id, same
 same set, and a label both ledgers pointed at the same sets in the same order has the same history; in both cases
 the destination keeps its own events.
 
-A finished copy is remembered at the destination (:mod:`ledger.store.copy_marks`): the next copy from a source
+A finished copy is remembered at the destination (:mod:`ledger.store.tracking`): the next copy from a source
 whose last event is still the one it ended on knows there is nothing to copy without reading any stream's head.
 """
 
@@ -23,8 +23,8 @@ from ledger.errors import HistoryConflict, SameLedger
 from ledger.ledger import Ledger
 from ledger.store.backends import open_store
 from ledger.store.base import CopyBatch, Durability, LogStore, StoredEvent
-from ledger.store.copy_marks import read_mark, write_mark
 from ledger.store.read_ahead import Put, ReadAhead
+from ledger.store.tracking import read_mark, write_mark
 
 #: Rows per destination transaction. Each transaction costs a commit and a few round trips (fewer, larger batches
 #: copy faster), and holds the destination's append lock while it writes: live capture into the same ledger waits

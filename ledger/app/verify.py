@@ -174,13 +174,14 @@ def verify_ledger(
 ) -> VerifyReport:
     """Walk every event in ``seq`` order and check each stream's chain link by link, then every derived table
     against a rebuild from the log (``quick``: a sample of the cached card states, said in the summary line)."""
-    from ledger.store.copy_marks import MARKS, marks
     from ledger.store.summary_build import _query, check, has_summary
+    from ledger.store.summary_tail import SummaryUnbound
+    from ledger.store.tracking import TABLE, marks
 
     report = VerifyReport(snapshot_sample=QUICK_SAMPLE if quick else 1)
     checks: dict[str, StreamCheck] = {}
-    has_marks = has_table(lambda sql, args: _query(store, sql, args), store.dialect, MARKS)
-    copied = marks(store) if has_marks else []
+    tracked = has_table(lambda sql, args: _query(store, sql, args), store.dialect, TABLE)
+    copied = marks(store) if tracked else []
     wanted = {h for _, _, h, _ in copied}
     seen: set[str] = set()
     for row in store.scan():
@@ -209,7 +210,10 @@ def verify_ledger(
         # A card whose chain is broken is reported as such; its summary is compared only once the chain holds.
         # A second read, in the order of the (stream, version) index, one card at a time: memory stays bounded.
         broken = frozenset(s.stream[len(CARD_STREAM) :] for s in report.streams if s.error)
-        report.summary_differences = check(store, skip=broken)[1]
+        try:
+            report.summary_differences = check(store, skip=broken)[1]
+        except SummaryUnbound as e:
+            report.summary_differences = [str(e)]
     report.card_differences = _closes(store, [s.stream for s in report.streams if not s.error])
     report.snapshot_differences, report.snapshots_checked = _snapshots(store, report.snapshot_sample)
     report.tree_problem = _tree(store)
@@ -280,11 +284,16 @@ def _snapshots(store: LogStore, every: int) -> tuple[list[str], int]:
 def _tree(store: LogStore) -> str | None:
     """What differs between the stored Merkle tree and the one the log makes (None: equal, or no tree stored)."""
     from ledger.store.summary_build import _query
+    from ledger.store.tracking import READ_SQL, TABLE, TREE
 
-    if not has_table(lambda sql, args: _query(store, sql, args), store.dialect, "merkle_state"):
+    if not has_table(lambda sql, args: _query(store, sql, args), store.dialect, TABLE):
         return None
-    if not int(_query(store, "SELECT size FROM merkle_state WHERE id = 1")[0][0]):
+    seq, tracked, size = _query(store, READ_SQL, [TREE])[0]
+    if not int(size):
         return None  # never built: a checkpoint or a proof builds it
+    held = _query(store, "SELECT hash FROM events WHERE seq = ?", [seq])
+    if not held or held[0][0] != tracked:
+        return f"the tree's position names event seq {seq} with hash {tracked}, which the log does not hold"
     from ledger.store.merkle_store import TreeStore, tree_problem
 
     tree = TreeStore(store)

@@ -23,6 +23,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ledger.domain import merkle
 from ledger.errors import StoreError
+from ledger.store import tracking
 from ledger.store.base import LogStore
 
 #: Subtrees of 2**4 = 16 leaves and more are stored; smaller ones are recomputed from the events.
@@ -57,6 +58,13 @@ class StoredCheckpoint(msgspec.Struct, frozen=True):
     note: str
 
 
+#: The tree's tracking row (size, last seq, that event's hash) and the hash the log holds at that seq now.
+_STATE_SQL = (
+    f"SELECT t.n, t.seq, t.hash, coalesce((SELECT e.hash FROM events e WHERE e.seq = t.seq), '') "
+    f"FROM {tracking.TABLE} t WHERE t.name = '{tracking.TREE}'"
+)
+
+
 class TreeStore:
     """The stored tree of one ledger (see the module's docstring)."""
 
@@ -74,22 +82,28 @@ class TreeStore:
         """
         for _ in range(5):
             with self._read() as conn:
-                size, last_seq = conn.execute(text("SELECT size, last_seq FROM merkle_state WHERE id = 1")).one()
+                size, last_seq, last_hash, held = conn.execute(text(_STATE_SQL)).one()
+                if last_hash != held:
+                    raise StoreError(
+                        f"the Merkle tree of {self.store.describe()} covers the log up to event seq {last_seq}, which "
+                        "the log no longer holds as it was: the log was changed behind the ledger's back "
+                        "(`ledger verify` says what differs)"
+                    )
                 frontier = merkle.Frontier(size, self._frontier(conn, size))
                 heads = {
                     r[0]: (r[1], r[2]) for r in conn.execute(text("SELECT stream, version, hash FROM merkle_heads"))
                 }
-                nodes, runs, changed, new_last = self._absorb(conn, frontier, last_seq, heads)
+                nodes, runs, changed, new_last = self._absorb(conn, frontier, (last_seq, last_hash), heads)
             if frontier.size == size or self.store.readonly:
-                return self._head(frontier, new_last, heads)
+                return self._head(frontier, new_last[0], heads)
             if self._write(size, frontier.size, new_last, nodes, runs, {s: heads[s] for s in changed}):
-                return self._head(frontier, new_last, heads)
+                return self._head(frontier, new_last[0], heads)
         raise StoreError(f"cannot bring the Merkle tree of {self.store.describe()} up to date: too many writers")
 
     def stored_head(self) -> TreeHead:
         """The stored tree's head as its tables say, without catching up (what ``verify`` checks)."""
         with self._read() as conn:
-            size, last_seq = conn.execute(text("SELECT size, last_seq FROM merkle_state WHERE id = 1")).one()
+            size, last_seq, _, _ = conn.execute(text(_STATE_SQL)).one()
             frontier = merkle.Frontier(size, self._frontier(conn, size))
             heads = {r[0]: (r[1], r[2]) for r in conn.execute(text("SELECT stream, version, hash FROM merkle_heads"))}
         return self._head(frontier, last_seq, heads)
@@ -118,30 +132,31 @@ class TreeStore:
     def size(self) -> int:
         """How many events (leaves) the stored tree covers."""
         with self._read() as conn:
-            return int(conn.execute(text("SELECT size FROM merkle_state WHERE id = 1")).scalar_one())
+            return int(conn.execute(text(_STATE_SQL)).one()[0])
 
     @staticmethod
     def _head(frontier: merkle.Frontier, last_seq: int, heads: Mapping[str, tuple[int, str]]) -> TreeHead:
         return TreeHead(frontier.size, last_seq, frontier.root(), sorted((s, v, h) for s, (v, h) in heads.items()))
 
     def _absorb(
-        self, conn: Any, frontier: merkle.Frontier, last_seq: int, heads: dict[str, tuple[int, str]]
-    ) -> tuple[list[dict[str, Any]], list[dict[str, int]], set[str], int]:
-        """Push every event after ``last_seq`` into ``frontier``: the nodes to store, new runs, changed streams."""
+        self, conn: Any, frontier: merkle.Frontier, last: tuple[int, str], heads: dict[str, tuple[int, str]]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, int]], set[str], tuple[int, str]]:
+        """Push every event after ``last`` (seq, hash) into ``frontier``: the nodes to store, new runs, changed
+        streams, and the last event's seq and hash."""
         nodes: list[dict[str, Any]] = []
         runs: list[dict[str, int]] = []
         changed: set[str] = set()
         q = text("SELECT seq, stream, version, hash FROM events WHERE seq > :s ORDER BY seq LIMIT :n")
         while True:
-            rows = conn.execute(q, {"s": last_seq, "n": BATCH}).all()
+            rows = conn.execute(q, {"s": last[0], "n": BATCH}).all()
             if not rows:
-                return nodes, runs, changed, last_seq
+                return nodes, runs, changed, last
             for k, (seq, stream, version, h) in enumerate(rows):
-                if seq != last_seq + 1 or frontier.size + k == 0:
+                if seq != last[0] + 1 or frontier.size + k == 0:
                     runs.append({"i": frontier.size + k, "s": seq})
                 heads[stream] = (version, h)
                 changed.add(stream)
-                last_seq = seq
+                last = (seq, h)
             done = frontier.extend(map(merkle.event_leaf, (r[3] for r in rows)), STORE_FROM_LEVEL)
             nodes += ({"l": level, "i": idx, "h": node} for level, idx, node in done)
 
@@ -149,7 +164,7 @@ class TreeStore:
         self,
         old_size: int,
         new_size: int,
-        last_seq: int,
+        last: tuple[int, str],
         nodes: list[dict[str, Any]],
         runs: list[dict[str, int]],
         heads: Mapping[str, tuple[int, str]],
@@ -157,9 +172,10 @@ class TreeStore:
         """Store what :meth:`_absorb` computed, if no other writer moved the tree meanwhile (else False)."""
         try:
             with self._begin_write() as conn:
+                # The tree's tracking row, in the transaction that stores what it reflects.
                 moved = conn.execute(
-                    text("UPDATE merkle_state SET size = :n, last_seq = :s WHERE id = 1 AND size = :o"),
-                    {"n": new_size, "s": last_seq, "o": old_size},
+                    text(f"UPDATE {tracking.TABLE} SET n = :n, seq = :s, hash = :h WHERE name = :t AND n = :o"),
+                    {"n": new_size, "s": last[0], "h": last[1], "t": tracking.TREE, "o": old_size},
                 )
                 if moved.rowcount != 1:
                     raise _Moved

@@ -336,17 +336,17 @@ class PostgresStore(StoreBase):
         import psycopg
 
         from ledger.store.pg_engine import reason
-        from ledger.store.summary_tail import LAG_SQL
+        from ledger.store.summary_tail import POSITION_SQL, position
 
         try:
             with self._readers.connection() as conn:
-                position, head = conn.execute(LAG_SQL).fetchone() or (0, 0)
-                if position >= head:
+                at, head = position(conn.execute(POSITION_SQL).fetchone() or (0, 0, 1), self.describe())
+                if at >= head:
                     return None
                 if self.readonly:
                     return self._overlay_at(conn, head)
         except psycopg.Error as e:
-            if "summary_position" in str(e):  # an earlier revision, open read-only: its appends kept the rows
+            if "tracking" in str(e):  # an earlier revision, open read-only: it is read as it is
                 return None
             raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
         self.catch_up_summary()
@@ -354,7 +354,7 @@ class PostgresStore(StoreBase):
 
     def _overlay_at(self, conn: Any, head: int) -> SummaryOverlay:
         from ledger.store.summary_sql import pg, probe
-        from ledger.store.summary_tail import LAG_SQL, build_overlay
+        from ledger.store.summary_tail import POSITION_SQL, build_overlay, position
 
         if self._overlay is not None and self._overlay.head == head:
             return self._overlay
@@ -365,9 +365,9 @@ class PostgresStore(StoreBase):
             def fetch(sql: str, args: Any) -> list[Any]:
                 return list(conn.execute(pg(sql), tuple(args) or None).fetchall())
 
-            position, head = fetch(LAG_SQL, ())[0]
+            at, head = position(fetch(POSITION_SQL, ())[0], self.describe())
             probe(self._summary, fetch, "postgresql")
-            self._overlay = build_overlay(fetch, self._summary, head, position)
+            self._overlay = build_overlay(fetch, self._summary, head, at)
         finally:
             if not conn.broken:  # (a broken one is dropped by the pool)
                 conn.execute("ROLLBACK")
@@ -627,7 +627,7 @@ def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
     """:func:`~ledger.store.summary_tail.catch_up` on psycopg connection ``conn`` (not in autocommit mode).
     ``wait`` False: nothing when another session is catching up (it folds what was committed before it read)."""
     from ledger.store.summary_sql import pg, probe
-    from ledger.store.summary_tail import POSITION_SQL, catch_up
+    from ledger.store.summary_tail import POSITION_SQL, catch_up, position
 
     def fetch(sql: str, args: Any) -> list[Any]:
         return list(conn.execute(pg(sql), args).fetchall())
@@ -637,7 +637,7 @@ def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
         got = fetch(POSITION_SQL + (" FOR UPDATE" if wait else " FOR UPDATE SKIP LOCKED"), ())
         if not got:
             raise _Busy
-        return int(got[0][0])
+        return position(got[0], "this ledger")[0]
 
     def execute(sql: str, params: Any) -> None:
         conn.execute(pg(sql), params)
@@ -660,11 +660,11 @@ class _Busy(Exception):
 def pg_rebuild(store: Any) -> int:
     """Rewrite the summary tables of PostgreSQL store ``store`` from the log, in one transaction on its writer that
     holds the append lock; returns the number of cards."""
+    from ledger.store import tracking
     from ledger.store.figures import has_figures
     from ledger.store.pg_engine import PG_APPEND_LOCK
     from ledger.store.summary_sql import UPSERT_SQL, pg
     from ledger.store.summary_stream import write_streamed
-    from ledger.store.summary_tail import POSITION
 
     def work(conn: Any) -> int:
         def execute(sql: str, params: Any) -> None:
@@ -679,7 +679,7 @@ def pg_rebuild(store: Any) -> int:
 
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (PG_APPEND_LOCK,))
         n = write_streamed(read, execute, UPSERT_SQL, None, figures=has_figures(read, "postgresql"))
-        conn.execute(f"UPDATE {POSITION} SET seq = (SELECT coalesce(max(seq), 0) FROM events)")
+        conn.execute(pg(tracking.AT_HEAD_SQL), (tracking.SUMMARY,))
         return n
 
     return int(store._write_transaction(work, "cannot rebuild the cards summary of the ledger"))

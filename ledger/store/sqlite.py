@@ -131,15 +131,16 @@ class SQLiteStore(StoreBase):
     def summary_at_head(self) -> SummaryOverlay | None:
         """None once the summary tables reflect the log's head (caught up here when behind); for a read-only store
         that is behind, the overlay to answer from (nothing written)."""
-        from ledger.store.summary_tail import LAG_SQL
+        from ledger.store.summary_tail import POSITION_SQL, position
 
         try:
-            position, head = self._read(LAG_SQL, ())[0]
+            row = self._read(POSITION_SQL, ())
         except StoreError as e:
-            if "summary_position" in str(e):  # an earlier revision, open read-only: its appends kept the rows
+            if "tracking" in str(e):  # an earlier revision, open read-only: it is read as it is
                 return None
             raise
-        if position >= head:
+        at, head = position(row[0], self.describe())
+        if at >= head:
             return None
         if not self.readonly:
             self.catch_up_summary()
@@ -588,7 +589,7 @@ def _catch_up(keeper: SummaryKeeper, con: sqlite3.Connection) -> int:
     """:func:`~ledger.store.summary_tail.catch_up` on SQLite writer connection ``con`` (autocommit mode; BEGIN
     IMMEDIATE serializes it with every append and every other catch-up)."""
     from ledger.store.summary_sql import probe
-    from ledger.store.summary_tail import POSITION_SQL, catch_up
+    from ledger.store.summary_tail import POSITION_SQL, catch_up, position
 
     def fetch(sql: str, args: Any) -> list[Any]:
         return con.execute(sql, args).fetchall()
@@ -596,7 +597,7 @@ def _catch_up(keeper: SummaryKeeper, con: sqlite3.Connection) -> int:
     def begin() -> int:
         con.execute("BEGIN IMMEDIATE")
         probe(keeper, con.execute, "sqlite")
-        return int(fetch(POSITION_SQL, ())[0][0])
+        return position(fetch(POSITION_SQL, ())[0], "this ledger")[0]
 
     def rollback() -> None:
         if con.in_transaction:
@@ -611,14 +612,14 @@ def _catch_up(keeper: SummaryKeeper, con: sqlite3.Connection) -> int:
 def _overlay(keeper: SummaryKeeper, con: sqlite3.Connection) -> SummaryOverlay | None:
     """The summary as of the log's head, read in one read transaction on ``con``; None when it is at the head."""
     from ledger.store.summary_sql import probe
-    from ledger.store.summary_tail import LAG_SQL, build_overlay
+    from ledger.store.summary_tail import POSITION_SQL, build_overlay, position
 
     con.execute("BEGIN")
     try:
-        position, head = con.execute(LAG_SQL).fetchone()
-        if position >= head:
+        at, head = position(con.execute(POSITION_SQL).fetchone(), "this ledger")
+        if at >= head:
             return None
         probe(keeper, con.execute, "sqlite")
-        return build_overlay(lambda sql, args: con.execute(sql, args).fetchall(), keeper, head, position)
+        return build_overlay(lambda sql, args: con.execute(sql, args).fetchall(), keeper, head, at)
     finally:
         con.execute("ROLLBACK")

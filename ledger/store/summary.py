@@ -3,10 +3,10 @@
 Every list (``ledger cards``, ``compare --tag``, the viewer's and the bundle's cards pages) reads a page of
 ``card_summary`` instead of replaying every card. The rule that keeps it a projection:
 
-* it follows the log by position (:mod:`ledger.store.summary_tail`): ``summary_position`` holds the ``seq`` of the
-  last event folded, written in the same transaction as the rows, so each event is folded exactly once; a read
-  catches it up to the log's head first; ``ledger verify`` and ``ledger rebuild-summary --check`` prove the rows
-  and keys equal a rebuild from the log up to that position;
+* it follows the log by position (:mod:`ledger.store.summary_tail`): its row of ``tracking`` holds the ``seq`` and
+  hash of the last event folded, written in the same transaction as the rows, so each event is folded exactly
+  once; a read catches it up to the log's head first; ``ledger verify`` and ``ledger rebuild-summary --check``
+  prove the rows and keys equal a rebuild from the log up to that position;
 * it stays cheap: the :class:`SummaryKeeper` keeps the projections of the cards it folded (per process, keyed by
   the version each reflects), folds only the new events, and scores a card (score, levels completed, level count)
   only for a batch that holds an event other than an action: an action changes counters, never those (levels are

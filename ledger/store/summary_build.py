@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from ledger.errors import StoreError
+from ledger.store import tracking
 from ledger.store.base import LogStore, has_table
 from ledger.store.figures import FIGURES, has_figures
 from ledger.store.summary import COLUMNS, KEYS, SUMMARY, SummaryRow
@@ -36,7 +37,7 @@ from ledger.store.summary_sql import (
     tag_points_query,
     upsert_sql,
 )
-from ledger.store.summary_tail import POSITION, POSITION_SQL, has_position
+from ledger.store.summary_tail import POSITION_SQL, has_position
 
 Built = Mapping[str, tuple[SummaryRow, frozenset[tuple[str, str]]]]
 EVENTS_SQL = "SELECT stream, type, version, body FROM events ORDER BY seq"
@@ -276,7 +277,7 @@ def rebuild_summary(store: LogStore) -> int:
                     None,
                     figures=has_figures(con.execute, "sqlite"),
                 )
-                con.execute(f"UPDATE {POSITION} SET seq = (SELECT coalesce(max(seq), 0) FROM events)")
+                con.execute(tracking.AT_HEAD_SQL, (tracking.SUMMARY,))
                 con.execute("COMMIT")
             except BaseException:
                 if con.in_transaction:

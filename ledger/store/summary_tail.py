@@ -1,7 +1,8 @@
 """The cards summary follows the log by position: a catch-up projection.
 
-An append writes the event and its chain, nothing else. ``summary_position`` holds the ``seq`` of the last event the
-summary tables reflect; a catch-up reads the events after it in ``seq`` order, folds them into the cards' rows
+An append writes the event and its chain, nothing else. The summary's row of ``tracking``
+(:mod:`ledger.store.tracking`) holds the ``seq`` and hash of the last event the summary tables reflect; a catch-up
+reads the events after it in ``seq`` order, folds them into the cards' rows
 (:meth:`~ledger.store.summary.SummaryKeeper.change`, the same fold and score as a rebuild) and writes the rows and
 the new position in one transaction, so each event is folded exactly once whoever runs it and whenever it is
 killed. A catch-up runs before every read of the summary (:func:`ledger.store.summary_build.query`), from a
@@ -28,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ledger.errors import StoreError
+from ledger.store import tracking
 from ledger.store.base import has_table
 from ledger.store.figures import FIGURES, KEY_COLUMNS, SELECT_ALL_SQL, write_delta
 from ledger.store.summary import COLUMNS, KEYS, SUMMARY, Change, SummaryKeeper, copied_changes
@@ -40,29 +42,43 @@ from ledger.store.summary_sql import (
     write_changes,
 )
 
-POSITION = "summary_position"
-POSITION_SQL = f"SELECT seq FROM {POSITION} WHERE id = 1"
-SET_POSITION_SQL = f"UPDATE {POSITION} SET seq = ? WHERE id = 1"
-#: (the summary's position, the log's last seq): behind when the first is lower.
-LAG_SQL = f"SELECT (SELECT seq FROM {POSITION} WHERE id = 1), (SELECT coalesce(max(seq), 0) FROM events)"
-TAIL_SQL = "SELECT stream, version, type, body, seq FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+#: (the summary's position, the log's last seq, 1 while the event at the position is the one folded there).
+POSITION_SQL = tracking.behind_sql(tracking.SUMMARY)
+SET_POSITION_SQL = f"UPDATE {tracking.TABLE} SET seq = ?, hash = ? WHERE name = '{tracking.SUMMARY}'"
+TAIL_SQL = "SELECT stream, version, type, body, seq, hash FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
 #: Events folded per transaction of a catch-up (a long tail, after a copy, is caught up in several).
 CHUNK = 20_000
 
 Execute = Callable[[str, Any], Any]
 
 
+def position(row: Sequence[Any], where: str) -> tuple[int, int]:
+    """(the summary's position, the log's last seq) from a :data:`POSITION_SQL` row; raises where the event at the
+    position is no longer the one the summary folded (a log changed behind the ledger's back)."""
+    seq, head, same = row
+    if not same:
+        raise SummaryUnbound(
+            f"the cards summary of the ledger at {where} reflects the log up to event seq {seq}, which the log no "
+            "longer holds as it was: the log was changed behind the ledger's back (`ledger verify` says what "
+            "differs; `ledger rebuild-summary` rebuilds the summary from the log as it is)"
+        )
+    return int(seq), int(head)
+
+
+class SummaryUnbound(StoreError):
+    """The summary's position names an event the log no longer holds as it was."""
+
+
 def fold_tail(
     keeper: SummaryKeeper, fetch: Callable[[str, Any], list[Any]], position: int, limit: int = CHUNK
-) -> tuple[list[Change | None], int, int]:
-    """The summary changes of the (at most ``limit``) events after ``position``, the seq of the last one
-    (``position`` when there is none) and how many there were. ``fetch`` runs ``?`` reads in the caller's
-    transaction."""
+) -> tuple[list[Change | None], tuple[int, str] | None, int]:
+    """The summary changes of the (at most ``limit``) events after ``position``, the seq and hash of the last one
+    (None when there is none) and how many there were. ``fetch`` runs ``?`` reads in the caller's transaction."""
     rows = fetch(TAIL_SQL, (position, limit))
     if not rows:
-        return [], position, 0
+        return [], None, 0
     events = [(r[0], r[1], r[2], bytes(r[3])) for r in rows]
-    return copied_changes(keeper, events, body_reader(fetch)), int(rows[-1][4]), len(rows)
+    return copied_changes(keeper, events, body_reader(fetch)), (int(rows[-1][4]), str(rows[-1][5])), len(rows)
 
 
 def catch_up(
@@ -84,15 +100,15 @@ def catch_up(
         try:
             # Inside the try: ``begin`` may fail once its transaction is open (a schema without the position table,
             # after a downgrade), and a SQLite writer left in it would hold the write lock.
-            position = begin()
-            changes, last, n = fold_tail(keeper, fetch, position)
-            if not n:
+            at = begin()
+            changes, last, n = fold_tail(keeper, fetch, at)
+            if last is None:
                 commit()
                 return folded
             figures = figures_change(fetch, changes) if keeper.figures else None
             with writing():
                 write_changes(executemany, changes, figures)
-                execute(SET_POSITION_SQL, (last,))
+                execute(SET_POSITION_SQL, last)
             commit()
         except BaseException:
             with contextlib.suppress(Exception):
@@ -150,21 +166,22 @@ class Overlay:
                 raise StoreError(f"cannot read the cards summary folded in memory: {e}") from e
 
 
-def build_overlay(fetch: Callable[[str, Any], list[Any]], keeper: SummaryKeeper, head: int, position: int) -> Overlay:
-    """An :class:`Overlay` at ``head`` from the stored tables (at ``position``) and the events after it, read
-    through ``fetch`` in one read transaction."""
+def build_overlay(fetch: Callable[[str, Any], list[Any]], keeper: SummaryKeeper, head: int, at: int) -> Overlay:
+    """An :class:`Overlay` at ``head`` from the stored tables (at seq ``at``) and the events after it, read through
+    ``fetch`` in one read transaction."""
     figures = fetch(SELECT_ALL_SQL, ()) if keeper.figures else None
     overlay = Overlay(head, fetch(SELECT_ROWS_SQL, ()), fetch(SELECT_KEYS_SQL, ()), figures)
-    while position < head:
+    while at < head:
         # ``change`` takes each card out of the keeper and nothing puts it back (nothing is committed): a card is
         # replayed from the log for each overlay, never continued from a fold that was not written.
-        changes, position, n = fold_tail(keeper, fetch, position)
-        if not n:
+        changes, last, _ = fold_tail(keeper, fetch, at)
+        if last is None:
             break
         overlay.apply(changes)
+        at = last[0]
     return overlay
 
 
 def has_position(fetch: Callable[[str, Any], list[Any]], dialect: str) -> bool:
     """Whether the schema has the position table (a ledger at an earlier revision, opened read-only, has not)."""
-    return has_table(fetch, dialect, POSITION)
+    return has_table(fetch, dialect, tracking.TABLE)

@@ -98,7 +98,7 @@ def plan_cards(found: Found, index: GuidIndex, card_id: str | None, problems: li
         return {card_id: CardPlan(files, "option", name)}
     out: dict[str, CardPlan] = {}
     for name, files in cards.items():
-        if all(f in found.readers and found.readers[f].card(f) is not None for f in files):
+        if all(getattr(found.readers.get(f), "decides", None) == "frames" for f in files):
             out[name] = CardPlan(files, "harness")
         elif is_card_id(name):
             out.setdefault(name, CardPlan([], "folder")).files.extend(files)

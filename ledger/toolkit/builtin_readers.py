@@ -38,25 +38,28 @@ class ToolkitRecordings:
     decides: Decides = "answers"
 
     def reads(self, path: Path) -> bool:
-        return _kind(path) == "toolkit"
+        return _kind(path) == self.name
 
     def card(self, path: Path) -> str | None:
         return None
 
 
-class HarnessRecordings:
+class HarnessRecordings(ToolkitRecordings):
     """ARC-AGI-3-Agents' and arc-agi-3-benchmarking's recordings: frames, a line's action often not said (searched
     with the game's code); the recorder's uuid in the file name is the card."""
 
     name = "harness"
     decides: Decides = "frames"
 
-    def reads(self, path: Path) -> bool:
-        return _kind(path) == "harness"
-
     def card(self, path: Path) -> str | None:
         name = parse_name(path.name)
-        return name.uuid if name is not None else None
+        if name is None:
+            raise ValueError(
+                "a harness recording by its lines, not under the name its recorder gives it "
+                "(<game_id>.<agent>.<uuid>.recording.jsonl): the uuid there is its card and nothing else says it; "
+                "give it that name"
+            )
+        return name.uuid
 
 
 class RunFolders:

@@ -22,12 +22,6 @@ from ledger.toolkit.run_folders import read_run_folder, read_run_meta
 #: Why a ``.jsonl`` file no reader reads makes no card.
 UNREAD = f"not a recording the ledger reads. It reads: {'; '.join(FORMATS)}"
 
-#: Why a harness recording under another name makes no card.
-HARNESS_UNNAMED = (
-    "a harness recording by its lines, not under the name its recorder gives it "
-    "(<game_id>.<agent>.<uuid>.recording.jsonl): the uuid there is its card and nothing else says it; give it that name"
-)
-
 
 @dataclass(slots=True)
 class Found:
@@ -121,14 +115,15 @@ def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> Found:
         if what == "read":
             found.read.append((r, f))  # type: ignore[arg-type]
             return what
-        card = r.card(f) if r is not None else None  # type: ignore[union-attr]
+        try:
+            card = r.card(f) if r is not None else None  # type: ignore[union-attr]
+        except ValueError as e:  # its lines say its format, and its name does not say its card
+            card, found.refused[f] = None, str(e)
         add(card or folder_card, f)
         if r is None:
             found.refused[f] = UNREAD
         else:
             found.readers[f] = r  # type: ignore[assignment]
-            if decides == "frames" and card is None:
-                found.refused[f] = HARNESS_UNNAMED
         return "recording"
 
     cards: dict[str, dict[str, Path]] = {}

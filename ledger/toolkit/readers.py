@@ -106,7 +106,8 @@ class Streamed(Protocol):
         ...
 
     def card(self, path: Path) -> str | None:
-        """The card the file says it is (None: the folder it is in, or for ``usage`` the recording beside it)."""
+        """The card the file says it is (None: the folder it is in, or for ``usage`` the recording beside it);
+        raises ValueError, saying why, for a file of this format whose card nothing says (it refuses its card)."""
         ...
 
 

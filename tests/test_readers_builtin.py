@@ -130,3 +130,30 @@ def test_a_harness_recording_not_under_its_recorders_name_is_refused_saying_why(
     shutil.copy(f, named)
     code, out, err = invoke(tmp_path / "l.sqlite", str(named))
     assert out.startswith(f"imported          {card}: 1 file"), (out, err)
+
+
+@pytest.mark.heavy
+def test_asking_the_readers_keeps_memory_flat_as_recordings_grow(tmp_path: Path) -> None:
+    """Which reader reads a file is told from its first lines: a recording ten times longer costs no more memory."""
+    import tracemalloc
+
+    from ledger.toolkit.finding import find_recordings
+
+    card = "0d8b7e55-43f1-4f6e-8a2e-7b58e4a5c3a1"
+    peaks = []
+    for n in (20_000, 200_000):
+        folder = tmp_path / str(n)
+        (folder / card).mkdir(parents=True)
+        line = _harness_line("g1", 0)
+        with open(folder / card / "ls20-016295f7601e-g1.jsonl", "w") as f:
+            f.writelines(line for _ in range(n))
+        with open(folder / f"ls20-016295f7601e.agent.{card}.recording.jsonl", "w") as f:
+            f.writelines(line for _ in range(n))
+        tracemalloc.start()
+        try:
+            found = find_recordings([folder])
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        assert sorted(r.name for r in found.readers.values()) == ["harness", "harness"]
+    assert peaks[1] < 1.5 * peaks[0] + (1 << 20), peaks

@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ledger import Ledger  # noqa: E402
-from ledger.formats.recordings import BLOCK, find_recordings, read_recording  # noqa: E402
+from ledger.formats.finding import find_recordings  # noqa: E402
+from ledger.formats.recordings import BLOCK, read_recording  # noqa: E402
 from ledger.imports.importing import import_recordings  # noqa: E402
 from tests.toolkit import ENV_DIR, arcade, random_action, step  # noqa: E402
 
@@ -147,7 +148,7 @@ def run(quick: bool) -> list[str]:
         t_lines, _ = _best(lambda: _line_read(files), repeat)
         t_json, _ = _best(lambda: _json_lines(files), 1)
         t_scan, _ = _best(lambda: sum(len(read_recording(f).observations) for f in files), repeat)
-        cards, _ = find_recordings([rec])
+        found = find_recordings([rec])
         t_import, t_append, events = float("inf"), 0.0, 0
         for i in range(repeat):
             with Ledger.open(Path(tmp) / f"ledger{i}.sqlite") as led:
@@ -163,7 +164,7 @@ def run(quick: bool) -> list[str]:
 
                 led.store.append = timed  # type: ignore[method-assign]
                 t0 = time.perf_counter()
-                s = import_recordings(led, cards=cards, environments=ENV_DIR)
+                s = import_recordings(led, found=found, environments=ENV_DIR)
                 took = time.perf_counter() - t0
                 assert s.totals()["imported"] == copies, s.totals()
                 if took < t_import:

@@ -801,6 +801,9 @@ def test_a_run_folder_given_alone_imports_its_recording(tmp_path: Path, envs: Pa
     assert f"imported with the recording of its game whose lines span its steps, {path.name}" in err
     with Ledger.open(db) as led:
         assert game_entry(json.loads(led.export(path.name.split(".")[-3])), VIS) == game_entry(expected, VIS)
+    # One of its files given is the run folder given.
+    code, _, err = invoke(tmp_path / "n.sqlite", "import", str(run_dir / "run_meta.json"))
+    assert code == 0 and f"imported with the recording of its game whose lines span its steps, {path.name}" in err
     path.unlink()
     code, _, err = invoke(tmp_path / "m.sqlite", "import", str(run_dir))
     assert code == 2 and f"no recording of game {VIS} beside it spans its steps" in err, err

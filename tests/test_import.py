@@ -38,7 +38,8 @@ from ledger.domain.events import (
 )
 from ledger.domain.projection import fold
 from ledger.domain.scoring import score_card
-from ledger.formats.recordings import BLOCK, MAX_LINE, find_recordings, read_recording
+from ledger.formats.finding import find_recordings
+from ledger.formats.recordings import BLOCK, MAX_LINE, read_recording
 from ledger.imports.importing import ImportSummary, import_recordings
 from tests.toolkit import ENV_DIR, arcade, play_random_card, step
 
@@ -501,12 +502,12 @@ def test_find_recordings_layouts(tmp_path: Path) -> None:
         (rec / card).mkdir(parents=True)
         (rec / card / "g-1.jsonl").write_text("")
     (rec / "c1" / "notes.txt").write_text("x")
-    cards, problems = find_recordings([rec])
+    cards = find_recordings([rec]).cards
     assert {c: [f.name for f in fs] for c, fs in cards.items()} == {"c1": ["g-1.jsonl"], "c2": ["g-1.jsonl"]}
-    cards, _ = find_recordings([rec / "c1", rec / "c1" / "g-1.jsonl"])
+    cards = find_recordings([rec / "c1", rec / "c1" / "g-1.jsonl"]).cards
     assert list(cards) == ["c1"] and len(cards["c1"]) == 1
     shutil.copytree(rec / "c1", tmp_path / "copy" / "c1")
-    cards, problems = find_recordings([rec, tmp_path / "copy"])
+    problems = find_recordings([rec, tmp_path / "copy"]).problems
     assert [p.kind for p in problems] == ["duplicate"]
 
 

@@ -112,18 +112,18 @@ def import_cmd(
     """
     from ledger.imports.importing import find_recordings, import_recordings, total_bytes
 
-    cards, found_problems = find_recordings(paths)
+    found = find_recordings(paths)
     show_bar = not quiet and not as_json and sys.stderr.isatty()
-    done = _Committed(len(cards))
+    done = _Committed(len(found.cards))
     ctx.obj["on_interrupt"] = done.line
     with (
         open_ledger(ctx, write=True) as ledger,
-        _bar(show_bar, total_bytes(cards)) as bar,
+        _bar(show_bar, total_bytes(found.cards)) as bar,
         done.deferring_ctrl_c(),
     ):
         summary = import_recordings(
             ledger,
-            cards=cards,
+            found=found,
             environments=environments,
             strict=strict,
             progress=done.progress(bar),
@@ -131,9 +131,7 @@ def import_cmd(
             card_id=card_id,
             allow_repeats=allow_repeats,
             calculator=calculator,
-            run_folders=paths,
         )
-    summary.problems[:0] = found_problems
     if as_json:
         echo_json(_as_json(summary, environments is not None))
     else:

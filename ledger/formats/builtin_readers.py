@@ -1,12 +1,96 @@
-"""The ledger's own readers behind the plugin interface (:mod:`ledger.formats.readers`), asked before the
-installed ones."""
+"""The ledger's own readers, one a format, asked before the installed ones (:mod:`ledger.formats.readers`)."""
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
 from ledger.formats.arcagi3 import Arcagi3Files
-from ledger.formats.readers import Reader
+from ledger.formats.harness import parse_name, sniff
+from ledger.formats.readers import Decides, Reader, Streamed
+
+#: A run folder's files are small JSON objects; larger files are not looked into.
+_RUN_FILE_BYTES = 16 << 20
 
 
-def builtin() -> list[Reader]:
-    """A reader of each format the ledger reads through the interface, in the order they are asked."""
-    return [Arcagi3Files()]
+@lru_cache(maxsize=64)
+def _sniffed(path: Path, _stat: tuple[int, int]) -> str:
+    return sniff(path)
+
+
+def _kind(path: Path) -> str:
+    """What the file's first lines are (asked by both recording readers, read once)."""
+    try:
+        st = path.stat()
+        return _sniffed(path, (st.st_size, st.st_mtime_ns))
+    except OSError:
+        # Its bytes cannot be read: the name says, and the import reports it unreadable.
+        return "harness" if parse_name(path.name) else "toolkit" if path.suffix == ".jsonl" else "unknown"
+
+
+class ToolkitRecordings:
+    """The toolkit's recordings (``save_recording=True``): each line an answer with the action it answered; the
+    folder a file is in names its card."""
+
+    name = "toolkit"
+    decides: Decides = "answers"
+
+    def reads(self, path: Path) -> bool:
+        return _kind(path) == self.name
+
+    def card(self, path: Path) -> str | None:
+        return None
+
+
+class HarnessRecordings(ToolkitRecordings):
+    """ARC-AGI-3-Agents' and arc-agi-3-benchmarking's recordings: frames, a line's action often not said (searched
+    with the game's code); the recorder's uuid in the file name is the card."""
+
+    name = "harness"
+    decides: Decides = "frames"
+
+    def card(self, path: Path) -> str | None:
+        name = parse_name(path.name)
+        if name is None:
+            raise ValueError(
+                "a harness recording by its lines, not under the name its recorder gives it "
+                "(<game_id>.<agent>.<uuid>.recording.jsonl): the uuid there is its card and nothing else says it; "
+                "give it that name"
+            )
+        return name.uuid
+
+
+class RunFolders:
+    """arc-agi-3-benchmarking's run folders (``run_meta.json``, ``step_NNN.json``): the run's usage, model and run
+    id, and the actions it chose, given to the harness recording of the same run."""
+
+    name = "run-folder"
+    decides: Decides = "usage"
+
+    def reads(self, path: Path) -> bool:
+        doc = _small_object(path)
+        return doc is not None and ({"step", "parsed_action"} <= doc.keys() or {"run_id", "game_id"} <= doc.keys())
+
+    def card(self, path: Path) -> str | None:
+        return None
+
+
+def _small_object(path: Path) -> dict[str, Any] | None:
+    try:
+        if path.stat().st_size > _RUN_FILE_BYTES:
+            return None
+        with open(path, "rb") as f:
+            if f.read(64).lstrip()[:1] != b"{":
+                return None
+            f.seek(0)
+            doc = json.loads(f.read())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def builtin() -> list[Reader | Streamed]:
+    """A reader of each format the ledger reads, in the order they are asked."""
+    return [ToolkitRecordings(), HarnessRecordings(), RunFolders(), Arcagi3Files()]

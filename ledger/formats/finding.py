@@ -1,39 +1,84 @@
-"""Finding recordings under the paths given to ``ledger import``: which files make which card."""
+"""What the paths given to ``ledger import`` hold: each file asked of the readers (:mod:`ledger.formats.readers`),
+and the recordings grouped into cards."""
 
 from __future__ import annotations
 
 import os
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import msgspec
 
 from ledger.errors import ImportInputError
-from ledger.formats.harness import FORMATS, parse_name
+from ledger.formats.builtin_readers import builtin
+from ledger.formats.harness import FORMATS
 from ledger.formats.import_problems import Problem
+from ledger.formats.readers import Reader, ReaderError, Streamed, installed, reader_for
 from ledger.formats.run_folders import read_run_folder, read_run_meta
 
-
-def _card_of(f: Path, folder_card: str) -> str:
-    name = parse_name(f.name)
-    return name.uuid if name is not None else folder_card
+#: Why a ``.jsonl`` file no reader reads makes no card.
+UNREAD = f"not a recording the ledger reads. It reads: {'; '.join(FORMATS)}"
 
 
-def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> tuple[dict[str, list[Path]], list[Problem]]:
-    """card_id -> its recording files (sorted by name), from recordings folders, card folders or ``.jsonl`` files.
+@dataclass(slots=True)
+class Found:
+    """What the paths hold, as the readers say."""
 
-    A folder holding ``.jsonl`` files is a card folder; its sub-folders holding ``.jsonl`` files are cards too
-    (a recordings folder). A harness recording (``{game_id}.{agent}.{uuid}.recording.jsonl``) is a card of its
-    own, named by its uuid, wherever it is. A folder with no recording among others that have some is skipped
-    with a note (kind ``empty``); raises :class:`ImportInputError` for a path that does not exist or is not a
-    ``.jsonl`` file, and when no path holds any recording.
+    #: card id -> its recording files, sorted by name.
+    cards: dict[str, list[Path]] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    #: The reader of each recording file in ``cards``.
+    readers: dict[Path, Streamed] = field(default_factory=dict)
+    #: Files in ``cards`` that refuse their card, with why.
+    refused: dict[Path, str] = field(default_factory=dict)
+    #: The files a reader of :class:`ledger.formats.readers.Decided` reads (joinplank's, a plugin's).
+    read: list[tuple[Reader, Path]] = field(default_factory=list)
+    #: The run folders given, resolved: the recording of their run must use them.
+    runs: frozenset[Path] = frozenset()
+    #: An installed reader that does not load, found while a folder was walked (its files are not read).
+    reader_error: str | None = None
+
+
+class _Asker:
+    """Asks the built-in readers, then the installed ones: loaded only once no built-in reads a file, so a broken
+    plugin stops only the imports that need one."""
+
+    def __init__(self) -> None:
+        self.mine = builtin()
+        self.theirs: list[Reader] | None = None
+        self.error: str | None = None
+
+    def __call__(self, f: Path, given: bool) -> Reader | Streamed | None:
+        try:
+            r = reader_for(f, self.mine)
+            if r is None and self.error is None:
+                self.theirs = installed() if self.theirs is None else self.theirs
+                r = reader_for(f, self.theirs)
+        except ReaderError as e:
+            if given:
+                raise ImportInputError(str(e)) from e
+            self.error = str(e)
+            return None
+        return r
+
+
+def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> Found:
+    """Every file given, and every file in the folders given and their sub-folders, asked which reader reads it.
+
+    A recording's card is the one its name says (a harness recording's uuid), else its folder's name (a folder of
+    card folders holds one card each). A ``.jsonl`` file no reader reads is kept with its card, which it refuses; a
+    run folder given alone brings the recording of its run beside it. A folder with nothing read among others that
+    have some is skipped with a note (kind ``empty``); raises :class:`ImportInputError` for a path that does not
+    exist, a file given that no reader reads, and when no path holds anything read.
     """
-    cards: dict[str, dict[str, Path]] = {}
-    problems: list[Problem] = []
+    found = Found()
+    ask = _Asker()
     seen: set[Path] = set()
     empty: list[Path] = []
+    runs: set[Path] = set()
     run_folders_alone: list[tuple[Path, str]] = []
 
     def add(card_id: str, f: Path) -> None:
@@ -44,80 +89,93 @@ def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> tuple[dict[str, 
             f.name.encode("utf-8")
         except UnicodeEncodeError:
             shown = os.fsencode(f).decode("utf-8", "backslashreplace")
-            problems.append(Problem(shown, None, "bad_name", "the card folder or file name is not UTF-8: skipped"))
+            found.problems.append(
+                Problem(shown, None, "bad_name", "the card folder or file name is not UTF-8: skipped")
+            )
             return
-        real = f.resolve()
-        if real in seen:
-            return
-        seen.add(real)
         files = cards.setdefault(card_id, {})
         if f.name in files:
-            problems.append(Problem(str(f), None, "duplicate", f"card {card_id} already has {files[f.name]}: ignored"))
+            msg = f"card {card_id} already has {files[f.name]}: ignored"
+            found.problems.append(Problem(str(f), None, "duplicate", msg))
             return
         files[f.name] = f
 
-    def jsonl(d: Path) -> list[Path]:
-        return sorted(f for f in d.glob("*.jsonl") if f.is_file())
+    def take(f: Path, r: Reader | Streamed | None, folder_card: str) -> str:
+        """``recording``, ``read`` (a reader of Decided), ``run`` (a run folder's file) or ``""`` (not read)."""
+        decides = getattr(r, "decides", None)
+        if decides == "usage":
+            return "run"
+        if r is None and f.suffix != ".jsonl":
+            return ""
+        what = "read" if r is not None and decides is None else "recording"
+        real = f.resolve()
+        if real in seen:
+            return what
+        seen.add(real)
+        if what == "read":
+            found.read.append((r, f))  # type: ignore[arg-type]
+            return what
+        try:
+            card = r.card(f) if r is not None else None  # type: ignore[union-attr]
+        except ValueError as e:  # its lines say its format, and its name does not say its card
+            card, found.refused[f] = None, str(e)
+        add(card or folder_card, f)
+        if r is None:
+            found.refused[f] = UNREAD
+        else:
+            found.readers[f] = r  # type: ignore[assignment]
+        return "recording"
 
+    cards: dict[str, dict[str, Path]] = {}
     for raw in paths:
         p = Path(raw)
         if p.is_file():
-            if p.suffix != ".jsonl":
-                if claimed(p):
-                    continue  # an installed reader's (ledger.imports.import_readers imports it)
+            r = ask(p, True)
+            if getattr(r, "decides", None) == "usage":
+                p = p.parent  # a run folder's file: the run folder it is in
+            elif r is None and p.suffix != ".jsonl":
                 raise ImportInputError(
                     f"{p}: not a .jsonl recording. ledger import reads: {'; '.join(FORMATS)}; "
                     "arc-agi-3-benchmarking run folders (run_meta.json, step_NNN.json) beside a harness recording; "
                     "and the usage in joinplank/arc-agi-3-benchmarking's results JSON and costs.json"
                 )
-            add(_card_of(p, p.resolve().parent.name), p)
-        elif p.is_dir():
-            found = jsonl(p)
-            for f in found:
-                add(_card_of(f, p.resolve().name), f)
-            for sub in sorted(d for d in p.iterdir() if d.is_dir()):
-                inner = jsonl(sub)
-                found += inner
-                for f in inner:
-                    add(_card_of(f, sub.name), f)
-            if not found and (p / "run_meta.json").is_file():
-                rec, why = recording_of_run(p)
-                if rec is not None:
-                    problems.append(Problem(str(p), None, "harness", why))
-                    add(_card_of(rec, rec.parent.name), rec)
-                    continue
-                run_folders_alone.append((p, why))
-            elif not found and not _reads_some(p):
-                empty.append(p)
-        else:
+            else:
+                take(p, r, p.resolve().parent.name)
+                continue
+        if not p.is_dir():
             raise ImportInputError(f"{p}: no such file or folder")
+        said: set[str] = set()
+        for d, name in [(p, p.resolve().name), *((d, d.name) for d in sorted(p.iterdir()) if d.is_dir())]:
+            for f in sorted(x for x in d.iterdir() if x.is_file()):
+                what = take(f, ask(f, False), name)
+                said.add("alone" if what == "run" and d == p else what)
+        if "alone" in said:
+            runs.add(p.resolve())
+        if "recording" in said:
+            continue
+        if "alone" in said:
+            rec, why = recording_of_run(p)
+            if rec is not None:
+                found.problems.append(Problem(str(p), None, "harness", why))
+                take(rec, ask(rec, False), rec.parent.name)
+                continue
+            run_folders_alone.append((p, why))
+        elif "read" not in said:
+            empty.append(p)
+    found.reader_error = ask.error
+    found.runs = frozenset(runs)
     if run_folders_alone and not cards:
         raise ImportInputError("; ".join(f"{p}: {why}" for p, why in run_folders_alone))
     for p, why in run_folders_alone:
-        problems.append(Problem(str(p), None, "empty", f"{why}: skipped"))
+        found.problems.append(Problem(str(p), None, "empty", f"{why}: skipped"))
     if empty and not cards:
         where = "it or in its card folders" if len(empty) == 1 else "any of them or in their card folders"
         raise ImportInputError(f"{', '.join(map(str, empty))}: no recordings (*.jsonl) in {where}")
     for p in empty:
-        problems.append(Problem(str(p), None, "empty", "no recordings (*.jsonl) in it or in its card folders: skipped"))
-    return {cid: [files[n] for n in sorted(files)] for cid, files in cards.items()}, problems
-
-
-def claimed(path: Path) -> bool:
-    """Whether a reader (:mod:`ledger.formats.readers`: a built-in one, or an installed one) reads ``path``."""
-    from ledger.formats.builtin_readers import builtin
-    from ledger.formats.readers import ReaderError, installed, reader_for
-
-    try:
-        return reader_for(path, builtin()) is not None or reader_for(path, installed()) is not None
-    except ReaderError as e:
-        raise ImportInputError(str(e)) from e
-
-
-def _reads_some(folder: Path) -> bool:
-    """Whether a reader reads a file in ``folder`` or its sub-folders (as it reads recordings there)."""
-    subs = [folder, *(d for d in folder.iterdir() if d.is_dir())]
-    return any(claimed(f) for d in subs for f in d.iterdir() if f.is_file() and f.suffix != ".jsonl")
+        msg = "no recordings (*.jsonl) in it or in its card folders: skipped"
+        found.problems.append(Problem(str(p), None, "empty", msg))
+    found.cards = {cid: [files[n] for n in sorted(files)] for cid, files in cards.items()}
+    return found
 
 
 _TIMESTAMP = re.compile(rb'\{"timestamp": "([^"]+)"')

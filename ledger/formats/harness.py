@@ -394,11 +394,13 @@ _NAMED_ACTION = re.compile(rb'"action_input":\s*\{"id":\s*"')
 
 
 def sniff(path: Path) -> str:
-    """``toolkit``, ``harness`` or ``unknown``, from the file name and the shape of the first lines.
+    """``toolkit``, ``harness`` or ``unknown``, from the shape of the first lines; the name decides only what they
+    cannot tell (side lines only, no line yet, a frame line before 0.9.4 that both write alike).
 
     A file with no JSON line at all is ``unknown`` (an empty or blank one is left to the reader, which says so).
     """
     harness_name = parse_name(path.name) is not None
+    by_name = "harness" if harness_name else "toolkit" if path.suffix == ".jsonl" else "unknown"
     records = 0
     with open(path, "rb") as f:
         for _ in range(_SNIFF_LINES):
@@ -420,16 +422,15 @@ def sniff(path: Path) -> str:
                 fpos, spos = head.find(b'"frame"'), head.find(b'"state"')
                 # FrameData.model_dump writes the frame before the state; the toolkit writes it last from 0.9.4 on,
                 # first before that, with the action's name (``"id": "RESET"``) where FrameData has its number.
-                if harness_name:
-                    return "harness"
-                return "unknown" if 0 <= fpos < spos and not _NAMED_ACTION.search(d[spos:]) else "toolkit"
+                framedata = 0 <= fpos < spos and not _NAMED_ACTION.search(d[spos:])
+                return "harness" if harness_name or framedata else "toolkit"
     if records == 0:
         # Nothing in it is JSON: no recording at all. An empty file, and a first record still being written (one
         # line, no newline yet), are left to the reader, which says so.
         with open(path, "rb") as f:
             head = f.read(1 << 16)
         writing = head.lstrip().startswith(b'{"timestamp"') and b"\n" not in head
-        return ("harness" if harness_name else "toolkit") if writing or not head.strip() else "unknown"
+        return by_name if writing or not head.strip() else "unknown"
     return "harness" if harness_name else "unknown"
 
 

@@ -1,25 +1,27 @@
-"""Readers of file formats the ledger does not know, added by other packages through the entry point group
-``ledger.readers`` (the way llm and datasette take plugins).
+"""One interface for every file format ``ledger import`` reads, and the readers other packages add through the
+entry point group ``ledger.readers`` (the way llm and datasette take plugins).
 
-``ledger import`` reads its own formats first (the toolkit's recordings, the harness recordings, benchmarking run
-folders beside them, see docs/import.md). A file that is none of them (not ``.jsonl``; given by name, or in a
-folder given) is offered to the built-in readers (:mod:`ledger.formats.builtin_readers`: the files of joinplank's
-arc-agi-3-benchmarking), then to each installed reader in the order of their entry point names; the first whose
-:meth:`Reader.reads` says yes turns it into what it decides for each card (:class:`Decided`): the server's answers
-with the action each answered, and the usage the file reports. The ledger does the rest as for its own formats:
-the answers go through the same translator as live capture, a card whose plays the ledger holds already is
-compared with them, not written again, and usage is added once to the card it belongs to (a live card too).
+Every file of the paths given (by name, or in a folder given and its sub-folders) is asked of the built-in readers
+(:mod:`ledger.formats.builtin_readers`: the toolkit's recordings, the harnesses' recordings, benchmarking run
+folders, joinplank's arc-agi-3-benchmarking files), then of each installed reader in the order of their entry point
+names; the first whose :meth:`Reader.reads` says yes reads it. A plugin's reader turns it into what it decides for
+each card (:class:`Decided`): the server's answers with the action each answered, and the usage the file reports.
+The ledger does the rest as for its own formats: the answers go through the same translator as live capture, a card
+whose plays the ledger holds already is compared with them, not written again, and usage is added once to the card
+it belongs to (a live card too).
 
 A reader is a class (instantiated without arguments) or an object with ``name``, ``reads(path)`` and
-``read(path)``; see docs/import.md for a whole example.
+``read(path)``; see docs/import.md for a whole example. The ledger's recordings are :class:`Streamed` instead: a
+recording of 200,000 lines is read line by line by the import, never held as a list of answers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 GROUP = "ledger.readers"
 
@@ -87,6 +89,28 @@ class Reader(Protocol):
         ...
 
 
+#: What a streamed format's file decides: ``answers`` (each line an answer with its action), ``frames`` (answers
+#: whose action a line may leave undecided, searched with the game's code), ``usage`` (a run's usage and tags, given
+#: to the recording of the same run, never answers).
+Decides = Literal["answers", "frames", "usage"]
+
+
+class Streamed(Protocol):
+    """A format the import streams itself (bounded memory, resumable where a file grows)."""
+
+    name: str
+    decides: Decides
+
+    def reads(self, path: Path) -> bool:
+        """Whether ``path`` is a file of this format, by what it holds (its name only where its bytes cannot tell)."""
+        ...
+
+    def card(self, path: Path) -> str | None:
+        """The card the file says it is (None: the folder it is in, or for ``usage`` the recording beside it);
+        raises ValueError, saying why, for a file of this format whose card nothing says (it refuses its card)."""
+        ...
+
+
 class ReaderError(Exception):
     """An installed reader that cannot be loaded, or failed on a file."""
 
@@ -109,7 +133,7 @@ def installed() -> list[Reader]:
     return out
 
 
-def reader_for(path: Path, readers: list[Reader]) -> Reader | None:
+def reader_for(path: Path, readers: Sequence[Reader | Streamed]) -> Reader | Streamed | None:
     """The first reader that reads ``path`` (None: none does)."""
     for r in readers:
         try:

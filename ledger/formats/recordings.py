@@ -449,6 +449,3 @@ def read_recording(
         first_bad=reader.first_bad,
         guids=reader.guids,
     )
-
-
-from ledger.formats.finding import find_recordings as find_recordings  # noqa: E402  (re-exported)

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ledger.errors import ImportInputError
-from ledger.formats.finding import head_guids
-from ledger.formats.harness import parse_name
+from ledger.formats.finding import Found, head_guids
 from ledger.formats.import_problems import Problem
 
 if TYPE_CHECKING:
@@ -84,10 +83,9 @@ class GuidIndex:
         return {g: c for g, c in sorted(found.items()) if c is not None and c != card_id}
 
 
-def plan_cards(
-    cards: dict[str, list[Path]], index: GuidIndex, card_id: str | None, problems: list[Problem]
-) -> dict[str, CardPlan]:
+def plan_cards(found: Found, index: GuidIndex, card_id: str | None, problems: list[Problem]) -> dict[str, CardPlan]:
     """card id -> its plan. Raises :class:`ImportInputError` when ``card_id`` is given for more than one card."""
+    cards = found.cards
     if card_id is not None:
         if not _OPTION_ID.match(card_id):
             raise ImportInputError(f"--card-id {card_id!r}: letters, digits and . _ : - only (at most 128)")
@@ -100,7 +98,7 @@ def plan_cards(
         return {card_id: CardPlan(files, "option", name)}
     out: dict[str, CardPlan] = {}
     for name, files in cards.items():
-        if all(parse_name(f.name) is not None for f in files):
+        if all(getattr(found.readers.get(f), "decides", None) == "frames" for f in files):
             out[name] = CardPlan(files, "harness")
         elif is_card_id(name):
             out.setdefault(name, CardPlan([], "folder")).files.extend(files)

@@ -13,10 +13,9 @@ from ledger.app.usage import card_usage, same_run
 from ledger.domain.events import AnyEvent, RecordingImported, RunUsage, State
 from ledger.domain.projection import apply, new_card
 from ledger.domain.translator import Observation, translate
-from ledger.formats.builtin_readers import builtin
 from ledger.formats.harness import STATES
 from ledger.formats.import_problems import Problem
-from ledger.formats.readers import Decided, Reader, ReaderError, installed, reader_for
+from ledger.formats.readers import Decided, Reader
 from ledger.imports.import_cards import CardResult, ImportOptions, close_import, load_existing, with_retries
 from ledger.imports.import_compare import compare_with_held, held_elsewhere
 from ledger.imports.import_runs import attach_usage
@@ -24,30 +23,6 @@ from ledger.imports.import_runs import attach_usage
 if TYPE_CHECKING:
     from ledger.formats.readers import Answer
     from ledger.ledger import Ledger
-
-
-def claimed_files(paths: list[Path]) -> list[tuple[Reader, Path]]:
-    """The files a reader reads (the built-in ones first, then the installed): those given by name and those in
-    the folders given and their sub-folders (the ledger's own formats, ``.jsonl``, never are)."""
-    files = [p for p in paths if p.is_file() and p.suffix != ".jsonl"]
-    for d in (p for p in paths if p.is_dir()):
-        for sub in [d, *sorted(x for x in d.iterdir() if x.is_dir())]:
-            files += sorted(f for f in sub.iterdir() if f.is_file() and f.suffix != ".jsonl")
-    if not files:
-        return []
-    mine = builtin()
-    readers: list[Reader] | None = None
-    out = []
-    for p in dict.fromkeys(files):
-        r = reader_for(p, mine)
-        if r is None:
-            # Installed readers are loaded only once a file is none of the ledger's: a broken plugin stops only
-            # the imports that need one.
-            readers = installed() if readers is None else readers
-            r = reader_for(p, readers)
-        if r is not None:
-            out.append((r, p))
-    return out
 
 
 def import_read(opts: ImportOptions, reader: Reader, path: Path, problems: list[Problem]) -> list[CardResult]:
@@ -225,15 +200,3 @@ def _figures(u: RunUsage) -> tuple[int | float | None, ...]:
 
 def _said(u: RunUsage) -> str:
     return f"{u.total_tokens} tokens, cost {u.cost!r}"
-
-
-def import_claimed(opts: ImportOptions, paths: list[Path], problems: list[Problem]) -> list[CardResult]:
-    """The files of ``paths`` an installed reader reads, imported; a reader that fails to load is one error."""
-    try:
-        claimed = claimed_files(paths)
-    except ReaderError as e:
-        return [CardResult("-", "not imported", 0, error=str(e), exit_code=2)]
-    out: list[CardResult] = []
-    for reader, path in claimed:
-        out += import_read(opts, reader, path, problems)
-    return out

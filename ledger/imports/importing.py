@@ -2,8 +2,8 @@
 
 How the files are found and read (their layout, truncated last lines, empty frames, bad lines) is
 :mod:`ledger.formats.recordings`; this module turns what they hold into cards. A harness recording
-(``{game_id}.{agent}.{uuid}.recording.jsonl``) is a card of its own, imported by
-:mod:`ledger.imports.importing_harness`; a file in neither format is reported (exit 2) and makes no card. Lines
+is a card of its own, imported by :mod:`ledger.imports.importing_harness`; which format a file is, its reader
+says (:mod:`ledger.formats.finding`); a file no reader reads is reported (exit 2) and makes no card. Lines
 skipped at import are recorded with the card (``LinesSkipped``); every import records the sha256 of all the bytes it
 consumed, so a file changed anywhere before its offset is refused; ``--environments`` also attaches its baseline
 set to imported cards that have none (``BaselinesAttached``).
@@ -62,7 +62,8 @@ from ledger.domain.events import (
 from ledger.domain.projection import CardState, apply, new_card
 from ledger.domain.translator import Observation, translate
 from ledger.errors import ImportInputError
-from ledger.formats.harness import FORMATS, parse_name, sniff
+from ledger.formats.finding import UNREAD, Found
+from ledger.formats.finding import find_recordings as find_recordings  # re-exported
 from ledger.formats.import_problems import REFUSED_KINDS as REFUSED_KINDS  # re-exported
 from ledger.formats.import_problems import REPEAT_KINDS as REPEAT_KINDS  # re-exported
 from ledger.formats.recordings import (
@@ -72,7 +73,6 @@ from ledger.formats.recordings import (
     FileRead,
     Problem,
     RewrittenError,
-    find_recordings,
     read_recording,
 )
 from ledger.imports.import_cards import (
@@ -103,13 +103,17 @@ def _ts_key(o: Observation) -> datetime:
     return o.ts
 
 
-def _import_card(opts: ImportOptions, card_id: str, plan: CardPlan, problems: list[Problem]) -> tuple[CardResult, int]:
+def _import_card(
+    opts: ImportOptions, card_id: str, plan: CardPlan, found: Found, problems: list[Problem]
+) -> tuple[CardResult, int]:
     files = plan.files
-    unknown = _unknown_formats(files, problems)
-    if unknown:
-        what = f"{len(unknown)} of its files in no format the ledger reads ({', '.join(f.name for f in unknown[:3])})"
+    refused = [f for f in files if f in found.refused]
+    if refused:
+        problems.extend(Problem(str(f), None, "unknown_format", found.refused[f]) for f in refused)
+        how = "in no format the ledger reads" if {found.refused[f] for f in refused} == {UNREAD} else "refused"
+        what = f"{len(refused)} of its files {how} ({', '.join(f.name for f in refused[:3])})"
         return CardResult(card_id, "not imported", len(files), error=f"{what}: nothing of it imported", exit_code=2), 0
-    if len(files) == 1 and parse_name(files[0].name) is not None:
+    if len(files) == 1 and found.readers[files[0]].decides == "frames":
         from ledger.imports.importing_harness import import_harness_card
 
         return import_harness_card(opts, card_id, files[0], problems, how=plan.how)
@@ -383,23 +387,6 @@ def _repeats(problems: list[Problem]) -> str | None:
     )
 
 
-def _unknown_formats(files: list[Path], problems: list[Problem]) -> list[Path]:
-    """The files in no format the ledger reads, each reported (exit 2): their card is not imported."""
-    unknown = []
-    for f in files:
-        try:
-            fmt = sniff(f)
-        except OSError:
-            fmt = "toolkit"  # the reader reports it as unreadable
-        if fmt == "unknown":
-            formats = "; ".join(FORMATS)
-            problems.append(
-                Problem(str(f), None, "unknown_format", f"not a recording the ledger reads. It reads: {formats}")
-            )
-            unknown.append(f)
-    return unknown
-
-
 def _size(p: Path) -> int:
     try:
         return p.stat().st_size
@@ -412,16 +399,11 @@ def total_bytes(cards: dict[str, list[Path]]) -> int:
     return sum(_size(f) for files in cards.values() for f in files)
 
 
-def named_run_folders(paths: Iterable[str | os.PathLike[str]]) -> frozenset[Path]:
-    """The benchmarking run folders (``run_meta.json`` in them) among the paths given, resolved."""
-    return frozenset(Path(p).resolve() for p in paths if Path(p).is_dir() and (Path(p) / "run_meta.json").is_file())
-
-
 def import_recordings(
     ledger: Ledger,
     paths: Iterable[str | os.PathLike[str]] | None = None,
     *,
-    cards: dict[str, list[Path]] | None = None,
+    found: Found | None = None,
     environments: str | os.PathLike[str] | None = None,
     strict: bool = False,
     progress: Callable[[int], None] | None = None,
@@ -429,12 +411,8 @@ def import_recordings(
     card_id: str | None = None,
     allow_repeats: bool = False,
     calculator: str | None = None,
-    run_folders: Iterable[str | os.PathLike[str]] = (),
 ) -> ImportSummary:
-    """Import the recordings under ``paths`` (or the ``cards`` from :func:`find_recordings`) into ``ledger``.
-
-    ``run_folders``: the paths the user gave with ``cards`` (its benchmarking run folders must be used, its files
-    an installed reader reads are imported by it: :mod:`ledger.imports.import_readers`).
+    """Import what the readers read under ``paths`` (or ``found``, from :func:`find_recordings`) into ``ledger``.
 
     ``environments``: an ``environment_files`` tree whose ``metadata.json`` baselines new cards are stored with;
     ``calculator``: the arc-agi release that played them (their calculator; unknown: :class:`UnknownCalculator`,
@@ -444,33 +422,35 @@ def import_recordings(
     bad paths, an ``environments`` folder without any ``metadata.json``, or a ``card_id`` (the card the given
     recordings are, when their folder does not name it) given for recordings of several cards.
     """
-    problems: list[Problem] = []
-    if cards is None:
-        cards, problems = find_recordings(paths or [])
+    if found is None:
+        found = find_recordings(paths or [])
+    problems = list(found.problems)
     entries: list[BaselineEntry] | None = None
     if environments is not None:
-        found, env_problems = scan_environments(environments)
-        if not found:
+        envs, env_problems = scan_environments(environments)
+        if not envs:
             raise ImportInputError(f"{environments}: no metadata.json in it (an environment_files tree)")
         problems.extend(Problem(p, None, "environments", "skipped (the toolkit skips it too)") for p in env_problems)
-        entries = bl.canonical(found)
+        entries = bl.canonical(envs)
     baselines = Baselines(ledger, entries, environments, calculator)
-    named = named_run_folders([*(paths or []), *run_folders])
-    opts = ImportOptions(ledger, baselines, GuidIndex(ledger), strict, progress, allow_repeats, named)
-    plans = plan_cards(cards, opts.index, card_id, problems)
+    opts = ImportOptions(ledger, baselines, GuidIndex(ledger), strict, progress, allow_repeats, found.runs)
+    plans = plan_cards(found, opts.index, card_id, problems)
     t0 = time.perf_counter()
     results: list[CardResult] = []
     bytes_read = 0
     for cid, plan in plans.items():
-        r, n = _import_card(opts, cid, plan, problems)
+        r, n = _import_card(opts, cid, plan, found, problems)
         results.append(r)
         if on_card is not None:
             on_card(r)
         bytes_read += n
-    from ledger.imports.import_readers import import_claimed
+    from ledger.imports.import_readers import import_read
 
-    for r in import_claimed(opts, [Path(p) for p in dict.fromkeys([*(paths or []), *run_folders])], problems):
-        results.append(r)
-        if on_card is not None:
-            on_card(r)
+    for reader, path in found.read:
+        for r in import_read(opts, reader, path, problems):
+            results.append(r)
+            if on_card is not None:
+                on_card(r)
+    if found.reader_error is not None:
+        results.append(CardResult("-", "not imported", 0, error=found.reader_error, exit_code=2))
     return ImportSummary(results, problems, bytes_read, time.perf_counter() - t0, baselines.set_id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -10,25 +9,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ledger.domain import baselines as bl
 from ledger.domain import calculators, document
 from ledger.domain.events import (
-    BASELINES_STREAM,
     AnyEvent,
     BaselineEntry,
-    BaselinesRecorded,
     CardClosed,
     CloseReason,
-    baselines_stream,
-    decode,
 )
 from ledger.domain.projection import CardState
-from ledger.domain.scoring import calculator_of, score_card
+from ledger.domain.scoring import calculator_of
 from ledger.errors import (
     BaselinesNotKnown,
     InputError,
-    UnknownBaselines,
-    VersionConflict,
 )
 from ledger.rules.rescoring import GameMatch, Match, match_note, score_under
 from ledger.rules.server_baselines import unknown_baselines
@@ -86,7 +78,6 @@ class Ledger:
     def __init__(self, store: LogStore) -> None:
         self.store = store
         self.repository = CardRepository(store, note=_to_stderr)
-        self._baselines_cache: dict[str, dict[str, BaselineEntry]] = {}
         self._on_close: list[Any] = []
 
     @classmethod
@@ -153,52 +144,25 @@ class Ledger:
         :class:`~ledger.errors.CaptureError` (nothing attached) for an ``arc-agi`` release outside 0.9.1-0.9.9
         (``LEDGER_ARC_AGI_ANY_VERSION=1`` overrides it, with a warning), an operation mode it does not know, or an
         Arcade without a name its release's era uses (:mod:`ledger.toolkit.arc_adapter`)."""
-        from ledger.toolkit.arc_adapter import capture_kind
+        from ledger.capture.capture import attach
 
-        if capture_kind(arcade) == "remote":
-            from ledger.capture.remote import RemoteCapture
-
-            return RemoteCapture(self, arcade, record_reasoning=record_reasoning, **options)
-        from ledger.capture.capture import Capture
-
-        return Capture(self, arcade, record_reasoning=record_reasoning, **options)
+        capture = attach(self.repository, arcade, record_reasoning=record_reasoning, **options)
+        self.on_close(capture.flush)
+        return capture
 
     # -- baselines ----------------------------------------------------------------------------------------
 
     def record_baselines(self, entries: Iterable[BaselineEntry], *, ts: datetime | None = None) -> str:
         """Store a baseline set (once per content) and return its id."""
-        canon = bl.canonical(entries)
-        sid = bl.set_id(canon)
-        if sid in self._baselines_cache:
-            return sid
-        stream = baselines_stream(sid)
-        if not self.store.stream_exists(stream):
-            ev = BaselinesRecorded(ts=ts or datetime.now(UTC), set_id=sid, entries=canon)
-            # Another writer may have stored the same content first: that is the same set.
-            with contextlib.suppress(VersionConflict):
-                self.append(stream, [ev], expected_version=0)
-        self._baselines_cache[sid] = bl.as_map(canon)
-        return sid
+        return self.repository.baselines.record(entries, ts=ts)
 
     def baselines(self, set_id: str) -> dict[str, BaselineEntry]:
         """The entries of a stored baseline set, by game id."""
-        cached = self._baselines_cache.get(set_id)
-        if cached is not None:
-            return cached
-        bodies, _, _ = self.store.read_bodies(baselines_stream(set_id))
-        if not bodies:
-            raise UnknownBaselines(f"baseline set {set_id} is not in this ledger")
-        ev = decode(bodies[0])
-        assert isinstance(ev, BaselinesRecorded)
-        out = bl.as_map(ev.entries)
-        self._baselines_cache[set_id] = out
-        return out
+        return self.repository.baselines.get(set_id)
 
     def baseline_set_ids(self) -> list[str]:
         """Every stored baseline set id, oldest first."""
-        return [s.stream[len(BASELINES_STREAM) :] for s in self.store.streams(BASELINES_STREAM)]
-
-    # -- reading cards ----------------------------------------------------------------------------------------
+        return self.repository.baselines.ids()
 
     def card_ids(self) -> list[str]:
         """Every card id, in the order the ledger first stored each card."""
@@ -283,7 +247,7 @@ class Ledger:
 
     def card_baselines(self, card: CardState) -> dict[str, BaselineEntry]:
         """The baseline set the card was played under (empty if it has none)."""
-        return self.baselines(card.baselines_id) if card.baselines_id else {}
+        return self.repository.baselines.of(card)
 
     def document(
         self,
@@ -296,9 +260,7 @@ class Ledger:
     ) -> document.ScorecardDoc:
         """The scorecard document of a card, under its own baselines and calculator unless others are given."""
         c = card if card is not None else self.load_card(card_id, until=until)
-        every = c.environments if c.competition_mode and not c.closed else None  # open: as the server will close it
-        entries = self.card_baselines(c) if baselines is None else baselines
-        return score_card(c, entries, all_environments=every, calculator=calculator)
+        return self.repository.document(c, baselines=baselines, calculator=calculator)
 
     def read(
         self,

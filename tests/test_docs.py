@@ -280,7 +280,7 @@ def make_demo_ledger(folder: Path, *, inputs: bool = False) -> DemoLedger:
 
     db = folder / "ledger.sqlite"
     with Ledger.open(db) as led:
-        card_id = run_demo(led)
+        card_id = run_demo(led.repository)
         head = verify_ledger(led.store).head
     if inputs:
         _docs_inputs(folder)

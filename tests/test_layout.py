@@ -34,8 +34,8 @@ LAYERS: dict[str, int] = {
     "ledger.web": 9,
     "ledger.cli": 10,
 }
-#: Upward imports the code needs, each for a reason: none. The facade hands itself to live capture
-#: (``Ledger.attach``) as the port capture names (``ledger/capture/port.py``), never as its own class.
+#: Upward imports the code needs, each for a reason: none. The facade hands live capture its card repository
+#: (``Ledger.attach``), never itself.
 TYPE_ONLY_UPWARD: frozenset[tuple[str, str]] = frozenset()
 #: A process's entry point may open the ledger like the CLI does: the recorded command's hook (``ledger record``).
 ENTRY_POINTS = frozenset({"ledger.capture.record_hook.child"})

@@ -42,7 +42,7 @@ class Served:
         self.arc = toolkit.arcade()
         led.attach(self.arc, raise_errors=False)
         self.said: list[str] = []
-        self.guard = FailClosed(led, self.arc, on_refusal=self.said.append)
+        self.guard = FailClosed(led.repository, self.arc, on_refusal=self.said.append)
         app, _ = create_app(self.arc)
         self.guard.install(app)
         self.client = app.test_client()

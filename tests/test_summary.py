@@ -44,7 +44,7 @@ def test_summary_equals_a_rebuild_after_every_kind_of_write(backend_url: str) ->
     with Ledger.open(backend_url) as led:
         ids = synthetic.write_cards(led, 5_000, seed=1)  # a season of cards, at the size CI affords
         synthetic.write_cards(led, 20, seed=2, per_step=True, first=5_000)
-        demo = run_demo(led)  # a capture through the real toolkit
+        demo = run_demo(led.repository)  # a capture through the real toolkit
         import_recordings(led, [CORPUS])
         # An open card, closed later; a retraction; an action after a retraction.
         rng = synthetic.random.Random(5)
@@ -77,7 +77,7 @@ def test_play_keys_name_the_card_of_each_guid_as_the_cards_hold_them(backend_url
     # loading every card, for captured, imported and retracted cards, a guid no card holds, and one two cards hold.
     with Ledger.open(backend_url) as led:
         ids = synthetic.write_cards(led, 30, seed=3)
-        run_demo(led)
+        run_demo(led.repository)
         import_recordings(led, [CORPUS])
         led.append_card(ids[0], [CardRetracted(ts=datetime.now(UTC), reason="x")], led.load_card(ids[0]).events)
         first = led.load_card(ids[1])
@@ -307,7 +307,7 @@ def test_ledger_cards_and_the_cards_list_give_the_same_summaries(backend_url: st
 
     with Ledger.open(backend_url) as led:
         ids = synthetic.write_cards(led, 6, seed=9)  # closed
-        captured = run_demo(led)  # through the real toolkit
+        captured = run_demo(led.repository)  # through the real toolkit
         import_recordings(led, [CORPUS])
         rng = synthetic.random.Random(11)
         lapsed = list(synthetic.card_events(rng, 50, synthetic.baselines(led), close=False))  # open since 2026-01-01

@@ -20,7 +20,7 @@ from ledger.domain.events import AnyEvent
 from ledger.errors import StoreError
 
 if TYPE_CHECKING:
-    from ledger.capture.port import LedgerPort
+    from ledger.store.cards import CardRepository
 
 #: The loss window of ``durability="batched"``: at most this many milliseconds of steps...
 BATCH_MS = 50
@@ -31,8 +31,10 @@ BATCH_EVENTS = 1000
 class Batcher:
     """Queues cards' events and commits them from a background thread (see the module's docstring)."""
 
-    def __init__(self, ledger: LedgerPort, *, window_ms: int = BATCH_MS, max_events: int = BATCH_EVENTS) -> None:
-        self.ledger = ledger
+    def __init__(
+        self, repository: CardRepository, *, window_ms: int = BATCH_MS, max_events: int = BATCH_EVENTS
+    ) -> None:
+        self.repository = repository
         self.window = window_ms / 1000
         self.max_events = max_events
         #: The first commit that failed, for the next step to raise (then cleared).
@@ -68,7 +70,7 @@ class Batcher:
                 pending, self._pending, self._queued = self._pending, {}, 0
             for card_id, (version, events, live) in pending.items():
                 try:
-                    self.ledger.append_card(card_id, events, version)
+                    self.repository.append(card_id, events, version)
                 except StoreError as e:
                     live.stale = True  # the next step rebuilds the projection from the log
                     if self.error is None:

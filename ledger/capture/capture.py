@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -28,7 +28,22 @@ from ledger.domain.translator import translate
 from ledger.toolkit import arc_adapter as arc
 from ledger.toolkit.observation import fingerprint, observation
 
+if TYPE_CHECKING:
+    from ledger.store.cards import CardRepository
+
 log = logging.getLogger(__name__)
+
+
+def attach(repository: CardRepository, arcade: Any, *, record_reasoning: bool = False, **options: Any) -> CaptureBase:
+    """Capture everything ``arcade`` (an ``arc_agi.Arcade``) does to its scorecards into ``repository``'s ledger:
+    OFFLINE/NORMAL, the toolkit's own scorecards (:class:`Capture`); ONLINE/COMPETITION, the server's, from its
+    answers (:class:`ledger.capture.remote.RemoteCapture`). ``options``: ``context``, ``on_open``, ``on_aside``,
+    ``raise_errors`` (see :class:`~ledger.capture.capture_base.CaptureBase`)."""
+    if arc.capture_kind(arcade) == "remote":
+        from ledger.capture.remote import RemoteCapture
+
+        return RemoteCapture(repository, arcade, record_reasoning=record_reasoning, **options)
+    return Capture(repository, arcade, record_reasoning=record_reasoning, **options)
 
 
 class Capture(CaptureBase):
@@ -38,9 +53,8 @@ class Capture(CaptureBase):
         self._seeds: dict[str, int | None] = {}
         self._baselines: dict[str, dict[str, Any]] = {}
         self._batcher: Batcher | None = None
-        if self.ledger.durability == "batched":
-            self._batcher = Batcher(self.ledger)
-            self.ledger.on_close(self._batcher.close)
+        if getattr(self.repository.store, "durability", "normal") == "batched":
+            self._batcher = Batcher(self.repository)
 
     # -- installation ---------------------------------------------------------------------------------------
 
@@ -153,6 +167,9 @@ class Capture(CaptureBase):
     def detach(self) -> None:
         """Put the toolkit's methods back (wrappers already made keep raising capture errors)."""
         super().detach()
+        self.flush()
+
+    def flush(self) -> None:
         if self._batcher is not None:
             self._batcher.close()
 

@@ -27,7 +27,7 @@ from ledger.errors import CaptureError, StoreError, VersionConflict
 from ledger.toolkit import arc_adapter as arc
 
 if TYPE_CHECKING:
-    from ledger.capture.port import LedgerPort
+    from ledger.store.cards import CardRepository
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class CaptureBase:
 
     def __init__(
         self,
-        ledger: LedgerPort,
+        repository: CardRepository,
         arcade: Any,
         *,
         record_reasoning: bool = False,
@@ -69,7 +69,7 @@ class CaptureBase:
         arc.check_toolkit(arcade)
         #: The release every card this capture opens is scored with (its calculator, ``CardOpened.calculator``).
         self.calculator = arc.installed_version()
-        self.ledger = ledger
+        self.repository = repository
         self.arcade = arcade
         self.record_reasoning = record_reasoning
         #: Recorded after each CardOpened (``ledger serve``/``record``); ``on_open`` is told each card id.
@@ -107,6 +107,10 @@ class CaptureBase:
                 setattr(obj, name, old)
         self._saved.clear()
 
+    def flush(self) -> None:
+        """Commit what the capture still queues (live capture under ``durability="batched"``); the ledger calls it
+        before it closes."""
+
     # -- failing closed -------------------------------------------------------------------------------------------
 
     def _fail(self, err: Exception) -> None:
@@ -137,7 +141,7 @@ class CaptureBase:
     ) -> LiveCard | None:
         """Write the card's opening (its baseline set, CardOpened with ``fields``, ``extra``, the capture context)."""
         try:
-            set_id = self.ledger.record_baselines(entries, ts=now)
+            set_id = self.repository.baselines.record(entries, ts=now)
             opened = CardOpened(
                 ts=now,
                 card_id=card_id,
@@ -152,7 +156,7 @@ class CaptureBase:
             state = new_card(card_id)
             for e in events:
                 apply(state, e)
-            self.ledger.append_card(card_id, events, 0)
+            self.repository.append(card_id, events, 0)
         except VersionConflict as e:
             holder = self._captured_elsewhere(card_id)
             if holder is None:
@@ -177,7 +181,7 @@ class CaptureBase:
         ``ledger record`` talking to a ``ledger serve`` on one ledger: the server opened the card before answering).
         None when the card is not a card the log holds."""
         try:
-            held = self.ledger.load_card(card_id)
+            held = self.repository.load(card_id)
         except (StoreError, LookupError):
             return None
         if held.opened_at is None:
@@ -217,7 +221,7 @@ class CaptureBase:
                 apply(live.state, e)
         try:
             # A long card is cached as it grows (the facade's snapshot policy): its export never replays it all.
-            wrote = self.ledger.append_card(
+            wrote = self.repository.append(
                 card_id, events, live.version, state=live.state, cached_version=live.snapshot_version
             )
         except StoreError as e:
@@ -233,7 +237,7 @@ class CaptureBase:
         """Rebuild the card's projection from the log; if the log cannot be read now (a server restarting),
         mark it stale: the next fact rebuilds it first, so capture resumes by itself once the database is back."""
         try:
-            live.state = self.ledger.load_card(card_id)
+            live.state = self.repository.load(card_id)
         except StoreError as e:
             live.stale = True
             return e

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ledger.errors import MissingExtra
 
 if TYPE_CHECKING:
-    from ledger.capture.port import LedgerPort
+    from ledger.store.cards import CardRepository
 
 DEMO_GAMES = Path(__file__).resolve().parent / "demo_games"
 
@@ -23,17 +23,18 @@ def quiet_toolkit_logger() -> logging.Logger:
     return log
 
 
-def run_demo(ledger: LedgerPort, *, seed: int = 0) -> str:
-    """Play the demo games into ``ledger`` and return the closed card's id."""
+def run_demo(repository: CardRepository, *, seed: int = 0) -> str:
+    """Play the demo games into ``repository``'s ledger and return the closed card's id."""
     from ledger.toolkit.game_files import game_action, missing
 
     if (problem := missing()) is not None:  # the arc extra (tests/test_interrupt_and_extras.py)
         raise MissingExtra(f"the demo needs the ARC toolkit ({problem}): pip install 'arc-scorecard-ledger[arc]'")
+    from ledger.capture.capture import attach
     from ledger.toolkit.arc_adapter import offline_arcade
 
     rng = random.Random(seed)
     arcade = offline_arcade(str(DEMO_GAMES), logger=quiet_toolkit_logger())
-    capture = ledger.attach(arcade)
+    capture = attach(repository, arcade)
     try:
         card_id = arcade.open_scorecard(tags=["demo"], source_url="https://example.invalid/ledger-demo")
         # dm01: level 1 with a wasted move, a level reset, then level 2 with a few wasted moves.

@@ -306,7 +306,7 @@ class RemoteCapture(CaptureBase):
             scratch = copy.deepcopy(live.state)
             for ev in [*events, CardClosed(ts=now, reason="explicit")]:
                 apply(scratch, ev)
-            doc = document.sha256(self.ledger.document(card_id, card=scratch))
+            doc = document.sha256(self.repository.document(scratch))
             events.append(CardClosed(ts=now, reason="explicit", document_sha256=doc))
             self._append(card_id, live, events, fold=True)
 
@@ -332,10 +332,10 @@ class RemoteCapture(CaptureBase):
         report = sb.reported(data)
         if not report:
             return []
-        entries, news = sb.with_reported(self.ledger.card_baselines(card), report, card.baselines_known_games or ())
+        entries, news = sb.with_reported(self.repository.baselines.of(card), report, card.baselines_known_games or ())
         if not news:
             return []
-        set_id = self.ledger.record_baselines(entries, ts=now)
+        set_id = self.repository.baselines.record(entries, ts=now)
         return [BaselinesReported(ts=now, baselines_id=set_id, answer=answer, games=news, server=card.server)]  # type: ignore[arg-type]
 
     @staticmethod

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ledger.domain.events import CardRetracted, card_stream
+from ledger.domain.events import CardRetracted
 from ledger.errors import StoreError
 from ledger.toolkit import arc_adapter
 
 if TYPE_CHECKING:
-    from ledger.capture.port import LedgerPort
+    from ledger.store.cards import CardRepository
 
 
 class DirectWatcher(Protocol):
@@ -124,7 +124,7 @@ class FailClosed:
 
     Capture runs with ``raise_errors=False`` there (the toolkit's own handler must finish: it holds the server's
     locks and caches) and logs each failure at ERROR, in the thread that made the toolkit call: the request's. This
-    guard listens to those records (any ERROR from a ``ledger.toolkit`` logger) during each request, then:
+    guard listens to those records (any ERROR from a capture logger) during each request, then:
 
     - the request during which anything failed to record is answered 503, ``{"error": "LEDGER_NOT_RECORDED",
       "message": "... not recorded ...", "card_id": ..., "recorded": false}``, whatever the toolkit answered
@@ -138,8 +138,10 @@ class FailClosed:
     - every other card is unaffected: once the database accepts writes again, new cards are recorded as usual.
     """
 
-    def __init__(self, ledger: LedgerPort, arcade: Any, *, on_refusal: Callable[[str], None] | None = None) -> None:
-        self.ledger = ledger
+    def __init__(
+        self, repository: CardRepository, arcade: Any, *, on_refusal: Callable[[str], None] | None = None
+    ) -> None:
+        self.repository = repository
         self.arcade = arcade
         #: Told one line per refused request (``ledger serve`` prints it on stderr).
         self.on_refusal = on_refusal
@@ -248,7 +250,7 @@ class FailClosed:
             why = self._incomplete[card]
         reason = f"incomplete: ledger serve could not record part of this card ({why}); the server counted more"
         try:
-            self.ledger.append(card_stream(card), [CardRetracted(ts=datetime.now(UTC), reason=reason)], None)
+            self.repository.append(card, [CardRetracted(ts=datetime.now(UTC), reason=reason)], None)
         except StoreError as e:  # the database may still refuse writes: the next close of it tries again
             if self.on_refusal is not None:
                 self.on_refusal(f"card {card} could not be marked incomplete in the ledger: {e}")
@@ -294,14 +296,14 @@ def _incomplete(card: str, cause: str, outcome: str) -> str:
 
 
 class _Failures(logging.Handler):
-    """Collects, per request thread, the ERROR records of capture (``ledger.toolkit.*``)."""
+    """Collects, per request thread, the ERROR records of capture (``ledger.capture.*``, ``ledger.toolkit.*``)."""
 
     def __init__(self, tls: threading.local) -> None:
         super().__init__(level=logging.ERROR)
         self._tls = tls
 
     def emit(self, record: logging.LogRecord) -> None:
-        if not record.name.startswith("ledger.toolkit"):
+        if not record.name.startswith(("ledger.capture", "ledger.toolkit")):
             return
         failures = getattr(self._tls, "failures", None)
         if failures is not None:

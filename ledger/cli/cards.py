@@ -514,7 +514,7 @@ def demo(ctx: click.Context, seed: int) -> None:
     from ledger.rules.text import replay_text
 
     with open_ledger(ctx, write=True) as ledger:
-        card_id = run_demo(ledger, seed=seed)
+        card_id = run_demo(ledger.repository, seed=seed)
         card = ledger.load_card(card_id)
         doc = ledger.document(card_id, card=card)
         click.echo(replay_text(card, doc))

@@ -86,7 +86,9 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
             record_reasoning=True,
             on_open=opened.append,
         )
-        guard = FailClosed(ledger, arcade, on_refusal=lambda line: click.echo(f"ledger serve: {line}", err=True))
+        guard = FailClosed(
+            ledger.repository, arcade, on_refusal=lambda line: click.echo(f"ledger serve: {line}", err=True)
+        )
         try:
             port = pick_port(host, port)
             check_bindable(host, port)

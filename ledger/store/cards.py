@@ -20,16 +20,20 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import msgspec
 
-from ledger.domain.events import CARD_STREAM, AnyEvent, card_stream, decode
+from ledger.domain.calculators import Calculator
+from ledger.domain.document import ScorecardDoc
+from ledger.domain.events import CARD_STREAM, AnyEvent, BaselineEntry, card_stream, decode
 from ledger.domain.projection import CardState, fold, new_card
 from ledger.domain.replay import ChunkMismatch, fold_joined
+from ledger.domain.scoring import score_card
 from ledger.errors import AmbiguousCard, InputError, StoreError, UnknownCard
 from ledger.store.base import LogStore, Snapshot, StoredEvent
+from ledger.store.baselines import BaselineSets
 
 # The snapshot policy, all of it here.
 #: The snapshots' format; a new one makes old snapshots be ignored (and rewritten).
@@ -137,6 +141,8 @@ class CardRepository:
 
     def __init__(self, store: LogStore, note: Callable[[str], None] | None = None) -> None:
         self.store = store
+        #: The baseline sets the cards are scored under.
+        self.baselines = BaselineSets(store)
         self._note = note
         self._said: set[str] = set()
         #: How many snapshot rows the last :meth:`snapshot_problems` compared.
@@ -314,15 +320,15 @@ class CardRepository:
         self,
         card_id: str,
         events: Iterable[AnyEvent],
-        expected_version: int,
+        expected_version: int | None,
         *,
         state: CardState | None = None,
         cached_version: int = 0,
         whole: bool = True,
     ) -> Appended:
-        """Append to a card's stream, then apply the snapshot policy: ``state`` (the card after these events, when
-        the caller holds it) is cached once the card is closed or once :data:`SNAPSHOT_EVERY` events have followed
-        the snapshot at ``cached_version``."""
+        """Append to a card's stream (``expected_version`` None: at its head), then apply the snapshot policy:
+        ``state`` (the card after these events, when the caller holds it) is cached once the card is closed or once
+        :data:`SNAPSHOT_EVERY` events have followed the snapshot at ``cached_version``."""
         stored = self.store.append(card_stream(card_id), events, expected_version=expected_version, whole=whole)
         cached = False
         if state is not None and stored:
@@ -331,6 +337,18 @@ class CardRepository:
                 self.save(card_id, state, last.version, last.seq, last.hash)
                 cached = True
         return Appended(stored, cached)
+
+    def document(
+        self,
+        card: CardState,
+        *,
+        baselines: Mapping[str, BaselineEntry] | None = None,
+        calculator: Calculator | None = None,
+    ) -> ScorecardDoc:
+        """The card's scorecard document, under its own baselines and calculator unless others are given."""
+        every = card.environments if card.competition_mode and not card.closed else None  # as the server will close it
+        entries = self.baselines.of(card) if baselines is None else baselines
+        return score_card(card, entries, all_environments=every, calculator=calculator)
 
     # -- checking -----------------------------------------------------------------------------------------------
 

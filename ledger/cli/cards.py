@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
+import os
 import sys
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -147,6 +145,8 @@ def cards(
             mixed = mixed_calculators(ledger, [r.card_id for r in rows])
         hidden = 0
         if not rows and not include_retracted:
+            import dataclasses
+
             hidden = len(list_cards(ledger, dataclasses.replace(f, include_retracted=True)))
         usage = None
         if columns:
@@ -341,6 +341,8 @@ def replay(
         # A benchmarking run's usage and cost, kept with a card imported from its run folder.
         usage = card_usage(ledger, card.card_id)
     if as_json:
+        import json
+
         out: dict[str, Any] = {
             "card_id": card.card_id,
             "events": card.events,
@@ -430,7 +432,7 @@ def _plays_json(card: CardState) -> dict[str, list[dict[str, Any]]]:
 )
 @click.option(
     "--checkpoint",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=click.Path(exists=True, dir_okay=False),
     default=None,
     help="Also check that the log extends this signed checkpoint (`ledger checkpoint`): its signature, then an "
     "RFC 9162 consistency proof from the tree it signed to the tree the events make today. Needs --key.",
@@ -438,7 +440,7 @@ def _plays_json(card: CardState) -> dict[str, list[dict[str, Any]]]:
 # A file option like --checkpoint's: the key that checks it, with help of its own.
 @click.option(
     "--key",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=click.Path(exists=True, dir_okay=False),
     default=None,
     help="The public key (KEY.pub from `ledger keygen`) the checkpoint must be signed with.",
 )
@@ -448,8 +450,8 @@ def verify(
     expect_head: str | None,
     as_json: bool,
     quick: bool,
-    checkpoint: Path | None,
-    key: Path | None,
+    checkpoint: str | None,
+    key: str | None,
 ) -> None:
     """Checks every link of every stream's hash chain, the append-only triggers and the schema revision, then
     every table derived from the log against a rebuild: the cards summary and tag figures, the cached card states,
@@ -466,6 +468,8 @@ def verify(
       ledger verify --expect-head HEAD  # nothing changed since?
       ledger verify --json
     """
+    from pathlib import Path
+
     from ledger.app.verify import check_expected_head, verify_ledger
     from ledger.cli.evidence import verify_checkpoint_files
 
@@ -475,7 +479,7 @@ def verify(
         with verify_progress(ledger, show=not as_json) as progress:
             rep = verify_ledger(ledger.store, progress=progress, quick=quick)
         head_check = check_expected_head(ledger, rep, expect_head) if expect_head is not None else None
-        cp = verify_checkpoint_files(ledger.store, checkpoint, key) if checkpoint and key else None
+        cp = verify_checkpoint_files(ledger.store, Path(checkpoint), Path(key)) if checkpoint and key else None
     if as_json:
         out = rep.to_json()
         if head_check is not None:
@@ -525,7 +529,7 @@ def demo(ctx: click.Context, seed: int) -> None:
         exe = ledger_command()
         click.echo(f"try:    {exe} --db {shown} export {card_id} --indent 2")
         if exe != "ledger":
-            click.echo(f"        (`ledger` alone works after `source {Path(exe).parent}/activate`)")
+            click.echo(f"        (`ledger` alone works after `source {os.path.dirname(exe) or '.'}/activate`)")
         view, bundle = viewer_commands(exe, shown, card_id)
         click.echo(f"look:   {view}")
         click.echo(f"share:  {bundle}")

@@ -5,12 +5,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
@@ -314,6 +312,8 @@ def write_output(text: str, out: str | None) -> None:
 
 def echo_json(obj: Any) -> None:
     """Print ``obj`` as indented JSON."""
+    import json
+
     click.echo(json.dumps(msgspec.to_builtins(obj), indent=2))
 
 
@@ -374,7 +374,7 @@ def complete_card_ids(ctx: click.Context, _param: click.Parameter, incomplete: s
     from ledger.ledger import Ledger
 
     db = _completion_db(ctx)
-    if "://" not in db and not Path(db).is_file():
+    if "://" not in db and not os.path.isfile(db):
         return []  # completing must never create a ledger
     try:
         with Ledger.open(db, readonly=True) as ledger:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import click
@@ -70,6 +68,10 @@ def verify_progress(ledger: Any, *, show: bool) -> Iterator[Callable[[int], None
 
 def ledger_command() -> str:
     """How the user can run this program again: ``ledger`` when that is what the shell finds, else its path."""
+    # Imported here: a command that never names itself starts without them.
+    import shutil
+    from pathlib import Path
+
     argv0 = sys.argv[0] if sys.argv else ""
     me = Path(argv0) if argv0 and Path(argv0).name == "ledger" else Path(sys.executable).parent / "ledger"
     if not me.exists():

@@ -7,8 +7,6 @@ value is None is left out, computed fields come after the declared ones. ``api_k
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
 import msgspec
@@ -96,11 +94,15 @@ def to_json(doc: ScorecardDoc, indent: int | None = None) -> str:
 
 def sha256(doc: ScorecardDoc) -> str:
     """The hash of the compact document (stored in CardClosed for the audit)."""
+    import hashlib
+
     return hashlib.sha256(to_json(doc).encode("utf-8")).hexdigest()
 
 
 def rest_answer(doc: ScorecardDoc) -> bytes:
     """The document as the toolkit's REST server sends it (``POST /api/scorecard/close``): Flask's ``jsonify`` of the
     same values, keys sorted, compact, non-ASCII escaped, and a newline at the end."""
+    import json
+
     values = json.loads(to_json(doc))
     return (json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=True) + "\n").encode("ascii")

@@ -17,14 +17,16 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import msgspec
 
 from ledger.domain import chain
 from ledger.domain.events import Event, encode, type_of
 from ledger.errors import HistoryConflict, InputError, LedgerError, StoreError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 Durability = Literal["normal", "full", "batched"]
 
@@ -221,7 +223,7 @@ def normalize_url(path_or_url: str | os.PathLike[str]) -> str:
     s = os.fspath(path_or_url)
     if "://" in s:
         return s
-    return "sqlite:///" + str(Path(s).expanduser().resolve())
+    return "sqlite:///" + os.path.realpath(os.path.expanduser(s))
 
 
 def hide_password(url: str) -> str:
@@ -230,14 +232,20 @@ def hide_password(url: str) -> str:
 
 
 def migrations_dir() -> Path:
-    """Where the Alembic scripts are.
+    """Where the Alembic scripts are (:func:`_migrations`, as a path)."""
+    from pathlib import Path
 
-    The source tree keeps them at its top level (``migrations/``); a built wheel carries them inside the package as
-    ``ledger/store/migrations`` (pyproject.toml maps them there), so an install needs no checkout.
-    """
-    here = Path(__file__).resolve().parent
-    packaged = here / "migrations"
-    return packaged if (packaged / "env.py").is_file() else here.parent.parent / "migrations"
+    return Path(_migrations())
+
+
+def _migrations() -> str:
+    # The source tree keeps them at its top level (``migrations/``); a built wheel carries them inside the package
+    # as ``ledger/store/migrations`` (pyproject.toml maps them there), so an install needs no checkout.
+    here = os.path.dirname(os.path.realpath(__file__))
+    packaged = os.path.join(here, "migrations")
+    if os.path.isfile(os.path.join(packaged, "env.py")):
+        return packaged
+    return os.path.join(os.path.dirname(os.path.dirname(here)), "migrations")
 
 
 @functools.cache
@@ -247,9 +255,13 @@ def known_revisions() -> tuple[str, ...]:
     Read from the files' ``revision = "..."`` lines, in the order of their names, so that checking a ledger's
     revision needs no Alembic (a test checks that this agrees with Alembic's own script directory).
     """
-    files = sorted((migrations_dir() / "versions").glob("[0-9]*_*.py"), key=lambda p: p.name)
-    found = (re.search(r'^revision = "([^"]+)"', p.read_text(encoding="utf-8"), re.M) for p in files)
-    return tuple(m.group(1) for m in found if m)
+    versions = os.path.join(_migrations(), "versions")
+    out = []
+    for name in sorted(n for n in os.listdir(versions) if n[:1].isdigit() and "_" in n and n.endswith(".py")):
+        with open(os.path.join(versions, name), encoding="utf-8") as f:
+            if m := re.search(r'^revision = "([^"]+)"', f.read(), re.M):
+                out.append(m.group(1))
+    return tuple(out)
 
 
 def head_revision() -> str:

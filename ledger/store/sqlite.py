@@ -16,7 +16,6 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.domain import chain
@@ -97,8 +96,8 @@ class SQLiteStore(StoreBase):
         if readonly:
             self._check_is_ledger()
             return
-        parent = Path(self.path).parent
-        if not parent.is_dir():
+        parent = os.path.dirname(self.path) or "."
+        if not os.path.isdir(parent):
             raise StoreError(f"cannot open the ledger {self.path}: folder {parent} does not exist")
         if not writable(self.path):
             raise StoreError(f"cannot open the ledger at {self.describe()} for writing{self._readonly_hint()}")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from typing import Any
 
@@ -385,7 +384,7 @@ def ranked_cards(store: LogStore) -> list[tuple[str, list[str], float]]:
     """(card id, tags, score) of every card that is not retracted, in the order the leaderboard breaks ties (when
     opened, then id): what a leaderboard re-scored in Python ranks."""
     sql = f"SELECT card_id, tags, score FROM {SUMMARY} WHERE retracted IS NULL ORDER BY opened_key, card_id"
-    return [(r[0], json.loads(r[1]) if r[1] else [], float(r[2])) for r in query(store, sql)]
+    return [(r[0], msgspec.json.decode(r[1]) if r[1] else [], float(r[2])) for r in query(store, sql)]
 
 
 def tag_figure_rows(

@@ -256,6 +256,7 @@ def _side_by_side(target: Any, url: str, procs: int, steps: int) -> tuple[float,
 
 def concurrent_writers(url: str, procs: int = 16, steps: int = 200) -> list[str]:
     """``procs`` capturing processes, then as many bare INSERT+COMMIT loops, on the PostgreSQL database ``url``."""
+    Ledger.open(url).close()  # the ledger's schema first: a database holding other tables is refused as no ledger
     with pg_connect(url) as con:
         con.execute("CREATE TABLE IF NOT EXISTS bench_w (seq BIGSERIAL PRIMARY KEY, body BYTEA NOT NULL)")
     wall, cap = _side_by_side(_capture, url, procs, steps)

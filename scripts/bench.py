@@ -18,7 +18,7 @@ from pathlib import Path
 
 AREAS = [
     *("cli", "core", "import", "rescore", "audit", "postgres", "web"),
-    *("record", "harness", "resim", "evidence", "retract", "remote", "scale", "soak"),
+    *("record", "harness", "resim", "evidence", "remote", "scale", "soak"),
 ]
 
 

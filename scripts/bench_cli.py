@@ -19,14 +19,14 @@ and after a change, on the same ledgers).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from benchlib import pg_database, pg_unusable, proc, rounds
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUNDS = 9
@@ -51,25 +51,26 @@ def _ledger(*args: str) -> list[str]:
     return [sys.executable, "-c", "import sys; from ledger.cli import main; sys.argv[0] = 'ledger'; main()", *args]
 
 
-def _wall(cmd: list[str], env: dict[str, str]) -> float:
-    return _timed(cmd, env)[0]
+def _best[K](commands: dict[K, tuple[list[str], dict[str, str]]], n_rounds: int) -> dict[K, tuple[float, float]]:
+    """The least (wall, CPU) seconds of each command in ``n_rounds`` interleaved rounds, after a warm-up run (page
+    cache, .pyc files) that leaves out, with a note, a command that fails."""
+    measures = {}
+    for key, (cmd, env) in commands.items():
+        try:
+            _times(cmd, env)
+        except RuntimeError as e:
+            print(f"  ({key}: {e}; left out)", file=sys.stderr)
+            continue
+        measures[key] = functools.partial(_times, cmd, env)
+    return rounds(n_rounds, measures)
 
 
-def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of the process: user + system) of one run of ``cmd``."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    r = subprocess.run(
-        cmd, env=env, cwd=env["PYTHONPATH"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-    dt = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if r.returncode not in (0,):
-        raise RuntimeError(f"{' '.join(cmd[3:])} failed ({r.returncode}): {r.stderr.strip()[-300:]}")
-    return dt, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+def _times(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    p = proc(cmd, env=env, cwd=env["PYTHONPATH"])
+    return p.wall, p.cpu
 
 
-def measure(src: Path = ROOT, rounds: int = ROUNDS) -> list[tuple[str, float, float]]:
+def measure(src: Path = ROOT, n_rounds: int = ROUNDS) -> list[tuple[str, float, float]]:
     """(command, best wall seconds, ratio to the floor) for the floor and each read command."""
     with tempfile.TemporaryDirectory() as tmp:
         env = _env(src, str(Path(tmp) / "pycache"))
@@ -85,19 +86,9 @@ def measure(src: Path = ROOT, rounds: int = ROUNDS) -> list[tuple[str, float, fl
             "ledger replay CARD": _ledger("--db", db, "replay", card),
             "ledger verify": _ledger("--db", db, "verify"),
         }
-        best: dict[str, float] = {}
-        for name, cmd in list(commands.items()):
-            try:
-                _wall(cmd, env)  # warm the page cache and the .pyc files
-            except RuntimeError as e:
-                print(f"  ({name}: {e}; left out)", file=sys.stderr)
-                del commands[name]
-        for _ in range(rounds):
-            for name, cmd in commands.items():
-                dt = _wall(cmd, env)
-                best[name] = min(best.get(name, dt), dt)
-    floor = next(iter(best.values()))
-    return [(name, t, t / floor) for name, t in best.items()]
+        best = _best({name: (cmd, env) for name, cmd in commands.items()}, n_rounds)
+    floor = best["python -c pass"][0]
+    return [(name, wall, wall / floor) for name, (wall, _) in best.items()]
 
 
 def lines(results: list[tuple[str, float, float]]) -> list[str]:
@@ -111,9 +102,9 @@ def lines(results: list[tuple[str, float, float]]) -> list[str]:
 
 def _demo(src: Path, env: dict[str, str], db: str) -> str:
     """A demo ledger at ``db``; its card's id."""
-    out = subprocess.run(_ledger("--db", db, "demo"), env=env, cwd=src, capture_output=True, text=True, check=True)
-    found = re.search(r"export (\S+) --indent 2", out.stdout)
-    assert found is not None, out.stdout
+    out = proc(_ledger("--db", db, "demo"), env=env, cwd=src).out.decode()
+    found = re.search(r"export (\S+) --indent 2", out)
+    assert found is not None, out
     return found.group(1)
 
 
@@ -129,7 +120,7 @@ Best = tuple[float, float]
 
 
 def measure_pg(
-    srcs: list[Path], pg: str, rounds: int = ROUNDS
+    srcs: list[Path], pg: str, n_rounds: int = ROUNDS
 ) -> tuple[list[tuple[Path, str, Best, Best]], list[Best]]:
     """(checkout, command, best on SQLite, best on PostgreSQL) for each read command, on the demo's ledger and its
     copy in the PostgreSQL database ``pg``, every checkout and backend in the same rounds; and the best of each of
@@ -138,23 +129,16 @@ def measure_pg(
         envs = {src: _env(src, str(Path(tmp) / f"pycache{i}")) for i, src in enumerate(srcs)}
         db = str(Path(tmp) / "ledger.sqlite")
         card = _demo(srcs[0], envs[srcs[0]], db)
-        copy = _ledger("--db", db, "copy", "--to", pg)
-        subprocess.run(copy, env=envs[srcs[0]], cwd=srcs[0], capture_output=True, text=True, check=True)
+        proc(_ledger("--db", db, "copy", "--to", pg), env=envs[srcs[0]], cwd=srcs[0])
         commands = {
-            (src, name, where): _ledger("--db", where, *name.replace("CARD", card).split())
+            (src, name, where): (_ledger("--db", where, *name.replace("CARD", card).split()), envs[src])
             for src in srcs
             for name in PG_COMMANDS
             for where in (db, pg)
         }
-        commands.update({(srcs[0], name, ""): [sys.executable, "-c", code] for name, code in DRIVER_IMPORT.items()})
-        for key, cmd in commands.items():
-            _wall(cmd, envs[key[0]])  # warm the page cache and the .pyc files
-        best: dict[tuple[Path, str, str], Best] = {}
-        for _ in range(rounds):
-            for key, cmd in commands.items():
-                wall, cpu = _timed(cmd, envs[key[0]])
-                was = best.get(key, (wall, cpu))
-                best[key] = (min(was[0], wall), min(was[1], cpu))
+        for name, code in DRIVER_IMPORT.items():
+            commands[(srcs[0], name, "")] = ([sys.executable, "-c", code], envs[srcs[0]])
+        best = _best(commands, n_rounds)
     floor = [best[(srcs[0], name, "")] for name in DRIVER_IMPORT]
     return [(src, name, best[(src, name, db)], best[(src, name, pg)]) for src in srcs for name in PG_COMMANDS], floor
 
@@ -178,12 +162,10 @@ def pg_lines(results: list[tuple[Path, str, Best, Best]]) -> list[str]:
 
 
 def _pg_section(srcs: list[Path], rounds: int) -> list[str]:
-    from bench_postgres import admin_url, bench_database, unreachable
-
-    why = unreachable()
+    why = pg_unusable()
     if why is not None:
-        return [f"PostgreSQL read commands: skipped ({admin_url()} is not usable: {why}; set LEDGER_BENCH_PG_URL)"]
-    with bench_database() as pg:
+        return [f"PostgreSQL read commands: skipped ({why})"]
+    with pg_database() as pg:
         results, (bare, driver) = measure_pg(srcs, pg, rounds)
     head = f"PostgreSQL read commands against SQLite, best of {rounds} (the demo's card, copied; goal {PG_GOAL}x)"
     cards = next(sq for src, name, sq, _ in results if src == srcs[-1] and name == "cards")
@@ -215,12 +197,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=ROUNDS)
     args = ap.parse_args()
     srcs = [s.resolve() for s in args.src or [ROOT]]
-    if args.pg:
-        sys.path.insert(0, str(ROOT / "scripts"))
-        out = _pg_section(srcs, args.rounds)
-    else:
-        out = lines(measure(srcs[0], args.rounds))
-    for line in out:
+    for line in _pg_section(srcs, args.rounds) if args.pg else lines(measure(srcs[0], args.rounds)):
         print(line)
     return 0
 

@@ -4,56 +4,26 @@ the per-step cost that live capture adds to a toolkit step next to one bare SQLi
 from __future__ import annotations
 
 import functools
-import logging
+import itertools
 import os
-import random
 import sqlite3
 import tempfile
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import arc_agi.scorecard  # noqa: F401  (imported first: its import sets its logger to INFO)
+from benchlib import BASELINES, GAME, GUID, build_card, rounds, synthetic_plays, toolkit_steps
 
+import tests.toolkit  # noqa: F401  (before the toolkit's first use here: it quiets arc_agi.scorecard's INFO lines)
 from ledger import Ledger
-from ledger.domain.events import CardOpened, card_stream, encode, type_of
-from ledger.domain.projection import new_card
-from ledger.domain.translator import Observation, translate
+from ledger.domain.events import CardOpened
 from ledger.store.sqlite_sql import INSERT_SQL
 from ledger.store.summary_sql import COUNTERS_SQL
 
-logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
-
-GAME = "wkex-0000000f"
-BASELINES = [22, 123, 73]
-
-
-def synthetic_plays(n_steps: int, seed: int = 7) -> list[tuple[int, int, str, bool]]:
-    """(action, levels_completed after, state after, full_reset) for a long agent session on a 3-level game:
-    mostly ACTION2 (no effect), ACTION1 completing levels now and then, level resets, full resets."""
-    rng = random.Random(seed)
-    out = [(0, 0, "NOT_FINISHED", True)]
-    levels = 0
-    since_level = 0
-    for _ in range(n_steps - 1):
-        r = rng.random()
-        if r < 0.002:
-            if since_level == 0:
-                levels = 0
-                out.append((0, 0, "NOT_FINISHED", True))
-            else:
-                out.append((0, levels, "NOT_FINISHED", False))
-            since_level = 0
-        elif r < 0.004 and levels < 2:
-            levels += 1
-            since_level = 0
-            out.append((1, levels, "NOT_FINISHED", False))
-        else:
-            since_level += 1
-            out.append((2, levels, "NOT_FINISHED", False))
-    return out
+STREAM = f"card:{GUID}"
+TS = "2026-12-02T13:15:36.465255+00:00"
 
 
 def toolkit_rate(plays: list[tuple[int, int, str, bool]]) -> tuple[float, str, str]:
@@ -65,7 +35,7 @@ def toolkit_rate(plays: list[tuple[int, int, str, bool]]) -> tuple[float, str, s
 
     mgr = ScorecardManager()
     card_id = mgr.new_scorecard(None, None, "", None)
-    guid = "0f0e0d0c-0000-4000-8000-000000000001"
+    guid = GUID
     mgr.add_game(card_id, guid)
     frame = [np.zeros((1, 1), dtype=np.int8)]
     cache: dict[tuple[int, int, str, bool], Any] = {}
@@ -96,81 +66,45 @@ def toolkit_rate(plays: list[tuple[int, int, str, bool]]) -> tuple[float, str, s
     return len(frames) / dt, doc.model_dump_json(), card_id
 
 
-def build_card(led: Ledger, plays: list[tuple[int, int, str, bool]], card_id: str) -> int:
-    """Write the plays as a captured card would be written (translator -> events), in large transactions."""
-    from ledger.domain.baselines import BaselineEntry
-    from ledger.domain.events import CardOpened
-
-    t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    sid = led.record_baselines([BaselineEntry(game_id=GAME, baseline_actions=BASELINES)], ts=t0)
-    state = new_card(card_id)
-    stream = card_stream(card_id)
-    opened = CardOpened(ts=t0, card_id=card_id, baselines_id=sid)
-    from ledger.domain.projection import apply
-
-    apply(state, opened)
-    batch = [(type_of(opened), t0.isoformat(), encode(opened))]
-    version = 0
-    n = 1
-    guid = "0f0e0d0c-0000-4000-8000-000000000001"
-    for i, (a, lv, st, fr) in enumerate(plays):
-        ts = t0 + timedelta(milliseconds=i)
-        obs = Observation(
-            ts=ts, game_id=GAME, guid=guid, action=a, state=st, levels_completed=lv, full_reset=fr, frame_empty=False
-        )
-        for e in translate(state, obs):
-            batch.append((type_of(e), ts.isoformat(), encode(e)))
-        if len(batch) >= 20_000:
-            led.store.append_encoded(stream, batch, expected_version=version)
-            version += len(batch)
-            n += len(batch)
-            batch = []
-    if batch:
-        led.store.append_encoded(stream, batch, expected_version=version)
-        n += len(batch)
-    return n
-
-
-def export_figures(n_steps: int, rounds: int = 3) -> list[str]:
+def export_figures(n_steps: int, n_rounds: int = 3) -> list[str]:
     """The toolkit's in-memory rate and a cold export of the same plays, in alternating rounds, best of each."""
     plays = synthetic_plays(n_steps)
     rate_tk, tk_json, card_id = toolkit_rate(plays)
+    first = [rate_tk]
+    same = True
     with tempfile.TemporaryDirectory() as d, Ledger.open(Path(d) / "bench.sqlite") as led:
         t = time.perf_counter()
         n_events = build_card(led, plays, card_id)
         built = time.perf_counter() - t
-        cold = float("inf")
-        same = True
-        for r in range(rounds):
-            if r:
-                rate_tk = max(rate_tk, toolkit_rate(plays)[0])
+
+        def cold() -> float:
+            nonlocal same
             led.store.drop_snapshots()
             t = time.perf_counter()
-            out = led.export(card_id)
-            cold = min(cold, time.perf_counter() - t)
-            same = same and out == tk_json
+            same = same and led.export(card_id) == tk_json
+            return time.perf_counter() - t
+
+        def toolkit() -> float:
+            return -(first.pop() if first else toolkit_rate(plays)[0])
+
+        best = rounds(n_rounds, {"toolkit": toolkit, "cold": cold})
+        rate_tk = -best["toolkit"]
         t = time.perf_counter()
-        out2 = led.export(card_id)
+        same = same and led.export(card_id) == tk_json
         warm = time.perf_counter() - t
-        same = same and out2 == tk_json
-        lines = [
-            f"toolkit ScorecardManager.update_scorecard (in memory): {rate_tk:,.0f} updates/s on {len(plays):,} steps",
-            f"building the card: {n_events:,} events in {built:.1f} s",
-        ]
-        lines.append(
-            f"ledger export, cold (full replay, no cache): {n_events / cold:,.0f} events/s ({cold:.2f} s), "
-            f"{n_events / cold / rate_tk:.1f}x the toolkit's rate (GOAL >= 5x)"
-        )
-        lines.append(
-            f"ledger export, warm (projection cache): {warm * 1000:.1f} ms, "
-            f"{n_events / warm / rate_tk:,.0f}x the toolkit's rate"
-        )
-        lines.append(f"export identical to the toolkit's JSON for the same plays: {same}")
-    return lines
+    return [
+        f"toolkit ScorecardManager.update_scorecard (in memory): {rate_tk:,.0f} updates/s on {len(plays):,} steps",
+        f"building the card: {n_events:,} events in {built:.1f} s",
+        f"ledger export, cold (full replay, no cache): {n_events / best['cold']:,.0f} events/s ({best['cold']:.2f} s), "
+        f"{n_events / best['cold'] / rate_tk:.1f}x the toolkit's rate (GOAL >= 5x)",
+        f"ledger export, warm (projection cache): {warm * 1000:.1f} ms, "
+        f"{n_events / warm / rate_tk:,.0f}x the toolkit's rate",
+        f"export identical to the toolkit's JSON for the same plays: {same}",
+    ]
 
 
-def capture_figures(n_steps: int, rounds: int = 3) -> list[str]:
-    """Per-step cost of capture next to one bare commit, in both durability modes, measured in alternating rounds
+def capture_figures(n_steps: int, n_rounds: int = 3) -> list[str]:
+    """Per-step cost of capture next to one bare commit, in each durability mode, measured in alternating rounds
     (bare step, attached step, bare commit, ...) and the best of each taken, so that a busy machine weighs on all.
 
     The ledger runs SQLite's WAL checkpoints in a background thread (``ledger/store/wal.py``); the bare
@@ -178,29 +112,8 @@ def capture_figures(n_steps: int, rounds: int = 3) -> list[str]:
     the bare commit with its checkpoints kept out of the loop, i.e. the commit alone."""
     lines = []
     for durability in ("normal", "batched", "full"):
-        best: dict[str, float] = {}
         with tempfile.TemporaryDirectory() as d:
-            for r in range(rounds):
-                got = {
-                    "bare": step_cost(None, n_steps),
-                    "attached": step_cost(str(Path(d) / f"cap-{durability}-{r}.sqlite"), n_steps, durability),
-                    "inline": step_cost(str(Path(d) / f"inl-{durability}-{r}.sqlite"), n_steps, durability, True)
-                    if durability == "normal"
-                    else 0.0,
-                    "commit": bare_commit(Path(d) / f"bare-{durability}-{r}.sqlite", durability, n_steps),
-                    "commit_only": bare_commit(Path(d) / f"nockpt-{durability}-{r}.sqlite", durability, n_steps, 0),
-                    "schema": schema_commit(Path(d) / f"schema-{durability}.sqlite", durability, n_steps),
-                    "situ_plain": in_situ_commit(Path(d) / f"situ-p-{durability}-{r}.sqlite", durability, n_steps),
-                    "situ_ledger": in_situ_commit(
-                        Path(d) / f"situ-l-{durability}-{r}.sqlite", durability, n_steps, "ledger"
-                    ),
-                }
-                if durability == "normal":
-                    for table in ("ledger", *FLOOR_TABLES):
-                        for summary in (False, True):
-                            where = Path(d) / f"floor-{r}.sqlite"
-                            got[f"{table}+{summary}"] = schema_commit(where, durability, n_steps, table, summary)
-                best = {k: min(v, best.get(k, v)) for k, v in got.items()}
+            best = rounds(n_rounds, capture_measures(Path(d), durability, n_steps))
         added = best["attached"] - best["bare"]
         goal = {"normal": " (GOAL <= 1.5x)", "batched": " (opt-in: loses up to 50 ms of steps on a crash)"}
         goal_note = goal.get(durability, "")
@@ -220,15 +133,41 @@ def capture_figures(n_steps: int, rounds: int = 3) -> list[str]:
             f"{plain * 1e6:.0f} us/step -> capture {added / plain:.2f}x{goal_note}; the ledger's raw INSERT+COMMIT "
             f"(no Python) adds {raw * 1e6:.0f} us -> {raw / plain:.2f}x (the floor of the ledger's table)"
         )
-        inline = best["inline"] - best["bare"]
         if durability == "normal":  # under full the ledger checkpoints inline (see ledger/store/wal.py)
+            inline = best["inline"] - best["bare"]
             lines.append(
                 f"[{durability}]   (checkpoints inside the commits, as before: capture adds {inline * 1e6:.0f} "
                 f"us/step -> {inline / best['commit']:.2f}x)"
             )
             lines += floor_lines(best, added)
-            lines += breakdown_lines(n_steps, rounds)
+            lines += breakdown_lines(n_steps, n_rounds)
     return lines
+
+
+def capture_measures(d: Path, durability: str, n: int) -> dict[str, Any]:
+    """What :func:`capture_figures` measures at one durability, each on a new file under ``d``."""
+    names = itertools.count()
+
+    def new() -> Path:
+        return d / f"{next(names)}.sqlite"
+
+    measures = {
+        "bare": lambda: toolkit_steps(None, n),
+        "attached": lambda: toolkit_steps(str(new()), n, durability),
+        "commit": lambda: commit_loop(new(), durability, n),
+        "commit_only": lambda: commit_loop(new(), durability, n, autocheckpoint=0),
+        "schema": lambda: commit_loop(new(), durability, n, "ledger"),
+        "situ_plain": lambda: in_situ_commit(new(), durability, n),
+        "situ_ledger": lambda: in_situ_commit(new(), durability, n, "ledger"),
+    }
+    if durability == "normal":
+        measures["inline"] = lambda: inline_checkpoints(str(new()), n)
+        for table in ("ledger", *FLOOR_TABLES):
+            for summary in (False, True):
+                measures[f"{table}+{summary}"] = functools.partial(
+                    lambda t, s: commit_loop(new(), "normal", n, t, s), table, summary
+                )
+    return measures
 
 
 def floor_lines(best: dict[str, float], added: float) -> list[str]:
@@ -260,11 +199,11 @@ def floor_lines(best: dict[str, float], added: float) -> list[str]:
     return out
 
 
-def breakdown_lines(n_steps: int, rounds: int) -> list[str]:
+def breakdown_lines(n_steps: int, n_rounds: int) -> list[str]:
     """Where a captured step's time goes at the default durability, timed in place (:class:`StageTimer`)."""
     with tempfile.TemporaryDirectory() as d:
-        runs = [StageTimer().run(str(Path(d) / f"stages-{r}.sqlite"), n_steps) for r in range(rounds)]
-        bare = min(step_cost(None, n_steps) for _ in range(rounds))
+        runs = [StageTimer().run(str(Path(d) / f"stages-{r}.sqlite"), n_steps) for r in range(n_rounds)]
+        bare = rounds(n_rounds, {"bare": lambda: toolkit_steps(None, n_steps)})["bare"]
     step, stages = min(runs, key=lambda r: r[0])
     toolkit = stages.pop("toolkit")
     sql = {k: v for k, v in stages.items() if k.startswith("sql ")}
@@ -368,7 +307,7 @@ class StageTimer:
                 setattr(obj, name, self.wrap(label, getattr(obj, name)))
             sqlite3.connect = functools.partial(connect, factory=TimedConnection)  # type: ignore[assignment]
             self.spent.clear()
-            step = _step_cost(where, n_steps, "normal", before_timing=self.spent.clear)
+            step = toolkit_steps(where, n_steps, before_timing=self.spent.clear)
         finally:
             sqlite3.connect = connect
             for obj, name, f in saved:
@@ -376,113 +315,18 @@ class StageTimer:
         return step, {k: v / n_steps for k, v in self.spent.items()}
 
 
-def step_cost(where: str | None, n_steps: int, durability: str = "normal", inline_checkpoints: bool = False) -> float:
-    """Seconds per toolkit step (ACTION2 on wkex) with the ledger at ``where`` attached, or bare (None);
-    ``inline_checkpoints``: SQLite's default checkpointing in the commits, no background thread (as before)."""
+def inline_checkpoints(where: str, n_steps: int) -> float:
+    """Seconds per captured toolkit step with SQLite's default checkpointing in the commits, no background thread."""
     # The modules that read the two settings (each took its own binding at import).
     from ledger.store import sqlite as sqlite_store
     from ledger.store import sqlite_sql
 
     saved = sqlite_sql.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS
-    if inline_checkpoints:
-        sqlite_sql.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS = 1000, 0
+    sqlite_sql.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS = 1000, 0
     try:
-        return _step_cost(where, n_steps, durability)
+        return toolkit_steps(where, n_steps)
     finally:
         sqlite_sql.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS = saved
-
-
-def in_situ_commit(path: Path, durability: str, n_steps: int, table: str = "plain") -> float:
-    """Seconds per toolkit step (bare, no ledger) followed, in the same loop, by one raw INSERT+COMMIT of a
-    captured-size row: into a plain one-b-tree table (``plain``, the bare commit) or into the ledger's own ``events``
-    table (``ledger``: its statement, rowid ``seq`` plus UNIQUE(stream, version)). Capture commits between toolkit
-    steps, whose work leaves SQLite's code and pages cold in the CPU's caches; a commit timed in a tight loop of its
-    own keeps them warm and costs about a third of what the same commit costs between steps."""
-    con = sqlite3.connect(path, isolation_level=None)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
-    stream = "card:0f0e0d0c-0000-4000-8000-000000000001"
-    ts = "2026-12-02T13:15:36.465255+00:00"
-    if table == "plain":
-        con.execute("CREATE TABLE IF NOT EXISTS t (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)")
-        row = os.urandom(430)  # a stored action event: stream, version, type, ts, body, two hashes
-
-        def commit(v: int) -> None:
-            con.execute("BEGIN IMMEDIATE")
-            con.execute("INSERT INTO t (body) VALUES (?)", (row,))
-            con.execute("COMMIT")
-
-    else:
-        con.close()
-        with Ledger.open(path, durability=durability) as led:  # type: ignore[arg-type]
-            led.store.append(stream, [CardOpened(ts=datetime.now(UTC), card_id=stream[5:])], 0)
-        con = sqlite3.connect(path, isolation_level=None)
-        con.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
-        body, prev, h = os.urandom(190), "a" * 64, "b" * 64
-
-        def commit(v: int) -> None:
-            con.execute("BEGIN IMMEDIATE")
-            con.execute(INSERT_SQL, (stream, v + 2, "action_taken", ts, body, prev, h))
-            con.execute("COMMIT")
-
-    try:
-        return _step_cost(None, n_steps, durability, after_step=commit)
-    finally:
-        con.close()
-
-
-def _step_cost(
-    where: str | None, n_steps: int, durability: str, before_timing: Any = None, after_step: Any = None
-) -> float:
-    from arc_agi import Arcade, OperationMode
-    from arcengine import GameAction
-
-    env_dir = Path(__file__).resolve().parent.parent / "tests" / "environment_files"
-    quiet = logging.getLogger("bench.arcade")
-    quiet.setLevel(logging.ERROR)
-    arc = Arcade(operation_mode=OperationMode.OFFLINE, environments_dir=str(env_dir), logger=quiet)
-    led = None
-    if where is not None:
-        led = Ledger.open(where, durability=durability)  # type: ignore[arg-type]
-        led.attach(arc)
-    card = arc.open_scorecard()
-    env = arc.make("wkex", scorecard_id=card)
-    for _ in range(50):
-        env.step(GameAction.ACTION2)
-    if before_timing is not None:
-        before_timing()
-    t = time.perf_counter()
-    if after_step is None:
-        for _ in range(n_steps):
-            env.step(GameAction.ACTION2)
-    else:
-        for i in range(n_steps):
-            env.step(GameAction.ACTION2)
-            after_step(i)
-    dt = (time.perf_counter() - t) / n_steps
-    if led is not None:
-        led.close()
-    return dt
-
-
-def bare_commit(path: Path, durability: str, n: int, autocheckpoint: int | None = None) -> float:
-    """One INSERT + COMMIT of a row as large as a captured action event, on a plain table, same pragmas
-    (``autocheckpoint`` 0: no checkpoint in the loop; None: SQLite's default)."""
-    con = sqlite3.connect(path, isolation_level=None)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
-    if autocheckpoint is not None:
-        con.execute(f"PRAGMA wal_autocheckpoint={autocheckpoint}")
-    con.execute("CREATE TABLE IF NOT EXISTS t (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)")
-    row = os.urandom(430)  # a stored action event: stream, version, type, ts, body, two hashes
-    t = time.perf_counter()
-    for _ in range(n):
-        con.execute("BEGIN IMMEDIATE")
-        con.execute("INSERT INTO t (body) VALUES (?)", (row,))
-        con.execute("COMMIT")
-    dt = (time.perf_counter() - t) / n
-    con.close()
-    return dt
 
 
 #: One-b-tree designs of the events table, for the floor figures only (the ledger's schema is not these):
@@ -501,46 +345,73 @@ FLOOR_TABLES = {
 }
 
 
-def schema_commit(
-    path: Path, durability: str, n: int, table: str = "ledger", summary: bool = False, autocheckpoint: int | None = None
-) -> float:
-    """One raw INSERT + COMMIT of a captured-size action event into an ``events`` table: the ledger's own
-    (``table="ledger"``: rowid ``seq`` plus UNIQUE(stream, version), two b-trees) or one of :data:`FLOOR_TABLES`;
-    ``summary``: with the card's ``card_summary`` counters UPDATE in the same transaction, as every captured step
-    does. The floor each design leaves to the Python around it (``autocheckpoint`` as in :func:`bare_commit`)."""
-    path = path.with_name(f"{path.stem}-{table}-{int(summary)}-{time.time_ns()}.sqlite")
-    stream = "card:0f0e0d0c-0000-4000-8000-000000000001"
-    with Ledger.open(path, durability=durability) as led:  # type: ignore[arg-type]
-        led.store.append(stream, [CardOpened(ts=datetime.now(UTC), card_id=stream[5:])], 0)
+def committer(
+    path: Path, durability: str, table: str = "plain", summary: bool = False, autocheckpoint: int | None = None
+) -> tuple[sqlite3.Connection, Any]:
+    """A connection and ``commit(v)``: one raw INSERT + COMMIT of a captured-size action event (no Python around
+    it) into a plain one-b-tree table (``plain``: the bare commit), into the ledger's own ``events`` table
+    (``ledger``: its statement, rowid ``seq`` plus UNIQUE(stream, version), two b-trees) or into one of
+    :data:`FLOOR_TABLES`; ``summary``: with the card's ``card_summary`` counters UPDATE in the same transaction.
+    ``autocheckpoint`` 0: no checkpoint in the commits; None: SQLite's default."""
+    if table != "plain":
+        with Ledger.open(path, durability=durability) as led:  # type: ignore[arg-type]
+            led.store.append(STREAM, [CardOpened(ts=datetime.now(UTC), card_id=STREAM[5:])], 0)
     con = sqlite3.connect(path, isolation_level=None)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
     if autocheckpoint is not None:
         con.execute(f"PRAGMA wal_autocheckpoint={autocheckpoint}")
+    if table == "plain":
+        con.execute("CREATE TABLE IF NOT EXISTS t (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)")
+        row = os.urandom(430)  # a stored action event: stream, version, type, ts, body, two hashes
+
+        def commit(v: int) -> None:
+            con.execute("BEGIN IMMEDIATE")
+            con.execute("INSERT INTO t (body) VALUES (?)", (row,))
+            con.execute("COMMIT")
+
+        return con, commit
     if table != "ledger":
         con.execute("DROP TABLE events")
         con.execute(FLOOR_TABLES[table])
     body = os.urandom(190)
-    ts = "2026-12-02T13:15:36.465255+00:00"
     # The ledger's own statements (ledger/store/sqlite_sql.py, summary_sql.py); seq is the rowid or given.
-    insert = (
-        INSERT_SQL
-        if table != "without_rowid"
-        else INSERT_SQL.replace("(stream,", "(seq, stream,", 1).replace("VALUES (", "VALUES (?, ", 1)
-    )
-    t = time.perf_counter()
-    for v in range(2, n + 2):
+    seq_given = table == "without_rowid"
+    insert = INSERT_SQL.replace("(stream,", "(seq, stream,", 1).replace("VALUES (", "VALUES (?, ", 1)
+    insert = insert if seq_given else INSERT_SQL
+
+    def commit_event(v: int) -> None:
         con.execute("BEGIN IMMEDIATE")
-        row = (stream, v, "action_taken", ts, body, "a" * 64, "b" * 64)
-        con.execute(insert, (v, *row) if table == "without_rowid" else row)
+        row = (STREAM, v + 2, "action_taken", TS, body, "a" * 64, "b" * 64)
+        con.execute(insert, (v + 2, *row) if seq_given else row)
         if summary:
-            con.execute(COUNTERS_SQL, (v, v, v, ts, v, stream[5:]))
+            con.execute(COUNTERS_SQL, (v, v, v, TS, v, STREAM[5:]))
         con.execute("COMMIT")
+
+    return con, commit_event
+
+
+def commit_loop(path: Path, durability: str, n: int, *how: Any, autocheckpoint: int | None = None) -> float:
+    """Seconds of one :func:`committer` commit in a tight loop of ``n``."""
+    con, commit = committer(path, durability, *how, autocheckpoint=autocheckpoint)
+    t = time.perf_counter()
+    for v in range(n):
+        commit(v)
     dt = (time.perf_counter() - t) / n
     con.close()
     return dt
 
 
+def in_situ_commit(path: Path, durability: str, n_steps: int, table: str = "plain") -> float:
+    """Seconds per bare toolkit step followed, in the same loop, by one :func:`committer` commit. Capture commits
+    between toolkit steps, whose work leaves SQLite's code and pages cold in the CPU's caches; a commit timed in a
+    tight loop of its own keeps them warm and costs about a third of what the same commit costs between steps."""
+    con, commit = committer(path, durability, table)
+    try:
+        return toolkit_steps(None, n_steps, durability, after_step=commit)
+    finally:
+        con.close()
+
+
 def run(quick: bool) -> list[str]:
-    """All core figures."""
     return export_figures(20_000 if quick else 1_000_000) + capture_figures(300 if quick else 3000)

@@ -12,24 +12,25 @@ the two measured alternately, best of each.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
-import shutil
-import subprocess
+import re
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchlib import LEDGER, best, proc, rounds
 
-from ledger import Ledger  # noqa: E402
-from ledger.formats.finding import find_recordings  # noqa: E402
-from ledger.formats.recordings import BLOCK, read_recording  # noqa: E402
-from ledger.imports.importing import import_recordings  # noqa: E402
-from tests.toolkit import ENV_DIR, arcade, random_action, step  # noqa: E402
+from ledger import Ledger
+from ledger.formats.finding import find_recordings
+from ledger.formats.recordings import BLOCK, read_recording
+from ledger.imports.importing import import_recordings
+from tests.toolkit import ENV_DIR, arcade, random_action, step
+
+UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def _record(recordings: Path, steps: int, seed: int = 7) -> str:
@@ -50,39 +51,39 @@ def _record(recordings: Path, steps: int, seed: int = 7) -> str:
     return card
 
 
-def _files(root: Path) -> list[Path]:
-    return sorted(root.rglob("*.jsonl"))
+def _copy_card(folder: Path) -> None:
+    """The card's folder copied as another card beside it: the importer knows a card by its plays' guids, so every
+    uuid in the copy's names and lines is replaced by a new one."""
+    new: dict[bytes, bytes] = {}
+
+    def renamed(m: re.Match[bytes]) -> bytes:
+        return new.setdefault(m.group(0), str(uuid.uuid4()).encode())
+
+    for f in folder.rglob("*"):
+        if f.is_file():
+            to = folder.parent / UUID.sub(renamed, str(f.relative_to(folder.parent)).encode()).decode()
+            to.parent.mkdir(parents=True, exist_ok=True)
+            to.write_bytes(UUID.sub(renamed, f.read_bytes()))
 
 
-def _raw_read(files: list[Path]) -> int:
+def _read(files: list[Path], how: str) -> int:
+    """Bytes read from ``files``: in 256 KiB blocks (``raw``), line by line (``lines``), or line by line with a
+    ``json.loads`` of each (``json``)."""
     n = 0
     for f in files:
         with open(f, "rb") as fh:
-            while chunk := fh.read(BLOCK):
-                n += len(chunk)
-    return n
-
-
-def _line_read(files: list[Path]) -> int:
-    n = 0
-    for f in files:
-        with open(f, "rb") as fh:
+            if how == "raw":
+                while chunk := fh.read(BLOCK):
+                    n += len(chunk)
+                continue
             for line in fh:
+                if how == "json":
+                    json.loads(line)
                 n += len(line)
     return n
 
 
-def _json_lines(files: list[Path]) -> int:
-    n = 0
-    for f in files:
-        with open(f, "rb") as fh:
-            for line in fh:
-                json.loads(line)
-                n += len(line)
-    return n
-
-
-#: ``ledger import`` as before the new-ledger schema was written in plain SQL (Alembic creates it): for comparison.
+#: ``ledger import`` with the new ledger's schema made by the Alembic migrations, not from its plain SQL.
 _VIA_ALEMBIC = (
     "from ledger.store.sqlite import SQLiteStore; SQLiteStore._create_fresh = lambda self: False; "
     "from ledger.cli import main; main()"
@@ -91,40 +92,11 @@ _VIA_ALEMBIC = (
 
 def _cli_import(rec: Path, db: Path, alembic: bool = False) -> float:
     """Wall time of ``ledger import`` into a fresh ledger at ``db``, as a user runs it (a new process)."""
-    exe = Path(sys.executable).with_name("ledger")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-c", "from ledger.cli import main; main()"]
-    if alembic:
-        cmd = [sys.executable, "-c", _VIA_ALEMBIC]
-    cmd += ["--db", str(db), "import", str(rec), "--environments", str(ENV_DIR), "--quiet"]
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
-
-
-def _end_to_end(rec: Path, files: list[Path], tmp: Path, repeat: int) -> tuple[float, float, float]:
-    """(best ``ledger import`` end to end, the same with Alembic creating the schema, best line-by-line read),
-    measured alternately."""
-    t_cli, t_alembic, t_lines = float("inf"), float("inf"), float("inf")
-    for i in range(repeat):
-        t0 = time.perf_counter()
-        _line_read(files)
-        t_lines = min(t_lines, time.perf_counter() - t0)
-        t_cli = min(t_cli, _cli_import(rec, tmp / f"e2e{i}.sqlite"))
-        t_alembic = min(t_alembic, _cli_import(rec, tmp / f"e2e-alembic{i}.sqlite", alembic=True))
-    return t_cli, t_alembic, t_lines
-
-
-def _best(fn: object, repeat: int) -> tuple[float, int]:
-    best, size = float("inf"), 0
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        size = fn()  # type: ignore[operator]
-        best = min(best, time.perf_counter() - t0)
-    return best, size
+    cmd = [sys.executable, "-c", _VIA_ALEMBIC] if alembic else [LEDGER]
+    return proc([*cmd, "--db", str(db), "import", str(rec), "--environments", str(ENV_DIR), "--quiet"]).wall
 
 
 def run(quick: bool) -> list[str]:
-    """Measure and return the printed lines."""
     steps, target, repeat = (600, 20e6, 2) if quick else (3000, 250e6, 3)
     out: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
@@ -132,22 +104,22 @@ def run(quick: bool) -> list[str]:
         t0 = time.perf_counter()
         card = _record(rec, steps)
         gen = time.perf_counter() - t0
-        one = sum(f.stat().st_size for f in _files(rec))
+        one = sum(f.stat().st_size for f in rec.rglob("*.jsonl"))
         copies = max(1, -int(-target // one))
         for _ in range(copies - 1):
-            shutil.copytree(rec / card, rec / str(uuid.uuid4()))
-        files = _files(rec)
+            _copy_card(rec / card)
+        files = sorted(rec.rglob("*.jsonl"))
         size = sum(f.stat().st_size for f in files)
         lines = sum(1 for f in files for _ in open(f, "rb"))  # noqa: SIM115
-        _raw_read(files)  # warm the page cache
+        _read(files, "raw")  # warm the page cache
         out.append(
             f"recordings: {copies} cards x {steps} actions with frames, {len(files)} files, {lines} lines, "
             f"{size / 1e6:.1f} MB ({size / lines / 1e3:.1f} KB/line; played in {gen:.1f} s)"
         )
-        t_raw, _ = _best(lambda: _raw_read(files), repeat)
-        t_lines, _ = _best(lambda: _line_read(files), repeat)
-        t_json, _ = _best(lambda: _json_lines(files), 1)
-        t_scan, _ = _best(lambda: sum(len(read_recording(f).observations) for f in files), repeat)
+        t_raw, _ = best(lambda: _read(files, "raw"), repeat)
+        t_lines, _ = best(lambda: _read(files, "lines"), repeat)
+        t_json, _ = best(lambda: _read(files, "json"), 1)
+        t_scan, _ = best(lambda: sum(len(read_recording(f).observations) for f in files), repeat)
         found = find_recordings([rec])
         t_import, t_append, events = float("inf"), 0.0, 0
         for i in range(repeat):
@@ -189,7 +161,16 @@ def run(quick: bool) -> list[str]:
             f"in process: import / raw read: {imp / raw:.1%}; import / line-by-line read: {t_lines / t_import:.0%}; "
             f"import / json.loads: {t_json / t_import:.1f}x"
         )
-        t_cli, t_alembic, t_lines2 = _end_to_end(rec, files, Path(tmp), repeat)
+        names = itertools.count()
+        e2e = rounds(
+            repeat,
+            {
+                "lines": lambda: best(lambda: _read(files, "lines"), 1)[0],
+                "cli": lambda: _cli_import(rec, Path(tmp) / f"e2e{next(names)}.sqlite"),
+                "alembic": lambda: _cli_import(rec, Path(tmp) / f"e2e{next(names)}.sqlite", alembic=True),
+            },
+        )
+        t_cli, t_alembic, t_lines2 = e2e["cli"], e2e["alembic"], e2e["lines"]
         out.append(
             row(
                 "`ledger import`, end to end (fresh ledger)",
@@ -202,12 +183,6 @@ def run(quick: bool) -> list[str]:
             f"{t_lines2 / t_cli:.2f} (goal >= 0.40; line read {t_lines2:.2f} s, import {t_cli:.2f} s)"
         )
         out.append(
-            f"  (with Alembic creating the new ledger's schema, as before: {t_alembic:.2f} s "
-            f"-> {t_lines2 / t_alembic:.2f})"
+            f"  (with Alembic creating the new ledger's schema: {t_alembic:.2f} s -> {t_lines2 / t_alembic:.2f})"
         )
     return out
-
-
-if __name__ == "__main__":
-    for line in run("--quick" in sys.argv):
-        print(line)

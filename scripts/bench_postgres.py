@@ -8,126 +8,38 @@ The PostgreSQL server is ``$LEDGER_BENCH_PG_URL``, else ``$LEDGER_TEST_PG_URL``,
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
-import random
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import arc_agi.scorecard  # noqa: F401  (imported first: its import sets its logger to INFO)
-from bench_core import step_cost
+from benchlib import best, build_card, pg_connect, pg_database, pg_unusable, rounds, synthetic_plays, toolkit_steps
 
 from ledger import Ledger
 from ledger.app.copying import copy_ledger, open_destination, open_source
-from ledger.domain.baselines import BaselineEntry
-from ledger.domain.events import CardOpened, card_stream, encode, type_of
-from ledger.domain.projection import apply, new_card
-from ledger.domain.translator import Observation, translate
-
-logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
-
-DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-GAME = "wkex-0000000f"
-GUID = "0f0e0d0c-0000-4000-8000-000000000001"
-
-
-def admin_url() -> str:
-    """The server to bench on (its database is only used to create and drop the bench's own)."""
-    return os.environ.get("LEDGER_BENCH_PG_URL") or os.environ.get("LEDGER_TEST_PG_URL") or DEFAULT_PG
-
-
-@contextmanager
-def bench_database() -> Iterator[str]:
-    """A fresh PostgreSQL database for the bench, dropped afterwards."""
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.pool import NullPool
-
-    name = f"ledger_bench_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(admin_url(), isolation_level="AUTOCOMMIT", poolclass=NullPool)
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(admin_url()).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def bare_pg_commit(url: str, n: int) -> float:
     """One INSERT + COMMIT of a row as large as a captured action event on a plain table (psycopg, no ORM)."""
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    u = make_url(url)
-    con = psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password, dbname=u.database)
-    con.execute("CREATE TABLE IF NOT EXISTS bench_t (seq BIGSERIAL PRIMARY KEY, body BYTEA NOT NULL)")
-    con.commit()
-    row = os.urandom(430)
-    t = time.perf_counter()
-    for _ in range(n):
-        con.execute("INSERT INTO bench_t (body) VALUES (%s)", (row,))
+    with pg_connect(url) as con:
+        con.execute("CREATE TABLE IF NOT EXISTS bench_t (seq BIGSERIAL PRIMARY KEY, body BYTEA NOT NULL)")
         con.commit()
-    dt = (time.perf_counter() - t) / n
-    con.execute("DROP TABLE bench_t")
-    con.commit()
-    con.close()
+        row = os.urandom(430)
+        t = time.perf_counter()
+        for _ in range(n):
+            con.execute("INSERT INTO bench_t (body) VALUES (%s)", (row,))
+            con.commit()
+        dt = (time.perf_counter() - t) / n
+        con.execute("DROP TABLE bench_t")
     return dt
-
-
-def build_card(led: Ledger, n_steps: int, seed: int = 7) -> tuple[str, int]:
-    """A long captured-like card (translator -> events) written in large transactions; (card_id, events)."""
-    rng = random.Random(seed)
-    t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    card_id = f"bench-{seed}"
-    sid = led.record_baselines([BaselineEntry(game_id=GAME, baseline_actions=[22, 123, 73])], ts=t0)
-    state = new_card(card_id)
-    opened = CardOpened(ts=t0, card_id=card_id, baselines_id=sid)
-    apply(state, opened)
-    batch = [(type_of(opened), t0.isoformat(), encode(opened))]
-    version, levels, since = 0, 0, 0
-    for i in range(n_steps):
-        r = rng.random()
-        if i == 0 or (r < 0.002 and since == 0):
-            a, full, levels = 0, True, 0
-        elif r < 0.002:
-            a, full, since = 0, False, 0
-        elif r < 0.004 and levels < 2:
-            a, full, since, levels = 1, False, 0, levels + 1
-        else:
-            a, full, since = 2, False, since + 1
-        ts = t0 + timedelta(milliseconds=i)
-        obs = Observation(
-            ts=ts, game_id=GAME, guid=GUID, action=a, state="NOT_FINISHED", levels_completed=levels,
-            full_reset=full, frame_empty=False,
-        )  # fmt: skip
-        batch.extend((type_of(e), ts.isoformat(), encode(e)) for e in translate(state, obs))
-        if len(batch) >= 20_000:
-            led.store.append_encoded(card_stream(card_id), batch, expected_version=version)
-            version += len(batch)
-            batch = []
-    if batch:
-        led.store.append_encoded(card_stream(card_id), batch, expected_version=version)
-        version += len(batch)
-    return card_id, version
 
 
 def export_rate(where: str, card_id: str, n_events: int) -> tuple[float, float, str]:
     """(cold events/s with no projection cache, warm seconds, the JSON)."""
     with Ledger.open(where) as led:
         led.store.drop_snapshots()
-        t = time.perf_counter()
-        out = led.export(card_id)
-        cold = time.perf_counter() - t
-        t = time.perf_counter()
-        again = led.export(card_id)
-        warm = time.perf_counter() - t
+        cold, out = best(lambda: led.export(card_id), 1)
+        warm, again = best(lambda: led.export(card_id), 1)
     assert again == out
     return n_events / cold, warm, out
 
@@ -145,11 +57,7 @@ def copy_rate(src: str, dst: str) -> tuple[int, float]:
 def _backend_cpu(url: str) -> float | None:
     """CPU seconds used so far by the other sessions on ``url``'s database (the copy's writer), if the server is
     on this machine (read from /proc), else None."""
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    u = make_url(url)
-    with psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password, dbname=u.database) as con:
+    with pg_connect(url) as con:
         pids = [
             r[0]
             for r in con.execute(
@@ -181,7 +89,7 @@ def copy_figures(src: str, how: str, dst: str | None = None) -> list[str]:
 
     lines = []
     with contextlib.ExitStack() as stack:
-        pg = dst if dst is not None else stack.enter_context(bench_database())
+        pg = dst if dst is not None else stack.enter_context(pg_database())
         s, d = open_source(src), open_destination(pg)
         try:
             c0 = time.process_time()
@@ -199,16 +107,12 @@ def copy_figures(src: str, how: str, dst: str | None = None) -> list[str]:
         f"in {rep.summary_seconds:.2f} s ({rep.summary_seconds / n * 1e6:.1f} us an event)"
     )
     s = open_source(src)
-    t = time.perf_counter()
-    rows = list(s.scan(batch=BATCH))
-    read = time.perf_counter() - t
+    read, rows = best(lambda: list(s.scan(batch=BATCH)), 1)
     s.close()
-    t = time.perf_counter()
-    assert all(chain.first_unhashed(rows[i : i + BATCH]) is None for i in range(0, len(rows), BATCH))
-    hashed = time.perf_counter() - t
-    t = time.perf_counter()
-    chunks = [encode_rows(rows[i : i + BATCH]) for i in range(0, len(rows), BATCH)]
-    encoded = time.perf_counter() - t
+    batches = [rows[i : i + BATCH] for i in range(0, len(rows), BATCH)]
+    hashed, unhashed = best(lambda: [chain.first_unhashed(b) for b in batches], 1)
+    assert unhashed == [None] * len(batches)
+    encoded, chunks = best(lambda: [encode_rows(b) for b in batches], 1)
     con = sqlite3.connect(src)
     keeper = SummaryKeeper()
     keeper.enabled = True
@@ -220,13 +124,9 @@ def copy_figures(src: str, how: str, dst: str | None = None) -> list[str]:
             keeper.committed(c)
     folded = time.perf_counter() - t
     con.close()
-    with bench_database() as pg:
+    with pg_database() as pg:
         open_destination(pg).close()  # the ledger's schema: its indexes and constraints
-        import psycopg
-        from sqlalchemy.engine import make_url
-
-        u = make_url(pg)
-        with psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password, dbname=u.database) as c:
+        with pg_connect(pg) as c:
             t = time.perf_counter()
             for data in chunks:
                 with c.cursor() as cur, cur.copy(COPY_BINARY_SQL) as cp:
@@ -248,37 +148,26 @@ def copy_figures(src: str, how: str, dst: str | None = None) -> list[str]:
     return lines
 
 
-def unreachable() -> str | None:
-    """Why the PostgreSQL server cannot be used, or None."""
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.exc import DBAPIError
-    from sqlalchemy.pool import NullPool
-
-    engine = create_engine(admin_url(), poolclass=NullPool)
-    try:
-        with engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-    except DBAPIError as e:
-        return str(e.orig or e).strip().splitlines()[0]
-    finally:
-        engine.dispose()
-    return None
-
-
 def run(quick: bool) -> list[str]:
     """Capture and export figures on PostgreSQL next to SQLite."""
-    why = unreachable()
+    why = pg_unusable()
     if why is not None:
-        return [f"skipped: PostgreSQL at {admin_url()} is not usable ({why}); set LEDGER_BENCH_PG_URL"]
+        return [f"skipped: PostgreSQL at {why}"]
     steps = 300 if quick else 3000
     card_steps = 20_000 if quick else 200_000
     lines: list[str] = []
-    with bench_database() as pg, tempfile.TemporaryDirectory() as d:
+    with pg_database() as pg, tempfile.TemporaryDirectory() as d:
         sq = str(Path(d) / "bench.sqlite")
-        bare = min(step_cost(None, steps) for _ in range(2))
-        on_sq = min(step_cost(sq, steps) for _ in range(2))
-        on_pg = min(step_cost(pg, steps) for _ in range(2))
-        commit = min(bare_pg_commit(pg, steps) for _ in range(2))
+        got = rounds(
+            2,
+            {
+                "bare": lambda: toolkit_steps(None, steps),
+                "sqlite": lambda: toolkit_steps(sq, steps),
+                "pg": lambda: toolkit_steps(pg, steps),
+                "commit": lambda: bare_pg_commit(pg, steps),
+            },
+        )
+        bare, on_sq, on_pg, commit = got["bare"], got["sqlite"], got["pg"], got["commit"]
         lines.append(f"capture, {steps} toolkit steps each: bare {bare * 1e6:.0f} us/step")
         lines.append(
             f"  SQLite     attached {on_sq * 1e6:.0f} us/step: capture adds {(on_sq - bare) * 1e6:.0f} us/step"
@@ -288,8 +177,9 @@ def run(quick: bool) -> list[str]:
             f"one bare INSERT+COMMIT of a same-size row {commit * 1e6:.0f} us -> {(on_pg - bare) / commit:.2f}x"
         )
         built = str(Path(d) / "card.sqlite")
+        card_id = "bench-7"
         with Ledger.open(built) as led:
-            card_id, n_events = build_card(led, card_steps)
+            n_events = build_card(led, synthetic_plays(card_steps), card_id)
         lines += copy_figures(built, f"one card of {n_events:,} events from {card_steps:,} translated steps", pg)
         n_copy, to_sq = copy_rate(pg, str(Path(d) / "back.sqlite"))
         lines.append(f"ledger copy of {n_copy:,} events PostgreSQL -> SQLite: {to_sq:,.0f} events/s")

@@ -7,6 +7,7 @@ checks that the ledger's export equals that answer.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import tempfile
@@ -14,6 +15,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from benchlib import rounds
 
 from ledger import Ledger
 
@@ -86,28 +89,26 @@ def _step_cost(srv: _Server, where: str | None, n_steps: int) -> tuple[float, fl
 
 
 def run(quick: bool) -> list[str]:
-    """Per-step cost of ONLINE capture."""
-    n, rounds = (100, 2) if quick else (1000, 3)
+    n, n_rounds = (100, 2) if quick else (1000, 3)
     srv = _Server()
+    same = []
     try:
-        best: dict[str, float] = {}
-        same = True
         with tempfile.TemporaryDirectory() as d:
-            for r in range(rounds):
-                bare, bare_cpu, _ = _step_cost(srv, None, n)
-                attached, attached_cpu, ok = _step_cost(srv, str(Path(d) / f"remote-{r}.sqlite"), n)
-                same = same and bool(ok)
-                got = {"bare": bare, "attached": attached, "bare_cpu": bare_cpu, "attached_cpu": attached_cpu}
-                best = {k: min(v, best.get(k, v)) for k, v in got.items()}
+            names = itertools.count()
+
+            def attached() -> tuple[float, float]:
+                dt, dc, ok = _step_cost(srv, str(Path(d) / f"remote-{next(names)}.sqlite"), n)
+                same.append(ok)
+                return dt, dc
+
+            got = rounds(n_rounds, {"bare": lambda: _step_cost(srv, None, n)[:2], "attached": attached})
     finally:
         srv.stop()
-    added = best["attached"] - best["bare"]
-    added_cpu = best["attached_cpu"] - best["bare_cpu"]
+    (bare, bare_cpu), (on, on_cpu) = got["bare"], got["attached"]
     return [
-        f"ONLINE step through the remote wrapper (HTTP to 127.0.0.1): bare {best['bare'] * 1e6:.0f} us, attached "
-        f"{best['attached'] * 1e6:.0f} us: capture adds {added * 1e6:.0f} us/step ({added / best['bare']:.2f}x "
-        "the round trip)",
-        f"  the client thread's CPU per step: bare {best['bare_cpu'] * 1e6:.0f} us, attached "
-        f"{best['attached_cpu'] * 1e6:.0f} us: capture adds {added_cpu * 1e6:.0f} us",
-        f"export (no local game files) identical to the server's close answer: {same}",
+        f"ONLINE step through the remote wrapper (HTTP to 127.0.0.1): bare {bare * 1e6:.0f} us, attached "
+        f"{on * 1e6:.0f} us: capture adds {(on - bare) * 1e6:.0f} us/step ({(on - bare) / bare:.2f}x the round trip)",
+        f"  the client thread's CPU per step: bare {bare_cpu * 1e6:.0f} us, attached {on_cpu * 1e6:.0f} us: capture "
+        f"adds {(on_cpu - bare_cpu) * 1e6:.0f} us",
+        f"export (no local game files) identical to the server's close answer: {all(same)}",
     ]

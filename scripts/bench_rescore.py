@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from benchlib import best
 from click.testing import CliRunner
 
 from ledger import Ledger
@@ -76,15 +76,6 @@ def card_rows(card_id: str, actions: int, set_id: str, ts: datetime) -> list[tup
     return out
 
 
-def _best[T](f: Callable[[], T], repeat: int = 2) -> tuple[float, T]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = f()
-        best = min(best, time.perf_counter() - t0)
-    return best, out  # type: ignore[return-value]
-
-
 def run(quick: bool) -> list[str]:
     """Build the ledger, then time load, score, both together, and the CLI."""
     n_cards, n_actions = (50, 200) if quick else (1000, 1000)
@@ -106,20 +97,20 @@ def run(quick: bool) -> list[str]:
             ids = led.card_ids()
             new = led.baselines(new_id)
             # Best of two runs each: the machine is shared and the first read also warms the page cache.
-            t_load, cards = _best(lambda: [led.load_card(c) for c in ids])
-            t_bulk, bulk = _best(lambda: led.load_cards(ids))
-            t_score, results = _best(lambda: [rescore_card(c, led.card_baselines(c), new) for c in cards])
-            t_all, together = _best(lambda: list(rescore_cards(led, ids, new)))
+            t_load, cards = best(lambda: [led.load_card(c) for c in ids], 2)
+            t_bulk, bulk = best(lambda: led.load_cards(ids), 2)
+            t_score, results = best(lambda: [rescore_card(c, led.card_baselines(c), new) for c in cards], 2)
+            t_all, together = best(lambda: list(rescore_cards(led, ids, new)), 2)
             # Where loading goes: SQL read of the bodies, msgspec decode, projection fold.
-            t_read, bodies = _best(lambda: [led.store.read_bodies(card_stream(c))[0] for c in ids])
-            t_decode, decoded = _best(lambda: [[decode(b) for b in bs] for bs in bodies])
-            t_fold, _ = _best(lambda: [fold(c, evs) for c, evs in zip(ids, decoded, strict=True)])
+            t_read, bodies = best(lambda: [led.store.read_bodies(card_stream(c))[0] for c in ids], 2)
+            t_decode, decoded = best(lambda: [[decode(b) for b in bs] for bs in bodies], 2)
+            t_fold, _ = best(lambda: [fold(c, evs) for c, evs in zip(ids, decoded, strict=True)], 2)
             # What the lead's projection cache would give if every card had a snapshot (cards this short get none
             # on their own: SNAPSHOT_AFTER events are needed); the snapshots are written through Ledger's own API.
             for c, st in zip(ids, cards, strict=True):
                 _, version, seq = led.store.read_bodies(card_stream(c), after_version=st.events - 1)
                 led.save_snapshot(c, st, version, seq)
-            t_cached, cached = _best(lambda: list(rescore_cards(led, ids, new)))
+            t_cached, cached = best(lambda: list(rescore_cards(led, ids, new)), 2)
         assert [r.score_new for r in cached] == [r.score_new for r in results]
         assert len(bulk) == len(cards)
         assert [r.score_new for r in results] == [r.score_new for r in together]
@@ -153,8 +144,3 @@ def run(quick: bool) -> list[str]:
             f"goal < 1 s for {n_cards} cards: {goal} (loading is {t_bulk / (t_bulk + t_score):.0%} of the time)"
         )
     return lines
-
-
-if __name__ == "__main__":
-    for line in run(quick=False):
-        print(line)

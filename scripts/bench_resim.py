@@ -34,21 +34,17 @@ import json
 import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 from collections import deque
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchlib import ledger
 
-from bench_proc import measured  # noqa: E402
-
-from ledger import Ledger  # noqa: E402
-from tests.harness_recorder import Recorder, convert, environments  # noqa: E402
-from tests.toolkit import arcade  # noqa: E402
+from ledger import Ledger
+from tests.harness_recorder import Recorder, convert, environments
+from tests.toolkit import arcade
 
 GAME = "lsx3-0000003c"
 LS20 = "ls20-fa137e247ce6"
@@ -142,8 +138,8 @@ def _solving(rng: random.Random, last: Any, plan: list[int]) -> int:
     return plan.pop(0) if plan else rng.choice([1, 2, 3, 4])
 
 
-def bare(envs: Path, sent: list[int], game_id: str = GAME) -> float:
-    """CPU seconds to step ``sent`` through a fresh game, nothing else."""
+def bare(envs: Path, sent: list[tuple[int, Any]], game_id: str = GAME) -> float:
+    """CPU seconds to step ``sent`` (action id, its data or None) through a fresh game, nothing else."""
     from arcengine import ActionInput, GameAction
 
     from ledger.toolkit.environments import scan_games
@@ -151,17 +147,29 @@ def bare(envs: Path, sent: list[int], game_id: str = GAME) -> float:
 
     game = start_game(scan_games(envs)[game_id])
     t = time.process_time()
-    for a in sent:
-        game.perform_action(ActionInput(id=GameAction.from_id(a)), raw=True)
+    for a, data in sent:
+        game.perform_action(ActionInput(id=GameAction.from_id(a), **({} if data is None else {"data": data})), raw=True)
     return time.process_time() - t
 
 
-def ledger(*args: str) -> tuple[float, float, str]:
+def _ledger(*args: str) -> tuple[float, float, str]:
     """Run ``ledger ARGS``: (CPU seconds, peak resident MB of that process, stdout). CPU time, not wall time: on a
     shared machine the wall clock measures the other processes too (the bare steps are CPU time as well)."""
-    code, took, mb, out = measured(*args)
-    assert code in (0, 1), (args, code, out[-2000:])
-    return took, mb, out
+    p = ledger(*args, peak=True, ok=(0, 1))
+    return p.cpu, p.mb, p.out.decode()
+
+
+def _resimulation(out: str) -> dict[str, Any]:
+    """The resimulation check of ``ledger audit --json``'s output."""
+    return next(c for c in json.loads(out)["checks"] if c["name"] == "resimulation")
+
+
+def _environments(root: Path, public: str | None) -> Path:
+    """The tests' harness games in ``root``, with the public ls20 folder ``public`` copied beside them."""
+    envs = environments(root / "envs")
+    if public:
+        shutil.copytree(public, envs, dirs_exist_ok=True)
+    return envs
 
 
 def shape(path: Path) -> dict[str, int]:
@@ -186,30 +194,29 @@ def one_size(root: Path, envs: Path, actions: int, game: str = GAME, solving: bo
     path, live_card, sent = record(root / "rec", envs, live_db, actions, game=game, solving=solving)
     seen = shape(path)
     n = seen["lines"]
-    step_s = bare(envs, sent, game)
-    t_with, mb_with, _ = ledger("--db", str(with_db), "import", str(path), "--environments", str(envs), "-q")
-    t_frames, mb_frames, _ = ledger("--db", str(without_db), "import", str(path), "-q")
+    step_s = bare(envs, [(a, None) for a in sent], game)
+    t_with, mb_with, _ = _ledger("--db", str(with_db), "import", str(path), "--environments", str(envs), "-q")
+    t_frames, mb_frames, _ = _ledger("--db", str(without_db), "import", str(path), "-q")
     with Ledger.open(without_db) as led:
         (card,) = led.card_ids()
-    t_audit, mb_audit, out = ledger("--db", str(without_db), "audit", card, "--environments", str(envs), "--json")
-    verdicts = {c["name"]: c["status"] for c in json.loads(out)["checks"]}
-    decided = next(c for c in json.loads(out)["checks"] if c["name"] == "resimulation")
+    t_audit, mb_audit, out = _ledger("--db", str(without_db), "audit", card, "--environments", str(envs), "--json")
+    decided = _resimulation(out)
     searched = ""
     if game == LS20:  # every candidate of every open line (minutes on lsx3's 5,000 lines): on ls20 only
-        t_all, mb_all, out_all = ledger(
+        t_all, mb_all, out_all = _ledger(
             "--db", str(without_db), "audit", card, "--environments", str(envs), "--decide", "--json"
         )
-        every = next(c for c in json.loads(out_all)["checks"] if c["name"] == "resimulation")
+        every = _resimulation(out_all)
         searched = (
             f"  audit --environments --decide of it: {t_all:6.2f} s, {n / t_all:5.0f} lines/s, peak {mb_all:.0f} MB; "
             f"resimulation {every['status']} ({every['decided_actions']} decided by the game)"
         )
-    t_live, mb_live, out_live = ledger("--db", str(live_db), "audit", live_card, "--environments", str(envs), "--json")
-    live_verdict = next(c for c in json.loads(out_live)["checks"] if c["name"] == "resimulation")["status"]
+    t_live, mb_live, out_live = _ledger("--db", str(live_db), "audit", live_card, "--environments", str(envs), "--json")
+    live_verdict = _resimulation(out_live)["status"]
     with Ledger.open(with_db) as led:
         (coded,) = led.card_ids()
-    t_coded, mb_coded, out_coded = ledger("--db", str(with_db), "audit", coded, "--environments", str(envs), "--json")
-    coded_verdict = next(c for c in json.loads(out_coded)["checks"] if c["name"] == "resimulation")["status"]
+    t_coded, mb_coded, out_coded = _ledger("--db", str(with_db), "audit", coded, "--environments", str(envs), "--json")
+    coded_verdict = _resimulation(out_coded)["status"]
     return [
         f"{n}-line {game} recording{' (an agent that solves its first two levels)' if solving else ''} "
         f"({seen['game_over']} GAME_OVER, {seen['full_reset']} full resets, {seen['levels']} levels completed, "
@@ -218,7 +225,7 @@ def one_size(root: Path, envs: Path, actions: int, game: str = GAME, solving: bo
         f"bare steps, peak {mb_with:.0f} MB",
         f"  import without the game code:   {t_frames:6.2f} s, {n / t_frames:5.0f} lines/s, peak {mb_frames:.0f} MB",
         f"  audit --environments of it:     {t_audit:6.2f} s, {n / t_audit:5.0f} lines/s, peak {mb_audit:.0f} MB; "
-        f"resimulation {verdicts.get('resimulation')} ({decided.get('undecided_actions', 0)} undecided actions, "
+        f"resimulation {decided['status']} ({decided.get('undecided_actions', 0)} undecided actions, "
         + (
             f"{decided.get('decided_actions', 0)} decided by the game)"
             if decided.get("searched")
@@ -244,15 +251,13 @@ def by_length(root: Path, envs: Path, sizes: tuple[int, ...]) -> list[str]:
         d = root / f"n{n}"
         d.mkdir()
         path, _, _ = record(d / "rec", envs, d / "live.sqlite", n, game=LS20)
-        _, mb_with, _ = ledger("--db", str(d / "with.sqlite"), "import", str(path), "--environments", str(envs), "-q")
-        _, mb_frames, _ = ledger("--db", str(d / "without.sqlite"), "import", str(path), "-q")
-        with Ledger.open(d / "without.sqlite") as led:
+        without = str(d / "without.sqlite")
+        mb_with = _ledger("--db", str(d / "with.sqlite"), "import", str(path), "--environments", str(envs), "-q")[1]
+        mb_frames = _ledger("--db", without, "import", str(path), "-q")[1]
+        with Ledger.open(without) as led:
             (card,) = led.card_ids()
-        _, mb_audit, _ = ledger("--db", str(d / "without.sqlite"), "audit", card, "--environments", str(envs), "--json")
-        _, mb_decide, _ = ledger(
-            "--db", str(d / "without.sqlite"), "audit", card, "--environments", str(envs), "--decide", "--json"
-        )
-        peaks.append((n, mb_with, mb_frames, mb_audit, mb_decide))
+        audit = ("--db", without, "audit", card, "--environments", str(envs), "--json")
+        peaks.append((n, mb_with, mb_frames, _ledger(*audit)[1], _ledger(*audit, "--decide")[1]))
         shutil.rmtree(d)  # a 100,000-line recording is 1.3 GB
     out = [f"peak memory by length, public ls20, random agent ({', '.join(f'{n:,}' for n in sizes)} lines):"]
     whats = ("import --environments", "import without the code", "audit --environments of it", "  with --decide")
@@ -286,13 +291,13 @@ def head(root: Path, envs: Path, actions: int, game: str = GAME) -> list[str]:
         if isinstance(d, dict) and "frame" in d:
             sent.append((d["action_input"]["id"], d["action_input"]["data"]))
     n = len(sent)
-    step_s = bare_named(envs, sent, game)
+    step_s = bare(envs, sent, game)
     dbs = {"with": root / "hwith.sqlite", "without": root / "hwithout.sqlite"}
-    t_with, mb_with, _ = ledger("--db", str(dbs["with"]), "import", str(path), "--environments", str(envs), "-q")
-    t_without, mb_without, _ = ledger("--db", str(dbs["without"]), "import", str(path), "-q")
+    t_with, mb_with, _ = _ledger("--db", str(dbs["with"]), "import", str(path), "--environments", str(envs), "-q")
+    t_without, mb_without, _ = _ledger("--db", str(dbs["without"]), "import", str(path), "-q")
     card = run.agents[0].guid
-    audits = {k: ledger("--db", str(db), "audit", card, "--environments", str(envs))[0] for k, db in dbs.items()}
-    t_live = ledger("--db", str(live_db), "audit", run.card_id, "--environments", str(envs))[0]
+    audits = {k: _ledger("--db", str(db), "audit", card, "--environments", str(envs))[0] for k, db in dbs.items()}
+    t_live = _ledger("--db", str(live_db), "audit", run.card_id, "--environments", str(envs))[0]
     return [
         f"{game}, arc-agi-3-benchmarking head recording (action_input on every line), {n:,} actions, "
         f"{run.agents[0].forced} RESETs forced after GAME_OVER; bare steps {step_s:.2f} s CPU:",
@@ -304,22 +309,7 @@ def head(root: Path, envs: Path, actions: int, game: str = GAME) -> list[str]:
     ]
 
 
-def bare_named(envs: Path, sent: list[tuple[int, dict[str, Any]]], game_id: str) -> float:
-    """CPU seconds to step ``sent`` (action id, data) through a fresh game, nothing else."""
-    from arcengine import ActionInput, GameAction
-
-    from ledger.toolkit.environments import scan_games
-    from ledger.toolkit.seeds import start_game
-
-    game = start_game(scan_games(envs)[game_id])
-    t = time.process_time()
-    for a, data in sent:
-        game.perform_action(ActionInput(id=GameAction.from_id(a), data=data), raw=True)
-    return time.process_time() - t
-
-
 def run(quick: bool, sizes: tuple[int, ...] = (400, 5000)) -> list[str]:
-    """The figures, a few lines per size."""
     out: list[str] = []
     public = os.environ.get("LEDGER_BENCH_LS20")
     if public and not (Path(public) / "ls20").is_dir():
@@ -333,28 +323,14 @@ def run(quick: bool, sizes: tuple[int, ...] = (400, 5000)) -> list[str]:
         runs.append((LS20, 400 if quick else max(sizes), True))
     for game, actions, solving in runs:
         with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp)
-            envs = environments(root / "envs")
-            if game == LS20:
-                assert public is not None
-                shutil.copytree(public, envs, dirs_exist_ok=True)
-            out += one_size(root, envs, actions, game, solving)
+            envs = _environments(Path(tmp), public if game == LS20 else None)
+            out += one_size(Path(tmp), envs, actions, game, solving)
     for game in [GAME, *([LS20] if public else [])]:
         with tempfile.TemporaryDirectory() as tmp:
-            envs = environments(Path(tmp) / "envs")
-            if game == LS20:
-                assert public is not None
-                shutil.copytree(public, envs, dirs_exist_ok=True)
+            envs = _environments(Path(tmp), public if game == LS20 else None)
             out += head(Path(tmp), envs, 60 if quick else 2_100, game)
     if public:
         with tempfile.TemporaryDirectory() as tmp:
-            envs = environments(Path(tmp) / "envs")
-            shutil.copytree(public, envs, dirs_exist_ok=True)
+            envs = _environments(Path(tmp), public)
             out += by_length(Path(tmp), envs, (2_000, 10_000) if quick else (20_000, 100_000))
     return out
-
-
-if __name__ == "__main__":
-    # bench_resim.py [--quick] [SIZE ...]
-    for line in run("--quick" in sys.argv, tuple(int(a) for a in sys.argv[1:] if a.isdigit()) or (400, 5000)):
-        print(line, flush=True)

@@ -7,39 +7,40 @@ after ``ledger copy`` (its rate is printed). Each command is a real ``ledger`` s
 the best of three; each viewer page (``/``, ``/leaderboard``, ``/progress``) is one GET on a fresh app (cold) and
 again (warm), the best of three fresh apps.
 
-Sizes: ``$LEDGER_BENCH_SCALE_SIZES`` (comma-separated), default 1000,10000,100000 (``--quick``: 300,1500). Then
-the writers (``bench_writers``; ``$LEDGER_BENCH_SCALE_WRITERS=0`` leaves them out): capture against a bare commit on
-SQLite, and 16 concurrent capturing processes on PostgreSQL.
+Sizes: ``$LEDGER_BENCH_SCALE_SIZES`` (comma-separated), default 1000,10000,100000 (``--quick``: 300,1500).
+
+Then many writers on one PostgreSQL ledger (``$LEDGER_BENCH_SCALE_WRITERS=0`` leaves them out): 16 capturing
+processes, each playing its own card of ``wkex`` through the real toolkit with the ledger attached and timing every
+``env.step``, against as many processes each running INSERT+COMMIT of a row as large as a captured event on a plain
+table.
 """
 
 from __future__ import annotations
 
+import itertools
+import multiprocessing as mp
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from bench_postgres import admin_url, bench_database, copy_figures, unreachable
-from bench_proc import measured
-from bench_writers import concurrent_writers, sqlite_capture_vs_commit
+from bench_postgres import copy_figures
+from benchlib import LEDGER, ledger, pg_connect, pg_database, pg_unusable
 
 from ledger import Ledger
 from ledger.app import synthetic
+from tests.toolkit import arcade
 
-LEDGER = str(Path(sys.executable).parent / "ledger")
 
-
-def _best(args: list[str], runs: int = 3) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        t = time.perf_counter()
-        r = subprocess.run([LEDGER, *args], capture_output=True, check=False)
-        best = min(best, time.perf_counter() - t)
-        if r.returncode != 0:
-            raise RuntimeError(f"ledger {' '.join(args)}: {r.stderr.decode()[:300]}")
-    return best
+def _best(*args: str, runs: int = 3) -> tuple[float, float, int]:
+    """The least wall and CPU seconds of ``runs`` ``ledger ARGS`` processes (CPU: user + system, start-up
+    included; on a shared machine the steadier figure), and the size of its output."""
+    done = [ledger(*args) for _ in range(runs)]
+    return min(p.wall for p in done), min(p.cpu for p in done), len(done[-1].out)
 
 
 #: The viewer's pages measured: the first cards page, the leaderboard (every card), the progress chart (its
@@ -93,34 +94,6 @@ def _note(line: str) -> str:
     return line
 
 
-def _best_cpu(args: list[str], runs: int = 3) -> tuple[float, float]:
-    """(wall, CPU) seconds of the fastest of ``runs`` ``ledger`` subprocesses (CPU: user + system of the child,
-    start-up included; on a shared machine the CPU time is the steadier figure)."""
-    best = (float("inf"), float("inf"))
-    for _ in range(runs):
-        t = time.perf_counter()
-        proc = subprocess.Popen([LEDGER, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise RuntimeError(f"ledger {' '.join(args)}: exit {os.waitstatus_to_exitcode(status)}")
-        best = min(best, (wall, usage.ru_utime + usage.ru_stime))
-    return best
-
-
-def _peak(args: list[str]) -> tuple[float, float]:
-    """(seconds, peak resident memory in MB) of one ``ledger`` subprocess (its own peak: ``bench_proc``)."""
-    t = time.perf_counter()
-    code, _, mb, _ = measured(*args)
-    if code != 0:
-        raise RuntimeError(f"ledger {' '.join(args)}: exit {code}")
-    return time.perf_counter() - t, mb
-
-
-def _output_size(args: list[str]) -> int:
-    return len(subprocess.run([LEDGER, *args], capture_output=True, check=True).stdout)
-
-
 def _root_while_slow(db: str) -> float:
     """The slowest of 5 GETs of ``/`` on a real ``ledger view`` while other clients keep asking for the compare page
     of the largest tag and one holds a request half-sent: what a user waits for while the viewer is busy."""
@@ -160,16 +133,17 @@ def _root_while_slow(db: str) -> float:
 
 
 def _row(backend: str, cards: int, db: str, card_id: str) -> str:
-    page = _best(["--db", db, "cards", "--limit", "20"])
-    tag = _best(["--db", db, "cards", "--tag", "agent-2", "--limit", "20"])
+    page = _best("--db", db, "cards", "--limit", "20")[0]
+    tag = _best("--db", db, "cards", "--tag", "agent-2", "--limit", "20")[0]
     cmp_args = ["--db", db, "compare", "--group", "nightly"]
-    cmp, cmp_cpu = _best_cpu([*cmp_args, "--json"])
-    cmp_size = f"{_output_size(cmp_args):,} / {_output_size([*cmp_args, '--json']):,} B"
+    cmp, cmp_cpu, cmp_json = _best(*cmp_args, "--json")
+    cmp_size = f"{len(ledger(*cmp_args).out):,} / {cmp_json:,} B"
     compare_page = viewer_cells(db, ("/compare?tag=nightly",))
     viewer = viewer_cells(db)
     busy = _root_while_slow(db)
-    export = _best(["--db", db, "export", card_id])
-    verify, verify_mb = _peak(["--db", db, "verify"])
+    export = _best("--db", db, "export", card_id)[0]
+    verified = ledger("--db", db, "verify", peak=True)
+    verify, verify_mb = verified.wall, verified.mb
     per_event = _size_per_event(db)
     return _note(
         f"| {backend} | {cards:,} | {page:.2f} | {tag:.2f} | {cmp:.2f} / CPU {cmp_cpu:.2f} ({cmp_size}) "
@@ -182,7 +156,7 @@ def run(quick: bool) -> list[str]:
     """The table of read costs per ledger size, both backends."""
     default = "300,1500" if quick else "1000,10000,100000"
     sizes = [int(s) for s in os.environ.get("LEDGER_BENCH_SCALE_SIZES", default).split(",") if s.strip()]
-    pg_why = unreachable()
+    pg_why = pg_unusable()
     lines = [
         "synthetic cards written through the append path (one append per card); times in seconds, best of 3, "
         "each a `ledger` subprocess; compare --group nightly: the figures of the tag of 1/7 of the cards (time of "
@@ -208,18 +182,93 @@ def run(quick: bool) -> list[str]:
             card_id = ids[n // 2]
             lines.append(_row("SQLite", n, db, card_id))
             if pg_why is not None:
-                lines.append(f"PostgreSQL skipped: {admin_url()} is not usable ({pg_why})")
+                lines.append(f"PostgreSQL skipped: {pg_why}")
                 continue
-            with bench_database() as pg:
+            with pg_database() as pg:
                 how = f"{n:,} synthetic cards, one append each through the ledger's append path"
                 lines += [_note(f"({line.strip()})") for line in copy_figures(db, how, pg)]
-                wall, cpu = _best_cpu(["copy", "--from", db, "--to", pg, "--json"])
+                wall, cpu, _ = _best("copy", "--from", db, "--to", pg, "--json")
                 nothing = f"(ledger copy with nothing to copy, the whole command: {wall:.2f} s, CPU {cpu:.2f} s)"
                 lines.append(_note(nothing))
                 lines.append(_row("PostgreSQL", n, pg, card_id))
-        if os.environ.get("LEDGER_BENCH_SCALE_WRITERS", "1") != "0":
-            lines += sqlite_capture_vs_commit(d, 300 if quick else 2000)
-            if pg_why is None:
-                with bench_database() as pg:
-                    lines += concurrent_writers(pg, 4 if quick else 16, 50 if quick else 200)
+    if os.environ.get("LEDGER_BENCH_SCALE_WRITERS", "1") != "0" and pg_why is None:
+        with pg_database() as pg:
+            lines += concurrent_writers(pg, 4 if quick else 16, 50 if quick else 200)
     return lines
+
+
+def _timed_steps(step: Any, steps: int, start: Any, out: Any) -> None:
+    """``steps`` calls of ``step`` once every process is ready (``start``), each timed; the times and the first and
+    last instants (``perf_counter`` is the system's monotonic clock, the same in every process) go to ``out``."""
+    start.wait()
+    stamps = [time.perf_counter()]
+    for _ in range(steps):
+        step()
+        stamps.append(time.perf_counter())
+    out.put(([b - a for a, b in itertools.pairwise(stamps)], stamps[0], stamps[-1]))
+
+
+def _capture(url: str, steps: int, out: Any, start: Any) -> None:
+    """A capturing process: its own card of the test game ``wkex`` played through the real toolkit, the ledger at
+    ``url`` attached; each timed step is a toolkit step plus its captured, committed events."""
+    from arcengine import GameAction
+
+    arc = arcade()
+    with Ledger.open(url) as led:
+        led.attach(arc)
+        env = arc.make("wkex", scorecard_id=arc.open_scorecard())
+        for _ in range(20):
+            env.step(GameAction.ACTION2)
+        _timed_steps(lambda: env.step(GameAction.ACTION2), steps, start, out)
+
+
+def _bare(url: str, steps: int, out: Any, start: Any) -> None:
+    """A process of INSERT+COMMIT of a row as large as a captured event on a plain table."""
+    with pg_connect(url) as con:
+        row = os.urandom(430)
+
+        def commit() -> None:
+            con.execute("INSERT INTO bench_w (body) VALUES (%s)", (row,))
+            con.commit()
+
+        _timed_steps(commit, steps, start, out)
+
+
+def _side_by_side(target: Any, url: str, procs: int, steps: int) -> tuple[float, list[float]]:
+    """``procs`` processes of ``target`` started together: the wall seconds from the first timed step to the last,
+    and every step's time, sorted."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    start = ctx.Barrier(procs)
+    ps = [ctx.Process(target=target, args=(url, steps, out, start)) for _ in range(procs)]
+    for p in ps:
+        p.start()
+    times: list[float] = []
+    first, last = float("inf"), 0.0
+    for _ in ps:
+        mine, t0, t1 = out.get(timeout=900)
+        times += mine
+        first, last = min(first, t0), max(last, t1)
+    for p in ps:
+        p.join()
+    return last - first, sorted(times)
+
+
+def concurrent_writers(url: str, procs: int = 16, steps: int = 200) -> list[str]:
+    """``procs`` capturing processes, then as many bare INSERT+COMMIT loops, on the PostgreSQL database ``url``."""
+    Ledger.open(url).close()  # the ledger's schema first: a database holding other tables is refused as no ledger
+    with pg_connect(url) as con:
+        con.execute("CREATE TABLE IF NOT EXISTS bench_w (seq BIGSERIAL PRIMARY KEY, body BYTEA NOT NULL)")
+    wall, cap = _side_by_side(_capture, url, procs, steps)
+    _, bare = _side_by_side(_bare, url, procs, steps)
+
+    def pct(times: list[float], q: float) -> float:
+        return times[min(len(times) - 1, int(q * len(times)))] * 1000
+
+    return [
+        f"{procs} capturing processes x {steps} toolkit steps on PostgreSQL: {len(cap) / wall:,.0f} steps/s in total "
+        f"(first timed step to last); captured step p50 {pct(cap, 0.5):.2f} ms, p99 {pct(cap, 0.99):.2f} ms; "
+        f"bare INSERT+COMMIT ({procs} processes) p50 {pct(bare, 0.5):.2f} ms, p99 {pct(bare, 0.99):.2f} ms; "
+        f"p50 ratio {statistics.median(cap) / statistics.median(bare):.2f}x, "
+        f"p99 ratio {pct(cap, 0.99) / pct(bare, 0.99):.2f}x (GOAL p99 <= 2x)",
+    ]

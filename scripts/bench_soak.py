@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import os
 import random
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ledger import Ledger
 from tests import soak_driver as sd
@@ -106,15 +103,9 @@ def _view(db: str, cards: list[str], loads: int) -> list[str]:
 
 
 def run(quick: bool) -> list[str]:
-    """The soak figures (``quick``: small sizes)."""
     requests, cards, loads = (2_000, 200, 500) if quick else (100_000, 2_000, 10_000)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         out = _serve(folder, requests)
         attached, db, ids = _attached(folder, cards)
         return out + attached + _view(db, ids, loads)
-
-
-if __name__ == "__main__":
-    for line in run("--quick" in sys.argv):
-        print(line, flush=True)

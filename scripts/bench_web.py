@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bench_core import build_card, synthetic_plays
+from benchlib import build_card, synthetic_plays
 
 from ledger import Ledger
 from ledger.web.pages import LiveLinks

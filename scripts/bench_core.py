@@ -22,7 +22,7 @@ from ledger.domain.events import CardOpened, card_stream, encode, type_of
 from ledger.domain.projection import new_card
 from ledger.domain.translator import Observation, translate
 from ledger.store.sqlite_sql import INSERT_SQL
-from ledger.store.summary_sql import COUNTERS_SQL
+from ledger.store.summary import COUNTERS_SQL
 
 logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
 
@@ -250,7 +250,7 @@ def floor_lines(best: dict[str, float], added: float) -> list[str]:
             f"[normal]   {name}: {alone * 1e6:.0f} us ({alone / commit:.2f}x); with the summary UPDATE "
             f"{with_summary * 1e6:.0f} us ({with_summary / commit:.2f}x)"
         )
-    # A step's transaction writes the event alone: the summary follows by position, off the step (summary_tail.py).
+    # A step's transaction writes the event alone: the summary follows by position, off the step (store/summary.py).
     floor = best["ledger+False"]
     out.append(
         f"[normal]   capture adds {added * 1e6:.0f} us = the ledger's floor, the event alone ({floor * 1e6:.0f} us) "
@@ -357,7 +357,7 @@ class StageTimer:
             (base, "encode_events", "encode"),
             (chain, "chain_hashes", "hash"),
             (sqlite_store.SQLiteStore, "_append_rows", "store"),
-            # The summary is folded by the follower thread (summary_tail.py), off the step: timed only if it ran on
+            # The summary is folded by the follower thread (store/summary.py), off the step: timed only if it ran on
             # the main thread.
             (summary.SummaryKeeper, "change", "summary fold"),
         ]
@@ -522,7 +522,7 @@ def schema_commit(
         con.execute(FLOOR_TABLES[table])
     body = os.urandom(190)
     ts = "2026-12-02T13:15:36.465255+00:00"
-    # The ledger's own statements (ledger/store/sqlite_sql.py, summary_sql.py); seq is the rowid or given.
+    # The ledger's own statements (ledger/store/sqlite.py, summary.py); seq is the rowid or given.
     insert = (
         INSERT_SQL
         if table != "without_rowid"

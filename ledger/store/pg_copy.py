@@ -2,7 +2,7 @@
 
 A few round trips per batch whatever its size: the append lock, the heads of every stream of the batch (one query,
 an index probe each), the COPY of the rows (encoded beforehand by :func:`prepare`, in the copy's reading thread),
-then the commit; the cards summary catches up afterwards, in bulk (``summary_tail.py``). Rows are checked to
+then the commit; the cards summary catches up afterwards, in bulk (``summary.py``). Rows are checked to
 continue each stream exactly (:func:`~ledger.store.base.copied_rows`) before anything is sent."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def prepare(rows: Sequence[StoredEvent]) -> CopyBatch:
 def copy_batch(conn: Any, batch: CopyBatch, lock: tuple[str, tuple[Any, ...]]) -> int:
     """Insert the copied rows of ``batch`` on psycopg connection ``conn`` in one transaction (not committed here);
     returns how many were new. The cards summary is not folded here: it follows the log by position
-    (``summary_tail.py``) and catches up on the next read, in bulk.
+    (``summary.py``) and catches up on the next read, in bulk.
 
     Raises what :func:`copied_rows` raises (nothing is written then); the caller rolls back on any error.
     """

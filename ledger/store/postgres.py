@@ -8,7 +8,7 @@ a caller asks for :attr:`PostgresStore.engine` (the Merkle tree's tools, tests).
 Appends take a transaction-level advisory lock, so ``seq`` is in commit order and a reader tailing by ``seq`` never
 skips a late commit. A read-only store runs every transaction READ ONLY and refuses a database without our tables.
 
-The cards summary follows the log by position (summary_tail.py). Tailing by ``seq`` is safe here only because every
+The cards summary follows the log by position (summary.py). Tailing by ``seq`` is safe here only because every
 insert into ``events`` takes the append advisory lock before its ``seq`` is drawn and keeps it to its commit
 (``lock_statement`` in the append, the import and the copy): the events commit in ``seq`` order, so an event the
 catch-up has not seen can never get a ``seq`` below one it has. The catch-up itself does not take the append lock
@@ -292,7 +292,7 @@ class PostgresStore(StoreBase):
         self._heads.set(stream, out[-1])
         return out
 
-    # -- the cards summary (summary_tail.py): loaded when a list or a writer needs it, not by every read --------
+    # -- the cards summary (summary.py): loaded when a list or a writer needs it, not by every read --------
 
     @property
     def _summary(self) -> SummaryKeeper:
@@ -326,6 +326,30 @@ class PostgresStore(StoreBase):
         except psycopg.Error as e:
             raise StoreError(f"cannot update the cards summary of the ledger at {self.describe()}: {reason(e)}") from e
 
+    def rebuild_summary(self) -> int:
+        from ledger.store import tracking
+        from ledger.store.figures import has_figures
+        from ledger.store.pg_engine import PG_APPEND_LOCK
+        from ledger.store.summary import UPSERT_SQL, pg, write_streamed
+
+        def work(conn: Any) -> int:
+            def execute(sql: str, params: Any) -> None:
+                if isinstance(params, list):
+                    with conn.cursor() as cur:
+                        cur.executemany(pg(sql), params)
+                else:
+                    conn.execute(pg(sql), tuple(params) or None)
+
+            def read(sql: str, args: Any) -> list[Any]:
+                return conn.execute(pg(sql), tuple(args) or None).fetchall()
+
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (PG_APPEND_LOCK,))
+            n = write_streamed(read, execute, UPSERT_SQL, None, figures=has_figures(read, "postgresql"))
+            conn.execute(pg(tracking.AT_HEAD_SQL), (tracking.SUMMARY,))
+            return n
+
+        return int(self._write_transaction(work, "cannot rebuild the cards summary of the ledger"))
+
     def _follow(self) -> None:
         with contextlib.suppress(StoreError):
             self.catch_up_summary(wait=False)
@@ -336,7 +360,7 @@ class PostgresStore(StoreBase):
         import psycopg
 
         from ledger.store.pg_engine import reason
-        from ledger.store.summary_tail import POSITION_SQL, position
+        from ledger.store.summary import POSITION_SQL, position
 
         try:
             with self._readers.connection() as conn:
@@ -353,8 +377,7 @@ class PostgresStore(StoreBase):
         return None
 
     def _overlay_at(self, conn: Any, head: int) -> SummaryOverlay:
-        from ledger.store.summary_sql import pg, probe
-        from ledger.store.summary_tail import POSITION_SQL, build_overlay, position
+        from ledger.store.summary import POSITION_SQL, build_overlay, pg, position, probe
 
         if self._overlay is not None and self._overlay.head == head:
             return self._overlay
@@ -618,16 +641,15 @@ def _orig(e: Exception) -> Exception:
 
 
 def _reader(conn: Any) -> Callable[[str, Any], list[Any]]:
-    from ledger.store.summary_sql import pg
+    from ledger.store.summary import pg
 
     return lambda sql, params: conn.execute(pg(sql), params).fetchall()
 
 
 def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
-    """:func:`~ledger.store.summary_tail.catch_up` on psycopg connection ``conn`` (not in autocommit mode).
+    """:func:`~ledger.store.summary.catch_up` on psycopg connection ``conn`` (not in autocommit mode).
     ``wait`` False: nothing when another session is catching up (it folds what was committed before it read)."""
-    from ledger.store.summary_sql import pg, probe
-    from ledger.store.summary_tail import POSITION_SQL, catch_up, position
+    from ledger.store.summary import POSITION_SQL, catch_up, pg, position, probe
 
     def fetch(sql: str, args: Any) -> list[Any]:
         return list(conn.execute(pg(sql), args).fetchall())
@@ -655,31 +677,3 @@ def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
 
 class _Busy(Exception):
     """Another session holds the position row (a follower does not queue behind it)."""
-
-
-def pg_rebuild(store: Any) -> int:
-    """Rewrite the summary tables of PostgreSQL store ``store`` from the log, in one transaction on its writer that
-    holds the append lock; returns the number of cards."""
-    from ledger.store import tracking
-    from ledger.store.figures import has_figures
-    from ledger.store.pg_engine import PG_APPEND_LOCK
-    from ledger.store.summary_sql import UPSERT_SQL, pg
-    from ledger.store.summary_stream import write_streamed
-
-    def work(conn: Any) -> int:
-        def execute(sql: str, params: Any) -> None:
-            if isinstance(params, list):
-                with conn.cursor() as cur:
-                    cur.executemany(pg(sql), params)
-            else:
-                conn.execute(pg(sql), tuple(params) or None)
-
-        def read(sql: str, args: Any) -> list[Any]:
-            return conn.execute(pg(sql), tuple(args) or None).fetchall()
-
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (PG_APPEND_LOCK,))
-        n = write_streamed(read, execute, UPSERT_SQL, None, figures=has_figures(read, "postgresql"))
-        conn.execute(pg(tracking.AT_HEAD_SQL), (tracking.SUMMARY,))
-        return n
-
-    return int(store._write_transaction(work, "cannot rebuild the cards summary of the ledger"))

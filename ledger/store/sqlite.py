@@ -104,7 +104,7 @@ class SQLiteStore(StoreBase):
             raise StoreError(f"cannot open the ledger at {self.describe()} for writing{self._readonly_hint()}")
         sq.refuse_foreign(self.path, busy_timeout_ms)
 
-    # -- the cards summary (summary_tail.py): loaded when a list or a writer needs it, not by every read --------
+    # -- the cards summary (summary.py): loaded when a list or a writer needs it, not by every read --------
 
     @property
     def _summary(self) -> SummaryKeeper:
@@ -124,6 +124,29 @@ class SQLiteStore(StoreBase):
         except sqlite3.Error as e:
             raise StoreError(f"cannot update the cards summary of the ledger at {self.describe()}: {e}") from e
 
+    def rebuild_summary(self) -> int:
+        from ledger.store import tracking
+        from ledger.store.figures import has_figures
+        from ledger.store.summary import UPSERT_SQL, write_streamed
+
+        with self._writer.connection() as con:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                n = write_streamed(
+                    lambda sql, args: con.execute(sql, tuple(args)).fetchall(),
+                    lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p),
+                    UPSERT_SQL,
+                    None,
+                    figures=has_figures(con.execute, "sqlite"),
+                )
+                con.execute(tracking.AT_HEAD_SQL, (tracking.SUMMARY,))
+                con.execute("COMMIT")
+            except BaseException:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                raise
+        return n
+
     def _follow(self) -> None:
         with contextlib.suppress(StoreError):
             self.catch_up_summary()
@@ -131,7 +154,7 @@ class SQLiteStore(StoreBase):
     def summary_at_head(self) -> SummaryOverlay | None:
         """None once the summary tables reflect the log's head (caught up here when behind); for a read-only store
         that is behind, the overlay to answer from (nothing written)."""
-        from ledger.store.summary_tail import POSITION_SQL, position
+        from ledger.store.summary import POSITION_SQL, position
 
         try:
             row = self._read(POSITION_SQL, ())
@@ -586,10 +609,9 @@ class SQLiteStore(StoreBase):
 
 
 def _catch_up(keeper: SummaryKeeper, con: sqlite3.Connection) -> int:
-    """:func:`~ledger.store.summary_tail.catch_up` on SQLite writer connection ``con`` (autocommit mode; BEGIN
+    """:func:`~ledger.store.summary.catch_up` on SQLite writer connection ``con`` (autocommit mode; BEGIN
     IMMEDIATE serializes it with every append and every other catch-up)."""
-    from ledger.store.summary_sql import probe
-    from ledger.store.summary_tail import POSITION_SQL, catch_up, position
+    from ledger.store.summary import POSITION_SQL, catch_up, position, probe
 
     def fetch(sql: str, args: Any) -> list[Any]:
         return con.execute(sql, args).fetchall()
@@ -611,8 +633,7 @@ def _catch_up(keeper: SummaryKeeper, con: sqlite3.Connection) -> int:
 
 def _overlay(keeper: SummaryKeeper, con: sqlite3.Connection) -> SummaryOverlay | None:
     """The summary as of the log's head, read in one read transaction on ``con``; None when it is at the head."""
-    from ledger.store.summary_sql import probe
-    from ledger.store.summary_tail import POSITION_SQL, build_overlay, position
+    from ledger.store.summary import POSITION_SQL, build_overlay, position, probe
 
     con.execute("BEGIN")
     try:

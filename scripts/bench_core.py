@@ -21,7 +21,7 @@ from ledger import Ledger
 from ledger.domain.events import CardOpened, card_stream, encode, type_of
 from ledger.domain.projection import new_card
 from ledger.domain.translator import Observation, translate
-from ledger.store.sqlite_sql import INSERT_SQL
+from ledger.store.sqlite import INSERT_SQL
 from ledger.store.summary import COUNTERS_SQL
 
 logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
@@ -379,17 +379,16 @@ class StageTimer:
 def step_cost(where: str | None, n_steps: int, durability: str = "normal", inline_checkpoints: bool = False) -> float:
     """Seconds per toolkit step (ACTION2 on wkex) with the ledger at ``where`` attached, or bare (None);
     ``inline_checkpoints``: SQLite's default checkpointing in the commits, no background thread (as before)."""
-    # The modules that read the two settings (each took its own binding at import).
+    # The module that reads the two settings (its own bindings, taken at import).
     from ledger.store import sqlite as sqlite_store
-    from ledger.store import sqlite_sql
 
-    saved = sqlite_sql.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS
+    saved = sqlite_store.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS
     if inline_checkpoints:
-        sqlite_sql.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS = 1000, 0
+        sqlite_store.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS = 1000, 0
     try:
         return _step_cost(where, n_steps, durability)
     finally:
-        sqlite_sql.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS = saved
+        sqlite_store.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS = saved
 
 
 def in_situ_commit(path: Path, durability: str, n_steps: int, table: str = "plain") -> float:

@@ -173,7 +173,7 @@ def capture_figures(n_steps: int, rounds: int = 3) -> list[str]:
     """Per-step cost of capture next to one bare commit, in both durability modes, measured in alternating rounds
     (bare step, attached step, bare commit, ...) and the best of each taken, so that a busy machine weighs on all.
 
-    The ledger runs SQLite's WAL checkpoints in a background thread (``ledger/store/wal.py``); the bare
+    The ledger runs SQLite's WAL checkpoints in a background thread (``ledger/store/sqlite.py``); the bare
     commit is a plain SQLite program and checkpoints inline, as SQLite does by default. The second line also gives
     the bare commit with its checkpoints kept out of the loop, i.e. the commit alone."""
     lines = []
@@ -221,7 +221,7 @@ def capture_figures(n_steps: int, rounds: int = 3) -> list[str]:
             f"(no Python) adds {raw * 1e6:.0f} us -> {raw / plain:.2f}x (the floor of the ledger's table)"
         )
         inline = best["inline"] - best["bare"]
-        if durability == "normal":  # under full the ledger checkpoints inline (see ledger/store/wal.py)
+        if durability == "normal":  # under full the ledger checkpoints inline (see ledger/store/sqlite.py)
             lines.append(
                 f"[{durability}]   (checkpoints inside the commits, as before: capture adds {inline * 1e6:.0f} "
                 f"us/step -> {inline / best['commit']:.2f}x)"

@@ -691,7 +691,6 @@ class PostgresStore(StoreBase):
         ``wait`` False (the follower thread): nothing if another session is catching up right now."""
         if self.readonly:
             return 0
-        import psycopg
 
         try:
             with self._readers.connection() as conn:
@@ -736,8 +735,6 @@ class PostgresStore(StoreBase):
     def summary_at_head(self) -> SummaryOverlay | None:
         """None once the summary tables reflect the log's head (caught up here when behind); for a read-only store
         that is behind, the overlay to answer from (nothing written)."""
-        import psycopg
-
         from ledger.store.summary import POSITION_SQL, position
 
         try:

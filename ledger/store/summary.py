@@ -337,8 +337,6 @@ class SummaryKeeper:
             return {}
         got = self._baselines.get(set_id)
         if got is None:
-            from ledger.domain.events import baselines_stream
-
             got = baselines_map(set_id, read(baselines_stream(set_id), 1))
             if got:
                 self._baselines[set_id] = got
@@ -539,8 +537,6 @@ def shown_closed_expr(dialect: str) -> str:
 
 def count_query(dialect: str, q: PageQuery) -> tuple[str, list[Any]]:
     """How many cards match ``q``'s filters (its sort, ``after`` and ``limit`` ignored): what a page is out of."""
-    import dataclasses
-
     sql, args = page_query(dialect, dataclasses.replace(q, after=None, limit=None, sort="id"))
     where = sql.split(" ORDER BY ")[0].split(f" FROM {SUMMARY}", 1)[1]
     return f"SELECT count(*) FROM {SUMMARY}{where}", args
@@ -607,8 +603,6 @@ def probe(keeper: SummaryKeeper, execute: Callable[[str, Any], Any], dialect: st
     if not keeper.enabled:
         keeper.enabled = has_table(execute, dialect, SUMMARY)
     if not keeper.figures:
-        from ledger.store.figures import has_figures
-
         keeper.figures = has_figures(execute, dialect)
 
 
@@ -1108,10 +1102,6 @@ def fill_figures(conn: Any) -> int:
     """Fill the tag figures table from the summary rows as they stand, on SQLAlchemy connection ``conn`` (the
     migration's transaction): a page of rows at a time, the counts held per figure value; returns the rows
     written. The rows may lag the log: the catch-up that brings them to the head moves the figures with them."""
-    from collections import Counter
-
-    from ledger.store.figures import counts_of, replace_all
-
     fix = pg if conn.dialect.name == "postgresql" else str
     _hold_position(lambda sql, args: list(conn.exec_driver_sql(fix(sql), tuple(args)).fetchall()), conn.dialect.name)
     counts: Counter[Key] = Counter()

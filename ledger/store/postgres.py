@@ -475,7 +475,7 @@ class PostgresStore(StoreBase):
         self._open = connector(self._url, readonly=readonly)
         self._heads = HeadCache()
         self._keeper: SummaryKeeper | None = None
-        # The cards summary is caught up after commits, off the appending thread (see summary_tail.py).
+        # The cards summary is caught up after commits, off the appending thread (see summary.py).
         self._follower = Follower(self._follow)
         self._overlay: SummaryOverlay | None = None
         timeout = busy_timeout_ms / 1000

@@ -415,7 +415,7 @@ class SQLiteStore(StoreBase):
         self._engine: Any = None
         # WAL checkpoints run in a background thread, not inside a captured step's commit (see :class:`Checkpointer`).
         self._checkpointer = Checkpointer(self._connect, every=EVERY_COMMITS if durability != "full" else 0)
-        # The cards summary is caught up after commits, off the appending thread (see summary_tail.py).
+        # The cards summary is caught up after commits, off the appending thread (see summary.py).
         self._follower = Follower(self._follow)
         self._overlay: SummaryOverlay | None = None
         self._immutable = readonly and not writable(self.path)

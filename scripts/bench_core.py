@@ -19,8 +19,8 @@ from benchlib import BASELINES, GAME, GUID, build_card, rounds, synthetic_plays,
 import tests.toolkit  # noqa: F401  (before the toolkit's first use here: it quiets arc_agi.scorecard's INFO lines)
 from ledger import Ledger
 from ledger.domain.events import CardOpened
-from ledger.store.sqlite_sql import INSERT_SQL
-from ledger.store.summary_sql import COUNTERS_SQL
+from ledger.store.sqlite import INSERT_SQL
+from ledger.store.summary import COUNTERS_SQL
 
 STREAM = f"card:{GUID}"
 TS = "2026-12-02T13:15:36.465255+00:00"
@@ -189,7 +189,7 @@ def floor_lines(best: dict[str, float], added: float) -> list[str]:
             f"[normal]   {name}: {alone * 1e6:.0f} us ({alone / commit:.2f}x); with the summary UPDATE "
             f"{with_summary * 1e6:.0f} us ({with_summary / commit:.2f}x)"
         )
-    # A step's transaction writes the event alone: the summary follows by position, off the step (summary_tail.py).
+    # A step's transaction writes the event alone: the summary follows by position, off the step (store/summary.py).
     floor = best["ledger+False"]
     out.append(
         f"[normal]   capture adds {added * 1e6:.0f} us = the ledger's floor, the event alone ({floor * 1e6:.0f} us) "
@@ -296,7 +296,7 @@ class StageTimer:
             (base, "encode_events", "encode"),
             (chain, "chain_hashes", "hash"),
             (sqlite_store.SQLiteStore, "_append_rows", "store"),
-            # The summary is folded by the follower thread (summary_tail.py), off the step: timed only if it ran on
+            # The summary is folded by the follower thread (store/summary.py), off the step: timed only if it ran on
             # the main thread.
             (summary.SummaryKeeper, "change", "summary fold"),
         ]
@@ -317,16 +317,14 @@ class StageTimer:
 
 def inline_checkpoints(where: str, n_steps: int) -> float:
     """Seconds per captured toolkit step with SQLite's default checkpointing in the commits, no background thread."""
-    # The modules that read the two settings (each took its own binding at import).
     from ledger.store import sqlite as sqlite_store
-    from ledger.store import sqlite_sql
 
-    saved = sqlite_sql.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS
-    sqlite_sql.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS = 1000, 0
+    saved = sqlite_store.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS
+    sqlite_store.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS = 1000, 0
     try:
         return toolkit_steps(where, n_steps)
     finally:
-        sqlite_sql.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS = saved
+        sqlite_store.BACKSTOP_PAGES, sqlite_store.EVERY_COMMITS = saved
 
 
 #: One-b-tree designs of the events table, for the floor figures only (the ledger's schema is not these):
@@ -375,7 +373,7 @@ def committer(
         con.execute("DROP TABLE events")
         con.execute(FLOOR_TABLES[table])
     body = os.urandom(190)
-    # The ledger's own statements (ledger/store/sqlite_sql.py, summary_sql.py); seq is the rowid or given.
+    # The ledger's own statements (ledger/store/sqlite.py, summary.py); seq is the rowid or given.
     seq_given = table == "without_rowid"
     insert = INSERT_SQL.replace("(stream,", "(seq, stream,", 1).replace("VALUES (", "VALUES (?, ", 1)
     insert = insert if seq_given else INSERT_SQL

@@ -83,9 +83,8 @@ def copy_figures(src: str, how: str, dst: str | None = None) -> list[str]:
 
     from ledger.app.copying import BATCH
     from ledger.domain import chain
-    from ledger.store.pg_copy import COPY_BINARY_SQL, encode_rows
-    from ledger.store.summary import SummaryKeeper, copied_changes
-    from ledger.store.summary_sql import body_reader
+    from ledger.store.postgres import COPY_BINARY_SQL, encode_rows
+    from ledger.store.summary import SummaryKeeper, body_reader, copied_changes
 
     lines = []
     with contextlib.ExitStack() as stack:

@@ -320,7 +320,7 @@ def test_rows_the_binary_copy_cannot_carry_are_sent_as_text(pg_url: str) -> None
     # rows, and the server's own checks (here the ts column's length) refuse it with their reason.
     from ledger.domain.chain import GENESIS, event_hash
     from ledger.store.base import StoredEvent
-    from ledger.store.pg_copy import encode_rows
+    from ledger.store.postgres import encode_rows
 
     h = event_hash(GENESIS, "card:x", 1, "card_opened", b"{}")
     row = StoredEvent(0, "card:x", 1, "card_opened", T0.isoformat(), b"{}", GENESIS, h)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ledger import Ledger
-from ledger.store import sqlite_fresh
+from ledger.store import sqlite as sqlite_store
 from ledger.store.base import head_revision
 from ledger.store.sqlite import SQLiteStore
 
@@ -31,7 +31,7 @@ def test_the_statements_are_what_the_migrations_make_now() -> None:
     assert spec is not None and spec.loader is not None
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
-    assert sqlite_fresh.SCHEMA.read_text(encoding="utf-8") == generator.generate(), (
+    assert Path(sqlite_store.SCHEMA).read_text(encoding="utf-8") == generator.generate(), (
         "the migrations changed: run `.venv/bin/python scripts/fresh_schema.py`"
     )
 
@@ -61,6 +61,6 @@ def test_a_database_that_is_not_empty_is_left_to_alembic(tmp_path: Path) -> None
     path = tmp_path / "other.sqlite"
     con = sqlite3.connect(path, isolation_level=None)
     con.execute("CREATE TABLE unrelated (x)")
-    assert sqlite_fresh.create_fresh(con) is False
+    assert sqlite_store.create_fresh(con) is False
     assert [r[0] for r in con.execute("SELECT name FROM sqlite_master")] == ["unrelated"]
     con.close()

@@ -210,7 +210,7 @@ def test_urls_that_cannot_name_a_ledger_exit_2(url: str, says: str) -> None:
 def test_postgresql_urls_are_read_and_shown_as_sqlalchemy_reads_and_shows_them() -> None:
     from sqlalchemy.engine import make_url
 
-    from ledger.store.pg_engine import parse_url
+    from ledger.store.postgres import parse_url
 
     for url in (
         "postgresql+psycopg://postgres@127.0.0.1:5432/test",

@@ -101,7 +101,7 @@ def test_a_body_that_is_not_one_event_is_reported_as_before(db_path: Path) -> No
 
 
 def test_checkpoints_run_off_the_appending_thread(db_path: Path) -> None:
-    from ledger.store import wal
+    from ledger.store import sqlite as wal
 
     seen: list[str] = []
     real = wal.Checkpointer._run

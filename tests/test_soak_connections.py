@@ -69,7 +69,7 @@ class Counter:
             return int(conn.execute(q, {"d": self.database}).scalar_one())
 
     def bound(self) -> int:
-        from ledger.store.pg_engine import POOL_SIZE
+        from ledger.store.postgres import POOL_SIZE
 
         return SQLITE_FILES if self.backend == "sqlite" else POOL_SIZE
 

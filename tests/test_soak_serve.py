@@ -199,6 +199,6 @@ def test_view_stays_flat_over_many_page_loads(attached: tuple[str, list[sd.Sampl
         code, err = server.stop()
     assert code == 130 and "Traceback" not in err, err[-2000:]
     # The viewer answers each request on its own thread: the main thread, the request being served with the thread
-    # that reads a cold card's events ahead (ledger/store/sqlite_joined.py), and the request before it, still
+    # that reads a cold card's events ahead (ledger/store/sqlite.py), and the request before it, still
     # finishing, at most; a thread left behind per request would grow past it.
     assert_flat(samples, threads=4)

@@ -113,10 +113,10 @@ def test_an_append_that_returns_its_last_event_writes_what_a_whole_one_writes(
     """An import's card is appended a chunk at a time (its rows never all held): the same rows, one transaction.
     On PostgreSQL a large whole append sends its INSERTs one after another, not in one pipeline (made small here
     so that both ways run)."""
-    from ledger.store import pg_engine
+    from ledger.store import postgres
 
-    monkeypatch.setattr(pg_engine, "PIPELINED", 600)
-    monkeypatch.setattr(pg_engine, "INSERT_ROWS", 250)
+    monkeypatch.setattr(postgres, "PIPELINED", 600)
+    monkeypatch.setattr(postgres, "INSERT_ROWS", 250)
     n = APPEND_CHUNK * 2 + 7
     events = [opened("w"), *(act(i) for i in range(n))]
     whole = store.append(card_stream("w"), events, expected_version=0)

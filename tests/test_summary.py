@@ -29,9 +29,19 @@ from ledger.domain.baselines import as_map
 from ledger.domain.events import ActionTaken, BaselineEntry, BaselinesRecorded, CardRetracted, PlayStarted, decode
 from ledger.domain.projection import CardState, fold, new_card
 from ledger.imports.importing import import_recordings
-from ledger.store.summary import SummaryRow, card_id_of, card_score, keys_of, row_of
-from ledger.store.summary_build import differences, play_owners, read_page, rebuild_summary, stored
-from ledger.store.summary_sql import PageQuery
+from ledger.store.summary import (
+    PageQuery,
+    SummaryRow,
+    card_id_of,
+    card_score,
+    differences,
+    keys_of,
+    play_owners,
+    read_page,
+    rebuild_summary,
+    row_of,
+    stored,
+)
 from tests.replayed import replayed_cards
 
 HERE = Path(__file__).resolve().parent
@@ -356,8 +366,7 @@ def test_the_streamed_rebuild_equals_the_rebuild_in_seq_order(tmp_path: Path) ->
     import random
 
     from ledger.app.synthetic import baselines, card_events, write_cards
-    from ledger.store.summary_build import query
-    from ledger.store.summary_stream import rebuilt
+    from ledger.store.summary import query, rebuilt
 
     with Ledger.open(tmp_path / "l.sqlite") as led:
         write_cards(led, 40)
@@ -453,7 +462,6 @@ def test_readers_after_killed_writers_see_every_committed_event(backend_url: str
 
 
 def _position(led: Ledger) -> int:
-    from ledger.store.summary_build import _query
-    from ledger.store.summary_tail import POSITION_SQL
+    from ledger.store.summary import POSITION_SQL, _query
 
     return int(_query(led.store, POSITION_SQL)[0][0])

@@ -26,7 +26,7 @@ from ledger.cli import cli
 from ledger.domain.events import card_stream
 from ledger.store.backends import open_store
 from ledger.store.base import head_revision, migrations_dir
-from ledger.store.summary_build import stored
+from ledger.store.summary import stored
 
 
 def _q(values: list[float], q: float) -> float:
@@ -168,8 +168,7 @@ def test_both_plans_of_a_cards_page_by_tag_agree(tmp_path: Path) -> None:
     card of the tag: the same pages either way, every sort that has an index, both directions, from any card."""
     import dataclasses
 
-    from ledger.store.summary_build import read_page
-    from ledger.store.summary_sql import PageQuery
+    from ledger.store.summary import PageQuery, read_page
 
     with Ledger.open(tmp_path / "l.sqlite") as led:
         ids = synthetic.write_cards(led, 200, seed=8)

@@ -266,8 +266,7 @@ def test_progress_reads_the_same_on_postgresql(played: Played, pg_url: str) -> N
         assert older == tag_progress(lite, ["agent-a"], limit=1, before=first.older)
         assert older.series[0].cards == [played.cards["a1"]] and older.older is None
         # The loose scan of the keys and both plans of a tag's page, on PostgreSQL too.
-        from ledger.store.summary_build import distinct_keys, query
-        from ledger.store.summary_sql import tag_points_query
+        from ledger.store.summary import distinct_keys, query, tag_points_query
 
         for kind in ("t", "g"):
             assert sorted(distinct_keys(pg.store, kind)) == sorted(distinct_keys(lite.store, kind))
@@ -280,8 +279,7 @@ def test_progress_reads_the_same_on_postgresql(played: Played, pg_url: str) -> N
 def test_both_plans_of_a_tag_page_and_the_loose_key_scan_agree(played: Played) -> None:
     """A tag's page reads the same cards whichever plan its size chooses; the tag and game lists equal DISTINCT."""
     from ledger import Ledger
-    from ledger.store.summary_build import distinct_keys, query
-    from ledger.store.summary_sql import tag_points_query
+    from ledger.store.summary import distinct_keys, query, tag_points_query
 
     with Ledger.open(played.db, readonly=True) as led:
         ids = [c for (c,) in query(led.store, "SELECT card_id FROM card_summary")]

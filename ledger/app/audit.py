@@ -207,9 +207,17 @@ def _with_summary_row(
 ) -> Check:
     """The consistency check, failed when the card's row in the cards summary (a table derived from the log, as
     the cached projection is) is not the one a replay of its events makes, as ``ledger verify`` would say."""
-    from ledger.store.summary import COLUMNS, SUMMARY, SummaryRow, card_score, row_of
-    from ledger.store.summary_build import _query, has_summary, query
-    from ledger.store.summary_tail import SummaryUnbound
+    from ledger.store.summary import (
+        COLUMNS,
+        SUMMARY,
+        SummaryRow,
+        SummaryUnbound,
+        _query,
+        card_score,
+        has_summary,
+        query,
+        row_of,
+    )
 
     if not has_summary(ledger.store):
         return consistency

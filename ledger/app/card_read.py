@@ -59,7 +59,7 @@ def _resolve(ledger: Ledger, ref: str) -> str:
 
 def own_calculators(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, Calculator]:
     """Each card's own calculator, from the cards summary's keys (one query per 500 cards), without reading them."""
-    from ledger.store.summary_build import calculator_keys
+    from ledger.store.summary import calculator_keys
 
     recorded = calculator_keys(ledger.store, card_ids)
     return {c: calculators.resolve(recorded.get(c))[0] for c in card_ids}
@@ -68,7 +68,7 @@ def own_calculators(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, Calcul
 def recorded_calculators(ledger: Ledger) -> set[Calculator]:
     """The calculators the ledger's cards record (a loose scan of the keys' index: one seek per release), with
     the one a card that records none means: whether every card is scored alike is then known without a card."""
-    from ledger.store.summary_build import distinct_keys
+    from ledger.store.summary import distinct_keys
 
     return {calculators.resolve(v)[0] for v in distinct_keys(ledger.store, "c")} | {calculators.UNRECORDED}
 

@@ -165,7 +165,7 @@ def ledger_board(ledger: Ledger, *, include_retracted: bool = False, calculator:
     (``calculator``, else the newest of the cards' own): from the cards summary (one query) when that is every
     card's own; else each card of another is scored again and the tags ranked here, as the summary's query ranks."""
     from ledger.app.card_read import one_of, own_calculators, recorded_calculators, rescored
-    from ledger.store.summary_build import ranked_cards, tag_board
+    from ledger.store.summary import ranked_cards, tag_board
 
     recorded = recorded_calculators(ledger)
     cards = None if calculator is None and len({c.arithmetic for c in recorded}) == 1 else ranked_cards(ledger.store)
@@ -259,7 +259,7 @@ def compare_cards(
     Every card is scored with one calculator (:func:`one_calculator`: ``calculator``, else the newest of the cards'
     own). Raises :class:`ledger.errors.UnknownCard` for a card id that is not in the ledger.
     """
-    from ledger.store.summary_build import tagged_card_ids
+    from ledger.store.summary import tagged_card_ids
 
     named = [s.card_id for s in choose_cards(ledger, card_ids, include_retracted=include_retracted, hint=hint)]
     ids = list(dict.fromkeys(named))
@@ -275,7 +275,7 @@ def _load_all(ledger: Ledger, ids: Sequence[str]) -> list[CardState]:
     from ledger.domain.events import card_stream
     from ledger.errors import UnknownCard
     from ledger.store.cards import replay
-    from ledger.store.summary_build import stream_bodies
+    from ledger.store.summary import stream_bodies
 
     bodies = stream_bodies(ledger.store, [card_stream(c) for c in ids])
     out = []

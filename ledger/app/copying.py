@@ -58,7 +58,7 @@ class CopyReport:
     extended_streams: int
     current_streams: int
     seconds: float
-    #: Catching the destination's cards summary up to the copied events afterwards, in bulk (``summary_tail.py``).
+    #: Catching the destination's cards summary up to the copied events afterwards, in bulk (store/summary.py).
     summary_seconds: float = 0.0
 
 
@@ -197,7 +197,7 @@ def _prepared_batches(src: LogStore, dst: LogStore, plan: CopyPlan, batch: int) 
 def _all_current(src: LogStore, dst: LogStore) -> int | None:
     """The number of the source's streams when the destination holds every one at the same head (nothing to copy),
     else None. Reads only each stream's head on both sides, not the whole of every stream as the plan does."""
-    from ledger.store.summary_build import stream_heads
+    from ledger.store.summary import stream_heads
 
     mine = stream_heads(src)
     theirs = stream_heads(dst)

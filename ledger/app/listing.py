@@ -20,9 +20,7 @@ from ledger.domain.projection import CardState
 from ledger.ledger import Ledger
 from ledger.rules.timeline import limits
 from ledger.rules.timeline import shown_close as timeline_close
-from ledger.store.summary import CardSummary, SummaryRow, micros
-from ledger.store.summary_build import count_page, read_page
-from ledger.store.summary_sql import PageQuery
+from ledger.store.summary import CardSummary, PageQuery, SummaryRow, count_page, micros, read_page
 
 SortKey = Literal["opened", "closed", "score", "actions", "events", "id"]
 SORT_KEYS: tuple[str, ...] = ("opened", "closed", "score", "actions", "events", "id")

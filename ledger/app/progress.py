@@ -111,7 +111,7 @@ def tag_progress(
     newest ``limit`` cards opened before card ``before`` (an id or unique prefix), from the cards summary, every
     card scored with one calculator (``calculator``, else the newest of the drawn cards' own)."""
     from ledger.app.card_read import one_of, own_calculators, rescored
-    from ledger.store.summary_build import recent_tags, tag_count, tag_points
+    from ledger.store.summary import recent_tags, tag_count, tag_points
 
     if limit < 1:
         raise InputError("the progress chart draws at least one card per tag")

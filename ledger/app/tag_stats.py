@@ -228,7 +228,7 @@ class _Game:
 def tag_report(ledger: Ledger, tags: Sequence[str], *, include_retracted: bool = False) -> TagReport:
     """The figures of every tag in ``tags`` (each card counted once per tag it has): per tag one read of its
     figure rows and one of its best card, whatever its number of cards."""
-    from ledger.store.summary_build import best_card, card_count, tag_figure_rows
+    from ledger.store.summary import best_card, card_count, tag_figure_rows
 
     wanted = list(dict.fromkeys(tags))
     out = []
@@ -272,8 +272,7 @@ def tag_cost(ledger: Ledger, tag: str, *, include_retracted: bool = False) -> Ta
     usage events, a query per 500 cards, and their levels from the summary): cost is kept as events, not figures."""
     from ledger.app.usage import usage_costs
     from ledger.domain.events import card_stream
-    from ledger.store.summary import SUMMARY
-    from ledger.store.summary_build import query, tagged_card_ids
+    from ledger.store.summary import SUMMARY, query, tagged_card_ids
 
     # The cards that carry any usage are found through the partial index of run_usage events (few, where any):
     # a tag of a ledger without usage costs one probe, not a read of each of its cards.

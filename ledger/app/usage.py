@@ -132,7 +132,7 @@ def usage_totals(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, tuple[int
 def usage_costs(ledger: Ledger, card_ids: Sequence[str], chunk: int = 500) -> dict[str, float]:
     """card id -> the cost its runs' usage gives, for the cards of ``card_ids`` whose usage gives one: only their
     usage events are read, a query per ``chunk`` cards."""
-    from ledger.store.summary_build import query
+    from ledger.store.summary import query
 
     found: dict[str, list[RunUsage]] = {}
     streams = [card_stream(c) for c in card_ids]

@@ -174,8 +174,7 @@ def verify_ledger(
 ) -> VerifyReport:
     """Walk every event in ``seq`` order and check each stream's chain link by link, then every derived table
     against a rebuild from the log (``quick``: a sample of the cached card states, said in the summary line)."""
-    from ledger.store.summary_build import _query, check, has_summary
-    from ledger.store.summary_tail import SummaryUnbound
+    from ledger.store.summary import SummaryUnbound, _query, check, has_summary
     from ledger.store.tracking import TABLE, marks
 
     report = VerifyReport(snapshot_sample=QUICK_SAMPLE if quick else 1)
@@ -263,7 +262,7 @@ def _closes(store: LogStore, streams: list[str]) -> list[str]:
 
 def _snapshots(store: LogStore, every: int) -> tuple[list[str], int]:
     from ledger.store.cards import CardRepository
-    from ledger.store.summary_build import _query
+    from ledger.store.summary import _query
 
     if not has_table(lambda sql, args: _query(store, sql, args), store.dialect, "snapshots"):
         return [], 0  # a ledger at the first revision, read as it is: it has no cached states
@@ -283,7 +282,7 @@ def _snapshots(store: LogStore, every: int) -> tuple[list[str], int]:
 
 def _tree(store: LogStore) -> str | None:
     """What differs between the stored Merkle tree and the one the log makes (None: equal, or no tree stored)."""
-    from ledger.store.summary_build import _query
+    from ledger.store.summary import _query
     from ledger.store.tracking import READ_SQL, TABLE, TREE
 
     if not has_table(lambda sql, args: _query(store, sql, args), store.dialect, TABLE):

@@ -27,8 +27,8 @@ def rebuild_summary_cmd(ctx: click.Context, check: bool, as_json: bool) -> None:
       ledger rebuild-summary --check  # compare only
       ledger rebuild-summary
     """
-    from ledger.store.summary_build import check as check_summary
-    from ledger.store.summary_build import rebuild_summary
+    from ledger.store.summary import check as check_summary
+    from ledger.store.summary import rebuild_summary
 
     with open_ledger(ctx, write=not check) as ledger:
         if check:

@@ -63,7 +63,7 @@ class GuidIndex:
         """guid -> the card holding a play of it, or None, for each of ``guids`` (one read for those not asked yet)."""
         new = [g for g in guids if g not in self._map]
         if new:
-            from ledger.store.summary_build import play_owners
+            from ledger.store.summary import play_owners
 
             found = play_owners(self.ledger.store, new)
             for g in new:

@@ -76,7 +76,7 @@ class Snapshot(msgspec.Struct, frozen=True):
 
 class SummaryOverlay(Protocol):
     """The summary tables as of the log's head, held in memory by a store that must not write
-    (:class:`ledger.store.summary_tail.Overlay`)."""
+    (:class:`ledger.store.summary.Overlay`)."""
 
     #: The seq of the last event the overlay reflects.
     head: int
@@ -113,8 +113,11 @@ class LogStore(Protocol):
         """Create the missing append-only triggers again; returns their names."""
 
     def catch_up_summary(self) -> int:
-        """Fold the events the cards summary does not reflect yet into it (``summary_tail.py``); how many (0 on a
+        """Fold the events the cards summary does not reflect yet into it (``summary.py``); how many (0 on a
         read-only store)."""
+
+    def rebuild_summary(self) -> int:
+        """Rewrite the summary tables from the log in one transaction that holds the append lock; how many cards."""
 
     def summary_at_head(self) -> SummaryOverlay | None:
         """None once the summary tables reflect the log's head (caught up when behind); for a read-only store

@@ -253,10 +253,6 @@ class ReadPool[C](_PerProcess[C, _PoolState[C]]):
             st.opened -= 1
             st.cond.notify()
 
-    def open_count(self) -> int:
-        """Reader connections this process holds now (in use or idle)."""
-        return self._current().opened
-
     def close(self) -> None:
         """Close this process's reader connections (never a parent's): idle ones now, one in use when put back.
 

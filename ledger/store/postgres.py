@@ -8,26 +8,40 @@ a caller asks for :attr:`PostgresStore.engine` (the Merkle tree's tools, tests).
 Appends take a transaction-level advisory lock, so ``seq`` is in commit order and a reader tailing by ``seq`` never
 skips a late commit. A read-only store runs every transaction READ ONLY and refuses a database without our tables.
 
-The cards summary follows the log by position (summary_tail.py). Tailing by ``seq`` is safe here only because every
+The cards summary follows the log by position (summary.py). Tailing by ``seq`` is safe here only because every
 insert into ``events`` takes the append advisory lock before its ``seq`` is drawn and keeps it to its commit
 (``lock_statement`` in the append, the import and the copy): the events commit in ``seq`` order, so an event the
 catch-up has not seen can never get a ``seq`` below one it has. The catch-up itself does not take the append lock
 (appends never wait for it); catch-ups are serialized by the position row (``SELECT ... FOR UPDATE``), and under
 READ COMMITTED each statement after that lock sees every event committed so far.
+
+``ledger copy`` writes a batch in one transaction, through binary COPY: a few round trips per batch whatever its
+size (the append lock, the heads of every stream of the batch in one query, the COPY of the rows encoded beforehand
+by :func:`prepare` in the copy's reading thread, then the commit); the summary catches up afterwards, in bulk. Rows
+are checked to continue each stream exactly (:func:`~ledger.store.base.copied_rows`) before anything is sent.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
+import re
+import select
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import batched
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, quote, quote_plus, unquote
 
 import msgspec
 import psycopg
+from psycopg.copy import QueuedLibpqWriter
 
 from ledger.domain import chain
-from ledger.errors import HistoryConflict, StoreError, VersionConflict
+from ledger.domain.events import Event
+from ledger.errors import HistoryConflict, InputError, StoreError, VersionConflict
 from ledger.store.base import (
+    APPEND_CHUNK,
     BOUND_SNAPSHOT_SQL,
     LINK_SQL,
     CopyBatch,
@@ -43,34 +57,402 @@ from ledger.store.base import (
     bound_snapshot_of,
     chain_rows,
     check_revision,
+    copied_rows,
     copy_batch_of,
+    encode_events,
+    hide_password,
     link_of,
+    lowest_versions,
     no_ledger,
+    stream_query,
 )
-from ledger.store.connections import ReadPool, Writer
-from ledger.store.pg_engine import (
-    DB_ERRORS,
-    EVENT_COLUMNS,
-    HEAD_SQL,
-    PG_APPEND_LOCK,
-    PREFIX_SQL,
-    STREAMS_SQL,
-    connector,
-    drop_connection,
-    idle_usable,
-    insert_chunked,
-    insert_rows,
-    like_prefix,
-    lock_statement,
-    make_engine,
-    parse_url,
-    read_rows,
-    reason,
-    rollback_quietly,
-    stored_event,
-    stream_sql,
-    stream_where,
+from ledger.store.connections import READERS, ReadPool, Writer
+
+#: The columns of a :class:`StoredEvent`, in its fields' order.
+EVENT_COLUMNS = "seq, stream, version, type, ts, body, prev_hash, hash"
+
+# Any constant works; it only has to be the same for every writer of one PostgreSQL database.
+PG_APPEND_LOCK = 0x4C454447  # "LEDG"
+
+HEAD_SQL = "SELECT version, hash FROM events WHERE stream = %s ORDER BY version DESC LIMIT 1"
+# A prefix compared exactly: LIKE with its wildcards escaped (PostgreSQL's LIKE is case-sensitive).
+PREFIX_SQL = "stream LIKE %s ESCAPE '/'"
+STREAMS_SQL = (
+    "SELECT a.stream, a.n, a.v, e.hash, a.fs, a.ls, a.ft, a.lt FROM ("
+    "SELECT stream, count(*) AS n, max(version) AS v, min(seq) AS fs, max(seq) AS ls, min(ts) AS ft, max(ts) AS lt "
+    "FROM events {where} GROUP BY stream) AS a JOIN events AS e ON e.stream = a.stream AND e.version = a.v "
+    "ORDER BY a.fs"
 )
+
+#: What a database call can raise (waiting too long for a connection is a StoreError of its own).
+DB_ERRORS = (psycopg.Error,)
+
+
+def stored_event(r: Any) -> StoredEvent:
+    return StoredEvent(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), r[6], r[7])
+
+
+def reason(e: Exception) -> str:
+    # One line: psycopg's messages run over several ("...Connection refused\n\tIs the server running...").
+    return " ".join(str(e).split())
+
+
+def lock_statement(durability: Durability, key: str, timeout: str) -> str:
+    """Take the append lock, waiting at most the busy timeout (as lock_timeout, like SQLite's busy_timeout)."""
+    # One statement: the FROM subquery runs first, so the timeout applies to the wait for the lock; 'full'
+    # insists on a synchronous commit whatever the server's default. set_config(..., true) lasts until the end
+    # of this transaction only.
+    settings = f"set_config('lock_timeout', {timeout}, true)"
+    if durability == "full":
+        settings += ", set_config('synchronous_commit', 'on', true)"
+    return f"SELECT pg_advisory_xact_lock({key}) FROM (SELECT {settings}) AS _settings"
+
+
+@functools.cache
+def insert_sql(n: int) -> str:
+    rows = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * n)
+    return f"INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) VALUES {rows} RETURNING seq, version"
+
+
+#: Rows one INSERT sends. An append of more than PIPELINED rows sends its INSERTs one after another, each answer
+#: read before the next, instead of in one pipeline: a pipeline holds every INSERT's parameters until the server
+#: answers (an imported 100,000-line recording's card would be held twice more).
+INSERT_ROWS = 1000
+PIPELINED = 5000
+
+
+def insert_rows(
+    pg: Any, new: Sequence[StoredEvent], lock: tuple[str, Any] | None, *, commit: bool = True
+) -> dict[int, int]:
+    """Insert ``new`` in the writer's transaction, taking the append lock first (``lock``: its statement and
+    arguments; None when held), and commit unless told not to. version -> seq."""
+    chunks = [new[i : i + INSERT_ROWS] for i in range(0, len(new), INSERT_ROWS)]
+    if len(new) <= PIPELINED and commit:
+        with pg.pipeline():
+            if lock is not None:
+                pg.execute(*lock)
+            curs = [pg.execute(insert_sql(len(c)), [v for e in c for v in row_values(e)]) for c in chunks]
+            pg.commit()
+        return {version: seq for c in curs for seq, version in c.fetchall()}
+    if lock is not None:
+        pg.execute(*lock)
+    seq_of: dict[int, int] = {}
+    for c in chunks:
+        cur = pg.execute(insert_sql(len(c)), [v for e in c for v in row_values(e)])
+        seq_of.update((version, seq) for seq, version in cur.fetchall())
+    if commit:
+        pg.commit()
+    return seq_of
+
+
+def insert_chunked(
+    pg: Any, stream: str, events: Iterable[Event], head: tuple[int, str], lock: tuple[str, Any] | None
+) -> StoredEvent:
+    """Encode, chain and insert ``events`` after ``head``, :data:`APPEND_CHUNK` at a time, in the writer's
+    transaction (``lock`` as for :func:`insert_rows`), and commit: a card's rows are never all held at once (an
+    imported card of tens of thousands of events). The last one as stored."""
+    if lock is not None:
+        pg.execute(*lock)
+    for chunk in batched(events, APPEND_CHUNK):
+        new = chain_rows(stream, encode_events(chunk), *head)
+        seq_of = insert_rows(pg, new, None, commit=False)
+        head = (new[-1].version, new[-1].hash)
+    pg.commit()
+    return msgspec.structs.replace(new[-1], seq=seq_of[new[-1].version])
+
+
+def like_prefix(prefix: str) -> str:
+    """The :data:`PREFIX_SQL` pattern of ``prefix``."""
+    return prefix.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
+
+
+def stream_where(stream: str, after_version: int, until_seq: int | None) -> tuple[str, tuple[Any, ...]]:
+    """The WHERE clause (and its arguments) of a stream's events after a version, up to a global seq."""
+    return stream_query("%s", "", stream, after_version, until_seq, None)
+
+
+def stream_sql(
+    stream: str, after_version: int, until_seq: int | None, page: tuple[int, int] | None
+) -> tuple[str, tuple[Any, ...]]:
+    """The query (and its arguments) of a stream's events in version order; ``page``: (offset, count) of them."""
+    return stream_query("%s", EVENT_COLUMNS, stream, after_version, until_seq, page)
+
+
+def row_values(e: StoredEvent) -> tuple[Any, ...]:
+    return (e.stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash)
+
+
+def drop_connection(conn: Any) -> None:
+    """Close a connection for good: it is broken, or the store is closing."""
+    conn.close()
+
+
+def rollback_quietly(pg: Any) -> None:
+    """Roll back what a failed append left open, if the connection still works."""
+    if not (pg.broken or pg.closed):
+        with contextlib.suppress(Exception):
+            pg.rollback()
+
+
+#: Connections a store may hold: the writer and the readers (see connections.py), whatever the threads.
+POOL_SIZE = 1 + READERS
+
+
+# -- the URL --------------------------------------------------------------------------------------------------
+
+# SQLAlchemy's URL syntax (a ledger's URL is the one SQLAlchemy and Alembic are given for a migration).
+_URL = re.compile(
+    r"""
+        (?P<name>[\w\+]+)://
+        (?:(?P<username>[^:/]*)(?::(?P<password>[^@]*))?@)?
+        (?:(?:\[(?P<ipv6host>[^/\?]+)\]|(?P<ipv4host>[^/:\?]+))?(?::(?P<port>[^/\?]*))?)?
+        (?:/(?P<database>[^\?]*))?
+        (?:\?(?P<query>.*))?
+    """,
+    re.X,
+)
+
+
+class PgUrl(msgspec.Struct, frozen=True):
+    """A ``postgresql+psycopg://`` URL taken apart (user, password and database unquoted)."""
+
+    drivername: str
+    username: str | None
+    password: str | None
+    host: str | None
+    port: int | None
+    database: str | None
+    query: tuple[tuple[str, str], ...]
+
+    def render(self, *, hide_password: bool = True) -> str:
+        """The URL again, as SQLAlchemy writes it (the password as ``***`` unless asked for)."""
+        s = self.drivername + "://"
+        if self.username is not None:
+            s += quote(self.username, safe=" +")
+            if self.password is not None:
+                s += ":" + ("***" if hide_password else quote(self.password, safe=" +"))
+            s += "@"
+        if self.host is not None:
+            s += f"[{self.host}]" if ":" in self.host else self.host
+        if self.port is not None:
+            s += f":{self.port}"
+        if self.database is not None:
+            s += "/" + quote(self.database, safe=" +/")
+        if self.query:
+            s += "?" + "&".join(f"{quote_plus(k)}={quote_plus(v)}" for k, v in sorted(self.query))
+        return s
+
+    def place(self) -> tuple[str, int, str | None]:
+        """The server and the database (libpq's defaults filled in)."""
+        return (self.host or "localhost", self.port or 5432, self.database)
+
+    def connect_args(self, *, readonly: bool) -> dict[str, Any]:
+        """Keyword arguments for ``psycopg.connect`` (the URL's query parameters are libpq's)."""
+        args: dict[str, Any] = {}
+        for k, v in self.query:
+            args[k] = f"{args[k]},{v}" if k in args else v  # a repeated key: libpq's list (host=a,b)
+        given: tuple[tuple[str, str | int | None], ...] = (
+            ("host", self.host),
+            ("port", self.port),
+            ("user", self.username),
+            ("password", self.password),
+            ("dbname", self.database),
+        )
+        args.update({k: v for k, v in given if v is not None})
+        if readonly:
+            # Every transaction of the session, single statements included, is READ ONLY.
+            args["options"] = " ".join(filter(None, (args.get("options"), "-c default_transaction_read_only=on")))
+        return args
+
+
+def parse_url(url: str) -> PgUrl:
+    """``url`` taken apart (psycopg 3 whatever the URL's driver says); refuses a URL that names no ledger."""
+    m = _URL.match(url)
+    if m is None:
+        raise InputError(f"{hide_password(url)} is not a valid database URL (it does not parse as one)")
+    g = m.groupdict()
+    try:
+        port = int(g["port"]) if g["port"] else None
+    except ValueError as e:
+        raise InputError(f"{hide_password(url)} is not a valid database URL ({e})") from e
+    name, _, driver = g["name"].partition("+")
+    text = {k: unquote(g[k]) if g[k] is not None else None for k in ("username", "password", "database")}
+    u = PgUrl(
+        # psycopg 3 is the driver the 'postgres' extra installs; a bare 'postgresql://' means it too.
+        "postgresql+psycopg" if name in ("postgres", "postgresql") and driver in ("", "psycopg") else g["name"],
+        text["username"],
+        text["password"],
+        g["ipv4host"] or g["ipv6host"],
+        port,
+        text["database"],
+        tuple(parse_qsl(g["query"] or "")),
+    )
+    shown = u.render()
+    if not u.database:
+        raise InputError(f"{shown} names no database: give one, e.g. postgresql+psycopg://user@host/ledger")
+    if u.drivername != "postgresql+psycopg":
+        raise StoreError(
+            f"cannot open {shown}: its driver {driver or name} is not the ledger's; the ledger uses psycopg 3: "
+            "postgresql+psycopg://... (pip install 'arc-scorecard-ledger[postgres]')"
+        )
+    return u
+
+
+# -- connections ----------------------------------------------------------------------------------------------
+
+
+def connector(url: PgUrl, *, readonly: bool) -> Callable[[bool], psycopg.Connection[Any]]:
+    """Opens a psycopg connection to ``url`` (``autocommit`` as asked); raises psycopg's errors."""
+    # psycopg logs a warning of its own when a connection dies mid-pipeline; the ledger raises a one-line StoreError
+    # for the same fault. Without any handler Python prints such warnings on stderr (its last resort): a NullHandler
+    # keeps the CLI's output to that one line, and logging an application configures still receives them.
+    psycopg_log = logging.getLogger("psycopg")
+    if not psycopg_log.handlers:
+        psycopg_log.addHandler(logging.NullHandler())
+    args = url.connect_args(readonly=readonly)
+
+    def connect(autocommit: bool) -> psycopg.Connection[Any]:
+        return psycopg.connect(autocommit=autocommit, **args)
+
+    return connect
+
+
+def idle_usable(conn: psycopg.Connection[Any]) -> bool:
+    """Whether a pooled connection that sat idle can be used: not closed, and nothing waiting on its socket (an
+    idle session receives nothing, so data there is the server's goodbye: a restart, a terminated backend)."""
+    if conn.closed or conn.broken:
+        return False
+    try:
+        return not select.select([conn.fileno()], [], [], 0)[0]
+    except (OSError, ValueError, psycopg.Error):
+        return False
+
+
+def read_rows(pool: Any, q: str, args: Any) -> list[Any]:
+    """Rows of one statement on a connection of the reader ``pool``; raises psycopg's errors.
+
+    A connection the server ended while it sat idle looks usable until the server's goodbye reaches its socket,
+    which can be after the pool's look (:func:`idle_usable`): a statement that finds its connection lost is sent
+    once more, on a new one (it is a read, and its own transaction)."""
+    for attempt in (1, 2):
+        conn = None
+        try:
+            with pool.connection() as conn:
+                return conn.execute(q, args).fetchall()
+        except psycopg.OperationalError:
+            if attempt == 2 or conn is None or not (conn.broken or conn.closed):
+                raise
+    raise AssertionError("unreachable")
+
+
+def make_engine(connect: Callable[[], Any]) -> Any:
+    """A SQLAlchemy engine whose connections ``connect`` opens, none pooled (migrations and tools: loads
+    SQLAlchemy)."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    return create_engine("postgresql+psycopg://", creator=connect, poolclass=NullPool)
+
+
+# One index probe per stream for its last row (a DISTINCT ON over the streams would read every row they hold).
+HEADS_SQL = (
+    "SELECT w.s, e.version, e.hash FROM unnest(%s::text[]) AS w(s) CROSS JOIN LATERAL "
+    "(SELECT version, hash FROM events WHERE stream = w.s ORDER BY version DESC LIMIT 1) AS e"
+)
+HELD_SQL = (
+    "SELECT e.stream, e.version, e.hash FROM events e JOIN unnest(%s::text[], %s::int[], %s::int[]) AS w(s, lo, hi) "
+    "ON e.stream = w.s AND e.version BETWEEN w.lo AND w.hi"
+)
+COPY_SQL = "COPY events (stream, version, type, ts, body, prev_hash, hash) FROM STDIN"
+COPY_BINARY_SQL = "COPY events (stream, version, type, ts, prev_hash, hash, body) FROM STDIN (FORMAT BINARY)"
+
+
+#: The binary COPY format's header (signature, flags, no extension) and trailer.
+_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+_TRAILER = b"\xff\xff"
+#: A version's field: its length (4) and the int4, as one 8-byte integer.
+_INT4 = 4 << 32
+
+
+def encode_rows(rows: Sequence[StoredEvent]) -> bytes | None:
+    """``rows`` as binary COPY data for :data:`COPY_BINARY_SQL`, or None for a row that cannot be (a column of
+    another type, a version past int4, a ts that is not short ASCII). Its hashes are taken as 64 ASCII characters:
+    use it only for rows :func:`~ledger.domain.chain.first_unhashed` passed."""
+    # One bytes object for the whole batch: the server parses binary rows (a body as it is, no hex) at about twice
+    # the rate of text rows, and building them here costs less than psycopg's write_row per row. The ASCII
+    # columns (ts, prev_hash, hash) are next to each other in the column list, so they are encoded at once.
+    parts = [_HEADER]
+    add = parts.extend
+    streams: dict[str, bytes] = {}
+    types: dict[str, bytes] = {}
+    try:
+        for e in rows:
+            s = streams.get(e.stream)
+            if s is None:
+                sb = e.stream.encode("utf-8")
+                s = streams[e.stream] = b"\x00\x07" + len(sb).to_bytes(4, "big") + sb
+            t = types.get(e.type)
+            if t is None:
+                tb = e.type.encode("utf-8")
+                t = types[e.type] = len(tb).to_bytes(4, "big") + tb
+            ts, body, version = e.ts, e.body, e.version
+            if version >> 31:  # negative, or past int4: the length field would take its high bits
+                return None
+            add(
+                (
+                    s,
+                    (_INT4 | version).to_bytes(8, "big"),
+                    t,
+                    f"\0\0\0{chr(len(ts))}{ts}\0\0\0@{e.prev_hash}\0\0\0@{e.hash}".encode("ascii"),
+                    len(body).to_bytes(4, "big"),
+                    body,
+                )
+            )
+        parts.append(_TRAILER)
+        return b"".join(parts)
+    except (AttributeError, TypeError, OverflowError, UnicodeError):
+        return None
+
+
+def prepare(rows: Sequence[StoredEvent]) -> CopyBatch:
+    """``rows`` checked against their own hashes and encoded for COPY (no I/O: runs beside the writes)."""
+    batch = copy_batch_of(rows)
+    return CopyBatch(batch.rows, batch.unhashed, encode_rows(batch.rows) if batch.unhashed is None else None)
+
+
+def copy_batch(conn: Any, batch: CopyBatch, lock: tuple[str, tuple[Any, ...]]) -> int:
+    """Insert the copied rows of ``batch`` on psycopg connection ``conn`` in one transaction (not committed here);
+    returns how many were new. The cards summary is not folded here: it follows the log by position
+    (``summary.py``) and catches up on the next read, in bulk.
+
+    Raises what :func:`copied_rows` raises (nothing is written then); the caller rolls back on any error.
+    """
+    rows = batch.rows
+    lowest = lowest_versions(rows)
+    # The append lock, as every insert into events takes it: events commit in seq order (see postgres.py).
+    conn.execute(*lock)
+    streams = list(lowest)
+    heads = {s: (0, chain.GENESIS) for s in streams}
+    heads.update({s: (v, h) for s, v, h in conn.execute(HEADS_SQL, (streams,)).fetchall()})
+    overlap = [(s, lo, heads[s][0]) for s, lo in lowest.items() if lo <= heads[s][0]]
+    held: dict[tuple[str, int], str] = {}
+    if overlap:
+        cols = [list(c) for c in zip(*overlap, strict=True)]
+        held = {(s, v): h for s, v, h in conn.execute(HELD_SQL, cols).fetchall()}
+    new = copied_rows(batch, heads, held)
+    if not new:
+        return 0
+    data = batch.encoded if len(new) == len(rows) and batch.encoded is not None else encode_rows(new)
+    with conn.cursor() as cur:
+        if data is not None:
+            with cur.copy(COPY_BINARY_SQL, writer=QueuedLibpqWriter(cur)) as cp:
+                cp.write(data)
+        else:
+            with cur.copy(COPY_SQL) as cp:
+                for e in new:
+                    cp.write_row((e.stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash))
+    return len(new)
+
 
 # SQLiteStore's twin over another driver and dialect, method by method; what both do alike is StoreBase's.
 if TYPE_CHECKING:
@@ -93,7 +475,7 @@ class PostgresStore(StoreBase):
         self._open = connector(self._url, readonly=readonly)
         self._heads = HeadCache()
         self._keeper: SummaryKeeper | None = None
-        # The cards summary is caught up after commits, off the appending thread (see summary_tail.py).
+        # The cards summary is caught up after commits, off the appending thread (see summary.py).
         self._follower = Follower(self._follow)
         self._overlay: SummaryOverlay | None = None
         timeout = busy_timeout_ms / 1000
@@ -292,7 +674,7 @@ class PostgresStore(StoreBase):
         self._heads.set(stream, out[-1])
         return out
 
-    # -- the cards summary (summary_tail.py): loaded when a list or a writer needs it, not by every read --------
+    # -- the cards summary (summary.py): loaded when a list or a writer needs it, not by every read --------
 
     @property
     def _summary(self) -> SummaryKeeper:
@@ -309,9 +691,6 @@ class PostgresStore(StoreBase):
         ``wait`` False (the follower thread): nothing if another session is catching up right now."""
         if self.readonly:
             return 0
-        import psycopg
-
-        from ledger.store.pg_engine import reason
 
         try:
             with self._readers.connection() as conn:
@@ -326,6 +705,29 @@ class PostgresStore(StoreBase):
         except psycopg.Error as e:
             raise StoreError(f"cannot update the cards summary of the ledger at {self.describe()}: {reason(e)}") from e
 
+    def rebuild_summary(self) -> int:
+        from ledger.store import tracking
+        from ledger.store.figures import has_figures
+        from ledger.store.summary import UPSERT_SQL, pg, write_streamed
+
+        def work(conn: Any) -> int:
+            def execute(sql: str, params: Any) -> None:
+                if isinstance(params, list):
+                    with conn.cursor() as cur:
+                        cur.executemany(pg(sql), params)
+                else:
+                    conn.execute(pg(sql), tuple(params) or None)
+
+            def read(sql: str, args: Any) -> list[Any]:
+                return conn.execute(pg(sql), tuple(args) or None).fetchall()
+
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (PG_APPEND_LOCK,))
+            n = write_streamed(read, execute, UPSERT_SQL, None, figures=has_figures(read, "postgresql"))
+            conn.execute(pg(tracking.AT_HEAD_SQL), (tracking.SUMMARY,))
+            return n
+
+        return int(self._write_transaction(work, "cannot rebuild the cards summary of the ledger"))
+
     def _follow(self) -> None:
         with contextlib.suppress(StoreError):
             self.catch_up_summary(wait=False)
@@ -333,10 +735,7 @@ class PostgresStore(StoreBase):
     def summary_at_head(self) -> SummaryOverlay | None:
         """None once the summary tables reflect the log's head (caught up here when behind); for a read-only store
         that is behind, the overlay to answer from (nothing written)."""
-        import psycopg
-
-        from ledger.store.pg_engine import reason
-        from ledger.store.summary_tail import POSITION_SQL, position
+        from ledger.store.summary import POSITION_SQL, position
 
         try:
             with self._readers.connection() as conn:
@@ -353,8 +752,7 @@ class PostgresStore(StoreBase):
         return None
 
     def _overlay_at(self, conn: Any, head: int) -> SummaryOverlay:
-        from ledger.store.summary_sql import pg, probe
-        from ledger.store.summary_tail import POSITION_SQL, build_overlay, position
+        from ledger.store.summary import POSITION_SQL, build_overlay, pg, position, probe
 
         if self._overlay is not None and self._overlay.head == head:
             return self._overlay
@@ -393,7 +791,6 @@ class PostgresStore(StoreBase):
 
     def prepare_copied(self, rows: Sequence[StoredEvent]) -> CopyBatch:
         """``rows`` checked against their own hashes and encoded as binary COPY data (reads and writes nothing)."""
-        from ledger.store.pg_copy import prepare
 
         return prepare(rows)
 
@@ -402,9 +799,8 @@ class PostgresStore(StoreBase):
 
         Each stream must continue exactly; a row the destination already holds is skipped. Raises
         :class:`HistoryConflict` or :class:`StoreError` with nothing written. Returns the number inserted. The rows
-        go in through COPY (see :mod:`~ledger.store.pg_copy`).
+        go in through COPY (see :func:`copy_batch`).
         """
-        from ledger.store.pg_copy import copy_batch
 
         batch = copy_batch_of(rows)
         rows = batch.rows
@@ -618,16 +1014,15 @@ def _orig(e: Exception) -> Exception:
 
 
 def _reader(conn: Any) -> Callable[[str, Any], list[Any]]:
-    from ledger.store.summary_sql import pg
+    from ledger.store.summary import pg
 
     return lambda sql, params: conn.execute(pg(sql), params).fetchall()
 
 
 def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
-    """:func:`~ledger.store.summary_tail.catch_up` on psycopg connection ``conn`` (not in autocommit mode).
+    """:func:`~ledger.store.summary.catch_up` on psycopg connection ``conn`` (not in autocommit mode).
     ``wait`` False: nothing when another session is catching up (it folds what was committed before it read)."""
-    from ledger.store.summary_sql import pg, probe
-    from ledger.store.summary_tail import POSITION_SQL, catch_up, position
+    from ledger.store.summary import POSITION_SQL, catch_up, pg, position, probe
 
     def fetch(sql: str, args: Any) -> list[Any]:
         return list(conn.execute(pg(sql), args).fetchall())
@@ -655,31 +1050,3 @@ def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
 
 class _Busy(Exception):
     """Another session holds the position row (a follower does not queue behind it)."""
-
-
-def pg_rebuild(store: Any) -> int:
-    """Rewrite the summary tables of PostgreSQL store ``store`` from the log, in one transaction on its writer that
-    holds the append lock; returns the number of cards."""
-    from ledger.store import tracking
-    from ledger.store.figures import has_figures
-    from ledger.store.pg_engine import PG_APPEND_LOCK
-    from ledger.store.summary_sql import UPSERT_SQL, pg
-    from ledger.store.summary_stream import write_streamed
-
-    def work(conn: Any) -> int:
-        def execute(sql: str, params: Any) -> None:
-            if isinstance(params, list):
-                with conn.cursor() as cur:
-                    cur.executemany(pg(sql), params)
-            else:
-                conn.execute(pg(sql), tuple(params) or None)
-
-        def read(sql: str, args: Any) -> list[Any]:
-            return conn.execute(pg(sql), tuple(args) or None).fetchall()
-
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (PG_APPEND_LOCK,))
-        n = write_streamed(read, execute, UPSERT_SQL, None, figures=has_figures(read, "postgresql"))
-        conn.execute(pg(tracking.AT_HEAD_SQL), (tracking.SUMMARY,))
-        return n
-
-    return int(store._write_transaction(work, "cannot rebuild the cards summary of the ledger"))

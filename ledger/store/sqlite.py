@@ -2,9 +2,22 @@
 
 A read command must start at interpreter speed, and importing SQLAlchemy alone costs several times that: so the
 log is read and appended through ``sqlite3`` with plain SQL (one writer connection and a few readers, whatever the
-number of threads: :mod:`~ledger.store.connections`), and SQLAlchemy/Alembic
-are loaded only to create or upgrade the schema (:meth:`SQLiteStore.migrate`) or when a caller asks for
-:attr:`SQLiteStore.engine`. The revision check is one query against ``alembic_version``.
+number of threads: :mod:`~ledger.store.connections`), and SQLAlchemy/Alembic are loaded only to upgrade the schema
+(:meth:`SQLiteStore.migrate`) or when a caller asks for :attr:`SQLiteStore.engine`. The revision check is one query
+against ``alembic_version``.
+
+A new ledger's schema is created from plain SQL (:func:`create_fresh`) for the same reason: a first ``ledger
+import`` or capture into a new file paid for Alembic. The statements are generated from the Alembic migrations
+(``scripts/fresh_schema.py`` writes ``fresh_schema.json`` beside this module: what the migrations leave on an empty
+file) and a test fails when the file is not what the migrations make now, so the migrations stay the schema's one
+source. Any other case (an existing schema to upgrade, or migrations newer than the file's revision) goes through
+Alembic.
+
+A long stream's bodies are read as joined chunks by a second thread while the caller decodes (:func:`chunk_reader`):
+SQLite releases the GIL while it steps a statement, so on a million-event card the read and the decoding overlap.
+That reader has its own connection (a connection is never shared between threads at the same time) and reads only
+versions up to the head read beforehand: the log is append-only, so those never change, whichever transaction
+reads them.
 
 Read-only stores open the file with ``mode=ro`` (and ``immutable=1`` when the file or its folder cannot be written,
 so WAL's ``-shm`` cannot be created): they never create, migrate or write a byte.
@@ -15,14 +28,18 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import batched
 from typing import TYPE_CHECKING, Any
+
+from msgspec.structs import astuple, force_setattr
 
 from ledger.domain import chain
 from ledger.domain.events import Event
-from ledger.errors import HistoryConflict, StoreError, VersionConflict
-from ledger.store import sqlite_sql as sq
+from ledger.errors import HistoryConflict, InputError, StoreError, VersionConflict
 from ledger.store.base import (
+    APPEND_CHUNK,
     BOUND_SNAPSHOT_SQL,
     LINK_SQL,
     CopyBatch,
@@ -38,24 +55,335 @@ from ledger.store.base import (
     bound_snapshot_of,
     chain_rows,
     check_revision,
+    copied_rows,
     copy_batch_of,
+    encode_events,
+    head_revision,
     link_of,
     lowest_versions,
     no_ledger,
     not_a_file,
+    stream_query,
 )
 from ledger.store.connections import ReadPool, Writer
-from ledger.store.sqlite_sql import (
-    COLUMNS,
-    HEAD_SQL,
-    PREFIX_SQL,
-    STREAMS_SQL,
-    check_tables,
-    sqlite_path,
-    stream_where,
-    writable,
+from ledger.store.read_ahead import Put, ReadAhead
+
+# WAL checkpoints off the appending thread. With SQLite's default, the commit that takes the write-ahead log past
+# 1,000 pages also copies it into the database file and syncs both (two fsyncs): live capture commits one or two pages
+# per toolkit step, so every few hundred steps one step pays for a checkpoint, and on a busy disk that averages out to
+# more than the commits themselves. SQLite's documentation suggests the remedy used here: the writers' automatic
+# checkpoint is raised to a backstop (:data:`BACKSTOP_PAGES`, reached only if this thread falls behind), and a
+# background thread runs a PASSIVE checkpoint (which never blocks a writer or a reader) every :data:`EVERY_COMMITS`
+# commits of this process. Durability is unchanged: a commit is in the WAL, synced as ``synchronous`` says, before
+# ``append`` returns; checkpointing only moves committed pages into the main file.
+#
+# Only with ``--durability normal``: under ``full`` every commit syncs the WAL itself, and a checkpoint syncing the
+# same files from another thread then slows those commits down more than running it inline does (measured side by
+# side), so ``full`` keeps SQLite's own checkpointing.
+#: The writers' ``wal_autocheckpoint``: only if the background checkpoints fall behind (about 40 MB of WAL).
+BACKSTOP_PAGES = 10_000
+#: Commits between two background checkpoints (each commit of a captured step writes one or two pages).
+EVERY_COMMITS = 250
+
+
+class Checkpointer:
+    """Runs ``PRAGMA wal_checkpoint(PASSIVE)`` on its own connection, in a daemon thread, when told enough
+    commits happened. A forked child starts its own thread on its first commits."""
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection], every: int = EVERY_COMMITS) -> None:
+        #: 0: never (SQLite checkpoints inline, as by default).
+        self._connect = connect
+        self._every = every
+        self._commits = 0
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._closed = False
+
+    def committed(self) -> None:
+        """Count one commit (called by the appending thread right after COMMIT; costs an increment)."""
+        self._commits += 1
+        if self._commits < self._every or not self._every:
+            return
+        self._commits = 0
+        if self._pid != os.getpid() or self._thread is None:
+            self._start()
+        self._wake.set()
+
+    def _start(self) -> None:
+        self._pid = os.getpid()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ledger-wal-checkpoint", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            con = self._connect()
+        except Exception:
+            return
+        wake = self._wake
+        try:
+            while True:
+                wake.wait()
+                wake.clear()
+                if self._closed:
+                    return
+                # Failing is harmless: the pages stay in the WAL and the next checkpoint (or the backstop) moves them.
+                with contextlib.suppress(sqlite3.Error):
+                    con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        finally:
+            con.close()
+
+    def close(self) -> None:
+        """Stop the thread (it finishes a checkpoint in progress first)."""
+        self._closed = True
+        thread = self._thread
+        if thread is not None and self._pid == os.getpid():
+            self._wake.set()
+            thread.join(timeout=30)
+        self._thread = None
+
+
+COLUMNS = "seq, stream, version, type, ts, body, prev_hash, hash"
+HEAD_SQL = "SELECT version, hash FROM events WHERE stream = ? ORDER BY version DESC LIMIT 1"
+INSERT_SQL = "INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
+# A prefix compared exactly (LIKE would be case-insensitive for ASCII and need its wildcards escaped).
+PREFIX_SQL = "substr(stream, 1, length(?)) = ?"
+STREAMS_SQL = (
+    "SELECT a.stream, a.n, a.v, e.hash, a.fs, a.ls, a.ft, a.lt FROM ("
+    "SELECT stream, count(*) AS n, max(version) AS v, min(seq) AS fs, max(seq) AS ls, min(ts) AS ft, max(ts) AS lt "
+    "FROM events {where} GROUP BY stream) AS a JOIN events AS e ON e.stream = a.stream AND e.version = a.v "
+    "ORDER BY a.fs"
 )
-from ledger.store.wal import EVERY_COMMITS, Checkpointer
+
+
+def insert_one(
+    dbapi: sqlite3.Connection, stream: str, row: tuple[str, str, bytes], head: tuple[int, str]
+) -> StoredEvent:
+    """Insert one ``(type, ts, body)`` row after ``head`` (version, hash), inside the caller's transaction.
+
+    One event per toolkit step: hashed, inserted and given its seq as it is built, with no list or copy between.
+    """
+    (type_, ts, body), (version, prev) = row, head
+    h = chain.chain_hashes(prev, stream, version, ((type_, body),))[0]
+    cur = dbapi.execute(INSERT_SQL, (stream, version + 1, type_, ts, body, prev, h))
+    assert cur.lastrowid is not None  # set by every INSERT
+    return StoredEvent(cur.lastrowid, stream, version + 1, type_, ts, body, prev, h)
+
+
+def insert_batch(dbapi: sqlite3.Connection, new: list[StoredEvent]) -> list[StoredEvent]:
+    """Insert chained rows (their seq still unknown) inside the caller's write transaction; return them numbered."""
+    dbapi.executemany(INSERT_SQL, (astuple(e)[1:] for e in new))
+    # Under the write lock, an INTEGER PRIMARY KEY without deletes is assigned max+1 each time: a batch's seqs are
+    # the consecutive numbers ending at the last one inserted.
+    last = dbapi.execute("SELECT last_insert_rowid()").fetchone()[0]
+    # Numbered in place: an import's whole card is one batch, and a copy of each row would double its peak.
+    for s, e in enumerate(new, last - len(new) + 1):
+        force_setattr(e, "seq", s)
+    return new
+
+
+def insert_chunked(
+    dbapi: sqlite3.Connection, stream: str, events: Iterable[Event], head: tuple[int, str]
+) -> list[StoredEvent]:
+    """Encode, chain and insert ``events`` (at least one) after ``head``, :data:`APPEND_CHUNK` at a time, inside the
+    caller's write transaction (a card's rows are never all held at once); the last one as stored."""
+    for chunk in batched(events, APPEND_CHUNK):
+        last = insert_batch(dbapi, chain_rows(stream, encode_events(chunk), *head))[-1]
+        head = (last.version, last.hash)
+    return [last]
+
+
+def insert_copied(con: sqlite3.Connection, batch: CopyBatch, lowest: dict[str, int]) -> list[StoredEvent]:
+    """Insert copied rows inside the caller's write transaction, each stream checked against the head it reads
+    (:func:`copied_rows`); the rows inserted."""
+    heads: dict[str, tuple[int, str]] = {}
+    held: dict[tuple[str, int], str] = {}
+    for s, lo in lowest.items():
+        row = con.execute(HEAD_SQL, (s,)).fetchone()
+        heads[s] = (row[0], row[1]) if row else (0, chain.GENESIS)
+        if lo <= heads[s][0]:
+            q = "SELECT version, hash FROM events WHERE stream = ? AND version BETWEEN ? AND ?"
+            held.update({(s, v): h for v, h in con.execute(q, (s, lo, heads[s][0]))})
+    new = copied_rows(batch, heads, held)
+    con.executemany(INSERT_SQL, [(e.stream, *row_values(e)) for e in new])
+    return new
+
+
+def sqlite_path(url: str) -> str:
+    """The file of a ``sqlite:///PATH`` URL; an in-memory database cannot hold a ledger."""
+    rest = url.partition("://")[2]
+    path = rest[1:] if rest.startswith("/") else rest
+    path = path.split("?", 1)[0]
+    if not path or path == ":memory:" or path.startswith("file::memory:"):
+        raise InputError(f"{url!r} is an in-memory database, which cannot hold a ledger: give a file path")
+    return path
+
+
+def writable(path: str) -> bool:
+    # Root ignores permission bits, but os.access still sees a read-only mount.
+    file_ok = os.access(path, os.W_OK) if os.path.exists(path) else True
+    return file_ok and os.access(os.path.dirname(path) or ".", os.W_OK)
+
+
+def row_values(e: StoredEvent) -> tuple[Any, ...]:
+    return (e.version, e.type, e.ts, e.body, e.prev_hash, e.hash)
+
+
+def stream_where(stream: str, after_version: int, until_seq: int | None) -> tuple[str, tuple[Any, ...]]:
+    """The WHERE clause (and its arguments) of a stream's events after a version, up to a global seq."""
+    return stream_query("?", "", stream, after_version, until_seq, None)
+
+
+def stream_sql(
+    stream: str, after_version: int, until_seq: int | None, page: tuple[int, int] | None
+) -> tuple[str, tuple[Any, ...]]:
+    """The query (and its arguments) of a stream's events in version order; ``page``: (offset, count) of them."""
+    return stream_query("?", COLUMNS, stream, after_version, until_seq, page)
+
+
+def readonly_uri(path: str, *, immutable: bool) -> str:
+    """A ``file:`` URI opening ``path`` read-only (``immutable``: without WAL's -shm, for read-only media)."""
+    quoted = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    return f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def connect(path: str, busy_timeout_ms: int, durability: str, readonly: bool, immutable: bool) -> sqlite3.Connection:
+    """A connection with the ledger's settings (autocommit: BEGIN is the caller's); closed again if they fail."""
+    timeout = busy_timeout_ms / 1000
+    if readonly:
+        uri = readonly_uri(path, immutable=immutable)
+        con = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=timeout)
+    else:
+        con = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=timeout)
+    try:
+        con.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        if readonly:
+            return con
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+        if durability != "full":  # batched commits as normal does (see ledger/capture/batching.py)
+            con.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
+        # Without this, INSERT OR REPLACE deletes the old row without firing the BEFORE DELETE trigger.
+        con.execute("PRAGMA recursive_triggers=ON")
+    except BaseException:
+        con.close()  # a connection per failed attempt would otherwise stay open until collected
+        raise
+    return con
+
+
+def check_tables(con: sqlite3.Connection, path: str) -> None:
+    """Refuse, reading only its schema, a database that is not a ledger (raises :class:`StoreError`)."""
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{path} is not a ledger ({e})") from e
+    if not tables:
+        raise no_ledger(path)
+    if not {"events", "alembic_version"} <= tables:
+        raise StoreError(f"{path} is not a ledger (no events table or schema revision); nothing was changed")
+
+
+def refuse_foreign(path: str, busy_timeout_ms: int) -> None:
+    """Refuse, as the read commands do (:func:`check_tables`), a database that holds tables and is not a ledger,
+    through a read-only connection: a writer's first connection already switches the file to WAL, so another
+    program's database must be turned away before it, with nothing of it changed."""
+    if not os.path.isfile(path) or os.path.getsize(path) == 0:
+        return
+    con = connect(path, busy_timeout_ms, "normal", True, False)
+    try:
+        try:
+            empty = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1").fetchone() is None
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{path} is not a ledger ({e}); nothing was changed") from e
+        if not empty:
+            check_tables(con, path)
+    finally:
+        con.close()
+
+
+def joined_sql(con: sqlite3.Connection, where: str) -> str:
+    """The query joining a version range's bodies with newlines, in version order (parameters: the separator,
+    then ``where``'s, then the last version of the range).
+
+    From SQLite 3.44 the order is explicit. Before that, the aggregate takes rows in the order its loop visits
+    them: the plain form is used only when the plan walks UNIQUE(stream, version) itself (no sort, no other
+    index); otherwise an ordered subquery feeds the aggregate (about a third slower on a million events).
+    The separator is a bound parameter: ``char(10)`` would be a function call per row.
+    """
+    body = "CAST(group_concat(body, ?{order}) AS BLOB), count(*)"
+    rng = f"{where} AND version <= ?"
+    if sqlite3.sqlite_version_info >= (3, 44, 0):
+        return f"SELECT {body.format(order=' ORDER BY version')} FROM events {rng}"
+    plain = f"SELECT {body.format(order='')} FROM events {rng}"
+    nargs = plain.count("?")
+    plan = " ".join(str(r[-1]) for r in con.execute(f"EXPLAIN QUERY PLAN {plain}", (None,) * nargs))
+    walks_index = "SEARCH events USING INDEX sqlite_autoindex_events_1 (stream=? AND version>? AND version<?)"
+    if plan.startswith(walks_index) and "TEMP B-TREE" not in plan and plan.count("SEARCH") == 1:
+        return plain
+    return f"SELECT {body.format(order='')} FROM (SELECT body FROM events {rng} ORDER BY version)"
+
+
+#: Read only when a new ledger is made (json and the file stay out of every other command's start).
+SCHEMA = os.path.join(os.path.dirname(__file__), "fresh_schema.json")
+
+
+def create_fresh(con: sqlite3.Connection) -> bool:
+    """Create the head schema on an empty database, in one transaction; False (nothing done) if the database is
+    not empty or the migrations are newer than the generated statements (then Alembic must do it).
+
+    ``con`` is in autocommit mode (``isolation_level=None``). IMMEDIATE: a second process creating the same new
+    file waits for the first and then finds it not empty.
+    """
+    import json
+
+    with open(SCHEMA, encoding="utf-8") as f:
+        schema = json.load(f)
+    if head_revision() != schema["revision"]:
+        return False
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        if con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            con.execute("ROLLBACK")
+            return False
+        for stmt in schema["statements"]:
+            con.execute(stmt)
+        con.execute("INSERT INTO alembic_version (version_num) VALUES (?)", (schema["revision"],))
+        con.execute("COMMIT")
+    except BaseException:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        raise
+    return True
+
+
+def chunk_reader(
+    connect: Callable[[], sqlite3.Connection], joined: str, args: tuple[Any, ...], ranges: list[tuple[int, int]]
+) -> ReadAhead[tuple[bytes, int]]:
+    """``(JSON lines, count)`` chunks of ``ranges`` (version ranges), read one ahead; close it if not read to the end.
+
+    ``args``: the separator, the stream, then the where's args after its version (lo and hi are per chunk).
+    """
+
+    def produce(put: Put[tuple[bytes, int]]) -> None:
+        con = connect()
+        try:
+            con.execute("BEGIN")
+            sep, stream, *extra = args
+            for lo, hi in ranges:
+                body, count = con.execute(joined, (sep, stream, lo, *extra, hi)).fetchone()
+                if count and not put((body, count)):
+                    return
+            con.execute("COMMIT")
+        finally:
+            con.close()
+
+    return ReadAhead(produce, name="ledger-read-ahead", translate=_store_error).start()
+
+
+def _store_error(e: BaseException) -> BaseException:
+    return StoreError(f"cannot read the ledger: {e}") if isinstance(e, sqlite3.Error) else e
+
 
 if TYPE_CHECKING:
     from ledger.store.summary import SummaryKeeper
@@ -87,9 +415,9 @@ class SQLiteStore(StoreBase):
         )
         self._readers = ReadPool(self._connect, sqlite3.Connection.close, timeout=timeout, where=self.describe)
         self._engine: Any = None
-        # WAL checkpoints run in a background thread, not inside a captured step's commit (see wal.py).
+        # WAL checkpoints run in a background thread, not inside a captured step's commit (see :class:`Checkpointer`).
         self._checkpointer = Checkpointer(self._connect, every=EVERY_COMMITS if durability != "full" else 0)
-        # The cards summary is caught up after commits, off the appending thread (see summary_tail.py).
+        # The cards summary is caught up after commits, off the appending thread (see summary.py).
         self._follower = Follower(self._follow)
         self._overlay: SummaryOverlay | None = None
         self._immutable = readonly and not writable(self.path)
@@ -101,9 +429,9 @@ class SQLiteStore(StoreBase):
             raise StoreError(f"cannot open the ledger {self.path}: folder {parent} does not exist")
         if not writable(self.path):
             raise StoreError(f"cannot open the ledger at {self.describe()} for writing{self._readonly_hint()}")
-        sq.refuse_foreign(self.path, busy_timeout_ms)
+        refuse_foreign(self.path, busy_timeout_ms)
 
-    # -- the cards summary (summary_tail.py): loaded when a list or a writer needs it, not by every read --------
+    # -- the cards summary (summary.py): loaded when a list or a writer needs it, not by every read --------
 
     @property
     def _summary(self) -> SummaryKeeper:
@@ -123,6 +451,29 @@ class SQLiteStore(StoreBase):
         except sqlite3.Error as e:
             raise StoreError(f"cannot update the cards summary of the ledger at {self.describe()}: {e}") from e
 
+    def rebuild_summary(self) -> int:
+        from ledger.store import tracking
+        from ledger.store.figures import has_figures
+        from ledger.store.summary import UPSERT_SQL, write_streamed
+
+        with self._writer.connection() as con:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                n = write_streamed(
+                    lambda sql, args: con.execute(sql, tuple(args)).fetchall(),
+                    lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p),
+                    UPSERT_SQL,
+                    None,
+                    figures=has_figures(con.execute, "sqlite"),
+                )
+                con.execute(tracking.AT_HEAD_SQL, (tracking.SUMMARY,))
+                con.execute("COMMIT")
+            except BaseException:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                raise
+        return n
+
     def _follow(self) -> None:
         with contextlib.suppress(StoreError):
             self.catch_up_summary()
@@ -130,7 +481,7 @@ class SQLiteStore(StoreBase):
     def summary_at_head(self) -> SummaryOverlay | None:
         """None once the summary tables reflect the log's head (caught up here when behind); for a read-only store
         that is behind, the overlay to answer from (nothing written)."""
-        from ledger.store.summary_tail import POSITION_SQL, position
+        from ledger.store.summary import POSITION_SQL, position
 
         try:
             row = self._read(POSITION_SQL, ())
@@ -159,7 +510,7 @@ class SQLiteStore(StoreBase):
         if wrong is not None:  # SQLite would say "unable to open database file" or "disk I/O error"
             raise wrong
         try:
-            return sq.connect(self.path, self.busy_timeout_ms, self.durability, self.readonly, self._immutable)
+            return connect(self.path, self.busy_timeout_ms, self.durability, self.readonly, self._immutable)
         except sqlite3.Error as e:
             raise StoreError(f"cannot open the ledger at {self.describe()}: {e}{self._readonly_hint()}") from e
 
@@ -222,8 +573,7 @@ class SQLiteStore(StoreBase):
             raise StoreError(f"cannot prepare the ledger at {self.describe()}: {e.orig}{self._readonly_hint()}") from e
 
     def _create_fresh(self) -> bool:
-        # A new file gets the head schema in plain SQL: no SQLAlchemy/Alembic imports (see sqlite_fresh.py).
-        from ledger.store.sqlite_fresh import create_fresh
+        # A new file gets the head schema in plain SQL: no SQLAlchemy/Alembic imports (see :func:`create_fresh`).
 
         try:
             with self._writer.connection() as con:
@@ -271,16 +621,14 @@ class SQLiteStore(StoreBase):
     ) -> list[StoredEvent]:
         # The capture hot path: one append of one event per toolkit step, so plain driver calls and nothing else.
         if len(rows) == 1:
-            return self._write(
-                stream, expected_version, lambda dbapi, head: [sq.insert_one(dbapi, stream, rows[0], head)]
-            )
+            return self._write(stream, expected_version, lambda dbapi, head: [insert_one(dbapi, stream, rows[0], head)])
         return self._write(
-            stream, expected_version, lambda dbapi, head: sq.insert_batch(dbapi, chain_rows(stream, rows, *head))
+            stream, expected_version, lambda dbapi, head: insert_batch(dbapi, chain_rows(stream, rows, *head))
         )
 
     def _append_chunked(self, stream: str, new_events: Iterable[Event], expected_version: int | None) -> StoredEvent:
         return self._write(
-            stream, expected_version, lambda dbapi, head: sq.insert_chunked(dbapi, stream, new_events, head)
+            stream, expected_version, lambda dbapi, head: insert_chunked(dbapi, stream, new_events, head)
         )[0]
 
     def _write(
@@ -330,7 +678,7 @@ class SQLiteStore(StoreBase):
             with self._writer.connection() as con:
                 con.execute("BEGIN IMMEDIATE")
                 try:
-                    new = sq.insert_copied(con, batch, lowest)
+                    new = insert_copied(con, batch, lowest)
                     con.execute("COMMIT")
                 except BaseException:
                     if con.in_transaction:
@@ -417,7 +765,7 @@ class SQLiteStore(StoreBase):
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None, page: tuple[int, int] | None = None
     ) -> list[StoredEvent]:
         """Every event of ``stream`` in version order (after a version, up to a global seq; ``page``: see base)."""
-        return [StoredEvent(*r) for r in self._read(*sq.stream_sql(stream, after_version, until_seq, page))]
+        return [StoredEvent(*r) for r in self._read(*stream_sql(stream, after_version, until_seq, page))]
 
     def read_bodies(
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None
@@ -446,13 +794,13 @@ class SQLiteStore(StoreBase):
         """Like :meth:`read_bodies`, the bodies as ``(JSON lines, count)`` chunks of up to ``chunk`` versions.
 
         SQLite joins them (no row object per event: a cold replay of a million events is mostly that), in version
-        order (see :func:`~ledger.store.sqlite_sql.joined_sql`).
+        order (see :func:`joined_sql`).
         """
         where, args = stream_where(stream, after_version, until_seq)
         out: list[tuple[bytes, int]] = []
         try:
             with self._readers.connection() as dbapi:
-                joined = sq.joined_sql(dbapi, where)
+                joined = joined_sql(dbapi, where)
                 dbapi.execute("BEGIN")  # one snapshot for every statement
                 try:
                     q = f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1"
@@ -475,19 +823,18 @@ class SQLiteStore(StoreBase):
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None, chunk: int = 25_000
     ) -> tuple[Iterable[tuple[bytes, int]], int, int]:
         """Like :meth:`read_joined`; past one chunk, read ahead by a second thread (close the iterable if not read
-        to the end: see :mod:`~ledger.store.sqlite_joined`)."""
+        to the end: see :func:`chunk_reader`)."""
         where, args = stream_where(stream, after_version, until_seq)
         row = self._read(f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1", args)
         if not row:
             return [], after_version, 0
         if row[0][0] - after_version <= chunk:
             return self.read_joined(stream, after_version=after_version, until_seq=until_seq, chunk=chunk)
-        from ledger.store.sqlite_joined import chunk_reader
 
         last, seq = row[0]
         ranges = [(lo, min(lo + chunk, last)) for lo in range(after_version, last, chunk)]
         with self._readers.connection() as con:
-            joined = sq.joined_sql(con, where)
+            joined = joined_sql(con, where)
         return chunk_reader(self._connect, joined, ("\n", stream, *args[2:]), ranges), last, seq
 
     def stream_exists(self, stream: str) -> bool:
@@ -585,10 +932,9 @@ class SQLiteStore(StoreBase):
 
 
 def _catch_up(keeper: SummaryKeeper, con: sqlite3.Connection) -> int:
-    """:func:`~ledger.store.summary_tail.catch_up` on SQLite writer connection ``con`` (autocommit mode; BEGIN
+    """:func:`~ledger.store.summary.catch_up` on SQLite writer connection ``con`` (autocommit mode; BEGIN
     IMMEDIATE serializes it with every append and every other catch-up)."""
-    from ledger.store.summary_sql import probe
-    from ledger.store.summary_tail import POSITION_SQL, catch_up, position
+    from ledger.store.summary import POSITION_SQL, catch_up, position, probe
 
     def fetch(sql: str, args: Any) -> list[Any]:
         return con.execute(sql, args).fetchall()
@@ -610,8 +956,7 @@ def _catch_up(keeper: SummaryKeeper, con: sqlite3.Connection) -> int:
 
 def _overlay(keeper: SummaryKeeper, con: sqlite3.Connection) -> SummaryOverlay | None:
     """The summary as of the log's head, read in one read transaction on ``con``; None when it is at the head."""
-    from ledger.store.summary_sql import probe
-    from ledger.store.summary_tail import POSITION_SQL, build_overlay, position
+    from ledger.store.summary import POSITION_SQL, build_overlay, position, probe
 
     con.execute("BEGIN")
     try:

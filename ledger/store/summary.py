@@ -1,38 +1,77 @@
 """The cards summary: one row per card (and its tags and games in a keys table), a projection of the log.
 
 Every list (``ledger cards``, ``compare --tag``, the viewer's and the bundle's cards pages) reads a page of
-``card_summary`` instead of replaying every card. The rule that keeps it a projection:
+``card_summary`` instead of replaying every card, through the same ``?`` statements on both backends (PostgreSQL's
+driver gets ``%s``), so the CLI, the viewer and the bundle show the same pages. A SQLite store is read through its
+own ``sqlite3`` connections, a PostgreSQL store through its psycopg ones (no SQLAlchemy import for a read command);
+:func:`fill` runs on a migration's SQLAlchemy connection. The rules that keep it a projection:
 
-* it follows the log by position (:mod:`ledger.store.summary_tail`): its row of ``tracking`` holds the ``seq`` and
-  hash of the last event folded, written in the same transaction as the rows, so each event is folded exactly
-  once; a read catches it up to the log's head first; ``ledger verify`` and ``ledger rebuild-summary --check``
-  prove the rows and keys equal a rebuild from the log up to that position;
+* it follows the log by position: its row of ``tracking`` (:mod:`ledger.store.tracking`) holds the ``seq`` and hash
+  of the last event folded, written in the same transaction as the rows, so each event is folded exactly once
+  whoever runs the catch-up and whenever it is killed. A catch-up runs before every read of the summary
+  (:func:`query`), from a writer's background thread a little after its commits, and when a writing store closes;
+  ``ledger verify`` and ``ledger rebuild-summary --check`` prove the rows and keys equal a rebuild from the log up
+  to that position;
+* tailing by ``seq`` needs ``seq`` order to be commit order. SQLite: one writer at a time, an INTEGER PRIMARY KEY
+  assigned under the write lock. PostgreSQL: a sequence is not commit order in general (a value taken by one
+  transaction can commit after a larger one), but every insert into ``events`` (append, import, copy) takes the
+  append advisory lock before it takes a ``seq`` and holds it to its commit, so appends are serialized and no
+  event can commit below an event already visible; a catch-up reads under READ COMMITTED after locking the
+  position row, so it sees every event up to the newest committed. An insert into ``events`` that skipped the lock
+  would break this (``verify`` would then report the summary differing from a rebuild);
 * it stays cheap: the :class:`SummaryKeeper` keeps the projections of the cards it folded (per process, keyed by
   the version each reflects), folds only the new events, and scores a card (score, levels completed, level count)
   only for a batch that holds an event other than an action: an action changes counters, never those (levels are
-  scored from their LevelCompleted marks). The keys table is rewritten only when the card's tags or games change.
-  A card it does not hold (or whose last fold was rolled back) is replayed from its stream once;
-* a card with an event that does not decode has no row (the log takes any bytes; ``verify`` reports the event).
+  scored from their LevelCompleted marks). A card it does not hold (or whose last fold was rolled back) is replayed
+  from its stream once;
+* a card with an event that does not decode has no row (the log takes any bytes; ``verify`` reports the event);
+* a read-only store never writes: when its summary is behind, the tail is folded in memory and the lists are
+  answered from an in-memory copy of the tables with the tail applied (:class:`Overlay`);
+* a rebuild (``verify``, ``rebuild-summary``) must not hold every card at once (100,000 cards would need hundreds of
+  MB): the log is read in its ``(stream, version)`` index order, :data:`BATCH` events per query, and each card is
+  folded, turned into its row and keys and dropped before the next, so memory does not grow with the cards. Its
+  rows equal those of the whole log folded in ``seq`` order: a card's row depends only on its own events in version
+  order and on its baseline set.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
+import sqlite3
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import msgspec
 
 from ledger.domain import baselines as bl
 from ledger.domain.document import ScorecardDoc
-from ledger.domain.events import CARD_STREAM, BaselineEntry, BaselinesRecorded, decode
+from ledger.domain.events import CARD_STREAM, BaselineEntry, BaselinesRecorded, baselines_stream, decode
 from ledger.domain.projection import CardState
 from ledger.domain.scoring import calculator_of, score_card
 from ledger.errors import StoreError
 from ledger.rules.timeline import lapse
+from ledger.store import tracking
+from ledger.store.base import LogStore, has_table
 from ledger.store.cards import replay
+from ledger.store.figures import (
+    FIGURES,
+    KEY_COLUMNS,
+    SELECT_ALL_SQL,
+    Key,
+    counts_of,
+    delta,
+    has_figures,
+    old_rows,
+    replace_all,
+    write_delta,
+)
+from ledger.store.figures import differences as figure_differences
 
 SUMMARY = "card_summary"
 KEYS = "card_summary_keys"
@@ -232,8 +271,6 @@ class Change(msgspec.Struct, frozen=True):
     tracked: Tracked | None
     row: SummaryRow | None
     keys: frozenset[tuple[str, str]] | None
-    #: Instead of ``row``, for a batch of actions only: (version, actions, events, last_ts, last_key, card_id).
-    counters: tuple[int, int, int, str | None, int | None, str] | None = None
 
 
 #: Reads a stream's bodies with versions 1..N (inside the append transaction).
@@ -248,7 +285,7 @@ class SummaryKeeper:
         self._baselines: dict[str, dict[str, BaselineEntry]] = {}
         self._lock = threading.Lock()
         #: Whether the schema has the summary tables (None: not looked yet; a ledger still at an earlier revision
-        #: has none, and gets them filled from the log when it is migrated; see ``summary_sql.probe``).
+        #: has none, and gets them filled from the log when it is migrated; see :func:`probe`).
         self.enabled: bool | None = None
         #: Whether the schema has the tag figures table (:mod:`ledger.store.figures`); looked at with ``enabled``.
         self.figures: bool | None = None
@@ -260,8 +297,6 @@ class SummaryKeeper:
         types: Sequence[str],
         bodies: Sequence[bytes],
         read: BodyReader,
-        *,
-        full: bool = False,
     ) -> Change | None:
         """The summary change of appending ``bodies`` (of ``types``) after ``base_version``; None for a stream
         that is not a card. ``read`` replays the stream when this process does not hold the card at
@@ -293,11 +328,6 @@ class SummaryKeeper:
         keys = keys_of(state) if rescore else held.keys
         version = base_version + len(bodies)
         tracked = Tracked(state, version, scored, keys)
-        if not rescore and not full:
-            # The capture hot path: only the counters an action moves.
-            last = state.last_ts
-            counters = (version, state.total_actions, state.events, _iso(last), micros(last) if last else None, card_id)
-            return Change(stream, tracked, None, None, counters)
         return Change(stream, tracked, row_of(state, version, scored), keys if keys != held.keys else None)
 
     def baselines(self, set_id: str | None, read: BodyReader) -> dict[str, BaselineEntry]:
@@ -306,8 +336,6 @@ class SummaryKeeper:
             return {}
         got = self._baselines.get(set_id)
         if got is None:
-            from ledger.domain.events import baselines_stream
-
             got = baselines_map(set_id, read(baselines_stream(set_id), 1))
             if got:
                 self._baselines[set_id] = got
@@ -326,11 +354,6 @@ class SummaryKeeper:
             while len(self._cards) > CACHED_CARDS:
                 self._cards.popitem(last=False)
 
-    def forget(self, stream: str) -> None:
-        """Drop what is held of a stream (after a failed append or a copy)."""
-        with self._lock:
-            self._cards.pop(stream, None)
-
 
 def _groups(rows: Sequence[tuple[str, int, str, bytes]]) -> dict[str, list[tuple[str, int, str, bytes]]]:
     groups: dict[str, list[tuple[str, int, str, bytes]]] = {}
@@ -344,7 +367,7 @@ def copied_changes(
 ) -> list[Change | None]:
     """The summary changes of copied rows (``(stream, version, type, body)``, each stream in version order)."""
     return [
-        keeper.change(stream, g[0][1] - 1, [r[2] for r in g], [r[3] for r in g], read, full=True)
+        keeper.change(stream, g[0][1] - 1, [r[2] for r in g], [r[3] for r in g], read)
         for stream, g in _groups(rows).items()
     ]
 
@@ -400,3 +423,966 @@ class CardSummary:
 
 def _at(iso: str | None) -> datetime | None:
     return datetime.fromisoformat(iso) if iso else None
+
+
+def upsert_sql(columns: Sequence[str]) -> str:
+    """The statement that writes a summary row's ``columns`` (``card_id`` first)."""
+    return (
+        f"INSERT INTO {SUMMARY} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+        f"ON CONFLICT (card_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in columns[1:])}"
+    )
+
+
+UPSERT_SQL = upsert_sql(COLUMNS)
+DELETE_KEYS_SQL = f"DELETE FROM {KEYS} WHERE card_id = ?"
+DELETE_ROW_SQL = f"DELETE FROM {SUMMARY} WHERE card_id = ?"
+COUNTERS_SQL = f"UPDATE {SUMMARY} SET version = ?, actions = ?, events = ?, last_ts = ?, last_key = ? WHERE card_id = ?"
+INSERT_KEY_SQL = f"INSERT INTO {KEYS} (kind, value, card_id) VALUES (?, ?, ?)"
+SELECT_ROWS_SQL = f"SELECT {', '.join(COLUMNS)} FROM {SUMMARY}"
+SELECT_KEYS_SQL = f"SELECT card_id, kind, value FROM {KEYS}"
+
+#: Sort keys: the columns a page is ordered by (then ``card_id``); opened and score have an index.
+SORT_COLUMNS = {
+    "opened": ("opened_key",),
+    "score": ("score", "opened_key"),
+    "actions": ("actions", "opened_key"),
+    "events": ("events", "opened_key"),
+    "id": (),
+}
+
+
+def pg(sql: str) -> str:
+    """The statement for psycopg (``%s`` placeholders; no literal ``%`` is used in these statements)."""
+    return sql.replace("?", "%s")
+
+
+# The row's fields are the table's columns, in the same order: a row's values are its fields as a tuple.
+assert SummaryRow.__struct_fields__ == COLUMNS
+
+
+def row_params(row: SummaryRow) -> tuple[Any, ...]:
+    """The row's values in :data:`COLUMNS` order."""
+    return msgspec.structs.astuple(row)
+
+
+def figures_change(fetch: Callable[[str, Any], list[Any]], changes: Iterable[Change | None]) -> Counter[Key]:
+    """How the tag figures move when ``changes`` are written (read before writing them: the old rows are read
+    through ``fetch``)."""
+    done = [c for c in changes if c is not None]
+    old = old_rows(fetch, [c.stream[len(CARD_STREAM) :] for c in done])
+    new = [(r.tags, r.score, r.game_stats, r.retracted) for r in (c.row for c in done) if r is not None]
+    return delta(old.values(), new)
+
+
+def write_changes(
+    executemany: Callable[[str, Any], Any], changes: Iterable[Change | None], figures: Counter[Key] | None = None
+) -> None:
+    """Write many cards' changes with one statement of each kind (``executemany``: one parse, rows pipelined on
+    PostgreSQL): a catch-up writes hundreds of cards at once. ``figures``: the tag figures' change
+    (:func:`figures_change`, read before), written with them."""
+    done = [c for c in changes if c is not None]
+    if figures:
+        write_delta(executemany, figures)
+    gone = [(c.stream[len(CARD_STREAM) :],) for c in done if c.row is None]
+    rows = [c.row for c in done if c.row is not None]
+    rekeyed = [(c.row.card_id, c.keys) for c in done if c.row is not None and c.keys is not None]
+    if gone or rekeyed:
+        executemany(DELETE_KEYS_SQL, [*gone, *((cid,) for cid, _ in rekeyed)])
+    if gone:
+        executemany(DELETE_ROW_SQL, gone)
+    if rows:
+        executemany(UPSERT_SQL, [row_params(r) for r in rows])
+    keys = [(k, v, cid) for cid, ks in rekeyed for k, v in sorted(ks)]
+    if keys:
+        executemany(INSERT_KEY_SQL, keys)
+
+
+@dataclass(frozen=True, slots=True)
+class PageQuery:
+    """What one page of cards is: filters, the sort, where it starts, how many."""
+
+    tags: tuple[str, ...] = ()
+    games: tuple[str, ...] = ()
+    #: "open"/"closed" as shown: a card the toolkit would have closed by ``now`` counts as closed.
+    state: str | None = None
+    since_key: int | None = None
+    sort: str = "opened"
+    descending: bool = False
+    limit: int | None = None
+    #: The card id the page starts after (keyset pagination: the next page after the last card shown).
+    after: str | None = None
+    include_retracted: bool = False
+    #: Filter by tag row by row while walking the sort's index (EXISTS on the keys table), not by reading every card
+    #: of the tag and sorting them: the plan for a tag of many cards (see :func:`tag_points_query`).
+    walk: bool = False
+    #: Microseconds since 1970: the moment the auto-close is judged at, and the toolkit's limits in microseconds.
+    now_key: int = 0
+    stale_us: int = 0
+    max_open_us: int = 0
+
+
+def _least(dialect: str, a: str, b: str) -> str:
+    return f"min({a}, {b})" if dialect == "sqlite" else f"LEAST({a}, {b})"
+
+
+def shown_closed_expr(dialect: str) -> str:
+    """SQL for when a card is shown closed (its close, or the toolkit's auto-close if due by ``now``), or NULL.
+
+    Parameters (microseconds): never, stale, max_open, now, never, stale, max_open.
+    """
+    due = _least(dialect, "coalesce(last_key, ?) + ?", "opened_key + ?")
+    return f"(CASE WHEN close_reason IS NOT NULL THEN closed_key WHEN {due} <= ? THEN {due} ELSE NULL END)"
+
+
+def count_query(dialect: str, q: PageQuery) -> tuple[str, list[Any]]:
+    """How many cards match ``q``'s filters (its sort, ``after`` and ``limit`` ignored): what a page is out of."""
+    sql, args = page_query(dialect, dataclasses.replace(q, after=None, limit=None, sort="id"))
+    where = sql.split(" ORDER BY ")[0].split(f" FROM {SUMMARY}", 1)[1]
+    return f"SELECT count(*) FROM {SUMMARY}{where}", args
+
+
+def page_query(dialect: str, q: PageQuery) -> tuple[str, list[Any]]:
+    """The SQL of one page of ``card_summary`` rows (``?`` placeholders) and its parameters."""
+    where: list[str] = []
+    args: list[Any] = []
+    if q.tags:
+        # Any of the tags, as every command's repeated --tag means.
+        marks = ", ".join("?" * len(q.tags))
+        if q.walk:
+            probe = (
+                f"SELECT 1 FROM {KEYS} k WHERE k.kind = 't' AND k.value IN ({marks}) AND k.card_id = {SUMMARY}.card_id"
+            )
+            where.append(f"EXISTS ({probe})")
+        else:
+            where.append(f"card_id IN (SELECT card_id FROM {KEYS} WHERE kind = 't' AND value IN ({marks}))")
+        args += list(q.tags)
+    if q.games:
+        marks = ", ".join("?" * len(q.games))
+        where.append(f"card_id IN (SELECT card_id FROM {KEYS} WHERE kind IN ('g', 'b') AND value IN ({marks}))")
+        args += list(q.games)
+    shown_args = [NEVER, q.stale_us, q.max_open_us, q.now_key, NEVER, q.stale_us, q.max_open_us]
+    if q.state is not None:
+        where.append(f"{shown_closed_expr(dialect)} IS {'NOT ' if q.state == 'closed' else ''}NULL")
+        args += shown_args
+    if q.since_key is not None:
+        where.append("opened_key >= ? AND opened_key < ?")
+        args += [q.since_key, NEVER]
+    if not q.include_retracted:
+        where.append("retracted IS NULL")
+    if q.sort == "closed":
+        keys = [f"coalesce({shown_closed_expr(dialect)}, {NEVER})"]
+        key_args = [*shown_args]
+    else:
+        keys = list(SORT_COLUMNS[q.sort])
+        key_args = []
+    order = [*keys, "card_id"]
+    if q.after is not None:
+        op = "<" if q.descending else ">"
+        inner = f"SELECT {', '.join(order)} FROM {SUMMARY} WHERE card_id = ?"
+        where.append(f"({', '.join(order)}) {op} ({inner})")
+        args += key_args + key_args + [q.after]
+    sql = f"SELECT {', '.join(COLUMNS)} FROM {SUMMARY}"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    direction = " DESC" if q.descending else ""
+    sql += " ORDER BY " + ", ".join(k + direction for k in order)
+    args += key_args
+    if q.limit is not None:
+        sql += " LIMIT ?"
+        args.append(q.limit)
+    return sql, args
+
+
+READ_BODIES_SQL = "SELECT body FROM events WHERE stream = ? AND version <= ? ORDER BY version"
+
+
+def probe(keeper: SummaryKeeper, execute: Callable[[str, Any], Any], dialect: str) -> None:
+    """Look whether the schema has the summary tables (inside the append transaction): once when it has them; on
+    every append while it has not (a ledger at an earlier revision, until it is migrated)."""
+    if not keeper.enabled:
+        keeper.enabled = has_table(execute, dialect, SUMMARY)
+    if not keeper.figures:
+        keeper.figures = has_figures(execute, dialect)
+
+
+def body_reader(execute: Callable[[str, Any], Any]) -> BodyReader:
+    """Reads a stream's first bodies through ``execute`` (the append transaction's connection)."""
+    return lambda stream, version: [bytes(r[0]) for r in execute(READ_BODIES_SQL, (stream, version))]
+
+
+def any_tag_query(tags: Sequence[str], include_retracted: bool = False) -> tuple[str, list[Any]]:
+    """The ids of the cards with any of ``tags`` (``all_tags``), in the order they were opened."""
+    marks = ", ".join("?" * len(tags))
+    sql = (
+        f"SELECT card_id FROM {SUMMARY} WHERE card_id IN (SELECT card_id FROM {KEYS} WHERE kind = 't' "
+        f"AND value IN ({marks})){'' if include_retracted else ' AND retracted IS NULL'} ORDER BY opened_key, card_id"
+    )
+    return sql, list(tags)
+
+
+def leaderboard_query(include_retracted: bool = False) -> str:
+    """Per tag (``all_tags``): its cards, their mean score, the best score and the first card with it."""
+    live = "" if include_retracted else " AND s.retracted IS NULL"
+    return (
+        "SELECT tag, count(*), avg(score), max(score), "
+        "max(CASE WHEN rank = 1 THEN card_id END) FROM ("
+        "SELECT k.value AS tag, s.card_id AS card_id, s.score AS score, ROW_NUMBER() OVER "
+        "(PARTITION BY k.value ORDER BY s.score DESC, s.opened_key, s.card_id) AS rank "
+        f"FROM {KEYS} k JOIN {SUMMARY} s ON s.card_id = k.card_id WHERE k.kind = 't'{live}) ranked GROUP BY tag"
+    )
+
+
+#: A tag with more cards than this is read along the opened-time index (see :func:`tag_points_query`).
+MANY_CARDS = 5000
+
+
+def tag_points_query(tag: str, limit: int, before: str | None = None, *, many: bool = False) -> tuple[str, list[Any]]:
+    """The newest ``limit`` cards with ``tag`` (``all_tags``) that have an opened time and are not retracted, newest
+    first: (card_id, opened, opened_key, score); ``before``: only cards opened before that card (keyset paging).
+
+    Two plans for one answer: a tag of few cards reads them through the keys table and sorts them (its cost is its
+    cards); a tag of ``many`` cards walks the opened-time index from the newest and keeps the cards with the tag
+    (its cost is about the cards opened since its ``limit``-th newest), so neither reads every card of a large tag.
+    """
+    args: list[Any] = [tag, NEVER]
+    older = ""
+    if before is not None:
+        older = f" AND (opened_key, card_id) < (SELECT opened_key, card_id FROM {SUMMARY} WHERE card_id = ?)"
+        args.append(before)
+    if many:
+        has_tag = f"EXISTS (SELECT 1 FROM {KEYS} k WHERE k.kind = 't' AND k.value = ? AND k.card_id = s.card_id)"
+    else:
+        has_tag = f"s.card_id IN (SELECT card_id FROM {KEYS} WHERE kind = 't' AND value = ?)"
+    sql = (
+        f"SELECT s.card_id, s.opened, s.opened_key, s.score FROM {SUMMARY} s WHERE {has_tag} "
+        f"AND s.retracted IS NULL AND s.opened_key < ?{older} ORDER BY s.opened_key DESC, s.card_id DESC LIMIT ?"
+    )
+    return sql, [*args, limit]
+
+
+def tag_count_query(tag: str) -> tuple[str, list[Any]]:
+    """How many cards have ``tag`` (retracted ones too): a range of the keys table's primary key, nothing else."""
+    return f"SELECT count(*) FROM {KEYS} WHERE kind = 't' AND value = ?", [tag]
+
+
+def recent_tags_query(cards: int) -> tuple[str, list[Any]]:
+    """The tags of the ``cards`` newest cards that are not retracted, newest first (the opened-time index)."""
+    return (
+        f"SELECT tags FROM {SUMMARY} WHERE retracted IS NULL AND tags IS NOT NULL "
+        "ORDER BY opened_key DESC, card_id DESC LIMIT ?",
+        [cards],
+    )
+
+
+def distinct_keys_query(kind: str) -> tuple[str, list[Any]]:
+    """Every tag (``t``) or game (``g``) any card has, sorted: a loose scan of the keys table's primary key, one
+    index seek per distinct value (not one step per card, as ``SELECT DISTINCT`` would take)."""
+    sql = (
+        f"WITH RECURSIVE v(x) AS (SELECT (SELECT min(value) FROM {KEYS} WHERE kind = ?) UNION ALL "
+        f"SELECT (SELECT min(value) FROM {KEYS} WHERE kind = ? AND value > v.x) FROM v WHERE v.x IS NOT NULL) "
+        "SELECT x FROM v WHERE x IS NOT NULL ORDER BY x"
+    )
+    return sql, [kind, kind]
+
+
+#: (the summary's position, the log's last seq, 1 while the event at the position is the one folded there).
+POSITION_SQL = tracking.behind_sql(tracking.SUMMARY)
+SET_POSITION_SQL = f"UPDATE {tracking.TABLE} SET seq = ?, hash = ? WHERE name = '{tracking.SUMMARY}'"
+TAIL_SQL = "SELECT stream, version, type, body, seq, hash FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+#: Events folded per transaction of a catch-up (a long tail, after a copy, is caught up in several).
+TAIL_CHUNK = 20_000
+
+Execute = Callable[[str, Any], Any]
+
+
+def position(row: Sequence[Any], where: str) -> tuple[int, int]:
+    """(the summary's position, the log's last seq) from a :data:`POSITION_SQL` row; raises where the event at the
+    position is no longer the one the summary folded (a log changed behind the ledger's back)."""
+    seq, head, same = row
+    if not same:
+        raise SummaryUnbound(
+            f"the cards summary of the ledger at {where} reflects the log up to event seq {seq}, which the log no "
+            "longer holds as it was: the log was changed behind the ledger's back (`ledger verify` says what "
+            "differs; `ledger rebuild-summary` rebuilds the summary from the log as it is)"
+        )
+    return int(seq), int(head)
+
+
+class SummaryUnbound(StoreError):
+    """The summary's position names an event the log no longer holds as it was."""
+
+
+def fold_tail(
+    keeper: SummaryKeeper, fetch: Callable[[str, Any], list[Any]], position: int, limit: int = TAIL_CHUNK
+) -> tuple[list[Change | None], tuple[int, str] | None, int]:
+    """The summary changes of the (at most ``limit``) events after ``position``, the seq and hash of the last one
+    (None when there is none) and how many there were. ``fetch`` runs ``?`` reads in the caller's transaction."""
+    rows = fetch(TAIL_SQL, (position, limit))
+    if not rows:
+        return [], None, 0
+    events = [(r[0], r[1], r[2], bytes(r[3])) for r in rows]
+    return copied_changes(keeper, events, body_reader(fetch)), (int(rows[-1][4]), str(rows[-1][5])), len(rows)
+
+
+def catch_up(
+    keeper: SummaryKeeper,
+    begin: Callable[[], int],
+    fetch: Callable[[str, Any], list[Any]],
+    execute: Execute,
+    executemany: Execute,
+    commit: Callable[[], None],
+    rollback: Callable[[], None],
+    writing: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+) -> int:
+    """Bring the summary tables to the log's head, a transaction per :data:`TAIL_CHUNK` events; returns how many events
+    were folded. ``begin`` opens the transaction, takes what serializes catch-ups and returns the position;
+    ``writing`` wraps the writes (PostgreSQL: a pipeline, not a round trip per statement)."""
+    folded = 0
+    while True:
+        changes: list[Change | None] = []
+        try:
+            # Inside the try: ``begin`` may fail once its transaction is open (a schema without the position table,
+            # after a downgrade), and a SQLite writer left in it would hold the write lock.
+            at = begin()
+            changes, last, n = fold_tail(keeper, fetch, at)
+            if last is None:
+                commit()
+                return folded
+            figures = figures_change(fetch, changes) if keeper.figures else None
+            with writing():
+                write_changes(executemany, changes, figures)
+                execute(SET_POSITION_SQL, last)
+            commit()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                rollback()
+            # ``change`` took the cards out of the keeper: the next catch-up replays them from the log.
+            raise
+        for change in changes:
+            keeper.committed(change)
+        folded += n
+        if n < TAIL_CHUNK:
+            # Fewer than a chunk: the head as it was when read (a reader that wants a newer head asks again).
+            return folded
+
+
+class Overlay:
+    """The summary tables as of the log's head for a store that must not write: an in-memory SQLite copy of the
+    stored rows and keys with the tail's changes applied. Built when a read finds the summary behind; reused while
+    the log's head stays where it was."""
+
+    def __init__(
+        self,
+        head: int,
+        rows: Sequence[Sequence[Any]],
+        keys: Sequence[Sequence[Any]],
+        figures: Sequence[Sequence[Any]] | None = None,
+    ) -> None:
+        self.head = head
+        #: Whether the stored schema has the tag figures (then the copy keeps them as a catch-up would).
+        self.figures = figures is not None
+        self.con = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self.lock = threading.Lock()
+        cols = ", ".join(f"{c}{' PRIMARY KEY' if c == 'card_id' else ''}" for c in COLUMNS)
+        self.con.execute(f"CREATE TABLE {SUMMARY} ({cols})")
+        self.con.execute(f"CREATE TABLE {KEYS} (kind, value, card_id, PRIMARY KEY (kind, value, card_id))")
+        self.con.executemany(f"INSERT INTO {SUMMARY} VALUES ({', '.join('?' * len(COLUMNS))})", rows)
+        self.con.executemany(f"INSERT INTO {KEYS} VALUES (?, ?, ?)", [(k, v, c) for c, k, v in keys])
+        key = ", ".join(KEY_COLUMNS)
+        self.con.execute(f"CREATE TABLE {FIGURES} ({key}, n, PRIMARY KEY ({key}))")
+        if figures:
+            self.con.executemany(f"INSERT INTO {FIGURES} VALUES ({', '.join('?' * (len(KEY_COLUMNS) + 1))})", figures)
+
+    def apply(self, changes: Sequence[Change | None]) -> None:
+        """Apply the tail's changes as a catch-up writes them."""
+        moved = None
+        if self.figures:
+            moved = figures_change(lambda sql, args: self.con.execute(sql, args).fetchall(), changes)
+        write_changes(self.con.executemany, changes, moved)
+
+    def query(self, sql: str, args: Sequence[Any]) -> list[Any]:
+        """Rows of one ``?`` read statement written for either backend (PostgreSQL's LEAST is SQLite's min)."""
+        with self.lock:
+            try:
+                return self.con.execute(sql.replace("LEAST(", "min("), tuple(args)).fetchall()
+            except sqlite3.Error as e:
+                raise StoreError(f"cannot read the cards summary folded in memory: {e}") from e
+
+
+def build_overlay(fetch: Callable[[str, Any], list[Any]], keeper: SummaryKeeper, head: int, at: int) -> Overlay:
+    """An :class:`Overlay` at ``head`` from the stored tables (at seq ``at``) and the events after it, read through
+    ``fetch`` in one read transaction."""
+    figures = fetch(SELECT_ALL_SQL, ()) if keeper.figures else None
+    overlay = Overlay(head, fetch(SELECT_ROWS_SQL, ()), fetch(SELECT_KEYS_SQL, ()), figures)
+    while at < head:
+        # ``change`` takes each card out of the keeper and nothing puts it back (nothing is committed): a card is
+        # replayed from the log for each overlay, never continued from a fold that was not written.
+        changes, last, _ = fold_tail(keeper, fetch, at)
+        if last is None:
+            break
+        overlay.apply(changes)
+        at = last[0]
+    return overlay
+
+
+def has_position(fetch: Callable[[str, Any], list[Any]], dialect: str) -> bool:
+    """Whether the schema has the position table (a ledger at an earlier revision, opened read-only, has not)."""
+    return has_table(fetch, dialect, tracking.TABLE)
+
+
+#: Events read per query.
+BATCH = 5_000
+#: Cards compared (or written) per round trip.
+CARDS_CHUNK = 500
+
+#: Runs a read statement (``?`` placeholders) and returns its rows.
+Read = Callable[[str, Sequence[Any]], list[Any]]
+
+Built = tuple[SummaryRow, frozenset[tuple[str, str]]]
+#: A card as the tables hold it: its row (None: only keys) and keys.
+Stored = tuple[SummaryRow | None, frozenset[tuple[str, str]]]
+
+FIRST_SQL = f"SELECT stream, type, version, body FROM events WHERE stream >= ? ORDER BY stream, version LIMIT {BATCH}"
+# A row-value comparison: both backends walk the (stream, version) index from there.
+NEXT_SQL = (
+    "SELECT stream, type, version, body FROM events WHERE (stream, version) > (?, ?) "
+    f"ORDER BY stream, version LIMIT {BATCH}"
+)
+SET_SQL = "SELECT body FROM events WHERE stream = ? AND version = 1"
+
+
+def _as_bytes(body: Any) -> bytes:
+    # A tampered column can hold any type: a body that is not bytes does not decode (the card gets no row, and
+    # verify names the event), it never stops the rebuild.
+    if isinstance(body, bytes | bytearray | memoryview):
+        return bytes(body)
+    return body.encode() if isinstance(body, str) else b""
+
+
+def _card_events(read: Read) -> Iterator[tuple[str, list[tuple[int, bytes]]]]:
+    """(card id, [(version, body), ...]) for every card stream, in the order of the events' index."""
+    rows = read(FIRST_SQL, (CARD_STREAM,))
+    current: str | None = None
+    held: list[tuple[int, bytes]] = []
+    while rows:
+        for stream, _type, version, body in rows:
+            if not isinstance(stream, str) or not stream.startswith(CARD_STREAM):
+                continue
+            if stream != current:
+                if current is not None:
+                    yield current[len(CARD_STREAM) :], held
+                current, held = stream, []
+            held.append((version, _as_bytes(body)))
+        last = rows[-1]
+        if len(rows) < BATCH:
+            break
+        rows = read(NEXT_SQL, (last[0], last[2]))
+    if current is not None:
+        yield current[len(CARD_STREAM) :], held
+
+
+class _Sets:
+    """Baseline sets by id, each read once from its stream."""
+
+    def __init__(self, read: Read) -> None:
+        self.read = read
+        self.sets: dict[str, dict[str, BaselineEntry]] = {}
+
+    def get(self, set_id: str | None) -> dict[str, BaselineEntry]:
+        if set_id is None:
+            return {}
+        got = self.sets.get(set_id)
+        if got is None:
+            bodies = [_as_bytes(r[0]) for r in self.read(SET_SQL, (baselines_stream(set_id),))]
+            try:
+                got = baselines_map(set_id, bodies)
+            except (TypeError, ValueError):
+                got = {}
+            self.sets[set_id] = got
+        return got
+
+
+def rebuilt(read: Read) -> Iterator[tuple[str, Built | None]]:
+    """Every card's summary row and keys as the log has them, one card at a time (None: an event of the card does
+    not decode, so it has no row)."""
+    sets = _Sets(read)
+    for card_id, events in _card_events(read):
+        try:
+            state = replay(card_id, (b for _, b in events))
+        except (StoreError, ValueError):
+            yield card_id, None
+            continue
+        version = events[-1][0]
+        yield card_id, (row_of(state, version, card_score(state, sets.get(state.baselines_id))), keys_of(state))
+
+
+def _stored(read: Read, ids: Sequence[str]) -> dict[str, Stored]:
+    marks = ", ".join("?" * len(ids))
+    sql = f"SELECT {', '.join(COLUMNS)} FROM {SUMMARY} WHERE card_id IN ({marks})"
+    rows = {r[0]: SummaryRow(*r) for r in read(sql, ids)}
+    keys: dict[str, set[tuple[str, str]]] = {}
+    for cid, kind, value in read(f"SELECT card_id, kind, value FROM {KEYS} WHERE card_id IN ({marks})", ids):
+        keys.setdefault(cid, set()).add((kind, value))
+    return {c: (rows.get(c), frozenset(keys.get(c, ()))) for c in ids if c in rows or c in keys}
+
+
+def _difference(cid: str, want: Built | None, got: Stored | None) -> str | None:
+    if want is None and (got is None or (got[0] is None and not got[1])):
+        return None
+    if want is not None and got is not None and want == got:
+        return None
+    if got is None or got[0] is None:
+        return f"card {cid}: no summary row" if want is not None else f"card {cid}: summary keys of a card with no row"
+    if want is None:
+        return f"card {cid}: a summary row for a card the log does not hold"
+    if want[0] != got[0]:
+        fields = [f for f in SummaryRow.__struct_fields__ if getattr(want[0], f) != getattr(got[0], f)]
+        shown = ", ".join(f"{f} {getattr(got[0], f)!r} (log: {getattr(want[0], f)!r})" for f in fields)
+        return f"card {cid}: summary row differs: {shown}"
+    return f"card {cid}: summary keys differ: {sorted(got[1])} (log: {sorted(want[1])})"
+
+
+#: The cards with a summary row or keys, a page at a time (after a card id): the summary's side of the orphans check.
+SUMMARY_IDS_SQL = (
+    f"SELECT card_id FROM {SUMMARY} WHERE card_id > ? UNION SELECT card_id FROM {KEYS} WHERE card_id > ? "
+    "ORDER BY 1 LIMIT ?"
+)
+
+
+def _orphans(read: Read) -> Iterator[str]:
+    # Two reads, not one join: the summary may be answered from memory (a store that cannot write folds the log's
+    # tail into an in-memory copy of the summary tables), where the events table is not.
+    after = ""
+    while True:
+        ids = [r[0] for r in read(SUMMARY_IDS_SQL, (after, after, CARDS_CHUNK))]
+        if not ids:
+            return
+        streams = [CARD_STREAM + c for c in ids]
+        marks = ", ".join("?" * len(streams))
+        held = {r[0] for r in read(f"SELECT DISTINCT stream FROM events WHERE stream IN ({marks})", streams)}
+        yield from (c for c in ids if CARD_STREAM + c not in held)
+        after = ids[-1]
+
+
+def check_streamed(
+    read: Read, *, limit: int = 10, skip: frozenset[str] = frozenset(), figures: bool = False
+) -> tuple[int, list[str]]:
+    """(cards the log holds, how the stored summary differs from a rebuild: one line per card, the first
+    ``limit`` then a count), comparing :data:`CARDS_CHUNK` cards per query; cards in ``skip`` are left out (their rows
+    as stored count in the tag figures). ``figures``: the schema has the tag figures table, compared with the
+    counts of the rebuilt rows (held as counts per figure value, not per card)."""
+    out: list[str] = []
+    extra = 0
+    cards = 0
+    want_figures: Counter[Key] = Counter()
+
+    def flush(pending: list[tuple[str, Built | None]]) -> None:
+        nonlocal extra
+        have = _stored(read, [c for c, _ in pending])
+        for cid, want in pending:
+            d = _difference(cid, want, have.get(cid))
+            if d is None:
+                continue
+            if len(out) < limit:
+                out.append(d)
+            else:
+                extra += 1
+
+    pending: list[tuple[str, Built | None]] = []
+    for cid, want in rebuilt(read):
+        if want is not None:
+            cards += 1
+        if cid in skip:
+            continue
+        if figures and want is not None:
+            r = want[0]
+            want_figures.update(counts_of(r.tags, r.score, r.game_stats, r.retracted))
+        pending.append((cid, want))
+        if len(pending) >= CARDS_CHUNK:
+            flush(pending)
+            pending = []
+    if pending:
+        flush(pending)
+    for cid in _orphans(read):
+        if cid in skip:
+            continue
+        if len(out) < limit:
+            out.append(f"card {cid}: a summary row for a card the log does not hold")
+        else:
+            extra += 1
+    if extra:
+        out.append(f"+{extra} more cards")
+    if figures:
+        for tags, score, stats, retracted in old_rows(read, sorted(skip)).values():
+            want_figures.update(counts_of(tags, score, stats, retracted))
+        out += figure_differences(read(SELECT_ALL_SQL, ()), want_figures, limit=limit)
+    return cards, out
+
+
+def write_streamed(
+    read: Read,
+    execute: Callable[[str, Any], Any],
+    upsert: str,
+    pick: Sequence[int] | None,
+    *,
+    figures: bool = False,
+) -> int:
+    """Replace the summary tables' content with a rebuild from the log, :data:`CARDS_CHUNK` cards per statement (inside
+    the caller's transaction); returns the number of cards. ``figures``: the schema has the tag figures table,
+    rewritten from the counts of the rows (held per figure value, not per card)."""
+
+    execute(f"DELETE FROM {KEYS}", ())
+    execute(f"DELETE FROM {SUMMARY}", ())
+    n = 0
+    chunk: list[Built] = []
+    counts: Counter[Key] = Counter()
+
+    def flush() -> None:
+        params = [row_params(row) for row, _ in chunk]
+        execute(upsert, params if pick is None else [tuple(p[j] for j in pick) for p in params])
+        keys = [(k, v, row.card_id) for row, ks in chunk for k, v in sorted(ks)]
+        if keys:
+            execute(INSERT_KEY_SQL, keys)
+
+    for _, built in rebuilt(read):
+        if built is None:
+            continue
+        n += 1
+        chunk.append(built)
+        if figures:
+            r = built[0]
+            counts.update(counts_of(r.tags, r.score, r.game_stats, r.retracted))
+        if len(chunk) >= CARDS_CHUNK:
+            flush()
+            chunk = []
+    if chunk:
+        flush()
+    if figures:
+        replace_all(execute, counts)
+    return n
+
+
+def _log(rows: Iterable[Any]) -> Iterator[tuple[str, str, int, bytes]]:
+    return ((r[0], r[1], r[2], bytes(r[3])) for r in rows)
+
+
+def fill(conn: Any, columns: Sequence[str] = COLUMNS) -> int:
+    """Build the summary tables from the log on SQLAlchemy connection ``conn`` (the migration's transaction),
+    writing ``columns`` (those the table has at the migration's revision)."""
+
+    fix = pg if conn.dialect.name == "postgresql" else str
+    upsert, pick = _upsert_of(columns)
+
+    def read(sql: str, args: Any) -> list[Any]:
+        return list(conn.exec_driver_sql(fix(sql), tuple(args)).fetchall())
+
+    _hold_position(read, conn.dialect.name)
+
+    # One card at a time, a batch of events per query: the log is never held whole, nor every card.
+    return write_streamed(
+        read,
+        lambda sql, params: conn.exec_driver_sql(fix(sql), params),
+        upsert,
+        pick,
+        figures=has_figures(read, conn.dialect.name),
+    )
+
+
+def _hold_position(read: Callable[[str, Any], list[Any]], dialect: str) -> None:
+    """Take the lock every catch-up of the summary takes first (its position row) before a migration rewrites the
+    summary: a store's follower thread catching up meanwhile then waits or steps aside, where it would otherwise hold
+    the position and wait for rows the migration holds while the migration waits for the position (a deadlock).
+    SQLite needs none: a migration there holds the whole database (IMMEDIATE)."""
+    if dialect == "postgresql" and has_position(read, dialect):
+        read(POSITION_SQL + " FOR UPDATE", ())
+
+
+def fill_figures(conn: Any) -> int:
+    """Fill the tag figures table from the summary rows as they stand, on SQLAlchemy connection ``conn`` (the
+    migration's transaction): a page of rows at a time, the counts held per figure value; returns the rows
+    written. The rows may lag the log: the catch-up that brings them to the head moves the figures with them."""
+    fix = pg if conn.dialect.name == "postgresql" else str
+    _hold_position(lambda sql, args: list(conn.exec_driver_sql(fix(sql), tuple(args)).fetchall()), conn.dialect.name)
+    counts: Counter[Key] = Counter()
+    after = ""
+    while True:
+        page = conn.exec_driver_sql(
+            fix(
+                f"SELECT card_id, tags, score, game_stats, retracted FROM {SUMMARY} WHERE card_id > ? "
+                "ORDER BY card_id LIMIT 5000"
+            ),
+            (after,),
+        ).fetchall()
+        if not page:
+            break
+        for _, tags, score, stats, retracted in page:
+            counts.update(counts_of(tags, score, stats, retracted))
+        after = page[-1][0]
+    return replace_all(lambda sql, params: conn.exec_driver_sql(fix(sql), params), counts)
+
+
+def _upsert_of(columns: Sequence[str]) -> tuple[str, list[int] | None]:
+    if tuple(columns) == COLUMNS:
+        return UPSERT_SQL, None
+    return upsert_sql(columns), [COLUMNS.index(c) for c in columns]
+
+
+def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
+    """Rows of one read statement (``?`` placeholders) on ``store``, on a single connection. A statement on the
+    summary tables is answered as of the log's head: the summary is caught up first (or, on a read-only store,
+    answered from the tail folded in memory: :class:`Overlay`)."""
+    try:
+        if SUMMARY in sql or FIGURES in sql:
+            overlay = store.summary_at_head()
+            if overlay is not None:
+                return overlay.query(sql, tuple(args))
+        return _query(store, sql, args)
+    except StoreError as e:
+        no_figures = FIGURES in str(e) and not has_figures(lambda q, a: _query(store, q, a), store.dialect)
+        if no_figures and has_summary(store):
+            raise StoreError(
+                f"the ledger at {store.describe()} has no tag figures yet (schema {store.revision()}): "
+                "run `ledger init` once to build them from the log"
+            ) from e
+        if SUMMARY not in str(e) or has_summary(store):
+            raise
+        raise StoreError(
+            f"the ledger at {store.describe()} has no cards summary yet (schema {store.revision()}): "
+            "run `ledger init` once to build it from the log"
+        ) from e
+
+
+def _query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
+    # Each store's own reader connections (sqlite3, psycopg): no SQLAlchemy for a read.
+    return list(store._read(sql if store.dialect == "sqlite" else pg(sql), tuple(args)))  # type: ignore[attr-defined]
+
+
+def read_page(store: LogStore, q: PageQuery) -> list[SummaryRow]:
+    """One page of summary rows (see :class:`PageQuery`): one query."""
+    if q.tags and q.limit is not None and q.sort in INDEXED_SORTS and store.dialect == "sqlite":
+        # SQLite reads every card of an IN (...) list and sorts them; a tag of many cards is better walked along
+        # the sort's index, each card probed in the keys table, stopping at the page's end.
+        tagged = sum(int(query(store, *tag_count_query(t))[0][0]) for t in q.tags)
+        if tagged > MANY_CARDS:
+            q = dataclasses.replace(q, walk=True)
+    sql, args = page_query(store.dialect, q)
+    return [SummaryRow(*r) for r in query(store, sql, args)]
+
+
+#: Sorts an index serves in order (see ``migrations/versions/0003_summary.py``).
+INDEXED_SORTS = frozenset({"opened", "score", "id"})
+
+
+def count_page(store: LogStore, q: PageQuery) -> int:
+    """How many cards match the filters of ``q`` (not only its page): one query."""
+    sql, args = count_query(store.dialect, q)
+    return int(query(store, sql, args)[0][0])
+
+
+def _stored_all(read: Callable[[str], list[Any]]) -> dict[str, Stored]:
+    keys: dict[str, set[tuple[str, str]]] = {}
+    for cid, kind, value in read(SELECT_KEYS_SQL):
+        keys.setdefault(cid, set()).add((kind, value))
+    out: dict[str, Stored] = {r[0]: (SummaryRow(*r), frozenset(keys.pop(r[0], ()))) for r in read(SELECT_ROWS_SQL)}
+    out.update({cid: (None, frozenset(ks)) for cid, ks in keys.items()})
+    return out
+
+
+def stored(store: LogStore) -> dict[str, Stored]:
+    """The summary tables as stored: each card's row (None: only keys) and keys."""
+    return stored_at(store)[0]
+
+
+def stored_at(store: LogStore) -> tuple[dict[str, Stored], int | None]:
+    """The summary tables caught up to the log's head, and the seq of the last event they reflect (None: a schema
+    without the position), read consistently: a catch-up by another process between the reads is read again."""
+    for _ in range(100):
+        overlay = store.summary_at_head()
+        if overlay is not None:
+            return _stored_all(functools.partial(overlay.query, args=())), overlay.head
+        before = _position(store)
+        have = _stored_all(functools.partial(query if before is None else _query, store))
+        if _position(store) == before:
+            return have, before
+    raise StoreError(f"the cards summary of the ledger at {store.describe()} kept moving while it was read")
+
+
+def _position(store: LogStore) -> int | None:
+    try:
+        return int(_query(store, POSITION_SQL)[0][0])
+    except StoreError:
+        if has_position(lambda sql, args: _query(store, sql, args), store.dialect):
+            raise
+        return None
+
+
+def differences(store: LogStore, *, limit: int = 10) -> list[str]:
+    """How the summary tables differ from a rebuild from the log, one line each (empty: they are equal).
+
+    The rule checked: every card has a row that reflects its stream up to the summary's position and equals the
+    row a replay of the log up to there computes, with the same tags and games in the keys table (reading the
+    tables caught them up to the log's head first).
+    """
+    return check(store, limit=limit)[1]
+
+
+def check(store: LogStore, *, limit: int = 10, skip: frozenset[str] = frozenset()) -> tuple[int, list[str]]:
+    """(cards the log holds, :func:`differences`), one card at a time in bounded memory (see
+    :func:`check_streamed`); cards in ``skip`` are left out."""
+
+    figures = has_figures(lambda sql, args: _query(store, sql, args), store.dialect)
+    return check_streamed(lambda sql, args: query(store, sql, args), limit=limit, skip=skip, figures=figures)
+
+
+def has_summary(store: LogStore) -> bool:
+    """True when the schema has the summary tables (a ledger at an earlier revision has not)."""
+    return has_table(lambda sql, args: _query(store, sql, args), store.dialect, SUMMARY)
+
+
+def rebuild_summary(store: LogStore) -> int:
+    """Rewrite the summary tables from the log, in one transaction that holds the append lock; returns the
+    number of cards."""
+    return store.rebuild_summary()
+
+
+def tagged_card_ids(store: LogStore, tags: Sequence[str], *, include_retracted: bool = False) -> list[str]:
+    """The ids of the cards with any of ``tags`` (their own or given at capture), in the order they were opened:
+    one query on the summary."""
+    if not tags:
+        return []
+    sql, args = any_tag_query(tags, include_retracted)
+    return [r[0] for r in query(store, sql, args)]
+
+
+def play_owners(store: LogStore, guids: Sequence[str], chunk: int = 500) -> dict[str, str]:
+    """guid -> the card holding a play of it, for those of ``guids`` a card holds (retracted cards too): the keys
+    table's primary key probed per guid. Where several cards hold one guid, the card opened first (its
+    ``opened_key``, then its id) is named, for every reader alike."""
+    out: dict[str, str] = {}
+    wanted = sorted(set(guids))
+    for i in range(0, len(wanted), chunk):
+        part = wanted[i : i + chunk]
+        marks = ", ".join("?" * len(part))
+        sql = (
+            f"SELECT k.value, k.card_id FROM {KEYS} k JOIN {SUMMARY} s ON s.card_id = k.card_id "
+            f"WHERE k.kind = 'p' AND k.value IN ({marks}) ORDER BY k.value, s.opened_key, k.card_id"
+        )
+        for guid, card_id in query(store, sql, part):
+            out.setdefault(guid, card_id)
+    return out
+
+
+def tag_board(store: LogStore, *, include_retracted: bool = False) -> list[tuple[str, int, float, float, str]]:
+    """(tag, cards, mean score, best score, best card) for every tag: one query on the summary."""
+    return [
+        (r[0], int(r[1]), float(r[2]), float(r[3]), r[4]) for r in query(store, leaderboard_query(include_retracted))
+    ]
+
+
+def retracted_count(store: LogStore) -> int:
+    """How many cards are retracted (what a list that leaves them out says it left out): one query."""
+    return int(query(store, "SELECT count(*) FROM card_summary WHERE retracted IS NOT NULL")[0][0])
+
+
+def distinct_keys(store: LogStore, kind: str) -> list[str]:
+    """Every tag (``"t"``) or game id (``"g"``) of the ledger's cards, sorted."""
+    sql, args = distinct_keys_query(kind)
+    return [r[0] for r in query(store, sql, args)]
+
+
+def tag_points(store: LogStore, tag: str, limit: int, before: str | None = None) -> list[tuple[str, str, int, float]]:
+    """(card id, opened, opened key, score) of the newest ``limit`` cards with ``tag`` that have an opened time and
+        are not retracted, newest first, opened before card ``before`` if given: two queries on the summary (how many
+    cards the tag has, which chooses the plan; then the page)."""
+    many = int(query(store, *tag_count_query(tag))[0][0]) > MANY_CARDS
+    sql, args = tag_points_query(tag, limit, before, many=many)
+    return [(r[0], r[1], int(r[2]), float(r[3])) for r in query(store, sql, args)]
+
+
+def tag_count(store: LogStore, tag: str) -> int:
+    """How many cards have ``tag`` (retracted ones too): a range of the keys table's primary key."""
+    return int(query(store, *tag_count_query(tag))[0][0])
+
+
+def recent_tags(store: LogStore, cards: int) -> list[str]:
+    """The tags of the ``cards`` newest cards that are not retracted, the most recently used first: one query."""
+    sql, args = recent_tags_query(cards)
+    seen: dict[str, None] = {}
+    for (tags,) in query(store, sql, args):
+        seen.update(dict.fromkeys(msgspec.json.decode(tags)))
+    return list(seen)
+
+
+def stream_bodies(store: LogStore, streams: Sequence[str], chunk: int = 500) -> dict[str, list[bytes]]:
+    """The bodies of many streams in version order, a query per ``chunk`` streams (not one per stream)."""
+    out: dict[str, list[bytes]] = {s: [] for s in streams}
+    for i in range(0, len(streams), chunk):
+        part = list(streams[i : i + chunk])
+        sql = f"SELECT stream, body FROM events WHERE stream IN ({', '.join('?' * len(part))}) ORDER BY stream, version"
+        for stream, body in query(store, sql, part):
+            out[stream].append(bytes(body))
+    return out
+
+
+def calculator_keys(store: LogStore, card_ids: Sequence[str] | None = None, chunk: int = 500) -> dict[str, str]:
+    """card id -> the arc-agi release it records (the keys table's ``c`` key) for ``card_ids``, or for every card;
+    a card that records none is absent. A query per ``chunk`` cards, or one in all."""
+    if card_ids is None:
+        return {r[0]: r[1] for r in query(store, f"SELECT card_id, value FROM {KEYS} WHERE kind = 'c'")}
+    out: dict[str, str] = {}
+    for i in range(0, len(card_ids), chunk):
+        part = list(card_ids[i : i + chunk])
+        sql = f"SELECT card_id, value FROM {KEYS} WHERE kind = 'c' AND card_id IN ({', '.join('?' * len(part))})"
+        out.update({r[0]: r[1] for r in query(store, sql, part)})
+    return out
+
+
+def ranked_cards(store: LogStore) -> list[tuple[str, list[str], float]]:
+    """(card id, tags, score) of every card that is not retracted, in the order the leaderboard breaks ties (when
+    opened, then id): what a leaderboard re-scored in Python ranks."""
+    sql = f"SELECT card_id, tags, score FROM {SUMMARY} WHERE retracted IS NULL ORDER BY opened_key, card_id"
+    return [(r[0], msgspec.json.decode(r[1]) if r[1] else [], float(r[2])) for r in query(store, sql)]
+
+
+def tag_figure_rows(
+    store: LogStore, tag: str, *, include_retracted: bool = False
+) -> list[tuple[str, str, int, float, str, int]]:
+    """(metric, game id, level, value, label, cards) of every figure value of ``tag`` (see
+    :mod:`ledger.store.figures`), in that order: one range of the table's primary key."""
+    live = "" if include_retracted else " AND retracted = 0"
+    sql = (
+        f"SELECT metric, game_id, level, value, label, sum(n) FROM {FIGURES} WHERE tag = ?{live} "
+        "GROUP BY metric, game_id, level, value, label ORDER BY metric, game_id, level, value, label"
+    )
+    return [(r[0], r[1], int(r[2]), float(r[3]), r[4], int(r[5])) for r in query(store, sql, [tag])]
+
+
+def best_card(store: LogStore, tag: str, score: float, *, include_retracted: bool = False) -> str | None:
+    """The first card opened (then the smallest id) of those with ``tag`` and ``score``: a walk of the score index
+    over the cards with that score, stopping at the first with the tag."""
+    live = "" if include_retracted else " AND s.retracted IS NULL"
+    sql = (
+        f"SELECT s.card_id FROM {SUMMARY} s WHERE s.score = ?{live} AND EXISTS (SELECT 1 FROM {KEYS} k "
+        "WHERE k.kind = 't' AND k.value = ? AND k.card_id = s.card_id) "
+        "ORDER BY s.score, s.opened_key, s.card_id LIMIT 1"
+    )
+    rows = query(store, sql, [score, tag])
+    return rows[0][0] if rows else None
+
+
+def card_count(store: LogStore, *, include_retracted: bool = False) -> int:
+    """How many cards the summary holds (retracted ones left out unless included): one query."""
+    live = "" if include_retracted else " WHERE retracted IS NULL"
+    return int(query(store, f"SELECT count(*) FROM {SUMMARY}{live}")[0][0])
+
+
+HEADS_SQL = (
+    "SELECT e.stream, e.version, e.hash FROM events e JOIN (SELECT stream, max(version) AS v FROM events "
+    "GROUP BY stream) m ON e.stream = m.stream AND e.version = m.v"
+)
+
+
+def stream_heads(store: LogStore) -> dict[str, tuple[int, str]]:
+    """Every stream's head: version and hash (the max version per stream is read from the (stream, version) index
+    alone, then one probe per stream for its hash): what ``copy`` compares first to skip a copy with nothing to do."""
+    return {r[0]: (int(r[1]), r[2]) for r in query(store, HEADS_SQL)}

@@ -23,7 +23,7 @@ from ledger.app.progress import PER_TAG, tag_progress
 from ledger.app.tag_stats import SIDE_BY_SIDE, TagReport, tag_report
 from ledger.errors import AmbiguousCard, InputError, LedgerError, UnknownCard
 from ledger.resim.frames import DEFAULT_LIMIT, palette_or_empty, play_frames
-from ledger.store.summary_build import card_count, distinct_keys, retracted_count
+from ledger.store.summary import card_count, distinct_keys, retracted_count
 
 from . import pages
 from .data import PAGE_SIZE, CardCache, card_events, card_view, load, page_rows, usage_of

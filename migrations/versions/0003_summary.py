@@ -59,8 +59,7 @@ def upgrade() -> None:
         sa.Column("card_id", sa.String(400), primary_key=True),
     )
     op.create_index("ix_card_summary_keys_card", "card_summary_keys", ["card_id"])
-    from ledger.store.summary import COLUMNS
-    from ledger.store.summary_build import fill
+    from ledger.store.summary import COLUMNS, fill
 
     # The columns of this revision: a later one adds game_stats and fills the summary again.
     fill(op.get_bind(), [c for c in COLUMNS if c != "game_stats"])

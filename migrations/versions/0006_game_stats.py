@@ -21,7 +21,7 @@ depends_on = None
 
 def upgrade() -> None:
     op.add_column("card_summary", sa.Column("game_stats", sa.Text, nullable=False, server_default="[]"))
-    from ledger.store.summary_build import fill
+    from ledger.store.summary import fill
 
     fill(op.get_bind())
 

@@ -1,5 +1,5 @@
 """The cards summary follows the log by position: ``summary_position`` holds the ``seq`` of the last event the
-summary tables reflect (see ``ledger/store/summary_tail.py``).
+summary tables reflect (see ``ledger/store/summary.py``).
 
 The tables are rebuilt from the log here and the position starts at the log's last ``seq``: a ledger written at an
 earlier revision by this version's appends (which no longer touch the summary) is right afterwards too. Only a
@@ -27,7 +27,7 @@ def upgrade() -> None:
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
         sa.Column("seq", big, nullable=False),
     )
-    from ledger.store.summary_build import fill
+    from ledger.store.summary import fill
 
     fill(op.get_bind())
     op.execute("INSERT INTO summary_position (id, seq) SELECT 1, coalesce(max(seq), 0) FROM events")

@@ -43,7 +43,7 @@ def upgrade() -> None:
         sa.Column("hash", sa.String(64), nullable=False),
         sa.Column("streams", big, nullable=False),
     )
-    from ledger.store.summary_build import fill_figures
+    from ledger.store.summary import fill_figures
 
     fill_figures(op.get_bind())
 

@@ -19,7 +19,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    from ledger.store.summary_build import fill
+    from ledger.store.summary import fill
 
     fill(op.get_bind())
     op.execute("UPDATE summary_position SET seq = (SELECT coalesce(max(seq), 0) FROM events) WHERE id = 1")

@@ -6,8 +6,8 @@ it is copied into another ledger (``ledger copy``) where it gets a different ``s
 
 from __future__ import annotations
 
+# hashlib is imported where a hash is made: it loads OpenSSL (about 2 ms), which listing cards never needs.
 import functools
-import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from typing import Literal, NamedTuple, Protocol
@@ -25,6 +25,8 @@ def _field(data: bytes) -> bytes:
 
 def event_hash(prev_hash: str, stream: str, version: int, type_: str, body: bytes) -> str:
     """sha256 (hex) over the domain tag, prev_hash, stream, version, type and the body bytes as stored."""
+    import hashlib
+
     p, s, v, t = prev_hash.encode("ascii"), stream.encode("utf-8"), str(version).encode("ascii"), type_.encode()
     return hashlib.sha256(
         b"".join(
@@ -57,6 +59,8 @@ def chain_hashes(prev_hash: str, stream: str, version: int, rows: Iterable[tuple
     """:func:`event_hash` of consecutive events of ``stream`` (``(type, body)`` each) following ``version`` and
     ``prev_hash``: the same hashes, with the stream's and each type's part of the message built once (a batch
     append of thousands of events spends its time here)."""
+    import hashlib
+
     stream_part = _part(stream)
     sha256 = hashlib.sha256
     out = []
@@ -92,6 +96,8 @@ def first_unhashed(rows: Sequence[StreamLink]) -> int | None:
     built with the domain tag and prev_hash's length at once (a hash is 64 ASCII characters), and each stream's and
     type's part once: ``ledger copy`` checks every row it copies here.
     """
+    import hashlib
+
     head = DOMAIN + (64).to_bytes(8, "big")
     streams: dict[str, bytes] = {}
     types: dict[str, bytes] = {}
@@ -136,6 +142,8 @@ def ledger_head(stream_heads: Iterable[tuple[str, int, str]]) -> str:
 
     Keep it outside the database: if any stream later differs (an event changed, removed or added), so does this.
     """
+    import hashlib
+
     h = hashlib.sha256(b"arc-scorecard-ledger/head/v1")
     for stream, version, head in sorted(stream_heads):
         h.update(_field(stream.encode("utf-8")))

@@ -18,8 +18,9 @@ Reads check the chain's shape, not every hash: ``verify`` and ``audit`` recomput
 
 from __future__ import annotations
 
+# hashlib is imported where a hash is made: it loads OpenSSL (about 2 ms), which listing cards never needs.
 import dataclasses
-import hashlib
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -56,9 +57,13 @@ class _Envelope(msgspec.Struct, array_like=True, frozen=True):
 
 
 _state_enc = msgspec.msgpack.Encoder()
-_state_dec = msgspec.msgpack.Decoder(CardState)
 _env_enc = msgspec.msgpack.Encoder()
-_env_dec = msgspec.msgpack.Decoder(_Envelope)
+
+
+@functools.cache
+def _decoders() -> tuple[msgspec.msgpack.Decoder[_Envelope], msgspec.msgpack.Decoder[CardState]]:
+    # Made on the first cached state read (a card's decoder costs about 1 ms): a list of cards reads none.
+    return msgspec.msgpack.Decoder(_Envelope), msgspec.msgpack.Decoder(CardState)
 
 
 class BrokenChain(StoreError):
@@ -74,6 +79,8 @@ class BrokenChain(StoreError):
 
 
 def _digest(head: str, state: bytes) -> str:
+    import hashlib
+
     return hashlib.sha256(_DIGEST_DOMAIN + head.encode("ascii", "replace") + state).hexdigest()
 
 
@@ -86,10 +93,11 @@ def snapshot_body(state: CardState, head: str) -> bytes:
 def open_snapshot(body: bytes) -> tuple[str, CardState] | None:
     """(head, state) of a snapshot body whose digest holds; None for one that does not decode or was changed."""
     try:
-        env = _env_dec.decode(body)
+        env_dec, state_dec = _decoders()
+        env = env_dec.decode(body)
         if _digest(env.head, env.state) != env.digest:
             return None
-        return env.head, _state_dec.decode(env.state)
+        return env.head, state_dec.decode(env.state)
     except (msgspec.DecodeError, msgspec.ValidationError, TypeError, UnicodeError):
         return None
 

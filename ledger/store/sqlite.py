@@ -66,7 +66,6 @@ from ledger.store.base import (
     stream_query,
 )
 from ledger.store.connections import ReadPool, Writer
-from ledger.store.read_ahead import Put, ReadAhead
 
 # WAL checkpoints off the appending thread. With SQLite's default, the commit that takes the write-ahead log past
 # 1,000 pages also copies it into the database file and syncs both (two fsyncs): live capture commits one or two pages
@@ -364,6 +363,7 @@ def chunk_reader(
 
     ``args``: the separator, the stream, then the where's args after its version (lo and hi are per chunk).
     """
+    from ledger.store.read_ahead import ReadAhead  # (and queue) only for a stream long enough to read ahead
 
     def produce(put: Put[tuple[bytes, int]]) -> None:
         con = connect()
@@ -386,6 +386,7 @@ def _store_error(e: BaseException) -> BaseException:
 
 
 if TYPE_CHECKING:
+    from ledger.store.read_ahead import Put, ReadAhead
     from ledger.store.summary import SummaryKeeper
 
 

@@ -47,8 +47,7 @@ from ledger.formats.harness import (
 )
 from ledger.formats.harness_frames import classify_from_frames, from_recorded
 from ledger.formats.recordings import MAX_LISTED, Problem
-from ledger.formats.run_folders import Step, read_run_meta
-from ledger.formats.run_match import match_run_folder
+from ledger.formats.run_folders import Step, match_run_folder, read_run_meta
 from ledger.imports.harness_report import cross_check, report_read, skipped_lines, tail_sha256
 from ledger.imports.import_cards import (  # the card bookkeeping both importers share (importing.py too)
     Baselines,
@@ -91,7 +90,7 @@ def import_harness_card(
 def _steps_for(
     path: Path, read: HarnessRead, problems: list[Problem], named: frozenset[Path], strict: bool = False
 ) -> tuple[dict[int, Step], Path | None, str | None]:
-    """The benchmarking run folder's steps matched to frame lines (:mod:`ledger.formats.run_match`), that folder,
+    """The benchmarking run folder's steps matched to frame lines (:mod:`ledger.formats.run_folders`), that folder,
     and why a folder the user named (``named``), or under ``strict`` any folder of the recording's, is not used
     (None when none is left unused); each folder of the game not used is named with why."""
     found = match_run_folder(path.parent, read.name, read.frames, read.tokens)

@@ -44,7 +44,6 @@ class Spill:
         return len(self._at) - 1
 
     def put(self, chunk: Any) -> None:
-        """Write ``chunk`` after the others."""
         blob = pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)
         try:
             if self._file is None:
@@ -58,7 +57,6 @@ class Spill:
         self._at.append(self._at[-1] + len(blob))
 
     def get(self, k: int) -> Any:
-        """Chunk ``k``, as it was put."""
         hit = self._cache.get(k)
         if hit is not None:
             return hit

@@ -80,7 +80,6 @@ class BackgroundHash:
             self.digest.update(block)
 
     def update(self, block: bytes) -> None:
-        """Hash ``block`` after the ones given before it."""
         self._queue.put(block)
 
     def __enter__(self) -> BackgroundHash:

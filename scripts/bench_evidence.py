@@ -13,8 +13,7 @@ from pathlib import Path
 from benchlib import best, build_card, synthetic_plays
 
 from ledger import Ledger
-from ledger.app.checkpoints import make_checkpoint, tree_problem, verify_checkpoint
-from ledger.app.evidence import prove
+from ledger.app.checkpoints import make_checkpoint, prove, tree_problem, verify_checkpoint
 from ledger.app.evidence_check import check_evidence
 from ledger.app.signing import keygen, load_signer, load_verifier
 from ledger.domain.events import card_stream

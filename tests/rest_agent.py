@@ -107,3 +107,37 @@ def http_sender(url: str) -> Send:
         return r.status_code, r.json()
 
     return send
+
+
+class Arcagi3Client:
+    """Requests as joinplank/arc-agi-3-benchmarking's ``arcagi3`` GameClient and agent send them: a session with
+    ``X-API-Key``, ``Accept`` and ``Content-Type`` headers; a RESET with ``card_id``, ``game_id`` and a string
+    reasoning; every other action with ``game_id``, ``guid`` and a reasoning object whose ``"tokens:"`` is the run's
+    running ``[prompt, completion]`` total (a stand-in model's tokens)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.session = requests.Session()
+        self.session.headers.update(
+            {"X-API-Key": "bench-key", "Accept": "application/json", "Content-Type": "application/json"}
+        )
+        self.prompt = self.completion = 0
+
+    def send(self, path: str, body: dict[str, Any]) -> requests.Response:
+        return self.session.post(self.url + path, json=body, timeout=20)
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        r = self.send(path, body)
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+    def open(self, game: str, tags: list[str]) -> str:
+        return str(self.post("/api/scorecard/open", {"game_ids": [game], "tags": tags})["card_id"])
+
+    def reset(self, card: str, game: str) -> dict[str, Any]:
+        body = {"card_id": card, "game_id": game, "reasoning": "Resetting the game to initial state"}
+        return self.post("/api/cmd/RESET", body)
+
+    def action1(self, game: str, guid: str, reasoning: dict[str, Any]) -> dict[str, Any]:
+        reasoning["tokens:"] = [self.prompt, self.completion]
+        return self.post("/api/cmd/ACTION1", {"game_id": game, "guid": guid, "reasoning": reasoning})

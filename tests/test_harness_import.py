@@ -989,8 +989,7 @@ def test_each_step_is_compared_with_the_token_lines_since_the_line_before() -> N
     from datetime import UTC, datetime, timedelta
 
     from ledger.formats.frame_lines import LineMap
-    from ledger.formats.run_folders import Step
-    from ledger.formats.run_match import _written_before
+    from ledger.formats.run_folders import Step, _written_before
 
     rng = random.Random(8)
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -1024,7 +1023,6 @@ def test_a_temporary_directory_that_refuses_the_lines_kept_is_one_line_and_nothi
     import tempfile
 
     import ledger.formats.frame_lines as fl
-    import ledger.formats.spill as spill
 
     rec = tmp_path / "rec"
     run_swarm(rec, ["vis5-0000001a"], 3, env_dir=envs, max_actions=30)
@@ -1036,7 +1034,7 @@ def test_a_temporary_directory_that_refuses_the_lines_kept_is_one_line_and_nothi
 
     for args in ((), ("--environments", str(envs))):
         with monkeypatch.context() as m:
-            m.setattr(spill.tempfile, "TemporaryFile", full)
+            m.setattr(fl.tempfile, "TemporaryFile", full)
             r = CliRunner().invoke(cli, ["--db", str(db), "import", str(rec), *args])
         assert r.exit_code == 1 and "Traceback" not in r.output, r.output
         assert f"in the temporary directory {tempfile.gettempdir()}: No space left on device" in r.output, r.output
@@ -1046,7 +1044,7 @@ def test_a_temporary_directory_that_refuses_the_lines_kept_is_one_line_and_nothi
     assert r.exit_code == 0, r.output
     with Ledger.open(db) as led:
         (card,) = led.card_ids()
-    monkeypatch.setattr(spill.tempfile, "TemporaryFile", full)
+    monkeypatch.setattr(fl.tempfile, "TemporaryFile", full)
     r = CliRunner().invoke(cli, ["--db", str(db), "audit", card, "--environments", str(envs)])
     assert r.exit_code == 1 and "No space left on device" in r.output and "Traceback" not in r.output, r.output
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from ledger.formats.hashing import BackgroundHash
+from ledger.formats.recordings import BackgroundHash
 
 
 def test_same_digest_as_hashing_in_line() -> None:

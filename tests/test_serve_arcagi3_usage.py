@@ -19,36 +19,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from ledger import Ledger
 from ledger.domain.events import RunUsage, card_stream, decode
-from tests.rest_agent import LEDGER, start_server
+from tests.rest_agent import LEDGER, Arcagi3Client, start_server
 
 GAME = "cnt3-0000000a"  # ACTION1 twice completes level 1, three more level 2, two more WIN
 CONFIG = "gpt-4o-mini-2024-07-18"
 IN_PRICE, OUT_PRICE = 0.15 / 1e6, 0.6 / 1e6  # models.yml pricing, per token
 
 
-class Agent:
+class Agent(Arcagi3Client):
     """One ``MultimodalAgent``: one card, one game, one running total of tokens and cost."""
 
     def __init__(self, url: str) -> None:
-        self.url = url
-        self.session = requests.Session()
-        self.session.headers.update(
-            {"X-API-Key": "bench-key", "Accept": "application/json", "Content-Type": "application/json"}
-        )
-        self.prompt = self.completion = 0
+        super().__init__(url)
         self.prompt_cost = self.completion_cost = 0.0
         self.actions: list[dict[str, Any]] = []
         self.card = ""
         self.state = ""
-
-    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        r = self.session.post(self.url + path, json=body, timeout=20)
-        assert r.status_code == 200, r.text
-        return dict(r.json())
 
     def model_call(self, n: int) -> None:
         p, c = 1500 + 41 * n, 90 + 3 * n
@@ -58,9 +47,8 @@ class Agent:
         self.completion_cost += c * OUT_PRICE
 
     def play(self, tags: list[str], actions: int, *, failed_call_at_end: bool = False) -> None:
-        self.card = self.post("/api/scorecard/open", {"game_ids": [GAME], "tags": tags})["card_id"]
-        body = {"card_id": self.card, "game_id": GAME, "reasoning": "Resetting the game to initial state"}
-        guid = self.post("/api/cmd/RESET", body)["guid"]
+        self.card = self.open(GAME, tags)
+        guid = self.reset(self.card, GAME)["guid"]
         for n in range(1, actions + 1):
             self.model_call(n)
             reasoning = {
@@ -69,9 +57,8 @@ class Agent:
                 "human_action": "press",
                 "reasoning": "count up",
                 "expected": "a level completes",
-                "tokens:": [self.prompt, self.completion],
             }
-            state = self.post("/api/cmd/ACTION1", {"game_id": GAME, "guid": guid, "reasoning": reasoning})
+            state = self.action1(GAME, guid, reasoning)
             self.state = state["state"]
             self.actions.append({"action_num": n, "action": "ACTION1", "result_state": self.state})
         if failed_call_at_end:

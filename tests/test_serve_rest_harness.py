@@ -3,10 +3,10 @@
 card's page, the cards it leaves open are named when the server stops, and the close answer it saved matches the
 audit's hash.
 
-The client is written here from that harness's requests: a session with ``X-API-Key``, ``Accept`` and
-``Content-Type`` headers; a RESET carries ``card_id``, ``game_id`` and the string reasoning ``"Resetting the game to
-initial state"``; every other action ``game_id``, ``guid`` (``x``/``y`` for ACTION6) and a reasoning object whose
-``"tokens:"`` is the run's cumulative ``[prompt, completion]`` tokens.
+The client (``tests.rest_agent.Arcagi3Client``) is written from that harness's requests: a session with
+``X-API-Key``, ``Accept`` and ``Content-Type`` headers; a RESET carries ``card_id``, ``game_id`` and the string
+reasoning ``"Resetting the game to initial state"``; every other action ``game_id``, ``guid`` (``x``/``y`` for
+ACTION6) and a reasoning object whose ``"tokens:"`` is the run's cumulative ``[prompt, completion]`` tokens.
 """
 
 from __future__ import annotations
@@ -23,38 +23,13 @@ import pytest
 import requests
 
 from ledger import Ledger
-from tests.rest_agent import LEDGER, start_server
+from tests.rest_agent import LEDGER, Arcagi3Client, start_server
 
 GAME = "cnt3-0000000a"
 OTHER = "clk2-0000000b"
 
 
-class Harness:
-    """Requests as ``arcagi3``'s GameClient and agent send them, with a stand-in model's token counts."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.session = requests.Session()
-        self.session.headers.update(
-            {"X-API-Key": "bench-key", "Accept": "application/json", "Content-Type": "application/json"}
-        )
-        self.prompt = 0
-        self.completion = 0
-
-    def post(self, path: str, body: dict[str, Any]) -> requests.Response:
-        return self.session.post(self.url + path, json=body, timeout=20)
-
-    def open(self, tags: list[str]) -> str:
-        r = self.post("/api/scorecard/open", {"game_ids": [GAME], "tags": tags})
-        assert r.status_code == 200, r.text
-        return str(r.json()["card_id"])
-
-    def reset(self, card: str, game: str) -> dict[str, Any]:
-        body = {"card_id": card, "game_id": game, "reasoning": "Resetting the game to initial state"}
-        r = self.post("/api/cmd/RESET", body)
-        assert r.status_code == 200, r.text
-        return dict(r.json())
-
+class Harness(Arcagi3Client):
     def act(self, game: str, guid: str, n: int) -> dict[str, Any]:
         """Action ``n`` of a run: the model is called (tokens grow), then the action goes with its reasoning."""
         self.prompt += 1200 + 37 * n
@@ -65,11 +40,8 @@ class Harness:
             "human_action": "move up",
             "reasoning": "explore",
             "expected": "something moves",
-            "tokens:": [self.prompt, self.completion],
         }
-        r = self.post("/api/cmd/ACTION1", {"game_id": game, "guid": guid, "reasoning": reasoning})
-        assert r.status_code == 200, r.text
-        sent = dict(r.json())
+        sent = self.action1(game, guid, reasoning)
         sent["sent_reasoning"] = reasoning
         return sent
 
@@ -94,14 +66,14 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
     proc, url = start_server(db)
     try:
         h = Harness(url)
-        card = h.open(["bench", "model-x"])
+        card = h.open(GAME, ["bench", "model-x"])
         guid = h.reset(card, GAME)["guid"]
         sent = [h.act(GAME, guid, n) for n in range(1, 6)]
         # Over the toolkit's 16 KB guard for reasoning: refused by the server, nothing counted.
-        oversized = h.post("/api/cmd/ACTION1", {"game_id": GAME, "guid": guid, "reasoning": {"x": "y" * 17000}})
-        close = h.post("/api/scorecard/close", {"card_id": card})
+        oversized = h.send("/api/cmd/ACTION1", {"game_id": GAME, "guid": guid, "reasoning": {"x": "y" * 17000}})
+        close = h.send("/api/scorecard/close", {"card_id": card})
         assert close.status_code == 200, close.text
-        left = h.open(["bench", "left-open"])
+        left = h.open(GAME, ["bench", "left-open"])
         other = h.reset(left, OTHER)["guid"]
         h.act(OTHER, other, 1)
         s = Session(db, card, left, close.content, sent, oversized)
@@ -196,12 +168,12 @@ def test_competition_pages_stay_hidden_while_the_card_is_open(tmp_path: Path) ->
     proc, url = start_server(tmp_path / "c.sqlite", "--competition")
     try:
         h = Harness(url)
-        card = h.open(["bench"])
+        card = h.open(GAME, ["bench"])
         h.act(GAME, h.reset(card, GAME)["guid"], 1)
         hidden = requests.get(f"{url}/scorecards/{card}", timeout=30)
         listed = requests.get(f"{url}/scorecards/", timeout=30)
         api = requests.get(f"{url}/api/scorecard/{card}", headers={"X-API-Key": "bench-key"}, timeout=30)
-        assert h.post("/api/scorecard/close", {"card_id": card}).status_code == 200
+        assert h.send("/api/scorecard/close", {"card_id": card}).status_code == 200
         shown = requests.get(f"{url}/scorecards/{card}", timeout=30)
     finally:
         proc.send_signal(signal.SIGINT)

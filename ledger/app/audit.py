@@ -20,8 +20,7 @@ from ledger.domain import document
 from ledger.domain.events import ActionTaken, BaselineEntry, Numbered
 from ledger.domain.projection import CardState
 from ledger.domain.scoring import score_card
-from ledger.resim.resim_result import ResimResult
-from ledger.resim.resimulate import resimulate
+from ledger.resim.resimulate import ResimResult, resimulate
 from ledger.rules.audit_checks import Check, Status, check_consistency, check_integrity
 from ledger.rules.import_checks import check_import
 from ledger.rules.lifecycle import check_lifecycle, limits

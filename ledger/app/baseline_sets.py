@@ -307,7 +307,6 @@ def _recorded(ledger: Ledger, set_id: str) -> BaselinesRecorded:
 
 
 def set_info(ledger: Ledger, set_id: str, all_labels: Mapping[str, Label] | None = None) -> SetInfo:
-    """One stored set."""
     labs = all_labels if all_labels is not None else labels(ledger)
     ev = _recorded(ledger, set_id)
     return SetInfo(set_id, ev.ts, list(ev.entries), sorted(k for k, v in labs.items() if v.set_id == set_id))

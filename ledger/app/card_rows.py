@@ -120,7 +120,6 @@ class CardEvents(Sequence[Numbered]):
         return got
 
     def __iter__(self) -> Iterator[Numbered]:
-        """The events a page at a time."""
         if self.start >= self.stop:
             return
         p = self._place(self.start)

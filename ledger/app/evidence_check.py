@@ -26,7 +26,6 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        """True if every check held."""
         return self.error is None
 
     def to_json(self) -> dict[str, Any]:

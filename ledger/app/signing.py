@@ -25,7 +25,6 @@ class Signer:
     public: bytes
 
     def sign_line(self, text: str) -> str:
-        """The signature line for note text ``text``."""
         return sn.signature_line(self.name, self.public, self.key.sign(text.encode("utf-8")))
 
     def cosign_line(self, text: str, timestamp: int) -> str:

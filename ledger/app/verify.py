@@ -56,7 +56,6 @@ class VerifyReport:
 
     @property
     def errors(self) -> list[str]:
-        """Every problem, one line each."""
         out = [f"{s.stream}: {s.error}" for s in self.streams if s.error]
         out += [f"append-only trigger missing: {t}" for t in self.missing_triggers]
         out += [f"cards summary: {d}" for d in self.summary_differences]
@@ -70,7 +69,6 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        """True when nothing is wrong."""
         return not self.errors
 
     def to_json(self) -> dict[str, Any]:

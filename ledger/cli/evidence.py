@@ -123,7 +123,7 @@ def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None, allo
       ledger prove CARD --checkpoint checkpoint.txt -o card.evidence.json
       ledger check card.evidence.json --key team.key.pub                   # what a reviewer runs
     """
-    from ledger.app.evidence import prove as make
+    from ledger.app.checkpoints import prove as make
 
     note = _read_text(checkpoint, "checkpoint")
     _check_output(out)
@@ -156,7 +156,7 @@ def consistency(ctx: click.Context, old: Path, new: Path, out: str | None) -> No
       ledger consistency old.txt new.txt -o new.consistency.json
       ledger check new.consistency.json --key team.key.pub
     """
-    from ledger.app.evidence import consistency as make
+    from ledger.app.checkpoints import consistency as make
 
     old_note, new_note = _read_text(old, "old checkpoint"), _read_text(new, "new checkpoint")
     _check_output(out)

@@ -16,8 +16,15 @@ from ledger.domain.translator import Observation, translate
 from ledger.formats.harness import STATES
 from ledger.formats.import_problems import Problem
 from ledger.formats.readers import Decided, Reader
-from ledger.imports.import_cards import CardResult, ImportOptions, close_import, load_existing, with_retries
-from ledger.imports.import_compare import compare_with_held, held_elsewhere
+from ledger.imports.import_cards import (
+    CardResult,
+    ImportOptions,
+    close_import,
+    compare_with_held,
+    held_elsewhere,
+    load_existing,
+    with_retries,
+)
 from ledger.imports.import_runs import attach_usage
 
 if TYPE_CHECKING:

@@ -24,9 +24,9 @@ lines imported later is listed after the games already on the card. A killed imp
 transaction it was in; the next import does it. Not imported (the card is left as it is): a file shorter than what
 was imported or whose imported bytes changed (it was rewritten). Plays the ledger holds already (a card captured
 live, or guids on another card) are compared with that card and never written twice
-(:mod:`ledger.imports.import_compare`).
+(:mod:`ledger.imports.import_cards`).
 
-**Which card, which files.** A card id comes only from what proves it (:mod:`ledger.imports.import_identity`).
+**Which card, which files.** A card id comes only from what proves it (:mod:`ledger.imports.import_cards`).
 A file that is no recording (its first line, or one line in four, not a recording line), a toolkit file holding
 several plays, and lines that repeat an earlier one or go back in time (unless ``allow_repeats``) refuse the card:
 exit 2, nothing of it committed.
@@ -77,18 +77,22 @@ from ledger.formats.recordings import (
 )
 from ledger.imports.import_cards import (
     Baselines,
+    CardPlan,
     CardResult,
     Existing,
+    GuidIndex,
     ImportOptions,
     attach_baselines,
     close_import,
+    compare_with_held,
     count_not_counted,
+    held_elsewhere,
     load_existing,
+    plan_cards,
+    unproven_message,
     with_retries,
 )
 from ledger.imports.import_cards import ImportSummary as ImportSummary  # re-exported
-from ledger.imports.import_compare import compare_with_held, held_elsewhere
-from ledger.imports.import_identity import CardPlan, GuidIndex, plan_cards, unproven_message
 from ledger.rules.import_checks import not_a_recording
 from ledger.toolkit.environments import scan_environments
 

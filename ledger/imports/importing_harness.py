@@ -14,6 +14,7 @@ the import offset add events. A file rewritten anywhere before that offset is re
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +35,7 @@ from ledger.domain.events import (
     PlayStarted,
     RecordingImported,
     RunUsage,
+    SkippedLine,
     State,
 )
 from ledger.domain.projection import apply, new_card
@@ -46,10 +48,8 @@ from ledger.formats.harness import (
     read_harness,
 )
 from ledger.formats.harness_frames import classify_from_frames, from_recorded
-from ledger.formats.recordings import MAX_LISTED, Problem
-from ledger.formats.run_folders import Step, read_run_meta
-from ledger.formats.run_match import match_run_folder
-from ledger.imports.harness_report import cross_check, report_read, skipped_lines, tail_sha256
+from ledger.formats.recordings import MAX_LISTED, TAIL, Problem, tail_hash
+from ledger.formats.run_folders import Step, match_run_folder, read_run_meta
 from ledger.imports.import_cards import (  # the card bookkeeping both importers share (importing.py too)
     Baselines,
     CardResult,
@@ -57,10 +57,11 @@ from ledger.imports.import_cards import (  # the card bookkeeping both importers
     ImportOptions,
     attach_baselines,
     close_import,
+    compare_with_held,
+    held_elsewhere,
     load_existing,
     with_retries,
 )
-from ledger.imports.import_compare import compare_with_held, held_elsewhere
 from ledger.imports.import_runs import attach_usage, run_tags, run_usage, usage_held
 from ledger.resim.harness_search import line_signature
 from ledger.rules.import_checks import not_a_recording
@@ -68,6 +69,71 @@ from ledger.toolkit.game_states import frame_digest
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
+
+
+def report_read(read: HarnessRead, done: int, problems: list[Problem], result: CardResult) -> None:
+    """Add to ``problems`` and ``result`` what reading lines past ``done`` skipped or found impossible."""
+    new_skips = [s for s in read.skipped if s.lineno > done]
+    for s in new_skips[:MAX_LISTED]:
+        kind = "not_json" if s.reason == "not JSON" else "wrong_type"
+        problems.append(Problem(str(read.path), s.lineno, kind, f"{s.reason}: skipped"))  # type: ignore[arg-type]
+    for ln, msg in [i for i in read.impossible if i[0] > done][:MAX_LISTED]:
+        problems.append(Problem(str(read.path), ln, "impossible", f"{msg}: the harness cannot write it"))
+    for ln, msg in [c for c in read.cuts if c[0] > done]:
+        problems.append(Problem(str(read.path), ln, "cut_line", msg))
+    if read.truncated_tail:
+        problems.append(
+            Problem(str(read.path), read.lines + 1, "truncated", "truncated last line (no newline): read next time")
+        )
+    for s in new_skips:
+        result.skipped[s.reason] = result.skipped.get(s.reason, 0) + 1
+    late = [s for s in read.after_close if s.lineno > done]
+    if late:
+        more = f" (lines {late[0].lineno} to {late[-1].lineno})" if len(late) > 1 else ""
+        msg = f"{len(late)} frame line(s){more} {late[0].reason}"
+        problems.append(Problem(str(read.path), late[0].lineno, "not_counted", msg))
+        result.skipped["after the card's close"] = len(late)
+    if read.side_lines and done == 0:
+        result.skipped["side lines (not frames)"] = read.side_lines
+
+
+def skipped_lines(read: HarnessRead, unreproduced: list[int], done: int) -> list[SkippedLine]:
+    """The lines past ``done`` not imported (unreadable, after the card's close, or no action reproduces them), with
+    their bytes' sha256."""
+    kept = (*read.skipped, *read.after_close)
+    out = [SkippedLine(s.lineno, s.reason, s.sha256, s.size) for s in kept if s.lineno > done]
+    if unreproduced:
+        wanted = {ln for ln in unreproduced if ln > done}
+        with open(read.path, "rb") as f:
+            for i, raw in enumerate(f, 1):
+                if i in wanted:
+                    body = raw.rstrip(b"\r\n")
+                    out.append(SkippedLine(i, "no action reproduces it", hashlib.sha256(body).hexdigest(), len(body)))
+    return sorted(out, key=lambda s: s.line)
+
+
+def cross_check(read: HarnessRead, doc: Any, method: str, problems: list[Problem]) -> None:
+    """The final ``scorecard.get(game_id)`` line against the card: it is the toolkit's *first* run of the game on
+    its card, which is another agent's when several played the game (then there is nothing to compare)."""
+    final = read.final
+    if not final or "actions" not in final:
+        return
+    guid = final.get("guid")
+    runs = [r for env in doc.environments for r in env.runs if r.guid == guid]
+    if not runs:
+        return
+    run = runs[0]
+    fields = ["actions", "levels_completed", "state"] + (["resets"] if method != "frames" else [])
+    diffs = [
+        f"{k} {final.get(k)!r} (its scorecard line) vs {getattr(run, k)!r} (imported)"
+        for k in fields
+        if k in final and final.get(k) != getattr(run, k)
+    ]
+    if diffs:
+        problems.append(Problem(str(read.path), read.final_lineno, "cross_check", "; ".join(diffs)))
+    else:
+        problems.append(Problem(str(read.path), read.final_lineno, "harness", "its final scorecard line agrees"))
+
 
 #: Lines one FramesNoted or ActionsInferred event lists at most: a long recording's are split over several events
 #: (never all held, nor all in one row).
@@ -82,7 +148,7 @@ def import_harness_card(
 
     Lines that repeat an earlier one or go back in time refuse the card (exit 2) unless ``opts.allow_repeats``.
     Plays that ``opts.index`` finds on another card are compared with it, not written
-    (:mod:`ledger.imports.import_compare`).
+    (:mod:`ledger.imports.import_cards`).
     ``how`` says how ``card_id`` was found (``harness``: the recorder's uuid, which is said).
     """
     return with_retries(card_id, 1, lambda found: _import_once(opts, card_id, path, found, how), problems)
@@ -91,7 +157,7 @@ def import_harness_card(
 def _steps_for(
     path: Path, read: HarnessRead, problems: list[Problem], named: frozenset[Path], strict: bool = False
 ) -> tuple[dict[int, Step], Path | None, str | None]:
-    """The benchmarking run folder's steps matched to frame lines (:mod:`ledger.formats.run_match`), that folder,
+    """The benchmarking run folder's steps matched to frame lines (:mod:`ledger.formats.run_folders`), that folder,
     and why a folder the user named (``named``), or under ``strict`` any folder of the recording's, is not used
     (None when none is left unused); each folder of the game not used is named with why."""
     found = match_run_folder(path.parent, read.name, read.frames, read.tokens)
@@ -494,13 +560,15 @@ def _tail(
         if noted:
             yield FramesNoted(ts=tail_ts, file=path.name, digests=noted)
         yield from _inferred(tail_ts, path.name, method, made.lines if method != "recorded" else 0, *decided)
+        with open(path, "rb") as f:
+            tail = tail_hash(f, read.end, TAIL)  # how a grown file is told from a new one
         yield RecordingImported(
             ts=tail_ts,
             file=path.name,
             offset=read.end,
             lines=read.lines,
             skipped=len(read.skipped) + len(read.after_close) + len(unreproduced),
-            tail_sha256=tail_sha256(path, read.end),
+            tail_sha256=tail,
             game_state=read.frames[-1].state if read.frames else None,  # type: ignore[arg-type]
             prefix_sha256=read.prefix_sha256,
         )

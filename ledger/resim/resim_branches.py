@@ -218,7 +218,6 @@ class Instance:
         return answer if repaired is None else repaired
 
     def _path_engine(self) -> Engine:
-        """The one path's engine, made on first use."""
         if self.engine is None:
             self.engine = new_engine(self.game, self.stop_at, self.deadline, canonical=False)
         return self.engine

@@ -22,8 +22,8 @@ from typing import Any
 
 import msgspec
 
+from ledger.app.checkpoints import covering_checkpoint, prove
 from ledger.app.compare import LeaderRow, comparison, one_calculator
-from ledger.app.evidence import covering_checkpoint, prove
 from ledger.app.output import checked_output
 from ledger.app.progress import rows_progress
 from ledger.app.retract import choose_cards

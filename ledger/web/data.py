@@ -69,7 +69,6 @@ class CardCache:
         return state, state.events
 
     def card_ids(self) -> list[str]:
-        """Every card id, in order of opening."""
         return self.ledger.card_ids()
 
     def stamp(self) -> int:

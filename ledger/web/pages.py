@@ -59,19 +59,15 @@ class LiveLinks:
     """The server's URLs (relative, so the app can sit behind any prefix)."""
 
     def cards(self) -> str:
-        """The cards page."""
         return "./"
 
     def card(self, card_id: str) -> str:
-        """A card's page."""
         return "card?" + urlencode({"id": card_id})
 
     def compare_all(self) -> str:
-        """The compare page."""
         return "compare"
 
     def compare(self, card_ids: Sequence[str] = (), tags: Sequence[str] = ()) -> str:
-        """The compare page for these cards and tags."""
         return "compare?" + urlencode([("card", c) for c in card_ids] + [("tag", t) for t in tags])
 
     def progress_all(self) -> str:
@@ -79,7 +75,6 @@ class LiveLinks:
         return "progress"
 
     def leaderboard(self) -> str:
-        """The leaderboard by tag of the whole ledger."""
         return "leaderboard"
 
     def progress(self, tags: Sequence[str], before: str | None = None, limit: int | None = None) -> str:
@@ -88,7 +83,6 @@ class LiveLinks:
         return "progress?" + urlencode(q + ([("limit", str(limit))] if limit else []))
 
     def replay(self, card_id: str, game_id: str, play: int, start: int = 0) -> str:
-        """A play's replay page."""
         q = [("card", card_id), ("game", game_id), ("play", str(play))] + ([("start", str(start))] if start else [])
         return "replay?" + urlencode(q)
 
@@ -97,11 +91,9 @@ class LiveLinks:
         return "evidence?" + urlencode({"card": card_id})
 
     def static(self, name: str) -> str:
-        """A packaged script or style."""
         return "static/" + name
 
     def api_card(self, card_id: str) -> str:
-        """The card's live-update endpoint."""
         return "api/card?" + urlencode({"id": card_id})
 
 
@@ -115,11 +107,9 @@ class BundleLinks:
     """The bundle's file names, all in one folder."""
 
     def cards(self) -> str:
-        """The cards page."""
         return "index.html"
 
     def card(self, card_id: str) -> str:
-        """A card's page."""
         return f"card-{slug(card_id)}.html"
 
     def compare_all(self) -> str:
@@ -135,7 +125,6 @@ class BundleLinks:
         return "index.html#leaderboard"
 
     def replay(self, card_id: str, game_id: str, play: int, start: int = 0) -> str:
-        """A play's replay page."""
         return f"replay-{slug(card_id)}-{slug(game_id)}-{play}.html"
 
     def evidence(self, card_id: str) -> str:

@@ -17,8 +17,8 @@ from urllib.parse import urlencode
 import msgspec
 from flask import Flask, Response, abort, jsonify, request
 
+from ledger.app.checkpoints import covering_checkpoint, prove
 from ledger.app.compare import Board, Comparison, compare_cards, ledger_board
-from ledger.app.evidence import covering_checkpoint, prove
 from ledger.app.progress import PER_TAG, tag_progress
 from ledger.app.tag_stats import SIDE_BY_SIDE, TagReport, tag_report
 from ledger.errors import AmbiguousCard, InputError, LedgerError, UnknownCard
@@ -107,7 +107,6 @@ class Viewer:
         return jsonify({"stamp": stamp, "html": html})
 
     def card(self) -> str:
-        """One card's page."""
         return self.card_of(_arg("id"))
 
     def card_of(self, ref: str) -> str:

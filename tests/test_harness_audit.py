@@ -432,7 +432,7 @@ def test_an_audit_that_decides_lets_go_of_the_inputs_its_states_agree_on(
     rec = tmp_path / "rec"
     run_swarm(rec, GAMES, 6, env_dir=envs, max_actions=60)
     cuts = 0
-    due = hs.Looks.due
+    due = hs.SettleSchedule.due
 
     def counted(self: Any, kept: list[Any]) -> Any:
         nonlocal cuts
@@ -440,7 +440,7 @@ def test_an_audit_that_decides_lets_go_of_the_inputs_its_states_agree_on(
         cuts += found is not None
         return found
 
-    monkeypatch.setattr(hs.Looks, "due", counted)
+    monkeypatch.setattr(hs.SettleSchedule, "due", counted)
     with Ledger.open(tmp_path / "l.sqlite") as led:
         assert import_recordings(led, [rec]).exit_code == 0
         found: dict[int, list[Any]] = {}

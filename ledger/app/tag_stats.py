@@ -3,7 +3,7 @@
 A tag is how users name an agent; a tag of 100,000 cards cannot be shown card by card, so ``ledger compare --tag``
 and the viewer's compare page show figures: what the cards of the tag scored, and per game and level how many
 reached and completed it, with how many actions against the human baseline. Everything comes from the tag figures
-table (:mod:`ledger.store.figures`: per tag, game, level and figure, how many cards have each value, kept with
+table (:mod:`ledger.store.tag_figures`: per tag, game, level and figure, how many cards have each value, kept with
 the cards summary): one read of the tag's figure rows, whose number is that of the distinct values, not of the
 cards, and one walk of the score index for the best card. The output's size depends on the games and levels, never
 on the cards; only the cost (:func:`tag_cost`) reads each card's usage events. The cards behind a figure are a page
@@ -165,7 +165,7 @@ def _merge(hist: Hist, value: float, n: int) -> Hist:
 
 
 class _Game:
-    """The figure rows of one game of one tag (see :mod:`ledger.store.figures`)."""
+    """The figure rows of one game of one tag (see :mod:`ledger.store.tag_figures`)."""
 
     __slots__ = ("bases", "completed", "levels", "reached", "scores")
 

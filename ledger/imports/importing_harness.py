@@ -292,7 +292,7 @@ def _check_rewritten(path: Path, since: RecordingImported) -> str | None:
 
 
 @dataclass(slots=True)
-class _Prepared:
+class _ReadyFile:
     """A harness file read and checked, ready to import from line ``done`` on."""
 
     existing: Existing | None
@@ -312,7 +312,7 @@ def _prepare(
     progress: Callable[[int], None] | None,
     problems: list[Problem],
     allow_repeats: bool,
-) -> _Prepared | None:
+) -> _ReadyFile | None:
     """Refusals first (captured live, rewritten, unreadable, bad input under --strict); None when refused."""
     name = parse_name(path.name)
     assert name is not None
@@ -374,7 +374,7 @@ def _prepare(
         return None
     if since is not None and read.end <= since.offset:
         result.status = "already imported"
-    return _Prepared(existing, read, done, size)
+    return _ReadyFile(existing, read, done, size)
 
 
 def _import_once(
@@ -460,7 +460,7 @@ def _import_once(
 
 
 @dataclass(slots=True)
-class _Made:
+class _AppendCounts:
     """What a card's append held: events, plays started, actions not counted, lines translated."""
 
     events: int = 0
@@ -472,7 +472,7 @@ class _Made:
 def _commit(
     ledger: Ledger,
     card_id: str,
-    prep: _Prepared,
+    prep: _ReadyFile,
     first: Observation | None,
     lines: Iterator[tuple[FrameLine, Observation]],
     baselines: Baselines,
@@ -480,7 +480,7 @@ def _commit(
     decided: tuple[LineSet, bool],
     unreproduced: list[int],
     candidates: Mapping[int, list[int]],
-) -> tuple[_Made, Any]:
+) -> tuple[_AppendCounts, Any]:
     """The card's new events, in one append: the lines' events, what was skipped and inferred, the progress, the
     close. They are made as they are inserted (a long recording's are never all held); returns what they held and
     the document at close. ``candidates``: line -> the actions its observation could answer when the recording
@@ -491,7 +491,7 @@ def _commit(
     tags = [read.name.agent, *run_tags(prep.run_dir)]
     head, card, version = _open_or_reopen(ledger, prep.existing, card_id, tags, first, read, baselines)
     bmap = ledger.card_baselines(card)
-    made = _Made()
+    made = _AppendCounts()
     closed: list[Any] = []
 
     def events() -> Iterator[AnyEvent]:
@@ -521,8 +521,8 @@ def _commit(
                 made.events += 1
                 yield chunk
                 noted = []
-        tail_ts, told = _tail(prep, last, method, (undecided, known), unreproduced, noted, made)
-        for e in told:  # applied one by one, as close_import applies what it is given
+        tail_ts, facts = _tail(prep, last, method, (undecided, known), unreproduced, noted, made)
+        for e in facts:  # applied one by one, as close_import applies what it is given
             apply(card, e)
             made.events += 1
             yield e
@@ -537,20 +537,20 @@ def _commit(
 
 
 def _tail(
-    prep: _Prepared,
+    prep: _ReadyFile,
     last: datetime,
     method: str,
     decided: tuple[LineSet, bool],
     unreproduced: list[int],
     noted: list[str],
-    made: _Made,
+    made: _AppendCounts,
 ) -> tuple[datetime, Iterator[AnyEvent]]:
     """When the import ends and what it says of its file, made as they are written: usage, lines skipped, frames
     noted, actions inferred, how far it was read."""
     read = prep.read
     tail_ts = max(last, read.frames[-1].ts) if read.frames else last
 
-    def told() -> Iterator[AnyEvent]:
+    def import_facts() -> Iterator[AnyEvent]:
         path = read.path
         new_skips = skipped_lines(read, unreproduced, prep.done)
         if prep.usage is not None:
@@ -573,7 +573,7 @@ def _tail(
             prefix_sha256=read.prefix_sha256,
         )
 
-    return tail_ts, told()
+    return tail_ts, import_facts()
 
 
 def _inferred(

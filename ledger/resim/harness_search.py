@@ -30,10 +30,10 @@ from typing import Any
 from ledger.formats.frame_lines import FrameLine, LineMap, LineSet
 from ledger.formats.run_folders import Step
 from ledger.resim.state_search import (
-    Favoured,
+    ActionOrder,
     Layer,
-    Looks,
     Node,
+    SettleSchedule,
     Signature,
     differ,
     first_fit,
@@ -262,7 +262,7 @@ def _first_path(
     starts: dict[int, set[bytes]] = {0: {_grid_key(game.camera.render(game.current_level.get_sprites()))}}
     offered: tuple[int, ...] = ()
     levels = 0
-    favoured = Favoured()
+    favoured = ActionOrder()
     for line in frames:
         if tick is not None:
             tick()
@@ -310,7 +310,7 @@ class _Settled:
     __slots__ = ("looks", "skipped", "undecided")
 
     def __init__(self) -> None:
-        self.looks = Looks()
+        self.looks = SettleSchedule()
         self.undecided: set[int] = set()
         self.skipped: list[int] = []
 

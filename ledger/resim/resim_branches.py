@@ -27,11 +27,11 @@ from ledger.domain.events import ActionIgnored, ActionTaken, FramesNoted, LevelR
 from ledger.formats.frame_lines import LineMap
 from ledger.resim.clicks import beyond, by_object, display
 from ledger.resim.state_search import (
+    ActionOrder,
     Agrees,
-    Favoured,
     Layer,
-    Looks,
     Node,
+    SettleSchedule,
     Signature,
     differ,
     first_fit,
@@ -156,7 +156,7 @@ class Instance:
     decided_count: int = 0
     still_open_count: int = 0
     #: When to look for the state the kept states all come from.
-    _looks: Looks = field(default_factory=Looks)
+    _looks: SettleSchedule = field(default_factory=SettleSchedule)
     #: Whether the last input found a state that agrees with the record (its frame included, where noted).
     agreed: bool = True
     #: (fingerprint, snapshot) of the live game while it has not been acted on since it settled: the next branch
@@ -166,7 +166,7 @@ class Instance:
     first: bool = False
     #: version -> the choice taken for an open input, where ``first`` (not decided: others may fit too).
     taken: LineMap[Choice] = field(default_factory=LineMap)
-    _favoured: Favoured = field(default_factory=Favoured)
+    _favoured: ActionOrder = field(default_factory=ActionOrder)
     #: Where the path's last clicks landed (display coordinates), the latest last.
     _recent: list[tuple[int, int]] = field(default_factory=list)
     #: Game steps run on the live game (the engine counts its own).

@@ -10,7 +10,7 @@ its first states up to a count and :data:`~ledger.toolkit.search_budget.STATE_BY
 the steps and CPU time. Clicks the record does not place are tried at every camera cell, then every display pixel,
 only where the listed choices do not agree. A line's states replace those before it (their paths are kept), and
 now and then the paths are cut at the state they all come from: memory stays that of one line's states. Agents
-repeat actions (:class:`Favoured`), so a caller follows one path (:func:`first_fit`) and searches every path only
+repeat actions (:class:`ActionOrder`), so a caller follows one path (:func:`first_fit`) and searches every path only
 where it breaks.
 """
 
@@ -64,7 +64,7 @@ def in_priority(first: Choice | None, click: tuple[int, int]) -> list[Choice]:
     return order if first is None else [first, *(c for c in order if c != first)]
 
 
-class Favoured:
+class ActionOrder:
     """The order an agent's actions are tried in where one fitting action is enough: agents repeat actions and favour
     some, so the one it took last first, then its most used, then the order given."""
 
@@ -222,7 +222,7 @@ def path(last: Node) -> list[Node]:
     return out
 
 
-class Looks:
+class SettleSchedule:
     """When to look for the latest state every kept state comes from: every SETTLE_EVERY lines, at doubling
     intervals while the states keep disagreeing (then each look walks back further: the looks cost a bounded share
     of the search)."""

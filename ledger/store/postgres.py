@@ -707,8 +707,8 @@ class PostgresStore(StoreBase):
 
     def rebuild_summary(self) -> int:
         from ledger.store import tracking
-        from ledger.store.figures import has_figures
         from ledger.store.summary import UPSERT_SQL, pg, write_streamed
+        from ledger.store.tag_figures import has_figures
 
         def work(conn: Any) -> int:
             def execute(sql: str, params: Any) -> None:
@@ -1022,6 +1022,7 @@ def _reader(conn: Any) -> Callable[[str, Any], list[Any]]:
 def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
     """:func:`~ledger.store.summary.catch_up` on psycopg connection ``conn`` (not in autocommit mode).
     ``wait`` False: nothing when another session is catching up (it folds what was committed before it read)."""
+    from ledger.store import tracking
     from ledger.store.summary import POSITION_SQL, catch_up, pg, position, probe
 
     def fetch(sql: str, args: Any) -> list[Any]:
@@ -1029,10 +1030,12 @@ def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
 
     def begin() -> int:
         probe(keeper, _reader(conn), "postgresql")
-        got = fetch(POSITION_SQL + (" FOR UPDATE" if wait else " FOR UPDATE SKIP LOCKED"), ())
-        if not got:
+        lock = f"SELECT seq FROM {tracking.TABLE} WHERE name = '{tracking.SUMMARY}' FOR UPDATE"
+        if not fetch(lock + ("" if wait else " SKIP LOCKED"), ()):
             raise _Busy
-        return position(got[0], "this ledger")[0]
+        # A statement of its own: under READ COMMITTED its snapshot sees what the catch-up that held the row
+        # committed (the locking statement's snapshot is older than the row it waited for).
+        return position(fetch(POSITION_SQL, ())[0], "this ledger")[0]
 
     def execute(sql: str, params: Any) -> None:
         conn.execute(pg(sql), params)

@@ -454,8 +454,8 @@ class SQLiteStore(StoreBase):
 
     def rebuild_summary(self) -> int:
         from ledger.store import tracking
-        from ledger.store.figures import has_figures
         from ledger.store.summary import UPSERT_SQL, write_streamed
+        from ledger.store.tag_figures import has_figures
 
         with self._writer.connection() as con:
             con.execute("BEGIN IMMEDIATE")

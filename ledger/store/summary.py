@@ -59,7 +59,7 @@ from ledger.rules.timeline import lapse
 from ledger.store import tracking
 from ledger.store.base import LogStore, has_table
 from ledger.store.cards import replay
-from ledger.store.figures import (
+from ledger.store.tag_figures import (
     FIGURES,
     KEY_COLUMNS,
     SELECT_ALL_SQL,
@@ -71,7 +71,7 @@ from ledger.store.figures import (
     replace_all,
     write_delta,
 )
-from ledger.store.figures import differences as figure_differences
+from ledger.store.tag_figures import differences as figure_differences
 
 SUMMARY = "card_summary"
 KEYS = "card_summary_keys"
@@ -287,7 +287,7 @@ class SummaryKeeper:
         #: Whether the schema has the summary tables (None: not looked yet; a ledger still at an earlier revision
         #: has none, and gets them filled from the log when it is migrated; see :func:`probe`).
         self.enabled: bool | None = None
-        #: Whether the schema has the tag figures table (:mod:`ledger.store.figures`); looked at with ``enabled``.
+        #: Whether the schema has the tag figures table (:mod:`ledger.store.tag_figures`); looked at with ``enabled``.
         self.figures: bool | None = None
 
     def change(
@@ -1348,7 +1348,7 @@ def tag_figure_rows(
     store: LogStore, tag: str, *, include_retracted: bool = False
 ) -> list[tuple[str, str, int, float, str, int]]:
     """(metric, game id, level, value, label, cards) of every figure value of ``tag`` (see
-    :mod:`ledger.store.figures`), in that order: one range of the table's primary key."""
+    :mod:`ledger.store.tag_figures`), in that order: one range of the table's primary key."""
     live = "" if include_retracted else " AND retracted = 0"
     sql = (
         f"SELECT metric, game_id, level, value, label, sum(n) FROM {FIGURES} WHERE tag = ?{live} "

@@ -1,6 +1,6 @@
 """The tag figures (``tag_figures``): per tag, game, level and figure, how many cards have each value, so that
 ``compare --tag`` reads a tag's figures in one range whatever its number of cards (see
-``ledger/store/figures.py``).
+``ledger/store/tag_figures.py``).
 
 And ``copy_marks``: per source a copy last finished from, its last ``seq`` and hash (see
 ``ledger/store/copy_marks.py``), so a copy with nothing to do is told in two reads.

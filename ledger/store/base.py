@@ -15,7 +15,6 @@ import itertools
 import os
 import re
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -577,6 +576,8 @@ class Follower:
         self._catch_up = catch_up
         self._delay = delay
         self._wake = threading.Event()
+        #: Set by :meth:`close`: the wait before a catch-up ends at once (the closing store catches up itself).
+        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._closed = False
@@ -587,7 +588,7 @@ class Follower:
             return
         if self._pid != os.getpid() or self._thread is None:
             self._pid = os.getpid()
-            self._wake = threading.Event()
+            self._wake, self._stop = threading.Event(), threading.Event()
             self._thread = threading.Thread(target=self._run, name="ledger-summary-follower", daemon=True)
             self._thread.start()
         self._wake.set()
@@ -598,7 +599,7 @@ class Follower:
             wake.wait()
             if self._closed:
                 return
-            time.sleep(self._delay)
+            self._stop.wait(self._delay)
             wake.clear()
             if self._closed:
                 return
@@ -611,6 +612,7 @@ class Follower:
         thread = self._thread
         ours = thread is not None and self._pid == os.getpid()
         if thread is not None and ours:
+            self._stop.set()
             self._wake.set()
             thread.join(timeout=30)
         self._thread = None

@@ -7,7 +7,6 @@ gives the same id whatever order it was found in.
 
 from __future__ import annotations
 
-# hashlib is imported where a hash is made: it loads OpenSSL (about 2 ms), which listing cards never needs.
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any
 
@@ -44,7 +43,7 @@ def canonical(entries: Iterable[BaselineEntry]) -> list[BaselineEntry]:
 
 def set_id(entries: Iterable[BaselineEntry]) -> str:
     """The content address of a baseline set."""
-    import hashlib
+    import hashlib  # here: it loads OpenSSL (about 2 ms), which listing cards never needs
 
     return hashlib.sha256(b"arc-scorecard-ledger/baselines/v1\0" + _enc.encode(canonical(entries))).hexdigest()
 

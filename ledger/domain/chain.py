@@ -6,7 +6,6 @@ it is copied into another ledger (``ledger copy``) where it gets a different ``s
 
 from __future__ import annotations
 
-# hashlib is imported where a hash is made: it loads OpenSSL (about 2 ms), which listing cards never needs.
 import functools
 import re
 from collections.abc import Iterable, Sequence
@@ -25,7 +24,7 @@ def _field(data: bytes) -> bytes:
 
 def event_hash(prev_hash: str, stream: str, version: int, type_: str, body: bytes) -> str:
     """sha256 (hex) over the domain tag, prev_hash, stream, version, type and the body bytes as stored."""
-    import hashlib
+    import hashlib  # here: it loads OpenSSL (about 2 ms), which listing cards never needs
 
     p, s, v, t = prev_hash.encode("ascii"), stream.encode("utf-8"), str(version).encode("ascii"), type_.encode()
     return hashlib.sha256(

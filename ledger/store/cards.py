@@ -18,7 +18,6 @@ Reads check the chain's shape, not every hash: ``verify`` and ``audit`` recomput
 
 from __future__ import annotations
 
-# hashlib is imported where a hash is made: it loads OpenSSL (about 2 ms), which listing cards never needs.
 import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -79,7 +78,7 @@ class BrokenChain(StoreError):
 
 
 def _digest(head: str, state: bytes) -> str:
-    import hashlib
+    import hashlib  # here: it loads OpenSSL (about 2 ms), which listing cards never needs
 
     return hashlib.sha256(_DIGEST_DOMAIN + head.encode("ascii", "replace") + state).hexdigest()
 

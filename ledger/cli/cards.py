@@ -18,6 +18,7 @@ from ledger.cli.common import (
     match_notes,
     open_ledger,
     scoring_options,
+    shown_db,
     write_output,
 )
 from ledger.cli.params import SINCE, calculator_option, head_hash
@@ -524,8 +525,7 @@ def demo(ctx: click.Context, seed: int) -> None:
         click.echo(replay_text(card, doc))
         click.echo("")
         click.echo(f"ledger: {ledger.store.describe()}")
-        db = ctx.obj["db"]
-        shown = ledger.store.describe() if "://" in db else db  # never echo a password given in a URL
+        shown = shown_db(ledger, ctx.obj["db"])
         exe = ledger_command()
         click.echo(f"try:    {exe} --db {shown} export {card_id} --indent 2")
         if exe != "ledger":

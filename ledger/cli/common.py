@@ -400,9 +400,8 @@ def card_argument(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.argument("card_id", metavar="CARD", shell_complete=complete_card_ids)(f)
 
 
-def until_seq(ledger: Ledger, card_id: str, until: int | None) -> int | None:
-    """``--until VERSION`` as the ledger-wide seq the library takes (None stays None; bad versions exit 2)."""
-    return None if until is None else ledger.seq_at_version(card_id, until)
+def shown_db(ledger: Ledger, db: str) -> str:
+    return ledger.store.describe() if "://" in db else db  # never echo a password given in a URL
 
 
 # -- --db and --durability after the command too --------------------------------------------------------------

@@ -42,9 +42,12 @@ class Throttled:
 
 
 @contextmanager
-def progress_bar(total: int, label: str, **options: Any) -> Iterator[Throttled]:
-    """A throttled click progress bar on stderr."""
-    with click.progressbar(length=max(total, 1), label=label, file=sys.stderr, **options) as bar:
+def progress_bar(total: int, label: str, *, in_mb: bool = False) -> Iterator[Throttled]:
+    """A throttled click progress bar on stderr; ``in_mb``: it also shows how many MB of ``total`` bytes are done."""
+    bar: Any = click.progressbar(length=max(total, 1), label=label, file=sys.stderr, show_eta=True)
+    if in_mb:
+        bar.item_show_func = lambda _: f"{bar.pos / 1e6:.1f} of {total / 1e6:.1f} MB"
+    with bar:
         throttled = Throttled(bar)
         try:
             yield throttled
@@ -62,7 +65,7 @@ def verify_progress(ledger: Any, *, show: bool) -> Iterator[Callable[[int], None
     if total < VERIFY_PROGRESS_FROM:
         yield None
         return
-    with progress_bar(total, "verifying", show_eta=True) as bar:
+    with progress_bar(total, "verifying") as bar:
         yield bar
 
 

@@ -166,7 +166,6 @@ class _Committed:
             raise KeyboardInterrupt
 
     def progress(self, bar: Callable[[int], None] | None) -> Callable[[int], None]:
-        """The progress callback for the import: a safe point to stop, then the bar (if any)."""
 
         def step(n: int) -> None:
             self._checkpoint()

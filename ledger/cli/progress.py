@@ -27,14 +27,12 @@ class Throttled:
         self.last = 0.0
 
     def __call__(self, n: int) -> None:
-        """Count ``n`` more units done."""
         self.pending += n
         now = time.monotonic()
         if now - self.last >= self.interval:
             self.flush(now)
 
     def flush(self, now: float | None = None) -> None:
-        """Draw what is pending now."""
         if self.pending:
             self.bar.update(self.pending)
             self.pending = 0

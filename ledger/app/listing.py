@@ -145,6 +145,38 @@ def rescored_with(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class CardList:
+    """What ``ledger cards`` shows: the rows and what it says beside them."""
+
+    rows: list[CardSummary]
+    #: The cards' own calculators when they score differently (see :func:`mixed_calculators`).
+    mixed: str | None
+    #: For an empty list that leaves retracted cards out: how many of them match.
+    hidden: int
+    #: card id -> (tokens, cost), when asked for (:func:`ledger.app.usage.usage_totals`).
+    usage: dict[str, tuple[int | None, float | None]] | None
+
+
+def card_list(
+    ledger: Ledger, f: CardFilter, *, calculator: str | None = None, mixed: bool = True, usage: bool = False
+) -> CardList:
+    """The cards of ``f``, scored with ``calculator`` when given (ranked by it when ``f`` sorts by score)."""
+    rows = list_cards(ledger, f)
+    if calculator is not None:
+        rows = rescored_with(ledger, rows, calculator, by_score=f.sort == "score", descending=f.reverse)
+    hidden = 0
+    if not rows and not f.include_retracted:
+        hidden = len(list_cards(ledger, dataclasses.replace(f, include_retracted=True)))
+    figures = None
+    if usage:
+        from ledger.app.usage import usage_totals
+
+        figures = usage_totals(ledger, [r.card_id for r in rows])
+    own = mixed_calculators(ledger, [r.card_id for r in rows]) if mixed and calculator is None else None
+    return CardList(rows, own, hidden, figures)
+
+
 def mixed_calculators(ledger: Ledger, card_ids: list[str]) -> str | None:
     """``arc-agi 0.9.1 (linear): 2 cards, 0.9.9 (capped): 3 cards`` when the cards' own calculators score differently
     (one query per 500 cards, from the summary's keys), else None."""

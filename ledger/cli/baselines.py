@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 import msgspec
@@ -14,6 +14,7 @@ from ledger.cli.common import (
     LedgerCommandError,
     allow_broken_option,
     complete_card_ids,
+    count,
     echo_json,
     match_options,
     open_ledger,
@@ -22,7 +23,6 @@ from ledger.cli.params import calculator_option
 
 if TYPE_CHECKING:  # the services are imported when a command runs: `ledger --help` must start fast
     from ledger.app import baseline_sets as bs
-    from ledger.domain.events import BaselineEntry
 
 
 def _short(set_id: str) -> str:
@@ -88,7 +88,7 @@ def import_cmd(
         echo_json(res)
         return
     state = "new set" if res.new else "already stored"
-    click.echo(f"{res.set_id}  {res.games} game{'' if res.games == 1 else 's'}  ({state})")
+    click.echo(f"{res.set_id}  {count(res.games, 'game')}  ({state})")
     if res.label is not None:
         if res.label_changed and res.label_previous:
             click.echo(f"label {res.label}: moved from {_short(res.label_previous)} to {_short(res.set_id)}")
@@ -141,10 +141,6 @@ def list_cmd(ctx: click.Context, as_json: bool) -> None:
         )
 
 
-def _entry_json(e: BaselineEntry) -> dict[str, Any]:
-    return msgspec.to_builtins(e)
-
-
 @baselines_group.command("show")
 @click.argument("ref", metavar="LABEL|ID")
 @click.option("--json", "as_json", is_flag=True, help="The set as JSON (importable with `baselines import`).")
@@ -169,7 +165,7 @@ def show_cmd(ctx: click.Context, ref: str, as_json: bool) -> None:
                 "set_id": info.set_id,
                 "recorded": info.recorded,
                 "labels": info.labels,
-                "entries": [_entry_json(e) for e in info.entries],
+                "entries": info.entries,
             }
         )
         return
@@ -188,13 +184,6 @@ def show_cmd(ctx: click.Context, ref: str, as_json: bool) -> None:
             extra.append("levels " + " | ".join(",".join(t) for t in e.level_tags))
         if extra:
             click.echo(f"  {'':<24} {'   '.join(extra)}")
-
-
-def _levels_text(d: bs.GameDiff) -> list[str]:
-    def v(x: int | None) -> str:
-        return "-" if x is None else str(x)
-
-    return [f"      level {lv.level}: {v(lv.old)} -> {v(lv.new)}" for lv in d.levels]
 
 
 @baselines_group.command("diff")
@@ -249,8 +238,9 @@ def diff_cmd(ctx: click.Context, a: str, b: str, match: str, show_all: bool, as_
                 else f"{d.levels_new} level(s)"
             )
             click.echo(f"  changed  {d.game_id}{renamed}   {fields}   {counts}")
-            for line in _levels_text(d):
-                click.echo(line)
+            for lv in d.levels:
+                old, new = ("-" if x is None else x for x in (lv.old, lv.new))
+                click.echo(f"      level {lv.level}: {old} -> {new}")
         else:
             n = d.levels_new if d.status == "added" else d.levels_old
             click.echo(f"  {d.status:<8} {d.game_id}   {n} level(s)")

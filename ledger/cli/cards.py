@@ -18,6 +18,7 @@ from ledger.cli.common import (
     match_notes,
     open_ledger,
     scoring_options,
+    shown_db,
     write_output,
 )
 from ledger.cli.params import SINCE, calculator_option, head_hash
@@ -25,7 +26,6 @@ from ledger.cli.progress import ledger_command, verify_progress
 
 if TYPE_CHECKING:  # `ledger --help` must not import the scoring modules
     from ledger.domain.projection import CardState
-    from ledger.rules.rescoring import Match
 
 
 @click.command()
@@ -122,7 +122,7 @@ def cards(
       ledger cards --tag demo --sort score --limit 20
       ledger cards --since 7d --json
     """
-    from ledger.app.listing import CardFilter, list_cards, mixed_calculators, rescored_with
+    from ledger.app.listing import CardFilter, card_list
 
     descending = sort in ("score", "actions", "events")
     f = CardFilter(
@@ -137,22 +137,8 @@ def cards(
         after=after,
     )
     with open_ledger(ctx) as ledger:
-        rows = list_cards(ledger, f)
-        mixed = None
-        if calculator is not None:
-            rows = rescored_with(ledger, rows, calculator, by_score=sort == "score", descending=f.reverse)
-        elif not as_json:
-            mixed = mixed_calculators(ledger, [r.card_id for r in rows])
-        hidden = 0
-        if not rows and not include_retracted:
-            import dataclasses
-
-            hidden = len(list_cards(ledger, dataclasses.replace(f, include_retracted=True)))
-        usage = None
-        if columns:
-            from ledger.app.usage import usage_totals
-
-            usage = usage_totals(ledger, [r.card_id for r in rows])
+        listed = card_list(ledger, f, calculator=calculator, mixed=not as_json, usage=bool(columns))
+    rows, usage, mixed, hidden = listed.rows, listed.usage, listed.mixed, listed.hidden
     if as_json:
         if usage is None:
             echo_json(rows)
@@ -236,18 +222,7 @@ def cards_table(
 )
 @allow_broken_option
 @click.pass_context
-def export(
-    ctx: click.Context,
-    card_id: str,
-    until: int | None,
-    output: str | None,
-    indent: int | None,
-    baselines: str | None,
-    match: Match,
-    all_environments: bool,
-    calculator: str | None,
-    allow_broken: bool,
-) -> None:
+def export(ctx: click.Context, card_id: str, output: str | None, indent: int | None, **options: Any) -> None:
     """The JSON is what the toolkit's get_scorecard(card).model_dump_json() returns for the same plays, under the
     arc-agi release that played it.
 
@@ -266,17 +241,9 @@ def export(
     from ledger.domain import document
     from ledger.errors import BaselinesNotKnown
 
+    # ``options`` are the card's and the scoring's (card_options, scoring_options, ...): read_card's own keywords.
     with open_ledger(ctx) as ledger:
-        read = read_card(
-            ledger,
-            card_id,
-            until=until,
-            baselines=baselines,
-            calculator=calculator,
-            match=match,
-            all_environments=all_environments,
-            allow_broken=allow_broken,
-        )
+        read = read_card(ledger, card_id, **options)
     if read.unknown:  # an open server card's scores would be zeros the server will not give
         raise BaselinesNotKnown(read.card.card_id, read.unknown)
     write_output(document.to_json(read.doc, indent=indent), output)
@@ -294,17 +261,7 @@ def export(
 )
 @allow_broken_option
 @click.pass_context
-def replay(
-    ctx: click.Context,
-    card_id: str,
-    until: int | None,
-    as_json: bool,
-    baselines: str | None,
-    match: Match,
-    all_environments: bool,
-    calculator: str | None,
-    allow_broken: bool,
-) -> None:
+def replay(ctx: click.Context, card_id: str, as_json: bool, **options: Any) -> None:
     """Per game and play: level, baseline, actions and score, the weighted mean and the cap; then a post-mortem of
     every play.
 
@@ -325,18 +282,10 @@ def replay(
     from ledger.rules.server_baselines import baselines_source
     from ledger.rules.text import replay_text
 
-    by_set = baselines is not None or match != "exact" or all_environments
+    until, match, all_environments = options["until"], options["match"], options["all_environments"]
+    by_set = options["baselines"] is not None or match != "exact" or all_environments
     with open_ledger(ctx) as ledger:
-        read = read_card(
-            ledger,
-            card_id,
-            until=until,
-            baselines=baselines,
-            calculator=calculator,
-            match=match,
-            all_environments=all_environments,
-            allow_broken=allow_broken,
-        )
+        read = read_card(ledger, card_id, **options)  # as export's
         card, doc = read.card, read.doc
         # A benchmarking run's usage and cost, kept with a card imported from its run folder.
         usage = card_usage(ledger, card.card_id)
@@ -524,8 +473,7 @@ def demo(ctx: click.Context, seed: int) -> None:
         click.echo(replay_text(card, doc))
         click.echo("")
         click.echo(f"ledger: {ledger.store.describe()}")
-        db = ctx.obj["db"]
-        shown = ledger.store.describe() if "://" in db else db  # never echo a password given in a URL
+        shown = shown_db(ledger, ctx.obj["db"])
         exe = ledger_command()
         click.echo(f"try:    {exe} --db {shown} export {card_id} --indent 2")
         if exe != "ledger":

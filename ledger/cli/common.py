@@ -28,8 +28,6 @@ SORT_KEYS: tuple[str, ...] = ("opened", "closed", "score", "actions", "events", 
 
 
 class LedgerCommandError(click.ClickException):
-    """An error with a one-line message and an exit code."""
-
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)
         # Click types exit_code as a class constant; here each error carries its own, and Click reads the instance.
@@ -300,8 +298,7 @@ def open_ledger(ctx: click.Context, *, write: bool = False) -> Iterator[Ledger]:
 
 
 def write_output(text: str, out: str | None) -> None:
-    """Print ``text`` or write it to ``out`` through the checked writer
-    (:func:`ledger.app.output.write_text_file`: atomic for a regular file, one-line errors, exit 2)."""
+    """Print ``text``, or write it to ``out`` atomically (a failure: one line, exit 2)."""
     if out is None or out == "-":
         click.echo(text)
         return
@@ -311,14 +308,12 @@ def write_output(text: str, out: str | None) -> None:
 
 
 def echo_json(obj: Any) -> None:
-    """Print ``obj`` as indented JSON."""
     import json
 
     click.echo(json.dumps(msgspec.to_builtins(obj), indent=2))
 
 
 def card_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """CARD_ID (an id or a unique prefix) and --until VERSION (the card's own event number, see `ledger events`)."""
     f = click.option(
         "--until",
         type=click.IntRange(min=1, max=2**63 - 1),  # a database integer: larger cannot be a version
@@ -331,7 +326,6 @@ def card_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def match_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """--match and --all-environments: how a card's games meet a baseline set (export, replay, rescore)."""
     f = click.option(
         "--all-environments",
         is_flag=True,
@@ -348,7 +342,6 @@ def match_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def scoring_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    # --baselines/--match/--all-environments of export and replay (ledger/rescore.py does the work).
     f = match_options(f)
     return click.option(
         "--baselines",
@@ -368,7 +361,7 @@ def match_notes(matches: Any) -> list[str]:
 
 
 def complete_card_ids(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
-    """Shell completion of card ids: the cards of the ledger named so far on the command line (read-only)."""
+    """Shell completion: the card ids of the ledger named so far on the command line (opened read-only)."""
     from click.shell_completion import CompletionItem
 
     from ledger.ledger import Ledger
@@ -396,13 +389,11 @@ def _completion_db(ctx: click.Context) -> str:
 
 
 def card_argument(f: Callable[..., Any]) -> Callable[..., Any]:
-    """The CARD_ID argument: a card id or a unique prefix of one; completes from the ledger."""
     return click.argument("card_id", metavar="CARD", shell_complete=complete_card_ids)(f)
 
 
-def until_seq(ledger: Ledger, card_id: str, until: int | None) -> int | None:
-    """``--until VERSION`` as the ledger-wide seq the library takes (None stays None; bad versions exit 2)."""
-    return None if until is None else ledger.seq_at_version(card_id, until)
+def shown_db(ledger: Ledger, db: str) -> str:
+    return ledger.store.describe() if "://" in db else db  # never echo a password given in a URL
 
 
 # -- --db and --durability after the command too --------------------------------------------------------------
@@ -538,7 +529,6 @@ def output_failed(e: BaseException) -> int | None:
 
 
 def allow_broken_option(f: Callable[..., Any]) -> Callable[..., Any]:
-    """--allow-broken: a card whose chain is not whole is refused (exit 1) unless this is given."""
     return click.option(
         "--allow-broken",
         is_flag=True,

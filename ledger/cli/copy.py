@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from contextlib import closing
 
 import click
 
 from ledger.cli.common import echo_json
-
-if TYPE_CHECKING:
-    from ledger.store.base import LogStore
-
-
-@contextmanager
-def _opened(open_fn: Any, where: str, **kwargs: Any) -> Iterator[LogStore]:
-    store = open_fn(where, **kwargs)
-    try:
-        yield store
-    finally:
-        store.close()
+from ledger.cli.progress import progress_bar
 
 
 @click.command("copy")
@@ -71,14 +58,14 @@ def copy_cmd(ctx: click.Context, source: str | None, destination: str, as_json: 
     started = time.perf_counter()
     src_where = source or ctx.obj["db"]
     with (
-        _opened(open_source, src_where) as src,
-        _opened(open_destination, destination, durability=ctx.obj["durability"]) as dst,
+        closing(open_source(src_where)) as src,
+        closing(open_destination(destination, durability=ctx.obj["durability"])) as dst,
     ):
         plan = plan_copy(src, dst)
         show = not as_json and sys.stderr.isatty() and plan.events > 0
         if show:
-            with click.progressbar(length=plan.events, label="copying events", file=sys.stderr) as bar:
-                rep = copy_ledger(src, dst, plan=plan, progress=bar.update)
+            with progress_bar(plan.events, "copying events") as bar:
+                rep = copy_ledger(src, dst, plan=plan, progress=bar)
         else:
             rep = copy_ledger(src, dst, plan=plan)
     total = time.perf_counter() - started

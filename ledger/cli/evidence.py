@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,11 +20,12 @@ _KEY = click.Path(dir_okay=False, path_type=Path)
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
-def _read_text(path: Path, what: str) -> str:
+def _read(path: Path, what: str = "") -> Any:
+    """The file's text (``what`` names it: "the checkpoint "), or without ``what`` its bytes; else exit 2."""
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8") if what else path.read_bytes()
     except (OSError, UnicodeDecodeError) as e:
-        raise LedgerCommandError(f"cannot read the {what} {path}: {getattr(e, 'strerror', None) or e}", 2) from None
+        raise LedgerCommandError(f"cannot read {what}{path}: {getattr(e, 'strerror', None) or e}", 2) from None
 
 
 def _check_output(out: str | None) -> None:
@@ -125,7 +126,7 @@ def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None, allo
     """
     from ledger.app.checkpoints import prove as make
 
-    note = _read_text(checkpoint, "checkpoint")
+    note = _read(checkpoint, "the checkpoint ")
     _check_output(out)
     with open_ledger(ctx, write=True) as ledger:
         # A card whose chain is not whole is refused before anything is proved of it.
@@ -158,7 +159,7 @@ def consistency(ctx: click.Context, old: Path, new: Path, out: str | None) -> No
     """
     from ledger.app.checkpoints import consistency as make
 
-    old_note, new_note = _read_text(old, "old checkpoint"), _read_text(new, "new checkpoint")
+    old_note, new_note = _read(old, "the old checkpoint "), _read(new, "the new checkpoint ")
     _check_output(out)
     with open_ledger(ctx, write=True) as ledger:
         text = make(ledger, old_note, new_note)
@@ -230,11 +231,7 @@ def check(
             )
     if quorum is not None and quorum > len(cosigners):
         raise LedgerCommandError(f"--quorum {quorum} needs at least {quorum} --witness keys (got {len(cosigners)})", 2)
-    try:
-        raw = evidence.read_bytes()
-    except OSError as e:
-        raise LedgerCommandError(f"cannot read {evidence}: {e.strerror}", 2) from None
-    rep = check_evidence(raw, verifier, environments, cosigners, quorum)
+    rep = check_evidence(_read(evidence), verifier, environments, cosigners, quorum)
     if rep.kind == "consistency" and environments is not None:
         raise LedgerCommandError("--environments replays a card's plays: a consistency file holds no card", 2)
     skipped = rep.ok and rep.resimulation == "SKIP"
@@ -311,10 +308,7 @@ def witness_cmd(checkpoint: Path, key: Path, log_key: Path, state: Path, out: st
 
     me = load_signer(key, COSIGNATURE_V1)
     log = load_verifier(log_key)
-    try:
-        raw = checkpoint.read_bytes()
-    except OSError as e:
-        raise LedgerCommandError(f"cannot read {checkpoint}: {e.strerror}", 2) from None
+    raw = _read(checkpoint)
     _check_output(out)
     note = witness(raw, log, me, state)
     write_output(note[:-1], out)
@@ -326,4 +320,4 @@ def verify_checkpoint_files(store: LogStore, checkpoint: Path, key: Path) -> Che
     from ledger.app.signing import load_verifier
 
     verifier = load_verifier(key)
-    return verify_checkpoint(store, _read_text(checkpoint, "checkpoint"), verifier)
+    return verify_checkpoint(store, _read(checkpoint, "the checkpoint "), verifier)

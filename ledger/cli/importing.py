@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ledger.cli.common import echo_json, open_ledger, size
+from ledger.cli.common import count, echo_json, open_ledger, size
 from ledger.cli.params import calculator_option
-from ledger.cli.progress import Throttled
+from ledger.cli.progress import progress_bar
 
 if TYPE_CHECKING:  # the services are imported when the command runs: `ledger --help` must start fast
     from ledger.imports.importing import CardResult, ImportSummary, Problem
@@ -118,7 +118,7 @@ def import_cmd(
     ctx.obj["on_interrupt"] = done.line
     with (
         open_ledger(ctx, write=True) as ledger,
-        _bar(show_bar, total_bytes(found.cards)) as bar,
+        progress_bar(total_bytes(found.cards), "importing", in_mb=True) if show_bar else nullcontext() as bar,
         done.deferring_ctrl_c(),
     ):
         summary = import_recordings(
@@ -166,7 +166,6 @@ class _Committed:
             raise KeyboardInterrupt
 
     def progress(self, bar: Callable[[int], None] | None) -> Callable[[int], None]:
-        """The progress callback for the import: a safe point to stop, then the bar (if any)."""
 
         def step(n: int) -> None:
             self._checkpoint()
@@ -202,37 +201,6 @@ class _Committed:
         )
 
 
-def _bar(show: bool, total: int) -> Any:
-    if not show:
-        return nullcontext(None)
-    return _ProgressBar(total)
-
-
-class _ProgressBar:
-    """click's progress bar over bytes, on stderr (stdout stays the summary's)."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.bar: Any = None
-
-    def __enter__(self) -> Callable[[int], None]:
-        self.bar = click.progressbar(
-            length=max(self.total, 1),
-            label="importing",
-            file=sys.stderr,
-            show_eta=True,
-            item_show_func=lambda _: f"{self.bar.pos / 1e6:.1f} of {self.total / 1e6:.1f} MB" if self.bar else None,
-        )
-        self.bar.__enter__()
-        # Lines arrive thousands a second: redraw at most every REDRAW_SECONDS.
-        self.throttled = Throttled(self.bar)
-        return self.throttled
-
-    def __exit__(self, *exc: object) -> None:
-        self.throttled.flush()
-        self.bar.__exit__(*exc)
-
-
 def _severity(p: Problem, strict: bool, repeats: bool = False) -> str:
     from ledger.imports.importing import FATAL_KINDS, REFUSED_KINDS, REPEAT_KINDS, STRICT_KINDS
 
@@ -244,16 +212,12 @@ def _severity(p: Problem, strict: bool, repeats: bool = False) -> str:
     return "Warning" if p.kind in STRICT_KINDS or p.kind in warn else "Note"
 
 
-def _n(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
-
-
 def _card_line(c: CardResult) -> str:
     if c.status in ("not imported", "differs"):
         return f"{c.status:<17} {c.card_id}: {c.error}"
-    what = _n(c.files, "file")
+    what = count(c.files, "file")
     if c.status in ("imported", "updated"):
-        what += f", {_n(c.lines, 'line')}, {_n(c.plays, 'play')}, {_n(c.events, 'event')}"
+        what += f", {count(c.lines, 'line')}, {count(c.plays, 'play')}, {count(c.events, 'event')}"
     if c.format == "harness" and c.status in ("imported", "updated") and c.recorded:
         what += f"; harness: {c.recorded} actions as each line names them (action_input), none inferred"
     elif c.format == "harness" and c.status in ("imported", "updated"):
@@ -262,7 +226,7 @@ def _card_line(c: CardResult) -> str:
         if c.unreproduced:
             what += f", {c.unreproduced} unreproduced"
     if c.not_counted:
-        what += f"; {_n(c.not_counted, 'line')} after a play's end, not counted"
+        what += f"; {count(c.not_counted, 'line')} after a play's end, not counted"
     if c.baselines_attached:
         what += "; baselines attached"
     return f"{c.status:<17} {c.card_id}: {what}"
@@ -276,9 +240,9 @@ def _print(s: ImportSummary, *, quiet: bool, strict: bool, with_environments: bo
             click.echo(_card_line(c))
     t = s.totals()
     click.echo(
-        f"{_n(t['cards'], 'card')}: {t['imported']} imported, {t['updated']} updated, "
+        f"{count(t['cards'], 'card')}: {t['imported']} imported, {t['updated']} updated, "
         f"{t['already_imported']} already imported, {t['not_imported']} not imported; "
-        f"{_n(t['plays'], 'play')}, {_n(t['events'], 'event')} from {_n(t['lines'], 'line')}"
+        f"{count(t['plays'], 'play')}, {count(t['events'], 'event')} from {count(t['lines'], 'line')}"
     )
     if t["same_card"] or t["differs"]:
         click.echo(
@@ -290,17 +254,18 @@ def _print(s: ImportSummary, *, quiet: bool, strict: bool, with_environments: bo
         unknown = h["resets_unknown_cards"]
         why = "read from the frames: the notes say why" if with_environments else "no game code: give --environments"
         click.echo(
-            f"harness: {_n(h['inferred_actions'], 'action')} inferred, {_n(h['undecided_lines'], 'line')} undecided "
+            f"harness: {count(h['inferred_actions'], 'action')} inferred, "
+            f"{count(h['undecided_lines'], 'line')} undecided "
             f"(a level RESET or the action imported; scores do not depend on it), "
-            f"{_n(h['unreproduced_lines'], 'line')} no action reproduces"
-            + (f"; resets unknown on {_n(unknown, 'card')} ({why})" if unknown else "")
+            f"{count(h['unreproduced_lines'], 'line')} no action reproduces"
+            + (f"; resets unknown on {count(unknown, 'card')} ({why})" if unknown else "")
         )
     if h["baselines_attached"]:
-        click.echo(f"baselines attached to {_n(h['baselines_attached'], 'card')} imported without them")
+        click.echo(f"baselines attached to {count(h['baselines_attached'], 'card')} imported without them")
     skipped = s.skipped()
     if skipped:
         parts = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
-        click.echo(f"skipped {_n(sum(skipped.values()), 'line')}: {parts}")
+        click.echo(f"skipped {count(sum(skipped.values()), 'line')}: {parts}")
     click.echo(f"read {size(s.bytes_read)} in {s.seconds:.2f} s ({size(s.mb_per_s * 1e6)}/s)")
     if not with_environments and t["imported"]:
         click.echo(

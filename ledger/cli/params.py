@@ -18,7 +18,6 @@ class Since(click.ParamType):
     name = "when"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
-        """The moment as an aware UTC datetime (bad input: a usage error, exit 2)."""
         if isinstance(value, datetime):
             return value
         text = str(value).strip()
@@ -42,7 +41,6 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def head_hash(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    """``--expect-head``: 64 hexadecimal characters, any case, surrounding blanks ignored."""
     if value is None:
         return None
     v = value.strip().lower()
@@ -67,5 +65,4 @@ def calculator_version(_ctx: click.Context, _param: click.Parameter, value: str 
 
 
 def calculator_option(help_text: str) -> Any:
-    """The ``--calculator VERSION`` option, with its command's own help."""
     return click.option("--calculator", default=None, metavar="VERSION", callback=calculator_version, help=help_text)

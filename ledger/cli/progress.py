@@ -27,14 +27,12 @@ class Throttled:
         self.last = 0.0
 
     def __call__(self, n: int) -> None:
-        """Count ``n`` more units done."""
         self.pending += n
         now = time.monotonic()
         if now - self.last >= self.interval:
             self.flush(now)
 
     def flush(self, now: float | None = None) -> None:
-        """Draw what is pending now."""
         if self.pending:
             self.bar.update(self.pending)
             self.pending = 0
@@ -42,9 +40,12 @@ class Throttled:
 
 
 @contextmanager
-def progress_bar(total: int, label: str, **options: Any) -> Iterator[Throttled]:
-    """A throttled click progress bar on stderr."""
-    with click.progressbar(length=max(total, 1), label=label, file=sys.stderr, **options) as bar:
+def progress_bar(total: int, label: str, *, in_mb: bool = False) -> Iterator[Throttled]:
+    """A throttled click progress bar on stderr; ``in_mb``: it also shows how many MB of ``total`` bytes are done."""
+    bar: Any = click.progressbar(length=max(total, 1), label=label, file=sys.stderr, show_eta=True)
+    if in_mb:
+        bar.item_show_func = lambda _: f"{bar.pos / 1e6:.1f} of {total / 1e6:.1f} MB"
+    with bar:
         throttled = Throttled(bar)
         try:
             yield throttled
@@ -62,7 +63,7 @@ def verify_progress(ledger: Any, *, show: bool) -> Iterator[Callable[[int], None
     if total < VERIFY_PROGRESS_FROM:
         yield None
         return
-    with progress_bar(total, "verifying", show_eta=True) as bar:
+    with progress_bar(total, "verifying") as bar:
         yield bar
 
 

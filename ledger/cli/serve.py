@@ -6,7 +6,7 @@ import os
 import signal
 import sys
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -178,7 +178,7 @@ def mount_card_pages(
 def open_cards_report(ledger: Any, card_ids: list[str], now: datetime, environ: Mapping[str, str]) -> list[str]:
     """What ``ledger serve`` says on stopping about the cards it captured that are still open (nothing if none)."""
     from ledger.errors import UnknownCard
-    from ledger.rules.timeline import limits
+    from ledger.rules.timeline import lapse, limits
 
     stale, max_open = limits(environ)
     lines = []
@@ -189,13 +189,12 @@ def open_cards_report(ledger: Any, card_ids: list[str], now: datetime, environ: 
             continue
         if card.closed:
             continue
-        idle, too_long = _plus(card.last_ts, stale), _plus(card.opened_at, max_open)
-        due = sorted((t, why) for t, why in ((idle, "idle"), (too_long, "max_open")) if t is not None)
-        lapse = "open"
-        if due:
-            when, why = due[0]
-            lapse = f"lapses ({why}) {'at' if when > now else 'since'} {when.isoformat(timespec='seconds')}"
-        lines.append(f"  card {cid}   games {len(card.games)}   actions {card.total_actions}   {lapse}")
+        # The earlier of its two lapse moments, passed or not (no moment is after datetime.max).
+        due = lapse(card, card.last_ts, datetime.max.replace(tzinfo=UTC), stale, max_open)
+        state = "open"
+        if due is not None:
+            state = f"lapses ({due[1]}) {'at' if due[0] > now else 'since'} {due[0].isoformat(timespec='seconds')}"
+        lines.append(f"  card {cid}   games {len(card.games)}   actions {card.total_actions}   {state}")
     if not lines:
         return []
     stay = "stays" if len(lines) == 1 else "stay"
@@ -206,7 +205,3 @@ def open_cards_report(ledger: Any, card_ids: list[str], now: datetime, environ: 
         "its close now"
     )
     return [head, *lines, tail]
-
-
-def _plus(at: datetime | None, minutes: int) -> datetime | None:
-    return at + timedelta(minutes=minutes) if at is not None else None

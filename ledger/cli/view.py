@@ -7,47 +7,16 @@ it.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 import click
 
-from ledger.cli.common import LedgerCommandError, echo_json, listen_error
+from ledger.cli.common import LedgerCommandError, echo_json, listen_error, open_ledger, shown_db
 from ledger.cli.params import calculator_option
-
-if TYPE_CHECKING:
-    from ledger.ledger import Ledger
 
 _ENVIRONMENTS_HELP = (
     "Folder of game files (searched for metadata.json, as the toolkit's environments_dir): replays re-simulate the "
     "recorded actions against this game code to draw every frame. Without it, replay pages say why there are no frames."
 )
-
-
-@contextmanager
-def read_only(ctx: click.Context) -> Iterator[Ledger]:
-    """The ledger of ``--db``, opened read-only; closed when the block ends."""
-    from ledger.ledger import Ledger
-
-    ledger = Ledger.open(ctx.obj["db"], readonly=True)
-    try:
-        yield ledger
-    finally:
-        ledger.close()
-
-
-def _shown_db(ledger: Ledger, db: str) -> str:
-    return ledger.store.describe() if "://" in db else db  # never echo a password given in a URL
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        import ipaddress
-
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 @click.command("view")
@@ -79,17 +48,17 @@ def view(ctx: click.Context, host: str, port: int, environments: str | None) -> 
     import logging
     import signal
 
-    from ledger.capture.rest import check_bindable
+    from ledger.capture.rest import check_bindable, is_loopback
     from ledger.web.server import create_app, run
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request is noise here
-    with read_only(ctx) as ledger:
-        source = _shown_db(ledger, ctx.obj["db"])
+    with open_ledger(ctx) as ledger:
+        source = shown_db(ledger, ctx.obj["db"])
         app = create_app(ledger, environments=environments, source=source)
 
         def ready(url: str) -> None:
             click.echo(f"ledger view: {source} (read-only) at {url}  (Ctrl-C stops)")
-            if not _is_loopback(host):
+            if not is_loopback(host):
                 warn = f"Warning: listening on {host}: anyone who can reach this machine can read the ledger"
                 click.echo(warn, err=True)
             sys.stdout.flush()
@@ -162,7 +131,7 @@ def bundle(
         raise LedgerCommandError("give cards by id, or --all, or --tag: not --all with the others", 2)
     if not (all_cards or card_ids or tags):
         raise LedgerCommandError("which cards? give CARD ids, --all or --tag TAG (see `ledger bundle --help`)", 2)
-    with read_only(ctx) as ledger:
+    with open_ledger(ctx) as ledger:
         chosen = select_cards(ledger, card_ids, all_cards, tags, include_retracted=include_retracted)
         if not chosen:
             what = "has a tag " + ", ".join(repr(t) for t in tags) if tags else "is in this ledger"
@@ -179,7 +148,7 @@ def bundle(
             output,
             environments=environments,
             with_reasoning=with_reasoning,
-            source=_shown_db(ledger, ctx.obj["db"]),
+            source=shown_db(ledger, ctx.obj["db"]),
             progress=progress,
         )
     if as_json:
@@ -266,7 +235,7 @@ def compare(
             "tag them and compare the tag's figures with --group TAG",
             2,
         )
-    with read_only(ctx) as ledger:
+    with open_ledger(ctx) as ledger:
         cmp = (
             compare_cards(ledger, named, include_retracted=include_retracted, calculator=calculator) if named else None
         )

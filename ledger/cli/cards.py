@@ -322,7 +322,7 @@ def replay(
     from ledger.app.listing import as_shown
     from ledger.app.usage import card_usage, usage_lines
     from ledger.domain import document
-    from ledger.rules.server_baselines import baselines_source
+    from ledger.rules.server import baselines_source
     from ledger.rules.text import replay_text
 
     by_set = baselines is not None or match != "exact" or all_environments

@@ -11,7 +11,7 @@ from ledger.domain.projection import CardState
 from ledger.domain.scoring import best_play_index, calculator_of
 from ledger.rules.postmortem import PostMortem, postmortem
 from ledger.rules.postmortem import arithmetic as _arithmetic
-from ledger.rules.server_baselines import baselines_source
+from ledger.rules.server import baselines_source
 from ledger.rules.timeline import retraction_note
 
 
@@ -38,7 +38,7 @@ def replay_text(
 ) -> str:
     """The card, game by game and play by play, with each level's baseline, actions and score, then the
     post-mortem's observations. ``unknown``: games whose baselines are not known yet (an open card on an ARC
-    server, see :func:`ledger.rules.server_baselines.unknown_baselines`): their scores are shown as not known.
+    server, see :func:`ledger.rules.server.unknown_baselines`): their scores are shown as not known.
     ``calc``: the calculator ``doc`` was scored with (default: the card's own)."""
     calc = calc if calc is not None else calculator_of(card)
     score = f"score {doc.score:.2f}" if not unknown else "score not known yet"

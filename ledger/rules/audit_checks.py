@@ -72,8 +72,6 @@ class Check:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """Something wrong with one stored event."""
-
     version: int
     seq: int
     problem: str

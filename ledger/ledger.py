@@ -23,7 +23,7 @@ from ledger.errors import (
     InputError,
 )
 from ledger.rules.rescoring import GameMatch, Match, match_note, score_under
-from ledger.rules.server_baselines import unknown_baselines
+from ledger.rules.server import unknown_baselines
 from ledger.rules.timeline import retraction, retraction_note
 from ledger.store.backends import open_store
 from ledger.store.base import Durability, LogStore, StoredEvent

@@ -41,8 +41,9 @@ from ledger.domain.events import (
 )
 from ledger.domain.projection import fold
 from ledger.domain.scoring import score_card
-from ledger.rules.lifecycle import DEFAULT_MAX_OPEN_FOR_MINUTES, DEFAULT_STALE_MINUTES, check_lifecycle
+from ledger.rules.audit_checks import check_lifecycle
 from ledger.rules.postmortem import postmortem
+from ledger.rules.timeline import DEFAULT_MAX_OPEN_FOR_MINUTES, DEFAULT_STALE_MINUTES
 from tests.toolkit import ENV_DIR, arcade, step
 
 # -- helpers (also used by test_tamper.py) ----------------------------------------------------------------------

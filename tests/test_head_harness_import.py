@@ -213,7 +213,7 @@ def test_a_closed_online_card_whose_close_answer_showed_its_baselines_does_not_s
     and adds no event, and the card's baselines line says so instead of "the server has revealed none yet"."""
     from arc_agi import Arcade, OperationMode
 
-    from ledger.rules.server_baselines import baselines_source
+    from ledger.rules.server import baselines_source
     from tests import toolkit
     from tests.test_online_capture import API_KEY, _quiet, play, server
 

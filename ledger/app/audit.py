@@ -21,12 +21,10 @@ from ledger.domain.events import ActionTaken, BaselineEntry, Numbered
 from ledger.domain.projection import CardState
 from ledger.domain.scoring import score_card
 from ledger.resim.resimulate import ResimResult, resimulate
-from ledger.rules.audit_checks import Check, Status, check_consistency, check_integrity
-from ledger.rules.import_checks import check_import
-from ledger.rules.lifecycle import check_lifecycle, limits
+from ledger.rules.audit_checks import Check, Status, check_consistency, check_import, check_integrity, check_lifecycle
 from ledger.rules.postmortem import PostMortem, postmortem
-from ledger.rules.server_baselines import baselines_source
-from ledger.rules.server_compare import server_check
+from ledger.rules.server import baselines_source, server_check
+from ledger.rules.timeline import limits
 from ledger.store.cards import apply_events
 
 

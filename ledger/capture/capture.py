@@ -47,7 +47,7 @@ def attach(repository: CardRepository, arcade: Any, *, record_reasoning: bool = 
 
 
 class Capture(CaptureBase):
-    """The hooks of one attached OFFLINE/NORMAL Arcade. ``detach()`` restores the toolkit's own methods."""
+    """The hooks of one attached OFFLINE/NORMAL Arcade."""
 
     def _setup(self) -> None:
         self._seeds: dict[str, int | None] = {}
@@ -165,9 +165,8 @@ class Capture(CaptureBase):
             self._record_update(card_id, live, data, False, frame_empty=True)
 
     def detach(self) -> None:
-        """Put the toolkit's methods back (wrappers already made keep raising capture errors)."""
         super().detach()
-        self.flush()
+        self.flush()  # what is batched is committed before the toolkit is left on its own
 
     def flush(self) -> None:
         if self._batcher is not None:

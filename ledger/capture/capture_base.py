@@ -45,7 +45,7 @@ class LiveCard:
     snapshot_version: int = 0
     #: The projection could not be rebuilt after a failed append (the database was unreachable): rebuild it first.
     stale: bool = False
-    #: RemoteCapture: the server's per-guid game state (:class:`ledger.rules.server_rules.ServerModel`).
+    #: RemoteCapture: the server's per-guid game state (:class:`ledger.rules.server.ServerModel`).
     model: Any = None
 
 

@@ -4,11 +4,11 @@ In those modes the toolkit keeps no scorecard of its own: ``open_scorecard``, ev
 ``close_scorecard`` are HTTP requests (``RemoteEnvironmentWrapper``, ``Arcade``). The ledger watches those
 requests, only inside the Arcade's and its wrappers' own calls and only on the calling thread, through one
 pass-through hook on ``requests.Session.request``; it records every answer under the server's card id and guids
-and folds it with the server's counting rules (:mod:`ledger.rules.server_rules`). A request without a usable answer
+and folds it with the server's counting rules (:mod:`ledger.rules.server`). A request without a usable answer
 (connection error, timeout, HTTP 4xx/5xx, an answer that is not a frame) is recorded as ``request_failed`` and
 counts nothing. At close the server's document is stored as it came. Every scorecard document the server sends
 (the close answer, ``GET /api/scorecard/<card_id>``) also records the baselines it reveals that the card did not
-know (``BaselinesReported``, see :mod:`ledger.rules.server_baselines`): the server's game list leaves them out. The
+know (``BaselinesReported``, see :mod:`ledger.rules.server`): the server's game list leaves them out. The
 agent's call behaves exactly as without the ledger: the same requests, the same return values and exceptions (plus
 :class:`CaptureError` after the call when the ledger could not write, see :mod:`ledger.capture.capture_base`).
 """
@@ -43,8 +43,8 @@ from ledger.domain.events import (
 from ledger.domain.projection import CardState, apply
 from ledger.domain.translator import translate
 from ledger.errors import StoreError
-from ledger.rules import server_baselines as sb
-from ledger.rules.server_rules import RESET, ServerModel
+from ledger.rules import server as sb
+from ledger.rules.server import RESET, ServerModel
 from ledger.toolkit import arc_adapter as arc
 from ledger.toolkit.observation import fingerprint, observation
 

@@ -62,7 +62,6 @@ def watch(card_id: str, watcher: DirectWatcher) -> None:
 
 
 def unwatch(card_id: str) -> None:
-    """Stop watching a card (it was closed)."""
     _watchers.pop(card_id, None)
 
 

@@ -279,7 +279,7 @@ def replay(ctx: click.Context, card_id: str, as_json: bool, **options: Any) -> N
     from ledger.app.listing import as_shown
     from ledger.app.usage import card_usage, usage_lines
     from ledger.domain import document
-    from ledger.rules.server_baselines import baselines_source
+    from ledger.rules.server import baselines_source
     from ledger.rules.text import replay_text
 
     until, match, all_environments = options["until"], options["match"], options["all_environments"]

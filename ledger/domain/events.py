@@ -405,12 +405,10 @@ _decoder = msgspec.json.Decoder(AnyEvent)
 
 
 def encode(event: Event) -> bytes:
-    """The stored bytes of an event."""
     return _encoder.encode(event)
 
 
 def decode(body: bytes) -> AnyEvent:
-    """Decode stored bytes back into an event."""
     return _decoder.decode(body)
 
 
@@ -427,12 +425,10 @@ LABEL_STREAM = "label:"
 
 
 def card_stream(card_id: str) -> str:
-    """The stream that holds one card's events."""
     return CARD_STREAM + card_id
 
 
 def baselines_stream(set_id: str) -> str:
-    """The stream that holds one baseline set."""
     return BASELINES_STREAM + set_id
 
 

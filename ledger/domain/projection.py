@@ -132,12 +132,10 @@ class CardState:
 
     @property
     def total_actions(self) -> int:
-        """Every action counted on the card, all plays of all games."""
         return sum(p.actions for plays in self.games.values() for p in plays)
 
 
 def new_card(card_id: str) -> CardState:
-    """An empty card, before its first event."""
     return CardState(card_id=card_id)
 
 

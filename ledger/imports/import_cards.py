@@ -46,7 +46,7 @@ from ledger.domain.translator import Observation, translate
 from ledger.errors import ImportInputError, VersionConflict
 from ledger.formats.finding import Found, head_guids
 from ledger.formats.import_problems import Problem
-from ledger.rules.import_checks import compare_plays
+from ledger.rules.audit_checks import compare_plays
 
 if TYPE_CHECKING:
     from ledger.domain.document import ScorecardDoc

@@ -93,7 +93,7 @@ from ledger.imports.import_cards import (
     with_retries,
 )
 from ledger.imports.import_cards import ImportSummary as ImportSummary  # re-exported
-from ledger.rules.import_checks import not_a_recording
+from ledger.rules.audit_checks import not_a_recording
 from ledger.toolkit.environments import scan_environments
 
 if TYPE_CHECKING:

@@ -64,7 +64,7 @@ from ledger.imports.import_cards import (  # the card bookkeeping both importers
 )
 from ledger.imports.import_runs import attach_usage, run_tags, run_usage, usage_held
 from ledger.resim.harness_search import line_signature
-from ledger.rules.import_checks import not_a_recording
+from ledger.rules.audit_checks import not_a_recording
 from ledger.toolkit.game_states import frame_digest
 
 if TYPE_CHECKING:

@@ -7,9 +7,12 @@
 2. consistency (:func:`check_consistency`): the scorecard rebuilt from the events hashes to the document recorded
    at each close (``CardClosed.document_sha256``), nothing but a ``card_reopened`` (a resumed import) follows a
    close, and the cached projection (if any) equals a replay of the events it covers.
-
-Check 3, re-simulation, runs the game code (:mod:`ledger.app.audit`); check 4, lifecycle, is
-:mod:`ledger.rules.lifecycle`.
+3. re-simulation runs the game code (:mod:`ledger.app.audit`).
+4. lifecycle (:func:`check_lifecycle`): where the toolkit's idle (STALE_MINUTES) and open-time
+   (MAX_OPEN_FOR_MINUTES) limits would have closed the card under the agent. A warning, never a failure.
+5. import (:func:`check_import`): what ``ledger import`` could not read or could not know, for imported cards; the
+   import itself refuses a file that is no recording (:func:`not_a_recording`) and compares a recording's plays
+   with the card it already holds (:func:`compare_plays`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import msgspec
@@ -25,12 +28,19 @@ import msgspec
 from ledger.domain import chain, document
 from ledger.domain.chain import Link
 from ledger.domain.events import (
+    ActionIgnored,
+    ActionsInferred,
+    ActionTaken,
+    AnyEvent,
     BaselineEntry,
     CardClosed,
     CardOpened,
     CardReopened,
     CardRetracted,
+    LevelReset,
+    LinesSkipped,
     Numbered,
+    RecordingImported,
     RunUsage,
     card_stream,
     decode,
@@ -38,6 +48,7 @@ from ledger.domain.events import (
 )
 from ledger.domain.projection import CardState, fold, new_card
 from ledger.domain.scoring import score_card
+from ledger.rules.timeline import ACTIVITY
 
 #: FAIL: the record and what it is checked against disagree. UNKNOWN: the record leaves open what the check needs
 #: (it can neither pass nor fail). SKIP: the check was not run (nothing to check against).
@@ -61,8 +72,6 @@ class Check:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """Something wrong with one stored event."""
-
     version: int
     seq: int
     problem: str
@@ -215,7 +224,7 @@ def _event_problem(card_id: str, r: Link, ev: Any) -> str | None:
     return None
 
 
-# -- 2. consistency -----------------------------------------------------------------------------------------------
+# -- 2. consistency ------------------------------------------------------------------------------------------------
 
 
 def check_consistency(
@@ -413,3 +422,218 @@ def _state_diff(a: CardState, b: CardState) -> str | None:
                 if getattr(p, f.name) != getattr(q, f.name):
                     return f"{gid} play {i + 1} {f.name} {getattr(p, f.name)!r} vs cached {getattr(q, f.name)!r}"
     return "the projections differ"
+
+
+# -- 4. lifecycle --------------------------------------------------------------------------------------------------
+
+
+def check_lifecycle(events: Sequence[Numbered], stale: int, max_open: int) -> Check:
+    """Where the toolkit would have closed the card: idle for ``stale`` minutes, open for ``max_open`` minutes.
+
+    The toolkit closes a card once ``now - last_update >= idle_for`` or ``now - open_at >= max_open_for``;
+    an event that arrives past such a point would have landed on a new card.
+    """
+    idle_for = timedelta(minutes=stale)
+    max_for = timedelta(minutes=max_open)
+    gaps: list[dict[str, Any]] = []
+    over: dict[str, Any] | None = None
+    first_close_index: int | None = None
+    opened_at = next((n.event.ts for n in events if isinstance(n.event, CardOpened)), None)
+    if opened_at is None and events:
+        opened_at = events[0].event.ts
+    last: Numbered | None = None
+    longest: tuple[timedelta, Numbered | None, Numbered | None] = (timedelta(0), None, None)
+    for i, n in enumerate(events):
+        ev = n.event
+        if not isinstance(ev, ACTIVITY):
+            continue
+        if last is not None:
+            gap = ev.ts - last.event.ts
+            if gap > longest[0]:
+                longest = (gap, last, n)
+            if gap >= idle_for:
+                gaps.append(_idle_gap(last, n, gap))
+                if first_close_index is None:
+                    first_close_index = i
+        if over is None and opened_at is not None and ev.ts - opened_at >= max_for:
+            over = _past_max_open(n, opened_at, max_for)
+            if first_close_index is None or i < first_close_index:
+                first_close_index = i
+        last = n
+    after_events = after_actions = 0
+    if first_close_index is not None:
+        for n in events[first_close_index:]:
+            after_events += isinstance(n.event, (*ACTIVITY, ActionIgnored))
+            after_actions += isinstance(n.event, ActionTaken | LevelReset)
+    open_minutes = (
+        round(((last.event.ts if last else opened_at) - opened_at).total_seconds() / 60, 3) if opened_at else 0.0
+    )
+    details: dict[str, Any] = {
+        "stale_minutes": stale,
+        "max_open_minutes": max_open,
+        "idle_gaps": gaps,
+        "max_open": over,
+        "open_minutes": open_minutes,
+        "events_after_first_close": after_events,
+        "actions_after_first_close": after_actions,
+    }
+    return _lifecycle_check(details, longest)
+
+
+def _idle_gap(last: Numbered, n: Numbered, gap: timedelta) -> dict[str, Any]:
+    """A gap between updates long enough for the toolkit to close the card as stale."""
+    return {
+        "previous_version": last.version,
+        "previous_ts": last.event.ts.isoformat(),
+        "version": n.version,
+        "seq": n.seq,
+        "ts": n.event.ts.isoformat(),
+        "minutes": round(gap.total_seconds() / 60, 3),
+    }
+
+
+def _past_max_open(n: Numbered, opened_at: datetime, max_for: timedelta) -> dict[str, Any]:
+    """The first update that came after the card had been open for the toolkit's maximum."""
+    return {
+        "version": n.version,
+        "seq": n.seq,
+        "ts": n.event.ts.isoformat(),
+        "opened_at": opened_at.isoformat(),
+        "closes_at": (opened_at + max_for).isoformat(),
+        "minutes": round((n.event.ts - opened_at).total_seconds() / 60, 3),
+    }
+
+
+def _lifecycle_check(details: dict[str, Any], longest: tuple[timedelta, Numbered | None, Numbered | None]) -> Check:
+    """The lifecycle check's status and message, from its details and the longest gap between updates."""
+    stale, max_open, open_minutes = details["stale_minutes"], details["max_open_minutes"], details["open_minutes"]
+    gaps, over = details["idle_gaps"], details["max_open"]
+    after_events, after_actions = details["events_after_first_close"], details["actions_after_first_close"]
+    if not gaps and over is None:
+        lg, a, b = longest
+        lg_txt = (
+            f"longest {lg.total_seconds() / 60:.1f} min, between versions {a.version} and {b.version}"
+            if a is not None and b is not None
+            else "no gaps"
+        )
+        msg = (
+            f"no idle gap of STALE_MINUTES={stale} or more ({lg_txt}); open {open_minutes:.1f} min "
+            f"of MAX_OPEN_FOR_MINUTES={max_open}"
+        )
+        return Check("lifecycle", "PASS", msg, details)
+    parts = []
+    if gaps:
+        shown = "; ".join(
+            f"version {g['version']} at {g['ts']} came {g['minutes']:.1f} min after version {g['previous_version']}"
+            for g in gaps[:3]
+        )
+        more = f" (+{len(gaps) - 3} more)" if len(gaps) > 3 else ""
+        parts.append(f"{len(gaps)} idle gap(s) of STALE_MINUTES={stale} or more: {shown}{more}")
+    if over is not None:
+        parts.append(
+            f"version {over['version']} at {over['ts']} came {over['minutes']:.1f} min after the card opened "
+            f"(MAX_OPEN_FOR_MINUTES={max_open}: closed at {over['closes_at']})"
+        )
+    msg = (
+        "; ".join(parts) + f"; the toolkit would have closed the card there, and the {after_events} later event(s) "
+        f"({after_actions} action(s)) would have landed on a new card"
+    )
+    return Check("lifecycle", "WARN", msg, details)
+
+
+# -- 5. import -----------------------------------------------------------------------------------------------------
+
+
+def check_import(events: Iterable[AnyEvent]) -> tuple[str, str, dict[str, Any]] | None:
+    """(status, message, details) for an imported card with skipped lines or inferred actions, else None.
+
+    WARN when lines of its recordings were skipped (the card may be short of what the run did) or when lines of a
+    harness recording could have been a level RESET as well as the action they were imported as (reset counts
+    uncertain; every score-bearing number is exact); PASS otherwise.
+    """
+    files: set[str] = set()
+    skipped: list[dict[str, Any]] = []
+    undecided = 0
+    unknown_resets: list[str] = []
+    inferred = 0
+    for e in events:
+        t = type(e)
+        if t is RecordingImported:
+            files.add(e.file)  # type: ignore[union-attr]
+        elif t is LinesSkipped:
+            skipped.extend(
+                {"file": e.file, "line": s.line, "reason": s.reason, "sha256": s.sha256, "bytes": s.size}  # type: ignore[union-attr]
+                for s in e.lines  # type: ignore[union-attr]
+            )
+        elif t is ActionsInferred:
+            inferred += e.inferred  # type: ignore[union-attr]
+            undecided += len(e.undecided)  # type: ignore[union-attr]
+            if not e.resets_known:  # type: ignore[union-attr]
+                unknown_resets.append(e.file)  # type: ignore[union-attr]
+    if not files or (not skipped and not inferred and not unknown_resets):
+        # A toolkit import that read every line has nothing to add to the four checks.
+        return None
+    details = {
+        "files": len(files),
+        "skipped_lines": skipped,
+        "inferred_actions": inferred,
+        "undecided_lines": undecided,
+    }
+    parts = []
+    if skipped:
+        shown = "; ".join(f"{s['file']}:{s['line']} ({s['reason']})" for s in skipped[:3])
+        more = f" (+{len(skipped) - 3} more)" if len(skipped) > 3 else ""
+        parts.append(f"{len(skipped)} line(s) of its recordings were skipped at import: {shown}{more}")
+    if unknown_resets:
+        parts.append(
+            f"imported without the game's code ({', '.join(sorted(set(unknown_resets)))}): resets are unknown, "
+            f"{undecided} line(s) could have been a level RESET"
+        )
+    elif undecided:
+        parts.append(f"{undecided} line(s) could have been a level RESET as well as the action imported")
+    if parts:
+        return "WARN", "; ".join(parts) + "; scores do not depend on resets", details
+    what = f", {inferred} action(s) inferred by re-simulation" if inferred else ""
+    return "PASS", f"every line of its {len(files)} recording(s) was imported{what}", details
+
+
+#: A file is refused when this share of its lines (or more) is not in the recording's shape: one bad line in a
+#: long recording is a damaged line, a quarter of them is a file of something else.
+BAD_SHARE = 4
+
+
+def not_a_recording(first_bad: bool, bad: int, good: int) -> str | None:
+    """Why a file is no recording (its first line is not a recording line, or too many are not), else None.
+
+    Lines that are not JSON and JSON lines of another shape count alike.
+    """
+    if first_bad:
+        return "its first line is not a recording line"
+    if bad and bad * BAD_SHARE >= bad + good:
+        return f"{bad} of its {bad + good} lines are not recording lines (one in {BAD_SHARE} or more)"
+    return None
+
+
+def compare_plays(held: CardState, imported: CardState, guids: set[str], *, resets: bool = True) -> list[str]:
+    """Where the plays of ``guids`` differ between the card the ledger holds and the one a recording makes.
+
+    Per game and guid: the number of plays, then each play's actions, levels completed and state (and resets when
+    the recording tells them). Empty when they agree.
+    """
+    out: list[str] = []
+    fields = ("actions", "levels_completed", "state") + (("resets",) if resets else ())
+    for game_id in sorted(set(held.games) | set(imported.games)):
+        for guid in sorted(guids):
+            a = [p for p in held.games.get(game_id, []) if p.guid == guid]
+            b = [p for p in imported.games.get(game_id, []) if p.guid == guid]
+            if not a and not b:
+                continue
+            if len(a) != len(b):
+                out.append(f"{game_id} {guid}: {len(a)} play(s) on the card, {len(b)} in the recording")
+                continue
+            for i, (pa, pb) in enumerate(zip(a, b, strict=True), 1):
+                for f in fields:
+                    va, vb = getattr(pa, f), getattr(pb, f)
+                    if va != vb:
+                        out.append(f"{game_id} {guid} play {i}: {f} {va!r} on the card, {vb!r} in the recording")
+    return out

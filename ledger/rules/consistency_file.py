@@ -46,7 +46,6 @@ def to_text(c: Consistency) -> str:
 
 
 def parse(raw: bytes) -> Consistency:
-    """Decode a consistency file, requiring its canonical form."""
     return decode_canonical(
         raw,
         Consistency,

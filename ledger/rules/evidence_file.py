@@ -72,7 +72,6 @@ def to_text(ev: Evidence) -> str:
 
 
 def b64(h: bytes) -> str:
-    """A hash as the file writes it."""
     return base64.b64encode(h).decode()
 
 
@@ -94,7 +93,6 @@ def card_document(card: CardState, baselines: dict[str, BaselineEntry]) -> str:
 
 
 def parse(raw: bytes) -> Evidence:
-    """Decode an evidence file, requiring its canonical form."""
     return decode_canonical(
         raw,
         Evidence,

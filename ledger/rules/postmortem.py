@@ -77,8 +77,6 @@ class Arithmetic(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class GameReport(msgspec.Struct, frozen=True, kw_only=True):
-    """One game of the card."""
-
     game_id: str
     score: float
     plays: int
@@ -92,8 +90,6 @@ class GameReport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PostMortem(msgspec.Struct, frozen=True, kw_only=True):
-    """The whole card."""
-
     card_id: str
     score: float
     games: list[GameReport]

@@ -9,17 +9,9 @@ from ledger.domain.calculators import Calculator
 from ledger.domain.document import RunDoc, ScorecardDoc
 from ledger.domain.projection import CardState
 from ledger.domain.scoring import best_play_index, calculator_of
-from ledger.rules.postmortem import PostMortem, postmortem
-from ledger.rules.postmortem import arithmetic as _arithmetic
-from ledger.rules.server_baselines import baselines_source
+from ledger.rules.postmortem import PostMortem, arithmetic, postmortem
+from ledger.rules.server import baselines_source
 from ledger.rules.timeline import retraction_note
-
-
-def arithmetic(run: RunDoc, calc: Calculator = calculators.NEWEST) -> str:
-    """The run's weighted mean and cap, e.g. ``(1x25 + 2x9.46 + 3x0)/6 = 7.32, cap 3/6 = 50 -> 7.32``, or just the
-    score when there is no arithmetic to show (no baselines: the toolkit's message says why)."""
-    ar = _arithmetic(run, calc)
-    return ar.text if ar is not None else f"{run.score:.2f}"
 
 
 def _level_table(run: RunDoc, indent: str, known: bool = True) -> list[str]:
@@ -38,7 +30,7 @@ def replay_text(
 ) -> str:
     """The card, game by game and play by play, with each level's baseline, actions and score, then the
     post-mortem's observations. ``unknown``: games whose baselines are not known yet (an open card on an ARC
-    server, see :func:`ledger.rules.server_baselines.unknown_baselines`): their scores are shown as not known.
+    server, see :func:`ledger.rules.server.unknown_baselines`): their scores are shown as not known.
     ``calc``: the calculator ``doc`` was scored with (default: the card's own)."""
     calc = calc if calc is not None else calculator_of(card)
     score = f"score {doc.score:.2f}" if not unknown else "score not known yet"
@@ -79,7 +71,10 @@ def replay_text(
             if run.message and known:
                 lines.append(f"    {run.message}")
             lines += _level_table(run, "    ", known)
-            lines.append(f"    game score {arithmetic(run, calc) if known else 'not known yet'}")
+            # Without baselines there is no arithmetic to show, only the score: the toolkit's message says why.
+            ar = arithmetic(run, calc) if known else None
+            shown = "not known yet" if not known else ar.text if ar is not None else f"{run.score:.2f}"
+            lines.append(f"    game score {shown}")
     if doc.tags_scores:
         lines.append("")
         scores = ", ".join(f"{t.id} {t.score:.2f}" for t in doc.tags_scores) if not unknown else "not known yet"

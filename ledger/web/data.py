@@ -26,7 +26,7 @@ from ledger.domain.projection import CardState
 from ledger.domain.scoring import LEVEL_CAP, best_play_index, calculator_of, uncapped_level_score
 from ledger.errors import StoreError, UnknownCard
 from ledger.rules.postmortem import arithmetic, postmortem
-from ledger.rules.server_baselines import baselines_source, unknown_baselines
+from ledger.rules.server import baselines_source, unknown_baselines
 from ledger.rules.text import calculator_line
 from ledger.rules.timeline import limits, retraction_text
 from ledger.store.summary import CardSummary, SummaryRow, row_of, scored

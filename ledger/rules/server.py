@@ -1,0 +1,248 @@
+"""The ARC server as a client sees it: its counting rules, its document at close, the baselines it reveals.
+
+The server is the toolkit's REST API (``arc_agi/api.py`` ``RestAPI.cmd``) over arcengine games; a client only sees
+what it sent and what was answered, so :class:`ServerModel` keeps, per guid, the little of the server's game state
+the counting rules (ONLINE/COMPETITION capture) depend on, all of it visible in earlier answers:
+
+- an answer for a guid the card has not seen is a game the server just ``make``-d: its first reset started a play;
+- RESET on a known guid: arcengine (``handle_reset``) does a full reset, which starts a new play, when the level has
+  had no action yet (``_action_count == 0``) or the game was won, otherwise a level reset (one reset, one action);
+- in competition mode the server does not execute a RESET sent while the level has had no action: it re-applies
+  the play's last observation to the card (one action, and one reset as well when that observation was itself a
+  RESET) and answers with that observation again, so an answer whose action is not the RESET sent is one;
+- ACTION1..7 answered with a frame counts one action; ``_action_count`` is back to 0 when the action completed a
+  level that was not the last (arcengine's ``set_level``).
+
+The document the server returns at close is compared with the ledger's export as JSON values, walked in the
+ledger's key order, lists item by item; the first difference is named by its path
+(``environments[1].runs[0].actions: ledger 36, server 48``).
+
+The server's game list (``/api/games``) leaves ``baseline_actions`` out, so a client without local game files
+learns a game's baselines (and with them its level count) only from a scorecard document the server sends: a run
+the server scored carries the game's whole ``level_baseline_actions``; a run it could not score says why in its
+``message``.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from ledger.domain.document import ScorecardDoc
+from ledger.domain.events import BaselineEntry
+from ledger.domain.projection import CardState
+from ledger.domain.scoring import MSG_NO_BASELINES, MSG_NO_INFO, MSG_SIZE_MISMATCH
+
+RESET = 0
+
+
+@dataclass(slots=True)
+class GuidState:
+    """What the server's game behind one guid looks like, from the answers seen."""
+
+    game_id: str
+    levels_completed: int = 0
+    state: str = "NOT_FINISHED"
+    #: arcengine's ``_action_count == 0``: no action since the level began.
+    level_untouched: bool = True
+
+
+@dataclass(slots=True)
+class Verdict:
+    """How one answered request counts on the card."""
+
+    full_reset: bool = False
+    reapplied: bool = False
+
+
+@dataclass(slots=True)
+class ServerModel:
+    """The per-guid state of one card's games on the server."""
+
+    competition: bool = False
+    guids: dict[str, GuidState] = field(default_factory=dict)
+
+    def judge(self, sent: int, game_id: str, guid: str, answered: int, levels_completed: int, state: str) -> Verdict:
+        """The verdict for an answer (``answered`` is the action id in the answer) to action ``sent``; the model
+        moves past it."""
+        g = self.guids.get(guid)
+        if g is None:
+            # A guid never answered before: the server made the game, and make's first reset began a play.
+            self.guids[guid] = GuidState(game_id=game_id, levels_completed=levels_completed, state=state)
+            return Verdict(full_reset=answered == RESET)
+        if sent == RESET:
+            if answered != RESET or (self.competition and g.level_untouched):
+                return Verdict(reapplied=True)  # the server re-applied the last observation; the game is unchanged
+            full = g.level_untouched or g.state == "WIN"
+            g.level_untouched, g.levels_completed, g.state = True, levels_completed, state
+            return Verdict(full_reset=full)
+        advanced = levels_completed > g.levels_completed and state != "WIN"
+        g.level_untouched, g.levels_completed, g.state = advanced, levels_completed, state
+        return Verdict()
+
+
+_MISSING = object()
+
+
+def _show(v: Any) -> str:
+    if v is _MISSING:
+        return "(absent)"
+    text = repr(v) if isinstance(v, str) else str(v).replace("True", "true").replace("False", "false")
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def first_difference(ledger: Any, server: Any, path: str = "") -> str | None:
+    """The first difference between two JSON values as ``path: ledger X, server Y``, or None if they are equal."""
+    if isinstance(ledger, dict) and isinstance(server, dict):
+        for key in [*ledger, *(k for k in server if k not in ledger)]:
+            sub = f"{path}.{key}" if path else str(key)
+            d = first_difference(ledger.get(key, _MISSING), server.get(key, _MISSING), sub)
+            if d is not None:
+                return d
+        return None
+    if isinstance(ledger, list) and isinstance(server, list):
+        for i in range(max(len(ledger), len(server))):
+            a = ledger[i] if i < len(ledger) else _MISSING
+            b = server[i] if i < len(server) else _MISSING
+            d = first_difference(a, b, f"{path}[{i}]")
+            if d is not None:
+                return d
+        return None
+    # JSON has one number type: 3 and 3.0 are the same value (bool is not a number here).
+    same = ledger is server if type(ledger) is bool or type(server) is bool else ledger == server
+    return None if same else f"{path or '(document)'}: ledger {_show(ledger)}, server {_show(server)}"
+
+
+def server_check(
+    ledger_doc: Any,
+    server_doc: Any | None,
+    requests_failed: int,
+    *,
+    on_server: bool = False,
+    baselines_source: str | None = None,
+) -> tuple[str, str] | None:
+    """(status, message) of the audit's ``server`` check; None for a card with no server behind it.
+
+    ``on_server``: the card was captured from an ARC server's answers; ``baselines_source`` (where the card's
+    baselines came from) ends the message.
+    """
+    if server_doc is None and requests_failed == 0 and not on_server:
+        return None
+    failed = f"; {requests_failed} request(s) failed and counted nothing" if requests_failed else ""
+    source = f"; {baselines_source}" if baselines_source else ""
+    if server_doc is None:
+        return "WARN", f"no document from the server: the card was not closed on it{failed}{source}"
+    diff = first_difference(ledger_doc, server_doc)
+    if diff is None:
+        return "PASS", f"the ledger's card equals the document the server returned at close{failed}{source}"
+    return "FAIL", f"the server's document differs, first at {diff}{failed}{source}"
+
+
+def reported(doc: Any) -> dict[str, list[int] | None]:
+    """game_id -> the baselines a scorecard document shows: a scored run's ``level_baseline_actions``, or None
+    where the server says it has no baselines for the game. Games whose runs show neither are left out."""
+    out: dict[str, list[int] | None] = {}
+    envs = doc.get("environments") if isinstance(doc, dict) else None
+    for env in envs if isinstance(envs, list) else []:
+        gid = env.get("id") if isinstance(env, dict) else None
+        runs = env.get("runs") if isinstance(env, dict) else None
+        if not isinstance(gid, str) or not isinstance(runs, list):
+            continue
+        for run in runs:
+            if not isinstance(run, dict):
+                continue
+            base = run.get("level_baseline_actions")
+            if run.get("message") is None and isinstance(base, list) and _baselines(base):
+                out[gid] = [int(b) for b in base]
+                break
+            if run.get("message") == MSG_NO_BASELINES:
+                out[gid] = None
+            elif run.get("message") == MSG_SIZE_MISMATCH and isinstance(actions := run.get("level_actions"), list):
+                # The server's baselines cover fewer levels than this play completed, and their values are not
+                # shown: zeros of the longest length that still makes the play unscored, as the server left it.
+                # A run the server scored (in this document or a later one) replaces them with the real values.
+                marks = len(actions) - (0 if run.get("state") == "WIN" else 1)
+                if marks >= 2:
+                    out[gid] = [0] * (marks - 1)
+    return out
+
+
+def _baselines(value: list[Any]) -> bool:
+    return bool(value) and all(type(b) is int and b >= 0 for b in value)
+
+
+def with_reported(
+    current: Mapping[str, BaselineEntry], report: Mapping[str, list[int] | None], known: Iterable[str] = ()
+) -> tuple[list[BaselineEntry], list[str]]:
+    """The set ``current`` with the reported baselines in place (titles and tags kept), and the games the report
+    tells something new about: baselines that differ from ``current``'s, or a game not ``known`` (already reported)
+    before. Sorted; empty when the report tells nothing new."""
+    out = dict(current)
+    seen = set(known)
+    news: list[str] = []
+    for gid in sorted(report):
+        new, old = report[gid], current.get(gid)
+        if old is not None and (old.baseline_actions or None) == new:
+            if gid not in seen:
+                news.append(gid)
+            continue
+        out[gid] = (
+            msgspec.structs.replace(old, baseline_actions=new)
+            if old is not None
+            else BaselineEntry(game_id=gid, baseline_actions=new)
+        )
+        news.append(gid)
+    return list(out.values()), news
+
+
+def unknown_baselines(card: CardState, doc: ScorecardDoc) -> list[str]:
+    """The games of ``doc`` (the live document of ``card``) whose baselines nothing revealed yet, when ``card`` is
+    an open card on an ARC server (no local game file gave them, no document from the server yet): their scores
+    read 0, a number the server will not give. Empty for a closed card and for a card of the toolkit's own
+    (whose baselines are the toolkit's own files)."""
+    if card.server is None or card.closed:
+        return []
+    known = set(card.baselines_known_games or ())
+    return [
+        env.id
+        for env in doc.environments
+        if env.id not in known
+        and any(r.message in (MSG_NO_BASELINES, MSG_NO_INFO.format(game_id=env.id)) for r in env.runs)
+    ]
+
+
+def baselines_source(card: CardState) -> str:
+    """Where the card's baselines come from, in one line (``ledger replay``, ``ledger audit``)."""
+    if card.baselines_id is None:
+        return "baselines: none recorded for this card"
+    sid = card.baselines_id[:12]
+    if card.baselines_reported_at is not None:
+        server = f" {card.server}" if card.server else ""
+        answer = (
+            "its close answer" if card.baselines_reported_in == "close" else "its answer to GET /api/scorecard/<card>"
+        )
+        return (
+            f"baselines {sid}: reported by the server{server} at {card.baselines_reported_at.isoformat()} in {answer}"
+        )
+    if card.baselines_attached_at is not None:
+        return f"baselines {sid}: attached to the imported card at {card.baselines_attached_at.isoformat()}"
+    if card.server is not None:
+        shown = reported(card.server_document) if card.server_document is not None else {}
+        # A document whose baselines the card held already adds no event: say so, not that none came.
+        said = (
+            "its close answer showed the baselines it had already"
+            if any(v is not None for v in shown.values())
+            else "the server has revealed none yet"
+        )
+        return (
+            f"baselines {sid}: the client's game list when the card was opened (the server's /api/games, which "
+            f"leaves baselines out, and any local metadata.json); {said}"
+        )
+    return (
+        f"baselines {sid}: recorded when the card was opened (the toolkit's game files, or the set given to the import)"
+    )

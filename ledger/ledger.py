@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.domain import calculators, document
 from ledger.domain.events import (
@@ -22,8 +22,6 @@ from ledger.errors import (
     BaselinesNotKnown,
     InputError,
 )
-from ledger.rules.rescoring import GameMatch, Match, match_note, score_under
-from ledger.rules.server import unknown_baselines
 from ledger.rules.timeline import retraction, retraction_note
 from ledger.store.backends import open_store
 from ledger.store.base import Durability, LogStore, StoredEvent
@@ -36,6 +34,9 @@ from ledger.store.cards import (  # noqa: F401  (the snapshot policy, named here
     CardRepository,
     apply_events,
 )
+
+if TYPE_CHECKING:
+    from ledger.rules.rescoring import GameMatch, Match
 
 DEFAULT_DB = "ledger.sqlite"
 
@@ -285,6 +286,10 @@ class Ledger:
         whole (the viewer's cache). ``allow_broken``: a card whose chain is not whole is read as far as the log
         holds it (``broken`` says why); otherwise :class:`~ledger.store.cards.BrokenChain`.
         """
+        # The rules a read may apply, loaded by the reads that apply them (a list of cards needs none).
+        from ledger.rules.rescoring import match_note, score_under
+        from ledger.rules.server import unknown_baselines
+
         broken = None
         if card is None:
             loaded = self.repository.read(card_id, until=until, allow_broken=allow_broken)
@@ -354,4 +359,6 @@ class Ledger:
 
     def baselines_known(self, card: CardState) -> bool:
         """False for an open card on an ARC server whose baselines nothing revealed yet (its score is no score)."""
+        from ledger.rules.server import unknown_baselines
+
         return card.server is None or card.closed or not unknown_baselines(card, self.document(card.card_id, card=card))

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 from ledger.domain import calculators
 from ledger.domain.calculators import Calculator
 from ledger.domain.projection import CardState
-from ledger.rules.rescoring import Match
 
 if TYPE_CHECKING:
     from ledger.ledger import CardRead, Ledger
+    from ledger.rules.rescoring import Match
 
 
 def read_card(

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from ledger.domain import calculators, document
 from ledger.domain.events import (
@@ -45,8 +46,7 @@ def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-@dataclass(frozen=True, slots=True)
-class CardRead:
+class CardRead(msgspec.Struct, frozen=True):
     """A card, its document, and what chose and qualifies it (:meth:`Ledger.read`)."""
 
     card: CardState
@@ -62,7 +62,7 @@ class CardRead:
     #: Games whose baselines an ARC server has not revealed yet (only for the card's own baselines).
     unknown: list[str]
     #: Lines to show beside the document (export writes them to stderr): broken, calculator, match, retraction.
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
     retraction: dict[str, str] | None = None
     #: Why the card's chain is not whole (read with ``allow_broken``), else None.
     broken: str | None = None

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from datetime import UTC, datetime
+
+import msgspec
 
 from ledger import Ledger
 from ledger.rules.timeline import limits, listed
@@ -19,5 +20,5 @@ def replayed_cards(led: Ledger, *, include_retracted: bool = False) -> list[Card
         if listed(c, include_retracted):
             row = row_of(c, c.events, card_score(c, led.card_baselines(c)))
             shown = CardSummary.of(row, now, lapse_after, led.baselines_known(c))
-            out.append(dataclasses.replace(shown, competition=c.competition_mode is True))
+            out.append(msgspec.structs.replace(shown, competition=c.competition_mode is True))
     return out

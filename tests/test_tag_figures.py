@@ -12,6 +12,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from alembic import command
 from alembic.config import Config
 from click.testing import CliRunner
@@ -166,7 +167,6 @@ def test_an_upgraded_ledger_gets_its_figures(backend_url: str) -> None:
 def test_both_plans_of_a_cards_page_by_tag_agree(tmp_path: Path) -> None:
     """A tag of many cards is paged along the sort's index (each card probed for the tag), not by sorting every
     card of the tag: the same pages either way, every sort that has an index, both directions, from any card."""
-    import dataclasses
 
     from ledger.store.summary import PageQuery, read_page
 
@@ -178,7 +178,7 @@ def test_both_plans_of_a_cards_page_by_tag_agree(tmp_path: Path) -> None:
                 for after in (None, ids[37], ids[150]):
                     q = PageQuery(tags=("agent-2",), sort=sort, descending=desc, limit=9, after=after)
                     sorted_plan = read_page(led.store, q)
-                    walked = read_page(led.store, dataclasses.replace(q, walk=True))
+                    walked = read_page(led.store, msgspec.structs.replace(q, walk=True))
                     assert walked == sorted_plan
                     full += len(walked) == 9
         assert full >= 12

@@ -6,10 +6,8 @@ STALE_MINUTES without an event, ``max_open`` after MAX_OPEN_FOR_MINUTES), at tha
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -26,8 +24,7 @@ SortKey = Literal["opened", "closed", "score", "actions", "events", "id"]
 SORT_KEYS: tuple[str, ...] = ("opened", "closed", "score", "actions", "events", "id")
 
 
-@dataclass(frozen=True, slots=True)
-class CardFilter:
+class CardFilter(msgspec.Struct, frozen=True):
     """``ledger cards`` options: every field None/False means "no filter"."""
 
     tags: tuple[str, ...] = ()
@@ -56,7 +53,7 @@ def as_shown(card: CardState, now: datetime | None = None, environ: Mapping[str,
     shown = shown_close(card, now, environ)
     if shown is None or not shown[2]:
         return card
-    return dataclasses.replace(card, closed_at=shown[0], close_reason=shown[1])
+    return msgspec.structs.replace(card, closed_at=shown[0], close_reason=shown[1])
 
 
 def page_of(f: CardFilter, now: datetime, stale: int, max_open: int) -> PageQuery:
@@ -89,12 +86,12 @@ def shown_rows(
     rule applied): the one query the CLI, the viewer and the bundle share."""
     f = f or CardFilter()
     if f.after is not None:
-        f = dataclasses.replace(f, after=resolve_after(ledger, f.after))
+        f = msgspec.structs.replace(f, after=resolve_after(ledger, f.after))
     moment = now or datetime.now(UTC)
     lapse_after = limits(os.environ if environ is None else environ)
     rows = read_page(ledger.store, page_of(f, moment, *lapse_after))
     return [
-        (r, dataclasses.replace(CardSummary.of(r, moment, lapse_after, _baselines_known(ledger, r)), competition=c))
+        (r, msgspec.structs.replace(CardSummary.of(r, moment, lapse_after, _baselines_known(ledger, r)), competition=c))
         for r, c in ((r, is_competition(ledger, r.card_id)) for r in rows)
     ]
 
@@ -115,7 +112,7 @@ def resolve_after(ledger: Ledger, ref: str) -> str:
 def count_cards(ledger: Ledger, f: CardFilter, *, now: datetime | None = None) -> int:
     """How many cards match ``f``'s filters in the whole ledger (its sort, ``after`` and ``limit`` aside)."""
     moment = now or datetime.now(UTC)
-    return count_page(ledger.store, page_of(dataclasses.replace(f, after=None), moment, *limits(os.environ)))
+    return count_page(ledger.store, page_of(msgspec.structs.replace(f, after=None), moment, *limits(os.environ)))
 
 
 def list_cards(
@@ -138,15 +135,14 @@ def rescored_with(
     from ledger.domain import calculators
 
     calc = calculators.get(calculator)
-    out = [dataclasses.replace(r, score=ledger.document(r.card_id, calculator=calc).score) for r in rows]
+    out = [msgspec.structs.replace(r, score=ledger.document(r.card_id, calculator=calc).score) for r in rows]
     if by_score:
         out.sort(key=lambda r: (r.opened or "", r.card_id))
         out.sort(key=lambda r: r.score, reverse=descending)
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class CardList:
+class CardList(msgspec.Struct, frozen=True):
     """What ``ledger cards`` shows: the rows and what it says beside them."""
 
     rows: list[CardSummary]
@@ -167,7 +163,7 @@ def card_list(
         rows = rescored_with(ledger, rows, calculator, by_score=f.sort == "score", descending=f.reverse)
     hidden = 0
     if not rows and not f.include_retracted:
-        hidden = len(list_cards(ledger, dataclasses.replace(f, include_retracted=True)))
+        hidden = len(list_cards(ledger, msgspec.structs.replace(f, include_retracted=True)))
     figures = None
     if usage:
         from ledger.app.usage import usage_totals

@@ -9,9 +9,10 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, assert_never
+
+import msgspec
 
 from ledger.domain.events import (
     ActionIgnored,
@@ -44,8 +45,7 @@ from ledger.domain.events import (
 )
 
 
-@dataclass(slots=True)
-class Play:
+class Play(msgspec.Struct):
     """One play of one game: the toolkit's per-play lists of ``Card`` taken together."""
 
     guid: str
@@ -54,7 +54,7 @@ class Play:
     actions: int = 0
     resets: int = 0
     #: The toolkit's ``actions_by_level`` for this play: (levels_completed, action count when it changed).
-    marks: list[tuple[int, int]] = field(default_factory=list)
+    marks: list[tuple[int, int]] = msgspec.field(default_factory=list)
     seed: int | None = None
     #: Actions sent after GAME_OVER/WIN (empty frames): the toolkit counts none; the post-mortem reports them.
     actions_after_end: int = 0
@@ -62,8 +62,7 @@ class Play:
 
 
 # CardOpened's fields come first: the state keeps what the event said, and the two stay two types (log vs fold).
-@dataclass(slots=True)
-class CardState:
+class CardState(msgspec.Struct):
     """A card as its events describe it."""
 
     card_id: str
@@ -78,7 +77,7 @@ class CardState:
     close_document_sha256: str | None = None
     last_ts: datetime | None = None
     #: game_id -> plays, in the order games were first played (the toolkit's dict order).
-    games: dict[str, list[Play]] = field(default_factory=dict)
+    games: dict[str, list[Play]] = msgspec.field(default_factory=dict)
     events: int = 0
     #: Competition cards: the server's games, in its order (each is made at close if never played).
     environments: list[str] | None = None

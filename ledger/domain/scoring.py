@@ -13,7 +13,6 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 import msgspec
 
@@ -53,18 +52,17 @@ def level_score(completed: bool, actions: int, baseline: int, calc: Calculator =
     return min((baseline / actions) * 100, calc.level_cap)
 
 
-@dataclass(slots=True)
-class WeightedLevels:
+class WeightedLevels(msgspec.Struct):
     """Levels pooled for a play's score, or a tag's levels across games, under ``calc``."""
 
     calc: Calculator = calculators.NEWEST
-    indices: list[int] = field(default_factory=list)
-    scores: list[float] = field(default_factory=list)
-    actions: list[int] = field(default_factory=list)
-    baselines: list[int] = field(default_factory=list)
+    indices: list[int] = msgspec.field(default_factory=list)
+    scores: list[float] = msgspec.field(default_factory=list)
+    actions: list[int] = msgspec.field(default_factory=list)
+    baselines: list[int] = msgspec.field(default_factory=list)
     levels_completed: int = 0
     total_actions: int = 0
-    games: set[str] = field(default_factory=set)
+    games: set[str] = msgspec.field(default_factory=set)
 
     def add(self, index: int, completed: bool, actions: int, baseline: int, game_id: str | None = None) -> None:
         """Add level number ``index`` (1-based: it is also the level's weight)."""

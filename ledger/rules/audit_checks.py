@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -405,12 +405,12 @@ def _state_diff(a: CardState, b: CardState) -> str | None:
     """The first field where two projections differ, in words (None if equal)."""
     if a == b:
         return None
-    for f in fields(CardState):
-        if f.name == "games":
+    for name in CardState.__struct_fields__:
+        if name == "games":
             continue
-        va, vb = getattr(a, f.name), getattr(b, f.name)
+        va, vb = getattr(a, name), getattr(b, name)
         if va != vb:
-            return f"{f.name} {va!r} vs cached {vb!r}"
+            return f"{name} {va!r} vs cached {vb!r}"
     if list(a.games) != list(b.games):
         return f"games {list(a.games)} vs cached {list(b.games)}"
     for gid, plays in a.games.items():
@@ -418,9 +418,9 @@ def _state_diff(a: CardState, b: CardState) -> str | None:
         if len(plays) != len(other):
             return f"{gid}: {len(plays)} plays vs cached {len(other)}"
         for i, (p, q) in enumerate(zip(plays, other, strict=True)):
-            for f in fields(p):
-                if getattr(p, f.name) != getattr(q, f.name):
-                    return f"{gid} play {i + 1} {f.name} {getattr(p, f.name)!r} vs cached {getattr(q, f.name)!r}"
+            for name in p.__struct_fields__:
+                if getattr(p, name) != getattr(q, name):
+                    return f"{gid} play {i + 1} {name} {getattr(p, name)!r} vs cached {getattr(q, name)!r}"
     return "the projections differ"
 
 

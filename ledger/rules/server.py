@@ -28,7 +28,6 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -41,8 +40,7 @@ from ledger.domain.scoring import MSG_NO_BASELINES, MSG_NO_INFO, MSG_SIZE_MISMAT
 RESET = 0
 
 
-@dataclass(slots=True)
-class GuidState:
+class GuidState(msgspec.Struct):
     """What the server's game behind one guid looks like, from the answers seen."""
 
     game_id: str
@@ -52,20 +50,18 @@ class GuidState:
     level_untouched: bool = True
 
 
-@dataclass(slots=True)
-class Verdict:
+class Verdict(msgspec.Struct):
     """How one answered request counts on the card."""
 
     full_reset: bool = False
     reapplied: bool = False
 
 
-@dataclass(slots=True)
-class ServerModel:
+class ServerModel(msgspec.Struct):
     """The per-guid state of one card's games on the server."""
 
     competition: bool = False
-    guids: dict[str, GuidState] = field(default_factory=dict)
+    guids: dict[str, GuidState] = msgspec.field(default_factory=dict)
 
     def judge(self, sent: int, game_id: str, guid: str, answered: int, levels_completed: int, state: str) -> Verdict:
         """The verdict for an answer (``answered`` is the action id in the answer) to action ``sent``; the model

@@ -18,10 +18,8 @@ Reads check the chain's shape, not every hash: ``verify`` and ``audit`` recomput
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 
 import msgspec
 
@@ -122,8 +120,7 @@ def apply_events(card_id: str, events: Iterable[AnyEvent], state: CardState | No
     return fold(card_id, events, state)
 
 
-@dataclass(frozen=True, slots=True)
-class Appended:
+class Appended(msgspec.Struct, frozen=True):
     """What :meth:`CardRepository.append` wrote: the events as stored (the last one only when not ``whole``), and
     whether it cached the card's projection."""
 
@@ -131,8 +128,7 @@ class Appended:
     cached: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Loaded:
+class Loaded(msgspec.Struct, frozen=True):
     """A card as read, with how far its stream goes."""
 
     state: CardState
@@ -394,7 +390,7 @@ class CardRepository:
             return f"the card cannot be replayed: {e}"
         have = opened[1]
         if want != have:
-            fields = [f.name for f in dataclasses.fields(CardState) if getattr(want, f.name) != getattr(have, f.name)]
+            fields = [f for f in CardState.__struct_fields__ if getattr(want, f) != getattr(have, f)]
             return f"the cached state is not the replay of the log (differs in {', '.join(fields)})"
         return None
 

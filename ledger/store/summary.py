@@ -37,13 +37,11 @@ own ``sqlite3`` connections, a PostgreSQL store through its psycopg ones (no SQL
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import sqlite3
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -372,8 +370,7 @@ def copied_changes(
     ]
 
 
-@dataclass(frozen=True, slots=True)
-class CardSummary:
+class CardSummary(msgspec.Struct, frozen=True):
     """One line of ``ledger cards``."""
 
     card_id: str
@@ -497,8 +494,7 @@ def write_changes(
         executemany(INSERT_KEY_SQL, keys)
 
 
-@dataclass(frozen=True, slots=True)
-class PageQuery:
+class PageQuery(msgspec.Struct, frozen=True):
     """What one page of cards is: filters, the sort, where it starts, how many."""
 
     tags: tuple[str, ...] = ()
@@ -536,7 +532,7 @@ def shown_closed_expr(dialect: str) -> str:
 
 def count_query(dialect: str, q: PageQuery) -> tuple[str, list[Any]]:
     """How many cards match ``q``'s filters (its sort, ``after`` and ``limit`` ignored): what a page is out of."""
-    sql, args = page_query(dialect, dataclasses.replace(q, after=None, limit=None, sort="id"))
+    sql, args = page_query(dialect, msgspec.structs.replace(q, after=None, limit=None, sort="id"))
     where = sql.split(" ORDER BY ")[0].split(f" FROM {SUMMARY}", 1)[1]
     return f"SELECT count(*) FROM {SUMMARY}{where}", args
 
@@ -1164,7 +1160,7 @@ def read_page(store: LogStore, q: PageQuery) -> list[SummaryRow]:
         # the sort's index, each card probed in the keys table, stopping at the page's end.
         tagged = sum(int(query(store, *tag_count_query(t))[0][0]) for t in q.tags)
         if tagged > MANY_CARDS:
-            q = dataclasses.replace(q, walk=True)
+            q = msgspec.structs.replace(q, walk=True)
     sql, args = page_query(store.dialect, q)
     return [SummaryRow(*r) for r in query(store, sql, args)]
 

@@ -8,7 +8,6 @@ document into the frozen structs the templates draw: the numbers are the documen
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import threading
@@ -158,7 +157,7 @@ def card_row(card: CardState, doc: ScorecardDoc) -> CardRow:
     # Its actions are the document's: a play's actions after its last scored level count in the summary, not there.
     row = msgspec.structs.replace(row_of(card, card.events, scored(doc)), actions=doc.total_actions)
     shown = CardSummary.of(row, datetime.now(UTC), limits(os.environ))
-    return summary_row(row, dataclasses.replace(shown, competition=card.competition_mode is True))
+    return summary_row(row, msgspec.structs.replace(shown, competition=card.competition_mode is True))
 
 
 def _levels(run: RunDoc, calc: Calculator) -> list[LevelView]:

@@ -441,6 +441,8 @@ _VOLATILE = [
     (re.compile(r"[0-9a-f]{64}"), "<hash>"),
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:\d\d|Z)?"), "<time>"),
     (re.compile(r"\d+(?:\.\d+)? s\b"), "<seconds>"),
+    # A rate's unit follows its size (a loaded machine reads the same file in KB/s where a quiet one shows MB/s).
+    (re.compile(r"\d+(?:\.\d+)? (?:bytes|KB|MB|GB)/s\b"), "<rate>"),
     (re.compile(r"sqlite:///\S+"), "<db>"),
     (re.compile(r"schema \S+ \(head\)"), "schema <revision> (head)"),
     # An interpreter's path on this machine (the reader's is elsewhere).

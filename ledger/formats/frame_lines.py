@@ -143,9 +143,9 @@ class FrameLines(Sequence[FrameLine]):
         self._fresh()
 
     def _fresh(self) -> None:
-        self._ints = {k: array("q") for k in ("lineno", "us", "levels", "win")}
-        self._refs = {k: array("l") for k in ("game_id", "guid", "state", "packed", "actions", "tz")}
-        self._full = bytearray()
+        # As _line takes them: line number, microseconds since the epoch, levels, win levels, full reset, then the
+        # values' places in _values: time zone, game id, guid, state, packed frame, available actions.
+        self._columns: tuple[Any, ...] = (*(array("q") for _ in range(4)), bytearray(), *(array("l") for _ in range(6)))
         self._ids: dict[Any, int] = {}
         self._values: list[Any] = []
 
@@ -157,23 +157,22 @@ class FrameLines(Sequence[FrameLine]):
         return i
 
     def append(self, line: FrameLine) -> None:
-        if len(self._full) == CHUNK:
-            self._spill.put((self._columns(), self._values))
+        if len(self._columns[0]) == CHUNK:
+            self._spill.put((self._columns, self._values))
             self._fresh()
-        ints, refs, ref = self._ints, self._refs, self._ref
+        lineno, us, levels, win, full, *refs = self._columns
         delta = line.ts - _EPOCH
-        ints["lineno"].append(line.lineno)
-        ints["us"].append((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
-        ints["levels"].append(line.levels_completed)
-        ints["win"].append(_NONE if line.win_levels is None else line.win_levels)
-        for k in ("game_id", "guid", "state", "packed"):
-            refs[k].append(ref(getattr(line, k)))
-        refs["actions"].append(ref(line.available_actions))
-        refs["tz"].append(ref(line.ts.tzinfo))
-        self._full.append(line.full_reset)
+        lineno.append(line.lineno)
+        us.append((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
+        levels.append(line.levels_completed)
+        win.append(_NONE if line.win_levels is None else line.win_levels)
+        full.append(line.full_reset)
+        values = (line.ts.tzinfo, line.game_id, line.guid, line.state, line.packed, line.available_actions)
+        for column, value in zip(refs, values, strict=True):
+            column.append(self._ref(value))
 
     def __len__(self) -> int:
-        return len(self._spill) * CHUNK + len(self._full)
+        return len(self._spill) * CHUNK + len(self._columns[0])
 
     @overload
     def __getitem__(self, i: int) -> FrameLine: ...
@@ -199,36 +198,20 @@ class FrameLines(Sequence[FrameLine]):
                 yield _line(values, *vs)
 
     def _chunk(self, k: int) -> tuple[tuple[Any, ...], list[Any]]:
-        return (self._columns(), self._values) if k == len(self._spill) else self._spill.get(k)
-
-    def _columns(self) -> tuple[Any, ...]:
-        ints, refs = self._ints, self._refs
-        return (
-            ints["lineno"],
-            ints["us"],
-            refs["tz"],
-            refs["game_id"],
-            refs["guid"],
-            refs["state"],
-            ints["levels"],
-            ints["win"],
-            self._full,
-            refs["packed"],
-            refs["actions"],
-        )
+        return (self._columns, self._values) if k == len(self._spill) else self._spill.get(k)
 
 
 def _line(
     v: list[Any],
     lineno: int,
     us: int,
+    levels: int,
+    win: int,
+    full: int,
     tz: int,
     game_id: int,
     guid: int,
     state: int,
-    levels: int,
-    win: int,
-    full: int,
     packed: int,
     actions: int,
 ) -> FrameLine:

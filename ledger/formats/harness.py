@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,9 +61,12 @@ class Cut:
         )
 
 
-def find_cut(body: bytes, nxt: bytes | None, is_record: Callable[[bytes], bool]) -> Cut | None:
+def find_cut(body: bytes, nxt: bytes | None) -> Cut | None:
     """``body`` (a line that is not JSON) taken apart, or None when the bytes do not decide one way; ``nxt``: the
-    next line when it is not JSON by itself."""
+    next line, if any."""
+    nxt = nxt.rstrip(b"\r\n") if nxt is not None else None
+    if nxt is not None and (not nxt.strip() or _decodes(_any, nxt)):
+        nxt = None  # a line of its own: not the rest of this one
     try:
         text = body.decode("utf-8")
         rest = nxt.decode("utf-8") if nxt is not None else None
@@ -87,7 +89,7 @@ def find_cut(body: bytes, nxt: bytes | None, is_record: Callable[[bytes], bool])
                 outer = (text[:k] + text[end:]).encode("utf-8")
             else:
                 outer = b""
-            if outer and is_record(outer):
+            if outer and _decodes(_line, outer):
                 inner = text[k:end].encode("utf-8")
                 found.append(Cut(outer, inner, len(text[:k].encode("utf-8")), joins))
         k = text.find("{", k + 1)
@@ -142,18 +144,15 @@ class HarnessRead:
     prefix_sha256: str = ""
     #: Skipped lines that look like frame lines (an action the game saw, its answer unreadable).
     lost_frames: list[int] = field(default_factory=list)
-    #: (lineno, kind, message) for lines that go back in time or repeat an earlier line ("out_of_order",
-    #: "repeated"): no recorder writes them.
+    #: (lineno, "out_of_order" or "repeated", message): lines no recorder writes.
     order: list[tuple[int, str, str]] = field(default_factory=list)
     #: Whether the first non-blank line was not a ``{"timestamp", "data"}`` record (then it is no recording).
     first_bad: bool = False
     #: (lineno, what was recovered) for lines cut by another write and taken apart.
     cuts: list[tuple[int, str]] = field(default_factory=list)
-    #: (time, tokens) of the side lines LLM agents write before each action (``{"tokens": N, ...}``), by their
-    #: place among those lines.
+    #: (time, tokens) of the side lines LLM agents write before each action (``{"tokens": N, ...}``).
     tokens: LineMap[tuple[datetime, int]] = field(default_factory=LineMap)
-    #: lineno -> (action, x, y) that the frame line's ``action_input`` names; only a file with ``acts`` set records
-    #: its actions (in the others every line says RESET, whatever was sent).
+    #: lineno -> (action, x, y) the line's ``action_input`` names; only with ``acts`` set does the file name them.
     actions: LineMap[tuple[int, int | None, int | None]] = field(default_factory=LineMap)
     acts: bool = False
     #: Frame lines after the final scorecard line: answered after the card's close, never counted on it.
@@ -224,7 +223,7 @@ def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
             decoded = _decode_line(body) if body.strip() else None
             if decoded == "not JSON":
                 nxt = next(it, None)
-                cut = _cut(body, nxt)
+                cut = find_cut(body, nxt)
                 if cut is not None and cut.joins_next and nxt is not None and not nxt.endswith(b"\n"):
                     read.truncated_tail = len(raw) + len(nxt)  # its rest is still being written
                     break
@@ -266,13 +265,6 @@ def _decode_line(body: bytes) -> _Line | str:
         return "not JSON"
 
 
-def _cut(body: bytes, nxt: bytes | None) -> Cut | None:
-    rest = nxt.rstrip(b"\r\n") if nxt is not None else None
-    if rest is not None and (not rest.strip() or _decodes(_any, rest)):
-        rest = None  # a line of its own: not the rest of this one
-    return find_cut(body, rest, lambda b: _decodes(_line, b))
-
-
 class _Lines:
     """Each record of a harness recording, in file order, into its :class:`HarnessRead`."""
 
@@ -292,8 +284,7 @@ class _Lines:
         if self.records == 1:
             read.first_bad = isinstance(rec, str) or not _decodes(_line, body)
         if self.pending_final is not None and self.closed is None:
-            # A scorecard-shaped line that was not the last: a side line, unless it is the scorecard the harness
-            # writes at the close ({} or a run's entry) and frame lines follow it (below).
+            # A scorecard-shaped line that was not the last: a side line, unless it closed the card (below).
             if _closes(self.pending_final[1]):
                 self.closed = self.pending_final
             self.pending_final = None
@@ -447,8 +438,7 @@ def sniff(path: Path) -> str:
                 framedata = 0 <= fpos < spos and not _NAMED_ACTION.search(d[spos:])
                 return "harness" if harness_name or framedata else "toolkit"
     if records == 0:
-        # Nothing in it is JSON: no recording at all. An empty file, and a first record still being written (one
-        # line, no newline yet), are left to the reader, which says so.
+        # No recording at all, unless empty or its first record is still being written (the reader says so).
         with open(path, "rb") as f:
             head = f.read(1 << 16)
         writing = head.lstrip().startswith(b'{"timestamp"') and b"\n" not in head

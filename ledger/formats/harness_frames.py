@@ -21,8 +21,7 @@ class FrameClassification:
     choices: LineMap[tuple[int, int | None, int | None]] = field(default_factory=LineMap)
     undecided: LineSet = field(default_factory=LineSet)
     unreproduced: list[int] = field(default_factory=list)
-    #: lineno -> the actions a game-action line could answer (0: a level RESET) when the frames leave it open;
-    #: its choice is the first of them.
+    #: lineno -> the actions (0: a level RESET) a line could answer when the frames leave it open, its choice first.
     candidates: LineMap[list[int]] = field(default_factory=lambda: LineMap(key=tuple))
 
 

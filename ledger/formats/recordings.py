@@ -34,6 +34,7 @@ import msgspec
 
 from ledger.domain.events import RecordingImported, SkippedLine, State
 from ledger.domain.translator import Observation
+from ledger.formats.harness import ACTION_NAMES
 from ledger.formats.import_problems import FATAL_KINDS as FATAL_KINDS  # re-exported
 from ledger.formats.import_problems import SKIP_REASONS, Problem, ProblemKind
 from ledger.formats.import_problems import STRICT_KINDS as STRICT_KINDS  # re-exported
@@ -191,8 +192,6 @@ def feed_lines(
 
 #: Bad lines listed per file (the rest are counted).
 MAX_LISTED = 10
-
-ACTION_IDS = {"RESET": 0, **{f"ACTION{i}": i for i in range(1, 8)}}
 
 #: msgspec.Raw cannot be optional: an absent value reads as JSON null.
 _NULL = msgspec.Raw(b"null")
@@ -406,7 +405,7 @@ class _FileReader:
         if ai is None:
             action = -1
         else:
-            action = ACTION_IDS.get(ai.id)  # type: ignore[arg-type]
+            action = ACTION_NAMES.get(ai.id)  # type: ignore[arg-type]
             if action is None:
                 aid = ai.id
                 if type(aid) is not int or not 0 <= aid <= 7:

@@ -53,18 +53,11 @@ _OPTION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 How = Literal["folder", "option", "ledger", "harness", "unproven"]
 
-LAYOUT_HINT = (
-    "put each run's files in a folder named by its card id, as the toolkit writes them "
-    "(<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl), or name the card with --card-id ID (one run at a time)"
-)
-
 
 @dataclass(slots=True)
 class CardPlan:
     files: list[Path]
     how: How
-    #: The name the files came under (a folder's), when the card id is another.
-    found_as: str | None = None
 
 
 @dataclass(slots=True)
@@ -108,8 +101,8 @@ def plan_cards(found: Found, index: GuidIndex, card_id: str | None, problems: li
                 f"--card-id names one card, and the paths hold {len(cards)} ({', '.join(sorted(cards))}): "
                 "import one run at a time"
             )
-        ((name, files),) = cards.items()
-        return {card_id: CardPlan(files, "option", name)}
+        (files,) = cards.values()
+        return {card_id: CardPlan(files, "option")}
     out: dict[str, CardPlan] = {}
     for name, files in cards.items():
         if all(getattr(found.readers.get(f), "decides", None) == "frames" for f in files):
@@ -126,7 +119,7 @@ def plan_cards(found: Found, index: GuidIndex, card_id: str | None, problems: li
                 if owner not in out:
                     msg = f"card {owner} found by its plays' guids in the ledger (the folder {name!r} names no card)"
                     problems.append(Problem(str(f.parent), None, "harness", msg))
-                out.setdefault(owner, CardPlan([], "ledger", name)).files.append(f)
+                out.setdefault(owner, CardPlan([], "ledger")).files.append(f)
     return out
 
 
@@ -139,7 +132,8 @@ def _owner_of(f: Path, index: GuidIndex) -> str | None:
 def unproven_message(plan: CardPlan, name: str) -> str:
     return (
         f"cannot tell which card these recordings are: the folder name {name!r} is no card id and none of their "
-        f"plays is in the ledger; {LAYOUT_HINT}"
+        "plays is in the ledger; put each run's files in a folder named by its card id, as the toolkit writes them "
+        "(<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl), or name the card with --card-id ID (one run at a time)"
     )
 
 
@@ -154,10 +148,10 @@ def compare_with_held(
     obs: Iterable[tuple[int | None, Observation]],
     *,
     where: str,
-    first_play: Callable[[CardState, CardOpened, Observation], list[AnyEvent]] | None,
-    resets: bool,
     result: CardResult,
     problems: list[Problem],
+    first_play: Callable[[CardState, CardOpened, Observation], list[AnyEvent]] | None = None,
+    resets: bool = True,
 ) -> None:
     """Compare the card ``obs`` make with the held card; set ``result`` ("same card", or "differs", exit 1). Lines
     after the held card's close are left out and reported: the server counted nothing after it.
@@ -229,8 +223,7 @@ class CardResult:
     exit_code: int = 0
     #: ``toolkit`` or ``harness`` (ARC-AGI-3-Agents recordings, whose actions are inferred).
     format: str = "toolkit"
-    #: Harness imports: actions recovered, lines that could also have been a level RESET, lines no action
-    #: reproduces (skipped), and whether resets are known (the game's code was given).
+    #: Harness imports: actions recovered, lines that could also have been a level RESET, lines skipped.
     inferred: int = 0
     undecided: int = 0
     unreproduced: int = 0
@@ -239,9 +232,11 @@ class CardResult:
     recorded: int = 0
     #: --environments gave baselines to a card imported without them.
     baselines_attached: bool = False
-    #: Lines after a play's end (GAME_OVER or WIN, no RESET since): kept, but neither the toolkit nor the server
-    #: counts them.
+    #: Lines after a play's end (no RESET since): kept, but neither the toolkit nor the server counts them.
     not_counted: int = 0
+
+    def refuse(self, exit_code: int, error: str) -> None:
+        self.status, self.exit_code, self.error = "not imported", exit_code, error
 
 
 @dataclass(slots=True)
@@ -364,17 +359,12 @@ def attach_baselines(ledger: Ledger, existing: Existing, baselines: Baselines, r
     card = existing.card
     if baselines.entries is None or card.baselines_id is not None or not card.closed:
         return
-    set_id, _ = baselines.for_new_card()
+    set_id, bmap = baselines.for_new_card()
     assert set_id is not None
     ts = card.closed_at or card.last_ts or datetime.now(UTC)
-    out: list[AnyEvent] = [CardReopened(ts=ts), BaselinesAttached(ts=ts, baselines_id=set_id)]
+    out: list[AnyEvent] = []
     version = card.events
-    for e in out:
-        apply(card, e)
-    doc = score_card(card, ledger.card_baselines(card))
-    closed = CardClosed(ts=ts, reason="end_of_import", document_sha256=document.sha256(doc))
-    apply(card, closed)
-    out.append(closed)
+    close_import(card, bmap, ts, [CardReopened(ts=ts), BaselinesAttached(ts=ts, baselines_id=set_id)], out)
     # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
     ledger.append_card(card.card_id, out, version, state=card)
     result.status, result.baselines_attached, result.events = "updated", True, len(out)
@@ -393,8 +383,7 @@ class ImportOptions:
     strict: bool = False
     progress: Callable[[int], None] | None = None
     allow_repeats: bool = False
-    #: Benchmarking run folders the user named (resolved): one the import of its recording does not use is an
-    #: error (exit 2), not a note.
+    #: Run folders the user named (resolved): one its recording's import does not use is an error, not a note.
     named_runs: frozenset[Path] = frozenset()
 
 

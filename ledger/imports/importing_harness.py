@@ -124,8 +124,7 @@ def cross_check(read: HarnessRead, doc: Any, method: str, problems: list[Problem
         problems.append(Problem(str(read.path), read.final_lineno, "harness", "its final scorecard line agrees"))
 
 
-#: Lines one FramesNoted or ActionsInferred event lists at most: a long recording's are split over several events
-#: (never all held, nor all in one row).
+#: Lines one FramesNoted or ActionsInferred event lists at most (a long recording's are never all held).
 EVENT_LINES = 4096
 _DIGESTS_KEPT = 4096
 
@@ -283,26 +282,18 @@ class _ReadyFile:
     usage: RunUsage | None = None
 
 
-def _prepare(
-    ledger: Ledger,
-    result: CardResult,
-    path: Path,
-    strict: bool,
-    progress: Callable[[int], None] | None,
-    problems: list[Problem],
-    allow_repeats: bool,
-) -> _ReadyFile | None:
+def _prepare(opts: ImportOptions, result: CardResult, path: Path, problems: list[Problem]) -> _ReadyFile | None:
     """Refusals first (captured live, rewritten, unreadable, bad input under --strict); None when refused."""
     name = parse_name(path.name)
     assert name is not None
-    existing = load_existing(ledger, result.card_id)
+    existing = load_existing(opts.ledger, result.card_id)
     size = path.stat().st_size if path.exists() else 0
-    if progress is not None:
-        progress(size)
+    if opts.progress is not None:
+        opts.progress(size)
     if existing is not None and not existing.imported:
         msg = f"card {result.card_id} is in the ledger from live capture: not imported (its actions would count twice)"
         problems.append(Problem(str(path), None, "captured_live", msg))
-        result.status, result.error, result.exit_code = "not imported", msg, 1
+        result.refuse(1, msg)
         return None
     since = existing.progress.get(path.name) if existing is not None else None
     try:
@@ -310,46 +301,40 @@ def _prepare(
         read = read_harness(path, name) if why is None else None
     except OSError as e:
         problems.append(Problem(str(path), None, "unreadable", f"cannot read: {e.strerror or e}"))
-        result.status, result.error, result.exit_code = "not imported", f"{path}: cannot read", 1
+        result.refuse(1, f"{path}: cannot read")
         return None
     if why is not None or read is None:
         msg = f"{why}: it was rewritten, not imported"
         problems.append(Problem(str(path), None, "rewritten", msg))
-        result.status, result.error, result.exit_code = "not imported", f"{path}: {msg}", 1
+        result.refuse(1, f"{path}: {msg}")
         return None
     done = since.lines if since is not None else 0
     n_bad = len(read.skipped)
     why = not_a_recording(read.first_bad, n_bad, read.lines - n_bad - read.blank_lines)
     if why is not None:
         problems.append(Problem(str(path), None, "not_a_recording", f"not a recording: {why}"))
-        result.status, result.exit_code = "not imported", 2
-        result.error = f"{path}: not a recording: {why}: nothing of it imported"
+        result.refuse(2, f"{path}: not a recording: {why}: nothing of it imported")
         return None
     guids = sorted({f.guid for f in read.frames if f.guid})
     if len(guids) > 1:
         # One agent plays one environment: its guid never changes, so two guids are recordings put together.
         msg = f"holds the frames of {len(guids)} plays ({', '.join(guids[:3])}): several recordings put together"
         problems.append(Problem(str(path), None, "several_plays", f"{msg}; split it"))
-        result.status, result.exit_code = "not imported", 2
-        result.error = f"{msg}: nothing of it imported"
+        result.refuse(2, f"{msg}: nothing of it imported")
         return None
     result.format = "harness"
     order = [o for o in read.order if o[0] > done]
     for ln, kind, msg in order[:MAX_LISTED]:
         problems.append(Problem(str(path), ln, kind, f"{msg}: no recorder writes it"))  # type: ignore[arg-type]
-    if order and not allow_repeats:
+    if order and not opts.allow_repeats:
         ln, _, msg = order[0]
-        result.status, result.exit_code = "not imported", 2
-        result.error = (
-            f"{path}:{ln}: {msg} ({len(order)} such line(s)): nothing of it imported; "
-            "--allow-repeats imports the lines as they are"
-        )
+        where = f"{path}:{ln}: {msg} ({len(order)} such line(s))"
+        result.refuse(2, f"{where}: nothing of it imported; --allow-repeats imports the lines as they are")
         return None
     report_read(read, done, problems, result)
     bad = [ln for ln, _ in read.impossible if ln > done] + [s.line for s in read.skipped if s.line > done]
-    if strict and bad:
-        result.status, result.exit_code = "not imported", 2
-        result.error = f"{len(bad)} problem(s) in its recording (--strict): nothing of this card imported"
+    if opts.strict and bad:
+        result.refuse(2, f"{len(bad)} problem(s) in its recording (--strict): nothing of this card imported")
         return None
     if since is not None and read.end <= since.offset:
         result.status = "already imported"
@@ -361,15 +346,14 @@ def _import_once(
 ) -> tuple[CardResult, int]:
     ledger, baselines, index = opts.ledger, opts.baselines, opts.index
     result = CardResult(card_id, "nothing to import", 1)
-    prep = _prepare(ledger, result, path, opts.strict, opts.progress, problems, opts.allow_repeats)
+    prep = _prepare(opts, result, path, problems)
     if prep is None:
         return result, 0 if result.exit_code == 1 else (path.stat().st_size if path.exists() else 0)
     read, done = prep.read, prep.done
     steps, prep.run_dir, why_named = _steps_for(path, read, problems, opts.named_runs, opts.strict)
     if why_named is not None:
         problems.append(Problem(str(path), None, "run_not_used", why_named))
-        result.status, result.exit_code = "not imported", 2
-        result.error = f"{why_named}: nothing of it imported"
+        result.refuse(2, f"{why_named}: nothing of it imported")
         return result, prep.size
     if prep.run_dir is not None and read.frames:
         usage = run_usage(prep.run_dir, read.frames, steps, read.frames[-1].ts, problems)

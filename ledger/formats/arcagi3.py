@@ -1,16 +1,8 @@
-"""The files joinplank/arc-agi-3-benchmarking (package ``arcagi3``, a REST client) writes of a run: the built-in
-reader behind the same interface as the plugins (:mod:`ledger.formats.readers`).
-
-That harness plays through the REST API (``ledger serve`` captures its cards), so its files decide no action: they
-hold the run's usage, which they give to the card they name.
-
-- the results JSON, ``{save_results_dir}/{game_id}_{config}_{timestamp}.json`` (``GameResult.model_dump``):
-  ``card_id``, ``game_id``, ``config`` (the models.yml entry), ``usage`` and ``total_cost``;
-- ``.checkpoint/<card_id>/costs.json``: ``{"total_cost": {...}, "total_usage": {...}}``, with ``card_id``,
-  ``config`` and ``game_id`` in ``metadata.json`` beside it.
-
-Both are snapshots of one running total, so every file of a card gives the same run (``run_id``
-``arcagi3:<card_id>``): the import keeps the latest snapshot, never a sum.
+"""The results JSON (``{game_id}_{config}_{timestamp}.json``) and ``.checkpoint/<card_id>/costs.json`` (its card
+and model in ``metadata.json`` beside it) that joinplank/arc-agi-3-benchmarking writes: a built-in reader behind the
+plugins' interface. That harness plays through the REST API (``ledger serve`` captures its cards), so its files
+decide no action: they give the run's usage to the card they name. Each is a snapshot of one running total, so every
+file of a card gives the same run (``arcagi3:<card_id>``): the import keeps the latest snapshot, never a sum.
 """
 
 from __future__ import annotations

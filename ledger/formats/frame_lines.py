@@ -1,8 +1,6 @@
-"""A harness recording's frame lines, and what an import finds for each line, as the import holds them.
-
-A recording is re-simulated from its start and its card written once it is read, so all of it is kept until then:
-in chunks (:class:`Spill`), memory holding the chunk being filled and the last ones read, the rest in a temporary
-file. A recording shorter than one chunk never touches the disk.
+"""A harness recording's frame lines, and what an import finds for each line: all kept until the card is written
+(it is re-simulated from its start), in chunks (:class:`Spill`) of which memory holds the one being filled and the
+last ones read, the rest in a temporary file.
 """
 
 from __future__ import annotations

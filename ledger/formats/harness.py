@@ -1,23 +1,18 @@
-"""Reading the ARC-AGI-3-Agents harness's recordings (also vendored by arc-agi-3-benchmarking); this module only
-reads, :mod:`ledger.resim.harness_search` recovers the actions.
+"""Reading the ARC-AGI-3-Agents harness's recordings (also vendored by arc-agi-3-benchmarking).
 
-``{RECORDINGS_DIR}/{game_id}.{agent_name}.{uuid}.recording.jsonl``: the agent name may hold dots, the uuid is the
-recorder's, not the game's guid. Each line is ``{"timestamp", "data"}``, ``data`` one of: a frame line
-(``FrameData.model_dump``; ``score``/``win_score`` in older files); a side line (what LLM templates record between
-frames: skipped, counted); last, ``scorecard.get(game_id)``, written once the card is closed (a frame line after it
-was not counted on the card). ARC-AGI-3-Agents (and arc-agi-3-benchmarking before 1f4a8cc) does not copy
-``action_input``, so every line says RESET whatever was sent; from 1f4a8cc on each line names its action, which
-shows in the lines, not the name. The answer to the RESET inside ``Arcade.make`` is recorded by neither.
+``{game_id}.{agent_name}.{uuid}.recording.jsonl`` (the uuid is the recorder's): ``{"timestamp", "data"}`` lines,
+each a frame (``FrameData.model_dump``), a side line LLM templates write (skipped, counted) or, last, the
+``scorecard.get(game_id)`` written at the card's close (a frame line after it was not counted). Before
+arc-agi-3-benchmarking 1f4a8cc no line names the action sent (each says RESET); from it on each does. The answer to
+``Arcade.make``'s RESET is in no file.
 
-**Cut lines.** The harness writes each record with ``json.dump`` through a buffered file, and on Ctrl-C its signal
-handler, in another thread, appends the final scorecard line whole. Landing between two writes of a long frame
-line, it leaves::
+**Cut lines.** On Ctrl-C the harness's signal handler appends the final scorecard line from another thread, which
+can land between two buffered writes of a long frame line::
 
     {"timestamp": "T1", "data": {"game_id": ..., "frame": [[[0, 5, {"timestamp": "T2", "data": {}}
     5, 0]]], "state": ...}}
 
-(or both on one line, from a writer that adds no newline). :func:`find_cut` recovers both records only when the bytes
-decide it: exactly one split leaves one complete inserted object and a whole record around it.
+:func:`find_cut` recovers both records only when exactly one split leaves a whole record around a whole object.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""One interface for every file format ``ledger import`` reads, and the readers other packages add through the
-entry point group ``ledger.readers`` (docs/import.md has a whole example).
-
-A reader is a class (instantiated without arguments) or an object with ``name``, ``reads(path)`` and ``read(path)``
-returning what the file decides for each card (:class:`Decided`); the ledger does the rest as for its own formats.
-The ledger's recordings are :class:`Streamed` instead: a recording of 200,000 lines is read line by line by the
-import, never held as a list of answers.
+"""The interface of every file format ``ledger import`` reads, and the readers other packages add through the entry
+point group ``ledger.readers`` (docs/import.md): a class or object with ``name``, ``reads(path)`` and ``read(path)``
+returning what the file decides for each card. The ledger's recordings are :class:`Streamed` instead: a recording
+of 200,000 lines is read line by line, never held as a list of answers.
 """
 
 from __future__ import annotations

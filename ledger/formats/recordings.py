@@ -1,20 +1,11 @@
-"""Reading the toolkit's JSONL recordings: each line as an Observation.
+"""Reading the toolkit's JSONL recordings (``<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl``): each line as an
+Observation. Only complete lines are consumed (a last line without a newline waits for a later import unless it is
+a whole record).
 
-Layout (``arc_agi/wrapper.py``): ``<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl``, one file per game
-instance; each line is ``{"timestamp": ..., "data": {game_id, state, levels_completed, win_levels, action_input,
-guid, full_reset, available_actions, frame?}}``, written with ``json.dump`` before the toolkit updates its scorecard.
-
-Only complete lines are consumed: a last line without a newline is left for a later import unless it is a whole
-record. The frame is the last key the toolkit writes, so the fast path decodes only the bytes before ``, "frame": ``
-(checking the frame holds no ``"`` and the line ends with ``}}``) and reads only whether the frame is ``[]``; any
-other line is decoded whole, with the same result. Lines longer than :data:`MAX_LINE` are streamed, keeping only
-their head.
-
-The toolkit scores only an answer with a non-empty frame; arcengine answers an action sent after GAME_OVER or WIN
-with an empty one. Without frame data (``include_frame_data=False``) that is inferred from the previous line.
-
-sha256 at about 1 GB/s costs as much as the Python parse, and ``hashlib`` releases the GIL on large buffers, so
-:class:`BackgroundHash` hashes the blocks on another core while they are parsed.
+The frame is the last key the toolkit writes, so the fast path decodes only the bytes before ``, "frame": `` and
+reads only whether the frame is ``[]``; any other line is decoded whole, with the same result. Lines longer than
+:data:`MAX_LINE` are streamed, keeping only their head. sha256 costs as much as the parse, and ``hashlib`` releases
+the GIL: :class:`BackgroundHash` hashes the blocks on another core while they are parsed.
 """
 
 from __future__ import annotations
@@ -40,6 +31,14 @@ from ledger.formats.import_problems import SKIP_REASONS, Problem, ProblemKind
 from ledger.formats.import_problems import STRICT_KINDS as STRICT_KINDS  # re-exported
 from ledger.toolkit.observation import click_xy
 
+#: Bytes read at a time: small enough that a block is still in the CPU cache when its lines are scanned.
+BLOCK = 1 << 18
+#: A line longer than this is streamed (only its first MAX_HEAD bytes are kept).
+MAX_LINE = 1 << 24
+MAX_HEAD = 1 << 20
+FRAME_KEY = b', "frame": '
+#: Bytes before a file's import offset whose hash tells a rewritten file from a grown one.
+TAIL = 4096
 #: Blocks waiting to be hashed at most (memory stays at a few MB if hashing falls behind).
 _PENDING = 32
 
@@ -75,31 +74,23 @@ class BackgroundHash:
         return self.digest
 
 
-def hash_range(f: Any, start: int, end: int, digest: Any, block: int) -> None:
-    f.seek(start)
-    left = end - start
+def hash_prefix(f: Any, end: int, digest: Any) -> None:
+    """Feed ``digest`` the first ``end`` bytes of the open file ``f``."""
+    f.seek(0)
+    left = end
     while left > 0:
-        chunk = f.read(min(left, block))
+        chunk = f.read(min(left, BLOCK))
         if not chunk:
             break
         digest.update(chunk)
         left -= len(chunk)
 
 
-def tail_hash(f: Any, end: int, tail: int) -> str:
-    start = max(0, end - tail)
+def tail_hash(f: Any, end: int) -> str:
+    """The sha256 of the TAIL bytes before ``end``: how a grown file is told from a new one."""
+    start = max(0, end - TAIL)
     f.seek(start)
     return hashlib.sha256(f.read(end - start)).hexdigest()
-
-
-#: Bytes read at a time: small enough that a block is still in the CPU cache when its lines are scanned.
-BLOCK = 1 << 18
-#: A line longer than this is streamed (only its first MAX_HEAD bytes are kept).
-MAX_LINE = 1 << 24
-MAX_HEAD = 1 << 20
-FRAME_KEY = b', "frame": '
-#: Bytes before a file's import offset whose hash tells a rewritten file from a grown one.
-TAIL = 4096
 
 
 class LongLine:
@@ -133,14 +124,14 @@ def check_continues(f: Any, since: RecordingImported, digest: Any) -> None:
         raise RewrittenError(f"is {size} bytes, shorter than the {start} bytes already imported")
     if since.prefix_sha256 is not None:
         # Every imported byte is compared, not only the last ones: one action changed on line 9 is found.
-        hash_range(f, 0, start, digest, BLOCK)
+        hash_prefix(f, start, digest)
         if digest.hexdigest() != since.prefix_sha256:
             raise RewrittenError(f"changed in the {start} bytes already imported")
-    elif tail_hash(f, start, TAIL) != since.tail_sha256:
+    elif tail_hash(f, start) != since.tail_sha256:
         raise RewrittenError(f"changed in the {min(start, TAIL)} bytes before byte {start} already imported")
     else:
         # Imported before whole-prefix hashes were kept: from now on the whole prefix is hashed.
-        hash_range(f, 0, start, digest, BLOCK)
+        hash_prefix(f, start, digest)
 
 
 def feed_lines(
@@ -347,19 +338,17 @@ class _FileReader:
         try:
             rec = _line_decoder.decode(data)
         except (msgspec.DecodeError, RecursionError):
-            rec = None
-        if rec is not None:
-            self.lineno += 1
-            self._record(rec)
-            return True
-        if data.lstrip().startswith(b"{"):
-            self.truncated(len(data))
-        else:
-            self.problems.append(
-                Problem(str(self.path), self.lineno + 1, "not_json", "not JSON (last line, no newline)")
-            )
-            self.reasons["not_json"] += 1
-        return False
+            if data.lstrip().startswith(b"{"):
+                self.truncated(len(data))
+            else:
+                self.problems.append(
+                    Problem(str(self.path), self.lineno + 1, "not_json", "not JSON (last line, no newline)")
+                )
+                self.reasons["not_json"] += 1
+            return False
+        self.lineno += 1
+        self._record(rec)
+        return True
 
     def truncated(self, size: int) -> None:
         msg = f"truncated last line ({size} bytes, no newline): skipped"
@@ -528,11 +517,11 @@ def read_recording(
         elif carry and reader.fragment(carry):
             consumed += len(carry)
         reader.finish()
-        tail = tail_hash(f, consumed, TAIL) if consumed != start or since is None else since.tail_sha256
+        tail = tail_hash(f, consumed) if consumed != start or since is None else since.tail_sha256
         if consumed != start + read:
             # The last line is left for later: hash exactly what was consumed.
             digest = hashlib.sha256()
-            hash_range(f, 0, consumed, digest, BLOCK)
+            hash_prefix(f, consumed, digest)
         prefix = digest.hexdigest()
     return FileRead(
         path=p,

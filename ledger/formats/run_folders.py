@@ -1,15 +1,11 @@
-"""arc-agi-3-benchmarking's run folders: ``run_meta.json`` (run id, model, usage and cost, start and end) and per step
-``step_NNN.json`` (``parsed_action``, ``usage``), the action the agent chose, written just before it was sent. Key
-names vary between its versions, so each figure is read from the first key that holds it.
+"""arc-agi-3-benchmarking's run folders: ``run_meta.json`` (run id, model, usage, times) and ``step_NNN.json`` (the
+action the agent chose, written just before it was sent, and its usage). Key names vary between its versions: each
+figure is read from the first key that holds it.
 
-**Which folder is the recording's** (:func:`match_run_folder`). A run folder (``{agent_name}.{run_id}/``) and the
-recording are written by the same agent, but their names need not agree (the model config's id in the agent name has
-been spelled differently between versions; the recording's uuid is the recorder's). So a folder is matched by what
-it says: its ``run_meta.json`` names the recording's game and its own run id; every step written while the recording
-was being written answers a frame line; and where the recording holds the token lines LLM agents write before each
-model call, each matched step's token count is the sum of those written since the frame line before. Exactly one
-folder passing all of these is used; a folder of the same game that fails (or a second one that passes) is named
-with why.
+A folder's name and its recording's need not agree (the agent name's model id has been spelled differently between
+versions), so :func:`match_run_folder` matches by what the folder says: its game and run id, its steps' times
+against the frame lines, and their token counts against the recording's token lines. Exactly one folder passing
+is used; the others of the game are named with why.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """What the importers share: one card's result, the card as the ledger holds it, the baseline set new cards are
 stored with, and how an import closes the card.
 
-**Which card** each group of recordings is comes from what proves it, never from a name alone: a toolkit recording's
-folder named like a card id (the toolkit writes ``<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl``), the lines'
-play guids the ledger already holds, or ``--card-id``; a folder of any other name (``Downloads``) proves nothing. A
-harness recording is a card of its own, named by the recorder's uuid in its file name.
-
-**Plays held already** (captured live, or imported from other files) are found by their guids and compared with the
-card that holds them, never written as a second card of the same run.
+A card id comes only from what proves it, never from a name alone: a folder named like a card id (as the toolkit
+writes), the play guids the ledger holds already, ``--card-id``, or a harness recording's uuid. Plays held already
+are compared with the card that holds them, never written as a second card of the same run.
 """
 
 from __future__ import annotations

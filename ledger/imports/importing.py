@@ -1,13 +1,9 @@
 """Import the toolkit's JSONL recordings: every line goes through the same translator as live capture.
 
-A card's files are merged in timestamp order (ties keep file-name order). A new card gets ``CardOpened`` at its first
-timestamp (with the baseline set of ``environments`` when given), then the events with the recordings' own
-timestamps, one ``RecordingImported`` per file read, and ``CardClosed(end_of_import)`` at its last timestamp: one
-``Ledger.append_card``, one transaction per card, so a killed import loses only the card it was in.
-
-``RecordingImported`` records how far each file was read and the sha256 of every byte consumed: importing the same
-files again adds nothing, a file that grew is read from where the last import stopped (the card reopened: the log is
-append-only, so new lines come after everything already stored), and a file changed before its offset is refused.
+A card's files are merged in timestamp order and written in one transaction (``CardOpened`` or ``CardReopened``,
+the lines' events, a ``RecordingImported`` per file, ``CardClosed(end_of_import)``). ``RecordingImported`` keeps how
+far each file was read and the sha256 of every byte consumed: the same files again add nothing, a grown file is read
+from where the last import stopped, and a file changed before its offset is refused.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Importing one ARC-AGI-3-Agents harness recording as one card (see :mod:`ledger.formats.harness`).
-
-The card id is the uuid in the file name, the agent name its tag. The answer to ``Arcade.make``'s RESET is not in
-the file, so the card starts with that play. Each frame line's action is recovered (with the game's code from
-``--environments``, else from the frames alone), then the line goes through the same translator as every other
-import. A grown file is re-simulated from its start (the game's state depends on every earlier line) and only lines
-after the import offset add events.
+"""Importing one ARC-AGI-3-Agents harness recording as one card (the uuid in its name; the agent its tag). The card
+starts with the play of ``Arcade.make``'s unrecorded RESET; each frame line's action is recovered (with the game's
+code from ``--environments``, else from the frames alone). A grown file is re-simulated from its start (the game's
+state depends on every earlier line) and only its new lines add events.
 """
 
 from __future__ import annotations
@@ -39,7 +36,7 @@ from ledger.domain.translator import Observation, translate
 from ledger.formats.frame_lines import FrameLine, LineSet
 from ledger.formats.harness import HarnessRead, parse_name, read_harness
 from ledger.formats.harness_frames import classify_from_frames, from_recorded
-from ledger.formats.recordings import MAX_LISTED, TAIL, Problem, RewrittenError, check_continues, tail_hash
+from ledger.formats.recordings import MAX_LISTED, Problem, RewrittenError, check_continues, tail_hash
 from ledger.formats.run_folders import Step, match_run_folder, read_run_meta
 from ledger.imports.import_cards import (
     Baselines,
@@ -261,15 +258,6 @@ def _digest(line: FrameLine, digests: dict[bytes, str]) -> str:
     return d
 
 
-def _check_rewritten(path: Path, since: RecordingImported) -> str | None:
-    with open(path, "rb") as f:
-        try:
-            check_continues(f, since, hashlib.sha256())
-        except RewrittenError as e:
-            return str(e)
-    return None
-
-
 @dataclass(slots=True)
 class _ReadyFile:
     """A harness file read and checked, ready to import from line ``done`` on."""
@@ -297,14 +285,16 @@ def _prepare(opts: ImportOptions, result: CardResult, path: Path, problems: list
         return None
     since = existing.progress.get(path.name) if existing is not None else None
     try:
-        why = _check_rewritten(path, since) if since is not None else None
-        read = read_harness(path, name) if why is None else None
+        if since is not None:
+            with open(path, "rb") as f:
+                check_continues(f, since, hashlib.sha256())
+        read = read_harness(path, name)
     except OSError as e:
         problems.append(Problem(str(path), None, "unreadable", f"cannot read: {e.strerror or e}"))
         result.refuse(1, f"{path}: cannot read")
         return None
-    if why is not None or read is None:
-        msg = f"{why}: it was rewritten, not imported"
+    except RewrittenError as e:
+        msg = f"{e}: it was rewritten, not imported"
         problems.append(Problem(str(path), None, "rewritten", msg))
         result.refuse(1, f"{path}: {msg}")
         return None
@@ -518,7 +508,7 @@ def _facts(
         yield FramesNoted(ts=ts, file=name, digests=noted)
     yield from _inferred(ts, name, method, inferred, *decided)
     with open(read.path, "rb") as f:
-        tail = tail_hash(f, read.end, TAIL)  # how a grown file is told from a new one
+        tail = tail_hash(f, read.end)
     yield RecordingImported(
         ts=ts,
         file=name,

@@ -159,7 +159,6 @@ class _Action(msgspec.Struct):
     data: dict[str, Any] | None = None
 
 
-# A harness frame line's data under the harness's own names; alike only in shape to the ledger's structs.
 class _Data(msgspec.Struct):
     frame: msgspec.Raw
     state: str

@@ -508,7 +508,7 @@ def read_recording(
             p, since.lines if since is not None else 0, since.game_state if since is not None else None
         )
         f.seek(start)
-        with BackgroundHash(digest) as hasher:  # sha256 on another core while this one parses
+        with BackgroundHash(digest) as hasher:
             read, carry, long = feed_lines(f, reader, hasher, progress)
         # Everything read is consumed but the last line when it has no newline.
         consumed = start + read - len(carry) - (long.length if long is not None else 0)

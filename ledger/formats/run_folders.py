@@ -205,7 +205,6 @@ def usage_of(d: Any) -> Usage:
     return u
 
 
-#: The figures of a :class:`Usage`.
 FIGURES = (
     *("input_tokens", "output_tokens", "total_tokens", "cost"),
     *("cached_tokens", "reasoning_tokens", "cache_write_tokens"),

@@ -104,14 +104,8 @@ def _one(opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: 
     target = held or (d.card_id if existing is not None else None)
     if target is not None:
         if held is not None:
-            compare_with_held(
-                ledger,
-                held,
-                ((None, o) for o in _observations(d.answers)),
-                where=str(path),
-                result=result,
-                problems=problems,
-            )
+            obs = ((None, o) for o in _observations(d.answers))
+            compare_with_held(ledger, held, obs, where=str(path), result=result, problems=problems)
         else:
             result.status = "already imported"
         if usage is not None and result.status != "differs":

@@ -372,15 +372,11 @@ def _import_once(
     # One guid a recording (_prepare refuses more): the first observation's is every one's.
     held = held_elsewhere(index, [first] if first is not None else [], card_id)
     if held is not None:
+        obs = ((f.lineno, o) for f, o in _observations(read.frames, choices, done))
+        first_play = _first_play if prep.existing is None else None
+        resets = known and not undecided  # an undecided line may have been a RESET
         compare_with_held(
-            ledger,
-            held,
-            ((f.lineno, o) for f, o in _observations(read.frames, choices, done)),
-            where=str(path),
-            first_play=_first_play if prep.existing is None else None,
-            resets=known and not undecided,  # an undecided line may have been a RESET
-            result=result,
-            problems=problems,
+            ledger, held, obs, where=str(path), result=result, problems=problems, first_play=first_play, resets=resets
         )
         if result.status == "same card" and prep.usage is not None:
             attach_usage(ledger, held, prep.usage, str(prep.run_dir), problems)

@@ -85,9 +85,8 @@ def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> Found:
             f.name.encode("utf-8")
         except UnicodeEncodeError:
             shown = os.fsencode(f).decode("utf-8", "backslashreplace")
-            found.problems.append(
-                Problem(shown, None, "bad_name", "the card folder or file name is not UTF-8: skipped")
-            )
+            msg = "the card folder or file name is not UTF-8: skipped"
+            found.problems.append(Problem(shown, None, "bad_name", msg))
             return
         files = cards.setdefault(card_id, {})
         if f.name in files:

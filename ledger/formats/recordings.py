@@ -341,9 +341,8 @@ class _FileReader:
             if data.lstrip().startswith(b"{"):
                 self.truncated(len(data))
             else:
-                self.problems.append(
-                    Problem(str(self.path), self.lineno + 1, "not_json", "not JSON (last line, no newline)")
-                )
+                msg = "not JSON (last line, no newline)"
+                self.problems.append(Problem(str(self.path), self.lineno + 1, "not_json", msg))
                 self.reasons["not_json"] += 1
             return False
         self.lineno += 1
@@ -377,12 +376,9 @@ class _FileReader:
             self.first_bad = True
         self.bad += 1
         self.reasons[kind] += 1
+        size = len(data) if size is None else size
         # Recorded with the card (LinesSkipped): the hash says which bytes were left out.
-        self.skipped_lines.append(
-            SkippedLine(
-                self.lineno, SKIP_REASONS[kind], hashlib.sha256(data).hexdigest(), len(data) if size is None else size
-            )
-        )
+        self.skipped_lines.append(SkippedLine(self.lineno, SKIP_REASONS[kind], hashlib.sha256(data).hexdigest(), size))
         if self.listed < MAX_LISTED:
             self.listed += 1
             self.problems.append(Problem(str(self.path), self.lineno, kind, message))
@@ -473,13 +469,11 @@ class _FileReader:
     def finish(self) -> None:
         for what, lines in self._mismatch.items():
             more = f" (lines {lines[0]}, +{len(lines) - 1} more)" if len(lines) > 1 else ""
-            self.problems.append(
-                Problem(str(self.path), lines[0], "name_mismatch", f"{what}{more}: imported as the lines say")
-            )
+            msg = f"{what}{more}: imported as the lines say"
+            self.problems.append(Problem(str(self.path), lines[0], "name_mismatch", msg))
         if self.bad > self.listed:
-            self.problems.append(
-                Problem(str(self.path), None, "unlisted", f"{self.bad - self.listed} more bad lines not listed")
-            )
+            msg = f"{self.bad - self.listed} more bad lines not listed"
+            self.problems.append(Problem(str(self.path), None, "unlisted", msg))
 
 
 def _repeat_key(o: Observation, said: bool | None, size: int) -> tuple[object, ...]:

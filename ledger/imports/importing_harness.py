@@ -70,9 +70,8 @@ def report_read(read: HarnessRead, done: int, problems: list[Problem], result: C
     for ln, msg in [c for c in read.cuts if c[0] > done]:
         problems.append(Problem(str(read.path), ln, "cut_line", msg))
     if read.truncated_tail:
-        problems.append(
-            Problem(str(read.path), read.lines + 1, "truncated", "truncated last line (no newline): read next time")
-        )
+        msg = "truncated last line (no newline): read next time"
+        problems.append(Problem(str(read.path), read.lines + 1, "truncated", msg))
     for s in new_skips:
         result.skipped[s.reason] = result.skipped.get(s.reason, 0) + 1
     late = [s for s in read.after_close if s.line > done]
@@ -191,14 +190,8 @@ def _recover(
         rec = recover(read.frames, info, steps, lost=read.lost_frames, tick=tick)
         if rec.error is None:
             if rec.cut:
-                problems.append(
-                    Problem(
-                        str(read.path),
-                        rec.cut[0],
-                        "harness",
-                        f"too many hypotheses from this line on ({len(rec.cut)} lines): the first ones were kept",
-                    )
-                )
+                msg = f"too many hypotheses from this line on ({len(rec.cut)} lines): the first ones were kept"
+                problems.append(Problem(str(read.path), rec.cut[0], "harness", msg))
             return rec.choices, rec.undecided, rec.unreproduced, "resimulated", {}
         problems.append(Problem(str(read.path), None, "harness", f"{rec.error}: actions read from the frames only"))
     cls = classify_from_frames(read.frames, game_id, steps)

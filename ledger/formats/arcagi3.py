@@ -1,18 +1,8 @@
-"""The files joinplank/arc-agi-3-benchmarking (package ``arcagi3``, a REST client) writes of a run: the built-in
-reader behind the same interface as the plugins (:mod:`ledger.formats.readers`).
-
-That harness plays through the REST API (``ledger serve`` captures its cards as they are played), so its files
-decide no action: they hold the run's usage, which they give to the card they name.
-
-- the results JSON, ``{save_results_dir}/{game_id}_{config}_{timestamp}.json``: ``GameResult.model_dump``, with
-  ``card_id``, ``game_id``, ``config`` (the models.yml entry), ``usage`` (``prompt_tokens``,
-  ``completion_tokens``, ``total_tokens``, ``completion_tokens_details``) and ``total_cost`` (``prompt_cost``,
-  ``completion_cost``, ``reasoning_cost``, ``total_cost``), the run's totals over every play of the card;
-- ``.checkpoint/<card_id>/costs.json``: ``{"total_cost": {...}, "total_usage": {...}}``, the same totals as of the
-  checkpoint; its card and model are in ``metadata.json`` beside it (``card_id``, ``config``, ``game_id``).
-
-Both are snapshots of one running total (the agent adds each model call's tokens to it), so every file of a card
-gives the same run (``run_id`` ``arcagi3:<card_id>``): the import keeps the latest snapshot, never a sum.
+"""The results JSON (``{game_id}_{config}_{timestamp}.json``) and ``.checkpoint/<card_id>/costs.json`` (its card
+and model in ``metadata.json`` beside it) that joinplank/arc-agi-3-benchmarking writes: a built-in reader behind the
+plugins' interface. That harness plays through the REST API (``ledger serve`` captures its cards), so its files
+decide no action: they give the run's usage to the card they name. Each is a snapshot of one running total, so every
+file of a card gives the same run (``arcagi3:<card_id>``): the import keeps the latest snapshot, never a sum.
 """
 
 from __future__ import annotations
@@ -29,8 +19,6 @@ MAX_BYTES = 256 << 20
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _RESULT_KEYS = frozenset({"game_id", "config", "usage", "total_cost", "actions", "card_id"})
 _COSTS_KEYS = frozenset({"total_cost", "total_usage"})
-#: What the ledger takes of a results file; the other keys are named as not used.
-_RESULT_USED = _RESULT_KEYS
 _WHY_NOT = {
     "actions": "the per-action records (the card's own actions, with the reasoning the harness sent, are the record)",
     "final_score": "final_score (the card's score is the ledger's)",
@@ -38,42 +26,40 @@ _WHY_NOT = {
 }
 
 
-def run_id(card_id: str) -> str:
-    """The run every file of the harness about ``card_id`` gives (one agent, one running total, per card)."""
-    return f"arcagi3:{card_id}"
-
-
 class Arcagi3Files:
-    """The results JSON and ``costs.json`` of joinplank/arc-agi-3-benchmarking."""
-
     name = "arcagi3"
 
     def reads(self, path: Path) -> bool:
         if path.suffix != ".json":
             return False
-        doc = _load(path)
-        return isinstance(doc, dict) and (doc.keys() >= _RESULT_KEYS or _is_costs(path, doc))
+        doc = json_object(path, MAX_BYTES)
+        return doc is not None and (
+            doc.keys() >= _RESULT_KEYS or (path.name == "costs.json" and doc.keys() == _COSTS_KEYS)
+        )
 
     def read(self, path: Path) -> list[Decided]:
-        doc = _load(path)
-        if not isinstance(doc, dict):
+        doc = json_object(path, MAX_BYTES)
+        if doc is None:
             raise ValueError("not a JSON object")
         if doc.keys() >= _RESULT_KEYS:
             return [_result(path, doc)]
         return [_costs(path, doc)]
 
 
-def _load(path: Path) -> Any:
+def json_object(path: Path, max_bytes: int) -> dict[str, Any] | None:
+    """The file's JSON object; None when it is larger than ``max_bytes``, unreadable or no object (asked of every
+    file: one whose first bytes are no ``{`` is not read further)."""
     try:
-        if path.stat().st_size > MAX_BYTES:
+        if path.stat().st_size > max_bytes:
             return None
-        return json.loads(path.read_bytes())
+        with open(path, "rb") as f:
+            if f.read(64).lstrip()[:1] != b"{":
+                return None
+            f.seek(0)
+            doc = json.loads(f.read())
     except (OSError, ValueError, RecursionError):
         return None
-
-
-def _is_costs(path: Path, doc: dict[str, Any]) -> bool:
-    return path.name == "costs.json" and doc.keys() == _COSTS_KEYS
+    return doc if isinstance(doc, dict) else None
 
 
 def _result(path: Path, doc: dict[str, Any]) -> Decided:
@@ -84,15 +70,14 @@ def _result(path: Path, doc: dict[str, Any]) -> Decided:
     if not isinstance(game, str):
         raise ValueError("its game_id is not a string")
     spent, notes = _spent(card, doc["config"], doc["usage"], doc["total_cost"], "usage", "total_cost")
-    rest = [k for k in doc if k not in _RESULT_USED]
+    rest = [k for k in doc if k not in _RESULT_KEYS]
     if rest:
         notes.append("not used: " + "; ".join(_WHY_NOT.get(k, k) for k in rest))
     return Decided(card_id=card, usage=spent, game_ids=[game], notes=notes)
 
 
 def _costs(path: Path, doc: dict[str, Any]) -> Decided:
-    meta = _load(path.parent / "metadata.json")
-    meta = meta if isinstance(meta, dict) else {}
+    meta = json_object(path.parent / "metadata.json", MAX_BYTES) or {}
     card = meta.get("card_id")
     if not isinstance(card, str) or not card:
         if not _UUID.match(path.parent.name):
@@ -145,7 +130,7 @@ def _spent(card: str, config: Any, usage: Any, cost: Any, usage_key: str, cost_k
         output_tokens=_count(usage, "completion_tokens", usage_key),
         cost=None if total is None else float(total),
         model=config if isinstance(config, str) and config else None,
-        run_id=run_id(card),
+        run_id=f"arcagi3:{card}",
         reasoning_tokens=reasoning,
         other=other or None,
     )

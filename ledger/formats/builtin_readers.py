@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
-from ledger.formats.arcagi3 import Arcagi3Files
+from ledger.formats.arcagi3 import Arcagi3Files, json_object
 from ledger.formats.harness import parse_name, sniff
 from ledger.formats.readers import Decides, Reader, Streamed
 
@@ -70,27 +68,13 @@ class RunFolders:
     decides: Decides = "usage"
 
     def reads(self, path: Path) -> bool:
-        doc = _small_object(path)
+        doc = json_object(path, _RUN_FILE_BYTES)
         return doc is not None and ({"step", "parsed_action"} <= doc.keys() or {"run_id", "game_id"} <= doc.keys())
 
     def card(self, path: Path) -> str | None:
         return None
 
 
-def _small_object(path: Path) -> dict[str, Any] | None:
-    try:
-        if path.stat().st_size > _RUN_FILE_BYTES:
-            return None
-        with open(path, "rb") as f:
-            if f.read(64).lstrip()[:1] != b"{":
-                return None
-            f.seek(0)
-            doc = json.loads(f.read())
-    except (OSError, ValueError, RecursionError):
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
 def builtin() -> list[Reader | Streamed]:
-    """A reader of each format the ledger reads, in the order they are asked."""
+    """In the order they are asked."""
     return [ToolkitRecordings(), HarnessRecordings(), RunFolders(), Arcagi3Files()]

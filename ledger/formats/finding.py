@@ -25,12 +25,9 @@ UNREAD = f"not a recording the ledger reads. It reads: {'; '.join(FORMATS)}"
 
 @dataclass(slots=True)
 class Found:
-    """What the paths hold, as the readers say."""
-
     #: card id -> its recording files, sorted by name.
     cards: dict[str, list[Path]] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
-    #: The reader of each recording file in ``cards``.
     readers: dict[Path, Streamed] = field(default_factory=dict)
     #: Files in ``cards`` that refuse their card, with why.
     refused: dict[Path, str] = field(default_factory=dict)
@@ -68,11 +65,10 @@ class _Asker:
 def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> Found:
     """Every file given, and every file in the folders given and their sub-folders, asked which reader reads it.
 
-    A recording's card is the one its name says (a harness recording's uuid), else its folder's name (a folder of
-    card folders holds one card each). A ``.jsonl`` file no reader reads is kept with its card, which it refuses; a
-    run folder given alone brings the recording of its run beside it. A folder with nothing read among others that
-    have some is skipped with a note (kind ``empty``); raises :class:`ImportInputError` for a path that does not
-    exist, a file given that no reader reads, and when no path holds anything read.
+    A recording's card is the one its name says (a harness recording's uuid), else its folder's name. A ``.jsonl``
+    file no reader reads is kept with its card, which it refuses; a run folder given alone brings the recording of
+    its run beside it. Raises :class:`ImportInputError` for a path that does not exist, a file given that no reader
+    reads, and when no path holds anything read.
     """
     found = Found()
     ask = _Asker()
@@ -89,9 +85,8 @@ def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> Found:
             f.name.encode("utf-8")
         except UnicodeEncodeError:
             shown = os.fsencode(f).decode("utf-8", "backslashreplace")
-            found.problems.append(
-                Problem(shown, None, "bad_name", "the card folder or file name is not UTF-8: skipped")
-            )
+            msg = "the card folder or file name is not UTF-8: skipped"
+            found.problems.append(Problem(shown, None, "bad_name", msg))
             return
         files = cards.setdefault(card_id, {})
         if f.name in files:
@@ -244,7 +239,6 @@ HEAD_LINES = 50
 
 
 def head_guids(path: Path) -> set[str]:
-    """The play guids on the first lines of a recording (empty when none is readable)."""
     out: set[str] = set()
     try:
         with open(path, "rb") as f:

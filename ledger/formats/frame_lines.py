@@ -1,11 +1,6 @@
-"""A harness recording's frame lines, and what an import finds for each line, as the import holds them
-(:mod:`ledger.formats.harness` reads them).
-
-A recording is re-simulated from its start and its card written once it is read, so what is found for each line (the
-line itself, its action, its candidates) is kept until then. Kept in memory it grows with the recording; kept in
-chunks (:class:`Spill`), memory holds the chunk being filled and the last chunks read, whatever the length, and the
-rest waits on disk (about what the recording's frames take compressed). A recording shorter than one chunk never
-touches the disk.
+"""A harness recording's frame lines, and what an import finds for each line: all kept until the card is written
+(it is re-simulated from its start), in chunks (:class:`Spill`) of which memory holds the one being filled and the
+last ones read, the rest in a temporary file.
 """
 
 from __future__ import annotations
@@ -29,8 +24,8 @@ CHUNK = 4096
 
 
 class Spill:
-    """Full chunks, each written once to a temporary file (gone with the spill, or the process) and read back when
-    asked; the last two read are kept. A chunk is any picklable value."""
+    """Full chunks (any picklable value), each written once to a temporary file (gone with the spill, or the
+    process) and read back when asked; the last two read are kept."""
 
     __slots__ = ("_at", "_cache", "_file")
 
@@ -99,8 +94,6 @@ _EMPTY = pack(b"[]")
 
 @dataclass(frozen=True, slots=True)
 class FrameLine:
-    """One frame line of a harness recording (``lineno`` is 1-based)."""
-
     lineno: int
     ts: datetime
     game_id: str
@@ -109,15 +102,13 @@ class FrameLine:
     levels_completed: int
     win_levels: int | None
     full_reset: bool
-    #: The frame's JSON, zlib-compressed: the frames are nearly all of a recording and every line of it is held
-    #: (a 64x64 grid is about 12 kB of JSON, a few hundred bytes compressed). Equal frames compress equally, and the
-    #: lines of one read share one copy of each (an agent's moves into a wall, its GAME_OVERs, repeat frames).
+    #: The frame's JSON, zlib-compressed: a 64x64 grid is about 12 kB of JSON, a few hundred bytes compressed. The
+    #: lines of one read share one copy of each distinct frame (an agent's moves into a wall, its GAME_OVERs).
     packed: bytes
     available_actions: tuple[int, ...]
 
     @property
     def frame(self) -> bytes:
-        """The frame's JSON as recorded (animation grids of rows of colours)."""
         return zlib.decompress(self.packed)
 
     @property
@@ -142,20 +133,17 @@ _NONE = -(1 << 31)  # win_levels not recorded
 
 
 class FrameLines(Sequence[FrameLine]):
-    """A recording's frame lines, in file order, held as columns: a long recording's lines are all kept (it is
-    re-simulated from its start), and a :class:`FrameLine` object for each would cost several times its numbers.
-    Each line is made again when it is read; the values lines repeat (game id, guid, state, available actions,
-    packed frame, time zone) are held once a chunk. Full chunks wait in a temporary file (:class:`Spill`): memory
-    holds a few chunks whatever the length."""
+    """A recording's frame lines, in file order, held as columns (a :class:`FrameLine` object each would cost several
+    times its numbers) and made again when read; the values lines repeat are held once a chunk."""
 
     def __init__(self) -> None:
         self._spill = Spill()
         self._fresh()
 
     def _fresh(self) -> None:
-        self._ints = {k: array("q") for k in ("lineno", "us", "levels", "win")}
-        self._refs = {k: array("l") for k in ("game_id", "guid", "state", "packed", "actions", "tz")}
-        self._full = bytearray()
+        # As _line takes them: line number, microseconds since the epoch, levels, win levels, full reset, then the
+        # values' places in _values: time zone, game id, guid, state, packed frame, available actions.
+        self._columns: tuple[Any, ...] = (*(array("q") for _ in range(4)), bytearray(), *(array("l") for _ in range(6)))
         self._ids: dict[Any, int] = {}
         self._values: list[Any] = []
 
@@ -167,23 +155,22 @@ class FrameLines(Sequence[FrameLine]):
         return i
 
     def append(self, line: FrameLine) -> None:
-        if len(self._full) == CHUNK:
-            self._spill.put((self._columns(), self._values))
+        if len(self._columns[0]) == CHUNK:
+            self._spill.put((self._columns, self._values))
             self._fresh()
-        ints, refs, ref = self._ints, self._refs, self._ref
+        lineno, us, levels, win, full, *refs = self._columns
         delta = line.ts - _EPOCH
-        ints["lineno"].append(line.lineno)
-        ints["us"].append((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
-        ints["levels"].append(line.levels_completed)
-        ints["win"].append(_NONE if line.win_levels is None else line.win_levels)
-        for k in ("game_id", "guid", "state", "packed"):
-            refs[k].append(ref(getattr(line, k)))
-        refs["actions"].append(ref(line.available_actions))
-        refs["tz"].append(ref(line.ts.tzinfo))
-        self._full.append(line.full_reset)
+        lineno.append(line.lineno)
+        us.append((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
+        levels.append(line.levels_completed)
+        win.append(_NONE if line.win_levels is None else line.win_levels)
+        full.append(line.full_reset)
+        values = (line.ts.tzinfo, line.game_id, line.guid, line.state, line.packed, line.available_actions)
+        for column, value in zip(refs, values, strict=True):
+            column.append(self._ref(value))
 
     def __len__(self) -> int:
-        return len(self._spill) * CHUNK + len(self._full)
+        return len(self._spill) * CHUNK + len(self._columns[0])
 
     @overload
     def __getitem__(self, i: int) -> FrameLine: ...
@@ -209,40 +196,24 @@ class FrameLines(Sequence[FrameLine]):
                 yield _line(values, *vs)
 
     def _chunk(self, k: int) -> tuple[tuple[Any, ...], list[Any]]:
-        return (self._columns(), self._values) if k == len(self._spill) else self._spill.get(k)
-
-    def _columns(self) -> tuple[Any, ...]:
-        ints, refs = self._ints, self._refs
-        return (
-            ints["lineno"],
-            ints["us"],
-            refs["tz"],
-            refs["game_id"],
-            refs["guid"],
-            refs["state"],
-            ints["levels"],
-            ints["win"],
-            self._full,
-            refs["packed"],
-            refs["actions"],
-        )
+        return (self._columns, self._values) if k == len(self._spill) else self._spill.get(k)
 
 
 def _line(
     v: list[Any],
     lineno: int,
     us: int,
+    levels: int,
+    win: int,
+    full: int,
     tz: int,
     game_id: int,
     guid: int,
     state: int,
-    levels: int,
-    win: int,
-    full: int,
     packed: int,
     actions: int,
 ) -> FrameLine:
-    """The line of these column values (``v``: its chunk's values)."""
+    """``v``: the chunk's values."""
     ts = _EPOCH + timedelta(microseconds=us)
     zone = v[tz]
     return FrameLine(
@@ -261,10 +232,8 @@ def _line(
 
 class LineMap[V](Mapping[int, V]):
     """line number -> value, set in increasing line order (setting the last line again replaces its value), held as
-    columns with each distinct value once a chunk: what an import finds for each line of a long recording (its
-    action, its candidates) is kept until the card is written, full chunks in a temporary file (:class:`Spill`).
-    ``key`` makes an unhashable value's identity (a list: ``tuple``). Read mostly in line order: the chunks last
-    read are kept."""
+    columns with each distinct value once a chunk. ``key`` makes an unhashable value's identity (a list:
+    ``tuple``)."""
 
     def __init__(self, key: Callable[[V], Any] | None = None) -> None:
         self._key = key
@@ -339,8 +308,8 @@ class LineMap[V](Mapping[int, V]):
 
 
 class LineSet(Set[int]):
-    """Line numbers, added in increasing order (the last one again changes nothing), kept as a :class:`LineMap`
-    keeps its lines: the lines an import leaves undecided may be most of a long recording's."""
+    """Line numbers, added in increasing order, kept as a :class:`LineMap` keeps its lines (the lines an import leaves
+    undecided may be most of a long recording's)."""
 
     def __init__(self, lines: Iterable[int] = ()) -> None:
         self._lines: LineMap[bool] = LineMap()

@@ -1,43 +1,18 @@
 """Reading the ARC-AGI-3-Agents harness's recordings (also vendored by arc-agi-3-benchmarking).
 
-**Files.** ``{RECORDINGS_DIR}/{game_id}.{agent_name}.{uuid}.recording.jsonl`` (``agents/recorder.py``): the agent
-name may itself hold dots; the uuid is the recorder's, not the game's guid. Each line is ``{"timestamp", "data"}``
-written with ``json.dump``. ``data`` is one of:
+``{game_id}.{agent_name}.{uuid}.recording.jsonl`` (the uuid is the recorder's): ``{"timestamp", "data"}`` lines,
+each a frame (``FrameData.model_dump``), a side line LLM templates write (skipped, counted) or, last, the
+``scorecard.get(game_id)`` written at the card's close (a frame line after it was not counted). Before
+arc-agi-3-benchmarking 1f4a8cc no line names the action sent (each says RESET); from it on each does. The answer to
+``Arcade.make``'s RESET is in no file.
 
-- a frame line, ``FrameData.model_dump``: game_id, frame, state, levels_completed (``score`` in older files),
-  win_levels (``win_score``), action_input, guid, full_reset, available_actions. The frame is always present.
-  ARC-AGI-3-Agents' ``Agent._convert_raw_frame_data`` (and arc-agi-3-benchmarking's before 1f4a8cc) does not copy
-  ``action_input``, so every line says RESET (``{"id": 0}``) whatever was sent: the action is *not* in the file.
-  arc-agi-3-benchmarking from 1f4a8cc on copies the toolkit's ``action_input``: each line names its action. Which
-  of the two a file is shows in its lines (one naming an action other than RESET), not in its name. The answer to
-  the RESET inside ``Arcade.make`` is recorded by neither.
-- a side line: what LLM templates record between frames (token counts, prompts, ...); skipped, only counted;
-- the last line, ``scorecard.get(game_id)``: ``{}`` for local cards, a run's ``EnvironmentScore`` dump online.
-  It is written once the card is closed: a frame line after it (an agent thread that answered one more action
-  while a Ctrl-C closed the card) was not counted on the card.
-
-arc-agi-3-benchmarking also writes one folder per run, ``{agent_name}.{run_id}/`` with ``run_meta.json`` and
-``step_NNN.json`` (``parsed_action``: ``"ACTION1"`` or ``{"action": "ACTION6", "x": .., "y": ..}``), the action the
-agent chose at each step, written just before it was sent.
-
-This module only reads; :mod:`ledger.resim.harness_search` recovers the actions.
-
-**Cut lines.** A JSONL line may be cut by another write: one complete JSON object written into the middle of another
-line. The harness writes each record with ``json.dump``
-through a buffered file: a long frame line reaches the file in several writes. On Ctrl-C its signal handler, in
-another thread, opens the same file and appends the final scorecard line whole (``{"timestamp": ..., "data": {}}``
-and its newline). When that lands between two writes of a frame line, the file holds::
+**Cut lines.** On Ctrl-C the harness's signal handler appends the final scorecard line from another thread, which
+can land between two buffered writes of a long frame line::
 
     {"timestamp": "T1", "data": {"game_id": ..., "frame": [[[0, 5, {"timestamp": "T2", "data": {}}
     5, 0]]], "state": ...}}
 
-the first part of the frame line with the whole scorecard line after it, then the rest of the frame line on the
-next line. A writer that adds no newline leaves both on one line, the inserted object inside the other.
-
-:func:`find_cut` recovers both records only when the bytes decide it: the inserted part is one complete JSON object
-and the line without it (joined with the next line when the inserted part ends the line) is a whole record, and
-exactly one such split exists. Anything else (the rest of the line never written, two ways to split it) is left a
-line that is not JSON.
+:func:`find_cut` recovers both records only when exactly one split leaves a whole record around a whole object.
 """
 
 from __future__ import annotations
@@ -45,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +27,7 @@ from typing import Any
 
 import msgspec
 
+from ledger.domain.events import SkippedLine
 from ledger.formats.frame_lines import FrameLine, FrameLines, LineMap, pack
 
 _scan = json.JSONDecoder()
@@ -73,7 +48,6 @@ class Cut:
     joins_next: bool
 
     def describe(self, lineno: int) -> str:
-        """What was recovered, for the import's report."""
         where = f"at byte {self.at}"
         rest = f"; its rest is line {lineno + 1}" if self.joins_next else " and the rest of the line after it"
         return (
@@ -82,12 +56,12 @@ class Cut:
         )
 
 
-def find_cut(body: bytes, nxt: bytes | None, is_record: Callable[[bytes], bool]) -> Cut | None:
-    """``body`` (a line that is not JSON) taken apart, or None when the bytes do not decide one way.
-
-    ``nxt`` is the next line (without its newline) when there is one that is not JSON by itself; ``is_record``
-    says whether bytes are one whole record of the file.
-    """
+def find_cut(body: bytes, nxt: bytes | None) -> Cut | None:
+    """``body`` (a line that is not JSON) taken apart, or None when the bytes do not decide one way; ``nxt``: the
+    next line, if any."""
+    nxt = nxt.rstrip(b"\r\n") if nxt is not None else None
+    if nxt is not None and (not nxt.strip() or _decodes(_any, nxt)):
+        nxt = None  # a line of its own: not the rest of this one
     try:
         text = body.decode("utf-8")
         rest = nxt.decode("utf-8") if nxt is not None else None
@@ -110,7 +84,7 @@ def find_cut(body: bytes, nxt: bytes | None, is_record: Callable[[bytes], bool])
                 outer = (text[:k] + text[end:]).encode("utf-8")
             else:
                 outer = b""
-            if outer and is_record(outer):
+            if outer and _decodes(_line, outer):
                 inner = text[k:end].encode("utf-8")
                 found.append(Cut(outer, inner, len(text[:k].encode("utf-8")), joins))
         k = text.find("{", k + 1)
@@ -118,7 +92,6 @@ def find_cut(body: bytes, nxt: bytes | None, is_record: Callable[[bytes], bool])
     return found[0] if len(distinct) == 1 else None
 
 
-RECORDING_SUFFIX = ".recording.jsonl"
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _NAME = re.compile(rf"^(?P<game>[^.]+)\.(?P<agent>.+)\.(?P<uuid>{_UUID})\.recording\.jsonl$")
 RUN_DIR = re.compile(rf"^(?P<prefix>.+)\.(?P<run>{_UUID})$")
@@ -128,8 +101,6 @@ ACTION_NAMES = {"RESET": 0, **{f"ACTION{i}": i for i in range(1, 8)}}
 
 @dataclass(frozen=True, slots=True)
 class HarnessName:
-    """What a harness recording's file name says."""
-
     game_id: str
     agent: str
     uuid: str
@@ -141,21 +112,10 @@ class HarnessName:
 
 
 def parse_name(name: str) -> HarnessName | None:
-    """The game id, agent name and recorder uuid in a harness file name, or None if it is not one."""
     m = _NAME.match(name)
     if m is None:
         return None
     return HarnessName(m["game"], m["agent"], m["uuid"].lower())
-
-
-@dataclass(frozen=True, slots=True)
-class SkippedLine:
-    """A line not imported: where, why, and a hash of its bytes (so a later edit of it can be told)."""
-
-    lineno: int
-    reason: str
-    sha256: str
-    size: int
 
 
 @dataclass(slots=True)
@@ -179,18 +139,15 @@ class HarnessRead:
     prefix_sha256: str = ""
     #: Skipped lines that look like frame lines (an action the game saw, its answer unreadable).
     lost_frames: list[int] = field(default_factory=list)
-    #: (lineno, kind, message) for lines that go back in time or repeat an earlier line ("out_of_order",
-    #: "repeated"): no recorder writes them.
+    #: (lineno, "out_of_order" or "repeated", message): lines no recorder writes.
     order: list[tuple[int, str, str]] = field(default_factory=list)
     #: Whether the first non-blank line was not a ``{"timestamp", "data"}`` record (then it is no recording).
     first_bad: bool = False
     #: (lineno, what was recovered) for lines cut by another write and taken apart.
     cuts: list[tuple[int, str]] = field(default_factory=list)
-    #: (time, tokens) of the side lines LLM agents write before each action (``{"tokens": N, ...}``), by their
-    #: place among those lines.
+    #: (time, tokens) of the side lines LLM agents write before each action (``{"tokens": N, ...}``).
     tokens: LineMap[tuple[datetime, int]] = field(default_factory=LineMap)
-    #: lineno -> (action, x, y) that the frame line's ``action_input`` names; only a file with ``acts`` set records
-    #: its actions (in the others every line says RESET, whatever was sent).
+    #: lineno -> (action, x, y) the line's ``action_input`` names; only with ``acts`` set does the file name them.
     actions: LineMap[tuple[int, int | None, int | None]] = field(default_factory=LineMap)
     acts: bool = False
     #: Frame lines after the final scorecard line: answered after the card's close, never counted on it.
@@ -202,7 +159,6 @@ class _Action(msgspec.Struct):
     data: dict[str, Any] | None = None
 
 
-# A harness frame line's data under the harness's own names; alike only in shape to the ledger's structs.
 class _Data(msgspec.Struct):
     frame: msgspec.Raw
     state: str
@@ -238,11 +194,8 @@ def _is_scorecard(data: Any) -> bool:
 
 
 def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
-    """Read a whole harness recording (it is re-simulated from its start, so it is always read whole).
-
-    A last line without a newline is left for a later import unless it is a complete record. A line cut by another
-    write (:mod:`ledger.formats.harness`) is taken apart: both records are read, the line is listed in ``cuts``.
-    """
+    """Read a whole harness recording (it is re-simulated from its start). A last line without a newline is left for
+    a later import unless it is a complete record."""
     p = Path(path)
     read = HarnessRead(p, name)
     digest = hashlib.sha256()
@@ -264,7 +217,7 @@ def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
             decoded = _decode_line(body) if body.strip() else None
             if decoded == "not JSON":
                 nxt = next(it, None)
-                cut = _cut(body, nxt)
+                cut = find_cut(body, nxt)
                 if cut is not None and cut.joins_next and nxt is not None and not nxt.endswith(b"\n"):
                     read.truncated_tail = len(raw) + len(nxt)  # its rest is still being written
                     break
@@ -297,20 +250,13 @@ def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
 
 
 def _decode_line(body: bytes) -> _Line | str:
-    """The line as a record, or why it is none (``wrong types``, ``not JSON``)."""
+    """The line as a record, or why it is none."""
     try:
         return _line.decode(body)
     except msgspec.ValidationError:
         return "wrong types"
     except (msgspec.DecodeError, RecursionError):
         return "not JSON"
-
-
-def _cut(body: bytes, nxt: bytes | None) -> Cut | None:
-    rest = nxt.rstrip(b"\r\n") if nxt is not None else None
-    if rest is not None and (not rest.strip() or _decodes(_any, rest)):
-        rest = None  # a line of its own: not the rest of this one
-    return find_cut(body, rest, lambda b: _decodes(_line, b))
 
 
 class _Lines:
@@ -326,14 +272,13 @@ class _Lines:
         self.records = 0
 
     def take(self, lineno: int, body: bytes, rec: _Line | str | None) -> None:
-        """One record: ``rec`` is its decoded line, or why it is none."""
+        """``rec``: the decoded line, or why it is none."""
         read = self.read
         self.records += 1
         if self.records == 1:
             read.first_bad = isinstance(rec, str) or not _decodes(_line, body)
         if self.pending_final is not None and self.closed is None:
-            # A scorecard-shaped line that was not the last: a side line, unless it is the scorecard the harness
-            # writes at the close ({} or a run's entry) and frame lines follow it (below).
+            # A scorecard-shaped line that was not the last: a side line, unless it closed the card (below).
             if _closes(self.pending_final[1]):
                 self.closed = self.pending_final
             self.pending_final = None
@@ -428,7 +373,7 @@ def _frame_line(read: HarnessRead, lineno: int, ts: datetime, d: _Data, body: by
 
 
 def _action_of(ai: _Action | None) -> tuple[int, int | None, int | None] | None:
-    """(action, x, y) of a frame line's ``action_input`` (None when it names no action the toolkit has)."""
+    """None when it names no action the toolkit has."""
     if ai is None:
         return None
     a = ai.id if isinstance(ai.id, int) else ACTION_NAMES.get(ai.id.strip().upper())
@@ -438,22 +383,6 @@ def _action_of(ai: _Action | None) -> tuple[int, int | None, int | None] | None:
     x, y = data.get("x"), data.get("y")
     return a, x if type(x) is int else None, y if type(y) is int else None
 
-
-def prefix_hash(path: str | Path, end: int) -> str:
-    """sha256 of a file's first ``end`` bytes (how a rewrite anywhere before the import offset is found)."""
-    h = hashlib.sha256()
-    left = end
-    with open(path, "rb") as f:
-        while left > 0:
-            chunk = f.read(min(left, 1 << 20))
-            if not chunk:
-                break
-            h.update(chunk)
-            left -= len(chunk)
-    return h.hexdigest()
-
-
-# -- telling the formats apart ----------------------------------------------------------------------------------
 
 #: What ``ledger import`` reads, for the error on anything else.
 FORMATS = (
@@ -476,10 +405,7 @@ _NAMED_ACTION = re.compile(rb'"action_input":\s*\{"id":\s*"')
 
 def sniff(path: Path) -> str:
     """``toolkit``, ``harness`` or ``unknown``, from the shape of the first lines; the name decides only what they
-    cannot tell (side lines only, no line yet, a frame line before 0.9.4 that both write alike).
-
-    A file with no JSON line at all is ``unknown`` (an empty or blank one is left to the reader, which says so).
-    """
+    cannot tell (side lines only, no line yet, a frame line before 0.9.4 that both write alike)."""
     harness_name = parse_name(path.name) is not None
     by_name = "harness" if harness_name else "toolkit" if path.suffix == ".jsonl" else "unknown"
     records = 0
@@ -506,13 +432,9 @@ def sniff(path: Path) -> str:
                 framedata = 0 <= fpos < spos and not _NAMED_ACTION.search(d[spos:])
                 return "harness" if harness_name or framedata else "toolkit"
     if records == 0:
-        # Nothing in it is JSON: no recording at all. An empty file, and a first record still being written (one
-        # line, no newline yet), are left to the reader, which says so.
+        # No recording at all, unless empty or its first record is still being written (the reader says so).
         with open(path, "rb") as f:
             head = f.read(1 << 16)
         writing = head.lstrip().startswith(b'{"timestamp"') and b"\n" not in head
         return by_name if writing or not head.strip() else "unknown"
     return "harness" if harness_name else "unknown"
-
-
-# -- without the game's code --------------------------------------------------------------------------------------

@@ -18,13 +18,10 @@ _ENDS = ("GAME_OVER", "WIN")
 
 @dataclass(slots=True)
 class FrameClassification:
-    """What the frames alone say: each kept line's action, the lines that could also be a level RESET."""
-
     choices: LineMap[tuple[int, int | None, int | None]] = field(default_factory=LineMap)
     undecided: LineSet = field(default_factory=LineSet)
     unreproduced: list[int] = field(default_factory=list)
-    #: lineno -> the actions a game-action line could answer (0: a level RESET) when the frames leave it open;
-    #: its choice is the first of them.
+    #: lineno -> the actions (0: a level RESET) a line could answer when the frames leave it open, its choice first.
     candidates: LineMap[list[int]] = field(default_factory=lambda: LineMap(key=tuple))
 
 
@@ -33,14 +30,11 @@ def classify_from_frames(
 ) -> FrameClassification:
     """The actions as far as the frames tell them (rules in docs/import.md).
 
-    full_reset: a RESET. A non-empty answer after GAME_OVER: a level RESET (a game action would be answered with an
-    empty frame). Anything else is a game action: the step file's when it matched the line, else the lowest id the
-    game offered. A line whose last grid is a start frame seen for its level (or any line of a level whose start
-    was never seen) could have been a level RESET too: undecided (no reset is invented). A game action without a
-    step file could be any action (agents send actions the game does not offer too): all are kept as its
-    candidates, those offered first (and RESET where undecided).
-    A line without a guid or of another game, or that repeats a GAME_OVER or WIN frame after it, never reached this
-    game: skipped.
+    full_reset: a RESET; a non-empty answer after GAME_OVER: a level RESET; anything else a game action (the step
+    file's, else the lowest id the game offered). A line whose last grid is a start frame seen for its level (or of
+    a level whose start was never seen) could have been a level RESET too: undecided. A game action without a step
+    file keeps every action as its candidates, those offered first. A line without a guid or of another game, or
+    repeating a GAME_OVER or WIN frame, never reached this game: skipped.
     """
     out = FrameClassification()
     steps = steps or {}
@@ -100,11 +94,7 @@ def from_recorded(
     frames: Sequence[FrameLine], game_id: str, actions: LineMap[tuple[int, int | None, int | None]]
 ) -> tuple[FrameClassification, list[int]]:
     """The actions a recording that names them says (``actions``: lineno -> the line's ``action_input``), and the
-    frame lines that name none (their actions are found as in a recording that names no action).
-
-    A RESET is a RESET: full or a level's, as its frame says; nothing is undecided. A line without a guid or of
-    another game never reached this game: skipped, as everywhere.
-    """
+    frame lines that name none. Nothing is undecided."""
     out = FrameClassification()
     missing: list[int] = []
     for line in frames:

@@ -1,18 +1,7 @@
-"""One interface for every file format ``ledger import`` reads, and the readers other packages add through the
-entry point group ``ledger.readers`` (the way llm and datasette take plugins).
-
-Every file of the paths given (by name, or in a folder given and its sub-folders) is asked of the built-in readers
-(:mod:`ledger.formats.builtin_readers`: the toolkit's recordings, the harnesses' recordings, benchmarking run
-folders, joinplank's arc-agi-3-benchmarking files), then of each installed reader in the order of their entry point
-names; the first whose :meth:`Reader.reads` says yes reads it. A plugin's reader turns it into what it decides for
-each card (:class:`Decided`): the server's answers with the action each answered, and the usage the file reports.
-The ledger does the rest as for its own formats: the answers go through the same translator as live capture, a card
-whose plays the ledger holds already is compared with them, not written again, and usage is added once to the card
-it belongs to (a live card too).
-
-A reader is a class (instantiated without arguments) or an object with ``name``, ``reads(path)`` and
-``read(path)``; see docs/import.md for a whole example. The ledger's recordings are :class:`Streamed` instead: a
-recording of 200,000 lines is read line by line by the import, never held as a list of answers.
+"""The interface of every file format ``ledger import`` reads, and the readers other packages add through the entry
+point group ``ledger.readers`` (docs/import.md): a class or object with ``name``, ``reads(path)`` and ``read(path)``
+returning what the file decides for each card. The ledger's recordings are :class:`Streamed` instead: a recording
+of 200,000 lines is read line by line, never held as a list of answers.
 """
 
 from __future__ import annotations

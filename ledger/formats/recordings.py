@@ -1,40 +1,11 @@
-"""Reading the toolkit's JSONL recordings: finding the files, and each line as an Observation.
+"""Reading the toolkit's JSONL recordings (``<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl``): each line as an
+Observation. Only complete lines are consumed (a last line without a newline waits for a later import unless it is
+a whole record).
 
-Layout (``arc_agi/wrapper.py``): ``<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl``, one file per environment
-wrapper (one game instance, one guid); each line is ``{"timestamp": ..., "data": {game_id, state,
-levels_completed, win_levels, action_input, guid, full_reset, available_actions, frame?}}``, written with
-``json.dump`` before the toolkit updates its scorecard. The card id is the folder name.
-
-**Reading.** Only complete lines (ending in a newline) are consumed. A last line without a newline is a record
-being written or cut off by a killed process: it is reported as a truncated last line and left for a later import
-(unless it is a whole record that only lacks its newline). The frame is the last key the toolkit writes, so the fast
-path decodes only the bytes before ``, "frame": `` and never parses the frame: it checks that the frame's bytes hold
-no ``"`` (no other key and no second record glued on after them) and that the line ends the record (``}}``), and
-reads only whether the frame is ``[]``. Any line that does not fit that shape is decoded whole (msgspec, the frame
-kept raw), so the result is the same, only slower. Lines longer than :data:`MAX_LINE` are streamed, keeping only
-their head: memory stays bounded whatever the input.
-
-**Empty frames.** The toolkit updates its scorecard only for a response with a non-empty frame; arcengine answers an
-action sent after GAME_OVER or WIN (no RESET since) with an empty frame and ``levels_completed`` 0. With frame data
-that is read from the line; without it (``include_frame_data=False``) it is inferred from the file's previous line:
-a non-RESET action received while the game was GAME_OVER or WIN. A line with no guid is skipped, as the toolkit
-does not score it.
-
-**Bad input.** A line that is not JSON or has wrong types is reported with its file and line number and skipped
-(the line is consumed, so it is reported once); the read says whether the first line was such a line, so the
-importer can refuse a file that is no recording. A timestamp before the previous line's and a line repeating an
-earlier one of the same timestamp (what no recorder writes) are reported (``out_of_order``, ``repeated``). A file
-whose lines disagree with its name (``<game_id>-<guid>``) is reported and imported from what the lines say, which
-is what the toolkit scored. With ``strict``, a bad line or a name mismatch makes the card fail with nothing of it
-committed; a truncated last line does not (every killed run leaves one). An empty file
-is reported and imports nothing; a card whose files hold no valid line is not created. Unknown fields are ignored.
-Card metadata the recordings do not hold (tags, source_url, opaque, the API key, seeds) is absent from imported cards.
-
-Hashing a recording on another core while this one parses it, and hashing byte ranges of an open file.
-
-**Hashing.** ``ledger import`` keeps the sha256 of every byte it imported, and at about 1 GB/s sha256 costs as much
-as a Python line-by-line read of the file. ``hashlib`` releases the GIL while it hashes a large buffer, so a thread
-fed the blocks as they are read (:class:`BackgroundHash`) computes the same digest in parallel with the parsing.
+The frame is the last key the toolkit writes, so the fast path decodes only the bytes before ``, "frame": `` and
+reads only whether the frame is ``[]``; any other line is decoded whole, with the same result. Lines longer than
+:data:`MAX_LINE` are streamed, keeping only their head. sha256 costs as much as the parse, and ``hashlib`` releases
+the GIL: :class:`BackgroundHash` hashes the blocks on another core while they are parsed.
 """
 
 from __future__ import annotations
@@ -48,26 +19,33 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
 from ledger.domain.events import RecordingImported, SkippedLine, State
 from ledger.domain.translator import Observation
+from ledger.formats.harness import ACTION_NAMES
 from ledger.formats.import_problems import FATAL_KINDS as FATAL_KINDS  # re-exported
 from ledger.formats.import_problems import SKIP_REASONS, Problem, ProblemKind
 from ledger.formats.import_problems import STRICT_KINDS as STRICT_KINDS  # re-exported
 from ledger.toolkit.observation import click_xy
 
+#: Bytes read at a time: small enough that a block is still in the CPU cache when its lines are scanned.
+BLOCK = 1 << 18
+#: A line longer than this is streamed (only its first MAX_HEAD bytes are kept).
+MAX_LINE = 1 << 24
+MAX_HEAD = 1 << 20
+FRAME_KEY = b', "frame": '
+#: Bytes before a file's import offset whose hash tells a rewritten file from a grown one.
+TAIL = 4096
 #: Blocks waiting to be hashed at most (memory stays at a few MB if hashing falls behind).
 _PENDING = 32
 
 
 class BackgroundHash:
-    """Feeds ``digest`` (a ``hashlib`` object) in a thread, in order; :meth:`finish` waits for the last block.
-
-    Use it as a context manager (or call :meth:`finish` on every path): the thread ends only then.
-    """
+    """Feeds ``digest`` (a ``hashlib`` object) in a thread, in order; the thread ends only at :meth:`finish` (or the
+    context manager's exit)."""
 
     def __init__(self, digest: Any) -> None:
         self.digest = digest
@@ -89,7 +67,6 @@ class BackgroundHash:
         self.finish()
 
     def finish(self) -> Any:
-        """Wait until every block is hashed; returns the digest (idempotent)."""
         if self._thread is not None:
             self._queue.put(None)
             self._thread.join()
@@ -97,39 +74,23 @@ class BackgroundHash:
         return self.digest
 
 
-def hash_range(f: Any, start: int, end: int, digest: Any, block: int) -> None:
-    """Feed ``digest`` the bytes ``start..end`` of the open binary file ``f``, ``block`` bytes at a time."""
-    f.seek(start)
-    left = end - start
+def hash_prefix(f: Any, end: int, digest: Any) -> None:
+    """Feed ``digest`` the first ``end`` bytes of the open file ``f``."""
+    f.seek(0)
+    left = end
     while left > 0:
-        chunk = f.read(min(left, block))
+        chunk = f.read(min(left, BLOCK))
         if not chunk:
             break
         digest.update(chunk)
         left -= len(chunk)
 
 
-def tail_hash(f: Any, end: int, tail: int) -> str:
-    """The sha256 (hex) of the last ``tail`` bytes before ``end`` of the open binary file ``f``."""
-    start = max(0, end - tail)
+def tail_hash(f: Any, end: int) -> str:
+    """The sha256 of the TAIL bytes before ``end``: how a grown file is told from a new one."""
+    start = max(0, end - TAIL)
     f.seek(start)
     return hashlib.sha256(f.read(end - start)).hexdigest()
-
-
-#: Bytes read at a time: small enough that a block is still in the CPU cache when its lines are scanned.
-BLOCK = 1 << 18
-#: A line longer than this is streamed (only its first MAX_HEAD bytes are kept).
-MAX_LINE = 1 << 24
-MAX_HEAD = 1 << 20
-FRAME_KEY = b', "frame": '
-#: Bytes before a file's import offset whose hash tells a rewritten file from a grown one.
-TAIL = 4096
-
-
-class _Reader(Protocol):
-    def line(self, buf: bytes, s: int, e: int) -> None: ...
-
-    def long_line(self, ll: LongLine) -> None: ...
 
 
 class LongLine:
@@ -163,18 +124,18 @@ def check_continues(f: Any, since: RecordingImported, digest: Any) -> None:
         raise RewrittenError(f"is {size} bytes, shorter than the {start} bytes already imported")
     if since.prefix_sha256 is not None:
         # Every imported byte is compared, not only the last ones: one action changed on line 9 is found.
-        hash_range(f, 0, start, digest, BLOCK)
+        hash_prefix(f, start, digest)
         if digest.hexdigest() != since.prefix_sha256:
             raise RewrittenError(f"changed in the {start} bytes already imported")
-    elif tail_hash(f, start, TAIL) != since.tail_sha256:
+    elif tail_hash(f, start) != since.tail_sha256:
         raise RewrittenError(f"changed in the {min(start, TAIL)} bytes before byte {start} already imported")
     else:
         # Imported before whole-prefix hashes were kept: from now on the whole prefix is hashed.
-        hash_range(f, 0, start, digest, BLOCK)
+        hash_prefix(f, start, digest)
 
 
 def feed_lines(
-    f: Any, reader: _Reader, hasher: BackgroundHash, progress: Callable[[int], None] | None
+    f: Any, reader: _FileReader, hasher: BackgroundHash, progress: Callable[[int], None] | None
 ) -> tuple[int, bytes, LongLine | None]:
     """Hand every whole line from ``f``'s position to ``reader``; the bytes read and the last line if unended."""
     line = reader.line
@@ -220,15 +181,8 @@ def feed_lines(
     return read, carry, long
 
 
-#: Bytes before a file's import offset whose hash tells a rewritten file from a grown one.
-TAIL = 4096
 #: Bad lines listed per file (the rest are counted).
 MAX_LISTED = 10
-
-ACTION_IDS = {"RESET": 0, **{f"ACTION{i}": i for i in range(1, 8)}}
-
-# -- the line format ----------------------------------------------------------------------------------------------
-
 
 #: msgspec.Raw cannot be optional: an absent value reads as JSON null.
 _NULL = msgspec.Raw(b"null")
@@ -240,7 +194,7 @@ class _Action(msgspec.Struct):
 
 
 class _HeadData(msgspec.Struct):
-    # The fast path: every scoring field is required, so a line whose fields come after its frame falls back.
+    # Every scoring field is required: a line whose fields come after its frame falls back to the whole decode.
     game_id: str
     state: State
     levels_completed: int
@@ -277,16 +231,13 @@ _any_decoder = msgspec.json.Decoder()
 
 
 def _frame_is_empty(raw: msgspec.Raw) -> bool | None:
-    """True/False as the toolkit's ``len(frame) > 0`` decides; None when the line has no frame."""
+    """None when the line has no frame."""
     if len(raw) > 16:
         return False
     value = _any_decoder.decode(raw)
     if value is None:
         return None
     return isinstance(value, list) and len(value) == 0
-
-
-# -- reading one file ---------------------------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -307,23 +258,19 @@ class FileRead:
     last_ts: datetime | None
     tail_sha256: str
     bytes_read: int
-    #: sha256 of the file's bytes before ``end`` (None when it could not be kept while streaming a huge line).
+    #: sha256 of the file's bytes before ``end``.
     prefix_sha256: str | None = None
     #: Bad lines of this read, as recorded with the card (``LinesSkipped``).
     skipped_lines: list[SkippedLine] = field(default_factory=list)
-    #: Lines of this read in the recording's shape (scored or not), and whether the first non-blank one was not.
-    good: int = 0
+    #: Whether the first non-blank line was not in the recording's shape.
     first_bad: bool = False
     #: Every play guid the lines carry (the toolkit writes one per file).
     guids: set[str] = field(default_factory=set)
 
 
 class _FileReader:
-    """Turns the lines of one file into observations (see the module docstring for the rules)."""
-
-    def __init__(self, path: Path, name: str, first_line: int, game_state: str | None) -> None:
+    def __init__(self, path: Path, first_line: int, game_state: str | None) -> None:
         self.path = path
-        self.name = name
         self.lineno = first_line
         self.game_state = game_state
         self.obs: list[Observation] = []
@@ -332,9 +279,10 @@ class _FileReader:
         self.bad = 0
         self.listed = 0
         self.skipped_lines: list[SkippedLine] = []
-        self.impossible = 0
+        #: Lines no toolkit writes, listed MAX_LISTED times at most: "impossible", "order" (repeats count here too).
+        self.cannot: Counter[str] = Counter()
         self.last_ts: datetime | None = None
-        self.stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
+        self.stem = path.name.removesuffix(".jsonl")
         self._add = self.obs.append
         # The (game_id, guid) last found to make the file name: most lines need no check.
         self._ok_game: str | None = None
@@ -343,7 +291,6 @@ class _FileReader:
         self.guids: set[str] = set()
         self._same_ts: set[tuple[object, ...]] = set()
         self._prev: tuple[Observation, bool | None, int] | None = None
-        self.out_of_order = 0
         self.good = 0
         self.first_bad = False
 
@@ -391,33 +338,20 @@ class _FileReader:
         try:
             rec = _line_decoder.decode(data)
         except (msgspec.DecodeError, RecursionError):
-            rec = None
-        if rec is not None:
-            self.lineno += 1
-            self._record(rec)
-            return True
-        where = self.lineno + 1
-        if data.lstrip().startswith(b"{"):
-            self.problems.append(
-                Problem(
-                    str(self.path), where, "truncated", f"truncated last line ({len(data)} bytes, no newline): skipped"
-                )
-            )
-            self.reasons["truncated"] += 1
-        else:
-            self.problems.append(Problem(str(self.path), where, "not_json", "not JSON (last line, no newline)"))
-            self.reasons["not_json"] += 1
-        return False
+            if data.lstrip().startswith(b"{"):
+                self.truncated(len(data))
+            else:
+                msg = "not JSON (last line, no newline)"
+                self.problems.append(Problem(str(self.path), self.lineno + 1, "not_json", msg))
+                self.reasons["not_json"] += 1
+            return False
+        self.lineno += 1
+        self._record(rec)
+        return True
 
-    def long_fragment(self, ll: LongLine) -> None:
-        self.problems.append(
-            Problem(
-                str(self.path),
-                self.lineno + 1,
-                "truncated",
-                f"truncated last line ({ll.length} bytes, no newline): skipped",
-            )
-        )
+    def truncated(self, size: int) -> None:
+        msg = f"truncated last line ({size} bytes, no newline): skipped"
+        self.problems.append(Problem(str(self.path), self.lineno + 1, "truncated", msg))
         self.reasons["truncated"] += 1
 
     def _full(self, data: bytes) -> None:
@@ -442,12 +376,9 @@ class _FileReader:
             self.first_bad = True
         self.bad += 1
         self.reasons[kind] += 1
+        size = len(data) if size is None else size
         # Recorded with the card (LinesSkipped): the hash says which bytes were left out.
-        self.skipped_lines.append(
-            SkippedLine(
-                self.lineno, SKIP_REASONS[kind], hashlib.sha256(data).hexdigest(), len(data) if size is None else size
-            )
-        )
+        self.skipped_lines.append(SkippedLine(self.lineno, SKIP_REASONS[kind], hashlib.sha256(data).hexdigest(), size))
         if self.listed < MAX_LISTED:
             self.listed += 1
             self.problems.append(Problem(str(self.path), self.lineno, kind, message))
@@ -459,7 +390,7 @@ class _FileReader:
         if ai is None:
             action = -1
         else:
-            action = ACTION_IDS.get(ai.id)  # type: ignore[arg-type]
+            action = ACTION_NAMES.get(ai.id)  # type: ignore[arg-type]
             if action is None:
                 aid = ai.id
                 if type(aid) is not int or not 0 <= aid <= 7:
@@ -475,11 +406,11 @@ class _FileReader:
             ts = ts.replace(tzinfo=UTC)
         levels, win = d.levels_completed, d.win_levels
         if levels < 0 or (win is not None and levels > win):
-            self._impossible(ts, levels, win)
+            self._cannot("impossible", f"levels_completed {levels} outside 0..win_levels {win}")
         last = self.last_ts
         same = False
         if last is not None and ts < last:
-            self._order("out_of_order", f"timestamp {ts.isoformat()} is before the previous line's {last.isoformat()}")
+            self._cannot("out_of_order", f"timestamp {ts.isoformat()} is before the previous line's {last.isoformat()}")
         elif ts != last:
             self.last_ts = ts
             if self._same_ts:
@@ -512,22 +443,16 @@ class _FileReader:
                 seen.add(_repeat_key(*self._prev))
             key = _repeat_key(obs, said, size)
             if key in seen:
-                self._order("repeated", "repeats an earlier line (same guid, action, answer and timestamp)")
+                self._cannot("repeated", "repeats an earlier line (same guid, action, answer and timestamp)")
             seen.add(key)
         self._prev = (obs, said, size)
         self._add(obs)
 
-    def _order(self, kind: ProblemKind, what: str) -> None:
-        self.out_of_order += 1
-        if self.out_of_order <= MAX_LISTED:
+    def _cannot(self, kind: ProblemKind, what: str) -> None:
+        sort = "impossible" if kind == "impossible" else "order"
+        self.cannot[sort] += 1
+        if self.cannot[sort] <= MAX_LISTED:
             self.problems.append(Problem(str(self.path), self.lineno, kind, f"{what}: the toolkit cannot write it"))
-
-    def _impossible(self, ts: datetime, levels: int, win: int | None) -> None:
-        self.impossible += 1
-        if self.impossible > MAX_LISTED:
-            return
-        what = f"levels_completed {levels} outside 0..win_levels {win}"
-        self.problems.append(Problem(str(self.path), self.lineno, "impossible", f"{what}: the toolkit cannot write it"))
 
     def _check_name(self, game_id: str, guid: str) -> None:
         if self.stem == f"{game_id}-{guid}":
@@ -544,13 +469,11 @@ class _FileReader:
     def finish(self) -> None:
         for what, lines in self._mismatch.items():
             more = f" (lines {lines[0]}, +{len(lines) - 1} more)" if len(lines) > 1 else ""
-            self.problems.append(
-                Problem(str(self.path), lines[0], "name_mismatch", f"{what}{more}: imported as the lines say")
-            )
+            msg = f"{what}{more}: imported as the lines say"
+            self.problems.append(Problem(str(self.path), lines[0], "name_mismatch", msg))
         if self.bad > self.listed:
-            self.problems.append(
-                Problem(str(self.path), None, "unlisted", f"{self.bad - self.listed} more bad lines not listed")
-            )
+            msg = f"{self.bad - self.listed} more bad lines not listed"
+            self.problems.append(Problem(str(self.path), None, "unlisted", msg))
 
 
 def _repeat_key(o: Observation, said: bool | None, size: int) -> tuple[object, ...]:
@@ -576,23 +499,23 @@ def read_recording(
         if since is not None:
             check_continues(f, since, digest)
         reader = _FileReader(
-            p, p.name, since.lines if since is not None else 0, since.game_state if since is not None else None
+            p, since.lines if since is not None else 0, since.game_state if since is not None else None
         )
         f.seek(start)
-        with BackgroundHash(digest) as hasher:  # sha256 on another core while this one parses
+        with BackgroundHash(digest) as hasher:
             read, carry, long = feed_lines(f, reader, hasher, progress)
         # Everything read is consumed but the last line when it has no newline.
         consumed = start + read - len(carry) - (long.length if long is not None else 0)
         if long is not None:
-            reader.long_fragment(long)
+            reader.truncated(long.length)
         elif carry and reader.fragment(carry):
             consumed += len(carry)
         reader.finish()
-        tail = tail_hash(f, consumed, TAIL) if consumed != start or since is None else since.tail_sha256
+        tail = tail_hash(f, consumed) if consumed != start or since is None else since.tail_sha256
         if consumed != start + read:
             # The last line is left for later: hash exactly what was consumed.
             digest = hashlib.sha256()
-            hash_range(f, 0, consumed, digest, BLOCK)
+            hash_prefix(f, consumed, digest)
         prefix = digest.hexdigest()
     return FileRead(
         path=p,
@@ -611,7 +534,6 @@ def read_recording(
         bytes_read=read,
         prefix_sha256=prefix,
         skipped_lines=reader.skipped_lines,
-        good=reader.good,
         first_bad=reader.first_bad,
         guids=reader.guids,
     )

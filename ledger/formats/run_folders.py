@@ -1,20 +1,11 @@
-"""What a benchmarking run folder says beyond the actions (``run_meta.json`` and each ``step_NNN.json``'s usage).
+"""arc-agi-3-benchmarking's run folders: ``run_meta.json`` (run id, model, usage, times) and ``step_NNN.json`` (the
+action the agent chose, written just before it was sent, and its usage). Key names vary between its versions: each
+figure is read from the first key that holds it.
 
-arc-agi-3-benchmarking writes ``run_meta.json`` (run id, model, token usage and cost, start and end) and per step
-``step_NNN.json`` (``parsed_action``, ``usage``). Key names vary between its versions, so each figure is read from
-the first key that holds it; a figure no key holds is None, and keys not read are listed so the import can say
-what it did not use.
-
-**Which folder is the recording's** (:func:`match_run_folder`). A run folder (``{agent_name}.{run_id}/``) and the
-recording (``{agent_name}.{uuid}.recording.jsonl``) are written by the same agent, but their names need not agree: the
-agent name carries the model config's id, which the harness has spelled differently between versions, and the uuid in
-the recording's name is the recorder's, not the run's. So a folder is matched by what it says, never by its name alone:
-its ``run_meta.json`` names the recording's game and its own run id; every step written while the recording was being
-written answers a frame line (a step is written just before its action is sent, so the line's time follows it); and
-where the recording holds the token lines LLM agents write before each model call, each matched step's token count is
-the sum of those written since the frame line before (a step with no model call, the RESET forced after GAME_OVER, has
-none; one asked again after an unparsable answer, several). Exactly one folder passing all of these is used; a folder of
-the same game that fails (or a second one that passes) is named with why.
+A folder's name and its recording's need not agree (the agent name's model id has been spelled differently between
+versions), so :func:`match_run_folder` matches by what the folder says: its game and run id, its steps' times
+against the frame lines, and their token counts against the recording's token lines. Exactly one folder passing
+is used; the others of the game are named with why.
 """
 
 from __future__ import annotations
@@ -37,7 +28,6 @@ class RunMatch:
 
     folder: Path | None = None
     steps: dict[int, Step] = field(default_factory=dict)
-    #: How the folder was matched, for the import's report.
     how: str = ""
     not_used: list[tuple[Path, str]] = field(default_factory=list)
 
@@ -96,10 +86,9 @@ def _written_before(
     tokens: Mapping[int, tuple[datetime, int]], lines: list[tuple[int, datetime, Step]]
 ) -> Iterator[tuple[int, Step, int | None]]:
     """Each matched line (lineno, time, step) with the sum of the token lines written after the line before it and at
-    or before its time (None if there is none): the model calls of its step, one token line each (a step asked again
-    after an answer it could not parse made several, its usage their sum; a forced RESET made none). Read side by
-    side where both go forward in time (a recorder writes them so); a file with lines out of order (imported with
-    --allow-repeats) is read again for each line."""
+    or before its time (None if there is none): its step's model calls (several for a step asked again, none for a
+    forced RESET). Read side by side where both go forward in time; lines out of order (--allow-repeats) are read
+    again for each line."""
     counts = tokens.values()
     if all(a[0] <= b[0] for a, b in pairwise(counts)) and all(a[1] <= b[1] for a, b in pairwise(lines)):
         left = iter(counts)
@@ -120,7 +109,7 @@ def _written_before(
 def match_run_folder(
     folder: Path, name: HarnessName, frames: Sequence[FrameLine], tokens: Mapping[int, tuple[datetime, int]]
 ) -> RunMatch:
-    """The run folder under ``folder`` that is the recording's run (see the module's rules), and those that are not."""
+    """The run folder under ``folder`` that is the recording's run, and those that are not."""
     out = RunMatch()
     passed: list[tuple[Path, dict[int, Step], bool]] = []
     for d in sorted(p for p in folder.iterdir() if p.is_dir() and (p / "run_meta.json").is_file()):
@@ -149,7 +138,6 @@ def match_run_folder(
 
 
 def _overlaps(d: Path, frames: Sequence[FrameLine]) -> bool:
-    """Whether the folder's steps fall in the recording's time (a folder of another time is another run)."""
     steps = read_run_folder(d)
     if not steps or not frames:
         return False
@@ -170,7 +158,7 @@ _META_READ |= {"finished_at", "usage", "total_usage", "token_usage", *_NAMED}
 
 @dataclass(slots=True)
 class Usage:
-    """Tokens and cost (None where the folder gives none); ``other``: the usage object's other keys, as given."""
+    """``other``: the usage object's other keys, as given."""
 
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -184,8 +172,6 @@ class Usage:
 
 @dataclass(slots=True)
 class RunMeta:
-    """``run_meta.json``: the run's id, model, times and usage; the keys it holds that were not read."""
-
     run_id: str | None
     game_id: str | None
     model: str | None
@@ -213,20 +199,19 @@ def usage_of(d: Any) -> Usage:
     u = usage_of_flat(d, keep_other=False)
     if inner is not None:
         v = usage_of_flat(inner)
-        u = Usage(**{f: getattr(u, f) if getattr(u, f) is not None else getattr(v, f) for f in _FIELDS})
+        u = Usage(**{f: getattr(u, f) if getattr(u, f) is not None else getattr(v, f) for f in (*FIGURES, "other")})
     if u.total_tokens is None and u.input_tokens is not None and u.output_tokens is not None:
         u.total_tokens = u.input_tokens + u.output_tokens
     return u
 
 
-_FIELDS = (
+FIGURES = (
     *("input_tokens", "output_tokens", "total_tokens", "cost"),
-    *("cached_tokens", "reasoning_tokens", "cache_write_tokens", "other"),
+    *("cached_tokens", "reasoning_tokens", "cache_write_tokens"),
 )
 
 
 def usage_of_flat(d: dict[str, Any], *, keep_other: bool = True) -> Usage:
-    """Tokens and cost from the top keys of ``d`` only; with ``keep_other`` its other keys too (``other``)."""
     other = {k: v for k, v in d.items() if k not in _NAMED} if keep_other else {}
     return Usage(
         _number(d, _INPUT, int),
@@ -249,7 +234,6 @@ def _text(d: dict[str, Any], *keys: str) -> str | None:
 
 
 def read_run_meta(folder: Path) -> RunMeta | None:
-    """The folder's ``run_meta.json`` (None when it is missing or not a JSON object)."""
     try:
         d = json.loads((folder / "run_meta.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -268,7 +252,6 @@ def read_run_meta(folder: Path) -> RunMeta | None:
 
 
 def step_usages(folder: Path) -> dict[int, Usage]:
-    """step number -> its usage, for the step files that give one."""
     out: dict[int, Usage] = {}
     for f in sorted(folder.glob("step_*.json")):
         try:
@@ -282,10 +265,6 @@ def step_usages(folder: Path) -> dict[int, Usage]:
     return out
 
 
-# -- arc-agi-3-benchmarking run folders ---------------------------------------------------------------------------
-
-
-# A step file's own fields; alike in shape only to other small records (ImportResult, remote.Exchange).
 @dataclass(frozen=True, slots=True)
 class Step:
     """One ``step_NNN.json``: the action the agent chose (``x``/``y`` for ACTION6) and when."""
@@ -311,7 +290,7 @@ def _parse_action(value: Any) -> tuple[int, int | None, int | None] | None:
 
 
 def read_run_folder(folder: Path) -> list[Step]:
-    """The steps of a benchmarking run folder, in step order (unreadable step files are left out)."""
+    """The steps in step order (unreadable step files are left out)."""
     steps: list[Step] = []
     for f in sorted(folder.glob("step_*.json")):
         try:
@@ -329,12 +308,8 @@ def read_run_folder(folder: Path) -> list[Step]:
 
 
 def match_steps(frames: Sequence[FrameLine], steps: list[Step]) -> dict[int, Step]:
-    """lineno -> the step whose action that frame line answers.
-
-    A step is written just before its action is sent, so it answers the first frame line at or after its timestamp
-    and before the next step's. Steps with no such line (the run is another one, or the line is missing) match
-    nothing.
-    """
+    """lineno -> the step whose action that frame line answers: the first frame line at or after the step's time
+    and before the next step's (a step is written just before its action is sent)."""
     out: dict[int, Step] = {}
     i = 0
     for k, s in enumerate(steps):

@@ -1,18 +1,9 @@
-"""What both importers (toolkit recordings, harness recordings) share: one card's result, the card as the ledger
-holds it, the baseline set new cards are stored with, attaching baselines to a card imported without them, and how
-an import closes the card.
+"""What the importers share: one card's result, the card as the ledger holds it, the baseline set new cards are
+stored with, and how an import closes the card.
 
-**Which card** each group of recordings is comes from what proves it, never from a name alone. A toolkit recording does
-not name its card: the toolkit writes ``<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl`` and the card id is the
-folder's name, a uuid. So a folder named like a card id is taken as the card; the lines' play guids that the ledger
-already holds name the card they are on; ``--card-id`` names it for the user. A folder of any other name (``Downloads``)
-proves nothing: its files are refused (exit 2) unless one of the other two names the card. A harness recording is a card
-of its own, named by the recorder's uuid in its file name.
-
-**Plays held already** (captured live, or imported from other files) are compared with the card that holds them, never
-written as a second card of the same run. The plays are found by their guids (every line of both recording formats
-carries its play's guid). Lines after the held card's close are left out of the comparison and reported: the server
-counted nothing after it.
+A card id comes only from what proves it, never from a name alone: a folder named like a card id (as the toolkit
+writes), the play guids the ledger holds already, ``--card-id``, or a harness recording's uuid. Plays held already
+are compared with the card that holds them, never written as a second card of the same run.
 """
 
 from __future__ import annotations
@@ -58,25 +49,11 @@ _OPTION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 How = Literal["folder", "option", "ledger", "harness", "unproven"]
 
-LAYOUT_HINT = (
-    "put each run's files in a folder named by its card id, as the toolkit writes them "
-    "(<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl), or name the card with --card-id ID (one run at a time)"
-)
-
-
-def is_card_id(name: str) -> bool:
-    """Whether ``name`` has the shape of a toolkit card id (a uuid)."""
-    return _CARD_ID.match(name) is not None
-
 
 @dataclass(slots=True)
 class CardPlan:
-    """One card to import: its files and how its id is known."""
-
     files: list[Path]
     how: How
-    #: The name the files came under (a folder's), when the card id is another.
-    found_as: str | None = None
 
 
 @dataclass(slots=True)
@@ -87,12 +64,8 @@ class GuidIndex:
     ledger: Ledger
     _map: dict[str, str | None] = field(default_factory=dict)
 
-    def owner(self, guid: str) -> str | None:
-        """The card holding a play of ``guid`` (None if no card does)."""
-        return self.owners({guid}).get(guid)
-
     def owners(self, guids: set[str]) -> dict[str, str | None]:
-        """guid -> the card holding a play of it, or None, for each of ``guids`` (one read for those not asked yet)."""
+        """guid -> the card holding a play of it, or None (one read for those not asked yet)."""
         new = [g for g in guids if g not in self._map]
         if new:
             from ledger.store.summary import play_owners
@@ -103,20 +76,18 @@ class GuidIndex:
         return {g: self._map[g] for g in guids}
 
     def add(self, guids: set[str], card_id: str) -> None:
-        """Record that ``card_id`` now holds plays of ``guids`` (a card this import committed)."""
         for g in guids:
             # A guid not asked yet is left to the read, which sees the committed card with any other holder.
             if g in self._map and self._map[g] is None:
                 self._map[g] = card_id
 
     def others(self, guids: set[str], card_id: str) -> dict[str, str]:
-        """guid -> the other card that holds it, for guids already on a card that is not ``card_id``."""
+        """guid -> the card other than ``card_id`` that holds it."""
         found = self.owners(guids)
         return {g: c for g, c in sorted(found.items()) if c is not None and c != card_id}
 
 
 def plan_cards(found: Found, index: GuidIndex, card_id: str | None, problems: list[Problem]) -> dict[str, CardPlan]:
-    """card id -> its plan. Raises :class:`ImportInputError` when ``card_id`` is given for more than one card."""
     cards = found.cards
     if card_id is not None:
         if not _OPTION_ID.match(card_id):
@@ -126,13 +97,13 @@ def plan_cards(found: Found, index: GuidIndex, card_id: str | None, problems: li
                 f"--card-id names one card, and the paths hold {len(cards)} ({', '.join(sorted(cards))}): "
                 "import one run at a time"
             )
-        ((name, files),) = cards.items()
-        return {card_id: CardPlan(files, "option", name)}
+        (files,) = cards.values()
+        return {card_id: CardPlan(files, "option")}
     out: dict[str, CardPlan] = {}
     for name, files in cards.items():
         if all(getattr(found.readers.get(f), "decides", None) == "frames" for f in files):
             out[name] = CardPlan(files, "harness")
-        elif is_card_id(name):
+        elif _CARD_ID.match(name):
             out.setdefault(name, CardPlan([], "folder")).files.extend(files)
         else:
             # No card folder: each file goes to the card its plays are on, so different runs stay apart.
@@ -144,26 +115,25 @@ def plan_cards(found: Found, index: GuidIndex, card_id: str | None, problems: li
                 if owner not in out:
                     msg = f"card {owner} found by its plays' guids in the ledger (the folder {name!r} names no card)"
                     problems.append(Problem(str(f.parent), None, "harness", msg))
-                out.setdefault(owner, CardPlan([], "ledger", name)).files.append(f)
+                out.setdefault(owner, CardPlan([], "ledger")).files.append(f)
     return out
 
 
 def _owner_of(f: Path, index: GuidIndex) -> str | None:
     """The one card the ledger holds the file's plays on, else None."""
-    owners = {index.owner(g) for g in head_guids(f)}
+    owners = set(index.owners(head_guids(f)).values())
     return owners.pop() if len(owners) == 1 else None
 
 
 def unproven_message(plan: CardPlan, name: str) -> str:
-    """The refusal of files whose card nothing proves."""
     return (
         f"cannot tell which card these recordings are: the folder name {name!r} is no card id and none of their "
-        f"plays is in the ledger; {LAYOUT_HINT}"
+        "plays is in the ledger; put each run's files in a folder named by its card id, as the toolkit writes them "
+        "(<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl), or name the card with --card-id ID (one run at a time)"
     )
 
 
 def held_elsewhere(index: GuidIndex, obs: Iterable[Observation], card_id: str) -> str | None:
-    """The card (other than ``card_id``) that holds a play of these observations' guids, if any."""
     others = index.others({o.guid for o in obs}, card_id)
     return next(iter(others.values())) if others else None
 
@@ -174,16 +144,16 @@ def compare_with_held(
     obs: Iterable[tuple[int | None, Observation]],
     *,
     where: str,
-    first_play: Callable[[CardState, CardOpened, Observation], list[AnyEvent]] | None,
-    resets: bool,
     result: CardResult,
     problems: list[Problem],
+    first_play: Callable[[CardState, CardOpened, Observation], list[AnyEvent]] | None = None,
+    resets: bool = True,
 ) -> None:
-    """Compare the card ``obs`` make with the held card; set ``result`` ("same card", or "differs", exit 1).
+    """Compare the card ``obs`` make with the held card; set ``result`` ("same card", or "differs", exit 1). Lines
+    after the held card's close are left out and reported: the server counted nothing after it.
 
-    ``obs``: each observation with its line in the recording (None when not known), read once as they come (a long
-    recording's are never all held); ``first_play`` starts the card as the importer does (the harness's unrecorded
-    ``Arcade.make`` RESET).
+    ``obs``: each observation with its line (None when not known), read once (a long recording's are never all
+    held); ``first_play`` starts the card as the importer does (the harness's unrecorded ``Arcade.make`` RESET).
     """
     held = ledger.load_card(held_id)
     how = "imported" if held.close_reason == "end_of_import" else "captured live"
@@ -235,8 +205,6 @@ def compare_with_held(
 
 @dataclass(slots=True)
 class CardResult:
-    """What the import did with one card."""
-
     card_id: str
     status: Literal[
         "imported", "updated", "already imported", "nothing to import", "not imported", "same card", "differs"
@@ -251,8 +219,7 @@ class CardResult:
     exit_code: int = 0
     #: ``toolkit`` or ``harness`` (ARC-AGI-3-Agents recordings, whose actions are inferred).
     format: str = "toolkit"
-    #: Harness imports: actions recovered, lines that could also have been a level RESET, lines no action
-    #: reproduces (skipped), and whether resets are known (the game's code was given).
+    #: Harness imports: actions recovered, lines that could also have been a level RESET, lines skipped.
     inferred: int = 0
     undecided: int = 0
     unreproduced: int = 0
@@ -261,9 +228,11 @@ class CardResult:
     recorded: int = 0
     #: --environments gave baselines to a card imported without them.
     baselines_attached: bool = False
-    #: Lines after a play's end (GAME_OVER or WIN, no RESET since): kept, but neither the toolkit nor the server
-    #: counts them.
+    #: Lines after a play's end (no RESET since): kept, but neither the toolkit nor the server counts them.
     not_counted: int = 0
+
+    def refuse(self, exit_code: int, error: str) -> None:
+        self.status, self.exit_code, self.error = "not imported", exit_code, error
 
 
 @dataclass(slots=True)
@@ -282,8 +251,8 @@ ATTEMPTS = 5
 def with_retries(
     card_id: str, files: int, attempt: Callable[[list[Problem]], tuple[CardResult, int]], problems: list[Problem]
 ) -> tuple[CardResult, int]:
-    """Run ``attempt`` (one import of a card, told where to put its problems) again when another writer appended to
-    the card meanwhile (:class:`VersionConflict`); only the finished attempt's problems are kept."""
+    """Run ``attempt`` again when another writer appended to the card meanwhile; only the finished attempt's
+    problems are kept."""
     for _attempt in range(ATTEMPTS):
         found: list[Problem] = []
         try:
@@ -299,9 +268,8 @@ def with_retries(
 def close_import(
     card: CardState, bmap: Mapping[str, BaselineEntry], ts: datetime, read: Sequence[AnyEvent], out: list[AnyEvent]
 ) -> ScorecardDoc:
-    """Apply ``read`` (what the import says of its files: lines skipped, how far each was read) then the
-    ``CardClosed(end_of_import)`` at ``ts`` with the scored document's hash to ``card``, appending them to ``out``;
-    returns that document. Every import ends a card this way."""
+    """Apply ``read`` (what the import says of its files) then ``CardClosed(end_of_import)`` with the scored
+    document's hash to ``card``, appending them to ``out``; returns that document. Every import ends a card so."""
     for ev in read:
         apply(card, ev)
         out.append(ev)
@@ -313,7 +281,6 @@ def close_import(
 
 
 def load_existing(ledger: Ledger, card_id: str) -> Existing | None:
-    """The card as the ledger holds it (None if it holds none)."""
     bodies, _, _ = ledger.store.read_bodies(card_stream(card_id))
     if not bodies:
         return None
@@ -350,8 +317,7 @@ class Baselines:
         self._infos: dict[str, Any] | None = None
 
     def opened(self, ts: datetime, card_id: str, set_id: str | None, tags: list[str] | None = None) -> CardOpened:
-        """A new card's CardOpened: its baseline set, and its calculator (the stated release, else the newest,
-        recorded as assumed)."""
+        """Its calculator: the stated release, else the newest, recorded as assumed."""
         calc, source = (self.calculator, "user") if self.calculator is not None else (None, "assumed")
         return CardOpened(
             ts=ts,
@@ -389,31 +355,23 @@ def attach_baselines(ledger: Ledger, existing: Existing, baselines: Baselines, r
     card = existing.card
     if baselines.entries is None or card.baselines_id is not None or not card.closed:
         return
-    set_id, _ = baselines.for_new_card()
+    set_id, bmap = baselines.for_new_card()
     assert set_id is not None
     ts = card.closed_at or card.last_ts or datetime.now(UTC)
-    out: list[AnyEvent] = [CardReopened(ts=ts), BaselinesAttached(ts=ts, baselines_id=set_id)]
+    out: list[AnyEvent] = []
     version = card.events
-    for e in out:
-        apply(card, e)
-    doc = score_card(card, ledger.card_baselines(card))
-    closed = CardClosed(ts=ts, reason="end_of_import", document_sha256=document.sha256(doc))
-    apply(card, closed)
-    out.append(closed)
+    close_import(card, bmap, ts, [CardReopened(ts=ts), BaselinesAttached(ts=ts, baselines_id=set_id)], out)
     # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
     ledger.append_card(card.card_id, out, version, state=card)
     result.status, result.baselines_attached, result.events = "updated", True, len(out)
 
 
 def count_not_counted(events: Sequence[AnyEvent], result: CardResult) -> None:
-    """Count the lines the server would not have counted: actions answered after their play ended."""
     result.not_counted += sum(1 for e in events if type(e) is ActionIgnored)
 
 
 @dataclass(frozen=True, slots=True)
 class ImportOptions:
-    """What every card of one import is read and written with (both importers take it whole)."""
-
     ledger: Ledger
     baselines: Baselines
     #: The card ids the ledger's plays are on: a play held on another card is compared with it, never written twice.
@@ -421,15 +379,12 @@ class ImportOptions:
     strict: bool = False
     progress: Callable[[int], None] | None = None
     allow_repeats: bool = False
-    #: Benchmarking run folders the user named (resolved): one the import of its recording does not use is an
-    #: error (exit 2), not a note.
+    #: Run folders the user named (resolved): one its recording's import does not use is an error, not a note.
     named_runs: frozenset[Path] = frozenset()
 
 
 @dataclass(slots=True)
 class ImportSummary:
-    """The whole import: per-card results, problems, bytes read and time taken."""
-
     cards: list[CardResult]
     problems: list[Problem]
     bytes_read: int
@@ -438,13 +393,12 @@ class ImportSummary:
 
     @property
     def mb_per_s(self) -> float:
-        """Recording bytes read per second (MB = 10^6 bytes)."""
         return self.bytes_read / 1e6 / self.seconds if self.seconds > 0 else 0.0
 
     @property
     def exit_code(self) -> int:
-        """2 if a card was refused for its input (no recording, no proven card, repeated lines, bad input under
-        strict), else 1 if the ledger refused a card or recordings differ from the card holding their plays, else 0."""
+        """2 if a card was refused for its input, else 1 if the ledger refused a card or recordings differ from the
+        card holding their plays, else 0."""
         codes = {c.exit_code for c in self.cards}
         if any(p.kind == "unknown_format" for p in self.problems):
             codes.add(2)
@@ -466,8 +420,6 @@ class ImportSummary:
         }
 
     def inference(self) -> dict[str, int]:
-        """Harness imports and baselines: actions inferred, undecided and unreproduced lines, cards whose resets
-        are unknown (no game code), cards that were given baselines."""
         return {
             "inferred_actions": sum(c.inferred for c in self.cards),
             "recorded_actions": sum(c.recorded for c in self.cards),

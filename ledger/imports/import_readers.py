@@ -1,5 +1,5 @@
-"""Importing what an installed reader (:mod:`ledger.formats.readers`) decides of a file: a new card from its
-answers, the same card compared where the ledger holds its plays already, and its usage added once to the card."""
+"""Importing what a reader of :class:`ledger.formats.readers.Decided` decides of a file: a new card from its answers,
+the same card compared where the ledger holds its plays already, and its usage added once to the card."""
 
 from __future__ import annotations
 
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 
 def import_read(opts: ImportOptions, reader: Reader, path: Path, problems: list[Problem]) -> list[CardResult]:
-    """Each card ``reader`` finds in ``path``, imported (or compared, or given its usage)."""
     try:
         decided = reader.read(path)
     except Exception as e:  # a plugin's code: anything may go wrong in it
@@ -105,24 +104,15 @@ def _one(opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: 
     target = held or (d.card_id if existing is not None else None)
     if target is not None:
         if held is not None:
-            compare_with_held(
-                ledger,
-                held,
-                ((None, o) for o in _observations(d.answers)),
-                where=str(path),
-                first_play=None,
-                resets=True,
-                result=result,
-                problems=problems,
-            )
+            obs = ((None, o) for o in _observations(d.answers))
+            compare_with_held(ledger, held, obs, where=str(path), result=result, problems=problems)
         else:
             result.status = "already imported"
         if usage is not None and result.status != "differs":
             _give_usage(ledger, target, usage, d, path, result, problems, strict=opts.strict)
         return result
     if not d.answers:
-        result.status, result.exit_code = "not imported", 1
-        result.error = f"{path}: card {d.card_id} is not in the ledger: its usage has no card to go with"
+        result.refuse(1, f"{path}: card {d.card_id} is not in the ledger: its usage has no card to go with")
         return result
     set_id, bmap = opts.baselines.for_new_card()
     card = new_card(d.card_id)
@@ -169,11 +159,8 @@ def _give_usage(
         played = set(ledger.load_card(card_id).games)
         missing = [g for g in d.game_ids if g not in played]
         if missing:
-            result.status, result.exit_code = "not imported", 1
-            result.error = (
-                f"{path}: says card {card_id} played {', '.join(missing)}, which the card did not: its usage is not "
-                "this card's, nothing written"
-            )
+            said = f"{path}: says card {card_id} played {', '.join(missing)}, which the card did not"
+            result.refuse(1, f"{said}: its usage is not this card's, nothing written")
             return
     before = same_run(card_usage(ledger, card_id), usage)
     if before is not None:
@@ -189,7 +176,7 @@ def _give_usage(
                 f"{before.folder}): this file's {_said(usage)} not used"
             )
             if strict:
-                result.status, result.exit_code, result.error = "not imported", 2, f"{path}: {msg} (--strict)"
+                result.refuse(2, f"{path}: {msg} (--strict)")
             else:
                 problems.append(Problem(where, None, "reader_unused", msg))
             return

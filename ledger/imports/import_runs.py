@@ -14,14 +14,13 @@ from ledger.app.usage import card_usage
 from ledger.domain.events import LevelUsage, RunUsage
 from ledger.formats.frame_lines import FrameLine
 from ledger.formats.import_problems import Problem
-from ledger.formats.run_folders import Step, Usage, read_run_folder, read_run_meta, step_usages
+from ledger.formats.run_folders import FIGURES, Step, Usage, read_run_folder, read_run_meta, step_usages
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
 
 
 def run_tags(folder: Path | None) -> list[str]:
-    """``model:<model>`` and ``run:<run id>`` of the run folder (none without one)."""
     meta = read_run_meta(folder) if folder is not None else None
     if meta is None:
         return []
@@ -65,19 +64,17 @@ def run_usage(
         problems.append(Problem(where, None, "harness", f"run_meta.json keys not used: {', '.join(meta.unused)}"))
     u = meta.usage
     if unmatched:
-        u = _steps_only(where, meta.usage, [usages[s.step] for s in matched.values() if s.step in usages], problems)
+        # The run's own total counts the steps not used too.
+        u = _sum([usages[s.step] for s in matched.values() if s.step in usages])
+        msg = (
+            f"usage counts only the steps used: {_figures(u)} (run_meta.json's total, {_figures(meta.usage)}, counts "
+            "the steps not used too)"
+        )
+        problems.append(Problem(where, None, "harness", msg))
         left = [usages[n] for n in unmatched if n in usages]
         if left:
-            out = _sum(left)
-            problems.append(
-                Problem(
-                    where,
-                    None,
-                    "harness",
-                    f"usage left out with the {len(unmatched)} step(s) not used: {_figures(out)}",
-                )
-            )
-    # The event's fields one by one, from two sources (run_meta.json and its usage): no struct to copy whole.
+            msg = f"usage left out with the {len(unmatched)} step(s) not used: {_figures(_sum(left))}"
+            problems.append(Problem(where, None, "harness", msg))
     return RunUsage(
         ts=ts,
         folder=folder.name,
@@ -97,17 +94,11 @@ def run_usage(
     )
 
 
-_SUMMED = (
-    *("input_tokens", "output_tokens", "total_tokens", "cost"),
-    *("cached_tokens", "reasoning_tokens", "cache_write_tokens"),
-)
-
-
 def _sum(usages: list[Usage]) -> Usage:
     """The figures of ``usages`` added up (None where one of them gives none); numbers in their other keys' objects
     (``cost_details``) added up key by key."""
     out = Usage()
-    for f in _SUMMED:
+    for f in FIGURES:
         values = [getattr(u, f) for u in usages]
         setattr(out, f, None if not values or any(v is None for v in values) else sum(values))
     other: dict[str, dict[str, float]] = {}
@@ -127,17 +118,6 @@ def _figures(u: Usage) -> str:
     return tokens + (f", cost {u.cost!r}" if u.cost is not None else ", cost not given")
 
 
-def _steps_only(where: str, whole: Usage, used: list[Usage], problems: list[Problem]) -> Usage:
-    """The usage of the steps used, when steps were left out: the run's own total counts them too."""
-    u = _sum(used)
-    msg = (
-        f"usage counts only the steps used: {_figures(u)} (run_meta.json's total, {_figures(whole)}, counts the steps "
-        "not used too)"
-    )
-    problems.append(Problem(where, None, "harness", msg))
-    return u
-
-
 def usage_held(ledger: Ledger, card_id: str, usage: RunUsage) -> bool:
     """Whether the card holds this run's usage already (the same folder and run id)."""
     return any(u.folder == usage.folder and u.run_id == usage.run_id for u in card_usage(ledger, card_id))
@@ -146,9 +126,9 @@ def usage_held(ledger: Ledger, card_id: str, usage: RunUsage) -> bool:
 def attach_usage(
     ledger: Ledger, card_id: str, usage: RunUsage, where: str, problems: list[Problem], *, check_held: bool = True
 ) -> None:
-    """Add the run's usage to a card already in the ledger (captured live, or imported without its run folder): a
-    fact beside its counts, so the card's numbers and its close stay as they are. ``check_held`` False: a later
-    snapshot of a run the card holds (:func:`same_run`), added whatever its file's name."""
+    """Add the run's usage to a card already in the ledger: a fact beside its counts, so the card's numbers and its
+    close stay as they are. ``check_held`` False: a later snapshot of a run the card holds, added whatever its file's
+    name."""
     if check_held and usage_held(ledger, card_id, usage):
         problems.append(Problem(where, None, "harness", f"its usage is on card {card_id} already"))
         return

@@ -1,42 +1,9 @@
 """Import the toolkit's JSONL recordings: every line goes through the same translator as live capture.
 
-How the files are found and read (their layout, truncated last lines, empty frames, bad lines) is
-:mod:`ledger.formats.recordings`; this module turns what they hold into cards. A harness recording
-is a card of its own, imported by :mod:`ledger.imports.importing_harness`; which format a file is, its reader
-says (:mod:`ledger.formats.finding`); a file no reader reads is reported (exit 2) and makes no card. Lines
-skipped at import are recorded with the card (``LinesSkipped``); every import records the sha256 of all the bytes it
-consumed, so a file changed anywhere before its offset is refused; ``--environments`` also attaches its baseline
-set to imported cards that have none (``BaselinesAttached``).
-
-**Events.** A card's files are merged in timestamp order (ties keep file-name order) and translated by
-:func:`ledger.domain.translator.translate`. A new card gets ``CardOpened`` at its first timestamp (with the baseline
-set of ``environments`` when given, content-addressed as live capture stores it; without it the card has no baseline set
-and every game shows the toolkit's "No Matching EnvironmentInfo" run until exported with ``--baselines``), then the
-events with the recordings' own timestamps, one ``RecordingImported`` per file read, and
-``CardClosed(end_of_import)`` at its last timestamp. All of it is one ``Ledger.append_card``: one transaction per card.
-
-**Idempotent and resumable.** ``RecordingImported`` records how far each file was read, so importing the same files
-again adds nothing ("already imported") and a file that grew is read from where the last import stopped. A grown
-card is reopened: ``CardReopened``, the new lines' events, new ``RecordingImported`` events and a new
-``CardClosed(end_of_import)`` at the card's last timestamp, again in one transaction. The log is append-only, so new
-lines come after everything already stored (merged in timestamp order among themselves): a game first played in
-lines imported later is listed after the games already on the card. A killed import loses only the card whose
-transaction it was in; the next import does it. Not imported (the card is left as it is): a file shorter than what
-was imported or whose imported bytes changed (it was rewritten). Plays the ledger holds already (a card captured
-live, or guids on another card) are compared with that card and never written twice
-(:mod:`ledger.imports.import_cards`).
-
-**Which card, which files.** A card id comes only from what proves it (:mod:`ledger.imports.import_cards`).
-A file that is no recording (its first line, or one line in four, not a recording line), a toolkit file holding
-several plays, and lines that repeat an earlier one or go back in time (unless ``allow_repeats``) refuse the card:
-exit 2, nothing of it committed.
-
-**Bad input.** A line that is not JSON or has wrong types is reported with its file and line number and skipped
-(the line is consumed, so it is reported once); a file whose lines disagree with its name (``<game_id>-<guid>``) is
-reported and imported from what the lines say, which is what the toolkit scored. With ``strict``, either makes the
-card fail with nothing of it committed; a truncated last line does not (every killed run leaves one). An empty file
-is reported and imports nothing; a card whose files hold no valid line is not created. Unknown fields are ignored.
-Card metadata the recordings do not hold (tags, source_url, opaque, the API key, seeds) is absent from imported cards.
+A card's files are merged in timestamp order and written in one transaction (``CardOpened`` or ``CardReopened``,
+the lines' events, a ``RecordingImported`` per file, ``CardClosed(end_of_import)``). ``RecordingImported`` keeps how
+far each file was read and the sha256 of every byte consumed: the same files again add nothing, a grown file is read
+from where the last import stopped, and a file changed before its offset is refused.
 """
 
 from __future__ import annotations
@@ -98,9 +65,6 @@ from ledger.toolkit.environments import scan_environments
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
-
-
-# -- importing cards ---------------------------------------------------------------------------------------------
 
 
 def _ts_key(o: Observation) -> datetime:
@@ -194,10 +158,8 @@ def _import_card_once(
 def _read_new_lines(
     files: list[Path], existing: Existing | None, progress: Callable[[int], None] | None
 ) -> tuple[list[FileRead], list[Problem], int]:
-    """Each file read from where the last import stopped, the card's problems, and the bytes read.
-
-    A rewritten or unreadable file is a problem and yields no read; an empty one is a problem and an empty read.
-    """
+    """Each file read from where the last import stopped, the card's problems, and the bytes read. A rewritten or
+    unreadable file is a problem and yields no read."""
     reads: list[FileRead] = []
     card_problems: list[Problem] = []
     bytes_read = 0
@@ -232,7 +194,7 @@ def _open_or_reopen(
     out: list[AnyEvent],
 ) -> tuple[CardState, int, dict[str, BaselineEntry], datetime]:
     """The card to append to, its version, baselines and last timestamp; appends its CardOpened or CardReopened
-    to ``out`` (a new card opens at its first line; a closed one reopens at its earliest new line)."""
+    to ``out``."""
     if existing is None:
         first = min(o[0].ts for o in observations)
         set_id, bmap = baselines.for_new_card()
@@ -257,7 +219,7 @@ def _translate_in_time_order(
     card: CardState, observations: list[list[Observation]], out: list[AnyEvent], last: datetime
 ) -> tuple[datetime, Counter[str]]:
     """Append the events of every file's lines, merged in timestamp order; the card's last timestamp after them,
-    and per guid the lines that make no play (no play of their game started before them)."""
+    and per guid the lines that make no play."""
     merged = (
         heapq.merge(*observations, key=_ts_key)
         if len(observations) > 1
@@ -278,11 +240,8 @@ def _translate_in_time_order(
 def _no_play(
     strict: bool, advanced: list[FileRead], playless: Counter[str], result: CardResult, problems: list[Problem]
 ) -> bool:
-    """Report the lines that make no play, file by file; True if they refuse the card (``strict``: exit 2).
-
-    The toolkit starts every play with a full RESET, so such lines (a first line that says ``"full_reset": false``)
-    come from no toolkit: the scorecard counts nothing of them, and the card is short of what the run did (exit 1).
-    """
+    """Report the lines that make no play (no toolkit writes them: it starts every play with a full RESET), file by
+    file; True if they refuse the card (``strict``: exit 2), else the card is short of what the run did (exit 1)."""
     for r in advanced:
         n = sum(playless[g] for g in r.guids)
         if n:
@@ -302,8 +261,7 @@ def _no_play(
 def _record_progress_and_close(
     card: CardState, advanced: list[FileRead], bmap: dict[str, BaselineEntry], last: datetime, out: list[AnyEvent]
 ) -> None:
-    """Append each file's LinesSkipped and RecordingImported (how far it was read), then CardClosed(end_of_import)
-    with the scored document's hash."""
+    """Append each file's LinesSkipped and RecordingImported, then CardClosed(end_of_import)."""
     read: list[AnyEvent] = []
     for r in advanced:
         if r.skipped_lines:
@@ -324,8 +282,7 @@ def _record_progress_and_close(
 
 
 def _refusal(reads: list[FileRead], plan: CardPlan, card_id: str, index: GuidIndex) -> Problem | None:
-    """Why these reads make no card (exit 2): a file that is no recording, a file of several plays, files whose
-    card nothing proves, plays that are on another card already."""
+    """Why these reads make no card (exit 2)."""
     for r in reads:
         why = not_a_recording(r.first_bad and r.start == 0, r.skipped, r.lines - r.skipped)
         if why is not None:
@@ -399,7 +356,7 @@ def _size(p: Path) -> int:
 
 
 def total_bytes(cards: dict[str, list[Path]]) -> int:
-    """The bytes of every file to import (the progress bar's total)."""
+    """The progress bar's total."""
     return sum(_size(f) for files in cards.values() for f in files)
 
 
@@ -418,13 +375,10 @@ def import_recordings(
 ) -> ImportSummary:
     """Import what the readers read under ``paths`` (or ``found``, from :func:`find_recordings`) into ``ledger``.
 
-    ``environments``: an ``environment_files`` tree whose ``metadata.json`` baselines new cards are stored with;
-    ``calculator``: the arc-agi release that played them (their calculator; unknown: :class:`UnknownCalculator`,
-    before anything is read), else the newest, recorded as assumed.
-    ``progress`` is called with byte counts as files are read; ``on_card`` with each card's result once it is
-    committed (or refused), so an interrupted import can say how far it got. Raises :class:`ImportInputError` on
-    bad paths, an ``environments`` folder without any ``metadata.json``, or a ``card_id`` (the card the given
-    recordings are, when their folder does not name it) given for recordings of several cards.
+    ``environments``: an ``environment_files`` tree whose baselines new cards are stored with; ``calculator``: the
+    arc-agi release that played them, else the newest, recorded as assumed. ``progress`` is called with byte counts
+    as files are read; ``on_card`` with each card's result once it is committed (or refused), so an interrupted
+    import can say how far it got.
     """
     if found is None:
         found = find_recordings(paths or [])

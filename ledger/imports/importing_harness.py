@@ -1,15 +1,7 @@
-"""Importing one ARC-AGI-3-Agents harness recording as one card (see :mod:`ledger.formats.harness`).
-
-The card id is the uuid in the file name, the agent name its tag. The answer to ``Arcade.make``'s RESET is not in
-the file, so the card starts with that play (``PlayStarted`` at the first line's time). Each frame line's action is
-recovered (:mod:`ledger.resim.harness_search` with the game's code from ``--environments``, else from the frames
-alone), then the line goes through the same translator as every other import. What could not be read or known is
-recorded with the card: ``LinesSkipped`` (file, line numbers, reason, sha256 of the bytes) and ``ActionsInferred``
-(how the actions were found, the lines that could also have been a level RESET). A non-empty final scorecard line
-is compared with the imported card.
-
-A grown file is re-simulated from its start (the game's state depends on every earlier line) and only lines after
-the import offset add events. A file rewritten anywhere before that offset is refused (whole-prefix sha256).
+"""Importing one ARC-AGI-3-Agents harness recording as one card (the uuid in its name; the agent its tag). The card
+starts with the play of ``Arcade.make``'s unrecorded RESET; each frame line's action is recovered (with the game's
+code from ``--environments``, else from the frames alone). A grown file is re-simulated from its start (the game's
+state depends on every earlier line) and only its new lines add events.
 """
 
 from __future__ import annotations
@@ -18,6 +10,7 @@ import hashlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import batched
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -41,16 +34,11 @@ from ledger.domain.events import (
 from ledger.domain.projection import apply, new_card
 from ledger.domain.translator import Observation, translate
 from ledger.formats.frame_lines import FrameLine, LineSet
-from ledger.formats.harness import (
-    HarnessRead,
-    parse_name,
-    prefix_hash,
-    read_harness,
-)
+from ledger.formats.harness import HarnessRead, parse_name, read_harness
 from ledger.formats.harness_frames import classify_from_frames, from_recorded
-from ledger.formats.recordings import MAX_LISTED, TAIL, Problem, tail_hash
+from ledger.formats.recordings import MAX_LISTED, Problem, RewrittenError, check_continues, tail_hash
 from ledger.formats.run_folders import Step, match_run_folder, read_run_meta
-from ledger.imports.import_cards import (  # the card bookkeeping both importers share (importing.py too)
+from ledger.imports.import_cards import (
     Baselines,
     CardResult,
     Existing,
@@ -73,35 +61,32 @@ if TYPE_CHECKING:
 
 def report_read(read: HarnessRead, done: int, problems: list[Problem], result: CardResult) -> None:
     """Add to ``problems`` and ``result`` what reading lines past ``done`` skipped or found impossible."""
-    new_skips = [s for s in read.skipped if s.lineno > done]
+    new_skips = [s for s in read.skipped if s.line > done]
     for s in new_skips[:MAX_LISTED]:
         kind = "not_json" if s.reason == "not JSON" else "wrong_type"
-        problems.append(Problem(str(read.path), s.lineno, kind, f"{s.reason}: skipped"))  # type: ignore[arg-type]
+        problems.append(Problem(str(read.path), s.line, kind, f"{s.reason}: skipped"))  # type: ignore[arg-type]
     for ln, msg in [i for i in read.impossible if i[0] > done][:MAX_LISTED]:
         problems.append(Problem(str(read.path), ln, "impossible", f"{msg}: the harness cannot write it"))
     for ln, msg in [c for c in read.cuts if c[0] > done]:
         problems.append(Problem(str(read.path), ln, "cut_line", msg))
     if read.truncated_tail:
-        problems.append(
-            Problem(str(read.path), read.lines + 1, "truncated", "truncated last line (no newline): read next time")
-        )
+        msg = "truncated last line (no newline): read next time"
+        problems.append(Problem(str(read.path), read.lines + 1, "truncated", msg))
     for s in new_skips:
         result.skipped[s.reason] = result.skipped.get(s.reason, 0) + 1
-    late = [s for s in read.after_close if s.lineno > done]
+    late = [s for s in read.after_close if s.line > done]
     if late:
-        more = f" (lines {late[0].lineno} to {late[-1].lineno})" if len(late) > 1 else ""
+        more = f" (lines {late[0].line} to {late[-1].line})" if len(late) > 1 else ""
         msg = f"{len(late)} frame line(s){more} {late[0].reason}"
-        problems.append(Problem(str(read.path), late[0].lineno, "not_counted", msg))
+        problems.append(Problem(str(read.path), late[0].line, "not_counted", msg))
         result.skipped["after the card's close"] = len(late)
     if read.side_lines and done == 0:
         result.skipped["side lines (not frames)"] = read.side_lines
 
 
 def skipped_lines(read: HarnessRead, unreproduced: list[int], done: int) -> list[SkippedLine]:
-    """The lines past ``done`` not imported (unreadable, after the card's close, or no action reproduces them), with
-    their bytes' sha256."""
-    kept = (*read.skipped, *read.after_close)
-    out = [SkippedLine(s.lineno, s.reason, s.sha256, s.size) for s in kept if s.lineno > done]
+    """The lines past ``done`` not imported: unreadable, after the card's close, or no action reproduces them."""
+    out = [s for s in (*read.skipped, *read.after_close) if s.line > done]
     if unreproduced:
         wanted = {ln for ln in unreproduced if ln > done}
         with open(read.path, "rb") as f:
@@ -135,8 +120,7 @@ def cross_check(read: HarnessRead, doc: Any, method: str, problems: list[Problem
         problems.append(Problem(str(read.path), read.final_lineno, "harness", "its final scorecard line agrees"))
 
 
-#: Lines one FramesNoted or ActionsInferred event lists at most: a long recording's are split over several events
-#: (never all held, nor all in one row).
+#: Lines one FramesNoted or ActionsInferred event lists at most (a long recording's are never all held).
 EVENT_LINES = 4096
 _DIGESTS_KEPT = 4096
 
@@ -144,22 +128,15 @@ _DIGESTS_KEPT = 4096
 def import_harness_card(
     opts: ImportOptions, card_id: str, path: Path, problems: list[Problem], *, how: str = "harness"
 ) -> tuple[CardResult, int]:
-    """Import (or resume) the card of one harness recording; retried when another writer got there first.
-
-    Lines that repeat an earlier one or go back in time refuse the card (exit 2) unless ``opts.allow_repeats``.
-    Plays that ``opts.index`` finds on another card are compared with it, not written
-    (:mod:`ledger.imports.import_cards`).
-    ``how`` says how ``card_id`` was found (``harness``: the recorder's uuid, which is said).
-    """
+    """``how`` says how ``card_id`` was found (``harness``: the recorder's uuid, which is said)."""
     return with_retries(card_id, 1, lambda found: _import_once(opts, card_id, path, found, how), problems)
 
 
 def _steps_for(
     path: Path, read: HarnessRead, problems: list[Problem], named: frozenset[Path], strict: bool = False
 ) -> tuple[dict[int, Step], Path | None, str | None]:
-    """The benchmarking run folder's steps matched to frame lines (:mod:`ledger.formats.run_folders`), that folder,
-    and why a folder the user named (``named``), or under ``strict`` any folder of the recording's, is not used
-    (None when none is left unused); each folder of the game not used is named with why."""
+    """The run folder's steps matched to frame lines, that folder, and why a folder the user named (``named``), or
+    under ``strict`` any folder of the recording's, is not used (None when none is left unused)."""
     found = match_run_folder(path.parent, read.name, read.frames, read.tokens)
     why_named: str | None = None
     where = path.parent.resolve()
@@ -188,9 +165,8 @@ def _recover(
     problems: list[Problem],
     progress: Callable[[int], None] | None = None,
 ) -> tuple[Mapping[int, tuple[int, int | None, int | None]], LineSet, list[int], str, Mapping[int, list[int]]]:
-    """lineno -> (action, x, y), undecided lines, unreproduced lines, method, and the lines whose action the frames
-    leave open (lineno -> candidate actions). ``progress`` is called with 0 once a line searched: the import's safe
-    point (a Ctrl-C stops the search there, nothing of the card written)."""
+    """lineno -> (action, x, y), undecided lines, unreproduced lines, method, and lineno -> candidate actions where
+    the frames leave one open. ``progress(0)`` after each line searched is the import's safe point for a Ctrl-C."""
     info = baselines.game_info(game_id)
     tick = (lambda: progress(0)) if progress is not None else None
     if read.acts:
@@ -214,14 +190,8 @@ def _recover(
         rec = recover(read.frames, info, steps, lost=read.lost_frames, tick=tick)
         if rec.error is None:
             if rec.cut:
-                problems.append(
-                    Problem(
-                        str(read.path),
-                        rec.cut[0],
-                        "harness",
-                        f"too many hypotheses from this line on ({len(rec.cut)} lines): the first ones were kept",
-                    )
-                )
+                msg = f"too many hypotheses from this line on ({len(rec.cut)} lines): the first ones were kept"
+                problems.append(Problem(str(read.path), rec.cut[0], "harness", msg))
             return rec.choices, rec.undecided, rec.unreproduced, "resimulated", {}
         problems.append(Problem(str(read.path), None, "harness", f"{rec.error}: actions read from the frames only"))
     cls = classify_from_frames(read.frames, game_id, steps)
@@ -235,8 +205,8 @@ def _check_recorded(
     problems: list[Problem],
     tick: Callable[[], None] | None,
 ) -> None:
-    """With the game's code, each named action is stepped once through it and its answer compared with its line:
-    the code is checked, nothing is searched. The actions are the recording's either way (the toolkit named them)."""
+    """With the game's code, each named action is stepped once and its answer compared with its line: the code is
+    checked, nothing is searched. The actions are the recording's either way."""
     where = str(read.path)
     if info is None:
         problems.append(Problem(where, None, "harness", "each frame line names its action (action_input): no search"))
@@ -261,8 +231,8 @@ def _check_recorded(
 def _observations(
     frames: Sequence[FrameLine], choices: Mapping[int, tuple[int, int | None, int | None]], after: int
 ) -> Iterator[tuple[FrameLine, Observation]]:
-    """The lines after ``after`` that have a choice, each with its observation, made as they are read: a long
-    recording's are never all held."""
+    """The lines after ``after`` that have a choice, each with its observation, made lazily (a long recording's are
+    never all held)."""
     for f in frames:
         c = choices.get(f.lineno)
         if c is None or f.lineno <= after or f.guid is None:
@@ -273,22 +243,12 @@ def _observations(
 
 
 def _digest(line: FrameLine, digests: dict[bytes, str]) -> str:
-    """The digest of ``line``'s frame, as the audit compares it (:func:`frame_digest`)."""
     d = digests.get(line.packed)
     if d is None:
         if len(digests) >= _DIGESTS_KEPT:  # the frames an agent repeats are recent ones: a bounded cache is enough
             digests.clear()
         d = digests[line.packed] = frame_digest(line_signature(line)[3])
     return d
-
-
-def _check_rewritten(path: Path, since: RecordingImported) -> str | None:
-    size = path.stat().st_size
-    if size < since.offset:
-        return f"is {size} bytes, shorter than the {since.offset} bytes already imported"
-    if prefix_hash(path, since.offset) != since.prefix_sha256:
-        return f"changed in the {since.offset} bytes already imported"
-    return None
 
 
 @dataclass(slots=True)
@@ -299,78 +259,65 @@ class _ReadyFile:
     read: HarnessRead
     done: int
     size: int
-    #: The benchmarking run folder matched to the recording, and its usage event for a new card.
     run_dir: Path | None = None
     usage: RunUsage | None = None
 
 
-def _prepare(
-    ledger: Ledger,
-    result: CardResult,
-    path: Path,
-    strict: bool,
-    progress: Callable[[int], None] | None,
-    problems: list[Problem],
-    allow_repeats: bool,
-) -> _ReadyFile | None:
+def _prepare(opts: ImportOptions, result: CardResult, path: Path, problems: list[Problem]) -> _ReadyFile | None:
     """Refusals first (captured live, rewritten, unreadable, bad input under --strict); None when refused."""
     name = parse_name(path.name)
     assert name is not None
-    existing = load_existing(ledger, result.card_id)
+    existing = load_existing(opts.ledger, result.card_id)
     size = path.stat().st_size if path.exists() else 0
-    if progress is not None:
-        progress(size)
+    if opts.progress is not None:
+        opts.progress(size)
     if existing is not None and not existing.imported:
         msg = f"card {result.card_id} is in the ledger from live capture: not imported (its actions would count twice)"
         problems.append(Problem(str(path), None, "captured_live", msg))
-        result.status, result.error, result.exit_code = "not imported", msg, 1
+        result.refuse(1, msg)
         return None
     since = existing.progress.get(path.name) if existing is not None else None
     try:
-        why = _check_rewritten(path, since) if since is not None else None
-        read = read_harness(path, name) if why is None else None
+        if since is not None:
+            with open(path, "rb") as f:
+                check_continues(f, since, hashlib.sha256())
+        read = read_harness(path, name)
     except OSError as e:
         problems.append(Problem(str(path), None, "unreadable", f"cannot read: {e.strerror or e}"))
-        result.status, result.error, result.exit_code = "not imported", f"{path}: cannot read", 1
+        result.refuse(1, f"{path}: cannot read")
         return None
-    if why is not None or read is None:
-        msg = f"{why}: it was rewritten, not imported"
+    except RewrittenError as e:
+        msg = f"{e}: it was rewritten, not imported"
         problems.append(Problem(str(path), None, "rewritten", msg))
-        result.status, result.error, result.exit_code = "not imported", f"{path}: {msg}", 1
+        result.refuse(1, f"{path}: {msg}")
         return None
     done = since.lines if since is not None else 0
     n_bad = len(read.skipped)
     why = not_a_recording(read.first_bad, n_bad, read.lines - n_bad - read.blank_lines)
     if why is not None:
         problems.append(Problem(str(path), None, "not_a_recording", f"not a recording: {why}"))
-        result.status, result.exit_code = "not imported", 2
-        result.error = f"{path}: not a recording: {why}: nothing of it imported"
+        result.refuse(2, f"{path}: not a recording: {why}: nothing of it imported")
         return None
     guids = sorted({f.guid for f in read.frames if f.guid})
     if len(guids) > 1:
         # One agent plays one environment: its guid never changes, so two guids are recordings put together.
         msg = f"holds the frames of {len(guids)} plays ({', '.join(guids[:3])}): several recordings put together"
         problems.append(Problem(str(path), None, "several_plays", f"{msg}; split it"))
-        result.status, result.exit_code = "not imported", 2
-        result.error = f"{msg}: nothing of it imported"
+        result.refuse(2, f"{msg}: nothing of it imported")
         return None
     result.format = "harness"
     order = [o for o in read.order if o[0] > done]
     for ln, kind, msg in order[:MAX_LISTED]:
         problems.append(Problem(str(path), ln, kind, f"{msg}: no recorder writes it"))  # type: ignore[arg-type]
-    if order and not allow_repeats:
+    if order and not opts.allow_repeats:
         ln, _, msg = order[0]
-        result.status, result.exit_code = "not imported", 2
-        result.error = (
-            f"{path}:{ln}: {msg} ({len(order)} such line(s)): nothing of it imported; "
-            "--allow-repeats imports the lines as they are"
-        )
+        where = f"{path}:{ln}: {msg} ({len(order)} such line(s))"
+        result.refuse(2, f"{where}: nothing of it imported; --allow-repeats imports the lines as they are")
         return None
     report_read(read, done, problems, result)
-    bad = [ln for ln, _ in read.impossible if ln > done] + [s.lineno for s in read.skipped if s.lineno > done]
-    if strict and bad:
-        result.status, result.exit_code = "not imported", 2
-        result.error = f"{len(bad)} problem(s) in its recording (--strict): nothing of this card imported"
+    bad = [ln for ln, _ in read.impossible if ln > done] + [s.line for s in read.skipped if s.line > done]
+    if opts.strict and bad:
+        result.refuse(2, f"{len(bad)} problem(s) in its recording (--strict): nothing of this card imported")
         return None
     if since is not None and read.end <= since.offset:
         result.status = "already imported"
@@ -382,15 +329,14 @@ def _import_once(
 ) -> tuple[CardResult, int]:
     ledger, baselines, index = opts.ledger, opts.baselines, opts.index
     result = CardResult(card_id, "nothing to import", 1)
-    prep = _prepare(ledger, result, path, opts.strict, opts.progress, problems, opts.allow_repeats)
+    prep = _prepare(opts, result, path, problems)
     if prep is None:
         return result, 0 if result.exit_code == 1 else (path.stat().st_size if path.exists() else 0)
     read, done = prep.read, prep.done
     steps, prep.run_dir, why_named = _steps_for(path, read, problems, opts.named_runs, opts.strict)
     if why_named is not None:
         problems.append(Problem(str(path), None, "run_not_used", why_named))
-        result.status, result.exit_code = "not imported", 2
-        result.error = f"{why_named}: nothing of it imported"
+        result.refuse(2, f"{why_named}: nothing of it imported")
         return result, prep.size
     if prep.run_dir is not None and read.frames:
         usage = run_usage(prep.run_dir, read.frames, steps, read.frames[-1].ts, problems)
@@ -419,15 +365,11 @@ def _import_once(
     # One guid a recording (_prepare refuses more): the first observation's is every one's.
     held = held_elsewhere(index, [first] if first is not None else [], card_id)
     if held is not None:
+        obs = ((f.lineno, o) for f, o in _observations(read.frames, choices, done))
+        first_play = _first_play if prep.existing is None else None
+        resets = known and not undecided  # an undecided line may have been a RESET
         compare_with_held(
-            ledger,
-            held,
-            ((f.lineno, o) for f, o in _observations(read.frames, choices, done)),
-            where=str(path),
-            first_play=_first_play(read.name.agent) if prep.existing is None else None,
-            resets=known and not undecided,  # an undecided line may have been a RESET
-            result=result,
-            problems=problems,
+            ledger, held, obs, where=str(path), result=result, problems=problems, first_play=first_play, resets=resets
         )
         if result.status == "same card" and prep.usage is not None:
             attach_usage(ledger, held, prep.usage, str(prep.run_dir), problems)
@@ -461,8 +403,6 @@ def _import_once(
 
 @dataclass(slots=True)
 class _AppendCounts:
-    """What a card's append held: events, plays started, actions not counted, lines translated."""
-
     events: int = 0
     plays: int = 0
     ignored: int = 0
@@ -481,15 +421,13 @@ def _commit(
     unreproduced: list[int],
     candidates: Mapping[int, list[int]],
 ) -> tuple[_AppendCounts, Any]:
-    """The card's new events, in one append: the lines' events, what was skipped and inferred, the progress, the
-    close. They are made as they are inserted (a long recording's are never all held); returns what they held and
-    the document at close. ``candidates``: line -> the actions its observation could answer when the recording
-    does not decide it (its ActionTaken keeps them, and its frame's digest is noted). ``decided``: the lines that
-    could also have been a level RESET, and whether the resets are known."""
+    """The card's new events in one append, made as they are inserted (a long recording's are never all held);
+    returns what they held and the document at close. ``candidates``: line -> the actions it could answer (its
+    ActionTaken keeps them, and its frame's digest is noted). ``decided``: the lines that could also have been a
+    level RESET, and whether the resets are known."""
     read = prep.read
-    undecided, known = decided
     tags = [read.name.agent, *run_tags(prep.run_dir)]
-    head, card, version = _open_or_reopen(ledger, prep.existing, card_id, tags, first, read, baselines)
+    head, card, version = _open_or_reopen(prep.existing, card_id, tags, first, baselines)
     bmap = ledger.card_baselines(card)
     made = _AppendCounts()
     closed: list[Any] = []
@@ -521,8 +459,10 @@ def _commit(
                 made.events += 1
                 yield chunk
                 noted = []
-        tail_ts, facts = _tail(prep, last, method, (undecided, known), unreproduced, noted, made)
-        for e in facts:  # applied one by one, as close_import applies what it is given
+        tail_ts = max(last, read.frames[-1].ts) if read.frames else last
+        inferred = made.lines if method != "recorded" else 0
+        for e in _facts(prep, tail_ts, method, inferred, decided, unreproduced, noted):
+            # applied one by one, as close_import applies what it is given
             apply(card, e)
             made.events += 1
             yield e
@@ -536,51 +476,45 @@ def _commit(
     return made, closed[0]
 
 
-def _tail(
+def _facts(
     prep: _ReadyFile,
-    last: datetime,
+    ts: datetime,
     method: str,
+    inferred: int,
     decided: tuple[LineSet, bool],
     unreproduced: list[int],
     noted: list[str],
-    made: _AppendCounts,
-) -> tuple[datetime, Iterator[AnyEvent]]:
-    """When the import ends and what it says of its file, made as they are written: usage, lines skipped, frames
-    noted, actions inferred, how far it was read."""
+) -> Iterator[AnyEvent]:
+    """What the import says of its file, after its lines."""
     read = prep.read
-    tail_ts = max(last, read.frames[-1].ts) if read.frames else last
-
-    def import_facts() -> Iterator[AnyEvent]:
-        path = read.path
-        new_skips = skipped_lines(read, unreproduced, prep.done)
-        if prep.usage is not None:
-            yield prep.usage
-        if new_skips:
-            yield LinesSkipped(ts=tail_ts, file=path.name, lines=new_skips)
-        if noted:
-            yield FramesNoted(ts=tail_ts, file=path.name, digests=noted)
-        yield from _inferred(tail_ts, path.name, method, made.lines if method != "recorded" else 0, *decided)
-        with open(path, "rb") as f:
-            tail = tail_hash(f, read.end, TAIL)  # how a grown file is told from a new one
-        yield RecordingImported(
-            ts=tail_ts,
-            file=path.name,
-            offset=read.end,
-            lines=read.lines,
-            skipped=len(read.skipped) + len(read.after_close) + len(unreproduced),
-            tail_sha256=tail,
-            game_state=read.frames[-1].state if read.frames else None,  # type: ignore[arg-type]
-            prefix_sha256=read.prefix_sha256,
-        )
-
-    return tail_ts, import_facts()
+    name = read.path.name
+    new_skips = skipped_lines(read, unreproduced, prep.done)
+    if prep.usage is not None:
+        yield prep.usage
+    if new_skips:
+        yield LinesSkipped(ts=ts, file=name, lines=new_skips)
+    if noted:
+        yield FramesNoted(ts=ts, file=name, digests=noted)
+    yield from _inferred(ts, name, method, inferred, *decided)
+    with open(read.path, "rb") as f:
+        tail = tail_hash(f, read.end)
+    yield RecordingImported(
+        ts=ts,
+        file=name,
+        offset=read.end,
+        lines=read.lines,
+        skipped=len(read.skipped) + len(read.after_close) + len(unreproduced),
+        tail_sha256=tail,
+        game_state=read.frames[-1].state if read.frames else None,  # type: ignore[arg-type]
+        prefix_sha256=read.prefix_sha256,
+    )
 
 
 def _inferred(
     ts: datetime, file: str, method: str, lines: int, undecided: LineSet, known: bool
 ) -> Iterator[ActionsInferred]:
-    """How the file's actions were found. Its undecided lines are listed over as many events as they need (at most
-    EVENT_LINES each); the first holds the count of actions inferred, the others 0 (a reader adds them up)."""
+    """Undecided lines over as many events as they need (EVENT_LINES each); the first holds the count of actions
+    inferred, the others 0 (a reader adds them up)."""
 
     def event(inferred: int, chunk: list[int]) -> ActionsInferred:
         return ActionsInferred(
@@ -592,56 +526,33 @@ def _inferred(
             resets_known=known,
         )
 
-    chunk: list[int] = []
     first = True
-    for ln in undecided:
-        chunk.append(ln)
-        if len(chunk) == EVENT_LINES:
-            yield event(lines if first else 0, chunk)
-            first, chunk = False, []
-    if first or chunk:
-        yield event(lines if first else 0, chunk)
+    for chunk in batched(undecided, EVENT_LINES):
+        yield event(lines if first else 0, list(chunk))
+        first = False
+    if first:
+        yield event(lines, [])
 
 
 def _open_or_reopen(
-    ledger: Ledger,
-    existing: Existing | None,
-    card_id: str,
-    tags: list[str],
-    first: Observation | None,
-    read: HarnessRead,
-    baselines: Baselines,
+    existing: Existing | None, card_id: str, tags: list[str], first: Observation | None, baselines: Baselines
 ) -> tuple[list[AnyEvent], Any, int]:
-    out: list[AnyEvent] = []
     if existing is None:
         assert first is not None  # a new card is made only of lines that have observations
         set_id, _ = baselines.for_new_card()
         card = new_card(card_id)
         opened = baselines.opened(first.ts, card_id, set_id, tags)
-        # Arcade.make's RESET: its answer is not recorded, its play is on the toolkit's card.
-        make = Observation(first.ts, first.game_id, first.guid, 0, "NOT_FINISHED", 0, True, False)
-        for e in (opened, *translate_first(card, opened, make)):
-            out.append(e)
-        return out, card, 0
+        return [opened, *_first_play(card, opened, first)], card, 0
     card = existing.card
-    if card.closed:
-        reopened = CardReopened(ts=first.ts if first is not None else card.last_ts or datetime.now(UTC))
-        apply(card, reopened)
-        out.append(reopened)
-    return out, card, card.events - len(out)
+    if not card.closed:
+        return [], card, card.events
+    reopened = CardReopened(ts=first.ts if first is not None else card.last_ts or datetime.now(UTC))
+    apply(card, reopened)
+    return [reopened], card, card.events - 1
 
 
-def _first_play(agent: str) -> Callable[[Any, CardOpened, Observation], list[AnyEvent]]:
-    """How a new card of this recording starts: opened, then the play ``Arcade.make`` started."""
-
-    def first(card: Any, opened: CardOpened, o: Observation) -> list[AnyEvent]:
-        make = Observation(o.ts, o.game_id, o.guid, 0, "NOT_FINISHED", 0, True, False)
-        return translate_first(card, opened, make)
-
-    return first
-
-
-def translate_first(card: Any, opened: CardOpened, make: Observation) -> list[AnyEvent]:
-    """CardOpened applied, then the play ``Arcade.make`` started."""
+def _first_play(card: Any, opened: CardOpened, o: Observation) -> list[AnyEvent]:
+    """A new card of a recording: opened, then the play ``Arcade.make``'s RESET started (its answer is not recorded,
+    its play is on the toolkit's card)."""
     apply(card, opened)
-    return translate(card, make)
+    return translate(card, Observation(o.ts, o.game_id, o.guid, 0, "NOT_FINISHED", 0, True, False))

@@ -1,7 +1,6 @@
 """The event vocabulary: every fact the ledger records, as small frozen msgspec Structs.
 
-Events are encoded once (JSON, via msgspec) and the encoded bytes are what the log stores and hashes.
-The tag of each Struct is the value of the log's ``type`` column.
+The encoded bytes are what the log stores and hashes; each Struct's tag is the log's ``type`` column.
 """
 
 from __future__ import annotations
@@ -11,10 +10,9 @@ from typing import Any, Literal, NamedTuple
 
 import msgspec
 
-#: The card states the toolkit reports (``arcengine.GameState`` values).
+#: ``arcengine.GameState`` values.
 State = Literal["NOT_PLAYED", "NOT_FINISHED", "WIN", "GAME_OVER"]
 
-#: Why a card was closed.
 CloseReason = Literal["explicit", "idle", "max_open", "end_of_import", "abandoned"]
 
 
@@ -27,9 +25,8 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_de
 class CardOpened(Event, tag="card_opened", frozen=True, kw_only=True):
     """A scorecard was opened (``Arcade.open_scorecard``/``create_scorecard`` or the first ``make``).
 
-    ``api_key_fingerprint`` is a salted hash of the API key the card was opened with; the key itself is never
-    stored. ``baselines_id`` names the baseline set (see :class:`BaselinesRecorded`) the card is scored under:
-    the toolkit's ``available_environments`` at the time the card was opened.
+    ``api_key_fingerprint`` is a salted hash of the API key (the key is never stored). ``baselines_id`` names the
+    baseline set the card is scored under: the toolkit's ``available_environments`` when the card was opened.
     """
 
     card_id: str
@@ -50,10 +47,9 @@ class CardOpened(Event, tag="card_opened", frozen=True, kw_only=True):
 
 
 class PlayStarted(Event, tag="play_started", frozen=True, kw_only=True):
-    """A full reset: the toolkit's ``Scorecard.new_play``. A new play of ``game_id`` begins for ``guid``.
+    """A full reset (``Scorecard.new_play``): a new play of ``game_id`` for ``guid``, one guid can carry several.
 
-    arcengine performs a full reset on a RESET sent before any action of the current level (or after a WIN);
-    it is not counted as an action or a reset. One guid can carry several plays.
+    arcengine does one on a RESET sent before any action of the level (or after a WIN); it counts as no action.
     """
 
     game_id: str
@@ -84,10 +80,7 @@ class ActionTaken(Event, tag="action_taken", frozen=True, kw_only=True):
 
 
 class ActionIgnored(Event, tag="action_ignored", frozen=True, kw_only=True):
-    """An action answered with an empty frame (sent after GAME_OVER or WIN, before a RESET).
-
-    The toolkit counts nothing for it; it is kept for the post-mortem (actions wasted after the end).
-    """
+    """An action answered with an empty frame (after GAME_OVER or WIN): counted nowhere, kept for the post-mortem."""
 
     game_id: str
     guid: str
@@ -108,10 +101,7 @@ class LevelReset(Event, tag="level_reset", frozen=True, kw_only=True):
 
 
 class LevelCompleted(Event, tag="level_completed", frozen=True, kw_only=True):
-    """The play's ``levels_completed`` changed to ``levels_completed`` after ``actions`` actions in the play.
-
-    This is one entry of the toolkit's ``Card.actions_by_level``.
-    """
+    """The play's ``levels_completed`` changed after ``actions`` actions: one entry of ``Card.actions_by_level``."""
 
     game_id: str
     guid: str
@@ -137,9 +127,8 @@ class CardClosed(Event, tag="card_closed", frozen=True, kw_only=True):
     """The card was closed; nothing after this counts on it.
 
     ``reason``: ``explicit`` (``close_scorecard``), ``idle`` (no update for STALE_MINUTES), ``max_open`` (open for
-    MAX_OPEN_FOR_MINUTES), ``end_of_import`` (an imported recording ended) or ``abandoned`` (``ledger close``:
-    the agent died and left the card open). ``document_sha256`` is the hash of
-    the scorecard document the ledger produced at close, so an audit can show the rebuilt card still matches it.
+    MAX_OPEN_FOR_MINUTES), ``end_of_import`` or ``abandoned`` (``ledger close``: the agent died with the card open).
+    ``document_sha256`` hashes the document made at close, so an audit can show the rebuilt card still matches it.
     """
 
     reason: CloseReason
@@ -202,7 +191,7 @@ class BaselineEntry(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unkn
 
 
 class BaselinesRecorded(Event, tag="baselines_recorded", frozen=True, kw_only=True):
-    """A content-addressed baseline set: ``set_id`` is the sha256 of its canonical entries."""
+    """A baseline set; ``set_id`` is the sha256 of its canonical entries."""
 
     set_id: str
     entries: list[BaselineEntry]
@@ -218,11 +207,9 @@ class LabelSet(Event, tag="label_set", frozen=True, kw_only=True):
 class RecordingImported(Event, tag="recording_imported", frozen=True, kw_only=True):
     """How far ``ledger import`` has read one recording file of an imported card (written with its events).
 
-    ``file`` is the file's name in the card's folder; ``offset`` the bytes consumed (complete lines only) and
-    ``lines`` the lines consumed, ``skipped`` of them not imported (bad lines). ``tail_sha256`` hashes the last
-    4096 bytes before ``offset`` so a rewritten file is told apart from one that grew; ``game_state`` is the game's
-    state after the last line, which says whether the next action (without frame data) got an empty frame.
-    ``ts`` is the last line's timestamp.
+    ``offset``: the bytes of complete lines consumed; ``tail_sha256`` hashes the last 4096 bytes before it, so a
+    rewritten file is told apart from one that grew; ``game_state`` (after the last line) says whether the next
+    action, without frame data, got an empty frame. ``ts`` is the last line's timestamp.
     """
 
     file: str
@@ -237,7 +224,7 @@ class RecordingImported(Event, tag="recording_imported", frozen=True, kw_only=Tr
 
 
 class SkippedLine(msgspec.Struct, frozen=True):
-    """One line of a recording that was not imported: its number (1-based), why, and the sha256 of its bytes."""
+    """One line of a recording that was not imported (``line`` is 1-based)."""
 
     line: int
     reason: str
@@ -273,7 +260,7 @@ class ActionsInferred(Event, tag="actions_inferred", frozen=True, kw_only=True):
 
 
 class BaselinesAttached(Event, tag="baselines_attached", frozen=True, kw_only=True):
-    """A card imported without baselines is scored from now on under the baseline set ``baselines_id``."""
+    """A card imported without baselines is scored from now on under ``baselines_id``."""
 
     baselines_id: str
 
@@ -288,11 +275,7 @@ class CardReopened(Event, tag="card_reopened", frozen=True, kw_only=True):
 
 
 class CardRetracted(Event, tag="card_retracted", frozen=True, kw_only=True):
-    """The card is withdrawn (from lists, comparisons, leaderboards) without erasing its record.
-
-    Appended by ``ledger retract``; the card's events stay, ``export``/``replay``/``audit`` still read them and
-    say when and why it was retracted.
-    """
+    """``ledger retract``: the card leaves lists, comparisons and leaderboards; its events stay and are read."""
 
     reason: str
 
@@ -319,11 +302,8 @@ class LevelUsage(msgspec.Struct, frozen=True):
 
 
 class RunUsage(Event, tag="run_usage", frozen=True, kw_only=True):
-    """What a benchmarking run folder (``run_meta.json``, ``step_NNN.json``) says the run used and cost.
-
-    Kept with an imported card; tokens and cost are the run's own figures (None where it gives none), ``levels``
-    splits the steps matched to the card's lines by the level being played.
-    """
+    """What a benchmarking run folder (``run_meta.json``, ``step_NNN.json``) says the run used and cost (None
+    where it gives none); ``levels`` splits the steps matched to the card's lines by the level being played."""
 
     folder: str
     run_id: str | None = None
@@ -340,7 +320,7 @@ class RunUsage(Event, tag="run_usage", frozen=True, kw_only=True):
     cached_tokens: int | None = None
     reasoning_tokens: int | None = None
     cache_write_tokens: int | None = None
-    #: The run's usage object's other keys (``cost_details``, ...), as the file gives them.
+    #: The usage object's other keys (``cost_details``, ...).
     usage_other: dict[str, Any] | None = None
 
 
@@ -413,7 +393,6 @@ def decode(body: bytes) -> AnyEvent:
 
 
 def type_of(event: Event) -> str:
-    """The tag that goes into the log's ``type`` column."""
     return type(event).__struct_config__.tag  # type: ignore[return-value]
 
 
@@ -433,12 +412,11 @@ def baselines_stream(set_id: str) -> str:
 
 
 def label_stream(label: str) -> str:
-    """The stream that holds one label's history (its LabelSet events)."""
     return LABEL_STREAM + label
 
 
 class Numbered(NamedTuple):
-    """An event with its place in the log: ``version`` in the card's stream and global ``seq``."""
+    """An event with its ``version`` in the card's stream and global ``seq``."""
 
     version: int
     seq: int

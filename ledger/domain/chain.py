@@ -126,7 +126,7 @@ def ledger_head(stream_heads: Iterable[tuple[str, int, str]]) -> str:
 
 
 class Link(Protocol):
-    """A stored event as the chain and the audit see it (``StoredEvent`` is one)."""
+    """A stored event as the chain and the audit see it (read-only properties: a frozen row satisfies them)."""
 
     @property
     def version(self) -> int: ...
@@ -243,13 +243,11 @@ def check_link(
             "order", f"stored before version {prev_version} (seq {row.seq} < {prev_seq}): events reordered"
         )
     if row.prev_hash != prev_hash:
-        if (detail := _column_detail(row)) is not None:
-            return BrokenLink("column", detail)
-        return BrokenLink(
-            "prev_hash", f"prev_hash does not link to version {prev_version}'s hash (an event before it was replaced)"
-        )
-    if event_hash(prev_hash, stream, row.version, row.type, row.body) != row.hash:
-        if (detail := _column_detail(row)) is not None:
-            return BrokenLink("column", detail)
-        return BrokenLink("hash", "the stored bytes do not match the event's hash (the event was changed)")
-    return None
+        why = f"prev_hash does not link to version {prev_version}'s hash (an event before it was replaced)"
+        broken = BrokenLink("prev_hash", why)
+    elif event_hash(prev_hash, stream, row.version, row.type, row.body) != row.hash:
+        broken = BrokenLink("hash", "the stored bytes do not match the event's hash (the event was changed)")
+    else:
+        return None
+    detail = _column_detail(row)
+    return broken if detail is None else BrokenLink("column", detail)

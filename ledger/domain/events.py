@@ -60,12 +60,9 @@ class PlayStarted(Event, tag="play_started", frozen=True, kw_only=True):
 class ActionTaken(Event, tag="action_taken", frozen=True, kw_only=True):
     """ACTION1..ACTION7 answered with a frame: one action counted on the guid's current play.
 
-    ``x``/``y`` are set for complex actions (ACTION6). ``levels_completed`` and ``state`` are what the game
-    reported after the action. ``reasoning`` is kept only when the user opted in.
-
-    ``candidates`` is set only when the source (an imported recording) does not decide which action was taken:
-    the action ids it could have been; ``action`` is then the first of them, not a fact. The action counts the
-    same whichever it was, so no score depends on it; an audit reports it as undecided, never as a mismatch.
+    ``reasoning`` is kept only when the user opted in. ``candidates`` is set when an imported recording does not
+    decide which action was taken: ``action`` is then the first of them, not a fact (it counts the same whichever it
+    was, so no score depends on it; an audit reports it as undecided, never as a mismatch).
     """
 
     game_id: str
@@ -136,11 +133,8 @@ class CardClosed(Event, tag="card_closed", frozen=True, kw_only=True):
 
 
 class ObservationReapplied(Event, tag="observation_reapplied", frozen=True, kw_only=True):
-    """A RESET the REST server did not execute (competition mode, the level had no action yet).
-
-    The server re-applied the play's last observation to the card (``Scorecard.update_scorecard`` called on the
-    card): one action, and one reset as well when ``action``, that observation's action, was itself a RESET (0).
-    The game itself did not move.
+    """A RESET the REST server did not execute (competition mode, the level had no action yet): it re-applied the
+    play's last observation to the card, one action, and one reset as well when ``action`` was itself a RESET (0).
     """
 
     game_id: str
@@ -151,11 +145,8 @@ class ObservationReapplied(Event, tag="observation_reapplied", frozen=True, kw_o
 
 
 class RequestFailed(Event, tag="request_failed", frozen=True, kw_only=True):
-    """A request to the ARC server got no usable answer (ONLINE/COMPETITION capture): nothing was counted.
-
-    ``request`` is ``RESET``, ``ACTION1``..``ACTION7`` or ``close``; ``status`` the HTTP status if one came back;
-    ``error`` what went wrong (``HTTP 500``, ``ConnectionError: ...``, ``malformed answer: ...``).
-    """
+    """A request to the ARC server (``RESET``, ``ACTION1``..``ACTION7`` or ``close``) got no usable answer: nothing
+    was counted."""
 
     request: str
     game_id: str | None = None
@@ -243,13 +234,10 @@ class LinesSkipped(Event, tag="lines_skipped", frozen=True, kw_only=True):
 class ActionsInferred(Event, tag="actions_inferred", frozen=True, kw_only=True):
     """A harness recording (which holds answers, not actions) was imported: how its actions were found.
 
-    ``method``: ``resimulated`` (the game's code re-run, each line matched by an action), ``frames`` (no game code:
-    actions and level completions follow from the frames, resets cannot be known), ``recorded`` (each line names
-    the action it answers, ``action_input``: nothing inferred, nothing undecided). ``inferred`` actions were
-    recovered; ``undecided`` lists the lines (1-based) that could be a level RESET as well as the action they were
-    imported as, so the card's reset counts are uncertain by up to that many; every score-bearing number is exact.
-    A long list is split over events of the same file one after another, 4,096 lines at most each, in line order;
-    the first holds the count of actions inferred, the others 0 (a reader adds them up).
+    ``method``: ``resimulated`` (the game's code re-run), ``frames`` (no game code: resets cannot be known) or
+    ``recorded`` (each line names its action). ``undecided`` lists the lines (1-based) that could be a level RESET as
+    well as the action imported, so reset counts are uncertain by up to that many (no score depends on them). A long
+    list is split over consecutive events of the file, 4,096 lines at most each; the first holds ``inferred``.
     """
 
     file: str
@@ -282,11 +270,9 @@ class CardRetracted(Event, tag="card_retracted", frozen=True, kw_only=True):
 
 class FramesNoted(Event, tag="frames_noted", frozen=True, kw_only=True):
     """Digests of the frames that answered the actions an import left undecided (``ActionTaken.candidates``), one
-    per such action since the previous FramesNoted of the stream (4,096 at most: a long recording's are noted a
-    chunk at a time, each event after the actions it notes), in stream order: a re-simulation tells the candidates
-    apart by them without the recording. Each is the first 32 hex digits of a blake2b of the frame's grids (int16,
-    then the shape).
-    """
+    per such action since the previous FramesNoted of the stream (4,096 at most), so that a re-simulation tells the
+    candidates apart without the recording: the first 32 hex digits of a blake2b of the frame's grids (int16, then
+    the shape)."""
 
     file: str
     digests: list[str]
@@ -338,12 +324,11 @@ class CardOnServer(Event, tag="card_on_server", frozen=True, kw_only=True):
 
 
 class BaselinesReported(Event, tag="baselines_reported", frozen=True, kw_only=True):
-    """Baselines and level counts the ARC server revealed in a scorecard document it sent (``ts``: when received).
+    """Baselines the ARC server revealed in a scorecard document it sent (``ts``: when received).
 
-    Each run of the document carries its game's ``level_baseline_actions``. ``baselines_id`` is the set the card is
-    scored under from now on: the set it had, with the baselines of ``games`` as the server reported them.
-    ``answer`` names the request the document answered: ``close`` (``POST /api/scorecard/close``) or ``scorecard``
-    (``GET /api/scorecard/<card_id>``, normal mode only: the competition server refuses it while the card is open).
+    ``baselines_id`` is the set the card is scored under from now on: the set it had, with the baselines of ``games``
+    as reported. ``answer``: ``close`` (``POST /api/scorecard/close``) or ``scorecard`` (``GET
+    /api/scorecard/<card_id>``, normal mode only).
     """
 
     baselines_id: str

@@ -281,10 +281,6 @@ def _arrow(old: str, new: str) -> str:
     return old if old == new else f"{old} -> {new}"
 
 
-def _signed(d: float) -> str:
-    return f"{d:+.2f}"
-
-
 def match_note(m: GameMatch) -> str | None:
     if m.how == "base":
         others = [v for v in m.versions if v != m.used]
@@ -313,8 +309,7 @@ def rescore_text(
             played += f", calculator {_arrow(r.calculator_old, r.calculator_new)}"
         lines.append("")
         lines.append(
-            f"card {r.card_id}   score {_f(r.score_old)} -> {_f(r.score_new)} ({_signed(r.delta)})   "
-            f"played under {played}"
+            f"card {r.card_id}   score {_f(r.score_old)} -> {_f(r.score_new)} ({r.delta:+.2f})   played under {played}"
         )
         for g in r.games:
             used = ""
@@ -325,9 +320,7 @@ def rescore_text(
                 used = "   not in the new set"
             elif not g.played:
                 used = "   unplayed"
-            lines.append(
-                f"  game {g.game_id}   score {_f(g.score_old)} -> {_f(g.score_new)} ({_signed(g.delta)}){used}"
-            )
+            lines.append(f"  game {g.game_id}   score {_f(g.score_old)} -> {_f(g.score_new)} ({g.delta:+.2f}){used}")
             for i, run in enumerate(g.runs):
                 best = " (best)" if run.best else ""
                 lines.append(

@@ -59,16 +59,16 @@ def card_rows(card_id: str, actions: int, set_id: str, ts: datetime) -> list[tup
         add(PlayStarted(ts=ts, game_id=game, guid=guid))
         levels = 0
         for i in range(1, n + 1):
-            if i in marks:
-                levels += 1
-                add(
-                    ActionTaken(ts=ts, game_id=game, guid=guid, action=1, levels_completed=levels, state="NOT_FINISHED")
+            done = i in marks
+            levels += done
+            action = 1 if done else 2
+            add(
+                ActionTaken(
+                    ts=ts, game_id=game, guid=guid, action=action, levels_completed=levels, state="NOT_FINISHED"
                 )
+            )
+            if done:
                 add(LevelCompleted(ts=ts, game_id=game, guid=guid, levels_completed=levels, actions=i))
-            else:
-                add(
-                    ActionTaken(ts=ts, game_id=game, guid=guid, action=2, levels_completed=levels, state="NOT_FINISHED")
-                )
     add(CardClosed(ts=ts, reason="explicit"))
     return out
 

@@ -1,10 +1,8 @@
-"""Audit figures: `ledger audit` of one card of 100,000 events (goal: under 2 s), with and without re-simulation,
-and `ledger verify` of the same ledger with and without its check of the type and shape of every column the hash
-chain reads (the two in alternating rounds, best of each).
+"""Audit figures: `ledger audit` of one card of 100,000 events, with and without re-simulation, and `ledger verify`
+with and without its column checks.
 
-The card is a real recording: two guids of the cnt3 test game played by a random agent through the toolkit's
-local wrapper, every response turned into events by the same translator live capture uses, closed with the
-document hash and a cached projection as live capture leaves them. So every check has real work to do and passes.
+The card is real play of the cnt3 test game through the live-capture translator, closed as live capture leaves it,
+so every check has real work to do and passes.
 """
 
 from __future__ import annotations

@@ -104,12 +104,10 @@ def export_figures(n_steps: int, n_rounds: int = 3) -> list[str]:
 
 
 def capture_figures(n_steps: int, n_rounds: int = 3) -> list[str]:
-    """Per-step cost of capture next to one bare commit, in each durability mode, measured in alternating rounds
-    (bare step, attached step, bare commit, ...) and the best of each taken, so that a busy machine weighs on all.
+    """Per-step cost of capture next to one bare commit, in each durability mode.
 
-    The ledger runs SQLite's WAL checkpoints in a background thread (``ledger/store/wal.py``); the bare
-    commit is a plain SQLite program and checkpoints inline, as SQLite does by default. The second line also gives
-    the bare commit with its checkpoints kept out of the loop, i.e. the commit alone."""
+    The ledger checkpoints SQLite's WAL in a background thread; the bare commit checkpoints inline, as SQLite does by
+    default, so the second line also gives it with its checkpoints kept out of the loop."""
     lines = []
     for durability in ("normal", "batched", "full"):
         with tempfile.TemporaryDirectory() as d:
@@ -145,7 +143,6 @@ def capture_figures(n_steps: int, n_rounds: int = 3) -> list[str]:
 
 
 def capture_measures(d: Path, durability: str, n: int) -> dict[str, Any]:
-    """What :func:`capture_figures` measures at one durability, each on a new file under ``d``."""
     names = itertools.count()
 
     def new() -> Path:
@@ -171,9 +168,8 @@ def capture_measures(d: Path, durability: str, n: int) -> dict[str, Any]:
 
 
 def floor_lines(best: dict[str, float], added: float) -> list[str]:
-    """The write floor of each events-table design: a raw INSERT+COMMIT (no Python around it) without and with a
-    summary row's UPDATE in the same transaction (what a step paid when the summary was kept in each step's
-    transaction; it now follows by position), as multiples of the bare commit."""
+    """The write floor of each events-table design: a raw INSERT+COMMIT without and with a summary row's UPDATE in
+    the same transaction, as multiples of the bare commit."""
     commit = best["commit"]
     names = {
         "ledger": "the ledger's table (rowid seq + UNIQUE(stream, version): two b-trees)",
@@ -223,9 +219,8 @@ def breakdown_lines(n_steps: int, n_rounds: int) -> list[str]:
 
 
 class StageTimer:
-    """Times each stage of a captured step in place: the real functions wrapped (time inside a stage's callees is
-    its callees'), the writer's SQL statements timed by a connection subclass. Only the stepping thread is timed
-    (the WAL checkpoint thread is not)."""
+    """Times each stage of a captured step in place, in the stepping thread only: the real functions wrapped (time
+    inside a stage's callees is its callees'), the SQL statements by a connection subclass."""
 
     def __init__(self) -> None:
         self.spent: dict[str, float] = {}
@@ -246,7 +241,6 @@ class StageTimer:
             self._stack[-1] += dt
 
     def wrap(self, label: str, f: Any) -> Any:
-        """``f`` timed as ``label``."""
 
         @functools.wraps(f)
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -346,11 +340,9 @@ FLOOR_TABLES = {
 def committer(
     path: Path, durability: str, table: str = "plain", summary: bool = False, autocheckpoint: int | None = None
 ) -> tuple[sqlite3.Connection, Any]:
-    """A connection and ``commit(v)``: one raw INSERT + COMMIT of a captured-size action event (no Python around
-    it) into a plain one-b-tree table (``plain``: the bare commit), into the ledger's own ``events`` table
-    (``ledger``: its statement, rowid ``seq`` plus UNIQUE(stream, version), two b-trees) or into one of
-    :data:`FLOOR_TABLES`; ``summary``: with the card's ``card_summary`` counters UPDATE in the same transaction.
-    ``autocheckpoint`` 0: no checkpoint in the commits; None: SQLite's default."""
+    """A connection and ``commit(v)``: one raw INSERT + COMMIT of a captured-size action event into a plain table
+    (``plain``: the bare commit), the ledger's own ``events`` table (``ledger``) or one of :data:`FLOOR_TABLES`;
+    ``summary``: with the ``card_summary`` UPDATE in the same transaction; ``autocheckpoint`` 0: no checkpoints."""
     if table != "plain":
         with Ledger.open(path, durability=durability) as led:  # type: ignore[arg-type]
             led.store.append(STREAM, [CardOpened(ts=datetime.now(UTC), card_id=STREAM[5:])], 0)
@@ -401,9 +393,8 @@ def commit_loop(path: Path, durability: str, n: int, *how: Any, autocheckpoint: 
 
 
 def in_situ_commit(path: Path, durability: str, n_steps: int, table: str = "plain") -> float:
-    """Seconds per bare toolkit step followed, in the same loop, by one :func:`committer` commit. Capture commits
-    between toolkit steps, whose work leaves SQLite's code and pages cold in the CPU's caches; a commit timed in a
-    tight loop of its own keeps them warm and costs about a third of what the same commit costs between steps."""
+    """Seconds per bare toolkit step followed by one :func:`committer` commit: between steps, whose work leaves
+    SQLite cold in the CPU's caches, a commit costs about three times what it costs in a tight loop."""
     con, commit = committer(path, durability, table)
     try:
         return toolkit_steps(None, n_steps, durability, after_step=commit)

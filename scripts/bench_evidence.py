@@ -1,7 +1,5 @@
-"""Evidence figures: signing a checkpoint over 1,000,000 events (the first one builds the stored tree; each one
-checks the stored tree against the whole log before it signs), `prove` and `check` for a 10,000-event card with
-the size of the evidence, `verify --checkpoint` (the tree rebuilt from the events), and capture-style one-event
-appends with checkpoints signed as they go next to the same appends without, measured side by side."""
+"""Evidence figures: signing checkpoints over 1,000,000 events, `prove` and `check` of a 10,000-event card,
+`verify --checkpoint`, and one-event appends with checkpoints signed as they go next to the same without."""
 
 from __future__ import annotations
 
@@ -22,8 +20,7 @@ from ledger.store.merkle_store import TreeStore
 
 
 def _fill(led: Ledger, card_id: str, total: int) -> None:
-    """Other streams up to ``total`` events, with the card's own stored rows as their bodies (the tree hashes only
-    the chain hashes, so what the bodies say does not matter here)."""
+    """Other streams up to ``total`` events, the card's own rows as their bodies (the tree hashes only the chain)."""
     rows = [(e.type, e.ts, e.body) for e in led.store.read_stream(card_stream(card_id))]
     n, i = led.store.count(), 0
     while n < total:
@@ -34,10 +31,8 @@ def _fill(led: Ledger, card_id: str, total: int) -> None:
 
 
 def capture_costs(d: Path, signer, steps: int, rounds: int = 3) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
-    """Per-append seconds of one-event appends (as live capture makes them) on a ledger with the tree's tables and
-    on one with them dropped, in alternating blocks of 250 so that a busy machine weighs on both alike (best round
-    of each); and the best per-event seconds of bringing the tree up to date after ``steps`` appends (what signing
-    a checkpoint adds, whenever it is signed)."""
+    """Per-append seconds of one-event appends with the tree's tables and without, in alternating blocks of 250;
+    and the best per-event seconds of bringing the tree up to date after ``steps`` appends."""
     import sqlite3
 
     best = {"tree": float("inf"), "none": float("inf"), "catch_up": float("inf")}

@@ -1,8 +1,5 @@
 """PostgreSQL next to SQLite, same run, same sizes: what live capture adds to a toolkit step, export (full replay)
 events/s, and ``ledger copy`` events/s in both directions.
-
-The PostgreSQL server is ``$LEDGER_BENCH_PG_URL``, else ``$LEDGER_TEST_PG_URL``, else the machine's default
-(postgresql+psycopg://postgres@127.0.0.1:5432/test); the bench creates its own database there and drops it.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from ledger.app.copying import copy_ledger, open_destination, open_source
 
 
 def bare_pg_commit(url: str, n: int) -> float:
-    """One INSERT + COMMIT of a row as large as a captured action event on a plain table (psycopg, no ORM)."""
+    """One INSERT + COMMIT of a row as large as a captured action event on a plain table."""
     with pg_connect(url) as con:
         con.execute("CREATE TABLE IF NOT EXISTS bench_t (seq BIGSERIAL PRIMARY KEY, body BYTEA NOT NULL)")
         con.commit()
@@ -55,8 +52,7 @@ def copy_rate(src: str, dst: str) -> tuple[int, float]:
 
 
 def _backend_cpu(url: str) -> float | None:
-    """CPU seconds used so far by the other sessions on ``url``'s database (the copy's writer), if the server is
-    on this machine (read from /proc), else None."""
+    """CPU seconds used so far by the other sessions on ``url``'s database, if the server is on this machine."""
     with pg_connect(url) as con:
         pids = [
             r[0]
@@ -75,10 +71,8 @@ def _backend_cpu(url: str) -> float | None:
 
 
 def copy_figures(src: str, how: str, dst: str | None = None) -> list[str]:
-    """``ledger copy`` of the SQLite ledger ``src`` into ``dst`` (an empty PostgreSQL database; default a fresh one,
-    dropped after), and what its time is made of:
-    the same rows COPYed raw (encoded beforehand, no check, no summary: the server's part alone), and the client's
-    work per event measured apart in one thread (read, hash check, encoding, summary fold)."""
+    """``ledger copy`` of the SQLite ledger ``src`` into ``dst`` (default: a fresh database), and what its time is
+    made of: the same rows COPYed raw (the server's part alone), and the client's work per event measured apart."""
     import sqlite3
 
     from ledger.app.copying import BATCH
@@ -148,7 +142,6 @@ def copy_figures(src: str, how: str, dst: str | None = None) -> list[str]:
 
 
 def run(quick: bool) -> list[str]:
-    """Capture and export figures on PostgreSQL next to SQLite."""
     why = pg_unusable()
     if why is not None:
         return [f"skipped: PostgreSQL at {why}"]

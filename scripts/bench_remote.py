@@ -1,8 +1,5 @@
 """ONLINE capture's cost per step: the toolkit's remote wrapper against its own REST server on 127.0.0.1, bare and
-with a ledger attached, in alternating rounds (best of each), next to the HTTP round trip it rides on.
-
-The client has no local game files: the card's baselines come from the server's close answer, and the last line
-checks that the ledger's export equals that answer.
+with a ledger attached, next to the HTTP round trip it rides on; the export is checked against the close answer.
 """
 
 from __future__ import annotations
@@ -55,9 +52,8 @@ class _Server:
 
 
 def _step_cost(srv: _Server, where: str | None, n_steps: int) -> tuple[float, float, bool | None]:
-    """Seconds per ACTION6 step on clk2 through the remote wrapper, ledger at ``where`` attached (None: bare), in
-    wall time and in the client thread's CPU time (the server's threads left out); and, attached, whether the
-    export equals the server's close answer."""
+    """Wall and client-thread CPU seconds per ACTION6 step on clk2, ledger at ``where`` attached (None: bare); and,
+    attached, whether the export equals the server's close answer."""
     from arc_agi import Arcade, OperationMode
     from arcengine import GameAction
 

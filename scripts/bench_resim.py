@@ -1,31 +1,10 @@
 """Audit a harness run at game speed: ``ledger import --environments`` and ``ledger audit --environments`` of
-``ls20``-shaped harness recordings of 400 and 5,000 lines, in lines per second and peak memory, beside the bare
-cost of stepping the same actions through the game.
+harness recordings of the test game ``lsx3`` (64x64 mazes, seven levels, an energy bar, three lives), in lines per
+second and peak memory, beside the bare cost of stepping the same actions through the game.
 
-The game is ``lsx3`` (tests/harness_games): 64x64 mazes of about 150 sprites, seven levels, an energy bar every
-move spends, three lives (a level starts again when the energy runs out, GAME_OVER when the lives do), and objects
-of the game file's own classes in its state, as the public games have. The agent heads for the goal most of the
-time (levels get completed, the game is sometimes won and RESET to a full reset), wanders otherwise (it dies), and
-sometimes RESETs the level. The run is captured live by the ledger while the harness's recorder writes its file.
-
-Each command runs as its own process (``ledger ...``, started by a small launcher so that its peak is not the
-bench's), so its peak resident memory and its CPU time are its own (``wait4``; the process's start-up, about a
-second, included). Times are CPU seconds. Figures:
-
-- import with the game code (every action recovered by re-running the game);
-- import without it, then the audit with the game code of that card (it re-runs the game along one path through
-  the lines the frames left undecided; on ls20 also with ``--decide``, every candidate of each), next to the audit of
-  the live card of the same run (goal: at most 3x);
-- the audit with the game code of the card imported with it;
-- the bare cost: the same actions stepped through a fresh game, nothing else.
-
-With ``LEDGER_BENCH_LS20`` naming an environment_files folder that holds the public ``ls20-fa137e247ce6`` (the
-harnesses download it; it is not in this repository), the same figures follow for it, with an agent that picks its
-moves at random (the path to lsx3's goal is not read from ls20's frames), and for the largest size with an agent that
-solves ls20's first two levels (it completes levels, RESETs at a level's start, where a move into a wall shows the
-same frame, and RESETs twice for a full reset). Then the peak memory of both imports and of the audit on random ls20
-recordings of 20,000 and 100,000 lines (1.3 GB; the audit with and without ``--decide``), and the bytes a line
-that grows between them.
+Each command runs as its own process, so its peak resident memory and CPU time are its own (start-up included).
+With ``LEDGER_BENCH_LS20`` naming an environment_files folder that holds the public ``ls20-fa137e247ce6`` (not in
+this repository), the same figures follow for it, and the peak memory of long ls20 recordings by length.
 """
 
 from __future__ import annotations
@@ -82,9 +61,8 @@ def record(
     folder: Path, envs: Path, db: Path, actions: int, seed: int = 7, game: str = GAME, solving: bool = False
 ) -> tuple[Path, str, list[int]]:
     """A harness recording of ``actions`` actions, the same run captured live into ``db``; (path, card, actions).
-    The agent heads for lsx3's goal; on another game it moves at random, or (``solving``, ls20) plays as an agent
-    that has learnt ls20's first two levels does: it wanders a little, RESETs the level (now and then twice: a full
-    reset) and solves it, wanders on the third level until it runs out of energy and lives, and starts again."""
+    The agent heads for lsx3's goal; on another game it moves at random, or (``solving``, ls20) solves its first two
+    levels after wandering a little and RESETting the level."""
     from arcengine import GameAction
 
     rng = random.Random(seed)
@@ -123,7 +101,7 @@ def record(
 
 
 def _solving(rng: random.Random, last: Any, plan: list[int]) -> int:
-    """The next action of the ls20 agent that knows its first two levels (``plan``: the moves it has decided on)."""
+    """The next action of the ls20 agent that knows its first two levels (``plan``: the moves decided on)."""
     level = last.levels_completed
     if last.state.name in ("GAME_OVER", "WIN"):
         plan.clear()
@@ -153,14 +131,13 @@ def bare(envs: Path, sent: list[tuple[int, Any]], game_id: str = GAME) -> float:
 
 
 def _ledger(*args: str) -> tuple[float, float, str]:
-    """Run ``ledger ARGS``: (CPU seconds, peak resident MB of that process, stdout). CPU time, not wall time: on a
-    shared machine the wall clock measures the other processes too (the bare steps are CPU time as well)."""
+    """(CPU seconds, peak resident MB, stdout) of ``ledger ARGS``: CPU, as the bare steps, since on a shared machine
+    the wall clock measures the other processes too."""
     p = ledger(*args, peak=True, ok=(0, 1))
     return p.cpu, p.mb, p.out.decode()
 
 
 def _resimulation(out: str) -> dict[str, Any]:
-    """The resimulation check of ``ledger audit --json``'s output."""
     return next(c for c in json.loads(out)["checks"] if c["name"] == "resimulation")
 
 
@@ -243,9 +220,8 @@ def one_size(root: Path, envs: Path, actions: int, game: str = GAME, solving: bo
 
 
 def by_length(root: Path, envs: Path, sizes: tuple[int, ...]) -> list[str]:
-    """Peak memory of the import (with and without the game code) and of the audit of the card imported without
-    it (one path, and ``--decide``), for ls20 recordings of the random agent at each size, and what each costs a
-    line between the sizes."""
+    """Peak memory of both imports and of the audit (one path, and ``--decide``) for ls20 recordings of the random
+    agent at each size, and what each costs a line between the sizes."""
     peaks: list[tuple[int, float, float, float, float]] = []
     for n in sizes:
         d = root / f"n{n}"
@@ -273,9 +249,7 @@ def by_length(root: Path, envs: Path, sizes: tuple[int, ...]) -> list[str]:
 
 
 def head(root: Path, envs: Path, actions: int, game: str = GAME) -> list[str]:
-    """A recording of arc-agi-3-benchmarking's head (frame lines that name their actions, ``tests/head_harness.py``),
-    captured live as it plays: its import with and without the code and their audits, beside the bare steps of its
-    actions and the live card's audit."""
+    """The same figures for a recording of arc-agi-3-benchmarking's head (frame lines that name their actions)."""
     from tests.head_harness import run_head
 
     live_db = root / "live.sqlite"

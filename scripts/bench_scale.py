@@ -1,18 +1,8 @@
-"""How the read commands' cost grows with the ledger: 1,000 / 10,000 / 100,000 cards, SQLite and PostgreSQL.
+"""How the read commands' cost grows with the ledger, SQLite and PostgreSQL: synthetic cards written one append per
+card through the ledger's append path, sizes ``$LEDGER_BENCH_SCALE_SIZES`` (default 1000,10000,100000).
 
-The cards are synthetic (``ledger.app.synthetic``): real events (opened, plays, actions, level completions,
-WIN/GAME_OVER, closed; about 14 events a card) written one append per card through the ledger's own append path,
-so the cards summary and the hash chain are kept as for captured cards. The PostgreSQL ledger is the same one
-after ``ledger copy`` (its rate is printed). Each command is a real ``ledger`` subprocess (start-up included),
-the best of three; each viewer page (``/``, ``/leaderboard``, ``/progress``) is one GET on a fresh app (cold) and
-again (warm), the best of three fresh apps.
-
-Sizes: ``$LEDGER_BENCH_SCALE_SIZES`` (comma-separated), default 1000,10000,100000 (``--quick``: 300,1500).
-
-Then many writers on one PostgreSQL ledger (``$LEDGER_BENCH_SCALE_WRITERS=0`` leaves them out): 16 capturing
-processes, each playing its own card of ``wkex`` through the real toolkit with the ledger attached and timing every
-``env.step``, against as many processes each running INSERT+COMMIT of a row as large as a captured event on a plain
-table.
+Then many writers on one PostgreSQL ledger (``$LEDGER_BENCH_SCALE_WRITERS=0`` leaves them out): capturing processes
+against as many bare INSERT+COMMIT loops of a row as large as a captured event.
 """
 
 from __future__ import annotations
@@ -37,8 +27,7 @@ from tests.toolkit import arcade
 
 
 def _best(*args: str, runs: int = 3) -> tuple[float, float, int]:
-    """The least wall and CPU seconds of ``runs`` ``ledger ARGS`` processes (CPU: user + system, start-up
-    included; on a shared machine the steadier figure), and the size of its output."""
+    """The least wall and CPU seconds of ``runs`` ``ledger ARGS`` processes, and the size of its output."""
     done = [ledger(*args) for _ in range(runs)]
     return min(p.wall for p in done), min(p.cpu for p in done), len(done[-1].out)
 
@@ -66,7 +55,7 @@ def _viewer(db: str, path: str = "/") -> tuple[float, float, int]:
 
 
 def viewer_cells(db: str, paths: tuple[str, ...] = VIEWER_PAGES) -> str:
-    """The viewer columns of a row: each page of ``paths``, cold / warm (size), best of three fresh apps."""
+    """The viewer columns of a row: each page, cold / warm (size), best of three fresh apps."""
     cells = []
     for path in paths:
         runs = [_viewer(db, path) for _ in range(3)]
@@ -95,8 +84,8 @@ def _note(line: str) -> str:
 
 
 def _root_while_slow(db: str) -> float:
-    """The slowest of 5 GETs of ``/`` on a real ``ledger view`` while other clients keep asking for the compare page
-    of the largest tag and one holds a request half-sent: what a user waits for while the viewer is busy."""
+    """The slowest of 5 GETs of ``/`` on ``ledger view`` while a client keeps asking for the compare page of the
+    largest tag and another holds a request half-sent."""
     import re
     import socket
     import threading
@@ -153,7 +142,6 @@ def _row(backend: str, cards: int, db: str, card_id: str) -> str:
 
 
 def run(quick: bool) -> list[str]:
-    """The table of read costs per ledger size, both backends."""
     default = "300,1500" if quick else "1000,10000,100000"
     sizes = [int(s) for s in os.environ.get("LEDGER_BENCH_SCALE_SIZES", default).split(",") if s.strip()]
     pg_why = pg_unusable()
@@ -198,8 +186,8 @@ def run(quick: bool) -> list[str]:
 
 
 def _timed_steps(step: Any, steps: int, start: Any, out: Any) -> None:
-    """``steps`` calls of ``step`` once every process is ready (``start``), each timed; the times and the first and
-    last instants (``perf_counter`` is the system's monotonic clock, the same in every process) go to ``out``."""
+    """``steps`` timed calls of ``step`` once every process is ready; the times and the first and last instants
+    (``perf_counter`` is the same clock in every process) go to ``out``."""
     start.wait()
     stamps = [time.perf_counter()]
     for _ in range(steps):
@@ -209,8 +197,8 @@ def _timed_steps(step: Any, steps: int, start: Any, out: Any) -> None:
 
 
 def _capture(url: str, steps: int, out: Any, start: Any) -> None:
-    """A capturing process: its own card of the test game ``wkex`` played through the real toolkit, the ledger at
-    ``url`` attached; each timed step is a toolkit step plus its captured, committed events."""
+    """A capturing process: its own card of ``wkex`` played through the real toolkit, the ledger at ``url``
+    attached."""
     from arcengine import GameAction
 
     arc = arcade()
@@ -235,8 +223,8 @@ def _bare(url: str, steps: int, out: Any, start: Any) -> None:
 
 
 def _side_by_side(target: Any, url: str, procs: int, steps: int) -> tuple[float, list[float]]:
-    """``procs`` processes of ``target`` started together: the wall seconds from the first timed step to the last,
-    and every step's time, sorted."""
+    """``procs`` processes of ``target`` started together: the wall seconds of all their steps, and each step's
+    time, sorted."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     start = ctx.Barrier(procs)

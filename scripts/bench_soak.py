@@ -1,11 +1,5 @@
-"""Soak figures of the long-lived processes: open descriptors, threads and resident memory at the start, middle and
-end of a long run (read from /proc/PID), with the run's size and rate.
-
-- ``ledger serve`` (a subprocess on 127.0.0.1, ``ulimit -n 256``) driven by 4 agent threads over REST, most
-  requests on a new TCP connection: 100,000 requests (``--quick``: 2,000); every card closed with 200 is then
-  exported and compared with its close answer.
-- one process with a ledger attached to an Arcade, cards played by threads that come and go: 2,000 cards (200).
-- ``ledger view`` over that ledger: 10,000 page loads (500).
+"""Soak figures of the long-lived processes (``ledger serve`` over REST, a process with a ledger attached, ``ledger
+view``): open descriptors, threads and resident memory at the start, middle and end of a long run, from /proc/PID.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""Viewer figures: the card page of a 100,000-event card served over HTTP by `ledger view`'s app, next to
-`ledger export` of the same card in the same run (both read-only, no cached projection in the database), and the
-card page's weight before data (its HTML shell plus the packaged script and style)."""
+"""Viewer figures: the card page of a 100,000-event card served by `ledger view`'s app next to `ledger export` of
+the same card, and the card page's weight before data."""
 
 from __future__ import annotations
 
@@ -61,8 +60,8 @@ def _measure(db: Path, card_id: str, repeats: int) -> tuple[list[float], list[fl
 
 
 def page_figures(n_steps: int, repeats: int) -> list[str]:
-    """Cold and warm card-page times next to export times, medians of ``repeats`` runs; first with no cached
-    projection in the database (worst case), then with the one a writer caches (what live capture leaves)."""
+    """Cold and warm card-page times next to export times, medians of ``repeats`` runs, without and with a cached
+    projection."""
     plays = synthetic_plays(n_steps)
     lines = []
     with tempfile.TemporaryDirectory() as d:
@@ -93,5 +92,4 @@ def page_figures(n_steps: int, repeats: int) -> list[str]:
 
 
 def run(quick: bool) -> list[str]:
-    """All viewer figures."""
     return page_figures(5_000 if quick else 100_000, 3 if quick else 5)

@@ -1,9 +1,8 @@
-"""What the bench areas share: timing on a shared machine, ``ledger`` run as a measured process, a long
-synthetic card, toolkit steps with or without a ledger attached, and a PostgreSQL database of the bench's own.
+"""What the bench areas share.
 
-On a shared 2-core machine one timing means little: a figure is the best of several runs, and what is compared is
-measured in alternating rounds so that load weighs on all alike. The package and the toolkit are imported where
-used: ``bench_cli.py`` measures other checkouts' packages and must not load this one's."""
+On a shared machine one timing means little: a figure is the best of several runs, and what is compared is measured
+in alternating rounds so that load weighs on all alike. The package and the toolkit are imported where used:
+``bench_cli.py`` measures other checkouts' packages and must not load this one's."""
 
 from __future__ import annotations
 
@@ -99,7 +98,6 @@ def proc(
 
 
 def ledger(*args: str, peak: bool = False, ok: tuple[int, ...] | None = (0,)) -> Proc:
-    """``ledger ARGS`` as a user runs it, a new process."""
     return proc([LEDGER, *args], peak=peak, ok=ok)
 
 
@@ -130,7 +128,7 @@ def synthetic_plays(n_steps: int, seed: int = 7) -> list[tuple[int, int, str, bo
 
 
 def build_card(led: Any, plays: list[tuple[int, int, str, bool]], card_id: str) -> int:
-    """Write the plays as capture would (translator -> events), in large transactions; the events written."""
+    """Write the plays as capture would, in large transactions; the events written."""
     from ledger.domain.baselines import BaselineEntry
     from ledger.domain.events import CardOpened, card_stream, encode, type_of
     from ledger.domain.projection import apply, new_card
@@ -204,7 +202,6 @@ def admin_url() -> str:
 
 
 def pg_unusable() -> str | None:
-    """Why the PostgreSQL server cannot be used, or None."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.exc import DBAPIError
     from sqlalchemy.pool import NullPool
@@ -222,7 +219,7 @@ def pg_unusable() -> str | None:
 
 @contextmanager
 def pg_database() -> Iterator[str]:
-    """A fresh PostgreSQL database for the bench, dropped afterwards; its URL."""
+    """A fresh PostgreSQL database, dropped afterwards; its URL."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
     from sqlalchemy.pool import NullPool
@@ -240,7 +237,7 @@ def pg_database() -> Iterator[str]:
 
 
 def pg_connect(url: str) -> Any:
-    """A plain psycopg connection (no ORM) to the database of a SQLAlchemy URL."""
+    """A plain psycopg connection to the database of a SQLAlchemy URL."""
     import psycopg
     from sqlalchemy.engine import make_url
 

@@ -1,7 +1,6 @@
-"""Writes ledger/store/fresh_schema.json: the schema the Alembic migrations make on an empty SQLite file, as the
-plain statements that make it again (each ``sqlite_master`` entry in creation order, then the rows the migrations
-insert). A new SQLite ledger is created from that file without loading SQLAlchemy or Alembic; the migrations stay
-the schema's one source, and ``tests/test_fresh_schema.py`` fails when the file is not what this script writes now.
+"""Writes ledger/store/fresh_schema.json: the schema the Alembic migrations make on an empty SQLite file, as plain
+statements, so a new SQLite ledger is created without loading SQLAlchemy or Alembic (the migrations stay the one
+source: ``tests/test_fresh_schema.py`` fails when the file is stale).
 
     .venv/bin/python scripts/fresh_schema.py            # rewrite the file
     .venv/bin/python scripts/fresh_schema.py --print    # print what it would write

@@ -3,17 +3,9 @@
     .venv/bin/python scripts/screenshots.py            # writes docs/viewer-*.png and docs/viewer-screenshots.json
     .venv/bin/python scripts/screenshots.py --out DIR  # the same into DIR (what tests/test_web_screenshots.py does)
 
-A demo ledger is built in a temporary folder, the same every run but for the ids and times the toolkit draws: cards
-of test agents played through the real toolkit (tests/environment_files), 2,000 cards of
-``ledger.app.synthetic`` and two tags of cards scoring 1-4. ``ledger view`` serves it on 127.0.0.1 and Debian's
-chromium (the browser tests' own, through Playwright) loads each page and saves its picture.
-
-A picture cannot be compared pixel for pixel (fonts, anti-aliasing, the toolkit's ids and times), so beside the
-pictures the manifest keeps, per picture, a digest of what the page was made of: the text of the page with ids and
-times masked, every bar's parts, the replay's timeline and what each chart was given (its data, its axes' ranges,
-its points' size and colour), and the digest of the style sheet. The test builds the same ledger, takes the pictures
-again and compares those digests with the committed manifest: a change of the viewer that shows on a page fails it
-until the pictures are taken again.
+A picture cannot be compared pixel for pixel (fonts, anti-aliasing, the toolkit's ids and times), so the manifest
+keeps, per picture, a digest of what the page was made of, ids and times masked; the test takes the pictures again
+and compares those digests with the committed manifest.
 """
 
 from __future__ import annotations

@@ -9,8 +9,6 @@ or write their own from the same page, and get the same verdict as ``ledger chec
     python3 verify_evidence.py FILE.json --key KEY.pub --witness W1.pub --witness W2.pub
                                                                    # and every witness given cosigned the checkpoint
 
-Its arguments are those of ``ledger check`` (EVIDENCE, --key, --witness); every witness given must cosign.
-
 The section numbers in comments are the page's.
 """
 

@@ -1,8 +1,7 @@
 """Baseline sets: the per-game scoring data a card is scored under, content-addressed.
 
-The toolkit matches a run to its ``EnvironmentInfo`` by exact game_id, the last entry of a game id winning;
-a set keeps one entry per game id, sorted, and its id is the sha256 of that canonical form, so the same data
-gives the same id whatever order it was found in.
+A set keeps one entry per game id (the last given wins, as in the toolkit's lookup), sorted; its id is the sha256 of
+that canonical form, so the same data gives the same id whatever order it was found in.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ _enc = msgspec.json.Encoder()
 
 
 def entry_from_info(info: Any) -> BaselineEntry:
-    """A :class:`BaselineEntry` from an ``arc_agi.EnvironmentInfo`` (or anything with those attributes)."""
     return BaselineEntry(
         game_id=info.game_id,
         title=getattr(info, "title", None),
@@ -34,7 +32,6 @@ def _list(v: Any) -> list[Any] | None:
 
 
 def canonical(entries: Iterable[BaselineEntry]) -> list[BaselineEntry]:
-    """One entry per game id (the last one given wins, as in the toolkit's lookup), sorted by game id."""
     by_id: dict[str, BaselineEntry] = {}
     for e in entries:
         by_id[e.game_id] = e
@@ -42,14 +39,12 @@ def canonical(entries: Iterable[BaselineEntry]) -> list[BaselineEntry]:
 
 
 def set_id(entries: Iterable[BaselineEntry]) -> str:
-    """The content address of a baseline set."""
     import hashlib  # here: it loads OpenSSL (about 2 ms), which listing cards never needs
 
     return hashlib.sha256(b"arc-scorecard-ledger/baselines/v1\0" + _enc.encode(canonical(entries))).hexdigest()
 
 
 def as_map(entries: Iterable[BaselineEntry]) -> dict[str, BaselineEntry]:
-    """game_id -> entry, for the calculator."""
     return {e.game_id: e for e in canonical(entries)}
 
 

@@ -1,21 +1,9 @@
 """The published calculators: each arc-agi release's scoring, as data (``arc_agi/scorecard.py`` of that release).
 
-Three arithmetic eras, each written in the toolkit's own float order by :mod:`ledger.domain.scoring`:
-
-- ``linear`` (0.9.1, 0.9.2): a completed level scores ``min((b / a) * 100, 100.0)``; a play scores the plain mean
-  ``sum(level_scores) / len(level_scores)``;
-- ``squared`` (0.9.3 to 0.9.6): ``min(((b / a) ** 2) * 100, 100.0)``; the mean weighted by level number
-  ``total_score / total_weights``;
-- ``capped`` (0.9.7 to 0.9.9): ``min(((b / a) ** 2) * 100, 115.0)``; the weighted mean, then
-  ``min(score, max_weights / total_weights * 100)`` (``max_weights``: the weights of levels that scored).
-
-A level not completed, or completed with no action, scores 0 in every era. The document's shape differs too:
-``EnvironmentScorecard`` has no ``competition_mode`` before 0.9.3, and only 0.9.3 on pools private and level tags.
-So does one rule of bookkeeping: before 0.9.6 an action answered with an empty frame counts
-(:attr:`Calculator.empty_frames_count`, applied by :mod:`ledger.domain.translator`).
-
-A card records the release that played it (``CardOpened.calculator``); a card that records none (one written before
-the ledger recorded it) is scored as :data:`UNRECORDED`. Pure: no I/O.
+Three arithmetic eras: ``linear`` (0.9.1, 0.9.2: ``b / a``, a plain mean), ``squared`` (0.9.3 to 0.9.6:
+``(b / a) ** 2``, weighted by level number) and ``capped`` (0.9.7 to 0.9.9: the same, 115 a level, then capped by
+the weight of levels that scored). The document's shape and one rule of bookkeeping differ too (the fields below).
+A card that records no release (written before the ledger recorded it) is scored as :data:`UNRECORDED`.
 """
 
 from __future__ import annotations
@@ -28,17 +16,13 @@ from ledger.errors import InputError
 
 Arithmetic = Literal["linear", "squared", "capped"]
 
-#: Where a card's calculator came from: the toolkit installed at capture, the user (``import --calculator``), the
-#: recording itself, or nobody (an import that did not say: the newest calculator was taken).
+#: Where a card's calculator came from (``assumed``: an import nothing told, the newest was taken).
 Source = Literal["capture", "user", "file", "assumed"]
 
 
 class Calculator(msgspec.Struct, frozen=True, kw_only=True):
-    """One release's scoring: its arithmetic era and the shape of its document."""
-
     version: str
     arithmetic: Arithmetic
-    #: The most a level can score.
     level_cap: float
     #: ``EnvironmentScorecard.competition_mode`` exists (and defaults to False).
     competition_field: bool
@@ -51,17 +35,14 @@ class Calculator(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def weighted(self) -> bool:
-        """Levels weigh their number (1, 2, 3...) in a play's mean."""
         return self.arithmetic != "linear"
 
     @property
     def squared(self) -> bool:
-        """A level scores the square of baseline / actions."""
         return self.arithmetic != "linear"
 
     @property
     def completion_cap(self) -> bool:
-        """A play's score is capped at the weighted share of levels that scored."""
         return self.arithmetic == "capped"
 
     @property
@@ -103,7 +84,7 @@ UNRECORDED = _BY_VERSION["0.9.9"]
 
 
 class UnknownCalculator(InputError):
-    """A calculator version that is not a published arc-agi release (exit 2; the message lists the known ones)."""
+    """A calculator version that is not a published arc-agi release (exit 2)."""
 
     def __init__(self, version: str) -> None:
         super().__init__(f"no calculator {version!r}: the published ones are {', '.join(VERSIONS)}")
@@ -111,7 +92,7 @@ class UnknownCalculator(InputError):
 
 
 def get(version: str) -> Calculator:
-    """The calculator of a published release (``0.9.6``; a leading ``v`` is allowed), or :class:`UnknownCalculator`."""
+    """The calculator of a published release (``0.9.6``; a leading ``v`` is allowed)."""
     c = _BY_VERSION.get(version.strip().removeprefix("v"))
     if c is None:
         raise UnknownCalculator(version)
@@ -145,5 +126,4 @@ def card_note(recorded: str | None, source: str | None) -> str | None:
 
 
 def label(calc: Calculator) -> str:
-    """How outputs name a calculator: ``arc-agi 0.9.6 (squared, 0.9.3-0.9.6)``."""
     return f"arc-agi {calc.version} ({calc.arithmetic}, {calc.era})"

@@ -24,41 +24,21 @@ def _field(data: bytes) -> bytes:
 
 def event_hash(prev_hash: str, stream: str, version: int, type_: str, body: bytes) -> str:
     """sha256 (hex) over the domain tag, prev_hash, stream, version, type and the body bytes as stored."""
-    import hashlib  # here: it loads OpenSSL (about 2 ms), which listing cards never needs
-
-    p, s, v, t = prev_hash.encode("ascii"), stream.encode("utf-8"), str(version).encode("ascii"), type_.encode()
-    return hashlib.sha256(
-        b"".join(
-            (
-                DOMAIN,
-                len(p).to_bytes(8, "big"),
-                p,
-                len(s).to_bytes(8, "big"),
-                s,
-                len(v).to_bytes(8, "big"),
-                v,
-                len(t).to_bytes(8, "big"),
-                t,
-                len(body).to_bytes(8, "big"),
-                body,
-            )
-        )
-    ).hexdigest()
+    return chain_hashes(prev_hash, stream, version - 1, ((type_, body),))[0]
 
 
 @functools.lru_cache(maxsize=4096)
 def _part(text: str) -> bytes:
     # A stream's or a type's length-prefixed part of the message: the same for every event of a card, so built
     # once per process (live capture hashes one event per toolkit step).
-    data = text.encode("utf-8")
-    return len(data).to_bytes(8, "big") + data
+    return _field(text.encode("utf-8"))
 
 
 def chain_hashes(prev_hash: str, stream: str, version: int, rows: Iterable[tuple[str, bytes]]) -> list[str]:
     """:func:`event_hash` of consecutive events of ``stream`` (``(type, body)`` each) following ``version`` and
-    ``prev_hash``: the same hashes, with the stream's and each type's part of the message built once (a batch
-    append of thousands of events spends its time here)."""
-    import hashlib
+    ``prev_hash``, the stream's and each type's part of the message built once (a batch append spends its time
+    here)."""
+    import hashlib  # here: it loads OpenSSL (about 2 ms), which listing cards never needs
 
     stream_part = _part(stream)
     sha256 = hashlib.sha256
@@ -87,13 +67,10 @@ def chain_hashes(prev_hash: str, stream: str, version: int, rows: Iterable[tuple
 
 
 def first_unhashed(rows: Sequence[StreamLink]) -> int | None:
-    """The index of the first row whose ``hash`` is not :func:`event_hash` of its own ``prev_hash``, ``stream``,
-    ``version``, ``type`` and body, or whose columns are not of the types the chain stores; None if every row holds.
+    """The index of the first row whose ``hash`` is not :func:`event_hash` of its own columns, or whose columns are
+    not of the types the chain stores; None if every row holds (:func:`check_link` says what is wrong with it).
 
-    With it, a row continues its stream exactly when its ``version`` follows and its ``prev_hash`` equals the
-    previous head (:func:`check_link` says what is wrong with the row at the index returned). The message is
-    built with the domain tag and prev_hash's length at once (a hash is 64 ASCII characters), and each stream's and
-    type's part once: ``ledger copy`` checks every row it copies here.
+    The message's parts are built once each (``ledger copy`` checks every row it copies here).
     """
     import hashlib
 
@@ -137,10 +114,7 @@ def first_unhashed(rows: Sequence[StreamLink]) -> int | None:
 
 
 def ledger_head(stream_heads: Iterable[tuple[str, int, str]]) -> str:
-    """One hash for a whole ledger: sha256 over every stream's (name, last version, head hash), sorted by name.
-
-    Keep it outside the database: if any stream later differs (an event changed, removed or added), so does this.
-    """
+    """One hash for a whole ledger: sha256 over every stream's (name, last version, head hash), sorted by name."""
     import hashlib
 
     h = hashlib.sha256(b"arc-scorecard-ledger/head/v1")
@@ -151,9 +125,8 @@ def ledger_head(stream_heads: Iterable[tuple[str, int, str]]) -> str:
     return h.hexdigest()
 
 
-# A read-only property per column, a Protocol: the chain checks read any such row, StoredEvent or another.
 class Link(Protocol):
-    """A stored event as the chain and the audit see it (``StoredEvent`` is one)."""
+    """A stored event as the chain and the audit see it (read-only properties: a frozen row satisfies them)."""
 
     @property
     def version(self) -> int: ...
@@ -172,7 +145,7 @@ class Link(Protocol):
 
 
 class StreamLink(Link, Protocol):
-    """A stored event with its stream (``StoredEvent`` is one)."""
+    """A stored event with its stream."""
 
     @property
     def stream(self) -> str: ...
@@ -197,8 +170,7 @@ def _shown(value: object) -> str:
 def column_problem(row: Link) -> str | None:
     """What is wrong with the type or shape of a column the chain reads (None: every column is as written).
 
-    A database that stores whatever it is given (SQLite) can hold a body rewritten as text, a version as text,
-    a hash of the wrong length: each is reported here, before any of them is used.
+    SQLite stores whatever it is given: a body rewritten as text, a hash of the wrong length are reported here.
     """
     # Every row of a verify passes here: the usual case is decided by this one expression.
     prev, h = row.prev_hash, row.hash
@@ -220,7 +192,6 @@ def column_problem(row: Link) -> str | None:
 
 
 def stream_problem(stream: object) -> str:
-    """The problem of a stream column that is not text."""
     return f"stream column holds {_shown(stream)}, not text"
 
 
@@ -257,10 +228,8 @@ def check_link(
 ) -> BrokenLink | None:
     """The first thing that breaks the link from the stream's previous event to ``row`` (None: the link holds).
 
-    The previous event is ``prev_version`` with hash ``prev_hash`` (0 and :data:`GENESIS` before the first);
-    with ``prev_seq`` (where it was stored) ``row`` must also have been stored after it. Only a ``gap`` message
-    names ``row``'s version; callers prefix the others with it where they need to. A ``column`` problem (a
-    column of the wrong type or shape) is found before anything else reads the row.
+    The previous event is ``prev_version`` with hash ``prev_hash`` (0 and :data:`GENESIS` before the first); with
+    ``prev_seq``, ``row`` must also have been stored after it. Only a ``gap`` message names ``row``'s version.
     """
     problem = column_problem(row) if isinstance(stream, str) else stream_problem(stream)
     if problem is not None:
@@ -274,13 +243,11 @@ def check_link(
             "order", f"stored before version {prev_version} (seq {row.seq} < {prev_seq}): events reordered"
         )
     if row.prev_hash != prev_hash:
-        if (detail := _column_detail(row)) is not None:
-            return BrokenLink("column", detail)
-        return BrokenLink(
-            "prev_hash", f"prev_hash does not link to version {prev_version}'s hash (an event before it was replaced)"
-        )
-    if event_hash(prev_hash, stream, row.version, row.type, row.body) != row.hash:
-        if (detail := _column_detail(row)) is not None:
-            return BrokenLink("column", detail)
-        return BrokenLink("hash", "the stored bytes do not match the event's hash (the event was changed)")
-    return None
+        why = f"prev_hash does not link to version {prev_version}'s hash (an event before it was replaced)"
+        broken = BrokenLink("prev_hash", why)
+    elif event_hash(prev_hash, stream, row.version, row.type, row.body) != row.hash:
+        broken = BrokenLink("hash", "the stored bytes do not match the event's hash (the event was changed)")
+    else:
+        return None
+    detail = _column_detail(row)
+    return broken if detail is None else BrokenLink("column", detail)

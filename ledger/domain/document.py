@@ -1,7 +1,6 @@
 """The scorecard document: the toolkit's ``EnvironmentScorecard.model_dump_json()``, key for key.
 
-Field order and omission follow pydantic's output for those models with ``exclude_none=True``: a field whose
-value is None is left out, computed fields come after the declared ones. ``api_key``, ``open_at`` and
+Field order and omission follow pydantic's output with ``exclude_none=True``; ``api_key``, ``open_at`` and
 ``last_update`` never appear.
 """
 
@@ -85,7 +84,6 @@ def _strip_none(obj: Any) -> Any:
 
 
 def to_json(doc: ScorecardDoc, indent: int | None = None) -> str:
-    """The document as the toolkit prints it: compact by default, or pretty with ``indent`` spaces."""
     raw = _enc.encode(_strip_none(doc))
     if indent is not None and indent > 0:
         raw = msgspec.json.format(raw, indent=indent)
@@ -93,7 +91,6 @@ def to_json(doc: ScorecardDoc, indent: int | None = None) -> str:
 
 
 def sha256(doc: ScorecardDoc) -> str:
-    """The hash of the compact document (stored in CardClosed for the audit)."""
     import hashlib
 
     return hashlib.sha256(to_json(doc).encode("utf-8")).hexdigest()

@@ -1,7 +1,6 @@
 """The event vocabulary: every fact the ledger records, as small frozen msgspec Structs.
 
-Events are encoded once (JSON, via msgspec) and the encoded bytes are what the log stores and hashes.
-The tag of each Struct is the value of the log's ``type`` column.
+The encoded bytes are what the log stores and hashes; each Struct's tag is the log's ``type`` column.
 """
 
 from __future__ import annotations
@@ -11,10 +10,9 @@ from typing import Any, Literal, NamedTuple
 
 import msgspec
 
-#: The card states the toolkit reports (``arcengine.GameState`` values).
+#: ``arcengine.GameState`` values.
 State = Literal["NOT_PLAYED", "NOT_FINISHED", "WIN", "GAME_OVER"]
 
-#: Why a card was closed.
 CloseReason = Literal["explicit", "idle", "max_open", "end_of_import", "abandoned"]
 
 
@@ -27,9 +25,8 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_de
 class CardOpened(Event, tag="card_opened", frozen=True, kw_only=True):
     """A scorecard was opened (``Arcade.open_scorecard``/``create_scorecard`` or the first ``make``).
 
-    ``api_key_fingerprint`` is a salted hash of the API key the card was opened with; the key itself is never
-    stored. ``baselines_id`` names the baseline set (see :class:`BaselinesRecorded`) the card is scored under:
-    the toolkit's ``available_environments`` at the time the card was opened.
+    ``api_key_fingerprint`` is a salted hash of the API key (the key is never stored). ``baselines_id`` names the
+    baseline set the card is scored under: the toolkit's ``available_environments`` when the card was opened.
     """
 
     card_id: str
@@ -50,10 +47,9 @@ class CardOpened(Event, tag="card_opened", frozen=True, kw_only=True):
 
 
 class PlayStarted(Event, tag="play_started", frozen=True, kw_only=True):
-    """A full reset: the toolkit's ``Scorecard.new_play``. A new play of ``game_id`` begins for ``guid``.
+    """A full reset (``Scorecard.new_play``): a new play of ``game_id`` for ``guid``, one guid can carry several.
 
-    arcengine performs a full reset on a RESET sent before any action of the current level (or after a WIN);
-    it is not counted as an action or a reset. One guid can carry several plays.
+    arcengine does one on a RESET sent before any action of the level (or after a WIN); it counts as no action.
     """
 
     game_id: str
@@ -64,12 +60,9 @@ class PlayStarted(Event, tag="play_started", frozen=True, kw_only=True):
 class ActionTaken(Event, tag="action_taken", frozen=True, kw_only=True):
     """ACTION1..ACTION7 answered with a frame: one action counted on the guid's current play.
 
-    ``x``/``y`` are set for complex actions (ACTION6). ``levels_completed`` and ``state`` are what the game
-    reported after the action. ``reasoning`` is kept only when the user opted in.
-
-    ``candidates`` is set only when the source (an imported recording) does not decide which action was taken:
-    the action ids it could have been; ``action`` is then the first of them, not a fact. The action counts the
-    same whichever it was, so no score depends on it; an audit reports it as undecided, never as a mismatch.
+    ``reasoning`` is kept only when the user opted in. ``candidates`` is set when an imported recording does not
+    decide which action was taken: ``action`` is then the first of them, not a fact (it counts the same whichever it
+    was, so no score depends on it; an audit reports it as undecided, never as a mismatch).
     """
 
     game_id: str
@@ -84,10 +77,7 @@ class ActionTaken(Event, tag="action_taken", frozen=True, kw_only=True):
 
 
 class ActionIgnored(Event, tag="action_ignored", frozen=True, kw_only=True):
-    """An action answered with an empty frame (sent after GAME_OVER or WIN, before a RESET).
-
-    The toolkit counts nothing for it; it is kept for the post-mortem (actions wasted after the end).
-    """
+    """An action answered with an empty frame (after GAME_OVER or WIN): counted nowhere, kept for the post-mortem."""
 
     game_id: str
     guid: str
@@ -108,10 +98,7 @@ class LevelReset(Event, tag="level_reset", frozen=True, kw_only=True):
 
 
 class LevelCompleted(Event, tag="level_completed", frozen=True, kw_only=True):
-    """The play's ``levels_completed`` changed to ``levels_completed`` after ``actions`` actions in the play.
-
-    This is one entry of the toolkit's ``Card.actions_by_level``.
-    """
+    """The play's ``levels_completed`` changed after ``actions`` actions: one entry of ``Card.actions_by_level``."""
 
     game_id: str
     guid: str
@@ -137,9 +124,8 @@ class CardClosed(Event, tag="card_closed", frozen=True, kw_only=True):
     """The card was closed; nothing after this counts on it.
 
     ``reason``: ``explicit`` (``close_scorecard``), ``idle`` (no update for STALE_MINUTES), ``max_open`` (open for
-    MAX_OPEN_FOR_MINUTES), ``end_of_import`` (an imported recording ended) or ``abandoned`` (``ledger close``:
-    the agent died and left the card open). ``document_sha256`` is the hash of
-    the scorecard document the ledger produced at close, so an audit can show the rebuilt card still matches it.
+    MAX_OPEN_FOR_MINUTES), ``end_of_import`` or ``abandoned`` (``ledger close``: the agent died with the card open).
+    ``document_sha256`` hashes the document made at close, so an audit can show the rebuilt card still matches it.
     """
 
     reason: CloseReason
@@ -147,11 +133,8 @@ class CardClosed(Event, tag="card_closed", frozen=True, kw_only=True):
 
 
 class ObservationReapplied(Event, tag="observation_reapplied", frozen=True, kw_only=True):
-    """A RESET the REST server did not execute (competition mode, the level had no action yet).
-
-    The server re-applied the play's last observation to the card (``Scorecard.update_scorecard`` called on the
-    card): one action, and one reset as well when ``action``, that observation's action, was itself a RESET (0).
-    The game itself did not move.
+    """A RESET the REST server did not execute (competition mode, the level had no action yet): it re-applied the
+    play's last observation to the card, one action, and one reset as well when ``action`` was itself a RESET (0).
     """
 
     game_id: str
@@ -162,11 +145,8 @@ class ObservationReapplied(Event, tag="observation_reapplied", frozen=True, kw_o
 
 
 class RequestFailed(Event, tag="request_failed", frozen=True, kw_only=True):
-    """A request to the ARC server got no usable answer (ONLINE/COMPETITION capture): nothing was counted.
-
-    ``request`` is ``RESET``, ``ACTION1``..``ACTION7`` or ``close``; ``status`` the HTTP status if one came back;
-    ``error`` what went wrong (``HTTP 500``, ``ConnectionError: ...``, ``malformed answer: ...``).
-    """
+    """A request to the ARC server (``RESET``, ``ACTION1``..``ACTION7`` or ``close``) got no usable answer: nothing
+    was counted."""
 
     request: str
     game_id: str | None = None
@@ -202,7 +182,7 @@ class BaselineEntry(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unkn
 
 
 class BaselinesRecorded(Event, tag="baselines_recorded", frozen=True, kw_only=True):
-    """A content-addressed baseline set: ``set_id`` is the sha256 of its canonical entries."""
+    """A baseline set; ``set_id`` is the sha256 of its canonical entries."""
 
     set_id: str
     entries: list[BaselineEntry]
@@ -218,11 +198,9 @@ class LabelSet(Event, tag="label_set", frozen=True, kw_only=True):
 class RecordingImported(Event, tag="recording_imported", frozen=True, kw_only=True):
     """How far ``ledger import`` has read one recording file of an imported card (written with its events).
 
-    ``file`` is the file's name in the card's folder; ``offset`` the bytes consumed (complete lines only) and
-    ``lines`` the lines consumed, ``skipped`` of them not imported (bad lines). ``tail_sha256`` hashes the last
-    4096 bytes before ``offset`` so a rewritten file is told apart from one that grew; ``game_state`` is the game's
-    state after the last line, which says whether the next action (without frame data) got an empty frame.
-    ``ts`` is the last line's timestamp.
+    ``offset``: the bytes of complete lines consumed; ``tail_sha256`` hashes the last 4096 bytes before it, so a
+    rewritten file is told apart from one that grew; ``game_state`` (after the last line) says whether the next
+    action, without frame data, got an empty frame. ``ts`` is the last line's timestamp.
     """
 
     file: str
@@ -237,7 +215,7 @@ class RecordingImported(Event, tag="recording_imported", frozen=True, kw_only=Tr
 
 
 class SkippedLine(msgspec.Struct, frozen=True):
-    """One line of a recording that was not imported: its number (1-based), why, and the sha256 of its bytes."""
+    """One line of a recording that was not imported (``line`` is 1-based)."""
 
     line: int
     reason: str
@@ -256,13 +234,10 @@ class LinesSkipped(Event, tag="lines_skipped", frozen=True, kw_only=True):
 class ActionsInferred(Event, tag="actions_inferred", frozen=True, kw_only=True):
     """A harness recording (which holds answers, not actions) was imported: how its actions were found.
 
-    ``method``: ``resimulated`` (the game's code re-run, each line matched by an action), ``frames`` (no game code:
-    actions and level completions follow from the frames, resets cannot be known), ``recorded`` (each line names
-    the action it answers, ``action_input``: nothing inferred, nothing undecided). ``inferred`` actions were
-    recovered; ``undecided`` lists the lines (1-based) that could be a level RESET as well as the action they were
-    imported as, so the card's reset counts are uncertain by up to that many; every score-bearing number is exact.
-    A long list is split over events of the same file one after another, 4,096 lines at most each, in line order;
-    the first holds the count of actions inferred, the others 0 (a reader adds them up).
+    ``method``: ``resimulated`` (the game's code re-run), ``frames`` (no game code: resets cannot be known) or
+    ``recorded`` (each line names its action). ``undecided`` lists the lines (1-based) that could be a level RESET as
+    well as the action imported, so reset counts are uncertain by up to that many (no score depends on them). A long
+    list is split over consecutive events of the file, 4,096 lines at most each; the first holds ``inferred``.
     """
 
     file: str
@@ -273,7 +248,7 @@ class ActionsInferred(Event, tag="actions_inferred", frozen=True, kw_only=True):
 
 
 class BaselinesAttached(Event, tag="baselines_attached", frozen=True, kw_only=True):
-    """A card imported without baselines is scored from now on under the baseline set ``baselines_id``."""
+    """A card imported without baselines is scored from now on under ``baselines_id``."""
 
     baselines_id: str
 
@@ -288,22 +263,16 @@ class CardReopened(Event, tag="card_reopened", frozen=True, kw_only=True):
 
 
 class CardRetracted(Event, tag="card_retracted", frozen=True, kw_only=True):
-    """The card is withdrawn (from lists, comparisons, leaderboards) without erasing its record.
-
-    Appended by ``ledger retract``; the card's events stay, ``export``/``replay``/``audit`` still read them and
-    say when and why it was retracted.
-    """
+    """``ledger retract``: the card leaves lists, comparisons and leaderboards; its events stay and are read."""
 
     reason: str
 
 
 class FramesNoted(Event, tag="frames_noted", frozen=True, kw_only=True):
     """Digests of the frames that answered the actions an import left undecided (``ActionTaken.candidates``), one
-    per such action since the previous FramesNoted of the stream (4,096 at most: a long recording's are noted a
-    chunk at a time, each event after the actions it notes), in stream order: a re-simulation tells the candidates
-    apart by them without the recording. Each is the first 32 hex digits of a blake2b of the frame's grids (int16,
-    then the shape).
-    """
+    per such action since the previous FramesNoted of the stream (4,096 at most), so that a re-simulation tells the
+    candidates apart without the recording: the first 32 hex digits of a blake2b of the frame's grids (int16, then
+    the shape)."""
 
     file: str
     digests: list[str]
@@ -319,11 +288,8 @@ class LevelUsage(msgspec.Struct, frozen=True):
 
 
 class RunUsage(Event, tag="run_usage", frozen=True, kw_only=True):
-    """What a benchmarking run folder (``run_meta.json``, ``step_NNN.json``) says the run used and cost.
-
-    Kept with an imported card; tokens and cost are the run's own figures (None where it gives none), ``levels``
-    splits the steps matched to the card's lines by the level being played.
-    """
+    """What a benchmarking run folder (``run_meta.json``, ``step_NNN.json``) says the run used and cost (None
+    where it gives none); ``levels`` splits the steps matched to the card's lines by the level being played."""
 
     folder: str
     run_id: str | None = None
@@ -340,7 +306,7 @@ class RunUsage(Event, tag="run_usage", frozen=True, kw_only=True):
     cached_tokens: int | None = None
     reasoning_tokens: int | None = None
     cache_write_tokens: int | None = None
-    #: The run's usage object's other keys (``cost_details``, ...), as the file gives them.
+    #: The usage object's other keys (``cost_details``, ...).
     usage_other: dict[str, Any] | None = None
 
 
@@ -358,12 +324,11 @@ class CardOnServer(Event, tag="card_on_server", frozen=True, kw_only=True):
 
 
 class BaselinesReported(Event, tag="baselines_reported", frozen=True, kw_only=True):
-    """Baselines and level counts the ARC server revealed in a scorecard document it sent (``ts``: when received).
+    """Baselines the ARC server revealed in a scorecard document it sent (``ts``: when received).
 
-    Each run of the document carries its game's ``level_baseline_actions``. ``baselines_id`` is the set the card is
-    scored under from now on: the set it had, with the baselines of ``games`` as the server reported them.
-    ``answer`` names the request the document answered: ``close`` (``POST /api/scorecard/close``) or ``scorecard``
-    (``GET /api/scorecard/<card_id>``, normal mode only: the competition server refuses it while the card is open).
+    ``baselines_id`` is the set the card is scored under from now on: the set it had, with the baselines of ``games``
+    as reported. ``answer``: ``close`` (``POST /api/scorecard/close``) or ``scorecard`` (``GET
+    /api/scorecard/<card_id>``, normal mode only).
     """
 
     baselines_id: str
@@ -413,7 +378,6 @@ def decode(body: bytes) -> AnyEvent:
 
 
 def type_of(event: Event) -> str:
-    """The tag that goes into the log's ``type`` column."""
     return type(event).__struct_config__.tag  # type: ignore[return-value]
 
 
@@ -433,12 +397,11 @@ def baselines_stream(set_id: str) -> str:
 
 
 def label_stream(label: str) -> str:
-    """The stream that holds one label's history (its LabelSet events)."""
     return LABEL_STREAM + label
 
 
 class Numbered(NamedTuple):
-    """An event with its place in the log: ``version`` in the card's stream and global ``seq``."""
+    """An event with its ``version`` in the card's stream and global ``seq``."""
 
     version: int
     seq: int

@@ -1,9 +1,7 @@
-"""The log's Merkle tree, hashed as RFC 9162 section 2.1 says: leaf = SHA-256(0x00 || entry), node = SHA-256(0x01 ||
-left || right), and a tree of n leaves splits at the largest power of two below n.
+"""The log's Merkle tree, hashed as RFC 9162 section 2.1 says.
 
-Pure: the proofs are built from the hashes of *ranges* of leaves, and every range this module asks for is a run of
-perfect subtrees (:func:`perfect_parts`), named ``(level, index)``: the subtree of 2**level leaves starting at leaf
-``index * 2**level``. Storage keeps those and answers for them; this module turns them into roots and proofs.
+Pure: proofs are built from the hashes of *ranges* of leaves, each a run of perfect subtrees (:func:`perfect_parts`)
+named ``(level, index)``. Storage keeps those and answers for them; this module turns them into roots and proofs.
 """
 
 from __future__ import annotations
@@ -24,12 +22,10 @@ class ProofError(ValueError):
 
 
 def leaf_hash(entry: bytes) -> bytes:
-    """RFC 9162 ``HASH(0x00 || entry)``."""
     return _sha256(b"\x00" + entry).digest()
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:
-    """RFC 9162 ``HASH(0x01 || left || right)``."""
     return _sha256(b"\x01" + left + right).digest()
 
 
@@ -42,11 +38,8 @@ def split(n: int) -> int:
 
 
 def root_of(leaves: Sequence[bytes]) -> bytes:
-    """The RFC's MTH over leaf hashes (already hashed with :func:`leaf_hash`).
-
-    Level by level, an odd last node carried up unpaired: the same tree as the RFC's split at the largest power
-    of two (its left part is always a perfect subtree, so only the right edge is ever unpaired).
-    """
+    """The RFC's MTH over leaf hashes, level by level, an odd last node carried up unpaired: the same tree as the
+    RFC's split (its left part is always a perfect subtree, so only the right edge is ever unpaired)."""
     if not leaves:
         return EMPTY_ROOT
     level = list(leaves)
@@ -60,33 +53,15 @@ def root_of(leaves: Sequence[bytes]) -> bytes:
 
 
 class Frontier:
-    """The compact range of a growing tree: the roots of its perfect subtrees, largest first.
-
-    Appending a leaf costs one hash plus one per subtree it completes (two on average), so a tree kept up to date
-    as the log grows never re-hashes old leaves.
-    """
+    """The compact range of a growing tree: the roots of its perfect subtrees, largest first (appending never
+    re-hashes old leaves)."""
 
     def __init__(self, size: int = 0, parts: Sequence[tuple[int, bytes]] = ()) -> None:
         self.size = size
         self.stack: list[tuple[int, bytes]] = list(parts)
 
-    def push(self, leaf: bytes) -> list[tuple[int, int, bytes]]:
-        """Append a leaf hash; returns every subtree it completes as ``(level, index, hash)``, the leaf first."""
-        i = self.size
-        out = [(0, i, leaf)]
-        level, h = 0, leaf
-        stack = self.stack
-        while stack and stack[-1][0] == level:
-            h = node_hash(stack.pop()[1], h)
-            level += 1
-            out.append((level, i >> level, h))
-        stack.append((level, h))
-        self.size = i + 1
-        return out
-
     def extend(self, leaves: Iterable[bytes], keep_from: int) -> list[tuple[int, int, bytes]]:
-        """Append many leaf hashes; returns the subtrees they complete at ``keep_from`` levels and above (the
-        loop of :meth:`push` inlined: bringing a stored tree up to date spends its time here)."""
+        """Append leaf hashes; returns the subtrees they complete at ``keep_from`` levels and above."""
         out = []
         stack, i, sha256 = self.stack, self.size, _sha256
         for leaf in leaves:
@@ -102,13 +77,7 @@ class Frontier:
         return out
 
     def root(self) -> bytes:
-        """The tree's root hash (the RFC's MTH of every leaf so far)."""
-        if not self.stack:
-            return EMPTY_ROOT
-        h = self.stack[-1][1]
-        for _, left in reversed(self.stack[:-1]):
-            h = node_hash(left, h)
-        return h
+        return fold([h for _, h in self.stack])
 
 
 def frontier_parts(size: int) -> list[Part]:
@@ -117,7 +86,7 @@ def frontier_parts(size: int) -> list[Part]:
 
 
 def perfect_parts(lo: int, hi: int) -> list[Part]:
-    """The perfect subtrees that make up the subtree ``[lo, hi)`` of an RFC tree, left to right."""
+    """The perfect subtrees that make up ``[lo, hi)``, left to right."""
     out = []
     while hi > lo:
         n = hi - lo
@@ -129,8 +98,7 @@ def perfect_parts(lo: int, hi: int) -> list[Part]:
 
 
 def fold(hashes: Sequence[bytes]) -> bytes:
-    """The hash of a range from the hashes of its :func:`perfect_parts`, in order (an empty range: the empty
-    tree's root)."""
+    """The hash of a range from the hashes of its :func:`perfect_parts`, in order."""
     if not hashes:
         return EMPTY_ROOT
     h = hashes[-1]
@@ -139,18 +107,8 @@ def fold(hashes: Sequence[bytes]) -> bytes:
     return h
 
 
-def range_hashes(ranges: Sequence[Range], parts: Mapping[Part, bytes]) -> list[bytes]:
-    """The hash of each range, from the hashes of every part they need (see :func:`parts_of`)."""
-    return [fold([parts[p] for p in perfect_parts(lo, hi)]) for lo, hi in ranges]
-
-
-def parts_of(ranges: Sequence[Range]) -> set[Part]:
-    """Every perfect subtree the hashes of ``ranges`` are made of."""
-    return {p for lo, hi in ranges for p in perfect_parts(lo, hi)}
-
-
 def inclusion_ranges(index: int, size: int) -> list[Range]:
-    """The ranges whose hashes are the RFC 9162 inclusion proof of leaf ``index`` (PATH(m, D[n])), bottom up."""
+    """The ranges of the RFC 9162 inclusion proof of leaf ``index`` (PATH(m, D[n])), bottom up."""
     if not 0 <= index < size:
         raise ProofError(f"leaf {index} is not in a tree of {size}")
     out: list[Range] = []
@@ -168,7 +126,7 @@ def inclusion_ranges(index: int, size: int) -> list[Range]:
 
 
 def consistency_ranges(old: int, new: int) -> list[Range]:
-    """The ranges whose hashes are the RFC 9162 consistency proof from ``old`` leaves to ``new`` (PROOF(m, D[n]))."""
+    """The ranges of the RFC 9162 consistency proof from ``old`` leaves to ``new`` (PROOF(m, D[n]))."""
     if not 0 <= old <= new:
         raise ProofError(f"no consistency proof from {old} to {new} leaves")
     if old in (0, new):
@@ -190,7 +148,7 @@ def consistency_ranges(old: int, new: int) -> list[Range]:
 
 
 def verify_inclusion(index: int, size: int, leaf: bytes, proof: Sequence[bytes], root: bytes) -> bool:
-    """RFC 9162 section 2.1.3.2: does ``proof`` show leaf hash ``leaf`` at ``index`` in the tree with ``root``?"""
+    """RFC 9162 section 2.1.3.2."""
     if not 0 <= index < size:
         return False
     fn, sn, r = index, size - 1, leaf
@@ -210,7 +168,7 @@ def verify_inclusion(index: int, size: int, leaf: bytes, proof: Sequence[bytes],
 
 
 def verify_consistency(old: int, new: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]) -> bool:
-    """RFC 9162 section 2.1.4.2: does ``proof`` show the tree of ``new`` leaves extends the one of ``old``?"""
+    """RFC 9162 section 2.1.4.2."""
     if not 0 <= old <= new:
         return False
     if old == new:
@@ -268,10 +226,8 @@ def multiproof_ranges(indices: Sequence[int], size: int) -> list[Range]:
 
 
 def multiproof_root(indices: Sequence[int], leaves: Sequence[bytes], proof: Sequence[bytes], size: int) -> bytes:
-    """The root that leaf hashes ``leaves`` at ``indices`` and the hashes of :func:`multiproof_ranges` make.
-
-    Raises :class:`ProofError` when the proof has too few or too many hashes for those indices.
-    """
+    """The root that leaf hashes ``leaves`` at ``indices`` and the hashes of :func:`multiproof_ranges` make
+    (:class:`ProofError` when the proof has too few or too many hashes)."""
     _check_indices(indices, size)
     if len(leaves) != len(indices):
         raise ProofError(f"{len(leaves)} leaves for {len(indices)} indices")
@@ -309,18 +265,16 @@ def _check_indices(indices: Sequence[int], size: int) -> None:
 
 def tree_hashes(ranges: Sequence[Range], lookup: Callable[[set[Part]], Mapping[Part, bytes]]) -> list[bytes]:
     """The hashes of ``ranges``, fetching the perfect subtrees they need in one call of ``lookup``."""
-    return range_hashes(ranges, lookup(parts_of(ranges)))
+    parts = lookup({p for lo, hi in ranges for p in perfect_parts(lo, hi)})
+    return [fold([parts[p] for p in perfect_parts(lo, hi)]) for lo, hi in ranges]
 
 
 # -- what the leaves are -------------------------------------------------------------------------------------------
 
 
 def event_leaf(chain_hash: str) -> bytes:
-    """The leaf hash of a stored event: its entry is the 32 bytes of the event's chain hash (hex in the log).
-
-    The chain hash already covers the stream, the version, the type, the stored bytes and the hash of the event
-    before it, so the leaf commits to all of them in 32 bytes, and bringing the tree up to date reads one column.
-    """
+    """The leaf hash of a stored event: its entry is the 32 bytes of its chain hash, which covers everything else
+    (so bringing the tree up to date reads one column)."""
     return leaf_hash(bytes.fromhex(chain_hash))
 
 
@@ -332,7 +286,7 @@ def head_entry(stream: str, version: int, chain_hash: str) -> bytes:
 
 
 def heads_tree(heads: Sequence[tuple[str, int, str]]) -> list[bytes]:
-    """The leaf hashes of the stream-heads tree: one per stream, sorted by name (code point order)."""
+    """The leaf hashes of the stream-heads tree: one per stream, sorted by name."""
     return [leaf_hash(head_entry(s, v, h)) for s, v, h in sorted(heads)]
 
 

@@ -1,9 +1,8 @@
 """The projection: fold a card's events into its plays, with the toolkit's bookkeeping rules.
 
 This mirrors ``arc_agi.scorecard.Card``/``Scorecard``: plays are grouped by game (in order of each game's first
-play), an update for a guid goes to that guid's most recent play (or, as the toolkit does, to the game's last
-play when the guid has none), and a level change records ``(levels_completed, actions so far)``.
-Pure: no I/O, no clock.
+play), and an update for a guid goes to that guid's most recent play (or, as the toolkit does, to the game's last
+play when the guid has none).
 """
 
 from __future__ import annotations
@@ -46,8 +45,6 @@ from ledger.domain.events import (
 
 
 class Play(msgspec.Struct):
-    """One play of one game: the toolkit's per-play lists of ``Card`` taken together."""
-
     guid: str
     levels_completed: int = 0
     state: State = "NOT_FINISHED"
@@ -76,19 +73,16 @@ class CardState(msgspec.Struct):
     close_reason: str | None = None
     close_document_sha256: str | None = None
     last_ts: datetime | None = None
-    #: game_id -> plays, in the order games were first played (the toolkit's dict order).
+    #: In the order games were first played (the toolkit's dict order).
     games: dict[str, list[Play]] = msgspec.field(default_factory=dict)
     events: int = 0
     #: Competition cards: the server's games, in its order (each is made at close if never played).
     environments: list[str] | None = None
-    #: Requests to the ARC server without a usable answer (ONLINE/COMPETITION capture): none of them counted.
     requests_failed: int = 0
-    #: The document the ARC server returned at close, as received.
     server_document: dict[str, Any] | None = None
-    #: ``ledger serve`` / ``ledger record``, and the tags given to it.
+    #: ``serve`` / ``record``, and the tags given to it.
     captured_via: str | None = None
     capture_tags: list[str] | None = None
-    #: Set by a CardRetracted event: the card is left out of lists and leaderboards, its record kept.
     retracted_at: datetime | None = None
     retract_reason: str | None = None
     #: The ARC server the card lives on (ONLINE/COMPETITION capture); None for a card of the toolkit's own.
@@ -99,24 +93,18 @@ class CardState(msgspec.Struct):
     #: The games whose baselines are known on a server card: from local game files at open, or revealed by the
     #: server since (none of them is "not known yet").
     baselines_known_games: list[str] | None = None
-    #: When a set was attached to an imported card (BaselinesAttached).
     baselines_attached_at: datetime | None = None
-    #: The arc-agi release whose calculator scores the card, and where that came from (CardOpened).
     calculator: str | None = None
     calculator_source: str | None = None
 
     @property
     def all_tags(self) -> list[str]:
-        """The card's own tags, then those given to ``ledger serve``/``record``, once each: what filters match.
-
-        The exported document keeps only the card's own tags (as the toolkit does); a filter by tag must also find
-        a card tagged at capture time.
-        """
+        """The card's own tags, then those given to ``ledger serve``/``record``, once each: what filters match (the
+        exported document keeps only the card's own, as the toolkit does)."""
         return list(dict.fromkeys([*(self.tags or ()), *(self.capture_tags or ())]))
 
     @property
     def closed(self) -> bool:
-        """True once a CardClosed event was folded."""
         return self.close_reason is not None
 
     def play_for(self, game_id: str, guid: str) -> Play | None:
@@ -139,17 +127,12 @@ def new_card(card_id: str) -> CardState:
 
 
 def _action_taken(play: Play | None) -> None:
-    """The rule of ``ActionTaken``: one action on the play the update lands on (none if the game never started)."""
     if play is not None:
         play.actions += 1
 
 
 def apply(card: CardState, e: AnyEvent) -> None:
-    """Fold one event into ``card`` (in place).
-
-    Exhaustive over :data:`~ledger.domain.events.AnyEvent`: a new event type that is not handled here (even as one
-    that changes nothing on the card) is a type error (``assert_never``) and fails ``tests/test_replay.py``.
-    """
+    """Fold one event into ``card`` (in place); exhaustive (``assert_never``) over every event type."""
     card.events += 1
     card.last_ts = e.ts
     match e:
@@ -238,11 +221,8 @@ def apply(card: CardState, e: AnyEvent) -> None:
 
 
 def fold(card_id: str, events: Iterable[AnyEvent], card: CardState | None = None) -> CardState:
-    """Fold ``events`` (in stream order) onto ``card``, or onto a new card.
-
-    Same result as :func:`apply` on each event; runs of actions on one play (nearly all of a long card) skip
-    the play lookup, which is what makes replaying a million events fast.
-    """
+    """Fold ``events`` onto ``card``, or onto a new card: :func:`apply` on each, but runs of actions on one play
+    (nearly all of a long card) skip the play lookup."""
     c = card if card is not None else new_card(card_id)
     last_key: tuple[str, str] | None = None
     last_play: Play | None = None

@@ -1,16 +1,9 @@
 """Replaying a long card straight from its stored bytes (a cold export of a million events).
 
-The store hands over the bodies of many events as JSON lines (stored bodies hold no raw newline) with how many
-there are, so a chunk decodes in one msgspec call instead of one call (and one row object) per event. Every body
-is decoded by msgspec (a body that is not JSON, or not an event, fails as before), but an ``action_taken`` body,
-nearly every event of a long card, only as far as the fold needs it: its play (``game_id``, ``guid``).
-
-Those two fields are checked against the card's known games and guids as ``Literal`` values, so a million actions
-allocate no string at all (each gets the one shared ``str`` of its value); a chunk with an action on a game or guid
-the card does not know yet is decoded again with plain ``str`` fields. Only the card's very last event needs its
-``ts``. Every other event decodes to its own type and goes through :func:`~ledger.domain.projection.apply`, so the
-result equals :func:`~ledger.domain.projection.fold` over the decoded events (a test checks it).
-Pure: no I/O.
+The store hands over many bodies as JSON lines, so a chunk decodes in one msgspec call. An ``action_taken`` body is
+decoded only as far as the fold needs it (``game_id``, ``guid``), checked against the card's known games and guids
+as ``Literal`` values so that a million actions allocate no string; a chunk with an unknown one is decoded again with
+plain ``str`` fields. The result equals :func:`~ledger.domain.projection.fold` over the decoded events.
 """
 
 from __future__ import annotations
@@ -28,8 +21,6 @@ from ledger.domain.projection import CardState, apply, new_card
 
 
 class _Action(msgspec.Struct, frozen=True, gc=False, tag_field="type", tag="action_taken"):
-    """An ``action_taken`` body as the fold sees it (its other fields are skipped, not decoded)."""
-
     # gc=False: a million of these must not make the garbage collector walk them (two strings cannot form a cycle).
     game_id: str
     guid: str
@@ -68,7 +59,7 @@ def _known_decoder(card: CardState) -> _Known | None:
 
 
 class ChunkMismatch(ValueError):
-    """A joined chunk did not decode to as many events as it holds (a body that is not one JSON object)."""
+    """A joined chunk did not decode to as many events as it holds."""
 
 
 def _decode_chunk(card: CardState, joined: bytes, n: int) -> tuple[list[Any], type, tuple[str, str] | None]:
@@ -98,11 +89,10 @@ def fold_joined(
     *,
     last_event: Callable[[], AnyEvent],
 ) -> CardState:
-    """Fold events given as ``(bodies as JSON lines, number of bodies)`` chunks, in stream order.
+    """Fold ``(bodies as JSON lines, number of bodies)`` chunks, in stream order.
 
-    ``last_event`` gives the last of them decoded in full (asked for only if it is an action, for its ``ts``).
-    Raises ``msgspec.DecodeError``/``ValidationError`` or :class:`ChunkMismatch` on a body that does not decode
-    (``card``, if given, is then partly advanced: start again from a fresh copy).
+    ``last_event`` gives the last event decoded in full (asked for only if it is an action, for its ``ts``). On a
+    body that does not decode ``card``, if given, is left partly advanced: start again from a fresh copy.
     """
     c = card if card is not None else new_card(card_id)
     ended_on_action = False
@@ -117,9 +107,8 @@ def fold_joined(
 def _fold_events(c: CardState, events: list[Any], action: type, single: tuple[str, str] | None) -> bool:
     """Fold one decoded chunk; True if its last event is an action.
 
-    The Python loop runs over the few other events only: their positions are found, and each run of actions
-    between two of them counted, by C-level iteration (``map``/``compress``/``groupby``); with one game and one
-    guid (``single``) a run is counted without looking at its actions at all.
+    The Python loop runs over the other events only: the runs of actions between them are counted by C-level
+    iteration, and with one game and one guid (``single``) without looking at the actions at all.
     """
     others = list(compress(count(), map(is_not, map(type, events), repeat(action))))
     start = 0

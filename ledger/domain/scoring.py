@@ -1,13 +1,9 @@
-"""The calculator: the toolkit's scoring arithmetic (``arc_agi/scorecard.py``), written once for every release.
+"""The toolkit's scoring arithmetic (``arc_agi/scorecard.py``), written once for every release.
 
-Which release's arithmetic and document shape is a :class:`~ledger.domain.calculators.Calculator` (data, see
-:mod:`ledger.domain.calculators`): by default the one the card recorded. Under the newest (0.9.7 on), per completed
-level ``min((baseline / actions)^2 * 100, 115)`` (0 for a completed level with 0 actions, 0 for a level not
-completed); a play's score is the level-number-weighted mean of its level scores, capped at
-``weight of levels scoring > 0 / total weight * 100``; a game's score is its best run; the card's is the mean over
-games; tag scores pool the levels of each game's best play (first play with the most levels completed).
-Floating-point operations are done in the toolkit's order so results are identical to the last bit.
-Pure: no I/O, no clock.
+Each release's arithmetic and document shape is a :class:`~ledger.domain.calculators.Calculator`. A game's score is
+its best run; the card's is the mean over games; tag scores pool the levels of each game's best play (first play with
+the most levels completed). Floating-point operations are done in the toolkit's order, so results are identical to
+the last bit.
 """
 
 from __future__ import annotations
@@ -22,7 +18,6 @@ from ledger.domain.document import EnvironmentDoc, RunDoc, ScorecardDoc
 from ledger.domain.events import BaselineEntry
 from ledger.domain.projection import CardState, Play
 
-#: The newest calculator's cap per level (:attr:`Calculator.level_cap` is each release's).
 LEVEL_CAP = calculators.NEWEST.level_cap
 
 MSG_NO_INFO = "No Matching EnvironmentInfo found for {game_id}"
@@ -31,7 +26,7 @@ MSG_SIZE_MISMATCH = "Human baseline actions size mismatch"
 
 
 def calculator_of(card: CardState) -> Calculator:
-    """The calculator the card recorded (the toolkit that played it), or the one a card that recorded none means."""
+    """The calculator the card recorded, or the one a card that recorded none means."""
     return calculators.resolve(card.calculator)[0]
 
 
@@ -43,13 +38,8 @@ def uncapped_level_score(completed: bool, actions: int, baseline: int | None, ca
 
 
 def level_score(completed: bool, actions: int, baseline: int, calc: Calculator = calculators.NEWEST) -> float:
-    """The score of one level, in the toolkit's float order: ``min(score, cap)`` after ``(b / a) * 100`` or
-    ``((b / a) ** 2) * 100``."""
-    if not completed or actions <= 0:
-        return 0.0
-    if calc.squared:
-        return min(((baseline / actions) ** 2) * 100, calc.level_cap)
-    return min((baseline / actions) * 100, calc.level_cap)
+    raw = uncapped_level_score(completed, actions, baseline, calc)
+    return 0.0 if raw is None else min(raw, calc.level_cap)
 
 
 class WeightedLevels(msgspec.Struct):
@@ -65,7 +55,7 @@ class WeightedLevels(msgspec.Struct):
     games: set[str] = msgspec.field(default_factory=set)
 
     def add(self, index: int, completed: bool, actions: int, baseline: int, game_id: str | None = None) -> None:
-        """Add level number ``index`` (1-based: it is also the level's weight)."""
+        """Add level number ``index`` (1-based: also its weight)."""
         self.total_actions += actions
         if game_id:
             self.games.add(game_id)
@@ -187,7 +177,7 @@ def score_run(
 
 
 def best_play_index(plays: Sequence[Play]) -> int:
-    """The first play with the most levels completed (-1 for no plays)."""
+    """The first play with the most levels completed (-1: none)."""
     best, best_levels = -1, -1
     for i, p in enumerate(plays):
         if p.levels_completed > best_levels:
@@ -196,7 +186,6 @@ def best_play_index(plays: Sequence[Play]) -> int:
 
 
 def environment(game_id: str, runs: list[RunDoc]) -> EnvironmentDoc:
-    """A game's entry: best run score, summed actions and resets, most levels, any completed."""
     return EnvironmentDoc(
         id=game_id,
         runs=runs,
@@ -229,18 +218,12 @@ def score_card(
     all_environments: Sequence[str] | None = None,
     calculator: Calculator | None = None,
 ) -> ScorecardDoc:
-    """The card's scorecard document under ``baselines`` (game_id -> entry, matched exactly) and ``calculator``
-    (default: the card's own, :func:`calculator_of`).
+    """The card's scorecard document under ``baselines`` (matched by exact game_id) and ``calculator`` (default: the
+    card's own).
 
-    A release without ``competition_mode`` (before 0.9.3) leaves it out of the document.
-
-    ``all_environments`` lists game ids to score even if unplayed, as the competition server does: before it
-    closes a competition card, the toolkit's server ``make``s every available game the card has no key
-    starting with (``Scorecard.has_environment``), which starts one play of 0 actions. So each such game
-    appears in ``environments`` after the played ones, in the order given, with one NOT_FINISHED run of
-    0 actions scoring 0 (its levels also pool into the tag scores), and counts in the mean and the totals.
-    The run has no ``guid``: the server's would be a fresh random one. By default only played games appear,
-    as on the toolkit's local card.
+    ``all_environments`` lists game ids to score even if unplayed, as the competition server does: before it closes
+    a card it ``make``s every game the card has no key starting with (``Scorecard.has_environment``). Each appears
+    after the played ones with one NOT_FINISHED run of 0 actions and no ``guid`` (the server's would be random).
     """
     calc = calculator if calculator is not None else calculator_of(card)
     environments: list[EnvironmentDoc] = []

@@ -1,10 +1,8 @@
-"""C2SP signed notes and tlog checkpoints (https://c2sp.org/signed-note, https://c2sp.org/tlog-checkpoint): the text,
-the key names and ids, the signature lines. Pure: the Ed25519 arithmetic itself is done by the caller
-(:mod:`ledger.app.signing`), which hands this module signatures and checks them.
+"""C2SP signed notes and tlog checkpoints (https://c2sp.org/signed-note, https://c2sp.org/tlog-checkpoint).
 
-A checkpoint's text is its origin line, the tree size, the base64 root hash, then extension lines; this ledger adds
-one, ``stream-heads <count> <base64 root>``: the root of a second tree over every stream's head at that size, so that
-evidence can show it holds *all* of a card's events, not a prefix of them.
+Pure: the Ed25519 arithmetic is the caller's (:mod:`ledger.app.signing`). This ledger's checkpoints add one extension
+line, ``stream-heads <count> <base64 root>``: the root of a tree over every stream's head, so that evidence can show
+it holds *all* of a card's events, not a prefix of them.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ class NoteError(ValueError):
 
 
 class Signature(msgspec.Struct, frozen=True):
-    """One signature line: the key's name, its 4-byte id and the signature bytes."""
+    """One signature line."""
 
     name: str
     key_id: bytes
@@ -39,7 +37,7 @@ class Signature(msgspec.Struct, frozen=True):
 
 
 class Checkpoint(msgspec.Struct, frozen=True):
-    """A parsed tlog checkpoint: the signed text and what it says."""
+    """A parsed tlog checkpoint."""
 
     text: str
     origin: str
@@ -87,7 +85,7 @@ def _b64(text: str, what: str) -> bytes:
 
 
 def _key_fields(line: str, prefix: str, what: str, key_type: int = ED25519) -> tuple[str, bytes, bytes]:
-    """(name, key id, key bytes) of a key line of type ``key_type``; ``prefix`` is what must come before the name."""
+    """(name, key id, key bytes) of a key line of type ``key_type``, ``prefix`` before the name."""
     if not line.startswith(prefix):
         raise NoteError(f"not a {what}")
     parts = line[len(prefix) :].split("+", 2)
@@ -119,14 +117,12 @@ def parse_signer_key(line: str, key_type: int = ED25519) -> tuple[str, bytes, by
 
 
 def checkpoint_text(origin: str, size: int, root: bytes, heads_count: int, heads_root: bytes) -> str:
-    """The text a checkpoint signs: origin, size, root, then the stream-heads extension line."""
     check_name(origin)
     r, h = base64.b64encode(root).decode(), base64.b64encode(heads_root).decode()
     return f"{origin}\n{size}\n{r}\n{HEADS_LINE} {heads_count} {h}\n"
 
 
 def signature_line(name: str, public_key: bytes, sig: bytes) -> str:
-    """One signature line: em dash, the key's name, base64(key id || signature)."""
     return f"{DASH}{name} {base64.b64encode(key_id(name, public_key) + sig).decode()}\n"
 
 
@@ -193,7 +189,7 @@ def parse_checkpoint(note: str) -> Checkpoint:
 
 
 def signatures_by(cp: Checkpoint, name: str, public_key: bytes) -> list[bytes]:
-    """The signatures in ``cp`` that claim to be by this key (same name and key id); others are ignored."""
+    """The signatures in ``cp`` that claim to be by this key (same name and key id)."""
     kid = key_id(name, public_key)
     return [s.sig for s in cp.signatures if s.name == name and s.key_id == kid]
 

@@ -1,20 +1,10 @@
-"""The translator: what the toolkit observed -> the events that record it.
+"""The translator: what the toolkit observed -> the events that record it, for live capture and imports alike.
 
-One code path for live capture and for imported recordings. It applies the toolkit's counting rules
-(``Scorecard.update_scorecard``, ``EnvironmentWrapper._set_last_response``, arcengine's ``handle_reset``):
-
-- a response with an empty frame (an action after GAME_OVER or WIN) counts nothing, and its zeroed
-  ``levels_completed`` is not a level change (it is kept as an ``ActionIgnored`` event for the post-mortem),
-  from arc-agi 0.9.6 on; on a card played under an older release (``CardState.calculator``) it counts as any
-  answer does, as that toolkit counted it;
-- RESET with ``full_reset`` starts a new play (not counted); any other RESET is a level reset: one reset and
-  one action on the guid's current play;
-- ACTION1..7 count one action each;
-- the play's state only moves to GAME_OVER or WIN (a level reset does not undo GAME_OVER on the card);
-- a change of ``levels_completed`` records a level completion at the current action count.
-
-The translator keeps the card's projection up to date as it emits, so each decision sees the state the
-toolkit's scorecard would have.
+It applies the toolkit's counting rules (``Scorecard.update_scorecard``, ``EnvironmentWrapper._set_last_response``,
+arcengine's ``handle_reset``): from arc-agi 0.9.6 on, an answer with an empty frame (after GAME_OVER or WIN) counts
+nothing and its zeroed ``levels_completed`` is no level change; a RESET with ``full_reset`` starts a new play, any
+other is a level reset; the play's state only moves to GAME_OVER or WIN. The card's projection is kept up to date
+as events are emitted, so each decision sees the state the toolkit's scorecard would have.
 """
 
 from __future__ import annotations
@@ -46,8 +36,7 @@ RESET = 0
 class Observation(msgspec.Struct, frozen=True):
     """One response the toolkit produced for a guid, reduced to what scoring needs."""
 
-    # A frozen msgspec Struct, not a frozen dataclass: built once per toolkit step or recording line, and a frozen
-    # dataclass's __init__ (one object.__setattr__ per field) costs ~15x more.
+    # Not a frozen dataclass: built once per toolkit step, and its __init__ (a setattr per field) costs ~15x more.
 
     ts: datetime
     game_id: str
@@ -67,21 +56,19 @@ class Observation(msgspec.Struct, frozen=True):
 def translate(card: CardState, obs: Observation, *, seed: int | None = None) -> list[AnyEvent]:
     """The events for ``obs`` given the card so far; ``card`` is advanced past them."""
     out: list[AnyEvent] = []
-    if obs.reapplied and not obs.full_reset:
-        return _reapplied(card, obs)
-    if obs.frame_empty and not resolve(card.calculator)[0].empty_frames_count:
-        # Counts nothing on the scorecard; recorded only when there is a play it was wasted on.
-        if obs.action in GAME_ACTIONS and card.play_for(obs.game_id, obs.guid) is not None:
-            e = ActionIgnored(ts=obs.ts, game_id=obs.game_id, guid=obs.guid, action=obs.action, state=obs.state)
-            apply(card, e)
-            out.append(e)
-        return out
 
     def emit(e: AnyEvent) -> None:
         apply(card, e)
         out.append(e)
 
+    if obs.reapplied and not obs.full_reset:
+        return _reapplied(card, obs)
     ts, gid, guid = obs.ts, obs.game_id, obs.guid
+    if obs.frame_empty and not resolve(card.calculator)[0].empty_frames_count:
+        # Counts nothing on the scorecard; recorded only when there is a play it was wasted on.
+        if obs.action in GAME_ACTIONS and card.play_for(gid, guid) is not None:
+            emit(ActionIgnored(ts=ts, game_id=gid, guid=guid, action=obs.action, state=obs.state))
+        return out
     started = card.play_for(gid, guid) is not None
     if obs.action == RESET:
         if obs.full_reset:

@@ -1,18 +1,8 @@
-"""The audit's pure checks of one card: stored rows or events in, a :class:`Check` out; no I/O, no clock.
+"""The audit's pure checks of one card: stored rows or events in, a :class:`Check` out.
 
-1. integrity (:func:`check_integrity`): the card's stored events form an unbroken hash chain (versions 1..n, each
-   ``prev_hash`` the previous event's hash, each hash recomputed from the stored bytes, see
-   :func:`ledger.domain.chain.check_link`), nothing missing or reordered; optionally the log must still end at a head
-   hash the user kept elsewhere (``expect_head``).
-2. consistency (:func:`check_consistency`): the scorecard rebuilt from the events hashes to the document recorded
-   at each close (``CardClosed.document_sha256``), nothing but a ``card_reopened`` (a resumed import) follows a
-   close, and the cached projection (if any) equals a replay of the events it covers.
-3. re-simulation runs the game code (:mod:`ledger.app.audit`).
-4. lifecycle (:func:`check_lifecycle`): where the toolkit's idle (STALE_MINUTES) and open-time
-   (MAX_OPEN_FOR_MINUTES) limits would have closed the card under the agent. A warning, never a failure.
-5. import (:func:`check_import`): what ``ledger import`` could not read or could not know, for imported cards; the
-   import itself refuses a file that is no recording (:func:`not_a_recording`) and compares a recording's plays
-   with the card it already holds (:func:`compare_plays`).
+Integrity (the hash chain), consistency (the rebuilt scorecard against each close's document and the cached
+projection), lifecycle (where the toolkit's limits would have closed the card: a warning, never a failure) and
+import (what ``ledger import`` could not read or know); re-simulation is :mod:`ledger.app.audit`'s.
 """
 
 from __future__ import annotations
@@ -81,9 +71,8 @@ class Problem:
 
 
 def check_integrity(card_id: str, rows: Iterable[Link], expect_head: str | None = None) -> tuple[Check, list[int]]:
-    """Walk the card's stored rows (in version order, read once: they may come a page at a time) and return the
-    check and the places (0-based) of the rows whose event did not decode. The events are not held: the other
-    checks read them again (a long card's would not fit)."""
+    """The check of the card's stored rows (in version order, read once: they may come a page at a time) and the
+    places (0-based) of the rows whose event did not decode. The events are not held (a long card's would not fit)."""
     stream = card_stream(card_id)
     problems: list[Problem] = []
     missing: list[int] = []
@@ -141,8 +130,7 @@ def check_integrity(card_id: str, rows: Iterable[Link], expect_head: str | None 
 def _fast_path(
     stream: str, r: Link, prev_version: int, prev_seq: int, prev_hash: str, fromiso: Any, event_hash: Any
 ) -> Any:
-    """The event of a row that is linked, hashed, decoded, of its stated type and timestamp (nearly every row);
-    None sends the row to the checks that say what is wrong."""
+    """The event of a row that is linked, hashed, decoded, of its stated type and timestamp, else None."""
     if not (
         r.version == prev_version + 1
         and r.seq > prev_seq
@@ -166,7 +154,6 @@ def _fast_path(
 
 
 def _head_moved(expect_head: str | None, head: str, n: int, at: int | None) -> str | None:
-    """Why the log no longer ends at ``expect_head`` (None if it does, or none was given); ``at``: its version."""
     if expect_head is None or expect_head == head:
         return None
     if at is not None:
@@ -195,7 +182,7 @@ def _row_problem(
     prev_seq: int,
     prev_hash: str,
 ) -> tuple[str | None, bool]:
-    """The first thing wrong with one row given the row before it (None if nothing), and whether its body decodes."""
+    """The first thing wrong with one row (None if nothing), and whether its body decodes."""
     broken = chain.check_link(stream, r, prev_version, prev_hash, prev_seq)
     try:
         ev = decode(r.body)
@@ -205,7 +192,6 @@ def _row_problem(
 
 
 def _event_problem(card_id: str, r: Link, ev: Any) -> str | None:
-    """What is wrong with a linked row's decoded event ``ev`` against its columns (None if nothing)."""
     t = type_of(ev)
     if t != r.type:
         return f"type column {r.type!r} but the body is {t!r}"
@@ -240,10 +226,9 @@ def check_consistency(
 ) -> Check:
     """Rebuild the card and compare it with the document recorded at close and with the cached projection.
 
-    ``baselines`` is the set the card was played under (``None`` when it is missing: ``baselines_problem`` says
-    why); ``complete`` is False when some stored events did not decode (the rebuild cannot be trusted);
-    ``folded`` is ``fold`` of all ``events`` if the caller has it already (it is not modified); ``rest_answer``:
-    the close was answered over the toolkit's REST API (``ledger serve``), whose answer is hashed too.
+    ``baselines`` is None when missing (``baselines_problem`` says why); ``complete`` is False when some stored
+    events did not decode; ``folded`` is ``fold`` of all ``events`` if the caller has it (not modified);
+    ``rest_answer``: the close was answered over the toolkit's REST API, whose answer is hashed too.
     """
     prefixes: dict[int, CardState] = {len(events): folded} if folded is not None else {}
 
@@ -313,7 +298,6 @@ def _check_cached(
     failures: list[str],
     notes: list[str],
 ) -> dict[str, Any]:
-    """The cached projection (of the first ``version`` events) against a replay of those events."""
     version, state = cached
     covered = sum(1 for n in events if n.version <= version)
     entry: dict[str, Any] = {"version": version, "matches": False}
@@ -337,12 +321,8 @@ def _check_closes(
     failures: list[str],
     notes: list[str],
 ) -> tuple[list[dict[str, Any]], document.ScorecardDoc | None]:
-    """Every CardClosed: its recorded document hash against the card rebuilt up to it, and what follows it; and the
-    document rebuilt at the last close.
-
-    Only a CardReopened (an import that resumed), a CardRetracted or a RunUsage may follow a close; anything else
-    landed on a closed card.
-    """
+    """Every CardClosed's recorded document hash against the card rebuilt up to it, and what follows it (only a
+    CardReopened, a CardRetracted or a RunUsage may); and the document rebuilt at the last close."""
     out: list[dict[str, Any]] = []
     doc: document.ScorecardDoc | None = None
     running = new_card(card_id)
@@ -362,8 +342,6 @@ def _check_closes(
         recorded = closed.event.document_sha256
         stop = idx[k + 1] if k + 1 < len(idx) else len(events)
         reopened = i + 1 < len(events) and type(events[i + 1].event) is CardReopened
-        # A retraction withdraws the card and a run's usage is a fact beside it: neither changes a number, so a
-        # closed card may gain them.
         landed = None if reopened else [n for n in events[i + 1 : stop] if type(n.event) not in _BESIDE]
         after = len(landed) if landed else 0
         out.append(
@@ -402,7 +380,6 @@ def _check_closes(
 
 
 def _state_diff(a: CardState, b: CardState) -> str | None:
-    """The first field where two projections differ, in words (None if equal)."""
     if a == b:
         return None
     for name in CardState.__struct_fields__:
@@ -428,11 +405,8 @@ def _state_diff(a: CardState, b: CardState) -> str | None:
 
 
 def check_lifecycle(events: Sequence[Numbered], stale: int, max_open: int) -> Check:
-    """Where the toolkit would have closed the card: idle for ``stale`` minutes, open for ``max_open`` minutes.
-
-    The toolkit closes a card once ``now - last_update >= idle_for`` or ``now - open_at >= max_open_for``;
-    an event that arrives past such a point would have landed on a new card.
-    """
+    """Where the toolkit would have closed the card (``now - last_update >= idle_for`` or ``now - open_at >=
+    max_open_for``): an event past such a point would have landed on a new card."""
     idle_for = timedelta(minutes=stale)
     max_for = timedelta(minutes=max_open)
     gaps: list[dict[str, Any]] = []
@@ -481,7 +455,6 @@ def check_lifecycle(events: Sequence[Numbered], stale: int, max_open: int) -> Ch
 
 
 def _idle_gap(last: Numbered, n: Numbered, gap: timedelta) -> dict[str, Any]:
-    """A gap between updates long enough for the toolkit to close the card as stale."""
     return {
         "previous_version": last.version,
         "previous_ts": last.event.ts.isoformat(),
@@ -493,7 +466,6 @@ def _idle_gap(last: Numbered, n: Numbered, gap: timedelta) -> dict[str, Any]:
 
 
 def _past_max_open(n: Numbered, opened_at: datetime, max_for: timedelta) -> dict[str, Any]:
-    """The first update that came after the card had been open for the toolkit's maximum."""
     return {
         "version": n.version,
         "seq": n.seq,
@@ -505,7 +477,6 @@ def _past_max_open(n: Numbered, opened_at: datetime, max_for: timedelta) -> dict
 
 
 def _lifecycle_check(details: dict[str, Any], longest: tuple[timedelta, Numbered | None, Numbered | None]) -> Check:
-    """The lifecycle check's status and message, from its details and the longest gap between updates."""
     stale, max_open, open_minutes = details["stale_minutes"], details["max_open_minutes"], details["open_minutes"]
     gaps, over = details["idle_gaps"], details["max_open"]
     after_events, after_actions = details["events_after_first_close"], details["actions_after_first_close"]
@@ -545,12 +516,7 @@ def _lifecycle_check(details: dict[str, Any], longest: tuple[timedelta, Numbered
 
 
 def check_import(events: Iterable[AnyEvent]) -> tuple[str, str, dict[str, Any]] | None:
-    """(status, message, details) for an imported card with skipped lines or inferred actions, else None.
-
-    WARN when lines of its recordings were skipped (the card may be short of what the run did) or when lines of a
-    harness recording could have been a level RESET as well as the action they were imported as (reset counts
-    uncertain; every score-bearing number is exact); PASS otherwise.
-    """
+    """(status, message, details) for an imported card with skipped lines or inferred actions, else None."""
     files: set[str] = set()
     skipped: list[dict[str, Any]] = []
     undecided = 0
@@ -603,10 +569,7 @@ BAD_SHARE = 4
 
 
 def not_a_recording(first_bad: bool, bad: int, good: int) -> str | None:
-    """Why a file is no recording (its first line is not a recording line, or too many are not), else None.
-
-    Lines that are not JSON and JSON lines of another shape count alike.
-    """
+    """Why a file is no recording, else None (lines not JSON and JSON of another shape count alike)."""
     if first_bad:
         return "its first line is not a recording line"
     if bad and bad * BAD_SHARE >= bad + good:
@@ -615,11 +578,7 @@ def not_a_recording(first_bad: bool, bad: int, good: int) -> str | None:
 
 
 def compare_plays(held: CardState, imported: CardState, guids: set[str], *, resets: bool = True) -> list[str]:
-    """Where the plays of ``guids`` differ between the card the ledger holds and the one a recording makes.
-
-    Per game and guid: the number of plays, then each play's actions, levels completed and state (and resets when
-    the recording tells them). Empty when they agree.
-    """
+    """Where the plays of ``guids`` differ between the card the ledger holds and the one a recording makes."""
     out: list[str] = []
     fields = ("actions", "levels_completed", "state") + (("resets",) if resets else ())
     for game_id in sorted(set(held.games) | set(imported.games)):

@@ -1,8 +1,5 @@
 """The consistency file (``ledger consistency`` writes it, ``ledger check`` reads it): two signed checkpoints of one
-log and the RFC 9162 consistency proof that the later tree extends the earlier one, so a reviewer holding two
-published checkpoints can check, without the ledger, that the log only grew between them.
-
-Canonical JSON as the evidence file (any JSON whitespace may be added, nothing else may differ).
+log and the RFC 9162 proof that the later tree extends the earlier one, in canonical JSON as the evidence file.
 """
 
 from __future__ import annotations
@@ -12,13 +9,12 @@ import msgspec
 from ledger.domain import merkle
 from ledger.domain import signed_note as sn
 from ledger.rules.evidence_file import EvidenceFailure, KeyCheck, decode_canonical, key_signatures, unb64
+from ledger.rules.evidence_file import to_text as to_text  # the same canonical encoding writes both files
 
 FORMAT = "arc-scorecard-ledger/consistency/v1"
 
 
 class Consistency(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Two checkpoints (signed notes) and the proof from the older tree to the newer one (base64 hashes)."""
-
     format: str
     old: str
     new: str
@@ -29,20 +25,11 @@ class _Format(msgspec.Struct):
     format: str
 
 
-_encoder = msgspec.json.Encoder()
-
-
 def file_format(raw: bytes) -> str | None:
-    """The ``format`` a JSON file names (None: not a JSON object with a text ``format``)."""
     try:
         return msgspec.json.decode(raw, type=_Format).format
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-
-
-def to_text(c: Consistency) -> str:
-    """The file's text: the canonical encoding."""
-    return _encoder.encode(c).decode("utf-8")
 
 
 def parse(raw: bytes) -> Consistency:
@@ -56,8 +43,7 @@ def parse(raw: bytes) -> Consistency:
 
 
 def check(c: Consistency, key: KeyCheck) -> tuple[sn.Checkpoint, sn.Checkpoint]:
-    """Both checkpoints signed by ``key``, of one origin, the newer no smaller, and the proof from the older tree to
-    the newer one verified; raises :class:`EvidenceFailure` at the first that fails. Returns (old, new)."""
+    """(old, new) once both are signed by ``key``, of one origin, the newer no smaller, and the proof verified."""
     cps = []
     for what, note in (("the old checkpoint", c.old), ("the new checkpoint", c.new)):
         try:

@@ -2,10 +2,8 @@
 need nothing but its bytes and a verifier of the checkpoint's signature.
 
 Every byte other than JSON whitespace is covered: the file must be the canonical encoding of what it holds (so no
-escape, number spelling or duplicate key can differ unnoticed); each event's stored bytes are hashed into its chain
-and its leaf; the leaves with the multi-proof must make the signed root; each stream's head must be the one the
-signed stream-heads root commits to (so no event after the ones given was left out); the scorecard must equal the
-one the calculator makes from the events and the baseline set.
+escape, number spelling or duplicate key can differ unnoticed), and each stream's head must be the one the signed
+stream-heads root commits to (so no event after the ones given was left out).
 """
 
 from __future__ import annotations
@@ -49,8 +47,6 @@ class EvidenceStream(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class Evidence(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A self-contained evidence file for one card."""
-
     format: str
     card: str
     checkpoint: str
@@ -60,15 +56,15 @@ class Evidence(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class EvidenceFailure(Exception):
-    """The first thing about an evidence file that does not hold (the message names it)."""
+    """The first thing about an evidence file that does not hold."""
 
 
 _encoder = msgspec.json.Encoder()
 
 
-def to_text(ev: Evidence) -> str:
+def to_text(doc: msgspec.Struct) -> str:
     """The file's text: the canonical encoding itself (any JSON whitespace may be added: ``check`` ignores it)."""
-    return _encoder.encode(ev).decode("utf-8")
+    return _encoder.encode(doc).decode("utf-8")
 
 
 def b64(h: bytes) -> str:
@@ -76,7 +72,7 @@ def b64(h: bytes) -> str:
 
 
 def unb64(text: str, what: str) -> bytes:
-    """A 32-byte hash from its canonical base64 (another spelling of the same bytes is refused)."""
+    """A 32-byte hash from its canonical base64."""
     try:
         raw = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as e:
@@ -109,9 +105,7 @@ class _Formatted(Protocol):
 
 
 def decode_canonical[F: _Formatted](raw: bytes, type_: type[F], fmt: str, what: str, not_canonical: str) -> F:
-    """``raw`` decoded as ``type_``, which it must spell canonically (any JSON whitespace aside) and whose
-    ``format`` must be ``fmt``; ``what`` names the kind of file, ``not_canonical`` is the error for another
-    spelling."""
+    """``raw`` decoded as ``type_``, which it must spell canonically (any JSON whitespace aside), of format ``fmt``."""
     try:
         obj = msgspec.json.decode(raw, type=type_)
         compact = msgspec.json.format(raw, indent=-1)
@@ -125,7 +119,7 @@ def decode_canonical[F: _Formatted](raw: bytes, type_: type[F], fmt: str, what: 
 
 
 class Checked(msgspec.Struct, frozen=True):
-    """What a check established: the checkpoint and the card's events (for re-simulation)."""
+    """What a check established (the card's events for re-simulation)."""
 
     checkpoint: sn.Checkpoint
     card: CardState
@@ -139,14 +133,11 @@ class KeyCheck(Protocol):
     def name(self) -> str: ...
     @property
     def public(self) -> bytes: ...
-    def verifies(self, text: str, sigs: Sequence[bytes]) -> bool:
-        """True if one of ``sigs`` is this key's signature of ``text``."""
-        ...
+    def verifies(self, text: str, sigs: Sequence[bytes]) -> bool: ...
 
 
 def check(ev: Evidence, key: KeyCheck) -> Checked:
-    """Every check but re-simulation, in the order docs/evidence-format.md gives; raises :class:`EvidenceFailure`
-    at the first that fails, naming what is wrong."""
+    """Every check but re-simulation, in the order docs/evidence-format.md gives."""
     try:
         cp = sn.parse_checkpoint(ev.checkpoint)
     except sn.NoteError as e:
@@ -198,8 +189,7 @@ def check(ev: Evidence, key: KeyCheck) -> Checked:
 
 
 def _check_closes(ev: Evidence, events: Sequence[Numbered], baselines: dict[str, BaselineEntry]) -> None:
-    """Each ``card_closed`` that records a ``document_sha256`` against the document the events up to it make: a
-    close states what the card showed, and a file whose events make another card at a close is refused."""
+    """Each ``card_closed`` that records a ``document_sha256`` against the document the events up to it make."""
     running = new_card(ev.card)
     done = 0
     for i, n in enumerate(events):
@@ -221,8 +211,7 @@ def _check_closes(ev: Evidence, events: Sequence[Numbered], baselines: dict[str,
 
 
 def key_signatures(cp: sn.Checkpoint, key: KeyCheck, what: str = "the checkpoint") -> list[bytes]:
-    """The checkpoint's signatures by ``key`` (name and key id); :class:`EvidenceFailure` naming who signed it when
-    there is none."""
+    """The checkpoint's signatures by ``key`` (name and key id); none is a failure naming who signed it."""
     sigs = sn.signatures_by(cp, key.name, key.public)
     if not sigs:
         mine = f"{key.name}+{sn.key_id(key.name, key.public).hex()}"
@@ -235,7 +224,6 @@ def key_signatures(cp: sn.Checkpoint, key: KeyCheck, what: str = "the checkpoint
 
 
 def _events_root(ev: Evidence, cp: sn.Checkpoint, indices: list[tuple[int, bytes]]) -> bytes:
-    """The root the file's leaves and multi-proof make in a tree of the checkpoint's size."""
     indices = sorted(indices)
     positions = [i for i, _ in indices]
     for a, b in itertools.pairwise(positions):
@@ -255,8 +243,8 @@ def _events_root(ev: Evidence, cp: sn.Checkpoint, indices: list[tuple[int, bytes
 
 
 def _changed_checkpoint(ev: Evidence, cp: sn.Checkpoint, key: KeyCheck, sigs: Sequence[bytes]) -> str:
-    """Why a checkpoint with a signature line by the key does not verify: its text was changed after signing (the
-    root or the origin named when the signature holds with the one the file's events make, or the key's name)."""
+    """Why a checkpoint with a signature line by the key does not verify: the origin or the root named when the
+    signature holds with the key's name or the root the file's events make."""
     general = (
         f"the checkpoint's text was changed after it was signed (its origin, tree size, root or stream-heads line): "
         f"its signature by {key.name} does not verify"
@@ -282,8 +270,8 @@ def _changed_checkpoint(ev: Evidence, cp: sn.Checkpoint, key: KeyCheck, sigs: Se
 
 
 def _check_stream(s: EvidenceStream, cp: sn.Checkpoint, out: list[tuple[int, bytes]]) -> tuple[list[Numbered], bytes]:
-    """The stream's events decoded and chained; appends its (leaf index, leaf hash) pairs to ``out``; returns the
-    events and the entry of its head in the stream-heads tree (checked later, after the root)."""
+    """The stream's events and its head's entry in the stream-heads tree; appends its (leaf index, leaf hash) pairs
+    to ``out``."""
     if not s.events or len(s.leaves) != len(s.events):
         raise EvidenceFailure(f"stream {s.stream!r}: {len(s.events)} events for {len(s.leaves)} leaf positions")
     for i in s.leaves:

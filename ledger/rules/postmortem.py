@@ -1,23 +1,8 @@
 """The post-mortem of a card: per game, the best play's levels and arithmetic, and what cost the score.
 
-Observations (each names the numbers it comes from):
-
-- ``failed_level``: what happened first (the level the best play never finished, its actions there, how it ended),
-  then the weight of every level not completed, together: the points out of reach;
-- ``costliest_level``: when every level was completed, the level that lost the most weighted points;
-- ``completion_cap``: the weighted mean was above the completion cap, so the cap is the score;
-- ``level_cap``: levels of the best play above the cap per level before it ((baseline/actions)^2 x 100 > 115 from
-  0.9.7 on);
-- ``restarting``: in a game where no play completed a level, many level resets and new plays without a win next to
-  modest actions: the agent dies (plays the card shows ending GAME_OVER) or resets, and restarts rather than
-  progressing (every count is the card's: its runs' resets, states, guids, actions);
-- ``after_end``: actions sent after GAME_OVER or WIN, answered with empty frames and counted nowhere;
-- ``unscored``: the best play scored 0 because its game's baselines are unknown (no baseline set, no entry for the
-  game, an entry without baselines, or fewer baselines than the levels it completed): its levels say nothing of
-  how well it played.
-
-Weights, caps and the arithmetic are the calculator's (:mod:`ledger.domain.calculators`): by default the card's own.
-Pure: a :class:`CardState` and its :class:`ScorecardDoc` in, a :class:`PostMortem` out.
+Each observation (a :class:`Finding` of a ``kind``: ``failed_level``, ``costliest_level``, ``completion_cap``,
+``level_cap``, ``restarting``, ``after_end``, ``unscored``) names the numbers it comes from, all of them the card's;
+weights, caps and the arithmetic are the calculator's (by default the card's own).
 """
 
 from __future__ import annotations
@@ -45,7 +30,7 @@ ACTIONS_PER_RESTART_MAX = 10.0
 
 
 class Finding(msgspec.Struct, frozen=True, kw_only=True):
-    """One observation: ``kind`` (see the module docstring), the sentence, and the numbers in it."""
+    """One observation: the sentence, and the numbers in it."""
 
     kind: str
     game_id: str
@@ -55,7 +40,7 @@ class Finding(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class LevelLine(msgspec.Struct, frozen=True, kw_only=True):
-    """One level of the best play; ``baseline`` is None when the game has no baselines."""
+    """One level of the best play (``baseline`` None: the game has none)."""
 
     level: int
     weight: int
@@ -66,7 +51,7 @@ class LevelLine(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Arithmetic(msgspec.Struct, frozen=True, kw_only=True):
-    """How a run's score is made: weighted mean of level scores, capped by the weight of levels that scored."""
+    """How a run's score is made."""
 
     weighted_mean: float
     total_weight: int
@@ -101,14 +86,12 @@ def num(v: float) -> str:
 
 
 def weights(n: int, calc: Calculator) -> list[int]:
-    """The weights of ``n`` levels in a play's mean: their numbers, or all 1 in a release with a plain mean."""
     return list(range(1, n + 1)) if calc.weighted else [1] * n
 
 
 def arithmetic(run: RunDoc, calc: Calculator = calculators.NEWEST) -> Arithmetic | None:
-    """The run's mean and cap under ``calc``, e.g. ``(1x25 + 2x9.46 + 3x0)/6 = 7.32, cap 3/6 = 50 -> 7.32``
-    (0.9.7 on), ``(1x25 + 2x9.46 + 3x0)/6 = 7.32`` (0.9.3-0.9.6), ``(25 + 9.46 + 0)/3 = 11.49`` (0.9.1-0.9.2).
-    A release without the completion cap has ``cap`` 100: it never binds."""
+    """The run's mean and cap under ``calc``, e.g. ``(1x25 + 2x9.46 + 3x0)/6 = 7.32, cap 3/6 = 50 -> 7.32`` (a
+    release without the completion cap has ``cap`` 100: it never binds)."""
     scores = run.level_scores or []
     if not scores or run.message:
         return None
@@ -152,7 +135,6 @@ def _levels(run: RunDoc, calc: Calculator) -> list[LevelLine]:
 
 
 def _unscored_finding(game_id: str, play_no: int, run: RunDoc) -> Finding:
-    """A run the calculator could not score: its 0 is the baselines' absence, not the play's."""
     if run.message == MSG_SIZE_MISMATCH:
         why = f"the baseline set gives fewer levels than the {run.levels_completed} it completed"
     elif run.message == MSG_NO_BASELINES:
@@ -192,8 +174,6 @@ def _score_findings(game_id: str, play_no: int, run: RunDoc, ar: Arithmetic, cal
 
 
 def _failed_level_finding(game_id: str, play_no: int, run: RunDoc, failed: list[LevelLine], ar: Arithmetic) -> Finding:
-    """What happened first (the level the play never finished, after how many actions there, how it ended), then
-    the cost of every level it did not complete, together (their weight is the points out of reach)."""
     total_w = ar.total_weight
     stuck = failed[0]
     done = stuck.level - 1
@@ -234,7 +214,6 @@ def _failed_level_finding(game_id: str, play_no: int, run: RunDoc, failed: list[
 
 
 def _costliest_level_finding(game_id: str, play_no: int, levels: list[LevelLine], ar: Arithmetic) -> Finding | None:
-    """Every level completed: the one whose actions cost the most points (None if none cost any)."""
     total_w = ar.total_weight
     losses = [(lv.weight * (100 - min(lv.score, 100.0)) / total_w, lv) for lv in levels]
     loss, lv = max(losses, key=lambda t: t[0])
@@ -263,7 +242,6 @@ def _costliest_level_finding(game_id: str, play_no: int, levels: list[LevelLine]
 
 
 def _completion_cap_finding(game_id: str, play_no: int, ar: Arithmetic) -> Finding:
-    """The completion cap, not the weighted mean, set the score."""
     total_w = ar.total_weight
     return Finding(
         kind="completion_cap",
@@ -310,10 +288,8 @@ def _cap_finding(game_id: str, play_no: int, run: RunDoc, calc: Calculator) -> F
 
 
 def _restart_finding(env: EnvironmentDoc) -> Finding | None:
-    """Many restarts next to few actions, in a game in which no play completed a level: dying (when the card
-    shows plays that ended GAME_OVER) or resetting, rather than progressing. Every number is one the card shows
-    (its runs' resets, states, guids and actions): a game where a level was completed gets none (it progressed),
-    nor does a completed game (its restarts led somewhere)."""
+    """Many restarts next to few actions, in a game in which no play completed a level: dying or resetting,
+    rather than progressing."""
     runs = env.runs
     if env.completed or env.levels_completed > 0 or any(r.completed or r.levels_completed > 0 for r in runs):
         return None
@@ -358,7 +334,6 @@ def _restart_finding(env: EnvironmentDoc) -> Finding | None:
 
 
 def _after_end_findings(env: EnvironmentDoc, plays: list[Play]) -> list[Finding]:
-    """Actions a play sent after its end (the log's ignored actions; the card's run gives its state and actions)."""
     out = []
     for i, p in enumerate(plays):
         if p.actions_after_end <= 0:
@@ -386,7 +361,6 @@ def _after_end_findings(env: EnvironmentDoc, plays: list[Play]) -> list[Finding]
 
 
 def postmortem(card: CardState, doc: ScorecardDoc, calc: Calculator | None = None) -> PostMortem:
-    """The post-mortem of ``card`` scored as ``doc`` by ``calc`` (default: the card's own calculator)."""
     calc = calc if calc is not None else calculator_of(card)
     games = []
     for env in doc.environments:

@@ -1,13 +1,8 @@
-"""Re-scoring, pure: a card's plays scored under another baseline set, and what changed, game by game, level by
-level (:func:`rescore_card`), and that change as text (:func:`rescore_text`).
+"""Re-scoring: a card's plays scored under another baseline set, what changed game by game, level by level
+(:func:`rescore_card`), and that change as text (:func:`rescore_text`).
 
-A rescore is a read: the card is scored twice with the calculator (under the set it was played with, then under
-the other set); nothing is written. :mod:`ledger.app.rescore` reads the cards from a ledger.
-
-Matching (``match``): ``exact`` is the toolkit's rule (a run is scored by the entry with its exact game_id).
-``base`` first tries the exact id, then any entry with the same 4-letter base id (the part before the first
-'-'), for a game whose version id changed; when the set holds several versions of that base id, the first in
-game-id (string) order is used, and the result names it and every candidate.
+``match``: ``exact`` is the toolkit's rule; ``base`` falls back to the entries with the same 4-letter base id (the
+part before the first '-', for a game whose version id changed), the first in game-id order, naming every candidate.
 """
 
 from __future__ import annotations
@@ -29,22 +24,20 @@ MATCHES: tuple[Match, ...] = ("exact", "base")
 
 
 class GameMatch(msgspec.Struct, frozen=True):
-    """How a played game found its entry: ``used`` is the set's game id that scores it (None: not in the set)."""
+    """How a played game found its entry: ``used`` is the set's game id that scores it."""
 
     game_id: str
     used: str | None
     how: Literal["exact", "base", "missing"]
-    #: With ``base``: every version of the base id the set holds, in game-id order (``used`` is the first).
+    #: With ``base``: every version of the base id the set holds, in game-id order.
     versions: list[str] = msgspec.field(default_factory=list)
 
 
 def match_baselines(
     game_ids: Iterable[str], entries: Mapping[str, BaselineEntry], match: Match = "exact"
 ) -> tuple[Mapping[str, BaselineEntry], list[GameMatch]]:
-    """The map the calculator should use for ``game_ids`` (played ids), and how each one matched.
-
-    The map is ``entries`` itself unless a base match adds keys (then a copy): treat it as read-only.
-    """
+    """The map the calculator should use for the played ``game_ids`` (``entries`` itself unless a base match adds
+    keys: treat it as read-only), and how each one matched."""
     effective: dict[str, BaselineEntry] | None = None
     matches: list[GameMatch] = []
     by_base = bl.by_base_id(entries) if match == "base" else {}
@@ -77,8 +70,8 @@ def score_under(
     all_environments: bool = False,
     calculator: Calculator | None = None,
 ) -> tuple[ScorecardDoc, list[GameMatch]]:
-    """The card's document under ``entries`` (matched by ``match``; every game of the set with
-    ``all_environments``) and ``calculator`` (default: the card's own), and how each played game matched."""
+    """The card's document under ``entries`` and ``calculator`` (default: the card's own), and how each played game
+    matched."""
     effective, matches = match_baselines(card.games, entries, match)
     every = competition_ids(entries, matches) if all_environments else None
     return score_card(card, effective, all_environments=every, calculator=calculator), matches
@@ -88,7 +81,7 @@ def score_under(
 
 
 class LevelChange(msgspec.Struct, frozen=True):
-    """One level of one play; None where the level is not in that side's list (baseline None: not available)."""
+    """One level of one play; None where the level is not in that side's list."""
 
     level: int
     baseline_old: int | None
@@ -100,8 +93,6 @@ class LevelChange(msgspec.Struct, frozen=True):
 
 
 class RunChange(msgspec.Struct, frozen=True):
-    """One play: its score and messages on both sides, level by level."""
-
     guid: str | None
     best: bool
     state: str | None
@@ -113,7 +104,7 @@ class RunChange(msgspec.Struct, frozen=True):
 
 
 class GameChange(msgspec.Struct, frozen=True):
-    """One game: its score on both sides (None: absent from that side's document) and how it matched."""
+    """One game: its score on both sides (None: absent from that side's document)."""
 
     game_id: str
     played: bool
@@ -128,8 +119,6 @@ class GameChange(msgspec.Struct, frozen=True):
 
 
 class TagChange(msgspec.Struct, frozen=True):
-    """One tag's pooled score on both sides."""
-
     tag: str
     score_old: float | None
     score_new: float | None
@@ -210,7 +199,6 @@ def compare(
     matches: Sequence[GameMatch],
     calculators: tuple[str, str] = ("", ""),
 ) -> CardRescore:
-    """The changes between two documents of the same card, largest change first."""
     old_envs = {e.id: e for e in old.environments}
     new_envs = {e.id: e for e in new.environments}
     how = {m.game_id: m for m in matches}
@@ -264,11 +252,8 @@ def rescore_card(
     all_environments: bool = False,
     calculator: Calculator | None = None,
 ) -> CardRescore:
-    """The card as played (``old_entries``, exact ids, its own calculator: what the toolkit computed) and under
-    ``new_entries`` and ``calculator`` (default: the card's own).
-
-    With ``all_environments`` both sides are the competition view, each over every game of its own set.
-    """
+    """The card as played (``old_entries``, exact ids, its own calculator) and under ``new_entries`` and
+    ``calculator``; with ``all_environments`` each side is the competition view over its own set."""
     own = calculator_of(card)
     new_calc = calculator if calculator is not None else own
     every_old = sorted(old_entries) if all_environments else None
@@ -278,7 +263,6 @@ def rescore_card(
 
 
 def by_largest_change(results: Iterable[CardRescore]) -> list[CardRescore]:
-    """Cards sorted by the size of their score change, largest first (then by card id)."""
     return sorted(results, key=lambda r: (-abs(r.delta), r.card_id))
 
 
@@ -297,12 +281,7 @@ def _arrow(old: str, new: str) -> str:
     return old if old == new else f"{old} -> {new}"
 
 
-def _signed(d: float) -> str:
-    return f"{d:+.2f}"
-
-
 def match_note(m: GameMatch) -> str | None:
-    """A line saying which entry scored a game when it was not its exact id."""
     if m.how == "base":
         others = [v for v in m.versions if v != m.used]
         extra = f" (first of {len(m.versions)} versions; also {', '.join(others)})" if others else ""
@@ -320,8 +299,6 @@ def rescore_text(
     all_environments: bool,
     calculator: str | None = None,
 ) -> str:
-    """Each card as played -> under the other set (and/or ``calculator``); each game, play and level with its
-    old -> new numbers."""
     changed = sum(1 for r in results if r.delta != 0)
     view = ", competition view (every game of each set)" if all_environments else ""
     calc = f", calculator arc-agi {calculator}" if calculator is not None else ""
@@ -332,8 +309,7 @@ def rescore_text(
             played += f", calculator {_arrow(r.calculator_old, r.calculator_new)}"
         lines.append("")
         lines.append(
-            f"card {r.card_id}   score {_f(r.score_old)} -> {_f(r.score_new)} ({_signed(r.delta)})   "
-            f"played under {played}"
+            f"card {r.card_id}   score {_f(r.score_old)} -> {_f(r.score_new)} ({r.delta:+.2f})   played under {played}"
         )
         for g in r.games:
             used = ""
@@ -344,9 +320,7 @@ def rescore_text(
                 used = "   not in the new set"
             elif not g.played:
                 used = "   unplayed"
-            lines.append(
-                f"  game {g.game_id}   score {_f(g.score_old)} -> {_f(g.score_new)} ({_signed(g.delta)}){used}"
-            )
+            lines.append(f"  game {g.game_id}   score {_f(g.score_old)} -> {_f(g.score_new)} ({g.delta:+.2f}){used}")
             for i, run in enumerate(g.runs):
                 best = " (best)" if run.best else ""
                 lines.append(

@@ -1,28 +1,9 @@
 """The ARC server as a client sees it: its counting rules, its document at close, the baselines it reveals.
 
-The server is the toolkit's REST API (``arc_agi/api.py`` ``RestAPI.cmd``) over arcengine games; a client only sees
-what it sent and what was answered, so :class:`ServerModel` keeps, per guid, the little of the server's game state
-the counting rules (ONLINE/COMPETITION capture) depend on, all of it visible in earlier answers:
-
-- an answer for a guid the card has not seen is a game the server just ``make``-d: its first reset started a play;
-- RESET on a known guid: arcengine (``handle_reset``) does a full reset, which starts a new play, when the level has
-  had no action yet (``_action_count == 0``) or the game was won, otherwise a level reset (one reset, one action);
-- in competition mode the server does not execute a RESET sent while the level has had no action: it re-applies
-  the play's last observation to the card (one action, and one reset as well when that observation was itself a
-  RESET) and answers with that observation again, so an answer whose action is not the RESET sent is one;
-- ACTION1..7 answered with a frame counts one action; ``_action_count`` is back to 0 when the action completed a
-  level that was not the last (arcengine's ``set_level``).
-
-The document the server returns at close is compared with the ledger's export as JSON values, walked in the
-ledger's key order, lists item by item; the first difference is named by its path
-(``environments[1].runs[0].actions: ledger 36, server 48``).
-
-The server's game list (``/api/games``) leaves ``baseline_actions`` out, so a client without local game files
-learns a game's baselines (and with them its level count) only from a scorecard document the server sends: a run
-the server scored carries the game's whole ``level_baseline_actions``; a run it could not score says why in its
-``message``.
-
-Pure: no I/O, no clock.
+The server is the toolkit's REST API over arcengine games; a client sees only what it sent and what was answered, so
+:class:`ServerModel` keeps, per guid, the little of the server's game state the counting rules depend on. Its game
+list (``/api/games``) leaves ``baseline_actions`` out: a client without local game files learns a game's baselines
+only from a scorecard document the server sends.
 """
 
 from __future__ import annotations
@@ -41,8 +22,6 @@ RESET = 0
 
 
 class GuidState(msgspec.Struct):
-    """What the server's game behind one guid looks like, from the answers seen."""
-
     game_id: str
     levels_completed: int = 0
     state: str = "NOT_FINISHED"
@@ -51,21 +30,21 @@ class GuidState(msgspec.Struct):
 
 
 class Verdict(msgspec.Struct):
-    """How one answered request counts on the card."""
-
     full_reset: bool = False
     reapplied: bool = False
 
 
 class ServerModel(msgspec.Struct):
-    """The per-guid state of one card's games on the server."""
-
     competition: bool = False
     guids: dict[str, GuidState] = msgspec.field(default_factory=dict)
 
     def judge(self, sent: int, game_id: str, guid: str, answered: int, levels_completed: int, state: str) -> Verdict:
-        """The verdict for an answer (``answered`` is the action id in the answer) to action ``sent``; the model
-        moves past it."""
+        """How an answer (``answered``: its action id) to action ``sent`` counts; the model moves past it.
+
+        A new guid is a game the server just made (its first reset started a play). A RESET is a full reset when the
+        level had no action yet or the game was won (arcengine's ``handle_reset``), else a level reset; in
+        competition mode a RESET on an untouched level is not executed: the last observation is re-applied.
+        """
         g = self.guids.get(guid)
         if g is None:
             # A guid never answered before: the server made the game, and make's first reset began a play.
@@ -122,11 +101,7 @@ def server_check(
     on_server: bool = False,
     baselines_source: str | None = None,
 ) -> tuple[str, str] | None:
-    """(status, message) of the audit's ``server`` check; None for a card with no server behind it.
-
-    ``on_server``: the card was captured from an ARC server's answers; ``baselines_source`` (where the card's
-    baselines came from) ends the message.
-    """
+    """(status, message) of the audit's ``server`` check; None for a card with no server behind it."""
     if server_doc is None and requests_failed == 0 and not on_server:
         return None
     failed = f"; {requests_failed} request(s) failed and counted nothing" if requests_failed else ""
@@ -175,9 +150,8 @@ def _baselines(value: list[Any]) -> bool:
 def with_reported(
     current: Mapping[str, BaselineEntry], report: Mapping[str, list[int] | None], known: Iterable[str] = ()
 ) -> tuple[list[BaselineEntry], list[str]]:
-    """The set ``current`` with the reported baselines in place (titles and tags kept), and the games the report
-    tells something new about: baselines that differ from ``current``'s, or a game not ``known`` (already reported)
-    before. Sorted; empty when the report tells nothing new."""
+    """The set ``current`` with the reported baselines in place, and the games (sorted) the report tells something
+    new about: baselines that differ, or a game not ``known`` (already reported) before."""
     out = dict(current)
     seen = set(known)
     news: list[str] = []
@@ -197,10 +171,8 @@ def with_reported(
 
 
 def unknown_baselines(card: CardState, doc: ScorecardDoc) -> list[str]:
-    """The games of ``doc`` (the live document of ``card``) whose baselines nothing revealed yet, when ``card`` is
-    an open card on an ARC server (no local game file gave them, no document from the server yet): their scores
-    read 0, a number the server will not give. Empty for a closed card and for a card of the toolkit's own
-    (whose baselines are the toolkit's own files)."""
+    """The games of ``doc`` (the live document of an open card on an ARC server) whose baselines nothing revealed
+    yet: their scores read 0, a number the server will not give."""
     if card.server is None or card.closed:
         return []
     known = set(card.baselines_known_games or ())

@@ -28,10 +28,9 @@ def _level_table(run: RunDoc, indent: str, known: bool = True) -> list[str]:
 def replay_text(
     card: CardState, doc: ScorecardDoc, unknown: Collection[str] = (), calc: Calculator | None = None
 ) -> str:
-    """The card, game by game and play by play, with each level's baseline, actions and score, then the
-    post-mortem's observations. ``unknown``: games whose baselines are not known yet (an open card on an ARC
-    server, see :func:`ledger.rules.server.unknown_baselines`): their scores are shown as not known.
-    ``calc``: the calculator ``doc`` was scored with (default: the card's own)."""
+    """The card, game by game and play by play, level by level, then the post-mortem's observations. ``unknown``:
+    games whose baselines are not known yet (their scores are shown as not known); ``calc``: the one ``doc`` was
+    scored with (default: the card's own)."""
     calc = calc if calc is not None else calculator_of(card)
     score = f"score {doc.score:.2f}" if not unknown else "score not known yet"
     lines = [f"card {card.card_id}   {score}"]
@@ -90,8 +89,7 @@ def replay_text(
 
 
 def calculator_line(card: CardState, calc: Calculator) -> str:
-    """Which calculator scores the card, and where that came from: ``calculator arc-agi 0.9.6 (squared,
-    0.9.3-0.9.6): the toolkit that played it``."""
+    """Which calculator scores the card, and where that came from."""
     own = calculator_of(card)
     if calc != own:
         return f"calculator {calculators.label(calc)}: re-scored (played under {own.version})"
@@ -107,7 +105,6 @@ def calculator_line(card: CardState, calc: Calculator) -> str:
 
 
 def summary_lines(pm: PostMortem) -> list[str]:
-    """The post-mortem's observations, game by game (the end of ``ledger replay``)."""
     lines = ["post-mortem"]
     if not pm.games:
         lines.append("  no game was played on this card")
@@ -123,7 +120,6 @@ def summary_lines(pm: PostMortem) -> list[str]:
 
 
 def postmortem_text(pm: PostMortem) -> str:
-    """The audit's post-mortem: per game, the best play's levels, the arithmetic, and the observations."""
     lines = [f"post-mortem of card {pm.card_id}   score {pm.score:.2f}"]
     if not pm.games:
         lines.append("  no game was played on this card")

@@ -36,7 +36,7 @@ MAX_OPEN_RANGE = (60, 60 * 24 * 7)
 
 
 def limits(environ: Mapping[str, str]) -> tuple[int, int]:
-    """(STALE_MINUTES, MAX_OPEN_FOR_MINUTES) as the toolkit reads them from ``environ``: what lapses an open card."""
+    """(STALE_MINUTES, MAX_OPEN_FOR_MINUTES) as the toolkit reads them from ``environ``."""
     return (
         env_minutes(environ, "STALE_MINUTES", DEFAULT_STALE_MINUTES, *STALE_RANGE),
         env_minutes(environ, "MAX_OPEN_FOR_MINUTES", DEFAULT_MAX_OPEN_FOR_MINUTES, *MAX_OPEN_RANGE),
@@ -44,8 +44,7 @@ def limits(environ: Mapping[str, str]) -> tuple[int, int]:
 
 
 def env_minutes(environ: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
-    """A minutes setting read exactly as the toolkit does: int() of the raw string (a non-int falls back to
-    ``default``), then clamped to ``lo..hi``."""
+    """A minutes setting read exactly as the toolkit does (a non-int is ``default``), clamped to ``lo..hi``."""
     raw = environ.get(name, str(default))
     try:
         value = int(raw)
@@ -66,7 +65,7 @@ def _short(guid: str | None) -> str:
 
 
 def summary(event: Any) -> str:
-    """One line saying what the event did, in the toolkit's words (every event type has one)."""
+    """One line saying what the event did, in the toolkit's words."""
     t = type(event)
     if t is CardRetracted:
         return f"card retracted: {_clip(event.reason, 60)}"
@@ -122,12 +121,7 @@ def _clip(value: Any, width: int = 40) -> str:
 def lapse(
     card: CardState, last_activity: datetime | None, now: datetime, stale_minutes: int, max_open_minutes: int
 ) -> tuple[datetime, str] | None:
-    """When and why the toolkit would have closed this still-open card by ``now``, or None.
-
-    The toolkit closes a card once ``now - last_update >= STALE_MINUTES`` (``idle``) or ``now - open_at >=
-    MAX_OPEN_FOR_MINUTES`` (``max_open``); the earlier of the two moments wins. ``last_activity`` is the time of
-    the card's last activity event (see :data:`ACTIVITY`).
-    """
+    """When and why (``idle``, ``max_open``: the earlier) the toolkit would have closed this open card by ``now``."""
     if card.closed:
         return None
     moments: list[tuple[datetime, str]] = []
@@ -140,28 +134,24 @@ def lapse(
 
 
 def listed(card: CardState, include_retracted: bool = False) -> bool:
-    """Whether lists, comparisons, leaderboards and bundles show ``card``: every card but a retracted one, unless
-    retracted cards are asked for. The one rule every list applies."""
+    """Whether lists, comparisons, leaderboards and bundles show ``card``: the one rule every list applies."""
     return include_retracted or card.retracted_at is None
 
 
 def retraction_note(card: CardState) -> str | None:
-    """``retracted on WHEN, reason: WHY`` for a retracted card (None otherwise): what every reader of it says."""
+    """What every reader of a retracted card says (None: not retracted)."""
     if card.retracted_at is None:
         return None
     return retraction_text(card.retracted_at.isoformat(), card.retract_reason)
 
 
 def retraction_text(when: str, reason: str | None) -> str:
-    """The words of :func:`retraction_note` from the time (ISO 8601) and reason of a retraction, as a summary holds."""
     return f"retracted on {when}, reason: {reason or '(none given)'}"
 
 
 def shown_close(card: CardState, now: datetime, environ: Mapping[str, str]) -> tuple[datetime, str, bool] | None:
-    """(closed at, reason, lapsed) as every reader shows the card: its own close, or the toolkit's auto-close
-    (``lapsed`` True) once it has passed by ``now`` under the STALE_MINUTES / MAX_OPEN_FOR_MINUTES of ``environ``;
-    None while the card is open. The lapsed-card rule for a card folded from its events (a summary row:
-    :meth:`ledger.store.summary.CardSummary.of`), both through :func:`lapse`."""
+    """(closed at, reason, lapsed) as every reader shows the card: its own close, or the toolkit's auto-close once
+    it has passed by ``now`` (``lapsed``); None while the card is open."""
     if card.closed and card.closed_at is not None:
         return card.closed_at, card.close_reason or "?", False
     at = lapse(card, card.last_ts, now, *limits(environ))
@@ -169,7 +159,7 @@ def shown_close(card: CardState, now: datetime, environ: Mapping[str, str]) -> t
 
 
 def retraction(card: CardState) -> dict[str, str] | None:
-    """``{"at", "reason", "note"}`` when the card was retracted (what export, replay and audit say), else None."""
+    """``{"at", "reason", "note"}`` when the card was retracted, else None."""
     note = retraction_note(card)
     if note is None or card.retracted_at is None:
         return None

@@ -793,7 +793,8 @@ def main(argv: list[str]) -> int:
         return 2
     if result["ok"] and "old_size" in result:
         print(f"OK consistency: the tree of {result['checkpoint_size']} events extends that of {result['old_size']}")
-    elif result["ok"]:
+        return 0
+    if result["ok"]:
         state = "closed" if result["closed"] else "open"
         print(
             f"OK card {result['card']}: {result['events']} events, {state} at the checkpoint, score {result['score']}"

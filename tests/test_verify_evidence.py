@@ -152,6 +152,16 @@ def test_the_consistency_vector_checks_with_both_and_a_changed_proof_fails() -> 
     doc["proof"][0] = base64.b64encode(bytes(32)).decode()
     changed = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
     assert not evidence_check.check_evidence(changed, load_verifier(pub)).ok  # the parity fixture runs both
+    # From the command line: one OK line and exit 0, as `ledger check` does.
+    r = subprocess.run(
+        [sys.executable, str(standalone.SCRIPT), str(VECTORS / "consistency.json"), "--key", str(pub)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        r.returncode == 0 and r.stdout == f"OK consistency: the tree of {sizes[1]} events extends that of {sizes[0]}\n"
+    )
 
 
 def test_the_cosigned_checkpoint_vector_and_the_quorum() -> None:

@@ -15,7 +15,6 @@ from ledger.cli.common import (
     allow_broken_option,
     card_options,
     echo_json,
-    match_notes,
     open_ledger,
     scoring_options,
     shown_db,
@@ -59,7 +58,6 @@ def init(ctx: click.Context) -> None:
     help="Only cards opened at or after WHEN: an ISO date or time (UTC unless it says), or an age like 30m, 12h, 7d.",
 )
 @click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N", help="At most N cards (after sorting).")
-# A Choice like `baselines diff --match`: choices and help of its own.
 @click.option(
     "--sort",
     type=click.Choice(SORT_KEYS),
@@ -238,7 +236,6 @@ def export(ctx: click.Context, card_id: str, output: str | None, indent: int | N
     from ledger.domain import document
     from ledger.errors import BaselinesNotKnown
 
-    # ``options`` are the card's and the scoring's (card_options, scoring_options, ...): read_card's own keywords.
     with open_ledger(ctx) as ledger:
         read = read_card(ledger, card_id, **options)
     if read.unknown:  # an open server card's scores would be zeros the server will not give
@@ -275,6 +272,7 @@ def replay(ctx: click.Context, card_id: str, as_json: bool, **options: Any) -> N
     from ledger.app.card_read import read_card, replay_json
     from ledger.app.listing import as_shown
     from ledger.app.usage import card_usage, usage_lines
+    from ledger.rules.rescoring import match_note
     from ledger.rules.text import replay_text
 
     until, match, all_environments = options["until"], options["match"], options["all_environments"]
@@ -296,7 +294,7 @@ def replay(ctx: click.Context, card_id: str, as_json: bool, **options: Any) -> N
         click.echo(
             f"scored under baselines {(read.set_id or 'none')[:12]} (played under {played}), match {match}{view}"
         )
-        for n in match_notes(read.matches):
+        for n in filter(None, map(match_note, read.matches)):
             click.echo(f"  {n}")
     click.echo(replay_text(shown, read.doc, read.unknown, read.calculator))
     for line in usage_lines(usage):
@@ -331,7 +329,6 @@ def replay(ctx: click.Context, card_id: str, as_json: bool, **options: Any) -> N
     help="Also check that the log extends this signed checkpoint (`ledger checkpoint`): its signature, then an "
     "RFC 9162 consistency proof from the tree it signed to the tree the events make today. Needs --key.",
 )
-# A file option like --checkpoint's: the key that checks it, with help of its own.
 @click.option(
     "--key",
     type=click.Path(exists=True, dir_okay=False),
@@ -362,7 +359,6 @@ def verify(
       ledger verify --expect-head HEAD  # nothing changed since?
       ledger verify --json
     """
-    from ledger.app.checkpoints import verify_checkpoint_files
     from ledger.app.verify import verify_ledger, verify_outcome
 
     if (checkpoint is None) != (key is None):
@@ -370,7 +366,11 @@ def verify(
     with open_ledger(ctx) as ledger:
         with verify_progress(ledger, show=not as_json) as progress:
             rep = verify_ledger(ledger.store, progress=progress, quick=quick)
-        cp = verify_checkpoint_files(ledger.store, checkpoint, key) if checkpoint and key else None
+        cp = None
+        if checkpoint and key:  # only then are the signatures' modules (cryptography) loaded
+            from ledger.app.checkpoints import verify_checkpoint_files
+
+            cp = verify_checkpoint_files(ledger.store, checkpoint, key)
         out = verify_outcome(ledger, rep, expect_head, cp)
     if as_json:
         echo_json(out.to_json())

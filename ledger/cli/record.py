@@ -9,9 +9,6 @@ import click
 
 from ledger.cli.common import LedgerCommandError, open_ledger
 
-#: ``ledger record``'s own exit status when COMMAND succeeded but the ledger did not get all of it.
-NOT_CAPTURED = 1
-
 
 @click.command(
     "record",
@@ -55,13 +52,13 @@ def record(ctx: click.Context, tags: tuple[str, ...], command: tuple[str, ...]) 
       ledger cards --tag nightly  # the cards it captured
     """
     from ledger.app.listing import captured_report
-    from ledger.capture.record_hook import run
+    from ledger.capture.record_hook import child_env, run
     from ledger.capture.record_hook.preflight import check_interpreter
 
     with open_ledger(ctx, write=True) as ledger:
         db = ledger.store.url  # absolute: the command may change directory
     try:
-        check_interpreter(command, _probe_env(db, tags))
+        check_interpreter(command, child_env(db, tags, ""))  # no notes file: the probe opens no card
         result = run(db, tags, command)
     except (FileNotFoundError, PermissionError) as e:
         raise LedgerCommandError(f"cannot run {command[0]}: {e.strerror or e}", 2) from e
@@ -93,16 +90,10 @@ def record(ctx: click.Context, tags: tuple[str, ...], command: tuple[str, ...]) 
     if incomplete and result.last_error:
         say(f"ledger record: the command's last error line: {result.last_error}")
     if result.returncode == 0 and incomplete:
-        sys.exit(NOT_CAPTURED)
+        sys.exit(1)  # COMMAND succeeded but the ledger did not get all of it
     sys.exit(result.returncode)
 
 
 def say(line: str) -> None:
     """One line of the recorder's report, on stderr (stdout is the command's)."""
     click.echo(line, err=True)
-
-
-def _probe_env(db: str, tags: tuple[str, ...]) -> dict[str, str]:
-    from ledger.capture.record_hook import child_env
-
-    return child_env(db, tags, "")  # no notes file: the probe opens no card

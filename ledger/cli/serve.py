@@ -28,7 +28,6 @@ from ledger.errors import LedgerError
     help="Competition mode (create_app(competition_mode=True)): one card, a game made once per card, an open card "
     "hidden (403), RESET on an untouched level re-applies the last observation, unplayed games made at close.",
 )
-# Bound like `ledger view` (view.py); each help names what its own server exposes.
 @click.option(
     "--host",
     default="127.0.0.1",

@@ -190,7 +190,7 @@ def cards_table(
         for r in rows
     ]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
-    right = {3, 4, 5, *range(6, 6 + len(extra))}
+    right = set(range(3, 6 + len(extra)))
 
     def line(values: tuple[str, ...]) -> str:
         return "  ".join(

@@ -46,8 +46,7 @@ class Entry(NamedTuple):
 class LedgerGroup(click.Group):
     """The one place a :class:`~ledger.errors.LedgerError` becomes a one-line message and its exit code.
 
-    ``lazy`` maps a command's name to its :class:`Entry`: the module is imported only when the command is looked up
-    to run, and the group's --help lists it, under its job (a key of ``jobs``), from the entry's summary.
+    ``lazy``: each command's :class:`Entry`, its module imported only when the command is looked up to run.
     """
 
     def __init__(
@@ -65,7 +64,8 @@ class LedgerGroup(click.Group):
         click.Command.format_options(self, ctx, formatter)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The commands of --help, one section per job, each with its whole summary (no command module imported)."""
+        """The commands of --help, one section per job, each with its whole summary (no command module imported:
+        every command is listed lazily)."""
         # One column for every section, so that the summaries line up down the whole list.
         width = max((len(name) for name in self.lazy), default=0)
         for job, title in self.jobs.items():
@@ -73,14 +73,6 @@ class LedgerGroup(click.Group):
             if rows:
                 with formatter.section(title):
                     formatter.write_dl(rows)
-        others = [
-            (name, cmd.get_short_help_str(formatter.width))
-            for name, cmd in self.commands.items()
-            if name not in self.lazy and not cmd.hidden
-        ]
-        if others:
-            with formatter.section("Commands"):
-                formatter.write_dl(others)
 
     def loaded(self, cmd_name: str) -> click.Command | None:
         """The subcommand as its module defines it (imported now if it is listed lazily), its help's first line
@@ -94,8 +86,7 @@ class LedgerGroup(click.Group):
             if not getattr(cmd, "_ledger_summary", False):
                 import inspect
 
-                body = inspect.cleandoc(cmd.help or "")
-                cmd.help = f"{entry.summary}.\n\n{body}" if body else f"{entry.summary}."
+                cmd.help = f"{entry.summary}.\n\n{inspect.cleandoc(cmd.help or '')}"
                 cmd.short_help = entry.summary
                 cmd._ledger_summary = True  # type: ignore[attr-defined]
             name_kinds(cmd)
@@ -232,8 +223,7 @@ def pick_port(host: str, port: int) -> int:
 
 
 def listen_error(host: str, port: int, e: OSError) -> LedgerCommandError:
-    """The one message (and exit code 2) of a server command that cannot listen on ``host:port`` (a busy port, an
-    address this machine does not have): the same for ``ledger view`` and ``ledger serve``."""
+    """The one error (exit 2) of ``ledger view`` and ``ledger serve`` when they cannot listen on ``host:port``."""
     reason = e.strerror or str(e) or type(e).__name__
     return LedgerCommandError(f"cannot serve on {host}:{port}: {reason}", 2)
 
@@ -388,9 +378,8 @@ def _kind(t: click.ParamType) -> str | None:
 
 
 def name_kinds(command: click.Command) -> None:
-    """Give every option of ``command`` (and of its subcommands) that names no metavar of its own the one of its
-    kind of value (KIND_METAVARS), so that no help says DIRECTORY, PATH or INTEGER RANGE for what another says DIR,
-    FILE or N."""
+    """Give every option of ``command`` (and its subcommands) without a metavar the one of its kind (KIND_METAVARS):
+    no help says DIRECTORY, PATH or INTEGER RANGE for what another says DIR, FILE or N."""
     if isinstance(command, click.Group):
         for sub in command.commands.values():
             name_kinds(sub)

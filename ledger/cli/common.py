@@ -152,7 +152,8 @@ def _ctrl_c_latched() -> Iterator[list[int]]:
     Python drops an exception raised inside a finalizer or weakref callback (importlib runs one at the end of every
     import), printing a traceback. A Ctrl-C dropped so is not printed: a real SIGINT is sent again a moment later
     from a timer thread (one simulated at once would be dropped inside this very hook). The note makes the command
-    exit 130 even if an interrupt is swallowed some other way. SIGINT ignored by the parent stays ignored.
+    exit 130 even if an interrupt is swallowed some other way. A command that sets its own handler (import, serve,
+    view) replaces this one for its run; SIGINT ignored by the parent stays ignored.
     """
     import signal
     import threading

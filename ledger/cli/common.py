@@ -37,7 +37,7 @@ class LedgerCommandError(click.ClickException):
 class Entry(NamedTuple):
     """One command as `ledger --help` lists it, known without importing the command's module."""
 
-    where: str  # module:attribute, imported only when the command runs (or its own --help is asked)
+    where: str  # module:attribute in ledger.cli, imported only when the command runs (or its --help is asked)
     job: str  # a key of JOBS
     summary: str  # its help's first line, said only here: the command's docstring holds the rest
     opens: str  # the ledger --db names: "read", "write" (also takes --durability), or "" (opens none)
@@ -82,7 +82,7 @@ class LedgerGroup(click.Group):
 
             entry = self.lazy[cmd_name]
             module, attr = entry.where.split(":")
-            cmd: click.Command = getattr(importlib.import_module(module), attr)
+            cmd: click.Command = getattr(importlib.import_module(f"ledger.cli.{module}"), attr)
             if not getattr(cmd, "_ledger_summary", False):
                 import inspect
 

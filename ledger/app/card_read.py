@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledger.domain import calculators
 from ledger.domain.calculators import Calculator
@@ -87,3 +87,61 @@ def rescored(ledger: Ledger, own: Mapping[str, Calculator], calc: Calculator) ->
     return {
         c: ledger.document(c, calculator=calc).score for c, mine in own.items() if mine.arithmetic != calc.arithmetic
     }
+
+
+def replay_json(
+    read: CardRead, shown: CardState, usage: Sequence[Any], *, match: str, all_environments: bool, by_set: bool
+) -> dict[str, Any]:
+    """`ledger replay --json`: the card read (``shown``: as a list shows it), its plays, its document and what it
+    was scored under."""
+    import json
+
+    import msgspec
+
+    from ledger.domain import document
+    from ledger.rules.server import baselines_source
+
+    card = read.card
+    out: dict[str, Any] = {
+        "card_id": card.card_id,
+        "events": card.events,
+        "closed": shown.close_reason,
+        "plays": {
+            gid: [
+                {
+                    "guid": p.guid,
+                    "state": p.state,
+                    "actions": p.actions,
+                    "resets": p.resets,
+                    "levels_completed": p.levels_completed,
+                    "level_marks": [list(m) for m in p.marks],
+                }
+                for p in ps
+            ]
+            for gid, ps in card.games.items()
+        },
+        "retracted": read.retraction,
+        "scorecard": json.loads(document.to_json(read.doc)),
+        "baselines_source": baselines_source(card),
+        "baselines_not_known": read.unknown,
+        "calculator": {
+            "version": read.calculator.version,
+            "arithmetic": read.calculator.arithmetic,
+            "card": read.own_calculator.version,
+            "recorded": card.calculator,
+            "source": card.calculator_source,
+        },
+    }
+    if read.broken is not None:
+        out["broken"] = read.broken
+    if usage:
+        out["run_usage"] = [msgspec.to_builtins(u) for u in usage]
+    if by_set:
+        out["baselines"] = {
+            "set_id": read.set_id,
+            "played_set_id": card.baselines_id,
+            "match": match,
+            "all_environments": all_environments,
+            "matches": read.matches,
+        }
+    return out

@@ -9,9 +9,10 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from ledger.app.evidence_check import Outcome
-from ledger.app.signing import Signer, Verifier
+from ledger.app.signing import Signer, Verifier, load_verifier, read_text
 from ledger.domain import baselines as bl
 from ledger.domain import merkle
 from ledger.domain import signed_note as sn
@@ -243,3 +244,9 @@ def verify_checkpoint(store: LogStore, note: str, verifier: Verifier) -> Checkpo
     ):
         rep.error = "the streams' heads at the checkpoint's size are not those it signed"
     return rep
+
+
+def verify_checkpoint_files(store: LogStore, checkpoint: str, key: str) -> CheckpointReport:
+    """``ledger verify --checkpoint FILE --key KEY.pub``: :func:`verify_checkpoint` with both read from files."""
+    verifier = load_verifier(Path(key))
+    return verify_checkpoint(store, read_text(Path(checkpoint), "checkpoint"), verifier)

@@ -9,10 +9,12 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
-from ledger.app.signing import Verifier, cosigned
+from ledger.app.signing import Verifier, cosigned, load_verifier
 from ledger.domain.signed_note import COSIGNATURE_V1, Checkpoint, NoteError, parse_checkpoint
+from ledger.errors import InputError
 from ledger.rules import consistency_file as cf
 from ledger.rules.consistency_file import file_format
 from ledger.rules.evidence_file import EvidenceFailure, check, parse
@@ -136,3 +138,18 @@ def distinct_witnesses(witnesses: Sequence[Verifier]) -> list[Verifier]:
 def key_hash(witness: Verifier) -> bytes:
     """What tells witnesses apart: SHA-256(0x04 || public key)."""
     return hashlib.sha256(bytes([COSIGNATURE_V1]) + witness.public).digest()
+
+
+def load_witnesses(paths: Sequence[Path], quorum: int | None) -> list[Verifier]:
+    """``ledger check --witness``'s keys, each given once, and at least ``quorum`` of them (else exit 2)."""
+    cosigners = [load_verifier(p, COSIGNATURE_V1) for p in paths]
+    first: dict[bytes, int] = {}
+    for i, w in enumerate(cosigners):
+        if (j := first.setdefault(key_hash(w), i)) != i:
+            raise InputError(
+                f"--witness {paths[i]} is the same key as --witness {paths[j]} (witnesses are distinct keys, "
+                "told apart by their key hash): give each witness once"
+            )
+    if quorum is not None and quorum > len(cosigners):
+        raise InputError(f"--quorum {quorum} needs at least {quorum} --witness keys (got {len(cosigners)})")
+    return cosigners

@@ -203,3 +203,58 @@ def is_competition(ledger: Ledger, card_id: str) -> bool:
 def _baselines_known(ledger: Ledger, row: SummaryRow) -> bool:
     # Only the page's open cards are loaded to tell: a closed card's baselines are known from its close.
     return row.closed is not None or ledger.baselines_known(ledger.load_card(row.card_id))
+
+
+def captured_report(ledger: Ledger, card_ids: list[str], now: datetime) -> list[str]:
+    """What ``ledger record`` says at the end of each card it captured: its score, games, actions and state."""
+    lines = []
+    for cid in card_ids:
+        card = ledger.load_card(cid)
+        doc = ledger.document(cid, card=card)
+        shown = shown_close(card, now)
+        if shown is None:
+            state = "left open"
+        elif shown[2]:
+            state = f"lapsed ({shown[1]} at {shown[0].isoformat(timespec='seconds')}; no close event)"
+        else:
+            state = f"closed ({shown[1]})"
+        if card.captured_via not in (None, "record"):
+            state += f"   (captured by `ledger {card.captured_via}`)"
+        lines.append(
+            f"card {cid}   score {doc.score:.2f}   games {len(card.games)}   actions {card.total_actions}   {state}"
+        )
+    if card_ids:
+        lines.append(f"ledger: {ledger.store.describe()}")
+    return lines
+
+
+def open_cards_report(ledger: Ledger, card_ids: list[str], now: datetime, environ: Mapping[str, str]) -> list[str]:
+    """What ``ledger serve`` says on stopping about the cards it captured that are still open (nothing if none)."""
+    from ledger.errors import UnknownCard
+    from ledger.rules.timeline import lapse
+
+    stale, max_open = limits(environ)
+    lines = []
+    for cid in dict.fromkeys(card_ids):
+        try:
+            card = ledger.load_card(cid)
+        except UnknownCard:  # its opening was not recorded: the server closed it again at once (FailClosed)
+            continue
+        if card.closed:
+            continue
+        # The earlier of its two lapse moments, passed or not (no moment is after datetime.max).
+        due = lapse(card, card.last_ts, datetime.max.replace(tzinfo=UTC), stale, max_open)
+        state = "open"
+        if due is not None:
+            state = f"lapses ({due[1]}) {'at' if due[0] > now else 'since'} {due[0].isoformat(timespec='seconds')}"
+        lines.append(f"  card {cid}   games {len(card.games)}   actions {card.total_actions}   {state}")
+    if not lines:
+        return []
+    cards = "1 card stays" if len(lines) == 1 else f"{len(lines)} cards stay"
+    head = f"{cards} open in the ledger (the harness did not close them):"
+    tail = (
+        f"an open card reads as closed by the toolkit's auto-close once idle STALE_MINUTES={stale} or open "
+        f"MAX_OPEN_FOR_MINUTES={max_open} (marked lapsed; no close event is written); `ledger close CARD` records "
+        "its close now"
+    )
+    return [head, *lines, tail]

@@ -6,7 +6,7 @@ The scoring and the comparison are pure (:mod:`ledger.rules.rescoring`); this mo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ledger.domain.calculators import Calculator
@@ -52,3 +52,15 @@ def rescore_cards(
                 all_environments=all_environments,
                 calculator=calculator,
             )
+
+
+def rescore_targets(
+    ledger: Ledger, card_ids: Sequence[str], every: bool, ref: str | None
+) -> tuple[list[str], str | None, Mapping[str, BaselineEntry] | None]:
+    """`ledger rescore`'s cards (those named, each once, or ``every`` card) and the set ``ref`` names (its id and
+    entries; None: each card's own)."""
+    from ledger.app.baseline_sets import resolve
+
+    ids = ledger.card_ids() if every else list(dict.fromkeys(ledger.resolve_card(c) for c in card_ids))
+    set_id = resolve(ledger, ref) if ref is not None else None
+    return ids, set_id, ledger.baselines(set_id) if set_id is not None else None

@@ -104,7 +104,7 @@ def _write_new(path: Path, text: str, mode: int) -> None:
         f.write(text)
 
 
-def _read(path: Path, what: str) -> str:
+def read_text(path: Path, what: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -114,7 +114,7 @@ def _read(path: Path, what: str) -> str:
 def load_signer(path: Path, key_type: int = sn.ED25519) -> Signer:
     """The private key in ``path`` (written by :func:`keygen`), of ``key_type``."""
     try:
-        name, kid, seed = sn.parse_signer_key(_read(path, "private key"), key_type)
+        name, kid, seed = sn.parse_signer_key(read_text(path, "private key"), key_type)
     except sn.NoteError as e:
         raise InputError(f"{path}: {e}") from e
     key = Ed25519PrivateKey.from_private_bytes(seed)
@@ -127,7 +127,7 @@ def load_signer(path: Path, key_type: int = sn.ED25519) -> Signer:
 def load_verifier(path: Path, key_type: int = sn.ED25519) -> Verifier:
     """The verifier (public) key in ``path`` (``KEY.pub``), of ``key_type``."""
     try:
-        name, public = sn.parse_verifier_key(_read(path, "public key"), key_type)
+        name, public = sn.parse_verifier_key(read_text(path, "public key"), key_type)
     except sn.NoteError as e:
         raise InputError(f"{path}: {e}") from e
     return Verifier(name, public)

@@ -355,3 +355,46 @@ def card_head_check(ledger: Any, integrity: Any, expected: str | None) -> Any:
         "`ledger verify --expect-head`"
     )
     return dataclasses.replace(integrity, message=integrity.message + hint)
+
+
+@dataclass
+class VerifyOutcome:
+    """`ledger verify` whole: the log's report, then the --expect-head and --checkpoint checks asked for."""
+
+    report: VerifyReport
+    expected: str | None = None
+    head_check: tuple[str, str] | None = None
+    checkpoint: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.report.to_json()
+        if self.head_check is not None:
+            out["expected_head"] = {"hash": self.expected, "status": self.head_check[0], "message": self.head_check[1]}
+        if self.checkpoint is not None:
+            out["checkpoint"] = self.checkpoint.to_json()
+        return out
+
+    def lines(self) -> list[str]:
+        rep = self.report
+        out = [f"FAIL {err}" for err in rep.errors]
+        out.append(rep.summary())
+        out.append(f"ledger head {rep.head}  (all streams; keep it, check later with `ledger verify --expect-head`)")
+        if self.head_check is not None:
+            status, message = self.head_check
+            out.append(f"{'NOTE' if status == 'CARD' else status} expected head: {message}")
+        if self.checkpoint is not None:
+            out.append(self.checkpoint.line())
+        return out
+
+    @property
+    def exit_code(self) -> int:
+        status = self.head_check[0] if self.head_check is not None else None
+        if not self.report.ok or status == "FAIL" or (self.checkpoint is not None and not self.checkpoint.ok):
+            return 1
+        return 2 if status == "CARD" else 0
+
+
+def verify_outcome(ledger: Any, report: VerifyReport, expect_head: str | None, checkpoint: Any) -> VerifyOutcome:
+    """The report with the head the user kept checked, and the checkpoint's report (None: not asked)."""
+    head_check = check_expected_head(ledger, report, expect_head) if expect_head is not None else None
+    return VerifyOutcome(report, expect_head, head_check, checkpoint)

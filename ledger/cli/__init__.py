@@ -25,52 +25,34 @@ JOBS: dict[str, str] = {
 
 #: Every command, in the order `ledger --help` lists it within its job.
 COMMANDS: dict[str, Entry] = {
-    "record": Entry(
-        "ledger.cli.record:record", "capture", "Run a harness unchanged, capturing every card it plays", "write"
-    ),
-    "serve": Entry(
-        "ledger.cli.serve:serve", "capture", "Serve the toolkit's REST API with every card captured", "write"
-    ),
-    "import": Entry("ledger.cli.importing:import_cmd", "capture", "Turn JSONL recordings into cards", "write"),
-    "demo": Entry(
-        "ledger.cli.cards:demo", "capture", "Play two bundled games into the ledger, replay the card", "write"
-    ),
-    "close": Entry("ledger.cli.events:close", "capture", "Close a card an agent left open", "write"),
-    "cards": Entry("ledger.cli.cards:cards", "look", "List cards: opened, closed, games, actions, score, tags", "read"),
-    "replay": Entry("ledger.cli.cards:replay", "look", "Rebuild a card from its events, with the arithmetic", "read"),
-    "export": Entry("ledger.cli.cards:export", "look", "Print a card's JSON, byte for byte the toolkit's", "read"),
-    "events": Entry("ledger.cli.events:events", "look", "List a card's events in order", "read"),
-    "compare": Entry(
-        "ledger.cli.view:compare", "look", "Compare cards side by side, or groups of cards by tag", "read"
-    ),
-    "view": Entry("ledger.cli.view:view", "look", "Serve a read-only web viewer over the ledger", "read"),
+    "record": Entry("record:record", "capture", "Run a harness unchanged, capturing every card it plays", "write"),
+    "serve": Entry("serve:serve", "capture", "Serve the toolkit's REST API with every card captured", "write"),
+    "import": Entry("importing:import_cmd", "capture", "Turn JSONL recordings into cards", "write"),
+    "demo": Entry("cards:demo", "capture", "Play two bundled games into the ledger, replay the card", "write"),
+    "close": Entry("events:close", "capture", "Close a card an agent left open", "write"),
+    "cards": Entry("cards:cards", "look", "List cards: opened, closed, games, actions, score, tags", "read"),
+    "replay": Entry("cards:replay", "look", "Rebuild a card from its events, with the arithmetic", "read"),
+    "export": Entry("cards:export", "look", "Print a card's JSON, byte for byte the toolkit's", "read"),
+    "events": Entry("events:events", "look", "List a card's events in order", "read"),
+    "compare": Entry("view:compare", "look", "Compare cards side by side, or groups of cards by tag", "read"),
+    "view": Entry("view:view", "look", "Serve a read-only web viewer over the ledger", "read"),
     "rescore": Entry(
-        "ledger.cli.baselines:rescore_cmd", "rescore", "Score cards under another baseline set or calculator", "read"
+        "baselines:rescore_cmd", "rescore", "Score cards under another baseline set or calculator", "read"
     ),
-    "baselines": Entry(
-        "ledger.cli.baselines:baselines_group", "rescore", "Store, list, show and compare baseline sets", "read"
-    ),
-    "audit": Entry("ledger.cli.audit:audit", "audit", "Check that a card's score follows from its events", "read"),
-    "verify": Entry("ledger.cli.cards:verify", "audit", "Check every hash chain of the ledger; print its head", "read"),
-    "keygen": Entry("ledger.cli.evidence:keygen", "audit", "Make a key to sign checkpoints (or to witness them)", ""),
-    "checkpoint": Entry(
-        "ledger.cli.evidence:checkpoint_cmd", "audit", "Sign the log's current tree head (a checkpoint)", "write"
-    ),
-    "prove": Entry("ledger.cli.evidence:prove", "audit", "Write an evidence file that proves a card's score", "write"),
-    "check": Entry("ledger.cli.evidence:check", "audit", "Check an evidence file offline, with a public key", ""),
-    "consistency": Entry(
-        "ledger.cli.evidence:consistency", "audit", "Prove a newer checkpoint extends an older one", "write"
-    ),
-    "witness": Entry("ledger.cli.evidence:witness_cmd", "audit", "Cosign another log's checkpoint as a witness", ""),
-    "copy": Entry("ledger.cli.copy:copy_cmd", "team", "Copy a ledger's events between SQLite and PostgreSQL", "write"),
-    "bundle": Entry("ledger.cli.view:bundle", "team", "Write cards as a static site to share (no server)", "read"),
-    "retract": Entry(
-        "ledger.cli.retract:retract", "team", "Withdraw a closed card from lists; keep its record", "write"
-    ),
-    "init": Entry("ledger.cli.cards:init", "admin", "Create the ledger or upgrade its schema", "write"),
-    "rebuild-summary": Entry(
-        "ledger.cli.summary:rebuild_summary_cmd", "admin", "Rebuild the cards summary from the log", "write"
-    ),
+    "baselines": Entry("baselines:baselines_group", "rescore", "Store, list, show and compare baseline sets", "read"),
+    "audit": Entry("audit:audit", "audit", "Check that a card's score follows from its events", "read"),
+    "verify": Entry("cards:verify", "audit", "Check every hash chain of the ledger; print its head", "read"),
+    "keygen": Entry("evidence:keygen", "audit", "Make a key to sign checkpoints (or to witness them)", ""),
+    "checkpoint": Entry("evidence:checkpoint_cmd", "audit", "Sign the log's current tree head (a checkpoint)", "write"),
+    "prove": Entry("evidence:prove", "audit", "Write an evidence file that proves a card's score", "write"),
+    "check": Entry("evidence:check", "audit", "Check an evidence file offline, with a public key", ""),
+    "consistency": Entry("evidence:consistency", "audit", "Prove a newer checkpoint extends an older one", "write"),
+    "witness": Entry("evidence:witness_cmd", "audit", "Cosign another log's checkpoint as a witness", ""),
+    "copy": Entry("copy:copy_cmd", "team", "Copy a ledger's events between SQLite and PostgreSQL", "write"),
+    "bundle": Entry("view:bundle", "team", "Write cards as a static site to share (no server)", "read"),
+    "retract": Entry("retract:retract", "team", "Withdraw a closed card from lists; keep its record", "write"),
+    "init": Entry("cards:init", "admin", "Create the ledger or upgrade its schema", "write"),
+    "rebuild-summary": Entry("summary:rebuild_summary_cmd", "admin", "Rebuild the cards summary from the log", "write"),
 }
 
 #: Subcommands that open the ledger otherwise than their group does (the rest of a group's do as it does).

@@ -13,7 +13,6 @@ from ledger.cli.params import head_hash
 
 @click.command("audit")
 @card_argument
-# Not import's --environments: here the folder's game code re-runs the card's recorded actions.
 @click.option(
     "--environments",
     type=click.Path(exists=True, file_okay=False, dir_okay=True),

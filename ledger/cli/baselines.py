@@ -290,8 +290,8 @@ def rescore_cmd(
       ledger baselines import v2.json --label v2
       ledger rescore --all --baselines v2
     """
-    from ledger.app import baseline_sets as bs
-    from ledger.app.rescore import rescore_cards
+    from ledger.app.rescore import rescore_cards, rescore_targets
+    from ledger.domain import calculators
     from ledger.rules.rescoring import by_largest_change, rescore_text
 
     if every and card_ids:
@@ -300,13 +300,9 @@ def rescore_cmd(
         raise LedgerCommandError("give at least one CARD_ID, or --all (see `ledger cards`)", 2)
     if ref is None and calculator is None:
         raise LedgerCommandError("give --baselines SET, --calculator VERSION or both: what to re-score under", 2)
-    from ledger.domain import calculators
-
     calc = calculators.get(calculator) if calculator is not None else None
     with open_ledger(ctx) as ledger:
-        ids = ledger.card_ids() if every else list(dict.fromkeys(ledger.resolve_card(c) for c in card_ids))
-        set_id = bs.resolve(ledger, ref) if ref is not None else None
-        entries = ledger.baselines(set_id) if set_id is not None else None
+        ids, set_id, entries = rescore_targets(ledger, card_ids, every, ref)
         results_iter = rescore_cards(
             ledger,
             ids,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 import msgspec
@@ -15,7 +15,6 @@ from ledger.cli.common import (
     allow_broken_option,
     card_options,
     echo_json,
-    match_notes,
     open_ledger,
     scoring_options,
     shown_db,
@@ -23,9 +22,6 @@ from ledger.cli.common import (
 )
 from ledger.cli.params import SINCE, calculator_option, head_hash
 from ledger.cli.progress import ledger_command, verify_progress
-
-if TYPE_CHECKING:  # `ledger --help` must not import the scoring modules
-    from ledger.domain.projection import CardState
 
 
 @click.command()
@@ -62,7 +58,6 @@ def init(ctx: click.Context) -> None:
     help="Only cards opened at or after WHEN: an ISO date or time (UTC unless it says), or an age like 30m, 12h, 7d.",
 )
 @click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N", help="At most N cards (after sorting).")
-# A Choice like `baselines diff --match`: choices and help of its own.
 @click.option(
     "--sort",
     type=click.Choice(SORT_KEYS),
@@ -195,7 +190,7 @@ def cards_table(
         for r in rows
     ]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
-    right = {3, 4, 5, *range(6, 6 + len(extra))}
+    right = set(range(3, 6 + len(extra)))
 
     def line(values: tuple[str, ...]) -> str:
         return "  ".join(
@@ -241,7 +236,6 @@ def export(ctx: click.Context, card_id: str, output: str | None, indent: int | N
     from ledger.domain import document
     from ledger.errors import BaselinesNotKnown
 
-    # ``options`` are the card's and the scoring's (card_options, scoring_options, ...): read_card's own keywords.
     with open_ledger(ctx) as ledger:
         read = read_card(ledger, card_id, **options)
     if read.unknown:  # an open server card's scores would be zeros the server will not give
@@ -275,55 +269,22 @@ def replay(ctx: click.Context, card_id: str, as_json: bool, **options: Any) -> N
       ledger replay CARD --until 10                 # as it stood after its event 10
       ledger replay CARD --calculator 0.9.7 --json
     """
-    from ledger.app.card_read import read_card
+    from ledger.app.card_read import read_card, replay_json
     from ledger.app.listing import as_shown
     from ledger.app.usage import card_usage, usage_lines
-    from ledger.domain import document
-    from ledger.rules.server import baselines_source
+    from ledger.rules.rescoring import match_note
     from ledger.rules.text import replay_text
 
     until, match, all_environments = options["until"], options["match"], options["all_environments"]
     by_set = options["baselines"] is not None or match != "exact" or all_environments
     with open_ledger(ctx) as ledger:
         read = read_card(ledger, card_id, **options)  # as export's
-        card, doc = read.card, read.doc
+        card = read.card
         # A benchmarking run's usage and cost, kept with a card imported from its run folder.
         usage = card_usage(ledger, card.card_id)
+    shown = as_shown(card) if until is None else card
     if as_json:
-        import json
-
-        out: dict[str, Any] = {
-            "card_id": card.card_id,
-            "events": card.events,
-            "closed": (as_shown(card) if until is None else card).close_reason,
-            "plays": _plays_json(card),
-            "retracted": read.retraction,
-            "scorecard": json.loads(document.to_json(doc)),
-            "baselines_source": baselines_source(card),
-            "baselines_not_known": read.unknown,
-            "calculator": {
-                "version": read.calculator.version,
-                "arithmetic": read.calculator.arithmetic,
-                "card": read.own_calculator.version,
-                "recorded": card.calculator,
-                "source": card.calculator_source,
-            },
-        }
-        if read.broken is not None:
-            out["broken"] = read.broken
-        if usage:
-            import msgspec
-
-            out["run_usage"] = [msgspec.to_builtins(u) for u in usage]
-        if by_set:
-            out["baselines"] = {
-                "set_id": read.set_id,
-                "played_set_id": card.baselines_id,
-                "match": match,
-                "all_environments": all_environments,
-                "matches": read.matches,
-            }
-        echo_json(out)
+        echo_json(replay_json(read, shown, usage, match=match, all_environments=all_environments, by_set=by_set))
         return
     if read.broken is not None:
         click.echo(f"BROKEN: {read.broken}; shown as far as the log holds it, not as a whole card")
@@ -333,29 +294,11 @@ def replay(ctx: click.Context, card_id: str, as_json: bool, **options: Any) -> N
         click.echo(
             f"scored under baselines {(read.set_id or 'none')[:12]} (played under {played}), match {match}{view}"
         )
-        for n in match_notes(read.matches):
+        for n in filter(None, map(match_note, read.matches)):
             click.echo(f"  {n}")
-    click.echo(replay_text(as_shown(card) if until is None else card, doc, read.unknown, read.calculator))
+    click.echo(replay_text(shown, read.doc, read.unknown, read.calculator))
     for line in usage_lines(usage):
         click.echo(line)
-
-
-def _plays_json(card: CardState) -> dict[str, list[dict[str, Any]]]:
-    """`ledger replay --json`'s plays: each game's plays in order, with their level marks."""
-    return {
-        gid: [
-            {
-                "guid": p.guid,
-                "state": p.state,
-                "actions": p.actions,
-                "resets": p.resets,
-                "levels_completed": p.levels_completed,
-                "level_marks": [list(m) for m in p.marks],
-            }
-            for p in ps
-        ]
-        for gid, ps in card.games.items()
-    }
 
 
 @click.command()
@@ -386,7 +329,6 @@ def _plays_json(card: CardState) -> dict[str, list[dict[str, Any]]]:
     help="Also check that the log extends this signed checkpoint (`ledger checkpoint`): its signature, then an "
     "RFC 9162 consistency proof from the tree it signed to the tree the events make today. Needs --key.",
 )
-# A file option like --checkpoint's: the key that checks it, with help of its own.
 @click.option(
     "--key",
     type=click.Path(exists=True, dir_okay=False),
@@ -417,38 +359,26 @@ def verify(
       ledger verify --expect-head HEAD  # nothing changed since?
       ledger verify --json
     """
-    from pathlib import Path
-
-    from ledger.app.verify import check_expected_head, verify_ledger
-    from ledger.cli.evidence import verify_checkpoint_files
+    from ledger.app.verify import verify_ledger, verify_outcome
 
     if (checkpoint is None) != (key is None):
         raise click.UsageError("--checkpoint and --key go together")
     with open_ledger(ctx) as ledger:
         with verify_progress(ledger, show=not as_json) as progress:
             rep = verify_ledger(ledger.store, progress=progress, quick=quick)
-        head_check = check_expected_head(ledger, rep, expect_head) if expect_head is not None else None
-        cp = verify_checkpoint_files(ledger.store, Path(checkpoint), Path(key)) if checkpoint and key else None
+        cp = None
+        if checkpoint and key:  # only then are the signatures' modules (cryptography) loaded
+            from ledger.app.checkpoints import verify_checkpoint_files
+
+            cp = verify_checkpoint_files(ledger.store, checkpoint, key)
+        out = verify_outcome(ledger, rep, expect_head, cp)
     if as_json:
-        out = rep.to_json()
-        if head_check is not None:
-            out["expected_head"] = {"hash": expect_head, "status": head_check[0], "message": head_check[1]}
-        if cp is not None:
-            out["checkpoint"] = cp.to_json()
-        echo_json(out)
+        echo_json(out.to_json())
     else:
-        for err in rep.errors:
-            click.echo(f"FAIL {err}")
-        click.echo(rep.summary())
-        click.echo(f"ledger head {rep.head}  (all streams; keep it, check later with `ledger verify --expect-head`)")
-        if head_check is not None:
-            click.echo(f"{'NOTE' if head_check[0] == 'CARD' else head_check[0]} expected head: {head_check[1]}")
-        if cp is not None:
-            click.echo(cp.line())
-    if not rep.ok or (head_check is not None and head_check[0] == "FAIL") or (cp is not None and not cp.ok):
-        sys.exit(1)
-    if head_check is not None and head_check[0] == "CARD":
-        sys.exit(2)
+        for line in out.lines():
+            click.echo(line)
+    if out.exit_code:
+        sys.exit(out.exit_code)
 
 
 @click.command()

@@ -37,35 +37,23 @@ class LedgerCommandError(click.ClickException):
 class Entry(NamedTuple):
     """One command as `ledger --help` lists it, known without importing the command's module."""
 
-    #: ``module:attribute`` of the command, imported only when it runs (or its own --help is asked).
-    where: str
-    #: The job it is listed under in `ledger --help` (a key of JOBS).
-    job: str
-    #: Its help's first line, said only here: the command's docstring holds the rest of its help.
-    summary: str
-    #: What it does with the ledger `--db` names: "read", "write" (also takes --durability), or "" (opens none).
-    opens: str
+    where: str  # module:attribute in ledger.cli, imported only when the command runs (or its --help is asked)
+    job: str  # a key of JOBS
+    summary: str  # its help's first line, said only here: the command's docstring holds the rest
+    opens: str  # the ledger --db names: "read", "write" (also takes --durability), or "" (opens none)
 
 
 class LedgerGroup(click.Group):
     """The one place a :class:`~ledger.errors.LedgerError` becomes a one-line message and its exit code.
 
-    ``lazy`` maps a command's name to its :class:`Entry`: the module is imported only when the command is looked up
-    to run, and the group's --help lists it, under its job (a key of ``jobs``), from the entry's summary.
+    ``lazy``: each command's :class:`Entry`, its module imported only when the command is looked up to run.
     """
 
     def __init__(
-        self,
-        *args: Any,
-        lazy: dict[str, Entry] | None = None,
-        jobs: dict[str, str] | None = None,
-        subcommands_open: dict[str, str] | None = None,
-        **kwargs: Any,
+        self, *args: Any, lazy: dict[str, Entry], jobs: dict[str, str], subcommands_open: dict[str, str], **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.lazy = dict(lazy or {})
-        self.jobs = dict(jobs or {})
-        self.subcommands_open = dict(subcommands_open or {})
+        self.lazy, self.jobs, self.subcommands_open = lazy, jobs, subcommands_open
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
@@ -76,7 +64,8 @@ class LedgerGroup(click.Group):
         click.Command.format_options(self, ctx, formatter)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The commands of --help, one section per job, each with its whole summary (no command module imported)."""
+        """The commands of --help, one section per job, each with its whole summary (no command module imported:
+        every command is listed lazily)."""
         # One column for every section, so that the summaries line up down the whole list.
         width = max((len(name) for name in self.lazy), default=0)
         for job, title in self.jobs.items():
@@ -84,14 +73,6 @@ class LedgerGroup(click.Group):
             if rows:
                 with formatter.section(title):
                     formatter.write_dl(rows)
-        others = [
-            (name, cmd.get_short_help_str(formatter.width))
-            for name, cmd in self.commands.items()
-            if name not in self.lazy and not cmd.hidden
-        ]
-        if others:
-            with formatter.section("Commands"):
-                formatter.write_dl(others)
 
     def loaded(self, cmd_name: str) -> click.Command | None:
         """The subcommand as its module defines it (imported now if it is listed lazily), its help's first line
@@ -101,12 +82,11 @@ class LedgerGroup(click.Group):
 
             entry = self.lazy[cmd_name]
             module, attr = entry.where.split(":")
-            cmd: click.Command = getattr(importlib.import_module(module), attr)
+            cmd: click.Command = getattr(importlib.import_module(f"ledger.cli.{module}"), attr)
             if not getattr(cmd, "_ledger_summary", False):
                 import inspect
 
-                body = inspect.cleandoc(cmd.help or "")
-                cmd.help = f"{entry.summary}.\n\n{body}" if body else f"{entry.summary}."
+                cmd.help = f"{entry.summary}.\n\n{inspect.cleandoc(cmd.help or '')}"
                 cmd.short_help = entry.summary
                 cmd._ledger_summary = True  # type: ignore[attr-defined]
             name_kinds(cmd)
@@ -169,14 +149,11 @@ class LedgerGroup(click.Group):
 def _ctrl_c_latched() -> Iterator[list[int]]:
     """Ctrl-C still raises KeyboardInterrupt, and is also noted in the list yielded.
 
-    A handler's exception is raised wherever the main thread happens to be, and Python cannot raise it inside a
-    finalizer or a weakref callback: it drops it and prints it with a traceback ("Exception ignored in ..."). Such
-    callbacks run all the time, importlib's own at the end of every import (the one that releases its module lock),
-    so a Ctrl-C while a module loads landed there. A Ctrl-C dropped so is not printed: a real SIGINT is sent again a
-    moment later, from a timer thread, and raised where the main thread is by then (a signal simulated at once would
-    be handled inside this very hook, and dropped again). The note makes the command exit 130 even if an interrupt
-    is swallowed some other way. A command that sets its own handler (import, serve, view) replaces this one for its
-    run; SIGINT ignored by the parent (`ledger ... &` from a script) stays ignored.
+    Python drops an exception raised inside a finalizer or weakref callback (importlib runs one at the end of every
+    import), printing a traceback. A Ctrl-C dropped so is not printed: a real SIGINT is sent again a moment later
+    from a timer thread (one simulated at once would be dropped inside this very hook). The note makes the command
+    exit 130 even if an interrupt is swallowed some other way. A command that sets its own handler (import, serve,
+    view) replaces this one for its run; SIGINT ignored by the parent stays ignored.
     """
     import signal
     import threading
@@ -247,8 +224,7 @@ def pick_port(host: str, port: int) -> int:
 
 
 def listen_error(host: str, port: int, e: OSError) -> LedgerCommandError:
-    """The one message (and exit code 2) of a server command that cannot listen on ``host:port`` (a busy port, an
-    address this machine does not have): the same for ``ledger view`` and ``ledger serve``."""
+    """The one error (exit 2) of ``ledger view`` and ``ledger serve`` when they cannot listen on ``host:port``."""
     reason = e.strerror or str(e) or type(e).__name__
     return LedgerCommandError(f"cannot serve on {host}:{port}: {reason}", 2)
 
@@ -280,11 +256,8 @@ def missing_extra(e: ImportError) -> str | None:
 
 @contextmanager
 def open_ledger(ctx: click.Context, *, write: bool = False) -> Iterator[Ledger]:
-    """Open the ledger named by ``--db``/``LEDGER_DB``; it is closed when the block ends.
-
-    Read commands (the default) open it read-only: never created, migrated or written. Only the commands that
-    record (``init``, live capture, ``import``, ``baselines import``, ``close``) pass ``write=True``.
-    """
+    """The ledger ``--db`` names, closed when the block ends; read-only (never created, migrated or written) unless
+    ``write``."""
     from ledger.ledger import Ledger
 
     if not write:
@@ -351,15 +324,6 @@ def scoring_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
 
 
-def match_notes(matches: Any) -> list[str]:
-    from ledger.rules.rescoring import match_note
-
-    return [n for n in (match_note(m) for m in matches) if n is not None]
-
-
-# -- card ids ----------------------------------------------------------------------------------------------------
-
-
 def complete_card_ids(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
     """Shell completion: the card ids of the ledger named so far on the command line (opened read-only)."""
     from click.shell_completion import CompletionItem
@@ -396,9 +360,6 @@ def shown_db(ledger: Ledger, db: str) -> str:
     return ledger.store.describe() if "://" in db else db  # never echo a password given in a URL
 
 
-# -- --db and --durability after the command too --------------------------------------------------------------
-
-
 def _set_obj(key: str) -> Callable[[click.Context, click.Parameter, Any], None]:
     def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
         if value is not None:
@@ -411,29 +372,21 @@ def _set_obj(key: str) -> Callable[[click.Context, click.Parameter, Any], None]:
 KIND_METAVARS = {"file": "FILE", "dir": "DIR", "int": "N"}
 
 
-def _kind(param: click.Option) -> str | None:
-    t = param.type
-    if isinstance(t, click.Path):
-        if t.file_okay and not t.dir_okay:
-            return "file"
-        if t.dir_okay and not t.file_okay:
-            return "dir"
-        return None
-    if isinstance(t, click.types.IntParamType):
-        return "int"
-    return None
+def _kind(t: click.ParamType) -> str | None:
+    if isinstance(t, click.Path) and t.file_okay != t.dir_okay:
+        return "file" if t.file_okay else "dir"
+    return "int" if isinstance(t, click.types.IntParamType) else None
 
 
 def name_kinds(command: click.Command) -> None:
-    """Give every option of ``command`` (and of its subcommands) that names no metavar of its own the one of its
-    kind of value (KIND_METAVARS), so that no help says DIRECTORY, PATH or INTEGER RANGE for what another says DIR,
-    FILE or N."""
+    """Give every option of ``command`` (and its subcommands) without a metavar the one of its kind (KIND_METAVARS):
+    no help says DIRECTORY, PATH or INTEGER RANGE for what another says DIR, FILE or N."""
     if isinstance(command, click.Group):
         for sub in command.commands.values():
             name_kinds(sub)
     for param in command.params:
         if isinstance(param, click.Option) and param.metavar is None and not param.is_flag:
-            kind = _kind(param)
+            kind = _kind(param.type)
             if kind is not None:
                 param.metavar = KIND_METAVARS[kind]
 

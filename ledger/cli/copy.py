@@ -19,7 +19,6 @@ from ledger.cli.progress import progress_bar
     metavar="PATH|URL",
     help="The ledger to copy from (default: --db / $LEDGER_DB). It is only read: not created, not migrated.",
 )
-# Required like `bundle --output` and `retract --reason`; each names its own value.
 @click.option(
     "--to",
     "destination",

@@ -67,6 +67,8 @@ def events(ctx: click.Context, card_id: str, as_json: bool) -> None:
 
 def _json_parts(card_id: str, rows: Iterable[Any], lapsed: dict[str, str] | None) -> Iterator[str]:
     """The listing as one JSON object, indented as ``echo_json`` indents it, an event at a time."""
+    import msgspec
+
     yield '{\n  "card_id": ' + json.dumps(card_id) + ',\n  "events": ['
     sep = "\n"
     for r in rows:
@@ -78,7 +80,7 @@ def _json_parts(card_id: str, rows: Iterable[Any], lapsed: dict[str, str] | None
             "ts": r.ts,
             "summary": _summary(ev, r.type),
             "hash": r.hash,
-            "event": _body(ev),
+            "event": msgspec.to_builtins(ev) if ev is not None else None,
         }
         yield sep + "    " + json.dumps(item, indent=2).replace("\n", "\n    ")
         sep = ",\n"
@@ -111,12 +113,6 @@ def _summary(ev: Any, type_: str) -> str:
     from ledger.rules.timeline import summary
 
     return summary(ev)
-
-
-def _body(ev: Any) -> Any:
-    import msgspec
-
-    return msgspec.to_builtins(ev) if ev is not None else None
 
 
 @click.command("close")

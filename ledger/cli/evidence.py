@@ -5,27 +5,24 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from ledger.cli.common import LedgerCommandError, allow_broken_option, echo_json, open_ledger, write_output
 
 if TYPE_CHECKING:
-    from ledger.app.checkpoints import CheckpointReport
     from ledger.app.evidence_check import CheckReport
-    from ledger.store.base import LogStore
 
 _KEY = click.Path(dir_okay=False, path_type=Path)
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
-def _read(path: Path, what: str = "") -> Any:
-    """The file's text (``what`` names it: "the checkpoint "), or without ``what`` its bytes; else exit 2."""
+def _read(path: Path) -> bytes:
     try:
-        return path.read_text(encoding="utf-8") if what else path.read_bytes()
-    except (OSError, UnicodeDecodeError) as e:
-        raise LedgerCommandError(f"cannot read {what}{path}: {getattr(e, 'strerror', None) or e}", 2) from None
+        return path.read_bytes()
+    except OSError as e:
+        raise LedgerCommandError(f"cannot read {path}: {e.strerror or e}", 2) from None
 
 
 def _check_output(out: str | None) -> None:
@@ -125,8 +122,9 @@ def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None, allo
       ledger check card.evidence.json --key team.key.pub                   # what a reviewer runs
     """
     from ledger.app.checkpoints import prove as make
+    from ledger.app.signing import read_text
 
-    note = _read(checkpoint, "the checkpoint ")
+    note = read_text(checkpoint, "checkpoint")
     _check_output(out)
     with open_ledger(ctx, write=True) as ledger:
         # A card whose chain is not whole is refused before anything is proved of it.
@@ -158,8 +156,9 @@ def consistency(ctx: click.Context, old: Path, new: Path, out: str | None) -> No
       ledger check new.consistency.json --key team.key.pub
     """
     from ledger.app.checkpoints import consistency as make
+    from ledger.app.signing import read_text
 
-    old_note, new_note = _read(old, "the old checkpoint "), _read(new, "the new checkpoint ")
+    old_note, new_note = read_text(old, "old checkpoint"), read_text(new, "new checkpoint")
     _check_output(out)
     with open_ledger(ctx, write=True) as ledger:
         text = make(ledger, old_note, new_note)
@@ -215,22 +214,11 @@ def check(
       ledger check card.evidence.json --key team.key.pub --environments environment_files
       ledger check card.evidence.json --key team.key.pub --json
     """
-    from ledger.app.evidence_check import check_evidence, key_hash
+    from ledger.app.evidence_check import check_evidence, load_witnesses
     from ledger.app.signing import load_verifier
-    from ledger.domain.signed_note import COSIGNATURE_V1
 
     verifier = load_verifier(key)
-    cosigners = [load_verifier(w, COSIGNATURE_V1) for w in witnesses]
-    first: dict[bytes, int] = {}
-    for i, w in enumerate(cosigners):
-        if (j := first.setdefault(key_hash(w), i)) != i:
-            raise LedgerCommandError(
-                f"--witness {witnesses[i]} is the same key as --witness {witnesses[j]} (witnesses are distinct keys, "
-                "told apart by their key hash): give each witness once",
-                2,
-            )
-    if quorum is not None and quorum > len(cosigners):
-        raise LedgerCommandError(f"--quorum {quorum} needs at least {quorum} --witness keys (got {len(cosigners)})", 2)
+    cosigners = load_witnesses(witnesses, quorum)
     rep = check_evidence(_read(evidence), verifier, environments, cosigners, quorum)
     if rep.kind == "consistency" and environments is not None:
         raise LedgerCommandError("--environments replays a card's plays: a consistency file holds no card", 2)
@@ -312,12 +300,3 @@ def witness_cmd(checkpoint: Path, key: Path, log_key: Path, state: Path, out: st
     _check_output(out)
     note = witness(raw, log, me, state)
     write_output(note[:-1], out)
-
-
-def verify_checkpoint_files(store: LogStore, checkpoint: Path, key: Path) -> CheckpointReport:
-    """Read the checkpoint and key files and check the log against them (for ``ledger verify``)."""
-    from ledger.app.checkpoints import verify_checkpoint
-    from ledger.app.signing import load_verifier
-
-    verifier = load_verifier(key)
-    return verify_checkpoint(store, _read(checkpoint, "the checkpoint "), verifier)

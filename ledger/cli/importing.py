@@ -110,7 +110,7 @@ def import_cmd(
       ledger import harness --environments environment_files  # a harness run, re-played
       ledger import recordings --json --quiet
     """
-    from ledger.imports.importing import find_recordings, import_recordings, total_bytes
+    from ledger.imports.importing import find_recordings, import_recordings, summary_json, total_bytes
 
     found = find_recordings(paths)
     show_bar = not quiet and not as_json and sys.stderr.isatty()
@@ -133,7 +133,7 @@ def import_cmd(
             calculator=calculator,
         )
     if as_json:
-        echo_json(_as_json(summary, environments is not None))
+        echo_json(summary_json(summary, environments is not None))
     else:
         _print(summary, quiet=quiet, strict=strict, with_environments=environments is not None, repeats=allow_repeats)
     if summary.exit_code:
@@ -273,39 +273,3 @@ def _print(s: ImportSummary, *, quiet: bool, strict: bool, with_environments: bo
             "EnvironmentInfo'; score them with `ledger export CARD --baselines LABEL|ID`",
             err=True,
         )
-
-
-def _as_json(s: ImportSummary, with_environments: bool) -> dict[str, Any]:
-    return {
-        "exit_code": s.exit_code,
-        "totals": s.totals(),
-        "harness": s.inference(),
-        "skipped": s.skipped(),
-        "bytes_read": s.bytes_read,
-        "seconds": s.seconds,
-        "mb_per_s": s.mb_per_s,
-        "baselines_id": s.baselines_id,
-        "environments": with_environments,
-        "cards": [
-            {
-                "card_id": c.card_id,
-                "status": c.status,
-                "files": c.files,
-                "lines": c.lines,
-                "plays": c.plays,
-                "events": c.events,
-                "skipped": c.skipped,
-                "error": c.error,
-                "format": c.format,
-                "inferred_actions": c.inferred,
-                "recorded_actions": c.recorded,
-                "undecided_lines": c.undecided,
-                "unreproduced_lines": c.unreproduced,
-                "resets_known": c.resets_known,
-                "baselines_attached": c.baselines_attached,
-                "not_counted": c.not_counted,
-            }
-            for c in s.cards
-        ],
-        "problems": [{"path": p.path, "line": p.line, "kind": p.kind, "message": p.message} for p in s.problems],
-    }

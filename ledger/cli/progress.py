@@ -17,49 +17,35 @@ REDRAW_SECONDS = 0.2
 VERIFY_PROGRESS_FROM = 200_000
 
 
-class Throttled:
-    """A click progress bar fed counts as often as you like, redrawn at most every :data:`REDRAW_SECONDS`."""
-
-    def __init__(self, bar: Any, interval: float = REDRAW_SECONDS) -> None:
-        self.bar = bar
-        self.interval = interval
-        self.pending = 0
-        self.last = 0.0
-
-    def __call__(self, n: int) -> None:
-        self.pending += n
-        now = time.monotonic()
-        if now - self.last >= self.interval:
-            self.flush(now)
-
-    def flush(self, now: float | None = None) -> None:
-        if self.pending:
-            self.bar.update(self.pending)
-            self.pending = 0
-        self.last = time.monotonic() if now is None else now
-
-
 @contextmanager
-def progress_bar(total: int, label: str, *, in_mb: bool = False) -> Iterator[Throttled]:
-    """A throttled click progress bar on stderr; ``in_mb``: it also shows how many MB of ``total`` bytes are done."""
+def progress_bar(total: int, label: str, *, in_mb: bool = False) -> Iterator[Callable[[int], None]]:
+    """A click progress bar on stderr, fed counts as often as you like and redrawn at most every
+    :data:`REDRAW_SECONDS`; ``in_mb``: it also shows how many MB of ``total`` bytes are done."""
     bar: Any = click.progressbar(length=max(total, 1), label=label, file=sys.stderr, show_eta=True)
     if in_mb:
         bar.item_show_func = lambda _: f"{bar.pos / 1e6:.1f} of {total / 1e6:.1f} MB"
+    pending, last = 0, 0.0
+
+    def update(n: int) -> None:
+        nonlocal pending, last
+        pending += n
+        now = time.monotonic()
+        if now - last >= REDRAW_SECONDS and pending:
+            bar.update(pending)
+            pending, last = 0, now
+
     with bar:
-        throttled = Throttled(bar)
         try:
-            yield throttled
+            yield update
         finally:
-            throttled.flush()
+            if pending:
+                bar.update(pending)
 
 
 @contextmanager
 def verify_progress(ledger: Any, *, show: bool) -> Iterator[Callable[[int], None] | None]:
     """A per-event progress callback for ``verify`` when stderr is a terminal and the ledger is large, else None."""
-    if not show or not sys.stderr.isatty():
-        yield None
-        return
-    total = ledger.store.count()
+    total = ledger.store.count() if show and sys.stderr.isatty() else 0
     if total < VERIFY_PROGRESS_FROM:
         yield None
         return
@@ -69,7 +55,6 @@ def verify_progress(ledger: Any, *, show: bool) -> Iterator[Callable[[int], None
 
 def ledger_command() -> str:
     """How the user can run this program again: ``ledger`` when that is what the shell finds, else its path."""
-    # Imported here: a command that never names itself starts without them.
     import shutil
     from pathlib import Path
 

@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import sys
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 import click
 
 from ledger.cli.common import LedgerCommandError, open_ledger
-
-if TYPE_CHECKING:
-    from ledger.ledger import Ledger
-
-#: ``ledger record``'s own exit status when COMMAND succeeded but the ledger did not get all of it.
-NOT_CAPTURED = 1
 
 
 @click.command(
@@ -58,20 +51,22 @@ def record(ctx: click.Context, tags: tuple[str, ...], command: tuple[str, ...]) 
       ledger record --tag nightly -- python main.py --seed 1 --steps 20
       ledger cards --tag nightly  # the cards it captured
     """
-    from ledger.capture.record_hook import run
+    from ledger.app.listing import captured_report
+    from ledger.capture.record_hook import child_env, run
     from ledger.capture.record_hook.preflight import check_interpreter
 
     with open_ledger(ctx, write=True) as ledger:
         db = ledger.store.url  # absolute: the command may change directory
     try:
-        check_interpreter(command, _probe_env(db, tags))
+        check_interpreter(command, child_env(db, tags, ""))  # no notes file: the probe opens no card
         result = run(db, tags, command)
     except (FileNotFoundError, PermissionError) as e:
         raise LedgerCommandError(f"cannot run {command[0]}: {e.strerror or e}", 2) from e
     for name in dict.fromkeys(result.signals):
         say(f"ledger record: passed {name} on to the command; it ended with status {result.returncode}")
     with open_ledger(ctx) as ledger:
-        _list_cards(ledger, result.card_ids)
+        for line in captured_report(ledger, result.card_ids, datetime.now(UTC)):
+            say(line)
     for card_id, holder in result.aside:
         say(
             f"ledger record: card {card_id} was already being captured into this ledger by {holder} (it opened the "
@@ -95,37 +90,10 @@ def record(ctx: click.Context, tags: tuple[str, ...], command: tuple[str, ...]) 
     if incomplete and result.last_error:
         say(f"ledger record: the command's last error line: {result.last_error}")
     if result.returncode == 0 and incomplete:
-        sys.exit(NOT_CAPTURED)
+        sys.exit(1)  # COMMAND succeeded but the ledger did not get all of it
     sys.exit(result.returncode)
 
 
 def say(line: str) -> None:
     """One line of the recorder's report, on stderr (stdout is the command's)."""
     click.echo(line, err=True)
-
-
-def _probe_env(db: str, tags: tuple[str, ...]) -> dict[str, str]:
-    from ledger.capture.record_hook import child_env
-
-    return child_env(db, tags, "")  # no notes file: the probe opens no card
-
-
-def _list_cards(ledger: Ledger, card_ids: list[str]) -> None:
-    from ledger.app.listing import shown_close
-
-    now = datetime.now(UTC)
-    for cid in card_ids:
-        card = ledger.load_card(cid)
-        doc = ledger.document(cid, card=card)
-        shown = shown_close(card, now)
-        if shown is None:
-            state = "left open"
-        elif shown[2]:
-            state = f"lapsed ({shown[1]} at {shown[0].isoformat(timespec='seconds')}; no close event)"
-        else:
-            state = f"closed ({shown[1]})"
-        if card.captured_via not in (None, "record"):
-            state += f"   (captured by `ledger {card.captured_via}`)"
-        say(f"card {cid}   score {doc.score:.2f}   games {len(card.games)}   actions {card.total_actions}   {state}")
-    if card_ids:
-        say(f"ledger: {ledger.store.describe()}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,7 +28,6 @@ from ledger.errors import LedgerError
     help="Competition mode (create_app(competition_mode=True)): one card, a game made once per card, an open card "
     "hidden (403), RESET on an untouched level re-applies the last observation, unplayed games made at close.",
 )
-# Bound like `ledger view` (view.py); each help names what its own server exposes.
 @click.option(
     "--host",
     default="127.0.0.1",
@@ -132,6 +130,8 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
             raise listen_error(host, port, e) from e
         finally:
             guard.uninstall()
+        from ledger.app.listing import open_cards_report
+
         try:
             for line in open_cards_report(ledger, opened, datetime.now(UTC), os.environ):
                 click.echo(f"ledger serve: {line}", err=True)
@@ -173,35 +173,3 @@ def mount_card_pages(
 
         viewer.before_request(hide_while_open)
     app.wsgi_app = DispatcherMiddleware(app.wsgi_app, {"/scorecards": viewer.wsgi_app})
-
-
-def open_cards_report(ledger: Any, card_ids: list[str], now: datetime, environ: Mapping[str, str]) -> list[str]:
-    """What ``ledger serve`` says on stopping about the cards it captured that are still open (nothing if none)."""
-    from ledger.errors import UnknownCard
-    from ledger.rules.timeline import lapse, limits
-
-    stale, max_open = limits(environ)
-    lines = []
-    for cid in dict.fromkeys(card_ids):
-        try:
-            card = ledger.load_card(cid)
-        except UnknownCard:  # its opening was not recorded: the server closed it again at once (FailClosed)
-            continue
-        if card.closed:
-            continue
-        # The earlier of its two lapse moments, passed or not (no moment is after datetime.max).
-        due = lapse(card, card.last_ts, datetime.max.replace(tzinfo=UTC), stale, max_open)
-        state = "open"
-        if due is not None:
-            state = f"lapses ({due[1]}) {'at' if due[0] > now else 'since'} {due[0].isoformat(timespec='seconds')}"
-        lines.append(f"  card {cid}   games {len(card.games)}   actions {card.total_actions}   {state}")
-    if not lines:
-        return []
-    stay = "stays" if len(lines) == 1 else "stay"
-    head = f"{count(len(lines), 'card')} {stay} open in the ledger (the harness did not close them):"
-    tail = (
-        f"an open card reads as closed by the toolkit's auto-close once idle STALE_MINUTES={stale} or open "
-        f"MAX_OPEN_FOR_MINUTES={max_open} (marked lapsed; no close event is written); `ledger close CARD` records "
-        "its close now"
-    )
-    return [head, *lines, tail]

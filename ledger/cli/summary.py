@@ -31,17 +31,12 @@ def rebuild_summary_cmd(ctx: click.Context, check: bool, as_json: bool) -> None:
     from ledger.store.summary import rebuild_summary
 
     with open_ledger(ctx, write=not check) as ledger:
-        if check:
-            n, diff = check_summary(ledger.store)
-            if as_json:
-                echo_json({"ok": not diff, "cards": n, "differences": diff})
-            elif not diff:
-                click.echo(f"summary ok: equal to a rebuild from the log ({n} cards)")
-            if diff:
-                raise StoreError("the cards summary differs from the log: " + "; ".join(diff))
-            return
-        n = rebuild_summary(ledger.store)
+        n, diff = check_summary(ledger.store) if check else (rebuild_summary(ledger.store), [])
     if as_json:
-        echo_json({"ok": True, "cards": n, "differences": []})
-    else:
+        echo_json({"ok": not diff, "cards": n, "differences": diff})
+    elif not check:
         click.echo(f"summary rebuilt from the log: {n} cards")
+    elif not diff:
+        click.echo(f"summary ok: equal to a rebuild from the log ({n} cards)")
+    if diff:
+        raise StoreError("the cards summary differs from the log: " + "; ".join(diff))

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledger.domain import baselines as bl
 from ledger.domain.events import (
@@ -412,3 +412,40 @@ def import_recordings(
     if found.reader_error is not None:
         results.append(CardResult("-", "not imported", 0, error=found.reader_error, exit_code=2))
     return ImportSummary(results, problems, bytes_read, time.perf_counter() - t0, baselines.set_id)
+
+
+def summary_json(s: ImportSummary, with_environments: bool) -> dict[str, Any]:
+    """`ledger import --json`."""
+    return {
+        "exit_code": s.exit_code,
+        "totals": s.totals(),
+        "harness": s.inference(),
+        "skipped": s.skipped(),
+        "bytes_read": s.bytes_read,
+        "seconds": s.seconds,
+        "mb_per_s": s.mb_per_s,
+        "baselines_id": s.baselines_id,
+        "environments": with_environments,
+        "cards": [
+            {
+                "card_id": c.card_id,
+                "status": c.status,
+                "files": c.files,
+                "lines": c.lines,
+                "plays": c.plays,
+                "events": c.events,
+                "skipped": c.skipped,
+                "error": c.error,
+                "format": c.format,
+                "inferred_actions": c.inferred,
+                "recorded_actions": c.recorded,
+                "undecided_lines": c.undecided,
+                "unreproduced_lines": c.unreproduced,
+                "resets_known": c.resets_known,
+                "baselines_attached": c.baselines_attached,
+                "not_counted": c.not_counted,
+            }
+            for c in s.cards
+        ],
+        "problems": [{"path": p.path, "line": p.line, "kind": p.kind, "message": p.message} for p in s.problems],
+    }

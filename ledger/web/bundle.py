@@ -1,14 +1,8 @@
 """``ledger bundle``: the viewer's pages as a static site that opens from ``file://``, with no server and no network.
 
-``DIR/index.html`` lists the cards, ``compare.html`` compares them, ``progress.html`` draws each tag's scores over
-time, and each card has its page and one replay page per play; every page carries its data and loads only
-``static/viewer.css`` and ``static/viewer.js`` beside it (and the chart pages the vendored uPlot under
-``static/vendor/``).
-Nothing that identifies the key a card was played with is written (pages never show the API-key fingerprint), and
-the agent's reasoning is left out unless asked for.
-
-The site is written to a temporary folder next to ``DIR`` and moved into place at the end, so a failure leaves
-no half-written bundle; an existing ``DIR`` is replaced only if it is empty or a bundle this command wrote.
+Every page carries its data and loads only the static files copied beside it. The site is written to a temporary
+folder next to ``DIR`` and moved into place at the end, so a failure leaves no half-written bundle; an existing
+``DIR`` is replaced only if it is empty or a bundle this command wrote.
 """
 
 from __future__ import annotations
@@ -43,8 +37,6 @@ MARKER = ".ledger-bundle"
 
 
 class BundleResult(msgspec.Struct, frozen=True, kw_only=True):
-    """What was written."""
-
     path: str
     cards: int
     pages: int
@@ -55,11 +47,6 @@ class BundleResult(msgspec.Struct, frozen=True, kw_only=True):
 def select_cards(
     ledger: Any, card_ids: Sequence[str], all_cards: bool, tags: Sequence[str], *, include_retracted: bool = False
 ) -> list[str]:
-    """The cards to bundle: those named (ids or unique prefixes), every card, or every card with one of ``tags``;
-    retracted cards only with ``include_retracted`` (see :func:`ledger.app.retract.choose_cards`).
-
-    Raises :class:`ledger.errors.UnknownCard` for a named card that is not in the ledger.
-    """
     chosen = choose_cards(ledger, card_ids, tags, every=all_cards, include_retracted=include_retracted)
     return [c.card_id for c in chosen]
 
@@ -85,39 +72,24 @@ def write_bundle(
     source: str = "",
     progress: Any = None,
 ) -> BundleResult:
-    """Write the static site for ``card_ids`` into ``out`` (see the module docstring)."""
     with checked_output(out):
         target = Path(out).expanduser().resolve()
         _check_target(target)
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
-        return _write_into(ledger, card_ids, target, tmp, environments, with_reasoning, source, progress)
-
-
-def _write_into(
-    ledger: Any,
-    card_ids: Sequence[str],
-    target: Path,
-    tmp: Path,
-    environments: str | None,
-    with_reasoning: bool,
-    source: str,
-    progress: Any,
-) -> BundleResult:
-    """Write the site into ``tmp``, then put it in place of ``target`` (removing ``tmp`` if anything fails)."""
-    try:
-        result = _write(ledger, card_ids, tmp, environments, with_reasoning, source, progress)
-        (tmp / MARKER).write_text("written by `ledger bundle`; the next bundle to this folder replaces it\n")
-        if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
-            target.rename(old)
-            tmp.rename(target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return msgspec.structs.replace(result, path=str(target))
+        try:
+            result = _write(ledger, card_ids, tmp, environments, with_reasoning, source, progress)
+            (tmp / MARKER).write_text("written by `ledger bundle`; the next bundle to this folder replaces it\n")
+            if target.exists():
+                old = target.with_name(f".{target.name}.old-{os.getpid()}")
+                target.rename(old)
+                tmp.rename(target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                tmp.rename(target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return msgspec.structs.replace(result, path=str(target))
 
 
 def _write(
@@ -198,8 +170,7 @@ def _write(
 def _index_pages(
     root: Path, rows: Sequence[CardRow], board: Sequence[LeaderRow], links: pages.Links, source: str
 ) -> int:
-    """The cards pages, :data:`PAGE_SIZE` cards each as the viewer pages them: ``index.html``, ``cards-2.html``...
-    (the first with ``board``, the leaderboard by tag)."""
+    """The cards pages, :data:`PAGE_SIZE` cards each: ``index.html`` (with ``board``), ``cards-2.html``..."""
     every_tag, every_game = sorted({t for r in rows for t in r.tags}), sorted({g for r in rows for g in r.games})
     chunks = [rows[i : i + PAGE_SIZE] for i in range(0, len(rows), PAGE_SIZE)] or [[]]
     for n, chunk in enumerate(chunks, 1):

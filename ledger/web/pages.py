@@ -1,10 +1,8 @@
 """The pages, rendered by Jinja2 for the live server and for the static bundle alike.
 
-Autoescaping is on for every template: whatever the ledger holds (tags, opaque, game ids, reasoning: written by
-agents or read from imported files) reaches the page as text, in element content, in quoted attributes, or as JSON
-inside ``<script type="application/json">`` through ``tojson`` (which escapes ``<``, ``>``, ``&`` and ``'``).
-Links are built by a :class:`Links` object, so the same templates serve URLs (``card?id=...``) and the bundle's
-file names (``card-....html``).
+Autoescaping is on for every template: whatever the ledger holds (written by agents or read from imported files)
+reaches the page as text, or as JSON through ``tojson``. A :class:`Links` object builds the links, so the same
+templates serve URLs (``card?id=...``) and the bundle's file names (``card-....html``).
 """
 
 from __future__ import annotations
@@ -42,8 +40,6 @@ _env = Environment(
 
 
 class Links(Protocol):
-    """Where each page lives."""
-
     def cards(self) -> str: ...
     def card(self, card_id: str) -> str: ...
     def compare_all(self) -> str: ...
@@ -71,14 +67,12 @@ class LiveLinks:
         return "compare?" + urlencode([("card", c) for c in card_ids] + [("tag", t) for t in tags])
 
     def progress_all(self) -> str:
-        """The progress page (the tags of the newest cards)."""
         return "progress"
 
     def leaderboard(self) -> str:
         return "leaderboard"
 
     def progress(self, tags: Sequence[str], before: str | None = None, limit: int | None = None) -> str:
-        """The progress page of these tags, its cards opened before card ``before``."""
         q = [("tag", t) for t in tags] + ([("before", before)] if before else [])
         return "progress?" + urlencode(q + ([("limit", str(limit))] if limit else []))
 
@@ -87,7 +81,6 @@ class LiveLinks:
         return "replay?" + urlencode(q)
 
     def evidence(self, card_id: str) -> str:
-        """A card's evidence file against the newest checkpoint that covers it."""
         return "evidence?" + urlencode({"card": card_id})
 
     def static(self, name: str) -> str:
@@ -113,31 +106,25 @@ class BundleLinks:
         return f"card-{slug(card_id)}.html"
 
     def compare_all(self) -> str:
-        """The compare page (every bundled card)."""
         return "compare.html"
 
     def progress_all(self) -> str:
-        """The progress page (the bundled cards' tags)."""
         return "progress.html"
 
     def leaderboard(self) -> str:
-        """The bundled cards' leaderboard by tag, on the first cards page."""
         return "index.html#leaderboard"
 
     def replay(self, card_id: str, game_id: str, play: int, start: int = 0) -> str:
         return f"replay-{slug(card_id)}-{slug(game_id)}-{play}.html"
 
     def evidence(self, card_id: str) -> str:
-        """A card's evidence file, written beside its page."""
         return f"evidence-{slug(card_id)}.json"
 
     def static(self, name: str) -> str:
-        """A packaged script or style, copied beside the pages."""
         return "static/" + name
 
     def api_card(self, card_id: str) -> str:
-        """No server, no live updates."""
-        return ""
+        return ""  # no server, no live updates
 
 
 #: Pages that draw charts load the vendored uPlot (README "Viewer" says why that library).
@@ -159,7 +146,6 @@ class Covers(msgspec.Struct, frozen=True):
     shown: int
     matching: int
     total: int
-    #: The card the page starts after (a later page), if any.
     after: str | None = None
 
 
@@ -174,15 +160,13 @@ def cards_page(
     hidden: int = 0,
     shown_href: str | None = None,
     next_url: str | None = None,
-    all_tags: Sequence[str] | None = None,
-    all_games: Sequence[str] | None = None,
+    all_tags: Sequence[str],
+    all_games: Sequence[str],
     covers: Covers | None = None,
     chosen: dict[str, str] | None = None,
 ) -> str:
-    """The cards page (``covers``: what the page is out of; ``chosen``: the server's filters, as its address has
-    them): one page of rows (``next_url`` links the next), the filter controls (every tag and game of
-    the ledger), and the leaderboard by tag when given (the bundle's; the server's has its own page); retracted
-    cards are left out unless asked for, and ``shown_href`` lists them (``hidden``: how many, when known)."""
+    """The cards page: one page of rows, the filter controls, and the leaderboard by tag when given (the bundle's;
+    the server's has its own page); ``shown_href`` lists the retracted cards left out."""
     return _render(
         "cards.html",
         links=links,
@@ -192,8 +176,8 @@ def cards_page(
         title="cards",
         rows=rows,
         stamp=stamp,
-        all_tags=all_tags if all_tags is not None else sorted({t for r in rows for t in r.tags}),
-        all_games=all_games if all_games is not None else sorted({g for r in rows for g in r.games}),
+        all_tags=all_tags,
+        all_games=all_games,
         leaderboard=leaderboard,
         hidden=hidden,
         shown_href=shown_href,
@@ -206,8 +190,7 @@ def cards_page(
 def leaderboard_page(
     board: Sequence[Any], *, links: Links, bundle: bool, source: str, total: int = 0, calculator: Any = None
 ) -> str:
-    """The leaderboard by tag of the whole ledger (``total`` cards not retracted), on its own page (it reads every
-    card); ``calculator``: what says which calculator ranks the cards (a :class:`ledger.app.compare.Board`)."""
+    """The leaderboard by tag of the whole ledger (``calculator``: a :class:`ledger.app.compare.Board`)."""
     return _render(
         "leaderboard.html",
         links=links,
@@ -222,14 +205,12 @@ def leaderboard_page(
 
 
 def card_rows_fragment(rows: Sequence[CardRow], *, links: Links) -> str:
-    """Just the rows of the cards table (the live page swaps them in)."""
     return _env.get_template("_cards_rows.html").render(rows=rows, links=links, bundle=False)
 
 
 def card_page(
     view: CardView, *, version: int, links: Links, bundle: bool, source: str, evidence: str | None = None
 ) -> str:
-    """A card's page (``evidence``: the link to its evidence file, when a signed checkpoint covers the card)."""
     return _render(
         "card.html",
         links=links,
@@ -244,7 +225,6 @@ def card_page(
 
 
 def card_body_fragment(view: CardView, *, links: Links) -> str:
-    """The card page's body (the live page swaps it in when the card changed)."""
     return _env.get_template("_card_body.html").render(view=view, links=links, bundle=False)
 
 
@@ -260,8 +240,8 @@ def compare_page(
     report: TagReport | None = None,
     side_of: int = 0,
 ) -> str:
-    """The compare page: the figures of the chosen tags (``report``) and the chosen cards side by side (a
-    bundle's: the best of its ``side_of`` cards)."""
+    """The compare page: the chosen tags' figures and the chosen cards side by side (a bundle's: the best of its
+    ``side_of`` cards)."""
     return _render(
         "compare.html",
         links=links,
@@ -285,17 +265,14 @@ def compare_page(
 
 
 def cards_href(tag: str, game_id: str | None) -> str:
-    """The server's cards page of a tag's cards (that played ``game_id``), best score first."""
     q = [("tag", tag)] + ([("game", game_id)] if game_id else []) + [("sort", "score-desc")]
     return "./?" + urlencode(q)
 
 
 def level_charts(cmp: Comparison) -> list[dict[str, Any]]:
-    """Per game, what its levels chart draws: per level the baseline (as the table shows it: the first compared
-    card's with that level), and for each of the first :data:`CHART_CARDS` cards' best play the actions of each
-    level it completed (``actions``, None elsewhere: a level not completed is never drawn as a cost) and, apart,
-    the actions spent on the level it stopped on (``unfinished``, None elsewhere and for a level never reached, where
-    nothing was spent): the numbers of ``ledger compare --json``."""
+    """Per game, what its levels chart draws: per level the baseline, and for each of the first
+    :data:`CHART_CARDS` cards' best play the actions of each level it completed (a level not completed is never
+    drawn as a cost) and, apart, the actions spent on the level it stopped on."""
     out = []
     for g in cmp.games:
         baseline = [
@@ -332,8 +309,6 @@ def progress_page(
     older_href: str | None = None,
     newest_href: str | None = None,
 ) -> str:
-    """The progress page: each tag's card scores over time (``older_href``/``newest_href``: the page of older
-    cards and the newest page, when there are such pages)."""
     return _render(
         "progress.html",
         links=links,
@@ -362,9 +337,7 @@ def replay_page(
     prev_href: str | None = None,
     next_href: str | None = None,
 ) -> str:
-    """A play's replay page: the frames as JSON for the player, the palette beside them."""
     payload = {"palette": list(palette), "frames": msgspec.to_builtins(frames)}
-    # As every page: the base template's links, bundle, source, page and title, then values of its own.
     return _render(
         "replay.html",
         links=links,
@@ -389,8 +362,8 @@ def message_page(
     candidates: Sequence[str] = (),
     back: tuple[str, str] | None = None,
 ) -> str:
-    """A page that only says something (an unknown card, a bad address): with the cards an ambiguous prefix names
-    as links, and a link ``back`` (href, text) where there is a better page to go to."""
+    """A page that only says something (an unknown card, a bad address), with the cards an ambiguous prefix names
+    and a link ``back`` (href, text)."""
     return _render(
         "message.html",
         links=links,

@@ -1,10 +1,8 @@
 """``ledger view``: a Flask app over one ledger, opened read-only.
 
-Flask comes with the toolkit (``arc-agi`` depends on it) and brings Jinja2 and Werkzeug; the app is served by
-Werkzeug's server with a thread per request, so a slow page (a long replay, a first read of a large tag) never
-holds up the others. What the threads share is safe to share: the card cache takes a lock, the cached tag lists
-and leaderboard are replaced whole, and the store's connections are bounded whatever the threads (each request
-checks a reader out and puts it back: see :mod:`ledger.store.connections`).
+Werkzeug's server runs a thread per request, so a slow page never holds up the others. What the threads share is
+safe to share: the card cache takes a lock, the cached lists and leaderboard are replaced whole, and the store's
+connections are bounded (:mod:`ledger.store.connections`).
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ STATIC = Path(__file__).resolve().parent / "static"
 class Viewer:
     """The pages and JSON endpoints over one read-only ledger (each method serves one route)."""
 
-    def __init__(self, ledger: Any, environments: str | None, source: str, with_reasoning: bool = True) -> None:
+    def __init__(self, ledger: Any, environments: str | None, source: str, with_reasoning: bool) -> None:
         self.ledger = ledger
         self.environments = environments
         self.source = source
@@ -47,16 +45,14 @@ class Viewer:
         self.colours = palette_or_empty()
         self._board: tuple[int, tuple[Board, int]] | None = None
         self._keys: tuple[int, tuple[list[str], list[str]]] | None = None
-        #: Tag figures (one read of each tag's figure rows): kept per (tags, retracted) until events are appended.
+        #: Tag figures, kept per (tags, retracted) until events are appended.
         self._reports: dict[tuple[tuple[str, ...], bool], tuple[int, TagReport]] = {}
 
     def message(self, title: str, text: str) -> str:
-        """A page that only says something."""
         return pages.message_page(title, text, links=self.links, source=self.source)
 
     def cards(self) -> str:
-        """One page of cards (``?tag=``, ``?game=``, ``?sort=``, ``?after=``, ``?limit=``; retracted ones with
-        ``?retracted=1``, marked), from the cards summary; the leaderboard, which reads every card, has its page."""
+        """One page of cards (``?tag=``, ``?game=``, ``?sort=``, ``?after=``, ``?limit=``, ``?retracted=1``)."""
         f = _page_filter()
         rows = page_rows(self.ledger, f)
         stamp = self.cache.stamp()
@@ -81,7 +77,6 @@ class Viewer:
         )
 
     def leaderboard(self) -> str:
-        """Every tag of the ledger ranked by the mean score of its cards (retracted cards left out)."""
         stamp = self.cache.stamp()
         # It aggregates every card: computed again only when events were appended.
         if self._board is None or self._board[0] != stamp:
@@ -99,7 +94,7 @@ class Viewer:
         return self._keys[1]
 
     def api_cards(self) -> Any:
-        """The cards table's rows (the same page), unless nothing was appended since ``?since=``."""
+        """The cards table's rows, unless nothing was appended since ``?since=``."""
         stamp = self.cache.stamp()
         if request.args.get("since") == str(stamp):
             return Response(status=204)
@@ -110,7 +105,6 @@ class Viewer:
         return self.card_of(_arg("id"))
 
     def card_of(self, ref: str) -> str:
-        """The page of the card ``ref`` names (its id or a unique prefix)."""
         state, doc, version = load(self.cache, self.ledger.resolve_card(ref))
         view = card_view(state, doc, usage_of(self.cache, state.card_id))
         covered = covering_checkpoint(self.ledger, state.card_id) is not None
@@ -120,7 +114,6 @@ class Viewer:
         )
 
     def evidence(self) -> Any:
-        """The card's evidence file (``ledger prove``) against the newest checkpoint that covers it."""
         card_id = self.ledger.resolve_card(_arg("card"))
         note = covering_checkpoint(self.ledger, card_id)
         if note is None:
@@ -161,13 +154,11 @@ class Viewer:
         return compare_cards(self.ledger, ids, include_retracted=_flag("retracted"), hint=_RETRACTED_HINT)
 
     def compare(self) -> str:
-        """The figures of every card of ``?tag=`` (per tag, game and level) and the cards of ``?card=`` (at most
-        :data:`SIDE_BY_SIDE`) side by side."""
+        """The figures of every card of ``?tag=`` and the cards of ``?card=`` side by side."""
         ids, tags = self._chosen()
         cmp = self._side_by_side(ids)
         report = self._report(tags) if tags else None
         all_tags = self._lists(self.cache.stamp())[0]
-        # The server's links and source, then the page's own values, as every page takes them (pages.py).
         return pages.compare_page(
             cmp,
             links=self.links,
@@ -180,7 +171,6 @@ class Viewer:
         )
 
     def api_compare(self) -> Any:
-        """The comparison as JSON (the same as ``ledger compare --json``)."""
         ids, tags = self._chosen()
         cmp = self._side_by_side(ids)
         if not tags:
@@ -190,8 +180,7 @@ class Viewer:
         return Response(msgspec.json.encode(both), mimetype="application/json")
 
     def progress(self) -> str:
-        """Each tag's card scores over time (``?tag=``, repeated; none: the tags of the newest cards), the newest
-        ``?limit=`` cards of each, opened before card ``?before=``."""
+        """Each tag's card scores over time (``?tag=``, ``?limit=``, ``?before=``)."""
         tags = [t for t in request.args.getlist("tag") if t]
         limit = max(1, min(_int_arg("limit", PER_TAG), 1000))
         prog = tag_progress(self.ledger, tags, limit=limit, before=request.args.get("before") or None)
@@ -209,7 +198,6 @@ class Viewer:
         )
 
     def replay(self) -> Any:
-        """A play's frames, re-simulated, from step ``?start=``."""
         ref, game_id = _arg("card"), _arg("game")
         play, start = _int_arg("play", 1), _int_arg("start", 0)
         card_id = self.ledger.resolve_card(ref)
@@ -262,10 +250,8 @@ def create_app(
     with_reasoning: bool = True,
     card_ids_at_root: bool = False,
 ) -> Flask:
-    """The viewer app over an open (read-only) ``ledger``; replays use the game files under ``environments``.
-
-    ``with_reasoning`` False leaves the agent's reasoning off the replay pages; ``card_ids_at_root`` also serves a
-    card's page at ``/<card id>`` (where ``ledger serve`` mounts the app, the toolkit's ``/scorecards/<id>``)."""
+    """The viewer app over an open (read-only) ``ledger``; ``card_ids_at_root`` also serves a card's page at
+    ``/<card id>`` (where ``ledger serve`` mounts the app, the toolkit's ``/scorecards/<id>``)."""
     app = Flask("ledger.web", static_folder=str(STATIC), static_url_path="/static")
     viewer = Viewer(ledger, environments, source, with_reasoning)
     app.after_request(_headers)
@@ -363,10 +349,8 @@ def _int_arg(name: str, default: int) -> int:
 
 
 def run(app: Flask, host: str, port: int, on_ready: Any = None) -> None:
-    """Serve ``app`` on host:port (port 0: any free port); ``on_ready(url)`` once listening.
-
-    Returns when interrupted (Werkzeug's server swallows the KeyboardInterrupt of Ctrl-C) or shut down.
-    """
+    """Serve ``app`` on host:port (port 0: any free port); ``on_ready(url)`` once listening. Returns when
+    interrupted (Werkzeug's server swallows the KeyboardInterrupt of Ctrl-C) or shut down."""
     from werkzeug.serving import make_server
 
     server = make_server(host, port, app, threaded=True)

@@ -6,7 +6,7 @@ Cards whose calculators differ are never ranked as they stand: every card is sco
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -111,23 +111,29 @@ def _card_game(card: CardState, env: EnvironmentDoc) -> CardGame:
     )
 
 
-def leaderboard(columns: Sequence[CardColumn]) -> list[LeaderRow]:
-    """Tags ranked by the mean score of their cards (ties: more cards, then the tag); retracted cards left out."""
-    by_tag: dict[str, list[CardColumn]] = {}
-    for c in columns:
-        if c.retracted is not None:
-            continue
-        for t in dict.fromkeys(c.tags):
-            by_tag.setdefault(t, []).append(c)
-    rows = []
-    for tag, cols in by_tag.items():
-        best = max(cols, key=lambda c: c.score)
-        rows.append((sum(c.score for c in cols) / len(cols), len(cols), tag, best))
-    rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
+TagRow = tuple[str, int, float, float, str]
+
+
+def _by_tag(cards: Iterable[tuple[str, Sequence[str], float]]) -> list[TagRow]:
+    """(tag, cards, mean score, best score, best card) of each tag of ``cards`` (card id, tags, score)."""
+    by_tag: dict[str, list[tuple[float, str]]] = {}
+    for card, tags, score in cards:
+        for t in dict.fromkeys(tags):
+            by_tag.setdefault(t, []).append((score, card))
+    return [(t, len(v), sum(s for s, _ in v) / len(v), *max(v, key=lambda x: x[0])) for t, v in by_tag.items()]
+
+
+def _ranked(rows: Iterable[TagRow]) -> list[LeaderRow]:
+    """Tags ranked by the mean score of their cards (ties: more cards, then the tag)."""
     return [
-        LeaderRow(rank=i + 1, tag=tag, cards=n, mean_score=mean, best_score=best.score, best_card=best.card_id)
-        for i, (mean, n, tag, best) in enumerate(rows)
+        LeaderRow(rank=i + 1, tag=tag, cards=n, mean_score=mean, best_score=best, best_card=card)
+        for i, (tag, n, mean, best, card) in enumerate(sorted(rows, key=lambda r: (-r[2], -r[1], r[0])))
     ]
+
+
+def leaderboard(columns: Sequence[CardColumn]) -> list[LeaderRow]:
+    """The compared cards' tags ranked, retracted cards left out."""
+    return _ranked(_by_tag((c.card_id, c.tags, c.score) for c in columns if c.retracted is None))
 
 
 class Board(msgspec.Struct, frozen=True, kw_only=True):
@@ -149,24 +155,10 @@ def ledger_board(ledger: Ledger, *, include_retracted: bool = False, calculator:
     calc = one_of(own.values() if cards is not None else recorded, calculator)
     again = rescored(ledger, own, calc)
     if not again or include_retracted:
-        rows = sorted(tag_board(ledger.store, include_retracted=include_retracted), key=lambda r: (-r[2], -r[1], r[0]))
+        rows = tag_board(ledger.store, include_retracted=include_retracted)
     else:
-        by_tag: dict[str, list[tuple[float, str]]] = {}
-        for card, tags, score in cards or []:
-            for t in dict.fromkeys(tags):
-                by_tag.setdefault(t, []).append((again.get(card, score), card))
-        rows = sorted(
-            ((t, len(v), sum(s for s, _ in v) / len(v), *max(v, key=lambda x: x[0])) for t, v in by_tag.items()),
-            key=lambda r: (-r[2], -r[1], r[0]),
-        )
-    return Board(
-        rows=[
-            LeaderRow(rank=i + 1, tag=tag, cards=n, mean_score=mean, best_score=best, best_card=card)
-            for i, (tag, n, mean, best, card) in enumerate(rows)
-        ],
-        calculator=calc.version,
-        rescored=list(again),
-    )
+        rows = _by_tag((card, tags, again.get(card, score)) for card, tags, score in cards or [])
+    return Board(rows=_ranked(rows), calculator=calc.version, rescored=list(again))
 
 
 def one_calculator(cards: Sequence[CardState], calculator: str | None = None) -> Calculator:

@@ -104,6 +104,7 @@ def _write(
     from ledger.resim.frames import palette_or_empty, play_frames
 
     links = pages.BundleLinks()
+    site = pages.Site(links, True, source)
     cache = CardCache(ledger)
     (root / "static").mkdir()
     for name in ("viewer.css", "viewer.js", *VENDORED):
@@ -126,10 +127,8 @@ def _write(
             root / links.card(cid),
             pages.card_page(
                 card_view(card, doc, usage_of(cache, cid)),
+                site,
                 version=version,
-                links=links,
-                bundle=True,
-                source=source,
                 evidence=evidence,
             ),
         )
@@ -139,27 +138,27 @@ def _write(
             for n in range(1, len(plays) + 1):
                 frames = play_frames(events, game_id, n, environments, with_reasoning=with_reasoning)
                 no_frames += 1 if frames.error else 0
-                html = pages.replay_page(cid, frames, colours, links=links, bundle=True, source=source)
+                html = pages.replay_page(cid, frames, colours, site)
                 _put(root / links.replay(cid, game_id, n), html)
                 written += 1
         if progress is not None:
             progress(i + 1, len(card_ids))
     calc = one_calculator([c for c, _ in loaded])
     compared = comparison([(c, ledger.document(c.card_id, card=c, calculator=calc)) for c, _ in loaded], calc)
-    written += _index_pages(root, rows, compared.leaderboard, links, source)
+    written += _index_pages(root, rows, compared.leaderboard, site)
     # Side by side, as the viewer: at most SIDE_BY_SIDE cards (the best scores, ties in the bundle's order); the
     # leaderboard still ranks every bundled card's tags.
     best = sorted(range(len(loaded)), key=lambda i: -compared.cards[i].score)[:SIDE_BY_SIDE]
     chosen = [loaded[i][0] for i in sorted(best)]
     side = comparison([(c, ledger.document(c.card_id, card=c, calculator=calc)) for c in chosen], calc)
     side = msgspec.structs.replace(side, leaderboard=compared.leaderboard)
-    html = pages.compare_page(side, links=links, bundle=True, source=source, side_of=len(loaded))
+    html = pages.compare_page(side, site, side_of=len(loaded))
     _put(root / "compare.html", html)
     # The progress chart ranks each card with the compare page's one calculator (its scores, not each card's own).
     under = {c.card_id: c.score for c in compared.cards}
     drawn = [msgspec.structs.replace(r, score=under.get(r.card_id, r.score)) for r in rows]
     prog = rows_progress(drawn, calculator=compared.calculator, rescored=compared.rescored)
-    _put(root / "progress.html", pages.progress_page(prog, links=links, bundle=True, source=source))
+    _put(root / "progress.html", pages.progress_page(prog, site))
     written += 1
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     return BundleResult(
@@ -167,18 +166,14 @@ def _write(
     )
 
 
-def _index_pages(
-    root: Path, rows: Sequence[CardRow], board: Sequence[LeaderRow], links: pages.Links, source: str
-) -> int:
+def _index_pages(root: Path, rows: Sequence[CardRow], board: Sequence[LeaderRow], site: pages.Site) -> int:
     """The cards pages, :data:`PAGE_SIZE` cards each: ``index.html`` (with ``board``), ``cards-2.html``..."""
     every_tag, every_game = sorted({t for r in rows for t in r.tags}), sorted({g for r in rows for g in r.games})
     chunks = [rows[i : i + PAGE_SIZE] for i in range(0, len(rows), PAGE_SIZE)] or [[]]
     for n, chunk in enumerate(chunks, 1):
         html = pages.cards_page(
             chunk,
-            links=links,
-            bundle=True,
-            source=source,
+            site,
             stamp=0,
             leaderboard=board if n == 1 else (),
             next_url=f"cards-{n + 1}.html" if n < len(chunks) else None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 from urllib.parse import urlencode
 
 import msgspec
@@ -133,10 +133,17 @@ CHART_PAGES = frozenset({"compare", "progress"})
 CHART_CARDS = 20
 
 
-def _render(name: str, *, links: Links, bundle: bool, source: str, **ctx: Any) -> str:
-    charts = ctx.get("page") in CHART_PAGES
-    return _env.get_template(name).render(
-        links=links, bundle=bundle, source=source, csp=BUNDLE_CSP, charts=charts, **ctx
+class Site(NamedTuple):
+    """What every page is rendered with: where pages live, whether it is the bundle, the ledger it shows."""
+
+    links: Links
+    bundle: bool
+    source: str
+
+
+def _render(page: str, site: Site, *, title: str | None = None, **ctx: Any) -> str:
+    return _env.get_template(f"{page}.html").render(
+        **site._asdict(), csp=BUNDLE_CSP, charts=page in CHART_PAGES, page=page, title=title or page, **ctx
     )
 
 
@@ -151,10 +158,8 @@ class Covers(msgspec.Struct, frozen=True):
 
 def cards_page(
     rows: Sequence[CardRow],
+    site: Site,
     *,
-    links: Links,
-    bundle: bool,
-    source: str,
     stamp: int,
     leaderboard: Sequence[Any] = (),
     hidden: int = 0,
@@ -168,12 +173,8 @@ def cards_page(
     """The cards page: one page of rows, the filter controls, and the leaderboard by tag when given (the bundle's;
     the server's has its own page); ``shown_href`` lists the retracted cards left out."""
     return _render(
-        "cards.html",
-        links=links,
-        bundle=bundle,
-        source=source,
-        page="cards",
-        title="cards",
+        "cards",
+        site,
         rows=rows,
         stamp=stamp,
         all_tags=all_tags,
@@ -187,41 +188,17 @@ def cards_page(
     )
 
 
-def leaderboard_page(
-    board: Sequence[Any], *, links: Links, bundle: bool, source: str, total: int = 0, calculator: Any = None
-) -> str:
+def leaderboard_page(board: Sequence[Any], site: Site, *, total: int = 0, calculator: Any = None) -> str:
     """The leaderboard by tag of the whole ledger (``calculator``: a :class:`ledger.app.compare.Board`)."""
-    return _render(
-        "leaderboard.html",
-        links=links,
-        bundle=bundle,
-        source=source,
-        page="leaderboard",
-        title="leaderboard",
-        leaderboard=board,
-        board_calc=calculator,
-        total=total,
-    )
+    return _render("leaderboard", site, leaderboard=board, board_calc=calculator, total=total)
 
 
 def card_rows_fragment(rows: Sequence[CardRow], *, links: Links) -> str:
     return _env.get_template("_cards_rows.html").render(rows=rows, links=links, bundle=False)
 
 
-def card_page(
-    view: CardView, *, version: int, links: Links, bundle: bool, source: str, evidence: str | None = None
-) -> str:
-    return _render(
-        "card.html",
-        links=links,
-        bundle=bundle,
-        source=source,
-        page="card",
-        title=f"card {view.row.card_id}",
-        view=view,
-        version=version,
-        evidence=evidence,
-    )
+def card_page(view: CardView, site: Site, *, version: int, evidence: str | None = None) -> str:
+    return _render("card", site, title=f"card {view.row.card_id}", view=view, version=version, evidence=evidence)
 
 
 def card_body_fragment(view: CardView, *, links: Links) -> str:
@@ -230,10 +207,8 @@ def card_body_fragment(view: CardView, *, links: Links) -> str:
 
 def compare_page(
     cmp: Comparison,
+    site: Site,
     *,
-    links: Links,
-    bundle: bool,
-    source: str,
     all_tags: Sequence[str] = (),
     chosen_tags: Sequence[str] = (),
     chosen_cards: Sequence[str] = (),
@@ -243,12 +218,8 @@ def compare_page(
     """The compare page: the chosen tags' figures and the chosen cards side by side (a bundle's: the best of its
     ``side_of`` cards)."""
     return _render(
-        "compare.html",
-        links=links,
-        bundle=bundle,
-        source=source,
-        page="compare",
-        title="compare",
+        "compare",
+        site,
         cmp=cmp,
         letters=[letter(i) for i in range(len(cmp.cards))],
         level_charts=level_charts(cmp),
@@ -300,22 +271,16 @@ def level_charts(cmp: Comparison) -> list[dict[str, Any]]:
 
 def progress_page(
     prog: Progress,
+    site: Site,
     *,
-    links: Links,
-    bundle: bool,
-    source: str,
     all_tags: Sequence[str] = (),
     chosen_tags: Sequence[str] = (),
     older_href: str | None = None,
     newest_href: str | None = None,
 ) -> str:
     return _render(
-        "progress.html",
-        links=links,
-        bundle=bundle,
-        source=source,
-        page="progress",
-        title="progress",
+        "progress",
+        site,
         prog=prog,
         payload={**msgspec.to_builtins(prog), "trend_cards": TREND_CARDS},
         all_tags=all_tags,
@@ -330,20 +295,15 @@ def replay_page(
     card_id: str,
     frames: PlayFrames,
     palette: Sequence[str],
+    site: Site,
     *,
-    links: Links,
-    bundle: bool,
-    source: str,
     prev_href: str | None = None,
     next_href: str | None = None,
 ) -> str:
     payload = {"palette": list(palette), "frames": msgspec.to_builtins(frames)}
     return _render(
-        "replay.html",
-        links=links,
-        bundle=bundle,
-        source=source,
-        page="replay",
+        "replay",
+        site,
         title=f"replay {frames.game_id} play {frames.play}",
         card_id=card_id,
         frames=frames,
@@ -365,11 +325,8 @@ def message_page(
     """A page that only says something (an unknown card, a bad address), with the cards an ambiguous prefix names
     and a link ``back`` (href, text)."""
     return _render(
-        "message.html",
-        links=links,
-        bundle=False,
-        source=source,
-        page="message",
+        "message",
+        Site(links, False, source),
         title=title,
         text=text,
         candidates=list(candidates),

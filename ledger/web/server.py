@@ -42,6 +42,7 @@ class Viewer:
         self.with_reasoning = with_reasoning
         self.cache = CardCache(ledger)
         self.links = pages.LiveLinks()
+        self.site = pages.Site(self.links, False, source)
         self.colours = palette_or_empty()
         self._board: tuple[int, tuple[Board, int]] | None = None
         self._keys: tuple[int, tuple[list[str], list[str]]] | None = None
@@ -63,9 +64,7 @@ class Viewer:
         total = card_count(self.ledger.store, include_retracted=f.include_retracted)
         return pages.cards_page(
             rows,
-            links=self.links,
-            bundle=False,
-            source=self.source,
+            self.site,
             stamp=stamp,
             hidden=0 if f.include_retracted else retracted_count(self.ledger.store),
             shown_href=None if f.include_retracted else "/?retracted=1",
@@ -82,9 +81,7 @@ class Viewer:
         if self._board is None or self._board[0] != stamp:
             self._board = (stamp, (ledger_board(self.ledger), card_count(self.ledger.store)))
         board, total = self._board[1]
-        return pages.leaderboard_page(
-            board.rows, links=self.links, bundle=False, source=self.source, total=total, calculator=board
-        )
+        return pages.leaderboard_page(board.rows, self.site, total=total, calculator=board)
 
     def _lists(self, stamp: int) -> tuple[list[str], list[str]]:
         # Every tag and game id: a loose scan of the keys table's index, kept until events are appended.
@@ -109,9 +106,7 @@ class Viewer:
         view = card_view(state, doc, usage_of(self.cache, state.card_id))
         covered = covering_checkpoint(self.ledger, state.card_id) is not None
         evidence = self.links.evidence(state.card_id) if covered else None
-        return pages.card_page(
-            view, version=version, links=self.links, bundle=False, source=self.source, evidence=evidence
-        )
+        return pages.card_page(view, self.site, version=version, evidence=evidence)
 
     def evidence(self) -> Any:
         card_id = self.ledger.resolve_card(_arg("card"))
@@ -161,9 +156,7 @@ class Viewer:
         all_tags = self._lists(self.cache.stamp())[0]
         return pages.compare_page(
             cmp,
-            links=self.links,
-            bundle=False,
-            source=self.source,
+            self.site,
             all_tags=all_tags,
             chosen_tags=tags,
             chosen_cards=ids,
@@ -188,9 +181,7 @@ class Viewer:
         shown_limit = None if limit == PER_TAG else limit
         return pages.progress_page(
             prog,
-            links=self.links,
-            bundle=False,
-            source=self.source,
+            self.site,
             all_tags=self._lists(self.cache.stamp())[0],
             chosen_tags=drawn,
             older_href=self.links.progress(drawn, prog.older, shown_limit) if prog.older else None,
@@ -223,9 +214,7 @@ class Viewer:
             card_id,
             frames,
             self.colours,
-            links=self.links,
-            bundle=False,
-            source=self.source,
+            self.site,
             prev_href=self.links.replay(card_id, game_id, play, max(0, start - DEFAULT_LIMIT)) if start else None,
             next_href=self.links.replay(card_id, game_id, play, end)
             if frames.steps and end < frames.total_steps

@@ -70,19 +70,13 @@ def page_of(f: CardFilter, now: datetime, stale: int, max_open: int) -> PageQuer
     )
 
 
-def shown_rows(
-    ledger: Ledger,
-    f: CardFilter | None = None,
-    *,
-    now: datetime | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> list[tuple[SummaryRow, CardSummary]]:
+def shown_rows(ledger: Ledger, f: CardFilter | None = None) -> list[tuple[SummaryRow, CardSummary]]:
     """The summary rows of the page ``f`` asks for, each with its line as ``ledger cards`` shows it."""
     f = f or CardFilter()
     if f.after is not None:
         f = msgspec.structs.replace(f, after=resolve_after(ledger, f.after))
-    moment = now or datetime.now(UTC)
-    lapse_after = limits(os.environ if environ is None else environ)
+    moment = datetime.now(UTC)
+    lapse_after = limits(os.environ)
     rows = read_page(ledger.store, page_of(f, moment, *lapse_after))
     return [
         (r, msgspec.structs.replace(CardSummary.of(r, moment, lapse_after, _baselines_known(ledger, r)), competition=c))
@@ -100,19 +94,13 @@ def resolve_after(ledger: Ledger, ref: str) -> str:
         raise InputError(f"--after {ref!r}: no card has this id or starts with it") from None
 
 
-def count_cards(ledger: Ledger, f: CardFilter, *, now: datetime | None = None) -> int:
-    moment = now or datetime.now(UTC)
-    return count_page(ledger.store, page_of(msgspec.structs.replace(f, after=None), moment, *limits(os.environ)))
+def count_cards(ledger: Ledger, f: CardFilter) -> int:
+    query = page_of(msgspec.structs.replace(f, after=None), datetime.now(UTC), *limits(os.environ))
+    return count_page(ledger.store, query)
 
 
-def list_cards(
-    ledger: Ledger,
-    f: CardFilter | None = None,
-    *,
-    now: datetime | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> list[CardSummary]:
-    return [shown for _, shown in shown_rows(ledger, f, now=now, environ=environ)]
+def list_cards(ledger: Ledger, f: CardFilter | None = None) -> list[CardSummary]:
+    return [shown for _, shown in shown_rows(ledger, f)]
 
 
 def rescored_with(

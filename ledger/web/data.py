@@ -44,7 +44,12 @@ class CardCache:
         """The card as it stands now and the number of its events (its stream version)."""
         with self._lock:
             cached = self._cards.get(card_id)
-            state, version = cached if cached is not None else self._start(card_id)
+            if cached is None:
+                # A cached projection another process wrote, then the rest folded. Versions run 1, 2, ... without
+                # gaps, so ``events`` is the version the state covers: later reads fold from there.
+                state = self.ledger.load_card(card_id)
+                cached = (state, state.events)
+            state, version = cached
             # The state moves forward in place: one that fails half-way (a body that does not decode, a gap) is
             # dropped, and read afresh next time.
             try:
@@ -56,13 +61,6 @@ class CardCache:
                 raise UnknownCard(card_id)
             self._cards[card_id] = (state, version)
             return state, version
-
-    def _start(self, card_id: str) -> tuple[CardState, int]:
-        # The facade's load: a cached projection another process wrote, then its fast fold of the rest (a read-only
-        # store never caches). Every event of a card's stream counts once in ``events`` and versions run 1, 2, ...
-        # without gaps, so ``events`` is the version the state covers: later reads fold from there.
-        state = self.ledger.load_card(card_id)
-        return state, state.events
 
     def stamp(self) -> int:
         """The log's last ``seq``: it changes whenever anything was appended."""

@@ -7,16 +7,17 @@ connections are bounded (:mod:`ledger.store.connections`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import urlencode
 
 import msgspec
 from flask import Flask, Response, abort, jsonify, request
 
 from ledger.app.checkpoints import covering_checkpoint, prove
-from ledger.app.compare import Board, Comparison, compare_cards, ledger_board
+from ledger.app.compare import Comparison, compare_cards, ledger_board
 from ledger.app.progress import PER_TAG, tag_progress
 from ledger.app.tag_stats import SIDE_BY_SIDE, TagReport, tag_report
 from ledger.errors import AmbiguousCard, InputError, LedgerError, UnknownCard
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from ledger.app.listing import CardFilter
 
 STATIC = Path(__file__).resolve().parent / "static"
+T = TypeVar("T")
 
 
 class Viewer:
@@ -44,10 +46,17 @@ class Viewer:
         self.links = pages.LiveLinks()
         self.site = pages.Site(self.links, False, source)
         self.colours = palette_or_empty()
-        self._board: tuple[int, tuple[Board, int]] | None = None
-        self._keys: tuple[int, tuple[list[str], list[str]]] | None = None
-        #: Tag figures, kept per (tags, retracted) until events are appended.
-        self._reports: dict[tuple[tuple[str, ...], bool], tuple[int, TagReport]] = {}
+        self._held: dict[Hashable, tuple[int, Any]] = {}
+
+    def _kept(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()``, kept per ``key`` until events are appended (the leaderboard, tag lists and tag figures)."""
+        stamp = self.cache.stamp()
+        held = self._held.get(key)
+        if held is None or held[0] != stamp:
+            if len(self._held) >= 32:
+                self._held.clear()
+            held = self._held[key] = (stamp, make())
+        return cast(T, held[1])
 
     def message(self, title: str, text: str) -> str:
         return pages.message_page(title, text, links=self.links, source=self.source)
@@ -57,7 +66,7 @@ class Viewer:
         f = _page_filter()
         rows = page_rows(self.ledger, f)
         stamp = self.cache.stamp()
-        tags, games = self._lists(stamp)
+        tags, games = self._lists()
         from ledger.app.listing import count_cards
 
         matching = count_cards(self.ledger, f)
@@ -76,19 +85,13 @@ class Viewer:
         )
 
     def leaderboard(self) -> str:
-        stamp = self.cache.stamp()
-        # It aggregates every card: computed again only when events were appended.
-        if self._board is None or self._board[0] != stamp:
-            self._board = (stamp, (ledger_board(self.ledger), card_count(self.ledger.store)))
-        board, total = self._board[1]
+        board, total = self._kept("board", lambda: (ledger_board(self.ledger), card_count(self.ledger.store)))
         return pages.leaderboard_page(board.rows, self.site, total=total, calculator=board)
 
-    def _lists(self, stamp: int) -> tuple[list[str], list[str]]:
-        # Every tag and game id: a loose scan of the keys table's index, kept until events are appended.
-        if self._keys is None or self._keys[0] != stamp:
-            store = self.ledger.store
-            self._keys = (stamp, (distinct_keys(store, "t"), distinct_keys(store, "g")))
-        return self._keys[1]
+    def _lists(self) -> tuple[list[str], list[str]]:
+        # Every tag and game id: a loose scan of the keys table's index.
+        store = self.ledger.store
+        return self._kept("keys", lambda: (distinct_keys(store, "t"), distinct_keys(store, "g")))
 
     def api_cards(self) -> Any:
         """The cards table's rows, unless nothing was appended since ``?since=``."""
@@ -132,13 +135,8 @@ class Viewer:
         return request.args.getlist("card"), [t for t in request.args.getlist("tag") if t]
 
     def _report(self, tags: list[str]) -> TagReport:
-        key, stamp = (tuple(tags), _flag("retracted")), self.cache.stamp()
-        held = self._reports.get(key)
-        if held is None or held[0] != stamp:
-            if len(self._reports) >= 32:
-                self._reports.clear()
-            held = self._reports[key] = (stamp, tag_report(self.ledger, tags, include_retracted=key[1]))
-        return held[1]
+        retracted = _flag("retracted")
+        return self._kept((tuple(tags), retracted), lambda: tag_report(self.ledger, tags, include_retracted=retracted))
 
     def _side_by_side(self, ids: list[str]) -> Comparison:
         if len(dict.fromkeys(ids)) > SIDE_BY_SIDE:
@@ -153,7 +151,7 @@ class Viewer:
         ids, tags = self._chosen()
         cmp = self._side_by_side(ids)
         report = self._report(tags) if tags else None
-        all_tags = self._lists(self.cache.stamp())[0]
+        all_tags = self._lists()[0]
         return pages.compare_page(
             cmp,
             self.site,
@@ -182,7 +180,7 @@ class Viewer:
         return pages.progress_page(
             prog,
             self.site,
-            all_tags=self._lists(self.cache.stamp())[0],
+            all_tags=self._lists()[0],
             chosen_tags=drawn,
             older_href=self.links.progress(drawn, prog.older, shown_limit) if prog.older else None,
             newest_href=self.links.progress(drawn, None, shown_limit) if prog.before else None,

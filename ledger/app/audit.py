@@ -36,9 +36,6 @@ def max_open_minutes(environ: Mapping[str, str] | None = None) -> int:
     return limits(os.environ if environ is None else environ)[1]
 
 
-# -- 3. re-simulation -------------------------------------------------------------------------------------------
-
-
 def check_resimulation(
     events: Sequence[Numbered], environments_dir: str | os.PathLike[str] | None, decide: bool = False
 ) -> Check:
@@ -140,9 +137,6 @@ def _resim_verdict(res: ResimResult) -> tuple[Status, str]:
 
 def _seeds_text(found: Mapping[str, int]) -> str:
     return ", ".join(f"{s} (guid {g[:8]})" for g, s in sorted(found.items()))
-
-
-# -- the whole audit ----------------------------------------------------------------------------------------------
 
 
 @dataclass

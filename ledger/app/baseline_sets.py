@@ -41,9 +41,6 @@ class UnknownBaselineRef(UnknownBaselines):
     pass
 
 
-# -- reading sources --------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class Source:
     entries: list[BaselineEntry]
@@ -132,9 +129,6 @@ def read_source(path: str | Path, *, skip_invalid: bool = False) -> Source:
     return Source(entries, check_entries(entries, str(p)))
 
 
-# -- labels -------------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class Label:
     """A label's current set, when it was set, and every set it pointed at before (oldest first)."""
@@ -203,9 +197,6 @@ def set_label(ledger: Ledger, label: str, set_id: str, *, move: bool = False) ->
         return True, current.set_id if current is not None else None
 
 
-# -- importing ----------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class ImportResult:
     set_id: str
@@ -239,9 +230,6 @@ def import_set(
     if label is not None:
         changed, previous = set_label(ledger, label, sid, move=move)
     return ImportResult(sid, new, len(canon), label, changed, previous if changed else None, list(warnings))
-
-
-# -- resolving and reading sets -------------------------------------------------------------------------------
 
 
 def resolve(ledger: Ledger, ref: str) -> str:
@@ -295,8 +283,6 @@ def list_sets(ledger: Ledger) -> list[SetInfo]:
     labs = labels(ledger)
     return [set_info(ledger, sid, labs) for sid in ledger.baseline_set_ids()]
 
-
-# -- diffing -------------------------------------------------------------------------------------------------
 
 GameStatus = Literal["added", "removed", "changed", "same"]
 

@@ -127,10 +127,6 @@ class CardEvents(Sequence[Numbered]):
                         return
             p = (p // self.page + 1) * self.page
 
-    def __reversed__(self) -> Iterator[Numbered]:
-        for i in range(len(self) - 1, -1, -1):
-            yield self[i]
-
 
 #: Decoded pages a :class:`CardEvents` keeps: a check that looks back a little (the inputs before a play) reads no
 #: page twice.

@@ -1,8 +1,8 @@
 """The pages, rendered by Jinja2 for the live server and for the static bundle alike.
 
 Autoescaping is on for every template: whatever the ledger holds (written by agents or read from imported files)
-reaches the page as text, or as JSON through ``tojson``. A :class:`Links` object builds the links, so the same
-templates serve URLs (``card?id=...``) and the bundle's file names (``card-....html``).
+reaches the page as text, or as JSON through ``tojson``. :class:`LiveLinks` or :class:`BundleLinks` build the
+links, so the same templates serve URLs (``card?id=...``) and the bundle's file names (``card-....html``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 import msgspec
@@ -37,18 +37,6 @@ _env = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-
-
-class Links(Protocol):
-    def cards(self) -> str: ...
-    def card(self, card_id: str) -> str: ...
-    def compare_all(self) -> str: ...
-    def progress_all(self) -> str: ...
-    def leaderboard(self) -> str: ...
-    def replay(self, card_id: str, game_id: str, play: int) -> str: ...
-    def static(self, name: str) -> str: ...
-    def api_card(self, card_id: str) -> str: ...
-    def evidence(self, card_id: str) -> str: ...
 
 
 class LiveLinks:
@@ -125,6 +113,10 @@ class BundleLinks:
 
     def api_card(self, card_id: str) -> str:
         return ""  # no server, no live updates
+
+
+#: Where each page lives: the server's URLs or the bundle's file names.
+Links = LiveLinks | BundleLinks
 
 
 #: Pages that draw charts load the vendored uPlot (README "Viewer" says why that library).

@@ -59,6 +59,10 @@ class GameRow(msgspec.Struct, frozen=True, kw_only=True):
     levels: int
     cards: list[CardGame | None]
 
+    def baseline(self, lv: int) -> int | None:
+        """Level ``lv``'s baseline (from 0) as the table shows it: the first compared card's with that level."""
+        return next((e.levels[lv].baseline for e in self.cards if e is not None and lv < len(e.levels)), None)
+
 
 class CardColumn(msgspec.Struct, frozen=True, kw_only=True):
     card_id: str
@@ -298,7 +302,7 @@ def _game_header(letters: Sequence[str]) -> str:
 
 
 def _level_line(g: GameRow, lv: int, letters: Sequence[str]) -> str:
-    base = next((e.levels[lv].baseline for e in g.cards if e is not None and lv < len(e.levels)), None)
+    base = g.baseline(lv)
     cells = []
     for e in g.cards:
         if e is None or lv >= len(e.levels):

@@ -70,10 +70,10 @@ def plan_copy(src: LogStore, dst: LogStore) -> CopyPlan:
     last = _hash_at_seq(src, until)
     mark = read_mark(dst, src.describe())
     if mark is not None and last is not None and mark[:2] == (until, last):
-        # The source's last event is the one the last finished copy ended on: it has nothing new.
-        return CopyPlan({}, 0, 0, 0, mark[2], until + 1, until, last)
-    current = _all_current(src, dst)
-    if current is not None:
+        current: int | None = mark[2]  # the source's last event is the one the last finished copy ended on
+    else:
+        current = _all_current(src, dst)
+    if current is not None:  # nothing to copy
         return CopyPlan({}, 0, 0, 0, current, until + 1, until, last)
     there = {s.stream: s for s in dst.streams()}
     after: dict[str, int] = {}

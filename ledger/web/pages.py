@@ -238,10 +238,7 @@ def level_charts(cmp: Comparison) -> list[dict[str, Any]]:
     drawn as a cost) and, apart, the actions spent on the level it stopped on."""
     out = []
     for g in cmp.games:
-        baseline = [
-            next((e.levels[lv].baseline for e in g.cards if e is not None and lv < len(e.levels)), None)
-            for lv in range(g.levels)
-        ]
+        baseline = [g.baseline(lv) for lv in range(g.levels)]
         cards = []
         for i, e in enumerate(g.cards[:CHART_CARDS]):
             if e is None:

@@ -58,8 +58,8 @@ class Viewer:
             held = self._held[key] = (stamp, make())
         return cast(T, held[1])
 
-    def message(self, title: str, text: str) -> str:
-        return pages.message_page(title, text, links=self.links, source=self.source)
+    def message(self, title: str, text: str, **more: Any) -> str:
+        return pages.message_page(title, text, links=self.links, source=self.source, **more)
 
     def cards(self) -> str:
         """One page of cards (``?tag=``, ``?game=``, ``?sort=``, ``?after=``, ``?limit=``, ``?retracted=1``)."""
@@ -195,9 +195,7 @@ class Viewer:
         if not 1 <= play <= plays:
             what = f"game {game_id!r}" if not plays else f"play {play} of game {game_id!r} (it has {plays})"
             back = (self.links.card(card_id), f"back to card {card_id}")
-            page = pages.message_page(
-                "Not found", f"card {card_id} has no {what}", links=self.links, source=self.source, back=back
-            )
+            page = self.message("Not found", f"card {card_id} has no {what}", back=back)
             return Response(page, status=404, mimetype="text/html")
         frames = play_frames(
             card_events(self.ledger, card_id),
@@ -244,13 +242,7 @@ def create_app(
     app.after_request(_headers)
     app.register_error_handler(UnknownCard, lambda e: (viewer.message("Not found", str(e)), 404))
     app.register_error_handler(
-        AmbiguousCard,
-        lambda e: (
-            pages.message_page(
-                "Which card?", str(e), links=viewer.links, source=viewer.source, candidates=e.candidates
-            ),
-            400,
-        ),
+        AmbiguousCard, lambda e: (viewer.message("Which card?", str(e), candidates=e.candidates), 400)
     )
     app.register_error_handler(InputError, lambda e: (viewer.message("Cannot show that", str(e)), 400))
     app.register_error_handler(LedgerError, lambda e: (viewer.message("The ledger could not be read", str(e)), 500))

@@ -18,19 +18,13 @@ class OutputError(InputError):
     pass
 
 
-def why_not(out: str | os.PathLike[str], e: OSError) -> OutputError:
-    reason = e.strerror or str(e)
-    if e.errno == errno.EISDIR:
-        reason = "it is a folder (give a file name)"
-    return OutputError(f"cannot write {os.fspath(out)}: {reason}")
-
-
 @contextmanager
 def checked_output(out: str | os.PathLike[str]) -> Iterator[None]:
     try:
         yield
     except OSError as e:
-        raise why_not(out, e) from None
+        reason = "it is a folder (give a file name)" if e.errno == errno.EISDIR else e.strerror or str(e)
+        raise OutputError(f"cannot write {os.fspath(out)}: {reason}") from None
 
 
 def write_text_file(text: str, out: str) -> None:

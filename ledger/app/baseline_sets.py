@@ -38,7 +38,7 @@ MIN_PREFIX = 4
 
 
 class UnknownBaselineRef(UnknownBaselines):
-    pass
+    """No label, set id or unique id prefix matches the reference."""
 
 
 @dataclass(frozen=True, slots=True)

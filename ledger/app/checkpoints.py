@@ -23,7 +23,7 @@ from ledger.store.merkle_store import TreeHead, TreeStore, tree_problem
 
 
 class NotProvable(LedgerError):
-    pass
+    """The checkpoint does not cover the card, or is not a checkpoint of this ledger."""
 
 
 def prove(led: Ledger, card_ref: str, note: str) -> str:
@@ -123,7 +123,7 @@ def covering_checkpoint(led: Ledger, card_id: str) -> str | None:
 
 
 class TreeMismatch(LedgerError):
-    pass
+    """The stored tree is not the one the log's events make: nothing is signed."""
 
 
 def make_checkpoint(store: LogStore, signer: Signer, origin: str | None = None) -> str:

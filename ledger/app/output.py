@@ -15,7 +15,7 @@ from ledger.errors import InputError
 
 
 class OutputError(InputError):
-    pass
+    """An output path that cannot be written (nothing was written there)."""
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from ledger.rules.evidence_file import EvidenceFailure, unb64
 
 
 class WitnessRefusal(LedgerError):
-    pass
+    """The witness does not cosign (the message says why); its state is unchanged."""
 
 
 def _state_file(state: Path, origin: str) -> Path:

@@ -1,26 +1,14 @@
 """Every error the ledger raises on purpose, under one root.
 
-Each kind carries the exit code the CLI turns it into (``ledger.cli.common`` maps them, once): 1 for a failed
-check or something missing, 2 for bad usage or bad input. The message is one line a user can act on.
-
-Every exit code of the ``ledger`` command:
-
-====  ==========================================================================================================
-0     success (a check that passed)
-1     a failed check (audit, verify, check, rebuild-summary --check) or something missing (a card, a ledger)
-2     bad usage or bad input; a standard output that cannot be written (a full disk)
-130   Ctrl-C, as a shell reports it
-141   standard output closed by its reader (``ledger events CARD | head``): quietly, whatever was left to print
-====  ==========================================================================================================
-
-141 is what a shell reports for a process a closed pipe killed (128 + SIGPIPE): scripts under ``set -o pipefail``
-already read it as "the reader stopped", and no verdict uses it, so a closed pipe never passes for a FAIL. ``ledger
-record`` alone also exits with its COMMAND's own status, whatever it is.
+Each kind carries the exit code the CLI turns it into (``ledger.cli.common`` maps them, once; docs/commands.md
+lists every exit code): 1 for a failed check or something missing, 2 for bad usage or bad input. The message is
+one line a user can act on.
 """
 
 from __future__ import annotations
 
-#: The exit code of a command whose standard output was closed by its reader (see the table above).
+#: The exit code of a command whose standard output was closed by its reader: what a shell reports for a process a
+#: closed pipe killed (128 + SIGPIPE), which no verdict uses, so a closed pipe never passes for a FAIL.
 CLOSED_PIPE = 141
 
 
@@ -37,12 +25,11 @@ class InputError(LedgerError, ValueError):
 
 
 class StoreError(LedgerError):
-    """A problem with the ledger database that a user can act on (message says what)."""
+    """A problem with the ledger database."""
 
 
 class SpillError(LedgerError):
-    """What an import or an audit keeps for each line of a long recording could not be written to the temporary
-    directory, or read back from it."""
+    """What an import or an audit keeps of a long recording could not be written to the temporary directory."""
 
 
 class VersionConflict(StoreError):

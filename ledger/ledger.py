@@ -11,18 +11,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ledger.domain import calculators, document
-from ledger.domain.events import (
-    AnyEvent,
-    BaselineEntry,
-    CardClosed,
-    CloseReason,
-)
+from ledger.domain.events import AnyEvent, BaselineEntry, CardClosed, CloseReason
 from ledger.domain.projection import CardState
 from ledger.domain.scoring import calculator_of
-from ledger.errors import (
-    BaselinesNotKnown,
-    InputError,
-)
+from ledger.errors import BaselinesNotKnown, InputError
 from ledger.rules.timeline import retraction, retraction_note
 from ledger.store.backends import open_store
 from ledger.store.base import Durability, LogStore, StoredEvent
@@ -39,19 +31,12 @@ from ledger.store.cards import (  # noqa: F401  (the snapshot policy, named here
 if TYPE_CHECKING:
     from ledger.rules.rescoring import GameMatch, Match
 
-DEFAULT_DB = "ledger.sqlite"
-
-
-def _to_stderr(line: str) -> None:
-    print(line, file=sys.stderr)
-
 
 class CardRead(msgspec.Struct, frozen=True):
     """A card, its document, and what chose and qualifies it (:meth:`Ledger.read`)."""
 
     card: CardState
     doc: document.ScorecardDoc
-    #: The calculator ``doc`` is scored with, and the card's own.
     calculator: calculators.Calculator
     own_calculator: calculators.Calculator
     #: The baseline set ``doc`` is scored under (None: none), and how each played game met it.
@@ -61,7 +46,7 @@ class CardRead(msgspec.Struct, frozen=True):
     rescored: bool
     #: Games whose baselines an ARC server has not revealed yet (only for the card's own baselines).
     unknown: list[str]
-    #: Lines to show beside the document (export writes them to stderr): broken, calculator, match, retraction.
+    #: Lines to show beside the document (export writes them to stderr).
     notes: list[str] = msgspec.field(default_factory=list)
     retraction: dict[str, str] | None = None
     #: Why the card's chain is not whole (read with ``allow_broken``), else None.
@@ -70,7 +55,7 @@ class CardRead(msgspec.Struct, frozen=True):
 
 def default_db() -> str:
     """``$LEDGER_DB`` or ``./ledger.sqlite``."""
-    return os.environ.get("LEDGER_DB") or DEFAULT_DB
+    return os.environ.get("LEDGER_DB") or "ledger.sqlite"
 
 
 class Ledger:
@@ -78,7 +63,7 @@ class Ledger:
 
     def __init__(self, store: LogStore) -> None:
         self.store = store
-        self.repository = CardRepository(store, note=_to_stderr)
+        self.repository = CardRepository(store, note=lambda line: print(line, file=sys.stderr))
         self._on_close: list[Any] = []
 
     @classmethod
@@ -91,10 +76,9 @@ class Ledger:
     ) -> Ledger:
         """Open the ledger at a SQLite path or SQLAlchemy URL, creating and migrating it as needed.
 
-        ``readonly=True`` (every read command): never create, migrate or write; a missing database, one that is
-        not a ledger, or one written by a newer version is refused with :class:`~ledger.errors.StoreError`.
-        ``durability="batched"``: live capture commits in groups from a background thread and may lose up to
-        50 ms of steps on a crash (an opt-in, see :mod:`ledger.capture.batching`); otherwise as ``"normal"``.
+        ``readonly=True``: never create, migrate or write (:class:`~ledger.errors.StoreError` for a database that
+        is not a ledger). ``durability="batched"``: live capture commits in groups from a background thread and
+        may lose up to 50 ms of steps on a crash (:mod:`ledger.capture.batching`).
         """
         where = os.fspath(path_or_url) if path_or_url is not None else default_db()
         if readonly:
@@ -109,7 +93,6 @@ class Ledger:
 
     @classmethod
     def open_readonly(cls, path_or_url: str | os.PathLike[str] | None = None) -> Ledger:
-        """The same as ``Ledger.open(path_or_url, readonly=True)``."""
         return cls.open(path_or_url, readonly=True)
 
     def __enter__(self) -> Ledger:
@@ -127,7 +110,6 @@ class Ledger:
 
     @property
     def durability(self) -> str:
-        """The durability the ledger was opened with (``normal``, ``full`` or ``batched``)."""
         return str(getattr(self.store, "durability", "normal"))
 
     def on_close(self, hook: Any) -> None:
@@ -140,11 +122,9 @@ class Ledger:
         """Capture everything ``arcade`` (an ``arc_agi.Arcade``) does to its scorecards from now on.
 
         OFFLINE/NORMAL: the toolkit's own scorecards (:class:`ledger.capture.capture.Capture`); ONLINE/COMPETITION:
-        the server's, from its answers (:class:`ledger.capture.remote.RemoteCapture`). ``options``: ``context``,
-        ``on_open``, ``raise_errors`` (see those classes). Returns the capture; its ``detach()`` stops it. Raises
-        :class:`~ledger.errors.CaptureError` (nothing attached) for an ``arc-agi`` release outside 0.9.1-0.9.9
-        (``LEDGER_ARC_AGI_ANY_VERSION=1`` overrides it, with a warning), an operation mode it does not know, or an
-        Arcade without a name its release's era uses (:mod:`ledger.toolkit.arc_adapter`)."""
+        the server's, from its answers (:class:`ledger.capture.remote.RemoteCapture`). Returns the capture; its
+        ``detach()`` stops it. :class:`~ledger.errors.CaptureError` (nothing attached) for an ``arc-agi`` release
+        outside 0.9.1-0.9.9 (``LEDGER_ARC_AGI_ANY_VERSION=1`` overrides it) or an Arcade it cannot patch."""
         from ledger.capture.capture import attach
 
         capture = attach(self.repository, arcade, record_reasoning=record_reasoning, **options)
@@ -154,7 +134,7 @@ class Ledger:
     # -- baselines ----------------------------------------------------------------------------------------
 
     def record_baselines(self, entries: Iterable[BaselineEntry], *, ts: datetime | None = None) -> str:
-        """Store a baseline set (once per content) and return its id."""
+        """Store a baseline set (once per content); returns its id."""
         return self.repository.baselines.record(entries, ts=ts)
 
     def baselines(self, set_id: str) -> dict[str, BaselineEntry]:
@@ -162,7 +142,6 @@ class Ledger:
         return self.repository.baselines.get(set_id)
 
     def baseline_set_ids(self) -> list[str]:
-        """Every stored baseline set id, oldest first."""
         return self.repository.baselines.ids()
 
     def card_ids(self) -> list[str]:
@@ -170,26 +149,16 @@ class Ledger:
         return self.repository.ids()
 
     def resolve_card(self, ref: str) -> str:
-        """The card id ``ref`` names: the id itself, or a unique prefix of one.
-
-        Raises :class:`UnknownCard` when nothing matches and :class:`AmbiguousCard` (exit 2, listing the
-        candidates) when several cards start with ``ref``.
-        """
+        """The card id ``ref`` names: the id itself, or a unique prefix of one (:class:`AmbiguousCard` else)."""
         return self.repository.resolve(ref)
 
     def seq_at_version(self, card_id: str, version: int) -> int:
-        """The ledger-wide ``seq`` of the card's event ``version`` (what ``until=`` takes).
-
-        Raises :class:`InputError` when the card has no such version (it says which versions it has).
-        """
+        """The ledger-wide ``seq`` of the card's event ``version`` (what ``until=`` takes)."""
         return self.repository.seq_at_version(card_id, version)
 
     def close_card(self, card_id: str, reason: CloseReason = "explicit", *, ts: datetime | None = None) -> CardState:
-        """Append a ``card_closed`` event (with the document hash, as capture does) to an open card.
-
-        Returns the card as closed. Raises :class:`InputError` if it is already closed and
-        :class:`VersionConflict` if another writer appended meanwhile (nothing is written then).
-        """
+        """Append a ``card_closed`` event (with the document hash, as capture does) to an open card; returns the
+        card as closed."""
         read = self.repository.read(card_id)
         card = read.state
         if card.closed:
@@ -203,17 +172,15 @@ class Ledger:
     def load_card(
         self, card_id: str, *, until: int | None = None, use_cache: bool = True, allow_broken: bool = False
     ) -> CardState:
-        """The card rebuilt from its events (up to global ``seq`` ``until``), through the card repository
-        (:mod:`ledger.store.cards`): a cached projection bound to the log, then the events after it. Raises
-        :class:`~ledger.store.cards.BrokenChain` for a card whose chain is not whole, unless ``allow_broken``."""
+        """The card rebuilt from its events up to global ``seq`` ``until`` (a cached projection, then the events
+        after it); :class:`~ledger.store.cards.BrokenChain` for a chain not whole, unless ``allow_broken``."""
         return self.repository.load(card_id, until=until, use_cache=use_cache, allow_broken=allow_broken)
 
     def load_cards(self, card_ids: Iterable[str]) -> dict[str, CardState]:
-        """Many cards at once (one query for all their cached projections)."""
         return self.repository.load_many(card_ids)
 
     def cached_card(self, card_id: str) -> tuple[int, CardState] | None:
-        """The cached projection of a card and the version it covers, or None (for the audit)."""
+        """The cached projection of a card and the version it covers, or None."""
         return self.repository.cached(card_id)
 
     def save_snapshot(self, card_id: str, state: CardState, version: int, seq: int) -> None:
@@ -226,8 +193,8 @@ class Ledger:
         self, stream: str, events: Iterable[AnyEvent], expected_version: int | None, *, whole: bool = True
     ) -> list[StoredEvent]:
         """Append ``events`` to ``stream``, hash-chained, in one transaction; returns them as stored (``whole`` False:
-        the last one, the rest never held as rows at once). ``expected_version`` is the stream's version the caller
-        built on (0: a new stream; ``None``: at the head); if another writer went first, :class:`VersionConflict`."""
+        the last one). ``expected_version``: the stream's version the caller built on (0: a new stream; ``None``: at
+        the head); if another writer went first, :class:`VersionConflict`."""
         return self.store.append(stream, events, expected_version=expected_version, whole=whole)
 
     def append_card(
@@ -240,8 +207,7 @@ class Ledger:
         cached_version: int = 0,
         whole: bool = True,
     ) -> Appended:
-        """:meth:`append` to a card's stream, then apply the snapshot policy
-        (:meth:`ledger.store.cards.CardRepository.append`)."""
+        """:meth:`append` to a card's stream, then apply the snapshot policy."""
         return self.repository.append(
             card_id, events, expected_version, state=state, cached_version=cached_version, whole=whole
         )
@@ -277,14 +243,11 @@ class Ledger:
         allow_broken: bool = False,
     ) -> CardRead:
         """The one read of a card for what is shown of it: the card up to global ``seq`` ``until``, its document and
-        every note that goes beside it. Each choice (retraction, ``until``, baselines, match, competition view,
-        calculator) is applied here, once, for ``export``, ``replay``, ``cards CARD``, the viewer and
-        :meth:`export`.
+        every note that goes beside it, each choice applied here, once, for every command that shows a card.
 
         ``set_of``: the id of the baseline set to score under (asked once the card is read; default: the set it was
-        played under); ``entries``: score under these entries instead, as given. ``card``: the card already loaded
-        whole (the viewer's cache). ``allow_broken``: a card whose chain is not whole is read as far as the log
-        holds it (``broken`` says why); otherwise :class:`~ledger.store.cards.BrokenChain`.
+        played under); ``entries``: these entries instead. ``card``: the card already loaded whole.
+        ``allow_broken``: a card whose chain is not whole is read as far as the log holds it (``broken`` says why).
         """
         # The rules a read may apply, loaded by the reads that apply them (a list of cards needs none).
         from ledger.rules.rescoring import match_note, score_under
@@ -346,11 +309,10 @@ class Ledger:
         indent: int | None = None,
         baselines: Mapping[str, BaselineEntry] | None = None,
     ) -> str:
-        """The card's JSON, identical to the toolkit's ``get_scorecard(card_id).model_dump_json()``: the document
-        of :meth:`read` (up to global ``seq`` ``until``, under ``baselines`` when given).
+        """The card's JSON, identical to the toolkit's ``get_scorecard(card_id).model_dump_json()``.
 
-        Raises :class:`BaselinesNotKnown` for an open card on an ARC server whose baselines nothing revealed yet
-        (unless ``baselines`` are given): its scores would be zeros the server will not give.
+        :class:`BaselinesNotKnown` for an open card on an ARC server whose baselines nothing revealed yet (unless
+        ``baselines`` are given): its scores would be zeros the server will not give.
         """
         read = self.read(card_id, until=until, entries=baselines)
         if read.unknown:

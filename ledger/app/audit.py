@@ -1,8 +1,6 @@
 """The audit of one card (``ledger audit``): the checks that back a disputed score, in order.
 
-Integrity, consistency and lifecycle are pure (:mod:`ledger.rules.audit_checks`); re-simulation (check 3, with a
-folder of game files) runs the game code (:mod:`ledger.resim.resimulate`); :func:`audit_card` reads the ledger
-and the toolkit's limits from the environment and runs them all.
+The checks themselves are pure (:mod:`ledger.rules.audit_checks`) except re-simulation, which runs the game code.
 """
 
 from __future__ import annotations
@@ -38,38 +36,14 @@ def max_open_minutes(environ: Mapping[str, str] | None = None) -> int:
     return limits(os.environ if environ is None else environ)[1]
 
 
-# -- 3. re-simulation -------------------------------------------------------------------------------------------
-
-
 def check_resimulation(
     events: Sequence[Numbered], environments_dir: str | os.PathLike[str] | None, decide: bool = False
 ) -> Check:
-    """Replay the card's plays against the real game code (``decide``: every candidate of the actions the record
-    left open is tried, to tell which ones the game decides; else the first path that reproduces the record).
-
-    FAIL only when the game and the record disagree. SKIP without a folder of games, or for games the folder does
-    not hold (``details["skipped_games"]``); UNKNOWN when the record leaves open what a check needs (actions the
-    recording did not decide and no folder to decide them, a seed not recorded that no tried seed reproduces).
-    """
+    """Replay the card's plays against the game code (``decide``: try every candidate of the actions the record
+    left open, to tell which ones the game decides). FAIL only when the game and the record disagree."""
     open_actions = sum(1 for n in events if type(n.event) is ActionTaken and n.event.candidates)
     if environments_dir is None:
-        details: dict[str, Any] = {
-            "environments": None,
-            "games": [],
-            "skipped_games": {},
-            "guids": 0,
-            "plays": 0,
-            "inputs": 0,
-            "default_seed_plays": 0,
-            "seeds_found": {},
-            "undecided_actions": open_actions,
-            "decided_actions": 0,
-            "searched": decide,
-            "reproduced_actions": 0,
-            "error": None,
-            "unknown": None,
-            "divergence": None,
-        }
+        details = _resim_details(ResimResult(open_actions=open_actions, searched=decide), None)
         if open_actions:
             return Check(
                 "resimulation",
@@ -85,14 +59,13 @@ def check_resimulation(
             details,
         )
     res = resimulate(events, environments_dir, decide=decide)
-    details = _resim_details(res, environments_dir)
-    return Check("resimulation", *_resim_verdict(res), details)
+    return Check("resimulation", *_resim_verdict(res), _resim_details(res, environments_dir))
 
 
-def _resim_details(res: ResimResult, environments_dir: str | os.PathLike[str]) -> dict[str, Any]:
+def _resim_details(res: ResimResult, environments_dir: str | os.PathLike[str] | None) -> dict[str, Any]:
     div = res.divergence
     return {
-        "environments": os.fspath(environments_dir),
+        "environments": None if environments_dir is None else os.fspath(environments_dir),
         "games": res.games,
         "skipped_games": res.skipped,
         "guids": res.guids,
@@ -166,13 +139,8 @@ def _seeds_text(found: Mapping[str, int]) -> str:
     return ", ".join(f"{s} (guid {g[:8]})" for g, s in sorted(found.items()))
 
 
-# -- the whole audit ----------------------------------------------------------------------------------------------
-
-
 @dataclass
 class AuditReport:
-    """Every check of one card, in order, the card and its document, and their post-mortem."""
-
     card_id: str
     head: str
     events: int
@@ -183,11 +151,11 @@ class AuditReport:
 
     @property
     def ok(self) -> bool:
-        """True when no check failed (warnings, unknowns and skipped checks do not fail an audit)."""
+        # Warnings, unknowns and skipped checks do not fail an audit.
         return all(c.status != "FAIL" for c in self.checks)
 
     def to_json(self) -> dict[str, Any]:
-        """The stable ``--json`` shape (documented in the README)."""
+
         pm = self.postmortem
         return {
             "card_id": self.card_id,
@@ -202,8 +170,7 @@ class AuditReport:
 def _with_summary_row(
     ledger: Any, card: CardState, version: int, baselines: Mapping[str, BaselineEntry], consistency: Check
 ) -> Check:
-    """The consistency check, failed when the card's row in the cards summary (a table derived from the log, as
-    the cached projection is) is not the one a replay of its events makes, as ``ledger verify`` would say."""
+    """The consistency check, failed when the card's cards-summary row is not the one a replay makes."""
     from ledger.store.summary import (
         COLUMNS,
         SUMMARY,
@@ -241,7 +208,6 @@ def _with_summary_row(
 
 
 def _failed(consistency: Check, said: str) -> Check:
-    """The consistency check failed for ``said`` too."""
     import dataclasses
 
     message = said if consistency.status == "PASS" else f"{consistency.message}; {said}"
@@ -257,8 +223,7 @@ def audit_card(
     environ: Mapping[str, str] | None = None,
     decide: bool = False,
 ) -> AuditReport:
-    """Run every check on ``card_id`` of an open :class:`ledger.ledger.Ledger` (raises UnknownCard); ``decide``: see
-    :func:`check_resimulation`."""
+    """Run every check on ``card_id`` (raises UnknownCard)."""
     from ledger.app.verify import card_head_check
     from ledger.errors import UnknownBaselines
 

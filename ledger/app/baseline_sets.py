@@ -1,8 +1,7 @@
 """Baseline sets as versioned data: import, label, resolve, list, show and diff them.
 
-A set is stored once per content (``Ledger.record_baselines``: one BaselinesRecorded event in its own stream,
-its id the sha256 of the canonical entries). A label is a LabelSet event in the ``labels`` stream; the latest
-LabelSet of a label wins, and moving a label to another set needs ``move=True``. Nothing here rewrites the log.
+A set is stored once per content (its id the sha256 of the canonical entries); a label is a LabelSet event in its
+own stream, the latest one wins, and moving a label to another set needs ``move=True``.
 """
 
 from __future__ import annotations
@@ -42,13 +41,8 @@ class UnknownBaselineRef(UnknownBaselines):
     """No label, set id or unique id prefix matches the reference."""
 
 
-# -- reading sources --------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class Source:
-    """What a folder or file to import holds: entries in file order, warnings for the user."""
-
     entries: list[BaselineEntry]
     warnings: list[str] = field(default_factory=list)
 
@@ -63,10 +57,8 @@ _single_decoder = msgspec.json.Decoder(BaselineEntry)
 
 
 def parse_json(data: bytes, name: str = "input") -> list[BaselineEntry]:
-    """Entries from JSON: a list of entries (metadata.json-like or the toolkit's ``/api/games`` list, whose
-    extra fields such as ``default_fps`` are ignored), an object with an ``entries`` list (the output of
-    ``ledger baselines show --json``), or one ``metadata.json`` object. Fields are taken as written.
-    """
+    """Entries from a JSON list of entries (extra fields ignored), an object with an ``entries`` list (``ledger
+    baselines show --json``), or one ``metadata.json`` object."""
     try:
         top = msgspec.json.decode(data)
     except msgspec.DecodeError as e:
@@ -110,11 +102,7 @@ def check_entries(entries: Iterable[BaselineEntry], name: str = "input") -> list
 
 
 def read_source(path: str | Path, *, skip_invalid: bool = False) -> Source:
-    """The entries of an ``environment_files`` folder (every ``metadata.json`` under it, by path) or a JSON file.
-
-    A folder's unreadable ``metadata.json`` files are an error unless ``skip_invalid`` (then a warning each,
-    and they are left out as the toolkit's Arcade leaves them out).
-    """
+    """The entries of an ``environment_files`` folder (every ``metadata.json`` under it) or a JSON file."""
     p = Path(path)
     if p.is_dir():
         entries, problems = scan_environments(p)
@@ -139,9 +127,6 @@ def read_source(path: str | Path, *, skip_invalid: bool = False) -> Source:
     if not entries:
         raise BaselinesInputError(f"{p} holds no game entries")
     return Source(entries, check_entries(entries, str(p)))
-
-
-# -- labels -------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +162,6 @@ def _fold_labels(events: Iterable[LabelSet]) -> dict[str, Label]:
 
 
 def labels(ledger: Ledger) -> dict[str, Label]:
-    """Every label's current state (the latest LabelSet of each label wins)."""
     return _fold_labels(_label_events(ledger)[0])
 
 
@@ -195,11 +179,8 @@ def check_label(label: str) -> None:
 
 
 def set_label(ledger: Ledger, label: str, set_id: str, *, move: bool = False) -> tuple[bool, str | None]:
-    """Point ``label`` at ``set_id``. Returns (changed, previous set id). Raises :class:`LabelConflict`.
-
-    Appends under optimistic concurrency on the label's own stream, so two writers cannot both move a label
-    without one of them seeing the other's LabelSet first.
-    """
+    """Point ``label`` at ``set_id``; returns (changed, previous set id). Appends under optimistic concurrency on
+    the label's own stream, so two writers cannot both move a label without one seeing the other's LabelSet."""
     check_label(label)
     while True:
         events, version = _label_events(ledger, label)
@@ -216,13 +197,8 @@ def set_label(ledger: Ledger, label: str, set_id: str, *, move: bool = False) ->
         return True, current.set_id if current is not None else None
 
 
-# -- importing ----------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class ImportResult:
-    """What ``import_set`` did."""
-
     set_id: str
     new: bool
     games: int
@@ -240,10 +216,7 @@ def import_set(
     move: bool = False,
     warnings: Iterable[str] = (),
 ) -> ImportResult:
-    """Store the set (once per content) and optionally label it.
-
-    A label conflict is detected before anything is written, so a refused import leaves the log as it was.
-    """
+    """Store the set and optionally label it; a label conflict is refused before anything is written."""
     canon = bl.canonical(entries)
     sid = bl.set_id(canon)
     if label is not None:
@@ -257,9 +230,6 @@ def import_set(
     if label is not None:
         changed, previous = set_label(ledger, label, sid, move=move)
     return ImportResult(sid, new, len(canon), label, changed, previous if changed else None, list(warnings))
-
-
-# -- resolving and reading sets -------------------------------------------------------------------------------
 
 
 def resolve(ledger: Ledger, ref: str) -> str:
@@ -284,8 +254,6 @@ def resolve(ledger: Ledger, ref: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class SetInfo:
-    """A stored set with its labels."""
-
     set_id: str
     recorded: datetime
     entries: list[BaselineEntry]
@@ -293,7 +261,6 @@ class SetInfo:
 
     @property
     def levels(self) -> int:
-        """Levels with a baseline, over every game."""
         return sum(len(e.baseline_actions or []) for e in self.entries)
 
 
@@ -313,12 +280,9 @@ def set_info(ledger: Ledger, set_id: str, all_labels: Mapping[str, Label] | None
 
 
 def list_sets(ledger: Ledger) -> list[SetInfo]:
-    """Every stored set, oldest first."""
     labs = labels(ledger)
     return [set_info(ledger, sid, labs) for sid in ledger.baseline_set_ids()]
 
-
-# -- diffing -------------------------------------------------------------------------------------------------
 
 GameStatus = Literal["added", "removed", "changed", "same"]
 
@@ -385,8 +349,8 @@ def diff_sets(
 ) -> list[GameDiff]:
     """Per game of A and B: added, removed, changed (which fields; per-level old -> new baseline) or same.
 
-    With ``match='base'`` a game of A missing from B is paired with B's version of the same base id (the first
-    in game-id order when B has several) that A does not itself hold, so a version bump reads as a change.
+    With ``match='base'`` a game of A missing from B is paired with B's first version of the same base id that A
+    does not hold, so a version bump reads as a change.
     """
     out: list[GameDiff] = []
     paired_b: set[str] = set()

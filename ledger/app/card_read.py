@@ -1,6 +1,5 @@
-"""One read of a card for what a command shows, by the names a user gives (:func:`read_card`, over
-:meth:`ledger.ledger.Ledger.read`, which ``Ledger.export`` uses too); and each card's own calculator for the lists.
-"""
+"""One read of a card by the names a user gives (over :meth:`ledger.ledger.Ledger.read`), and each card's own
+calculator for the lists."""
 
 from __future__ import annotations
 
@@ -28,13 +27,8 @@ def read_card(
     card: CardState | None = None,
     allow_broken: bool = False,
 ) -> CardRead:
-    """The card ``card_id`` (an id or unique prefix) up to its version ``until``, scored under the set named by
-    ``baselines`` (label, id or prefix; default: the set it was played under) and the calculator of the arc-agi
-    release ``calculator`` (default: the card's own): :meth:`Ledger.read` with the names resolved.
-
-    ``card``: the card already loaded whole (the viewer's cache), read instead of the ledger's.
-    Raises :class:`UnknownCalculator` (exit 2) for a release that is not published, before reading anything.
-    """
+    """:meth:`Ledger.read` with the names resolved: ``card_id`` an id or unique prefix, ``until`` a version of the
+    card, ``baselines`` a label, set id or prefix, ``calculator`` an arc-agi release (checked before any read)."""
     chosen = calculators.get(calculator) if calculator is not None else None
     card_id = ledger.resolve_card(card_id) if card is None else card.card_id
     seq = None if until is None else ledger.seq_at_version(card_id, until)
@@ -51,14 +45,14 @@ def read_card(
 
 
 def _resolve(ledger: Ledger, ref: str) -> str:
-    # Only a read under another set needs the labels (and their module): an export of a card as played does not.
+    # Loaded only by a read under another set: an export of a card as played needs no labels.
     from ledger.app.baseline_sets import resolve
 
     return resolve(ledger, ref)
 
 
 def own_calculators(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, Calculator]:
-    """Each card's own calculator, from the cards summary's keys (one query per 500 cards), without reading them."""
+    """Each card's own calculator, from the cards summary's keys, without reading the cards."""
     from ledger.store.summary import calculator_keys
 
     recorded = calculator_keys(ledger.store, card_ids)
@@ -66,24 +60,21 @@ def own_calculators(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, Calcul
 
 
 def recorded_calculators(ledger: Ledger) -> set[Calculator]:
-    """The calculators the ledger's cards record (a loose scan of the keys' index: one seek per release), with
-    the one a card that records none means: whether every card is scored alike is then known without a card."""
+    """The calculators the ledger's cards record (one index seek per release), and the one none means."""
     from ledger.store.summary import distinct_keys
 
     return {calculators.resolve(v)[0] for v in distinct_keys(ledger.store, "c")} | {calculators.UNRECORDED}
 
 
 def one_of(own: Iterable[Calculator], calculator: str | None = None) -> Calculator:
-    """The calculator cards scored under ``own`` are ranked with: ``calculator`` when given, else the newest of
-    theirs (the newest published one for none)."""
+    """``calculator`` when given, else the newest of ``own`` (the newest published one for none)."""
     if calculator is not None:
         return calculators.get(calculator)
     return max(set(own), key=calculators.PUBLISHED.index, default=calculators.NEWEST)
 
 
 def rescored(ledger: Ledger, own: Mapping[str, Calculator], calc: Calculator) -> dict[str, float]:
-    """The score under ``calc`` of each card of ``own`` (card id -> its own calculator) whose arithmetic is not
-    ``calc``'s (the others' scores are the same under either)."""
+    """The score under ``calc`` of each card of ``own`` whose arithmetic is not ``calc``'s."""
     return {
         c: ledger.document(c, calculator=calc).score for c, mine in own.items() if mine.arithmetic != calc.arithmetic
     }

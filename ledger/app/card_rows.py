@@ -1,8 +1,5 @@
-"""A card's stored rows in version order, read a page at a time.
-
-A command that walks a whole card (its audit, its event listing) holds one page of rows at a time, not the card:
-a long session's card has hundreds of thousands of events.
-"""
+"""A card's stored rows in version order, read a page at a time: a long session's card has hundreds of thousands
+of events, more than a command walking it (its audit, its event listing) may hold."""
 
 from __future__ import annotations
 
@@ -15,13 +12,11 @@ from typing import Any, overload
 from ledger.domain.events import Numbered, card_stream, decode
 from ledger.errors import StoreError, UnknownCard
 
-#: Stored rows read at a time.
 PAGE = 5_000
 
 
 class StoredRows:
-    """The rows of ``stream``, iterated once, a page at a time; what was read: how many, the last one's hash.
-    ``first`` is the first page (empty: no such stream)."""
+    """The rows of ``stream``, iterated once; ``first`` is the first page (empty: no such stream)."""
 
     def __init__(self, store: Any, stream: str) -> None:
         self.store, self.stream, self.page = store, stream, PAGE
@@ -45,7 +40,6 @@ class StoredRows:
 
 
 def card_rows(ledger: Any, card_id: str) -> StoredRows:
-    """The stored rows of ``card_id`` of an open :class:`ledger.ledger.Ledger`; raises UnknownCard."""
     rows = StoredRows(ledger.store, card_stream(card_id))
     if not rows.first:
         raise UnknownCard(card_id)
@@ -53,11 +47,10 @@ def card_rows(ledger: Any, card_id: str) -> StoredRows:
 
 
 class CardEvents(Sequence[Numbered]):
-    """A card's decoded events, read again a page at a time whenever a check walks them: the audit's checks each
-    walk the whole card in turn, and none needs it held (a long session's card holds hundreds of thousands).
+    """A card's decoded events, read again a page at a time whenever a check walks them.
 
     ``rows`` is how many rows the integrity check walked, ``missing`` the places (0-based, ascending) of those whose
-    body did not decode: the events are the others, in order, as that check decoded them.
+    body did not decode: the events are the others, in order.
     """
 
     def __init__(self, store: Any, stream: str, rows: int, missing: list[int], page: int | None = None) -> None:
@@ -78,7 +71,7 @@ class CardEvents(Sequence[Numbered]):
             p = i + k
 
     def _read(self, n: int) -> list[Numbered | None]:
-        """Page ``n`` decoded (None where a row did not decode), the last few pages kept."""
+        """Page ``n`` decoded (None where a row did not decode)."""
         got = self._pages.get(n)
         if got is not None:
             self._pages.move_to_end(n)
@@ -133,10 +126,6 @@ class CardEvents(Sequence[Numbered]):
                     if not left:
                         return
             p = (p // self.page + 1) * self.page
-
-    def __reversed__(self) -> Iterator[Numbered]:
-        for i in range(len(self) - 1, -1, -1):
-            yield self[i]
 
 
 #: Decoded pages a :class:`CardEvents` keeps: a check that looks back a little (the inputs before a play) reads no

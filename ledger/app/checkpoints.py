@@ -1,13 +1,10 @@
-"""Signed checkpoints of the log (``ledger checkpoint``), the check that the log today extends one (``ledger verify
---checkpoint``), and what is proved against them: evidence files (``ledger prove``: a card's events, proofs and
-scorecard) and consistency files (``ledger consistency``). Their check is :mod:`ledger.app.evidence_check`, which
-needs no ledger.
-"""
+"""Signed checkpoints of the log (``ledger checkpoint``, ``ledger verify --checkpoint``) and what is proved against
+them: evidence files (``ledger prove``) and consistency files (``ledger consistency``), checked by
+:mod:`ledger.app.evidence_check` without a ledger."""
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,9 +28,7 @@ class NotProvable(LedgerError):
 
 
 def prove(led: Ledger, card_ref: str, note: str) -> str:
-    """The evidence file's text for a card, against the checkpoint ``note`` (which this ledger's tree must have
-    signed): the card's events up to the checkpoint, its baseline set, their multi-proof, the streams' head proofs
-    and the exported scorecard."""
+    """The evidence file for a card against the checkpoint ``note``, which this ledger's tree must have signed."""
     cp = _parse(note)
     card_id = led.resolve_card(card_ref)
     if cp.size == 0:
@@ -76,8 +71,7 @@ def prove(led: Ledger, card_ref: str, note: str) -> str:
 
 
 def consistency(led: Ledger, old_note: str, new_note: str) -> str:
-    """The consistency file's text: both checkpoints (which this ledger's tree must have signed) and the RFC 9162
-    proof that the newer tree extends the older one."""
+    """The consistency file: both checkpoints (this ledger's) and the RFC 9162 proof between them."""
     old, new = _parse(old_note, "the old checkpoint"), _parse(new_note, "the new checkpoint")
     if new.size < old.size:
         raise InputError(f"the new checkpoint ({new.size} events) is smaller than the old one ({old.size}): swap them")
@@ -95,7 +89,6 @@ def _parse(note: str, what: str = "the checkpoint") -> sn.Checkpoint:
 
 
 def _tree_at(led: Ledger, cp: sn.Checkpoint) -> TreeStore:
-    """The ledger's stored tree, checked to hold the checkpoint's tree (brought up to date only if it must)."""
     tree = TreeStore(led.store)
     # A checkpoint this ledger signed is inside its stored tree: nothing to write (a read-only ledger will do).
     stored = tree.size() if cp.size else 0
@@ -115,8 +108,7 @@ def _tree_at(led: Ledger, cp: sn.Checkpoint) -> TreeStore:
 
 
 def covering_checkpoint(led: Ledger, card_id: str) -> str | None:
-    """The newest checkpoint this ledger signed that covers the card's first event (None: no such checkpoint, or
-    a ledger whose schema predates checkpoints)."""
+    """The newest checkpoint this ledger signed that covers the card's first event, or None."""
     first_event = led.store.event_at(card_stream(card_id), 1)
     if first_event is None:
         return None
@@ -132,13 +124,12 @@ def covering_checkpoint(led: Ledger, card_id: str) -> str | None:
 
 
 class TreeMismatch(LedgerError):
-    """The stored tree is not the one the log's events make (or the log no longer makes an earlier checkpoint):
-    nothing is signed."""
+    """The stored tree is not the one the log's events make: nothing is signed."""
 
 
 def make_checkpoint(store: LogStore, signer: Signer, origin: str | None = None) -> str:
-    """Bring the stored tree up to date, check it against the events themselves, sign its head as a C2SP checkpoint,
-    keep it in the ledger; returns the note. Refuses (:class:`TreeMismatch`) a tree the log does not make."""
+    """Bring the stored tree up to date, check it against the events, sign its head as a C2SP checkpoint and keep
+    it; returns the note."""
     tree = TreeStore(store)
     try:
         head = tree.catch_up()
@@ -153,7 +144,6 @@ def make_checkpoint(store: LogStore, signer: Signer, origin: str | None = None) 
 
 
 def sign_head(head: TreeHead, signer: Signer, origin: str) -> tuple[str, bytes]:
-    """The signed note of a tree head, and the root of its stream-heads tree."""
     heads_root = merkle.root_of(merkle.heads_tree(head.heads))
     try:
         text = sn.checkpoint_text(origin, head.size, head.root, len(head.heads), heads_root)
@@ -162,18 +152,8 @@ def sign_head(head: TreeHead, signer: Signer, origin: str) -> tuple[str, bytes]:
     return text + "\n" + signer.sign_line(text), heads_root
 
 
-def read_checkpoint(note: str, verifier: Verifier) -> tuple[sn.Checkpoint, str | None]:
-    """Parse a checkpoint (:class:`InputError` if it is not one) and check its signature (the failure, or None)."""
-    cp = _parse(note)
-    if not verifier.signed(cp):
-        return cp, f"the checkpoint is not signed by the key {verifier.name} (wrong key, or a forged signature)"
-    return cp, None
-
-
 @dataclass(kw_only=True)
 class CheckpointReport(Outcome):
-    """What ``verify --checkpoint`` found: the checkpoint's size and root, the log's size and root now."""
-
     checkpoint_size: int
     checkpoint_root: str
     events: int = 0
@@ -188,42 +168,30 @@ class CheckpointReport(Outcome):
         return f"FAIL checkpoint: {self.error}"
 
 
-class _Leaves:
-    """Every leaf hash of the log in one bytearray (32 bytes each), rebuilt from the events."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-
-    def __len__(self) -> int:
-        return len(self.data) // 32
-
-    def iter(self, lo: int, hi: int) -> Iterator[bytes]:
-        data = self.data
-        return (bytes(data[i * 32 : i * 32 + 32]) for i in range(lo, hi))
-
-    def root(self, lo: int, hi: int) -> bytes:
-        frontier = merkle.Frontier()
-        frontier.extend(self.iter(lo, hi), keep_from=64)  # streamed: no subtree kept, only the frontier
-        return frontier.root()
+def _root(leaves: bytearray, lo: int, hi: int) -> bytes:
+    frontier = merkle.Frontier()
+    # Streamed: no subtree kept, only the frontier.
+    frontier.extend((bytes(leaves[i * 32 : i * 32 + 32]) for i in range(lo, hi)), keep_from=64)
+    return frontier.root()
 
 
 def verify_checkpoint(store: LogStore, note: str, verifier: Verifier) -> CheckpointReport:
     """Check the checkpoint's signature, then rebuild the tree from the events themselves (not the stored tree,
     which the events' owner could rewrite along with them) and check an RFC 9162 consistency proof from the
     checkpoint's tree to today's, and the stream heads the checkpoint committed to."""
-    cp, bad_signature = read_checkpoint(note, verifier)
+    cp = _parse(note)
     rep = CheckpointReport(checkpoint_size=cp.size, checkpoint_root=base64.b64encode(cp.root).decode())
-    if bad_signature:
-        rep.error = bad_signature
+    if not verifier.signed(cp):
+        rep.error = f"the checkpoint is not signed by the key {verifier.name} (wrong key, or a forged signature)"
         return rep
-    leaves = _Leaves()
+    leaves = bytearray()  # every leaf hash of the log, 32 bytes each
     heads: dict[str, tuple[int, str]] = {}
     for e in store.scan():
-        if len(leaves) < cp.size:
+        if len(leaves) < cp.size * 32:
             heads[e.stream] = (e.version, e.hash)
-        leaves.data += merkle.event_leaf(e.hash)
-    n = rep.events = len(leaves)
-    root_now = leaves.root(0, n)
+        leaves += merkle.event_leaf(e.hash)
+    n = rep.events = len(leaves) // 32
+    root_now = _root(leaves, 0, n)
     rep.root = base64.b64encode(root_now).decode()
     if n < cp.size:
         rep.error = (
@@ -231,7 +199,7 @@ def verify_checkpoint(store: LogStore, note: str, verifier: Verifier) -> Checkpo
             "(deleted or truncated)"
         )
         return rep
-    proof = [leaves.root(lo, hi) for lo, hi in merkle.consistency_ranges(cp.size, n)]
+    proof = [_root(leaves, lo, hi) for lo, hi in merkle.consistency_ranges(cp.size, n)]
     if not merkle.verify_consistency(cp.size, n, cp.root, root_now, proof):
         rep.error = (
             f"the log's first {cp.size} events are not those the checkpoint signed (the consistency proof fails): "

@@ -1,20 +1,12 @@
-"""Cards side by side: per game and level, who spent what and who completed what, and a leaderboard by tag.
+"""Cards side by side (``ledger compare`` and the viewer's compare page): per game and level, who spent what and
+who completed what, from the scorecard documents, and a leaderboard of tags by the mean of their card scores.
 
-The numbers are the scorecard documents' (the toolkit's arithmetic, through :func:`ledger.domain.scoring.score_card`):
-a game's column shows the best play's levels (the play the game's score comes from, the first with the most levels
-completed), its score, and the game's totals over every play. ``ledger compare`` prints them and the viewer's
-compare page draws them; both come from :func:`comparison`.
-
-A tag is how users name an agent, so the leaderboard ranks tags: for each tag of the compared cards, the mean of
-their card scores (ties: more cards, then the tag).
-
-Cards played under releases whose calculators differ are never ranked against each other as they stand: every card
-is scored with one calculator (the newest of theirs, or the one asked for), and the comparison says which.
+Cards whose calculators differ are never ranked as they stand: every card is scored with one calculator.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -31,8 +23,6 @@ if TYPE_CHECKING:
 
 
 class LevelCell(msgspec.Struct, frozen=True, kw_only=True):
-    """One level of the best play: ``baseline`` None when the card has no baseline for the game."""
-
     level: int
     baseline: int | None
     actions: int
@@ -41,7 +31,7 @@ class LevelCell(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class GameTotals(msgspec.Struct, frozen=True, kw_only=True):
-    """A game's totals over every play, as its document has them: what a compare entry and the viewer's game show."""
+    """A game's totals over every play, as its document has them."""
 
     score: float
     levels_completed: int
@@ -52,13 +42,10 @@ class GameTotals(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def game_totals(env: EnvironmentDoc) -> dict[str, Any]:
-    """The :class:`GameTotals` fields of a game's document entry, to build any struct that extends it."""
     return {f: getattr(env, f) for f in GameTotals.__struct_fields__}
 
 
 class CardGame(GameTotals, frozen=True, kw_only=True):
-    """One card's entry for one game."""
-
     plays: int
     best_play: int
     levels: list[LevelCell]
@@ -69,14 +56,15 @@ class GameRow(msgspec.Struct, frozen=True, kw_only=True):
     """One game across the cards: ``cards[i]`` is the i-th compared card's entry, None when it did not play it."""
 
     game_id: str
-    #: The most levels any card's best play has for this game (the rows of the table).
     levels: int
     cards: list[CardGame | None]
 
+    def baseline(self, lv: int) -> int | None:
+        """Level ``lv``'s baseline (from 0) as the table shows it: the first compared card's with that level."""
+        return next((e.levels[lv].baseline for e in self.cards if e is not None and lv < len(e.levels)), None)
+
 
 class CardColumn(msgspec.Struct, frozen=True, kw_only=True):
-    """One compared card."""
-
     card_id: str
     tags: list[str]
     score: float
@@ -85,15 +73,12 @@ class CardColumn(msgspec.Struct, frozen=True, kw_only=True):
     levels: int
     actions: int
     closed: bool
-    #: ``retracted on WHEN, reason: WHY`` for a retracted card (shown only when asked for); never ranked.
+    #: ``retracted on WHEN, reason: WHY`` for a retracted card; never ranked.
     retracted: str | None = None
-    #: When the card was opened (ISO 8601), None for a card without an opened event: the progress chart's time axis.
     opened: str | None = None
 
 
 class LeaderRow(msgspec.Struct, frozen=True, kw_only=True):
-    """One tag: its cards among those compared, their mean and best score."""
-
     rank: int
     tag: str
     cards: int
@@ -103,8 +88,6 @@ class LeaderRow(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Comparison(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything the compare page and ``ledger compare`` show."""
-
     cards: list[CardColumn]
     games: list[GameRow]
     leaderboard: list[LeaderRow]
@@ -114,7 +97,6 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def level_cells(run: RunDoc) -> list[LevelCell]:
-    """Each level of a play as its run entry scores it (``baseline`` None where the set has none)."""
     return [
         LevelCell(level=i + 1, baseline=None if b < 0 else b, actions=a, score=s, completed=i < run.levels_completed)
         for i, (b, a, s) in enumerate(
@@ -133,37 +115,40 @@ def _card_game(card: CardState, env: EnvironmentDoc) -> CardGame:
     )
 
 
-def leaderboard(columns: Sequence[CardColumn]) -> list[LeaderRow]:
-    """Tags ranked by the mean score of their cards among ``columns`` (untagged and retracted cards are left out)."""
-    by_tag: dict[str, list[CardColumn]] = {}
-    for c in columns:
-        if c.retracted is not None:
-            continue
-        for t in dict.fromkeys(c.tags):
-            by_tag.setdefault(t, []).append(c)
-    rows = []
-    for tag, cols in by_tag.items():
-        best = max(cols, key=lambda c: c.score)
-        rows.append((sum(c.score for c in cols) / len(cols), len(cols), tag, best))
-    rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
+TagRow = tuple[str, int, float, float, str]
+
+
+def _by_tag(cards: Iterable[tuple[str, Sequence[str], float]]) -> list[TagRow]:
+    """(tag, cards, mean score, best score, best card) of each tag of ``cards`` (card id, tags, score)."""
+    by_tag: dict[str, list[tuple[float, str]]] = {}
+    for card, tags, score in cards:
+        for t in dict.fromkeys(tags):
+            by_tag.setdefault(t, []).append((score, card))
+    return [(t, len(v), sum(s for s, _ in v) / len(v), *max(v, key=lambda x: x[0])) for t, v in by_tag.items()]
+
+
+def _ranked(rows: Iterable[TagRow]) -> list[LeaderRow]:
+    """Tags ranked by the mean score of their cards (ties: more cards, then the tag)."""
     return [
-        LeaderRow(rank=i + 1, tag=tag, cards=n, mean_score=mean, best_score=best.score, best_card=best.card_id)
-        for i, (mean, n, tag, best) in enumerate(rows)
+        LeaderRow(rank=i + 1, tag=tag, cards=n, mean_score=mean, best_score=best, best_card=card)
+        for i, (tag, n, mean, best, card) in enumerate(sorted(rows, key=lambda r: (-r[2], -r[1], r[0])))
     ]
 
 
-class Board(msgspec.Struct, frozen=True, kw_only=True):
-    """The ledger's leaderboard, the calculator every card is ranked with, and the cards re-scored with it."""
+def leaderboard(columns: Sequence[CardColumn]) -> list[LeaderRow]:
+    """The compared cards' tags ranked, retracted cards left out."""
+    return _ranked(_by_tag((c.card_id, c.tags, c.score) for c in columns if c.retracted is None))
 
+
+class Board(msgspec.Struct, frozen=True, kw_only=True):
     rows: list[LeaderRow]
     calculator: str
     rescored: list[str]
 
 
 def ledger_board(ledger: Ledger, *, include_retracted: bool = False, calculator: str | None = None) -> Board:
-    """Every tag of the ledger ranked by the mean score of its cards, every card scored with one calculator
-    (``calculator``, else the newest of the cards' own): from the cards summary (one query) when that is every
-    card's own; else each card of another is scored again and the tags ranked here, as the summary's query ranks."""
+    """Every tag of the ledger ranked, every card scored with one calculator: from the cards summary (one query)
+    when that is every card's own; else the cards of another are scored again and ranked here, as the summary."""
     from ledger.app.card_read import one_of, own_calculators, recorded_calculators, rescored
     from ledger.store.summary import ranked_cards, tag_board
 
@@ -174,36 +159,20 @@ def ledger_board(ledger: Ledger, *, include_retracted: bool = False, calculator:
     calc = one_of(own.values() if cards is not None else recorded, calculator)
     again = rescored(ledger, own, calc)
     if not again or include_retracted:
-        rows = sorted(tag_board(ledger.store, include_retracted=include_retracted), key=lambda r: (-r[2], -r[1], r[0]))
+        rows = tag_board(ledger.store, include_retracted=include_retracted)
     else:
-        by_tag: dict[str, list[tuple[float, str]]] = {}
-        for card, tags, score in cards or []:
-            for t in dict.fromkeys(tags):
-                by_tag.setdefault(t, []).append((again.get(card, score), card))
-        rows = sorted(
-            ((t, len(v), sum(s for s, _ in v) / len(v), *max(v, key=lambda x: x[0])) for t, v in by_tag.items()),
-            key=lambda r: (-r[2], -r[1], r[0]),
-        )
-    return Board(
-        rows=[
-            LeaderRow(rank=i + 1, tag=tag, cards=n, mean_score=mean, best_score=best, best_card=card)
-            for i, (tag, n, mean, best, card) in enumerate(rows)
-        ],
-        calculator=calc.version,
-        rescored=list(again),
-    )
+        rows = _by_tag((card, tags, again.get(card, score)) for card, tags, score in cards or [])
+    return Board(rows=_ranked(rows), calculator=calc.version, rescored=list(again))
 
 
 def one_calculator(cards: Sequence[CardState], calculator: str | None = None) -> Calculator:
-    """The calculator ``cards`` are compared under: ``calculator`` when given, else the newest of their own."""
     from ledger.app.card_read import one_of
 
     return one_of((calculator_of(c) for c in cards), calculator)
 
 
 def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]], calc: Calculator | None = None) -> Comparison:
-    """The comparison of ``cards`` (each with its document, scored by ``calc``), in the order given; games in order
-    of first play."""
+    """The comparison of ``cards`` (each with its document scored by ``calc``); games in order of first play."""
     columns: list[CardColumn] = []
     game_ids: dict[str, None] = {}
     entries: list[dict[str, CardGame]] = []
@@ -252,13 +221,8 @@ def compare_cards(
     hint: str = "add --include-retracted to compare it",
     calculator: str | None = None,
 ) -> Comparison:
-    """Compare the named cards (ids or unique prefixes) and every card with one of ``tags`` (each card once, named
-    ones first); the tagged cards come from the cards summary (one query), retracted ones left out unless asked for
-    (a retracted card named by id is refused unless asked for, see :func:`ledger.app.retract.choose_cards`).
-
-    Every card is scored with one calculator (:func:`one_calculator`: ``calculator``, else the newest of the cards'
-    own). Raises :class:`ledger.errors.UnknownCard` for a card id that is not in the ledger.
-    """
+    """Compare the named cards (ids or unique prefixes), then every card with one of ``tags``, each once, all
+    scored with one calculator (:func:`one_calculator`)."""
     from ledger.store.summary import tagged_card_ids
 
     named = [s.card_id for s in choose_cards(ledger, card_ids, include_retracted=include_retracted, hint=hint)]
@@ -271,7 +235,7 @@ def compare_cards(
 
 
 def _load_all(ledger: Ledger, ids: Sequence[str]) -> list[CardState]:
-    """The cards, their events read a few hundred cards per query (no round trip per card)."""
+    # Their events are read a few hundred cards per query, not a round trip per card.
     from ledger.domain.events import card_stream
     from ledger.errors import UnknownCard
     from ledger.store.cards import replay
@@ -288,8 +252,6 @@ def _load_all(ledger: Ledger, ids: Sequence[str]) -> list[CardState]:
 
 
 def comparison_text(cmp: Comparison) -> str:
-    """The comparison for a terminal: cards lettered A, B, ...; per game, each level's baseline and each card's
-    actions and score; then the leaderboard."""
     letters = [letter(i) for i in range(len(cmp.cards))]
     lines = [calculator_note(cmp), "", "cards"] if cmp.calculator else ["cards"]
     for mark, c in zip(letters, cmp.cards, strict=True):
@@ -321,7 +283,6 @@ def comparison_text(cmp: Comparison) -> str:
 
 
 def calculator_note(cmp: Comparison) -> str:
-    """Which calculator every score of the comparison uses, and which cards it re-scored."""
     if not cmp.rescored:
         return f"scores with the calculator of arc-agi {cmp.calculator}, every card's own"
     marks = [letter(i) for i, c in enumerate(cmp.cards) if c.card_id in cmp.rescored]
@@ -332,7 +293,6 @@ def calculator_note(cmp: Comparison) -> str:
 
 
 def letter(i: int) -> str:
-    """The column letter of the i-th compared card: A, B, ... Z, then A26, A27, ..."""
     return chr(ord("A") + i) if i < 26 else f"A{i}"
 
 
@@ -342,7 +302,7 @@ def _game_header(letters: Sequence[str]) -> str:
 
 
 def _level_line(g: GameRow, lv: int, letters: Sequence[str]) -> str:
-    base = next((e.levels[lv].baseline for e in g.cards if e is not None and lv < len(e.levels)), None)
+    base = g.baseline(lv)
     cells = []
     for e in g.cards:
         if e is None or lv >= len(e.levels):

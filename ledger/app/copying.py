@@ -1,15 +1,10 @@
-"""``ledger copy``: move every event, with its hash, from one ledger into another (SQLite <-> PostgreSQL).
+"""``ledger copy``: every event, with its hash, from one ledger into another (SQLite <-> PostgreSQL).
 
-Events keep their stream, version, type, timestamp, bytes and hashes; only ``seq`` is new at the destination
-(the chain does not cover it), and copied events get their ``seq`` in the source's order. A copy is idempotent:
-each stream continues from the destination's head, so running it again copies only what is new, and a stream
-the destination holds with a different history stops the copy before anything is written. Two exceptions: a
-content-addressed baseline set both ledgers recorded on their own (same id, same entries, another ``ts``) is the
-same set, and a label both ledgers pointed at the same sets in the same order has the same history; in both cases
-the destination keeps its own events.
-
-A finished copy is remembered at the destination (:mod:`ledger.store.tracking`): the next copy from a source
-whose last event is still the one it ended on knows there is nothing to copy without reading any stream's head.
+Only ``seq`` is new at the destination (the chain does not cover it). A copy is idempotent: each stream continues
+from the destination's head, and a stream held with a different history stops the copy before anything is written,
+except a baseline set or a label history both ledgers recorded on their own (the destination keeps its own). A
+finished copy is remembered at the destination (:mod:`ledger.store.tracking`), so the next one from an unchanged
+source reads no stream's head.
 """
 
 from __future__ import annotations
@@ -34,8 +29,7 @@ BATCH = 20_000
 
 @dataclass(frozen=True, slots=True)
 class CopyPlan:
-    """What a copy will do: for each stream to copy, the destination's head version (copy what follows)."""
-
+    #: For each stream to copy, the destination's head version (copy what follows).
     after_version: dict[str, int]
     events: int
     new_streams: int
@@ -49,8 +43,6 @@ class CopyPlan:
 
 @dataclass(frozen=True, slots=True)
 class CopyReport:
-    """What a copy did."""
-
     source: str
     destination: str
     events: int
@@ -58,17 +50,15 @@ class CopyReport:
     extended_streams: int
     current_streams: int
     seconds: float
-    #: Catching the destination's cards summary up to the copied events afterwards, in bulk (store/summary.py).
+    #: Catching the destination's cards summary up afterwards, in bulk.
     summary_seconds: float = 0.0
 
 
 def open_source(path_or_url: str) -> LogStore:
-    """The ledger to copy from, opened read-only (not created, not migrated, never written)."""
     return open_store(path_or_url, readonly=True)
 
 
 def open_destination(path_or_url: str, *, durability: Durability = "normal") -> LogStore:
-    """The ledger to copy into, created or upgraded to the latest schema (as :meth:`Ledger.open` opens it)."""
     return Ledger.open(path_or_url, durability=durability).store
 
 
@@ -80,10 +70,10 @@ def plan_copy(src: LogStore, dst: LogStore) -> CopyPlan:
     last = _hash_at_seq(src, until)
     mark = read_mark(dst, src.describe())
     if mark is not None and last is not None and mark[:2] == (until, last):
-        # The source's last event is the one the last finished copy ended on: it has nothing new.
-        return CopyPlan({}, 0, 0, 0, mark[2], until + 1, until, last)
-    current = _all_current(src, dst)
-    if current is not None:
+        current: int | None = mark[2]  # the source's last event is the one the last finished copy ended on
+    else:
+        current = _all_current(src, dst)
+    if current is not None:  # nothing to copy
         return CopyPlan({}, 0, 0, 0, current, until + 1, until, last)
     there = {s.stream: s for s in dst.streams()}
     after: dict[str, int] = {}
@@ -133,12 +123,8 @@ def copy_ledger(
     progress: Callable[[int], None] | None = None,
     batch: int = BATCH,
 ) -> CopyReport:
-    """Copy every event of ``src`` that ``dst`` does not hold yet, with its hash; returns what was copied.
-
-    Idempotent: a second run copies only events added to ``src`` since. Each destination transaction holds up to
-    ``batch`` events and continues its streams exactly, so an interrupted copy leaves ``dst`` consistent and
-    the next run finishes it. ``progress(n)`` is called after each batch with the number of events written.
-    """
+    """Copy every event of ``src`` that ``dst`` does not hold yet. Each destination transaction holds up to
+    ``batch`` events and continues its streams exactly, so an interrupted copy leaves ``dst`` consistent."""
     t0 = time.perf_counter()
     plan = plan if plan is not None else plan_copy(src, dst)
     copied = 0
@@ -171,9 +157,8 @@ def copy_ledger(
 
 
 def _prepared_batches(src: LogStore, dst: LogStore, plan: CopyPlan, batch: int) -> ReadAhead[CopyBatch]:
-    """The batches to copy, read from the source and prepared (hashes checked, rows encoded) in a second thread
-    while the destination writes the batch before: the source's reads and the destination's server then work at
-    the same time (both drivers let go of the GIL while they wait). Two batches at most wait prepared."""
+    """The batches to copy, read and prepared in a second thread while the destination writes the batch before
+    (both drivers let go of the GIL while they wait)."""
 
     def produce(put: Put[CopyBatch]) -> None:
         buf: list[StoredEvent] = []
@@ -195,8 +180,7 @@ def _prepared_batches(src: LogStore, dst: LogStore, plan: CopyPlan, batch: int) 
 
 
 def _all_current(src: LogStore, dst: LogStore) -> int | None:
-    """The number of the source's streams when the destination holds every one at the same head (nothing to copy),
-    else None. Reads only each stream's head on both sides, not the whole of every stream as the plan does."""
+    """The number of the source's streams when the destination holds every one at the same head, else None."""
     from ledger.store.summary import stream_heads
 
     mine = stream_heads(src)
@@ -207,8 +191,7 @@ def _all_current(src: LogStore, dst: LogStore) -> int | None:
 
 
 def _same_baseline_set(src: LogStore, dst: LogStore, stream: str) -> bool:
-    """Two machines that played the same games each recorded the same content-addressed baseline set, at
-    different times: the stream's one event differs only in ``ts``, and either copy is the same set."""
+    """The same content-addressed baseline set, recorded on both sides at different times."""
     if not stream.startswith(BASELINES_STREAM):
         return False
     a, b = src.read_stream(stream), dst.read_stream(stream)
@@ -224,8 +207,7 @@ def _same_baseline_set(src: LogStore, dst: LogStore, stream: str) -> bool:
 
 
 def _same_label_history(src: LogStore, dst: LogStore, stream: str) -> bool:
-    """Two machines that each pointed a label at the same sets, in the same order, at different times: the
-    destination's history of that label already says everything the source's does."""
+    """A label both sides pointed at the same sets in the same order, at different times."""
     if not stream.startswith(LABEL_STREAM):
         return False
 
@@ -238,7 +220,6 @@ def _same_label_history(src: LogStore, dst: LogStore, stream: str) -> bool:
 
 
 def _hash_at_seq(store: LogStore, seq: int) -> str | None:
-    """The hash of the event at ``seq`` (the log's last), None for an empty log."""
     if seq <= 0:
         return None
     ev = next(iter(store.scan(after_seq=seq - 1, batch=1)), None)
@@ -246,7 +227,6 @@ def _hash_at_seq(store: LogStore, seq: int) -> str | None:
 
 
 def _holds(src: LogStore, dst: LogStore, seq: int, hash_: str) -> bool:
-    """Whether ``dst`` holds the source's event at ``seq`` (same stream, version and hash)."""
     ev = next(iter(src.scan(after_seq=seq - 1, batch=1)), None)
     return ev is not None and ev.seq == seq and _hash_at(dst, ev.stream, ev.version) == hash_
 

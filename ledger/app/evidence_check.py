@@ -31,14 +31,12 @@ class Outcome:
         return self.error is None
 
     def to_json(self) -> dict[str, Any]:
-        """The outcome as a JSON object: ``ok``, then every field."""
         return {"ok": self.ok, **asdict(self)}
 
 
 @dataclass(kw_only=True)
 class CheckReport(Outcome):
-    """What ``ledger check`` found: the file's own figures (its card, the checkpoint's size, the card's events in
-    it) even when a check fails; the score only when everything held."""
+    """What ``ledger check`` found: the file's own figures even when a check fails; the score only when all held."""
 
     #: ``evidence`` (a card's evidence file) or ``consistency`` (two checkpoints and the proof between them).
     kind: str = "evidence"
@@ -47,15 +45,12 @@ class CheckReport(Outcome):
     #: A consistency file's older checkpoint's size (``checkpoint_size`` is the newer one's).
     old_size: int | None = None
     events: int | None = None
-    #: Whether the card was closed at the checkpoint (its last ``card_closed`` not followed by a ``card_reopened``);
-    #: None when the file's events were not read (a check failed before) or for a consistency file.
+    #: Whether the card was closed at the checkpoint; None when the file's events were not read.
     closed: bool | None = None
     score: float | None = None
     resimulated: bool = False
-    #: The re-simulation's status as ``ledger audit`` gives it (PASS, FAIL, SKIP, UNKNOWN), None when not asked.
     resimulation: str | None = None
     resimulation_message: str | None = None
-    #: With witnesses given: the names of those whose cosignature of the checkpoint verifies, and the quorum.
     cosigned_by: list[str] | None = None
     quorum: int | None = None
 
@@ -67,9 +62,8 @@ def check_evidence(
     witnesses: Sequence[Verifier] = (),
     quorum: int | None = None,
 ) -> CheckReport:
-    """Check an evidence file (or a consistency file) with nothing but its bytes, the public key, (optionally) the
-    game files, and (optionally) witnesses' keys: then at least ``quorum`` of them (default all) must have cosigned
-    the checkpoint (a consistency file's newer one)."""
+    """Check an evidence or consistency file with nothing but its bytes and keys (and game files): with witnesses
+    given, at least ``quorum`` of them (default all) must have cosigned the (newer) checkpoint."""
     rep = CheckReport()
     if file_format(raw) == cf.FORMAT:
         rep.kind = "consistency"
@@ -109,7 +103,7 @@ def check_evidence(
 
 
 def _quorum(rep: CheckReport, cp: Checkpoint, witnesses: Sequence[Verifier], quorum: int | None) -> bool:
-    """With witnesses given, record who cosigned ``cp`` and fail ``rep`` below the quorum; True if it failed."""
+    """Record who cosigned ``cp`` and fail ``rep`` below the quorum; True if it failed."""
     if not witnesses:
         return False
     witnesses = distinct_witnesses(witnesses)
@@ -127,8 +121,7 @@ def _quorum(rep: CheckReport, cp: Checkpoint, witnesses: Sequence[Verifier], quo
 
 
 def distinct_witnesses(witnesses: Sequence[Verifier]) -> list[Verifier]:
-    """The witnesses with each key once, the first given kept: one private key can cosign under any name (the
-    cosigned message holds no name), so two files or two names of one public key are one witness."""
+    """The witnesses with each key once: the cosigned message holds no name, so two names of one key are one."""
     seen: dict[bytes, Verifier] = {}
     for w in witnesses:
         seen.setdefault(key_hash(w), w)
@@ -136,7 +129,6 @@ def distinct_witnesses(witnesses: Sequence[Verifier]) -> list[Verifier]:
 
 
 def key_hash(witness: Verifier) -> bytes:
-    """What tells witnesses apart: SHA-256(0x04 || public key)."""
     return hashlib.sha256(bytes([COSIGNATURE_V1]) + witness.public).digest()
 
 

@@ -1,7 +1,6 @@
 """What ``ledger cards`` lists: every card's summary, shown as the toolkit would show it now, filtered and sorted.
 
-A card left open by an agent that died is shown closed the way the toolkit would have closed it (``idle`` after
-STALE_MINUTES without an event, ``max_open`` after MAX_OPEN_FOR_MINUTES), at that moment; nothing is written.
+A card left open by an agent that died is shown closed the way the toolkit would have closed it; nothing is written.
 """
 
 from __future__ import annotations
@@ -25,8 +24,6 @@ SORT_KEYS: tuple[str, ...] = ("opened", "closed", "score", "actions", "events", 
 
 
 class CardFilter(msgspec.Struct, frozen=True):
-    """``ledger cards`` options: every field None/False means "no filter"."""
-
     tags: tuple[str, ...] = ()
     games: tuple[str, ...] = ()
     state: Literal["open", "closed"] | None = None
@@ -34,9 +31,8 @@ class CardFilter(msgspec.Struct, frozen=True):
     limit: int | None = None
     sort: SortKey = "opened"
     reverse: bool = False
-    #: The card id the list starts after (the next page: the last card id of the page before).
+    #: The card id the list starts after (the last card id of the page before).
     after: str | None = None
-    #: Retracted cards are left out unless asked for.
     include_retracted: bool = False
 
 
@@ -49,7 +45,7 @@ def shown_close(
 
 
 def as_shown(card: CardState, now: datetime | None = None, environ: Mapping[str, str] | None = None) -> CardState:
-    """A copy of ``card`` with the toolkit's auto-close applied when it has passed (the card itself is untouched)."""
+    """A copy of ``card`` with the toolkit's auto-close applied when it has passed."""
     shown = shown_close(card, now, environ)
     if shown is None or not shown[2]:
         return card
@@ -57,7 +53,6 @@ def as_shown(card: CardState, now: datetime | None = None, environ: Mapping[str,
 
 
 def page_of(f: CardFilter, now: datetime, stale: int, max_open: int) -> PageQuery:
-    """The summary query of a ``ledger cards`` filter: the same page for the CLI, the viewer and the bundle."""
     minute = 60_000_000
     return PageQuery(
         tags=f.tags,
@@ -75,20 +70,13 @@ def page_of(f: CardFilter, now: datetime, stale: int, max_open: int) -> PageQuer
     )
 
 
-def shown_rows(
-    ledger: Ledger,
-    f: CardFilter | None = None,
-    *,
-    now: datetime | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> list[tuple[SummaryRow, CardSummary]]:
-    """The summary rows of the page ``f`` asks for, each with its line as ``ledger cards`` shows it (the lapsed
-    rule applied): the one query the CLI, the viewer and the bundle share."""
+def shown_rows(ledger: Ledger, f: CardFilter | None = None) -> list[tuple[SummaryRow, CardSummary]]:
+    """The summary rows of the page ``f`` asks for, each with its line as ``ledger cards`` shows it."""
     f = f or CardFilter()
     if f.after is not None:
         f = msgspec.structs.replace(f, after=resolve_after(ledger, f.after))
-    moment = now or datetime.now(UTC)
-    lapse_after = limits(os.environ if environ is None else environ)
+    moment = datetime.now(UTC)
+    lapse_after = limits(os.environ)
     rows = read_page(ledger.store, page_of(f, moment, *lapse_after))
     return [
         (r, msgspec.structs.replace(CardSummary.of(r, moment, lapse_after, _baselines_known(ledger, r)), competition=c))
@@ -97,10 +85,7 @@ def shown_rows(
 
 
 def resolve_after(ledger: Ledger, ref: str) -> str:
-    """The card id an ``--after`` names: the id or a unique prefix, as everywhere a card id is taken.
-
-    Raises :class:`InputError` (exit 2) naming ``ref`` when no card or several start with it: a paging script
-    must not take an unknown card for the end of the list."""
+    # An unknown card is an InputError (exit 2): a paging script must not take it for the end of the list.
     from ledger.errors import InputError, UnknownCard
 
     try:
@@ -109,29 +94,19 @@ def resolve_after(ledger: Ledger, ref: str) -> str:
         raise InputError(f"--after {ref!r}: no card has this id or starts with it") from None
 
 
-def count_cards(ledger: Ledger, f: CardFilter, *, now: datetime | None = None) -> int:
-    """How many cards match ``f``'s filters in the whole ledger (its sort, ``after`` and ``limit`` aside)."""
-    moment = now or datetime.now(UTC)
-    return count_page(ledger.store, page_of(msgspec.structs.replace(f, after=None), moment, *limits(os.environ)))
+def count_cards(ledger: Ledger, f: CardFilter) -> int:
+    query = page_of(msgspec.structs.replace(f, after=None), datetime.now(UTC), *limits(os.environ))
+    return count_page(ledger.store, query)
 
 
-def list_cards(
-    ledger: Ledger,
-    f: CardFilter | None = None,
-    *,
-    now: datetime | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> list[CardSummary]:
-    """The cards matching ``f``, sorted by ``f.sort`` (default: when opened, oldest first), at most ``f.limit``,
-    starting after card ``f.after``: one query on the cards summary, whatever the ledger holds."""
-    return [shown for _, shown in shown_rows(ledger, f, now=now, environ=environ)]
+def list_cards(ledger: Ledger, f: CardFilter | None = None) -> list[CardSummary]:
+    return [shown for _, shown in shown_rows(ledger, f)]
 
 
 def rescored_with(
     ledger: Ledger, rows: list[CardSummary], calculator: str, *, by_score: bool, descending: bool
 ) -> list[CardSummary]:
-    """``rows`` with each card's score under the calculator of arc-agi ``calculator`` (each card read again), in
-    the same order, or by that score when the list is sorted by score (then when opened, as the summary sorts)."""
+    """``rows`` with each card's score under ``calculator``, sorted by it when ``by_score``."""
     from ledger.domain import calculators
 
     calc = calculators.get(calculator)
@@ -143,21 +118,16 @@ def rescored_with(
 
 
 class CardList(msgspec.Struct, frozen=True):
-    """What ``ledger cards`` shows: the rows and what it says beside them."""
-
     rows: list[CardSummary]
-    #: The cards' own calculators when they score differently (see :func:`mixed_calculators`).
     mixed: str | None
     #: For an empty list that leaves retracted cards out: how many of them match.
     hidden: int
-    #: card id -> (tokens, cost), when asked for (:func:`ledger.app.usage.usage_totals`).
     usage: dict[str, tuple[int | None, float | None]] | None
 
 
 def card_list(
     ledger: Ledger, f: CardFilter, *, calculator: str | None = None, mixed: bool = True, usage: bool = False
 ) -> CardList:
-    """The cards of ``f``, scored with ``calculator`` when given (ranked by it when ``f`` sorts by score)."""
     rows = list_cards(ledger, f)
     if calculator is not None:
         rows = rescored_with(ledger, rows, calculator, by_score=f.sort == "score", descending=f.reverse)
@@ -174,8 +144,7 @@ def card_list(
 
 
 def mixed_calculators(ledger: Ledger, card_ids: list[str]) -> str | None:
-    """``arc-agi 0.9.1 (linear): 2 cards, 0.9.9 (capped): 3 cards`` when the cards' own calculators score differently
-    (one query per 500 cards, from the summary's keys), else None."""
+    """``arc-agi 0.9.1 (linear): 2 card(s), ...`` when the cards' own calculators score differently, else None."""
     from ledger.app.card_read import own_calculators
 
     own = own_calculators(ledger, card_ids)
@@ -189,7 +158,7 @@ def mixed_calculators(ledger: Ledger, card_ids: list[str]) -> str | None:
 
 
 def is_competition(ledger: Ledger, card_id: str) -> bool:
-    """Whether the card was opened in competition mode: its first event says so (the summary holds no mode)."""
+    # Its first event says so: the summary holds no mode.
     first = ledger.store.event_at(card_stream(card_id), 1)
     if first is None:
         return False

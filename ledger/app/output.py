@@ -15,32 +15,23 @@ from ledger.errors import InputError
 
 
 class OutputError(InputError):
-    """An output path that cannot be written (the message says which and why; nothing was written there)."""
-
-
-def why_not(out: str | os.PathLike[str], e: OSError) -> OutputError:
-    """The one-line error for an ``OSError`` met while writing ``out``."""
-    reason = e.strerror or str(e)
-    if e.errno == errno.EISDIR:
-        reason = "it is a folder (give a file name)"
-    return OutputError(f"cannot write {os.fspath(out)}: {reason}")
+    """An output path that cannot be written (nothing was written there)."""
 
 
 @contextmanager
 def checked_output(out: str | os.PathLike[str]) -> Iterator[None]:
-    """Turn any ``OSError`` raised while writing ``out`` into :class:`OutputError` (exit 2)."""
     try:
         yield
     except OSError as e:
-        raise why_not(out, e) from None
+        reason = "it is a folder (give a file name)" if e.errno == errno.EISDIR else e.strerror or str(e)
+        raise OutputError(f"cannot write {os.fspath(out)}: {reason}") from None
 
 
 def write_text_file(text: str, out: str) -> None:
     """Write ``text`` to the file ``out``, checked.
 
-    A regular file is replaced atomically (a reader never sees half a file) with the mode it had, or the mode the
-    umask gives a new file; a symbolic link keeps pointing where it did and its target is what gets replaced; a
-    device, FIFO or socket (``/dev/stdout``, a pipe) is written to directly, never replaced.
+    A regular file is replaced atomically with the mode it had (or the umask's); a symbolic link keeps pointing
+    where it did and its target is replaced; a device, FIFO or socket (``/dev/stdout``) is written to directly.
     """
     with checked_output(out):
         _write_file(text, out)

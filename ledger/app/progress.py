@@ -1,16 +1,8 @@
-"""A team's progress: each tag's card scores over time, one series per tag (is the agent getting better?).
+"""The viewer's progress chart: each tag's card scores over the time each card was opened, one series per tag.
 
-A tag is how users name an agent and its versions, so the viewer's progress chart draws, for each chosen tag, the
-score of each of its cards (as it stands now), placed at the time the card was opened. Retracted cards are left
-out, as ``ledger compare`` leaves them out; a card without an opened time has no place on the time axis and is left
-out too. The numbers are the cards summary's, the same as the ``score`` and ``opened`` of ``ledger compare --json
---tag T``.
-
-Cards played under releases whose calculators differ are not drawn against each other as they stand: every drawn
-card is scored with one calculator (the newest of theirs, or the one asked for), and the chart says which.
-
-A series is bounded: the newest ``limit`` cards of the tag (one indexed query per tag), and ``older`` names the
-card the previous page starts before, so a ledger of 100,000 cards draws a small page and pages back in time.
+Retracted cards and cards without an opened time are left out; every drawn card is scored with one calculator. A
+series is the newest ``limit`` cards of the tag, and ``older`` names where the previous page starts, so a large
+ledger draws a small page and pages back in time.
 """
 
 from __future__ import annotations
@@ -26,18 +18,16 @@ from ledger.errors import InputError
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
 
-#: Cards drawn per tag on one page of the progress chart.
 PER_TAG = 200
-#: Tags drawn when none are chosen: those of the newest cards, the most recently used first.
+#: Tags drawn when none are chosen: those of the newest cards.
 DEFAULT_TAGS = 6
-#: The most tags one chart draws.
 MOST_TAGS = 12
-#: The trend line of a tag: the median of its last this many cards drawn (fewer at its first cards).
+#: The trend line of a tag: the median of its last this many cards drawn.
 TREND_CARDS = 9
 
 
 class TagSeries(msgspec.Struct, frozen=True, kw_only=True):
-    """One tag's cards on the chart, oldest first: ``x`` is ``opened`` in seconds since 1970 (the chart's axis)."""
+    """One tag's cards on the chart, oldest first (``x``: ``opened`` in seconds since 1970)."""
 
     tag: str
     cards: list[str]
@@ -46,20 +36,16 @@ class TagSeries(msgspec.Struct, frozen=True, kw_only=True):
     scores: list[float]
     #: True when the tag has older cards than those drawn.
     more: bool = False
-    #: How many cards have the tag in the whole ledger (retracted ones too), when known: what ``cards`` is out of.
+    #: How many cards have the tag in the whole ledger (retracted ones too), when known.
     total: int | None = None
-    #: At each card, the median score of the tag's last :data:`TREND_CARDS` cards drawn up to it (the trend line).
     trend: list[float] = msgspec.field(default_factory=list)
 
 
 class Progress(msgspec.Struct, frozen=True, kw_only=True):
-    """The progress chart: its series, how many cards each draws at most, and where the older page starts."""
-
     series: list[TagSeries]
     limit: int
-    #: The card the page starts before (None: the newest cards).
+    #: The card the page starts before (None: the newest cards), and the one the next older page starts before.
     before: str | None = None
-    #: The card the next older page starts before (None: every drawn series reaches its tag's first card).
     older: str | None = None
     #: The arc-agi release whose calculator scores every drawn card, and the cards whose own calculator is another.
     calculator: str = ""
@@ -67,18 +53,12 @@ class Progress(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def seconds(opened: str) -> float:
-    """An opened time (ISO 8601, as the summary and ``compare --json`` print it) in seconds since 1970."""
     return datetime.fromisoformat(opened).timestamp()
 
 
-def rolling_median(values: Sequence[float], window: int = TREND_CARDS) -> list[float]:
-    """At each value, the median of it and the ``window - 1`` before it (fewer at the start)."""
+def _series(tag: str, newest_first: Sequence[tuple[str, str, Any, float]], limit: int) -> TagSeries:
     import statistics
 
-    return [statistics.median(values[max(0, i + 1 - window) : i + 1]) for i in range(len(values))]
-
-
-def _series(tag: str, newest_first: Sequence[tuple[str, str, Any, float]], limit: int) -> TagSeries:
     shown = list(reversed(newest_first[:limit]))
     scores = [p[3] for p in shown]
     return TagSeries(
@@ -88,7 +68,8 @@ def _series(tag: str, newest_first: Sequence[tuple[str, str, Any, float]], limit
         x=[seconds(p[1]) for p in shown],
         scores=scores,
         more=len(newest_first) > limit,
-        trend=rolling_median(scores),
+        # At each card, the median of it and the TREND_CARDS - 1 before it (fewer at the start).
+        trend=[statistics.median(scores[max(0, i + 1 - TREND_CARDS) : i + 1]) for i in range(len(scores))],
     )
 
 
@@ -107,9 +88,8 @@ def tag_progress(
     before: str | None = None,
     calculator: str | None = None,
 ) -> Progress:
-    """The progress chart of ``tags`` (up to :data:`MOST_TAGS`; none: the tags of the newest cards), each the
-    newest ``limit`` cards opened before card ``before`` (an id or unique prefix), from the cards summary, every
-    card scored with one calculator (``calculator``, else the newest of the drawn cards' own)."""
+    """The progress chart of ``tags`` (none: the tags of the newest cards), each the newest ``limit`` cards opened
+    before card ``before``, every card scored with one calculator."""
     from ledger.app.card_read import one_of, own_calculators, rescored
     from ledger.store.summary import recent_tags, tag_count, tag_points
 
@@ -142,17 +122,8 @@ def tag_progress(
     )
 
 
-def rows_progress(
-    rows: Sequence[Any],
-    *,
-    limit: int = PER_TAG,
-    most: int = MOST_TAGS,
-    calculator: str = "",
-    rescored: Sequence[str] = (),
-) -> Progress:
-    """The progress chart of a set of cards' rows (the bundle's cards: ``card_id``, ``tags``, ``opened``, ``score``,
-    ``retracted``): the ``most`` tags most recently used, each its newest ``limit`` cards. The rows' scores are
-    under ``calculator`` (the cards ``rescored`` with it are named)."""
+def rows_progress(rows: Sequence[Any], *, calculator: str = "", rescored: Sequence[str] = ()) -> Progress:
+    """The progress chart of the bundle's card rows: the most recently used tags, each its newest cards."""
     live = sorted(
         (r for r in rows if r.retracted is None and r.opened is not None),
         key=lambda r: (seconds(r.opened), r.card_id),
@@ -162,6 +133,6 @@ def rows_progress(
     for r in live:
         for t in dict.fromkeys(r.tags):
             by_tag.setdefault(t, []).append((r.card_id, r.opened, seconds(r.opened), r.score))
-    chosen = list(by_tag)[:most]
-    series = [_series(t, by_tag[t], limit) for t in chosen]
-    return Progress(series=series, limit=limit, calculator=calculator, rescored=list(rescored))
+    chosen = list(by_tag)[:MOST_TAGS]
+    series = [_series(t, by_tag[t], PER_TAG) for t in chosen]
+    return Progress(series=series, limit=PER_TAG, calculator=calculator, rescored=list(rescored))

@@ -1,8 +1,4 @@
-"""Re-scoring cards of a ledger (:func:`rescore_cards`); one card under chosen baselines and calculator is
-:func:`ledger.app.card_read.read_card`.
-
-The scoring and the comparison are pure (:mod:`ledger.rules.rescoring`); this module reads the cards.
-"""
+"""Re-scoring cards of a ledger; the scoring itself is pure (:mod:`ledger.rules.rescoring`)."""
 
 from __future__ import annotations
 
@@ -29,14 +25,9 @@ def rescore_cards(
     allow_broken: bool = False,
     on_broken: Callable[[str, str], None] | None = None,
 ) -> Iterator[CardRescore]:
-    """:func:`rescore_card` for each card of the ledger, in the order given (a read: nothing is written), under
-    ``new_entries`` (None: each card's own set) and ``calculator`` (None: each card's own).
-
-    Cards are loaded ``chunk`` at a time with ``Ledger.load_cards`` (one query for their cached projections),
-    so memory stays bounded however many cards there are. A card whose chain is not whole raises
-    :class:`~ledger.store.cards.BrokenChain`; with ``allow_broken`` it is re-scored as far as the log holds it,
-    and ``on_broken(card_id, why)`` is told.
-    """
+    """:func:`rescore_card` for each card, in the order given, under ``new_entries`` and ``calculator`` (None: each
+    card's own), loaded ``chunk`` at a time so memory stays bounded. With ``allow_broken`` a card whose chain is not
+    whole is re-scored as far as the log holds it, and ``on_broken(card_id, why)`` is told."""
     ids = list(card_ids)
     for i in range(0, len(ids), chunk):
         loaded = ledger.repository.read_many(ids[i : i + chunk], allow_broken=allow_broken)

@@ -13,24 +13,18 @@ from ledger.ledger import Ledger
 from ledger.rules.timeline import listed, retraction, retraction_note
 from ledger.store.cards import apply_events
 
-#: The longest reason kept: a sentence or two, not a document.
 MAX_REASON = 2000
 
 
 class RetractedCard(InputError):
-    """A card named by id that is retracted, where retracted cards are left out unless asked for."""
-
     def __init__(self, card: CardState, hint: str) -> None:
         super().__init__(f"card {card.card_id} is {retraction_note(card)}; {hint}")
         self.card_id = card.card_id
 
 
 def retract_card(ledger: Ledger, ref: str, reason: str, *, ts: datetime | None = None) -> CardState:
-    """Append ``CardRetracted(reason)`` to the card ``ref`` names (an id or a unique prefix); return the card.
-
-    Raises :class:`InputError` (nothing written) for an empty or over-long reason, an open card (close it first:
-    a live capture may still be appending) or a card already retracted; :class:`UnknownCard` for no such card.
-    """
+    """Append ``CardRetracted(reason)`` to the card ``ref`` names; return the card. An open card is refused: a live
+    capture may still be appending."""
     why = " ".join(reason.split())
     if not why:
         raise InputError("give a reason: --reason TEXT (it is kept with the card and shown wherever it is read)")
@@ -53,19 +47,11 @@ def retract_card(ledger: Ledger, ref: str, reason: str, *, ts: datetime | None =
 
 
 def retraction_of(ledger: Ledger, card_id: str) -> dict[str, str] | None:
-    """``{"at", "reason", "note"}`` when the card was retracted (what export, replay and audit say), else None.
-
-    A card whose events do not all decode (a tampered one) is read as far as it can be: the audit says the rest.
-    """
+    """``{"at", "reason", "note"}`` when the card was retracted, else None."""
     try:
         card = ledger.load_card(card_id)
     except StoreError:
-        return None  # an event that does not decode: the audit's own checks report it; no retraction is read then
-    return retraction_of_card(card)
-
-
-def retraction_of_card(card: CardState) -> dict[str, str] | None:
-    """:func:`retraction_of` for a card already loaded."""
+        return None  # an event that does not decode: the audit's own checks report it
     return retraction(card)
 
 
@@ -78,12 +64,10 @@ def choose_cards(
     include_retracted: bool = False,
     hint: str = "add --include-retracted to show it",
 ) -> list[CardState]:
-    """The cards ``refs`` name (ids or unique prefixes, in the order given), then every card with one of ``tags``
-    (its own tags or those given at capture), or every card with ``every``; each once, in order of opening.
+    """The cards ``refs`` name, then every card with one of ``tags`` (or every card with ``every``), each once.
 
     A retracted card is left out of the tagged and ``every`` ones unless ``include_retracted``; naming one raises
-    :class:`RetractedCard` (with ``hint``). Unknown ids raise :class:`UnknownCard`, ambiguous prefixes
-    :class:`ledger.errors.AmbiguousCard`.
+    :class:`RetractedCard` (with ``hint``).
     """
     ids = list(dict.fromkeys(ledger.resolve_card(r) for r in refs))
     cards = ledger.load_cards(ids)

@@ -18,8 +18,6 @@ from ledger.errors import InputError
 
 @dataclass(frozen=True)
 class Signer:
-    """A private key with its name and public key."""
-
     name: str
     key: Ed25519PrivateKey
     public: bytes
@@ -28,24 +26,19 @@ class Signer:
         return sn.signature_line(self.name, self.public, self.key.sign(text.encode("utf-8")))
 
     def cosign_line(self, text: str, timestamp: int) -> str:
-        """The cosignature/v1 line of a witness key for checkpoint text ``text`` at ``timestamp``."""
         sig = self.key.sign(sn.cosigned_message(text, timestamp).encode("utf-8"))
         return sn.cosignature_line(self.name, self.public, timestamp, sig)
 
 
 @dataclass(frozen=True)
 class Verifier:
-    """A public key with its name (a verifier key line)."""
-
     name: str
     public: bytes
 
     def signed(self, cp: sn.Checkpoint) -> bool:
-        """True if one of the checkpoint's signatures by this key's name and id verifies."""
         return self.verifies(cp.text, sn.signatures_by(cp, self.name, self.public))
 
     def verifies(self, text: str, sigs: Sequence[bytes]) -> bool:
-        """True if one of ``sigs`` is this key's Ed25519 signature of ``text`` (UTF-8)."""
         key = Ed25519PublicKey.from_public_bytes(self.public)
         for sig in sigs:
             try:
@@ -57,7 +50,6 @@ class Verifier:
 
 
 def cosigned(witness: Verifier, cp: sn.Checkpoint) -> int | None:
-    """The time of ``witness``'s valid cosignature of ``cp`` (None: it has none)."""
     for ts, sig in sn.cosignatures_by(cp, witness.name, witness.public):
         if witness.verifies(sn.cosigned_message(cp.text, ts), [sig]):
             return ts
@@ -69,10 +61,7 @@ def _public_bytes(key: Ed25519PrivateKey) -> bytes:
 
 
 def keygen(name: str, path: Path, key_type: int = sn.ED25519) -> Path:
-    """Write a new private key to ``path`` (mode 0600) and its verifier key to ``path.pub``; returns the latter.
-
-    Refuses (:class:`InputError`, nothing written) if either file exists or ``name`` cannot name a key.
-    """
+    """Write a new private key to ``path`` (mode 0600) and its verifier key to ``path.pub``; returns the latter."""
     try:
         sn.check_name(name)
     except sn.NoteError as e:
@@ -112,7 +101,6 @@ def read_text(path: Path, what: str) -> str:
 
 
 def load_signer(path: Path, key_type: int = sn.ED25519) -> Signer:
-    """The private key in ``path`` (written by :func:`keygen`), of ``key_type``."""
     try:
         name, kid, seed = sn.parse_signer_key(read_text(path, "private key"), key_type)
     except sn.NoteError as e:
@@ -125,7 +113,6 @@ def load_signer(path: Path, key_type: int = sn.ED25519) -> Signer:
 
 
 def load_verifier(path: Path, key_type: int = sn.ED25519) -> Verifier:
-    """The verifier (public) key in ``path`` (``KEY.pub``), of ``key_type``."""
     try:
         name, public = sn.parse_verifier_key(read_text(path, "public key"), key_type)
     except sn.NoteError as e:

@@ -1,10 +1,5 @@
-"""Synthetic cards for scale measurements and tests: real events written through the ledger's own append path.
-
-Not toolkit plays: a card is a CardOpened (with tags and a baseline set), one or two plays of a few games, actions,
-level completions, a WIN or GAME_OVER, and a CardClosed, shaped like a small agent run, so that thousands of cards
-are written in seconds. Every event goes through :meth:`Ledger.append_card`, so the summary, the hash chain and
-the snapshots are kept exactly as for a captured card.
-"""
+"""Synthetic cards for scale measurements and tests: small agent runs, not toolkit plays, written through
+:meth:`Ledger.append_card` so the summary, the hash chain and the snapshots are kept as for a captured card."""
 
 from __future__ import annotations
 
@@ -32,14 +27,12 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def baselines(ledger: Ledger) -> str:
-    """Store the synthetic games' baseline set; returns its id."""
     return ledger.record_baselines(
         [BaselineEntry(game_id=g, baseline_actions=[8 + i, 12 + i, 20 + i]) for i, g in enumerate(GAMES)]
     )
 
 
 def card_events(rng: random.Random, n: int, baselines_id: str, *, close: bool = True) -> Iterator[AnyEvent]:
-    """The events of synthetic card number ``n``: about 8-20 events, times one minute apart per card."""
     t = START + timedelta(minutes=n)
     tags = list(dict.fromkeys([TAGS[n % len(TAGS)], *([TAGS[3]] if n % 7 == 0 else [])]))
     yield CardOpened(ts=t, card_id=str(uuid.UUID(int=rng.getrandbits(128))), tags=tags, baselines_id=baselines_id)
@@ -61,7 +54,7 @@ def card_events(rng: random.Random, n: int, baselines_id: str, *, close: bool = 
 
 
 def write_cards(ledger: Ledger, count: int, *, seed: int = 0, per_step: bool = False, first: int = 0) -> list[str]:
-    """Write ``count`` synthetic cards (one append per card, or per event with ``per_step``); returns their ids."""
+    """Write ``count`` synthetic cards (one append per card, or per event with ``per_step``)."""
     rng = random.Random(seed)
     sid = baselines(ledger)
     ids = []

@@ -1,19 +1,11 @@
 """Compare by tag: per tag, per game and per level, how many cards, the best, the median and the quartiles.
 
-A tag is how users name an agent; a tag of 100,000 cards cannot be shown card by card, so ``ledger compare --tag``
-and the viewer's compare page show figures: what the cards of the tag scored, and per game and level how many
-reached and completed it, with how many actions against the human baseline. Everything comes from the tag figures
-table (:mod:`ledger.store.tag_figures`: per tag, game, level and figure, how many cards have each value, kept with
-the cards summary): one read of the tag's figure rows, whose number is that of the distinct values, not of the
-cards, and one walk of the score index for the best card. The output's size depends on the games and levels, never
-on the cards; only the cost (:func:`tag_cost`) reads each card's usage events. The cards behind a figure are a page
-of ``ledger cards --tag T --game G --sort score`` (the viewer links to it).
+A tag of 100,000 cards cannot be shown card by card, so ``ledger compare --tag`` shows figures, all from the tag
+figures table (:mod:`ledger.store.tag_figures`: per tag, game, level and figure, how many cards have each value):
+the output's size depends on the games and levels, never on the cards; only the cost reads each card's usage.
 
-The scores are the cards' own, as their summary rows hold them (each card scored the way its document is).
-
-Quartiles are by linear interpolation between the sorted values (numpy's default, Python's
-``statistics.quantiles(method="inclusive")``): for ``n`` values, the quartile ``q`` sits at position
-``(n - 1) * q`` of the sorted list, between the two values around it. Means are exact, rounded once.
+Quartiles are by linear interpolation between the sorted values (numpy's default): the quartile ``q`` of ``n``
+values sits at position ``(n - 1) * q`` of the sorted list. Means are exact, rounded once.
 """
 
 from __future__ import annotations
@@ -28,7 +20,7 @@ import msgspec
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
 
-#: How many cards ``ledger compare`` (and the viewer's compare page) shows side by side; more is a tag's job.
+#: How many cards ``ledger compare`` shows side by side; more is a tag's job.
 SIDE_BY_SIDE = 12
 
 QUARTILES_NOTE = "quartiles by linear interpolation between the sorted values"
@@ -50,23 +42,19 @@ class LevelStats(msgspec.Struct, frozen=True, kw_only=True):
     """One level of a game across the tag's cards that played the game (each card's best play)."""
 
     level: int
-    #: The human baseline (actions) of the level, as most of the cards' baseline sets have it; None: none.
+    #: The level's baseline as most of the cards' baseline sets have it.
     baseline: int | None
     #: Cards whose best play got to this level (completed every level before it).
     reached: int
-    #: Cards that completed it; the others that played the game never did (``reached - completed`` stopped on it).
     completed: int
-    #: Actions the completing cards spent on it (best: fewest); None when no card completed it.
+    #: Actions the completing cards spent on it (best: fewest).
     actions: Spread | None
-    #: Median actions of the completing cards over the baseline (1.0: as many as the human); None without either.
     median_over_baseline: float | None
     #: The level's score over every card that played the game (a level not completed scores 0).
     score: Spread
 
 
 class GameStats(msgspec.Struct, frozen=True, kw_only=True):
-    """One game across the tag's cards that played it."""
-
     game_id: str
     cards: int
     #: Cards that completed every level of the game.
@@ -78,17 +66,13 @@ class GameStats(msgspec.Struct, frozen=True, kw_only=True):
 class TagCost(msgspec.Struct, frozen=True, kw_only=True):
     """What a tag's cards that carry a cost (usage a file gave them) cost, and per level they completed."""
 
-    #: Cards of the tag whose usage gives a cost; the others (no usage, or tokens only) are left out of every figure.
     cards: int
     cost: float
     levels_completed: int
-    #: ``cost / levels_completed``; None when those cards completed no level.
     cost_per_level: float | None
 
 
 class TagStats(msgspec.Struct, frozen=True, kw_only=True):
-    """One tag: its cards' scores and each game they played."""
-
     #: Tags ranked by the median card score (ties: the mean, then more cards, then the tag).
     rank: int
     tag: str
@@ -96,18 +80,15 @@ class TagStats(msgspec.Struct, frozen=True, kw_only=True):
     score: Spread
     best_card: str
     games: list[GameStats]
-    #: None when none of its cards carries a cost.
     cost: TagCost | None = None
 
 
 class TagReport(msgspec.Struct, frozen=True, kw_only=True):
-    """What ``compare --tag`` prints and the compare page shows for tags."""
-
     tags: list[TagStats]
     #: Tags asked for that no (listed) card has.
     missing: list[str]
     include_retracted: bool
-    #: Cards in the ledger (retracted ones left out unless included): what the tags' cards are out of.
+    #: Cards in the ledger: what the tags' cards are out of.
     ledger_cards: int
     quartiles: str = QUARTILES_NOTE
 
@@ -116,7 +97,7 @@ Hist = list[tuple[float, int]]
 
 
 def _at(hist: Hist, k: int) -> float:
-    """The ``k``-th (from 0) of the values counted by ``hist`` (value, count), in value order."""
+    """The ``k``-th (from 0) of the values counted by ``hist`` (value, count)."""
     for value, n in hist:
         if k < n:
             return value
@@ -125,8 +106,6 @@ def _at(hist: Hist, k: int) -> float:
 
 
 def quantile(hist: Hist, q: float) -> float:
-    """The ``q`` quantile of the values counted by ``hist`` (sorted by value; linear interpolation, see the
-    module's docs): the number the sorted list of the values gives."""
     total = sum(n for _, n in hist)
     pos = (total - 1) * q
     lo = int(pos)
@@ -136,13 +115,12 @@ def quantile(hist: Hist, q: float) -> float:
 
 
 def mean(hist: Hist) -> float:
-    """The mean of the counted values, exact then rounded once (the order of a float sum does not matter)."""
+    # Exact, then rounded once: the order of a float sum does not matter.
     total = sum(n for _, n in hist)
     return float(sum(Fraction(v) * n for v, n in hist) / total)
 
 
 def spread(hist: Hist, *, low_is_best: bool = False) -> Spread:
-    """The figures of the values counted by ``hist`` (value, count), sorted by value, not empty."""
     lo, hi = hist[0][0], hist[-1][0]
     return Spread(
         n=sum(n for _, n in hist),
@@ -156,7 +134,6 @@ def spread(hist: Hist, *, low_is_best: bool = False) -> Spread:
 
 
 def _merge(hist: Hist, value: float, n: int) -> Hist:
-    """``hist`` with ``n`` more of ``value`` (kept sorted)."""
     if n <= 0:
         return hist
     out = dict(hist)
@@ -226,8 +203,7 @@ class _Game:
 
 
 def tag_report(ledger: Ledger, tags: Sequence[str], *, include_retracted: bool = False) -> TagReport:
-    """The figures of every tag in ``tags`` (each card counted once per tag it has): per tag one read of its
-    figure rows and one of its best card, whatever its number of cards."""
+    """The figures of every tag in ``tags``: per tag one read of its figure rows and one of its best card."""
     from ledger.store.summary import best_card, card_count, tag_figure_rows
 
     wanted = list(dict.fromkeys(tags))
@@ -268,8 +244,7 @@ def tag_report(ledger: Ledger, tags: Sequence[str], *, include_retracted: bool =
 
 
 def tag_cost(ledger: Ledger, tag: str, *, include_retracted: bool = False) -> TagCost | None:
-    """The cost figures of the tag's cards that carry one. Unlike the score figures this reads per card (their
-    usage events, a query per 500 cards, and their levels from the summary): cost is kept as events, not figures."""
+    """The cost figures of the tag's cards that carry one, read per card: cost is kept as events, not figures."""
     from ledger.app.usage import usage_costs
     from ledger.domain.events import card_stream
     from ledger.store.summary import SUMMARY, query, tagged_card_ids
@@ -303,7 +278,6 @@ def _cost_text(c: TagCost | None) -> str:
 
 
 def cards_command(tag: str, game_id: str | None = None) -> str:
-    """The ``ledger cards`` command that pages through the cards behind a tag's (and game's) figures."""
     game = f" --game {shlex.quote(game_id)}" if game_id else ""
     return f"ledger cards --tag {shlex.quote(tag)}{game} --sort score --limit 20"
 
@@ -317,7 +291,6 @@ def _a(x: float) -> str:
 
 
 def report_text(report: TagReport) -> str:
-    """The figures for a terminal: per tag a line, per game a line and a table of its levels."""
     lines: list[str] = []
     if len(report.tags) > 1:
         lines.append("tags by median card score")

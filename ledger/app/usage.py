@@ -1,5 +1,5 @@
-"""The usage and cost kept with a card (``RunUsage`` events, and the token counts a REST harness sends in its
-actions' reasoning), as ``replay``, ``cards``, ``compare`` and the viewer show them."""
+"""The usage and cost kept with a card: ``RunUsage`` events, and the token counts a REST harness sends in its
+actions' reasoning."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 
 
 def usage_lines(usages: list[RunUsage]) -> list[str]:
-    """How ``replay`` shows a card's run usage: the run, its totals, the cost per level where the steps give it."""
     out = []
     for u in usages:
         head = f"run {u.run_id or u.folder}" + (f", model {u.model}" if u.model else "")
@@ -51,8 +50,6 @@ def _cost(cost: float, shown: str) -> str:
 
 
 def card_usage(ledger: Ledger, card_id: str) -> list[RunUsage]:
-    """The run usage kept with a card (empty for a card no file gave usage to), a run given by several snapshots
-    as its latest (:func:`current`)."""
     bodies, _, _ = ledger.store.read_bodies(card_stream(card_id))
     return current(_usage_events(bodies))
 
@@ -71,13 +68,12 @@ def _snapshot_key(u: RunUsage) -> tuple[str, str] | None:
 
 
 def current(usages: Sequence[RunUsage]) -> list[RunUsage]:
-    """``usages`` without the snapshots a later one of the same run replaced (the events keep them all)."""
+    """``usages`` without the snapshots a later one of the same run replaced."""
     last = {k: i for i, u in enumerate(usages) if (k := _snapshot_key(u)) is not None}
     return [u for i, u in enumerate(usages) if (k := _snapshot_key(u)) is None or last[k] == i]
 
 
 def same_run(usages: Sequence[RunUsage], usage: RunUsage) -> RunUsage | None:
-    """The snapshot of ``usage``'s run among ``usages`` (None: the card holds none of it)."""
     key = _snapshot_key(usage)
     return next((u for u in reversed(usages) if key is not None and _snapshot_key(u) == key), None)
 
@@ -91,14 +87,11 @@ _said = msgspec.json.Decoder(_Said)
 
 
 def reasoning_tokens(bodies: Iterable[bytes]) -> int | None:
-    """The tokens a REST harness says it has used in the reasoning it sent with each action (joinplank's
-    arc-agi-3-benchmarking: ``"tokens:": [prompt, completion]``, the run's running total): per game its last
-    action's, added up over the games. None when no action says any.
+    """The tokens a REST harness (joinplank's arc-agi-3-benchmarking: ``"tokens:": [prompt, completion]``, a
+    running total) says it used, per game its last action's, added up; None when no action says any.
 
-    Read from the card's actions whenever it is shown, not recorded as a usage event at close: that harness leaves
-    every card it did not win open, so a close may never come; the counts are on the hash chain already (each
-    action's reasoning), so a second copy of them could only disagree; and cards captured before this existed show
-    theirs too.
+    Read from the actions, not recorded at close: that harness leaves every card it did not win open, and the counts
+    are on the hash chain already, so a second copy could only disagree.
     """
     last: dict[str, int] = {}
     for b in bodies:
@@ -113,9 +106,7 @@ def reasoning_tokens(bodies: Iterable[bytes]) -> int | None:
 
 
 def usage_totals(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, tuple[int | None, float | None]]:
-    """card id -> (tokens, cost) of the runs' usage kept with it, else the tokens its actions' reasoning says
-    (:func:`reasoning_tokens`, no cost); (None, None) for a card with neither, and a figure none of its runs gives
-    is None. One read of each card's events."""
+    """card id -> (tokens, cost) of the runs' usage kept with it, else the tokens its actions' reasoning says."""
     out: dict[str, tuple[int | None, float | None]] = {}
     for cid in card_ids:
         bodies, _, _ = ledger.store.read_bodies(card_stream(cid))
@@ -130,8 +121,7 @@ def usage_totals(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, tuple[int
 
 
 def usage_costs(ledger: Ledger, card_ids: Sequence[str], chunk: int = 500) -> dict[str, float]:
-    """card id -> the cost its runs' usage gives, for the cards of ``card_ids`` whose usage gives one: only their
-    usage events are read, a query per ``chunk`` cards."""
+    """card id -> the cost its runs' usage gives, for the cards whose usage gives one (only usage events read)."""
     from ledger.store.summary import query
 
     found: dict[str, list[RunUsage]] = {}

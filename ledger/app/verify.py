@@ -1,9 +1,5 @@
-"""Verification of the whole log and of everything derived from it.
-
-Every link of every stream's hash chain, recomputed from the stored bytes; then each table derived from the log
-against a rebuild: the cards summary and tag figures, the cached card states (snapshots), the Merkle tree and the
-copy marks. A derived row that differs is named, one line each.
-"""
+"""Verification of the whole log (every link of every hash chain, from the stored bytes) and of each table derived
+from it against a rebuild: the cards summary, the cached card states, the Merkle tree and the copy marks."""
 
 from __future__ import annotations
 
@@ -22,8 +18,6 @@ from ledger.store.base import APPEND_ONLY_TRIGGERS, LogStore, StoredEvent, has_t
 
 @dataclass
 class StreamCheck:
-    """The chain of one stream: its head and the first problem found, if any."""
-
     stream: str
     events: int = 0
     version: int = 0
@@ -33,8 +27,6 @@ class StreamCheck:
 
 @dataclass
 class VerifyReport:
-    """The result of :func:`verify_ledger`."""
-
     events: int = 0
     streams: list[StreamCheck] = field(default_factory=list)
     missing_triggers: list[str] = field(default_factory=list)
@@ -42,13 +34,11 @@ class VerifyReport:
     revision: str | None = None
     head_revision: str | None = None
     head: str = ""
-    #: How the cards summary differs from a rebuild from the log (empty: equal).
     summary_differences: list[str] = field(default_factory=list)
-    #: Snapshot rows that differ from a replay of the log, the Merkle tree's problem, copy marks the log refutes.
     snapshot_differences: list[str] = field(default_factory=list)
     tree_problem: str | None = None
     copy_mark_differences: list[str] = field(default_factory=list)
-    #: Cards whose events do not make what was recorded at their closes (the audit's consistency check).
+    #: Cards whose events do not make what was recorded at their closes.
     card_differences: list[str] = field(default_factory=list)
     #: 1 when every snapshot was compared; n when one in n was (``--quick``).
     snapshot_sample: int = 1
@@ -72,7 +62,6 @@ class VerifyReport:
         return not self.errors
 
     def to_json(self) -> dict[str, Any]:
-        """The stable ``ledger verify --json`` shape (documented in the README)."""
         return {
             "ok": self.ok,
             "events": self.events,
@@ -100,7 +89,6 @@ class VerifyReport:
         }
 
     def summary(self) -> str:
-        """One line: ``OK: ...`` or ``FAILED: ...``."""
         bad_chains = sum(1 for s in self.streams if s.error)
         chains = "every chain verified" if not bad_chains else f"{bad_chains} broken chain(s)"
         triggers = (
@@ -123,10 +111,8 @@ class VerifyReport:
 
 
 def check_event(check: StreamCheck, row: StoredEvent) -> None:
-    """Advance ``check`` by one stored event of its stream, recording the first problem.
-
-    The row's ``ts`` column is not hashed (the body's own ts is), so it must equal the body's.
-    """
+    """Advance ``check`` by one stored event of its stream, recording the first problem. The row's ``ts`` column
+    is not hashed (the body's own ts is), so it must equal the body's."""
     if check.error:
         return
     check.events += 1
@@ -170,14 +156,14 @@ LIMIT = 10
 def verify_ledger(
     store: LogStore, *, progress: Callable[[int], None] | None = None, quick: bool = False
 ) -> VerifyReport:
-    """Walk every event in ``seq`` order and check each stream's chain link by link, then every derived table
-    against a rebuild from the log (``quick``: a sample of the cached card states, said in the summary line)."""
-    from ledger.store.summary import SummaryUnbound, _query, check, has_summary
+    """Walk every event in ``seq`` order and check each stream's chain, then every derived table against a rebuild
+    (``quick``: a sample of the cached card states)."""
+    from ledger.store.summary import SummaryUnbound, check, has_summary
     from ledger.store.tracking import TABLE, marks
 
     report = VerifyReport(snapshot_sample=QUICK_SAMPLE if quick else 1)
     checks: dict[str, StreamCheck] = {}
-    tracked = has_table(lambda sql, args: _query(store, sql, args), store.dialect, TABLE)
+    tracked = _has_table(store, TABLE)
     copied = marks(store) if tracked else []
     wanted = {h for _, _, h, _ in copied}
     seen: set[str] = set()
@@ -222,9 +208,14 @@ def verify_ledger(
     return report
 
 
+def _has_table(store: LogStore, table: str) -> bool:
+    from ledger.store.summary import _query
+
+    return has_table(lambda sql, args: _query(store, sql, args), store.dialect, table)
+
+
 def _closes(store: LogStore, streams: list[str]) -> list[str]:
-    """Each card (whose chain holds) whose events do not make the document recorded at each of its closes, or that
-    has events after its close: the audit's consistency check, one card at a time (bounded memory)."""
+    """Each card (whose chain holds) that fails the audit's consistency check, one card at a time."""
     from ledger.domain.baselines import as_map
     from ledger.domain.events import BaselinesRecorded, Numbered, baselines_stream
     from ledger.rules.audit_checks import check_consistency
@@ -260,9 +251,8 @@ def _closes(store: LogStore, streams: list[str]) -> list[str]:
 
 def _snapshots(store: LogStore, every: int) -> tuple[list[str], int]:
     from ledger.store.cards import CardRepository
-    from ledger.store.summary import _query
 
-    if not has_table(lambda sql, args: _query(store, sql, args), store.dialect, "snapshots"):
+    if not _has_table(store, "snapshots"):
         return [], 0  # a ledger at the first revision, read as it is: it has no cached states
 
     out = []
@@ -279,11 +269,10 @@ def _snapshots(store: LogStore, every: int) -> tuple[list[str], int]:
 
 
 def _tree(store: LogStore) -> str | None:
-    """What differs between the stored Merkle tree and the one the log makes (None: equal, or no tree stored)."""
     from ledger.store.summary import _query
     from ledger.store.tracking import READ_SQL, TABLE, TREE
 
-    if not has_table(lambda sql, args: _query(store, sql, args), store.dialect, TABLE):
+    if not _has_table(store, TABLE):
         return None
     seq, tracked, size = _query(store, READ_SQL, [TREE])[0]
     if not int(size):
@@ -301,10 +290,7 @@ def _tree(store: LogStore) -> str | None:
 
 
 def check_expected_head(ledger: Any, report: VerifyReport, expected: str) -> tuple[str, str]:
-    """Compare the ledger head ``verify`` computed with one the user kept: (``PASS``|``FAIL``|``CARD``, message).
-
-    ``CARD``: the hash is not a ledger head but a stream's own head (what ``ledger audit`` prints for a card).
-    """
+    """Compare the ledger head with one the user kept: ``PASS``, ``FAIL``, or ``CARD`` (a stream's own head)."""
     if expected == report.head:
         return "PASS", f"the ledger's head is still {expected}: no event was added, removed or changed since"
     for s in report.streams:
@@ -328,8 +314,7 @@ def check_expected_head(ledger: Any, report: VerifyReport, expected: str) -> tup
 
 
 def card_head_check(ledger: Any, integrity: Any, expected: str | None) -> Any:
-    """The audit's integrity check, told apart from a ledger head: a ``--expect-head`` that is the ledger's head
-    (what ``ledger verify`` prints) is not a tampered card. Returns the check as it should read."""
+    """The audit's integrity check, where a ``--expect-head`` that is the ledger's head is not a tampered card."""
     import dataclasses
 
     details = integrity.details

@@ -1,12 +1,9 @@
-"""``ledger witness``: cosign other logs' checkpoints as a C2SP witness (https://c2sp.org/tlog-witness), with
-Ed25519 cosignature/v1 lines (https://c2sp.org/tlog-cosignature), against a split view.
+"""``ledger witness``: cosign other logs' checkpoints as a C2SP witness (https://c2sp.org/tlog-witness), against a
+split view.
 
-The witness keeps, per log origin, the log's key and the last checkpoint it cosigned (one JSON file per origin in
-its state folder). It cosigns a new checkpoint only if the log's key signed it and the tree extends the one it
-cosigned last: the same size with the same root, or a larger one with an RFC 9162 consistency proof from exactly
-that tree (a consistency file from ``ledger consistency``). Anything else is refused and the state is unchanged: a
-fork (another root at a size it cosigned, or a proof that fails), a smaller tree, another signer for the origin.
-The first checkpoint of an origin is taken on trust, as a witness configured with a log starts from it.
+The witness keeps, per log origin, the log's key and the last checkpoint it cosigned (a JSON file in its state
+folder), and cosigns a new checkpoint only if the log's key signed it and the tree extends that one (the same tree,
+or a consistency proof from exactly it). The first checkpoint of an origin is taken on trust.
 """
 
 from __future__ import annotations
@@ -36,9 +33,8 @@ def _state_file(state: Path, origin: str) -> Path:
 
 
 def witness(raw: bytes, log: Verifier, me: Signer, state: Path, now: int | None = None) -> str:
-    """The checkpoint of ``raw`` (a signed note, or a consistency file whose ``new`` is the checkpoint) with this
-    witness's cosignature added, once it holds as the module says; the state records it. :class:`WitnessRefusal`
-    otherwise (state unchanged), :class:`InputError` when ``raw`` is neither."""
+    """The checkpoint of ``raw`` (a signed note, or a consistency file's new one) with this witness's cosignature
+    added, recorded in the state; :class:`WitnessRefusal` otherwise, the state unchanged."""
     old_note, proof_text, note = _read_input(raw)
     try:
         new = sn.parse_checkpoint(note)
@@ -78,7 +74,6 @@ def witness(raw: bytes, log: Verifier, me: Signer, state: Path, now: int | None 
 
 
 def _known(path: Path) -> dict[str, Any] | None:
-    """What the state file of an origin records (None: the origin is new to this witness)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         return {"log_key": str(data["log_key"]), "cp": sn.parse_checkpoint(data["checkpoint"])}
@@ -89,7 +84,6 @@ def _known(path: Path) -> dict[str, Any] | None:
 
 
 def _read_input(raw: bytes) -> tuple[str | None, list[str], str]:
-    """(old checkpoint, proof, new checkpoint) of a consistency file, or (None, [], note) of a bare checkpoint."""
     if cf.file_format(raw) == cf.FORMAT:
         try:
             c = cf.parse(raw)
@@ -103,7 +97,6 @@ def _read_input(raw: bytes) -> tuple[str | None, list[str], str]:
 
 
 def _extends(last: sn.Checkpoint, new: sn.Checkpoint, old_note: str | None, proof: list[str], log: Verifier) -> None:
-    """Refuse unless ``new`` extends ``last``, the checkpoint this witness cosigned last for the origin."""
     if new.size < last.size:
         raise WitnessRefusal(
             f"not cosigned: the checkpoint's tree of {new.size} events is smaller than the tree of {last.size} this "
@@ -142,7 +135,6 @@ def _extends(last: sn.Checkpoint, new: sn.Checkpoint, old_note: str | None, proo
 
 
 def _cosign(note: str, cp: sn.Checkpoint, me: Signer, now: int) -> str:
-    """The note with this witness's cosignature line added (an older one of its own replaced)."""
     kid = sn.key_id(me.name, me.public, sn.COSIGNATURE_V1)
     lines = note.partition("\n\n")[2].rstrip("\n").split("\n")
     kept = [ln for ln, s in zip(lines, cp.signatures, strict=True) if not (s.name == me.name and s.key_id == kid)]

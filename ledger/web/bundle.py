@@ -1,14 +1,9 @@
 """``ledger bundle``: the viewer's pages as a static site that opens from ``file://``, with no server and no network.
 
-``DIR/index.html`` lists the cards, ``compare.html`` compares them, ``progress.html`` draws each tag's scores over
-time, and each card has its page and one replay page per play; every page carries its data and loads only
-``static/viewer.css`` and ``static/viewer.js`` beside it (and the chart pages the vendored uPlot under
-``static/vendor/``).
-Nothing that identifies the key a card was played with is written (pages never show the API-key fingerprint), and
-the agent's reasoning is left out unless asked for.
-
-The site is written to a temporary folder next to ``DIR`` and moved into place at the end, so a failure leaves
-no half-written bundle; an existing ``DIR`` is replaced only if it is empty or a bundle this command wrote.
+Every page carries its data and loads only the static files copied beside it. Nothing that identifies the key a card
+was played with is written, and the agent's reasoning is left out unless asked for. The site is written to a temporary
+folder next to ``DIR`` and moved into place at the end, so a failure leaves no half-written bundle; an existing
+``DIR`` is replaced only if it is empty or a bundle this command wrote.
 """
 
 from __future__ import annotations
@@ -43,8 +38,6 @@ MARKER = ".ledger-bundle"
 
 
 class BundleResult(msgspec.Struct, frozen=True, kw_only=True):
-    """What was written."""
-
     path: str
     cards: int
     pages: int
@@ -55,11 +48,6 @@ class BundleResult(msgspec.Struct, frozen=True, kw_only=True):
 def select_cards(
     ledger: Any, card_ids: Sequence[str], all_cards: bool, tags: Sequence[str], *, include_retracted: bool = False
 ) -> list[str]:
-    """The cards to bundle: those named (ids or unique prefixes), every card, or every card with one of ``tags``;
-    retracted cards only with ``include_retracted`` (see :func:`ledger.app.retract.choose_cards`).
-
-    Raises :class:`ledger.errors.UnknownCard` for a named card that is not in the ledger.
-    """
     chosen = choose_cards(ledger, card_ids, tags, every=all_cards, include_retracted=include_retracted)
     return [c.card_id for c in chosen]
 
@@ -85,39 +73,24 @@ def write_bundle(
     source: str = "",
     progress: Any = None,
 ) -> BundleResult:
-    """Write the static site for ``card_ids`` into ``out`` (see the module docstring)."""
     with checked_output(out):
         target = Path(out).expanduser().resolve()
         _check_target(target)
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
-        return _write_into(ledger, card_ids, target, tmp, environments, with_reasoning, source, progress)
-
-
-def _write_into(
-    ledger: Any,
-    card_ids: Sequence[str],
-    target: Path,
-    tmp: Path,
-    environments: str | None,
-    with_reasoning: bool,
-    source: str,
-    progress: Any,
-) -> BundleResult:
-    """Write the site into ``tmp``, then put it in place of ``target`` (removing ``tmp`` if anything fails)."""
-    try:
-        result = _write(ledger, card_ids, tmp, environments, with_reasoning, source, progress)
-        (tmp / MARKER).write_text("written by `ledger bundle`; the next bundle to this folder replaces it\n")
-        if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
-            target.rename(old)
-            tmp.rename(target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return msgspec.structs.replace(result, path=str(target))
+        try:
+            result = _write(ledger, card_ids, tmp, environments, with_reasoning, source, progress)
+            (tmp / MARKER).write_text("written by `ledger bundle`; the next bundle to this folder replaces it\n")
+            if target.exists():
+                old = target.with_name(f".{target.name}.old-{os.getpid()}")
+                target.rename(old)
+                tmp.rename(target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                tmp.rename(target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return msgspec.structs.replace(result, path=str(target))
 
 
 def _write(
@@ -132,6 +105,7 @@ def _write(
     from ledger.resim.frames import palette_or_empty, play_frames
 
     links = pages.BundleLinks()
+    site = pages.Site(links, True, source)
     cache = CardCache(ledger)
     (root / "static").mkdir()
     for name in ("viewer.css", "viewer.js", *VENDORED):
@@ -154,10 +128,8 @@ def _write(
             root / links.card(cid),
             pages.card_page(
                 card_view(card, doc, usage_of(cache, cid)),
+                site,
                 version=version,
-                links=links,
-                bundle=True,
-                source=source,
                 evidence=evidence,
             ),
         )
@@ -167,27 +139,27 @@ def _write(
             for n in range(1, len(plays) + 1):
                 frames = play_frames(events, game_id, n, environments, with_reasoning=with_reasoning)
                 no_frames += 1 if frames.error else 0
-                html = pages.replay_page(cid, frames, colours, links=links, bundle=True, source=source)
+                html = pages.replay_page(cid, frames, colours, site)
                 _put(root / links.replay(cid, game_id, n), html)
                 written += 1
         if progress is not None:
             progress(i + 1, len(card_ids))
     calc = one_calculator([c for c, _ in loaded])
     compared = comparison([(c, ledger.document(c.card_id, card=c, calculator=calc)) for c, _ in loaded], calc)
-    written += _index_pages(root, rows, compared.leaderboard, links, source)
+    written += _index_pages(root, rows, compared.leaderboard, site)
     # Side by side, as the viewer: at most SIDE_BY_SIDE cards (the best scores, ties in the bundle's order); the
     # leaderboard still ranks every bundled card's tags.
     best = sorted(range(len(loaded)), key=lambda i: -compared.cards[i].score)[:SIDE_BY_SIDE]
     chosen = [loaded[i][0] for i in sorted(best)]
     side = comparison([(c, ledger.document(c.card_id, card=c, calculator=calc)) for c in chosen], calc)
     side = msgspec.structs.replace(side, leaderboard=compared.leaderboard)
-    html = pages.compare_page(side, links=links, bundle=True, source=source, side_of=len(loaded))
+    html = pages.compare_page(side, site, side_of=len(loaded))
     _put(root / "compare.html", html)
     # The progress chart ranks each card with the compare page's one calculator (its scores, not each card's own).
     under = {c.card_id: c.score for c in compared.cards}
     drawn = [msgspec.structs.replace(r, score=under.get(r.card_id, r.score)) for r in rows]
     prog = rows_progress(drawn, calculator=compared.calculator, rescored=compared.rescored)
-    _put(root / "progress.html", pages.progress_page(prog, links=links, bundle=True, source=source))
+    _put(root / "progress.html", pages.progress_page(prog, site))
     written += 1
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     return BundleResult(
@@ -195,19 +167,14 @@ def _write(
     )
 
 
-def _index_pages(
-    root: Path, rows: Sequence[CardRow], board: Sequence[LeaderRow], links: pages.Links, source: str
-) -> int:
-    """The cards pages, :data:`PAGE_SIZE` cards each as the viewer pages them: ``index.html``, ``cards-2.html``...
-    (the first with ``board``, the leaderboard by tag)."""
+def _index_pages(root: Path, rows: Sequence[CardRow], board: Sequence[LeaderRow], site: pages.Site) -> int:
+    """The cards pages, :data:`PAGE_SIZE` cards each: ``index.html`` (with ``board``), ``cards-2.html``..."""
     every_tag, every_game = sorted({t for r in rows for t in r.tags}), sorted({g for r in rows for g in r.games})
     chunks = [rows[i : i + PAGE_SIZE] for i in range(0, len(rows), PAGE_SIZE)] or [[]]
     for n, chunk in enumerate(chunks, 1):
         html = pages.cards_page(
             chunk,
-            links=links,
-            bundle=True,
-            source=source,
+            site,
             stamp=0,
             leaderboard=board if n == 1 else (),
             next_url=f"cards-{n + 1}.html" if n < len(chunks) else None,

@@ -1,9 +1,8 @@
 """What the pages show, read from a ledger without writing to it.
 
-:class:`CardCache` keeps each card's projection in memory and folds only the events appended since (one indexed
-query per refresh), so an open card's page can be polled every second. It reads through a read-only ledger and
-never stores anything: its cache lives in the server process. The ``*_view`` functions turn a card and its
-document into the frozen structs the templates draw: the numbers are the document's, formatted by the templates.
+:class:`CardCache` keeps each card's projection in the server process and folds only the events appended since,
+so an open card's page can be polled every second. The ``*_view`` functions turn a card and its document into the
+structs the templates draw.
 """
 
 from __future__ import annotations
@@ -36,8 +35,6 @@ if TYPE_CHECKING:
 
 
 class CardCache:
-    """Each card's projection, refreshed with the events appended since it was last read."""
-
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
         self._cards: dict[str, tuple[CardState, int]] = {}
@@ -47,7 +44,12 @@ class CardCache:
         """The card as it stands now and the number of its events (its stream version)."""
         with self._lock:
             cached = self._cards.get(card_id)
-            state, version = cached if cached is not None else self._start(card_id)
+            if cached is None:
+                # A cached projection another process wrote, then the rest folded. Versions run 1, 2, ... without
+                # gaps, so ``events`` is the version the state covers: later reads fold from there.
+                state = self.ledger.load_card(card_id)
+                cached = (state, state.events)
+            state, version = cached
             # The state moves forward in place: one that fails half-way (a body that does not decode, a gap) is
             # dropped, and read afresh next time.
             try:
@@ -60,24 +62,12 @@ class CardCache:
             self._cards[card_id] = (state, version)
             return state, version
 
-    def _start(self, card_id: str) -> tuple[CardState, int]:
-        # The facade's load: a cached projection another process wrote, then its fast fold of the rest (a read-only
-        # store never caches). Every event of a card's stream counts once in ``events`` and versions run 1, 2, ...
-        # without gaps, so ``events`` is the version the state covers: later reads fold from there.
-        state = self.ledger.load_card(card_id)
-        return state, state.events
-
-    def card_ids(self) -> list[str]:
-        return self.ledger.card_ids()
-
     def stamp(self) -> int:
         """The log's last ``seq``: it changes whenever anything was appended."""
         return self.ledger.store.max_seq()
 
 
 class CardRow(msgspec.Struct, frozen=True, kw_only=True):
-    """One line of the cards page."""
-
     card_id: str
     tags: list[str]
     games: list[str]
@@ -90,9 +80,7 @@ class CardRow(msgspec.Struct, frozen=True, kw_only=True):
     levels_completed: int
     levels: int
     events: int
-    #: ``retracted on WHEN, reason: WHY`` for a retracted card, else None.
     retracted: str | None = None
-    #: Opened in competition mode (scored over every game of the server).
     competition: bool = False
 
 
@@ -103,8 +91,6 @@ class LevelView(LevelCell, frozen=True, kw_only=True):
 
 
 class PlayView(msgspec.Struct, frozen=True, kw_only=True):
-    """One play of a game (``n`` from 1, in the card's order)."""
-
     n: int
     guid: str | None
     state: str | None
@@ -120,8 +106,6 @@ class PlayView(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class GameView(GameTotals, frozen=True, kw_only=True):
-    """One game of the card: its totals, its plays, the post-mortem's findings."""
-
     game_id: str
     best_play: int
     plays: list[PlayView]
@@ -131,8 +115,6 @@ class GameView(GameTotals, frozen=True, kw_only=True):
 
 
 class CardView(msgspec.Struct, frozen=True, kw_only=True):
-    """The card page."""
-
     row: CardRow
     source_url: str | None
     opaque: str | None
@@ -144,7 +126,6 @@ class CardView(msgspec.Struct, frozen=True, kw_only=True):
     #: The calculator the page's numbers use (``arc-agi 0.9.6 (squared, 0.9.3-0.9.6)``) and its rules in words.
     calculator: str = ""
     rules: str = ""
-    #: A benchmarking run's usage and cost kept with an imported card (lines as ``replay`` prints them).
     usage: list[str] = []
     #: Where the card's baselines came from, and the games whose baselines an ARC server has not revealed yet.
     baselines_source: str | None = None
@@ -152,8 +133,7 @@ class CardView(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def card_row(card: CardState, doc: ScorecardDoc) -> CardRow:
-    """The cards page's line for ``card`` scored as ``doc``: the line of its summary row (a lapsed card shown
-    closed as ``ledger cards`` shows it)."""
+    """The cards page's line for ``card`` scored as ``doc``: the line of its summary row."""
     # Its actions are the document's: a play's actions after its last scored level count in the summary, not there.
     row = msgspec.structs.replace(row_of(card, card.events, scored(doc)), actions=doc.total_actions)
     shown = CardSummary.of(row, datetime.now(UTC), limits(os.environ))
@@ -170,7 +150,6 @@ def _levels(run: RunDoc, calc: Calculator) -> list[LevelView]:
 
 
 def rules(calc: Calculator) -> str:
-    """How ``calc`` scores, in words (the card page says it under the card's score)."""
     cap = f"at most {calc.level_cap:g}"
     if not calc.weighted:
         return f"A level scores baseline/actions x 100, {cap}; a play's score is the plain mean of its level scores"
@@ -205,12 +184,8 @@ def _game(card: CardState, env: EnvironmentDoc, findings: list[str], calc: Calcu
     return GameView(**game_totals(env), game_id=env.id, best_play=best + 1, plays=views, findings=findings, scale=scale)
 
 
-def card_view(
-    card: CardState, doc: ScorecardDoc, usage: Sequence[str] = (), calc: Calculator | None = None
-) -> CardView:
-    """The card page for ``card`` scored as ``doc`` by ``calc`` (default: the card's own calculator; ``usage``: its
-    run's usage and cost lines, if any)."""
-    calc = calc if calc is not None else calculator_of(card)
+def card_view(card: CardState, doc: ScorecardDoc, usage: Sequence[str] = ()) -> CardView:
+    calc = calculator_of(card)
     pm = postmortem(card, doc, calc)
     findings = {g.game_id: [f.text for f in g.findings] for g in pm.games}
     unknown = unknown_baselines(card, doc)
@@ -236,14 +211,12 @@ def card_view(
 
 
 def usage_of(cache: CardCache, card_id: str) -> list[str]:
-    """The card's run usage and cost lines (empty unless imported from a benchmarking run folder)."""
     from ledger.app.usage import card_usage, usage_lines
 
     return usage_lines(card_usage(cache.ledger, card_id))
 
 
 def load(cache: CardCache, card_id: str) -> tuple[CardState, ScorecardDoc, int]:
-    """A card, its document under the baselines it was played with, and its version."""
     from ledger.app.card_read import read_card
 
     card, version = cache.get(card_id)
@@ -251,7 +224,6 @@ def load(cache: CardCache, card_id: str) -> tuple[CardState, ScorecardDoc, int]:
 
 
 def card_events(ledger: Ledger, card_id: str) -> list[Numbered]:
-    """The card's events in stream order, decoded, with their version and seq (what a replay re-simulates)."""
     from ledger.app.card_rows import card_rows
 
     # A page of rows at a time: the rows of a long card held beside its decoded events would double the memory.
@@ -263,8 +235,7 @@ PAGE_SIZE = 100
 
 
 def summary_row(r: SummaryRow, shown: CardSummary) -> CardRow:
-    """The cards page's line for a cards-summary row (the same numbers as the card's document), closed as
-    ``ledger cards`` shows it (``shown``: the lapsed-card rule applied)."""
+    """The cards page's line for a cards-summary row (``shown``: closed as ``ledger cards`` shows it)."""
     note = retraction_text(r.retracted, r.retract_reason) if r.retracted else None
     return CardRow(
         card_id=r.card_id,
@@ -285,7 +256,6 @@ def summary_row(r: SummaryRow, shown: CardSummary) -> CardRow:
 
 
 def page_rows(ledger: Ledger, f: CardFilter) -> list[CardRow]:
-    """One page of the cards page, read from the cards summary with the query ``ledger cards`` runs."""
     from ledger.app.listing import shown_rows
 
     return [summary_row(r, shown) for r, shown in shown_rows(ledger, f)]

@@ -1,10 +1,8 @@
 """The pages, rendered by Jinja2 for the live server and for the static bundle alike.
 
-Autoescaping is on for every template: whatever the ledger holds (tags, opaque, game ids, reasoning: written by
-agents or read from imported files) reaches the page as text, in element content, in quoted attributes, or as JSON
-inside ``<script type="application/json">`` through ``tojson`` (which escapes ``<``, ``>``, ``&`` and ``'``).
-Links are built by a :class:`Links` object, so the same templates serve URLs (``card?id=...``) and the bundle's
-file names (``card-....html``).
+Autoescaping is on for every template: whatever the ledger holds (written by agents or read from imported files)
+reaches the page as text, or as JSON through ``tojson``. :class:`LiveLinks` or :class:`BundleLinks` build the
+links, so the same templates serve URLs (``card?id=...``) and the bundle's file names (``card-....html``).
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 import msgspec
@@ -41,20 +39,6 @@ _env = Environment(
 )
 
 
-class Links(Protocol):
-    """Where each page lives."""
-
-    def cards(self) -> str: ...
-    def card(self, card_id: str) -> str: ...
-    def compare_all(self) -> str: ...
-    def progress_all(self) -> str: ...
-    def leaderboard(self) -> str: ...
-    def replay(self, card_id: str, game_id: str, play: int) -> str: ...
-    def static(self, name: str) -> str: ...
-    def api_card(self, card_id: str) -> str: ...
-    def evidence(self, card_id: str) -> str: ...
-
-
 class LiveLinks:
     """The server's URLs (relative, so the app can sit behind any prefix)."""
 
@@ -71,14 +55,12 @@ class LiveLinks:
         return "compare?" + urlencode([("card", c) for c in card_ids] + [("tag", t) for t in tags])
 
     def progress_all(self) -> str:
-        """The progress page (the tags of the newest cards)."""
         return "progress"
 
     def leaderboard(self) -> str:
         return "leaderboard"
 
     def progress(self, tags: Sequence[str], before: str | None = None, limit: int | None = None) -> str:
-        """The progress page of these tags, its cards opened before card ``before``."""
         q = [("tag", t) for t in tags] + ([("before", before)] if before else [])
         return "progress?" + urlencode(q + ([("limit", str(limit))] if limit else []))
 
@@ -87,7 +69,6 @@ class LiveLinks:
         return "replay?" + urlencode(q)
 
     def evidence(self, card_id: str) -> str:
-        """A card's evidence file against the newest checkpoint that covers it."""
         return "evidence?" + urlencode({"card": card_id})
 
     def static(self, name: str) -> str:
@@ -113,31 +94,29 @@ class BundleLinks:
         return f"card-{slug(card_id)}.html"
 
     def compare_all(self) -> str:
-        """The compare page (every bundled card)."""
         return "compare.html"
 
     def progress_all(self) -> str:
-        """The progress page (the bundled cards' tags)."""
         return "progress.html"
 
     def leaderboard(self) -> str:
-        """The bundled cards' leaderboard by tag, on the first cards page."""
         return "index.html#leaderboard"
 
     def replay(self, card_id: str, game_id: str, play: int, start: int = 0) -> str:
         return f"replay-{slug(card_id)}-{slug(game_id)}-{play}.html"
 
     def evidence(self, card_id: str) -> str:
-        """A card's evidence file, written beside its page."""
         return f"evidence-{slug(card_id)}.json"
 
     def static(self, name: str) -> str:
-        """A packaged script or style, copied beside the pages."""
         return "static/" + name
 
     def api_card(self, card_id: str) -> str:
-        """No server, no live updates."""
-        return ""
+        return ""  # no server, no live updates
+
+
+#: Where each page lives: the server's URLs or the bundle's file names.
+Links = LiveLinks | BundleLinks
 
 
 #: Pages that draw charts load the vendored uPlot (README "Viewer" says why that library).
@@ -146,10 +125,17 @@ CHART_PAGES = frozenset({"compare", "progress"})
 CHART_CARDS = 20
 
 
-def _render(name: str, *, links: Links, bundle: bool, source: str, **ctx: Any) -> str:
-    charts = ctx.get("page") in CHART_PAGES
-    return _env.get_template(name).render(
-        links=links, bundle=bundle, source=source, csp=BUNDLE_CSP, charts=charts, **ctx
+class Site(NamedTuple):
+    """What every page is rendered with: where pages live, whether it is the bundle, the ledger it shows."""
+
+    links: Links
+    bundle: bool
+    source: str
+
+
+def _render(page: str, site: Site, *, title: str | None = None, **ctx: Any) -> str:
+    return _env.get_template(f"{page}.html").render(
+        **site._asdict(), csp=BUNDLE_CSP, charts=page in CHART_PAGES, page=page, title=title or page, **ctx
     )
 
 
@@ -159,41 +145,32 @@ class Covers(msgspec.Struct, frozen=True):
     shown: int
     matching: int
     total: int
-    #: The card the page starts after (a later page), if any.
     after: str | None = None
 
 
 def cards_page(
     rows: Sequence[CardRow],
+    site: Site,
     *,
-    links: Links,
-    bundle: bool,
-    source: str,
     stamp: int,
     leaderboard: Sequence[Any] = (),
     hidden: int = 0,
     shown_href: str | None = None,
     next_url: str | None = None,
-    all_tags: Sequence[str] | None = None,
-    all_games: Sequence[str] | None = None,
+    all_tags: Sequence[str],
+    all_games: Sequence[str],
     covers: Covers | None = None,
     chosen: dict[str, str] | None = None,
 ) -> str:
-    """The cards page (``covers``: what the page is out of; ``chosen``: the server's filters, as its address has
-    them): one page of rows (``next_url`` links the next), the filter controls (every tag and game of
-    the ledger), and the leaderboard by tag when given (the bundle's; the server's has its own page); retracted
-    cards are left out unless asked for, and ``shown_href`` lists them (``hidden``: how many, when known)."""
+    """The cards page: one page of rows, the filter controls, and the leaderboard by tag when given (the bundle's;
+    the server's has its own page); ``shown_href`` lists the retracted cards left out."""
     return _render(
-        "cards.html",
-        links=links,
-        bundle=bundle,
-        source=source,
-        page="cards",
-        title="cards",
+        "cards",
+        site,
         rows=rows,
         stamp=stamp,
-        all_tags=all_tags if all_tags is not None else sorted({t for r in rows for t in r.tags}),
-        all_games=all_games if all_games is not None else sorted({g for r in rows for g in r.games}),
+        all_tags=all_tags,
+        all_games=all_games,
         leaderboard=leaderboard,
         hidden=hidden,
         shown_href=shown_href,
@@ -203,72 +180,38 @@ def cards_page(
     )
 
 
-def leaderboard_page(
-    board: Sequence[Any], *, links: Links, bundle: bool, source: str, total: int = 0, calculator: Any = None
-) -> str:
-    """The leaderboard by tag of the whole ledger (``total`` cards not retracted), on its own page (it reads every
-    card); ``calculator``: what says which calculator ranks the cards (a :class:`ledger.app.compare.Board`)."""
-    return _render(
-        "leaderboard.html",
-        links=links,
-        bundle=bundle,
-        source=source,
-        page="leaderboard",
-        title="leaderboard",
-        leaderboard=board,
-        board_calc=calculator,
-        total=total,
-    )
+def leaderboard_page(board: Sequence[Any], site: Site, *, total: int = 0, calculator: Any = None) -> str:
+    """The leaderboard by tag of the whole ledger (``calculator``: a :class:`ledger.app.compare.Board`)."""
+    return _render("leaderboard", site, leaderboard=board, board_calc=calculator, total=total)
 
 
 def card_rows_fragment(rows: Sequence[CardRow], *, links: Links) -> str:
-    """Just the rows of the cards table (the live page swaps them in)."""
     return _env.get_template("_cards_rows.html").render(rows=rows, links=links, bundle=False)
 
 
-def card_page(
-    view: CardView, *, version: int, links: Links, bundle: bool, source: str, evidence: str | None = None
-) -> str:
-    """A card's page (``evidence``: the link to its evidence file, when a signed checkpoint covers the card)."""
-    return _render(
-        "card.html",
-        links=links,
-        bundle=bundle,
-        source=source,
-        page="card",
-        title=f"card {view.row.card_id}",
-        view=view,
-        version=version,
-        evidence=evidence,
-    )
+def card_page(view: CardView, site: Site, *, version: int, evidence: str | None = None) -> str:
+    return _render("card", site, title=f"card {view.row.card_id}", view=view, version=version, evidence=evidence)
 
 
 def card_body_fragment(view: CardView, *, links: Links) -> str:
-    """The card page's body (the live page swaps it in when the card changed)."""
     return _env.get_template("_card_body.html").render(view=view, links=links, bundle=False)
 
 
 def compare_page(
     cmp: Comparison,
+    site: Site,
     *,
-    links: Links,
-    bundle: bool,
-    source: str,
     all_tags: Sequence[str] = (),
     chosen_tags: Sequence[str] = (),
     chosen_cards: Sequence[str] = (),
     report: TagReport | None = None,
     side_of: int = 0,
 ) -> str:
-    """The compare page: the figures of the chosen tags (``report``) and the chosen cards side by side (a
-    bundle's: the best of its ``side_of`` cards)."""
+    """The compare page: the chosen tags' figures and the chosen cards side by side (a bundle's: the best of its
+    ``side_of`` cards)."""
     return _render(
-        "compare.html",
-        links=links,
-        bundle=bundle,
-        source=source,
-        page="compare",
-        title="compare",
+        "compare",
+        site,
         cmp=cmp,
         letters=[letter(i) for i in range(len(cmp.cards))],
         level_charts=level_charts(cmp),
@@ -285,23 +228,17 @@ def compare_page(
 
 
 def cards_href(tag: str, game_id: str | None) -> str:
-    """The server's cards page of a tag's cards (that played ``game_id``), best score first."""
     q = [("tag", tag)] + ([("game", game_id)] if game_id else []) + [("sort", "score-desc")]
     return "./?" + urlencode(q)
 
 
 def level_charts(cmp: Comparison) -> list[dict[str, Any]]:
-    """Per game, what its levels chart draws: per level the baseline (as the table shows it: the first compared
-    card's with that level), and for each of the first :data:`CHART_CARDS` cards' best play the actions of each
-    level it completed (``actions``, None elsewhere: a level not completed is never drawn as a cost) and, apart,
-    the actions spent on the level it stopped on (``unfinished``, None elsewhere and for a level never reached, where
-    nothing was spent): the numbers of ``ledger compare --json``."""
+    """Per game, what its levels chart draws: per level the baseline, and for each of the first
+    :data:`CHART_CARDS` cards' best play the actions of each level it completed (a level not completed is never
+    drawn as a cost) and, apart, the actions spent on the level it stopped on."""
     out = []
     for g in cmp.games:
-        baseline = [
-            next((e.levels[lv].baseline for e in g.cards if e is not None and lv < len(e.levels)), None)
-            for lv in range(g.levels)
-        ]
+        baseline = [g.baseline(lv) for lv in range(g.levels)]
         cards = []
         for i, e in enumerate(g.cards[:CHART_CARDS]):
             if e is None:
@@ -323,24 +260,16 @@ def level_charts(cmp: Comparison) -> list[dict[str, Any]]:
 
 def progress_page(
     prog: Progress,
+    site: Site,
     *,
-    links: Links,
-    bundle: bool,
-    source: str,
     all_tags: Sequence[str] = (),
     chosen_tags: Sequence[str] = (),
     older_href: str | None = None,
     newest_href: str | None = None,
 ) -> str:
-    """The progress page: each tag's card scores over time (``older_href``/``newest_href``: the page of older
-    cards and the newest page, when there are such pages)."""
     return _render(
-        "progress.html",
-        links=links,
-        bundle=bundle,
-        source=source,
-        page="progress",
-        title="progress",
+        "progress",
+        site,
         prog=prog,
         payload={**msgspec.to_builtins(prog), "trend_cards": TREND_CARDS},
         all_tags=all_tags,
@@ -355,22 +284,15 @@ def replay_page(
     card_id: str,
     frames: PlayFrames,
     palette: Sequence[str],
+    site: Site,
     *,
-    links: Links,
-    bundle: bool,
-    source: str,
     prev_href: str | None = None,
     next_href: str | None = None,
 ) -> str:
-    """A play's replay page: the frames as JSON for the player, the palette beside them."""
     payload = {"palette": list(palette), "frames": msgspec.to_builtins(frames)}
-    # As every page: the base template's links, bundle, source, page and title, then values of its own.
     return _render(
-        "replay.html",
-        links=links,
-        bundle=bundle,
-        source=source,
-        page="replay",
+        "replay",
+        site,
         title=f"replay {frames.game_id} play {frames.play}",
         card_id=card_id,
         frames=frames,
@@ -389,14 +311,11 @@ def message_page(
     candidates: Sequence[str] = (),
     back: tuple[str, str] | None = None,
 ) -> str:
-    """A page that only says something (an unknown card, a bad address): with the cards an ambiguous prefix names
-    as links, and a link ``back`` (href, text) where there is a better page to go to."""
+    """A page that only says something (an unknown card, a bad address), with the cards an ambiguous prefix names
+    and a link ``back`` (href, text)."""
     return _render(
-        "message.html",
-        links=links,
-        bundle=False,
-        source=source,
-        page="message",
+        "message",
+        Site(links, False, source),
         title=title,
         text=text,
         candidates=list(candidates),

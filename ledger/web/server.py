@@ -1,24 +1,23 @@
 """``ledger view``: a Flask app over one ledger, opened read-only.
 
-Flask comes with the toolkit (``arc-agi`` depends on it) and brings Jinja2 and Werkzeug; the app is served by
-Werkzeug's server with a thread per request, so a slow page (a long replay, a first read of a large tag) never
-holds up the others. What the threads share is safe to share: the card cache takes a lock, the cached tag lists
-and leaderboard are replaced whole, and the store's connections are bounded whatever the threads (each request
-checks a reader out and puts it back: see :mod:`ledger.store.connections`).
+Werkzeug's server runs a thread per request, so a slow page never holds up the others. What the threads share is
+safe to share: the card cache takes a lock, the cached lists and leaderboard are replaced whole, and the store's
+connections are bounded (:mod:`ledger.store.connections`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import urlencode
 
 import msgspec
 from flask import Flask, Response, abort, jsonify, request
 
 from ledger.app.checkpoints import covering_checkpoint, prove
-from ledger.app.compare import Board, Comparison, compare_cards, ledger_board
+from ledger.app.compare import Comparison, compare_cards, ledger_board
 from ledger.app.progress import PER_TAG, tag_progress
 from ledger.app.tag_stats import SIDE_BY_SIDE, TagReport, tag_report
 from ledger.errors import AmbiguousCard, InputError, LedgerError, UnknownCard
@@ -32,44 +31,49 @@ if TYPE_CHECKING:
     from ledger.app.listing import CardFilter
 
 STATIC = Path(__file__).resolve().parent / "static"
+T = TypeVar("T")
 
 
 class Viewer:
     """The pages and JSON endpoints over one read-only ledger (each method serves one route)."""
 
-    def __init__(self, ledger: Any, environments: str | None, source: str, with_reasoning: bool = True) -> None:
+    def __init__(self, ledger: Any, environments: str | None, source: str, with_reasoning: bool) -> None:
         self.ledger = ledger
         self.environments = environments
         self.source = source
         self.with_reasoning = with_reasoning
         self.cache = CardCache(ledger)
         self.links = pages.LiveLinks()
+        self.site = pages.Site(self.links, False, source)
         self.colours = palette_or_empty()
-        self._board: tuple[int, tuple[Board, int]] | None = None
-        self._keys: tuple[int, tuple[list[str], list[str]]] | None = None
-        #: Tag figures (one read of each tag's figure rows): kept per (tags, retracted) until events are appended.
-        self._reports: dict[tuple[tuple[str, ...], bool], tuple[int, TagReport]] = {}
+        self._held: dict[Hashable, tuple[int, Any]] = {}
 
-    def message(self, title: str, text: str) -> str:
-        """A page that only says something."""
-        return pages.message_page(title, text, links=self.links, source=self.source)
+    def _kept(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()``, kept per ``key`` until events are appended (the leaderboard, tag lists and tag figures)."""
+        stamp = self.cache.stamp()
+        held = self._held.get(key)
+        if held is None or held[0] != stamp:
+            if len(self._held) >= 32:
+                self._held.clear()
+            held = self._held[key] = (stamp, make())
+        return cast(T, held[1])
+
+    def message(self, title: str, text: str, **more: Any) -> str:
+        return pages.message_page(title, text, links=self.links, source=self.source, **more)
 
     def cards(self) -> str:
-        """One page of cards (``?tag=``, ``?game=``, ``?sort=``, ``?after=``, ``?limit=``; retracted ones with
-        ``?retracted=1``, marked), from the cards summary; the leaderboard, which reads every card, has its page."""
+        """One page of cards (``?tag=``, ``?game=``, ``?sort=``, ``?after=``, ``?limit=``, ``?retracted=1``)."""
         f = _page_filter()
         rows = page_rows(self.ledger, f)
         stamp = self.cache.stamp()
-        tags, games = self._lists(stamp)
+        tags, games = self._lists()
         from ledger.app.listing import count_cards
 
         matching = count_cards(self.ledger, f)
         total = card_count(self.ledger.store, include_retracted=f.include_retracted)
         return pages.cards_page(
             rows,
-            links=self.links,
-            bundle=False,
-            source=self.source,
+            self.site,
             stamp=stamp,
             hidden=0 if f.include_retracted else retracted_count(self.ledger.store),
             shown_href=None if f.include_retracted else "/?retracted=1",
@@ -81,25 +85,16 @@ class Viewer:
         )
 
     def leaderboard(self) -> str:
-        """Every tag of the ledger ranked by the mean score of its cards (retracted cards left out)."""
-        stamp = self.cache.stamp()
-        # It aggregates every card: computed again only when events were appended.
-        if self._board is None or self._board[0] != stamp:
-            self._board = (stamp, (ledger_board(self.ledger), card_count(self.ledger.store)))
-        board, total = self._board[1]
-        return pages.leaderboard_page(
-            board.rows, links=self.links, bundle=False, source=self.source, total=total, calculator=board
-        )
+        board, total = self._kept("board", lambda: (ledger_board(self.ledger), card_count(self.ledger.store)))
+        return pages.leaderboard_page(board.rows, self.site, total=total, calculator=board)
 
-    def _lists(self, stamp: int) -> tuple[list[str], list[str]]:
-        # Every tag and game id: a loose scan of the keys table's index, kept until events are appended.
-        if self._keys is None or self._keys[0] != stamp:
-            store = self.ledger.store
-            self._keys = (stamp, (distinct_keys(store, "t"), distinct_keys(store, "g")))
-        return self._keys[1]
+    def _lists(self) -> tuple[list[str], list[str]]:
+        # Every tag and game id: a loose scan of the keys table's index.
+        store = self.ledger.store
+        return self._kept("keys", lambda: (distinct_keys(store, "t"), distinct_keys(store, "g")))
 
     def api_cards(self) -> Any:
-        """The cards table's rows (the same page), unless nothing was appended since ``?since=``."""
+        """The cards table's rows, unless nothing was appended since ``?since=``."""
         stamp = self.cache.stamp()
         if request.args.get("since") == str(stamp):
             return Response(status=204)
@@ -110,17 +105,13 @@ class Viewer:
         return self.card_of(_arg("id"))
 
     def card_of(self, ref: str) -> str:
-        """The page of the card ``ref`` names (its id or a unique prefix)."""
         state, doc, version = load(self.cache, self.ledger.resolve_card(ref))
         view = card_view(state, doc, usage_of(self.cache, state.card_id))
         covered = covering_checkpoint(self.ledger, state.card_id) is not None
         evidence = self.links.evidence(state.card_id) if covered else None
-        return pages.card_page(
-            view, version=version, links=self.links, bundle=False, source=self.source, evidence=evidence
-        )
+        return pages.card_page(view, self.site, version=version, evidence=evidence)
 
     def evidence(self) -> Any:
-        """The card's evidence file (``ledger prove``) against the newest checkpoint that covers it."""
         card_id = self.ledger.resolve_card(_arg("card"))
         note = covering_checkpoint(self.ledger, card_id)
         if note is None:
@@ -144,13 +135,8 @@ class Viewer:
         return request.args.getlist("card"), [t for t in request.args.getlist("tag") if t]
 
     def _report(self, tags: list[str]) -> TagReport:
-        key, stamp = (tuple(tags), _flag("retracted")), self.cache.stamp()
-        held = self._reports.get(key)
-        if held is None or held[0] != stamp:
-            if len(self._reports) >= 32:
-                self._reports.clear()
-            held = self._reports[key] = (stamp, tag_report(self.ledger, tags, include_retracted=key[1]))
-        return held[1]
+        retracted = _flag("retracted")
+        return self._kept((tuple(tags), retracted), lambda: tag_report(self.ledger, tags, include_retracted=retracted))
 
     def _side_by_side(self, ids: list[str]) -> Comparison:
         if len(dict.fromkeys(ids)) > SIDE_BY_SIDE:
@@ -161,18 +147,14 @@ class Viewer:
         return compare_cards(self.ledger, ids, include_retracted=_flag("retracted"), hint=_RETRACTED_HINT)
 
     def compare(self) -> str:
-        """The figures of every card of ``?tag=`` (per tag, game and level) and the cards of ``?card=`` (at most
-        :data:`SIDE_BY_SIDE`) side by side."""
+        """The figures of every card of ``?tag=`` and the cards of ``?card=`` side by side."""
         ids, tags = self._chosen()
         cmp = self._side_by_side(ids)
         report = self._report(tags) if tags else None
-        all_tags = self._lists(self.cache.stamp())[0]
-        # The server's links and source, then the page's own values, as every page takes them (pages.py).
+        all_tags = self._lists()[0]
         return pages.compare_page(
             cmp,
-            links=self.links,
-            bundle=False,
-            source=self.source,
+            self.site,
             all_tags=all_tags,
             chosen_tags=tags,
             chosen_cards=ids,
@@ -180,7 +162,6 @@ class Viewer:
         )
 
     def api_compare(self) -> Any:
-        """The comparison as JSON (the same as ``ledger compare --json``)."""
         ids, tags = self._chosen()
         cmp = self._side_by_side(ids)
         if not tags:
@@ -190,8 +171,7 @@ class Viewer:
         return Response(msgspec.json.encode(both), mimetype="application/json")
 
     def progress(self) -> str:
-        """Each tag's card scores over time (``?tag=``, repeated; none: the tags of the newest cards), the newest
-        ``?limit=`` cards of each, opened before card ``?before=``."""
+        """Each tag's card scores over time (``?tag=``, ``?limit=``, ``?before=``)."""
         tags = [t for t in request.args.getlist("tag") if t]
         limit = max(1, min(_int_arg("limit", PER_TAG), 1000))
         prog = tag_progress(self.ledger, tags, limit=limit, before=request.args.get("before") or None)
@@ -199,17 +179,14 @@ class Viewer:
         shown_limit = None if limit == PER_TAG else limit
         return pages.progress_page(
             prog,
-            links=self.links,
-            bundle=False,
-            source=self.source,
-            all_tags=self._lists(self.cache.stamp())[0],
+            self.site,
+            all_tags=self._lists()[0],
             chosen_tags=drawn,
             older_href=self.links.progress(drawn, prog.older, shown_limit) if prog.older else None,
             newest_href=self.links.progress(drawn, None, shown_limit) if prog.before else None,
         )
 
     def replay(self) -> Any:
-        """A play's frames, re-simulated, from step ``?start=``."""
         ref, game_id = _arg("card"), _arg("game")
         play, start = _int_arg("play", 1), _int_arg("start", 0)
         card_id = self.ledger.resolve_card(ref)
@@ -218,9 +195,7 @@ class Viewer:
         if not 1 <= play <= plays:
             what = f"game {game_id!r}" if not plays else f"play {play} of game {game_id!r} (it has {plays})"
             back = (self.links.card(card_id), f"back to card {card_id}")
-            page = pages.message_page(
-                "Not found", f"card {card_id} has no {what}", links=self.links, source=self.source, back=back
-            )
+            page = self.message("Not found", f"card {card_id} has no {what}", back=back)
             return Response(page, status=404, mimetype="text/html")
         frames = play_frames(
             card_events(self.ledger, card_id),
@@ -235,9 +210,7 @@ class Viewer:
             card_id,
             frames,
             self.colours,
-            links=self.links,
-            bundle=False,
-            source=self.source,
+            self.site,
             prev_href=self.links.replay(card_id, game_id, play, max(0, start - DEFAULT_LIMIT)) if start else None,
             next_href=self.links.replay(card_id, game_id, play, end)
             if frames.steps and end < frames.total_steps
@@ -262,22 +235,14 @@ def create_app(
     with_reasoning: bool = True,
     card_ids_at_root: bool = False,
 ) -> Flask:
-    """The viewer app over an open (read-only) ``ledger``; replays use the game files under ``environments``.
-
-    ``with_reasoning`` False leaves the agent's reasoning off the replay pages; ``card_ids_at_root`` also serves a
-    card's page at ``/<card id>`` (where ``ledger serve`` mounts the app, the toolkit's ``/scorecards/<id>``)."""
+    """The viewer app over an open (read-only) ``ledger``; ``card_ids_at_root`` also serves a card's page at
+    ``/<card id>`` (where ``ledger serve`` mounts the app, the toolkit's ``/scorecards/<id>``)."""
     app = Flask("ledger.web", static_folder=str(STATIC), static_url_path="/static")
     viewer = Viewer(ledger, environments, source, with_reasoning)
     app.after_request(_headers)
     app.register_error_handler(UnknownCard, lambda e: (viewer.message("Not found", str(e)), 404))
     app.register_error_handler(
-        AmbiguousCard,
-        lambda e: (
-            pages.message_page(
-                "Which card?", str(e), links=viewer.links, source=viewer.source, candidates=e.candidates
-            ),
-            400,
-        ),
+        AmbiguousCard, lambda e: (viewer.message("Which card?", str(e), candidates=e.candidates), 400)
     )
     app.register_error_handler(InputError, lambda e: (viewer.message("Cannot show that", str(e)), 400))
     app.register_error_handler(LedgerError, lambda e: (viewer.message("The ledger could not be read", str(e)), 500))
@@ -363,10 +328,8 @@ def _int_arg(name: str, default: int) -> int:
 
 
 def run(app: Flask, host: str, port: int, on_ready: Any = None) -> None:
-    """Serve ``app`` on host:port (port 0: any free port); ``on_ready(url)`` once listening.
-
-    Returns when interrupted (Werkzeug's server swallows the KeyboardInterrupt of Ctrl-C) or shut down.
-    """
+    """Serve ``app`` on host:port (port 0: any free port); ``on_ready(url)`` once listening. Returns when
+    interrupted (Werkzeug's server swallows the KeyboardInterrupt of Ctrl-C) or shut down."""
     from werkzeug.serving import make_server
 
     server = make_server(host, port, app, threaded=True)

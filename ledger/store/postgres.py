@@ -28,7 +28,7 @@ import functools
 import logging
 import re
 import select
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import batched
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, quote_plus, unquote
@@ -42,47 +42,30 @@ from ledger.domain.events import Event
 from ledger.errors import HistoryConflict, InputError, StoreError, VersionConflict
 from ledger.store.base import (
     APPEND_CHUNK,
-    BOUND_SNAPSHOT_SQL,
-    LINK_SQL,
     CopyBatch,
     Durability,
     Follower,
     HeadCache,
     LogStore,
-    Snapshot,
     StoreBase,
     StoredEvent,
-    StreamInfo,
     SummaryOverlay,
-    bound_snapshot_of,
     chain_rows,
     check_revision,
     copied_rows,
     copy_batch_of,
     encode_events,
     hide_password,
-    link_of,
     lowest_versions,
     no_ledger,
     stream_query,
 )
 from ledger.store.connections import READERS, ReadPool, Writer
 
-#: The columns of a :class:`StoredEvent`, in its fields' order.
-EVENT_COLUMNS = "seq, stream, version, type, ts, body, prev_hash, hash"
-
 # Any constant works; it only has to be the same for every writer of one PostgreSQL database.
 PG_APPEND_LOCK = 0x4C454447  # "LEDG"
 
 HEAD_SQL = "SELECT version, hash FROM events WHERE stream = %s ORDER BY version DESC LIMIT 1"
-# A prefix compared exactly: LIKE with its wildcards escaped (PostgreSQL's LIKE is case-sensitive).
-PREFIX_SQL = "stream LIKE %s ESCAPE '/'"
-STREAMS_SQL = (
-    "SELECT a.stream, a.n, a.v, e.hash, a.fs, a.ls, a.ft, a.lt FROM ("
-    "SELECT stream, count(*) AS n, max(version) AS v, min(seq) AS fs, max(seq) AS ls, min(ts) AS ft, max(ts) AS lt "
-    "FROM events {where} GROUP BY stream) AS a JOIN events AS e ON e.stream = a.stream AND e.version = a.v "
-    "ORDER BY a.fs"
-)
 
 #: What a database call can raise (waiting too long for a connection is a StoreError of its own).
 DB_ERRORS = (psycopg.Error,)
@@ -159,23 +142,6 @@ def insert_chunked(
         head = (new[-1].version, new[-1].hash)
     pg.commit()
     return msgspec.structs.replace(new[-1], seq=seq_of[new[-1].version])
-
-
-def like_prefix(prefix: str) -> str:
-    """The :data:`PREFIX_SQL` pattern of ``prefix``."""
-    return prefix.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
-
-
-def stream_where(stream: str, after_version: int, until_seq: int | None) -> tuple[str, tuple[Any, ...]]:
-    """The WHERE clause (and its arguments) of a stream's events after a version, up to a global seq."""
-    return stream_query("%s", "", stream, after_version, until_seq, None)
-
-
-def stream_sql(
-    stream: str, after_version: int, until_seq: int | None, page: tuple[int, int] | None
-) -> tuple[str, tuple[Any, ...]]:
-    """The query (and its arguments) of a stream's events in version order; ``page``: (offset, count) of them."""
-    return stream_query("%s", EVENT_COLUMNS, stream, after_version, until_seq, page)
 
 
 def row_values(e: StoredEvent) -> tuple[Any, ...]:
@@ -463,6 +429,7 @@ class PostgresStore(StoreBase):
     """A ledger in one PostgreSQL database."""
 
     dialect = "postgresql"
+    _mark = "%s"
 
     def __init__(
         self, url: str, *, durability: Durability = "normal", busy_timeout_ms: int = 60_000, readonly: bool = False
@@ -474,7 +441,6 @@ class PostgresStore(StoreBase):
         self.readonly = readonly
         self._open = connector(self._url, readonly=readonly)
         self._heads = HeadCache()
-        self._keeper: SummaryKeeper | None = None
         # The cards summary is caught up after commits, off the appending thread (see summary.py).
         self._follower = Follower(self._follow)
         self._overlay: SummaryOverlay | None = None
@@ -676,14 +642,6 @@ class PostgresStore(StoreBase):
 
     # -- the cards summary (summary.py): loaded when a list or a writer needs it, not by every read --------
 
-    @property
-    def _summary(self) -> SummaryKeeper:
-        if self._keeper is None:
-            from ledger.store.summary import SummaryKeeper
-
-            self._keeper = SummaryKeeper()
-        return self._keeper
-
     def catch_up_summary(self, *, wait: bool = True) -> int:
         """Fold into the cards summary the events it does not reflect yet; how many (0 on a read-only store).
 
@@ -783,12 +741,6 @@ class PostgresStore(StoreBase):
         seq_of = dict(rows)
         return [seq_of[e.version] for e in new]
 
-    def _write_dbapi(self) -> psycopg.Connection[Any]:
-        """The psycopg connection every append of this process goes through (hold ``self._writer.locked()`` to use
-        it; it is got holding the writer, so one found unusable is never closed under another thread's use)."""
-        with self._writer.locked():
-            return self._writer.get()
-
     def prepare_copied(self, rows: Sequence[StoredEvent]) -> CopyBatch:
         """``rows`` checked against their own hashes and encoded as binary COPY data (reads and writes nothing)."""
 
@@ -841,15 +793,6 @@ class PostgresStore(StoreBase):
 
     # -- snapshots (a cache: never the truth) ------------------------------------------------------------------
 
-    def get_snapshot(self, stream: str, kind: str) -> Snapshot | None:
-        """A cached projection of ``stream``, or None (also when the cache is unreadable)."""
-        q = "SELECT version, seq, body FROM snapshots WHERE stream = %s AND kind = %s"
-        try:
-            rows = self._read(q, (stream, kind))
-        except StoreError:
-            return None
-        return Snapshot(rows[0][0], rows[0][1], bytes(rows[0][2])) if rows else None
-
     def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
         """Store (or replace) the cached projection of ``stream``; failures are ignored, it is only a cache."""
         if self.readonly:
@@ -884,31 +827,13 @@ class PostgresStore(StoreBase):
         except (*DB_ERRORS, StoreError):
             pass  # statistics only steer the planner: the copied events are committed either way
 
-    def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
-        """Cached projections of many streams at once."""
-        out: dict[str, Snapshot] = {}
-        q = "SELECT stream, version, seq, body FROM snapshots WHERE stream = ANY(%s) AND kind = %s"
-        try:
-            for i in range(0, len(streams), 500):
-                for r in self._read(q, (list(streams[i : i + 500]), kind)):
-                    out[r[0]] = Snapshot(r[1], r[2], bytes(r[3]))
-        except StoreError:
-            return {}
-        return out
-
     # -- reading ------------------------------------------------------------------------------------------
-
-    def read_stream(
-        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, page: tuple[int, int] | None = None
-    ) -> list[StoredEvent]:
-        """Every event of ``stream`` in version order (after a version, up to a global seq; ``page``: see base)."""
-        return [stored_event(r) for r in self._read(*stream_sql(stream, after_version, until_seq, page))]
 
     def read_bodies(
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None
     ) -> tuple[list[bytes], int, int]:
         """Only the bodies of ``stream`` in version order, with the last version and seq read."""
-        where, args = stream_where(stream, after_version, until_seq)
+        where, args = stream_query("%s", "", stream, after_version, until_seq, None)
         rows = self._read(f"SELECT body, version, seq FROM events {where} ORDER BY version", args)
         if not rows:
             return [], after_version, 0
@@ -920,66 +845,20 @@ class PostgresStore(StoreBase):
         """None: this backend has no joined read; the facade reads the bodies with :meth:`read_bodies` (one query)."""
         return None
 
-    def stream_exists(self, stream: str) -> bool:
-        """True if the stream has at least one event."""
-        return bool(self._read("SELECT seq FROM events WHERE stream = %s LIMIT 1", (stream,)))
-
-    def streams(self, prefix: str | None = None) -> list[StreamInfo]:
-        """Every stream (optionally those whose name starts with ``prefix``), in order of first event."""
-        # The head hash in the same query (a join on UNIQUE(stream, version)): one round trip, not one per stream.
-        if prefix is None:
-            return [StreamInfo(*r) for r in self._read(STREAMS_SQL.format(where=""))]
-        q = STREAMS_SQL.format(where=f"WHERE {PREFIX_SQL}")
-        return [StreamInfo(*r) for r in self._read(q, (like_prefix(prefix),))]
-
-    def scan(self, *, after_seq: int = 0, batch: int = 10_000, prefix: str | None = None) -> Iterator[StoredEvent]:
-        """Every event in global ``seq`` order, read in batches (for verify, copy and tailing)."""
-        last = after_seq
-        extra, pargs = (f" AND {PREFIX_SQL}", (like_prefix(prefix),)) if prefix is not None else ("", ())
-        q = f"SELECT {EVENT_COLUMNS} FROM events WHERE seq > %s{extra} ORDER BY seq LIMIT %s"
-        while True:
-            rows = [stored_event(r) for r in self._read(q, (last, *pargs, batch))]
-            if not rows:
-                return
-            yield from rows
-            last = rows[-1].seq
-
-    def event_at(self, stream: str, version: int) -> StoredEvent | None:
-        """The event of ``stream`` at ``version``, or None."""
-        rows = self._read(f"SELECT {EVENT_COLUMNS} FROM events WHERE stream = %s AND version = %s", (stream, version))
-        return stored_event(rows[0]) if rows else None
-
-    def bound_snapshot(self, stream: str, kind: str) -> tuple[Snapshot, tuple[int, str, int] | None] | None:
-        """A cached projection of ``stream`` with :meth:`link_at` of its version, in one query (None: no snapshot,
-        or an unreadable cache)."""
-        try:
-            return bound_snapshot_of(self._read(BOUND_SNAPSHOT_SQL.format(m="%s"), (stream, kind)))
-        except StoreError:
-            return None
-
     def stream_names(self, prefix: str, limit: int) -> list[str]:
         """Up to ``limit`` stream names that start with ``prefix``, in order."""
-        q = f"SELECT DISTINCT stream FROM events WHERE {PREFIX_SQL} ORDER BY stream LIMIT %s"
-        return [str(r[0]) for r in self._read(q, (like_prefix(prefix), limit))]
+        where, args = self._prefix(prefix)
+        q = f"SELECT DISTINCT stream FROM events WHERE {where} ORDER BY stream LIMIT %s"
+        return [str(r[0]) for r in self._read(q, (*args, limit))]
 
-    def link_at(self, stream: str, version: int) -> tuple[int, str, int] | None:
-        """(seq, hash) of the event of ``stream`` at ``version`` and how many events the stream holds up to it."""
-        return link_of(self._read(LINK_SQL.format(m="%s"), (stream, version, stream, version)))
+    def _prefix(self, prefix: str) -> tuple[str, tuple[str, ...]]:
+        # LIKE with its wildcards escaped (PostgreSQL's LIKE is case-sensitive).
+        return "stream LIKE %s ESCAPE '/'", (prefix.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%",)
 
-    def snapshot_keys(self) -> list[tuple[str, str, int, int]]:
-        """(stream, kind, version, seq) of every stored snapshot, by stream."""
-        return [tuple(r) for r in self._read("SELECT stream, kind, version, seq FROM snapshots ORDER BY stream", ())]
-
-    def max_seq(self) -> int:
-        """The highest ``seq`` in the log (0 when empty)."""
-        return int(self._read("SELECT coalesce(max(seq), 0) FROM events")[0][0])
-
-    def count(self) -> int:
-        """Number of events in the log."""
-        return int(self._read("SELECT count(*) FROM events")[0][0])
+    def _events(self, q: str, args: tuple[Any, ...]) -> list[StoredEvent]:
+        return [stored_event(r) for r in self._read(q, args)]
 
     def _read(self, q: str, args: Sequence[Any] | None = None) -> list[Any]:
-        """Rows of one statement (``%s`` placeholders) on a reader connection, as its own transaction."""
         try:
             return read_rows(self._readers, q, args or None)
         except DB_ERRORS as e:

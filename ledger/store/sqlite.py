@@ -29,7 +29,7 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import batched
 from typing import TYPE_CHECKING, Any
 
@@ -37,29 +37,23 @@ from msgspec.structs import astuple, force_setattr
 
 from ledger.domain import chain
 from ledger.domain.events import Event
-from ledger.errors import HistoryConflict, InputError, StoreError, VersionConflict
+from ledger.errors import InputError, StoreError, VersionConflict
 from ledger.store.base import (
     APPEND_CHUNK,
-    BOUND_SNAPSHOT_SQL,
-    LINK_SQL,
     CopyBatch,
     Durability,
     Follower,
     HeadCache,
     LogStore,
-    Snapshot,
     StoreBase,
     StoredEvent,
-    StreamInfo,
     SummaryOverlay,
-    bound_snapshot_of,
     chain_rows,
     check_revision,
     copied_rows,
     copy_batch_of,
     encode_events,
     head_revision,
-    link_of,
     lowest_versions,
     no_ledger,
     not_a_file,
@@ -143,17 +137,8 @@ class Checkpointer:
         self._thread = None
 
 
-COLUMNS = "seq, stream, version, type, ts, body, prev_hash, hash"
 HEAD_SQL = "SELECT version, hash FROM events WHERE stream = ? ORDER BY version DESC LIMIT 1"
 INSERT_SQL = "INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
-# A prefix compared exactly (LIKE would be case-insensitive for ASCII and need its wildcards escaped).
-PREFIX_SQL = "substr(stream, 1, length(?)) = ?"
-STREAMS_SQL = (
-    "SELECT a.stream, a.n, a.v, e.hash, a.fs, a.ls, a.ft, a.lt FROM ("
-    "SELECT stream, count(*) AS n, max(version) AS v, min(seq) AS fs, max(seq) AS ls, min(ts) AS ft, max(ts) AS lt "
-    "FROM events {where} GROUP BY stream) AS a JOIN events AS e ON e.stream = a.stream AND e.version = a.v "
-    "ORDER BY a.fs"
-)
 
 
 def insert_one(
@@ -227,18 +212,6 @@ def writable(path: str) -> bool:
 
 def row_values(e: StoredEvent) -> tuple[Any, ...]:
     return (e.version, e.type, e.ts, e.body, e.prev_hash, e.hash)
-
-
-def stream_where(stream: str, after_version: int, until_seq: int | None) -> tuple[str, tuple[Any, ...]]:
-    """The WHERE clause (and its arguments) of a stream's events after a version, up to a global seq."""
-    return stream_query("?", "", stream, after_version, until_seq, None)
-
-
-def stream_sql(
-    stream: str, after_version: int, until_seq: int | None, page: tuple[int, int] | None
-) -> tuple[str, tuple[Any, ...]]:
-    """The query (and its arguments) of a stream's events in version order; ``page``: (offset, count) of them."""
-    return stream_query("?", COLUMNS, stream, after_version, until_seq, page)
 
 
 def readonly_uri(path: str, *, immutable: bool) -> str:
@@ -394,6 +367,7 @@ class SQLiteStore(StoreBase):
     """A ledger in one SQLite file (WAL mode when opened for writing)."""
 
     dialect = "sqlite"
+    _mark = "?"
 
     def __init__(
         self, url: str, *, durability: Durability = "normal", busy_timeout_ms: int = 60_000, readonly: bool = False
@@ -404,7 +378,6 @@ class SQLiteStore(StoreBase):
         self.busy_timeout_ms = busy_timeout_ms
         self.readonly = readonly
         self._heads = HeadCache()
-        self._keeper: SummaryKeeper | None = None
         timeout = busy_timeout_ms / 1000
         # A writer left inside a transaction (its ROLLBACK failed too) would refuse every later BEGIN: replaced.
         self._writer = Writer(
@@ -433,14 +406,6 @@ class SQLiteStore(StoreBase):
         refuse_foreign(self.path, busy_timeout_ms)
 
     # -- the cards summary (summary.py): loaded when a list or a writer needs it, not by every read --------
-
-    @property
-    def _summary(self) -> SummaryKeeper:
-        if self._keeper is None:
-            from ledger.store.summary import SummaryKeeper
-
-            self._keeper = SummaryKeeper()
-        return self._keeper
 
     def catch_up_summary(self) -> int:
         """Fold into the cards summary the events it does not reflect yet; how many (0 on a read-only store)."""
@@ -514,12 +479,6 @@ class SQLiteStore(StoreBase):
             return connect(self.path, self.busy_timeout_ms, self.durability, self.readonly, self._immutable)
         except sqlite3.Error as e:
             raise StoreError(f"cannot open the ledger at {self.describe()}: {e}{self._readonly_hint()}") from e
-
-    def _write_dbapi(self) -> sqlite3.Connection:
-        """The connection every write of this process goes through (tests set its PRAGMAs to cause faults). Got
-        holding the writer: one found unusable (a catch-up's transaction open on it) is never closed under its user."""
-        with self._writer.locked():
-            return self._writer.get()
 
     def _readonly_hint(self) -> str:
         if writable(self.path):
@@ -685,8 +644,6 @@ class SQLiteStore(StoreBase):
                     if con.in_transaction:
                         con.execute("ROLLBACK")
                     raise
-        except (HistoryConflict, StoreError):
-            raise
         except sqlite3.IntegrityError as e:
             # Every writer reads the head under the write lock, so this is a row the schema refuses (CHECK).
             raise StoreError(f"cannot copy into the ledger at {self.describe()}: {e}") from e
@@ -698,16 +655,6 @@ class SQLiteStore(StoreBase):
         return len(new)
 
     # -- snapshots (a cache: never the truth) ------------------------------------------------------------------
-
-    def get_snapshot(self, stream: str, kind: str) -> Snapshot | None:
-        """A cached projection of ``stream``, or None (also when the cache is unreadable)."""
-        q = "SELECT version, seq, body FROM snapshots WHERE stream = ? AND kind = ?"
-        try:
-            rows = self._read(q, (stream, kind))
-        except StoreError:
-            return None
-        row = rows[0] if rows else None
-        return Snapshot(row[0], row[1], bytes(row[2])) if row else None
 
     def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
         """Store (or replace) the cached projection of ``stream``; failures are ignored, it is only a cache."""
@@ -744,36 +691,14 @@ class SQLiteStore(StoreBase):
         except (sqlite3.Error, StoreError):
             pass  # statistics only steer the planner: the copied events are committed either way
 
-    def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
-        """Cached projections of many streams at once."""
-        out: dict[str, Snapshot] = {}
-        try:
-            for i in range(0, len(streams), 500):
-                chunk = list(streams[i : i + 500])
-                q = (
-                    "SELECT stream, version, seq, body FROM snapshots "
-                    f"WHERE kind = ? AND stream IN ({', '.join('?' * len(chunk))})"
-                )
-                for r in self._read(q, (kind, *chunk)):
-                    out[r[0]] = Snapshot(r[1], r[2], bytes(r[3]))
-        except StoreError:
-            return {}
-        return out
-
     # -- reading ------------------------------------------------------------------------------------------
-
-    def read_stream(
-        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, page: tuple[int, int] | None = None
-    ) -> list[StoredEvent]:
-        """Every event of ``stream`` in version order (after a version, up to a global seq; ``page``: see base)."""
-        return [StoredEvent(*r) for r in self._read(*stream_sql(stream, after_version, until_seq, page))]
 
     def read_bodies(
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None
     ) -> tuple[list[bytes], int, int]:
         """Only the bodies of ``stream`` in version order, with the last version and seq read (fast path)."""
         # One-column rows iterated straight into a list cost about half of fetching (body, version, seq).
-        where, args = stream_where(stream, after_version, until_seq)
+        where, args = stream_query("?", "", stream, after_version, until_seq, None)
         try:
             with self._readers.connection() as dbapi:
                 dbapi.execute("BEGIN")  # one snapshot for both statements, so the last version matches the bodies
@@ -797,7 +722,7 @@ class SQLiteStore(StoreBase):
         SQLite joins them (no row object per event: a cold replay of a million events is mostly that), in version
         order (see :func:`joined_sql`).
         """
-        where, args = stream_where(stream, after_version, until_seq)
+        where, args = stream_query("?", "", stream, after_version, until_seq, None)
         out: list[tuple[bytes, int]] = []
         try:
             with self._readers.connection() as dbapi:
@@ -825,7 +750,7 @@ class SQLiteStore(StoreBase):
     ) -> tuple[Iterable[tuple[bytes, int]], int, int]:
         """Like :meth:`read_joined`; past one chunk, read ahead by a second thread (close the iterable if not read
         to the end: see :func:`chunk_reader`)."""
-        where, args = stream_where(stream, after_version, until_seq)
+        where, args = stream_query("?", "", stream, after_version, until_seq, None)
         row = self._read(f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1", args)
         if not row:
             return [], after_version, 0
@@ -838,42 +763,6 @@ class SQLiteStore(StoreBase):
             joined = joined_sql(con, where)
         return chunk_reader(self._connect, joined, ("\n", stream, *args[2:]), ranges), last, seq
 
-    def stream_exists(self, stream: str) -> bool:
-        """True if the stream has at least one event."""
-        return bool(self._read("SELECT 1 FROM events WHERE stream = ? LIMIT 1", (stream,)))
-
-    def streams(self, prefix: str | None = None) -> list[StreamInfo]:
-        """Every stream (optionally those whose name starts with ``prefix``), in order of first event."""
-        # The head hash in the same query (a join on UNIQUE(stream, version)): one round trip, not one per stream.
-        if prefix is None:
-            return [StreamInfo(*r) for r in self._read(STREAMS_SQL.format(where=""), ())]
-        return [StreamInfo(*r) for r in self._read(STREAMS_SQL.format(where=f"WHERE {PREFIX_SQL}"), (prefix, prefix))]
-
-    def scan(self, *, after_seq: int = 0, batch: int = 10_000, prefix: str | None = None) -> Iterator[StoredEvent]:
-        """Every event in global ``seq`` order, read in batches (for verify, copy and tailing)."""
-        last = after_seq
-        extra, pargs = (f" AND {PREFIX_SQL}", (prefix, prefix)) if prefix is not None else ("", ())
-        q = f"SELECT {COLUMNS} FROM events WHERE seq > ?{extra} ORDER BY seq LIMIT ?"
-        while True:
-            rows = [StoredEvent(*r) for r in self._read(q, (last, *pargs, batch))]
-            if not rows:
-                return
-            yield from rows
-            last = rows[-1].seq
-
-    def event_at(self, stream: str, version: int) -> StoredEvent | None:
-        """The event of ``stream`` at ``version``, or None."""
-        rows = self._read(f"SELECT {COLUMNS} FROM events WHERE stream = ? AND version = ?", (stream, version))
-        return StoredEvent(*rows[0]) if rows else None
-
-    def bound_snapshot(self, stream: str, kind: str) -> tuple[Snapshot, tuple[int, str, int] | None] | None:
-        """A cached projection of ``stream`` with :meth:`link_at` of its version, in one query (None: no snapshot,
-        or an unreadable cache)."""
-        try:
-            return bound_snapshot_of(self._read(BOUND_SNAPSHOT_SQL.format(m="?"), (stream, kind)))
-        except StoreError:
-            return None
-
     def stream_names(self, prefix: str, limit: int) -> list[str]:
         """Up to ``limit`` stream names that start with ``prefix``, in order: a seek of the (stream, version) index
         for each, so naming a card by a prefix costs a few index lookups, not a scan of its events."""
@@ -884,21 +773,9 @@ class SQLiteStore(StoreBase):
             rows = self._read("SELECT stream FROM events WHERE stream > ? ORDER BY stream LIMIT 1", (out[-1],))
         return out
 
-    def link_at(self, stream: str, version: int) -> tuple[int, str, int] | None:
-        """(seq, hash) of the event of ``stream`` at ``version`` and how many events the stream holds up to it."""
-        return link_of(self._read(LINK_SQL.format(m="?"), (stream, version, stream, version)))
-
-    def snapshot_keys(self) -> list[tuple[str, str, int, int]]:
-        """(stream, kind, version, seq) of every stored snapshot, by stream."""
-        return [tuple(r) for r in self._read("SELECT stream, kind, version, seq FROM snapshots ORDER BY stream", ())]
-
-    def max_seq(self) -> int:
-        """The highest ``seq`` in the log (0 when empty)."""
-        return int(self._read("SELECT coalesce(max(seq), 0) FROM events", ())[0][0])
-
-    def count(self) -> int:
-        """Number of events in the log."""
-        return int(self._read("SELECT count(*) FROM events", ())[0][0])
+    def _prefix(self, prefix: str) -> tuple[str, tuple[str, ...]]:
+        # Not LIKE: that would be case-insensitive for ASCII and need its wildcards escaped.
+        return "substr(stream, 1, length(?)) = ?", (prefix, prefix)
 
     def _read(self, q: str, args: tuple[Any, ...]) -> list[Any]:
         try:

@@ -546,6 +546,22 @@ class StoreBase:
         have = self.triggers()
         return [t for t in APPEND_ONLY_TRIGGERS[self.dialect] if t not in have]
 
+    def repair_triggers(self) -> list[str]:
+        """Create the missing (PostgreSQL: or disabled) append-only triggers again (``ledger init``)."""
+        missing = self.missing_triggers()
+        if missing:
+            from ledger.store.migrating import trigger_statements
+
+            self._write_transaction(
+                lambda con: [con.execute(stmt) for stmt in trigger_statements(self.dialect, missing)],
+                "cannot prepare the ledger",
+            )
+        return missing
+
+    def _write_transaction(self, work: Callable[[Any], Any], what: str) -> Any:
+        """``work(connection)`` in one committed transaction on the writer; PostgreSQL's errors as ``what``."""
+        raise NotImplementedError
+
     def head_revision(self) -> str:
         return head_revision()
 
@@ -671,9 +687,8 @@ class Follower:
     thread's after the next commit): the summary is derived, the log is the truth. A forked child starts its own
     thread."""
 
-    def __init__(self, catch_up: Callable[[], object], delay: float = FOLLOW_DELAY_S) -> None:
+    def __init__(self, catch_up: Callable[[], object]) -> None:
         self._catch_up = catch_up
-        self._delay = delay
         self._wake = threading.Event()
         #: Set by :meth:`close`: the wait before a catch-up ends at once (the closing store catches up itself).
         self._stop = threading.Event()
@@ -698,7 +713,7 @@ class Follower:
             wake.wait()
             if self._closed:
                 return
-            self._stop.wait(self._delay)
+            self._stop.wait(FOLLOW_DELAY_S)
             wake.clear()
             if self._closed:
                 return

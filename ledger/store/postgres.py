@@ -525,18 +525,6 @@ class PostgresStore(StoreBase):
         )
         return {r[0] for r in self._read(q)}
 
-    def repair_triggers(self) -> list[str]:
-        """Create the missing (or disabled) append-only triggers again (``ledger init``); returns their names."""
-        missing = self.missing_triggers()
-        if missing:
-            from ledger.store.migrating import trigger_statements
-
-            self._write_transaction(
-                lambda pg: [pg.execute(stmt) for stmt in trigger_statements(self.dialect, missing)],
-                "cannot prepare the ledger",
-            )
-        return missing
-
     def _write_transaction(self, work: Any, what: str) -> Any:
         """``work(connection)`` in one transaction on the writer, committed (rolled back on any error)."""
         with self._writer.locked():

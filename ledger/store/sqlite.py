@@ -1,23 +1,13 @@
-"""The SQLite backend, on the standard library's ``sqlite3`` driver.
+"""The SQLite backend, on the standard library's ``sqlite3`` driver with plain SQL.
 
-A read command must start at interpreter speed, and importing SQLAlchemy alone costs several times that: so the
-log is read and appended through ``sqlite3`` with plain SQL (one writer connection and a few readers, whatever the
-number of threads: :mod:`~ledger.store.connections`), and SQLAlchemy/Alembic are loaded only to upgrade the schema
-(:meth:`SQLiteStore.migrate`) or when a caller asks for :attr:`SQLiteStore.engine`. The revision check is one query
-against ``alembic_version``.
-
-A new ledger's schema is created from plain SQL (:func:`create_fresh`) for the same reason: a first ``ledger
-import`` or capture into a new file paid for Alembic. The statements are generated from the Alembic migrations
-(``scripts/fresh_schema.py`` writes ``fresh_schema.json`` beside this module: what the migrations leave on an empty
-file) and a test fails when the file is not what the migrations make now, so the migrations stay the schema's one
-source. Any other case (an existing schema to upgrade, or migrations newer than the file's revision) goes through
-Alembic.
+A read command must start at interpreter speed, and importing SQLAlchemy alone costs several times that: SQLAlchemy
+and Alembic are loaded only to upgrade a schema or for :attr:`SQLiteStore.engine`. A new ledger's schema is created
+from ``fresh_schema.json`` (:func:`create_fresh`), which ``scripts/fresh_schema.py`` generates from the migrations
+(a test fails when it is stale, so the migrations stay the schema's one source).
 
 A long stream's bodies are read as joined chunks by a second thread while the caller decodes (:func:`chunk_reader`):
-SQLite releases the GIL while it steps a statement, so on a million-event card the read and the decoding overlap.
-That reader has its own connection (a connection is never shared between threads at the same time) and reads only
-versions up to the head read beforehand: the log is append-only, so those never change, whichever transaction
-reads them.
+SQLite releases the GIL while it steps a statement. That reader has its own connection and reads only versions up
+to the head read beforehand, which never change (the log is append-only).
 
 Read-only stores open the file with ``mode=ro`` (and ``immutable=1`` when the file or its folder cannot be written,
 so WAL's ``-shm`` cannot be created): they never create, migrate or write a byte.
@@ -29,7 +19,7 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import batched
 from typing import TYPE_CHECKING, Any
 
@@ -61,18 +51,12 @@ from ledger.store.base import (
 )
 from ledger.store.connections import ReadPool, Writer
 
-# WAL checkpoints off the appending thread. With SQLite's default, the commit that takes the write-ahead log past
-# 1,000 pages also copies it into the database file and syncs both (two fsyncs): live capture commits one or two pages
-# per toolkit step, so every few hundred steps one step pays for a checkpoint, and on a busy disk that averages out to
-# more than the commits themselves. SQLite's documentation suggests the remedy used here: the writers' automatic
-# checkpoint is raised to a backstop (:data:`BACKSTOP_PAGES`, reached only if this thread falls behind), and a
-# background thread runs a PASSIVE checkpoint (which never blocks a writer or a reader) every :data:`EVERY_COMMITS`
-# commits of this process. Durability is unchanged: a commit is in the WAL, synced as ``synchronous`` says, before
-# ``append`` returns; checkpointing only moves committed pages into the main file.
-#
-# Only with ``--durability normal``: under ``full`` every commit syncs the WAL itself, and a checkpoint syncing the
-# same files from another thread then slows those commits down more than running it inline does (measured side by
-# side), so ``full`` keeps SQLite's own checkpointing.
+# WAL checkpoints off the appending thread: with SQLite's default, the commit that takes the WAL past 1,000 pages
+# also checkpoints it and syncs twice, so every few hundred captured steps one step pays for it. As SQLite's
+# documentation suggests, the writers' automatic checkpoint is raised to a backstop and a background thread runs a
+# PASSIVE checkpoint (which blocks no one) every EVERY_COMMITS commits. Durability is unchanged. Only with
+# ``--durability normal``: under ``full`` a checkpoint from another thread slows the syncing commits down more than
+# running it inline (measured), so ``full`` keeps SQLite's own checkpointing.
 #: The writers' ``wal_autocheckpoint``: only if the background checkpoints fall behind (about 40 MB of WAL).
 BACKSTOP_PAGES = 10_000
 #: Commits between two background checkpoints (each commit of a captured step writes one or two pages).
@@ -83,10 +67,9 @@ class Checkpointer:
     """Runs ``PRAGMA wal_checkpoint(PASSIVE)`` on its own connection, in a daemon thread, when told enough
     commits happened. A forked child starts its own thread on its first commits."""
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection], every: int = EVERY_COMMITS) -> None:
-        #: 0: never (SQLite checkpoints inline, as by default).
+    def __init__(self, connect: Callable[[], sqlite3.Connection], every: int) -> None:
         self._connect = connect
-        self._every = every
+        self._every = every  # 0: never (SQLite checkpoints inline, as by default)
         self._commits = 0
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -100,14 +83,11 @@ class Checkpointer:
             return
         self._commits = 0
         if self._pid != os.getpid() or self._thread is None:
-            self._start()
+            self._pid = os.getpid()
+            self._wake = threading.Event()
+            self._thread = threading.Thread(target=self._run, name="ledger-wal-checkpoint", daemon=True)
+            self._thread.start()
         self._wake.set()
-
-    def _start(self) -> None:
-        self._pid = os.getpid()
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ledger-wal-checkpoint", daemon=True)
-        self._thread.start()
 
     def _run(self) -> None:
         try:
@@ -192,6 +172,19 @@ def insert_copied(con: sqlite3.Connection, batch: CopyBatch, lowest: dict[str, i
     new = copied_rows(batch, heads, held)
     con.executemany(INSERT_SQL, [(e.stream, *row_values(e)) for e in new])
     return new
+
+
+@contextlib.contextmanager
+def immediate(con: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction on autocommit connection ``con``: committed, or rolled back on any error."""
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        con.execute("COMMIT")
+    except BaseException:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        raise
 
 
 def sqlite_path(url: str) -> str:
@@ -313,19 +306,12 @@ def create_fresh(con: sqlite3.Connection) -> bool:
         schema = json.load(f)
     if head_revision() != schema["revision"]:
         return False
-    con.execute("BEGIN IMMEDIATE")
-    try:
+    with immediate(con):
         if con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-            con.execute("ROLLBACK")
             return False
         for stmt in schema["statements"]:
             con.execute(stmt)
         con.execute("INSERT INTO alembic_version (version_num) VALUES (?)", (schema["revision"],))
-        con.execute("COMMIT")
-    except BaseException:
-        if con.in_transaction:
-            con.execute("ROLLBACK")
-        raise
     return True
 
 
@@ -422,22 +408,15 @@ class SQLiteStore(StoreBase):
         from ledger.store.summary import UPSERT_SQL, write_streamed
         from ledger.store.tag_figures import has_figures
 
-        with self._writer.connection() as con:
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                n = write_streamed(
-                    lambda sql, args: con.execute(sql, tuple(args)).fetchall(),
-                    lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p),
-                    UPSERT_SQL,
-                    None,
-                    figures=has_figures(con.execute, "sqlite"),
-                )
-                con.execute(tracking.AT_HEAD_SQL, (tracking.SUMMARY,))
-                con.execute("COMMIT")
-            except BaseException:
-                if con.in_transaction:
-                    con.execute("ROLLBACK")
-                raise
+        with self._writer.connection() as con, immediate(con):
+            n = write_streamed(
+                lambda sql, args: con.execute(sql, tuple(args)).fetchall(),
+                lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p),
+                UPSERT_SQL,
+                None,
+                figures=has_figures(con.execute, "sqlite"),
+            )
+            con.execute(tracking.AT_HEAD_SQL, (tracking.SUMMARY,))
         return n
 
     def _follow(self) -> None:
@@ -557,22 +536,10 @@ class SQLiteStore(StoreBase):
         q = "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'"
         return {r[0] for r in self._read(q, ())}
 
-    def repair_triggers(self) -> list[str]:
-        """Create the missing append-only triggers again (``ledger init``); returns their names."""
-        missing = self.missing_triggers()
-        if missing:
-            from ledger.store.migrating import trigger_statements
-
-            with self._writer.connection() as con:
-                con.execute("BEGIN IMMEDIATE")
-                try:
-                    for stmt in trigger_statements(self.dialect, missing):
-                        con.execute(stmt)
-                    con.execute("COMMIT")
-                except BaseException:
-                    con.execute("ROLLBACK")
-                    raise
-        return missing
+    def _write_transaction(self, work: Callable[[sqlite3.Connection], Any], what: str) -> Any:
+        """``work(connection)`` in one write transaction on the writer (``what`` is PostgreSQL's message only)."""
+        with self._writer.connection() as con, immediate(con):
+            return work(con)
 
     # -- writing ------------------------------------------------------------------------------------------
 
@@ -635,15 +602,8 @@ class SQLiteStore(StoreBase):
             return 0
         lowest = lowest_versions(rows)
         try:
-            with self._writer.connection() as con:
-                con.execute("BEGIN IMMEDIATE")
-                try:
-                    new = insert_copied(con, batch, lowest)
-                    con.execute("COMMIT")
-                except BaseException:
-                    if con.in_transaction:
-                        con.execute("ROLLBACK")
-                    raise
+            with self._writer.connection() as con, immediate(con):
+                new = insert_copied(con, batch, lowest)
         except sqlite3.IntegrityError as e:
             # Every writer reads the head under the write lock, so this is a row the schema refuses (CHECK).
             raise StoreError(f"cannot copy into the ledger at {self.describe()}: {e}") from e
@@ -661,18 +621,12 @@ class SQLiteStore(StoreBase):
         if self.readonly:
             return
         try:
-            with self._writer.connection() as con:
-                try:
-                    con.execute("BEGIN IMMEDIATE")
-                    con.execute("DELETE FROM snapshots WHERE stream = ?", (stream,))
-                    con.execute(
-                        "INSERT INTO snapshots (stream, kind, version, seq, body) VALUES (?, ?, ?, ?, ?)",
-                        (stream, kind, version, seq, body),
-                    )
-                    con.execute("COMMIT")
-                except sqlite3.Error:
-                    if con.in_transaction:
-                        con.execute("ROLLBACK")
+            with self._writer.connection() as con, immediate(con):
+                con.execute("DELETE FROM snapshots WHERE stream = ?", (stream,))
+                con.execute(
+                    "INSERT INTO snapshots (stream, kind, version, seq, body) VALUES (?, ?, ?, ?, ?)",
+                    (stream, kind, version, seq, body),
+                )
         except (sqlite3.Error, StoreError):
             pass  # only a cache: the next writer or reader caches it again
 

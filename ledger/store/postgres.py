@@ -1,24 +1,15 @@
 """The PostgreSQL backend, on psycopg 3 with plain SQL; appends through the driver's pipeline mode.
 
-A read command must not pay for importing SQLAlchemy (several times the interpreter's own start): the log is read
-and written through psycopg connections (one writer and a few readers, whatever the number of threads:
-:mod:`~ledger.store.connections`), and SQLAlchemy/Alembic are loaded only to create or upgrade the schema or when
-a caller asks for :attr:`PostgresStore.engine` (the Merkle tree's tools, tests).
+As on SQLite, SQLAlchemy and Alembic are loaded only to create or upgrade the schema or for
+:attr:`PostgresStore.engine` (the Merkle tree's tools, tests): a read command must not pay for them.
 
-Appends take a transaction-level advisory lock, so ``seq`` is in commit order and a reader tailing by ``seq`` never
-skips a late commit. A read-only store runs every transaction READ ONLY and refuses a database without our tables.
+Every insert into ``events`` (the append, the import, the copy: ``lock_statement``) takes a transaction-level
+advisory lock before its ``seq`` is drawn and keeps it to its commit, so events commit in ``seq`` order and a
+reader tailing by ``seq`` (the summary's catch-up, summary.py) never skips a late commit. The catch-up itself does
+not take that lock (appends never wait for it): catch-ups are serialized by the position row (``FOR UPDATE``).
 
-The cards summary follows the log by position (summary.py). Tailing by ``seq`` is safe here only because every
-insert into ``events`` takes the append advisory lock before its ``seq`` is drawn and keeps it to its commit
-(``lock_statement`` in the append, the import and the copy): the events commit in ``seq`` order, so an event the
-catch-up has not seen can never get a ``seq`` below one it has. The catch-up itself does not take the append lock
-(appends never wait for it); catch-ups are serialized by the position row (``SELECT ... FOR UPDATE``), and under
-READ COMMITTED each statement after that lock sees every event committed so far.
-
-``ledger copy`` writes a batch in one transaction, through binary COPY: a few round trips per batch whatever its
-size (the append lock, the heads of every stream of the batch in one query, the COPY of the rows encoded beforehand
-by :func:`prepare` in the copy's reading thread, then the commit); the summary catches up afterwards, in bulk. Rows
-are checked to continue each stream exactly (:func:`~ledger.store.base.copied_rows`) before anything is sent.
+``ledger copy`` writes a batch in one transaction through binary COPY, encoded beforehand by :func:`prepare` in the
+copy's reading thread; rows are checked to continue each stream (:func:`~ledger.store.base.copied_rows`) first.
 """
 
 from __future__ import annotations
@@ -66,9 +57,6 @@ from ledger.store.connections import READERS, ReadPool, Writer
 PG_APPEND_LOCK = 0x4C454447  # "LEDG"
 
 HEAD_SQL = "SELECT version, hash FROM events WHERE stream = %s ORDER BY version DESC LIMIT 1"
-
-#: What a database call can raise (waiting too long for a connection is a StoreError of its own).
-DB_ERRORS = (psycopg.Error,)
 
 
 def stored_event(r: Any) -> StoredEvent:
@@ -148,11 +136,6 @@ def row_values(e: StoredEvent) -> tuple[Any, ...]:
     return (e.stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash)
 
 
-def drop_connection(conn: Any) -> None:
-    """Close a connection for good: it is broken, or the store is closing."""
-    conn.close()
-
-
 def rollback_quietly(pg: Any) -> None:
     """Roll back what a failed append left open, if the connection still works."""
     if not (pg.broken or pg.closed):
@@ -190,13 +173,13 @@ class PgUrl(msgspec.Struct, frozen=True):
     database: str | None
     query: tuple[tuple[str, str], ...]
 
-    def render(self, *, hide_password: bool = True) -> str:
-        """The URL again, as SQLAlchemy writes it (the password as ``***`` unless asked for)."""
+    def render(self) -> str:
+        """The URL again, as SQLAlchemy writes it, the password as ``***``."""
         s = self.drivername + "://"
         if self.username is not None:
             s += quote(self.username, safe=" +")
             if self.password is not None:
-                s += ":" + ("***" if hide_password else quote(self.password, safe=" +"))
+                s += ":***"
             s += "@"
         if self.host is not None:
             s += f"[{self.host}]" if ":" in self.host else self.host
@@ -309,15 +292,6 @@ def read_rows(pool: Any, q: str, args: Any) -> list[Any]:
             if attempt == 2 or conn is None or not (conn.broken or conn.closed):
                 raise
     raise AssertionError("unreachable")
-
-
-def make_engine(connect: Callable[[], Any]) -> Any:
-    """A SQLAlchemy engine whose connections ``connect`` opens, none pooled (migrations and tools: loads
-    SQLAlchemy)."""
-    from sqlalchemy import create_engine
-    from sqlalchemy.pool import NullPool
-
-    return create_engine("postgresql+psycopg://", creator=connect, poolclass=NullPool)
 
 
 # One index probe per stream for its last row (a DISTINCT ON over the streams would read every row they hold).
@@ -448,7 +422,7 @@ class PostgresStore(StoreBase):
         # Appends hold the one writer; reads check a connection out of the bounded pool per call (connections.py).
         self._writer: Writer[psycopg.Connection[Any]] = Writer(
             self._connect,
-            drop_connection,
+            psycopg.Connection.close,
             timeout=timeout,
             where=self.describe,
             usable=lambda conn: not (conn.closed or conn.broken),
@@ -456,7 +430,7 @@ class PostgresStore(StoreBase):
         # Readers run in autocommit mode: a lone statement is its own transaction (no BEGIN and ROLLBACK round
         # trips); a read that needs one snapshot opens a transaction of its own.
         self._readers: ReadPool[psycopg.Connection[Any]] = ReadPool(
-            lambda: self._open(True), drop_connection, usable=idle_usable, timeout=timeout, where=self.describe
+            lambda: self._open(True), psycopg.Connection.close, usable=idle_usable, timeout=timeout, where=self.describe
         )
         self._engine: Any = None
         if readonly:
@@ -475,7 +449,10 @@ class PostgresStore(StoreBase):
         """A SQLAlchemy engine on the same database with the same settings (loads SQLAlchemy: migrations, tools);
         its connections are not pooled."""
         if self._engine is None:
-            self._engine = make_engine(self._connect)
+            from sqlalchemy import create_engine
+            from sqlalchemy.pool import NullPool
+
+            self._engine = create_engine("postgresql+psycopg://", creator=self._connect, poolclass=NullPool)
         return self._engine
 
     def _check_is_ledger(self) -> None:
@@ -502,8 +479,10 @@ class PostgresStore(StoreBase):
         try:
             with self.engine.begin() as conn:
                 upgrade(conn)
-        except (DBAPIError, *DB_ERRORS) as e:
-            raise StoreError(f"cannot prepare the ledger at {self.describe()}: {reason(_orig(e))}") from e
+        except (DBAPIError, psycopg.Error) as e:
+            raise StoreError(
+                f"cannot prepare the ledger at {self.describe()}: {reason(getattr(e, 'orig', None) or e)}"
+            ) from e
 
     def revision(self) -> str | None:
         """The schema revision the database is at (None for an empty database)."""
@@ -512,7 +491,7 @@ class PostgresStore(StoreBase):
                 if conn.execute("SELECT to_regclass('alembic_version')").fetchone() == (None,):
                     return None
                 row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
-        except DB_ERRORS as e:
+        except psycopg.Error as e:
             raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
         return row[0] if row else None
 
@@ -530,13 +509,13 @@ class PostgresStore(StoreBase):
         with self._writer.locked():
             try:
                 pg = self._write_dbapi()
-            except DB_ERRORS as e:
+            except psycopg.Error as e:
                 raise StoreError(f"{what} at {self.describe()}: {reason(e)}") from e
             try:
                 out = work(pg)
                 pg.commit()
                 return out
-            except DB_ERRORS as e:
+            except psycopg.Error as e:
                 self._failed(pg)
                 raise StoreError(f"{what} at {self.describe()}: {reason(e)}") from e
             except BaseException:
@@ -566,7 +545,7 @@ class PostgresStore(StoreBase):
         for attempt in (1, 2):
             try:
                 pg = self._write_dbapi()
-            except DB_ERRORS as e:
+            except psycopg.Error as e:
                 self._heads.forget(stream)
                 raise StoreError(f"cannot append to the ledger at {self.describe()}: {reason(e)}") from e
             try:
@@ -608,7 +587,7 @@ class PostgresStore(StoreBase):
                     head = None
                     continue
                 self._heads.forget(stream)
-                raise StoreError(f"cannot append to the ledger at {self.describe()}: {' '.join(str(e).split())}") from e
+                raise StoreError(f"cannot append to the ledger at {self.describe()}: {reason(e)}") from e
             except BaseException:
                 rollback_quietly(pg)
                 self._heads.forget(stream)
@@ -752,7 +731,7 @@ class PostgresStore(StoreBase):
                 for attempt in (1, 2):
                     try:
                         pg = self._write_dbapi()
-                    except DB_ERRORS as e:
+                    except psycopg.Error as e:
                         raise StoreError(f"cannot write to the ledger at {self.describe()}: {reason(e)}") from e
                     try:
                         n = copy_batch(pg, batch, lock)
@@ -769,8 +748,7 @@ class PostgresStore(StoreBase):
                             continue
                         # Every writer reads the heads under the append lock: an integrity error is a row the
                         # schema refuses.
-                        msg = " ".join(str(e).split())
-                        raise StoreError(f"cannot copy into the ledger at {self.describe()}: {msg}") from e
+                        raise StoreError(f"cannot copy into the ledger at {self.describe()}: {reason(e)}") from e
                     except BaseException:
                         rollback_quietly(pg)
                         raise
@@ -792,7 +770,7 @@ class PostgresStore(StoreBase):
                     "INSERT INTO snapshots (stream, kind, version, seq, body) VALUES (%s, %s, %s, %s, %s)",
                     (stream, kind, version, seq, body),
                 )
-        except (*DB_ERRORS, StoreError):
+        except (psycopg.Error, StoreError):
             # Includes two writers racing on the same row (a unique violation): either cache is fine.
             pass
 
@@ -801,7 +779,7 @@ class PostgresStore(StoreBase):
         try:
             with self._readers.connection() as conn:
                 conn.execute("DELETE FROM snapshots")
-        except DB_ERRORS as e:
+        except psycopg.Error as e:
             raise StoreError(f"cannot write to the ledger at {self.describe()}: {reason(e)}") from e
 
     def analyze(self) -> None:
@@ -812,7 +790,7 @@ class PostgresStore(StoreBase):
         try:
             with self._readers.connection() as conn:
                 conn.execute("ANALYZE events, card_summary, card_summary_keys")
-        except (*DB_ERRORS, StoreError):
+        except (psycopg.Error, StoreError):
             pass  # statistics only steer the planner: the copied events are committed either way
 
     # -- reading ------------------------------------------------------------------------------------------
@@ -849,7 +827,7 @@ class PostgresStore(StoreBase):
     def _read(self, q: str, args: Sequence[Any] | None = None) -> list[Any]:
         try:
             return read_rows(self._readers, q, args or None)
-        except DB_ERRORS as e:
+        except psycopg.Error as e:
             raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
 
     def same_database(self, other: LogStore) -> bool:
@@ -875,17 +853,6 @@ class PostgresStore(StoreBase):
             self._engine = None
 
 
-def _orig(e: Exception) -> Exception:
-    """The driver's error under a SQLAlchemy one."""
-    return getattr(e, "orig", None) or e
-
-
-def _reader(conn: Any) -> Callable[[str, Any], list[Any]]:
-    from ledger.store.summary import pg
-
-    return lambda sql, params: conn.execute(pg(sql), params).fetchall()
-
-
 def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
     """:func:`~ledger.store.summary.catch_up` on psycopg connection ``conn`` (not in autocommit mode).
     ``wait`` False: nothing when another session is catching up (it folds what was committed before it read)."""
@@ -896,7 +863,7 @@ def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
         return list(conn.execute(pg(sql), args).fetchall())
 
     def begin() -> int:
-        probe(keeper, _reader(conn), "postgresql")
+        probe(keeper, fetch, "postgresql")
         lock = f"SELECT seq FROM {tracking.TABLE} WHERE name = '{tracking.SUMMARY}' FOR UPDATE"
         if not fetch(lock + ("" if wait else " SKIP LOCKED"), ()):
             raise _Busy

@@ -37,8 +37,6 @@ APPEND_ONLY_TRIGGERS = {
     "postgresql": ("events_no_update", "events_no_delete", "events_no_truncate"),
 }
 
-TABLES = ("events", "alembic_version")
-
 
 class StoredEvent(msgspec.Struct, frozen=True):
     """One row of the log, exactly as stored."""

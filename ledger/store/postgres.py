@@ -68,15 +68,16 @@ def reason(e: Exception) -> str:
     return " ".join(str(e).split())
 
 
-def lock_statement(durability: Durability, key: str, timeout: str) -> str:
-    """Take the append lock, waiting at most the busy timeout (as lock_timeout, like SQLite's busy_timeout)."""
+def lock_statement(durability: Durability) -> str:
+    """Take the append lock (parameters: its key, the busy timeout), waiting at most the busy timeout (as
+    lock_timeout, like SQLite's busy_timeout)."""
     # One statement: the FROM subquery runs first, so the timeout applies to the wait for the lock; 'full'
     # insists on a synchronous commit whatever the server's default. set_config(..., true) lasts until the end
     # of this transaction only.
-    settings = f"set_config('lock_timeout', {timeout}, true)"
+    settings = "set_config('lock_timeout', %s, true)"
     if durability == "full":
         settings += ", set_config('synchronous_commit', 'on', true)"
-    return f"SELECT pg_advisory_xact_lock({key}) FROM (SELECT {settings}) AS _settings"
+    return f"SELECT pg_advisory_xact_lock(%s) FROM (SELECT {settings}) AS _settings"
 
 
 @functools.cache
@@ -552,7 +553,7 @@ class PostgresStore(StoreBase):
                 locked = False
                 if head is None:
                     with pg.pipeline():
-                        pg.execute(lock_statement(self.durability, "%s", "%s"), self._lock_args())
+                        pg.execute(*self._lock())
                         cur = pg.execute(HEAD_SQL, (stream,))
                     row = cur.fetchone()
                     head = (row[0], row[1]) if row else (0, chain.GENESIS)
@@ -562,7 +563,7 @@ class PostgresStore(StoreBase):
                         return self._appended(stream, sent, self._seqs(pg, stream, sent))
                     if expected_version is not None and head[0] != expected_version:
                         raise VersionConflict(stream, expected_version)
-                lock = None if locked else (lock_statement(self.durability, "%s", "%s"), self._lock_args())
+                lock = None if locked else self._lock()
                 if events != ():  # a chunk at a time (see insert_chunked): only the last row is kept
                     new = [insert_chunked(pg, stream, events, head, lock)]
                     self._follower.committed()
@@ -696,8 +697,9 @@ class PostgresStore(StoreBase):
                 conn.execute("ROLLBACK")
         return self._overlay
 
-    def _lock_args(self) -> tuple[int, str]:
-        return (PG_APPEND_LOCK, str(int(self.busy_timeout_ms)))
+    def _lock(self) -> tuple[str, tuple[int, str]]:
+        """The append lock's statement and arguments."""
+        return lock_statement(self.durability), (PG_APPEND_LOCK, str(int(self.busy_timeout_ms)))
 
     def _seqs(self, pg: Any, stream: str, new: list[StoredEvent]) -> list[int]:
         rows = pg.execute(
@@ -725,7 +727,7 @@ class PostgresStore(StoreBase):
         rows = batch.rows
         if not rows:
             return 0
-        lock = (lock_statement(self.durability, "%s", "%s"), self._lock_args())
+        lock = self._lock()
         try:
             with self._writer.locked():
                 for attempt in (1, 2):

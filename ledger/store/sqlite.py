@@ -159,8 +159,7 @@ def insert_chunked(
 
 
 def insert_copied(con: sqlite3.Connection, batch: CopyBatch, lowest: dict[str, int]) -> list[StoredEvent]:
-    """Insert copied rows inside the caller's write transaction, each stream checked against the head it reads
-    (:func:`copied_rows`); the rows inserted."""
+    """Insert copied rows inside the caller's write transaction, each stream checked (:func:`copied_rows`)."""
     heads: dict[str, tuple[int, str]] = {}
     held: dict[tuple[str, int], str] = {}
     for s, lo in lowest.items():
@@ -170,7 +169,7 @@ def insert_copied(con: sqlite3.Connection, batch: CopyBatch, lowest: dict[str, i
             q = "SELECT version, hash FROM events WHERE stream = ? AND version BETWEEN ? AND ?"
             held.update({(s, v): h for v, h in con.execute(q, (s, lo, heads[s][0]))})
     new = copied_rows(batch, heads, held)
-    con.executemany(INSERT_SQL, [(e.stream, *row_values(e)) for e in new])
+    con.executemany(INSERT_SQL, [astuple(e)[1:] for e in new])
     return new
 
 
@@ -203,21 +202,13 @@ def writable(path: str) -> bool:
     return file_ok and os.access(os.path.dirname(path) or ".", os.W_OK)
 
 
-def row_values(e: StoredEvent) -> tuple[Any, ...]:
-    return (e.version, e.type, e.ts, e.body, e.prev_hash, e.hash)
-
-
-def readonly_uri(path: str, *, immutable: bool) -> str:
-    """A ``file:`` URI opening ``path`` read-only (``immutable``: without WAL's -shm, for read-only media)."""
-    quoted = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-    return f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
-
-
 def connect(path: str, busy_timeout_ms: int, durability: str, readonly: bool, immutable: bool) -> sqlite3.Connection:
     """A connection with the ledger's settings (autocommit: BEGIN is the caller's); closed again if they fail."""
     timeout = busy_timeout_ms / 1000
     if readonly:
-        uri = readonly_uri(path, immutable=immutable)
+        # ``immutable``: without WAL's -shm, for read-only media.
+        quoted = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+        uri = f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
         con = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=timeout)
     else:
         con = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=timeout)

@@ -953,10 +953,6 @@ def write_streamed(
     return n
 
 
-def _log(rows: Iterable[Any]) -> Iterator[tuple[str, str, int, bytes]]:
-    return ((r[0], r[1], r[2], bytes(r[3])) for r in rows)
-
-
 def fill(conn: Any, columns: Sequence[str] = COLUMNS) -> int:
     """Build the summary tables from the log on SQLAlchemy connection ``conn`` (the migration's transaction),
     writing ``columns`` (those the table has at the migration's revision)."""

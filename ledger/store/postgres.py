@@ -8,8 +8,8 @@ advisory lock before its ``seq`` is drawn and keeps it to its commit, so events 
 reader tailing by ``seq`` (the summary's catch-up, summary.py) never skips a late commit. The catch-up itself does
 not take that lock (appends never wait for it): catch-ups are serialized by the position row (``FOR UPDATE``).
 
-``ledger copy`` writes a batch in one transaction through binary COPY, encoded beforehand by :func:`prepare` in the
-copy's reading thread; rows are checked to continue each stream (:func:`~ledger.store.base.copied_rows`) first.
+``ledger copy`` writes a batch in one transaction through binary COPY, encoded beforehand (``prepare_copied``) in
+the copy's reading thread; rows are checked to continue each stream (:func:`~ledger.store.base.copied_rows`) first.
 """
 
 from __future__ import annotations
@@ -61,6 +61,13 @@ HEAD_SQL = "SELECT version, hash FROM events WHERE stream = %s ORDER BY version 
 
 def stored_event(r: Any) -> StoredEvent:
     return StoredEvent(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), r[6], r[7])
+
+
+def fetcher(conn: Any) -> Callable[[str, Any], list[Any]]:
+    """Runs a ``?`` statement (the summary's) on psycopg connection ``conn`` and returns its rows."""
+    from ledger.store.summary import pg
+
+    return lambda sql, args: conn.execute(pg(sql), tuple(args) or None).fetchall()
 
 
 def reason(e: Exception) -> str:
@@ -355,12 +362,6 @@ def encode_rows(rows: Sequence[StoredEvent]) -> bytes | None:
         return None
 
 
-def prepare(rows: Sequence[StoredEvent]) -> CopyBatch:
-    """``rows`` checked against their own hashes and encoded for COPY (no I/O: runs beside the writes)."""
-    batch = copy_batch_of(rows)
-    return CopyBatch(batch.rows, batch.unhashed, encode_rows(batch.rows) if batch.unhashed is None else None)
-
-
 def copy_batch(conn: Any, batch: CopyBatch, lock: tuple[str, tuple[Any, ...]]) -> int:
     """Insert the copied rows of ``batch`` on psycopg connection ``conn`` in one transaction (not committed here);
     returns how many were new. The cards summary is not folded here: it follows the log by position
@@ -486,7 +487,6 @@ class PostgresStore(StoreBase):
             ) from e
 
     def revision(self) -> str | None:
-        """The schema revision the database is at (None for an empty database)."""
         try:
             with self._readers.connection() as conn:
                 if conn.execute("SELECT to_regclass('alembic_version')").fetchone() == (None,):
@@ -497,7 +497,6 @@ class PostgresStore(StoreBase):
         return row[0] if row else None
 
     def triggers(self) -> set[str]:
-        """Names of the enabled append-only triggers present on ``events``."""
         # A disabled trigger ('D'), or one firing only for replication ('R'), does not protect the log.
         q = (
             "SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass('events') "
@@ -611,13 +610,10 @@ class PostgresStore(StoreBase):
     # -- the cards summary (summary.py): loaded when a list or a writer needs it, not by every read --------
 
     def catch_up_summary(self, *, wait: bool = True) -> int:
-        """Fold into the cards summary the events it does not reflect yet; how many (0 on a read-only store).
-
-        On a connection of the read pool, not the writer: the appending thread never waits for a catch-up.
+        """On a connection of the read pool, not the writer: the appending thread never waits for a catch-up.
         ``wait`` False (the follower thread): nothing if another session is catching up right now."""
         if self.readonly:
             return 0
-
         try:
             with self._readers.connection() as conn:
                 # Its own transactions (commit and rollback are the catch-up's), then autocommit again for reads.
@@ -644,9 +640,7 @@ class PostgresStore(StoreBase):
                 else:
                     conn.execute(pg(sql), tuple(params) or None)
 
-            def read(sql: str, args: Any) -> list[Any]:
-                return conn.execute(pg(sql), tuple(args) or None).fetchall()
-
+            read = fetcher(conn)
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (PG_APPEND_LOCK,))
             n = write_streamed(read, execute, UPSERT_SQL, None, figures=has_figures(read, "postgresql"))
             conn.execute(pg(tracking.AT_HEAD_SQL), (tracking.SUMMARY,))
@@ -659,8 +653,6 @@ class PostgresStore(StoreBase):
             self.catch_up_summary(wait=False)
 
     def summary_at_head(self) -> SummaryOverlay | None:
-        """None once the summary tables reflect the log's head (caught up here when behind); for a read-only store
-        that is behind, the overlay to answer from (nothing written)."""
         from ledger.store.summary import POSITION_SQL, position
 
         try:
@@ -678,17 +670,14 @@ class PostgresStore(StoreBase):
         return None
 
     def _overlay_at(self, conn: Any, head: int) -> SummaryOverlay:
-        from ledger.store.summary import POSITION_SQL, build_overlay, pg, position, probe
+        from ledger.store.summary import POSITION_SQL, build_overlay, position, probe
 
         if self._overlay is not None and self._overlay.head == head:
             return self._overlay
         # One snapshot for the stored tables and the tail (a writer's catch-up may commit meanwhile).
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        fetch = fetcher(conn)
         try:
-
-            def fetch(sql: str, args: Any) -> list[Any]:
-                return list(conn.execute(pg(sql), tuple(args) or None).fetchall())
-
             at, head = position(fetch(POSITION_SQL, ())[0], self.describe())
             probe(self._summary, fetch, "postgresql")
             self._overlay = build_overlay(fetch, self._summary, head, at)
@@ -698,7 +687,6 @@ class PostgresStore(StoreBase):
         return self._overlay
 
     def _lock(self) -> tuple[str, tuple[int, str]]:
-        """The append lock's statement and arguments."""
         return lock_statement(self.durability), (PG_APPEND_LOCK, str(int(self.busy_timeout_ms)))
 
     def _seqs(self, pg: Any, stream: str, new: list[StoredEvent]) -> list[int]:
@@ -711,17 +699,12 @@ class PostgresStore(StoreBase):
         return [seq_of[e.version] for e in new]
 
     def prepare_copied(self, rows: Sequence[StoredEvent]) -> CopyBatch:
-        """``rows`` checked against their own hashes and encoded as binary COPY data (reads and writes nothing)."""
-
-        return prepare(rows)
+        """``rows`` checked against their own hashes and encoded for COPY (no I/O: runs beside the writes)."""
+        batch = copy_batch_of(rows)
+        return CopyBatch(batch.rows, batch.unhashed, encode_rows(batch.rows) if batch.unhashed is None else None)
 
     def insert_copied(self, rows: Sequence[StoredEvent] | CopyBatch) -> int:
-        """Insert events copied from another ledger, keeping their versions and hashes (see the protocol).
-
-        Each stream must continue exactly; a row the destination already holds is skipped. Raises
-        :class:`HistoryConflict` or :class:`StoreError` with nothing written. Returns the number inserted. The rows
-        go in through COPY (see :func:`copy_batch`).
-        """
+        """See :class:`LogStore`; the rows go in through COPY (:func:`copy_batch`)."""
 
         batch = copy_batch_of(rows)
         rows = batch.rows
@@ -762,7 +745,6 @@ class PostgresStore(StoreBase):
     # -- snapshots (a cache: never the truth) ------------------------------------------------------------------
 
     def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
-        """Store (or replace) the cached projection of ``stream``; failures are ignored, it is only a cache."""
         if self.readonly:
             return
         try:
@@ -777,7 +759,6 @@ class PostgresStore(StoreBase):
             pass
 
     def drop_snapshots(self) -> None:
-        """Delete every cached projection."""
         try:
             with self._readers.connection() as conn:
                 conn.execute("DELETE FROM snapshots")
@@ -800,7 +781,6 @@ class PostgresStore(StoreBase):
     def read_bodies(
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None
     ) -> tuple[list[bytes], int, int]:
-        """Only the bodies of ``stream`` in version order, with the last version and seq read."""
         where, args = stream_query("%s", "", stream, after_version, until_seq, None)
         rows = self._read(f"SELECT body, version, seq FROM events {where} ORDER BY version", args)
         if not rows:
@@ -814,7 +794,6 @@ class PostgresStore(StoreBase):
         return None
 
     def stream_names(self, prefix: str, limit: int) -> list[str]:
-        """Up to ``limit`` stream names that start with ``prefix``, in order."""
         where, args = self._prefix(prefix)
         q = f"SELECT DISTINCT stream FROM events WHERE {where} ORDER BY stream LIMIT %s"
         return [str(r[0]) for r in self._read(q, (*args, limit))]
@@ -833,11 +812,9 @@ class PostgresStore(StoreBase):
             raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
 
     def same_database(self, other: LogStore) -> bool:
-        """True if ``other`` is a connection to this very database (same server and name)."""
         return isinstance(other, PostgresStore) and self._url.place() == other._url.place()
 
     def describe(self) -> str:
-        """The database, for messages (no password)."""
         return self._url.render()
 
     def close(self) -> None:
@@ -861,8 +838,7 @@ def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
     from ledger.store import tracking
     from ledger.store.summary import POSITION_SQL, catch_up, pg, position, probe
 
-    def fetch(sql: str, args: Any) -> list[Any]:
-        return list(conn.execute(pg(sql), args).fetchall())
+    fetch = fetcher(conn)
 
     def begin() -> int:
         probe(keeper, fetch, "postgresql")

@@ -108,7 +108,6 @@ class Checkpointer:
             con.close()
 
     def close(self) -> None:
-        """Stop the thread (it finishes a checkpoint in progress first)."""
         self._closed = True
         thread = self._thread
         if thread is not None and self._pid == os.getpid():
@@ -385,7 +384,6 @@ class SQLiteStore(StoreBase):
     # -- the cards summary (summary.py): loaded when a list or a writer needs it, not by every read --------
 
     def catch_up_summary(self) -> int:
-        """Fold into the cards summary the events it does not reflect yet; how many (0 on a read-only store)."""
         if self.readonly:
             return 0
         try:
@@ -415,8 +413,6 @@ class SQLiteStore(StoreBase):
             self.catch_up_summary()
 
     def summary_at_head(self) -> SummaryOverlay | None:
-        """None once the summary tables reflect the log's head (caught up here when behind); for a read-only store
-        that is behind, the overlay to answer from (nothing written)."""
         from ledger.store.summary import POSITION_SQL, position
 
         try:
@@ -512,7 +508,6 @@ class SQLiteStore(StoreBase):
             raise StoreError(f"cannot prepare the ledger at {self.describe()}: {e}{self._readonly_hint()}") from e
 
     def revision(self) -> str | None:
-        """The schema revision the database is at (None for an empty database)."""
         try:
             with self._readers.connection() as con:
                 row = con.execute("SELECT version_num FROM alembic_version").fetchone()
@@ -523,7 +518,6 @@ class SQLiteStore(StoreBase):
         return row[0] if row else None
 
     def triggers(self) -> set[str]:
-        """Names of the append-only triggers present on ``events``."""
         q = "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'"
         return {r[0] for r in self._read(q, ())}
 
@@ -586,7 +580,6 @@ class SQLiteStore(StoreBase):
         return out
 
     def insert_copied(self, rows: Sequence[StoredEvent] | CopyBatch) -> int:
-        """Insert events copied from another ledger, keeping versions and hashes (see :class:`LogStore`)."""
         batch = copy_batch_of(rows)
         rows = batch.rows
         if not rows:
@@ -608,7 +601,6 @@ class SQLiteStore(StoreBase):
     # -- snapshots (a cache: never the truth) ------------------------------------------------------------------
 
     def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
-        """Store (or replace) the cached projection of ``stream``; failures are ignored, it is only a cache."""
         if self.readonly:
             return
         try:
@@ -622,7 +614,6 @@ class SQLiteStore(StoreBase):
             pass  # only a cache: the next writer or reader caches it again
 
     def drop_snapshots(self) -> None:
-        """Delete every cached projection."""
         with self._writer.connection() as con:
             con.execute("DELETE FROM snapshots")
 
@@ -641,7 +632,6 @@ class SQLiteStore(StoreBase):
     def read_bodies(
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None
     ) -> tuple[list[bytes], int, int]:
-        """Only the bodies of ``stream`` in version order, with the last version and seq read (fast path)."""
         # One-column rows iterated straight into a list cost about half of fetching (body, version, seq).
         where, args = stream_query("?", "", stream, after_version, until_seq, None)
         try:
@@ -730,7 +720,6 @@ class SQLiteStore(StoreBase):
             raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
 
     def same_database(self, other: LogStore) -> bool:
-        """True if ``other`` is a connection to this very file."""
         if not isinstance(other, SQLiteStore):
             return False
         try:
@@ -739,7 +728,6 @@ class SQLiteStore(StoreBase):
             return False
 
     def describe(self) -> str:
-        """The database, for messages."""
         return self.url
 
     def close(self) -> None:

@@ -461,16 +461,12 @@ class PageQuery(msgspec.Struct, frozen=True):
     max_open_us: int = 0
 
 
-def _least(dialect: str, a: str, b: str) -> str:
-    return f"min({a}, {b})" if dialect == "sqlite" else f"LEAST({a}, {b})"
-
-
 def shown_closed_expr(dialect: str) -> str:
     """SQL for when a card is shown closed (its close, or the toolkit's auto-close if due by ``now``), or NULL.
 
     Parameters (microseconds): never, stale, max_open, now, never, stale, max_open.
     """
-    due = _least(dialect, "coalesce(last_key, ?) + ?", "opened_key + ?")
+    due = f"{'min' if dialect == 'sqlite' else 'LEAST'}(coalesce(last_key, ?) + ?, opened_key + ?)"
     return f"(CASE WHEN close_reason IS NOT NULL THEN closed_key WHEN {due} <= ? THEN {due} ELSE NULL END)"
 
 
@@ -571,19 +567,12 @@ def tag_points_query(tag: str, limit: int, before: str | None = None, *, many: b
     return sql, [*args, limit]
 
 
-def tag_count_query(tag: str) -> tuple[str, list[Any]]:
-    """How many cards have ``tag`` (retracted ones too): a range of the keys table's primary key, nothing else."""
-    return f"SELECT count(*) FROM {KEYS} WHERE kind = 't' AND value = ?", [tag]
-
-
 #: (the summary's position, the log's last seq, 1 while the event at the position is the one folded there).
 POSITION_SQL = tracking.behind_sql(tracking.SUMMARY)
 SET_POSITION_SQL = f"UPDATE {tracking.TABLE} SET seq = ?, hash = ? WHERE name = '{tracking.SUMMARY}'"
 TAIL_SQL = "SELECT stream, version, type, body, seq, hash FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
 #: Events folded per transaction of a catch-up (a long tail, after a copy, is caught up in several).
 TAIL_CHUNK = 20_000
-
-Execute = Callable[[str, Any], Any]
 
 
 def position(row: Sequence[Any], where: str) -> tuple[int, int]:
@@ -604,11 +593,12 @@ class SummaryUnbound(StoreError):
 
 
 def fold_tail(
-    keeper: SummaryKeeper, fetch: Callable[[str, Any], list[Any]], position: int, limit: int = TAIL_CHUNK
+    keeper: SummaryKeeper, fetch: Callable[[str, Any], list[Any]], position: int
 ) -> tuple[list[Change | None], tuple[int, str] | None, int]:
-    """The summary changes of the (at most ``limit``) events after ``position``, the seq and hash of the last one
-    (None when there is none) and how many there were. ``fetch`` runs ``?`` reads in the caller's transaction."""
-    rows = fetch(TAIL_SQL, (position, limit))
+    """The summary changes of the (at most :data:`TAIL_CHUNK`) events after ``position``, the seq and hash of the
+    last one (None when there is none) and how many there were. ``fetch`` runs ``?`` reads in the caller's
+    transaction."""
+    rows = fetch(TAIL_SQL, (position, TAIL_CHUNK))
     if not rows:
         return [], None, 0
     events = [(r[0], r[1], r[2], bytes(r[3])) for r in rows]
@@ -619,8 +609,8 @@ def catch_up(
     keeper: SummaryKeeper,
     begin: Callable[[], int],
     fetch: Callable[[str, Any], list[Any]],
-    execute: Execute,
-    executemany: Execute,
+    execute: Callable[[str, Any], Any],
+    executemany: Callable[[str, Any], Any],
     commit: Callable[[], None],
     rollback: Callable[[], None],
     writing: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
@@ -714,11 +704,6 @@ def build_overlay(fetch: Callable[[str, Any], list[Any]], keeper: SummaryKeeper,
         overlay.apply(changes)
         at = last[0]
     return overlay
-
-
-def has_position(fetch: Callable[[str, Any], list[Any]], dialect: str) -> bool:
-    """Whether the schema has the position table (a ledger at an earlier revision, opened read-only, has not)."""
-    return has_table(fetch, dialect, tracking.TABLE)
 
 
 #: Events read per query.
@@ -980,7 +965,7 @@ def _hold_position(read: Callable[[str, Any], list[Any]], dialect: str) -> None:
     summary: a store's follower thread catching up meanwhile then waits or steps aside, where it would otherwise hold
     the position and wait for rows the migration holds while the migration waits for the position (a deadlock).
     SQLite needs none: a migration there holds the whole database (IMMEDIATE)."""
-    if dialect == "postgresql" and has_position(read, dialect):
+    if dialect == "postgresql" and has_table(read, dialect, tracking.TABLE):
         read(POSITION_SQL + " FOR UPDATE", ())
 
 
@@ -1049,7 +1034,7 @@ def read_page(store: LogStore, q: PageQuery) -> list[SummaryRow]:
     if q.tags and q.limit is not None and q.sort in INDEXED_SORTS and store.dialect == "sqlite":
         # SQLite reads every card of an IN (...) list and sorts them; a tag of many cards is better walked along
         # the sort's index, each card probed in the keys table, stopping at the page's end.
-        tagged = sum(int(query(store, *tag_count_query(t))[0][0]) for t in q.tags)
+        tagged = sum(tag_count(store, t) for t in q.tags)
         if tagged > MANY_CARDS:
             q = msgspec.structs.replace(q, walk=True)
     sql, args = page_query(store.dialect, q)
@@ -1094,7 +1079,7 @@ def _position(store: LogStore) -> int | None:
     try:
         return int(_query(store, POSITION_SQL)[0][0])
     except StoreError:
-        if has_position(lambda sql, args: _query(store, sql, args), store.dialect):
+        if has_table(lambda sql, args: _query(store, sql, args), store.dialect, tracking.TABLE):
             raise
         return None
 
@@ -1185,14 +1170,14 @@ def tag_points(store: LogStore, tag: str, limit: int, before: str | None = None)
     """(card id, opened, opened key, score) of the newest ``limit`` cards with ``tag`` that have an opened time and
         are not retracted, newest first, opened before card ``before`` if given: two queries on the summary (how many
     cards the tag has, which chooses the plan; then the page)."""
-    many = int(query(store, *tag_count_query(tag))[0][0]) > MANY_CARDS
+    many = tag_count(store, tag) > MANY_CARDS
     sql, args = tag_points_query(tag, limit, before, many=many)
     return [(r[0], r[1], int(r[2]), float(r[3])) for r in query(store, sql, args)]
 
 
 def tag_count(store: LogStore, tag: str) -> int:
     """How many cards have ``tag`` (retracted ones too): a range of the keys table's primary key."""
-    return int(query(store, *tag_count_query(tag))[0][0])
+    return int(query(store, f"SELECT count(*) FROM {KEYS} WHERE kind = 't' AND value = ?", [tag])[0][0])
 
 
 def recent_tags(store: LogStore, cards: int) -> list[str]:

@@ -28,7 +28,6 @@ from ledger.errors import AmbiguousCard, InputError, StoreError, UnknownCard
 from ledger.store.base import LogStore, Snapshot, StoredEvent
 from ledger.store.baselines import BaselineSets
 
-# The snapshot policy, all of it here.
 #: The snapshots' format; a new one makes old snapshots be ignored (and rewritten).
 SNAPSHOT_KIND = "card/v2"
 #: A read that folded this many events past the cached projection caches what it folded.

@@ -396,7 +396,6 @@ def copy_batch(conn: Any, batch: CopyBatch, lock: tuple[str, tuple[Any, ...]]) -
     return len(new)
 
 
-# SQLiteStore's twin over another driver and dialect, method by method; what both do alike is StoreBase's.
 if TYPE_CHECKING:
     from ledger.store.summary import SummaryKeeper
 
@@ -417,7 +416,6 @@ class PostgresStore(StoreBase):
         self.readonly = readonly
         self._open = connector(self._url, readonly=readonly)
         self._heads = HeadCache()
-        # The cards summary is caught up after commits, off the appending thread (see summary.py).
         self._follower = Follower(self._follow)
         self._overlay: SummaryOverlay | None = None
         timeout = busy_timeout_ms / 1000
@@ -705,7 +703,6 @@ class PostgresStore(StoreBase):
 
     def insert_copied(self, rows: Sequence[StoredEvent] | CopyBatch) -> int:
         """See :class:`LogStore`; the rows go in through COPY (:func:`copy_batch`)."""
-
         batch = copy_batch_of(rows)
         rows = batch.rows
         if not rows:
@@ -721,7 +718,6 @@ class PostgresStore(StoreBase):
                     try:
                         n = copy_batch(pg, batch, lock)
                         pg.commit()
-                        # The summary is caught up by the next read (or a writer's catch-up), in bulk.
                         return n
                     except (HistoryConflict, StoreError):
                         rollback_quietly(pg)

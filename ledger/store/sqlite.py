@@ -365,9 +365,7 @@ class SQLiteStore(StoreBase):
         )
         self._readers = ReadPool(self._connect, sqlite3.Connection.close, timeout=timeout, where=self.describe)
         self._engine: Any = None
-        # WAL checkpoints run in a background thread, not inside a captured step's commit (see :class:`Checkpointer`).
         self._checkpointer = Checkpointer(self._connect, every=EVERY_COMMITS if durability != "full" else 0)
-        # The cards summary is caught up after commits, off the appending thread (see summary.py).
         self._follower = Follower(self._follow)
         self._overlay: SummaryOverlay | None = None
         self._immutable = readonly and not writable(self.path)
@@ -499,8 +497,6 @@ class SQLiteStore(StoreBase):
             raise StoreError(f"cannot prepare the ledger at {self.describe()}: {e.orig}{self._readonly_hint()}") from e
 
     def _create_fresh(self) -> bool:
-        # A new file gets the head schema in plain SQL: no SQLAlchemy/Alembic imports (see :func:`create_fresh`).
-
         try:
             with self._writer.connection() as con:
                 return create_fresh(con)

@@ -906,7 +906,6 @@ def write_streamed(
     """Replace the summary tables' content with a rebuild from the log, :data:`CARDS_CHUNK` cards per statement (inside
     the caller's transaction); returns the number of cards. ``figures``: the schema has the tag figures table,
     rewritten from the counts of the rows (held per figure value, not per card)."""
-
     execute(f"DELETE FROM {KEYS}", ())
     execute(f"DELETE FROM {SUMMARY}", ())
     n = 0
@@ -941,7 +940,6 @@ def write_streamed(
 def fill(conn: Any, columns: Sequence[str] = COLUMNS) -> int:
     """Build the summary tables from the log on SQLAlchemy connection ``conn`` (the migration's transaction),
     writing ``columns`` (those the table has at the migration's revision)."""
-
     fix = pg if conn.dialect.name == "postgresql" else str
     upsert, pick = _upsert_of(columns)
 
@@ -950,7 +948,6 @@ def fill(conn: Any, columns: Sequence[str] = COLUMNS) -> int:
 
     _hold_position(read, conn.dialect.name)
 
-    # One card at a time, a batch of events per query: the log is never held whole, nor every card.
     return write_streamed(
         read,
         lambda sql, params: conn.exec_driver_sql(fix(sql), params),
@@ -1025,7 +1022,6 @@ def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
 
 
 def _query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
-    # Each store's own reader connections (sqlite3, psycopg): no SQLAlchemy for a read.
     return list(store._read(sql if store.dialect == "sqlite" else pg(sql), tuple(args)))  # type: ignore[attr-defined]
 
 

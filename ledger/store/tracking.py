@@ -73,5 +73,4 @@ def write_mark(store: LogStore, source: str, seq: int, hash_: str, streams: int)
 
 
 def _rows(store: LogStore, sql: str, args: list[Any]) -> list[Any]:
-    # The store's own reader connections; psycopg takes %s where sqlite3 takes ?.
     return list(store._read(sql if store.dialect == "sqlite" else sql.replace("?", "%s"), tuple(args)))  # type: ignore[attr-defined]

@@ -28,6 +28,7 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
+from itertools import batched
 from typing import Any
 
 import msgspec
@@ -793,13 +794,8 @@ def rebuilt(read: Read) -> Iterator[tuple[str, Built | None]]:
 
 
 def _stored(read: Read, ids: Sequence[str]) -> dict[str, Stored]:
-    marks = ", ".join("?" * len(ids))
-    sql = f"SELECT {', '.join(COLUMNS)} FROM {SUMMARY} WHERE card_id IN ({marks})"
-    rows = {r[0]: SummaryRow(*r) for r in read(sql, ids)}
-    keys: dict[str, set[tuple[str, str]]] = {}
-    for cid, kind, value in read(f"SELECT card_id, kind, value FROM {KEYS} WHERE card_id IN ({marks})", ids):
-        keys.setdefault(cid, set()).add((kind, value))
-    return {c: (rows.get(c), frozenset(keys.get(c, ()))) for c in ids if c in rows or c in keys}
+    where = f" WHERE card_id IN ({', '.join('?' * len(ids))})"
+    return _stored_of(read(SELECT_KEYS_SQL + where, ids), read(SELECT_ROWS_SQL + where, ids))
 
 
 def _difference(cid: str, want: Built | None, got: Stored | None) -> str | None:
@@ -909,29 +905,17 @@ def write_streamed(
     execute(f"DELETE FROM {KEYS}", ())
     execute(f"DELETE FROM {SUMMARY}", ())
     n = 0
-    chunk: list[Built] = []
     counts: Counter[Key] = Counter()
-
-    def flush() -> None:
+    for chunk in batched((built for _, built in rebuilt(read) if built is not None), CARDS_CHUNK):
+        n += len(chunk)
+        if figures:
+            for r, _ in chunk:
+                counts.update(counts_of(r.tags, r.score, r.game_stats, r.retracted))
         params = [msgspec.structs.astuple(row) for row, _ in chunk]
         execute(upsert, params if pick is None else [tuple(p[j] for j in pick) for p in params])
         keys = [(k, v, row.card_id) for row, ks in chunk for k, v in sorted(ks)]
         if keys:
             execute(INSERT_KEY_SQL, keys)
-
-    for _, built in rebuilt(read):
-        if built is None:
-            continue
-        n += 1
-        chunk.append(built)
-        if figures:
-            r = built[0]
-            counts.update(counts_of(r.tags, r.score, r.game_stats, r.retracted))
-        if len(chunk) >= CARDS_CHUNK:
-            flush()
-            chunk = []
-    if chunk:
-        flush()
     if figures:
         replace_all(execute, counts)
     return n
@@ -1048,11 +1032,12 @@ def count_page(store: LogStore, q: PageQuery) -> int:
     return int(query(store, f"SELECT count(*) FROM {SUMMARY}{where}", args)[0][0])
 
 
-def _stored_all(read: Callable[[str], list[Any]]) -> dict[str, Stored]:
+def _stored_of(key_rows: Iterable[Sequence[Any]], rows: Iterable[Sequence[Any]]) -> dict[str, Stored]:
+    """Each card's row (None: only keys) and keys, from rows of :data:`SELECT_KEYS_SQL` and :data:`SELECT_ROWS_SQL`."""
     keys: dict[str, set[tuple[str, str]]] = {}
-    for cid, kind, value in read(SELECT_KEYS_SQL):
+    for cid, kind, value in key_rows:
         keys.setdefault(cid, set()).add((kind, value))
-    out: dict[str, Stored] = {r[0]: (SummaryRow(*r), frozenset(keys.pop(r[0], ()))) for r in read(SELECT_ROWS_SQL)}
+    out: dict[str, Stored] = {r[0]: (SummaryRow(*r), frozenset(keys.pop(r[0], ()))) for r in rows}
     out.update({cid: (None, frozenset(ks)) for cid, ks in keys.items()})
     return out
 
@@ -1063,9 +1048,10 @@ def stored(store: LogStore) -> dict[str, Stored]:
     for _ in range(100):
         overlay = store.summary_at_head()
         if overlay is not None:
-            return _stored_all(functools.partial(overlay.query, args=()))
+            return _stored_of(overlay.query(SELECT_KEYS_SQL, ()), overlay.query(SELECT_ROWS_SQL, ()))
         before = _position(store)
-        have = _stored_all(functools.partial(query if before is None else _query, store))
+        read = functools.partial(query if before is None else _query, store)
+        have = _stored_of(read(SELECT_KEYS_SQL), read(SELECT_ROWS_SQL))
         if _position(store) == before:
             return have
     raise StoreError(f"the cards summary of the ledger at {store.describe()} kept moving while it was read")

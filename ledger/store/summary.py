@@ -848,40 +848,32 @@ def check_streamed(
     cards = 0
     want_figures: Counter[Key] = Counter()
 
-    def flush(pending: list[tuple[str, Built | None]]) -> None:
+    def note(difference: str | None) -> None:
         nonlocal extra
-        have = _stored(read, [c for c, _ in pending])
-        for cid, want in pending:
-            d = _difference(cid, want, have.get(cid))
-            if d is None:
-                continue
-            if len(out) < limit:
-                out.append(d)
-            else:
-                extra += 1
-
-    pending: list[tuple[str, Built | None]] = []
-    for cid, want in rebuilt(read):
-        if want is not None:
-            cards += 1
-        if cid in skip:
-            continue
-        if figures and want is not None:
-            r = want[0]
-            want_figures.update(counts_of(r.tags, r.score, r.game_stats, r.retracted))
-        pending.append((cid, want))
-        if len(pending) >= CARDS_CHUNK:
-            flush(pending)
-            pending = []
-    if pending:
-        flush(pending)
-    for cid in _orphans(read):
-        if cid in skip:
-            continue
-        if len(out) < limit:
-            out.append(f"card {cid}: a summary row for a card the log does not hold")
-        else:
+        if difference is not None and len(out) < limit:
+            out.append(difference)
+        elif difference is not None:
             extra += 1
+
+    def compared() -> Iterator[tuple[str, Built | None]]:
+        nonlocal cards
+        for cid, want in rebuilt(read):
+            if want is not None:
+                cards += 1
+            if cid in skip:
+                continue
+            if figures and want is not None:
+                r = want[0]
+                want_figures.update(counts_of(r.tags, r.score, r.game_stats, r.retracted))
+            yield cid, want
+
+    for chunk in batched(compared(), CARDS_CHUNK):
+        have = _stored(read, [c for c, _ in chunk])
+        for cid, want in chunk:
+            note(_difference(cid, want, have.get(cid)))
+    for cid in _orphans(read):
+        if cid not in skip:
+            note(f"card {cid}: a summary row for a card the log does not hold")
     if extra:
         out.append(f"+{extra} more cards")
     if figures:

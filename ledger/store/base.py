@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ledger.store.connections import Writer
-    from ledger.store.summary import SummaryKeeper
 
 Durability = Literal["normal", "full", "batched"]
 
@@ -455,7 +454,6 @@ class StoreBase:
     dialect: str
     readonly: bool
     _mark: str
-    _keeper: SummaryKeeper | None = None
     _writer: Writer[Any]
 
     def describe(self) -> str:
@@ -544,34 +542,12 @@ class StoreBase:
         have = self.triggers()
         return [t for t in APPEND_ONLY_TRIGGERS[self.dialect] if t not in have]
 
-    def repair_triggers(self) -> list[str]:
-        """Create the missing (PostgreSQL: or disabled) append-only triggers again (``ledger init``)."""
-        missing = self.missing_triggers()
-        if missing:
-            from ledger.store.migrating import trigger_statements
-
-            self._write_transaction(
-                lambda con: [con.execute(stmt) for stmt in trigger_statements(self.dialect, missing)],
-                "cannot prepare the ledger",
-            )
-        return missing
-
     def _write_transaction(self, work: Callable[[Any], Any], what: str) -> Any:
         """``work(connection)`` in one committed transaction on the writer; PostgreSQL's errors as ``what``."""
         raise NotImplementedError
 
     def head_revision(self) -> str:
         return head_revision()
-
-    # -- the cards summary (summary.py): loaded when a list or a writer needs it, not by every read --------
-
-    @property
-    def _summary(self) -> SummaryKeeper:
-        if self._keeper is None:
-            from ledger.store.summary import SummaryKeeper
-
-            self._keeper = SummaryKeeper()
-        return self._keeper
 
     # -- reads alike on both backends ---------------------------------------------------------------------
 

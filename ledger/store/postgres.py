@@ -416,6 +416,7 @@ class PostgresStore(StoreBase):
         self.readonly = readonly
         self._open = connector(self._url, readonly=readonly)
         self._heads = HeadCache()
+        self._keeper: SummaryKeeper | None = None
         self._follower = Follower(self._follow)
         self._overlay: SummaryOverlay | None = None
         timeout = busy_timeout_ms / 1000
@@ -501,6 +502,16 @@ class PostgresStore(StoreBase):
             "AND NOT tgisinternal AND tgenabled IN ('O', 'A')"
         )
         return {r[0] for r in self._read(q)}
+
+    def repair_triggers(self) -> list[str]:
+        """Create the missing (or disabled) append-only triggers again (``ledger init``); returns their names."""
+        missing = self.missing_triggers()
+        if missing:
+            from ledger.store.migrating import trigger_statements
+
+            statements = trigger_statements(self.dialect, missing)
+            self._write_transaction(lambda con: [con.execute(s) for s in statements], "cannot prepare the ledger")
+        return missing
 
     def _write_transaction(self, work: Any, what: str) -> Any:
         """``work(connection)`` in one transaction on the writer, committed (rolled back on any error)."""
@@ -606,6 +617,15 @@ class PostgresStore(StoreBase):
         return out
 
     # -- the cards summary (summary.py): loaded when a list or a writer needs it, not by every read --------
+
+    @property
+    def _summary(self) -> SummaryKeeper:
+        """The cards summary's keeper (summary.py): loaded when a list or a writer needs it, not by every read."""
+        if self._keeper is None:
+            from ledger.store.summary import SummaryKeeper
+
+            self._keeper = SummaryKeeper()
+        return self._keeper
 
     def catch_up_summary(self, *, wait: bool = True) -> int:
         """On a connection of the read pool, not the writer: the appending thread never waits for a catch-up.

@@ -354,6 +354,7 @@ class SQLiteStore(StoreBase):
         self.busy_timeout_ms = busy_timeout_ms
         self.readonly = readonly
         self._heads = HeadCache()
+        self._keeper: SummaryKeeper | None = None
         timeout = busy_timeout_ms / 1000
         # A writer left inside a transaction (its ROLLBACK failed too) would refuse every later BEGIN: replaced.
         self._writer = Writer(
@@ -380,6 +381,15 @@ class SQLiteStore(StoreBase):
         refuse_foreign(self.path, busy_timeout_ms)
 
     # -- the cards summary (summary.py): loaded when a list or a writer needs it, not by every read --------
+
+    @property
+    def _summary(self) -> SummaryKeeper:
+        """The cards summary's keeper (summary.py): loaded when a list or a writer needs it, not by every read."""
+        if self._keeper is None:
+            from ledger.store.summary import SummaryKeeper
+
+            self._keeper = SummaryKeeper()
+        return self._keeper
 
     def catch_up_summary(self) -> int:
         if self.readonly:
@@ -516,6 +526,16 @@ class SQLiteStore(StoreBase):
     def triggers(self) -> set[str]:
         q = "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'"
         return {r[0] for r in self._read(q, ())}
+
+    def repair_triggers(self) -> list[str]:
+        """Create the missing append-only triggers again (``ledger init``); returns their names."""
+        missing = self.missing_triggers()
+        if missing:
+            from ledger.store.migrating import trigger_statements
+
+            statements = trigger_statements(self.dialect, missing)
+            self._write_transaction(lambda con: [con.execute(s) for s in statements], "cannot prepare the ledger")
+        return missing
 
     def _write_transaction(self, work: Callable[[sqlite3.Connection], Any], what: str) -> Any:
         """``work(connection)`` in one write transaction on the writer (``what`` is PostgreSQL's message only)."""

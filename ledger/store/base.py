@@ -203,14 +203,12 @@ class LogStore(Protocol):
 
     def count(self) -> int: ...
 
-    def same_database(self, other: LogStore) -> bool:
-        """True if ``other`` is a connection to this very database."""
+    def same_database(self, other: LogStore) -> bool: ...
 
     def describe(self) -> str:
         """The database, for messages (no password)."""
 
-    def close(self) -> None:
-        """Release every connection."""
+    def close(self) -> None: ...
 
 
 def normalize_url(path_or_url: str | os.PathLike[str]) -> str:
@@ -245,11 +243,8 @@ def _migrations() -> str:
 
 @functools.cache
 def known_revisions() -> tuple[str, ...]:
-    """Every revision the migrations know, oldest first (named by their files: ``NNNN_*.py``).
-
-    Read from the files' ``revision = "..."`` lines, in the order of their names, so that checking a ledger's
-    revision needs no Alembic (a test checks that this agrees with Alembic's own script directory).
-    """
+    """Every revision the migrations know, oldest first: read from their files' ``revision = "..."`` lines, so that
+    checking a ledger's revision needs no Alembic (a test checks this agrees with Alembic's own script directory)."""
     versions = os.path.join(_migrations(), "versions")
     out = []
     for name in sorted(n for n in os.listdir(versions) if n[:1].isdigit() and "_" in n and n.endswith(".py")):
@@ -260,7 +255,6 @@ def known_revisions() -> tuple[str, ...]:
 
 
 def head_revision() -> str:
-    """The newest revision the migrations know."""
     return known_revisions()[-1]
 
 
@@ -392,7 +386,6 @@ def copied_rows(
 
 
 def lowest_versions(rows: Sequence[StoredEvent]) -> dict[str, int]:
-    """The lowest version given for each stream of ``rows``."""
     lowest: dict[str, int] = {}
     for r in rows:
         lowest[r.stream] = min(lowest.get(r.stream, r.version), r.version)
@@ -400,10 +393,8 @@ def lowest_versions(rows: Sequence[StoredEvent]) -> dict[str, int]:
 
 
 class HeadCache:
-    """The last (version, hash) this process appended per stream: an append can skip re-reading the head.
-
-    A stale entry only turns into a VersionConflict through UNIQUE(stream, version).
-    """
+    """The last (version, hash) this process appended per stream: an append can skip re-reading the head (a stale
+    entry only turns into a VersionConflict through UNIQUE(stream, version))."""
 
     def __init__(self) -> None:
         self._heads: dict[str, tuple[int, str]] = {}
@@ -431,7 +422,6 @@ APPEND_CHUNK = 2_000
 
 
 def encode_events(new_events: Sequence[Event]) -> list[tuple[str, str, bytes]]:
-    """Events as ``(type, ts, body)`` rows."""
     return [(type_of(e), e.ts.isoformat(), encode(e)) for e in new_events]
 
 

@@ -27,14 +27,14 @@ from ledger.errors import HistoryConflict, InputError, LedgerError, StoreError
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from ledger.store.connections import Writer
+
 Durability = Literal["normal", "full", "batched"]
 
 APPEND_ONLY_TRIGGERS = {
     "sqlite": ("events_no_update", "events_no_delete"),
     "postgresql": ("events_no_update", "events_no_delete", "events_no_truncate"),
 }
-
-TABLES = ("events", "alembic_version")
 
 
 class StoredEvent(msgspec.Struct, frozen=True):
@@ -99,14 +99,12 @@ class LogStore(Protocol):
     def revision(self) -> str | None:
         """The schema revision the database is at (None for an empty database)."""
 
-    def head_revision(self) -> str:
-        """The newest revision this version knows."""
+    def head_revision(self) -> str: ...
 
     def triggers(self) -> set[str]:
         """Names of the enabled append-only triggers present on ``events``."""
 
-    def missing_triggers(self) -> list[str]:
-        """Append-only triggers that should exist and do not."""
+    def missing_triggers(self) -> list[str]: ...
 
     def repair_triggers(self) -> list[str]:
         """Create the missing append-only triggers again; returns their names."""
@@ -148,8 +146,7 @@ class LogStore(Protocol):
         :class:`StoreError` if a stream would not continue; then nothing is written. Returns the number inserted.
         """
 
-    def event_at(self, stream: str, version: int) -> StoredEvent | None:
-        """The event of ``stream`` at ``version``, or None."""
+    def event_at(self, stream: str, version: int) -> StoredEvent | None: ...
 
     def get_snapshot(self, stream: str, kind: str) -> Snapshot | None:
         """A cached projection of ``stream``, or None (also when the cache is unreadable)."""
@@ -157,14 +154,12 @@ class LogStore(Protocol):
     def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
         """Store (or replace) the cached projection of ``stream``; failures are ignored."""
 
-    def drop_snapshots(self) -> None:
-        """Delete every cached projection."""
+    def drop_snapshots(self) -> None: ...
 
     def analyze(self) -> None:
         """Refresh the query planner's statistics after a bulk write (a copy); best effort, never raises."""
 
-    def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
-        """Cached projections of many streams at once."""
+    def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]: ...
 
     def snapshot_keys(self) -> list[tuple[str, str, int, int]]:
         """(stream, kind, version, seq) of every stored snapshot, by stream."""
@@ -195,8 +190,7 @@ class LogStore(Protocol):
         version and seq read: the fast cold replay. None where the backend has no such read (the facade then
         reads :meth:`read_bodies`). An iterable not read to the end must be closed if it has ``close``."""
 
-    def stream_exists(self, stream: str) -> bool:
-        """True if the stream has at least one event."""
+    def stream_exists(self, stream: str) -> bool: ...
 
     def streams(self, prefix: str | None = None) -> list[StreamInfo]:
         """Every stream (optionally with a name prefix), in order of first event."""
@@ -207,17 +201,14 @@ class LogStore(Protocol):
     def max_seq(self) -> int:
         """The highest ``seq`` in the log (0 when empty)."""
 
-    def count(self) -> int:
-        """Number of events in the log."""
+    def count(self) -> int: ...
 
-    def same_database(self, other: LogStore) -> bool:
-        """True if ``other`` is a connection to this very database."""
+    def same_database(self, other: LogStore) -> bool: ...
 
     def describe(self) -> str:
         """The database, for messages (no password)."""
 
-    def close(self) -> None:
-        """Release every connection."""
+    def close(self) -> None: ...
 
 
 def normalize_url(path_or_url: str | os.PathLike[str]) -> str:
@@ -252,11 +243,8 @@ def _migrations() -> str:
 
 @functools.cache
 def known_revisions() -> tuple[str, ...]:
-    """Every revision the migrations know, oldest first (named by their files: ``NNNN_*.py``).
-
-    Read from the files' ``revision = "..."`` lines, in the order of their names, so that checking a ledger's
-    revision needs no Alembic (a test checks that this agrees with Alembic's own script directory).
-    """
+    """Every revision the migrations know, oldest first: read from their files' ``revision = "..."`` lines, so that
+    checking a ledger's revision needs no Alembic (a test checks this agrees with Alembic's own script directory)."""
     versions = os.path.join(_migrations(), "versions")
     out = []
     for name in sorted(n for n in os.listdir(versions) if n[:1].isdigit() and "_" in n and n.endswith(".py")):
@@ -267,7 +255,6 @@ def known_revisions() -> tuple[str, ...]:
 
 
 def head_revision() -> str:
-    """The newest revision the migrations know."""
     return known_revisions()[-1]
 
 
@@ -321,35 +308,6 @@ def has_table(execute: Callable[[str, Any], Any], dialect: str, table: str) -> b
     else:
         sql = f"SELECT count(*) FROM pg_tables WHERE tablename = '{table}' AND schemaname = current_schema()"
     return bool(next(iter(execute(sql, ())))[0])
-
-
-#: A stream's snapshot with the log's event at its version (``{m}``: the driver's placeholder), for
-#: :meth:`LogStore.bound_snapshot`; and that event alone with the count of the stream's events up to it.
-BOUND_SNAPSHOT_SQL = (
-    "SELECT s.version, s.seq, s.body, e.seq, e.hash, "
-    "(SELECT count(*) FROM events c WHERE c.stream = s.stream AND c.version <= s.version) "
-    "FROM snapshots s LEFT JOIN events e ON e.stream = s.stream AND e.version = s.version "
-    "WHERE s.stream = {m} AND s.kind = {m}"
-)
-LINK_SQL = (
-    "SELECT seq, hash, (SELECT count(*) FROM events WHERE stream = {m} AND version <= {m}) "
-    "FROM events WHERE stream = {m} AND version = {m}"
-)
-
-
-def bound_snapshot_of(rows: Sequence[Sequence[Any]]) -> tuple[Snapshot, tuple[int, str, int] | None] | None:
-    """The rows of :data:`BOUND_SNAPSHOT_SQL` as :meth:`LogStore.bound_snapshot` returns them."""
-    if not rows:
-        return None
-    r = rows[0]
-    return Snapshot(r[0], r[1], bytes(r[2])), link_of([r[3:]])
-
-
-def link_of(rows: Sequence[Sequence[Any]]) -> tuple[int, str, int] | None:
-    """The rows of :data:`LINK_SQL` as :meth:`LogStore.link_at` returns them."""
-    if not rows or rows[0][0] is None:
-        return None
-    return int(rows[0][0]), str(rows[0][1]), int(rows[0][2])
 
 
 def chain_rows(stream: str, rows: Sequence[tuple[str, str, bytes]], version: int, prev: str) -> list[StoredEvent]:
@@ -428,7 +386,6 @@ def copied_rows(
 
 
 def lowest_versions(rows: Sequence[StoredEvent]) -> dict[str, int]:
-    """The lowest version given for each stream of ``rows``."""
     lowest: dict[str, int] = {}
     for r in rows:
         lowest[r.stream] = min(lowest.get(r.stream, r.version), r.version)
@@ -436,10 +393,8 @@ def lowest_versions(rows: Sequence[StoredEvent]) -> dict[str, int]:
 
 
 class HeadCache:
-    """The last (version, hash) this process appended per stream: an append can skip re-reading the head.
-
-    A stale entry only turns into a VersionConflict through UNIQUE(stream, version).
-    """
+    """The last (version, hash) this process appended per stream: an append can skip re-reading the head (a stale
+    entry only turns into a VersionConflict through UNIQUE(stream, version))."""
 
     def __init__(self) -> None:
         self._heads: dict[str, tuple[int, str]] = {}
@@ -453,7 +408,6 @@ class HeadCache:
         return None
 
     def set(self, stream: str, last: StoredEvent) -> None:
-        """Remember the stream's new head."""
         with self._lock:
             self._heads[stream] = (last.version, last.hash)
 
@@ -468,24 +422,49 @@ APPEND_CHUNK = 2_000
 
 
 def encode_events(new_events: Sequence[Event]) -> list[tuple[str, str, bytes]]:
-    """Events as ``(type, ts, body)`` rows."""
     return [(type_of(e), e.ts.isoformat(), encode(e)) for e in new_events]
 
 
+#: The columns of a :class:`StoredEvent`, in its fields' order.
+COLUMNS = "seq, stream, version, type, ts, body, prev_hash, hash"
+#: Every stream's extent (a :class:`StreamInfo` per row), the head hash joined on UNIQUE(stream, version): one
+#: round trip, not one per stream.
+STREAMS_SQL = (
+    "SELECT a.stream, a.n, a.v, e.hash, a.fs, a.ls, a.ft, a.lt FROM ("
+    "SELECT stream, count(*) AS n, max(version) AS v, min(seq) AS fs, max(seq) AS ls, min(ts) AS ft, max(ts) AS lt "
+    "FROM events {where} GROUP BY stream) AS a JOIN events AS e ON e.stream = a.stream AND e.version = a.v "
+    "ORDER BY a.fs"
+)
+
+
 class StoreBase:
-    """What both backends share: the public append methods over their ``_append_rows``, the trigger check, the
-    migration's revision check."""
+    """What both backends share: the public append methods over their ``_append_rows``, the reads that differ only
+    in the driver's placeholder (``_mark``) over their ``_read``, the trigger check, the migration's revision check."""
 
     dialect: str
     readonly: bool
+    _mark: str
+    _writer: Writer[Any]
 
     def describe(self) -> str:
-        """Where the ledger is, for messages."""
         raise NotImplementedError
 
     def revision(self) -> str | None:
-        """The schema revision the database is at (None for an empty database)."""
         raise NotImplementedError
+
+    def triggers(self) -> set[str]:
+        raise NotImplementedError
+
+    def _read(self, q: str, args: tuple[Any, ...]) -> list[Any]:
+        """Rows of one statement (``_mark`` placeholders) on a reader connection; raises :class:`StoreError`."""
+        raise NotImplementedError
+
+    def _prefix(self, prefix: str) -> tuple[str, tuple[str, ...]]:
+        """The condition (and its arguments) matching the streams whose name starts with ``prefix`` exactly."""
+        raise NotImplementedError
+
+    def _events(self, q: str, args: tuple[Any, ...]) -> list[StoredEvent]:
+        return [StoredEvent(*r) for r in self._read(q, args)]
 
     def append(
         self, stream: str, new_events: Iterable[Event], expected_version: int | None = None, *, whole: bool = True
@@ -513,13 +492,11 @@ class StoreBase:
         return stored if whole else stored[-1:]
 
     def _append_chunked(self, stream: str, new_events: Iterable[Event], expected_version: int | None) -> StoredEvent:
-        events = new_events if isinstance(new_events, Sequence) else list(new_events)
-        return self._append_rows(stream, encode_events(events), expected_version)[-1]
+        raise NotImplementedError
 
     def append_encoded(
         self, stream: str, rows: Sequence[tuple[str, str, bytes]], expected_version: int | None = None
     ) -> list[StoredEvent]:
-        """Like :meth:`append` for already encoded ``(type, ts, body)`` rows."""
         if not rows:
             return []
         return self._append_rows(stream, rows, expected_version)
@@ -530,15 +507,15 @@ class StoreBase:
         raise NotImplementedError
 
     def prepare_copied(self, rows: Sequence[StoredEvent]) -> CopyBatch:
-        """``rows`` ready for ``insert_copied``: each row's hash recomputed (reads and writes nothing)."""
         return copy_batch_of(rows)
 
-    def triggers(self) -> set[str]:
-        """Names of the enabled append-only triggers present on ``events``."""
-        raise NotImplementedError
+    def _write_dbapi(self) -> Any:
+        """The connection every write of this process goes through (tests use it to cause faults). Got holding the
+        writer: one found unusable is never closed under another thread's use."""
+        with self._writer.locked():
+            return self._writer.get()
 
     def migrate(self) -> None:
-        """Bring the schema to the latest revision (creates it on an empty database)."""
         if self.readonly:
             raise StoreError(f"the ledger at {self.describe()} is open read-only: it cannot be migrated")
         # At head (the usual case) this is one query: opening must not queue behind writers for the write lock.
@@ -552,13 +529,115 @@ class StoreBase:
         raise NotImplementedError
 
     def missing_triggers(self) -> list[str]:
-        """Append-only triggers that should exist and do not."""
         have = self.triggers()
         return [t for t in APPEND_ONLY_TRIGGERS[self.dialect] if t not in have]
 
+    def _write_transaction(self, work: Callable[[Any], Any], what: str) -> Any:
+        """``work(connection)`` in one committed transaction on the writer; PostgreSQL's errors as ``what``."""
+        raise NotImplementedError
+
     def head_revision(self) -> str:
-        """The newest revision the migrations know."""
         return head_revision()
+
+    # -- reads alike on both backends ---------------------------------------------------------------------
+
+    def get_snapshot(self, stream: str, kind: str) -> Snapshot | None:
+        m = self._mark
+        try:
+            rows = self._read(
+                f"SELECT version, seq, body FROM snapshots WHERE stream = {m} AND kind = {m}", (stream, kind)
+            )
+        except StoreError:
+            return None
+        return Snapshot(rows[0][0], rows[0][1], bytes(rows[0][2])) if rows else None
+
+    def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
+        out: dict[str, Snapshot] = {}
+        try:
+            for i in range(0, len(streams), 500):
+                chunk = tuple(streams[i : i + 500])
+                q = (
+                    f"SELECT stream, version, seq, body FROM snapshots WHERE kind = {self._mark} "
+                    f"AND stream IN ({', '.join([self._mark] * len(chunk))})"
+                )
+                for r in self._read(q, (kind, *chunk)):
+                    out[r[0]] = Snapshot(r[1], r[2], bytes(r[3]))
+        except StoreError:
+            return {}
+        return out
+
+    def snapshot_keys(self) -> list[tuple[str, str, int, int]]:
+        return [tuple(r) for r in self._read("SELECT stream, kind, version, seq FROM snapshots ORDER BY stream", ())]
+
+    def bound_snapshot(self, stream: str, kind: str) -> tuple[Snapshot, tuple[int, str, int] | None] | None:
+        """See :class:`LogStore` (None also for an unreadable cache)."""
+        m = self._mark
+        q = (
+            "SELECT s.version, s.seq, s.body, e.seq, e.hash, "
+            "(SELECT count(*) FROM events c WHERE c.stream = s.stream AND c.version <= s.version) "
+            "FROM snapshots s LEFT JOIN events e ON e.stream = s.stream AND e.version = s.version "
+            f"WHERE s.stream = {m} AND s.kind = {m}"
+        )
+        try:
+            rows = self._read(q, (stream, kind))
+        except StoreError:
+            return None
+        if not rows:
+            return None
+        r = rows[0]
+        return Snapshot(r[0], r[1], bytes(r[2])), _link(r[3:])
+
+    def link_at(self, stream: str, version: int) -> tuple[int, str, int] | None:
+        m = self._mark
+        q = (
+            f"SELECT seq, hash, (SELECT count(*) FROM events WHERE stream = {m} AND version <= {m}) "
+            f"FROM events WHERE stream = {m} AND version = {m}"
+        )
+        rows = self._read(q, (stream, version, stream, version))
+        return _link(rows[0]) if rows else None
+
+    def read_stream(
+        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, page: tuple[int, int] | None = None
+    ) -> list[StoredEvent]:
+        return self._events(*stream_query(self._mark, COLUMNS, stream, after_version, until_seq, page))
+
+    def event_at(self, stream: str, version: int) -> StoredEvent | None:
+        m = self._mark
+        rows = self._events(f"SELECT {COLUMNS} FROM events WHERE stream = {m} AND version = {m}", (stream, version))
+        return rows[0] if rows else None
+
+    def stream_exists(self, stream: str) -> bool:
+        return bool(self._read(f"SELECT 1 FROM events WHERE stream = {self._mark} LIMIT 1", (stream,)))
+
+    def streams(self, prefix: str | None = None) -> list[StreamInfo]:
+        if prefix is None:
+            return [StreamInfo(*r) for r in self._read(STREAMS_SQL.format(where=""), ())]
+        where, args = self._prefix(prefix)
+        return [StreamInfo(*r) for r in self._read(STREAMS_SQL.format(where=f"WHERE {where}"), args)]
+
+    def scan(self, *, after_seq: int = 0, batch: int = 10_000, prefix: str | None = None) -> Iterator[StoredEvent]:
+        """Every event in global ``seq`` order, read in batches (for verify, copy and tailing)."""
+        last = after_seq
+        cond, pargs = self._prefix(prefix) if prefix is not None else ("", ())
+        m = self._mark
+        q = f"SELECT {COLUMNS} FROM events WHERE seq > {m}{f' AND {cond}' if cond else ''} ORDER BY seq LIMIT {m}"
+        while True:
+            rows = self._events(q, (last, *pargs, batch))
+            if not rows:
+                return
+            yield from rows
+            last = rows[-1].seq
+
+    def max_seq(self) -> int:
+        return int(self._read("SELECT coalesce(max(seq), 0) FROM events", ())[0][0])
+
+    def count(self) -> int:
+        return int(self._read("SELECT count(*) FROM events", ())[0][0])
+
+
+def _link(row: Sequence[Any]) -> tuple[int, str, int] | None:
+    """(seq, hash, events up to it) of a joined event row, None where there is no event."""
+    return None if row[0] is None else (int(row[0]), str(row[1]), int(row[2]))
 
 
 #: How long a writer's background thread waits after a commit before catching up: the commits of that time are
@@ -572,9 +651,8 @@ class Follower:
     thread's after the next commit): the summary is derived, the log is the truth. A forked child starts its own
     thread."""
 
-    def __init__(self, catch_up: Callable[[], object], delay: float = FOLLOW_DELAY_S) -> None:
+    def __init__(self, catch_up: Callable[[], object]) -> None:
         self._catch_up = catch_up
-        self._delay = delay
         self._wake = threading.Event()
         #: Set by :meth:`close`: the wait before a catch-up ends at once (the closing store catches up itself).
         self._stop = threading.Event()
@@ -599,7 +677,7 @@ class Follower:
             wake.wait()
             if self._closed:
                 return
-            self._stop.wait(self._delay)
+            self._stop.wait(FOLLOW_DELAY_S)
             wake.clear()
             if self._closed:
                 return

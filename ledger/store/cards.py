@@ -1,19 +1,14 @@
 """The card repository: the one place a card is read from the log, and the one fold of a card's events.
 
-Every reader loads a card here (:meth:`CardRepository.load`): the id a reference names, the cached projection
-(snapshot) where it is still bound to the log, the events after it, and the checks that the card's chain is whole.
-Every other module that needs a card's state from events (the summary's catch-up, the viewer's cache, the audit,
-evidence) folds them through :func:`replay` here, so a body that does not decode is one error everywhere.
+Every reader loads a card here (:meth:`CardRepository.load`), and every other module that folds a card's events
+(the summary, the viewer's cache, the audit, evidence) goes through :func:`replay`, so a body that does not decode
+is one error everywhere.
 
-A snapshot is a cache, never the truth. It is bound to the log: its row names the version and ``seq`` of the last
-event it covers, and its body the hash of that event and a digest of the state. A read uses it only where the
-event at that version still has that ``seq`` and hash; a snapshot that does not match is ignored (and said once,
-through ``note``) and the card is replayed from its events. ``ledger verify`` compares every snapshot with a
-replay (:func:`snapshot_problems`).
-
-A card whose chain is not whole (versions missing, or fewer events than its valid snapshot was made from) is refused
-with :class:`BrokenChain`; ``allow_broken`` reads what is there, and the caller marks it as such.
-Reads check the chain's shape, not every hash: ``verify`` and ``audit`` recompute those.
+A snapshot is a cache, never the truth: its row names the version and ``seq`` of the last event it covers, its body
+that event's hash and a digest of the state, and a read uses it only where the log's event at that version still
+has that ``seq`` and hash (else it is ignored, said once through ``note``). A card whose chain is not whole is
+refused with :class:`BrokenChain` unless ``allow_broken``. Reads check the chain's shape; ``verify`` and ``audit``
+recompute the hashes.
 """
 
 from __future__ import annotations
@@ -33,7 +28,6 @@ from ledger.errors import AmbiguousCard, InputError, StoreError, UnknownCard
 from ledger.store.base import LogStore, Snapshot, StoredEvent
 from ledger.store.baselines import BaselineSets
 
-# The snapshot policy, all of it here.
 #: The snapshots' format; a new one makes old snapshots be ignored (and rewritten).
 SNAPSHOT_KIND = "card/v2"
 #: A read that folded this many events past the cached projection caches what it folded.

@@ -179,7 +179,6 @@ class _PoolState[C](_ProcessState):
         self.closed = False
 
 
-# Built as Writer is (its own extra setting, then the shared part): what both do alike is _PerProcess's.
 class ReadPool[C](_PerProcess[C, _PoolState[C]]):
     """At most ``size`` reader connections, each used by one thread at a time (see the module's docstring)."""
 

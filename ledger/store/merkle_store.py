@@ -13,8 +13,9 @@ the store's own settings): these are checkpoint and proof commands, not the capt
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -90,9 +91,7 @@ class TreeStore:
                         "(`ledger verify` says what differs)"
                     )
                 frontier = merkle.Frontier(size, self._frontier(conn, size))
-                heads = {
-                    r[0]: (r[1], r[2]) for r in conn.execute(text("SELECT stream, version, hash FROM merkle_heads"))
-                }
+                heads = _heads(conn)
                 nodes, runs, changed, new_last = self._absorb(conn, frontier, (last_seq, last_hash), heads)
             if frontier.size == size or self.store.readonly:
                 return self._head(frontier, new_last[0], heads)
@@ -105,7 +104,7 @@ class TreeStore:
         with self._read() as conn:
             size, last_seq, _, _ = conn.execute(text(_STATE_SQL)).one()
             frontier = merkle.Frontier(size, self._frontier(conn, size))
-            heads = {r[0]: (r[1], r[2]) for r in conn.execute(text("SELECT stream, version, hash FROM merkle_heads"))}
+            heads = _heads(conn)
         return self._head(frontier, last_seq, heads)
 
     def log_batches(self, until_seq: int) -> Iterable[list[tuple[int, str, int, str]]]:
@@ -126,7 +125,7 @@ class TreeStore:
         with self._read() as conn:
             nodes = {(r[0], r[1]): bytes(r[2]) for r in conn.execute(text("SELECT level, idx, hash FROM merkle_nodes"))}
             runs = [(r[0], r[1]) for r in conn.execute(text("SELECT first_idx, first_seq FROM merkle_runs"))]
-            heads = {r[0]: (r[1], r[2]) for r in conn.execute(text("SELECT stream, version, hash FROM merkle_heads"))}
+            heads = _heads(conn)
         return nodes, sorted(runs), heads
 
     def size(self) -> int:
@@ -197,13 +196,26 @@ class TreeStore:
             raise StoreError(f"cannot store the Merkle tree of {self.store.describe()}: {e.orig}") from e
         return True
 
-    def _begin_write(self) -> Any:
+    @contextlib.contextmanager
+    def _begin_write(self) -> Iterator[Any]:
+        """A write transaction (on PostgreSQL holding the tree's advisory lock: catch-ups and checkpoints one at a
+        time)."""
         if self.store.dialect == "sqlite":
-            return self.engine.execution_options(ledger_immediate=True).begin()
-        return _PgLocked(self.engine)
+            with self.engine.execution_options(ledger_immediate=True).begin() as conn:
+                yield conn
+            return
+        with self.engine.begin() as conn:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_TREE_LOCK})
+            yield conn
 
-    def _read(self) -> Any:
-        return _Reading(self.engine, self.store.describe())
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[Any]:
+        """A read transaction whose database errors become one-line :class:`StoreError` s."""
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except DBAPIError as e:
+            raise StoreError(f"cannot read the Merkle tree of {self.store.describe()}: {e.orig}") from e
 
     # -- reading subtrees ------------------------------------------------------------------------------------------
 
@@ -303,12 +315,7 @@ class TreeStore:
         with self._read() as conn:
             (last,) = self._seqs(conn, [size - 1])
             rows = conn.execute(q, {"s": stream, "last": last}).all()
-            idxs, firsts = self._load_runs(conn)
-        leaves = []
-        for seq, _ in rows:
-            k = bisect.bisect_right(firsts, seq) - 1
-            leaves.append(idxs[k] + seq - firsts[k])
-        return [bytes(r[1]) for r in rows], leaves
+        return [bytes(r[1]) for r in rows], self.leaf_indices([r[0] for r in rows])
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
 
@@ -356,43 +363,12 @@ class TreeStore:
             return sorted((r[0], r[1], r[2]) for r in conn.execute(q, {"s": last}))
 
 
-class _Reading:
-    """A read transaction whose database errors become one-line :class:`StoreError` s."""
-
-    def __init__(self, engine: Any, where: str) -> None:
-        self._ctx = engine.begin()
-        self._where = where
-
-    def __enter__(self) -> Any:
-        try:
-            return self._ctx.__enter__()
-        except DBAPIError as e:
-            raise StoreError(f"cannot read the Merkle tree of {self._where}: {e.orig}") from e
-
-    def __exit__(self, *exc: Any) -> Any:
-        if exc[0] is not None and issubclass(exc[0], DBAPIError):
-            self._ctx.__exit__(*exc)
-            raise StoreError(f"cannot read the Merkle tree of {self._where}: {exc[1].orig}") from exc[1]
-        return self._ctx.__exit__(*exc)
+def _heads(conn: Any) -> dict[str, tuple[int, str]]:
+    return {r[0]: (r[1], r[2]) for r in conn.execute(text("SELECT stream, version, hash FROM merkle_heads"))}
 
 
 class _Moved(Exception):
     """Another writer moved the stored tree first (rolls the transaction back)."""
-
-
-class _PgLocked:
-    """A PostgreSQL write transaction holding the tree's advisory lock (catch-ups and checkpoints one at a time)."""
-
-    def __init__(self, engine: Any) -> None:
-        self._ctx = engine.begin()
-
-    def __enter__(self) -> Any:
-        conn = self._ctx.__enter__()
-        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_TREE_LOCK})
-        return conn
-
-    def __exit__(self, *exc: Any) -> Any:
-        return self._ctx.__exit__(*exc)
 
 
 def tree_problem(tree: TreeStore, head: TreeHead) -> str | None:

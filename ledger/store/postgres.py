@@ -1,24 +1,15 @@
 """The PostgreSQL backend, on psycopg 3 with plain SQL; appends through the driver's pipeline mode.
 
-A read command must not pay for importing SQLAlchemy (several times the interpreter's own start): the log is read
-and written through psycopg connections (one writer and a few readers, whatever the number of threads:
-:mod:`~ledger.store.connections`), and SQLAlchemy/Alembic are loaded only to create or upgrade the schema or when
-a caller asks for :attr:`PostgresStore.engine` (the Merkle tree's tools, tests).
+As on SQLite, SQLAlchemy and Alembic are loaded only to create or upgrade the schema or for
+:attr:`PostgresStore.engine` (the Merkle tree's tools, tests): a read command must not pay for them.
 
-Appends take a transaction-level advisory lock, so ``seq`` is in commit order and a reader tailing by ``seq`` never
-skips a late commit. A read-only store runs every transaction READ ONLY and refuses a database without our tables.
+Every insert into ``events`` (the append, the import, the copy: ``lock_statement``) takes a transaction-level
+advisory lock before its ``seq`` is drawn and keeps it to its commit, so events commit in ``seq`` order and a
+reader tailing by ``seq`` (the summary's catch-up, summary.py) never skips a late commit. The catch-up itself does
+not take that lock (appends never wait for it): catch-ups are serialized by the position row (``FOR UPDATE``).
 
-The cards summary follows the log by position (summary.py). Tailing by ``seq`` is safe here only because every
-insert into ``events`` takes the append advisory lock before its ``seq`` is drawn and keeps it to its commit
-(``lock_statement`` in the append, the import and the copy): the events commit in ``seq`` order, so an event the
-catch-up has not seen can never get a ``seq`` below one it has. The catch-up itself does not take the append lock
-(appends never wait for it); catch-ups are serialized by the position row (``SELECT ... FOR UPDATE``), and under
-READ COMMITTED each statement after that lock sees every event committed so far.
-
-``ledger copy`` writes a batch in one transaction, through binary COPY: a few round trips per batch whatever its
-size (the append lock, the heads of every stream of the batch in one query, the COPY of the rows encoded beforehand
-by :func:`prepare` in the copy's reading thread, then the commit); the summary catches up afterwards, in bulk. Rows
-are checked to continue each stream exactly (:func:`~ledger.store.base.copied_rows`) before anything is sent.
+``ledger copy`` writes a batch in one transaction through binary COPY, encoded beforehand (``prepare_copied``) in
+the copy's reading thread; rows are checked to continue each stream (:func:`~ledger.store.base.copied_rows`) first.
 """
 
 from __future__ import annotations
@@ -28,7 +19,7 @@ import functools
 import logging
 import re
 import select
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import batched
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, quote_plus, unquote
@@ -42,54 +33,41 @@ from ledger.domain.events import Event
 from ledger.errors import HistoryConflict, InputError, StoreError, VersionConflict
 from ledger.store.base import (
     APPEND_CHUNK,
-    BOUND_SNAPSHOT_SQL,
-    LINK_SQL,
     CopyBatch,
     Durability,
     Follower,
     HeadCache,
     LogStore,
-    Snapshot,
     StoreBase,
     StoredEvent,
-    StreamInfo,
     SummaryOverlay,
-    bound_snapshot_of,
     chain_rows,
     check_revision,
     copied_rows,
     copy_batch_of,
     encode_events,
     hide_password,
-    link_of,
     lowest_versions,
     no_ledger,
     stream_query,
 )
 from ledger.store.connections import READERS, ReadPool, Writer
 
-#: The columns of a :class:`StoredEvent`, in its fields' order.
-EVENT_COLUMNS = "seq, stream, version, type, ts, body, prev_hash, hash"
-
 # Any constant works; it only has to be the same for every writer of one PostgreSQL database.
 PG_APPEND_LOCK = 0x4C454447  # "LEDG"
 
 HEAD_SQL = "SELECT version, hash FROM events WHERE stream = %s ORDER BY version DESC LIMIT 1"
-# A prefix compared exactly: LIKE with its wildcards escaped (PostgreSQL's LIKE is case-sensitive).
-PREFIX_SQL = "stream LIKE %s ESCAPE '/'"
-STREAMS_SQL = (
-    "SELECT a.stream, a.n, a.v, e.hash, a.fs, a.ls, a.ft, a.lt FROM ("
-    "SELECT stream, count(*) AS n, max(version) AS v, min(seq) AS fs, max(seq) AS ls, min(ts) AS ft, max(ts) AS lt "
-    "FROM events {where} GROUP BY stream) AS a JOIN events AS e ON e.stream = a.stream AND e.version = a.v "
-    "ORDER BY a.fs"
-)
-
-#: What a database call can raise (waiting too long for a connection is a StoreError of its own).
-DB_ERRORS = (psycopg.Error,)
 
 
 def stored_event(r: Any) -> StoredEvent:
     return StoredEvent(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), r[6], r[7])
+
+
+def fetcher(conn: Any) -> Callable[[str, Any], list[Any]]:
+    """Runs a ``?`` statement (the summary's) on psycopg connection ``conn`` and returns its rows."""
+    from ledger.store.summary import pg
+
+    return lambda sql, args: conn.execute(pg(sql), tuple(args) or None).fetchall()
 
 
 def reason(e: Exception) -> str:
@@ -97,15 +75,16 @@ def reason(e: Exception) -> str:
     return " ".join(str(e).split())
 
 
-def lock_statement(durability: Durability, key: str, timeout: str) -> str:
-    """Take the append lock, waiting at most the busy timeout (as lock_timeout, like SQLite's busy_timeout)."""
+def lock_statement(durability: Durability) -> str:
+    """Take the append lock (parameters: its key, the busy timeout), waiting at most the busy timeout (as
+    lock_timeout, like SQLite's busy_timeout)."""
     # One statement: the FROM subquery runs first, so the timeout applies to the wait for the lock; 'full'
     # insists on a synchronous commit whatever the server's default. set_config(..., true) lasts until the end
     # of this transaction only.
-    settings = f"set_config('lock_timeout', {timeout}, true)"
+    settings = "set_config('lock_timeout', %s, true)"
     if durability == "full":
         settings += ", set_config('synchronous_commit', 'on', true)"
-    return f"SELECT pg_advisory_xact_lock({key}) FROM (SELECT {settings}) AS _settings"
+    return f"SELECT pg_advisory_xact_lock(%s) FROM (SELECT {settings}) AS _settings"
 
 
 @functools.cache
@@ -161,30 +140,8 @@ def insert_chunked(
     return msgspec.structs.replace(new[-1], seq=seq_of[new[-1].version])
 
 
-def like_prefix(prefix: str) -> str:
-    """The :data:`PREFIX_SQL` pattern of ``prefix``."""
-    return prefix.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
-
-
-def stream_where(stream: str, after_version: int, until_seq: int | None) -> tuple[str, tuple[Any, ...]]:
-    """The WHERE clause (and its arguments) of a stream's events after a version, up to a global seq."""
-    return stream_query("%s", "", stream, after_version, until_seq, None)
-
-
-def stream_sql(
-    stream: str, after_version: int, until_seq: int | None, page: tuple[int, int] | None
-) -> tuple[str, tuple[Any, ...]]:
-    """The query (and its arguments) of a stream's events in version order; ``page``: (offset, count) of them."""
-    return stream_query("%s", EVENT_COLUMNS, stream, after_version, until_seq, page)
-
-
 def row_values(e: StoredEvent) -> tuple[Any, ...]:
     return (e.stream, e.version, e.type, e.ts, e.body, e.prev_hash, e.hash)
-
-
-def drop_connection(conn: Any) -> None:
-    """Close a connection for good: it is broken, or the store is closing."""
-    conn.close()
 
 
 def rollback_quietly(pg: Any) -> None:
@@ -224,13 +181,13 @@ class PgUrl(msgspec.Struct, frozen=True):
     database: str | None
     query: tuple[tuple[str, str], ...]
 
-    def render(self, *, hide_password: bool = True) -> str:
-        """The URL again, as SQLAlchemy writes it (the password as ``***`` unless asked for)."""
+    def render(self) -> str:
+        """The URL again, as SQLAlchemy writes it, the password as ``***``."""
         s = self.drivername + "://"
         if self.username is not None:
             s += quote(self.username, safe=" +")
             if self.password is not None:
-                s += ":" + ("***" if hide_password else quote(self.password, safe=" +"))
+                s += ":***"
             s += "@"
         if self.host is not None:
             s += f"[{self.host}]" if ":" in self.host else self.host
@@ -345,15 +302,6 @@ def read_rows(pool: Any, q: str, args: Any) -> list[Any]:
     raise AssertionError("unreachable")
 
 
-def make_engine(connect: Callable[[], Any]) -> Any:
-    """A SQLAlchemy engine whose connections ``connect`` opens, none pooled (migrations and tools: loads
-    SQLAlchemy)."""
-    from sqlalchemy import create_engine
-    from sqlalchemy.pool import NullPool
-
-    return create_engine("postgresql+psycopg://", creator=connect, poolclass=NullPool)
-
-
 # One index probe per stream for its last row (a DISTINCT ON over the streams would read every row they hold).
 HEADS_SQL = (
     "SELECT w.s, e.version, e.hash FROM unnest(%s::text[]) AS w(s) CROSS JOIN LATERAL "
@@ -414,12 +362,6 @@ def encode_rows(rows: Sequence[StoredEvent]) -> bytes | None:
         return None
 
 
-def prepare(rows: Sequence[StoredEvent]) -> CopyBatch:
-    """``rows`` checked against their own hashes and encoded for COPY (no I/O: runs beside the writes)."""
-    batch = copy_batch_of(rows)
-    return CopyBatch(batch.rows, batch.unhashed, encode_rows(batch.rows) if batch.unhashed is None else None)
-
-
 def copy_batch(conn: Any, batch: CopyBatch, lock: tuple[str, tuple[Any, ...]]) -> int:
     """Insert the copied rows of ``batch`` on psycopg connection ``conn`` in one transaction (not committed here);
     returns how many were new. The cards summary is not folded here: it follows the log by position
@@ -454,7 +396,6 @@ def copy_batch(conn: Any, batch: CopyBatch, lock: tuple[str, tuple[Any, ...]]) -
     return len(new)
 
 
-# SQLiteStore's twin over another driver and dialect, method by method; what both do alike is StoreBase's.
 if TYPE_CHECKING:
     from ledger.store.summary import SummaryKeeper
 
@@ -463,6 +404,7 @@ class PostgresStore(StoreBase):
     """A ledger in one PostgreSQL database."""
 
     dialect = "postgresql"
+    _mark = "%s"
 
     def __init__(
         self, url: str, *, durability: Durability = "normal", busy_timeout_ms: int = 60_000, readonly: bool = False
@@ -475,14 +417,13 @@ class PostgresStore(StoreBase):
         self._open = connector(self._url, readonly=readonly)
         self._heads = HeadCache()
         self._keeper: SummaryKeeper | None = None
-        # The cards summary is caught up after commits, off the appending thread (see summary.py).
         self._follower = Follower(self._follow)
         self._overlay: SummaryOverlay | None = None
         timeout = busy_timeout_ms / 1000
         # Appends hold the one writer; reads check a connection out of the bounded pool per call (connections.py).
         self._writer: Writer[psycopg.Connection[Any]] = Writer(
             self._connect,
-            drop_connection,
+            psycopg.Connection.close,
             timeout=timeout,
             where=self.describe,
             usable=lambda conn: not (conn.closed or conn.broken),
@@ -490,7 +431,7 @@ class PostgresStore(StoreBase):
         # Readers run in autocommit mode: a lone statement is its own transaction (no BEGIN and ROLLBACK round
         # trips); a read that needs one snapshot opens a transaction of its own.
         self._readers: ReadPool[psycopg.Connection[Any]] = ReadPool(
-            lambda: self._open(True), drop_connection, usable=idle_usable, timeout=timeout, where=self.describe
+            lambda: self._open(True), psycopg.Connection.close, usable=idle_usable, timeout=timeout, where=self.describe
         )
         self._engine: Any = None
         if readonly:
@@ -509,7 +450,10 @@ class PostgresStore(StoreBase):
         """A SQLAlchemy engine on the same database with the same settings (loads SQLAlchemy: migrations, tools);
         its connections are not pooled."""
         if self._engine is None:
-            self._engine = make_engine(self._connect)
+            from sqlalchemy import create_engine
+            from sqlalchemy.pool import NullPool
+
+            self._engine = create_engine("postgresql+psycopg://", creator=self._connect, poolclass=NullPool)
         return self._engine
 
     def _check_is_ledger(self) -> None:
@@ -536,22 +480,22 @@ class PostgresStore(StoreBase):
         try:
             with self.engine.begin() as conn:
                 upgrade(conn)
-        except (DBAPIError, *DB_ERRORS) as e:
-            raise StoreError(f"cannot prepare the ledger at {self.describe()}: {reason(_orig(e))}") from e
+        except (DBAPIError, psycopg.Error) as e:
+            raise StoreError(
+                f"cannot prepare the ledger at {self.describe()}: {reason(getattr(e, 'orig', None) or e)}"
+            ) from e
 
     def revision(self) -> str | None:
-        """The schema revision the database is at (None for an empty database)."""
         try:
             with self._readers.connection() as conn:
                 if conn.execute("SELECT to_regclass('alembic_version')").fetchone() == (None,):
                     return None
                 row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
-        except DB_ERRORS as e:
+        except psycopg.Error as e:
             raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
         return row[0] if row else None
 
     def triggers(self) -> set[str]:
-        """Names of the enabled append-only triggers present on ``events``."""
         # A disabled trigger ('D'), or one firing only for replication ('R'), does not protect the log.
         q = (
             "SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass('events') "
@@ -565,10 +509,8 @@ class PostgresStore(StoreBase):
         if missing:
             from ledger.store.migrating import trigger_statements
 
-            self._write_transaction(
-                lambda pg: [pg.execute(stmt) for stmt in trigger_statements(self.dialect, missing)],
-                "cannot prepare the ledger",
-            )
+            statements = trigger_statements(self.dialect, missing)
+            self._write_transaction(lambda con: [con.execute(s) for s in statements], "cannot prepare the ledger")
         return missing
 
     def _write_transaction(self, work: Any, what: str) -> Any:
@@ -576,13 +518,13 @@ class PostgresStore(StoreBase):
         with self._writer.locked():
             try:
                 pg = self._write_dbapi()
-            except DB_ERRORS as e:
+            except psycopg.Error as e:
                 raise StoreError(f"{what} at {self.describe()}: {reason(e)}") from e
             try:
                 out = work(pg)
                 pg.commit()
                 return out
-            except DB_ERRORS as e:
+            except psycopg.Error as e:
                 self._failed(pg)
                 raise StoreError(f"{what} at {self.describe()}: {reason(e)}") from e
             except BaseException:
@@ -612,14 +554,14 @@ class PostgresStore(StoreBase):
         for attempt in (1, 2):
             try:
                 pg = self._write_dbapi()
-            except DB_ERRORS as e:
+            except psycopg.Error as e:
                 self._heads.forget(stream)
                 raise StoreError(f"cannot append to the ledger at {self.describe()}: {reason(e)}") from e
             try:
                 locked = False
                 if head is None:
                     with pg.pipeline():
-                        pg.execute(lock_statement(self.durability, "%s", "%s"), self._lock_args())
+                        pg.execute(*self._lock())
                         cur = pg.execute(HEAD_SQL, (stream,))
                     row = cur.fetchone()
                     head = (row[0], row[1]) if row else (0, chain.GENESIS)
@@ -629,7 +571,7 @@ class PostgresStore(StoreBase):
                         return self._appended(stream, sent, self._seqs(pg, stream, sent))
                     if expected_version is not None and head[0] != expected_version:
                         raise VersionConflict(stream, expected_version)
-                lock = None if locked else (lock_statement(self.durability, "%s", "%s"), self._lock_args())
+                lock = None if locked else self._lock()
                 if events != ():  # a chunk at a time (see insert_chunked): only the last row is kept
                     new = [insert_chunked(pg, stream, events, head, lock)]
                     self._follower.committed()
@@ -654,7 +596,7 @@ class PostgresStore(StoreBase):
                     head = None
                     continue
                 self._heads.forget(stream)
-                raise StoreError(f"cannot append to the ledger at {self.describe()}: {' '.join(str(e).split())}") from e
+                raise StoreError(f"cannot append to the ledger at {self.describe()}: {reason(e)}") from e
             except BaseException:
                 rollback_quietly(pg)
                 self._heads.forget(stream)
@@ -678,6 +620,7 @@ class PostgresStore(StoreBase):
 
     @property
     def _summary(self) -> SummaryKeeper:
+        """The cards summary's keeper (summary.py): loaded when a list or a writer needs it, not by every read."""
         if self._keeper is None:
             from ledger.store.summary import SummaryKeeper
 
@@ -685,13 +628,10 @@ class PostgresStore(StoreBase):
         return self._keeper
 
     def catch_up_summary(self, *, wait: bool = True) -> int:
-        """Fold into the cards summary the events it does not reflect yet; how many (0 on a read-only store).
-
-        On a connection of the read pool, not the writer: the appending thread never waits for a catch-up.
+        """On a connection of the read pool, not the writer: the appending thread never waits for a catch-up.
         ``wait`` False (the follower thread): nothing if another session is catching up right now."""
         if self.readonly:
             return 0
-
         try:
             with self._readers.connection() as conn:
                 # Its own transactions (commit and rollback are the catch-up's), then autocommit again for reads.
@@ -718,9 +658,7 @@ class PostgresStore(StoreBase):
                 else:
                     conn.execute(pg(sql), tuple(params) or None)
 
-            def read(sql: str, args: Any) -> list[Any]:
-                return conn.execute(pg(sql), tuple(args) or None).fetchall()
-
+            read = fetcher(conn)
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (PG_APPEND_LOCK,))
             n = write_streamed(read, execute, UPSERT_SQL, None, figures=has_figures(read, "postgresql"))
             conn.execute(pg(tracking.AT_HEAD_SQL), (tracking.SUMMARY,))
@@ -733,8 +671,6 @@ class PostgresStore(StoreBase):
             self.catch_up_summary(wait=False)
 
     def summary_at_head(self) -> SummaryOverlay | None:
-        """None once the summary tables reflect the log's head (caught up here when behind); for a read-only store
-        that is behind, the overlay to answer from (nothing written)."""
         from ledger.store.summary import POSITION_SQL, position
 
         try:
@@ -752,17 +688,14 @@ class PostgresStore(StoreBase):
         return None
 
     def _overlay_at(self, conn: Any, head: int) -> SummaryOverlay:
-        from ledger.store.summary import POSITION_SQL, build_overlay, pg, position, probe
+        from ledger.store.summary import POSITION_SQL, build_overlay, position, probe
 
         if self._overlay is not None and self._overlay.head == head:
             return self._overlay
         # One snapshot for the stored tables and the tail (a writer's catch-up may commit meanwhile).
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        fetch = fetcher(conn)
         try:
-
-            def fetch(sql: str, args: Any) -> list[Any]:
-                return list(conn.execute(pg(sql), tuple(args) or None).fetchall())
-
             at, head = position(fetch(POSITION_SQL, ())[0], self.describe())
             probe(self._summary, fetch, "postgresql")
             self._overlay = build_overlay(fetch, self._summary, head, at)
@@ -771,8 +704,8 @@ class PostgresStore(StoreBase):
                 conn.execute("ROLLBACK")
         return self._overlay
 
-    def _lock_args(self) -> tuple[int, str]:
-        return (PG_APPEND_LOCK, str(int(self.busy_timeout_ms)))
+    def _lock(self) -> tuple[str, tuple[int, str]]:
+        return lock_statement(self.durability), (PG_APPEND_LOCK, str(int(self.busy_timeout_ms)))
 
     def _seqs(self, pg: Any, stream: str, new: list[StoredEvent]) -> list[int]:
         rows = pg.execute(
@@ -783,41 +716,28 @@ class PostgresStore(StoreBase):
         seq_of = dict(rows)
         return [seq_of[e.version] for e in new]
 
-    def _write_dbapi(self) -> psycopg.Connection[Any]:
-        """The psycopg connection every append of this process goes through (hold ``self._writer.locked()`` to use
-        it; it is got holding the writer, so one found unusable is never closed under another thread's use)."""
-        with self._writer.locked():
-            return self._writer.get()
-
     def prepare_copied(self, rows: Sequence[StoredEvent]) -> CopyBatch:
-        """``rows`` checked against their own hashes and encoded as binary COPY data (reads and writes nothing)."""
-
-        return prepare(rows)
+        """``rows`` checked against their own hashes and encoded for COPY (no I/O: runs beside the writes)."""
+        batch = copy_batch_of(rows)
+        return CopyBatch(batch.rows, batch.unhashed, encode_rows(batch.rows) if batch.unhashed is None else None)
 
     def insert_copied(self, rows: Sequence[StoredEvent] | CopyBatch) -> int:
-        """Insert events copied from another ledger, keeping their versions and hashes (see the protocol).
-
-        Each stream must continue exactly; a row the destination already holds is skipped. Raises
-        :class:`HistoryConflict` or :class:`StoreError` with nothing written. Returns the number inserted. The rows
-        go in through COPY (see :func:`copy_batch`).
-        """
-
+        """See :class:`LogStore`; the rows go in through COPY (:func:`copy_batch`)."""
         batch = copy_batch_of(rows)
         rows = batch.rows
         if not rows:
             return 0
-        lock = (lock_statement(self.durability, "%s", "%s"), self._lock_args())
+        lock = self._lock()
         try:
             with self._writer.locked():
                 for attempt in (1, 2):
                     try:
                         pg = self._write_dbapi()
-                    except DB_ERRORS as e:
+                    except psycopg.Error as e:
                         raise StoreError(f"cannot write to the ledger at {self.describe()}: {reason(e)}") from e
                     try:
                         n = copy_batch(pg, batch, lock)
                         pg.commit()
-                        # The summary is caught up by the next read (or a writer's catch-up), in bulk.
                         return n
                     except (HistoryConflict, StoreError):
                         rollback_quietly(pg)
@@ -829,8 +749,7 @@ class PostgresStore(StoreBase):
                             continue
                         # Every writer reads the heads under the append lock: an integrity error is a row the
                         # schema refuses.
-                        msg = " ".join(str(e).split())
-                        raise StoreError(f"cannot copy into the ledger at {self.describe()}: {msg}") from e
+                        raise StoreError(f"cannot copy into the ledger at {self.describe()}: {reason(e)}") from e
                     except BaseException:
                         rollback_quietly(pg)
                         raise
@@ -841,17 +760,7 @@ class PostgresStore(StoreBase):
 
     # -- snapshots (a cache: never the truth) ------------------------------------------------------------------
 
-    def get_snapshot(self, stream: str, kind: str) -> Snapshot | None:
-        """A cached projection of ``stream``, or None (also when the cache is unreadable)."""
-        q = "SELECT version, seq, body FROM snapshots WHERE stream = %s AND kind = %s"
-        try:
-            rows = self._read(q, (stream, kind))
-        except StoreError:
-            return None
-        return Snapshot(rows[0][0], rows[0][1], bytes(rows[0][2])) if rows else None
-
     def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
-        """Store (or replace) the cached projection of ``stream``; failures are ignored, it is only a cache."""
         if self.readonly:
             return
         try:
@@ -861,16 +770,15 @@ class PostgresStore(StoreBase):
                     "INSERT INTO snapshots (stream, kind, version, seq, body) VALUES (%s, %s, %s, %s, %s)",
                     (stream, kind, version, seq, body),
                 )
-        except (*DB_ERRORS, StoreError):
+        except (psycopg.Error, StoreError):
             # Includes two writers racing on the same row (a unique violation): either cache is fine.
             pass
 
     def drop_snapshots(self) -> None:
-        """Delete every cached projection."""
         try:
             with self._readers.connection() as conn:
                 conn.execute("DELETE FROM snapshots")
-        except DB_ERRORS as e:
+        except psycopg.Error as e:
             raise StoreError(f"cannot write to the ledger at {self.describe()}: {reason(e)}") from e
 
     def analyze(self) -> None:
@@ -881,34 +789,15 @@ class PostgresStore(StoreBase):
         try:
             with self._readers.connection() as conn:
                 conn.execute("ANALYZE events, card_summary, card_summary_keys")
-        except (*DB_ERRORS, StoreError):
+        except (psycopg.Error, StoreError):
             pass  # statistics only steer the planner: the copied events are committed either way
 
-    def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
-        """Cached projections of many streams at once."""
-        out: dict[str, Snapshot] = {}
-        q = "SELECT stream, version, seq, body FROM snapshots WHERE stream = ANY(%s) AND kind = %s"
-        try:
-            for i in range(0, len(streams), 500):
-                for r in self._read(q, (list(streams[i : i + 500]), kind)):
-                    out[r[0]] = Snapshot(r[1], r[2], bytes(r[3]))
-        except StoreError:
-            return {}
-        return out
-
     # -- reading ------------------------------------------------------------------------------------------
-
-    def read_stream(
-        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, page: tuple[int, int] | None = None
-    ) -> list[StoredEvent]:
-        """Every event of ``stream`` in version order (after a version, up to a global seq; ``page``: see base)."""
-        return [stored_event(r) for r in self._read(*stream_sql(stream, after_version, until_seq, page))]
 
     def read_bodies(
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None
     ) -> tuple[list[bytes], int, int]:
-        """Only the bodies of ``stream`` in version order, with the last version and seq read."""
-        where, args = stream_where(stream, after_version, until_seq)
+        where, args = stream_query("%s", "", stream, after_version, until_seq, None)
         rows = self._read(f"SELECT body, version, seq FROM events {where} ORDER BY version", args)
         if not rows:
             return [], after_version, 0
@@ -920,77 +809,28 @@ class PostgresStore(StoreBase):
         """None: this backend has no joined read; the facade reads the bodies with :meth:`read_bodies` (one query)."""
         return None
 
-    def stream_exists(self, stream: str) -> bool:
-        """True if the stream has at least one event."""
-        return bool(self._read("SELECT seq FROM events WHERE stream = %s LIMIT 1", (stream,)))
-
-    def streams(self, prefix: str | None = None) -> list[StreamInfo]:
-        """Every stream (optionally those whose name starts with ``prefix``), in order of first event."""
-        # The head hash in the same query (a join on UNIQUE(stream, version)): one round trip, not one per stream.
-        if prefix is None:
-            return [StreamInfo(*r) for r in self._read(STREAMS_SQL.format(where=""))]
-        q = STREAMS_SQL.format(where=f"WHERE {PREFIX_SQL}")
-        return [StreamInfo(*r) for r in self._read(q, (like_prefix(prefix),))]
-
-    def scan(self, *, after_seq: int = 0, batch: int = 10_000, prefix: str | None = None) -> Iterator[StoredEvent]:
-        """Every event in global ``seq`` order, read in batches (for verify, copy and tailing)."""
-        last = after_seq
-        extra, pargs = (f" AND {PREFIX_SQL}", (like_prefix(prefix),)) if prefix is not None else ("", ())
-        q = f"SELECT {EVENT_COLUMNS} FROM events WHERE seq > %s{extra} ORDER BY seq LIMIT %s"
-        while True:
-            rows = [stored_event(r) for r in self._read(q, (last, *pargs, batch))]
-            if not rows:
-                return
-            yield from rows
-            last = rows[-1].seq
-
-    def event_at(self, stream: str, version: int) -> StoredEvent | None:
-        """The event of ``stream`` at ``version``, or None."""
-        rows = self._read(f"SELECT {EVENT_COLUMNS} FROM events WHERE stream = %s AND version = %s", (stream, version))
-        return stored_event(rows[0]) if rows else None
-
-    def bound_snapshot(self, stream: str, kind: str) -> tuple[Snapshot, tuple[int, str, int] | None] | None:
-        """A cached projection of ``stream`` with :meth:`link_at` of its version, in one query (None: no snapshot,
-        or an unreadable cache)."""
-        try:
-            return bound_snapshot_of(self._read(BOUND_SNAPSHOT_SQL.format(m="%s"), (stream, kind)))
-        except StoreError:
-            return None
-
     def stream_names(self, prefix: str, limit: int) -> list[str]:
-        """Up to ``limit`` stream names that start with ``prefix``, in order."""
-        q = f"SELECT DISTINCT stream FROM events WHERE {PREFIX_SQL} ORDER BY stream LIMIT %s"
-        return [str(r[0]) for r in self._read(q, (like_prefix(prefix), limit))]
+        where, args = self._prefix(prefix)
+        q = f"SELECT DISTINCT stream FROM events WHERE {where} ORDER BY stream LIMIT %s"
+        return [str(r[0]) for r in self._read(q, (*args, limit))]
 
-    def link_at(self, stream: str, version: int) -> tuple[int, str, int] | None:
-        """(seq, hash) of the event of ``stream`` at ``version`` and how many events the stream holds up to it."""
-        return link_of(self._read(LINK_SQL.format(m="%s"), (stream, version, stream, version)))
+    def _prefix(self, prefix: str) -> tuple[str, tuple[str, ...]]:
+        # LIKE with its wildcards escaped (PostgreSQL's LIKE is case-sensitive).
+        return "stream LIKE %s ESCAPE '/'", (prefix.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%",)
 
-    def snapshot_keys(self) -> list[tuple[str, str, int, int]]:
-        """(stream, kind, version, seq) of every stored snapshot, by stream."""
-        return [tuple(r) for r in self._read("SELECT stream, kind, version, seq FROM snapshots ORDER BY stream", ())]
-
-    def max_seq(self) -> int:
-        """The highest ``seq`` in the log (0 when empty)."""
-        return int(self._read("SELECT coalesce(max(seq), 0) FROM events")[0][0])
-
-    def count(self) -> int:
-        """Number of events in the log."""
-        return int(self._read("SELECT count(*) FROM events")[0][0])
+    def _events(self, q: str, args: tuple[Any, ...]) -> list[StoredEvent]:
+        return [stored_event(r) for r in self._read(q, args)]
 
     def _read(self, q: str, args: Sequence[Any] | None = None) -> list[Any]:
-        """Rows of one statement (``%s`` placeholders) on a reader connection, as its own transaction."""
         try:
             return read_rows(self._readers, q, args or None)
-        except DB_ERRORS as e:
+        except psycopg.Error as e:
             raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
 
     def same_database(self, other: LogStore) -> bool:
-        """True if ``other`` is a connection to this very database (same server and name)."""
         return isinstance(other, PostgresStore) and self._url.place() == other._url.place()
 
     def describe(self) -> str:
-        """The database, for messages (no password)."""
         return self._url.render()
 
     def close(self) -> None:
@@ -1008,28 +848,16 @@ class PostgresStore(StoreBase):
             self._engine = None
 
 
-def _orig(e: Exception) -> Exception:
-    """The driver's error under a SQLAlchemy one."""
-    return getattr(e, "orig", None) or e
-
-
-def _reader(conn: Any) -> Callable[[str, Any], list[Any]]:
-    from ledger.store.summary import pg
-
-    return lambda sql, params: conn.execute(pg(sql), params).fetchall()
-
-
 def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
     """:func:`~ledger.store.summary.catch_up` on psycopg connection ``conn`` (not in autocommit mode).
     ``wait`` False: nothing when another session is catching up (it folds what was committed before it read)."""
     from ledger.store import tracking
     from ledger.store.summary import POSITION_SQL, catch_up, pg, position, probe
 
-    def fetch(sql: str, args: Any) -> list[Any]:
-        return list(conn.execute(pg(sql), args).fetchall())
+    fetch = fetcher(conn)
 
     def begin() -> int:
-        probe(keeper, _reader(conn), "postgresql")
+        probe(keeper, fetch, "postgresql")
         lock = f"SELECT seq FROM {tracking.TABLE} WHERE name = '{tracking.SUMMARY}' FOR UPDATE"
         if not fetch(lock + ("" if wait else " SKIP LOCKED"), ()):
             raise _Busy

@@ -1,23 +1,13 @@
-"""The SQLite backend, on the standard library's ``sqlite3`` driver.
+"""The SQLite backend, on the standard library's ``sqlite3`` driver with plain SQL.
 
-A read command must start at interpreter speed, and importing SQLAlchemy alone costs several times that: so the
-log is read and appended through ``sqlite3`` with plain SQL (one writer connection and a few readers, whatever the
-number of threads: :mod:`~ledger.store.connections`), and SQLAlchemy/Alembic are loaded only to upgrade the schema
-(:meth:`SQLiteStore.migrate`) or when a caller asks for :attr:`SQLiteStore.engine`. The revision check is one query
-against ``alembic_version``.
-
-A new ledger's schema is created from plain SQL (:func:`create_fresh`) for the same reason: a first ``ledger
-import`` or capture into a new file paid for Alembic. The statements are generated from the Alembic migrations
-(``scripts/fresh_schema.py`` writes ``fresh_schema.json`` beside this module: what the migrations leave on an empty
-file) and a test fails when the file is not what the migrations make now, so the migrations stay the schema's one
-source. Any other case (an existing schema to upgrade, or migrations newer than the file's revision) goes through
-Alembic.
+A read command must start at interpreter speed, and importing SQLAlchemy alone costs several times that: SQLAlchemy
+and Alembic are loaded only to upgrade a schema or for :attr:`SQLiteStore.engine`. A new ledger's schema is created
+from ``fresh_schema.json`` (:func:`create_fresh`), which ``scripts/fresh_schema.py`` generates from the migrations
+(a test fails when it is stale, so the migrations stay the schema's one source).
 
 A long stream's bodies are read as joined chunks by a second thread while the caller decodes (:func:`chunk_reader`):
-SQLite releases the GIL while it steps a statement, so on a million-event card the read and the decoding overlap.
-That reader has its own connection (a connection is never shared between threads at the same time) and reads only
-versions up to the head read beforehand: the log is append-only, so those never change, whichever transaction
-reads them.
+SQLite releases the GIL while it steps a statement. That reader has its own connection and reads only versions up
+to the head read beforehand, which never change (the log is append-only).
 
 Read-only stores open the file with ``mode=ro`` (and ``immutable=1`` when the file or its folder cannot be written,
 so WAL's ``-shm`` cannot be created): they never create, migrate or write a byte.
@@ -37,29 +27,23 @@ from msgspec.structs import astuple, force_setattr
 
 from ledger.domain import chain
 from ledger.domain.events import Event
-from ledger.errors import HistoryConflict, InputError, StoreError, VersionConflict
+from ledger.errors import InputError, StoreError, VersionConflict
 from ledger.store.base import (
     APPEND_CHUNK,
-    BOUND_SNAPSHOT_SQL,
-    LINK_SQL,
     CopyBatch,
     Durability,
     Follower,
     HeadCache,
     LogStore,
-    Snapshot,
     StoreBase,
     StoredEvent,
-    StreamInfo,
     SummaryOverlay,
-    bound_snapshot_of,
     chain_rows,
     check_revision,
     copied_rows,
     copy_batch_of,
     encode_events,
     head_revision,
-    link_of,
     lowest_versions,
     no_ledger,
     not_a_file,
@@ -67,18 +51,12 @@ from ledger.store.base import (
 )
 from ledger.store.connections import ReadPool, Writer
 
-# WAL checkpoints off the appending thread. With SQLite's default, the commit that takes the write-ahead log past
-# 1,000 pages also copies it into the database file and syncs both (two fsyncs): live capture commits one or two pages
-# per toolkit step, so every few hundred steps one step pays for a checkpoint, and on a busy disk that averages out to
-# more than the commits themselves. SQLite's documentation suggests the remedy used here: the writers' automatic
-# checkpoint is raised to a backstop (:data:`BACKSTOP_PAGES`, reached only if this thread falls behind), and a
-# background thread runs a PASSIVE checkpoint (which never blocks a writer or a reader) every :data:`EVERY_COMMITS`
-# commits of this process. Durability is unchanged: a commit is in the WAL, synced as ``synchronous`` says, before
-# ``append`` returns; checkpointing only moves committed pages into the main file.
-#
-# Only with ``--durability normal``: under ``full`` every commit syncs the WAL itself, and a checkpoint syncing the
-# same files from another thread then slows those commits down more than running it inline does (measured side by
-# side), so ``full`` keeps SQLite's own checkpointing.
+# WAL checkpoints off the appending thread: with SQLite's default, the commit that takes the WAL past 1,000 pages
+# also checkpoints it and syncs twice, so every few hundred captured steps one step pays for it. As SQLite's
+# documentation suggests, the writers' automatic checkpoint is raised to a backstop and a background thread runs a
+# PASSIVE checkpoint (which blocks no one) every EVERY_COMMITS commits. Durability is unchanged. Only with
+# ``--durability normal``: under ``full`` a checkpoint from another thread slows the syncing commits down more than
+# running it inline (measured), so ``full`` keeps SQLite's own checkpointing.
 #: The writers' ``wal_autocheckpoint``: only if the background checkpoints fall behind (about 40 MB of WAL).
 BACKSTOP_PAGES = 10_000
 #: Commits between two background checkpoints (each commit of a captured step writes one or two pages).
@@ -89,10 +67,9 @@ class Checkpointer:
     """Runs ``PRAGMA wal_checkpoint(PASSIVE)`` on its own connection, in a daemon thread, when told enough
     commits happened. A forked child starts its own thread on its first commits."""
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection], every: int = EVERY_COMMITS) -> None:
-        #: 0: never (SQLite checkpoints inline, as by default).
+    def __init__(self, connect: Callable[[], sqlite3.Connection], every: int) -> None:
         self._connect = connect
-        self._every = every
+        self._every = every  # 0: never (SQLite checkpoints inline, as by default)
         self._commits = 0
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -106,14 +83,11 @@ class Checkpointer:
             return
         self._commits = 0
         if self._pid != os.getpid() or self._thread is None:
-            self._start()
+            self._pid = os.getpid()
+            self._wake = threading.Event()
+            self._thread = threading.Thread(target=self._run, name="ledger-wal-checkpoint", daemon=True)
+            self._thread.start()
         self._wake.set()
-
-    def _start(self) -> None:
-        self._pid = os.getpid()
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ledger-wal-checkpoint", daemon=True)
-        self._thread.start()
 
     def _run(self) -> None:
         try:
@@ -134,7 +108,6 @@ class Checkpointer:
             con.close()
 
     def close(self) -> None:
-        """Stop the thread (it finishes a checkpoint in progress first)."""
         self._closed = True
         thread = self._thread
         if thread is not None and self._pid == os.getpid():
@@ -143,17 +116,8 @@ class Checkpointer:
         self._thread = None
 
 
-COLUMNS = "seq, stream, version, type, ts, body, prev_hash, hash"
 HEAD_SQL = "SELECT version, hash FROM events WHERE stream = ? ORDER BY version DESC LIMIT 1"
 INSERT_SQL = "INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
-# A prefix compared exactly (LIKE would be case-insensitive for ASCII and need its wildcards escaped).
-PREFIX_SQL = "substr(stream, 1, length(?)) = ?"
-STREAMS_SQL = (
-    "SELECT a.stream, a.n, a.v, e.hash, a.fs, a.ls, a.ft, a.lt FROM ("
-    "SELECT stream, count(*) AS n, max(version) AS v, min(seq) AS fs, max(seq) AS ls, min(ts) AS ft, max(ts) AS lt "
-    "FROM events {where} GROUP BY stream) AS a JOIN events AS e ON e.stream = a.stream AND e.version = a.v "
-    "ORDER BY a.fs"
-)
 
 
 def insert_one(
@@ -194,8 +158,7 @@ def insert_chunked(
 
 
 def insert_copied(con: sqlite3.Connection, batch: CopyBatch, lowest: dict[str, int]) -> list[StoredEvent]:
-    """Insert copied rows inside the caller's write transaction, each stream checked against the head it reads
-    (:func:`copied_rows`); the rows inserted."""
+    """Insert copied rows inside the caller's write transaction, each stream checked (:func:`copied_rows`)."""
     heads: dict[str, tuple[int, str]] = {}
     held: dict[tuple[str, int], str] = {}
     for s, lo in lowest.items():
@@ -205,8 +168,21 @@ def insert_copied(con: sqlite3.Connection, batch: CopyBatch, lowest: dict[str, i
             q = "SELECT version, hash FROM events WHERE stream = ? AND version BETWEEN ? AND ?"
             held.update({(s, v): h for v, h in con.execute(q, (s, lo, heads[s][0]))})
     new = copied_rows(batch, heads, held)
-    con.executemany(INSERT_SQL, [(e.stream, *row_values(e)) for e in new])
+    con.executemany(INSERT_SQL, [astuple(e)[1:] for e in new])
     return new
+
+
+@contextlib.contextmanager
+def immediate(con: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction on autocommit connection ``con``: committed, or rolled back on any error."""
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        con.execute("COMMIT")
+    except BaseException:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        raise
 
 
 def sqlite_path(url: str) -> str:
@@ -225,33 +201,13 @@ def writable(path: str) -> bool:
     return file_ok and os.access(os.path.dirname(path) or ".", os.W_OK)
 
 
-def row_values(e: StoredEvent) -> tuple[Any, ...]:
-    return (e.version, e.type, e.ts, e.body, e.prev_hash, e.hash)
-
-
-def stream_where(stream: str, after_version: int, until_seq: int | None) -> tuple[str, tuple[Any, ...]]:
-    """The WHERE clause (and its arguments) of a stream's events after a version, up to a global seq."""
-    return stream_query("?", "", stream, after_version, until_seq, None)
-
-
-def stream_sql(
-    stream: str, after_version: int, until_seq: int | None, page: tuple[int, int] | None
-) -> tuple[str, tuple[Any, ...]]:
-    """The query (and its arguments) of a stream's events in version order; ``page``: (offset, count) of them."""
-    return stream_query("?", COLUMNS, stream, after_version, until_seq, page)
-
-
-def readonly_uri(path: str, *, immutable: bool) -> str:
-    """A ``file:`` URI opening ``path`` read-only (``immutable``: without WAL's -shm, for read-only media)."""
-    quoted = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-    return f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
-
-
 def connect(path: str, busy_timeout_ms: int, durability: str, readonly: bool, immutable: bool) -> sqlite3.Connection:
     """A connection with the ledger's settings (autocommit: BEGIN is the caller's); closed again if they fail."""
     timeout = busy_timeout_ms / 1000
     if readonly:
-        uri = readonly_uri(path, immutable=immutable)
+        # ``immutable``: without WAL's -shm, for read-only media.
+        quoted = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+        uri = f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
         con = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=timeout)
     else:
         con = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=timeout)
@@ -340,19 +296,12 @@ def create_fresh(con: sqlite3.Connection) -> bool:
         schema = json.load(f)
     if head_revision() != schema["revision"]:
         return False
-    con.execute("BEGIN IMMEDIATE")
-    try:
+    with immediate(con):
         if con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-            con.execute("ROLLBACK")
             return False
         for stmt in schema["statements"]:
             con.execute(stmt)
         con.execute("INSERT INTO alembic_version (version_num) VALUES (?)", (schema["revision"],))
-        con.execute("COMMIT")
-    except BaseException:
-        if con.in_transaction:
-            con.execute("ROLLBACK")
-        raise
     return True
 
 
@@ -394,6 +343,7 @@ class SQLiteStore(StoreBase):
     """A ledger in one SQLite file (WAL mode when opened for writing)."""
 
     dialect = "sqlite"
+    _mark = "?"
 
     def __init__(
         self, url: str, *, durability: Durability = "normal", busy_timeout_ms: int = 60_000, readonly: bool = False
@@ -416,9 +366,7 @@ class SQLiteStore(StoreBase):
         )
         self._readers = ReadPool(self._connect, sqlite3.Connection.close, timeout=timeout, where=self.describe)
         self._engine: Any = None
-        # WAL checkpoints run in a background thread, not inside a captured step's commit (see :class:`Checkpointer`).
         self._checkpointer = Checkpointer(self._connect, every=EVERY_COMMITS if durability != "full" else 0)
-        # The cards summary is caught up after commits, off the appending thread (see summary.py).
         self._follower = Follower(self._follow)
         self._overlay: SummaryOverlay | None = None
         self._immutable = readonly and not writable(self.path)
@@ -436,6 +384,7 @@ class SQLiteStore(StoreBase):
 
     @property
     def _summary(self) -> SummaryKeeper:
+        """The cards summary's keeper (summary.py): loaded when a list or a writer needs it, not by every read."""
         if self._keeper is None:
             from ledger.store.summary import SummaryKeeper
 
@@ -443,7 +392,6 @@ class SQLiteStore(StoreBase):
         return self._keeper
 
     def catch_up_summary(self) -> int:
-        """Fold into the cards summary the events it does not reflect yet; how many (0 on a read-only store)."""
         if self.readonly:
             return 0
         try:
@@ -457,22 +405,15 @@ class SQLiteStore(StoreBase):
         from ledger.store.summary import UPSERT_SQL, write_streamed
         from ledger.store.tag_figures import has_figures
 
-        with self._writer.connection() as con:
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                n = write_streamed(
-                    lambda sql, args: con.execute(sql, tuple(args)).fetchall(),
-                    lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p),
-                    UPSERT_SQL,
-                    None,
-                    figures=has_figures(con.execute, "sqlite"),
-                )
-                con.execute(tracking.AT_HEAD_SQL, (tracking.SUMMARY,))
-                con.execute("COMMIT")
-            except BaseException:
-                if con.in_transaction:
-                    con.execute("ROLLBACK")
-                raise
+        with self._writer.connection() as con, immediate(con):
+            n = write_streamed(
+                lambda sql, args: con.execute(sql, tuple(args)).fetchall(),
+                lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p),
+                UPSERT_SQL,
+                None,
+                figures=has_figures(con.execute, "sqlite"),
+            )
+            con.execute(tracking.AT_HEAD_SQL, (tracking.SUMMARY,))
         return n
 
     def _follow(self) -> None:
@@ -480,8 +421,6 @@ class SQLiteStore(StoreBase):
             self.catch_up_summary()
 
     def summary_at_head(self) -> SummaryOverlay | None:
-        """None once the summary tables reflect the log's head (caught up here when behind); for a read-only store
-        that is behind, the overlay to answer from (nothing written)."""
         from ledger.store.summary import POSITION_SQL, position
 
         try:
@@ -514,12 +453,6 @@ class SQLiteStore(StoreBase):
             return connect(self.path, self.busy_timeout_ms, self.durability, self.readonly, self._immutable)
         except sqlite3.Error as e:
             raise StoreError(f"cannot open the ledger at {self.describe()}: {e}{self._readonly_hint()}") from e
-
-    def _write_dbapi(self) -> sqlite3.Connection:
-        """The connection every write of this process goes through (tests set its PRAGMAs to cause faults). Got
-        holding the writer: one found unusable (a catch-up's transaction open on it) is never closed under its user."""
-        with self._writer.locked():
-            return self._writer.get()
 
     def _readonly_hint(self) -> str:
         if writable(self.path):
@@ -574,8 +507,6 @@ class SQLiteStore(StoreBase):
             raise StoreError(f"cannot prepare the ledger at {self.describe()}: {e.orig}{self._readonly_hint()}") from e
 
     def _create_fresh(self) -> bool:
-        # A new file gets the head schema in plain SQL: no SQLAlchemy/Alembic imports (see :func:`create_fresh`).
-
         try:
             with self._writer.connection() as con:
                 return create_fresh(con)
@@ -583,7 +514,6 @@ class SQLiteStore(StoreBase):
             raise StoreError(f"cannot prepare the ledger at {self.describe()}: {e}{self._readonly_hint()}") from e
 
     def revision(self) -> str | None:
-        """The schema revision the database is at (None for an empty database)."""
         try:
             with self._readers.connection() as con:
                 row = con.execute("SELECT version_num FROM alembic_version").fetchone()
@@ -594,7 +524,6 @@ class SQLiteStore(StoreBase):
         return row[0] if row else None
 
     def triggers(self) -> set[str]:
-        """Names of the append-only triggers present on ``events``."""
         q = "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'"
         return {r[0] for r in self._read(q, ())}
 
@@ -604,16 +533,14 @@ class SQLiteStore(StoreBase):
         if missing:
             from ledger.store.migrating import trigger_statements
 
-            with self._writer.connection() as con:
-                con.execute("BEGIN IMMEDIATE")
-                try:
-                    for stmt in trigger_statements(self.dialect, missing):
-                        con.execute(stmt)
-                    con.execute("COMMIT")
-                except BaseException:
-                    con.execute("ROLLBACK")
-                    raise
+            statements = trigger_statements(self.dialect, missing)
+            self._write_transaction(lambda con: [con.execute(s) for s in statements], "cannot prepare the ledger")
         return missing
+
+    def _write_transaction(self, work: Callable[[sqlite3.Connection], Any], what: str) -> Any:
+        """``work(connection)`` in one write transaction on the writer (``what`` is PostgreSQL's message only)."""
+        with self._writer.connection() as con, immediate(con):
+            return work(con)
 
     # -- writing ------------------------------------------------------------------------------------------
 
@@ -669,24 +596,14 @@ class SQLiteStore(StoreBase):
         return out
 
     def insert_copied(self, rows: Sequence[StoredEvent] | CopyBatch) -> int:
-        """Insert events copied from another ledger, keeping versions and hashes (see :class:`LogStore`)."""
         batch = copy_batch_of(rows)
         rows = batch.rows
         if not rows:
             return 0
         lowest = lowest_versions(rows)
         try:
-            with self._writer.connection() as con:
-                con.execute("BEGIN IMMEDIATE")
-                try:
-                    new = insert_copied(con, batch, lowest)
-                    con.execute("COMMIT")
-                except BaseException:
-                    if con.in_transaction:
-                        con.execute("ROLLBACK")
-                    raise
-        except (HistoryConflict, StoreError):
-            raise
+            with self._writer.connection() as con, immediate(con):
+                new = insert_copied(con, batch, lowest)
         except sqlite3.IntegrityError as e:
             # Every writer reads the head under the write lock, so this is a row the schema refuses (CHECK).
             raise StoreError(f"cannot copy into the ledger at {self.describe()}: {e}") from e
@@ -699,38 +616,20 @@ class SQLiteStore(StoreBase):
 
     # -- snapshots (a cache: never the truth) ------------------------------------------------------------------
 
-    def get_snapshot(self, stream: str, kind: str) -> Snapshot | None:
-        """A cached projection of ``stream``, or None (also when the cache is unreadable)."""
-        q = "SELECT version, seq, body FROM snapshots WHERE stream = ? AND kind = ?"
-        try:
-            rows = self._read(q, (stream, kind))
-        except StoreError:
-            return None
-        row = rows[0] if rows else None
-        return Snapshot(row[0], row[1], bytes(row[2])) if row else None
-
     def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
-        """Store (or replace) the cached projection of ``stream``; failures are ignored, it is only a cache."""
         if self.readonly:
             return
         try:
-            with self._writer.connection() as con:
-                try:
-                    con.execute("BEGIN IMMEDIATE")
-                    con.execute("DELETE FROM snapshots WHERE stream = ?", (stream,))
-                    con.execute(
-                        "INSERT INTO snapshots (stream, kind, version, seq, body) VALUES (?, ?, ?, ?, ?)",
-                        (stream, kind, version, seq, body),
-                    )
-                    con.execute("COMMIT")
-                except sqlite3.Error:
-                    if con.in_transaction:
-                        con.execute("ROLLBACK")
+            with self._writer.connection() as con, immediate(con):
+                con.execute("DELETE FROM snapshots WHERE stream = ?", (stream,))
+                con.execute(
+                    "INSERT INTO snapshots (stream, kind, version, seq, body) VALUES (?, ?, ?, ?, ?)",
+                    (stream, kind, version, seq, body),
+                )
         except (sqlite3.Error, StoreError):
             pass  # only a cache: the next writer or reader caches it again
 
     def drop_snapshots(self) -> None:
-        """Delete every cached projection."""
         with self._writer.connection() as con:
             con.execute("DELETE FROM snapshots")
 
@@ -744,36 +643,13 @@ class SQLiteStore(StoreBase):
         except (sqlite3.Error, StoreError):
             pass  # statistics only steer the planner: the copied events are committed either way
 
-    def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
-        """Cached projections of many streams at once."""
-        out: dict[str, Snapshot] = {}
-        try:
-            for i in range(0, len(streams), 500):
-                chunk = list(streams[i : i + 500])
-                q = (
-                    "SELECT stream, version, seq, body FROM snapshots "
-                    f"WHERE kind = ? AND stream IN ({', '.join('?' * len(chunk))})"
-                )
-                for r in self._read(q, (kind, *chunk)):
-                    out[r[0]] = Snapshot(r[1], r[2], bytes(r[3]))
-        except StoreError:
-            return {}
-        return out
-
     # -- reading ------------------------------------------------------------------------------------------
-
-    def read_stream(
-        self, stream: str, *, after_version: int = 0, until_seq: int | None = None, page: tuple[int, int] | None = None
-    ) -> list[StoredEvent]:
-        """Every event of ``stream`` in version order (after a version, up to a global seq; ``page``: see base)."""
-        return [StoredEvent(*r) for r in self._read(*stream_sql(stream, after_version, until_seq, page))]
 
     def read_bodies(
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None
     ) -> tuple[list[bytes], int, int]:
-        """Only the bodies of ``stream`` in version order, with the last version and seq read (fast path)."""
         # One-column rows iterated straight into a list cost about half of fetching (body, version, seq).
-        where, args = stream_where(stream, after_version, until_seq)
+        where, args = stream_query("?", "", stream, after_version, until_seq, None)
         try:
             with self._readers.connection() as dbapi:
                 dbapi.execute("BEGIN")  # one snapshot for both statements, so the last version matches the bodies
@@ -797,7 +673,7 @@ class SQLiteStore(StoreBase):
         SQLite joins them (no row object per event: a cold replay of a million events is mostly that), in version
         order (see :func:`joined_sql`).
         """
-        where, args = stream_where(stream, after_version, until_seq)
+        where, args = stream_query("?", "", stream, after_version, until_seq, None)
         out: list[tuple[bytes, int]] = []
         try:
             with self._readers.connection() as dbapi:
@@ -825,7 +701,7 @@ class SQLiteStore(StoreBase):
     ) -> tuple[Iterable[tuple[bytes, int]], int, int]:
         """Like :meth:`read_joined`; past one chunk, read ahead by a second thread (close the iterable if not read
         to the end: see :func:`chunk_reader`)."""
-        where, args = stream_where(stream, after_version, until_seq)
+        where, args = stream_query("?", "", stream, after_version, until_seq, None)
         row = self._read(f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1", args)
         if not row:
             return [], after_version, 0
@@ -838,42 +714,6 @@ class SQLiteStore(StoreBase):
             joined = joined_sql(con, where)
         return chunk_reader(self._connect, joined, ("\n", stream, *args[2:]), ranges), last, seq
 
-    def stream_exists(self, stream: str) -> bool:
-        """True if the stream has at least one event."""
-        return bool(self._read("SELECT 1 FROM events WHERE stream = ? LIMIT 1", (stream,)))
-
-    def streams(self, prefix: str | None = None) -> list[StreamInfo]:
-        """Every stream (optionally those whose name starts with ``prefix``), in order of first event."""
-        # The head hash in the same query (a join on UNIQUE(stream, version)): one round trip, not one per stream.
-        if prefix is None:
-            return [StreamInfo(*r) for r in self._read(STREAMS_SQL.format(where=""), ())]
-        return [StreamInfo(*r) for r in self._read(STREAMS_SQL.format(where=f"WHERE {PREFIX_SQL}"), (prefix, prefix))]
-
-    def scan(self, *, after_seq: int = 0, batch: int = 10_000, prefix: str | None = None) -> Iterator[StoredEvent]:
-        """Every event in global ``seq`` order, read in batches (for verify, copy and tailing)."""
-        last = after_seq
-        extra, pargs = (f" AND {PREFIX_SQL}", (prefix, prefix)) if prefix is not None else ("", ())
-        q = f"SELECT {COLUMNS} FROM events WHERE seq > ?{extra} ORDER BY seq LIMIT ?"
-        while True:
-            rows = [StoredEvent(*r) for r in self._read(q, (last, *pargs, batch))]
-            if not rows:
-                return
-            yield from rows
-            last = rows[-1].seq
-
-    def event_at(self, stream: str, version: int) -> StoredEvent | None:
-        """The event of ``stream`` at ``version``, or None."""
-        rows = self._read(f"SELECT {COLUMNS} FROM events WHERE stream = ? AND version = ?", (stream, version))
-        return StoredEvent(*rows[0]) if rows else None
-
-    def bound_snapshot(self, stream: str, kind: str) -> tuple[Snapshot, tuple[int, str, int] | None] | None:
-        """A cached projection of ``stream`` with :meth:`link_at` of its version, in one query (None: no snapshot,
-        or an unreadable cache)."""
-        try:
-            return bound_snapshot_of(self._read(BOUND_SNAPSHOT_SQL.format(m="?"), (stream, kind)))
-        except StoreError:
-            return None
-
     def stream_names(self, prefix: str, limit: int) -> list[str]:
         """Up to ``limit`` stream names that start with ``prefix``, in order: a seek of the (stream, version) index
         for each, so naming a card by a prefix costs a few index lookups, not a scan of its events."""
@@ -884,21 +724,9 @@ class SQLiteStore(StoreBase):
             rows = self._read("SELECT stream FROM events WHERE stream > ? ORDER BY stream LIMIT 1", (out[-1],))
         return out
 
-    def link_at(self, stream: str, version: int) -> tuple[int, str, int] | None:
-        """(seq, hash) of the event of ``stream`` at ``version`` and how many events the stream holds up to it."""
-        return link_of(self._read(LINK_SQL.format(m="?"), (stream, version, stream, version)))
-
-    def snapshot_keys(self) -> list[tuple[str, str, int, int]]:
-        """(stream, kind, version, seq) of every stored snapshot, by stream."""
-        return [tuple(r) for r in self._read("SELECT stream, kind, version, seq FROM snapshots ORDER BY stream", ())]
-
-    def max_seq(self) -> int:
-        """The highest ``seq`` in the log (0 when empty)."""
-        return int(self._read("SELECT coalesce(max(seq), 0) FROM events", ())[0][0])
-
-    def count(self) -> int:
-        """Number of events in the log."""
-        return int(self._read("SELECT count(*) FROM events", ())[0][0])
+    def _prefix(self, prefix: str) -> tuple[str, tuple[str, ...]]:
+        # Not LIKE: that would be case-insensitive for ASCII and need its wildcards escaped.
+        return "substr(stream, 1, length(?)) = ?", (prefix, prefix)
 
     def _read(self, q: str, args: tuple[Any, ...]) -> list[Any]:
         try:
@@ -908,7 +736,6 @@ class SQLiteStore(StoreBase):
             raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
 
     def same_database(self, other: LogStore) -> bool:
-        """True if ``other`` is a connection to this very file."""
         if not isinstance(other, SQLiteStore):
             return False
         try:
@@ -917,7 +744,6 @@ class SQLiteStore(StoreBase):
             return False
 
     def describe(self) -> str:
-        """The database, for messages."""
         return self.url
 
     def close(self) -> None:

@@ -1,37 +1,22 @@
 """The cards summary: one row per card (and its tags and games in a keys table), a projection of the log.
 
-Every list (``ledger cards``, ``compare --tag``, the viewer's and the bundle's cards pages) reads a page of
-``card_summary`` instead of replaying every card, through the same ``?`` statements on both backends (PostgreSQL's
-driver gets ``%s``), so the CLI, the viewer and the bundle show the same pages. A SQLite store is read through its
-own ``sqlite3`` connections, a PostgreSQL store through its psycopg ones (no SQLAlchemy import for a read command);
-:func:`fill` runs on a migration's SQLAlchemy connection. The rules that keep it a projection:
+Every list (``ledger cards``, ``compare --tag``, the viewer, the bundle) reads a page of ``card_summary`` through the
+same ``?`` statements on both backends (psycopg gets ``%s``) instead of replaying every card. The rules:
 
-* it follows the log by position: its row of ``tracking`` (:mod:`ledger.store.tracking`) holds the ``seq`` and hash
-  of the last event folded, written in the same transaction as the rows, so each event is folded exactly once
-  whoever runs the catch-up and whenever it is killed. A catch-up runs before every read of the summary
-  (:func:`query`), from a writer's background thread a little after its commits, and when a writing store closes;
-  ``ledger verify`` and ``ledger rebuild-summary --check`` prove the rows and keys equal a rebuild from the log up
-  to that position;
-* tailing by ``seq`` needs ``seq`` order to be commit order. SQLite: one writer at a time, an INTEGER PRIMARY KEY
-  assigned under the write lock. PostgreSQL: a sequence is not commit order in general (a value taken by one
-  transaction can commit after a larger one), but every insert into ``events`` (append, import, copy) takes the
-  append advisory lock before it takes a ``seq`` and holds it to its commit, so appends are serialized and no
-  event can commit below an event already visible; a catch-up reads under READ COMMITTED after locking the
-  position row, so it sees every event up to the newest committed. An insert into ``events`` that skipped the lock
-  would break this (``verify`` would then report the summary differing from a rebuild);
-* it stays cheap: the :class:`SummaryKeeper` keeps the projections of the cards it folded (per process, keyed by
-  the version each reflects), folds only the new events, and scores a card (score, levels completed, level count)
-  only for a batch that holds an event other than an action: an action changes counters, never those (levels are
-  scored from their LevelCompleted marks). A card it does not hold (or whose last fold was rolled back) is replayed
-  from its stream once;
+* it follows the log by position: its ``tracking`` row holds the ``seq`` and hash of the last event folded, written
+  in the same transaction as the rows, so each event is folded exactly once whoever runs the catch-up and whenever
+  it is killed. ``ledger verify`` and ``rebuild-summary --check`` prove it equals a rebuild up to that position;
+* tailing by ``seq`` needs ``seq`` order to be commit order: SQLite has one writer at a time; on PostgreSQL every
+  insert into ``events`` takes the append advisory lock before its ``seq`` and holds it to its commit, and a
+  catch-up reads under READ COMMITTED after locking the position row. An insert that skipped the lock would break
+  this (``verify`` would report the summary differing from a rebuild);
+* :class:`SummaryKeeper` keeps the cards it folded and rescores a card only for a batch with an event other than an
+  action (actions change counters, never the score or levels);
 * a card with an event that does not decode has no row (the log takes any bytes; ``verify`` reports the event);
-* a read-only store never writes: when its summary is behind, the tail is folded in memory and the lists are
-  answered from an in-memory copy of the tables with the tail applied (:class:`Overlay`);
-* a rebuild (``verify``, ``rebuild-summary``) must not hold every card at once (100,000 cards would need hundreds of
-  MB): the log is read in its ``(stream, version)`` index order, :data:`BATCH` events per query, and each card is
-  folded, turned into its row and keys and dropped before the next, so memory does not grow with the cards. Its
-  rows equal those of the whole log folded in ``seq`` order: a card's row depends only on its own events in version
-  order and on its baseline set.
+* a read-only store never writes: when behind, lists are answered from an in-memory copy with the tail folded
+  (:class:`Overlay`);
+* a rebuild holds one card at a time (the log read in ``(stream, version)`` order): a card's row depends only on
+  its own events and its baseline set, so this equals folding the whole log in ``seq`` order.
 """
 
 from __future__ import annotations
@@ -43,6 +28,7 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
+from itertools import batched
 from typing import Any
 
 import msgspec
@@ -80,30 +66,6 @@ COUNTER_TYPES = frozenset({"action_taken", "action_ignored"})
 #: Cards whose projection a writer keeps in memory (the least recently appended are dropped first).
 CACHED_CARDS = 512
 
-COLUMNS = (
-    "card_id",
-    "version",
-    "opened",
-    "opened_key",
-    "closed",
-    "closed_key",
-    "close_reason",
-    "last_ts",
-    "last_key",
-    "state",
-    "games",
-    "plays",
-    "actions",
-    "events",
-    "levels",
-    "level_count",
-    "score",
-    "tags",
-    "game_ids",
-    "retracted",
-    "retract_reason",
-    "game_stats",
-)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _tags_enc = msgspec.json.Encoder()
@@ -142,6 +104,8 @@ class SummaryRow(msgspec.Struct, frozen=True):
     game_stats: str
 
 
+#: The table's columns, in the row's field order: a row's values are its fields as a tuple.
+COLUMNS = SummaryRow.__struct_fields__
 #: (score, levels completed, level count, game stats JSON) of a card's document: what its row holds of its score.
 Scored = tuple[float, int, int, str]
 
@@ -166,7 +130,6 @@ def card_score(card: CardState, baselines: Mapping[str, BaselineEntry]) -> Score
 
 
 def scored(doc: ScorecardDoc) -> Scored:
-    """(score, levels completed, level count, game stats) of a card's document: what its summary row holds of it."""
     return doc.score, doc.total_levels_completed, doc.total_levels, game_stats(doc)
 
 
@@ -190,7 +153,6 @@ def game_stats(doc: ScorecardDoc) -> str:
 
 
 def row_of(card: CardState, version: int, scored: Scored) -> SummaryRow:
-    """The summary row of ``card`` as folded up to ``version``."""
     plays = [p for ps in card.games.values() for p in ps]
     return SummaryRow(
         card_id=card.card_id,
@@ -234,7 +196,6 @@ def keys_of(card: CardState) -> frozenset[tuple[str, str]]:
 
 
 def card_id_of(stream: str) -> str | None:
-    """The card id of a card stream, None for any other stream."""
     return stream[len(CARD_STREAM) :] if stream.startswith(CARD_STREAM) else None
 
 
@@ -252,11 +213,10 @@ def baselines_map(set_id: str, bodies: Sequence[bytes]) -> dict[str, BaselineEnt
 
 
 class Tracked(msgspec.Struct):
-    """A card as a writer holds it: its projection, the version it reflects, its score and keys."""
+    """A card as a writer holds it: its projection, the version it reflects, its score (None until scored), keys."""
 
     state: CardState
     version: int
-    #: (score, levels completed, level count, game stats) as the document has them; None until scored.
     scored: Scored | None
     keys: frozenset[tuple[str, str]]
 
@@ -340,7 +300,6 @@ class SummaryKeeper:
         return got
 
     def committed(self, change: Change | None) -> None:
-        """Remember the card as the committed append left it."""
         if change is None:
             return
         with self._lock:
@@ -353,20 +312,15 @@ class SummaryKeeper:
                 self._cards.popitem(last=False)
 
 
-def _groups(rows: Sequence[tuple[str, int, str, bytes]]) -> dict[str, list[tuple[str, int, str, bytes]]]:
-    groups: dict[str, list[tuple[str, int, str, bytes]]] = {}
-    for r in rows:
-        groups.setdefault(r[0], []).append(r)
-    return groups
-
-
 def copied_changes(
     keeper: SummaryKeeper, rows: Sequence[tuple[str, int, str, bytes]], read: BodyReader
 ) -> list[Change | None]:
     """The summary changes of copied rows (``(stream, version, type, body)``, each stream in version order)."""
+    groups: dict[str, list[tuple[str, int, str, bytes]]] = {}
+    for r in rows:
+        groups.setdefault(r[0], []).append(r)
     return [
-        keeper.change(stream, g[0][1] - 1, [r[2] for r in g], [r[3] for r in g], read)
-        for stream, g in _groups(rows).items()
+        keeper.change(stream, g[0][1] - 1, [r[2] for r in g], [r[3] for r in g], read) for stream, g in groups.items()
     ]
 
 
@@ -453,15 +407,6 @@ def pg(sql: str) -> str:
     return sql.replace("?", "%s")
 
 
-# The row's fields are the table's columns, in the same order: a row's values are its fields as a tuple.
-assert SummaryRow.__struct_fields__ == COLUMNS
-
-
-def row_params(row: SummaryRow) -> tuple[Any, ...]:
-    """The row's values in :data:`COLUMNS` order."""
-    return msgspec.structs.astuple(row)
-
-
 def figures_change(fetch: Callable[[str, Any], list[Any]], changes: Iterable[Change | None]) -> Counter[Key]:
     """How the tag figures move when ``changes`` are written (read before writing them: the old rows are read
     through ``fetch``)."""
@@ -488,7 +433,7 @@ def write_changes(
     if gone:
         executemany(DELETE_ROW_SQL, gone)
     if rows:
-        executemany(UPSERT_SQL, [row_params(r) for r in rows])
+        executemany(UPSERT_SQL, [msgspec.structs.astuple(r) for r in rows])
     keys = [(k, v, cid) for cid, ks in rekeyed for k, v in sorted(ks)]
     if keys:
         executemany(INSERT_KEY_SQL, keys)
@@ -517,24 +462,13 @@ class PageQuery(msgspec.Struct, frozen=True):
     max_open_us: int = 0
 
 
-def _least(dialect: str, a: str, b: str) -> str:
-    return f"min({a}, {b})" if dialect == "sqlite" else f"LEAST({a}, {b})"
-
-
 def shown_closed_expr(dialect: str) -> str:
     """SQL for when a card is shown closed (its close, or the toolkit's auto-close if due by ``now``), or NULL.
 
     Parameters (microseconds): never, stale, max_open, now, never, stale, max_open.
     """
-    due = _least(dialect, "coalesce(last_key, ?) + ?", "opened_key + ?")
+    due = f"{'min' if dialect == 'sqlite' else 'LEAST'}(coalesce(last_key, ?) + ?, opened_key + ?)"
     return f"(CASE WHEN close_reason IS NOT NULL THEN closed_key WHEN {due} <= ? THEN {due} ELSE NULL END)"
-
-
-def count_query(dialect: str, q: PageQuery) -> tuple[str, list[Any]]:
-    """How many cards match ``q``'s filters (its sort, ``after`` and ``limit`` ignored): what a page is out of."""
-    sql, args = page_query(dialect, msgspec.structs.replace(q, after=None, limit=None, sort="id"))
-    where = sql.split(" ORDER BY ")[0].split(f" FROM {SUMMARY}", 1)[1]
-    return f"SELECT count(*) FROM {SUMMARY}{where}", args
 
 
 def page_query(dialect: str, q: PageQuery) -> tuple[str, list[Any]]:
@@ -606,28 +540,6 @@ def body_reader(execute: Callable[[str, Any], Any]) -> BodyReader:
     return lambda stream, version: [bytes(r[0]) for r in execute(READ_BODIES_SQL, (stream, version))]
 
 
-def any_tag_query(tags: Sequence[str], include_retracted: bool = False) -> tuple[str, list[Any]]:
-    """The ids of the cards with any of ``tags`` (``all_tags``), in the order they were opened."""
-    marks = ", ".join("?" * len(tags))
-    sql = (
-        f"SELECT card_id FROM {SUMMARY} WHERE card_id IN (SELECT card_id FROM {KEYS} WHERE kind = 't' "
-        f"AND value IN ({marks})){'' if include_retracted else ' AND retracted IS NULL'} ORDER BY opened_key, card_id"
-    )
-    return sql, list(tags)
-
-
-def leaderboard_query(include_retracted: bool = False) -> str:
-    """Per tag (``all_tags``): its cards, their mean score, the best score and the first card with it."""
-    live = "" if include_retracted else " AND s.retracted IS NULL"
-    return (
-        "SELECT tag, count(*), avg(score), max(score), "
-        "max(CASE WHEN rank = 1 THEN card_id END) FROM ("
-        "SELECT k.value AS tag, s.card_id AS card_id, s.score AS score, ROW_NUMBER() OVER "
-        "(PARTITION BY k.value ORDER BY s.score DESC, s.opened_key, s.card_id) AS rank "
-        f"FROM {KEYS} k JOIN {SUMMARY} s ON s.card_id = k.card_id WHERE k.kind = 't'{live}) ranked GROUP BY tag"
-    )
-
-
 #: A tag with more cards than this is read along the opened-time index (see :func:`tag_points_query`).
 MANY_CARDS = 5000
 
@@ -656,39 +568,12 @@ def tag_points_query(tag: str, limit: int, before: str | None = None, *, many: b
     return sql, [*args, limit]
 
 
-def tag_count_query(tag: str) -> tuple[str, list[Any]]:
-    """How many cards have ``tag`` (retracted ones too): a range of the keys table's primary key, nothing else."""
-    return f"SELECT count(*) FROM {KEYS} WHERE kind = 't' AND value = ?", [tag]
-
-
-def recent_tags_query(cards: int) -> tuple[str, list[Any]]:
-    """The tags of the ``cards`` newest cards that are not retracted, newest first (the opened-time index)."""
-    return (
-        f"SELECT tags FROM {SUMMARY} WHERE retracted IS NULL AND tags IS NOT NULL "
-        "ORDER BY opened_key DESC, card_id DESC LIMIT ?",
-        [cards],
-    )
-
-
-def distinct_keys_query(kind: str) -> tuple[str, list[Any]]:
-    """Every tag (``t``) or game (``g``) any card has, sorted: a loose scan of the keys table's primary key, one
-    index seek per distinct value (not one step per card, as ``SELECT DISTINCT`` would take)."""
-    sql = (
-        f"WITH RECURSIVE v(x) AS (SELECT (SELECT min(value) FROM {KEYS} WHERE kind = ?) UNION ALL "
-        f"SELECT (SELECT min(value) FROM {KEYS} WHERE kind = ? AND value > v.x) FROM v WHERE v.x IS NOT NULL) "
-        "SELECT x FROM v WHERE x IS NOT NULL ORDER BY x"
-    )
-    return sql, [kind, kind]
-
-
 #: (the summary's position, the log's last seq, 1 while the event at the position is the one folded there).
 POSITION_SQL = tracking.behind_sql(tracking.SUMMARY)
 SET_POSITION_SQL = f"UPDATE {tracking.TABLE} SET seq = ?, hash = ? WHERE name = '{tracking.SUMMARY}'"
 TAIL_SQL = "SELECT stream, version, type, body, seq, hash FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
 #: Events folded per transaction of a catch-up (a long tail, after a copy, is caught up in several).
 TAIL_CHUNK = 20_000
-
-Execute = Callable[[str, Any], Any]
 
 
 def position(row: Sequence[Any], where: str) -> tuple[int, int]:
@@ -709,11 +594,12 @@ class SummaryUnbound(StoreError):
 
 
 def fold_tail(
-    keeper: SummaryKeeper, fetch: Callable[[str, Any], list[Any]], position: int, limit: int = TAIL_CHUNK
+    keeper: SummaryKeeper, fetch: Callable[[str, Any], list[Any]], position: int
 ) -> tuple[list[Change | None], tuple[int, str] | None, int]:
-    """The summary changes of the (at most ``limit``) events after ``position``, the seq and hash of the last one
-    (None when there is none) and how many there were. ``fetch`` runs ``?`` reads in the caller's transaction."""
-    rows = fetch(TAIL_SQL, (position, limit))
+    """The summary changes of the (at most :data:`TAIL_CHUNK`) events after ``position``, the seq and hash of the
+    last one (None when there is none) and how many there were. ``fetch`` runs ``?`` reads in the caller's
+    transaction."""
+    rows = fetch(TAIL_SQL, (position, TAIL_CHUNK))
     if not rows:
         return [], None, 0
     events = [(r[0], r[1], r[2], bytes(r[3])) for r in rows]
@@ -724,8 +610,8 @@ def catch_up(
     keeper: SummaryKeeper,
     begin: Callable[[], int],
     fetch: Callable[[str, Any], list[Any]],
-    execute: Execute,
-    executemany: Execute,
+    execute: Callable[[str, Any], Any],
+    executemany: Callable[[str, Any], Any],
     commit: Callable[[], None],
     rollback: Callable[[], None],
     writing: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
@@ -821,11 +707,6 @@ def build_overlay(fetch: Callable[[str, Any], list[Any]], keeper: SummaryKeeper,
     return overlay
 
 
-def has_position(fetch: Callable[[str, Any], list[Any]], dialect: str) -> bool:
-    """Whether the schema has the position table (a ledger at an earlier revision, opened read-only, has not)."""
-    return has_table(fetch, dialect, tracking.TABLE)
-
-
 #: Events read per query.
 BATCH = 5_000
 #: Cards compared (or written) per round trip.
@@ -913,13 +794,8 @@ def rebuilt(read: Read) -> Iterator[tuple[str, Built | None]]:
 
 
 def _stored(read: Read, ids: Sequence[str]) -> dict[str, Stored]:
-    marks = ", ".join("?" * len(ids))
-    sql = f"SELECT {', '.join(COLUMNS)} FROM {SUMMARY} WHERE card_id IN ({marks})"
-    rows = {r[0]: SummaryRow(*r) for r in read(sql, ids)}
-    keys: dict[str, set[tuple[str, str]]] = {}
-    for cid, kind, value in read(f"SELECT card_id, kind, value FROM {KEYS} WHERE card_id IN ({marks})", ids):
-        keys.setdefault(cid, set()).add((kind, value))
-    return {c: (rows.get(c), frozenset(keys.get(c, ()))) for c in ids if c in rows or c in keys}
+    where = f" WHERE card_id IN ({', '.join('?' * len(ids))})"
+    return _stored_of(read(SELECT_KEYS_SQL + where, ids), read(SELECT_ROWS_SQL + where, ids))
 
 
 def _difference(cid: str, want: Built | None, got: Stored | None) -> str | None:
@@ -972,40 +848,32 @@ def check_streamed(
     cards = 0
     want_figures: Counter[Key] = Counter()
 
-    def flush(pending: list[tuple[str, Built | None]]) -> None:
+    def note(difference: str | None) -> None:
         nonlocal extra
-        have = _stored(read, [c for c, _ in pending])
-        for cid, want in pending:
-            d = _difference(cid, want, have.get(cid))
-            if d is None:
-                continue
-            if len(out) < limit:
-                out.append(d)
-            else:
-                extra += 1
-
-    pending: list[tuple[str, Built | None]] = []
-    for cid, want in rebuilt(read):
-        if want is not None:
-            cards += 1
-        if cid in skip:
-            continue
-        if figures and want is not None:
-            r = want[0]
-            want_figures.update(counts_of(r.tags, r.score, r.game_stats, r.retracted))
-        pending.append((cid, want))
-        if len(pending) >= CARDS_CHUNK:
-            flush(pending)
-            pending = []
-    if pending:
-        flush(pending)
-    for cid in _orphans(read):
-        if cid in skip:
-            continue
-        if len(out) < limit:
-            out.append(f"card {cid}: a summary row for a card the log does not hold")
-        else:
+        if difference is not None and len(out) < limit:
+            out.append(difference)
+        elif difference is not None:
             extra += 1
+
+    def compared() -> Iterator[tuple[str, Built | None]]:
+        nonlocal cards
+        for cid, want in rebuilt(read):
+            if want is not None:
+                cards += 1
+            if cid in skip:
+                continue
+            if figures and want is not None:
+                r = want[0]
+                want_figures.update(counts_of(r.tags, r.score, r.game_stats, r.retracted))
+            yield cid, want
+
+    for chunk in batched(compared(), CARDS_CHUNK):
+        have = _stored(read, [c for c, _ in chunk])
+        for cid, want in chunk:
+            note(_difference(cid, want, have.get(cid)))
+    for cid in _orphans(read):
+        if cid not in skip:
+            note(f"card {cid}: a summary row for a card the log does not hold")
     if extra:
         out.append(f"+{extra} more cards")
     if figures:
@@ -1026,46 +894,28 @@ def write_streamed(
     """Replace the summary tables' content with a rebuild from the log, :data:`CARDS_CHUNK` cards per statement (inside
     the caller's transaction); returns the number of cards. ``figures``: the schema has the tag figures table,
     rewritten from the counts of the rows (held per figure value, not per card)."""
-
     execute(f"DELETE FROM {KEYS}", ())
     execute(f"DELETE FROM {SUMMARY}", ())
     n = 0
-    chunk: list[Built] = []
     counts: Counter[Key] = Counter()
-
-    def flush() -> None:
-        params = [row_params(row) for row, _ in chunk]
+    for chunk in batched((built for _, built in rebuilt(read) if built is not None), CARDS_CHUNK):
+        n += len(chunk)
+        if figures:
+            for r, _ in chunk:
+                counts.update(counts_of(r.tags, r.score, r.game_stats, r.retracted))
+        params = [msgspec.structs.astuple(row) for row, _ in chunk]
         execute(upsert, params if pick is None else [tuple(p[j] for j in pick) for p in params])
         keys = [(k, v, row.card_id) for row, ks in chunk for k, v in sorted(ks)]
         if keys:
             execute(INSERT_KEY_SQL, keys)
-
-    for _, built in rebuilt(read):
-        if built is None:
-            continue
-        n += 1
-        chunk.append(built)
-        if figures:
-            r = built[0]
-            counts.update(counts_of(r.tags, r.score, r.game_stats, r.retracted))
-        if len(chunk) >= CARDS_CHUNK:
-            flush()
-            chunk = []
-    if chunk:
-        flush()
     if figures:
         replace_all(execute, counts)
     return n
 
 
-def _log(rows: Iterable[Any]) -> Iterator[tuple[str, str, int, bytes]]:
-    return ((r[0], r[1], r[2], bytes(r[3])) for r in rows)
-
-
 def fill(conn: Any, columns: Sequence[str] = COLUMNS) -> int:
     """Build the summary tables from the log on SQLAlchemy connection ``conn`` (the migration's transaction),
     writing ``columns`` (those the table has at the migration's revision)."""
-
     fix = pg if conn.dialect.name == "postgresql" else str
     upsert, pick = _upsert_of(columns)
 
@@ -1074,7 +924,6 @@ def fill(conn: Any, columns: Sequence[str] = COLUMNS) -> int:
 
     _hold_position(read, conn.dialect.name)
 
-    # One card at a time, a batch of events per query: the log is never held whole, nor every card.
     return write_streamed(
         read,
         lambda sql, params: conn.exec_driver_sql(fix(sql), params),
@@ -1089,7 +938,7 @@ def _hold_position(read: Callable[[str, Any], list[Any]], dialect: str) -> None:
     summary: a store's follower thread catching up meanwhile then waits or steps aside, where it would otherwise hold
     the position and wait for rows the migration holds while the migration waits for the position (a deadlock).
     SQLite needs none: a migration there holds the whole database (IMMEDIATE)."""
-    if dialect == "postgresql" and has_position(read, dialect):
+    if dialect == "postgresql" and has_table(read, dialect, tracking.TABLE):
         read(POSITION_SQL + " FOR UPDATE", ())
 
 
@@ -1149,7 +998,6 @@ def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
 
 
 def _query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
-    # Each store's own reader connections (sqlite3, psycopg): no SQLAlchemy for a read.
     return list(store._read(sql if store.dialect == "sqlite" else pg(sql), tuple(args)))  # type: ignore[attr-defined]
 
 
@@ -1158,7 +1006,7 @@ def read_page(store: LogStore, q: PageQuery) -> list[SummaryRow]:
     if q.tags and q.limit is not None and q.sort in INDEXED_SORTS and store.dialect == "sqlite":
         # SQLite reads every card of an IN (...) list and sorts them; a tag of many cards is better walked along
         # the sort's index, each card probed in the keys table, stopping at the page's end.
-        tagged = sum(int(query(store, *tag_count_query(t))[0][0]) for t in q.tags)
+        tagged = sum(tag_count(store, t) for t in q.tags)
         if tagged > MANY_CARDS:
             q = msgspec.structs.replace(q, walk=True)
     sql, args = page_query(store.dialect, q)
@@ -1170,36 +1018,34 @@ INDEXED_SORTS = frozenset({"opened", "score", "id"})
 
 
 def count_page(store: LogStore, q: PageQuery) -> int:
-    """How many cards match the filters of ``q`` (not only its page): one query."""
-    sql, args = count_query(store.dialect, q)
-    return int(query(store, sql, args)[0][0])
+    """How many cards match the filters of ``q`` (its sort, ``after`` and ``limit`` ignored): what a page is out of."""
+    sql, args = page_query(store.dialect, msgspec.structs.replace(q, after=None, limit=None, sort="id"))
+    where = sql.split(" ORDER BY ")[0].split(f" FROM {SUMMARY}", 1)[1]
+    return int(query(store, f"SELECT count(*) FROM {SUMMARY}{where}", args)[0][0])
 
 
-def _stored_all(read: Callable[[str], list[Any]]) -> dict[str, Stored]:
+def _stored_of(key_rows: Iterable[Sequence[Any]], rows: Iterable[Sequence[Any]]) -> dict[str, Stored]:
+    """Each card's row (None: only keys) and keys, from rows of :data:`SELECT_KEYS_SQL` and :data:`SELECT_ROWS_SQL`."""
     keys: dict[str, set[tuple[str, str]]] = {}
-    for cid, kind, value in read(SELECT_KEYS_SQL):
+    for cid, kind, value in key_rows:
         keys.setdefault(cid, set()).add((kind, value))
-    out: dict[str, Stored] = {r[0]: (SummaryRow(*r), frozenset(keys.pop(r[0], ()))) for r in read(SELECT_ROWS_SQL)}
+    out: dict[str, Stored] = {r[0]: (SummaryRow(*r), frozenset(keys.pop(r[0], ()))) for r in rows}
     out.update({cid: (None, frozenset(ks)) for cid, ks in keys.items()})
     return out
 
 
 def stored(store: LogStore) -> dict[str, Stored]:
-    """The summary tables as stored: each card's row (None: only keys) and keys."""
-    return stored_at(store)[0]
-
-
-def stored_at(store: LogStore) -> tuple[dict[str, Stored], int | None]:
-    """The summary tables caught up to the log's head, and the seq of the last event they reflect (None: a schema
-    without the position), read consistently: a catch-up by another process between the reads is read again."""
+    """The summary tables caught up to the log's head, each card's row (None: only keys) and keys, read
+    consistently: a catch-up by another process between the reads is read again."""
     for _ in range(100):
         overlay = store.summary_at_head()
         if overlay is not None:
-            return _stored_all(functools.partial(overlay.query, args=())), overlay.head
+            return _stored_of(overlay.query(SELECT_KEYS_SQL, ()), overlay.query(SELECT_ROWS_SQL, ()))
         before = _position(store)
-        have = _stored_all(functools.partial(query if before is None else _query, store))
+        read = functools.partial(query if before is None else _query, store)
+        have = _stored_of(read(SELECT_KEYS_SQL), read(SELECT_ROWS_SQL))
         if _position(store) == before:
-            return have, before
+            return have
     raise StoreError(f"the cards summary of the ledger at {store.describe()} kept moving while it was read")
 
 
@@ -1207,25 +1053,18 @@ def _position(store: LogStore) -> int | None:
     try:
         return int(_query(store, POSITION_SQL)[0][0])
     except StoreError:
-        if has_position(lambda sql, args: _query(store, sql, args), store.dialect):
+        if has_table(lambda sql, args: _query(store, sql, args), store.dialect, tracking.TABLE):
             raise
         return None
 
 
 def differences(store: LogStore, *, limit: int = 10) -> list[str]:
-    """How the summary tables differ from a rebuild from the log, one line each (empty: they are equal).
-
-    The rule checked: every card has a row that reflects its stream up to the summary's position and equals the
-    row a replay of the log up to there computes, with the same tags and games in the keys table (reading the
-    tables caught them up to the log's head first).
-    """
+    """How the summary tables (caught up to the log's head) differ from a rebuild from the log, one line each."""
     return check(store, limit=limit)[1]
 
 
 def check(store: LogStore, *, limit: int = 10, skip: frozenset[str] = frozenset()) -> tuple[int, list[str]]:
-    """(cards the log holds, :func:`differences`), one card at a time in bounded memory (see
-    :func:`check_streamed`); cards in ``skip`` are left out."""
-
+    """(cards the log holds, :func:`differences`) in bounded memory; cards in ``skip`` are left out."""
     figures = has_figures(lambda sql, args: _query(store, sql, args), store.dialect)
     return check_streamed(lambda sql, args: query(store, sql, args), limit=limit, skip=skip, figures=figures)
 
@@ -1246,8 +1085,12 @@ def tagged_card_ids(store: LogStore, tags: Sequence[str], *, include_retracted: 
     one query on the summary."""
     if not tags:
         return []
-    sql, args = any_tag_query(tags, include_retracted)
-    return [r[0] for r in query(store, sql, args)]
+    sql = (
+        f"SELECT card_id FROM {SUMMARY} WHERE card_id IN (SELECT card_id FROM {KEYS} WHERE kind = 't' "
+        f"AND value IN ({', '.join('?' * len(tags))})){'' if include_retracted else ' AND retracted IS NULL'} "
+        "ORDER BY opened_key, card_id"
+    )
+    return [r[0] for r in query(store, sql, tags)]
 
 
 def play_owners(store: LogStore, guids: Sequence[str], chunk: int = 500) -> dict[str, str]:
@@ -1269,10 +1112,16 @@ def play_owners(store: LogStore, guids: Sequence[str], chunk: int = 500) -> dict
 
 
 def tag_board(store: LogStore, *, include_retracted: bool = False) -> list[tuple[str, int, float, float, str]]:
-    """(tag, cards, mean score, best score, best card) for every tag: one query on the summary."""
-    return [
-        (r[0], int(r[1]), float(r[2]), float(r[3]), r[4]) for r in query(store, leaderboard_query(include_retracted))
-    ]
+    """(tag, cards, mean score, best score, best card) for every tag (``all_tags``): one query on the summary."""
+    live = "" if include_retracted else " AND s.retracted IS NULL"
+    sql = (
+        "SELECT tag, count(*), avg(score), max(score), "
+        "max(CASE WHEN rank = 1 THEN card_id END) FROM ("
+        "SELECT k.value AS tag, s.card_id AS card_id, s.score AS score, ROW_NUMBER() OVER "
+        "(PARTITION BY k.value ORDER BY s.score DESC, s.opened_key, s.card_id) AS rank "
+        f"FROM {KEYS} k JOIN {SUMMARY} s ON s.card_id = k.card_id WHERE k.kind = 't'{live}) ranked GROUP BY tag"
+    )
+    return [(r[0], int(r[1]), float(r[2]), float(r[3]), r[4]) for r in query(store, sql)]
 
 
 def retracted_count(store: LogStore) -> int:
@@ -1281,30 +1130,38 @@ def retracted_count(store: LogStore) -> int:
 
 
 def distinct_keys(store: LogStore, kind: str) -> list[str]:
-    """Every tag (``"t"``) or game id (``"g"``) of the ledger's cards, sorted."""
-    sql, args = distinct_keys_query(kind)
-    return [r[0] for r in query(store, sql, args)]
+    """Every tag (``"t"``) or game id (``"g"``) of the ledger's cards, sorted: a loose scan of the keys table's
+    primary key, one index seek per distinct value (``SELECT DISTINCT`` would step through every card)."""
+    sql = (
+        f"WITH RECURSIVE v(x) AS (SELECT (SELECT min(value) FROM {KEYS} WHERE kind = ?) UNION ALL "
+        f"SELECT (SELECT min(value) FROM {KEYS} WHERE kind = ? AND value > v.x) FROM v WHERE v.x IS NOT NULL) "
+        "SELECT x FROM v WHERE x IS NOT NULL ORDER BY x"
+    )
+    return [r[0] for r in query(store, sql, [kind, kind])]
 
 
 def tag_points(store: LogStore, tag: str, limit: int, before: str | None = None) -> list[tuple[str, str, int, float]]:
     """(card id, opened, opened key, score) of the newest ``limit`` cards with ``tag`` that have an opened time and
         are not retracted, newest first, opened before card ``before`` if given: two queries on the summary (how many
     cards the tag has, which chooses the plan; then the page)."""
-    many = int(query(store, *tag_count_query(tag))[0][0]) > MANY_CARDS
+    many = tag_count(store, tag) > MANY_CARDS
     sql, args = tag_points_query(tag, limit, before, many=many)
     return [(r[0], r[1], int(r[2]), float(r[3])) for r in query(store, sql, args)]
 
 
 def tag_count(store: LogStore, tag: str) -> int:
     """How many cards have ``tag`` (retracted ones too): a range of the keys table's primary key."""
-    return int(query(store, *tag_count_query(tag))[0][0])
+    return int(query(store, f"SELECT count(*) FROM {KEYS} WHERE kind = 't' AND value = ?", [tag])[0][0])
 
 
 def recent_tags(store: LogStore, cards: int) -> list[str]:
     """The tags of the ``cards`` newest cards that are not retracted, the most recently used first: one query."""
-    sql, args = recent_tags_query(cards)
+    sql = (
+        f"SELECT tags FROM {SUMMARY} WHERE retracted IS NULL AND tags IS NOT NULL "
+        "ORDER BY opened_key DESC, card_id DESC LIMIT ?"
+    )
     seen: dict[str, None] = {}
-    for (tags,) in query(store, sql, args):
+    for (tags,) in query(store, sql, [cards]):
         seen.update(dict.fromkeys(msgspec.json.decode(tags)))
     return list(seen)
 

@@ -111,11 +111,11 @@ def replace_all(execute: Callable[[str, Any], Any], counts: Counter[Key]) -> int
 
 def write_delta(executemany: Callable[[str, Any], Any], change: Counter[Key]) -> None:
     """Apply ``change`` to the table (a count that reaches 0 is removed), inside the caller's transaction."""
-    moved = sorted((k, n) for k, n in change.items() if n)
+    moved = rows_of(change)
     if not moved:
         return
-    executemany(ADD_SQL, [(*k, n) for k, n in moved])
-    gone = [k for k, n in moved if n < 0]
+    executemany(ADD_SQL, moved)
+    gone = [r[:-1] for r in moved if r[-1] < 0]
     if gone:
         executemany(DROP_ZERO_SQL, gone)
 

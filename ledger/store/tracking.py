@@ -68,22 +68,9 @@ def write_mark(store: LogStore, source: str, seq: int, hash_: str, streams: int)
     """Remember a finished copy from ``source`` into ``store``. Its own transaction, after the copy's: a copy is
     idempotent (every event is matched by hash), so a mark lost to a crash costs only a full plan next time."""
     args: tuple[Any, ...] = (COPY + source, seq, hash_, streams)
-    if store.dialect == "sqlite":
-        with store._writer.connection() as con:  # type: ignore[attr-defined]
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                con.execute(UPSERT_SQL, args)
-                con.execute("COMMIT")
-            except BaseException:
-                if con.in_transaction:
-                    con.execute("ROLLBACK")
-                raise
-        return
-    store._write_transaction(  # type: ignore[attr-defined]
-        lambda conn: conn.execute(UPSERT_SQL.replace("?", "%s"), args), "cannot write to the ledger"
-    )
+    sql = UPSERT_SQL if store.dialect == "sqlite" else UPSERT_SQL.replace("?", "%s")
+    store._write_transaction(lambda conn: conn.execute(sql, args), "cannot write to the ledger")  # type: ignore[attr-defined]
 
 
 def _rows(store: LogStore, sql: str, args: list[Any]) -> list[Any]:
-    # The store's own reader connections; psycopg takes %s where sqlite3 takes ?.
     return list(store._read(sql if store.dialect == "sqlite" else sql.replace("?", "%s"), tuple(args)))  # type: ignore[attr-defined]

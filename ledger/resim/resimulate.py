@@ -43,9 +43,10 @@ from ledger.resim.resim_branches import (
 )
 from ledger.resim.state_search import Signature
 from ledger.toolkit.environments import scan_games
+from ledger.toolkit.game_files import LocalGame
 from ledger.toolkit.game_states import StateNotCopied
 from ledger.toolkit.search_budget import STATE_BYTES, SearchSpent, allowance, deadline, step_limit
-from ledger.toolkit.seeds import SEED_TRIES, seed_classes, start_wrapper
+from ledger.toolkit.seeds import SEED_TRIES, seed_classes
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +232,7 @@ class _Games:
         if seed is None:
             self.unseeded.add(guid)
         # seed=None makes the wrapper build the game with its own default seed, as the toolkit does.
-        w = start_wrapper(self.infos[game_id], used)
+        w = LocalGame(self.infos[game_id], used)
         inst = Instance(
             w.game, seed, first=self.first, stop_at=self.limits.get(guid, float("inf")), deadline=self.deadline
         )
@@ -255,7 +256,7 @@ def resimulate(
     for g in needed:
         if g in infos:
             try:
-                start_wrapper(infos[g], None)
+                LocalGame(infos[g], None)
                 del skipped[g]
             except Exception as e:  # a game whose code fails to load: nothing to check it against
                 skipped[g] = f"game {g} under {environments_dir} does not start: {e}"

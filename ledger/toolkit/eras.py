@@ -46,8 +46,7 @@ class Era:
     @property
     def name(self) -> str:
         """``0.9.3-0.9.6`` (or one version)."""
-        lo, hi = (".".join(map(str, v)) for v in (self.first, self.last))
-        return lo if lo == hi else f"{lo}-{hi}"
+        return _span(self.first, self.last)
 
     def manager_fields(self) -> tuple[str, ...]:
         """What capture reads on the ``ScorecardManager`` in this era."""
@@ -58,11 +57,10 @@ class Era:
         )
 
     def remote_mode_names(self) -> tuple[str, ...]:
-        """The ``OperationMode`` members whose scorecards live on a server."""
         return ("ONLINE", "COMPETITION") if self.competition else ("ONLINE",)
 
     def limits(self, mgr: Any) -> tuple[timedelta, timedelta | None]:
-        """(idle limit, open limit or None) that close a card in this era."""
+        """(idle limit, open limit or None)."""
         if self.idle_for:
             idle = mgr.idle_for
         else:
@@ -72,7 +70,6 @@ class Era:
         return idle, (mgr.max_open_for if self.max_open_for else None)
 
     def competition_mode(self, sc: Any) -> bool | None:
-        """A card's ``competition_mode``; None in an era whose cards have none (not captured)."""
         return sc.competition_mode if self.competition else None
 
 
@@ -117,7 +114,11 @@ def era_of(version: str | None) -> Era | None:
     return None
 
 
+def _span(first: tuple[int, ...], last: tuple[int, ...]) -> str:
+    lo, hi = (".".join(map(str, v)) for v in (first, last))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
 def tested_range() -> str:
     """``0.9.1-0.9.9``."""
-    lo, hi = (".".join(map(str, v)) for v in TESTED)
-    return f"{lo}-{hi}"
+    return _span(*TESTED)

@@ -1,11 +1,8 @@
 """Group commit for live capture under ``durability="batched"`` (an explicit opt-in for very fast agents).
 
-Under the default durability each step's events are committed before the toolkit call returns. Batched, a step
-only queues them: a background thread commits everything queued every :data:`BATCH_MS` milliseconds, or as soon
-as :data:`BATCH_EVENTS` events wait, one transaction per card. The loss window: a process killed (or a machine
-failing) loses up to BATCH_MS ms of steps (at most BATCH_EVENTS events); closing a card, ``detach()``, closing the
-ledger and a normal interpreter exit commit what is queued first. A failed commit is raised (``CaptureError``) by
-the next step, and the card's projection is rebuilt from what the log holds.
+A step only queues its events: a background thread commits them every :data:`BATCH_MS` milliseconds, or once
+:data:`BATCH_EVENTS` wait, one transaction per card; a killed process loses that much. Closing a card, detaching,
+closing the ledger and a normal exit commit what is queued first. A failed commit is raised by the next step.
 """
 
 from __future__ import annotations
@@ -29,8 +26,6 @@ BATCH_EVENTS = 1000
 
 
 class Batcher:
-    """Queues cards' events and commits them from a background thread (see the module's docstring)."""
-
     def __init__(
         self, repository: CardRepository, *, window_ms: int = BATCH_MS, max_events: int = BATCH_EVENTS
     ) -> None:
@@ -51,7 +46,6 @@ class Batcher:
         atexit.register(self.close)
 
     def add(self, card_id: str, version: int, events: Sequence[AnyEvent], live: Any) -> None:
-        """Queue ``events`` of ``card_id``, which follow its ``version``."""
         with self._lock:
             held = self._pending.get(card_id)
             # A card rebuilt from the log after a failed commit starts a new batch (the old one cannot commit).
@@ -64,7 +58,6 @@ class Batcher:
                 self._wake.set()
 
     def flush(self) -> None:
-        """Commit everything queued now (one transaction per card)."""
         with self._flushing:
             with self._lock:
                 pending, self._pending, self._queued = self._pending, {}, 0
@@ -77,7 +70,6 @@ class Batcher:
                         self.error = e
 
     def take_error(self) -> StoreError | None:
-        """The failed commit to report (once), if any."""
         err, self.error = self.error, None
         return err
 

@@ -1,11 +1,9 @@
 """Live capture: attach a ledger to an ``arc_agi.Arcade`` so every scorecard fact is committed as it happens.
 
-The hooks sit on the Arcade's ``ScorecardManager`` (``new_scorecard``, ``update_scorecard``,
-``close_scorecard``): those calls are exactly what the toolkit's scorecard counts, and a wrapper's
-``update_scorecard`` runs inside its ``step``/``reset``, so each event is committed before the toolkit call
-returns. The toolkit swallows exceptions raised in ``update_scorecard``; so that a failed write still reaches
-the agent, the wrappers that ``Arcade.make`` returns re-raise it (:class:`CaptureError`) after the toolkit's
-own call finished. Capture never changes what the toolkit returns.
+The hooks sit on the Arcade's ``ScorecardManager``, whose calls are exactly what the toolkit's scorecard counts;
+each event is committed before the toolkit call returns. The toolkit swallows exceptions raised in
+``update_scorecard``, so the wrappers ``Arcade.make`` returns re-raise a failed write (:class:`CaptureError`) after
+the toolkit's own call finished. Capture never changes what the toolkit returns.
 """
 
 from __future__ import annotations
@@ -35,10 +33,8 @@ log = logging.getLogger(__name__)
 
 
 def attach(repository: CardRepository, arcade: Any, *, record_reasoning: bool = False, **options: Any) -> CaptureBase:
-    """Capture everything ``arcade`` (an ``arc_agi.Arcade``) does to its scorecards into ``repository``'s ledger:
-    OFFLINE/NORMAL, the toolkit's own scorecards (:class:`Capture`); ONLINE/COMPETITION, the server's, from its
-    answers (:class:`ledger.capture.remote.RemoteCapture`). ``options``: ``context``, ``on_open``, ``on_aside``,
-    ``raise_errors`` (see :class:`~ledger.capture.capture_base.CaptureBase`)."""
+    """Capture everything ``arcade`` does to its scorecards into ``repository``'s ledger: OFFLINE/NORMAL with
+    :class:`Capture`, ONLINE/COMPETITION with :class:`ledger.capture.remote.RemoteCapture`."""
     if arc.capture_kind(arcade) == "remote":
         from ledger.capture.remote import RemoteCapture
 
@@ -47,8 +43,6 @@ def attach(repository: CardRepository, arcade: Any, *, record_reasoning: bool = 
 
 
 class Capture(CaptureBase):
-    """The hooks of one attached OFFLINE/NORMAL Arcade."""
-
     def _setup(self) -> None:
         self._seeds: dict[str, int | None] = {}
         self._baselines: dict[str, dict[str, Any]] = {}
@@ -180,22 +174,16 @@ class Capture(CaptureBase):
         super()._raise_pending()
 
     def _record_open(self, card_id: str) -> None:
-        opening = arc.opening(arc.scorecards(arc.manager(self.arcade))[card_id])
+        fields = arc.opening(arc.scorecards(arc.manager(self.arcade))[card_id])
         envs = list(self.arcade.available_environments)
         entries = bl.canonical(bl.entry_from_info(i) for i in envs)
-        fields = {
-            "source_url": opening["source_url"],
-            "tags": opening["tags"],
-            "opaque": opening["opaque"],
-            "competition_mode": opening["competition_mode"],
-            "api_key_fingerprint": fingerprint(opening["api_key"]),
-            "environments": [i.game_id for i in envs] if opening["competition_mode"] else None,
-        }
+        fields["api_key_fingerprint"] = fingerprint(fields.pop("api_key"))
+        fields["environments"] = [i.game_id for i in envs] if fields["competition_mode"] else None
         live = self._open_card(card_id, datetime.now(UTC), entries, fields)
         if live is None:
             return
         self._baselines[card_id] = bl.as_map(entries)
-        # The REST server also updates a card directly, bypassing the manager (see ledger.capture.rest).
+        # The REST server also updates a card directly, bypassing the manager.
         rest.watch(card_id, self)
 
     def direct_update(self, sc: Any, orig: Callable[..., Any], guid: str, data: Any, full_reset: bool) -> Any:

@@ -1,16 +1,11 @@
 """ONLINE / COMPETITION capture: an ``arc_agi.Arcade`` whose scorecards live on the ARC server, recorded client-side.
 
-In those modes the toolkit keeps no scorecard of its own: ``open_scorecard``, every ``make`` and step, and
-``close_scorecard`` are HTTP requests (``RemoteEnvironmentWrapper``, ``Arcade``). The ledger watches those
-requests, only inside the Arcade's and its wrappers' own calls and only on the calling thread, through one
-pass-through hook on ``requests.Session.request``; it records every answer under the server's card id and guids
-and folds it with the server's counting rules (:mod:`ledger.rules.server`). A request without a usable answer
-(connection error, timeout, HTTP 4xx/5xx, an answer that is not a frame) is recorded as ``request_failed`` and
-counts nothing. At close the server's document is stored as it came. Every scorecard document the server sends
-(the close answer, ``GET /api/scorecard/<card_id>``) also records the baselines it reveals that the card did not
-know (``BaselinesReported``, see :mod:`ledger.rules.server`): the server's game list leaves them out. The
-agent's call behaves exactly as without the ledger: the same requests, the same return values and exceptions (plus
-:class:`CaptureError` after the call when the ledger could not write, see :mod:`ledger.capture.capture_base`).
+Every scorecard call is an HTTP request there. The ledger watches those requests, only inside the Arcade's and its
+wrappers' own calls and only on the calling thread, through one pass-through hook on ``requests.Session.request``,
+and folds each answer with the server's counting rules (:mod:`ledger.rules.server`). A request without a usable
+answer is recorded as ``request_failed`` and counts nothing. Every scorecard document the server sends also records
+the baselines it reveals (the server's game list leaves them out). The agent's call behaves exactly as without
+the ledger.
 """
 
 from __future__ import annotations
@@ -55,7 +50,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class Exchange:
-    """One HTTP request the toolkit made inside a watched call, and what came back."""
+    """One HTTP request the toolkit made inside a watched call, and its answer."""
 
     method: str
     path: str
@@ -90,7 +85,7 @@ def _probed_request(self: requests.Session, method: str, url: str, *args: Any, *
 
 
 def install_probe() -> None:
-    """Put the pass-through hook on ``requests.Session.request`` (once per process; it only looks when asked)."""
+    """Put the pass-through hook on ``requests.Session.request`` (once per process)."""
     global _original_request
     _original_request = arc.wrap_session_request(_probed_request)
 
@@ -123,7 +118,7 @@ def _frame(ex: Exchange) -> tuple[Any, str | None]:
 
 
 def server_url(url: str) -> str:
-    """The server's base URL as recorded: without any user name or password it may hold."""
+    """The server's base URL without any user name or password it may hold."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     netloc = f"[{host}]" if ":" in host else host
@@ -144,8 +139,8 @@ def server_tags(tags: Any) -> list[str]:
 
 
 class RemoteCapture(CaptureBase):
-    """The hooks of one attached ONLINE/COMPETITION Arcade. ``detach()`` restores the toolkit's own methods (the
-    request hook stays: it passes through when nothing watches)."""
+    """The hooks of one attached ONLINE/COMPETITION Arcade (the request hook stays after ``detach()``: it passes
+    through when nothing watches)."""
 
     unit = "call"
 
@@ -328,7 +323,7 @@ class RemoteCapture(CaptureBase):
             self._append(card_id, live, events, fold=True)
 
     def _reported(self, card: CardState, data: dict[str, Any], answer: str, now: datetime) -> list[AnyEvent]:
-        """The BaselinesReported event for what a scorecard document reveals that the card did not know, if any."""
+        """The BaselinesReported event for what a scorecard document reveals that the card did not know."""
         report = sb.reported(data)
         if not report:
             return []

@@ -39,8 +39,7 @@ CACHE_SIZE = 50_000
 
 
 class StateNotCopied(Exception):
-    """A game state the engine could not copy or compare (a state that came to hold what neither pickle nor a deep
-    copy can copy): the search cannot go on from it."""
+    """A game state the engine could not copy or compare: the search cannot go on from it."""
 
 
 class Choice(NamedTuple):
@@ -57,8 +56,8 @@ def frame_digest(frame_bytes: bytes) -> str:
 
 
 def frame_key(frame_bytes: bytes) -> bytes:
-    """What an answer's signature holds of its frame bytes: their :func:`frame_digest` (as bytes; ``b""`` for an
-    empty answer). A rejected candidate is remembered by it, not by its 8 KB a frame."""
+    """What an answer's signature holds of its frame bytes: their :func:`frame_digest` as bytes (``b""`` for an
+    empty answer), not the 8 KB a frame."""
     return hashlib.blake2b(frame_bytes, digest_size=16).digest() if frame_bytes else b""
 
 
@@ -89,8 +88,7 @@ Result = tuple[Any, bytes | None, Any]
 
 
 def perform(game: Any, action: int, x: int | None = None, y: int | None = None) -> Any:
-    """One action on ``game`` in place, as the toolkit's wrapper sends it; the engine's raw answer. Raises what the
-    game raises (and ValueError for an action number the engine has not)."""
+    """One action on ``game`` in place, as the toolkit's wrapper sends it; the engine's raw answer."""
     from arcengine import ActionInput, GameAction
 
     data = {k: v for k, v in (("x", x), ("y", y)) if v is not None}
@@ -98,16 +96,15 @@ def perform(game: Any, action: int, x: int | None = None, y: int | None = None) 
 
 
 class Snap(NamedTuple):
-    """A pickled state: the pickle, and the arrays it names by position (numpy arrays are kept beside it, each a
-    private copy: pickling one in-band and rebuilding it costs several times its copy), and the shared levels the
-    pickle names (:class:`_Master`: kept alive by the snapshots that name them, and by nothing else)."""
+    """A pickled state, the arrays it names by position (pickling one in-band costs several times its copy), and
+    the shared levels it names (kept alive by the snapshots that name them, and by nothing else)."""
 
     blob: bytes
     arrays: tuple[Any, ...]
     levels: tuple[Any, ...] = ()
 
     def size(self) -> int:
-        """Bytes it holds, about (an array object's own header counted as 128)."""
+        """Bytes it holds, about."""
         return len(self.blob) + sum(a.nbytes + 128 for a in self.arrays)
 
 
@@ -345,7 +342,7 @@ class Engine:
         return self.thaw(snap)
 
     def hand(self, snap: Any, game: Any) -> None:
-        """``game`` is in the state ``snap`` holds and may be acted on: the next action from ``snap`` uses it."""
+        """``game`` is in the state ``snap`` holds: the next action from ``snap`` may use it."""
         if self.fast:
             if len(self._spare) >= SPARE_GAMES:
                 del self._spare[next(iter(self._spare))]
@@ -439,8 +436,7 @@ class _Shared(NamedTuple):
 
 
 class _Master:
-    """A level kept once by content: the object every state that names it shares, and its pickle (a private copy
-    is made from it)."""
+    """A level kept once by content: the object every state that names it shares, and its pickle."""
 
     __slots__ = ("__weakref__", "blob", "digest", "level")
 

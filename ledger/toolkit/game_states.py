@@ -279,7 +279,8 @@ class Engine:
         # Equal strings are written once whichever objects hold them (pickle shares by identity): a copy holds fresh
         # strings where the game held its code's constants, and must pickle the same.
         if self.canonical:
-            p.persistent_id = by_value({}.setdefault, sets=self.extended)  # type: ignore[method-assign]
+            strings: dict[str, str] = {}
+            p.persistent_id = by_value(strings.setdefault, sets=self.extended)  # type: ignore[method-assign]
         self._arrays.clear()
         try:
             p.dump(obj)

@@ -26,12 +26,8 @@ BATCH_EVENTS = 1000
 
 
 class Batcher:
-    def __init__(
-        self, repository: CardRepository, *, window_ms: int = BATCH_MS, max_events: int = BATCH_EVENTS
-    ) -> None:
+    def __init__(self, repository: CardRepository) -> None:
         self.repository = repository
-        self.window = window_ms / 1000
-        self.max_events = max_events
         #: The first commit that failed, for the next step to raise (then cleared).
         self.error: StoreError | None = None
         # card id -> (the version the queued events follow, the events, the capture's live card)
@@ -54,7 +50,7 @@ class Batcher:
             else:
                 held[1].extend(events)
             self._queued += len(events)
-            if self._queued >= self.max_events:
+            if self._queued >= BATCH_EVENTS:
                 self._wake.set()
 
     def flush(self) -> None:
@@ -75,7 +71,7 @@ class Batcher:
 
     def _run(self) -> None:
         while not self._stop:
-            self._wake.wait(self.window)
+            self._wake.wait(BATCH_MS / 1000)
             self._wake.clear()
             with contextlib.suppress(Exception):  # a failure is kept in self.error by flush
                 self.flush()

@@ -92,16 +92,9 @@ def serve_problem(competition_mode: bool) -> str | None:
     return None
 
 
-def serve(
-    arcade: Any,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 8001,
-    competition_mode: bool = False,
-    **kwargs: Any,
-) -> None:
+def serve(arcade: Any, **kwargs: Any) -> None:
     """Run the toolkit's own REST server (``Arcade.listen_and_serve``) on ``arcade``; blocks until stopped."""
-    arcade.listen_and_serve(host=host, port=port, competition_mode=competition_mode, **kwargs)
+    arcade.listen_and_serve(**kwargs)
 
 
 #: The ``error`` of an answer whose request the ledger could not record (HTTP 503), and of every later answer about

@@ -110,10 +110,10 @@ def _copy_of(line: FrameLine, prev: FrameLine | None) -> bool:
     )
 
 
-def _started(info: Any, seed: int) -> tuple[Any, str | None]:
+def _started(info: Any) -> tuple[Any, str | None]:
     """The game as ``Arcade.make`` leaves it, or why not."""
     try:
-        return start_game(info, seed), None
+        return start_game(info), None
     except Exception as e:  # a game whose code fails to load
         return None, f"cannot start {info.game_id} from its code: {e}"
 
@@ -122,7 +122,6 @@ def recover(
     frames: Iterable[FrameLine],
     info: Any,
     steps: dict[int, Step] | None = None,
-    seed: int = 0,
     lost: Iterable[int] = (),
     tick: Callable[[], None] | None = None,
 ) -> Recovery:
@@ -131,7 +130,7 @@ def recover(
     ``tick`` is called once a line (it may raise to stop the search). ``lost``: lines that could not be read: an
     action the game did see, whose answer is unknown, so every action is allowed there (and none is imported).
     """
-    game, error = _started(info, seed)
+    game, error = _started(info)
     if error is not None:
         return Recovery(error=error)
     lines = frames if isinstance(frames, Sequence) else list(frames)
@@ -329,12 +328,11 @@ def replay_recorded(
     frames: Iterable[FrameLine],
     info: Any,
     choices: Callable[[int], tuple[int, int | None, int | None] | None],
-    seed: int = 0,
     tick: Callable[[], None] | None = None,
 ) -> Replayed:
     """Step one game through the actions the lines name (``choices``: lineno -> the line's action, None for a line
     not imported), comparing each answer with its line: no copy and no search."""
-    game, error = _started(info, seed)
+    game, error = _started(info)
     out = Replayed(error=error)
     if error is not None:
         return out

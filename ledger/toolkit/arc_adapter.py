@@ -72,11 +72,11 @@ def era() -> eras.Era:
     return eras.era_of(installed_version()) or eras.NEWEST
 
 
-def check_toolkit(arcade: Any, environ: Mapping[str, str] | None = None) -> None:
+def check_toolkit(arcade: Any) -> None:
     """Refuse (:class:`CaptureError`) an untested arc-agi release or an Arcade without a name capture uses."""
     version = installed_version()
     _refuse_unimportable()
-    problem = version_problem(version, environ)
+    problem = version_problem(version)
     if problem is not None:
         msg, overridden = problem
         if not overridden:

@@ -72,8 +72,8 @@ def ledger_paths() -> list[str]:
     return out
 
 
-def child_env(db: str, tags: Sequence[str], cards_file: str, base: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ if base is None else base)
+def child_env(db: str, tags: Sequence[str], cards_file: str) -> dict[str, str]:
+    env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(SITE_DIR), *filter(None, [env.get("PYTHONPATH")])])
     env[ENV_DB] = db
     env[ENV_TAGS] = json.dumps(list(tags))

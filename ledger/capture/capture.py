@@ -50,8 +50,6 @@ class Capture(CaptureBase):
         if getattr(self.repository.store, "durability", "normal") == "batched":
             self._batcher = Batcher(self.repository)
 
-    # -- installation ---------------------------------------------------------------------------------------
-
     def _install(self) -> None:
         mgr = arc.manager(self.arcade)
         guids, open_cards = arc.card_of_guid(mgr), arc.scorecards(mgr)
@@ -165,8 +163,6 @@ class Capture(CaptureBase):
     def flush(self) -> None:
         if self._batcher is not None:
             self._batcher.close()
-
-    # -- recording ------------------------------------------------------------------------------------------
 
     def _raise_pending(self) -> None:
         if self._batcher is not None and self._batcher.error is not None:

@@ -46,8 +46,6 @@ class LiveCard:
 
 
 class CaptureBase:
-    """The hooks of one attached Arcade."""
-
     #: What the agent is told was not recorded.
     unit = "step"
 
@@ -106,8 +104,6 @@ class CaptureBase:
     def flush(self) -> None:
         """Commit what the capture still queues (``durability="batched"``)."""
 
-    # -- failing closed -------------------------------------------------------------------------------------------
-
     def _fail(self, err: Exception) -> None:
         log.error("ledger capture failed: %s", err)
         self._tls.error = err
@@ -123,8 +119,6 @@ class CaptureBase:
         """A fact of a card the capture does not hold: an error if the card's opening failed to be written."""
         if card_id in self._unopened:
             self._fail(StoreError(f"card {card_id} is not in the ledger: recording its opening failed"))
-
-    # -- writing ----------------------------------------------------------------------------------------------------
 
     def _open_card(
         self,

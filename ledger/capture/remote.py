@@ -45,13 +45,9 @@ from ledger.toolkit.observation import fingerprint, observation
 
 log = logging.getLogger(__name__)
 
-# -- the request probe ------------------------------------------------------------------------------------------
-
 
 @dataclass(slots=True)
 class Exchange:
-    """One HTTP request the toolkit made inside a watched call, and its answer."""
-
     method: str
     path: str
     payload: Any
@@ -85,12 +81,8 @@ def _probed_request(self: requests.Session, method: str, url: str, *args: Any, *
 
 
 def install_probe() -> None:
-    """Put the pass-through hook on ``requests.Session.request`` (once per process)."""
     global _original_request
     _original_request = arc.wrap_session_request(_probed_request)
-
-
-# -- reading answers --------------------------------------------------------------------------------------------
 
 
 def _json(ex: Exchange) -> tuple[Any, str | None]:
@@ -135,9 +127,6 @@ def server_tags(tags: Any) -> list[str]:
     return out
 
 
-# -- the capture ------------------------------------------------------------------------------------------------
-
-
 class RemoteCapture(CaptureBase):
     """The hooks of one attached ONLINE/COMPETITION Arcade (the request hook stays after ``detach()``: it passes
     through when nothing watches)."""
@@ -172,8 +161,6 @@ class RemoteCapture(CaptureBase):
                 return self._watched(_orig, wrapper, args, kwargs)
 
             setattr(wrapper, name, hooked)
-
-    # -- watching one toolkit call ----------------------------------------------------------------------------
 
     def _watched(self, fn: Callable[..., Any], wrapper: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if getattr(_probe, "exchanges", None) is not None:
@@ -221,8 +208,6 @@ class RemoteCapture(CaptureBase):
                 return
             with live.lock:
                 self._on_cmd(card_id, live, ex, payload)  # type: ignore[arg-type]
-
-    # -- the kinds of request --------------------------------------------------------------------------------------
 
     def _on_open(self, ex: Exchange, payload: dict[str, Any]) -> None:
         data, err = _json(ex)
@@ -323,7 +308,6 @@ class RemoteCapture(CaptureBase):
             self._append(card_id, live, events, fold=True)
 
     def _reported(self, card: CardState, data: dict[str, Any], answer: str, now: datetime) -> list[AnyEvent]:
-        """The BaselinesReported event for what a scorecard document reveals that the card did not know."""
         report = sb.reported(data)
         if not report:
             return []

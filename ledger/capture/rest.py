@@ -93,7 +93,6 @@ def serve_problem(competition_mode: bool) -> str | None:
 
 
 def serve(arcade: Any, **kwargs: Any) -> None:
-    """Run the toolkit's own REST server (``Arcade.listen_and_serve``) on ``arcade``; blocks until stopped."""
     arcade.listen_and_serve(**kwargs)
 
 
@@ -133,21 +132,17 @@ class FailClosed:
         self._first_card: str | None = None
 
     def install(self, app: Any) -> None:
-        """Guard a Flask app made by ``arc_agi.server.create_app``."""
         logging.getLogger("ledger").addHandler(self._handler)
         app.before_request(self._before)
         app.after_request(self._after)
         app.teardown_request(self._teardown)
 
     def uninstall(self) -> None:
-        """Stop listening to capture's failures (the app's hooks then see none)."""
         logging.getLogger("ledger").removeHandler(self._handler)
 
     def incomplete(self) -> dict[str, str]:
         with self._lock:
             return dict(self._incomplete)
-
-    # -- the request hooks ----------------------------------------------------------------------------------
 
     def _before(self) -> Any:
         from flask import request

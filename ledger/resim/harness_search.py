@@ -43,8 +43,6 @@ MAX_HYPOTHESES = 400
 
 @dataclass(slots=True)
 class Recovery:
-    """What re-simulation found for one recording."""
-
     #: lineno -> the action that line answers (lines not listed were skipped).
     choices: LineMap[Choice] = field(default_factory=LineMap)
     unreproduced: list[int] = field(default_factory=list)
@@ -111,7 +109,6 @@ def _copy_of(line: FrameLine, prev: FrameLine | None) -> bool:
 
 
 def _started(info: Any) -> tuple[Any, str | None]:
-    """The game as ``Arcade.make`` leaves it, or why not."""
     try:
         return start_game(info), None
     except Exception as e:  # a game whose code fails to load

@@ -69,8 +69,6 @@ class Divergence:
 
 @dataclass(slots=True)
 class ResimResult:
-    """What the re-simulation replayed, and the first divergence (None when everything matched)."""
-
     guids: int = 0
     plays: int = 0
     inputs: int = 0
@@ -227,7 +225,6 @@ class _Games:
         self.unseeded: set[str] = set()
 
     def make(self, game_id: str, guid: str, seed: int | None) -> tuple[Any, Instance]:
-        """The game's first answer (to its RESET) and the guid's new instance."""
         used = self.seeds.get(guid, seed) if seed is None else seed
         if seed is None:
             self.unseeded.add(guid)

@@ -123,7 +123,6 @@ class Layer:
         self.answer: Signature | None = None
 
     def expand(self, node: Node, choices: Iterable[Choice]) -> bool:
-        """Add what ``choices`` from ``node`` give that agrees; False if none does."""
         matched = False
         agrees = self.agrees
         for c in choices:
@@ -173,7 +172,6 @@ class Layer:
 
 
 def let_go(old: list[Node], new: list[Node]) -> list[Node]:
-    """``new``; the states of ``old`` are let go (their paths are kept)."""
     if new is not old:
         for n in old:
             n.game = None
@@ -196,7 +194,6 @@ def differ(a: Node, b: Node, apart: Callable[[Choice | None, Choice | None], boo
 
 
 def path(last: Node) -> list[Node]:
-    """The states on the path to ``last`` since its root, in line order."""
     out: list[Node] = []
     n = last
     while n.parent is not None:

@@ -121,9 +121,6 @@ def capture_kind(arcade: Any) -> Literal["local", "remote"]:
     raise CaptureError(f"unknown arc_agi operation mode {mode!r}: the ledger cannot tell how to capture this Arcade")
 
 
-# -- reading the toolkit's state ----------------------------------------------------------------------------------
-
-
 def manager(arcade: Any) -> Any:
     return arcade.scorecard_manager
 
@@ -186,8 +183,6 @@ def state_name(state: Any) -> str:
     return str(state.value)
 
 
-# -- process-wide wraps -----------------------------------------------------------------------------------------
-
 _wrap_lock = threading.Lock()
 _session_request: Callable[..., Any] | None = None
 _scorecard_update: Callable[..., Any] | None = None
@@ -214,7 +209,6 @@ def wrap_scorecard_update(replacement: Callable[..., Any]) -> Callable[..., Any]
 
 
 def offline_arcade(environments_dir: str, logger: Any = None) -> Any:
-    """An OFFLINE ``arc_agi.Arcade`` over the games under ``environments_dir`` (``ledger serve``, the demo)."""
     from arc_agi import Arcade, OperationMode
 
     return Arcade(operation_mode=OperationMode.OFFLINE, environments_dir=environments_dir, logger=logger)

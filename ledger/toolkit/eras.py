@@ -45,11 +45,9 @@ class Era:
 
     @property
     def name(self) -> str:
-        """``0.9.3-0.9.6`` (or one version)."""
         return _span(self.first, self.last)
 
     def manager_fields(self) -> tuple[str, ...]:
-        """What capture reads on the ``ScorecardManager`` in this era."""
         return (
             ("guids", "scorecards")
             + (("idle_for",) if self.idle_for else ())
@@ -60,7 +58,6 @@ class Era:
         return ("ONLINE", "COMPETITION") if self.competition else ("ONLINE",)
 
     def limits(self, mgr: Any) -> tuple[timedelta, timedelta | None]:
-        """(idle limit, open limit or None)."""
         if self.idle_for:
             idle = mgr.idle_for
         else:

@@ -24,8 +24,6 @@ import msgspec
 
 
 class GameInfo(msgspec.Struct, frozen=True):
-    """What re-simulation needs of an ``EnvironmentInfo``."""
-
     game_id: str
     class_name: str
     local_dir: str
@@ -101,7 +99,6 @@ def _class_name(game_id: str) -> str:
 
 
 def _read_by_toolkit(text: str, folder: str) -> GameInfo | None:
-    """A file read by the toolkit's own model (None: the toolkit skips it)."""
     from arc_agi.models import EnvironmentInfo
 
     try:
@@ -175,7 +172,6 @@ class LocalGame:
 
 
 def missing() -> str | None:
-    """Why the toolkit cannot be imported (its ImportError's text), or None."""
     try:
         import arc_agi  # noqa: F401
     except ImportError as e:

@@ -88,7 +88,6 @@ Result = tuple[Any, bytes | None, Any]
 
 
 def perform(game: Any, action: int, x: int | None = None, y: int | None = None) -> Any:
-    """One action on ``game`` in place, as the toolkit's wrapper sends it; the engine's raw answer."""
     from arcengine import ActionInput, GameAction
 
     data = {k: v for k, v in (("x", x), ("y", y)) if v is not None}
@@ -104,7 +103,6 @@ class Snap(NamedTuple):
     levels: tuple[Any, ...] = ()
 
     def size(self) -> int:
-        """Bytes it holds, about."""
         return len(self.blob) + sum(a.nbytes + 128 for a in self.arrays)
 
 
@@ -431,8 +429,6 @@ class Engine:
 
 
 class _Shared(NamedTuple):
-    """A level in a snapshot that is kept once by the engine, named by the digest of its pickle."""
-
     digest: bytes
 
 

@@ -33,8 +33,6 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 @dataclass(frozen=True, slots=True)
 class Uncaptured:
-    """An Arcade the command created that the ledger could not record."""
-
     pid: int
     python: str
     version: str
@@ -65,7 +63,6 @@ class Recorded:
 
 
 def ledger_paths() -> list[str]:
-    """Where this process imports the ledger and its dependencies from."""
     pkg_parent = str(Path(__file__).resolve().parents[3])  # the folder holding the ledger package
     out = [pkg_parent]
     out += [p for p in sys.path if p and os.path.isdir(p) and p not in out and "site-packages" in p]

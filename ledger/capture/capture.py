@@ -202,7 +202,7 @@ class Capture(CaptureBase):
         frame_empty: bool | None = None,
         reapplied: bool = False,
     ) -> None:
-        if (live.stale and not self._fresh(card_id, live)) or live.state.closed:
+        if not self._takes_facts(card_id, live):
             return
         now = datetime.now(UTC)
         obs = observation(data, full_reset, with_reasoning=self.record_reasoning, ts=now, frame_empty=frame_empty)

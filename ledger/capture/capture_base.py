@@ -46,7 +46,6 @@ class LiveCard:
 
 
 class CaptureBase:
-    #: What the agent is told was not recorded.
     unit = "step"
 
     def __init__(
@@ -187,14 +186,14 @@ class CaptureBase:
         if self.on_aside is not None:
             self.on_aside(card_id, holder)
 
-    def _fresh(self, card_id: str, live: LiveCard) -> bool:
-        """True when the card's projection is what the log holds (rebuilt first if a failure left it stale)."""
+    def _takes_facts(self, card_id: str, live: LiveCard) -> bool:
+        """True when the card is open and its projection is what the log holds (rebuilt first if stale)."""
         if live.stale:
             err = self._resync(card_id, live)
             if err is not None:
                 self._fail(err)
                 return False
-        return True
+        return not live.state.closed
 
     def _append(self, card_id: str, live: LiveCard, events: Sequence[AnyEvent], *, fold: bool) -> bool:
         """Append ``events`` (already folded into the projection unless ``fold``); True when they were written."""

@@ -235,7 +235,7 @@ class RemoteCapture(CaptureBase):
             live.model = ServerModel(competition=bool(competition))
 
     def _on_cmd(self, card_id: str, live: LiveCard, ex: Exchange, payload: dict[str, Any]) -> None:
-        if (live.stale and not self._fresh(card_id, live)) or live.state.closed:
+        if not self._takes_facts(card_id, live):
             return
         name = ex.path.rsplit("/", 1)[-1]
         sent = RESET if name == "RESET" else int(name[6:]) if name.startswith("ACTION") and name[6:].isdigit() else -1
@@ -269,7 +269,7 @@ class RemoteCapture(CaptureBase):
         data, err = _json(ex)
         now = datetime.now(UTC)
         with live.lock:
-            if (live.stale and not self._fresh(card_id, live)) or live.state.closed:
+            if not self._takes_facts(card_id, live):
                 return
             if err is not None or not isinstance(data, dict):
                 failed = RequestFailed(ts=now, request="close", status=ex.status, error=err or "malformed answer")
@@ -298,7 +298,7 @@ class RemoteCapture(CaptureBase):
         if live is None or err is not None or not isinstance(data, dict):
             return
         with live.lock:
-            if (live.stale and not self._fresh(card_id, live)) or live.state.closed:
+            if not self._takes_facts(card_id, live):
                 return
             try:
                 events = self._reported(live.state, data, "scorecard", datetime.now(UTC))

@@ -48,7 +48,6 @@ class Recovery:
     unreproduced: list[int] = field(default_factory=list)
     #: Lines where a level RESET and a game action both stay consistent with every later line.
     undecided: LineSet = field(default_factory=LineSet)
-    #: Lines read after the hypotheses had to be cut to MAX_HYPOTHESES.
     cut: list[int] = field(default_factory=list)
     error: str | None = None
     #: The cost, whatever the machine; whether the full search ran.

@@ -144,7 +144,6 @@ class Instance:
     decided_count: int = 0
     still_open_count: int = 0
     _looks: SettleSchedule = field(default_factory=SettleSchedule)
-    #: Whether the last input found a state that agrees with the record.
     agreed: bool = True
     #: (fingerprint, snapshot) of the live game while it has not been acted on since it settled.
     _frozen: tuple[bytes, Any] | None = None
@@ -155,7 +154,6 @@ class Instance:
     _favoured: ActionOrder = field(default_factory=ActionOrder)
     #: Where the path's last clicks landed, the latest last.
     _recent: list[tuple[int, int]] = field(default_factory=list)
-    #: Game steps run on the live game (the engine counts its own).
     steps: int = 0
     #: On the one path: the inputs sent; each input since the oldest mark (number, version, choices, open, agrees);
     #: the marks (input number, fingerprint, snapshot before it).

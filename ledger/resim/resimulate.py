@@ -74,7 +74,6 @@ class ResimResult:
     inputs: int = 0
     default_seed_plays: int = 0
     divergence: Divergence | None = None
-    #: Problems that stopped the re-simulation before it could compare.
     error: str | None = None
     games: list[str] = field(default_factory=list)
     #: game_id -> why its plays were not checked.
@@ -86,7 +85,6 @@ class ResimResult:
     open_actions: int = 0
     decided: int = 0
     still_open: int = 0
-    #: guid -> the seed that reproduced a play whose seed was not recorded.
     seeds_found: dict[str, int] = field(default_factory=dict)
     #: version -> (action, x, y) the game took for an undecided action: the instances' own maps, not a copy.
     choices: Mapping[int, tuple[int, int | None, int | None]] = field(default_factory=dict)
@@ -221,7 +219,6 @@ class _Games:
         self.limits: dict[str, int] = limits or {}
         self.deadline = until
         self.by_guid: dict[str, Instance] = {}
-        #: guids whose first play_started holds no seed.
         self.unseeded: set[str] = set()
 
     def make(self, game_id: str, guid: str, seed: int | None) -> tuple[Any, Instance]:

@@ -138,7 +138,6 @@ class Engine:
         self._masters: weakref.WeakValueDictionary[bytes, _Master] = weakref.WeakValueDictionary()
         #: id of a level object once shared -> its digest (the entry goes when the object does, so ids stay theirs).
         self._ids: dict[int, bytes] = {}
-        #: The shared levels the state being frozen names.
         self._naming: list[_Master] = []
         self.shared = isinstance(getattr(game, "_levels", None), list) and isinstance(
             getattr(game, "_current_level_index", None), int

@@ -52,7 +52,6 @@ class Recorded:
     card_ids: list[str]
     uncaptured: list[Uncaptured] = field(default_factory=list)
     last_error: str | None = None
-    #: The signals the recorder passed on to the command, in order.
     signals: list[str] = field(default_factory=list)
     #: Capture failures logged in the command ("process N: message").
     failures: list[str] = field(default_factory=list)

@@ -128,22 +128,19 @@ def _inputs(events: Sequence[Numbered], guid: str, first: int) -> list[tuple[Num
     return out
 
 
-def _send(wrapper: Any, ev: Any, chosen: tuple[int, int | None, int | None] | None = None) -> Any:
+def _send(wrapper: Any, ev: Any, chosen: tuple[int, int | None, int | None] | None) -> Any:
+    """Send the recorded input (``chosen``: the action the game decided where the recording left it open)."""
     from ledger.toolkit.game_files import game_action
 
     if type(ev) in (PlayStarted, LevelReset):
         return wrapper.step(game_action(0))
-    if chosen is not None:  # an action the recording left open, as the game decided it
-        data = {k: v for k, v in (("x", chosen[1]), ("y", chosen[2])) if v is not None}
-        return wrapper.step(game_action(chosen[0]), data=data)
+    if chosen is None:
+        chosen = (ev.action, ev.x, ev.y) if ev.action == 6 and type(ev) is ActionTaken else (ev.action, None, None)
     try:
-        ga = game_action(ev.action)
+        ga = game_action(chosen[0])
     except ValueError:
         return None
-    if ev.action == 6 and type(ev) is ActionTaken:
-        data = {k: v for k, v in (("x", ev.x), ("y", ev.y)) if v is not None}
-        return wrapper.step(ga, data=data)
-    return wrapper.step(ga)
+    return wrapper.step(ga, data={k: v for k, v in (("x", chosen[1]), ("y", chosen[2])) if v is not None})
 
 
 def play_frames(

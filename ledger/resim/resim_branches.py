@@ -174,9 +174,7 @@ class Instance:
             return self._live(choices[0])
         if self.nodes is None:
             self._branch()
-        if open_:
-            self._open_versions.add(version)
-        return self._search(version, choices, ok)
+        return self._search(version, choices, open_, ok)
 
     def _along(self, version: int, choices: list[Choice], open_: bool, ok: Agrees) -> Signature | None:
         """The input on the one path (or among the states a search from a mark kept, until one is left)."""
@@ -185,9 +183,7 @@ class Instance:
         self._log.append((self._sent, version, choices, open_, ok))
         self._sent += 1
         if self.nodes is not None:
-            if open_:
-                self._open_versions.add(version)
-            answer = self._search(version, choices, ok)
+            answer = self._search(version, choices, open_, ok)
         elif open_:
             answer = self._first(version, choices, ok)
         else:
@@ -245,10 +241,8 @@ class Instance:
             for _n, version, choices, open_, ok in window:
                 if self.nodes is None:  # one state was left: every path from it
                     self._branch()
-                if open_:
-                    self._open_versions.add(version)
                 self.agreed = True
-                answer = self._search(version, choices, ok)
+                answer = self._search(version, choices, open_, ok)
                 if not self.agreed:
                     break
         except SearchSpent:
@@ -319,7 +313,9 @@ class Instance:
         self.engine.hand(snap, self.game)
         return Node(snap, fp, None, 0, None)
 
-    def _search(self, version: int, choices: list[Choice], ok: Agrees) -> Signature | None:
+    def _search(self, version: int, choices: list[Choice], open_: bool, ok: Agrees) -> Signature | None:
+        if open_:
+            self._open_versions.add(version)
         engine, nodes = self.engine, self.nodes
         assert engine is not None and nodes is not None
         layer = Layer(engine, version, ok, None if self.first else self._merge, MAX_STATES)

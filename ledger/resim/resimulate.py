@@ -30,7 +30,7 @@ from ledger.domain.events import (
     Win,
     type_of,
 )
-from ledger.domain.projection import CardState, apply, new_card
+from ledger.domain.projection import apply, new_card
 from ledger.domain.translator import Observation, translate
 from ledger.resim.resim_branches import (
     INPUTS,
@@ -315,7 +315,6 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
     frames = noted_frames(events)
     n = len(events)
     i = 0
-    skip = {g for g in result.skipped}
     skipped_guids: set[str] = set()
     while i < n:
         cur = events[i]
@@ -323,7 +322,7 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         ev: Any = cur.event
         t = type(ev)
         guid: str = getattr(ev, "guid", "")
-        if guid in skipped_guids or (t is PlayStarted and ev.game_id in skip):
+        if guid in skipped_guids or (t is PlayStarted and ev.game_id in result.skipped):
             # A game the folder cannot check: its plays are left out, the card's translator never sees them.
             skipped_guids.add(guid)
             result.skipped_plays += t is PlayStarted
@@ -332,7 +331,11 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         if t is ObservationReapplied:
             # The REST server counted the last observation again (competition RESET): the card moves, the game
             # does not. What it derived follows it.
-            i = _apply_reapplied(card, events, i)
+            apply(card, ev)
+            i += 1
+            while i < n and type(events[i].event) in DERIVED:
+                apply(card, events[i].event)
+                i += 1
             continue
         if t not in INPUTS and t not in DERIVED:
             # card_opened, card_closed (and anything integrity already reports as out of place): no game input.
@@ -429,17 +432,6 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         result.choices = ChainMap(*maps)  # a Choice is an (action, x, y); each guid's versions are its own
         result.reproduced += len(inst.taken)
         result.still_open += inst.still_open_count
-
-
-def _apply_reapplied(card: CardState, events: Sequence[Numbered], i: int) -> int:
-    """Apply the ObservationReapplied at ``i`` and the events derived from it; the index after them."""
-    n = len(events)
-    apply(card, events[i].event)
-    i += 1
-    while i < n and type(events[i].event) in DERIVED:
-        apply(card, events[i].event)
-        i += 1
-    return i
 
 
 def _sig(resp: Any) -> Signature:

@@ -126,7 +126,6 @@ class Capture(CaptureBase):
             self._patch(mgr, name, hook)
         for name, hook in zip(arc.LOCAL_ARCADE_HOOKS, (make, arcade_close, create_scorecard), strict=True):
             self._patch(self.arcade, name, hook)
-        # Cards opened before attach are captured only if nothing was played on them yet.
         for card_id, sc in list(open_cards.items()):
             if not arc.played(sc):
                 self._record_open(card_id)

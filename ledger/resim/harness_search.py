@@ -186,7 +186,6 @@ def _search(
             continue
         want = keyed(line_signature(line))
         layer = Layer(eng, line.lineno, _shows(want), _merge, MAX_HYPOTHESES)
-        # Every display cell is tried only where the game offered clicks.
         clickable = not line.empty and (not offered or 6 in offered)
         layer.each(hyps, _choices(eng, steps.get(line.lineno)), clickable)
         if _copy_of(line, prev):

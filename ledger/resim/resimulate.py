@@ -338,7 +338,6 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
                 i += 1
             continue
         if t not in INPUTS and t not in DERIVED:
-            # card_opened, card_closed (and anything integrity already reports as out of place): no game input.
             i += 1
             continue
         if t in DERIVED:
@@ -385,7 +384,6 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
             )
             return
         expected = translate(card, _observation(ev, t, sig), seed=inst.seed)
-        # The recorded events for this input: the input itself and what was derived from it.
         j = i + 1
         while j < n and type(events[j].event) in DERIVED:
             j += 1

@@ -1,19 +1,8 @@
 """One adapter per API era of the published arc-agi releases 0.9.1 to 0.9.9 (each read from its own sources).
 
-An era is a run of releases whose internals that capture touches are the same. What an era's toolkit lacks is
-not captured, and its own auto-close rules are the ones followed:
-
-- **0.9.1**: OFFLINE, NORMAL, ONLINE; no REST server (``Arcade.listen_and_serve``, ``arc_agi.server``); a card is
-  closed when idle for the module's ``STALE_MINUTES`` (no ``ScorecardManager.idle_for``); no ``competition_mode``
-  on a card.
-- **0.9.2**: the REST server; the idle limit becomes ``ScorecardManager.idle_for`` (``set_idle_for``).
-- **0.9.3-0.9.5**: COMPETITION mode and ``Scorecard.competition_mode``; private tags in the calculator.
-- **0.9.6**: the environment wrapper stops passing a response with an empty frame (an action after GAME_OVER or
-  WIN) to the scorecard; before, the scorecard counted it as any other.
-- **0.9.7-0.9.9**: ``ScorecardManager.max_open_for`` (MAX_OPEN_FOR_MINUTES): a card is also closed once open
-  that long.
-
-Scoring is not the adapter's business: the calculator of the installed version is chosen by the version itself.
+An era is a run of releases whose internals that capture touches are the same (:data:`ERAS`: each flag of
+:class:`Era` says which releases have what). What an era's toolkit lacks is not captured, and its own auto-close
+rules are followed. Scoring is not the adapter's business: the installed version chooses its calculator.
 """
 
 from __future__ import annotations

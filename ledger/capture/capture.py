@@ -18,13 +18,12 @@ import msgspec
 from ledger.capture import rest
 from ledger.capture.batching import Batcher
 from ledger.capture.capture_base import CaptureBase, LiveCard
-from ledger.domain import baselines as bl
 from ledger.domain import document
 from ledger.domain.events import CardClosed, CloseReason
 from ledger.domain.scoring import score_card
 from ledger.domain.translator import translate
 from ledger.toolkit import arc_adapter as arc
-from ledger.toolkit.observation import fingerprint, observation
+from ledger.toolkit.observation import observation
 
 if TYPE_CHECKING:
     from ledger.store.cards import CardRepository
@@ -45,7 +44,6 @@ def attach(repository: CardRepository, arcade: Any, *, record_reasoning: bool = 
 class Capture(CaptureBase):
     def _setup(self) -> None:
         self._seeds: dict[str, int | None] = {}
-        self._baselines: dict[str, dict[str, Any]] = {}
         self._batcher: Batcher | None = None
         if getattr(self.repository.store, "durability", "normal") == "batched":
             self._batcher = Batcher(self.repository)
@@ -170,16 +168,10 @@ class Capture(CaptureBase):
 
     def _record_open(self, card_id: str) -> None:
         fields = arc.opening(arc.scorecards(arc.manager(self.arcade))[card_id])
-        envs = list(self.arcade.available_environments)
-        entries = bl.canonical(bl.entry_from_info(i) for i in envs)
-        fields["api_key_fingerprint"] = fingerprint(fields.pop("api_key"))
-        fields["environments"] = [i.game_id for i in envs] if fields["competition_mode"] else None
-        live = self._open_card(card_id, datetime.now(UTC), entries, fields)
-        if live is None:
-            return
-        self._baselines[card_id] = bl.as_map(entries)
-        # The REST server also updates a card directly, bypassing the manager.
-        rest.watch(card_id, self)
+        api_key = fields.pop("api_key")
+        if self._open_card(card_id, datetime.now(UTC), fields, api_key) is not None:
+            # The REST server also updates a card directly, bypassing the manager.
+            rest.watch(card_id, self)
 
     def direct_update(self, sc: Any, orig: Callable[..., Any], guid: str, data: Any, full_reset: bool) -> Any:
         """``Scorecard.update_scorecard`` called on a watched card itself (``RestAPI.cmd``): run it, record it."""
@@ -219,7 +211,7 @@ class Capture(CaptureBase):
 
     def _record_close(self, card_id: str, live: LiveCard, reason: CloseReason) -> None:
         now = datetime.now(UTC)
-        doc = score_card(live.state, self._baselines.get(card_id, {}))
+        doc = score_card(live.state, live.baselines)
         closed = CardClosed(ts=now, reason=reason, document_sha256=document.sha256(doc))
         if self._batcher is not None:
             self._batcher.flush()

@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ledger.domain.events import AnyEvent, BaselineEntry, CaptureContext, CardOpened
+from ledger.domain import baselines as bl
+from ledger.domain.events import AnyEvent, CaptureContext, CardOpened
 from ledger.domain.projection import CardState, apply, new_card
 from ledger.errors import CaptureError, StoreError, VersionConflict
 from ledger.toolkit import arc_adapter as arc
+from ledger.toolkit.observation import fingerprint
 
 if TYPE_CHECKING:
     from ledger.store.cards import CardRepository
@@ -43,6 +45,8 @@ class LiveCard:
     stale: bool = False
     #: RemoteCapture: the server's per-guid game state.
     model: Any = None
+    #: game id -> the card's baseline entry, as its document is scored.
+    baselines: dict[str, Any] = field(default_factory=dict)
 
 
 class CaptureBase:
@@ -123,11 +127,19 @@ class CaptureBase:
         self,
         card_id: str,
         now: datetime,
-        entries: Sequence[BaselineEntry],
         fields: dict[str, Any],
+        api_key: str | None,
         extra: Sequence[AnyEvent] = (),
     ) -> LiveCard | None:
-        """Write the card's opening: its baseline set, CardOpened with ``fields``, ``extra``, the capture context."""
+        """Write the card's opening: the baseline set of the Arcade's games, CardOpened with ``fields`` and the API
+        key's fingerprint, ``extra``, the capture context."""
+        envs = list(self.arcade.available_environments)
+        entries = bl.canonical(bl.entry_from_info(i) for i in envs)
+        fields = {
+            **fields,
+            "api_key_fingerprint": fingerprint(api_key),
+            "environments": [i.game_id for i in envs] if fields["competition_mode"] else None,
+        }
         try:
             set_id = self.repository.baselines.record(entries, ts=now)
             opened = CardOpened(
@@ -157,7 +169,7 @@ class CaptureBase:
             self._unopened.add(card_id)
             self._fail(e)
             return None
-        live = LiveCard(state=state, version=len(events))
+        live = LiveCard(state=state, version=len(events), baselines=bl.as_map(entries))
         with self._cards_lock:
             self._cards[card_id] = live
         if self.on_open is not None:

@@ -24,7 +24,6 @@ import msgspec
 import requests
 
 from ledger.capture.capture_base import CaptureBase, LiveCard
-from ledger.domain import baselines as bl
 from ledger.domain import document
 from ledger.domain.events import (
     AnyEvent,
@@ -41,7 +40,7 @@ from ledger.errors import StoreError
 from ledger.rules import server as sb
 from ledger.rules.server import RESET, ServerModel
 from ledger.toolkit import arc_adapter as arc
-from ledger.toolkit.observation import fingerprint, observation
+from ledger.toolkit.observation import observation
 
 log = logging.getLogger(__name__)
 
@@ -216,21 +215,17 @@ class RemoteCapture(CaptureBase):
             log.warning("scorecard open got no card id (%s): nothing to record", err or "no card_id")
             return
         competition = True if payload.get("competition_mode") is not None else None
-        envs = list(self.arcade.available_environments)
         fields = {
             "source_url": payload.get("source_url"),
             "tags": server_tags(payload.get("tags", [])),
             "opaque": payload.get("opaque"),
             "competition_mode": competition,
-            "api_key_fingerprint": fingerprint(self.arcade.arc_api_key),
-            "environments": [e.game_id for e in envs] if competition else None,
         }
         now = datetime.now(UTC)
         server = CardOnServer(
             ts=now, server=server_url(self.arcade.arc_base_url), local_games=arc.local_games(self.arcade)
         )
-        entries = bl.canonical(bl.entry_from_info(i) for i in envs)
-        live = self._open_card(card_id, now, entries, fields, [server])
+        live = self._open_card(card_id, now, fields, self.arcade.arc_api_key, [server])
         if live is not None:
             live.model = ServerModel(competition=bool(competition))
 

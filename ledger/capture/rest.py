@@ -185,11 +185,10 @@ class FailClosed:
                     self._closed_incomplete(card)
             return self._refuse(503, NOT_RECORDED, card, _not_recorded(cause, card, request.endpoint))
         if card is not None and card in self._incomplete:
+            outcome = "refused"
             if request.endpoint == "close_scorecard":
-                marked = self._closed_incomplete(card)
-                outcome = "retracted" if marked else "closed"
-                return self._refuse(500, CARD_INCOMPLETE, card, _incomplete(card, self._incomplete[card], outcome))
-            return self._refuse(500, CARD_INCOMPLETE, card, _incomplete(card, self._incomplete[card], "refused"))
+                outcome = "retracted" if self._closed_incomplete(card) else "closed"
+            return self._refuse(500, CARD_INCOMPLETE, card, _incomplete(card, self._incomplete[card], outcome))
         return response
 
     def _teardown(self, _exc: BaseException | None) -> None:

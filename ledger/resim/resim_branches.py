@@ -265,7 +265,8 @@ class Instance:
             return None
         if exact:  # the frame too: a frame the import noted is compared
             return answer_signature(resp)
-        return (_state(resp), int(resp.levels_completed), bool(resp.full_reset), b"" if len(resp.frame) == 0 else b"x")
+        state = str(getattr(resp.state, "name", resp.state))
+        return (state, int(resp.levels_completed), bool(resp.full_reset), b"" if len(resp.frame) == 0 else b"x")
 
     def _first(self, version: int, choices: list[Choice], ok: Agrees) -> Signature | None:
         """Take the first candidate whose answer agrees with the record, in the order the agent favoured: one path
@@ -368,8 +369,3 @@ class Instance:
             for other in self.nodes[1:]:
                 self.still_open |= differ(best, other, operator.ne) & self._open_versions
         self._settle()
-
-
-def _state(resp: Any) -> str:
-    s = resp.state
-    return str(getattr(s, "name", s))

@@ -372,7 +372,13 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
                 )
                 return
             except SearchSpent as e:
-                result.spent, result.unknown = True, _spent(cur, e)
+                result.spent = True
+                result.unknown = (
+                    f"the search of the actions the record leaves open was given up at version {cur.version}, after "
+                    f"{e} of its guid: its allowance ({allowance()}) is spent; too many of those actions give the same "
+                    "frames and leave different states (a click on nothing that still counts, say); --decide searches "
+                    "without a limit"
+                )
                 return
         result.inputs += 1
         if sig is None:
@@ -451,14 +457,6 @@ def _observation(ev: Any, t: type, sig: Signature) -> Observation:
         frame_empty=empty,
         x=getattr(ev, "x", None) if action == 6 else None,
         y=getattr(ev, "y", None) if action == 6 else None,
-    )
-
-
-def _spent(cur: Numbered, e: SearchSpent) -> str:
-    return (
-        f"the search of the actions the record leaves open was given up at version {cur.version}, after {e} of its "
-        f"guid: its allowance ({allowance()}) is spent; too many of those actions give the same frames and leave "
-        "different states (a click on nothing that still counts, say); --decide searches without a limit"
     )
 
 

@@ -177,8 +177,7 @@ def _search(
         settled.looks.settle(hyps, lambda common: settled.record(common, result))
         if line is None:
             layer = Layer(eng, -lineno, None, _merge, MAX_HYPOTHESES)
-            for node in hyps:
-                layer.expand(node, _simple(None, eng.cells(node)[0]))
+            layer.each(hyps, _choices(eng, None), False)
             hyps = let_go(hyps, layer.nodes or hyps)
             continue
         if not line.guid or line.game_id != game_id:

@@ -37,11 +37,8 @@ def _start_digest(info: Any, seed: int | None) -> bytes:
         game = start_game(info, seed)
     except Exception:  # a seed the game's code refuses: a state of its own
         return b"error"
-    saved = game.__dict__.pop("_seed", None)
+    game.__dict__.pop("_seed", None)  # the game is this digest's alone: nothing needs its seed back
     try:
         return hashlib.blake2b(pickle.dumps(vars(game), protocol=5), digest_size=20).digest()
     except Exception:  # state that does not pickle: the slower walk
         return fingerprint(game)
-    finally:
-        if saved is not None:
-            game._seed = saved

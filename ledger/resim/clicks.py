@@ -1,8 +1,6 @@
-"""Where to try a click the recording does not place, and in what order.
-
-Most games map a click to a camera cell, so one pixel per cell stands for all of them; some read the pixel at a
-finer grain (the public ``bp35``), so a click no cell reproduces is tried at every other display pixel too.
-"""
+"""Where to try a click the recording does not place, and in what order: most games map a click to a camera cell,
+so one pixel per cell stands for all of them; some read the pixel at a finer grain (the public ``bp35``), so a
+click no cell reproduces is tried at every other display pixel too."""
 
 from __future__ import annotations
 

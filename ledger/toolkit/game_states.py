@@ -1,8 +1,5 @@
-"""Game states to search over: run an action on a copy of a state, compare states, cheaply.
-
-The search over what a record leaves open (:mod:`ledger.resim.state_search`, for harness imports and audits)
-steps many candidate actions from each kept state; a candidate must cost about what a game step costs.
-"""
+"""Game states to search over: run an action on a copy of a state, compare states, cheaply (the search steps many
+candidate actions from each kept state: a candidate must cost about what a game step costs)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Group commit for live capture under ``durability="batched"`` (an explicit opt-in for very fast agents).
 
-Under the default durability each step's events are committed before the toolkit call returns. Batched, a step
-only queues them: a background thread commits everything queued every :data:`BATCH_MS` milliseconds, or as soon
-as :data:`BATCH_EVENTS` events wait, one transaction per card. The loss window: a process killed (or a machine
-failing) loses up to BATCH_MS ms of steps (at most BATCH_EVENTS events); closing a card, ``detach()``, closing the
-ledger and a normal interpreter exit commit what is queued first. A failed commit is raised (``CaptureError``) by
-the next step, and the card's projection is rebuilt from what the log holds.
+A step only queues its events: a background thread commits them every :data:`BATCH_MS` milliseconds, or once
+:data:`BATCH_EVENTS` wait, one transaction per card; a killed process loses that much. Closing a card, detaching,
+closing the ledger and a normal exit commit what is queued first. A failed commit is raised by the next step.
 """
 
 from __future__ import annotations
@@ -29,14 +26,8 @@ BATCH_EVENTS = 1000
 
 
 class Batcher:
-    """Queues cards' events and commits them from a background thread (see the module's docstring)."""
-
-    def __init__(
-        self, repository: CardRepository, *, window_ms: int = BATCH_MS, max_events: int = BATCH_EVENTS
-    ) -> None:
+    def __init__(self, repository: CardRepository) -> None:
         self.repository = repository
-        self.window = window_ms / 1000
-        self.max_events = max_events
         #: The first commit that failed, for the next step to raise (then cleared).
         self.error: StoreError | None = None
         # card id -> (the version the queued events follow, the events, the capture's live card)
@@ -51,7 +42,6 @@ class Batcher:
         atexit.register(self.close)
 
     def add(self, card_id: str, version: int, events: Sequence[AnyEvent], live: Any) -> None:
-        """Queue ``events`` of ``card_id``, which follow its ``version``."""
         with self._lock:
             held = self._pending.get(card_id)
             # A card rebuilt from the log after a failed commit starts a new batch (the old one cannot commit).
@@ -60,11 +50,10 @@ class Batcher:
             else:
                 held[1].extend(events)
             self._queued += len(events)
-            if self._queued >= self.max_events:
+            if self._queued >= BATCH_EVENTS:
                 self._wake.set()
 
     def flush(self) -> None:
-        """Commit everything queued now (one transaction per card)."""
         with self._flushing:
             with self._lock:
                 pending, self._pending, self._queued = self._pending, {}, 0
@@ -77,13 +66,12 @@ class Batcher:
                         self.error = e
 
     def take_error(self) -> StoreError | None:
-        """The failed commit to report (once), if any."""
         err, self.error = self.error, None
         return err
 
     def _run(self) -> None:
         while not self._stop:
-            self._wake.wait(self.window)
+            self._wake.wait(BATCH_MS / 1000)
             self._wake.clear()
             with contextlib.suppress(Exception):  # a failure is kept in self.error by flush
                 self.flush()

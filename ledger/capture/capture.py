@@ -1,11 +1,9 @@
 """Live capture: attach a ledger to an ``arc_agi.Arcade`` so every scorecard fact is committed as it happens.
 
-The hooks sit on the Arcade's ``ScorecardManager`` (``new_scorecard``, ``update_scorecard``,
-``close_scorecard``): those calls are exactly what the toolkit's scorecard counts, and a wrapper's
-``update_scorecard`` runs inside its ``step``/``reset``, so each event is committed before the toolkit call
-returns. The toolkit swallows exceptions raised in ``update_scorecard``; so that a failed write still reaches
-the agent, the wrappers that ``Arcade.make`` returns re-raise it (:class:`CaptureError`) after the toolkit's
-own call finished. Capture never changes what the toolkit returns.
+The hooks sit on the Arcade's ``ScorecardManager``, whose calls are exactly what the toolkit's scorecard counts;
+each event is committed before the toolkit call returns. The toolkit swallows exceptions raised in
+``update_scorecard``, so the wrappers ``Arcade.make`` returns re-raise a failed write (:class:`CaptureError`) after
+the toolkit's own call finished. Capture never changes what the toolkit returns.
 """
 
 from __future__ import annotations
@@ -20,13 +18,12 @@ import msgspec
 from ledger.capture import rest
 from ledger.capture.batching import Batcher
 from ledger.capture.capture_base import CaptureBase, LiveCard
-from ledger.domain import baselines as bl
 from ledger.domain import document
 from ledger.domain.events import CardClosed, CloseReason
 from ledger.domain.scoring import score_card
 from ledger.domain.translator import translate
 from ledger.toolkit import arc_adapter as arc
-from ledger.toolkit.observation import fingerprint, observation
+from ledger.toolkit.observation import observation
 
 if TYPE_CHECKING:
     from ledger.store.cards import CardRepository
@@ -35,10 +32,8 @@ log = logging.getLogger(__name__)
 
 
 def attach(repository: CardRepository, arcade: Any, *, record_reasoning: bool = False, **options: Any) -> CaptureBase:
-    """Capture everything ``arcade`` (an ``arc_agi.Arcade``) does to its scorecards into ``repository``'s ledger:
-    OFFLINE/NORMAL, the toolkit's own scorecards (:class:`Capture`); ONLINE/COMPETITION, the server's, from its
-    answers (:class:`ledger.capture.remote.RemoteCapture`). ``options``: ``context``, ``on_open``, ``on_aside``,
-    ``raise_errors`` (see :class:`~ledger.capture.capture_base.CaptureBase`)."""
+    """Capture everything ``arcade`` does to its scorecards into ``repository``'s ledger: OFFLINE/NORMAL with
+    :class:`Capture`, ONLINE/COMPETITION with :class:`ledger.capture.remote.RemoteCapture`."""
     if arc.capture_kind(arcade) == "remote":
         from ledger.capture.remote import RemoteCapture
 
@@ -47,16 +42,11 @@ def attach(repository: CardRepository, arcade: Any, *, record_reasoning: bool = 
 
 
 class Capture(CaptureBase):
-    """The hooks of one attached OFFLINE/NORMAL Arcade."""
-
     def _setup(self) -> None:
         self._seeds: dict[str, int | None] = {}
-        self._baselines: dict[str, dict[str, Any]] = {}
         self._batcher: Batcher | None = None
         if getattr(self.repository.store, "durability", "normal") == "batched":
             self._batcher = Batcher(self.repository)
-
-    # -- installation ---------------------------------------------------------------------------------------
 
     def _install(self) -> None:
         mgr = arc.manager(self.arcade)
@@ -134,7 +124,6 @@ class Capture(CaptureBase):
             self._patch(mgr, name, hook)
         for name, hook in zip(arc.LOCAL_ARCADE_HOOKS, (make, arcade_close, create_scorecard), strict=True):
             self._patch(self.arcade, name, hook)
-        # Cards opened before attach are captured only if nothing was played on them yet.
         for card_id, sc in list(open_cards.items()):
             if not arc.played(sc):
                 self._record_open(card_id)
@@ -172,31 +161,17 @@ class Capture(CaptureBase):
         if self._batcher is not None:
             self._batcher.close()
 
-    # -- recording ------------------------------------------------------------------------------------------
-
     def _raise_pending(self) -> None:
         if self._batcher is not None and self._batcher.error is not None:
             self._fail(self._batcher.take_error())  # type: ignore[arg-type]
         super()._raise_pending()
 
     def _record_open(self, card_id: str) -> None:
-        opening = arc.opening(arc.scorecards(arc.manager(self.arcade))[card_id])
-        envs = list(self.arcade.available_environments)
-        entries = bl.canonical(bl.entry_from_info(i) for i in envs)
-        fields = {
-            "source_url": opening["source_url"],
-            "tags": opening["tags"],
-            "opaque": opening["opaque"],
-            "competition_mode": opening["competition_mode"],
-            "api_key_fingerprint": fingerprint(opening["api_key"]),
-            "environments": [i.game_id for i in envs] if opening["competition_mode"] else None,
-        }
-        live = self._open_card(card_id, datetime.now(UTC), entries, fields)
-        if live is None:
-            return
-        self._baselines[card_id] = bl.as_map(entries)
-        # The REST server also updates a card directly, bypassing the manager (see ledger.capture.rest).
-        rest.watch(card_id, self)
+        fields = arc.opening(arc.scorecards(arc.manager(self.arcade))[card_id])
+        api_key = fields.pop("api_key")
+        if self._open_card(card_id, datetime.now(UTC), fields, api_key) is not None:
+            # The REST server also updates a card directly, bypassing the manager.
+            rest.watch(card_id, self)
 
     def direct_update(self, sc: Any, orig: Callable[..., Any], guid: str, data: Any, full_reset: bool) -> Any:
         """``Scorecard.update_scorecard`` called on a watched card itself (``RestAPI.cmd``): run it, record it."""
@@ -218,7 +193,7 @@ class Capture(CaptureBase):
         frame_empty: bool | None = None,
         reapplied: bool = False,
     ) -> None:
-        if (live.stale and not self._fresh(card_id, live)) or live.state.closed:
+        if not self._takes_facts(card_id, live):
             return
         now = datetime.now(UTC)
         obs = observation(data, full_reset, with_reasoning=self.record_reasoning, ts=now, frame_empty=frame_empty)
@@ -236,7 +211,7 @@ class Capture(CaptureBase):
 
     def _record_close(self, card_id: str, live: LiveCard, reason: CloseReason) -> None:
         now = datetime.now(UTC)
-        doc = score_card(live.state, self._baselines.get(card_id, {}))
+        doc = score_card(live.state, live.baselines)
         closed = CardClosed(ts=now, reason=reason, document_sha256=document.sha256(doc))
         if self._batcher is not None:
             self._batcher.flush()

@@ -1,13 +1,9 @@
-"""What both live captures share: attaching (toolkit check, patches), opening a card, appending with recovery,
-reporting a failed write to the agent, detaching.
+"""What both live captures share: attaching, opening a card, appending with recovery, failing closed, detaching.
 
-:class:`~ledger.capture.capture.Capture` watches the toolkit's own scorecards (OFFLINE/NORMAL) and
-:class:`~ledger.capture.remote.RemoteCapture` the server's answers (ONLINE/COMPETITION); they differ only in where
-the facts come from. Failing closed is the same for both: a write that fails is kept for the calling thread and
-raised (:class:`CaptureError`) after the toolkit's own call returned, so the agent is never told a step happened
-as if recorded; the card's projection, which ran ahead of the log, is rebuilt from what the log holds (or, if the
-database cannot be read either, rebuilt before the card's next fact), and a card whose opening could not be
-written makes every later fact of it fail the same way.
+A write that fails is kept for the calling thread and raised (:class:`CaptureError`) after the toolkit's own call
+returned, so the agent is never told a step happened as if recorded; the card's projection, which ran ahead of the
+log, is rebuilt from the log (or, if the database cannot be read either, before the card's next fact), and a card
+whose opening could not be written makes every later fact of it fail the same way.
 """
 
 from __future__ import annotations
@@ -21,10 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ledger.domain.events import AnyEvent, BaselineEntry, CaptureContext, CardOpened
+from ledger.domain import baselines as bl
+from ledger.domain.events import AnyEvent, CaptureContext, CardOpened
 from ledger.domain.projection import CardState, apply, new_card
 from ledger.errors import CaptureError, StoreError, VersionConflict
 from ledger.toolkit import arc_adapter as arc
+from ledger.toolkit.observation import fingerprint
 
 if TYPE_CHECKING:
     from ledger.store.cards import CardRepository
@@ -36,23 +34,22 @@ _MISSING = object()
 
 @dataclass
 class LiveCard:
-    """A captured card: its projection (always what the log holds, plus what is being appended) and version."""
+    """A captured card: its projection (what the log holds, plus what is being appended) and version."""
 
     state: CardState
     version: int
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: The version the card's last cached projection covers (the facade's snapshot policy).
     snapshot_version: int = 0
-    #: The projection could not be rebuilt after a failed append (the database was unreachable): rebuild it first.
+    #: The projection could not be rebuilt after a failed append: rebuild it first.
     stale: bool = False
-    #: RemoteCapture: the server's per-guid game state (:class:`ledger.rules.server.ServerModel`).
+    #: RemoteCapture: the server's per-guid game state.
     model: Any = None
+    #: game id -> the card's baseline entry, as its document is scored.
+    baselines: dict[str, Any] = field(default_factory=dict)
 
 
 class CaptureBase:
-    """The hooks of one attached Arcade. ``detach()`` restores the toolkit's own methods."""
-
-    #: What the agent is told was not recorded ("step", "call").
     unit = "step"
 
     def __init__(
@@ -67,12 +64,12 @@ class CaptureBase:
         raise_errors: bool = True,
     ) -> None:
         arc.check_toolkit(arcade)
-        #: The release every card this capture opens is scored with (its calculator, ``CardOpened.calculator``).
+        #: The release every card this capture opens is scored with.
         self.calculator = arc.installed_version()
         self.repository = repository
         self.arcade = arcade
         self.record_reasoning = record_reasoning
-        #: Recorded after each CardOpened (``ledger serve``/``record``); ``on_open`` is told each card id.
+        #: Recorded after each CardOpened; ``on_open`` is told each card id.
         self.context = context
         self.on_open = on_open
         #: Told (card id, who captures it) when this capture stands aside for a card another capture opened first.
@@ -89,7 +86,7 @@ class CaptureBase:
         self._install()
 
     def _setup(self) -> None:
-        """The subclass's own state, once the toolkit passed the check (before any patch)."""
+        """The subclass's own state, before any patch."""
 
     def _install(self) -> None:
         raise NotImplementedError
@@ -99,7 +96,7 @@ class CaptureBase:
         setattr(obj, name, replacement)
 
     def detach(self) -> None:
-        """Put the toolkit's methods back (wrappers already made keep raising capture errors)."""
+        """Put the toolkit's methods back (wrappers already made keep their hooks)."""
         for obj, name, old in reversed(self._saved):
             if old is _MISSING:
                 obj.__dict__.pop(name, None)
@@ -108,10 +105,7 @@ class CaptureBase:
         self._saved.clear()
 
     def flush(self) -> None:
-        """Commit what the capture still queues (live capture under ``durability="batched"``); the ledger calls it
-        before it closes."""
-
-    # -- failing closed -------------------------------------------------------------------------------------------
+        """Commit what the capture still queues (``durability="batched"``)."""
 
     def _fail(self, err: Exception) -> None:
         log.error("ledger capture failed: %s", err)
@@ -129,17 +123,23 @@ class CaptureBase:
         if card_id in self._unopened:
             self._fail(StoreError(f"card {card_id} is not in the ledger: recording its opening failed"))
 
-    # -- writing ----------------------------------------------------------------------------------------------------
-
     def _open_card(
         self,
         card_id: str,
         now: datetime,
-        entries: Sequence[BaselineEntry],
         fields: dict[str, Any],
+        api_key: str | None,
         extra: Sequence[AnyEvent] = (),
     ) -> LiveCard | None:
-        """Write the card's opening (its baseline set, CardOpened with ``fields``, ``extra``, the capture context)."""
+        """Write the card's opening: the baseline set of the Arcade's games, CardOpened with ``fields`` and the API
+        key's fingerprint, ``extra``, the capture context."""
+        envs = list(self.arcade.available_environments)
+        entries = bl.canonical(bl.entry_from_info(i) for i in envs)
+        fields = {
+            **fields,
+            "api_key_fingerprint": fingerprint(api_key),
+            "environments": [i.game_id for i in envs] if fields["competition_mode"] else None,
+        }
         try:
             set_id = self.repository.baselines.record(entries, ts=now)
             opened = CardOpened(
@@ -169,7 +169,7 @@ class CaptureBase:
             self._unopened.add(card_id)
             self._fail(e)
             return None
-        live = LiveCard(state=state, version=len(events))
+        live = LiveCard(state=state, version=len(events), baselines=bl.as_map(entries))
         with self._cards_lock:
             self._cards[card_id] = live
         if self.on_open is not None:
@@ -178,8 +178,7 @@ class CaptureBase:
 
     def _captured_elsewhere(self, card_id: str) -> str | None:
         """Who holds the card when its stream was there first: another capture on the same ledger (a harness under
-        ``ledger record`` talking to a ``ledger serve`` on one ledger: the server opened the card before answering).
-        None when the card is not a card the log holds."""
+        ``ledger record`` talking to a ``ledger serve``); None when the log holds no such card."""
         try:
             held = self.repository.load(card_id)
         except (StoreError, LookupError):
@@ -189,8 +188,7 @@ class CaptureBase:
         return f"`ledger {held.captured_via}`" if held.captured_via else "another capture"
 
     def _stand_aside(self, card_id: str, holder: str) -> None:
-        """Leave the card to the capture that opened it: one card, captured once (this capture's facts of it pass
-        through unrecorded, and are not failures)."""
+        """Leave the card to the capture that opened it: this capture's facts of it pass through unrecorded."""
         log.warning(
             "ledger: card %s is already being captured into this ledger by %s (it opened it first): this capture "
             "stands aside, and the card is recorded once, there",
@@ -200,27 +198,24 @@ class CaptureBase:
         if self.on_aside is not None:
             self.on_aside(card_id, holder)
 
-    def _fresh(self, card_id: str, live: LiveCard) -> bool:
-        """True when the card's projection is what the log holds (rebuilding it first if a failure left it stale)."""
+    def _takes_facts(self, card_id: str, live: LiveCard) -> bool:
+        """True when the card is open and its projection is what the log holds (rebuilt first if stale)."""
         if live.stale:
             err = self._resync(card_id, live)
             if err is not None:
                 self._fail(err)
                 return False
-        return True
+        return not live.state.closed
 
     def _append(self, card_id: str, live: LiveCard, events: Sequence[AnyEvent], *, fold: bool) -> bool:
-        """Append ``events`` (already folded into the projection unless ``fold``); True when they were written.
-
-        A failure is reported to the agent and the projection, which ran ahead of the log, rebuilt from it.
-        """
+        """Append ``events`` (already folded into the projection unless ``fold``); True when they were written."""
         if not events:
             return True
         if fold:
             for e in events:
                 apply(live.state, e)
         try:
-            # A long card is cached as it grows (the facade's snapshot policy): its export never replays it all.
+            # A long card is cached as it grows: its export never replays it all.
             wrote = self.repository.append(
                 card_id, events, live.version, state=live.state, cached_version=live.snapshot_version
             )
@@ -234,8 +229,8 @@ class CaptureBase:
         return True
 
     def _resync(self, card_id: str, live: LiveCard) -> StoreError | None:
-        """Rebuild the card's projection from the log; if the log cannot be read now (a server restarting),
-        mark it stale: the next fact rebuilds it first, so capture resumes by itself once the database is back."""
+        """Rebuild the card's projection from the log; if it cannot be read now, mark it stale: the next fact
+        rebuilds it first, so capture resumes by itself once the database is back."""
         try:
             live.state = self.repository.load(card_id)
         except StoreError as e:

@@ -16,7 +16,7 @@ DEMO_GAMES = Path(__file__).resolve().parent / "demo_games"
 
 
 def quiet_toolkit_logger() -> logging.Logger:
-    """A logger for ``Arcade`` that only shows warnings (the toolkit logs every step at INFO on stdout)."""
+    """A logger for ``Arcade`` that shows warnings only (the toolkit logs every step at INFO on stdout)."""
     logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
     log = logging.getLogger("ledger.demo.arcade")
     log.setLevel(logging.WARNING)
@@ -24,7 +24,6 @@ def quiet_toolkit_logger() -> logging.Logger:
 
 
 def run_demo(repository: CardRepository, *, seed: int = 0) -> str:
-    """Play the demo games into ``repository``'s ledger and return the closed card's id."""
     from ledger.toolkit.game_files import game_action, missing
 
     if (problem := missing()) is not None:  # the arc extra (tests/test_interrupt_and_extras.py)
@@ -60,7 +59,7 @@ def run_demo(repository: CardRepository, *, seed: int = 0) -> str:
 
 
 def viewer_commands(exe: str, db: str, card_id: str) -> list[str]:
-    """The commands that look at the demo card in a browser: the live viewer, and the static bundle to share."""
+    """The commands that show the demo card in a browser: the live viewer, and the static bundle to share."""
     import shlex
 
     games = shlex.quote(str(DEMO_GAMES))

@@ -1,16 +1,11 @@
 """ONLINE / COMPETITION capture: an ``arc_agi.Arcade`` whose scorecards live on the ARC server, recorded client-side.
 
-In those modes the toolkit keeps no scorecard of its own: ``open_scorecard``, every ``make`` and step, and
-``close_scorecard`` are HTTP requests (``RemoteEnvironmentWrapper``, ``Arcade``). The ledger watches those
-requests, only inside the Arcade's and its wrappers' own calls and only on the calling thread, through one
-pass-through hook on ``requests.Session.request``; it records every answer under the server's card id and guids
-and folds it with the server's counting rules (:mod:`ledger.rules.server`). A request without a usable answer
-(connection error, timeout, HTTP 4xx/5xx, an answer that is not a frame) is recorded as ``request_failed`` and
-counts nothing. At close the server's document is stored as it came. Every scorecard document the server sends
-(the close answer, ``GET /api/scorecard/<card_id>``) also records the baselines it reveals that the card did not
-know (``BaselinesReported``, see :mod:`ledger.rules.server`): the server's game list leaves them out. The
-agent's call behaves exactly as without the ledger: the same requests, the same return values and exceptions (plus
-:class:`CaptureError` after the call when the ledger could not write, see :mod:`ledger.capture.capture_base`).
+Every scorecard call is an HTTP request there. The ledger watches those requests, only inside the Arcade's and its
+wrappers' own calls and only on the calling thread, through one pass-through hook on ``requests.Session.request``,
+and folds each answer with the server's counting rules (:mod:`ledger.rules.server`). A request without a usable
+answer is recorded as ``request_failed`` and counts nothing. Every scorecard document the server sends also records
+the baselines it reveals (the server's game list leaves them out). The agent's call behaves exactly as without
+the ledger.
 """
 
 from __future__ import annotations
@@ -29,7 +24,6 @@ import msgspec
 import requests
 
 from ledger.capture.capture_base import CaptureBase, LiveCard
-from ledger.domain import baselines as bl
 from ledger.domain import document
 from ledger.domain.events import (
     AnyEvent,
@@ -46,17 +40,13 @@ from ledger.errors import StoreError
 from ledger.rules import server as sb
 from ledger.rules.server import RESET, ServerModel
 from ledger.toolkit import arc_adapter as arc
-from ledger.toolkit.observation import fingerprint, observation
+from ledger.toolkit.observation import observation
 
 log = logging.getLogger(__name__)
-
-# -- the request probe ------------------------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
 class Exchange:
-    """One HTTP request the toolkit made inside a watched call, and what came back."""
-
     method: str
     path: str
     payload: Any
@@ -90,12 +80,8 @@ def _probed_request(self: requests.Session, method: str, url: str, *args: Any, *
 
 
 def install_probe() -> None:
-    """Put the pass-through hook on ``requests.Session.request`` (once per process; it only looks when asked)."""
     global _original_request
     _original_request = arc.wrap_session_request(_probed_request)
-
-
-# -- reading answers --------------------------------------------------------------------------------------------
 
 
 def _json(ex: Exchange) -> tuple[Any, str | None]:
@@ -123,7 +109,7 @@ def _frame(ex: Exchange) -> tuple[Any, str | None]:
 
 
 def server_url(url: str) -> str:
-    """The server's base URL as recorded: without any user name or password it may hold."""
+    """The server's base URL without any user name or password it may hold."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     netloc = f"[{host}]" if ":" in host else host
@@ -140,12 +126,9 @@ def server_tags(tags: Any) -> list[str]:
     return out
 
 
-# -- the capture ------------------------------------------------------------------------------------------------
-
-
 class RemoteCapture(CaptureBase):
-    """The hooks of one attached ONLINE/COMPETITION Arcade. ``detach()`` restores the toolkit's own methods (the
-    request hook stays: it passes through when nothing watches)."""
+    """The hooks of one attached ONLINE/COMPETITION Arcade (the request hook stays after ``detach()``: it passes
+    through when nothing watches)."""
 
     unit = "call"
 
@@ -177,8 +160,6 @@ class RemoteCapture(CaptureBase):
                 return self._watched(_orig, wrapper, args, kwargs)
 
             setattr(wrapper, name, hooked)
-
-    # -- watching one toolkit call ----------------------------------------------------------------------------
 
     def _watched(self, fn: Callable[..., Any], wrapper: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if getattr(_probe, "exchanges", None) is not None:
@@ -227,8 +208,6 @@ class RemoteCapture(CaptureBase):
             with live.lock:
                 self._on_cmd(card_id, live, ex, payload)  # type: ignore[arg-type]
 
-    # -- the kinds of request --------------------------------------------------------------------------------------
-
     def _on_open(self, ex: Exchange, payload: dict[str, Any]) -> None:
         data, err = _json(ex)
         card_id = data.get("card_id") if isinstance(data, dict) else None
@@ -236,26 +215,22 @@ class RemoteCapture(CaptureBase):
             log.warning("scorecard open got no card id (%s): nothing to record", err or "no card_id")
             return
         competition = True if payload.get("competition_mode") is not None else None
-        envs = list(self.arcade.available_environments)
         fields = {
             "source_url": payload.get("source_url"),
             "tags": server_tags(payload.get("tags", [])),
             "opaque": payload.get("opaque"),
             "competition_mode": competition,
-            "api_key_fingerprint": fingerprint(self.arcade.arc_api_key),
-            "environments": [e.game_id for e in envs] if competition else None,
         }
         now = datetime.now(UTC)
         server = CardOnServer(
             ts=now, server=server_url(self.arcade.arc_base_url), local_games=arc.local_games(self.arcade)
         )
-        entries = bl.canonical(bl.entry_from_info(i) for i in envs)
-        live = self._open_card(card_id, now, entries, fields, [server])
+        live = self._open_card(card_id, now, fields, self.arcade.arc_api_key, [server])
         if live is not None:
             live.model = ServerModel(competition=bool(competition))
 
     def _on_cmd(self, card_id: str, live: LiveCard, ex: Exchange, payload: dict[str, Any]) -> None:
-        if (live.stale and not self._fresh(card_id, live)) or live.state.closed:
+        if not self._takes_facts(card_id, live):
             return
         name = ex.path.rsplit("/", 1)[-1]
         sent = RESET if name == "RESET" else int(name[6:]) if name.startswith("ACTION") and name[6:].isdigit() else -1
@@ -289,7 +264,7 @@ class RemoteCapture(CaptureBase):
         data, err = _json(ex)
         now = datetime.now(UTC)
         with live.lock:
-            if (live.stale and not self._fresh(card_id, live)) or live.state.closed:
+            if not self._takes_facts(card_id, live):
                 return
             if err is not None or not isinstance(data, dict):
                 failed = RequestFailed(ts=now, request="close", status=ex.status, error=err or "malformed answer")
@@ -318,7 +293,7 @@ class RemoteCapture(CaptureBase):
         if live is None or err is not None or not isinstance(data, dict):
             return
         with live.lock:
-            if (live.stale and not self._fresh(card_id, live)) or live.state.closed:
+            if not self._takes_facts(card_id, live):
                 return
             try:
                 events = self._reported(live.state, data, "scorecard", datetime.now(UTC))
@@ -328,7 +303,6 @@ class RemoteCapture(CaptureBase):
             self._append(card_id, live, events, fold=True)
 
     def _reported(self, card: CardState, data: dict[str, Any], answer: str, now: datetime) -> list[AnyEvent]:
-        """The BaselinesReported event for what a scorecard document reveals that the card did not know, if any."""
         report = sb.reported(data)
         if not report:
             return []

@@ -1,12 +1,9 @@
 """REST-server fidelity: the card updates the toolkit's REST API makes without going through ``ScorecardManager``.
 
-``arc_agi/api.py`` ``RestAPI.cmd`` calls ``Scorecard.update_scorecard`` directly on the card in two places:
-in competition mode, for a RESET sent while the level has had no action (the server does not execute it and
-re-applies the play's last observation instead: one action, plus one reset when that observation was itself a
-RESET), and under ``ONLY_RESET_LEVELS=true`` for a game it just made (a second new play). The ledger's hooks sit
-on the Arcade's ``ScorecardManager``, which those calls bypass; so the class method is wrapped once per process,
-passing straight through for every card no capture watches and for the manager's own calls (the manager's
-hook records those).
+``RestAPI.cmd`` calls ``Scorecard.update_scorecard`` directly on the card (a competition RESET re-applying the
+last observation, a new play under ``ONLY_RESET_LEVELS=true``), bypassing the manager's hooks; so the class method
+is wrapped once per process, passing straight through for cards no capture watches and for the manager's own calls.
+And ``ledger serve``'s guard (:class:`FailClosed`).
 """
 
 from __future__ import annotations
@@ -28,9 +25,7 @@ if TYPE_CHECKING:
 class DirectWatcher(Protocol):
     """What a capture implements to see a direct ``Scorecard.update_scorecard`` call on a card it watches."""
 
-    def direct_update(self, sc: Any, orig: Callable[..., Any], guid: str, data: Any, full_reset: bool) -> Any:
-        """Run ``orig(sc, guid, data, full_reset)`` and record what it counted; return its result."""
-        ...
+    def direct_update(self, sc: Any, orig: Callable[..., Any], guid: str, data: Any, full_reset: bool) -> Any: ...
 
 
 _watchers: dict[str, DirectWatcher] = {}
@@ -48,7 +43,6 @@ def _update_scorecard(self: Any, guid: str, data: Any, full_reset: bool) -> Any:
 
 
 def install() -> None:
-    """Wrap ``Scorecard.update_scorecard`` (once per process)."""
     global _original
     with _lock:
         if _original is None:
@@ -56,7 +50,6 @@ def install() -> None:
 
 
 def watch(card_id: str, watcher: DirectWatcher) -> None:
-    """Send direct updates of card ``card_id`` to ``watcher``."""
     install()
     _watchers[card_id] = watcher
 
@@ -83,8 +76,7 @@ def via_manager() -> _ViaManager:
 
 
 def serve_problem(competition_mode: bool) -> str | None:
-    """Why the installed arc-agi cannot serve what was asked (its era has no REST server, or no competition mode);
-    None when it can."""
+    """Why the installed arc-agi cannot serve what was asked; None when it can."""
     era = arc_adapter.era()
     version = arc_adapter.installed_version() or "?"
     if not era.rest_server:
@@ -100,16 +92,8 @@ def serve_problem(competition_mode: bool) -> str | None:
     return None
 
 
-def serve(
-    arcade: Any,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 8001,
-    competition_mode: bool = False,
-    **kwargs: Any,
-) -> None:
-    """Run the toolkit's own REST server (``Arcade.listen_and_serve``) on ``arcade``; blocks until stopped."""
-    arcade.listen_and_serve(host=host, port=port, competition_mode=competition_mode, **kwargs)
+def serve(arcade: Any, **kwargs: Any) -> None:
+    arcade.listen_and_serve(**kwargs)
 
 
 #: The ``error`` of an answer whose request the ledger could not record (HTTP 503), and of every later answer about
@@ -121,20 +105,14 @@ CARD_INCOMPLETE = "LEDGER_CARD_INCOMPLETE"
 class FailClosed:
     """``ledger serve``'s answers never acknowledge what the ledger did not record.
 
-    Capture runs with ``raise_errors=False`` there (the toolkit's own handler must finish: it holds the server's
-    locks and caches) and logs each failure at ERROR, in the thread that made the toolkit call: the request's. This
-    guard listens to those records (any ERROR from a capture logger) during each request, then:
+    Capture runs with ``raise_errors=False`` there (the toolkit's handler must finish: it holds the server's locks)
+    and logs each failure at ERROR in the request's thread. This guard collects those records per request, then:
 
-    - the request during which anything failed to record is answered 503, ``{"error": "LEDGER_NOT_RECORDED",
-      "message": "... not recorded ...", "card_id": ..., "recorded": false}``, whatever the toolkit answered
-      (it did carry the request out). A card whose opening failed is closed again on the server at once: the agent
-      never gets its id;
-    - its card is then *incomplete*: the server counted something the ledger will never hold, so no later success
-      can make the two equal. Every later request naming it (``card_id``, a ``guid`` of its plays, the URL) is
-      answered 500, ``"error": "LEDGER_CARD_INCOMPLETE"``, without reaching the toolkit, except ``close``: the
-      server closes the card as asked (and frees it), the answer is still the 500, and the ledger retracts the
-      card (a ``CardRetracted`` saying why: its record stays, lists and leaderboards leave it out);
-    - every other card is unaffected: once the database accepts writes again, new cards are recorded as usual.
+    - the request during which anything failed to record is answered 503 (``LEDGER_NOT_RECORDED``), whatever the
+      toolkit answered; a card whose opening failed is closed again on the server at once;
+    - its card is then *incomplete*: every later request naming it is answered 500 (``LEDGER_CARD_INCOMPLETE``)
+      without reaching the toolkit, except ``close``, which the server carries out and the ledger retracts the card;
+    - every other card is unaffected.
     """
 
     def __init__(
@@ -154,22 +132,17 @@ class FailClosed:
         self._first_card: str | None = None
 
     def install(self, app: Any) -> None:
-        """Guard a Flask app made by ``arc_agi.server.create_app`` (``listen_and_serve``'s ``extra_api_routes``)."""
         logging.getLogger("ledger").addHandler(self._handler)
         app.before_request(self._before)
         app.after_request(self._after)
         app.teardown_request(self._teardown)
 
     def uninstall(self) -> None:
-        """Stop listening to capture's failures (the app keeps its hooks; they then see none)."""
         logging.getLogger("ledger").removeHandler(self._handler)
 
     def incomplete(self) -> dict[str, str]:
-        """Cards the ledger holds only in part, with why."""
         with self._lock:
             return dict(self._incomplete)
-
-    # -- the request hooks ----------------------------------------------------------------------------------
 
     def _before(self) -> Any:
         from flask import request
@@ -212,11 +185,10 @@ class FailClosed:
                     self._closed_incomplete(card)
             return self._refuse(503, NOT_RECORDED, card, _not_recorded(cause, card, request.endpoint))
         if card is not None and card in self._incomplete:
+            outcome = "refused"
             if request.endpoint == "close_scorecard":
-                marked = self._closed_incomplete(card)
-                outcome = "retracted" if marked else "closed"
-                return self._refuse(500, CARD_INCOMPLETE, card, _incomplete(card, self._incomplete[card], outcome))
-            return self._refuse(500, CARD_INCOMPLETE, card, _incomplete(card, self._incomplete[card], "refused"))
+                outcome = "retracted" if self._closed_incomplete(card) else "closed"
+            return self._refuse(500, CARD_INCOMPLETE, card, _incomplete(card, self._incomplete[card], outcome))
         return response
 
     def _teardown(self, _exc: BaseException | None) -> None:
@@ -241,7 +213,7 @@ class FailClosed:
         return None
 
     def _closed_incomplete(self, card: str) -> bool:
-        """Have the ledger mark a card closed on the server while incomplete (once); False if it could not."""
+        """Retract a card closed on the server while incomplete (once); False if it could not be written."""
         # After the toolkit's close, capture writes nothing more to this card: marking it cannot race capture.
         with self._lock:
             if card in self._marked:
@@ -326,7 +298,6 @@ def check_bindable(host: str, port: int) -> None:
 
 
 def is_loopback(host: str) -> bool:
-    """True for an address only this machine can reach."""
     import ipaddress
 
     if host == "localhost":

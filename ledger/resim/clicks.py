@@ -1,18 +1,12 @@
-"""Where to try a click the recording does not place: the camera's cells, then every display pixel, and in what order
-a search that needs one fitting click (not every one) tries them.
-
-A recording of ACTION6 holds the frame it answered, not the coordinate. Most games map a click to a camera cell
-(``Camera.display_to_grid``), so one pixel per cell stands for all of its pixels; some read the pixel itself at a
-finer grain than their camera's cells (the public ``bp35`` maps it to its own 6-pixel tiles), so a click no cell
-reproduces is tried at every other display pixel too: the coordinate the agent sent is always among them.
-"""
+"""Where to try a click the recording does not place, and in what order: most games map a click to a camera cell,
+so one pixel per cell stands for all of them; some read the pixel at a finer grain (the public ``bp35``), so a
+click no cell reproduces is tried at every other display pixel too."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-#: The display's side: click coordinates run over 0..63.
 DISPLAY = 64
 
 _BEYOND: dict[int, tuple[Sequence[tuple[int, int]], list[tuple[int, int]]]] = {}
@@ -30,7 +24,7 @@ def beyond(cells: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def display(engine: Any, node: Any) -> Any:
-    """The display of ``node``'s state (a 64x64 array), rendered from a copy; None if it cannot be rendered."""
+    """The 64x64 display of ``node``'s state, rendered from a copy; None if it cannot be rendered."""
     import numpy as np
 
     try:
@@ -42,10 +36,8 @@ def display(engine: Any, node: Any) -> Any:
 
 
 def by_object(grid: Any, coords: Iterable[tuple[int, int]], recent: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """``coords`` reordered so that a click on whatever the agent clicked comes early: the coordinates it clicked
-    last first (most recent first), then one pixel of each region of one colour on the display (smallest regions
-    first: buttons and pieces before the floor), then the rest in their order. Every coordinate stays: only the
-    order changes."""
+    """``coords`` reordered: the agent's recent clicks first, then one pixel of each one-colour region (smallest
+    first: buttons and pieces before the floor), then the rest."""
     coords = list(coords)
     wanted = set(coords)
     first: list[tuple[int, int]] = [p for p in dict.fromkeys(reversed(recent)) if p in wanted]

@@ -1,13 +1,8 @@
 """Frames for the viewer's replay: a recorded play re-simulated against the game code, one grid per step.
 
-The play's guid is replayed from its first ``play_started`` (a later ``play_started`` of the same guid is a RESET
-the game turned into a full reset, so the game instance carries on), exactly as :mod:`ledger.resim.resimulate`
-does for the audit; only the steps of the requested play are kept. Each step keeps the last grid of the
-response (the frame an agent acts on next; arcengine returns the animation frames before it), written as one
-hexadecimal digit per cell: the toolkit's palette has 16 colours, so a 64x64 grid is 4096 characters.
-
-What the recording says happened (level completed, GAME_OVER, WIN, resets) marks the timeline; when the game
-answers differently from the recording, ``diverged`` says at which step, and the frames stop there.
+The guid is replayed from its first ``play_started`` (a later one is a full reset of the same game instance), as
+the audit does. Each step keeps the response's last grid (the frame an agent acts on next), one hex digit per cell
+(the palette has 16 colours). Where the game answers otherwise than the recording, the frames stop (``diverged``).
 """
 
 from __future__ import annotations
@@ -35,22 +30,16 @@ DEFAULT_LIMIT = 2000
 _HEX = "0123456789abcdef"
 
 
-def palette() -> list[str]:
-    """The toolkit's 16 colours as ``#rrggbb``, index = cell value."""
-    from ledger.toolkit.arc_adapter import palette
-
-    return palette()
-
-
 def palette_or_empty() -> list[str]:
-    """The palette, or none when the toolkit is not installed (then no page has frames to draw)."""
+    """The toolkit's 16 colours as ``#rrggbb``, or none when it is not installed (no page has frames then)."""
     try:
+        from ledger.toolkit.arc_adapter import palette
+
         return palette()
     except ImportError:
         return []
 
 
-# An ActionTaken as the replay page shows it (the action named, what it did marked): a view, not the event.
 class Step(msgspec.Struct, frozen=True, kw_only=True):
     """One point of the timeline: the play's start (``n`` 0) or one input the agent sent."""
 
@@ -63,7 +52,7 @@ class Step(msgspec.Struct, frozen=True, kw_only=True):
     state: str
     #: What the recording says this input did: "level 2 completed", "level reset", "GAME_OVER", "WIN", ...
     marks: list[str] = msgspec.field(default_factory=list)
-    #: Hex digits, row by row (``width`` per row); None when the game answered with an empty frame.
+    #: Hex digits, row by row; None for an empty frame.
     grid: str | None = None
     width: int = 0
     height: int = 0
@@ -84,7 +73,7 @@ class PlayFrames(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def encode_grid(grid: Any) -> tuple[str, int, int]:
-    """A 2D array of colour indices (0-15) as hex digits row by row, with its width and height."""
+    """A 2D array of colour indices as hex digits row by row, with its width and height."""
     rows = [list(r) for r in grid]
     height = len(rows)
     width = len(rows[0]) if rows else 0
@@ -139,22 +128,19 @@ def _inputs(events: Sequence[Numbered], guid: str, first: int) -> list[tuple[Num
     return out
 
 
-def _send(wrapper: Any, ev: Any, chosen: tuple[int, int | None, int | None] | None = None) -> Any:
+def _send(wrapper: Any, ev: Any, chosen: tuple[int, int | None, int | None] | None) -> Any:
+    """Send the recorded input (``chosen``: the action the game decided where the recording left it open)."""
     from ledger.toolkit.game_files import game_action
 
     if type(ev) in (PlayStarted, LevelReset):
         return wrapper.step(game_action(0))
-    if chosen is not None:  # an action the recording left open, as the game decided it
-        data = {k: v for k, v in (("x", chosen[1]), ("y", chosen[2])) if v is not None}
-        return wrapper.step(game_action(chosen[0]), data=data)
+    if chosen is None:
+        chosen = (ev.action, ev.x, ev.y) if ev.action == 6 and type(ev) is ActionTaken else (ev.action, None, None)
     try:
-        ga = game_action(ev.action)
+        ga = game_action(chosen[0])
     except ValueError:
         return None
-    if ev.action == 6 and type(ev) is ActionTaken:
-        data = {k: v for k, v in (("x", ev.x), ("y", ev.y)) if v is not None}
-        return wrapper.step(ga, data=data)
-    return wrapper.step(ga)
+    return wrapper.step(ga, data={k: v for k, v in (("x", chosen[1]), ("y", chosen[2])) if v is not None})
 
 
 def play_frames(
@@ -170,89 +156,75 @@ def play_frames(
     """The frames of play ``play`` (1-based, in the card's order for ``game_id``), steps ``start`` to
     ``start + limit``; ``events`` is the card's stream in order."""
     guid, first, own = _play_events(events, game_id, play)
+    total = 0
 
-    def empty(error: str, total: int = 0) -> PlayFrames:
-        return PlayFrames(game_id=game_id, play=play, guid=guid, total_steps=total, start=start, steps=[], error=error)
+    def frames(steps: list[Step], **kw: Any) -> PlayFrames:
+        return PlayFrames(game_id=game_id, play=play, guid=guid, total_steps=total, start=start, steps=steps, **kw)
 
     if guid is None:
-        return empty(f"the card has no play {play} of {game_id}")
+        return frames([], error=f"the card has no play {play} of {game_id}")
     inputs = _inputs(events, guid, first)
     own_at = next(i for i, (n, _) in enumerate(inputs) if n is events[own])
     nxt = next((i for i in range(own_at + 1, len(inputs)) if type(inputs[i][0].event) is PlayStarted), len(inputs))
     total = nxt - own_at
     if environments_dir is None:
-        return empty("no frames: no --environments folder of game files was given to re-simulate the play", total)
+        return frames([], error="no frames: no --environments folder of game files was given to re-simulate the play")
     try:
         infos = scan_games(environments_dir)
     except ImportError:
-        return empty("no frames: the toolkit is not installed (pip install 'arc-scorecard-ledger[arc]')", total)
+        return frames([], error="no frames: the toolkit is not installed (pip install 'arc-scorecard-ledger[arc]')")
     if game_id not in infos:
-        return empty(
-            f"no frames: game {game_id} not found under {environments_dir} (no metadata.json with that game_id)", total
+        return frames(
+            [],
+            error=f"no frames: game {game_id} not found under {environments_dir} (no metadata.json with that game_id)",
         )
     opening = inputs[0][0].event
     seed = opening.seed if isinstance(opening, PlayStarted) else None
-    open_ = any(type(n.event) is ActionTaken and n.event.candidates for n, _ in inputs)
-    args = (infos[game_id], inputs, own_at, nxt, game_id, play, guid, start, limit, with_reasoning)
-    if not open_:
-        out = _simulate(*args, seed, {})
-        if out.diverged is None or seed is not None:
-            return out
+    window = (infos[game_id], inputs[: min(nxt, own_at + start + limit)], own_at, own_at + start, with_reasoning)
+    if not any(type(n.event) is ActionTaken and n.event.candidates for n, _ in inputs):
+        steps, error, diverged = _simulate(*window, seed, {})
+        if diverged is None or seed is not None:
+            return frames(steps, error=error, diverged=diverged)
     # The record leaves the seed or some actions open: replay them as the audit's re-simulation decides them.
     from ledger.resim.resimulate import resimulate
 
     res = resimulate(events, environments_dir)
-    return _simulate(*args, res.seeds_found.get(guid, seed), res.choices)
+    steps, error, diverged = _simulate(*window, res.seeds_found.get(guid, seed), res.choices)
+    return frames(steps, error=error, diverged=diverged)
 
 
 def _simulate(
     info: Any,
     inputs: list[tuple[Numbered, list[Any]]],
     own_at: int,
-    end: int,
-    game_id: str,
-    play: int,
-    guid: str,
-    start: int,
-    limit: int,
+    first: int,
     with_reasoning: bool,
     seed: int | None,
     choices: Mapping[int, tuple[int, int | None, int | None]],
-) -> PlayFrames:
+) -> tuple[list[Step], str | None, str | None]:
+    """The steps of ``inputs`` from ``first`` on, numbered from ``own_at``; an error, or where the game diverged."""
     from ledger.toolkit.game_files import LocalGame
 
     steps: list[Step] = []
-    diverged: str | None = None
     try:
         w = LocalGame(info, seed)
         frame = w.observation_space
-        for i in range(min(end, own_at + start + limit)):
-            n, derived = inputs[i]
+        for i, (n, derived) in enumerate(inputs):
             if i > 0:
                 frame = _send(w, n.event, choices.get(n.version))
-            if i < own_at + start:
+            if i < first:
                 continue
             diverged = _divergence(frame, n.event, i - own_at)
             if diverged is not None:
-                break
+                return steps, None, diverged
             step = _step(i - own_at, n, derived, frame, with_reasoning)
             chosen = choices.get(n.version)
             if chosen is not None:
                 step = msgspec.structs.replace(step, action=action_name(chosen[0]), x=chosen[1], y=chosen[2])
             steps.append(step)
     except Exception as e:  # game code that fails to load or step: say so instead of a 500
-        return PlayFrames(
-            game_id=game_id,
-            play=play,
-            guid=guid,
-            total_steps=end - own_at,
-            start=start,
-            steps=steps,
-            error=f"no frames: the game code of {game_id} raised {type(e).__name__}: {e}",
-        )
-    return PlayFrames(
-        game_id=game_id, play=play, guid=guid, total_steps=end - own_at, start=start, steps=steps, diverged=diverged
-    )
+        return steps, f"no frames: the game code of {info.game_id} raised {type(e).__name__}: {e}", None
+    return steps, None, None
 
 
 def _divergence(frame: Any, ev: Any, n: int) -> str | None:

@@ -1,23 +1,13 @@
 """Recover the actions a harness recording does not hold, by re-simulating the game and matching its frames.
 
-The harness records every answer but not the action it answers (see :mod:`ledger.formats.harness`). Given the
-game's code, the play is re-run from the start (``Arcade.make``: the game built with seed 0, then its RESET) and
-each frame line is matched against what each possible action produces: RESET, ACTION1..7, and ACTION6 at a
-coordinate. A match is the same state, levels_completed, full_reset and frame (every animation grid, or both
-empty).
+The play is re-run from ``Arcade.make``'s start and each frame line matched (state, levels_completed, full_reset,
+frame) against what each possible action produces, from every state kept (:mod:`ledger.resim.state_search`): later
+frames tell apart actions that show the same frame yet leave different states. The path kept is the first in
+priority order (the step's ``parsed_action``, ACTION1..7, RESET). A line where paths disagree on RESET versus a
+game action is *undecided*: imported as the game action (every score-bearing number is the same either way).
 
-Every action that reproduces a line is followed from every state kept (:mod:`ledger.resim.state_search`): later
-frames tell apart actions that show the same frame yet leave different states (a press that only counts inside
-the game, a click on nothing, a level RESET whose answer is the level-start frame). The path kept at the end is the
-first in priority order: the benchmarking step's ``parsed_action`` when there is one, then ACTION1..ACTION7, then
-RESET. A line where paths kept or merged disagree on RESET versus a game action is *undecided*: imported as the game
-action (no reset is invented) and counted; every score-bearing number (actions, levels, state) is the same either
-way. ACTION6 is first tried at the step's coordinate, else the top-left display cell, and at every display cell only
-from a state no simple action reproduces the line from.
-
-**Lines no action reproduces** (the benchmarking harness's copies of the last frame for actions it did not send,
-the default ``FrameData`` it records for a refused first action, an edited line) are treated as never having
-reached the game: skipped, with their line numbers, and the search goes on from the states before them.
+Lines no action reproduces (a harness's copies of the last frame for actions it did not send, an edited line) are
+treated as never having reached the game: skipped, and the search goes on from the states before them.
 """
 
 from __future__ import annotations
@@ -53,26 +43,21 @@ MAX_HYPOTHESES = 400
 
 @dataclass(slots=True)
 class Recovery:
-    """What re-simulation found for one recording."""
-
     #: lineno -> the action that line answers (lines not listed were skipped).
     choices: LineMap[Choice] = field(default_factory=LineMap)
-    #: Lines no action reproduces (skipped).
     unreproduced: list[int] = field(default_factory=list)
     #: Lines where a level RESET and a game action both stay consistent with every later line.
     undecided: LineSet = field(default_factory=LineSet)
-    #: Lines read after the hypotheses had to be cut to MAX_HYPOTHESES.
     cut: list[int] = field(default_factory=list)
     error: str | None = None
-    #: Game steps run and game states copied (the cost, whatever the machine); whether the full search ran.
+    #: The cost, whatever the machine; whether the full search ran.
     steps: int = 0
     copies: int = 0
     searched: bool = False
 
 
 def line_signature(line: FrameLine, arr: Any = None) -> Signature:
-    """What the game's answer must be to reproduce ``line``: state, levels_completed, full_reset, frame bytes
-    (``arr``: ``line.grids()`` if the caller has it)."""
+    """What the game's answer must be to reproduce ``line`` (``arr``: ``line.grids()`` if the caller has it)."""
     if line.empty:
         return line.state, line.levels_completed, False, b""
     arr = line.grids() if arr is None else arr
@@ -85,8 +70,7 @@ def _simple(step: Step | None, default_click: tuple[int, int]) -> list[Choice]:
 
 
 def _choices(engine: Engine, step: Step | None) -> Callable[[Node], list[Choice]]:
-    """A line's simple actions from a state: ACTION6 at the step's coordinate, else at the state's first cell (its
-    cells found either way, as the clicks tried after them need)."""
+    """A line's simple actions from a state: ACTION6 at the step's coordinate, else at the state's first cell."""
     default = (step.x or 0, step.y or 0) if step is not None and step.action == 6 else None
 
     def of(node: Node) -> list[Choice]:
@@ -97,7 +81,6 @@ def _choices(engine: Engine, step: Step | None) -> Callable[[Node], list[Choice]
 
 
 def _shows(want: Signature) -> Callable[[Signature, Choice], bool]:
-    """Whether an answer is the line's (every answer to it agrees alike, whatever the action)."""
     return lambda sig, c: sig == want
 
 
@@ -113,8 +96,7 @@ def _merge(kept: Node, child: Node) -> None:
 
 
 def _copy_of(line: FrameLine, prev: FrameLine | None) -> bool:
-    """Whether ``line`` repeats the frame line before it: what the benchmarking harness writes for an action it
-    did not send."""
+    """Whether ``line`` repeats the line before it: what the benchmarking harness writes for an action not sent."""
     return (
         prev is not None
         and line.packed == prev.packed
@@ -125,10 +107,9 @@ def _copy_of(line: FrameLine, prev: FrameLine | None) -> bool:
     )
 
 
-def _started(info: Any, seed: int) -> tuple[Any, str | None]:
-    """The game as ``Arcade.make`` leaves it (the answer to its RESET the harness never records), or why not."""
+def _started(info: Any) -> tuple[Any, str | None]:
     try:
-        return start_game(info, seed), None
+        return start_game(info), None
     except Exception as e:  # a game whose code fails to load
         return None, f"cannot start {info.game_id} from its code: {e}"
 
@@ -137,18 +118,15 @@ def recover(
     frames: Iterable[FrameLine],
     info: Any,
     steps: dict[int, Step] | None = None,
-    seed: int = 0,
     lost: Iterable[int] = (),
     tick: Callable[[], None] | None = None,
 ) -> Recovery:
     """Re-simulate one recording's play and recover the action each frame line answers.
 
-    ``tick`` is called once a line (the caller's safe point: it may raise to stop the search; nothing is kept).
-
-    ``lost``: line numbers of frame lines that could not be read (cut, wrong types): an action the game did see,
-    whose answer is unknown, so every action is allowed there (and none is imported for it).
+    ``tick`` is called once a line (it may raise to stop the search). ``lost``: lines that could not be read: an
+    action the game did see, whose answer is unknown, so every action is allowed there (and none is imported).
     """
-    game, error = _started(info, seed)
+    game, error = _started(info)
     if error is not None:
         return Recovery(error=error)
     lines = frames if isinstance(frames, Sequence) else list(frames)
@@ -182,11 +160,11 @@ def _search(
         result.searched = True
         spent = (eng.steps, eng.copies)
         eng.release()
-        # The search merges equal states by their fingerprints: an engine whose snapshots all pickle alike.
+        # The search merges equal states by their fingerprints: their snapshots must all pickle alike.
         eng = new_engine(game, eng.stop_at - eng.steps, eng.deadline)
     fp, snapshot = eng.freeze(game)
     hyps = [Node(snapshot, fp, None, 0, None)]
-    # Both in line order: merged as the search goes (a long recording's lines are never all made at once).
+    # Both in line order, merged lazily: a long recording's lines are never all made at once.
     sequence: Iterable[tuple[int, FrameLine | None]] = heapq.merge(
         ((f.lineno, f) for f in frames), ((ln, None) for ln in sorted(lost)), key=lambda t: t[0]
     )
@@ -199,8 +177,7 @@ def _search(
         settled.looks.settle(hyps, lambda common: settled.record(common, result))
         if line is None:
             layer = Layer(eng, -lineno, None, _merge, MAX_HYPOTHESES)
-            for node in hyps:
-                layer.expand(node, _simple(None, eng.cells(node)[0]))
+            layer.each(hyps, _choices(eng, None), False)
             hyps = let_go(hyps, layer.nodes or hyps)
             continue
         if not line.guid or line.game_id != game_id:
@@ -208,7 +185,6 @@ def _search(
             continue
         want = keyed(line_signature(line))
         layer = Layer(eng, line.lineno, _shows(want), _merge, MAX_HYPOTHESES)
-        # Every display cell is tried only where the game offered clicks (a 64x64 display is 4096 candidates).
         clickable = not line.empty and (not offered or 6 in offered)
         layer.each(hyps, _choices(eng, steps.get(line.lineno)), clickable)
         if _copy_of(line, prev):
@@ -228,8 +204,7 @@ def _search(
     result.steps, result.copies = eng.steps + spent[0], eng.copies + spent[1]
     eng.release()
     if frames and not result.choices:
-        # Not one line of an honest recording is a line the game never saw: this code is not the game that
-        # answered them (or its copies do not act as it does).
+        # Not one line of an honest recording is a line the game never saw: this code is not that game.
         result.error = f"the code of {game_id} reproduces none of its {len(frames)} frame line(s)"
     return result
 
@@ -248,13 +223,11 @@ def _first_path(
     steps: dict[int, Step],
     tick: Callable[[], None] | None = None,
 ) -> Recovery | None:
-    """The search's answer when every line is reproduced from one state by the first action (in priority order)
-    that reproduces it, found without keeping alternatives; None when some line is not (then the whole search runs).
+    """The search's answer when every line is reproduced by the first fitting action from one state, found without
+    keeping alternatives; None when some line is not (then the whole search runs).
 
-    The path taken is the first one in priority order, the one the search keeps too. A line answered by a game
-    action whose frame is also the start frame of its level is tried with RESET as well: undecided if that
-    reproduces it too (whether that RESET's own path would have lasted is not explored, so this may list more
-    lines than the search does, never fewer).
+    A line answered by a game action whose frame is also its level's start frame is undecided if RESET reproduces
+    it too (this may list more lines than the search does, never fewer).
     """
     result = Recovery()
     fp, snap = engine.freeze(game)
@@ -272,9 +245,7 @@ def _first_path(
         arr = None if line.empty else line.grids()
         want = keyed(line_signature(line, arr))
         step = steps.get(line.lineno)
-        default = (step.x or 0, step.y or 0) if step is not None and step.action == 6 else None
-        cells = engine.cells(node)
-        simple = _simple(step, default or cells[0])
+        simple = _choices(engine, step)(node)
         if step is None:
             simple = favoured.order(simple)
         clickable = (not offered or 6 in offered) and not line.empty
@@ -302,10 +273,8 @@ def _first_path(
 
 
 class _Settled:
-    """What the paths agree on: every hypothesis comes from one state, so the lines up to it are decided whichever
-    hypothesis is kept at the end. Recorded as they are found and cut from the paths, so that a long search holds
-    the lines since that state, not every line (the memory of a recording whose hypotheses keep disagreeing still
-    grows)."""
+    """What the paths agree on: every hypothesis comes from one state, so the lines up to it are decided. Recorded
+    as they are found and cut from the paths, so that a long search holds the lines since that state only."""
 
     __slots__ = ("looks", "skipped", "undecided")
 
@@ -315,8 +284,7 @@ class _Settled:
         self.skipped: list[int] = []
 
     def record(self, last: Node, result: Recovery) -> None:
-        """The choices on the path to ``last`` since the last cut (its root is recorded already), in line order;
-        lines merged as ambiguous on it are undecided."""
+        """The choices on the path to ``last`` since the last cut; lines merged as ambiguous on it are undecided."""
         for n in path(last):
             if n.merged:
                 self.undecided |= n.merged
@@ -327,8 +295,8 @@ class _Settled:
 
 
 def _choose_best(hyps: list[Node], result: Recovery, settled: _Settled) -> None:
-    """Record the first hypothesis's choices in ``result`` (after those ``settled``); lines where another one
-    disagrees on RESET versus a game action, or that were merged as ambiguous on its path, are undecided."""
+    """Record the first hypothesis's choices; lines where another one disagrees on RESET versus a game action, or
+    merged as ambiguous on its path, are undecided."""
     best = hyps[0]
     undecided = settled.undecided
     for other in hyps[1:]:
@@ -343,8 +311,7 @@ def _choose_best(hyps: list[Node], result: Recovery, settled: _Settled) -> None:
 
 @dataclass(slots=True)
 class Replayed:
-    """The recorded actions stepped through the game's code: the first line whose answer it does not reproduce
-    (None: every one), and the game steps run."""
+    """The first line whose answer the game's code does not reproduce (None: every one), and the game steps run."""
 
     first_off: int | None = None
     steps: int = 0
@@ -355,13 +322,11 @@ def replay_recorded(
     frames: Iterable[FrameLine],
     info: Any,
     choices: Callable[[int], tuple[int, int | None, int | None] | None],
-    seed: int = 0,
     tick: Callable[[], None] | None = None,
 ) -> Replayed:
     """Step one game through the actions the lines name (``choices``: lineno -> the line's action, None for a line
-    not imported), comparing each answer with its line: one game step a line, no copy and no search (the actions
-    are known, only the code is checked)."""
-    game, error = _started(info, seed)
+    not imported), comparing each answer with its line: no copy and no search."""
+    game, error = _started(info)
     out = Replayed(error=error)
     if error is not None:
         return out

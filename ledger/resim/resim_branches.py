@@ -1,12 +1,8 @@
-"""One guid's game during re-simulation, when the record leaves some inputs open.
+"""One guid's game during re-simulation, when the record leaves some inputs open (``ActionTaken.candidates``).
 
-An imported recording may not say which action a line answers (``ActionTaken.candidates``): the game is then run
-with each candidate and every game state that still agrees with the record is kept (the search of
-:mod:`ledger.resim.state_search`, matched on what the events hold: state, levels_completed, an empty or a
-full-reset answer). While one state is left the live game is stepped in place, so a card whose inputs are all
-decided costs one game step per input.
-
-What the record holds per input, and so what an answer must show to agree with it:
+Every game state that still agrees with the record is kept (:mod:`ledger.resim.state_search`); while one is left
+the live game is stepped in place, so a card whose inputs are all decided costs one game step per input. What an
+answer must show to agree with each input:
 
 - ``ActionTaken``: a frame, the recorded state and levels_completed (a RESET candidate: not a full reset);
 - ``LevelReset``: a frame, not a full reset, the recorded state and levels_completed;
@@ -42,29 +38,25 @@ from ledger.resim.state_search import (
 from ledger.toolkit.game_states import Choice, Engine, answer_signature, perform
 from ledger.toolkit.search_budget import SearchSpent
 
-#: Game states kept per guid at most (and :data:`~ledger.toolkit.search_budget.STATE_BYTES` of them); beyond it the
-#: first ones are kept and a mismatch is not a proof.
+#: Game states kept per guid at most; beyond it the first ones are kept and a mismatch is not a proof.
 MAX_STATES = 200
 
 #: On the one path a state is kept every MARK_EVERY inputs, the last KEEP_MARKS of them. Where the path breaks,
 #: every path from a mark is searched, the nearest mark first: an agent's last choices are the likeliest to have
-#: been other than the one taken (a RESET at a level's start, where a move into a wall shows the same frame, is
-#: told by the next RESET: a full reset only after a RESET).
+#: been other than the one taken.
 MARK_EVERY = 16
 KEEP_MARKS = 64
 #: How many inputs before the break the marks searched from lie (each tried in turn, until one reproduces it).
 REPAIR_REACH = (8, 64, 512, MARK_EVERY * KEEP_MARKS)
-#: Game steps a search from a mark may take per input it replays; beyond, that mark is given up (within an input
-#: too: a click game's input may try every display cell from each state).
+#: Game steps a search from a mark may take per input it replays; beyond, that mark is given up.
 REPAIR_STEPS = 40
 
-#: Events that record what the agent sent (each one is replayed).
+#: Events that record what the agent sent.
 INPUTS = (PlayStarted, ActionTaken, LevelReset, ActionIgnored)
 
 
 def agrees(ev: Any, t: type, frame: str | None = None) -> Agrees:
-    """Whether an answer (to a choice) agrees with what the recorded input event holds (and, for an action whose
-    frame digest the import noted, with that frame)."""
+    """Whether an answer (to a choice) agrees with the recorded input event (and the frame the import noted)."""
     if t is ActionTaken:
         return lambda s, c: (
             s[3] != b""
@@ -93,8 +85,7 @@ def choices_for(ev: Any, t: type) -> tuple[list[Choice], bool]:
 
 
 def noted_frames(events: Sequence[Numbered]) -> LineMap[str]:
-    """version -> the frame digest an import noted for that undecided action (``FramesNoted``, in stream order):
-    every action of a card imported from the frames alone may be undecided."""
+    """version -> the frame digest an import noted for that undecided action (``FramesNoted``, in stream order)."""
     out: LineMap[str] = LineMap()
     waiting: list[int] = []
     for n in events:
@@ -109,8 +100,8 @@ def noted_frames(events: Sequence[Numbered]) -> LineMap[str]:
 
 
 def copy_before(events: Sequence[Numbered], i: int, guid: str, frames: Mapping[int, str]) -> int | None:
-    """The version of the guid's input before ``events[i]`` when it repeats the input before it (an open action
-    with the same noted frame, state and levels_completed), else None."""
+    """The version of the guid's input before ``events[i]`` when it repeats the input before it (the same noted
+    frame, state and levels_completed), else None."""
     last: list[Numbered] = []
     for n in reversed(events[:i]):
         if type(n.event) in INPUTS and getattr(n.event, "guid", None) == guid:
@@ -130,8 +121,7 @@ def copy_before(events: Sequence[Numbered], i: int, guid: str, frames: Mapping[i
 
 @functools.lru_cache(maxsize=256)
 def _open_choices(candidates: tuple[int, ...], x: int | None, y: int | None) -> list[Choice]:
-    """The choices of an open action, one list for each distinct one: the choice taken is kept for every open
-    action of a card (a long card's hold a few distinct ones between them). Not to be modified."""
+    """One shared list per distinct open action (a long card's hold a few between them). Not to be modified."""
     return [Choice(a, x, y) if a == 6 else Choice(a) for a in candidates]
 
 
@@ -147,44 +137,36 @@ class Instance:
     cut: bool = False
     #: version -> the choice the surviving states agree on, for open inputs.
     decided: LineMap[Choice] = field(default_factory=LineMap)
-    #: Versions of open inputs where states with different choices both still agree with the record, since the
-    #: states last came from one (those before are counted: ``decided_count``, ``still_open_count``).
+    #: Open inputs where states with different choices both still agree, since the states last came from one.
     still_open: set[int] = field(default_factory=set)
     _open_versions: set[int] = field(default_factory=set)
-    #: Open inputs the game decided (one choice fits), and those that fit either way, once every state came from
-    #: one after them (a long record's versions are not all held).
+    #: Open inputs the game decided, and those that fit either way, counted once every state came from one after.
     decided_count: int = 0
     still_open_count: int = 0
-    #: When to look for the state the kept states all come from.
     _looks: SettleSchedule = field(default_factory=SettleSchedule)
-    #: Whether the last input found a state that agrees with the record (its frame included, where noted).
     agreed: bool = True
-    #: (fingerprint, snapshot) of the live game while it has not been acted on since it settled: the next branch
-    #: starts from them instead of freezing it again.
+    #: (fingerprint, snapshot) of the live game while it has not been acted on since it settled.
     _frozen: tuple[bytes, Any] | None = None
     #: Open inputs take the first candidate that agrees with the record, the others not tried (see :meth:`_first`).
     first: bool = False
     #: version -> the choice taken for an open input, where ``first`` (not decided: others may fit too).
     taken: LineMap[Choice] = field(default_factory=LineMap)
     _favoured: ActionOrder = field(default_factory=ActionOrder)
-    #: Where the path's last clicks landed (display coordinates), the latest last.
+    #: Where the path's last clicks landed, the latest last.
     _recent: list[tuple[int, int]] = field(default_factory=list)
-    #: Game steps run on the live game (the engine counts its own).
     steps: int = 0
-    #: On the one path: the number of inputs sent; each input since the oldest mark (its number, version, choices,
-    #: whether open, what agrees with the record); the marks (input number, fingerprint, snapshot before it).
+    #: On the one path: the inputs sent; each input since the oldest mark (number, version, choices, open, agrees);
+    #: the marks (input number, fingerprint, snapshot before it).
     _sent: int = 0
     _log: deque[tuple[int, int, list[Choice], bool, Agrees]] = field(default_factory=deque)
     _marks: list[tuple[int, bytes, Any]] = field(default_factory=list)
-    #: Times the one path broke and a search from a mark carried it on.
     repairs: int = 0
-    #: The game steps its searches may take in all, and the CPU time they end by (:mod:`ledger.toolkit.search_budget`).
     stop_at: float = float("inf")
     deadline: float = float("inf")
 
     def send(self, version: int, choices: list[Choice], open_: bool, ok: Agrees) -> Signature | None:
-        """Send the input; the answer of a state that agrees with the record (else the first answer, which does
-        not: the caller reports it). None when the game raised or has no such action."""
+        """Send the input; the answer of a state that agrees with the record (else the first answer). None when the
+        game raised or has no such action."""
         self.agreed = True
         if self.first:
             return self._along(version, choices, open_, ok)
@@ -192,21 +174,16 @@ class Instance:
             return self._live(choices[0])
         if self.nodes is None:
             self._branch()
-        if open_:
-            self._open_versions.add(version)
-        return self._search(version, choices, ok)
+        return self._search(version, choices, open_, ok)
 
     def _along(self, version: int, choices: list[Choice], open_: bool, ok: Agrees) -> Signature | None:
-        """The input on the one path (or among the states a search from a mark kept, until one is left). Where no
-        state agrees with the record, the path is searched again from a mark before (:meth:`_repair`)."""
+        """The input on the one path (or among the states a search from a mark kept, until one is left)."""
         if self.nodes is None and self._sent % MARK_EVERY == 0:
             self._mark()
         self._log.append((self._sent, version, choices, open_, ok))
         self._sent += 1
         if self.nodes is not None:
-            if open_:
-                self._open_versions.add(version)
-            answer = self._search(version, choices, ok)
+            answer = self._search(version, choices, open_, ok)
         elif open_:
             answer = self._first(version, choices, ok)
         else:
@@ -223,7 +200,6 @@ class Instance:
         return self.engine
 
     def _mark(self) -> None:
-        """Keep the live game's state (frozen, not copied: the next open input starts from it)."""
         if self._frozen is None:
             self._frozen = self._path_engine().freeze(self.game)
         self._marks.append((self._sent, *self._frozen))
@@ -234,8 +210,7 @@ class Instance:
 
     def _repair(self) -> Signature | None:
         """The last input's answer from a state that agrees with the record, found by searching every path from a
-        mark through the inputs since (the nearest mark first); None if none does (the caller reports the break).
-        The states the search keeps go on as :meth:`_search` keeps them, until one is left."""
+        mark through the inputs since (the nearest mark first); None if none does."""
         now = self._sent - 1
         tried: set[int] = set()
         for reach in REPAIR_REACH:
@@ -253,7 +228,7 @@ class Instance:
         engine = self.engine
         assert engine is not None
         window = [x for x in self._log if x[0] >= mark[0]]
-        if window:  # the choices taken since the mark are searched again (every later one is among them)
+        if window:  # the choices taken since the mark are searched again
             self.taken.drop_from(window[0][1])
         self.nodes = [Node(mark[2], mark[1], None, 0, None)]
         self._frozen = None
@@ -266,10 +241,8 @@ class Instance:
             for _n, version, choices, open_, ok in window:
                 if self.nodes is None:  # one state was left: every path from it
                     self._branch()
-                if open_:
-                    self._open_versions.add(version)
                 self.agreed = True
-                answer = self._search(version, choices, ok)
+                answer = self._search(version, choices, open_, ok)
                 if not self.agreed:
                     break
         except SearchSpent:
@@ -290,14 +263,14 @@ class Instance:
             resp = perform(self.game, *c)
         except Exception:  # the game raised or has no such action: no response
             return None
-        if exact:  # the frame too, as the engine's answers hold it: a frame the import noted is compared
+        if exact:  # the frame too: a frame the import noted is compared
             return answer_signature(resp)
-        return (_state(resp), int(resp.levels_completed), bool(resp.full_reset), b"" if len(resp.frame) == 0 else b"x")
+        state = str(getattr(resp.state, "name", resp.state))
+        return (state, int(resp.levels_completed), bool(resp.full_reset), b"" if len(resp.frame) == 0 else b"x")
 
     def _first(self, version: int, choices: list[Choice], ok: Agrees) -> Signature | None:
-        """Take the first candidate whose answer agrees with the record, in the order the agent favoured (the last
-        one taken, then the most taken, then the record's): one path of the game, not every path. Agents repeat
-        actions, so the first try is mostly the one, from the live game without a copy."""
+        """Take the first candidate whose answer agrees with the record, in the order the agent favoured: one path
+        of the game, not every path."""
         engine = self._path_engine()
         node = self._root()
         c, r, answer = first_fit(engine, node, self._tries(node, choices), ok)
@@ -319,8 +292,7 @@ class Instance:
         yield from self._clicks_from(node, choices)
 
     def _clicks_from(self, node: Node, choices: list[Choice]) -> list[Choice]:
-        """ACTION6 at every display pixel, when it is a candidate and no simple choice agreed with the record: where
-        the agent clicked lately first, then on each thing the display shows (one path needs one click that fits)."""
+        """ACTION6 at every display pixel, when it is a candidate, in :func:`~ledger.resim.clicks.by_object`'s order."""
         if not any(c.action == 6 for c in choices):
             return []
         engine = self.engine
@@ -336,14 +308,15 @@ class Instance:
         self._frozen = None
 
     def _root(self) -> Node:
-        """The live game's state, to search from; the live game is that state: the first candidate acts on it,
-        without a copy."""
+        """The live game's state, to search from (the first candidate acts on the live game, without a copy)."""
         assert self.engine is not None
         fp, snap = self._frozen if self._frozen is not None else self.engine.freeze(self.game)
         self.engine.hand(snap, self.game)
         return Node(snap, fp, None, 0, None)
 
-    def _search(self, version: int, choices: list[Choice], ok: Agrees) -> Signature | None:
+    def _search(self, version: int, choices: list[Choice], open_: bool, ok: Agrees) -> Signature | None:
+        if open_:
+            self._open_versions.add(version)
         engine, nodes = self.engine, self.nodes
         assert engine is not None and nodes is not None
         layer = Layer(engine, version, ok, None if self.first else self._merge, MAX_STATES)
@@ -357,19 +330,14 @@ class Instance:
         if len(self.nodes) == 1:
             self._settle()
         else:
-            self._look(self.nodes)
+            self._looks.settle(self.nodes, self._note_path)
         return layer.answer
 
     def _merge(self, kept: Node, child: Node) -> None:
         self.still_open |= differ(kept, child, operator.ne) & self._open_versions
 
-    def _look(self, kept: list[Node]) -> None:
-        """Now and then, the latest state every kept state comes from: the inputs up to it are noted and their
-        paths cut there, so that a long search holds the inputs since."""
-        self._looks.settle(kept, self._note_path)
-
     def _note_path(self, last: Node) -> None:
-        """The choices of the open inputs on the path to ``last`` since its root; what is open up to it is final."""
+        """The choices of the open inputs on the path to ``last``; what is open up to it is final."""
         # On the one path, states were searched from a mark only: the choices on its path are taken, not decided.
         into = self.taken if self.first else self.decided
         found = [(n.lineno, n.choice) for n in path(last) if n.lineno in self._open_versions and n.choice is not None]
@@ -384,7 +352,6 @@ class Instance:
         self._open_versions = {v for v in self._open_versions if v > last.lineno}
 
     def _settle(self) -> None:
-        """One state left: note the choices on its path and carry on with it as the live game."""
         assert self.nodes is not None and self.engine is not None
         self._note_path(self.nodes[0])
         node = self.nodes[0]
@@ -395,7 +362,6 @@ class Instance:
         self.nodes = None
 
     def finish(self) -> None:
-        """At the end of the record: the choices of the first state kept; open inputs others disagree on."""
         if self.nodes is None:
             return
         best = self.nodes[0]
@@ -403,8 +369,3 @@ class Instance:
             for other in self.nodes[1:]:
                 self.still_open |= differ(best, other, operator.ne) & self._open_versions
         self._settle()
-
-
-def _state(resp: Any) -> str:
-    s = resp.state
-    return str(getattr(s, "name", s))

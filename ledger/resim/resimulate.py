@@ -1,14 +1,9 @@
 """Re-simulation: execute a card's recorded plays again against the real game code and compare, action by action.
 
-A play's record is its PlayStarted (with the seed the game was made with), then the inputs the agent sent:
-ActionTaken (ACTION1..7, with x/y for ACTION6), LevelReset (a RESET that restarted the level) and ActionIgnored
-(an action the game answered with an empty frame), interleaved across the card's guids in stream order; each guid
-is its own game instance, and a later PlayStarted of the same guid is a RESET that the game turned into a full
-reset. Each input is sent to a fresh instance of the game (``arc_agi.LocalEnvironmentWrapper`` over the game
-files, exactly what ``Arcade.make`` builds in OFFLINE mode), the response goes through the same translator live
-capture uses, and the events it yields must equal the recorded ones (timestamps and reasoning aside). So the check
-covers the frame's state and levels_completed after every action and every derived event (level completed, game
-over, win): a run that was fabricated or edited diverges at the first event the game does not produce.
+Each guid is its own game instance, built as ``Arcade.make`` builds it OFFLINE (a later PlayStarted of the guid is
+a RESET the game turned into a full reset). Each recorded input's response goes through the translator live capture
+uses, and the events it yields must equal the recorded ones (timestamps and reasoning aside): a run that was
+fabricated or edited diverges at the first event the game does not produce.
 """
 
 from __future__ import annotations
@@ -35,7 +30,7 @@ from ledger.domain.events import (
     Win,
     type_of,
 )
-from ledger.domain.projection import CardState, apply, new_card
+from ledger.domain.projection import apply, new_card
 from ledger.domain.translator import Observation, translate
 from ledger.resim.resim_branches import (
     INPUTS,
@@ -48,9 +43,10 @@ from ledger.resim.resim_branches import (
 )
 from ledger.resim.state_search import Signature
 from ledger.toolkit.environments import scan_games
+from ledger.toolkit.game_files import LocalGame
 from ledger.toolkit.game_states import StateNotCopied
 from ledger.toolkit.search_budget import STATE_BYTES, SearchSpent, allowance, deadline, step_limit
-from ledger.toolkit.seeds import SEED_TRIES, seed_classes, start_wrapper
+from ledger.toolkit.seeds import SEED_TRIES, seed_classes
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +54,6 @@ class Divergence:
     """The first point where the game and the recording disagree.
 
     ``version``/``seq`` name the recorded event (for a missing event: the last recorded event before the point).
-    ``expected`` is what the game produced, ``recorded`` what the log holds (``None`` when one side has no event).
     """
 
     version: int
@@ -74,17 +69,14 @@ class Divergence:
 
 @dataclass(slots=True)
 class ResimResult:
-    """What the re-simulation replayed, and the first divergence (None when everything matched)."""
-
     guids: int = 0
     plays: int = 0
     inputs: int = 0
     default_seed_plays: int = 0
     divergence: Divergence | None = None
-    #: Problems that stopped the re-simulation before it could compare.
     error: str | None = None
     games: list[str] = field(default_factory=list)
-    #: game_id -> why its plays were not checked (not in the folder, code that does not start).
+    #: game_id -> why its plays were not checked.
     skipped: dict[str, str] = field(default_factory=dict)
     skipped_plays: int = 0
     #: Why a mismatch does not prove the record wrong (a seed not recorded, too many open states); else None.
@@ -93,26 +85,22 @@ class ResimResult:
     open_actions: int = 0
     decided: int = 0
     still_open: int = 0
-    #: guid -> the seed that reproduced a play whose seed was not recorded (the default seed's plays not listed).
     seeds_found: dict[str, int] = field(default_factory=dict)
-    #: version -> (action, x, y) the game took for an undecided action (the first that fits where several do).
-    #: The instances' own maps, not a copy: a long card's open actions are many.
+    #: version -> (action, x, y) the game took for an undecided action: the instances' own maps, not a copy.
     choices: Mapping[int, tuple[int, int | None, int | None]] = field(default_factory=dict)
-    #: Whether every candidate of the open inputs was tried (``decided`` and ``still_open`` then count), or the
-    #: first path the game agreed on was taken (``reproduced`` counts the open inputs it took an action for).
+    #: Whether every candidate of the open inputs was tried, or the first path the game agreed on was taken
+    #: (``reproduced`` counts the open inputs it took an action for).
     searched: bool = True
     reproduced: int = 0
     #: Where the one path broke and a search from a state kept a little before carried it on.
     repairs: int = 0
-    #: Game steps run and game states copied (the cost, whatever the machine); whether a search was given up, its
-    #: allowance spent (:mod:`ledger.toolkit.search_budget`).
+    #: The cost, whatever the machine; whether a search's allowance was spent.
     steps: int = 0
     copies: int = 0
     spent: bool = False
 
     @property
     def ok(self) -> bool:
-        """True when every recorded event that could be checked was reproduced."""
         return self.divergence is None and self.error is None
 
 
@@ -132,16 +120,14 @@ def action_name(action: int) -> str:
 def _describe(n: Numbered) -> str:
     e = n.event
     if isinstance(e, ActionTaken):
-        what = action_name(e.action) + (f" at ({e.x},{e.y})" if e.x is not None or e.y is not None else "")
-    elif isinstance(e, ActionIgnored):
-        what = action_name(e.action) + " (ignored)"
-    elif isinstance(e, LevelReset):
-        what = "RESET (level reset)"
-    elif isinstance(e, PlayStarted):
-        what = f"RESET (full reset, seed {e.seed})"
-    else:
-        what = type_of(e)
-    return what
+        return action_name(e.action) + (f" at ({e.x},{e.y})" if e.x is not None or e.y is not None else "")
+    if isinstance(e, ActionIgnored):
+        return action_name(e.action) + " (ignored)"
+    if isinstance(e, LevelReset):
+        return "RESET (level reset)"
+    if isinstance(e, PlayStarted):
+        return f"RESET (full reset, seed {e.seed})"
+    return type_of(e)
 
 
 def _fields(e: AnyEvent) -> dict[str, Any]:
@@ -151,10 +137,8 @@ def _fields(e: AnyEvent) -> dict[str, Any]:
 def _compare(
     expected: AnyEvent | None, recorded: Numbered | None, last: Numbered, input_: Numbered
 ) -> Divergence | None:
-    """The divergence between one expected and one recorded event, or None if they are the same fact.
-
-    ``input_`` is the recorded input the events follow; ``last`` the last recorded event before a missing one.
-    """
+    """The divergence between one expected and one recorded event after ``input_``, or None if they are the same
+    fact; ``last`` is the last recorded event before a missing one."""
     gid = getattr(input_.event, "game_id", None)
     guid = getattr(input_.event, "guid", None)
     act = _describe(input_)
@@ -218,7 +202,7 @@ def _summary(e: AnyEvent) -> str:
 
 
 class _Games:
-    """One game instance per guid, built the way ``Arcade.make`` builds it (``seeds`` overrides unrecorded seeds)."""
+    """One game instance per guid (``seeds`` overrides unrecorded seeds)."""
 
     def __init__(
         self,
@@ -233,19 +217,16 @@ class _Games:
         self.first = first
         #: guid -> the game steps its searches may take (none: no limit, as --decide asks).
         self.limits: dict[str, int] = limits or {}
-        #: The CPU time every search of this re-simulation ends by.
         self.deadline = until
         self.by_guid: dict[str, Instance] = {}
-        #: guids whose first play_started holds no seed.
         self.unseeded: set[str] = set()
 
     def make(self, game_id: str, guid: str, seed: int | None) -> tuple[Any, Instance]:
-        """The game's first answer (to its RESET) and the guid's new instance."""
         used = self.seeds.get(guid, seed) if seed is None else seed
         if seed is None:
             self.unseeded.add(guid)
         # seed=None makes the wrapper build the game with its own default seed, as the toolkit does.
-        w = start_wrapper(self.infos[game_id], used)
+        w = LocalGame(self.infos[game_id], used)
         inst = Instance(
             w.game, seed, first=self.first, stop_at=self.limits.get(guid, float("inf")), deadline=self.deadline
         )
@@ -258,14 +239,10 @@ def resimulate(
 ) -> ResimResult:
     """Replay every play of the card (``events`` in stream order) against the games under ``environments_dir``.
 
-    Games not in the folder, or whose code does not start, are skipped (``result.skipped``). A play whose seed was
-    not recorded is replayed with the game's default seed, then, if that disagrees, with each seed of
-    0..SEED_TRIES-1 that starts the game differently, until one reproduces it (``result.seeds_found``); if none
-    does, the result is unknown, not a divergence.
-
-    Actions the record leaves open are taken along one path of the game (``result.reproduced``), the search of
-    every candidate running only where that path breaks; ``decide`` runs the search every time, to tell which of
-    them the game decides (``result.decided``, ``result.still_open``).
+    A play whose seed was not recorded is replayed with the default seed, then with each seed of 0..SEED_TRIES-1
+    that starts the game differently; if none reproduces it, the result is unknown, not a divergence. Open actions
+    are taken along one path, searched only where it breaks; ``decide`` searches every time, to tell which of them
+    the game decides.
     """
     infos = scan_games(environments_dir)
     needed = sorted({e.event.game_id for e in events if isinstance(e.event, PlayStarted)})
@@ -273,19 +250,17 @@ def resimulate(
     for g in needed:
         if g in infos:
             try:
-                start_wrapper(infos[g], None)
+                LocalGame(infos[g], None)
                 del skipped[g]
             except Exception as e:  # a game whose code fails to load: nothing to check it against
                 skipped[g] = f"game {g} under {environments_dir} does not start: {e}"
-    # Each guid's searches may take game steps in proportion to its inputs, in all (--decide: without a limit).
+
     inputs = Counter(getattr(n.event, "guid", "") for n in events if type(n.event) in INPUTS)
     limits = None if decide else {g: step_limit(k) for g, k in inputs.items()}
     until = float("inf") if decide else deadline(sum(inputs.values()))
     if not decide and any(type(n.event) is ActionTaken and n.event.candidates for n in events):
-        # One path of the game through the open inputs proves the record. Only where none is found this way (an
-        # early choice that a later line rules out, a seed not recorded that is not the default, a record the game
-        # does not reproduce) is every path searched, and that search gives the verdict; not where the path spent
-        # the allowance (the search would spend more).
+        # One path through the open inputs proves the record; only where none is found is every path searched
+        # (not where the path spent the allowance: the search would spend more).
         found = _seeded(events, infos, needed, skipped, True, limits, until)
         if (found.ok and not found.unknown) or found.spent:
             return found
@@ -340,7 +315,6 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
     frames = noted_frames(events)
     n = len(events)
     i = 0
-    skip = {g for g in result.skipped}
     skipped_guids: set[str] = set()
     while i < n:
         cur = events[i]
@@ -348,7 +322,7 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         ev: Any = cur.event
         t = type(ev)
         guid: str = getattr(ev, "guid", "")
-        if guid in skipped_guids or (t is PlayStarted and ev.game_id in skip):
+        if guid in skipped_guids or (t is PlayStarted and ev.game_id in result.skipped):
             # A game the folder cannot check: its plays are left out, the card's translator never sees them.
             skipped_guids.add(guid)
             result.skipped_plays += t is PlayStarted
@@ -357,10 +331,13 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         if t is ObservationReapplied:
             # The REST server counted the last observation again (competition RESET): the card moves, the game
             # does not. What it derived follows it.
-            i = _apply_reapplied(card, events, i)
+            apply(card, ev)
+            i += 1
+            while i < n and type(events[i].event) in DERIVED:
+                apply(card, events[i].event)
+                i += 1
             continue
         if t not in INPUTS and t not in DERIVED:
-            # card_opened, card_closed (and anything integrity already reports as out of place): no game input.
             i += 1
             continue
         if t in DERIVED:
@@ -379,7 +356,9 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
                 return
             sig: Signature | None = _sig(first)
         elif inst is None:
-            result.divergence = _no_play_for_guid(cur)
+            result.divergence = _at_input(
+                cur, "guid", guid, f"{type_of(ev)} for guid {guid}, which no play_started began"
+            )
             return
         else:
             choices, open_ = choices_for(ev, t)
@@ -393,20 +372,40 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
                 )
                 return
             except SearchSpent as e:
-                result.spent, result.unknown = True, _spent(cur, e)
+                result.spent = True
+                result.unknown = (
+                    f"the search of the actions the record leaves open was given up at version {cur.version}, after "
+                    f"{e} of its guid: its allowance ({allowance()}) is spent; too many of those actions give the same "
+                    "frames and leave different states (a click on nothing that still counts, say); --decide searches "
+                    "without a limit"
+                )
                 return
         result.inputs += 1
         if sig is None:
-            result.divergence = _no_response(cur)
+            result.divergence = _at_input(
+                cur,
+                "response",
+                type_of(ev),
+                f"{_describe(cur)}: the game returned no response (it raised an error or the action does not exist)",
+            )
             return
         expected = translate(card, _observation(ev, t, sig), seed=inst.seed)
-        # The recorded events for this input: the input itself and what was derived from it.
         j = i + 1
         while j < n and type(events[j].event) in DERIVED:
             j += 1
         d = _first_mismatch(expected, events[i:j], cur)
         if d is None and not inst.agreed:
-            d = _unmatched(cur, frames.get(cur.version))
+            frame = frames.get(cur.version)
+            what = (
+                f"the frame the import noted ({frame[:12]}...)" if frame else "the recorded state and levels_completed"
+            )
+            d = _at_input(
+                cur,
+                "frame" if frame else "state",
+                frame,
+                f"{_describe(cur)} on {ev.game_id} guid {guid[:8]}: none of the candidate actions {ev.candidates} "
+                f"gives {what}",
+            )
         if d is not None:
             result.divergence = d
             if inst.cut:
@@ -439,24 +438,12 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         result.still_open += inst.still_open_count
 
 
-def _apply_reapplied(card: CardState, events: Sequence[Numbered], i: int) -> int:
-    """Apply the ObservationReapplied at ``i`` and the events derived from it; the index after them."""
-    n = len(events)
-    apply(card, events[i].event)
-    i += 1
-    while i < n and type(events[i].event) in DERIVED:
-        apply(card, events[i].event)
-        i += 1
-    return i
-
-
 def _sig(resp: Any) -> Signature:
     state = resp.state
     return (str(getattr(state, "name", state)), int(resp.levels_completed), bool(resp.full_reset), b"x")
 
 
 def _observation(ev: Any, t: type, sig: Signature) -> Observation:
-    """What the translator would have seen: the recorded input, the game's answer."""
     empty = sig[3] == b""
     action = 0 if t is PlayStarted or t is LevelReset else ev.action
     return Observation(
@@ -473,68 +460,23 @@ def _observation(ev: Any, t: type, sig: Signature) -> Observation:
     )
 
 
-def _spent(cur: Numbered, e: SearchSpent) -> str:
-    return (
-        f"the search of the actions the record leaves open was given up at version {cur.version}, after {e} of its "
-        f"guid: its allowance ({allowance()}) is spent; too many of those actions give the same frames and leave "
-        "different states (a click on nothing that still counts, say); --decide searches without a limit"
-    )
-
-
-def _no_play_for_guid(cur: Numbered) -> Divergence:
-    """An input for a guid that no PlayStarted began."""
+def _at_input(cur: Numbered, field: str, recorded: Any, message: str) -> Divergence:
     ev: Any = cur.event
-    guid = ev.guid
-    return Divergence(
-        cur.version,
-        cur.seq,
-        ev.game_id,
-        guid,
-        _describe(cur),
-        "guid",
-        None,
-        guid,
-        f"version {cur.version} (seq {cur.seq}) {type_of(ev)} for guid {guid}, which no play_started began",
-    )
-
-
-def _unmatched(cur: Numbered, frame: str | None) -> Divergence:
-    """No candidate of an undecided action gives what the record holds (its noted frame, where there is one)."""
-    ev: Any = cur.event
-    what = f"the frame the import noted ({frame[:12]}...)" if frame else "the recorded state and levels_completed"
-    return Divergence(
-        cur.version,
-        cur.seq,
-        ev.game_id,
-        ev.guid,
-        _describe(cur),
-        "frame" if frame else "state",
-        None,
-        frame,
-        f"version {cur.version} (seq {cur.seq}) {_describe(cur)} on {ev.game_id} guid {ev.guid[:8]}: none of the "
-        f"candidate actions {ev.candidates} gives {what}",
-    )
-
-
-def _no_response(cur: Numbered) -> Divergence:
-    """The game gave no frame for the input (it raised or the action does not exist)."""
-    ev: Any = cur.event
+    where = f"version {cur.version} (seq {cur.seq})"
     return Divergence(
         cur.version,
         cur.seq,
         getattr(ev, "game_id", None),
         ev.guid,
         _describe(cur),
-        "response",
+        field,
         None,
-        type_of(ev),
-        f"version {cur.version} (seq {cur.seq}) {_describe(cur)}: the game returned no response (it raised "
-        f"an error or the action does not exist)",
+        recorded,
+        f"{where} {message}",
     )
 
 
 def _first_mismatch(expected: list[AnyEvent], recorded: Sequence[Numbered], cur: Numbered) -> Divergence | None:
-    """The first event where what the game produced and what the log holds for this input differ (None if none)."""
     for k in range(max(len(expected), len(recorded))):
         exp = expected[k] if k < len(expected) else None
         rec = recorded[k] if k < len(recorded) else None

@@ -1,17 +1,10 @@
 """The search over game states that a record leaves open: one search for the harness import and for the audit.
 
-A harness recording holds the frames, not the actions; an imported card may hold candidates, not the action
-(``ActionTaken.candidates``). Both are read by running the game from its start and trying, at each line, every
-action that may have been taken from every state kept. What an answer must show to agree is the caller's (the
-recorded frame: :mod:`ledger.resim.harness_search`; the state, levels, an empty answer or a full reset the events
-hold: :mod:`ledger.resim.resim_branches`); the rest is here. A state reached by several paths is kept once, under
-the first in priority order, and the lines where the paths differ are what the caller counts as open. A line keeps
-its first states up to a count and :data:`~ledger.toolkit.search_budget.STATE_BYTES`; the engine's allowance bounds
-the steps and CPU time. Clicks the record does not place are tried at every camera cell, then every display pixel,
-only where the listed choices do not agree. A line's states replace those before it (their paths are kept), and
-now and then the paths are cut at the state they all come from: memory stays that of one line's states. Agents
-repeat actions (:class:`ActionOrder`), so a caller follows one path (:func:`first_fit`) and searches every path only
-where it breaks.
+At each line, every action that may have been taken is tried from every state kept; what an answer must show to
+agree is the caller's (:mod:`ledger.resim.harness_search`, :mod:`ledger.resim.resim_branches`). A state reached by
+several paths is kept once, under the first in priority order; the lines where the paths differ are what the
+caller counts as open. A line's states replace those before it, and now and then the paths are cut at the state
+they all come from: memory stays that of one line's states.
 """
 
 from __future__ import annotations
@@ -48,9 +41,8 @@ class Node:
 
 
 def new_engine(game: Any, stop_at: float, until: float, canonical: bool = True) -> Engine:
-    """An engine for ``game``'s states that raises :class:`~ledger.toolkit.search_budget.SearchSpent` after
-    ``stop_at`` game steps or at CPU time ``until``. ``canonical`` False: for one path, which merges no states (its
-    snapshots need not pickle alike, the costliest part of a freeze)."""
+    """An engine for ``game``'s states within an allowance. ``canonical`` False: for one path, which merges no
+    states (its snapshots need not pickle alike, the costliest part of a freeze)."""
     out = Engine(game)
     out.stop_at, out.deadline = stop_at, until
     out.canonical = canonical
@@ -58,15 +50,14 @@ def new_engine(game: Any, stop_at: float, until: float, canonical: bool = True) 
 
 
 def in_priority(first: Choice | None, click: tuple[int, int]) -> list[Choice]:
-    """Every simple action in the order the search prefers it: ``first`` (the one the record names), ACTION1..7
-    (ACTION6 at ``click``), RESET last (a RESET is never invented where a game action fits too)."""
+    """Every simple action in the order the search prefers it: ``first``, ACTION1..7 (ACTION6 at ``click``), RESET
+    last (a RESET is never invented where a game action fits too)."""
     order = [Choice(a) if a != 6 else Choice(6, *click) for a in range(1, 8)] + [Choice(0)]
     return order if first is None else [first, *(c for c in order if c != first)]
 
 
 class ActionOrder:
-    """The order an agent's actions are tried in where one fitting action is enough: agents repeat actions and favour
-    some, so the one it took last first, then its most used, then the order given."""
+    """Where one fitting action is enough: the one the agent took last first, then its most used (agents repeat)."""
 
     __slots__ = ("last", "used")
 
@@ -84,8 +75,8 @@ class ActionOrder:
 
 
 def widen(engine: Engine, node: Node, choices: list[Choice], pixels: bool = False) -> list[Choice]:
-    """ACTION6 at every display cell of ``node``'s state (``pixels``: at every other display pixel, see
-    :mod:`ledger.resim.clicks`) not among ``choices``, when ACTION6 is among them."""
+    """ACTION6 at every display cell (``pixels``: every other display pixel) not among ``choices``, when ACTION6 is
+    among them."""
     if not any(c.action == 6 for c in choices):
         return []
     cells = engine.cells(node)
@@ -95,8 +86,8 @@ def widen(engine: Engine, node: Node, choices: list[Choice], pixels: bool = Fals
 def first_fit(
     engine: Engine, node: Node, tries: Iterable[Choice], agrees: Agrees
 ) -> tuple[Choice | None, Result | None, Signature | None]:
-    """The first of ``tries`` whose answer from ``node`` agrees, with its result (None, None if none does), and the
-    first answer given (to tell what the game said where none agrees)."""
+    """The first of ``tries`` whose answer agrees, with its result (None, None if none does), and the first answer
+    given (to tell what the game said where none agrees)."""
     first = None
     for c in tries:
         r = engine.step(node, c, lambda sig, c=c: agrees(sig, c))  # type: ignore[misc]
@@ -109,10 +100,8 @@ def first_fit(
 
 
 class Layer:
-    """The states after one line: each distinct state once, under the first path to it in priority order.
-
-    ``merge(kept, child)``: ``child``'s path reached a state ``kept`` holds already (the caller notes where they
-    differ)."""
+    """The states after one line: each distinct state once, under the first path to it in priority order;
+    ``merge(kept, child)`` is told of a later path to a kept state."""
 
     def __init__(
         self,
@@ -130,12 +119,10 @@ class Layer:
         #: Every state the line gave (those not kept without their game: their paths still tell what differs).
         self.by_fp: dict[bytes, Node] = {}
         self.room = Room(room)
-        #: The first answer given, and the first that agrees.
         self.first: Signature | None = None
         self.answer: Signature | None = None
 
     def expand(self, node: Node, choices: Iterable[Choice]) -> bool:
-        """Add what ``choices`` from ``node`` give that agrees with the line; False if none does."""
         matched = False
         agrees = self.agrees
         for c in choices:
@@ -156,8 +143,7 @@ class Layer:
         return matched
 
     def each(self, nodes: list[Node], choices_of: Callable[[Node], list[Choice]], clicks: bool) -> None:
-        """From every state, its choices; the clicks too (``clicks``) from each state none of them agrees from: a
-        frame tells which clicks fit from which state."""
+        """From every state, its choices; the clicks too (``clicks``) from each state none of them agrees from."""
         for node in nodes:
             choices = choices_of(node)
             if not self.expand(node, choices) and clicks:
@@ -165,7 +151,7 @@ class Layer:
 
     def rounds(self, nodes: list[Node], choices: list[Choice]) -> None:
         """From every state, ``choices``; only if none agrees from any state, the clicks at every cell, then at every
-        pixel (an input whose choices are the record's candidates: the clicks are the last resort)."""
+        pixel."""
         for wide in range(3):
             for node in nodes:
                 self.expand(node, widen(self.engine, node, choices, wide == 2) if wide else choices)
@@ -173,13 +159,11 @@ class Layer:
                 break
 
     def skip(self, node: Node) -> None:
-        """Keep ``node``'s own state for this line: the line never reached the game (an action leaving that state
-        stays first)."""
+        """Keep ``node``'s own state for this line: the line never reached the game."""
         if node.fp not in self.by_fp:
             self._add(Node(node.game, node.fp, node, self.lineno, None))
 
     def _add(self, child: Node) -> None:
-        """A new state of this line: kept while there is room, else its game let go (its path still counts)."""
         self.by_fp[child.fp] = child
         if self.room.admit(child.game):
             self.nodes.append(child)
@@ -188,8 +172,6 @@ class Layer:
 
 
 def let_go(old: list[Node], new: list[Node]) -> list[Node]:
-    """``new``, the states of the next line; the states of ``old`` are let go (their paths are kept): memory stays
-    that of one line's states whatever the length."""
     if new is not old:
         for n in old:
             n.game = None
@@ -198,7 +180,7 @@ def let_go(old: list[Node], new: list[Node]) -> list[Node]:
 
 def differ(a: Node, b: Node, apart: Callable[[Choice | None, Choice | None], bool]) -> set[int]:
     """Lines where two paths to states of the same line took choices ``apart`` tells apart, and lines either path
-    merged (what was open on one is open on the other too: their futures are the same)."""
+    merged (their futures are the same)."""
     out: set[int] = set()
     while a is not b and a.parent is not None and b.parent is not None:
         if apart(a.choice, b.choice):
@@ -212,7 +194,6 @@ def differ(a: Node, b: Node, apart: Callable[[Choice | None, Choice | None], boo
 
 
 def path(last: Node) -> list[Node]:
-    """The states on the path to ``last`` since its root (the last cut), in line order."""
     out: list[Node] = []
     n = last
     while n.parent is not None:
@@ -224,8 +205,7 @@ def path(last: Node) -> list[Node]:
 
 class SettleSchedule:
     """When to look for the latest state every kept state comes from: every SETTLE_EVERY lines, at doubling
-    intervals while the states keep disagreeing (then each look walks back further: the looks cost a bounded share
-    of the search)."""
+    intervals while the states keep disagreeing (the looks cost a bounded share of the search)."""
 
     __slots__ = ("every", "left")
 
@@ -243,7 +223,7 @@ class SettleSchedule:
         return common
 
     def settle(self, nodes: list[Node], note: Callable[[Node], None]) -> None:
-        """When a look finds that state: ``note`` the path to it, which is cut there (no later path reaches back)."""
+        """When a look finds that state: ``note`` the path to it, which is cut there."""
         common = self.due(nodes)
         if common is not None:
             note(common)
@@ -251,7 +231,7 @@ class SettleSchedule:
 
 
 def _common(nodes: list[Node]) -> Node | None:
-    """The latest state every node comes from, if it is after the paths' last cut (they are all as long)."""
+    """The latest state every node comes from, if it is after the paths' last cut."""
     level = list({id(n): n for n in nodes}.values())
     while len(level) > 1:
         up: dict[int, Node] = {}

@@ -1,14 +1,8 @@
 """Every name of the toolkit's internals that live capture touches, in one place, checked when a ledger attaches.
 
-Capture patches instance methods of the Arcade, its ``ScorecardManager`` and the environment wrappers, wraps
-``Scorecard.update_scorecard`` and ``requests.Session.request``, and reads ``mgr.guids``, ``mgr.scorecards``,
-``sc.cards``, ``sc.last_update``, ``sc.open_at``, ``mgr.idle_for``, ``mgr.max_open_for`` and the Arcade's
-``OperationMode``. None of these is a documented API of ``arc-agi``, and they differ between releases: what each
-era of releases has is in :mod:`ledger.toolkit.eras`, and every read here goes through the installed release's
-era (nothing is read at import time that an era lacks). :func:`check_toolkit` refuses (:class:`CaptureError`) a
-release outside the tested ones, 0.9.1-0.9.9 (``LEDGER_ARC_AGI_ANY_VERSION=1`` overrides it, with a warning, and
-the newest era's adapter is used) and an Arcade that lacks any name its era uses; :func:`capture_kind` names the
-capture for every mode the toolkit has, refusing any other.
+None of them is a documented API of ``arc-agi``, and they differ between releases: every read here goes through
+the installed release's era (:mod:`ledger.toolkit.eras`). :func:`check_toolkit` refuses a release outside the
+tested ones (unless ``LEDGER_ARC_AGI_ANY_VERSION=1``) and an Arcade that lacks any name its era uses.
 """
 
 from __future__ import annotations
@@ -41,7 +35,7 @@ log = logging.getLogger(__name__)
 #: Set to 1 to attach to an arc-agi release outside the tested range anyway (a warning is logged).
 OVERRIDE_ENV = "LEDGER_ARC_AGI_ANY_VERSION"
 
-#: The methods capture replaces on each object (instance attributes, put back by ``detach``).
+#: The methods capture replaces on each object.
 MANAGER_HOOKS = ("new_scorecard", "update_scorecard", "close_scorecard")
 LOCAL_ARCADE_HOOKS = ("make", "close_scorecard", "create_scorecard")
 REMOTE_ARCADE_HOOKS = ("create_scorecard", "close_scorecard", "make", "get_scorecard")
@@ -52,31 +46,21 @@ ARCADE_FIELDS = ("scorecard_manager", "available_environments", "operation_mode"
 LOCAL_MODE_NAMES = ("OFFLINE", "NORMAL")
 
 
-def supported_range() -> str:
-    """The tested releases, as a person reads them (``0.9.1-0.9.9``)."""
-    return eras.tested_range()
-
-
 def version_problem(version: str | None, environ: Mapping[str, str] | None = None) -> tuple[str, bool] | None:
     """(message, overridden) when ``version`` (of arc-agi) is outside the tested releases, else None."""
     env = os.environ if environ is None else environ
     if version is None:
         msg = "arc-agi is not installed as a distribution (no version to check)"
     elif eras.era_of(version) is None:
-        msg = f"arc-agi {version} is installed; live capture is tested with arc-agi {supported_range()}"
+        msg = f"arc-agi {version} is installed; live capture is tested with arc-agi {eras.tested_range()}"
     else:
         return None
     return msg, env.get(OVERRIDE_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
-def installed_version() -> str | None:
-    """The installed arc-agi release, or None."""
-    return _distribution_version()
-
-
 @functools.cache
-def _distribution_version() -> str | None:
-    # Read once: the release a process imported cannot change under it, and a lookup scans sys.path.
+def installed_version() -> str | None:
+    """The installed arc-agi release, or None (read once: a lookup scans sys.path)."""
     try:
         return metadata.version("arc-agi")
     except metadata.PackageNotFoundError:
@@ -88,11 +72,11 @@ def era() -> eras.Era:
     return eras.era_of(installed_version()) or eras.NEWEST
 
 
-def check_toolkit(arcade: Any, environ: Mapping[str, str] | None = None) -> None:
+def check_toolkit(arcade: Any) -> None:
     """Refuse (:class:`CaptureError`) an untested arc-agi release or an Arcade without a name capture uses."""
     version = installed_version()
     _refuse_unimportable()
-    problem = version_problem(version, environ)
+    problem = version_problem(version)
     if problem is not None:
         msg, overridden = problem
         if not overridden:
@@ -108,7 +92,7 @@ def check_toolkit(arcade: Any, environ: Mapping[str, str] | None = None) -> None
     if missing:
         raise CaptureError(
             f"this arc_agi (arc-agi {version or '?'}) has no {', '.join(missing)}: the ledger cannot capture it "
-            f"(tested: arc-agi {supported_range()})"
+            f"(tested: arc-agi {eras.tested_range()})"
         )
 
 
@@ -116,7 +100,7 @@ def _refuse_unimportable() -> None:
     if _IMPORT_PROBLEM is not None:
         raise CaptureError(
             f"arc-agi {installed_version() or '?'} is not a toolkit the ledger can capture ({_IMPORT_PROBLEM}); "
-            f"live capture is tested with arc-agi {supported_range()}"
+            f"live capture is tested with arc-agi {eras.tested_range()}"
         )
 
 
@@ -137,11 +121,7 @@ def capture_kind(arcade: Any) -> Literal["local", "remote"]:
     raise CaptureError(f"unknown arc_agi operation mode {mode!r}: the ledger cannot tell how to capture this Arcade")
 
 
-# -- reading the toolkit's state ----------------------------------------------------------------------------------
-
-
 def manager(arcade: Any) -> Any:
-    """The Arcade's ``ScorecardManager``."""
     return arcade.scorecard_manager
 
 
@@ -156,7 +136,6 @@ def scorecards(mgr: Any) -> dict[str, Any]:
 
 
 def played(sc: Any) -> bool:
-    """True when anything was counted on the ``Scorecard`` already."""
     return bool(sc.cards)
 
 
@@ -172,8 +151,7 @@ def opening(sc: Any) -> dict[str, Any]:
 
 
 def auto_close_times(mgr: Any, card_id: str) -> tuple[Any, Any, Any, Any] | None:
-    """(last update, opened at, idle limit, open limit) of an open card, for the reason of a close; None if gone.
-    The open limit is None in an era without one (before 0.9.7)."""
+    """(last update, opened at, idle limit, open limit or None) of an open card; None if gone."""
     sc = mgr.scorecards.get(card_id)
     if sc is None:
         return None
@@ -182,14 +160,12 @@ def auto_close_times(mgr: Any, card_id: str) -> tuple[Any, Any, Any, Any] | None
 
 
 def wrapper_card(wrapper: Any) -> str:
-    """The card id an environment wrapper plays on."""
     return wrapper.scorecard_id
 
 
 def empty_frame(out: Any) -> bool:
-    """True for a wrapper's answer with no frame (an action after the end) that the toolkit keeps from its
-    scorecard (0.9.6 on: the capture records it itself); False before, when the scorecard counts it (through the
-    manager, whose hook records it)."""
+    """True for a wrapper's answer with no frame that the toolkit keeps from its scorecard (0.9.6 on: the capture
+    records it itself); False before, when the manager's hook sees it."""
     return len(out.frame) == 0 and era().wrapper_skips_empty_frames
 
 
@@ -204,11 +180,8 @@ def parse_frame(data: Any) -> Any:
 
 
 def state_name(state: Any) -> str:
-    """A ``GameState`` (a str Enum) as its value."""
     return str(state.value)
 
-
-# -- process-wide wraps -----------------------------------------------------------------------------------------
 
 _wrap_lock = threading.Lock()
 _session_request: Callable[..., Any] | None = None
@@ -236,7 +209,6 @@ def wrap_scorecard_update(replacement: Callable[..., Any]) -> Callable[..., Any]
 
 
 def offline_arcade(environments_dir: str, logger: Any = None) -> Any:
-    """An OFFLINE ``arc_agi.Arcade`` over the games under ``environments_dir`` (``ledger serve``, the demo)."""
     from arc_agi import Arcade, OperationMode
 
     return Arcade(operation_mode=OperationMode.OFFLINE, environments_dir=environments_dir, logger=logger)

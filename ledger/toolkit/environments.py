@@ -13,10 +13,8 @@ from ledger.domain.events import BaselineEntry
 
 
 def scan_environments(root: str | os.PathLike[str]) -> tuple[list[BaselineEntry], list[str]]:
-    """Every ``metadata.json`` under ``root`` (recursively, as the toolkit's Arcade scans), sorted by path.
-
-    Returns the entries and one message per file that could not be read (the toolkit skips those too).
-    """
+    """Every ``metadata.json`` under ``root`` (recursively, as the toolkit's Arcade scans), sorted by path, and one
+    message per file that could not be read (the toolkit skips those too)."""
     entries: list[BaselineEntry] = []
     problems: list[str] = []
     for path in sorted(Path(root).rglob("metadata.json")):
@@ -28,8 +26,7 @@ def scan_environments(root: str | os.PathLike[str]) -> tuple[list[BaselineEntry]
 
 
 def scan_games(environments_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """game_id -> the game's :class:`~ledger.toolkit.game_files.GameInfo` for every ``metadata.json`` under the
-    folder, as the toolkit's ``Arcade`` scans it (see :mod:`ledger.toolkit.game_files`)."""
+    """:func:`ledger.toolkit.game_files.scan_games`, imported only when called."""
     from ledger.toolkit.game_files import scan_games as scan
 
     return scan(environments_dir)

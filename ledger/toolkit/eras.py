@@ -1,19 +1,8 @@
 """One adapter per API era of the published arc-agi releases 0.9.1 to 0.9.9 (each read from its own sources).
 
-An era is a run of releases whose internals that capture touches are the same. What an era's toolkit lacks is
-not captured, and its own auto-close rules are the ones followed:
-
-- **0.9.1**: OFFLINE, NORMAL, ONLINE; no REST server (``Arcade.listen_and_serve``, ``arc_agi.server``); a card is
-  closed when idle for the module's ``STALE_MINUTES`` (no ``ScorecardManager.idle_for``); no ``competition_mode``
-  on a card.
-- **0.9.2**: the REST server; the idle limit becomes ``ScorecardManager.idle_for`` (``set_idle_for``).
-- **0.9.3-0.9.5**: COMPETITION mode and ``Scorecard.competition_mode``; private tags in the calculator.
-- **0.9.6**: the environment wrapper stops passing a response with an empty frame (an action after GAME_OVER or
-  WIN) to the scorecard; before, the scorecard counted it as any other.
-- **0.9.7-0.9.9**: ``ScorecardManager.max_open_for`` (MAX_OPEN_FOR_MINUTES): a card is also closed once open
-  that long.
-
-Scoring is not the adapter's business: the calculator of the installed version is chosen by the version itself.
+An era is a run of releases whose internals that capture touches are the same (:data:`ERAS`: each flag of
+:class:`Era` says which releases have what). What an era's toolkit lacks is not captured, and its own auto-close
+rules are followed. Scoring is not the adapter's business: the installed version chooses its calculator.
 """
 
 from __future__ import annotations
@@ -45,12 +34,9 @@ class Era:
 
     @property
     def name(self) -> str:
-        """``0.9.3-0.9.6`` (or one version)."""
-        lo, hi = (".".join(map(str, v)) for v in (self.first, self.last))
-        return lo if lo == hi else f"{lo}-{hi}"
+        return _span(self.first, self.last)
 
     def manager_fields(self) -> tuple[str, ...]:
-        """What capture reads on the ``ScorecardManager`` in this era."""
         return (
             ("guids", "scorecards")
             + (("idle_for",) if self.idle_for else ())
@@ -58,11 +44,9 @@ class Era:
         )
 
     def remote_mode_names(self) -> tuple[str, ...]:
-        """The ``OperationMode`` members whose scorecards live on a server."""
         return ("ONLINE", "COMPETITION") if self.competition else ("ONLINE",)
 
     def limits(self, mgr: Any) -> tuple[timedelta, timedelta | None]:
-        """(idle limit, open limit or None) that close a card in this era."""
         if self.idle_for:
             idle = mgr.idle_for
         else:
@@ -72,7 +56,6 @@ class Era:
         return idle, (mgr.max_open_for if self.max_open_for else None)
 
     def competition_mode(self, sc: Any) -> bool | None:
-        """A card's ``competition_mode``; None in an era whose cards have none (not captured)."""
         return sc.competition_mode if self.competition else None
 
 
@@ -117,7 +100,11 @@ def era_of(version: str | None) -> Era | None:
     return None
 
 
+def _span(first: tuple[int, ...], last: tuple[int, ...]) -> str:
+    lo, hi = (".".join(map(str, v)) for v in (first, last))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
 def tested_range() -> str:
     """``0.9.1-0.9.9``."""
-    lo, hi = (".".join(map(str, v)) for v in TESTED)
-    return f"{lo}-{hi}"
+    return _span(*TESTED)

@@ -1,20 +1,13 @@
 """Game folders read and games started as the toolkit reads and starts them, without importing ``arc_agi``.
 
-``import arc_agi`` loads matplotlib, flask and requests (0.6-0.9 s), which re-simulation never uses: what it needs
-is what ``Arcade`` does with a folder of game files (``_scan_for_environments``: every ``metadata.json`` read as
-an ``EnvironmentInfo``) and what ``LocalEnvironmentWrapper`` does to start one (``_load_game_class`` and
-``reset``), the same in every release from 0.9.1 to 0.9.9. Both are done here, with the engine (``arcengine``)
-alone:
+``import arc_agi`` loads matplotlib, flask and requests (0.6-0.9 s), which re-simulation never uses; what
+``Arcade`` does with a folder of game files and ``LocalEnvironmentWrapper`` does to start one (the same in
+0.9.1-0.9.9) is done here with ``arcengine`` alone:
 
 - A ``metadata.json`` is read here only when every field has the plain JSON type ``EnvironmentInfo`` declares and
-  ``date_downloaded`` is a plain ISO date and time, so what is read here the toolkit reads the same way. Any other
-  file is handed to the toolkit's own model (``arc_agi`` is imported then), which reads or skips it as ``Arcade``
-  does.
-- A game starts as the wrapper starts it: the file ``<class_name lowercased>.py`` or ``<class_name>.py`` of its
-  folder run as the module ``arc_agi_3.<game_id>``, the class built with ``seed`` when it takes one (else with
-  its own default), then RESET. The file is run again for every game started, as releases before 0.9.8 do (0.9.8
-  keeps the class for the process): a game that changes its own class then starts the same way whatever was
-  started before it in this process.
+  ``date_downloaded`` is a plain ISO date and time; any other file is handed to the toolkit's own model.
+- The game file is run again for every game started, as releases before 0.9.8 do: a game that changes its own
+  class then starts the same way whatever was started before it in this process.
 """
 
 from __future__ import annotations
@@ -31,15 +24,13 @@ import msgspec
 
 
 class GameInfo(msgspec.Struct, frozen=True):
-    """What re-simulation needs of an ``EnvironmentInfo``: the game, its class and the folder of its file."""
-
     game_id: str
     class_name: str
     local_dir: str
 
 
 class _Metadata(msgspec.Struct):
-    """``EnvironmentInfo``'s fields, each of the one JSON type that the toolkit's model reads unchanged."""
+    """``EnvironmentInfo``'s fields, each of the one JSON type the toolkit's model reads unchanged."""
 
     game_id: str
     title: str | None = None
@@ -62,16 +53,10 @@ class GameStartError(Exception):
     """A game's code did not load, or did not answer its first RESET."""
 
 
-def toolkit_installed() -> bool:
-    """Whether ``arc_agi`` can be imported (found without importing it)."""
-    return importlib.util.find_spec("arc_agi") is not None
-
-
 def scan_games(environments_dir: str | os.PathLike[str]) -> dict[str, GameInfo]:
-    """game_id -> :class:`GameInfo` for every ``metadata.json`` under the folder, as ``Arcade`` scans (recursive,
-    ``local_dir`` the file's folder, unreadable files skipped; the first file found for a game id wins, as
-    ``Arcade.make`` with an exact version picks the first match). Raises ImportError without the toolkit."""
-    if not toolkit_installed():
+    """game_id -> :class:`GameInfo` for every ``metadata.json`` under the folder, as ``Arcade`` scans (the first
+    file found for a game id wins, as ``Arcade.make`` picks it). Raises ImportError without the toolkit."""
+    if importlib.util.find_spec("arc_agi") is None:  # found without importing it
         raise ImportError("arc_agi is not installed")
     out: dict[str, GameInfo] = {}
     root = Path(environments_dir)
@@ -110,12 +95,10 @@ def _plain_time(s: str) -> bool:
 
 def _class_name(game_id: str) -> str:
     """The model's default: the first four characters of the game id, the first one upper case."""
-    head = game_id[:4]
-    return head[:1].upper() + head[1:]
+    return game_id[:1].upper() + game_id[1:4]
 
 
 def _read_by_toolkit(text: str, folder: str) -> GameInfo | None:
-    """A file this module does not read alone, read by the toolkit's own model (None: the toolkit skips it)."""
     from arc_agi.models import EnvironmentInfo
 
     try:
@@ -127,7 +110,7 @@ def _read_by_toolkit(text: str, folder: str) -> GameInfo | None:
 
 def start(info: GameInfo, seed: int | None) -> tuple[Any, Any]:
     """(the game, its answer to the first RESET), as ``LocalEnvironmentWrapper(environment_info, seed=seed)``
-    leaves them (``seed`` None: the class's own default). Raises :class:`GameStartError`."""
+    leaves them (``seed`` None: the class's own default)."""
     from arcengine import ActionInput, ARCBaseGame, GameAction
 
     if not info.class_name:
@@ -189,7 +172,6 @@ class LocalGame:
 
 
 def missing() -> str | None:
-    """Why the toolkit cannot be imported (its ImportError's text), or None."""
     try:
         import arc_agi  # noqa: F401
     except ImportError as e:

@@ -1,9 +1,8 @@
-"""Pickling a game's state for :mod:`ledger.toolkit.game_states`: the game file's own classes named by number.
+"""Pickling a game's state for :mod:`ledger.toolkit.game_states`.
 
-The toolkit runs a game file as a module it does not register, so pickle cannot find that module's classes by name;
-a snapshot names them by a number instead, and the arrays and the game object itself travel beside the pickle. For
-a game the plain pickle does not copy, sets are written in a fixed order and the game's functions (lambdas made at
-run time among them) by the number of their code.
+The toolkit runs a game file as a module it does not register, so pickle cannot find its classes by name: a
+snapshot names them by a number instead. For a game the plain pickle does not copy, sets are written in a fixed
+order and the game's functions (lambdas made at run time among them) by the number of their code.
 """
 
 from __future__ import annotations
@@ -15,9 +14,7 @@ from collections.abc import Callable
 from types import CellType, CodeType, FunctionType
 from typing import Any
 
-#: Classes a snapshot names by number, not by name: those of a game file, which the toolkit runs as a module it
-#: does not register, so pickle cannot find them (the public games keep objects of their own classes: displays,
-#: helpers). Process-wide and append-only, so a number means one class for as long as a snapshot lives.
+#: Classes a snapshot names by number: process-wide and append-only, so a number means one class for good.
 _CLASSES: list[type] = []
 _NUMBERS: dict[int, int] = {}
 #: The game a snapshot is being loaded into: what the snapshot's references to its own game become.
@@ -54,7 +51,6 @@ def _array(i: int, _dtype: str, _shape: Any, writeable: bool) -> Any:
 
 
 def _named(c: type) -> bool:
-    """Whether pickle finds ``c`` by its module and name."""
     obj: Any = sys.modules.get(c.__module__)
     for part in c.__qualname__.split("."):
         obj = getattr(obj, part, None)
@@ -62,8 +58,8 @@ def _named(c: type) -> bool:
 
 
 def game_module(game: Any) -> tuple[list[type], dict[str, Any]]:
-    """The classes of the game's own module (its class and the bases defined there first, then every class the
-    module holds) and the module's globals, as a method of the game's class sees them ({} if it has none)."""
+    """The classes of the game's own module (its class and its bases there first) and the module's globals, as a
+    method of the game's class sees them ({} if it has none)."""
     cls = type(game)
     found = dict.fromkeys(c for c in cls.__mro__ if c.__module__ == cls.__module__)
     module_globals = next((g for v in vars(cls).values() if isinstance(g := getattr(v, "__globals__", None), dict)), {})
@@ -72,12 +68,10 @@ def game_module(game: Any) -> tuple[list[type], dict[str, Any]]:
 
 
 def _own_classes(game: Any) -> list[type]:
-    """The classes of the game's own module that pickle cannot find by name (the game's class among them)."""
     return [c for c in game_module(game)[0] if not _named(c)]
 
 
 def _number(found: list[Any], numbers: dict[int, int], obj: Any) -> int:
-    """``obj``'s number in ``found`` (by identity), given it the first time."""
     i = numbers.get(id(obj))
     if i is None:
         i = numbers[id(obj)] = len(found)
@@ -105,8 +99,7 @@ def _by_number(c: type) -> Callable[[Any], Any]:
     return reduce
 
 
-#: The code objects and module globals of game functions a snapshot holds, by number (process-wide, append-only,
-#: as the classes are): a function made at run time (a lambda a sprite keeps) has no name pickle could find.
+#: The code objects and module globals of game functions a snapshot holds, by number (as the classes are).
 _CODES: list[CodeType] = []
 _CODE_NUMBERS: dict[int, int] = {}
 _GLOBALS: list[dict[str, Any]] = []
@@ -138,11 +131,9 @@ def _fill_cell(c: CellType, state: tuple[Any, ...]) -> None:
 
 def functions_by_code(module_globals: dict[str, Any]) -> Callable[[Any], Any]:
     """A pickler's ``reducer_override`` for the game module's own functions: one the module holds by its name is
-    written as that name (a copy holds the same function, as ``is`` and ``==`` compare it); any other (a lambda made
-    at run time) as its code and module by number, its closure's cells and its defaults by value. A cell is made
-    empty and filled after it is memoized, so a closure over the object that holds it (a sprite's lambda over
-    ``self``) loads over the copy, not the original; the game's module globals are shared, as the toolkit's one
-    module is."""
+    written as that name; any other (a lambda made at run time) as its code and module by number, its closure's
+    cells and its defaults by value. A cell is filled after it is memoized, so a closure over the object that holds
+    it (a sprite's lambda over ``self``) loads over the copy, not the original."""
     g = _number(_GLOBALS, _GLOBAL_NUMBERS, module_globals)
 
     def override(o: Any) -> Any:
@@ -165,34 +156,24 @@ def functions_by_code(module_globals: dict[str, Any]) -> Callable[[Any], Any]:
 
 
 class _Pickler(pickle.Pickler):
-    """A pickler with a ``reducer_override`` (the C pickler reads it when it is made, so it is set before)."""
+    """A pickler with a ``reducer_override`` (the C pickler reads it when it is made, so it is set first)."""
 
     def __init__(self, file: Any, override: Callable[[Any], Any]) -> None:
         self.reducer_override = override  # type: ignore[method-assign]
         super().__init__(file, protocol=5)
 
 
-def _by_value(keep: Callable[[str, str], str]) -> Callable[[Any], Any]:
-    """Persistent ids for strings: each string is written as the first equal one ``keep`` was given."""
-
-    def by_value(o: Any) -> str | None:
-        return keep(o, o) if type(o) is str else None
-
-    return by_value
-
-
-def _by_value_and_order(keep: Callable[[str, str], str]) -> Callable[[Any], Any]:
-    """Persistent ids for strings (as :func:`_by_value` writes them) and for sets. A set iterates,
-    and so pickles, in an order its adds and removes decided: an equal set in a copy may not. A set is written as
-    its kind and its elements sorted by repr (as the slow way's fingerprint walks them), one id object per set so
-    that a set held twice is memoized as one and loads as one."""
+def by_value(keep: Callable[[str, str], str], sets: bool) -> Callable[[Any], Any]:
+    """Persistent ids: each string written as the first equal one ``keep`` was given; with ``sets``, each set as its
+    kind and its elements sorted by repr (a set pickles in an order its history decided: an equal one in a copy may
+    not), one id object per set so that a set held twice loads as one."""
     ids: dict[int, tuple[tuple[int, tuple[Any, ...]], Any]] = {}
 
     def by_value(o: Any) -> Any:
         t = type(o)
         if t is str:
             return keep(o, o)
-        if t is set or t is frozenset:
+        if sets and (t is set or t is frozenset):
             found = ids.get(id(o))
             if found is None:
                 # The set is held beside its id so that no other object takes its id during this dump.
@@ -204,7 +185,7 @@ def _by_value_and_order(keep: Callable[[str, str], str]) -> Callable[[Any], Any]
 
 
 def _sets_loader() -> Callable[[Any], Any]:
-    """``persistent_load`` for :func:`_by_value_and_order`: a string is itself; a set's id (one object per set, as
+    """``persistent_load`` for :func:`by_value` with sets: a string is itself; a set's id (one object per set, as
     the pickle's memo gives it back) becomes one set."""
     made: dict[int, tuple[Any, Any]] = {}
 

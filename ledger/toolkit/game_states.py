@@ -1,8 +1,5 @@
-"""Game states to search over: run an action on a copy of a state, compare states, cheaply.
-
-The search over what a record leaves open (:mod:`ledger.resim.state_search`, for harness imports and audits)
-steps many candidate actions from each kept state; a candidate must cost about what a game step costs.
-"""
+"""Game states to search over: run an action on a copy of a state, compare states, cheaply (the search steps many
+candidate actions from each kept state: a candidate must cost about what a game step costs)."""
 
 from __future__ import annotations
 
@@ -21,12 +18,11 @@ from ledger.toolkit.game_pickle import (
     _INTO,
     _array,
     _by_number,
-    _by_value,
-    _by_value_and_order,
     _own_classes,
     _Pickler,
     _sets_loader,
     _the_game,
+    by_value,
     functions_by_code,
     game_module,
 )
@@ -40,8 +36,7 @@ CACHE_SIZE = 50_000
 
 
 class StateNotCopied(Exception):
-    """A game state the engine could not copy or compare (a state that came to hold what neither pickle nor a deep
-    copy can copy): the search cannot go on from it."""
+    """A game state the engine could not copy or compare: the search cannot go on from it."""
 
 
 class Choice(NamedTuple):
@@ -58,8 +53,8 @@ def frame_digest(frame_bytes: bytes) -> str:
 
 
 def frame_key(frame_bytes: bytes) -> bytes:
-    """What an answer's signature holds of its frame bytes: their :func:`frame_digest` (as bytes; ``b""`` for an
-    empty answer). A rejected candidate is remembered by it, not by its 8 KB a frame."""
+    """What an answer's signature holds of its frame bytes: their :func:`frame_digest` as bytes (``b""`` for an
+    empty answer), not the 8 KB a frame."""
     return hashlib.blake2b(frame_bytes, digest_size=16).digest() if frame_bytes else b""
 
 
@@ -90,8 +85,6 @@ Result = tuple[Any, bytes | None, Any]
 
 
 def perform(game: Any, action: int, x: int | None = None, y: int | None = None) -> Any:
-    """One action on ``game`` in place, as the toolkit's wrapper sends it; the engine's raw answer. Raises what the
-    game raises (and ValueError for an action number the engine has not)."""
     from arcengine import ActionInput, GameAction
 
     data = {k: v for k, v in (("x", x), ("y", y)) if v is not None}
@@ -99,42 +92,27 @@ def perform(game: Any, action: int, x: int | None = None, y: int | None = None) 
 
 
 class Snap(NamedTuple):
-    """A pickled state: the pickle, and the arrays it names by position (numpy arrays are kept beside it, each a
-    private copy: pickling one in-band and rebuilding it costs several times its copy), and the shared levels the
-    pickle names (:class:`_Master`: kept alive by the snapshots that name them, and by nothing else)."""
+    """A pickled state, the arrays it names by position (pickling one in-band costs several times its copy), and
+    the shared levels it names (kept alive by the snapshots that name them, and by nothing else)."""
 
     blob: bytes
     arrays: tuple[Any, ...]
     levels: tuple[Any, ...] = ()
 
     def size(self) -> int:
-        """Bytes it holds, about (an array object's own header counted as 128)."""
         return len(self.blob) + sum(a.nbytes + 128 for a in self.arrays)
 
 
 class Engine:
     """Runs actions on copies of game states, remembering each transition.
 
-    A state is kept as the pickle of the game's attributes (the engine's per-action bookkeeping normalized, the
-    never-changed clean levels shared) with its numpy arrays copied beside the pickle (a sprite's pixels rebuilt
-    from a pickle cost several times their copy); the digest of both is its fingerprint. An action changes the level
-    the game is on, so the other levels are kept once, content-addressed, and shared by every state that holds them
-    (the pickle names them by digest): copying a state costs its current level, not all of them. (A game that
-    changes a level it is not on, or keeps references into one, is outside what this sharing assumes; arcengine's
-    own level changes, resets and level moves are within it.) A level the game moves onto during an action is made
-    private first (the action is run again) so shared levels are never changed. A candidate's answer is compared
-    with what it must match *before* its state is kept: a rejected candidate costs one copy and one game step. The
-    game a kept state was frozen from is kept beside it for the next action from that state (the last few:
-    :data:`SPARE_GAMES`), which then needs no copy. Objects of the game file's own classes (the toolkit runs the
-    file as a module pickle cannot find by name) are pickled naming their class by number, and the game's references
-    to itself (a display that reads it) stay references to the copy. Equal strings are written once whichever
-    objects hold them, so a copy (which holds fresh strings where the game held its code's constants and its classes'
-    names) pickles as the game does; an action is written by its name; the action count, which arcengine reads only
-    as "zero or not", stays whole for a game whose own code reads it. Where that plain pickle does not copy the
-    game, it is tried extended: sets written by their sorted elements (their order is their history's), the game's
-    own functions by their code and their closures' cells by value (a lambda a sprite keeps over itself then acts
-    on the copy). A game whose state still does not pickle is copied and fingerprinted the slow way (a deep copy of
-    every level a candidate: tens of times a step).
+    A state is the pickle of the game's attributes (per-action bookkeeping normalized) with its numpy arrays copied
+    beside it; the digest of both is its fingerprint. The levels the game is not on are kept once, content-addressed,
+    and shared by every state that holds them, so a copy costs the current level only; a level the game moves onto
+    is made private first (the action is run again), so shared levels never change. A candidate's answer is checked
+    *before* its state is kept: a rejected one costs one copy and one step. Equal strings are written once, so a copy
+    pickles as the game does. Where the plain pickle does not copy the game, sets are written sorted and the game's
+    own functions by their code; failing that, states are deep-copied and walked (tens of times a step).
     """
 
     def __init__(self, game: Any) -> None:
@@ -148,29 +126,23 @@ class Engine:
         self.clean = getattr(game, "_clean_levels", None)
         self.action0 = getattr(game, "_action", None)
         self._cells: dict[bytes, list[tuple[int, int]]] = {}
-        #: Game steps run and states copied: the search's cost, whatever the machine.
         self.steps = 0
         self.copies = 0
         #: The step count, and the CPU time, at which a step raises :class:`SearchSpent` instead (the allowance).
         self.stop_at: float = float("inf")
         self.deadline: float = float("inf")
-        #: digest -> the shared level of that content, for as long as a snapshot names it (a level the game left
-        #: behind is let go with the last state that holds it: memory does not grow with the recording).
+        #: digest -> the shared level of that content, for as long as a snapshot names it.
         self._masters: weakref.WeakValueDictionary[bytes, _Master] = weakref.WeakValueDictionary()
         #: id of a level object once shared -> its digest (the entry goes when the object does, so ids stay theirs).
         self._ids: dict[int, bytes] = {}
-        #: The shared levels the state being frozen names.
         self._naming: list[_Master] = []
         self.shared = isinstance(getattr(game, "_levels", None), list) and isinstance(
             getattr(game, "_current_level_index", None), int
         )
-        #: id(snapshot) -> (snapshot, the game it was frozen from, not acted on since): an action from that state
-        #: needs no copy. The last few only (each holds a game).
+        #: id(snapshot) -> (snapshot, the game it was frozen from, not acted on since): the last few only.
         self._spare: dict[int, tuple[Any, Any]] = {}
-        #: The pickler's table (numpy arrays, the game file's own classes), and the game being frozen, which its own
-        #: state may refer to (a display that reads it): kept as a reference, not a second copy.
+        #: The game being frozen, which its own state may refer to: pickled as a reference, not a second copy.
         self._freezing: Any = None
-        #: The arrays of the state being frozen (see :meth:`_dumps`).
         self._arrays: list[Any] = []
         self._table: dict[Any, Any] = dict(copyreg.dispatch_table)
         self._table.update(self._array_table())
@@ -184,13 +156,11 @@ class Engine:
                 self._table[type(game)] = lambda o: (_the_game, ()) if o is self._freezing else as_copy(o)
         #: Whether the game reads its action count (then it is state, not the engine's bookkeeping).
         self.counts = reads_action_count(game)
-        #: Whether sets are pickled by their elements in a fixed order, and the game's own functions by their code
-        #: (see :meth:`_dumps`): tried when the plain pickle does not copy the game.
+        #: Whether sets are pickled sorted and the game's own functions by their code.
         self.extended = False
         self._functions: Callable[[Any], Any] | None = None
-        #: Whether equal states pickle alike (strings by value, sets in order; see :meth:`_dumps`). A search that
-        #: only follows one path and merges no states may turn it off: a snapshot still copies the state, and equal
-        #: fingerprints still mean equal states, but equal states may not have equal fingerprints.
+        #: Whether equal states pickle alike. A search that merges no states may turn it off: equal fingerprints
+        #: still mean equal states, but equal states may not have equal fingerprints.
         self.canonical = True
         for extended in (False, True):
             self.extended, self.fast = extended, True  # freeze and thaw take the fast way while it is tried
@@ -210,8 +180,7 @@ class Engine:
             self._functions = None
 
     def _share(self, game: Any) -> list[Any]:
-        """The game's levels with every level it is not on as a :class:`_Shared` reference (each such level kept
-        once, content-addressed: an equal one already kept is used instead)."""
+        """The game's levels with every level it is not on as a :class:`_Shared` reference."""
         cur = game._current_level_index
         levels = game._levels
         out: list[Any] = []
@@ -238,7 +207,7 @@ class Engine:
 
     def _known(self, lv: Any, d: bytes) -> None:
         """Remember that level object ``lv`` holds content ``d`` until the object goes (a level that cannot be
-        watched going is not remembered: it is pickled again each time, since its id could be another's later)."""
+        watched going is not remembered: its id could be another's later)."""
         if id(lv) not in self._ids:
             try:
                 weakref.finalize(lv, self._ids.pop, id(lv), None)
@@ -248,8 +217,7 @@ class Engine:
         self._ids[id(lv)] = d
 
     def freeze(self, game: Any) -> tuple[bytes, Any]:
-        """(fingerprint, snapshot) of a game state (the game may be stepped afterwards: the snapshot is a copy).
-        :class:`StateNotCopied` if it cannot be copied."""
+        """(fingerprint, snapshot) of a game state; :class:`StateNotCopied` if it cannot be copied."""
         try:
             return self._freeze(game)
         except Exception as e:  # what pickle, a deep copy or the walk raised on the game's own objects
@@ -277,9 +245,8 @@ class Engine:
         return self._digest(snap), snap
 
     def _array_table(self) -> dict[Any, Any]:
-        """numpy arrays pickled by position in the snapshot's own list of array copies (their dtype and shape in the
-        pickle, their bytes hashed beside it; a read-only array stays read-only); an array of Python objects is
-        pickled as usual."""
+        """numpy arrays pickled by position in the snapshot's own list of array copies (an array of Python objects
+        as usual)."""
         try:
             import numpy as np
         except ImportError:
@@ -303,13 +270,11 @@ class Engine:
         buf = io.BytesIO()
         p = _Pickler(buf, self._functions) if self._functions is not None else pickle.Pickler(buf, protocol=5)
         p.dispatch_table = self._table
-        # Equal strings are written once whichever objects hold them (pickle shares by identity): a game's copy holds
-        # a fresh string where the game held the one its class name is (a level's name 'Level'), and must pickle the
-        # same. Each string is written as a persistent id, its first object standing for all equal ones.
+        # Equal strings are written once whichever objects hold them (pickle shares by identity): a copy holds fresh
+        # strings where the game held its code's constants, and must pickle the same.
         if self.canonical:
             strings: dict[str, str] = {}
-            ids = _by_value_and_order if self.extended else _by_value
-            p.persistent_id = ids(strings.setdefault)  # type: ignore[method-assign]
+            p.persistent_id = by_value(strings.setdefault, sets=self.extended)  # type: ignore[method-assign]
         self._arrays.clear()
         try:
             p.dump(obj)
@@ -334,8 +299,8 @@ class Engine:
             _ARRAYS.pop()
 
     def thaw(self, snap: Any, private: frozenset[int] = frozenset()) -> Any:
-        """A game to act on, from a snapshot (never the snapshot itself); levels in ``private`` are its own.
-        :class:`StateNotCopied` if it cannot be made."""
+        """A game to act on, from a snapshot; levels in ``private`` are its own. :class:`StateNotCopied` if it
+        cannot be made."""
         try:
             return self._thaw(snap, private)
         except Exception as e:  # what unpickling or a deep copy raised on the game's own objects
@@ -365,39 +330,34 @@ class Engine:
         return game
 
     def take(self, snap: Any) -> Any:
-        """The game ``snap`` was frozen from, if it has not been acted on since (no copy), else a thawed copy; the
-        caller then owns it."""
+        """The game ``snap`` was frozen from, if it has not been acted on since, else a thawed copy."""
         spare = self._spare.pop(id(snap), None)
         if spare is not None and spare[0] is snap:
             return spare[1]
         return self.thaw(snap)
 
     def hand(self, snap: Any, game: Any) -> None:
-        """``game`` is in the state ``snap`` holds and may be acted on: the next action from ``snap`` uses it."""
+        """``game`` is in the state ``snap`` holds: the next action from ``snap`` may use it."""
         if self.fast:
             if len(self._spare) >= SPARE_GAMES:
                 del self._spare[next(iter(self._spare))]
             self._spare[id(snap)] = (snap, game)
 
     def release(self) -> None:
-        """Let go of the states and games kept: the search is over (they would live until a cyclic collection)."""
+        """Let go of the states and games kept (they would live until a cyclic collection)."""
         self.cache.clear()
         self._cells.clear()
         self._spare.clear()
 
     def cells(self, node: Any) -> list[tuple[int, int]]:
-        """The click coordinates to try from ``node``'s state (its camera's cells)."""
         found = self._cells.get(node.fp)
         if found is None:
             found = self._cells[node.fp] = _cells(self.thaw(node.game) if self.fast else node.game)
         return found
 
     def step(self, node: Any, c: Choice, keep: Callable[[Any], bool] | None = None) -> Result | None:
-        """(response signature, fingerprint, snapshot) after ``c`` from ``node``'s state; None if the game raised. The
-        signature's frame is its :func:`frame_key`.
-
-        With ``keep``, an answer it rejects is not kept: fingerprint and snapshot are None.
-        """
+        """(signature, fingerprint, snapshot) after ``c`` from ``node``'s state; None if the game raised. An answer
+        ``keep`` rejects is not kept: fingerprint and snapshot are None."""
         key = (node.fp, c)
         if key in self.cache:
             hit = self.cache[key]
@@ -422,9 +382,7 @@ class Engine:
         data = {k: v for k, v in (("x", c.x), ("y", c.y)) if v is not None}
         private: frozenset[int] = frozenset()
         while True:
-            # The game a kept state was frozen from is that state: its first candidate needs no copy.
-            spare = self._spare.pop(id(snap), None)
-            game = spare[1] if spare is not None and spare[0] is snap and not private else self.thaw(snap, private)
+            game = self.thaw(snap, private) if private else self.take(snap)
             before = game._current_level_index if self.shared else 0
             if self.steps >= self.stop_at or time.process_time() > self.deadline:
                 raise SearchSpent(f"{self.steps:,} game steps")
@@ -467,14 +425,11 @@ class Engine:
 
 
 class _Shared(NamedTuple):
-    """A level in a snapshot that is kept once by the engine, named by the digest of its pickle."""
-
     digest: bytes
 
 
 class _Master:
-    """A level kept once by content: the object every state that names it shares, and its pickle (a private copy
-    is made from it)."""
+    """A level kept once by content: the object every state that names it shares, and its pickle."""
 
     __slots__ = ("__weakref__", "blob", "digest", "level")
 

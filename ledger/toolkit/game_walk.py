@@ -1,6 +1,5 @@
 """The slow way to copy and compare game states, for a game whose state does not pickle: a deep copy, and a digest
-of a walk over the game object's attributes; and what a game reads of the engine's own bookkeeping.
-"""
+of a walk over its attributes; and whether a game reads the engine's action count."""
 
 from __future__ import annotations
 
@@ -19,8 +18,8 @@ _SKIP_ATTRS = frozenset(("_action", "_full_reset", "_action_complete", "_clean_l
 
 
 def reads_action_count(game: Any) -> bool:
-    """Whether code of the game's own module reads ``_action_count`` (a step counter drawn from it, say): then the
-    number is part of its state. arcengine itself reads only whether it is zero."""
+    """Whether code of the game's own module reads ``_action_count``: then the number is part of its state
+    (arcengine itself reads only whether it is zero)."""
     classes, module_globals = game_module(game)
     mod = type(game).__module__
     found = [f for c in classes for f in vars(c).values()]
@@ -44,7 +43,7 @@ def _codes(code: CodeType) -> Iterator[CodeType]:
 
 def fingerprint(game: Any, counts: bool = False) -> bytes:
     """A digest of a game object's state: the engine's per-action bookkeeping left out, and ``_action_count`` reduced
-    to "zero or not" (what arcengine's RESET reads) unless ``counts`` (the game reads the number itself)."""
+    to "zero or not" unless ``counts`` (the game reads the number itself)."""
     h = hashlib.blake2b(digest_size=20)
     seen: dict[int, int] = {}
     up = h.update

@@ -21,7 +21,7 @@ def fingerprint(api_key: str | None) -> str | None:
 
 
 def click_xy(payload: object) -> tuple[int | None, int | None]:
-    """ACTION6's ``x``/``y`` from its data payload (a dict, live or as a recording line holds it); None where absent."""
+    """ACTION6's ``x``/``y`` from its data payload; None where absent."""
     if not isinstance(payload, dict):
         return None, None
     x, y = payload.get("x"), payload.get("y")
@@ -31,7 +31,6 @@ def click_xy(payload: object) -> tuple[int | None, int | None]:
 def observation(
     data: Any, full_reset: bool, *, with_reasoning: bool, ts: datetime, frame_empty: bool | None = None
 ) -> Observation:
-    """An :class:`Observation` from an arcengine ``FrameDataRaw``/``FrameData`` response."""
     ai = data.action_input
     action = ai.id.value if ai is not None else -1
     x, y = click_xy(ai.data) if action == 6 else (None, None)

@@ -14,15 +14,9 @@ from ledger.toolkit.game_states import fingerprint
 SEED_TRIES = 32
 
 
-def start_wrapper(info: Any, seed: int | None) -> LocalGame:
-    """The game built with ``seed``, then its RESET, as ``arc_agi.LocalEnvironmentWrapper`` starts it
-    (:mod:`ledger.toolkit.game_files`); raises :class:`~ledger.toolkit.game_files.GameStartError`."""
-    return LocalGame(info, seed)
-
-
 def start_game(info: Any, seed: int | None = 0) -> Any:
-    """The game alone, as :func:`start_wrapper` starts it (seed 0: the harness's ``Arcade.make``)."""
-    return start_wrapper(info, seed).game
+    """The game alone, as ``LocalEnvironmentWrapper`` starts it (seed 0: the harness's ``Arcade.make``)."""
+    return LocalGame(info, seed).game
 
 
 def seed_classes(info: Any) -> list[int]:
@@ -40,14 +34,11 @@ def seed_classes(info: Any) -> list[int]:
 def _start_digest(info: Any, seed: int | None) -> bytes:
     """A digest of the game's state after its first RESET, its own record of the seed left out."""
     try:
-        game = start_wrapper(info, seed).game
+        game = start_game(info, seed)
     except Exception:  # a seed the game's code refuses: a state of its own
         return b"error"
-    saved = game.__dict__.pop("_seed", None)
+    game.__dict__.pop("_seed", None)  # the game is this digest's alone: nothing needs its seed back
     try:
         return hashlib.blake2b(pickle.dumps(vars(game), protocol=5), digest_size=20).digest()
     except Exception:  # state that does not pickle: the slower walk
         return fingerprint(game)
-    finally:
-        if saved is not None:
-            game._seed = saved

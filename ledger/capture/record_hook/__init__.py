@@ -1,14 +1,9 @@
 """``ledger record``: run a command with every ``arc_agi.Arcade`` it creates attached to the ledger, unchanged.
 
-The command gets, for itself and the Python processes it starts, a PYTHONPATH whose first entry is the ``site``
-folder next to this file: its ``sitecustomize`` wraps ``Arcade.__init__`` when ``arc_agi`` is imported (see
-``site/sitecustomize.py``), and :mod:`ledger.capture.record_hook.child` attaches the ledger. Nothing is installed;
-the environment of the ``ledger`` process itself is not changed. Each process notes in a file of a private
-temporary folder, one JSON line each, the cards it opened and the Arcades it could not record, so the recorder
-can say what it captured and what it did not.
-
-The command runs in a process group of its own: SIGINT, SIGTERM and SIGHUP sent to the recorder (alone, or with
-its terminal's foreground group) reach the whole command once, and the recorder waits for it.
+The command's PYTHONPATH starts with the ``site`` folder next to this file, whose ``sitecustomize`` wraps
+``Arcade.__init__`` (nothing is installed). Each process notes, one JSON line each in a private temporary file, the
+cards it opened and the Arcades it could not record, so the recorder can say what it captured and what it did not.
+The command runs in a process group of its own: SIGINT, SIGTERM and SIGHUP reach the whole command once.
 """
 
 from __future__ import annotations
@@ -23,7 +18,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -38,15 +33,12 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 @dataclass(frozen=True, slots=True)
 class Uncaptured:
-    """An Arcade the command created that the ledger could not record (the process and why)."""
-
     pid: int
     python: str
     version: str
     reason: str
 
     def describe(self) -> str:
-        """One line naming the Arcade's process, its interpreter and the cause."""
         return (
             f"an Arcade of process {self.pid} (Python {self.version} at {self.python}) was NOT recorded: {self.reason}"
         )
@@ -59,11 +51,9 @@ class Recorded:
     returncode: int
     card_ids: list[str]
     uncaptured: list[Uncaptured] = field(default_factory=list)
-    #: The command's last error line on stderr or stdout (:func:`last_error_of`).
     last_error: str | None = None
-    #: The signals the recorder passed on to the command, in order.
     signals: list[str] = field(default_factory=list)
-    #: Capture failures logged in the command ("process N: message"), whether or not the command went on.
+    #: Capture failures logged in the command ("process N: message").
     failures: list[str] = field(default_factory=list)
     #: (card id, who captures it): cards this run's capture left to another capture of the same ledger.
     aside: list[tuple[str, str]] = field(default_factory=list)
@@ -72,16 +62,14 @@ class Recorded:
 
 
 def ledger_paths() -> list[str]:
-    """Where this process imports the ledger and its dependencies from (appended to the command's path)."""
     pkg_parent = str(Path(__file__).resolve().parents[3])  # the folder holding the ledger package
     out = [pkg_parent]
     out += [p for p in sys.path if p and os.path.isdir(p) and p not in out and "site-packages" in p]
     return out
 
 
-def child_env(db: str, tags: Sequence[str], cards_file: str, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for the recorded command: the hook first on PYTHONPATH, the ledger named."""
-    env = dict(os.environ if base is None else base)
+def child_env(db: str, tags: Sequence[str], cards_file: str) -> dict[str, str]:
+    env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(SITE_DIR), *filter(None, [env.get("PYTHONPATH")])])
     env[ENV_DB] = db
     env[ENV_TAGS] = json.dumps(list(tags))
@@ -91,13 +79,11 @@ def child_env(db: str, tags: Sequence[str], cards_file: str, base: dict[str, str
 
 
 def exit_status(returncode: int) -> int:
-    """A shell's exit status for a child's return code (128 + N for death by signal N)."""
     return 128 - returncode if returncode < 0 else returncode
 
 
 class _Tee:
-    """Copies one of the command's outputs to ours (``stream``: ``stdout`` or ``stderr``) as it comes, keeping its
-    last 64 KiB for its last error line."""
+    """Copies one of the command's outputs to ours as it comes, keeping its last 64 KiB for its last error line."""
 
     def __init__(self, source: IO[bytes], stream: str) -> None:
         self._fd = source.fileno()
@@ -122,14 +108,14 @@ class _Tee:
                 out = ours = None
 
     def text(self, timeout: float = 5.0) -> str:
-        """What the command wrote last (waits a little for processes the command left holding the pipe)."""
+        """What the command wrote last (waiting a little for processes the command left holding the pipe)."""
         self._thread.join(timeout)
         return self._tail.decode("utf-8", "replace")
 
 
 def last_error_of(stderr: str, stdout: str) -> str | None:
-    """The command's last error line: stderr's when it has one that reads as an error, else stdout's (harnesses
-    log their errors there too: "No games available to play"), else stderr's last line, else stdout's."""
+    """The command's last error line: stderr's when it reads as an error, else stdout's (harnesses log their errors
+    there too), else stderr's last line, else stdout's."""
     err, out = last_error_line(stderr), last_error_line(stdout)
     for line in (err, out):
         if line is not None and _ERROR.search(line):
@@ -142,9 +128,8 @@ _ERROR = re.compile(r"error|exception|fail|fatal|cannot|can't|could not|denied|r
 
 
 def last_error_line(text: str) -> str | None:
-    """The line of a command's stderr that says why it failed: the exception line ending the last traceback, or
-    the last line that reads as an error, else the last line; never a warning (a library's DeprecationWarning
-    printed at exit is no reason for anything) nor the source line Python prints under one."""
+    """The line of a command's output that says why it failed: the exception line ending the last traceback, or
+    the last line that reads as an error, else the last line; never a warning nor the source line under one."""
     lines: list[str] = []
     after_warning = False
     exception: int | None = None
@@ -177,28 +162,15 @@ def last_error_line(text: str) -> str | None:
     return lines[max(errors)] if errors else lines[-1]
 
 
-@dataclass(frozen=True, slots=True)
-class Notes:
-    """What the command's processes noted: cards opened, Arcades not recorded, capture failures."""
-
-    cards: list[str]
-    uncaptured: list[Uncaptured]
-    failures: list[str]
-    #: (card id, who captures it) for cards another capture on the same ledger opened first.
-    aside: list[tuple[str, str]] = field(default_factory=list)
-    #: The first request to the ARC API a process sent over HTTP itself.
-    http: str | None = None
-
-
-def read_notes(path: str) -> Notes:
-    """The card ids (once each, in order), unrecorded Arcades and capture failures noted by the command."""
+def read_notes(path: str) -> Recorded:
+    """What the command's processes noted (``returncode`` 0: the caller's to fill in)."""
     cards: list[str] = []
     lost: list[Uncaptured] = []
     failures: list[str] = []
     aside: list[tuple[str, str]] = []
     http: str | None = None
     if not os.path.exists(path):
-        return Notes(cards, lost, failures)
+        return Recorded(0, cards, lost, failures=failures)
     for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             note: dict[str, Any] = json.loads(line)
@@ -226,14 +198,12 @@ def read_notes(path: str) -> Notes:
                     reason=str(note["uncaptured"]),
                 )
             )
-    return Notes(cards, lost, failures, aside, http)
+    return Recorded(0, cards, lost, failures=failures, aside=aside, http=http)
 
 
 def run(db: str, tags: Sequence[str], command: Sequence[str]) -> Recorded:
-    """Run ``command`` recorded into ledger ``db`` and wait for it, passing SIGINT/SIGTERM/SIGHUP on to it.
-
-    Raises ``FileNotFoundError``/``PermissionError`` if the command cannot be started.
-    """
+    """Run ``command`` recorded into ledger ``db`` and wait for it; ``FileNotFoundError``/``PermissionError`` if it
+    cannot be started."""
     with tempfile.TemporaryDirectory(prefix="ledger-record-") as tmp:
         cards_file = os.path.join(tmp, "cards")
         proc: subprocess.Popen[bytes] | None = None
@@ -266,13 +236,4 @@ def run(db: str, tags: Sequence[str], command: Sequence[str]) -> Recorded:
                 signal.signal(s, h)
         last = last_error_of(tees[0].text(), tees[1].text())
         notes = read_notes(cards_file)
-    return Recorded(
-        returncode=exit_status(rc),
-        card_ids=notes.cards,
-        uncaptured=notes.uncaptured,
-        last_error=last,
-        signals=forwarded,
-        failures=notes.failures,
-        aside=notes.aside,
-        http=notes.http,
-    )
+    return replace(notes, returncode=exit_status(rc), last_error=last, signals=forwarded)

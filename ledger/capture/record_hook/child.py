@@ -20,7 +20,7 @@ _pid: int | None = None
 
 
 class _FailureNotes(logging.Handler):
-    """Tells the recorder of each capture failure: the harness may catch the ``CaptureError`` and play on."""
+    """Tells the recorder of each capture failure (the harness may catch the ``CaptureError`` and play on)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         try:

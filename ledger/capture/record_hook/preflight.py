@@ -1,9 +1,8 @@
 """Before ``ledger record`` runs a command: can the Python that will run it load the ledger?
 
-The recorded command attaches the ledger inside its own interpreter, so that interpreter must import the ledger
-and its compiled dependencies (msgspec, SQLAlchemy). Another Python (another version, a venv without them)
-cannot, and would play on unrecorded. When the command is a Python interpreter, or a script whose ``#!`` line
-names one, that interpreter is asked first, with the very environment the command will get.
+Another Python (another version, a venv without the ledger's compiled dependencies) would play on unrecorded. When
+the command is a Python interpreter, or a script whose ``#!`` line names one, that interpreter is asked first, with
+the very environment the command will get.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ class InterpreterRefused(InputError):
 
 @dataclass(frozen=True, slots=True)
 class Interpreter:
-    """The Python a command runs under, as the command names it and as found on PATH."""
+    """The Python a command runs under, as the command names it and as found on PATH (``path``)."""
 
     named: str
     path: str
@@ -68,7 +67,7 @@ def python_flags(args: Sequence[str]) -> tuple[str, ...]:
 
 
 def interpreter_of(command: Sequence[str], env: Mapping[str, str]) -> Interpreter | None:
-    """The Python interpreter ``command`` runs under, when that can be told from the command itself."""
+    """The Python interpreter ``command`` runs under, when the command itself tells."""
     if command and os.path.basename(command[0]) == "env":  # `env [-i] [NAME=VALUE]... python ...`
         i = 1
         while i < len(command) and (command[i].startswith("-") or "=" in command[i]):

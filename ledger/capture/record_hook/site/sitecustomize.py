@@ -1,10 +1,8 @@
 """``ledger record``: loaded at start-up by every Python process the recorded command starts.
 
-``ledger record`` puts this folder first on the command's PYTHONPATH (for that command only; nothing is installed).
-It waits for ``arc_agi.base`` to be imported and then wraps ``Arcade.__init__`` so that every Arcade created
-gets the ledger attached; the command itself never imports the ledger. Standard library only until then, and
-the ``sitecustomize`` this one shadows (if any) still runs. An Arcade the ledger cannot be attached to (this
-interpreter cannot import it, say) raises :class:`NotRecorded` from its constructor, and the recorder is told.
+Once ``arc_agi.base`` is imported, ``Arcade.__init__`` is wrapped so that every Arcade created gets the ledger
+attached. Standard library only until then, and the ``sitecustomize`` this one shadows (if any) still runs. An
+Arcade the ledger cannot be attached to raises :class:`NotRecorded` from its constructor, and the recorder is told.
 """
 
 import contextlib
@@ -73,7 +71,7 @@ _API_PATHS = ("/api/cmd/", "/api/scorecard/open", "/api/scorecard/close")
 
 def _hook_http(module: object) -> None:
     """Note the first request to the ARC API this process sends without the toolkit: a REST client, which only a
-    ``ledger serve`` it plays against can capture (the recorder says so when no Arcade opened a card)."""
+    ``ledger serve`` can capture (the recorder says so when no Arcade opened a card)."""
     cls = module.HTTPConnection  # type: ignore[attr-defined]
     original = cls.putrequest
     seen: list[str] = []

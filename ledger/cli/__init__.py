@@ -1,8 +1,4 @@
-"""The ``ledger`` command: a Click group with one module per command family, named explicitly below.
-
-Exit codes (ledger/errors.py has the table): 0 success, 1 a failed check or an unknown card/ledger problem, 2 bad
-usage or bad input, 130 Ctrl-C, 141 standard output closed by its reader (a pipe).
-"""
+"""The ``ledger`` command: a Click group with one module per command family (exit codes: ledger/errors.py)."""
 
 from __future__ import annotations
 

@@ -44,10 +44,7 @@ class Entry(NamedTuple):
 
 
 class LedgerGroup(click.Group):
-    """The one place a :class:`~ledger.errors.LedgerError` becomes a one-line message and its exit code.
-
-    ``lazy``: each command's :class:`Entry`, its module imported only when the command is looked up to run.
-    """
+    """The one place a :class:`~ledger.errors.LedgerError` becomes a one-line message and its exit code."""
 
     def __init__(
         self, *args: Any, lazy: dict[str, Entry], jobs: dict[str, str], subcommands_open: dict[str, str], **kwargs: Any
@@ -64,8 +61,6 @@ class LedgerGroup(click.Group):
         click.Command.format_options(self, ctx, formatter)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The commands of --help, one section per job, each with its whole summary (no command module imported:
-        every command is listed lazily)."""
         # One column for every section, so that the summaries line up down the whole list.
         width = max((len(name) for name in self.lazy), default=0)
         for job, title in self.jobs.items():
@@ -75,8 +70,7 @@ class LedgerGroup(click.Group):
                     formatter.write_dl(rows)
 
     def loaded(self, cmd_name: str) -> click.Command | None:
-        """The subcommand as its module defines it (imported now if it is listed lazily), its help's first line
-        put there from its entry, or None."""
+        """The subcommand (its module imported now if listed lazily), its help's first line from its entry."""
         if cmd_name not in self.commands and cmd_name in self.lazy:
             import importlib
 
@@ -94,8 +88,7 @@ class LedgerGroup(click.Group):
         return self.commands.get(cmd_name)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        """The subcommand, with --db (and --durability) accepted after its name too when it opens a ledger (added
-        once, on first use)."""
+        """The subcommand, also taking --db (and --durability) after its name when it opens a ledger."""
         cmd = self.loaded(cmd_name)
         if cmd is not None and not getattr(cmd, "_ledger_common", False):
             entry = self.lazy.get(cmd_name)
@@ -147,13 +140,10 @@ class LedgerGroup(click.Group):
 
 @contextmanager
 def _ctrl_c_latched() -> Iterator[list[int]]:
-    """Ctrl-C still raises KeyboardInterrupt, and is also noted in the list yielded.
+    """Ctrl-C still raises KeyboardInterrupt, and is also noted in the list yielded (the command then exits 130).
 
-    Python drops an exception raised inside a finalizer or weakref callback (importlib runs one at the end of every
-    import), printing a traceback. A Ctrl-C dropped so is not printed: a real SIGINT is sent again a moment later
-    from a timer thread (one simulated at once would be dropped inside this very hook). The note makes the command
-    exit 130 even if an interrupt is swallowed some other way. A command that sets its own handler (import, serve,
-    view) replaces this one for its run; SIGINT ignored by the parent stays ignored.
+    Python drops an exception raised in a finalizer or weakref callback (importlib runs one after every import), so
+    a real SIGINT is sent again a moment later from a timer thread.
     """
     import signal
     import threading
@@ -199,7 +189,6 @@ def _ctrl_c_latched() -> Iterator[list[int]]:
 
 
 def count(n: int, word: str) -> str:
-    """``1 game``, ``2 games``: a count with its noun (regular plurals only)."""
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
@@ -213,7 +202,6 @@ def size(n_bytes: float) -> str:
 
 
 def pick_port(host: str, port: int) -> int:
-    """``port``, or for 0 a port free on ``host`` now (``view`` and ``serve`` both take ``--port 0``)."""
     if port:
         return port
     import socket
@@ -224,7 +212,6 @@ def pick_port(host: str, port: int) -> int:
 
 
 def listen_error(host: str, port: int, e: OSError) -> LedgerCommandError:
-    """The one error (exit 2) of ``ledger view`` and ``ledger serve`` when they cannot listen on ``host:port``."""
     reason = e.strerror or str(e) or type(e).__name__
     return LedgerCommandError(f"cannot serve on {host}:{port}: {reason}", 2)
 
@@ -271,7 +258,6 @@ def open_ledger(ctx: click.Context, *, write: bool = False) -> Iterator[Ledger]:
 
 
 def write_output(text: str, out: str | None) -> None:
-    """Print ``text``, or write it to ``out`` atomically (a failure: one line, exit 2)."""
     if out is None or out == "-":
         click.echo(text)
         return
@@ -379,8 +365,7 @@ def _kind(t: click.ParamType) -> str | None:
 
 
 def name_kinds(command: click.Command) -> None:
-    """Give every option of ``command`` (and its subcommands) without a metavar the one of its kind (KIND_METAVARS):
-    no help says DIRECTORY, PATH or INTEGER RANGE for what another says DIR, FILE or N."""
+    """Give every option of ``command`` (and its subcommands) without a metavar the one of its kind (KIND_METAVARS)."""
     if isinstance(command, click.Group):
         for sub in command.commands.values():
             name_kinds(sub)
@@ -394,9 +379,8 @@ def name_kinds(command: click.Command) -> None:
 def add_common_options(
     command: click.Command, opens: str, path: str = "", overrides: dict[str, str] | None = None
 ) -> None:
-    """Let ``ledger COMMAND --db X`` mean ``ledger --db X COMMAND`` on a command that opens a ledger (``opens``:
-    "read" or "write"), and ``--durability`` too on one that writes; a command that opens none shows neither. A
-    group's subcommands open as it does unless ``overrides`` names them (by their path, ``"baselines import"``)."""
+    """Let ``ledger COMMAND --db X`` mean ``ledger --db X COMMAND`` (and ``--durability`` on a writing command);
+    a group's subcommands open as it does unless ``overrides`` names them (``"baselines import"``)."""
     overrides = overrides or {}
     if isinstance(command, click.Group):
         for name, sub in command.commands.items():
@@ -442,7 +426,6 @@ class _Output(io.FileIO):
 
 
 def guard_output() -> None:
-    """Make standard output's write errors known as such (see :func:`output_failed`); the console entry only."""
     out = sys.stdout
     try:
         fd = out.fileno()

@@ -48,7 +48,6 @@ def events(ctx: click.Context, card_id: str, as_json: bool) -> None:
             tail = {"closed": lapsed[0].isoformat(), "reason": lapsed[1]} if lapsed else None
             _write(_json_parts(card_id, rows, tail))
             return
-        # The columns are as wide as the card's widest value: one pass to measure them, one to write.
         vw, sw, tw = len("version"), len("seq"), 0
         for r in rows:
             vw, sw, tw = max(vw, len(str(r.version))), max(sw, len(str(r.seq))), max(tw, len(r.type))
@@ -66,7 +65,6 @@ def events(ctx: click.Context, card_id: str, as_json: bool) -> None:
 
 
 def _json_parts(card_id: str, rows: Iterable[Any], lapsed: dict[str, str] | None) -> Iterator[str]:
-    """The listing as one JSON object, indented as ``echo_json`` indents it, an event at a time."""
     import msgspec
 
     yield '{\n  "card_id": ' + json.dumps(card_id) + ',\n  "events": ['
@@ -88,7 +86,7 @@ def _json_parts(card_id: str, rows: Iterable[Any], lapsed: dict[str, str] | None
 
 
 def _write(parts: Iterable[str], batch: int = 2_000) -> None:
-    """Write ``parts`` to standard output, a batch of them at a time (one write per part would cost a flush each)."""
+    """Write ``parts`` a batch at a time (one write per part would cost a flush each)."""
     chunk: list[str] = []
     for p in parts:
         chunk.append(p)

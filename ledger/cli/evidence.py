@@ -127,7 +127,6 @@ def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None, allo
     note = read_text(checkpoint, "checkpoint")
     _check_output(out)
     with open_ledger(ctx, write=True) as ledger:
-        # A card whose chain is not whole is refused before anything is proved of it.
         broken = ledger.repository.read(ledger.resolve_card(card), allow_broken=allow_broken).broken
         text = make(ledger, card, note)
     if broken is not None:

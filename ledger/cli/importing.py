@@ -143,9 +143,7 @@ def import_cmd(
 class _Committed:
     """Counts the cards an import has committed, for the line Ctrl-C prints.
 
-    Ctrl-C is held until a safe point, while a card's files are read, while a recording's actions are searched
-    (nothing of its card is written yet) or once a card is counted, so the count is exact: a Ctrl-C that landed
-    between a card's commit and its count would otherwise leave it out. A second Ctrl-C stops at once.
+    Ctrl-C is held until a safe point so the count is exact; a second Ctrl-C stops at once.
     """
 
     def __init__(self, total: int) -> None:
@@ -176,7 +174,6 @@ class _Committed:
 
     @contextmanager
     def deferring_ctrl_c(self) -> Iterator[None]:
-        """Within the block, the first Ctrl-C only asks to stop at the next safe point."""
 
         def handler(_signum: int, _frame: Any) -> None:
             if self.stop:

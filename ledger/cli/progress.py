@@ -19,8 +19,7 @@ VERIFY_PROGRESS_FROM = 200_000
 
 @contextmanager
 def progress_bar(total: int, label: str, *, in_mb: bool = False) -> Iterator[Callable[[int], None]]:
-    """A click progress bar on stderr, fed counts as often as you like and redrawn at most every
-    :data:`REDRAW_SECONDS`; ``in_mb``: it also shows how many MB of ``total`` bytes are done."""
+    """A click progress bar on stderr, redrawn at most every :data:`REDRAW_SECONDS`; ``in_mb``: also shows MB done."""
     bar: Any = click.progressbar(length=max(total, 1), label=label, file=sys.stderr, show_eta=True)
     if in_mb:
         bar.item_show_func = lambda _: f"{bar.pos / 1e6:.1f} of {total / 1e6:.1f} MB"

@@ -95,5 +95,4 @@ def record(ctx: click.Context, tags: tuple[str, ...], command: tuple[str, ...]) 
 
 
 def say(line: str) -> None:
-    """One line of the recorder's report, on stderr (stdout is the command's)."""
     click.echo(line, err=True)

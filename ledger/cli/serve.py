@@ -144,12 +144,10 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
 def mount_card_pages(
     app: Any, ledger: Any, environments: str, arcade: Any, competition_cards: list[str] | None
 ) -> None:
-    """The viewer's pages under ``/scorecards/`` of the toolkit's app: ``/scorecards/<card id>`` (the address a
-    harness prints, as the ARC site has it) is the card's page, and its links (replays, the cards list) stay there.
+    """The viewer's pages under ``/scorecards/`` (``/scorecards/<card id>`` as the ARC site has it).
 
-    The agent's reasoning stays off these pages (anyone who reaches the API reaches them); ``ledger view`` shows it.
-    ``competition_cards`` (competition mode): while one of them is open the pages answer 403, as the API hides an
-    open competition card's score.
+    Reasoning stays off these pages (anyone who reaches the API reaches them); while a ``competition_cards`` card is
+    open they answer 403, as the API hides an open competition card's score.
     """
     from flask import request
     from werkzeug.middleware.dispatcher import DispatcherMiddleware

@@ -1,8 +1,4 @@
-"""The viewer commands: ``ledger view`` (a live local web app), ``ledger bundle`` (a static site), ``ledger compare``.
-
-All three open the ledger read-only (``Ledger.open(..., readonly=True)``): they never create, migrate or write to
-it.
-"""
+"""The viewer commands ``view``, ``bundle`` and ``compare``; all open the ledger read-only."""
 
 from __future__ import annotations
 

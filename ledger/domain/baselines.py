@@ -1,7 +1,6 @@
-"""Baseline sets: the per-game scoring data a card is scored under, content-addressed.
+"""Baseline sets: the per-game scoring data a card is scored under, content-addressed (see docs/baselines.md).
 
-A set keeps one entry per game id (the last given wins, as in the toolkit's lookup), sorted; its id is the sha256 of
-that canonical form, so the same data gives the same id whatever order it was found in.
+One entry per game id (the last given wins, as in the toolkit's lookup); the id hashes the sorted canonical form.
 """
 
 from __future__ import annotations
@@ -49,7 +48,6 @@ def as_map(entries: Iterable[BaselineEntry]) -> dict[str, BaselineEntry]:
 
 
 def by_base_id(entries: Mapping[str, BaselineEntry]) -> dict[str, list[BaselineEntry]]:
-    """4-letter base id (before the first '-') -> entries of every version of that game."""
     out: dict[str, list[BaselineEntry]] = {}
     for gid, e in entries.items():
         out.setdefault(gid.split("-", 1)[0], []).append(e)

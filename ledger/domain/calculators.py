@@ -1,10 +1,4 @@
-"""The published calculators: each arc-agi release's scoring, as data (``arc_agi/scorecard.py`` of that release).
-
-Three arithmetic eras: ``linear`` (0.9.1, 0.9.2: ``b / a``, a plain mean), ``squared`` (0.9.3 to 0.9.6:
-``(b / a) ** 2``, weighted by level number) and ``capped`` (0.9.7 to 0.9.9: the same, 115 a level, then capped by
-the weight of levels that scored). The document's shape and one rule of bookkeeping differ too (the fields below).
-A card that records no release (written before the ledger recorded it) is scored as :data:`UNRECORDED`.
-"""
+"""The published calculators: each arc-agi release's scoring, as data. See docs/scoring.md, 'Calculators'."""
 
 from __future__ import annotations
 
@@ -24,7 +18,6 @@ class Calculator(msgspec.Struct, frozen=True, kw_only=True):
     version: str
     arithmetic: Arithmetic
     level_cap: float
-    #: ``EnvironmentScorecard.competition_mode`` exists (and defaults to False).
     competition_field: bool
     #: ``from_scorecard(do_private_tags=...)`` exists (the competition server pools private and level tags).
     private_tags: bool
@@ -63,7 +56,6 @@ def _make(version: str, arithmetic: Arithmetic) -> Calculator:
     )
 
 
-#: Every published arc-agi 0.9.x, oldest first.
 PUBLISHED: tuple[Calculator, ...] = (
     _make("0.9.1", "linear"),
     _make("0.9.2", "linear"),
@@ -84,15 +76,12 @@ UNRECORDED = _BY_VERSION["0.9.9"]
 
 
 class UnknownCalculator(InputError):
-    """A calculator version that is not a published arc-agi release (exit 2)."""
-
     def __init__(self, version: str) -> None:
         super().__init__(f"no calculator {version!r}: the published ones are {', '.join(VERSIONS)}")
         self.version = version
 
 
 def get(version: str) -> Calculator:
-    """The calculator of a published release (``0.9.6``; a leading ``v`` is allowed)."""
     c = _BY_VERSION.get(version.strip().removeprefix("v"))
     if c is None:
         raise UnknownCalculator(version)

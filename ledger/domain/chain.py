@@ -1,8 +1,4 @@
-"""The hash chain: each event's hash covers the previous hash of its stream and the event's stored bytes.
-
-The chain is per stream and covers (stream, version), not the global ``seq``, so an event keeps its hash when
-it is copied into another ledger (``ledger copy``) where it gets a different ``seq``.
-"""
+"""The hash chain, per stream over (stream, version) so an event keeps its hash when copied (different ``seq``)."""
 
 from __future__ import annotations
 
@@ -12,7 +8,6 @@ from collections.abc import Iterable, Sequence
 from typing import Literal, NamedTuple, Protocol
 
 DOMAIN = b"arc-scorecard-ledger/event/v1"
-#: A hash as the chain stores it: 64 lowercase hex digits, nothing else.
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z").match
 GENESIS = "0" * 64
 
@@ -35,9 +30,8 @@ def _part(text: str) -> bytes:
 
 
 def chain_hashes(prev_hash: str, stream: str, version: int, rows: Iterable[tuple[str, bytes]]) -> list[str]:
-    """:func:`event_hash` of consecutive events of ``stream`` (``(type, body)`` each) following ``version`` and
-    ``prev_hash``, the stream's and each type's part of the message built once (a batch append spends its time
-    here)."""
+    """:func:`event_hash` of consecutive events of ``stream``, each part of the message built once (a batch append
+    spends its time here)."""
     import hashlib  # here: it loads OpenSSL (about 2 ms), which listing cards never needs
 
     stream_part = _part(stream)
@@ -67,11 +61,8 @@ def chain_hashes(prev_hash: str, stream: str, version: int, rows: Iterable[tuple
 
 
 def first_unhashed(rows: Sequence[StreamLink]) -> int | None:
-    """The index of the first row whose ``hash`` is not :func:`event_hash` of its own columns, or whose columns are
-    not of the types the chain stores; None if every row holds (:func:`check_link` says what is wrong with it).
-
-    The message's parts are built once each (``ledger copy`` checks every row it copies here).
-    """
+    """The index of the first row whose ``hash`` or column types do not hold (None: all do; :func:`check_link`
+    says what is wrong)."""
     import hashlib
 
     head = DOMAIN + (64).to_bytes(8, "big")
@@ -145,8 +136,6 @@ class Link(Protocol):
 
 
 class StreamLink(Link, Protocol):
-    """A stored event with its stream."""
-
     @property
     def stream(self) -> str: ...
 
@@ -168,11 +157,7 @@ def _shown(value: object) -> str:
 
 
 def column_problem(row: Link) -> str | None:
-    """What is wrong with the type or shape of a column the chain reads (None: every column is as written).
-
-    SQLite stores whatever it is given: a body rewritten as text, a hash of the wrong length are reported here.
-    """
-    # Every row of a verify passes here: the usual case is decided by this one expression.
+    """What is wrong with the type or shape of a column the chain reads (None: nothing; SQLite stores anything)."""
     prev, h = row.prev_hash, row.hash
     if (
         type(row.seq) is int
@@ -217,7 +202,6 @@ def _column_detail(row: Link) -> str | None:
 
 
 def column_problem_of_hash(value: object, name: str = "hash") -> str | None:
-    """Why ``value`` is not a hash as the chain stores it (None: it is one)."""
     if isinstance(value, str) and _HEX64(value) is not None:
         return None
     return f"{name} column holds {_shown(value)}, not a sha256 (64 lowercase hex digits)"
@@ -228,8 +212,7 @@ def check_link(
 ) -> BrokenLink | None:
     """The first thing that breaks the link from the stream's previous event to ``row`` (None: the link holds).
 
-    The previous event is ``prev_version`` with hash ``prev_hash`` (0 and :data:`GENESIS` before the first); with
-    ``prev_seq``, ``row`` must also have been stored after it. Only a ``gap`` message names ``row``'s version.
+    ``prev_seq``: ``row`` must also have been stored after it. Only a ``gap`` message names ``row``'s version.
     """
     problem = column_problem(row) if isinstance(stream, str) else stream_problem(stream)
     if problem is not None:

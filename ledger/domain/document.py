@@ -1,8 +1,4 @@
-"""The scorecard document: the toolkit's ``EnvironmentScorecard.model_dump_json()``, key for key.
-
-Field order and omission follow pydantic's output with ``exclude_none=True``; ``api_key``, ``open_at`` and
-``last_update`` never appear.
-"""
+"""The scorecard document: the toolkit's ``EnvironmentScorecard.model_dump_json()`` (``exclude_none``), key for key."""
 
 from __future__ import annotations
 
@@ -97,8 +93,7 @@ def sha256(doc: ScorecardDoc) -> str:
 
 
 def rest_answer(doc: ScorecardDoc) -> bytes:
-    """The document as the toolkit's REST server sends it (``POST /api/scorecard/close``): Flask's ``jsonify`` of the
-    same values, keys sorted, compact, non-ASCII escaped, and a newline at the end."""
+    """The document as the toolkit's REST server sends it: Flask's ``jsonify`` (sorted, compact, ASCII, newline)."""
     import json
 
     values = json.loads(to_json(doc))

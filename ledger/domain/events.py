@@ -1,7 +1,4 @@
-"""The event vocabulary: every fact the ledger records, as small frozen msgspec Structs.
-
-The encoded bytes are what the log stores and hashes; each Struct's tag is the log's ``type`` column.
-"""
+"""The event vocabulary: frozen msgspec Structs whose tag is the log's ``type`` (see docs/evidence-format.md, 11)."""
 
 from __future__ import annotations
 
@@ -23,11 +20,7 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_de
 
 
 class CardOpened(Event, tag="card_opened", frozen=True, kw_only=True):
-    """A scorecard was opened (``Arcade.open_scorecard``/``create_scorecard`` or the first ``make``).
-
-    ``api_key_fingerprint`` is a salted hash of the API key (the key is never stored). ``baselines_id`` names the
-    baseline set the card is scored under: the toolkit's ``available_environments`` when the card was opened.
-    """
+    """A scorecard was opened; ``api_key_fingerprint`` is a salted hash (the key is never stored)."""
 
     card_id: str
     source_url: str | None = None
@@ -38,19 +31,14 @@ class CardOpened(Event, tag="card_opened", frozen=True, kw_only=True):
     baselines_id: str | None = None
     #: Competition cards only: the server's games in its order, each made at close if the card never played it.
     environments: list[str] | None = None
-    #: The arc-agi release whose calculator scores the card (:mod:`ledger.domain.calculators`): the toolkit installed
-    #: when it was captured, or the one an import was told. None (cards from before it was recorded): 0.9.9.
+    #: The arc-agi release whose calculator scores the card; None (cards from before it was recorded): 0.9.9.
     calculator: str | None = None
-    #: Where ``calculator`` came from: ``capture``, ``user`` (``import --calculator``), ``file`` (the recording
-    #: says), ``assumed`` (an import nothing told: the newest calculator).
+    #: ``capture``, ``user`` (``import --calculator``), ``file`` or ``assumed`` (the newest).
     calculator_source: str | None = None
 
 
 class PlayStarted(Event, tag="play_started", frozen=True, kw_only=True):
-    """A full reset (``Scorecard.new_play``): a new play of ``game_id`` for ``guid``, one guid can carry several.
-
-    arcengine does one on a RESET sent before any action of the level (or after a WIN); it counts as no action.
-    """
+    """A full reset (``Scorecard.new_play``): a new play of ``game_id`` for ``guid``; it counts as no action."""
 
     game_id: str
     guid: str
@@ -60,9 +48,8 @@ class PlayStarted(Event, tag="play_started", frozen=True, kw_only=True):
 class ActionTaken(Event, tag="action_taken", frozen=True, kw_only=True):
     """ACTION1..ACTION7 answered with a frame: one action counted on the guid's current play.
 
-    ``reasoning`` is kept only when the user opted in. ``candidates`` is set when an imported recording does not
-    decide which action was taken: ``action`` is then the first of them, not a fact (it counts the same whichever it
-    was, so no score depends on it; an audit reports it as undecided, never as a mismatch).
+    ``candidates``: an imported recording did not decide the action; ``action`` is then the first of them (the count
+    is the same whichever it was; an audit reports it as undecided, never as a mismatch).
     """
 
     game_id: str
@@ -86,10 +73,7 @@ class ActionIgnored(Event, tag="action_ignored", frozen=True, kw_only=True):
 
 
 class LevelReset(Event, tag="level_reset", frozen=True, kw_only=True):
-    """A RESET that restarted the current level (``Scorecard.reset``): counts one reset and one action.
-
-    The play's state does not go back: a play that was GAME_OVER stays GAME_OVER on the scorecard.
-    """
+    """A RESET that restarted the current level: one reset and one action; a GAME_OVER play stays GAME_OVER."""
 
     game_id: str
     guid: str
@@ -107,35 +91,24 @@ class LevelCompleted(Event, tag="level_completed", frozen=True, kw_only=True):
 
 
 class GameOver(Event, tag="game_over", frozen=True, kw_only=True):
-    """The game reported GAME_OVER: the play's scorecard state becomes GAME_OVER."""
-
     game_id: str
     guid: str
 
 
 class Win(Event, tag="win", frozen=True, kw_only=True):
-    """The game reported WIN: the play's scorecard state becomes WIN and the play counts as completed."""
-
     game_id: str
     guid: str
 
 
 class CardClosed(Event, tag="card_closed", frozen=True, kw_only=True):
-    """The card was closed; nothing after this counts on it.
-
-    ``reason``: ``explicit`` (``close_scorecard``), ``idle`` (no update for STALE_MINUTES), ``max_open`` (open for
-    MAX_OPEN_FOR_MINUTES), ``end_of_import`` or ``abandoned`` (``ledger close``: the agent died with the card open).
-    ``document_sha256`` hashes the document made at close, so an audit can show the rebuilt card still matches it.
-    """
+    """The card was closed; nothing after this counts on it (``ledger close``'s reason is ``abandoned``)."""
 
     reason: CloseReason
     document_sha256: str | None = None
 
 
 class ObservationReapplied(Event, tag="observation_reapplied", frozen=True, kw_only=True):
-    """A RESET the REST server did not execute (competition mode, the level had no action yet): it re-applied the
-    play's last observation to the card, one action, and one reset as well when ``action`` was itself a RESET (0).
-    """
+    """A RESET the REST server did not execute (competition mode): it counted the play's last observation again."""
 
     game_id: str
     guid: str
@@ -145,8 +118,7 @@ class ObservationReapplied(Event, tag="observation_reapplied", frozen=True, kw_o
 
 
 class RequestFailed(Event, tag="request_failed", frozen=True, kw_only=True):
-    """A request to the ARC server (``RESET``, ``ACTION1``..``ACTION7`` or ``close``) got no usable answer: nothing
-    was counted."""
+    """A request to the ARC server got no usable answer: nothing was counted."""
 
     request: str
     game_id: str | None = None
@@ -156,15 +128,13 @@ class RequestFailed(Event, tag="request_failed", frozen=True, kw_only=True):
 
 
 class ServerDocument(Event, tag="server_document", frozen=True, kw_only=True):
-    """The scorecard document the ARC server returned when it closed the card, as received (``ledger audit``
-    compares the ledger's card with it field by field)."""
+    """The scorecard document the ARC server returned at close, as received (``ledger audit`` compares with it)."""
 
     document: dict[str, Any]
 
 
 class CaptureContext(Event, tag="capture_context", frozen=True, kw_only=True):
-    """How the card was captured: ``via`` ``serve`` (``ledger serve``) or ``record`` (``ledger record``), with the
-    ``--tag`` values given. Not part of the card's JSON."""
+    """How the card was captured (``serve`` or ``record``, with its ``--tag`` values); not in the card's JSON."""
 
     via: str
     tags: list[str] | None = None
@@ -196,11 +166,10 @@ class LabelSet(Event, tag="label_set", frozen=True, kw_only=True):
 
 
 class RecordingImported(Event, tag="recording_imported", frozen=True, kw_only=True):
-    """How far ``ledger import`` has read one recording file of an imported card (written with its events).
+    """How far ``ledger import`` has read one recording file of an imported card.
 
-    ``offset``: the bytes of complete lines consumed; ``tail_sha256`` hashes the last 4096 bytes before it, so a
-    rewritten file is told apart from one that grew; ``game_state`` (after the last line) says whether the next
-    action, without frame data, got an empty frame. ``ts`` is the last line's timestamp.
+    ``tail_sha256`` hashes the 4096 bytes before ``offset`` (a rewritten file vs one that grew); ``game_state`` says
+    whether the next action, without frame data, got an empty frame.
     """
 
     file: str
@@ -234,10 +203,8 @@ class LinesSkipped(Event, tag="lines_skipped", frozen=True, kw_only=True):
 class ActionsInferred(Event, tag="actions_inferred", frozen=True, kw_only=True):
     """A harness recording (which holds answers, not actions) was imported: how its actions were found.
 
-    ``method``: ``resimulated`` (the game's code re-run), ``frames`` (no game code: resets cannot be known) or
-    ``recorded`` (each line names its action). ``undecided`` lists the lines (1-based) that could be a level RESET as
-    well as the action imported, so reset counts are uncertain by up to that many (no score depends on them). A long
-    list is split over consecutive events of the file, 4,096 lines at most each; the first holds ``inferred``.
+    ``method``: ``resimulated``, ``frames`` (resets unknown) or ``recorded``. ``undecided``: lines that could be a
+    level RESET as well; a long list is split over consecutive events, 4,096 lines each (the first holds ``inferred``).
     """
 
     file: str
@@ -254,10 +221,7 @@ class BaselinesAttached(Event, tag="baselines_attached", frozen=True, kw_only=Tr
 
 
 class CardReopened(Event, tag="card_reopened", frozen=True, kw_only=True):
-    """An imported card's recordings grew after its ``end_of_import`` close: the close no longer holds.
-
-    The new lines' events follow, then a new ``CardClosed(end_of_import)`` at the card's last timestamp.
-    """
+    """An imported card's recordings grew after its ``end_of_import`` close, so a new close follows the new events."""
 
     reason: Literal["import_resumed"] = "import_resumed"
 
@@ -269,10 +233,8 @@ class CardRetracted(Event, tag="card_retracted", frozen=True, kw_only=True):
 
 
 class FramesNoted(Event, tag="frames_noted", frozen=True, kw_only=True):
-    """Digests of the frames that answered the actions an import left undecided (``ActionTaken.candidates``), one
-    per such action since the previous FramesNoted of the stream (4,096 at most), so that a re-simulation tells the
-    candidates apart without the recording: the first 32 hex digits of a blake2b of the frame's grids (int16, then
-    the shape)."""
+    """Digests of the frames answering the undecided actions since the previous FramesNoted (4,096 at most), so a
+    re-simulation tells candidates apart: the first 32 hex digits of a blake2b of the grids (int16, then shape)."""
 
     file: str
     digests: list[str]
@@ -288,8 +250,7 @@ class LevelUsage(msgspec.Struct, frozen=True):
 
 
 class RunUsage(Event, tag="run_usage", frozen=True, kw_only=True):
-    """What a benchmarking run folder (``run_meta.json``, ``step_NNN.json``) says the run used and cost (None
-    where it gives none); ``levels`` splits the steps matched to the card's lines by the level being played."""
+    """What a benchmarking run folder says the run used and cost; ``levels`` splits it by the level being played."""
 
     folder: str
     run_id: str | None = None
@@ -306,16 +267,11 @@ class RunUsage(Event, tag="run_usage", frozen=True, kw_only=True):
     cached_tokens: int | None = None
     reasoning_tokens: int | None = None
     cache_write_tokens: int | None = None
-    #: The usage object's other keys (``cost_details``, ...).
     usage_other: dict[str, Any] | None = None
 
 
 class CardOnServer(Event, tag="card_on_server", frozen=True, kw_only=True):
-    """The card lives on the ARC server at ``server`` (ONLINE/COMPETITION capture), recorded from its answers.
-
-    The server's game list (``/api/games``) leaves baselines out: unless local game files give them, the card's
-    baselines are known only once a scorecard document from the server reveals them (:class:`BaselinesReported`).
-    """
+    """The card lives on the ARC server at ``server``; its baselines come from local game files or BaselinesReported."""
 
     server: str
     #: The games whose entries the client read from its own game files (``metadata.json``) at open: their
@@ -324,11 +280,9 @@ class CardOnServer(Event, tag="card_on_server", frozen=True, kw_only=True):
 
 
 class BaselinesReported(Event, tag="baselines_reported", frozen=True, kw_only=True):
-    """Baselines the ARC server revealed in a scorecard document it sent (``ts``: when received).
+    """Baselines the ARC server revealed in a scorecard document (``answer``: ``close`` or ``scorecard``).
 
-    ``baselines_id`` is the set the card is scored under from now on: the set it had, with the baselines of ``games``
-    as reported. ``answer``: ``close`` (``POST /api/scorecard/close``) or ``scorecard`` (``GET
-    /api/scorecard/<card_id>``, normal mode only).
+    ``baselines_id``: the card's previous set with the baselines of ``games`` as reported.
     """
 
     baselines_id: str
@@ -401,8 +355,6 @@ def label_stream(label: str) -> str:
 
 
 class Numbered(NamedTuple):
-    """An event with its ``version`` in the card's stream and global ``seq``."""
-
     version: int
     seq: int
     event: AnyEvent

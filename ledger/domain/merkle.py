@@ -1,8 +1,4 @@
-"""The log's Merkle tree, hashed as RFC 9162 section 2.1 says.
-
-Pure: proofs are built from the hashes of *ranges* of leaves, each a run of perfect subtrees (:func:`perfect_parts`)
-named ``(level, index)``. Storage keeps those and answers for them; this module turns them into roots and proofs.
-"""
+"""The log's Merkle tree (RFC 9162 2.1), pure: proofs are built from hashes of ranges of perfect subtrees."""
 
 from __future__ import annotations
 
@@ -38,8 +34,7 @@ def split(n: int) -> int:
 
 
 def root_of(leaves: Sequence[bytes]) -> bytes:
-    """The RFC's MTH over leaf hashes, level by level, an odd last node carried up unpaired: the same tree as the
-    RFC's split (its left part is always a perfect subtree, so only the right edge is ever unpaired)."""
+    """The RFC's MTH over leaf hashes, level by level, an odd last node carried up unpaired (the same tree)."""
     if not leaves:
         return EMPTY_ROOT
     level = list(leaves)
@@ -53,8 +48,7 @@ def root_of(leaves: Sequence[bytes]) -> bytes:
 
 
 class Frontier:
-    """The compact range of a growing tree: the roots of its perfect subtrees, largest first (appending never
-    re-hashes old leaves)."""
+    """The compact range of a growing tree: the roots of its perfect subtrees, largest first."""
 
     def __init__(self, size: int = 0, parts: Sequence[tuple[int, bytes]] = ()) -> None:
         self.size = size
@@ -86,7 +80,6 @@ def frontier_parts(size: int) -> list[Part]:
 
 
 def perfect_parts(lo: int, hi: int) -> list[Part]:
-    """The perfect subtrees that make up ``[lo, hi)``, left to right."""
     out = []
     while hi > lo:
         n = hi - lo
@@ -206,8 +199,7 @@ def verify_consistency(old: int, new: int, old_root: bytes, new_root: bytes, pro
 
 
 def multiproof_ranges(indices: Sequence[int], size: int) -> list[Range]:
-    """The ranges whose hashes prove every leaf of ``indices`` (strictly increasing) at once: each subtree that
-    holds none of them, in the order a left-to-right walk of the tree meets it."""
+    """The ranges whose hashes prove every leaf of ``indices`` at once, in left-to-right order."""
     _check_indices(indices, size)
     out: list[Range] = []
 
@@ -226,8 +218,7 @@ def multiproof_ranges(indices: Sequence[int], size: int) -> list[Range]:
 
 
 def multiproof_root(indices: Sequence[int], leaves: Sequence[bytes], proof: Sequence[bytes], size: int) -> bytes:
-    """The root that leaf hashes ``leaves`` at ``indices`` and the hashes of :func:`multiproof_ranges` make
-    (:class:`ProofError` when the proof has too few or too many hashes)."""
+    """The root that ``leaves`` at ``indices`` and the :func:`multiproof_ranges` hashes make (else ProofError)."""
     _check_indices(indices, size)
     if len(leaves) != len(indices):
         raise ProofError(f"{len(leaves)} leaves for {len(indices)} indices")
@@ -273,20 +264,17 @@ def tree_hashes(ranges: Sequence[Range], lookup: Callable[[set[Part]], Mapping[P
 
 
 def event_leaf(chain_hash: str) -> bytes:
-    """The leaf hash of a stored event: its entry is the 32 bytes of its chain hash, which covers everything else
-    (so bringing the tree up to date reads one column)."""
+    """The leaf hash of a stored event: its 32-byte chain hash, which covers everything else."""
     return leaf_hash(bytes.fromhex(chain_hash))
 
 
 def head_entry(stream: str, version: int, chain_hash: str) -> bytes:
-    """The entry of a stream's head in the stream-heads tree: the length-prefixed name, the version (8 bytes, big
-    endian) and the head's chain hash (32 bytes)."""
+    """A stream-heads entry: the length-prefixed name, the version (8 bytes, big endian) and the head's hash."""
     name = stream.encode("utf-8")
     return len(name).to_bytes(8, "big") + name + version.to_bytes(8, "big") + bytes.fromhex(chain_hash)
 
 
 def heads_tree(heads: Sequence[tuple[str, int, str]]) -> list[bytes]:
-    """The leaf hashes of the stream-heads tree: one per stream, sorted by name."""
     return [leaf_hash(head_entry(s, v, h)) for s, v, h in sorted(heads)]
 
 

@@ -1,9 +1,4 @@
-"""The projection: fold a card's events into its plays, with the toolkit's bookkeeping rules.
-
-This mirrors ``arc_agi.scorecard.Card``/``Scorecard``: plays are grouped by game (in order of each game's first
-play), and an update for a guid goes to that guid's most recent play (or, as the toolkit does, to the game's last
-play when the guid has none).
-"""
+"""The projection: fold a card's events into its plays, mirroring ``arc_agi.scorecard.Card``/``Scorecard``."""
 
 from __future__ import annotations
 
@@ -60,8 +55,6 @@ class Play(msgspec.Struct):
 
 # CardOpened's fields come first: the state keeps what the event said, and the two stay two types (log vs fold).
 class CardState(msgspec.Struct):
-    """A card as its events describe it."""
-
     card_id: str
     source_url: str | None = None
     tags: list[str] | None = None
@@ -80,7 +73,6 @@ class CardState(msgspec.Struct):
     environments: list[str] | None = None
     requests_failed: int = 0
     server_document: dict[str, Any] | None = None
-    #: ``serve`` / ``record``, and the tags given to it.
     captured_via: str | None = None
     capture_tags: list[str] | None = None
     retracted_at: datetime | None = None
@@ -90,8 +82,7 @@ class CardState(msgspec.Struct):
     #: When and in which answer (``close``/``scorecard``) the server last revealed baselines (BaselinesReported).
     baselines_reported_at: datetime | None = None
     baselines_reported_in: str | None = None
-    #: The games whose baselines are known on a server card: from local game files at open, or revealed by the
-    #: server since (none of them is "not known yet").
+    #: Games with baselines known on a server card: from local game files at open, or revealed since.
     baselines_known_games: list[str] | None = None
     baselines_attached_at: datetime | None = None
     calculator: str | None = None
@@ -99,8 +90,7 @@ class CardState(msgspec.Struct):
 
     @property
     def all_tags(self) -> list[str]:
-        """The card's own tags, then those given to ``ledger serve``/``record``, once each: what filters match (the
-        exported document keeps only the card's own, as the toolkit does)."""
+        """The card's own tags, then those given to ``serve``/``record``, once each (what filters match)."""
         return list(dict.fromkeys([*(self.tags or ()), *(self.capture_tags or ())]))
 
     @property
@@ -221,8 +211,7 @@ def apply(card: CardState, e: AnyEvent) -> None:
 
 
 def fold(card_id: str, events: Iterable[AnyEvent], card: CardState | None = None) -> CardState:
-    """Fold ``events`` onto ``card``, or onto a new card: :func:`apply` on each, but runs of actions on one play
-    (nearly all of a long card) skip the play lookup."""
+    """Fold ``events`` onto ``card`` or a new card; runs of actions on one play skip the play lookup."""
     c = card if card is not None else new_card(card_id)
     last_key: tuple[str, str] | None = None
     last_play: Play | None = None

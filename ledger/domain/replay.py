@@ -1,9 +1,7 @@
-"""Replaying a long card straight from its stored bytes (a cold export of a million events).
+"""Replaying a long card straight from its stored bytes, equal to :func:`~ledger.domain.projection.fold`.
 
-The store hands over many bodies as JSON lines, so a chunk decodes in one msgspec call. An ``action_taken`` body is
-decoded only as far as the fold needs it (``game_id``, ``guid``), checked against the card's known games and guids
-as ``Literal`` values so that a million actions allocate no string; a chunk with an unknown one is decoded again with
-plain ``str`` fields. The result equals :func:`~ledger.domain.projection.fold` over the decoded events.
+Action bodies are decoded with the card's games and guids as ``Literal`` values, so a million actions allocate no
+string; a chunk with an unknown one is decoded again with plain ``str`` fields.
 """
 
 from __future__ import annotations
@@ -89,11 +87,7 @@ def fold_joined(
     *,
     last_event: Callable[[], AnyEvent],
 ) -> CardState:
-    """Fold ``(bodies as JSON lines, number of bodies)`` chunks, in stream order.
-
-    ``last_event`` gives the last event decoded in full (asked for only if it is an action, for its ``ts``). On a
-    body that does not decode ``card``, if given, is left partly advanced: start again from a fresh copy.
-    """
+    """Fold ``(bodies as JSON lines, count)`` chunks in order; on a bad body ``card`` is left partly advanced."""
     c = card if card is not None else new_card(card_id)
     ended_on_action = False
     for joined, n in chunks:
@@ -105,11 +99,7 @@ def fold_joined(
 
 
 def _fold_events(c: CardState, events: list[Any], action: type, single: tuple[str, str] | None) -> bool:
-    """Fold one decoded chunk; True if its last event is an action.
-
-    The Python loop runs over the other events only: the runs of actions between them are counted by C-level
-    iteration, and with one game and one guid (``single``) without looking at the actions at all.
-    """
+    """Fold one decoded chunk (True if it ends with an action), runs of actions counted by C-level iteration."""
     others = list(compress(count(), map(is_not, map(type, events), repeat(action))))
     start = 0
     for i in (*others, len(events)):

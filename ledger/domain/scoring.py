@@ -1,10 +1,4 @@
-"""The toolkit's scoring arithmetic (``arc_agi/scorecard.py``), written once for every release.
-
-Each release's arithmetic and document shape is a :class:`~ledger.domain.calculators.Calculator`. A game's score is
-its best run; the card's is the mean over games; tag scores pool the levels of each game's best play (first play with
-the most levels completed). Floating-point operations are done in the toolkit's order, so results are identical to
-the last bit.
-"""
+"""The toolkit's scoring arithmetic, in its float order for every release. See docs/scoring.md."""
 
 from __future__ import annotations
 
@@ -26,7 +20,6 @@ MSG_SIZE_MISMATCH = "Human baseline actions size mismatch"
 
 
 def calculator_of(card: CardState) -> Calculator:
-    """The calculator the card recorded, or the one a card that recorded none means."""
     return calculators.resolve(card.calculator)[0]
 
 
@@ -55,7 +48,6 @@ class WeightedLevels(msgspec.Struct):
     games: set[str] = msgspec.field(default_factory=set)
 
     def add(self, index: int, completed: bool, actions: int, baseline: int, game_id: str | None = None) -> None:
-        """Add level number ``index`` (1-based: also its weight)."""
         self.total_actions += actions
         if game_id:
             self.games.add(game_id)
@@ -67,8 +59,6 @@ class WeightedLevels(msgspec.Struct):
         self.baselines.append(baseline)
 
     def score(self) -> float:
-        """The mean of the level scores: plain (0.9.1-0.9.2), weighted by level number, and from 0.9.7 on capped
-        by the weighted share of levels that scored (``max_weights / total_weights * 100``)."""
         if not self.scores:
             return 0.0
         if not self.calc.weighted:
@@ -145,8 +135,7 @@ def score_run(
     private_tags: bool = False,
     calc: Calculator = calculators.NEWEST,
 ) -> RunDoc:
-    """One play's run entry under ``calc``; when ``tags`` is given, the play's levels are also pooled into it
-    (private and level tags too with ``private_tags``, in a release that has them)."""
+    """One play's run entry under ``calc``, its levels also pooled into ``tags`` when given."""
     if info is None:
         return _unscored_run(game_id, play, MSG_NO_INFO.format(game_id=game_id))
     baselines = info.baseline_actions
@@ -218,12 +207,10 @@ def score_card(
     all_environments: Sequence[str] | None = None,
     calculator: Calculator | None = None,
 ) -> ScorecardDoc:
-    """The card's scorecard document under ``baselines`` (matched by exact game_id) and ``calculator`` (default: the
-    card's own).
+    """The card's scorecard document under ``baselines`` and ``calculator`` (default: the card's own).
 
-    ``all_environments`` lists game ids to score even if unplayed, as the competition server does: before it closes
-    a card it ``make``s every game the card has no key starting with (``Scorecard.has_environment``). Each appears
-    after the played ones with one NOT_FINISHED run of 0 actions and no ``guid`` (the server's would be random).
+    ``all_environments``: game ids scored even if unplayed, as the competition server ``make``s them before close
+    (one NOT_FINISHED run of 0 actions, no ``guid``).
     """
     calc = calculator if calculator is not None else calculator_of(card)
     environments: list[EnvironmentDoc] = []

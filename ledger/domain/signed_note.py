@@ -1,9 +1,4 @@
-"""C2SP signed notes and tlog checkpoints (https://c2sp.org/signed-note, https://c2sp.org/tlog-checkpoint).
-
-Pure: the Ed25519 arithmetic is the caller's (:mod:`ledger.app.signing`). This ledger's checkpoints add one extension
-line, ``stream-heads <count> <base64 root>``: the root of a tree over every stream's head, so that evidence can show
-it holds *all* of a card's events, not a prefix of them.
-"""
+"""C2SP signed notes and tlog checkpoints, pure (see docs/evidence-format.md for the stream-heads extension)."""
 
 from __future__ import annotations
 
@@ -29,16 +24,12 @@ class NoteError(ValueError):
 
 
 class Signature(msgspec.Struct, frozen=True):
-    """One signature line."""
-
     name: str
     key_id: bytes
     sig: bytes
 
 
 class Checkpoint(msgspec.Struct, frozen=True):
-    """A parsed tlog checkpoint."""
-
     text: str
     origin: str
     size: int
@@ -56,8 +47,7 @@ def check_name(name: str) -> str:
 
 
 def key_id(name: str, public_key: bytes, key_type: int = ED25519) -> bytes:
-    """The signed-note key id: the first 4 bytes of SHA-256(name || 0x0A || type || public key) (type 0x01 for a
-    log's Ed25519 key, 0x04 for a witness's cosignature/v1 key)."""
+    """The signed-note key id: the first 4 bytes of SHA-256(name || 0x0A || type || public key)."""
     return hashlib.sha256(name.encode() + b"\n" + bytes([key_type]) + public_key).digest()[:4]
 
 

@@ -1,10 +1,7 @@
 """The translator: what the toolkit observed -> the events that record it, for live capture and imports alike.
 
-It applies the toolkit's counting rules (``Scorecard.update_scorecard``, ``EnvironmentWrapper._set_last_response``,
-arcengine's ``handle_reset``): from arc-agi 0.9.6 on, an answer with an empty frame (after GAME_OVER or WIN) counts
-nothing and its zeroed ``levels_completed`` is no level change; a RESET with ``full_reset`` starts a new play, any
-other is a level reset; the play's state only moves to GAME_OVER or WIN. The card's projection is kept up to date
-as events are emitted, so each decision sees the state the toolkit's scorecard would have.
+It applies the toolkit's counting rules (see docs/scoring.md, 'From events to the counts'), keeping the card's
+projection current so each decision sees the state the toolkit's scorecard would have.
 """
 
 from __future__ import annotations
@@ -78,7 +75,6 @@ def translate(card: CardState, obs: Observation, *, seed: int | None = None) -> 
             emit(LevelReset(ts=ts, game_id=gid, guid=guid, levels_completed=obs.levels_completed, state=obs.state))
     elif obs.action in GAME_ACTIONS and started:
         emit(
-            # The event's fields one by one: its schema is the log's, whatever else an observation carries.
             ActionTaken(
                 ts=ts,
                 game_id=gid,

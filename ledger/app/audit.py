@@ -1,7 +1,4 @@
-"""The audit of one card (``ledger audit``): the checks that back a disputed score, in order.
-
-The checks themselves are pure (:mod:`ledger.rules.audit_checks`) except re-simulation, which runs the game code.
-"""
+"""The audit of one card (``ledger audit``): the checks that back a disputed score, in order (see docs/audit.md)."""
 
 from __future__ import annotations
 
@@ -39,8 +36,8 @@ def max_open_minutes(environ: Mapping[str, str] | None = None) -> int:
 def check_resimulation(
     events: Sequence[Numbered], environments_dir: str | os.PathLike[str] | None, decide: bool = False
 ) -> Check:
-    """Replay the card's plays against the game code (``decide``: try every candidate of the actions the record
-    left open, to tell which ones the game decides). FAIL only when the game and the record disagree."""
+    """Replay the card's plays against the game code (``decide``: try every candidate of undecided actions); FAIL
+    only when the game and the record disagree."""
     open_actions = sum(1 for n in events if type(n.event) is ActionTaken and n.event.candidates)
     if environments_dir is None:
         details = _resim_details(ResimResult(open_actions=open_actions, searched=decide), None)
@@ -151,7 +148,6 @@ class AuditReport:
 
     @property
     def ok(self) -> bool:
-        # Warnings, unknowns and skipped checks do not fail an audit.
         return all(c.status != "FAIL" for c in self.checks)
 
     def to_json(self) -> dict[str, Any]:
@@ -223,7 +219,6 @@ def audit_card(
     environ: Mapping[str, str] | None = None,
     decide: bool = False,
 ) -> AuditReport:
-    """Run every check on ``card_id`` (raises UnknownCard)."""
     from ledger.app.verify import card_head_check
     from ledger.errors import UnknownBaselines
 

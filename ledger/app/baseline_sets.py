@@ -1,8 +1,4 @@
-"""Baseline sets as versioned data: import, label, resolve, list, show and diff them.
-
-A set is stored once per content (its id the sha256 of the canonical entries); a label is a LabelSet event in its
-own stream, the latest one wins, and moving a label to another set needs ``move=True``.
-"""
+"""Baseline sets as versioned data: import, label, resolve, list, show and diff them (see docs/baselines.md)."""
 
 from __future__ import annotations
 
@@ -131,8 +127,6 @@ def read_source(path: str | Path, *, skip_invalid: bool = False) -> Source:
 
 @dataclass(frozen=True, slots=True)
 class Label:
-    """A label's current set, when it was set, and every set it pointed at before (oldest first)."""
-
     label: str
     set_id: str
     ts: datetime
@@ -179,8 +173,8 @@ def check_label(label: str) -> None:
 
 
 def set_label(ledger: Ledger, label: str, set_id: str, *, move: bool = False) -> tuple[bool, str | None]:
-    """Point ``label`` at ``set_id``; returns (changed, previous set id). Appends under optimistic concurrency on
-    the label's own stream, so two writers cannot both move a label without one seeing the other's LabelSet."""
+    """Point ``label`` at ``set_id``; returns (changed, previous set id). Optimistic concurrency on the label's
+    stream: two writers cannot both move a label unseen."""
     check_label(label)
     while True:
         events, version = _label_events(ledger, label)
@@ -288,8 +282,6 @@ GameStatus = Literal["added", "removed", "changed", "same"]
 
 
 class LevelDiff(msgspec.Struct, frozen=True):
-    """One level's baseline in A and in B (None: the level is not in that set's list)."""
-
     level: int
     old: int | None
     new: int | None
@@ -347,10 +339,9 @@ def _game_diff(old: BaselineEntry | None, new: BaselineEntry | None) -> GameDiff
 def diff_sets(
     a: Mapping[str, BaselineEntry], b: Mapping[str, BaselineEntry], *, match: Literal["exact", "base"] = "exact"
 ) -> list[GameDiff]:
-    """Per game of A and B: added, removed, changed (which fields; per-level old -> new baseline) or same.
+    """Per game of A and B: added, removed, changed (fields; per-level old -> new baseline) or same.
 
-    With ``match='base'`` a game of A missing from B is paired with B's first version of the same base id that A
-    does not hold, so a version bump reads as a change.
+    ``match='base'`` pairs a game missing from B with B's first unheld version of its base id (a version bump).
     """
     out: list[GameDiff] = []
     paired_b: set[str] = set()

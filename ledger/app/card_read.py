@@ -1,5 +1,4 @@
-"""One read of a card by the names a user gives (over :meth:`ledger.ledger.Ledger.read`), and each card's own
-calculator for the lists."""
+"""One read of a card by the names a user gives, and each card's own calculator for the lists."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ def read_card(
     card: CardState | None = None,
     allow_broken: bool = False,
 ) -> CardRead:
-    """:meth:`Ledger.read` with the names resolved: ``card_id`` an id or unique prefix, ``until`` a version of the
-    card, ``baselines`` a label, set id or prefix, ``calculator`` an arc-agi release (checked before any read)."""
+    """:meth:`Ledger.read` with the user's names resolved (card prefix, baseline label, calculator release)."""
     chosen = calculators.get(calculator) if calculator is not None else None
     card_id = ledger.resolve_card(card_id) if card is None else card.card_id
     seq = None if until is None else ledger.seq_at_version(card_id, until)
@@ -83,8 +81,7 @@ def rescored(ledger: Ledger, own: Mapping[str, Calculator], calc: Calculator) ->
 def replay_json(
     read: CardRead, shown: CardState, usage: Sequence[Any], *, match: str, all_environments: bool, by_set: bool
 ) -> dict[str, Any]:
-    """`ledger replay --json`: the card read (``shown``: as a list shows it), its plays, its document and what it
-    was scored under."""
+    """`ledger replay --json`: the card read, its plays, its document and what it was scored under."""
     import json
 
     import msgspec

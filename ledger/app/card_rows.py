@@ -1,5 +1,4 @@
-"""A card's stored rows in version order, read a page at a time: a long session's card has hundreds of thousands
-of events, more than a command walking it (its audit, its event listing) may hold."""
+"""A card's stored rows in version order, a page at a time (a long card holds more than a command may hold)."""
 
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ def card_rows(ledger: Any, card_id: str) -> StoredRows:
 class CardEvents(Sequence[Numbered]):
     """A card's decoded events, read again a page at a time whenever a check walks them.
 
-    ``rows`` is how many rows the integrity check walked, ``missing`` the places (0-based, ascending) of those whose
-    body did not decode: the events are the others, in order.
+    ``missing``: the places (0-based, ascending) of rows whose body did not decode; the events are the others.
     """
 
     def __init__(self, store: Any, stream: str, rows: int, missing: list[int], page: int | None = None) -> None:
@@ -71,7 +69,6 @@ class CardEvents(Sequence[Numbered]):
             p = i + k
 
     def _read(self, n: int) -> list[Numbered | None]:
-        """Page ``n`` decoded (None where a row did not decode)."""
         got = self._pages.get(n)
         if got is not None:
             self._pages.move_to_end(n)

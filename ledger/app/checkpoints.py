@@ -1,6 +1,4 @@
-"""Signed checkpoints of the log (``ledger checkpoint``, ``ledger verify --checkpoint``) and what is proved against
-them: evidence files (``ledger prove``) and consistency files (``ledger consistency``), checked by
-:mod:`ledger.app.evidence_check` without a ledger."""
+"""Signed checkpoints of the log and what is proved against them: evidence and consistency files."""
 
 from __future__ import annotations
 
@@ -128,8 +126,7 @@ class TreeMismatch(LedgerError):
 
 
 def make_checkpoint(store: LogStore, signer: Signer, origin: str | None = None) -> str:
-    """Bring the stored tree up to date, check it against the events, sign its head as a C2SP checkpoint and keep
-    it; returns the note."""
+    """Bring the stored tree up to date, check it against the events, sign and keep its head; returns the note."""
     tree = TreeStore(store)
     try:
         head = tree.catch_up()
@@ -170,15 +167,13 @@ class CheckpointReport(Outcome):
 
 def _root(leaves: bytearray, lo: int, hi: int) -> bytes:
     frontier = merkle.Frontier()
-    # Streamed: no subtree kept, only the frontier.
     frontier.extend((bytes(leaves[i * 32 : i * 32 + 32]) for i in range(lo, hi)), keep_from=64)
     return frontier.root()
 
 
 def verify_checkpoint(store: LogStore, note: str, verifier: Verifier) -> CheckpointReport:
-    """Check the checkpoint's signature, then rebuild the tree from the events themselves (not the stored tree,
-    which the events' owner could rewrite along with them) and check an RFC 9162 consistency proof from the
-    checkpoint's tree to today's, and the stream heads the checkpoint committed to."""
+    """Check the signature, then the tree rebuilt from the events (not the stored tree, which an owner could rewrite
+    along with them): a consistency proof to today's and the committed stream heads."""
     cp = _parse(note)
     rep = CheckpointReport(checkpoint_size=cp.size, checkpoint_root=base64.b64encode(cp.root).decode())
     if not verifier.signed(cp):
@@ -215,6 +210,5 @@ def verify_checkpoint(store: LogStore, note: str, verifier: Verifier) -> Checkpo
 
 
 def verify_checkpoint_files(store: LogStore, checkpoint: str, key: str) -> CheckpointReport:
-    """``ledger verify --checkpoint FILE --key KEY.pub``: :func:`verify_checkpoint` with both read from files."""
     verifier = load_verifier(Path(key))
     return verify_checkpoint(store, read_text(Path(checkpoint), "checkpoint"), verifier)

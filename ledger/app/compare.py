@@ -1,5 +1,4 @@
-"""Cards side by side (``ledger compare`` and the viewer's compare page): per game and level, who spent what and
-who completed what, from the scorecard documents, and a leaderboard of tags by the mean of their card scores.
+"""Cards side by side (``ledger compare`` and the viewer's compare page) and a leaderboard of tags.
 
 Cards whose calculators differ are never ranked as they stand: every card is scored with one calculator.
 """
@@ -31,8 +30,6 @@ class LevelCell(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class GameTotals(msgspec.Struct, frozen=True, kw_only=True):
-    """A game's totals over every play, as its document has them."""
-
     score: float
     levels_completed: int
     level_count: int
@@ -147,8 +144,8 @@ class Board(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def ledger_board(ledger: Ledger, *, include_retracted: bool = False, calculator: str | None = None) -> Board:
-    """Every tag of the ledger ranked, every card scored with one calculator: from the cards summary (one query)
-    when that is every card's own; else the cards of another are scored again and ranked here, as the summary."""
+    """Every tag of the ledger ranked, every card scored with one calculator (from the cards summary when that is
+    every card's own)."""
     from ledger.app.card_read import one_of, own_calculators, recorded_calculators, rescored
     from ledger.store.summary import ranked_cards, tag_board
 
@@ -221,8 +218,7 @@ def compare_cards(
     hint: str = "add --include-retracted to compare it",
     calculator: str | None = None,
 ) -> Comparison:
-    """Compare the named cards (ids or unique prefixes), then every card with one of ``tags``, each once, all
-    scored with one calculator (:func:`one_calculator`)."""
+    """The named cards, then every card with one of ``tags``, each once, scored with one calculator."""
     from ledger.store.summary import tagged_card_ids
 
     named = [s.card_id for s in choose_cards(ledger, card_ids, include_retracted=include_retracted, hint=hint)]

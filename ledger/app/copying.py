@@ -1,10 +1,7 @@
-"""``ledger copy``: every event, with its hash, from one ledger into another (SQLite <-> PostgreSQL).
+"""``ledger copy``: every event, with its hash, from one ledger into another (only ``seq`` is new).
 
-Only ``seq`` is new at the destination (the chain does not cover it). A copy is idempotent: each stream continues
-from the destination's head, and a stream held with a different history stops the copy before anything is written,
-except a baseline set or a label history both ledgers recorded on their own (the destination keeps its own). A
-finished copy is remembered at the destination (:mod:`ledger.store.tracking`), so the next one from an unchanged
-source reads no stream's head.
+Idempotent: each stream continues from the destination's head; a diverged stream stops the copy before any write,
+except a baseline set or label history recorded on both sides. A finished copy is remembered at the destination.
 """
 
 from __future__ import annotations
@@ -21,15 +18,12 @@ from ledger.store.base import CopyBatch, Durability, LogStore, StoredEvent
 from ledger.store.read_ahead import Put, ReadAhead
 from ledger.store.tracking import read_mark, write_mark
 
-#: Rows per destination transaction. Each transaction costs a commit and a few round trips (fewer, larger batches
-#: copy faster), and holds the destination's append lock while it writes: live capture into the same ledger waits
-#: that long.
+#: Rows per destination transaction: fewer, larger batches copy faster, but each holds the destination's append lock.
 BATCH = 20_000
 
 
 @dataclass(frozen=True, slots=True)
 class CopyPlan:
-    #: For each stream to copy, the destination's head version (copy what follows).
     after_version: dict[str, int]
     events: int
     new_streams: int
@@ -37,7 +31,6 @@ class CopyPlan:
     current_streams: int
     start_seq: int
     until_seq: int
-    #: The hash of the source's event at ``until_seq`` (None: an empty source).
     until_hash: str | None = None
 
 
@@ -50,7 +43,6 @@ class CopyReport:
     extended_streams: int
     current_streams: int
     seconds: float
-    #: Catching the destination's cards summary up afterwards, in bulk.
     summary_seconds: float = 0.0
 
 
@@ -123,8 +115,8 @@ def copy_ledger(
     progress: Callable[[int], None] | None = None,
     batch: int = BATCH,
 ) -> CopyReport:
-    """Copy every event of ``src`` that ``dst`` does not hold yet. Each destination transaction holds up to
-    ``batch`` events and continues its streams exactly, so an interrupted copy leaves ``dst`` consistent."""
+    """Copy every event of ``src`` that ``dst`` does not hold yet, each batch one transaction (an interrupted copy
+    leaves ``dst`` consistent)."""
     t0 = time.perf_counter()
     plan = plan if plan is not None else plan_copy(src, dst)
     copied = 0
@@ -157,8 +149,7 @@ def copy_ledger(
 
 
 def _prepared_batches(src: LogStore, dst: LogStore, plan: CopyPlan, batch: int) -> ReadAhead[CopyBatch]:
-    """The batches to copy, read and prepared in a second thread while the destination writes the batch before
-    (both drivers let go of the GIL while they wait)."""
+    """The batches to copy, read ahead in a second thread while the destination writes (drivers release the GIL)."""
 
     def produce(put: Put[CopyBatch]) -> None:
         buf: list[StoredEvent] = []
@@ -180,7 +171,6 @@ def _prepared_batches(src: LogStore, dst: LogStore, plan: CopyPlan, batch: int) 
 
 
 def _all_current(src: LogStore, dst: LogStore) -> int | None:
-    """The number of the source's streams when the destination holds every one at the same head, else None."""
     from ledger.store.summary import stream_heads
 
     mine = stream_heads(src)
@@ -191,7 +181,6 @@ def _all_current(src: LogStore, dst: LogStore) -> int | None:
 
 
 def _same_baseline_set(src: LogStore, dst: LogStore, stream: str) -> bool:
-    """The same content-addressed baseline set, recorded on both sides at different times."""
     if not stream.startswith(BASELINES_STREAM):
         return False
     a, b = src.read_stream(stream), dst.read_stream(stream)
@@ -207,7 +196,6 @@ def _same_baseline_set(src: LogStore, dst: LogStore, stream: str) -> bool:
 
 
 def _same_label_history(src: LogStore, dst: LogStore, stream: str) -> bool:
-    """A label both sides pointed at the same sets in the same order, at different times."""
     if not stream.startswith(LABEL_STREAM):
         return False
 

@@ -1,5 +1,4 @@
-"""``ledger check``: an evidence file verified from its bytes and a public key alone (no ledger, no database
-driver loaded); with a folder of game files, its plays re-simulated as ``ledger audit`` does."""
+"""``ledger check``: an evidence file verified from its bytes and a public key alone (no ledger, no driver)."""
 
 from __future__ import annotations
 
@@ -38,14 +37,11 @@ class Outcome:
 class CheckReport(Outcome):
     """What ``ledger check`` found: the file's own figures even when a check fails; the score only when all held."""
 
-    #: ``evidence`` (a card's evidence file) or ``consistency`` (two checkpoints and the proof between them).
     kind: str = "evidence"
     card: str = ""
     checkpoint_size: int | None = None
-    #: A consistency file's older checkpoint's size (``checkpoint_size`` is the newer one's).
     old_size: int | None = None
     events: int | None = None
-    #: Whether the card was closed at the checkpoint; None when the file's events were not read.
     closed: bool | None = None
     score: float | None = None
     resimulated: bool = False
@@ -62,8 +58,8 @@ def check_evidence(
     witnesses: Sequence[Verifier] = (),
     quorum: int | None = None,
 ) -> CheckReport:
-    """Check an evidence or consistency file with nothing but its bytes and keys (and game files): with witnesses
-    given, at least ``quorum`` of them (default all) must have cosigned the (newer) checkpoint."""
+    """Check an evidence or consistency file from its bytes, keys (and game files); at least ``quorum`` witnesses
+    (default all) must have cosigned."""
     rep = CheckReport()
     if file_format(raw) == cf.FORMAT:
         rep.kind = "consistency"
@@ -103,7 +99,6 @@ def check_evidence(
 
 
 def _quorum(rep: CheckReport, cp: Checkpoint, witnesses: Sequence[Verifier], quorum: int | None) -> bool:
-    """Record who cosigned ``cp`` and fail ``rep`` below the quorum; True if it failed."""
     if not witnesses:
         return False
     witnesses = distinct_witnesses(witnesses)
@@ -133,7 +128,6 @@ def key_hash(witness: Verifier) -> bytes:
 
 
 def load_witnesses(paths: Sequence[Path], quorum: int | None) -> list[Verifier]:
-    """``ledger check --witness``'s keys, each given once, and at least ``quorum`` of them (else exit 2)."""
     cosigners = [load_verifier(p, COSIGNATURE_V1) for p in paths]
     first: dict[bytes, int] = {}
     for i, w in enumerate(cosigners):

@@ -1,7 +1,4 @@
-"""What ``ledger cards`` lists: every card's summary, shown as the toolkit would show it now, filtered and sorted.
-
-A card left open by an agent that died is shown closed the way the toolkit would have closed it; nothing is written.
-"""
+"""What ``ledger cards`` lists: every card's summary as the toolkit would show it now (auto-close applied)."""
 
 from __future__ import annotations
 
@@ -31,7 +28,6 @@ class CardFilter(msgspec.Struct, frozen=True):
     limit: int | None = None
     sort: SortKey = "opened"
     reverse: bool = False
-    #: The card id the list starts after (the last card id of the page before).
     after: str | None = None
     include_retracted: bool = False
 
@@ -39,8 +35,8 @@ class CardFilter(msgspec.Struct, frozen=True):
 def shown_close(
     card: CardState, now: datetime | None = None, environ: Mapping[str, str] | None = None
 ) -> tuple[datetime, str, bool] | None:
-    """(closed at, reason, lapsed) as every read command shows the card: its own close, or the toolkit's
-    auto-close (``lapsed`` True) when it has passed by ``now``; None while the card is open."""
+    """(closed at, reason, lapsed) as read commands show the card (None while open); ``lapsed``: the toolkit's
+    auto-close has passed."""
     return timeline_close(card, now or datetime.now(UTC), os.environ if environ is None else environ)
 
 
@@ -71,7 +67,6 @@ def page_of(f: CardFilter, now: datetime, stale: int, max_open: int) -> PageQuer
 
 
 def shown_rows(ledger: Ledger, f: CardFilter | None = None) -> list[tuple[SummaryRow, CardSummary]]:
-    """The summary rows of the page ``f`` asks for, each with its line as ``ledger cards`` shows it."""
     f = f or CardFilter()
     if f.after is not None:
         f = msgspec.structs.replace(f, after=resolve_after(ledger, f.after))
@@ -106,7 +101,6 @@ def list_cards(ledger: Ledger, f: CardFilter | None = None) -> list[CardSummary]
 def rescored_with(
     ledger: Ledger, rows: list[CardSummary], calculator: str, *, by_score: bool, descending: bool
 ) -> list[CardSummary]:
-    """``rows`` with each card's score under ``calculator``, sorted by it when ``by_score``."""
     from ledger.domain import calculators
 
     calc = calculators.get(calculator)
@@ -175,7 +169,6 @@ def _baselines_known(ledger: Ledger, row: SummaryRow) -> bool:
 
 
 def captured_report(ledger: Ledger, card_ids: list[str], now: datetime) -> list[str]:
-    """What ``ledger record`` says at the end of each card it captured: its score, games, actions and state."""
     lines = []
     for cid in card_ids:
         card = ledger.load_card(cid)
@@ -198,7 +191,6 @@ def captured_report(ledger: Ledger, card_ids: list[str], now: datetime) -> list[
 
 
 def open_cards_report(ledger: Ledger, card_ids: list[str], now: datetime, environ: Mapping[str, str]) -> list[str]:
-    """What ``ledger serve`` says on stopping about the cards it captured that are still open (nothing if none)."""
     from ledger.errors import UnknownCard
     from ledger.rules.timeline import lapse
 

@@ -1,5 +1,4 @@
-"""The one checked writer every command's output file or folder goes through: a path that cannot be written is
-one line (which path, why) and exit 2, never a traceback, and nothing half-written is left behind."""
+"""The one checked writer of every output file or folder: one line and exit 2 on failure, nothing half-written."""
 
 from __future__ import annotations
 
@@ -28,11 +27,8 @@ def checked_output(out: str | os.PathLike[str]) -> Iterator[None]:
 
 
 def write_text_file(text: str, out: str) -> None:
-    """Write ``text`` to the file ``out``, checked.
-
-    A regular file is replaced atomically with the mode it had (or the umask's); a symbolic link keeps pointing
-    where it did and its target is replaced; a device, FIFO or socket (``/dev/stdout``) is written to directly.
-    """
+    """Write ``text`` to the file ``out`` atomically, keeping its mode; a symlink's target is replaced, a device
+    (``/dev/stdout``) written to directly."""
     with checked_output(out):
         _write_file(text, out)
 

@@ -1,8 +1,6 @@
 """The viewer's progress chart: each tag's card scores over the time each card was opened, one series per tag.
 
-Retracted cards and cards without an opened time are left out; every drawn card is scored with one calculator. A
-series is the newest ``limit`` cards of the tag, and ``older`` names where the previous page starts, so a large
-ledger draws a small page and pages back in time.
+A series is the newest ``limit`` cards of the tag; ``older`` names where the previous page starts.
 """
 
 from __future__ import annotations
@@ -34,7 +32,6 @@ class TagSeries(msgspec.Struct, frozen=True, kw_only=True):
     opened: list[str]
     x: list[float]
     scores: list[float]
-    #: True when the tag has older cards than those drawn.
     more: bool = False
     #: How many cards have the tag in the whole ledger (retracted ones too), when known.
     total: int | None = None
@@ -68,7 +65,6 @@ def _series(tag: str, newest_first: Sequence[tuple[str, str, Any, float]], limit
         x=[seconds(p[1]) for p in shown],
         scores=scores,
         more=len(newest_first) > limit,
-        # At each card, the median of it and the TREND_CARDS - 1 before it (fewer at the start).
         trend=[statistics.median(scores[max(0, i + 1 - TREND_CARDS) : i + 1]) for i in range(len(scores))],
     )
 
@@ -88,8 +84,8 @@ def tag_progress(
     before: str | None = None,
     calculator: str | None = None,
 ) -> Progress:
-    """The progress chart of ``tags`` (none: the tags of the newest cards), each the newest ``limit`` cards opened
-    before card ``before``, every card scored with one calculator."""
+    """The progress chart of ``tags`` (none: the newest cards' tags), each its newest ``limit`` cards before
+    ``before``."""
     from ledger.app.card_read import one_of, own_calculators, rescored
     from ledger.store.summary import recent_tags, tag_count, tag_points
 

@@ -25,9 +25,8 @@ def rescore_cards(
     allow_broken: bool = False,
     on_broken: Callable[[str, str], None] | None = None,
 ) -> Iterator[CardRescore]:
-    """:func:`rescore_card` for each card, in the order given, under ``new_entries`` and ``calculator`` (None: each
-    card's own), loaded ``chunk`` at a time so memory stays bounded. With ``allow_broken`` a card whose chain is not
-    whole is re-scored as far as the log holds it, and ``on_broken(card_id, why)`` is told."""
+    """:func:`rescore_card` for each card, ``chunk`` at a time; ``allow_broken``: a broken chain is re-scored as far
+    as it holds, and ``on_broken(card_id, why)`` told."""
     ids = list(card_ids)
     for i in range(0, len(ids), chunk):
         loaded = ledger.repository.read_many(ids[i : i + chunk], allow_broken=allow_broken)
@@ -48,8 +47,7 @@ def rescore_cards(
 def rescore_targets(
     ledger: Ledger, card_ids: Sequence[str], every: bool, ref: str | None
 ) -> tuple[list[str], str | None, Mapping[str, BaselineEntry] | None]:
-    """`ledger rescore`'s cards (those named, each once, or ``every`` card) and the set ``ref`` names (its id and
-    entries; None: each card's own)."""
+    """`ledger rescore`'s cards and the set ``ref`` names (its id and entries; None: each card's own)."""
     from ledger.app.baseline_sets import resolve
 
     ids = ledger.card_ids() if every else list(dict.fromkeys(ledger.resolve_card(c) for c in card_ids))

@@ -1,5 +1,4 @@
-"""Withdrawing a card: a CardRetracted event appended to its stream, its record kept, and the one way every list
-chooses its cards (prefixes resolved, retracted cards left out unless asked for)."""
+"""Withdrawing a card (a CardRetracted event, the record kept), and how every list chooses its cards."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ class RetractedCard(InputError):
 
 
 def retract_card(ledger: Ledger, ref: str, reason: str, *, ts: datetime | None = None) -> CardState:
-    """Append ``CardRetracted(reason)`` to the card ``ref`` names; return the card. An open card is refused: a live
-    capture may still be appending."""
+    """Append ``CardRetracted(reason)`` to the card ``ref`` names; an open card is refused (a capture may append)."""
     why = " ".join(reason.split())
     if not why:
         raise InputError("give a reason: --reason TEXT (it is kept with the card and shown wherever it is read)")
@@ -64,11 +62,8 @@ def choose_cards(
     include_retracted: bool = False,
     hint: str = "add --include-retracted to show it",
 ) -> list[CardState]:
-    """The cards ``refs`` name, then every card with one of ``tags`` (or every card with ``every``), each once.
-
-    A retracted card is left out of the tagged and ``every`` ones unless ``include_retracted``; naming one raises
-    :class:`RetractedCard` (with ``hint``).
-    """
+    """The cards ``refs`` name, then every card with one of ``tags`` (or ``every``), each once; retracted ones left
+    out unless ``include_retracted`` (naming one raises :class:`RetractedCard`)."""
     ids = list(dict.fromkeys(ledger.resolve_card(r) for r in refs))
     cards = ledger.load_cards(ids)
     for c in cards.values():

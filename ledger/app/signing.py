@@ -1,5 +1,4 @@
-"""Ed25519 keys for signed checkpoints, through the ``cryptography`` package, in the C2SP signed-note key formats
-(:mod:`ledger.domain.signed_note` holds the text; this module does the arithmetic and the key files)."""
+"""Ed25519 keys for signed checkpoints, via ``cryptography``, in the C2SP signed-note key formats."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Synthetic cards for scale measurements and tests: small agent runs, not toolkit plays, written through
-:meth:`Ledger.append_card` so the summary, the hash chain and the snapshots are kept as for a captured card."""
+"""Synthetic cards for scale measurements and tests, written through :meth:`Ledger.append_card`."""
 
 from __future__ import annotations
 

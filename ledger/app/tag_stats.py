@@ -1,11 +1,7 @@
-"""Compare by tag: per tag, per game and per level, how many cards, the best, the median and the quartiles.
+"""Compare by tag: per tag, game and level, how many cards, the best, the median and the quartiles.
 
-A tag of 100,000 cards cannot be shown card by card, so ``ledger compare --tag`` shows figures, all from the tag
-figures table (:mod:`ledger.store.tag_figures`: per tag, game, level and figure, how many cards have each value):
-the output's size depends on the games and levels, never on the cards; only the cost reads each card's usage.
-
-Quartiles are by linear interpolation between the sorted values (numpy's default): the quartile ``q`` of ``n``
-values sits at position ``(n - 1) * q`` of the sorted list. Means are exact, rounded once.
+All from the tag figures table (:mod:`ledger.store.tag_figures`), so the size never depends on the cards; only the
+cost reads each card's usage. Quartiles interpolate linearly (numpy's default); means are exact, rounded once.
 """
 
 from __future__ import annotations
@@ -44,20 +40,17 @@ class LevelStats(msgspec.Struct, frozen=True, kw_only=True):
     level: int
     #: The level's baseline as most of the cards' baseline sets have it.
     baseline: int | None
-    #: Cards whose best play got to this level (completed every level before it).
     reached: int
     completed: int
     #: Actions the completing cards spent on it (best: fewest).
     actions: Spread | None
     median_over_baseline: float | None
-    #: The level's score over every card that played the game (a level not completed scores 0).
     score: Spread
 
 
 class GameStats(msgspec.Struct, frozen=True, kw_only=True):
     game_id: str
     cards: int
-    #: Cards that completed every level of the game.
     completed: int
     score: Spread
     levels: list[LevelStats]
@@ -85,10 +78,8 @@ class TagStats(msgspec.Struct, frozen=True, kw_only=True):
 
 class TagReport(msgspec.Struct, frozen=True, kw_only=True):
     tags: list[TagStats]
-    #: Tags asked for that no (listed) card has.
     missing: list[str]
     include_retracted: bool
-    #: Cards in the ledger: what the tags' cards are out of.
     ledger_cards: int
     quartiles: str = QUARTILES_NOTE
 
@@ -97,7 +88,6 @@ Hist = list[tuple[float, int]]
 
 
 def _at(hist: Hist, k: int) -> float:
-    """The ``k``-th (from 0) of the values counted by ``hist`` (value, count)."""
     for value, n in hist:
         if k < n:
             return value
@@ -149,9 +139,7 @@ class _Game:
     def __init__(self) -> None:
         self.scores: Hist = []
         self.completed = 0
-        #: The level each card's best play got to: cards per level.
         self.reached: dict[int, int] = {}
-        #: Per level: (actions, scores) of the cards that completed it.
         self.levels: dict[int, tuple[Hist, Hist]] = {}
         self.bases: list[tuple[str, int]] = []
 

@@ -1,5 +1,4 @@
-"""The usage and cost kept with a card: ``RunUsage`` events, and the token counts a REST harness sends in its
-actions' reasoning."""
+"""The usage and cost kept with a card: ``RunUsage`` events, and token counts in a REST harness's reasoning."""
 
 from __future__ import annotations
 
@@ -55,7 +54,6 @@ def card_usage(ledger: Ledger, card_id: str) -> list[RunUsage]:
 
 
 def _usage_events(bodies: Iterable[bytes]) -> list[RunUsage]:
-    # Only these few events are decoded: a long card's actions are skipped by their leading tag.
     return [cast(RunUsage, decode(b)) for b in bodies if bytes(b).startswith(b'{"type":"run_usage"')]
 
 
@@ -68,7 +66,6 @@ def _snapshot_key(u: RunUsage) -> tuple[str, str] | None:
 
 
 def current(usages: Sequence[RunUsage]) -> list[RunUsage]:
-    """``usages`` without the snapshots a later one of the same run replaced."""
     last = {k: i for i, u in enumerate(usages) if (k := _snapshot_key(u)) is not None}
     return [u for i, u in enumerate(usages) if (k := _snapshot_key(u)) is None or last[k] == i]
 
@@ -87,12 +84,8 @@ _said = msgspec.json.Decoder(_Said)
 
 
 def reasoning_tokens(bodies: Iterable[bytes]) -> int | None:
-    """The tokens a REST harness (joinplank's arc-agi-3-benchmarking: ``"tokens:": [prompt, completion]``, a
-    running total) says it used, per game its last action's, added up; None when no action says any.
-
-    Read from the actions, not recorded at close: that harness leaves every card it did not win open, and the counts
-    are on the hash chain already, so a second copy could only disagree.
-    """
+    """The tokens a REST harness (arc-agi-3-benchmarking's running ``"tokens:"``) says it used, per game its last
+    action's, added up; None when no action says any. Read from the actions: they are on the chain already."""
     last: dict[str, int] = {}
     for b in bodies:
         raw = bytes(b)

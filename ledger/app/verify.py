@@ -1,5 +1,4 @@
-"""Verification of the whole log (every link of every hash chain, from the stored bytes) and of each table derived
-from it against a rebuild: the cards summary, the cached card states, the Merkle tree and the copy marks."""
+"""Verification of the whole log (every chain link, from the stored bytes) and each derived table against a rebuild."""
 
 from __future__ import annotations
 
@@ -38,7 +37,6 @@ class VerifyReport:
     snapshot_differences: list[str] = field(default_factory=list)
     tree_problem: str | None = None
     copy_mark_differences: list[str] = field(default_factory=list)
-    #: Cards whose events do not make what was recorded at their closes.
     card_differences: list[str] = field(default_factory=list)
     #: 1 when every snapshot was compared; n when one in n was (``--quick``).
     snapshot_sample: int = 1
@@ -111,8 +109,7 @@ class VerifyReport:
 
 
 def check_event(check: StreamCheck, row: StoredEvent) -> None:
-    """Advance ``check`` by one stored event of its stream, recording the first problem. The row's ``ts`` column
-    is not hashed (the body's own ts is), so it must equal the body's."""
+    """Advance ``check`` by one stored event; the ``ts`` column is not hashed (the body's is), so it must match."""
     if check.error:
         return
     check.events += 1
@@ -156,8 +153,7 @@ LIMIT = 10
 def verify_ledger(
     store: LogStore, *, progress: Callable[[int], None] | None = None, quick: bool = False
 ) -> VerifyReport:
-    """Walk every event in ``seq`` order and check each stream's chain, then every derived table against a rebuild
-    (``quick``: a sample of the cached card states)."""
+    """Check each stream's chain in ``seq`` order, then every derived table against a rebuild."""
     from ledger.store.summary import SummaryUnbound, check, has_summary
     from ledger.store.tracking import TABLE, marks
 
@@ -215,7 +211,6 @@ def _has_table(store: LogStore, table: str) -> bool:
 
 
 def _closes(store: LogStore, streams: list[str]) -> list[str]:
-    """Each card (whose chain holds) that fails the audit's consistency check, one card at a time."""
     from ledger.domain.baselines import as_map
     from ledger.domain.events import BaselinesRecorded, Numbered, baselines_stream
     from ledger.rules.audit_checks import check_consistency
@@ -380,6 +375,5 @@ class VerifyOutcome:
 
 
 def verify_outcome(ledger: Any, report: VerifyReport, expect_head: str | None, checkpoint: Any) -> VerifyOutcome:
-    """The report with the head the user kept checked, and the checkpoint's report (None: not asked)."""
     head_check = check_expected_head(ledger, report, expect_head) if expect_head is not None else None
     return VerifyOutcome(report, expect_head, head_check, checkpoint)

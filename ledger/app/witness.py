@@ -1,10 +1,4 @@
-"""``ledger witness``: cosign other logs' checkpoints as a C2SP witness (https://c2sp.org/tlog-witness), against a
-split view.
-
-The witness keeps, per log origin, the log's key and the last checkpoint it cosigned (a JSON file in its state
-folder), and cosigns a new checkpoint only if the log's key signed it and the tree extends that one (the same tree,
-or a consistency proof from exactly it). The first checkpoint of an origin is taken on trust.
-"""
+"""``ledger witness``: cosign other logs' checkpoints as a C2SP witness (see docs/evidence.md, 'Witnesses')."""
 
 from __future__ import annotations
 
@@ -33,8 +27,7 @@ def _state_file(state: Path, origin: str) -> Path:
 
 
 def witness(raw: bytes, log: Verifier, me: Signer, state: Path, now: int | None = None) -> str:
-    """The checkpoint of ``raw`` (a signed note, or a consistency file's new one) with this witness's cosignature
-    added, recorded in the state; :class:`WitnessRefusal` otherwise, the state unchanged."""
+    """The checkpoint of ``raw`` with this witness's cosignature, recorded in the state; else WitnessRefusal."""
     old_note, proof_text, note = _read_input(raw)
     try:
         new = sn.parse_checkpoint(note)

@@ -1,8 +1,7 @@
-"""The results JSON (``{game_id}_{config}_{timestamp}.json``) and ``.checkpoint/<card_id>/costs.json`` (its card
-and model in ``metadata.json`` beside it) that joinplank/arc-agi-3-benchmarking writes: a built-in reader behind the
-plugins' interface. That harness plays through the REST API (``ledger serve`` captures its cards), so its files
-decide no action: they give the run's usage to the card they name. Each is a snapshot of one running total, so every
-file of a card gives the same run (``arcagi3:<card_id>``): the import keeps the latest snapshot, never a sum.
+"""joinplank/arc-agi-3-benchmarking's results JSON and ``.checkpoint/<card_id>/costs.json``: a built-in reader.
+
+They decide no action, only usage (see docs/import.md, 'Usage and cost'). Each file is a snapshot of one running
+total, so every file of a card gives the same run (``arcagi3:<card_id>``): the import keeps the latest, never a sum.
 """
 
 from __future__ import annotations
@@ -47,8 +46,7 @@ class Arcagi3Files:
 
 
 def json_object(path: Path, max_bytes: int) -> dict[str, Any] | None:
-    """The file's JSON object; None when it is larger than ``max_bytes``, unreadable or no object (asked of every
-    file: one whose first bytes are no ``{`` is not read further)."""
+    """The file's JSON object; None when larger than ``max_bytes``, unreadable or no object (no leading ``{``)."""
     try:
         if path.stat().st_size > max_bytes:
             return None

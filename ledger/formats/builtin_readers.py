@@ -19,7 +19,6 @@ def _sniffed(path: Path, _stat: tuple[int, int]) -> str:
 
 
 def _kind(path: Path) -> str:
-    """What the file's first lines are (asked by both recording readers, read once)."""
     try:
         st = path.stat()
         return _sniffed(path, (st.st_size, st.st_mtime_ns))
@@ -29,8 +28,7 @@ def _kind(path: Path) -> str:
 
 
 class ToolkitRecordings:
-    """The toolkit's recordings (``save_recording=True``): each line an answer with the action it answered; the
-    folder a file is in names its card."""
+    """The toolkit's recordings (``save_recording=True``); the folder a file is in names its card."""
 
     name = "toolkit"
     decides: Decides = "answers"
@@ -43,8 +41,7 @@ class ToolkitRecordings:
 
 
 class HarnessRecordings(ToolkitRecordings):
-    """ARC-AGI-3-Agents' and arc-agi-3-benchmarking's recordings: frames, a line's action often not said (searched
-    with the game's code); the recorder's uuid in the file name is the card."""
+    """ARC-AGI-3-Agents' and arc-agi-3-benchmarking's recordings; the recorder's uuid in the file name is the card."""
 
     name = "harness"
     decides: Decides = "frames"
@@ -61,8 +58,7 @@ class HarnessRecordings(ToolkitRecordings):
 
 
 class RunFolders:
-    """arc-agi-3-benchmarking's run folders (``run_meta.json``, ``step_NNN.json``): the run's usage, model and run
-    id, and the actions it chose, given to the harness recording of the same run."""
+    """arc-agi-3-benchmarking's run folders, given to the harness recording of the same run."""
 
     name = "run-folder"
     decides: Decides = "usage"
@@ -76,5 +72,4 @@ class RunFolders:
 
 
 def builtin() -> list[Reader | Streamed]:
-    """In the order they are asked."""
     return [ToolkitRecordings(), HarnessRecordings(), RunFolders(), Arcagi3Files()]

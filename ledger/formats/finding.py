@@ -1,5 +1,4 @@
-"""What the paths given to ``ledger import`` hold: each file asked of the readers (:mod:`ledger.formats.readers`),
-and the recordings grouped into cards."""
+"""What the paths given to ``ledger import`` hold: each file asked of the readers, the recordings grouped into cards."""
 
 from __future__ import annotations
 
@@ -25,11 +24,9 @@ UNREAD = f"not a recording the ledger reads. It reads: {'; '.join(FORMATS)}"
 
 @dataclass(slots=True)
 class Found:
-    #: card id -> its recording files, sorted by name.
     cards: dict[str, list[Path]] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     readers: dict[Path, Streamed] = field(default_factory=dict)
-    #: Files in ``cards`` that refuse their card, with why.
     refused: dict[Path, str] = field(default_factory=dict)
     #: The files a reader of :class:`ledger.formats.readers.Decided` reads (joinplank's, a plugin's).
     read: list[tuple[Reader, Path]] = field(default_factory=list)
@@ -40,8 +37,8 @@ class Found:
 
 
 class _Asker:
-    """Asks the built-in readers, then the installed ones: loaded only once no built-in reads a file, so a broken
-    plugin stops only the imports that need one."""
+    """Asks the built-in readers, then the installed ones, loaded only when needed (a broken plugin stops only the
+    imports that need one)."""
 
     def __init__(self) -> None:
         self.mine = builtin()
@@ -63,12 +60,9 @@ class _Asker:
 
 
 def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> Found:
-    """Every file given, and every file in the folders given and their sub-folders, asked which reader reads it.
+    """Every file given or under the folders given, asked which reader reads it (see docs/import.md, 'Which card').
 
-    A recording's card is the one its name says (a harness recording's uuid), else its folder's name. A ``.jsonl``
-    file no reader reads is kept with its card, which it refuses; a run folder given alone brings the recording of
-    its run beside it. Raises :class:`ImportInputError` for a path that does not exist, a file given that no reader
-    reads, and when no path holds anything read.
+    Raises :class:`ImportInputError` for a missing path, a file given that no reader reads, or nothing read at all.
     """
     found = Found()
     ask = _Asker()
@@ -179,7 +173,6 @@ TAIL_BYTES = 1 << 22
 
 
 def _time_span(path: Path) -> tuple[datetime, datetime] | None:
-    """The times of a harness recording's first and last lines (its lines start with their timestamp)."""
     try:
         with open(path, "rb") as f:
             first = _TIMESTAMP.match(f.readline(1 << 20))
@@ -198,8 +191,8 @@ def _utc(raw: bytes) -> datetime:
 
 
 def recording_of_run(run_dir: Path) -> tuple[Path | None, str]:
-    """The harness recording beside a benchmarking run folder given alone (the folder holds the actions chosen,
-    not the frames): the one recording of its game whose lines span the times of its steps; else None, with why."""
+    """The harness recording beside a run folder given alone: the one of its game whose lines span its steps' times;
+    else None, with why."""
     meta = read_run_meta(run_dir)
     steps = read_run_folder(run_dir)
     game = (meta.game_id if meta is not None else None) or run_dir.name.split(".", 1)[0]

@@ -1,7 +1,5 @@
-"""A harness recording's frame lines, and what an import finds for each line: all kept until the card is written
-(it is re-simulated from its start), in chunks (:class:`Spill`) of which memory holds the one being filled and the
-last ones read, the rest in a temporary file.
-"""
+"""A harness recording's frame lines and what an import finds for each, kept until the card is written, in chunks
+(:class:`Spill`) of which only the newest and last read stay in memory, the rest in a temporary file."""
 
 from __future__ import annotations
 
@@ -24,8 +22,7 @@ CHUNK = 4096
 
 
 class Spill:
-    """Full chunks (any picklable value), each written once to a temporary file (gone with the spill, or the
-    process) and read back when asked; the last two read are kept."""
+    """Full chunks, each pickled once to a temporary file and read back when asked; the last two read are kept."""
 
     __slots__ = ("_at", "_cache", "_file")
 
@@ -102,8 +99,7 @@ class FrameLine:
     levels_completed: int
     win_levels: int | None
     full_reset: bool
-    #: The frame's JSON, zlib-compressed: a 64x64 grid is about 12 kB of JSON, a few hundred bytes compressed. The
-    #: lines of one read share one copy of each distinct frame (an agent's moves into a wall, its GAME_OVERs).
+    #: The frame's JSON, zlib-compressed (about 12 kB of JSON to a few hundred bytes); lines share equal frames.
     packed: bytes
     available_actions: tuple[int, ...]
 
@@ -117,7 +113,6 @@ class FrameLine:
         return self.packed == _EMPTY
 
     def grids(self) -> Any:
-        """The frame as a numpy array (animation frames x rows x columns)."""
         import numpy as np
 
         return np.asarray(msgspec.json.decode(self.frame), dtype=np.int16)
@@ -133,8 +128,8 @@ _NONE = -(1 << 31)  # win_levels not recorded
 
 
 class FrameLines(Sequence[FrameLine]):
-    """A recording's frame lines, in file order, held as columns (a :class:`FrameLine` object each would cost several
-    times its numbers) and made again when read; the values lines repeat are held once a chunk."""
+    """A recording's frame lines, in file order, held as columns (an object each would cost several times its
+    numbers); values lines repeat are held once a chunk."""
 
     def __init__(self) -> None:
         self._spill = Spill()
@@ -213,7 +208,6 @@ def _line(
     packed: int,
     actions: int,
 ) -> FrameLine:
-    """``v``: the chunk's values."""
     ts = _EPOCH + timedelta(microseconds=us)
     zone = v[tz]
     return FrameLine(
@@ -231,14 +225,12 @@ def _line(
 
 
 class LineMap[V](Mapping[int, V]):
-    """line number -> value, set in increasing line order (setting the last line again replaces its value), held as
-    columns with each distinct value once a chunk. ``key`` makes an unhashable value's identity (a list:
-    ``tuple``)."""
+    """line number -> value, set in increasing line order, held as columns with each distinct value once a chunk.
+    ``key`` makes an unhashable value's identity (a list: ``tuple``)."""
 
     def __init__(self, key: Callable[[V], Any] | None = None) -> None:
         self._key = key
         self._spill = Spill()
-        #: The first line of each chunk in the file.
         self._firsts = array("q")
         self._fresh()
 
@@ -308,8 +300,7 @@ class LineMap[V](Mapping[int, V]):
 
 
 class LineSet(Set[int]):
-    """Line numbers, added in increasing order, kept as a :class:`LineMap` keeps its lines (the lines an import leaves
-    undecided may be most of a long recording's)."""
+    """Line numbers, added in increasing order, kept as a :class:`LineMap` keeps its lines."""
 
     def __init__(self, lines: Iterable[int] = ()) -> None:
         self._lines: LineMap[bool] = LineMap()

@@ -1,18 +1,10 @@
-"""Reading the ARC-AGI-3-Agents harness's recordings (also vendored by arc-agi-3-benchmarking).
+"""Reading the ARC-AGI-3-Agents harness's recordings (see docs/import.md, 'The harnesses' recordings').
 
-``{game_id}.{agent_name}.{uuid}.recording.jsonl`` (the uuid is the recorder's): ``{"timestamp", "data"}`` lines,
-each a frame (``FrameData.model_dump``), a side line LLM templates write (skipped, counted) or, last, the
-``scorecard.get(game_id)`` written at the card's close (a frame line after it was not counted). Before
-arc-agi-3-benchmarking 1f4a8cc no line names the action sent (each says RESET); from it on each does. The answer to
-``Arcade.make``'s RESET is in no file.
+Each ``{"timestamp", "data"}`` line is a frame, a side line LLM templates write, or, last, the
+``scorecard.get(game_id)`` written at the card's close. The answer to ``Arcade.make``'s RESET is in no file.
 
-**Cut lines.** On Ctrl-C the harness's signal handler appends the final scorecard line from another thread, which
-can land between two buffered writes of a long frame line::
-
-    {"timestamp": "T1", "data": {"game_id": ..., "frame": [[[0, 5, {"timestamp": "T2", "data": {}}
-    5, 0]]], "state": ...}}
-
-:func:`find_cut` recovers both records only when exactly one split leaves a whole record around a whole object.
+On Ctrl-C the harness appends its final scorecard line from another thread, which can land inside a long frame
+line; :func:`find_cut` recovers both records only when exactly one split leaves two whole records.
 """
 
 from __future__ import annotations
@@ -42,7 +34,6 @@ class Cut:
 
     outer: bytes
     inner: bytes
-    #: Byte offset of the inserted object in the line.
     at: int
     #: Whether the cut record's rest is the next line (the inserted object ended this one with its newline).
     joins_next: bool
@@ -57,8 +48,7 @@ class Cut:
 
 
 def find_cut(body: bytes, nxt: bytes | None) -> Cut | None:
-    """``body`` (a line that is not JSON) taken apart, or None when the bytes do not decide one way; ``nxt``: the
-    next line, if any."""
+    """``body`` (a line that is not JSON) taken apart, or None when the bytes do not decide one way."""
     nxt = nxt.rstrip(b"\r\n") if nxt is not None else None
     if nxt is not None and (not nxt.strip() or _decodes(_any, nxt)):
         nxt = None  # a line of its own: not the rest of this one
@@ -134,16 +124,13 @@ class HarnessRead:
     lines: int = 0
     end: int = 0
     truncated_tail: int = 0
-    #: (lineno, message) for values the toolkit cannot have produced (refused under --strict).
     impossible: list[tuple[int, str]] = field(default_factory=list)
     prefix_sha256: str = ""
     #: Skipped lines that look like frame lines (an action the game saw, its answer unreadable).
     lost_frames: list[int] = field(default_factory=list)
-    #: (lineno, "out_of_order" or "repeated", message): lines no recorder writes.
     order: list[tuple[int, str, str]] = field(default_factory=list)
     #: Whether the first non-blank line was not a ``{"timestamp", "data"}`` record (then it is no recording).
     first_bad: bool = False
-    #: (lineno, what was recovered) for lines cut by another write and taken apart.
     cuts: list[tuple[int, str]] = field(default_factory=list)
     #: (time, tokens) of the side lines LLM agents write before each action (``{"tokens": N, ...}``).
     tokens: LineMap[tuple[datetime, int]] = field(default_factory=LineMap)
@@ -194,8 +181,7 @@ def _is_scorecard(data: Any) -> bool:
 
 
 def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
-    """Read a whole harness recording (it is re-simulated from its start). A last line without a newline is left for
-    a later import unless it is a complete record."""
+    """Read a whole harness recording; a last line without a newline waits unless it is a complete record."""
     p = Path(path)
     read = HarnessRead(p, name)
     digest = hashlib.sha256()
@@ -250,7 +236,6 @@ def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
 
 
 def _decode_line(body: bytes) -> _Line | str:
-    """The line as a record, or why it is none."""
     try:
         return _line.decode(body)
     except msgspec.ValidationError:
@@ -260,8 +245,6 @@ def _decode_line(body: bytes) -> _Line | str:
 
 
 class _Lines:
-    """Each record of a harness recording, in file order, into its :class:`HarnessRead`."""
-
     def __init__(self, read: HarnessRead) -> None:
         self.read = read
         self.last_ts: datetime | None = None
@@ -272,7 +255,6 @@ class _Lines:
         self.records = 0
 
     def take(self, lineno: int, body: bytes, rec: _Line | str | None) -> None:
-        """``rec``: the decoded line, or why it is none."""
         read = self.read
         self.records += 1
         if self.records == 1:
@@ -332,8 +314,8 @@ class _Lines:
 
 
 def _closes(data: dict[str, Any]) -> bool:
-    """Whether a scorecard-shaped line is ``scorecard.get(game_id)`` as the harness writes it once the card is
-    closed: ``{}`` for a local card, a run's entry (its guid, or its runs) online."""
+    """Whether a scorecard-shaped line is the harness's ``scorecard.get(game_id)`` after close: ``{}`` for a local
+    card, a run's entry online."""
     return not data or isinstance(data.get("guid"), str) or isinstance(data.get("runs"), list)
 
 
@@ -373,7 +355,6 @@ def _frame_line(read: HarnessRead, lineno: int, ts: datetime, d: _Data, body: by
 
 
 def _action_of(ai: _Action | None) -> tuple[int, int | None, int | None] | None:
-    """None when it names no action the toolkit has."""
     if ai is None:
         return None
     a = ai.id if isinstance(ai.id, int) else ACTION_NAMES.get(ai.id.strip().upper())
@@ -404,8 +385,7 @@ _NAMED_ACTION = re.compile(rb'"action_input":\s*\{"id":\s*"')
 
 
 def sniff(path: Path) -> str:
-    """``toolkit``, ``harness`` or ``unknown``, from the shape of the first lines; the name decides only what they
-    cannot tell (side lines only, no line yet, a frame line before 0.9.4 that both write alike)."""
+    """``toolkit``, ``harness`` or ``unknown``, from the first lines' shape; the name decides only what they cannot."""
     harness_name = parse_name(path.name) is not None
     by_name = "harness" if harness_name else "toolkit" if path.suffix == ".jsonl" else "unknown"
     records = 0

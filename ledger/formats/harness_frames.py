@@ -1,5 +1,4 @@
-"""What a harness recording's frames alone say about each line's action (rules in docs/import.md): the first
-pass of a harness import, before the game code (if given) decides what the frames leave open."""
+"""What a harness recording's frames alone say about each line's action (rules in docs/import.md)."""
 
 from __future__ import annotations
 
@@ -28,14 +27,7 @@ class FrameClassification:
 def classify_from_frames(
     frames: Sequence[FrameLine], game_id: str, steps: dict[int, Step] | None = None
 ) -> FrameClassification:
-    """The actions as far as the frames tell them (rules in docs/import.md).
-
-    full_reset: a RESET; a non-empty answer after GAME_OVER: a level RESET; anything else a game action (the step
-    file's, else the lowest id the game offered). A line whose last grid is a start frame seen for its level (or of
-    a level whose start was never seen) could have been a level RESET too: undecided. A game action without a step
-    file keeps every action as its candidates, those offered first. A line without a guid or of another game, or
-    repeating a GAME_OVER or WIN frame, never reached this game: skipped.
-    """
+    """The actions as far as the frames tell them (rules in docs/import.md)."""
     out = FrameClassification()
     steps = steps or {}
     starts: dict[int, set[bytes]] = {}
@@ -93,8 +85,7 @@ def classify_from_frames(
 def from_recorded(
     frames: Sequence[FrameLine], game_id: str, actions: LineMap[tuple[int, int | None, int | None]]
 ) -> tuple[FrameClassification, list[int]]:
-    """The actions a recording that names them says (``actions``: lineno -> the line's ``action_input``), and the
-    frame lines that name none. Nothing is undecided."""
+    """The actions a recording that names them says, and the frame lines that name none. Nothing is undecided."""
     out = FrameClassification()
     missing: list[int] = []
     for line in frames:

@@ -56,8 +56,6 @@ SKIP_REASONS = {
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """Something about the input worth telling: where (file, line) and what."""
-
     path: str
     line: int | None
     kind: ProblemKind

@@ -1,8 +1,5 @@
-"""The interface of every file format ``ledger import`` reads, and the readers other packages add through the entry
-point group ``ledger.readers`` (docs/import.md): a class or object with ``name``, ``reads(path)`` and ``read(path)``
-returning what the file decides for each card. The ledger's recordings are :class:`Streamed` instead: a recording
-of 200,000 lines is read line by line, never held as a list of answers.
-"""
+"""The interface of every format ``ledger import`` reads, and the plugins of the ``ledger.readers`` entry point group
+(docs/import.md). The ledger's recordings are :class:`Streamed`: read line by line, never held as a list."""
 
 from __future__ import annotations
 
@@ -17,9 +14,8 @@ GROUP = "ledger.readers"
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """One answer of the game, with the action it answered: 0 RESET (``full_reset``: the play starts again; the
-    first answer of each guid must be one), 1..7 ACTION1..7 (``x``/``y`` for ACTION6). ``state``: NOT_FINISHED,
-    WIN or GAME_OVER; ``frame_empty``: the answer had no frame (an action after GAME_OVER or WIN)."""
+    """One answer of the game with the action it answered: 0 RESET (``full_reset``: a new play), 1..7 ACTION1..7;
+    ``frame_empty``: the answer had no frame (an action after GAME_OVER or WIN)."""
 
     ts: datetime
     game_id: str
@@ -51,8 +47,7 @@ class Spent:
 
 @dataclass(slots=True)
 class Decided:
-    """What a file decides for one card: its answers (in the order the game gave them; none when the file holds
-    only usage, for a card already in the ledger), its usage, the tags of a new card."""
+    """What a file decides for one card: its answers in order (none when it holds only usage), usage, new tags."""
 
     card_id: str
     answers: list[Answer] = field(default_factory=list)
@@ -65,12 +60,10 @@ class Decided:
 
 
 class Reader(Protocol):
-    """A file format's reader."""
-
     name: str
 
     def reads(self, path: Path) -> bool:
-        """Whether ``path`` is a file of this format (by its name, or its first bytes: it is asked of every file)."""
+        """Whether ``path`` is a file of this format (asked of every file)."""
         ...
 
     def read(self, path: Path) -> list[Decided]:
@@ -95,8 +88,8 @@ class Streamed(Protocol):
         ...
 
     def card(self, path: Path) -> str | None:
-        """The card the file says it is (None: the folder it is in, or for ``usage`` the recording beside it);
-        raises ValueError, saying why, for a file of this format whose card nothing says (it refuses its card)."""
+        """The card the file says it is (None: its folder, or for ``usage`` the recording beside it); ValueError,
+        saying why, when nothing says (it refuses its card)."""
         ...
 
 
@@ -105,8 +98,8 @@ class ReaderError(Exception):
 
 
 def installed() -> list[Reader]:
-    """The readers of the ``ledger.readers`` entry point group, by entry point name; raises :class:`ReaderError`
-    naming one that does not load (an installed plugin left out without a word would drop files silently)."""
+    """The ``ledger.readers`` plugins, by entry point name; :class:`ReaderError` naming one that does not load (a
+    plugin left out silently would drop files)."""
     from importlib.metadata import entry_points
 
     out: list[Reader] = []
@@ -123,7 +116,6 @@ def installed() -> list[Reader]:
 
 
 def reader_for(path: Path, readers: Sequence[Reader | Streamed]) -> Reader | Streamed | None:
-    """The first reader that reads ``path`` (None: none does)."""
     for r in readers:
         try:
             if r.reads(path):

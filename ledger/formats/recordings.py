@@ -1,11 +1,8 @@
-"""Reading the toolkit's JSONL recordings (``<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl``): each line as an
-Observation. Only complete lines are consumed (a last line without a newline waits for a later import unless it is
-a whole record).
+"""Reading the toolkit's JSONL recordings (``<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl``), line by line.
 
-The frame is the last key the toolkit writes, so the fast path decodes only the bytes before ``, "frame": `` and
-reads only whether the frame is ``[]``; any other line is decoded whole, with the same result. Lines longer than
-:data:`MAX_LINE` are streamed, keeping only their head. sha256 costs as much as the parse, and ``hashlib`` releases
-the GIL: :class:`BackgroundHash` hashes the blocks on another core while they are parsed.
+The frame is the last key the toolkit writes, so the fast path decodes only the bytes before ``, "frame": ``; any
+other line is decoded whole, with the same result. sha256 costs as much as the parse and ``hashlib`` releases the
+GIL, so :class:`BackgroundHash` hashes on another core.
 """
 
 from __future__ import annotations
@@ -44,8 +41,7 @@ _PENDING = 32
 
 
 class BackgroundHash:
-    """Feeds ``digest`` (a ``hashlib`` object) in a thread, in order; the thread ends only at :meth:`finish` (or the
-    context manager's exit)."""
+    """Feeds ``digest`` in a thread, in order, until :meth:`finish` (or the context manager's exit)."""
 
     def __init__(self, digest: Any) -> None:
         self.digest = digest
@@ -75,7 +71,6 @@ class BackgroundHash:
 
 
 def hash_prefix(f: Any, end: int, digest: Any) -> None:
-    """Feed ``digest`` the first ``end`` bytes of the open file ``f``."""
     f.seek(0)
     left = end
     while left > 0:
@@ -87,7 +82,6 @@ def hash_prefix(f: Any, end: int, digest: Any) -> None:
 
 
 def tail_hash(f: Any, end: int) -> str:
-    """The sha256 of the TAIL bytes before ``end``: how a grown file is told from a new one."""
     start = max(0, end - TAIL)
     f.seek(start)
     return hashlib.sha256(f.read(end - start)).hexdigest()
@@ -137,7 +131,7 @@ def check_continues(f: Any, since: RecordingImported, digest: Any) -> None:
 def feed_lines(
     f: Any, reader: _FileReader, hasher: BackgroundHash, progress: Callable[[int], None] | None
 ) -> tuple[int, bytes, LongLine | None]:
-    """Hand every whole line from ``f``'s position to ``reader``; the bytes read and the last line if unended."""
+    """Hand every whole line from ``f``'s position to ``reader``; returns the bytes read and an unended last line."""
     line = reader.line
     carry = b""
     long: LongLine | None = None
@@ -231,7 +225,6 @@ _any_decoder = msgspec.json.Decoder()
 
 
 def _frame_is_empty(raw: msgspec.Raw) -> bool | None:
-    """None when the line has no frame."""
     if len(raw) > 16:
         return False
     value = _any_decoder.decode(raw)
@@ -242,8 +235,6 @@ def _frame_is_empty(raw: msgspec.Raw) -> bool | None:
 
 @dataclass(slots=True)
 class FileRead:
-    """One file read from ``start`` to ``end`` (bytes consumed): its observations and what went wrong."""
-
     path: Path
     name: str
     start: int
@@ -258,11 +249,8 @@ class FileRead:
     last_ts: datetime | None
     tail_sha256: str
     bytes_read: int
-    #: sha256 of the file's bytes before ``end``.
     prefix_sha256: str | None = None
-    #: Bad lines of this read, as recorded with the card (``LinesSkipped``).
     skipped_lines: list[SkippedLine] = field(default_factory=list)
-    #: Whether the first non-blank line was not in the recording's shape.
     first_bad: bool = False
     #: Every play guid the lines carry (the toolkit writes one per file).
     guids: set[str] = field(default_factory=set)
@@ -487,11 +475,7 @@ def read_recording(
     since: RecordingImported | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> FileRead:
-    """Read one recording file from where ``since`` stopped (or from the start).
-
-    Raises :class:`OSError` if the file cannot be read and :class:`RewrittenError` if it no longer continues
-    what ``since`` recorded.
-    """
+    """Read one recording file from where ``since`` stopped; OSError if unreadable, RewrittenError if rewritten."""
     p = Path(path)
     start = since.offset if since is not None else 0
     with open(p, "rb") as f:
@@ -504,7 +488,6 @@ def read_recording(
         f.seek(start)
         with BackgroundHash(digest) as hasher:
             read, carry, long = feed_lines(f, reader, hasher, progress)
-        # Everything read is consumed but the last line when it has no newline.
         consumed = start + read - len(carry) - (long.length if long is not None else 0)
         if long is not None:
             reader.truncated(long.length)

@@ -1,11 +1,8 @@
-"""arc-agi-3-benchmarking's run folders: ``run_meta.json`` (run id, model, usage, times) and ``step_NNN.json`` (the
-action the agent chose, written just before it was sent, and its usage). Key names vary between its versions: each
-figure is read from the first key that holds it.
+"""arc-agi-3-benchmarking's run folders: ``run_meta.json`` and ``step_NNN.json``; key names vary between its
+versions, so each figure is read from the first key that holds it.
 
-A folder's name and its recording's need not agree (the agent name's model id has been spelled differently between
-versions), so :func:`match_run_folder` matches by what the folder says: its game and run id, its steps' times
-against the frame lines, and their token counts against the recording's token lines. Exactly one folder passing
-is used; the others of the game are named with why.
+Folder and recording names need not agree, so :func:`match_run_folder` matches by content (game, run id, step times,
+token counts); exactly one passing folder is used.
 """
 
 from __future__ import annotations
@@ -85,10 +82,8 @@ def _judge(
 def _written_before(
     tokens: Mapping[int, tuple[datetime, int]], lines: list[tuple[int, datetime, Step]]
 ) -> Iterator[tuple[int, Step, int | None]]:
-    """Each matched line (lineno, time, step) with the sum of the token lines written after the line before it and at
-    or before its time (None if there is none): its step's model calls (several for a step asked again, none for a
-    forced RESET). Read side by side where both go forward in time; lines out of order (--allow-repeats) are read
-    again for each line."""
+    """Each matched line (lineno, time, step) with the sum of the token lines since the line before it (None if
+    none): its step's model calls."""
     counts = tokens.values()
     if all(a[0] <= b[0] for a, b in pairwise(counts)) and all(a[1] <= b[1] for a, b in pairwise(lines)):
         left = iter(counts)
@@ -109,7 +104,6 @@ def _written_before(
 def match_run_folder(
     folder: Path, name: HarnessName, frames: Sequence[FrameLine], tokens: Mapping[int, tuple[datetime, int]]
 ) -> RunMatch:
-    """The run folder under ``folder`` that is the recording's run, and those that are not."""
     out = RunMatch()
     passed: list[tuple[Path, dict[int, Step], bool]] = []
     for d in sorted(p for p in folder.iterdir() if p.is_dir() and (p / "run_meta.json").is_file()):
@@ -290,7 +284,6 @@ def _parse_action(value: Any) -> tuple[int, int | None, int | None] | None:
 
 
 def read_run_folder(folder: Path) -> list[Step]:
-    """The steps in step order (unreadable step files are left out)."""
     steps: list[Step] = []
     for f in sorted(folder.glob("step_*.json")):
         try:
@@ -308,8 +301,7 @@ def read_run_folder(folder: Path) -> list[Step]:
 
 
 def match_steps(frames: Sequence[FrameLine], steps: list[Step]) -> dict[int, Step]:
-    """lineno -> the step whose action that frame line answers: the first frame line at or after the step's time
-    and before the next step's (a step is written just before its action is sent)."""
+    """lineno -> the step whose action it answers: the first frame line from the step's time, before the next's."""
     out: dict[int, Step] = {}
     i = 0
     for k, s in enumerate(steps):

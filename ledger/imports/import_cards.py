@@ -1,9 +1,6 @@
-"""What the importers share: one card's result, the card as the ledger holds it, the baseline set new cards are
-stored with, and how an import closes the card.
+"""What the importers share: one card's result, the card as held, the baseline set of new cards, the import's close.
 
-A card id comes only from what proves it, never from a name alone: a folder named like a card id (as the toolkit
-writes), the play guids the ledger holds already, ``--card-id``, or a harness recording's uuid. Plays held already
-are compared with the card that holds them, never written as a second card of the same run.
+A card id comes only from what proves it, never from a name alone (see docs/import.md, 'Which card').
 """
 
 from __future__ import annotations
@@ -58,8 +55,7 @@ class CardPlan:
 
 @dataclass(slots=True)
 class GuidIndex:
-    """play guid -> the card that holds it, over the whole ledger: the cards summary's play keys, probed per guid
-    (never every card loaded), plus the cards this import committed."""
+    """play guid -> the card that holds it: the cards summary's play keys probed per guid, plus this import's cards."""
 
     ledger: Ledger
     _map: dict[str, str | None] = field(default_factory=dict)
@@ -82,7 +78,6 @@ class GuidIndex:
                 self._map[g] = card_id
 
     def others(self, guids: set[str], card_id: str) -> dict[str, str]:
-        """guid -> the card other than ``card_id`` that holds it."""
         found = self.owners(guids)
         return {g: c for g, c in sorted(found.items()) if c is not None and c != card_id}
 
@@ -120,7 +115,6 @@ def plan_cards(found: Found, index: GuidIndex, card_id: str | None, problems: li
 
 
 def _owner_of(f: Path, index: GuidIndex) -> str | None:
-    """The one card the ledger holds the file's plays on, else None."""
     owners = set(index.owners(head_guids(f)).values())
     return owners.pop() if len(owners) == 1 else None
 
@@ -150,11 +144,7 @@ def compare_with_held(
     resets: bool = True,
 ) -> None:
     """Compare the card ``obs`` make with the held card; set ``result`` ("same card", or "differs", exit 1). Lines
-    after the held card's close are left out and reported: the server counted nothing after it.
-
-    ``obs``: each observation with its line (None when not known), read once (a long recording's are never all
-    held); ``first_play`` starts the card as the importer does (the harness's unrecorded ``Arcade.make`` RESET).
-    """
+    after the held card's close are left out and reported: the server counted nothing after it."""
     held = ledger.load_card(held_id)
     how = "imported" if held.close_reason == "end_of_import" else "captured live"
     closed = held.closed_at if held.closed_at is not None and held.close_reason != "end_of_import" else None
@@ -217,16 +207,13 @@ class CardResult:
     error: str | None = None
     #: 0, or the exit code this card asks for: 1 (the ledger refused it), 2 (bad input under ``strict``).
     exit_code: int = 0
-    #: ``toolkit`` or ``harness`` (ARC-AGI-3-Agents recordings, whose actions are inferred).
     format: str = "toolkit"
-    #: Harness imports: actions recovered, lines that could also have been a level RESET, lines skipped.
     inferred: int = 0
     undecided: int = 0
     unreproduced: int = 0
     resets_known: bool = True
-    #: Actions taken as the recording's lines name them (``action_input``), none inferred.
+    #: Actions the recording's lines name (``action_input``), none inferred.
     recorded: int = 0
-    #: --environments gave baselines to a card imported without them.
     baselines_attached: bool = False
     #: Lines after a play's end (no RESET since): kept, but neither the toolkit nor the server counts them.
     not_counted: int = 0
@@ -237,8 +224,6 @@ class CardResult:
 
 @dataclass(slots=True)
 class Existing:
-    """A card the ledger holds already: its state, each file's import progress, whether an import made it."""
-
     card: CardState
     progress: dict[str, RecordingImported]
     imported: bool
@@ -251,8 +236,7 @@ ATTEMPTS = 5
 def with_retries(
     card_id: str, files: int, attempt: Callable[[list[Problem]], tuple[CardResult, int]], problems: list[Problem]
 ) -> tuple[CardResult, int]:
-    """Run ``attempt`` again when another writer appended to the card meanwhile; only the finished attempt's
-    problems are kept."""
+    """Run ``attempt`` again when another writer appended to the card meanwhile (the last attempt's problems kept)."""
     for _attempt in range(ATTEMPTS):
         found: list[Problem] = []
         try:
@@ -268,8 +252,8 @@ def with_retries(
 def close_import(
     card: CardState, bmap: Mapping[str, BaselineEntry], ts: datetime, read: Sequence[AnyEvent], out: list[AnyEvent]
 ) -> ScorecardDoc:
-    """Apply ``read`` (what the import says of its files) then ``CardClosed(end_of_import)`` with the scored
-    document's hash to ``card``, appending them to ``out``; returns that document. Every import ends a card so."""
+    """Apply ``read`` then ``CardClosed(end_of_import)`` with the document's hash to ``card`` into ``out``; returns
+    that document."""
     for ev in read:
         apply(card, ev)
         out.append(ev)
@@ -299,8 +283,7 @@ def load_existing(ledger: Ledger, card_id: str) -> Existing | None:
 
 
 class Baselines:
-    """What a new card is scored with: the --environments set, recorded in the ledger only when a new card needs
-    it (and the games' code), and the --calculator release (a stated arc-agi version; None: not stated)."""
+    """What a new card is scored with: the --environments set (recorded on first need) and the --calculator release."""
 
     def __init__(
         self,
@@ -329,7 +312,6 @@ class Baselines:
         )
 
     def game_info(self, game_id: str) -> Any:
-        """The toolkit's EnvironmentInfo of ``game_id`` under --environments (None without it or if absent)."""
         if self.folder is None:
             return None
         if self._infos is None:
@@ -348,10 +330,8 @@ class Baselines:
 
 
 def attach_baselines(ledger: Ledger, existing: Existing, baselines: Baselines, result: CardResult) -> None:
-    """With --environments, give an imported card that has no baseline set this one (reopen, attach, close).
-
-    The close before it keeps the document it recorded (scored without baselines, as the card stood then).
-    """
+    """With --environments, give an imported card without a baseline set this one (reopen, attach, close; the earlier
+    close keeps its document)."""
     card = existing.card
     if baselines.entries is None or card.baselines_id is not None or not card.closed:
         return
@@ -397,8 +377,7 @@ class ImportSummary:
 
     @property
     def exit_code(self) -> int:
-        """2 if a card was refused for its input, else 1 if the ledger refused a card or recordings differ from the
-        card holding their plays, else 0."""
+        """2 if a card was refused for its input, else 1 if the ledger refused one or recordings differ, else 0."""
         codes = {c.exit_code for c in self.cards}
         if any(p.kind == "unknown_format" for p in self.problems):
             codes.add(2)

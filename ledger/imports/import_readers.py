@@ -1,5 +1,4 @@
-"""Importing what a reader of :class:`ledger.formats.readers.Decided` decides of a file: a new card from its answers,
-the same card compared where the ledger holds its plays already, and its usage added once to the card."""
+"""Importing what a :class:`ledger.formats.readers.Decided` reader decides of a file (a new card, or compared)."""
 
 from __future__ import annotations
 
@@ -152,8 +151,7 @@ def _give_usage(
     *,
     strict: bool,
 ) -> None:
-    """Add the file's usage to the card, once: not to a card that did not play the file's games; of a run the card
-    holds a snapshot of already (its running total, the same ``run_id`` from the same reader), only a later one."""
+    """Add the file's usage to the card once (only a card that played its games; of a run held, a later snapshot)."""
     where = str(path)
     if d.game_ids and not d.answers:
         played = set(ledger.load_card(card_id).games)

@@ -1,5 +1,4 @@
-"""A benchmarking run folder beside a harness recording: its model and run id as the card's tags, its usage and
-cost kept with the card (``RunUsage``, split by the level being played), and what of it the import did not use."""
+"""A benchmarking run folder beside a harness recording: its model and run id as tags, its usage kept with the card."""
 
 from __future__ import annotations
 
@@ -95,8 +94,7 @@ def run_usage(
 
 
 def _sum(usages: list[Usage]) -> Usage:
-    """The figures of ``usages`` added up (None where one of them gives none); numbers in their other keys' objects
-    (``cost_details``) added up key by key."""
+    """The figures of ``usages`` added up (None where one gives none), other keys' numbers key by key."""
     out = Usage()
     for f in FIGURES:
         values = [getattr(u, f) for u in usages]
@@ -119,16 +117,14 @@ def _figures(u: Usage) -> str:
 
 
 def usage_held(ledger: Ledger, card_id: str, usage: RunUsage) -> bool:
-    """Whether the card holds this run's usage already (the same folder and run id)."""
     return any(u.folder == usage.folder and u.run_id == usage.run_id for u in card_usage(ledger, card_id))
 
 
 def attach_usage(
     ledger: Ledger, card_id: str, usage: RunUsage, where: str, problems: list[Problem], *, check_held: bool = True
 ) -> None:
-    """Add the run's usage to a card already in the ledger: a fact beside its counts, so the card's numbers and its
-    close stay as they are. ``check_held`` False: a later snapshot of a run the card holds, added whatever its file's
-    name."""
+    """Add the run's usage to a card already held (a fact beside its counts, its close unchanged); ``check_held``
+    False: a later snapshot of a held run, whatever its file's name."""
     if check_held and usage_held(ledger, card_id, usage):
         problems.append(Problem(where, None, "harness", f"its usage is on card {card_id} already"))
         return

@@ -1,9 +1,7 @@
 """Import the toolkit's JSONL recordings: every line goes through the same translator as live capture.
 
-A card's files are merged in timestamp order and written in one transaction (``CardOpened`` or ``CardReopened``,
-the lines' events, a ``RecordingImported`` per file, ``CardClosed(end_of_import)``). ``RecordingImported`` keeps how
-far each file was read and the sha256 of every byte consumed: the same files again add nothing, a grown file is read
-from where the last import stopped, and a file changed before its offset is refused.
+A card's files are merged by timestamp and written in one transaction; each file's ``RecordingImported`` hashes
+every byte consumed, so the same files add nothing, a grown file resumes and a rewritten one is refused.
 """
 
 from __future__ import annotations
@@ -158,8 +156,8 @@ def _import_card_once(
 def _read_new_lines(
     files: list[Path], existing: Existing | None, progress: Callable[[int], None] | None
 ) -> tuple[list[FileRead], list[Problem], int]:
-    """Each file read from where the last import stopped, the card's problems, and the bytes read. A rewritten or
-    unreadable file is a problem and yields no read."""
+    """Each file read from where the last import stopped, the card's problems and the bytes read (a rewritten or
+    unreadable file is a problem)."""
     reads: list[FileRead] = []
     card_problems: list[Problem] = []
     bytes_read = 0
@@ -193,8 +191,7 @@ def _open_or_reopen(
     observations: list[list[Observation]],
     out: list[AnyEvent],
 ) -> tuple[CardState, int, dict[str, BaselineEntry], datetime]:
-    """The card to append to, its version, baselines and last timestamp; appends its CardOpened or CardReopened
-    to ``out``."""
+    """The card to append to, its version, baselines and last timestamp; appends its opening event to ``out``."""
     if existing is None:
         first = min(o[0].ts for o in observations)
         set_id, bmap = baselines.for_new_card()
@@ -218,8 +215,7 @@ def _open_or_reopen(
 def _translate_in_time_order(
     card: CardState, observations: list[list[Observation]], out: list[AnyEvent], last: datetime
 ) -> tuple[datetime, Counter[str]]:
-    """Append the events of every file's lines, merged in timestamp order; the card's last timestamp after them,
-    and per guid the lines that make no play."""
+    """Append every file's lines' events in timestamp order; the last timestamp, and per guid the lines with no play."""
     merged = (
         heapq.merge(*observations, key=_ts_key)
         if len(observations) > 1
@@ -240,8 +236,7 @@ def _translate_in_time_order(
 def _no_play(
     strict: bool, advanced: list[FileRead], playless: Counter[str], result: CardResult, problems: list[Problem]
 ) -> bool:
-    """Report the lines that make no play (no toolkit writes them: it starts every play with a full RESET), file by
-    file; True if they refuse the card (``strict``: exit 2), else the card is short of what the run did (exit 1)."""
+    """Report the lines that make no play (no toolkit writes them); True if they refuse the card (``strict``)."""
     for r in advanced:
         n = sum(playless[g] for g in r.guids)
         if n:
@@ -261,7 +256,6 @@ def _no_play(
 def _record_progress_and_close(
     card: CardState, advanced: list[FileRead], bmap: dict[str, BaselineEntry], last: datetime, out: list[AnyEvent]
 ) -> None:
-    """Append each file's LinesSkipped and RecordingImported, then CardClosed(end_of_import)."""
     read: list[AnyEvent] = []
     for r in advanced:
         if r.skipped_lines:
@@ -282,7 +276,6 @@ def _record_progress_and_close(
 
 
 def _refusal(reads: list[FileRead], plan: CardPlan, card_id: str, index: GuidIndex) -> Problem | None:
-    """Why these reads make no card (exit 2)."""
     for r in reads:
         why = not_a_recording(r.first_bad and r.start == 0, r.skipped, r.lines - r.skipped)
         if why is not None:
@@ -309,8 +302,7 @@ def _compared(
     result: CardResult,
     problems: list[Problem],
 ) -> bool:
-    """When the ledger holds these plays already (the card captured live, or their guids on another card): compare
-    the card the lines make with it, write nothing, and say so (True)."""
+    """When the ledger holds these plays already, compare the card the lines make with it, write nothing (True)."""
     obs = sorted((o for r in reads for o in r.observations), key=_ts_key)
     held = live if live is not None else (held_elsewhere(index, obs, result.card_id) if obs else None)
     if held is None or not obs:
@@ -356,7 +348,6 @@ def _size(p: Path) -> int:
 
 
 def total_bytes(cards: dict[str, list[Path]]) -> int:
-    """The progress bar's total."""
     return sum(_size(f) for files in cards.values() for f in files)
 
 
@@ -373,13 +364,8 @@ def import_recordings(
     allow_repeats: bool = False,
     calculator: str | None = None,
 ) -> ImportSummary:
-    """Import what the readers read under ``paths`` (or ``found``, from :func:`find_recordings`) into ``ledger``.
-
-    ``environments``: an ``environment_files`` tree whose baselines new cards are stored with; ``calculator``: the
-    arc-agi release that played them, else the newest, recorded as assumed. ``progress`` is called with byte counts
-    as files are read; ``on_card`` with each card's result once it is committed (or refused), so an interrupted
-    import can say how far it got.
-    """
+    """Import what the readers read under ``paths`` (or ``found``) into ``ledger``; ``on_card`` is called with each
+    card's result once committed or refused, so an interrupted import can say how far it got."""
     if found is None:
         found = find_recordings(paths or [])
     problems = list(found.problems)
@@ -415,7 +401,6 @@ def import_recordings(
 
 
 def summary_json(s: ImportSummary, with_environments: bool) -> dict[str, Any]:
-    """`ledger import --json`."""
     return {
         "exit_code": s.exit_code,
         "totals": s.totals(),

@@ -1,7 +1,6 @@
-"""Importing one ARC-AGI-3-Agents harness recording as one card (the uuid in its name; the agent its tag). The card
-starts with the play of ``Arcade.make``'s unrecorded RESET; each frame line's action is recovered (with the game's
-code from ``--environments``, else from the frames alone). A grown file is re-simulated from its start (the game's
-state depends on every earlier line) and only its new lines add events.
+"""Importing one ARC-AGI-3-Agents harness recording as one card (see docs/import.md, 'The harnesses' recordings').
+
+A grown file is re-simulated from its start (the game's state depends on every line); only new lines add events.
 """
 
 from __future__ import annotations
@@ -60,7 +59,6 @@ if TYPE_CHECKING:
 
 
 def report_read(read: HarnessRead, done: int, problems: list[Problem], result: CardResult) -> None:
-    """Add to ``problems`` and ``result`` what reading lines past ``done`` skipped or found impossible."""
     new_skips = [s for s in read.skipped if s.line > done]
     for s in new_skips[:MAX_LISTED]:
         kind = "not_json" if s.reason == "not JSON" else "wrong_type"
@@ -98,8 +96,8 @@ def skipped_lines(read: HarnessRead, unreproduced: list[int], done: int) -> list
 
 
 def cross_check(read: HarnessRead, doc: Any, method: str, problems: list[Problem]) -> None:
-    """The final ``scorecard.get(game_id)`` line against the card: it is the toolkit's *first* run of the game on
-    its card, which is another agent's when several played the game (then there is nothing to compare)."""
+    """The final ``scorecard.get(game_id)`` line against the card: the toolkit's first run of the game on the card,
+    another agent's when several played it (then nothing is compared)."""
     final = read.final
     if not final or "actions" not in final:
         return
@@ -135,8 +133,7 @@ def import_harness_card(
 def _steps_for(
     path: Path, read: HarnessRead, problems: list[Problem], named: frozenset[Path], strict: bool = False
 ) -> tuple[dict[int, Step], Path | None, str | None]:
-    """The run folder's steps matched to frame lines, that folder, and why a folder the user named (``named``), or
-    under ``strict`` any folder of the recording's, is not used (None when none is left unused)."""
+    """The run folder's steps matched to frame lines, that folder, and why a folder is not used (None: all used)."""
     found = match_run_folder(path.parent, read.name, read.frames, read.tokens)
     why_named: str | None = None
     where = path.parent.resolve()
@@ -165,8 +162,8 @@ def _recover(
     problems: list[Problem],
     progress: Callable[[int], None] | None = None,
 ) -> tuple[Mapping[int, tuple[int, int | None, int | None]], LineSet, list[int], str, Mapping[int, list[int]]]:
-    """lineno -> (action, x, y), undecided lines, unreproduced lines, method, and lineno -> candidate actions where
-    the frames leave one open. ``progress(0)`` after each line searched is the import's safe point for a Ctrl-C."""
+    """lineno -> (action, x, y), undecided, unreproduced, method, and open lines' candidates; ``progress(0)`` after
+    each line is the import's safe point for a Ctrl-C."""
     info = baselines.game_info(game_id)
     tick = (lambda: progress(0)) if progress is not None else None
     if read.acts:
@@ -205,8 +202,7 @@ def _check_recorded(
     problems: list[Problem],
     tick: Callable[[], None] | None,
 ) -> None:
-    """With the game's code, each named action is stepped once and its answer compared with its line: the code is
-    checked, nothing is searched. The actions are the recording's either way."""
+    """With the game's code, step each named action once and compare its answer with its line (nothing searched)."""
     where = str(read.path)
     if info is None:
         problems.append(Problem(where, None, "harness", "each frame line names its action (action_input): no search"))
@@ -231,8 +227,7 @@ def _check_recorded(
 def _observations(
     frames: Sequence[FrameLine], choices: Mapping[int, tuple[int, int | None, int | None]], after: int
 ) -> Iterator[tuple[FrameLine, Observation]]:
-    """The lines after ``after`` that have a choice, each with its observation, made lazily (a long recording's are
-    never all held)."""
+    """The lines after ``after`` that have a choice, with their observations, made lazily."""
     for f in frames:
         c = choices.get(f.lineno)
         if c is None or f.lineno <= after or f.guid is None:
@@ -253,8 +248,6 @@ def _digest(line: FrameLine, digests: dict[bytes, str]) -> str:
 
 @dataclass(slots=True)
 class _ReadyFile:
-    """A harness file read and checked, ready to import from line ``done`` on."""
-
     existing: Existing | None
     read: HarnessRead
     done: int
@@ -422,9 +415,7 @@ def _commit(
     candidates: Mapping[int, list[int]],
 ) -> tuple[_AppendCounts, Any]:
     """The card's new events in one append, made as they are inserted (a long recording's are never all held);
-    returns what they held and the document at close. ``candidates``: line -> the actions it could answer (its
-    ActionTaken keeps them, and its frame's digest is noted). ``decided``: the lines that could also have been a
-    level RESET, and whether the resets are known."""
+    returns what they held and the document at close."""
     read = prep.read
     tags = [read.name.agent, *run_tags(prep.run_dir)]
     head, card, version = _open_or_reopen(prep.existing, card_id, tags, first, baselines)
@@ -462,7 +453,6 @@ def _commit(
         tail_ts = max(last, read.frames[-1].ts) if read.frames else last
         inferred = made.lines if method != "recorded" else 0
         for e in _facts(prep, tail_ts, method, inferred, decided, unreproduced, noted):
-            # applied one by one, as close_import applies what it is given
             apply(card, e)
             made.events += 1
             yield e
@@ -485,7 +475,6 @@ def _facts(
     unreproduced: list[int],
     noted: list[str],
 ) -> Iterator[AnyEvent]:
-    """What the import says of its file, after its lines."""
     read = prep.read
     name = read.path.name
     new_skips = skipped_lines(read, unreproduced, prep.done)
@@ -513,8 +502,7 @@ def _facts(
 def _inferred(
     ts: datetime, file: str, method: str, lines: int, undecided: LineSet, known: bool
 ) -> Iterator[ActionsInferred]:
-    """Undecided lines over as many events as they need (EVENT_LINES each); the first holds the count of actions
-    inferred, the others 0 (a reader adds them up)."""
+    """Undecided lines over as many events as they need (EVENT_LINES each); the first holds the inferred count."""
 
     def event(inferred: int, chunk: list[int]) -> ActionsInferred:
         return ActionsInferred(
@@ -552,7 +540,6 @@ def _open_or_reopen(
 
 
 def _first_play(card: Any, opened: CardOpened, o: Observation) -> list[AnyEvent]:
-    """A new card of a recording: opened, then the play ``Arcade.make``'s RESET started (its answer is not recorded,
-    its play is on the toolkit's card)."""
+    """A new card of a recording: opened, then the play of ``Arcade.make``'s unrecorded RESET."""
     apply(card, opened)
     return translate(card, Observation(o.ts, o.game_id, o.guid, 0, "NOT_FINISHED", 0, True, False))

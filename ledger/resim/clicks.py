@@ -1,6 +1,5 @@
-"""Where to try a click the recording does not place, and in what order: most games map a click to a camera cell,
-so one pixel per cell stands for all of them; some read the pixel at a finer grain (the public ``bp35``), so a
-click no cell reproduces is tried at every other display pixel too."""
+"""Where to try a click the recording does not place: one pixel per camera cell, then (games that read finer, the
+public ``bp35``) every other display pixel."""
 
 from __future__ import annotations
 
@@ -36,8 +35,7 @@ def display(engine: Any, node: Any) -> Any:
 
 
 def by_object(grid: Any, coords: Iterable[tuple[int, int]], recent: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """``coords`` reordered: the agent's recent clicks first, then one pixel of each one-colour region (smallest
-    first: buttons and pieces before the floor), then the rest."""
+    """``coords`` reordered: the agent's recent clicks, a pixel of each one-colour region (smallest first), the rest."""
     coords = list(coords)
     wanted = set(coords)
     first: list[tuple[int, int]] = [p for p in dict.fromkeys(reversed(recent)) if p in wanted]

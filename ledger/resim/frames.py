@@ -1,8 +1,6 @@
 """Frames for the viewer's replay: a recorded play re-simulated against the game code, one grid per step.
 
-The guid is replayed from its first ``play_started`` (a later one is a full reset of the same game instance), as
-the audit does. Each step keeps the response's last grid (the frame an agent acts on next), one hex digit per cell
-(the palette has 16 colours). Where the game answers otherwise than the recording, the frames stop (``diverged``).
+Each step keeps the response's last grid, one hex digit per cell; where the game diverges the frames stop.
 """
 
 from __future__ import annotations
@@ -52,7 +50,6 @@ class Step(msgspec.Struct, frozen=True, kw_only=True):
     state: str
     #: What the recording says this input did: "level 2 completed", "level reset", "GAME_OVER", "WIN", ...
     marks: list[str] = msgspec.field(default_factory=list)
-    #: Hex digits, row by row; None for an empty frame.
     grid: str | None = None
     width: int = 0
     height: int = 0
@@ -73,7 +70,6 @@ class PlayFrames(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def encode_grid(grid: Any) -> tuple[str, int, int]:
-    """A 2D array of colour indices as hex digits row by row, with its width and height."""
     rows = [list(r) for r in grid]
     height = len(rows)
     width = len(rows[0]) if rows else 0
@@ -81,8 +77,8 @@ def encode_grid(grid: Any) -> tuple[str, int, int]:
 
 
 def _play_events(events: Sequence[Numbered], game_id: str, play: int) -> tuple[str | None, int, int]:
-    """The guid of play number ``play`` (1-based) of ``game_id``, the index of its first play_started, and the
-    index of the play's own play_started in ``events`` (-1, -1 when the card has no such play)."""
+    """The guid of play ``play`` (1-based) of ``game_id``, the index of the guid's first play_started and of the
+    play's own (-1, -1: no such play)."""
     seen = 0
     first_of_guid: dict[str, int] = {}
     for i, n in enumerate(events):
@@ -153,8 +149,7 @@ def play_frames(
     limit: int = DEFAULT_LIMIT,
     with_reasoning: bool = True,
 ) -> PlayFrames:
-    """The frames of play ``play`` (1-based, in the card's order for ``game_id``), steps ``start`` to
-    ``start + limit``; ``events`` is the card's stream in order."""
+    """The frames of play ``play`` (1-based) of ``game_id``, steps ``start`` to ``start + limit``."""
     guid, first, own = _play_events(events, game_id, play)
     total = 0
 

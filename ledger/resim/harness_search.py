@@ -1,13 +1,7 @@
 """Recover the actions a harness recording does not hold, by re-simulating the game and matching its frames.
 
-The play is re-run from ``Arcade.make``'s start and each frame line matched (state, levels_completed, full_reset,
-frame) against what each possible action produces, from every state kept (:mod:`ledger.resim.state_search`): later
-frames tell apart actions that show the same frame yet leave different states. The path kept is the first in
-priority order (the step's ``parsed_action``, ACTION1..7, RESET). A line where paths disagree on RESET versus a
-game action is *undecided*: imported as the game action (every score-bearing number is the same either way).
-
-Lines no action reproduces (a harness's copies of the last frame for actions it did not send, an edited line) are
-treated as never having reached the game: skipped, and the search goes on from the states before them.
+See docs/import.md, 'The harnesses' recordings': the path kept is the first in priority order; a line where paths
+disagree on RESET versus a game action is undecided; a line no action reproduces is skipped.
 """
 
 from __future__ import annotations
@@ -43,7 +37,6 @@ MAX_HYPOTHESES = 400
 
 @dataclass(slots=True)
 class Recovery:
-    #: lineno -> the action that line answers (lines not listed were skipped).
     choices: LineMap[Choice] = field(default_factory=LineMap)
     unreproduced: list[int] = field(default_factory=list)
     #: Lines where a level RESET and a game action both stay consistent with every later line.
@@ -123,8 +116,8 @@ def recover(
 ) -> Recovery:
     """Re-simulate one recording's play and recover the action each frame line answers.
 
-    ``tick`` is called once a line (it may raise to stop the search). ``lost``: lines that could not be read: an
-    action the game did see, whose answer is unknown, so every action is allowed there (and none is imported).
+    ``tick`` is called once a line (it may raise to stop). ``lost``: unreadable lines the game did see, where every
+    action is allowed (and none is imported).
     """
     game, error = _started(info)
     if error is not None:
@@ -223,12 +216,8 @@ def _first_path(
     steps: dict[int, Step],
     tick: Callable[[], None] | None = None,
 ) -> Recovery | None:
-    """The search's answer when every line is reproduced by the first fitting action from one state, found without
-    keeping alternatives; None when some line is not (then the whole search runs).
-
-    A line answered by a game action whose frame is also its level's start frame is undecided if RESET reproduces
-    it too (this may list more lines than the search does, never fewer).
-    """
+    """The search's answer when every line fits the first fitting action from one state (no alternatives kept);
+    None otherwise (then the whole search runs). May list more undecided lines than the search, never fewer."""
     result = Recovery()
     fp, snap = engine.freeze(game)
     node = Node(snap, fp, None, 0, None)
@@ -273,8 +262,7 @@ def _first_path(
 
 
 class _Settled:
-    """What the paths agree on: every hypothesis comes from one state, so the lines up to it are decided. Recorded
-    as they are found and cut from the paths, so that a long search holds the lines since that state only."""
+    """What the paths agree on, recorded as found and cut from the paths (a long search holds only the lines since)."""
 
     __slots__ = ("looks", "skipped", "undecided")
 
@@ -295,8 +283,8 @@ class _Settled:
 
 
 def _choose_best(hyps: list[Node], result: Recovery, settled: _Settled) -> None:
-    """Record the first hypothesis's choices; lines where another one disagrees on RESET versus a game action, or
-    merged as ambiguous on its path, are undecided."""
+    """Record the first hypothesis's choices; lines where another disagrees on RESET, or merged ambiguous, are
+    undecided."""
     best = hyps[0]
     undecided = settled.undecided
     for other in hyps[1:]:
@@ -324,8 +312,7 @@ def replay_recorded(
     choices: Callable[[int], tuple[int, int | None, int | None] | None],
     tick: Callable[[], None] | None = None,
 ) -> Replayed:
-    """Step one game through the actions the lines name (``choices``: lineno -> the line's action, None for a line
-    not imported), comparing each answer with its line: no copy and no search."""
+    """Step one game through the actions the lines name, comparing each answer with its line (no search)."""
     game, error = _started(info)
     out = Replayed(error=error)
     if error is not None:

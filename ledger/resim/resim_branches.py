@@ -1,13 +1,7 @@
 """One guid's game during re-simulation, when the record leaves some inputs open (``ActionTaken.candidates``).
 
-Every game state that still agrees with the record is kept (:mod:`ledger.resim.state_search`); while one is left
-the live game is stepped in place, so a card whose inputs are all decided costs one game step per input. What an
-answer must show to agree with each input:
-
-- ``ActionTaken``: a frame, the recorded state and levels_completed (a RESET candidate: not a full reset);
-- ``LevelReset``: a frame, not a full reset, the recorded state and levels_completed;
-- ``ActionIgnored``: an empty frame, the recorded state;
-- a later ``PlayStarted`` of the guid: a full reset.
+Every state still agreeing with the record is kept (:mod:`ledger.resim.state_search`); while one is left the live
+game is stepped in place, so a card whose inputs are all decided costs one game step per input.
 """
 
 from __future__ import annotations
@@ -51,7 +45,6 @@ REPAIR_REACH = (8, 64, 512, MARK_EVERY * KEEP_MARKS)
 #: Game steps a search from a mark may take per input it replays; beyond, that mark is given up.
 REPAIR_STEPS = 40
 
-#: Events that record what the agent sent.
 INPUTS = (PlayStarted, ActionTaken, LevelReset, ActionIgnored)
 
 
@@ -74,7 +67,6 @@ def agrees(ev: Any, t: type, frame: str | None = None) -> Agrees:
 
 
 def choices_for(ev: Any, t: type) -> tuple[list[Choice], bool]:
-    """The inputs the record allows for one event, and whether it is open (several candidates)."""
     if t is PlayStarted or t is LevelReset:
         return [Choice(0)], False
     if t is ActionTaken and ev.candidates:
@@ -100,8 +92,7 @@ def noted_frames(events: Sequence[Numbered]) -> LineMap[str]:
 
 
 def copy_before(events: Sequence[Numbered], i: int, guid: str, frames: Mapping[int, str]) -> int | None:
-    """The version of the guid's input before ``events[i]`` when it repeats the input before it (the same noted
-    frame, state and levels_completed), else None."""
+    """The version of the guid's input before ``events[i]`` when it repeats it (same noted frame, state, levels)."""
     last: list[Numbered] = []
     for n in reversed(events[:i]):
         if type(n.event) in INPUTS and getattr(n.event, "guid", None) == guid:
@@ -135,7 +126,6 @@ class Instance:
     nodes: list[Node] | None = None
     #: Some states had to be dropped (MAX_STATES): a later mismatch may be a dropped state's.
     cut: bool = False
-    #: version -> the choice the surviving states agree on, for open inputs.
     decided: LineMap[Choice] = field(default_factory=LineMap)
     #: Open inputs where states with different choices both still agree, since the states last came from one.
     still_open: set[int] = field(default_factory=set)
@@ -165,8 +155,8 @@ class Instance:
     deadline: float = float("inf")
 
     def send(self, version: int, choices: list[Choice], open_: bool, ok: Agrees) -> Signature | None:
-        """Send the input; the answer of a state that agrees with the record (else the first answer). None when the
-        game raised or has no such action."""
+        """Send the input; the answer of a state that agrees with the record (else the first). None: the game raised
+        or has no such action."""
         self.agreed = True
         if self.first:
             return self._along(version, choices, open_, ok)
@@ -209,8 +199,7 @@ class Instance:
                 self._log.popleft()
 
     def _repair(self) -> Signature | None:
-        """The last input's answer from a state that agrees with the record, found by searching every path from a
-        mark through the inputs since (the nearest mark first); None if none does."""
+        """The last input's answer from an agreeing state, searched from each mark (nearest first); else None."""
         now = self._sent - 1
         tried: set[int] = set()
         for reach in REPAIR_REACH:
@@ -269,8 +258,7 @@ class Instance:
         return (state, int(resp.levels_completed), bool(resp.full_reset), b"" if len(resp.frame) == 0 else b"x")
 
     def _first(self, version: int, choices: list[Choice], ok: Agrees) -> Signature | None:
-        """Take the first candidate whose answer agrees with the record, in the order the agent favoured: one path
-        of the game, not every path."""
+        """Take the first candidate that agrees, in the agent's order: one path of the game, not every path."""
         engine = self._path_engine()
         node = self._root()
         c, r, answer = first_fit(engine, node, self._tries(node, choices), ok)
@@ -308,7 +296,6 @@ class Instance:
         self._frozen = None
 
     def _root(self) -> Node:
-        """The live game's state, to search from (the first candidate acts on the live game, without a copy)."""
         assert self.engine is not None
         fp, snap = self._frozen if self._frozen is not None else self.engine.freeze(self.game)
         self.engine.hand(snap, self.game)

@@ -1,9 +1,7 @@
-"""Re-simulation: execute a card's recorded plays again against the real game code and compare, action by action.
+"""Re-simulation: execute a card's recorded plays again against the real game code and compare, event by event.
 
-Each guid is its own game instance, built as ``Arcade.make`` builds it OFFLINE (a later PlayStarted of the guid is
-a RESET the game turned into a full reset). Each recorded input's response goes through the translator live capture
-uses, and the events it yields must equal the recorded ones (timestamps and reasoning aside): a run that was
-fabricated or edited diverges at the first event the game does not produce.
+Each response goes through live capture's translator; its events must equal the recorded ones (timestamps and
+reasoning aside), so a fabricated or edited run diverges at the first event the game does not produce.
 """
 
 from __future__ import annotations
@@ -51,10 +49,7 @@ from ledger.toolkit.seeds import SEED_TRIES, seed_classes
 
 @dataclass(frozen=True, slots=True)
 class Divergence:
-    """The first point where the game and the recording disagree.
-
-    ``version``/``seq`` name the recorded event (for a missing event: the last recorded event before the point).
-    """
+    """The first point where the game and the recording disagree (for a missing event: the last one before it)."""
 
     version: int
     seq: int
@@ -94,7 +89,6 @@ class ResimResult:
     reproduced: int = 0
     #: Where the one path broke and a search from a state kept a little before carried it on.
     repairs: int = 0
-    #: The cost, whatever the machine; whether a search's allowance was spent.
     steps: int = 0
     copies: int = 0
     spent: bool = False
@@ -137,8 +131,7 @@ def _fields(e: AnyEvent) -> dict[str, Any]:
 def _compare(
     expected: AnyEvent | None, recorded: Numbered | None, last: Numbered, input_: Numbered
 ) -> Divergence | None:
-    """The divergence between one expected and one recorded event after ``input_``, or None if they are the same
-    fact; ``last`` is the last recorded event before a missing one."""
+    """The divergence between one expected and one recorded event after ``input_``, or None if the same fact."""
     gid = getattr(input_.event, "game_id", None)
     guid = getattr(input_.event, "guid", None)
     act = _describe(input_)
@@ -239,9 +232,7 @@ def resimulate(
 ) -> ResimResult:
     """Replay every play of the card (``events`` in stream order) against the games under ``environments_dir``.
 
-    A play whose seed was not recorded is replayed with the default seed, then with each seed of 0..SEED_TRIES-1
-    that starts the game differently; if none reproduces it, the result is unknown, not a divergence. Open actions
-    are taken along one path, searched only where it breaks; ``decide`` searches every time, to tell which of them
+    See docs/audit.md for unrecorded seeds and open actions; ``decide`` searches every path, to tell which of them
     the game decides.
     """
     infos = scan_games(environments_dir)

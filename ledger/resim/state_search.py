@@ -1,10 +1,7 @@
-"""The search over game states that a record leaves open: one search for the harness import and for the audit.
+"""The search over game states that a record leaves open, shared by the harness import and the audit.
 
-At each line, every action that may have been taken is tried from every state kept; what an answer must show to
-agree is the caller's (:mod:`ledger.resim.harness_search`, :mod:`ledger.resim.resim_branches`). A state reached by
-several paths is kept once, under the first in priority order; the lines where the paths differ are what the
-caller counts as open. A line's states replace those before it, and now and then the paths are cut at the state
-they all come from: memory stays that of one line's states.
+A state reached by several paths is kept once, under the first in priority order; a line's states replace those
+before it, and the paths are cut now and then at their common state: memory stays that of one line's states.
 """
 
 from __future__ import annotations
@@ -41,8 +38,7 @@ class Node:
 
 
 def new_engine(game: Any, stop_at: float, until: float, canonical: bool = True) -> Engine:
-    """An engine for ``game``'s states within an allowance. ``canonical`` False: for one path, which merges no
-    states (its snapshots need not pickle alike, the costliest part of a freeze)."""
+    """An engine for ``game``'s states within an allowance; ``canonical`` False for one path (no merging)."""
     out = Engine(game)
     out.stop_at, out.deadline = stop_at, until
     out.canonical = canonical
@@ -50,8 +46,7 @@ def new_engine(game: Any, stop_at: float, until: float, canonical: bool = True) 
 
 
 def in_priority(first: Choice | None, click: tuple[int, int]) -> list[Choice]:
-    """Every simple action in the order the search prefers it: ``first``, ACTION1..7 (ACTION6 at ``click``), RESET
-    last (a RESET is never invented where a game action fits too)."""
+    """Every simple action in the order the search prefers: ``first``, ACTION1..7, RESET last (never invented)."""
     order = [Choice(a) if a != 6 else Choice(6, *click) for a in range(1, 8)] + [Choice(0)]
     return order if first is None else [first, *(c for c in order if c != first)]
 
@@ -75,8 +70,7 @@ class ActionOrder:
 
 
 def widen(engine: Engine, node: Node, choices: list[Choice], pixels: bool = False) -> list[Choice]:
-    """ACTION6 at every display cell (``pixels``: every other display pixel) not among ``choices``, when ACTION6 is
-    among them."""
+    """ACTION6 at every display cell (``pixels``: pixel) not among ``choices``, when ACTION6 is among them."""
     if not any(c.action == 6 for c in choices):
         return []
     cells = engine.cells(node)
@@ -86,8 +80,7 @@ def widen(engine: Engine, node: Node, choices: list[Choice], pixels: bool = Fals
 def first_fit(
     engine: Engine, node: Node, tries: Iterable[Choice], agrees: Agrees
 ) -> tuple[Choice | None, Result | None, Signature | None]:
-    """The first of ``tries`` whose answer agrees, with its result (None, None if none does), and the first answer
-    given (to tell what the game said where none agrees)."""
+    """The first of ``tries`` whose answer agrees, with its result, and the first answer given."""
     first = None
     for c in tries:
         r = engine.step(node, c, lambda sig, c=c: agrees(sig, c))  # type: ignore[misc]
@@ -143,15 +136,13 @@ class Layer:
         return matched
 
     def each(self, nodes: list[Node], choices_of: Callable[[Node], list[Choice]], clicks: bool) -> None:
-        """From every state, its choices; the clicks too (``clicks``) from each state none of them agrees from."""
         for node in nodes:
             choices = choices_of(node)
             if not self.expand(node, choices) and clicks:
                 self.expand(node, widen(self.engine, node, choices))
 
     def rounds(self, nodes: list[Node], choices: list[Choice]) -> None:
-        """From every state, ``choices``; only if none agrees from any state, the clicks at every cell, then at every
-        pixel."""
+        """From every state, ``choices``; only if none agrees, the clicks at every cell, then every pixel."""
         for wide in range(3):
             for node in nodes:
                 self.expand(node, widen(self.engine, node, choices, wide == 2) if wide else choices)
@@ -179,8 +170,7 @@ def let_go(old: list[Node], new: list[Node]) -> list[Node]:
 
 
 def differ(a: Node, b: Node, apart: Callable[[Choice | None, Choice | None], bool]) -> set[int]:
-    """Lines where two paths to states of the same line took choices ``apart`` tells apart, and lines either path
-    merged (their futures are the same)."""
+    """Lines where two paths took choices ``apart`` tells apart, and lines either path merged."""
     out: set[int] = set()
     while a is not b and a.parent is not None and b.parent is not None:
         if apart(a.choice, b.choice):
@@ -204,8 +194,8 @@ def path(last: Node) -> list[Node]:
 
 
 class SettleSchedule:
-    """When to look for the latest state every kept state comes from: every SETTLE_EVERY lines, at doubling
-    intervals while the states keep disagreeing (the looks cost a bounded share of the search)."""
+    """When to look for the state every kept state comes from: every SETTLE_EVERY lines, doubling while they
+    disagree."""
 
     __slots__ = ("every", "left")
 
@@ -231,7 +221,6 @@ class SettleSchedule:
 
 
 def _common(nodes: list[Node]) -> Node | None:
-    """The latest state every node comes from, if it is after the paths' last cut."""
     level = list({id(n): n for n in nodes}.values())
     while len(level) > 1:
         up: dict[int, Node] = {}

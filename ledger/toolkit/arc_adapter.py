@@ -1,8 +1,6 @@
-"""Every name of the toolkit's internals that live capture touches, in one place, checked when a ledger attaches.
+"""Every name of the toolkit's internals that live capture touches (none documented API), checked at attach.
 
-None of them is a documented API of ``arc-agi``, and they differ between releases: every read here goes through
-the installed release's era (:mod:`ledger.toolkit.eras`). :func:`check_toolkit` refuses a release outside the
-tested ones (unless ``LEDGER_ARC_AGI_ANY_VERSION=1``) and an Arcade that lacks any name its era uses.
+Reads go through the installed release's era (:mod:`ledger.toolkit.eras`); see docs/capture.md for the versions.
 """
 
 from __future__ import annotations
@@ -126,12 +124,10 @@ def manager(arcade: Any) -> Any:
 
 
 def card_of_guid(mgr: Any) -> dict[str, str]:
-    """The manager's guid -> card id map (the live dict: the manager fills it in place)."""
     return mgr.guids
 
 
 def scorecards(mgr: Any) -> dict[str, Any]:
-    """The manager's card id -> open ``Scorecard`` map (the live dict)."""
     return mgr.scorecards
 
 
@@ -189,7 +185,6 @@ _scorecard_update: Callable[..., Any] | None = None
 
 
 def wrap_session_request(replacement: Callable[..., Any]) -> Callable[..., Any]:
-    """Put ``replacement`` on ``requests.Session.request`` once per process; returns the original."""
     global _session_request
     with _wrap_lock:
         if _session_request is None:
@@ -199,7 +194,6 @@ def wrap_session_request(replacement: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def wrap_scorecard_update(replacement: Callable[..., Any]) -> Callable[..., Any]:
-    """Put ``replacement`` on ``Scorecard.update_scorecard`` once per process; returns the original."""
     global _scorecard_update
     with _wrap_lock:
         if _scorecard_update is None:

@@ -13,8 +13,8 @@ from ledger.domain.events import BaselineEntry
 
 
 def scan_environments(root: str | os.PathLike[str]) -> tuple[list[BaselineEntry], list[str]]:
-    """Every ``metadata.json`` under ``root`` (recursively, as the toolkit's Arcade scans), sorted by path, and one
-    message per file that could not be read (the toolkit skips those too)."""
+    """Every ``metadata.json`` under ``root`` as the toolkit's Arcade scans, sorted by path, and one message per
+    unreadable file (the toolkit skips those too)."""
     entries: list[BaselineEntry] = []
     problems: list[str] = []
     for path in sorted(Path(root).rglob("metadata.json")):

@@ -1,8 +1,6 @@
-"""One adapter per API era of the published arc-agi releases 0.9.1 to 0.9.9 (each read from its own sources).
+"""One adapter per API era of the published arc-agi releases 0.9.1 to 0.9.9 (:data:`ERAS`).
 
-An era is a run of releases whose internals that capture touches are the same (:data:`ERAS`: each flag of
-:class:`Era` says which releases have what). What an era's toolkit lacks is not captured, and its own auto-close
-rules are followed. Scoring is not the adapter's business: the installed version chooses its calculator.
+An era is a run of releases whose internals capture touches are the same; scoring is not the adapter's business.
 """
 
 from __future__ import annotations
@@ -106,5 +104,4 @@ def _span(first: tuple[int, ...], last: tuple[int, ...]) -> str:
 
 
 def tested_range() -> str:
-    """``0.9.1-0.9.9``."""
     return _span(*TESTED)

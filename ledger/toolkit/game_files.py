@@ -1,13 +1,9 @@
-"""Game folders read and games started as the toolkit reads and starts them, without importing ``arc_agi``.
+"""Game folders read and games started as the toolkit does, without ``import arc_agi`` (0.6-0.9 s of matplotlib,
+flask and requests that re-simulation never uses), with ``arcengine`` alone.
 
-``import arc_agi`` loads matplotlib, flask and requests (0.6-0.9 s), which re-simulation never uses; what
-``Arcade`` does with a folder of game files and ``LocalEnvironmentWrapper`` does to start one (the same in
-0.9.1-0.9.9) is done here with ``arcengine`` alone:
-
-- A ``metadata.json`` is read here only when every field has the plain JSON type ``EnvironmentInfo`` declares and
-  ``date_downloaded`` is a plain ISO date and time; any other file is handed to the toolkit's own model.
-- The game file is run again for every game started, as releases before 0.9.8 do: a game that changes its own
-  class then starts the same way whatever was started before it in this process.
+A ``metadata.json`` is read here only when every field has its plain JSON type; any other goes to the toolkit's
+model. The game file is run again for every game started, as before 0.9.8, so a game that changes its own class
+starts the same way whatever was started before.
 """
 
 from __future__ import annotations
@@ -54,8 +50,8 @@ class GameStartError(Exception):
 
 
 def scan_games(environments_dir: str | os.PathLike[str]) -> dict[str, GameInfo]:
-    """game_id -> :class:`GameInfo` for every ``metadata.json`` under the folder, as ``Arcade`` scans (the first
-    file found for a game id wins, as ``Arcade.make`` picks it). Raises ImportError without the toolkit."""
+    """game_id -> :class:`GameInfo` for every ``metadata.json`` under the folder, the first per game id winning (as
+    ``Arcade.make``). ImportError without the toolkit."""
     if importlib.util.find_spec("arc_agi") is None:  # found without importing it
         raise ImportError("arc_agi is not installed")
     out: dict[str, GameInfo] = {}
@@ -109,8 +105,7 @@ def _read_by_toolkit(text: str, folder: str) -> GameInfo | None:
 
 
 def start(info: GameInfo, seed: int | None) -> tuple[Any, Any]:
-    """(the game, its answer to the first RESET), as ``LocalEnvironmentWrapper(environment_info, seed=seed)``
-    leaves them (``seed`` None: the class's own default)."""
+    """(the game, its answer to the first RESET), as ``LocalEnvironmentWrapper(environment_info, seed=seed)``."""
     from arcengine import ActionInput, ARCBaseGame, GameAction
 
     if not info.class_name:
@@ -151,8 +146,7 @@ def start(info: GameInfo, seed: int | None) -> tuple[Any, Any]:
 
 
 class LocalGame:
-    """A started game answering as ``LocalEnvironmentWrapper`` does: ``observation_space`` (the last answer) and
-    ``step`` (None when the game raises)."""
+    """A started game answering as ``LocalEnvironmentWrapper`` does (``step``: None when the game raises)."""
 
     def __init__(self, info: GameInfo, seed: int | None) -> None:
         self.game_id = info.game_id

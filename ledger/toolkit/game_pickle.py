@@ -1,8 +1,7 @@
 """Pickling a game's state for :mod:`ledger.toolkit.game_states`.
 
-The toolkit runs a game file as a module it does not register, so pickle cannot find its classes by name: a
-snapshot names them by a number instead. For a game the plain pickle does not copy, sets are written in a fixed
-order and the game's functions (lambdas made at run time among them) by the number of their code.
+The toolkit runs a game file as an unregistered module, so a snapshot names its classes by number; for a game the
+plain pickle does not copy, sets are written sorted and the game's functions by their code's number.
 """
 
 from __future__ import annotations
@@ -58,8 +57,7 @@ def _named(c: type) -> bool:
 
 
 def game_module(game: Any) -> tuple[list[type], dict[str, Any]]:
-    """The classes of the game's own module (its class and its bases there first) and the module's globals, as a
-    method of the game's class sees them ({} if it has none)."""
+    """The classes of the game's own module (its class and bases first) and the module's globals ({} if none)."""
     cls = type(game)
     found = dict.fromkeys(c for c in cls.__mro__ if c.__module__ == cls.__module__)
     module_globals = next((g for v in vars(cls).values() if isinstance(g := getattr(v, "__globals__", None), dict)), {})
@@ -130,10 +128,9 @@ def _fill_cell(c: CellType, state: tuple[Any, ...]) -> None:
 
 
 def functions_by_code(module_globals: dict[str, Any]) -> Callable[[Any], Any]:
-    """A pickler's ``reducer_override`` for the game module's own functions: one the module holds by its name is
-    written as that name; any other (a lambda made at run time) as its code and module by number, its closure's
-    cells and its defaults by value. A cell is filled after it is memoized, so a closure over the object that holds
-    it (a sprite's lambda over ``self``) loads over the copy, not the original."""
+    """``reducer_override`` for the game module's functions: a named one by its name; any other (a run-time lambda)
+    by its code's number, its cells and defaults by value (a cell filled after memoizing, so a closure over its own
+    holder loads over the copy)."""
     g = _number(_GLOBALS, _GLOBAL_NUMBERS, module_globals)
 
     def override(o: Any) -> Any:
@@ -164,9 +161,8 @@ class _Pickler(pickle.Pickler):
 
 
 def by_value(keep: Callable[[str, str], str], sets: bool) -> Callable[[Any], Any]:
-    """Persistent ids: each string written as the first equal one ``keep`` was given; with ``sets``, each set as its
-    kind and its elements sorted by repr (a set pickles in an order its history decided: an equal one in a copy may
-    not), one id object per set so that a set held twice loads as one."""
+    """Persistent ids: each string as the first equal one ``keep`` was given; with ``sets``, each set sorted by repr
+    (its pickle order depends on its history), one id object per set."""
     ids: dict[int, tuple[tuple[int, tuple[Any, ...]], Any]] = {}
 
     def by_value(o: Any) -> Any:
@@ -185,8 +181,7 @@ def by_value(keep: Callable[[str, str], str], sets: bool) -> Callable[[Any], Any
 
 
 def _sets_loader() -> Callable[[Any], Any]:
-    """``persistent_load`` for :func:`by_value` with sets: a string is itself; a set's id (one object per set, as
-    the pickle's memo gives it back) becomes one set."""
+    """``persistent_load`` for :func:`by_value` with sets: a string is itself; a set's id becomes one set."""
     made: dict[int, tuple[Any, Any]] = {}
 
     def load(pid: Any) -> Any:

@@ -1,5 +1,4 @@
-"""Game states to search over: run an action on a copy of a state, compare states, cheaply (the search steps many
-candidate actions from each kept state: a candidate must cost about what a game step costs)."""
+"""Game states to search over: run an action on a copy of a state and compare states, at about a game step's cost."""
 
 from __future__ import annotations
 
@@ -53,8 +52,7 @@ def frame_digest(frame_bytes: bytes) -> str:
 
 
 def frame_key(frame_bytes: bytes) -> bytes:
-    """What an answer's signature holds of its frame bytes: their :func:`frame_digest` as bytes (``b""`` for an
-    empty answer), not the 8 KB a frame."""
+    """Its :func:`frame_digest` as bytes (``b""`` for an empty answer), not the 8 KB a frame."""
     return hashlib.blake2b(frame_bytes, digest_size=16).digest() if frame_bytes else b""
 
 
@@ -92,8 +90,7 @@ def perform(game: Any, action: int, x: int | None = None, y: int | None = None) 
 
 
 class Snap(NamedTuple):
-    """A pickled state, the arrays it names by position (pickling one in-band costs several times its copy), and
-    the shared levels it names (kept alive by the snapshots that name them, and by nothing else)."""
+    """A pickled state, the arrays it names by position (in-band costs several times a copy), the shared levels."""
 
     blob: bytes
     arrays: tuple[Any, ...]
@@ -106,13 +103,9 @@ class Snap(NamedTuple):
 class Engine:
     """Runs actions on copies of game states, remembering each transition.
 
-    A state is the pickle of the game's attributes (per-action bookkeeping normalized) with its numpy arrays copied
-    beside it; the digest of both is its fingerprint. The levels the game is not on are kept once, content-addressed,
-    and shared by every state that holds them, so a copy costs the current level only; a level the game moves onto
-    is made private first (the action is run again), so shared levels never change. A candidate's answer is checked
-    *before* its state is kept: a rejected one costs one copy and one step. Equal strings are written once, so a copy
-    pickles as the game does. Where the plain pickle does not copy the game, sets are written sorted and the game's
-    own functions by their code; failing that, states are deep-copied and walked (tens of times a step).
+    A state is the pickle of the game's attributes with its numpy arrays beside it; their digest is its fingerprint.
+    Levels the game is not on are shared by content, so a copy costs the current level only (a level moved onto is
+    made private first). An answer is checked before its state is kept. Failing the pickle, states are deep-copied.
     """
 
     def __init__(self, game: Any) -> None:
@@ -206,8 +199,7 @@ class Engine:
         return out
 
     def _known(self, lv: Any, d: bytes) -> None:
-        """Remember that level object ``lv`` holds content ``d`` until the object goes (a level that cannot be
-        watched going is not remembered: its id could be another's later)."""
+        """Remember that ``lv`` holds content ``d`` until it goes (one that cannot be watched is not remembered)."""
         if id(lv) not in self._ids:
             try:
                 weakref.finalize(lv, self._ids.pop, id(lv), None)
@@ -245,8 +237,7 @@ class Engine:
         return self._digest(snap), snap
 
     def _array_table(self) -> dict[Any, Any]:
-        """numpy arrays pickled by position in the snapshot's own list of array copies (an array of Python objects
-        as usual)."""
+        """numpy arrays pickled by position in the snapshot's own list of array copies."""
         try:
             import numpy as np
         except ImportError:
@@ -299,8 +290,7 @@ class Engine:
             _ARRAYS.pop()
 
     def thaw(self, snap: Any, private: frozenset[int] = frozenset()) -> Any:
-        """A game to act on, from a snapshot; levels in ``private`` are its own. :class:`StateNotCopied` if it
-        cannot be made."""
+        """A game to act on, from a snapshot; levels in ``private`` are its own (else StateNotCopied)."""
         try:
             return self._thaw(snap, private)
         except Exception as e:  # what unpickling or a deep copy raised on the game's own objects
@@ -356,8 +346,8 @@ class Engine:
         return found
 
     def step(self, node: Any, c: Choice, keep: Callable[[Any], bool] | None = None) -> Result | None:
-        """(signature, fingerprint, snapshot) after ``c`` from ``node``'s state; None if the game raised. An answer
-        ``keep`` rejects is not kept: fingerprint and snapshot are None."""
+        """(signature, fingerprint, snapshot) after ``c`` from ``node``'s state (None: the game raised); an answer
+        ``keep`` rejects is not kept."""
         key = (node.fp, c)
         if key in self.cache:
             hit = self.cache[key]

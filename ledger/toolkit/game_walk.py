@@ -1,5 +1,4 @@
-"""The slow way to copy and compare game states, for a game whose state does not pickle: a deep copy, and a digest
-of a walk over its attributes; and whether a game reads the engine's action count."""
+"""The slow way to copy and compare game states that do not pickle: a deep copy and a walk's digest."""
 
 from __future__ import annotations
 
@@ -42,8 +41,8 @@ def _codes(code: CodeType) -> Iterator[CodeType]:
 
 
 def fingerprint(game: Any, counts: bool = False) -> bytes:
-    """A digest of a game object's state: the engine's per-action bookkeeping left out, and ``_action_count`` reduced
-    to "zero or not" unless ``counts`` (the game reads the number itself)."""
+    """A digest of a game's state, per-action bookkeeping left out, ``_action_count`` as "zero or not" unless
+    ``counts``."""
     h = hashlib.blake2b(digest_size=20)
     seen: dict[int, int] = {}
     up = h.update

@@ -1,9 +1,6 @@
-"""How much a search over what a record leaves open may spend before it gives up.
+"""How much a search over what a record leaves open may spend (see docs/audit.md, 'What a search is allowed').
 
-Where many actions give the same frames and leave different states, the paths to search multiply with every line;
-the allowance grows with the record, so the cost stays linear. It is counted in game steps, so the same record gets
-the same answer on any machine, and in CPU seconds for games whose every step is slow. An import that spends it
-reads the actions from the frames alone; an audit says UNKNOWN, never FAIL.
+Counted in game steps, so a record gets the same answer on any machine, and in CPU seconds for slow games.
 """
 
 from __future__ import annotations
@@ -24,8 +21,8 @@ STATE_BYTES = 64 << 20
 
 
 class Room:
-    """Room for the states of one line, taken in priority order: at most ``count`` of them and :data:`STATE_BYTES`
-    (the first always fits); once one does not fit, no later one does."""
+    """Room for one line's states in priority order: at most ``count`` and :data:`STATE_BYTES` (the first always
+    fits; after one that does not, none does)."""
 
     __slots__ = ("bytes", "count", "full")
 

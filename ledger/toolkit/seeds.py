@@ -1,5 +1,4 @@
-"""Games started the way ``Arcade.make`` starts them, and the seeds worth trying for a play whose seed is not
-recorded (the toolkit's recordings do not hold it)."""
+"""Games started as ``Arcade.make`` starts them, and the seeds worth trying for a play whose seed is not recorded."""
 
 from __future__ import annotations
 

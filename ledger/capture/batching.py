@@ -1,9 +1,4 @@
-"""Group commit for live capture under ``durability="batched"`` (an explicit opt-in for very fast agents).
-
-A step only queues its events: a background thread commits them every :data:`BATCH_MS` milliseconds, or once
-:data:`BATCH_EVENTS` wait, one transaction per card; a killed process loses that much. Closing a card, detaching,
-closing the ledger and a normal exit commit what is queued first. A failed commit is raised by the next step.
-"""
+"""Group commit for live capture under ``durability="batched"`` (see docs/guarantees.md, 'What is on disk')."""
 
 from __future__ import annotations
 
@@ -77,7 +72,6 @@ class Batcher:
                 self.flush()
 
     def close(self) -> None:
-        """Commit what is queued and stop the thread (idempotent)."""
         self._stop = True
         self._wake.set()
         if self._thread is not threading.current_thread():

@@ -1,9 +1,7 @@
 """Live capture: attach a ledger to an ``arc_agi.Arcade`` so every scorecard fact is committed as it happens.
 
-The hooks sit on the Arcade's ``ScorecardManager``, whose calls are exactly what the toolkit's scorecard counts;
-each event is committed before the toolkit call returns. The toolkit swallows exceptions raised in
-``update_scorecard``, so the wrappers ``Arcade.make`` returns re-raise a failed write (:class:`CaptureError`) after
-the toolkit's own call finished. Capture never changes what the toolkit returns.
+The toolkit swallows exceptions raised in ``update_scorecard``, so the wrappers ``Arcade.make`` returns re-raise a
+failed write (:class:`CaptureError`) after the toolkit's own call finished.
 """
 
 from __future__ import annotations
@@ -32,8 +30,8 @@ log = logging.getLogger(__name__)
 
 
 def attach(repository: CardRepository, arcade: Any, *, record_reasoning: bool = False, **options: Any) -> CaptureBase:
-    """Capture everything ``arcade`` does to its scorecards into ``repository``'s ledger: OFFLINE/NORMAL with
-    :class:`Capture`, ONLINE/COMPETITION with :class:`ledger.capture.remote.RemoteCapture`."""
+    """Capture everything ``arcade`` does to its scorecards: :class:`Capture` for OFFLINE/NORMAL, RemoteCapture for
+    ONLINE/COMPETITION."""
     if arc.capture_kind(arcade) == "remote":
         from ledger.capture.remote import RemoteCapture
 

@@ -1,9 +1,7 @@
 """What both live captures share: attaching, opening a card, appending with recovery, failing closed, detaching.
 
-A write that fails is kept for the calling thread and raised (:class:`CaptureError`) after the toolkit's own call
-returned, so the agent is never told a step happened as if recorded; the card's projection, which ran ahead of the
-log, is rebuilt from the log (or, if the database cannot be read either, before the card's next fact), and a card
-whose opening could not be written makes every later fact of it fail the same way.
+A failed write is raised (:class:`CaptureError`) after the toolkit's own call returned, and the card's projection,
+which ran ahead of the log, is rebuilt from the log (or, if unreadable, before the card's next fact).
 """
 
 from __future__ import annotations
@@ -43,7 +41,6 @@ class LiveCard:
     snapshot_version: int = 0
     #: The projection could not be rebuilt after a failed append: rebuild it first.
     stale: bool = False
-    #: RemoteCapture: the server's per-guid game state.
     model: Any = None
     #: game id -> the card's baseline entry, as its document is scored.
     baselines: dict[str, Any] = field(default_factory=dict)
@@ -131,8 +128,7 @@ class CaptureBase:
         api_key: str | None,
         extra: Sequence[AnyEvent] = (),
     ) -> LiveCard | None:
-        """Write the card's opening: the baseline set of the Arcade's games, CardOpened with ``fields`` and the API
-        key's fingerprint, ``extra``, the capture context."""
+        """Write the card's opening: the Arcade's baseline set, CardOpened, ``extra``, the capture context."""
         envs = list(self.arcade.available_environments)
         entries = bl.canonical(bl.entry_from_info(i) for i in envs)
         fields = {
@@ -177,8 +173,8 @@ class CaptureBase:
         return live
 
     def _captured_elsewhere(self, card_id: str) -> str | None:
-        """Who holds the card when its stream was there first: another capture on the same ledger (a harness under
-        ``ledger record`` talking to a ``ledger serve``); None when the log holds no such card."""
+        """Who holds the card when its stream was there first (a ``ledger record`` harness talking to a ``ledger
+        serve``); None when the log holds no such card."""
         try:
             held = self.repository.load(card_id)
         except (StoreError, LookupError):
@@ -229,8 +225,7 @@ class CaptureBase:
         return True
 
     def _resync(self, card_id: str, live: LiveCard) -> StoreError | None:
-        """Rebuild the card's projection from the log; if it cannot be read now, mark it stale: the next fact
-        rebuilds it first, so capture resumes by itself once the database is back."""
+        """Rebuild the card's projection from the log; if unreadable now, mark it stale so the next fact retries."""
         try:
             live.state = self.repository.load(card_id)
         except StoreError as e:

@@ -59,7 +59,6 @@ def run_demo(repository: CardRepository, *, seed: int = 0) -> str:
 
 
 def viewer_commands(exe: str, db: str, card_id: str) -> list[str]:
-    """The commands that show the demo card in a browser: the live viewer, and the static bundle to share."""
     import shlex
 
     games = shlex.quote(str(DEMO_GAMES))

@@ -1,11 +1,7 @@
 """ONLINE / COMPETITION capture: an ``arc_agi.Arcade`` whose scorecards live on the ARC server, recorded client-side.
 
-Every scorecard call is an HTTP request there. The ledger watches those requests, only inside the Arcade's and its
-wrappers' own calls and only on the calling thread, through one pass-through hook on ``requests.Session.request``,
-and folds each answer with the server's counting rules (:mod:`ledger.rules.server`). A request without a usable
-answer is recorded as ``request_failed`` and counts nothing. Every scorecard document the server sends also records
-the baselines it reveals (the server's game list leaves them out). The agent's call behaves exactly as without
-the ledger.
+Scorecard calls are HTTP requests, watched only inside the Arcade's own calls on the calling thread through one
+pass-through hook on ``requests.Session.request``, and folded with :mod:`ledger.rules.server`'s counting rules.
 """
 
 from __future__ import annotations
@@ -109,7 +105,6 @@ def _frame(ex: Exchange) -> tuple[Any, str | None]:
 
 
 def server_url(url: str) -> str:
-    """The server's base URL without any user name or password it may hold."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     netloc = f"[{host}]" if ":" in host else host
@@ -127,8 +122,8 @@ def server_tags(tags: Any) -> list[str]:
 
 
 class RemoteCapture(CaptureBase):
-    """The hooks of one attached ONLINE/COMPETITION Arcade (the request hook stays after ``detach()``: it passes
-    through when nothing watches)."""
+    """The hooks of one attached ONLINE/COMPETITION Arcade (the request hook stays after ``detach()``, passing
+    through)."""
 
     unit = "call"
 

@@ -1,9 +1,6 @@
-"""REST-server fidelity: the card updates the toolkit's REST API makes without going through ``ScorecardManager``.
-
-``RestAPI.cmd`` calls ``Scorecard.update_scorecard`` directly on the card (a competition RESET re-applying the
-last observation, a new play under ``ONLY_RESET_LEVELS=true``), bypassing the manager's hooks; so the class method
-is wrapped once per process, passing straight through for cards no capture watches and for the manager's own calls.
-And ``ledger serve``'s guard (:class:`FailClosed`).
+"""REST-server fidelity: ``RestAPI.cmd`` calls ``Scorecard.update_scorecard`` directly on a card (competition
+RESET, ``ONLY_RESET_LEVELS``), bypassing the manager's hooks, so that method is wrapped once per process; and
+``ledger serve``'s guard (:class:`FailClosed`).
 """
 
 from __future__ import annotations
@@ -103,16 +100,10 @@ CARD_INCOMPLETE = "LEDGER_CARD_INCOMPLETE"
 
 
 class FailClosed:
-    """``ledger serve``'s answers never acknowledge what the ledger did not record.
+    """``ledger serve``'s answers never acknowledge what the ledger did not record (see docs/guarantees.md).
 
-    Capture runs with ``raise_errors=False`` there (the toolkit's handler must finish: it holds the server's locks)
-    and logs each failure at ERROR in the request's thread. This guard collects those records per request, then:
-
-    - the request during which anything failed to record is answered 503 (``LEDGER_NOT_RECORDED``), whatever the
-      toolkit answered; a card whose opening failed is closed again on the server at once;
-    - its card is then *incomplete*: every later request naming it is answered 500 (``LEDGER_CARD_INCOMPLETE``)
-      without reaching the toolkit, except ``close``, which the server carries out and the ledger retracts the card;
-    - every other card is unaffected.
+    Capture runs with ``raise_errors=False`` there (the toolkit's handler holds the server's locks and must finish)
+    and logs each failure at ERROR in the request's thread; this guard collects those records per request.
     """
 
     def __init__(
@@ -124,7 +115,6 @@ class FailClosed:
         self.on_refusal = on_refusal
         self._tls = threading.local()
         self._lock = threading.Lock()
-        #: card id -> why it is incomplete (only grows with failures)
         self._incomplete: dict[str, str] = {}
         self._marked: set[str] = set()
         self._handler = _Failures(self._tls)
@@ -196,7 +186,6 @@ class FailClosed:
         self._tls.card = None
 
     def _card_named(self, request: Any) -> str | None:
-        """The card a request is about: in its URL, its body's ``card_id``, or the card of its body's ``guid``."""
         card = (request.view_args or {}).get("card_id")
         if card:
             return str(card)

@@ -1,9 +1,5 @@
-"""The audit's pure checks of one card: stored rows or events in, a :class:`Check` out.
-
-Integrity (the hash chain), consistency (the rebuilt scorecard against each close's document and the cached
-projection), lifecycle (where the toolkit's limits would have closed the card: a warning, never a failure) and
-import (what ``ledger import`` could not read or know); re-simulation is :mod:`ledger.app.audit`'s.
-"""
+"""The audit's pure checks of one card (integrity, consistency, lifecycle, import): rows or events in, a :class:`Check`
+out. Re-simulation is :mod:`ledger.app.audit`'s; see docs/audit.md."""
 
 from __future__ import annotations
 
@@ -71,8 +67,8 @@ class Problem:
 
 
 def check_integrity(card_id: str, rows: Iterable[Link], expect_head: str | None = None) -> tuple[Check, list[int]]:
-    """The check of the card's stored rows (in version order, read once: they may come a page at a time) and the
-    places (0-based) of the rows whose event did not decode. The events are not held (a long card's would not fit)."""
+    """The check of the card's stored rows (version order, read once, a page at a time) and the places (0-based) of
+    rows whose event did not decode; the events are not held (a long card's would not fit)."""
     stream = card_stream(card_id)
     problems: list[Problem] = []
     missing: list[int] = []
@@ -130,7 +126,6 @@ def check_integrity(card_id: str, rows: Iterable[Link], expect_head: str | None 
 def _fast_path(
     stream: str, r: Link, prev_version: int, prev_seq: int, prev_hash: str, fromiso: Any, event_hash: Any
 ) -> Any:
-    """The event of a row that is linked, hashed, decoded, of its stated type and timestamp, else None."""
     if not (
         r.version == prev_version + 1
         and r.seq > prev_seq
@@ -226,9 +221,8 @@ def check_consistency(
 ) -> Check:
     """Rebuild the card and compare it with the document recorded at close and with the cached projection.
 
-    ``baselines`` is None when missing (``baselines_problem`` says why); ``complete`` is False when some stored
-    events did not decode; ``folded`` is ``fold`` of all ``events`` if the caller has it (not modified);
-    ``rest_answer``: the close was answered over the toolkit's REST API, whose answer is hashed too.
+    ``baselines`` None: missing (``baselines_problem`` says why); ``complete`` False: some events did not decode;
+    ``folded``: ``fold`` of ``events`` if the caller has it (not modified); ``rest_answer``: the close answer's hash.
     """
     prefixes: dict[int, CardState] = {len(events): folded} if folded is not None else {}
 
@@ -321,8 +315,8 @@ def _check_closes(
     failures: list[str],
     notes: list[str],
 ) -> tuple[list[dict[str, Any]], document.ScorecardDoc | None]:
-    """Every CardClosed's recorded document hash against the card rebuilt up to it, and what follows it (only a
-    CardReopened, a CardRetracted or a RunUsage may); and the document rebuilt at the last close."""
+    """Every close's recorded document hash against the card rebuilt up to it, and what follows it; and the document
+    rebuilt at the last close."""
     out: list[dict[str, Any]] = []
     doc: document.ScorecardDoc | None = None
     running = new_card(card_id)
@@ -405,8 +399,7 @@ def _state_diff(a: CardState, b: CardState) -> str | None:
 
 
 def check_lifecycle(events: Sequence[Numbered], stale: int, max_open: int) -> Check:
-    """Where the toolkit would have closed the card (``now - last_update >= idle_for`` or ``now - open_at >=
-    max_open_for``): an event past such a point would have landed on a new card."""
+    """Where the toolkit's idle or open limit would have closed the card: an event past it would be on a new card."""
     idle_for = timedelta(minutes=stale)
     max_for = timedelta(minutes=max_open)
     gaps: list[dict[str, Any]] = []

@@ -1,6 +1,5 @@
-"""The consistency file (``ledger consistency`` writes it, ``ledger check`` reads it): two signed checkpoints of one
-log and the RFC 9162 proof that the later tree extends the earlier one, in canonical JSON as the evidence file.
-"""
+"""The consistency file: two signed checkpoints of one log and the RFC 9162 proof between them (docs/evidence-format.md,
+section 9)."""
 
 from __future__ import annotations
 

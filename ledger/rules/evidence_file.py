@@ -1,9 +1,7 @@
-"""The evidence file (``ledger prove`` writes it, ``ledger check`` reads it): its format, and the pure checks that
-need nothing but its bytes and a verifier of the checkpoint's signature.
+"""The evidence file and its pure checks, from its bytes and a checkpoint verifier (docs/evidence-format.md, 5-6).
 
-Every byte other than JSON whitespace is covered: the file must be the canonical encoding of what it holds (so no
-escape, number spelling or duplicate key can differ unnoticed), and each stream's head must be the one the signed
-stream-heads root commits to (so no event after the ones given was left out).
+The file must be the canonical encoding of what it holds (no escape, number spelling or duplicate key can differ
+unnoticed), and each stream's head the one the signed stream-heads root commits to (no event left out).
 """
 
 from __future__ import annotations
@@ -72,7 +70,6 @@ def b64(h: bytes) -> str:
 
 
 def unb64(text: str, what: str) -> bytes:
-    """A 32-byte hash from its canonical base64."""
     try:
         raw = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as e:
@@ -189,7 +186,6 @@ def check(ev: Evidence, key: KeyCheck) -> Checked:
 
 
 def _check_closes(ev: Evidence, events: Sequence[Numbered], baselines: dict[str, BaselineEntry]) -> None:
-    """Each ``card_closed`` that records a ``document_sha256`` against the document the events up to it make."""
     running = new_card(ev.card)
     done = 0
     for i, n in enumerate(events):
@@ -243,8 +239,7 @@ def _events_root(ev: Evidence, cp: sn.Checkpoint, indices: list[tuple[int, bytes
 
 
 def _changed_checkpoint(ev: Evidence, cp: sn.Checkpoint, key: KeyCheck, sigs: Sequence[bytes]) -> str:
-    """Why a checkpoint with a signature line by the key does not verify: the origin or the root named when the
-    signature holds with the key's name or the root the file's events make."""
+    """Why a checkpoint with a signature line by the key does not verify (the origin or root it names changed)."""
     general = (
         f"the checkpoint's text was changed after it was signed (its origin, tree size, root or stream-heads line): "
         f"its signature by {key.name} does not verify"
@@ -270,8 +265,7 @@ def _changed_checkpoint(ev: Evidence, cp: sn.Checkpoint, key: KeyCheck, sigs: Se
 
 
 def _check_stream(s: EvidenceStream, cp: sn.Checkpoint, out: list[tuple[int, bytes]]) -> tuple[list[Numbered], bytes]:
-    """The stream's events and its head's entry in the stream-heads tree; appends its (leaf index, leaf hash) pairs
-    to ``out``."""
+    """The stream's events and its head's stream-heads entry; appends its (leaf index, leaf hash) pairs to ``out``."""
     if not s.events or len(s.leaves) != len(s.events):
         raise EvidenceFailure(f"stream {s.stream!r}: {len(s.events)} events for {len(s.leaves)} leaf positions")
     for i in s.leaves:

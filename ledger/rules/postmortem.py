@@ -1,8 +1,6 @@
 """The post-mortem of a card: per game, the best play's levels and arithmetic, and what cost the score.
 
-Each observation (a :class:`Finding` of a ``kind``: ``failed_level``, ``costliest_level``, ``completion_cap``,
-``level_cap``, ``restarting``, ``after_end``, ``unscored``) names the numbers it comes from, all of them the card's;
-weights, caps and the arithmetic are the calculator's (by default the card's own).
+Each :class:`Finding` names the numbers it comes from, all the card's; the arithmetic is the calculator's.
 """
 
 from __future__ import annotations
@@ -30,8 +28,6 @@ ACTIONS_PER_RESTART_MAX = 10.0
 
 
 class Finding(msgspec.Struct, frozen=True, kw_only=True):
-    """One observation: the sentence, and the numbers in it."""
-
     kind: str
     game_id: str
     text: str
@@ -51,8 +47,6 @@ class LevelLine(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Arithmetic(msgspec.Struct, frozen=True, kw_only=True):
-    """How a run's score is made."""
-
     weighted_mean: float
     total_weight: int
     scored_weight: int
@@ -288,8 +282,7 @@ def _cap_finding(game_id: str, play_no: int, run: RunDoc, calc: Calculator) -> F
 
 
 def _restart_finding(env: EnvironmentDoc) -> Finding | None:
-    """Many restarts next to few actions, in a game in which no play completed a level: dying or resetting,
-    rather than progressing."""
+    """Many restarts next to few actions where no play completed a level: dying or resetting, not progressing."""
     runs = env.runs
     if env.completed or env.levels_completed > 0 or any(r.completed or r.levels_completed > 0 for r in runs):
         return None

@@ -1,8 +1,6 @@
-"""Re-scoring: a card's plays scored under another baseline set, what changed game by game, level by level
-(:func:`rescore_card`), and that change as text (:func:`rescore_text`).
+"""Re-scoring: a card's plays under another baseline set and what changed (see docs/baselines.md).
 
-``match``: ``exact`` is the toolkit's rule; ``base`` falls back to the entries with the same 4-letter base id (the
-part before the first '-', for a game whose version id changed), the first in game-id order, naming every candidate.
+``match``: ``exact`` is the toolkit's rule; ``base`` falls back to the first entry with the same 4-letter base id.
 """
 
 from __future__ import annotations
@@ -36,8 +34,7 @@ class GameMatch(msgspec.Struct, frozen=True):
 def match_baselines(
     game_ids: Iterable[str], entries: Mapping[str, BaselineEntry], match: Match = "exact"
 ) -> tuple[Mapping[str, BaselineEntry], list[GameMatch]]:
-    """The map the calculator should use for the played ``game_ids`` (``entries`` itself unless a base match adds
-    keys: treat it as read-only), and how each one matched."""
+    """The map the calculator should use for ``game_ids`` (read-only: maybe ``entries`` itself), and each match."""
     effective: dict[str, BaselineEntry] | None = None
     matches: list[GameMatch] = []
     by_base = bl.by_base_id(entries) if match == "base" else {}
@@ -70,8 +67,7 @@ def score_under(
     all_environments: bool = False,
     calculator: Calculator | None = None,
 ) -> tuple[ScorecardDoc, list[GameMatch]]:
-    """The card's document under ``entries`` and ``calculator`` (default: the card's own), and how each played game
-    matched."""
+    """The card's document under ``entries`` and ``calculator`` (default: its own), and how each game matched."""
     effective, matches = match_baselines(card.games, entries, match)
     every = competition_ids(entries, matches) if all_environments else None
     return score_card(card, effective, all_environments=every, calculator=calculator), matches
@@ -252,8 +248,7 @@ def rescore_card(
     all_environments: bool = False,
     calculator: Calculator | None = None,
 ) -> CardRescore:
-    """The card as played (``old_entries``, exact ids, its own calculator) and under ``new_entries`` and
-    ``calculator``; with ``all_environments`` each side is the competition view over its own set."""
+    """The card as played and under ``new_entries`` and ``calculator``; ``all_environments``: the competition view."""
     own = calculator_of(card)
     new_calc = calculator if calculator is not None else own
     every_old = sorted(old_entries) if all_environments else None

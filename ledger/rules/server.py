@@ -1,9 +1,7 @@
 """The ARC server as a client sees it: its counting rules, its document at close, the baselines it reveals.
 
-The server is the toolkit's REST API over arcengine games; a client sees only what it sent and what was answered, so
-:class:`ServerModel` keeps, per guid, the little of the server's game state the counting rules depend on. Its game
-list (``/api/games``) leaves ``baseline_actions`` out: a client without local game files learns a game's baselines
-only from a scorecard document the server sends.
+:class:`ServerModel` keeps per guid the little of the server's game state the counting rules depend on. The game
+list leaves baselines out: a client without local game files learns them only from a scorecard document.
 """
 
 from __future__ import annotations
@@ -41,9 +39,8 @@ class ServerModel(msgspec.Struct):
     def judge(self, sent: int, game_id: str, guid: str, answered: int, levels_completed: int, state: str) -> Verdict:
         """How an answer (``answered``: its action id) to action ``sent`` counts; the model moves past it.
 
-        A new guid is a game the server just made (its first reset started a play). A RESET is a full reset when the
-        level had no action yet or the game was won (arcengine's ``handle_reset``), else a level reset; in
-        competition mode a RESET on an untouched level is not executed: the last observation is re-applied.
+        A RESET is a full reset on a level without action or a won game (arcengine's ``handle_reset``), else a level
+        reset; in competition mode a RESET on an untouched level is not executed (the last observation re-applied).
         """
         g = self.guids.get(guid)
         if g is None:
@@ -115,8 +112,7 @@ def server_check(
 
 
 def reported(doc: Any) -> dict[str, list[int] | None]:
-    """game_id -> the baselines a scorecard document shows: a scored run's ``level_baseline_actions``, or None
-    where the server says it has no baselines for the game. Games whose runs show neither are left out."""
+    """game_id -> the baselines a scorecard document shows (None: the server has none for the game)."""
     out: dict[str, list[int] | None] = {}
     envs = doc.get("environments") if isinstance(doc, dict) else None
     for env in envs if isinstance(envs, list) else []:
@@ -150,8 +146,7 @@ def _baselines(value: list[Any]) -> bool:
 def with_reported(
     current: Mapping[str, BaselineEntry], report: Mapping[str, list[int] | None], known: Iterable[str] = ()
 ) -> tuple[list[BaselineEntry], list[str]]:
-    """The set ``current`` with the reported baselines in place, and the games (sorted) the report tells something
-    new about: baselines that differ, or a game not ``known`` (already reported) before."""
+    """The set ``current`` with the reported baselines in place, and the games (sorted) it tells something new of."""
     out = dict(current)
     seen = set(known)
     news: list[str] = []
@@ -171,8 +166,7 @@ def with_reported(
 
 
 def unknown_baselines(card: CardState, doc: ScorecardDoc) -> list[str]:
-    """The games of ``doc`` (the live document of an open card on an ARC server) whose baselines nothing revealed
-    yet: their scores read 0, a number the server will not give."""
+    """The games of ``doc`` (an open server card's live document) whose baselines nothing revealed yet."""
     if card.server is None or card.closed:
         return []
     known = set(card.baselines_known_games or ())

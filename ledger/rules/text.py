@@ -28,9 +28,8 @@ def _level_table(run: RunDoc, indent: str, known: bool = True) -> list[str]:
 def replay_text(
     card: CardState, doc: ScorecardDoc, unknown: Collection[str] = (), calc: Calculator | None = None
 ) -> str:
-    """The card, game by game and play by play, level by level, then the post-mortem's observations. ``unknown``:
-    games whose baselines are not known yet (their scores are shown as not known); ``calc``: the one ``doc`` was
-    scored with (default: the card's own)."""
+    """The card game by game, play by play, level by level, then the post-mortem; ``unknown``: games whose baselines
+    are not known yet; ``calc``: the one ``doc`` was scored with."""
     calc = calc if calc is not None else calculator_of(card)
     score = f"score {doc.score:.2f}" if not unknown else "score not known yet"
     lines = [f"card {card.card_id}   {score}"]
@@ -89,7 +88,6 @@ def replay_text(
 
 
 def calculator_line(card: CardState, calc: Calculator) -> str:
-    """Which calculator scores the card, and where that came from."""
     own = calculator_of(card)
     if calc != own:
         return f"calculator {calculators.label(calc)}: re-scored (played under {own.version})"

@@ -1,7 +1,4 @@
-"""A card's events for people: one-line summaries (``ledger events``) and the toolkit's auto-close as of a moment.
-
-Pure: no I/O, no clock (the moment is passed in).
-"""
+"""A card's events for people (``ledger events``) and the toolkit's auto-close as of a moment passed in (pure)."""
 
 from __future__ import annotations
 
@@ -36,7 +33,6 @@ MAX_OPEN_RANGE = (60, 60 * 24 * 7)
 
 
 def limits(environ: Mapping[str, str]) -> tuple[int, int]:
-    """(STALE_MINUTES, MAX_OPEN_FOR_MINUTES) as the toolkit reads them from ``environ``."""
     return (
         env_minutes(environ, "STALE_MINUTES", DEFAULT_STALE_MINUTES, *STALE_RANGE),
         env_minutes(environ, "MAX_OPEN_FOR_MINUTES", DEFAULT_MAX_OPEN_FOR_MINUTES, *MAX_OPEN_RANGE),
@@ -65,7 +61,6 @@ def _short(guid: str | None) -> str:
 
 
 def summary(event: Any) -> str:
-    """One line saying what the event did, in the toolkit's words."""
     t = type(event)
     if t is CardRetracted:
         return f"card retracted: {_clip(event.reason, 60)}"
@@ -150,8 +145,8 @@ def retraction_text(when: str, reason: str | None) -> str:
 
 
 def shown_close(card: CardState, now: datetime, environ: Mapping[str, str]) -> tuple[datetime, str, bool] | None:
-    """(closed at, reason, lapsed) as every reader shows the card: its own close, or the toolkit's auto-close once
-    it has passed by ``now`` (``lapsed``); None while the card is open."""
+    """(closed at, reason, lapsed) as every reader shows the card: its own close, or the auto-close passed by
+    ``now``; None while open."""
     if card.closed and card.closed_at is not None:
         return card.closed_at, card.close_reason or "?", False
     at = lapse(card, card.last_ts, now, *limits(environ))
@@ -159,7 +154,6 @@ def shown_close(card: CardState, now: datetime, environ: Mapping[str, str]) -> t
 
 
 def retraction(card: CardState) -> dict[str, str] | None:
-    """``{"at", "reason", "note"}`` when the card was retracted, else None."""
     note = retraction_note(card)
     if note is None or card.retracted_at is None:
         return None

@@ -1,9 +1,7 @@
 """``ledger record``: run a command with every ``arc_agi.Arcade`` it creates attached to the ledger, unchanged.
 
-The command's PYTHONPATH starts with the ``site`` folder next to this file, whose ``sitecustomize`` wraps
-``Arcade.__init__`` (nothing is installed). Each process notes, one JSON line each in a private temporary file, the
-cards it opened and the Arcades it could not record, so the recorder can say what it captured and what it did not.
-The command runs in a process group of its own: SIGINT, SIGTERM and SIGHUP reach the whole command once.
+The command's PYTHONPATH starts with the ``site`` folder beside this file, whose ``sitecustomize`` wraps
+``Arcade.__init__``; its processes note their cards and failures, a JSON line each, in a private temporary file.
 """
 
 from __future__ import annotations
@@ -114,8 +112,8 @@ class _Tee:
 
 
 def last_error_of(stderr: str, stdout: str) -> str | None:
-    """The command's last error line: stderr's when it reads as an error, else stdout's (harnesses log their errors
-    there too), else stderr's last line, else stdout's."""
+    """The command's last error line: stderr's when it reads as an error, else stdout's (harnesses log errors there
+    too), else either's last line."""
     err, out = last_error_line(stderr), last_error_line(stdout)
     for line in (err, out):
         if line is not None and _ERROR.search(line):
@@ -128,8 +126,8 @@ _ERROR = re.compile(r"error|exception|fail|fatal|cannot|can't|could not|denied|r
 
 
 def last_error_line(text: str) -> str | None:
-    """The line of a command's output that says why it failed: the exception line ending the last traceback, or
-    the last line that reads as an error, else the last line; never a warning nor the source line under one."""
+    """The exception line ending the last traceback, or the last line that reads as an error, else the last line;
+    never a warning nor the source line under one."""
     lines: list[str] = []
     after_warning = False
     exception: int | None = None
@@ -163,7 +161,6 @@ def last_error_line(text: str) -> str | None:
 
 
 def read_notes(path: str) -> Recorded:
-    """What the command's processes noted (``returncode`` 0: the caller's to fill in)."""
     cards: list[str] = []
     lost: list[Uncaptured] = []
     failures: list[str] = []
@@ -202,8 +199,7 @@ def read_notes(path: str) -> Recorded:
 
 
 def run(db: str, tags: Sequence[str], command: Sequence[str]) -> Recorded:
-    """Run ``command`` recorded into ledger ``db`` and wait for it; ``FileNotFoundError``/``PermissionError`` if it
-    cannot be started."""
+    """Run ``command`` recorded into ``db`` and wait; ``FileNotFoundError``/``PermissionError`` if it cannot start."""
     with tempfile.TemporaryDirectory(prefix="ledger-record-") as tmp:
         cards_file = os.path.join(tmp, "cards")
         proc: subprocess.Popen[bytes] | None = None

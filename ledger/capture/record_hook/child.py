@@ -63,7 +63,6 @@ def _note_aside(card_id: str, holder: str) -> None:
 
 
 def attach(arcade: Any) -> Any:
-    """Attach the ledger to ``arcade`` with the tags ``ledger record --tag`` gave."""
     tags = json.loads(os.environ.get(ENV_TAGS) or "[]")
     context = CaptureContext(ts=datetime.now(UTC), via="record", tags=list(tags) or None)
     return _open().attach(arcade, context=context, on_open=_note_card, on_aside=_note_aside)

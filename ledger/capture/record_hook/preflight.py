@@ -1,9 +1,4 @@
-"""Before ``ledger record`` runs a command: can the Python that will run it load the ledger?
-
-Another Python (another version, a venv without the ledger's compiled dependencies) would play on unrecorded. When
-the command is a Python interpreter, or a script whose ``#!`` line names one, that interpreter is asked first, with
-the very environment the command will get.
-"""
+"""Before ``ledger record`` runs a command: can the Python that will run it load the ledger (see docs/record.md)?"""
 
 from __future__ import annotations
 
@@ -51,7 +46,6 @@ class Interpreter:
 
 
 def python_flags(args: Sequence[str]) -> tuple[str, ...]:
-    """The interpreter options at the head of ``args`` (a Python command line after the interpreter)."""
     out: list[str] = []
     i = 0
     while i < len(args):
@@ -67,7 +61,6 @@ def python_flags(args: Sequence[str]) -> tuple[str, ...]:
 
 
 def interpreter_of(command: Sequence[str], env: Mapping[str, str]) -> Interpreter | None:
-    """The Python interpreter ``command`` runs under, when the command itself tells."""
     if command and os.path.basename(command[0]) == "env":  # `env [-i] [NAME=VALUE]... python ...`
         i = 1
         while i < len(command) and (command[i].startswith("-") or "=" in command[i]):

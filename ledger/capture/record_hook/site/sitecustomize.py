@@ -1,8 +1,7 @@
 """``ledger record``: loaded at start-up by every Python process the recorded command starts.
 
-Once ``arc_agi.base`` is imported, ``Arcade.__init__`` is wrapped so that every Arcade created gets the ledger
-attached. Standard library only until then, and the ``sitecustomize`` this one shadows (if any) still runs. An
-Arcade the ledger cannot be attached to raises :class:`NotRecorded` from its constructor, and the recorder is told.
+Once ``arc_agi.base`` is imported, ``Arcade.__init__`` is wrapped to attach the ledger (standard library only until
+then; a shadowed ``sitecustomize`` still runs). An Arcade that cannot be attached raises :class:`NotRecorded`.
 """
 
 import contextlib
@@ -70,8 +69,7 @@ _API_PATHS = ("/api/cmd/", "/api/scorecard/open", "/api/scorecard/close")
 
 
 def _hook_http(module: object) -> None:
-    """Note the first request to the ARC API this process sends without the toolkit: a REST client, which only a
-    ``ledger serve`` can capture (the recorder says so when no Arcade opened a card)."""
+    """Note the first request to the ARC API sent without the toolkit: a REST client only ``ledger serve`` captures."""
     cls = module.HTTPConnection  # type: ignore[attr-defined]
     original = cls.putrequest
     seen: list[str] = []

@@ -1,9 +1,4 @@
-"""Every error the ledger raises on purpose, under one root.
-
-Each kind carries the exit code the CLI turns it into (``ledger.cli.common`` maps them, once; docs/commands.md
-lists every exit code): 1 for a failed check or something missing, 2 for bad usage or bad input. The message is
-one line a user can act on.
-"""
+"""Every error the ledger raises on purpose; each carries its exit code (docs/commands.md lists them)."""
 
 from __future__ import annotations
 

@@ -54,7 +54,6 @@ class CardRead(msgspec.Struct, frozen=True):
 
 
 def default_db() -> str:
-    """``$LEDGER_DB`` or ``./ledger.sqlite``."""
     return os.environ.get("LEDGER_DB") or "ledger.sqlite"
 
 
@@ -76,9 +75,7 @@ class Ledger:
     ) -> Ledger:
         """Open the ledger at a SQLite path or SQLAlchemy URL, creating and migrating it as needed.
 
-        ``readonly=True``: never create, migrate or write (:class:`~ledger.errors.StoreError` for a database that
-        is not a ledger). ``durability="batched"``: live capture commits in groups from a background thread and
-        may lose up to 50 ms of steps on a crash (:mod:`ledger.capture.batching`).
+        ``readonly=True``: never create, migrate or write. ``durability="batched"``: see docs/guarantees.md.
         """
         where = os.fspath(path_or_url) if path_or_url is not None else default_db()
         if readonly:
@@ -121,10 +118,8 @@ class Ledger:
     def attach(self, arcade: Any, *, record_reasoning: bool = False, **options: Any) -> Any:
         """Capture everything ``arcade`` (an ``arc_agi.Arcade``) does to its scorecards from now on.
 
-        OFFLINE/NORMAL: the toolkit's own scorecards (:class:`ledger.capture.capture.Capture`); ONLINE/COMPETITION:
-        the server's, from its answers (:class:`ledger.capture.remote.RemoteCapture`). Returns the capture; its
-        ``detach()`` stops it. :class:`~ledger.errors.CaptureError` (nothing attached) for an ``arc-agi`` release
-        outside 0.9.1-0.9.9 (``LEDGER_ARC_AGI_ANY_VERSION=1`` overrides it) or an Arcade it cannot patch."""
+        Returns the capture (its ``detach()`` stops it); :class:`~ledger.errors.CaptureError` for an untested
+        ``arc-agi`` release or an Arcade it cannot patch (see docs/capture.md)."""
         from ledger.capture.capture import attach
 
         capture = attach(self.repository, arcade, record_reasoning=record_reasoning, **options)
@@ -138,7 +133,6 @@ class Ledger:
         return self.repository.baselines.record(entries, ts=ts)
 
     def baselines(self, set_id: str) -> dict[str, BaselineEntry]:
-        """The entries of a stored baseline set, by game id."""
         return self.repository.baselines.get(set_id)
 
     def baseline_set_ids(self) -> list[str]:
@@ -180,7 +174,6 @@ class Ledger:
         return self.repository.load_many(card_ids)
 
     def cached_card(self, card_id: str) -> tuple[int, CardState] | None:
-        """The cached projection of a card and the version it covers, or None."""
         return self.repository.cached(card_id)
 
     def save_snapshot(self, card_id: str, state: CardState, version: int, seq: int) -> None:
@@ -242,12 +235,10 @@ class Ledger:
         card: CardState | None = None,
         allow_broken: bool = False,
     ) -> CardRead:
-        """The one read of a card for what is shown of it: the card up to global ``seq`` ``until``, its document and
-        every note that goes beside it, each choice applied here, once, for every command that shows a card.
+        """The one read of a card for what is shown of it, every choice applied here once for every command.
 
-        ``set_of``: the id of the baseline set to score under (asked once the card is read; default: the set it was
-        played under); ``entries``: these entries instead. ``card``: the card already loaded whole.
-        ``allow_broken``: a card whose chain is not whole is read as far as the log holds it (``broken`` says why).
+        ``set_of``: the baseline set id to score under (default: its own); ``entries``: these instead; ``card``: the
+        card already loaded; ``allow_broken``: read a broken chain as far as it holds (``broken`` says why).
         """
         # The rules a read may apply, loaded by the reads that apply them (a list of cards needs none).
         from ledger.rules.rescoring import match_note, score_under
@@ -311,8 +302,7 @@ class Ledger:
     ) -> str:
         """The card's JSON, identical to the toolkit's ``get_scorecard(card_id).model_dump_json()``.
 
-        :class:`BaselinesNotKnown` for an open card on an ARC server whose baselines nothing revealed yet (unless
-        ``baselines`` are given): its scores would be zeros the server will not give.
+        :class:`BaselinesNotKnown` for an open server card whose baselines nothing revealed yet (unless given).
         """
         read = self.read(card_id, until=until, entries=baselines)
         if read.unknown:

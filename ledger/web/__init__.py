@@ -1,3 +1,1 @@
-"""The viewer: ``ledger view`` (a local, read-only web app over a ledger) and ``ledger bundle`` (the same pages as a
-static site that opens from ``file://``). The only scripts are the package's own, which never turn data into markup.
-"""
+"""The viewer: ``ledger view`` and ``ledger bundle``; its own scripts never turn data into markup."""

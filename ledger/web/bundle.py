@@ -1,9 +1,6 @@
-"""``ledger bundle``: the viewer's pages as a static site that opens from ``file://``, with no server and no network.
+"""``ledger bundle``: the viewer's pages as a static site that opens from ``file://`` (see docs/viewer.md).
 
-Every page carries its data and loads only the static files copied beside it. Nothing that identifies the key a card
-was played with is written, and the agent's reasoning is left out unless asked for. The site is written to a temporary
-folder next to ``DIR`` and moved into place at the end, so a failure leaves no half-written bundle; an existing
-``DIR`` is replaced only if it is empty or a bundle this command wrote.
+Written to a temporary folder beside ``DIR`` and moved into place at the end, so a failure leaves no half bundle.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """What the pages show, read from a ledger without writing to it.
 
-:class:`CardCache` keeps each card's projection in the server process and folds only the events appended since,
-so an open card's page can be polled every second. The ``*_view`` functions turn a card and its document into the
-structs the templates draw.
+:class:`CardCache` folds only the events appended since a card was cached, so an open card's page can be polled.
 """
 
 from __future__ import annotations
@@ -133,7 +131,6 @@ class CardView(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def card_row(card: CardState, doc: ScorecardDoc) -> CardRow:
-    """The cards page's line for ``card`` scored as ``doc``: the line of its summary row."""
     # Its actions are the document's: a play's actions after its last scored level count in the summary, not there.
     row = msgspec.structs.replace(row_of(card, card.events, scored(doc)), actions=doc.total_actions)
     shown = CardSummary.of(row, datetime.now(UTC), limits(os.environ))
@@ -235,7 +232,6 @@ PAGE_SIZE = 100
 
 
 def summary_row(r: SummaryRow, shown: CardSummary) -> CardRow:
-    """The cards page's line for a cards-summary row (``shown``: closed as ``ledger cards`` shows it)."""
     note = retraction_text(r.retracted, r.retract_reason) if r.retracted else None
     return CardRow(
         card_id=r.card_id,

@@ -1,8 +1,6 @@
-"""The pages, rendered by Jinja2 for the live server and for the static bundle alike.
+"""The pages, rendered by Jinja2 for the live server and the static bundle alike.
 
-Autoescaping is on for every template: whatever the ledger holds (written by agents or read from imported files)
-reaches the page as text, or as JSON through ``tojson``. :class:`LiveLinks` or :class:`BundleLinks` build the
-links, so the same templates serve URLs (``card?id=...``) and the bundle's file names (``card-....html``).
+Autoescaping is on for every template: whatever the ledger holds reaches the page as text, or JSON via ``tojson``.
 """
 
 from __future__ import annotations
@@ -85,8 +83,6 @@ def slug(text: str) -> str:
 
 
 class BundleLinks:
-    """The bundle's file names, all in one folder."""
-
     def cards(self) -> str:
         return "index.html"
 
@@ -162,8 +158,7 @@ def cards_page(
     covers: Covers | None = None,
     chosen: dict[str, str] | None = None,
 ) -> str:
-    """The cards page: one page of rows, the filter controls, and the leaderboard by tag when given (the bundle's;
-    the server's has its own page); ``shown_href`` lists the retracted cards left out."""
+    """The cards page: one page of rows, the filter controls, and the leaderboard by tag when given (the bundle's)."""
     return _render(
         "cards",
         site,
@@ -207,8 +202,7 @@ def compare_page(
     report: TagReport | None = None,
     side_of: int = 0,
 ) -> str:
-    """The compare page: the chosen tags' figures and the chosen cards side by side (a bundle's: the best of its
-    ``side_of`` cards)."""
+    """The compare page: the chosen tags' figures and the chosen cards side by side."""
     return _render(
         "compare",
         site,
@@ -233,9 +227,8 @@ def cards_href(tag: str, game_id: str | None) -> str:
 
 
 def level_charts(cmp: Comparison) -> list[dict[str, Any]]:
-    """Per game, what its levels chart draws: per level the baseline, and for each of the first
-    :data:`CHART_CARDS` cards' best play the actions of each level it completed (a level not completed is never
-    drawn as a cost) and, apart, the actions spent on the level it stopped on."""
+    """Per game, what its levels chart draws: each level's baseline, and for the first :data:`CHART_CARDS` cards'
+    best play the actions of each completed level and, apart, those spent on the level it stopped on."""
     out = []
     for g in cmp.games:
         baseline = [g.baseline(lv) for lv in range(g.levels)]
@@ -311,8 +304,7 @@ def message_page(
     candidates: Sequence[str] = (),
     back: tuple[str, str] | None = None,
 ) -> str:
-    """A page that only says something (an unknown card, a bad address), with the cards an ambiguous prefix names
-    and a link ``back`` (href, text)."""
+    """A page that only says something (an unknown card, a bad address), with the cards an ambiguous prefix names."""
     return _render(
         "message",
         Site(links, False, source),

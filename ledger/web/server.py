@@ -1,8 +1,7 @@
 """``ledger view``: a Flask app over one ledger, opened read-only.
 
-Werkzeug's server runs a thread per request, so a slow page never holds up the others. What the threads share is
-safe to share: the card cache takes a lock, the cached lists and leaderboard are replaced whole, and the store's
-connections are bounded (:mod:`ledger.store.connections`).
+Werkzeug runs a thread per request: the card cache takes a lock, cached lists are replaced whole, and the store's
+connections are bounded.
 """
 
 from __future__ import annotations
@@ -235,8 +234,8 @@ def create_app(
     with_reasoning: bool = True,
     card_ids_at_root: bool = False,
 ) -> Flask:
-    """The viewer app over an open (read-only) ``ledger``; ``card_ids_at_root`` also serves a card's page at
-    ``/<card id>`` (where ``ledger serve`` mounts the app, the toolkit's ``/scorecards/<id>``)."""
+    """The viewer app over an open (read-only) ``ledger``; ``card_ids_at_root`` also serves a card at ``/<card id>``
+    (``ledger serve`` mounts it at the toolkit's ``/scorecards/``)."""
     app = Flask("ledger.web", static_folder=str(STATIC), static_url_path="/static")
     viewer = Viewer(ledger, environments, source, with_reasoning)
     app.after_request(_headers)
@@ -328,8 +327,7 @@ def _int_arg(name: str, default: int) -> int:
 
 
 def run(app: Flask, host: str, port: int, on_ready: Any = None) -> None:
-    """Serve ``app`` on host:port (port 0: any free port); ``on_ready(url)`` once listening. Returns when
-    interrupted (Werkzeug's server swallows the KeyboardInterrupt of Ctrl-C) or shut down."""
+    """Serve ``app`` on host:port (0: any free port), ``on_ready(url)`` once listening, until Ctrl-C or shut down."""
     from werkzeug.serving import make_server
 
     server = make_server(host, port, app, threaded=True)

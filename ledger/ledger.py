@@ -73,10 +73,8 @@ class Ledger:
         durability: Durability = "normal",
         readonly: bool = False,
     ) -> Ledger:
-        """Open the ledger at a SQLite path or SQLAlchemy URL, creating and migrating it as needed.
-
-        ``readonly=True``: never create, migrate or write. ``durability="batched"``: see docs/guarantees.md.
-        """
+        """Open the ledger at a SQLite path or SQLAlchemy URL, creating and migrating it as needed. ``readonly=True``:
+        never create, migrate or write. ``durability="batched"``: see docs/guarantees.md."""
         where = os.fspath(path_or_url) if path_or_url is not None else default_db()
         if readonly:
             return cls(open_store(where, readonly=True))
@@ -235,11 +233,9 @@ class Ledger:
         card: CardState | None = None,
         allow_broken: bool = False,
     ) -> CardRead:
-        """The one read of a card for what is shown of it, every choice applied here once for every command.
-
-        ``set_of``: the baseline set id to score under (default: its own); ``entries``: these instead; ``card``: the
-        card already loaded; ``allow_broken``: read a broken chain as far as it holds (``broken`` says why).
-        """
+        """The one read of a card for what is shown of it, every choice applied here once for every command. ``set_of``:
+        the baseline set id to score under (default: its own); ``entries``: these instead; ``card``: the card already
+        loaded; ``allow_broken``: read a broken chain as far as it holds (``broken`` says why)."""
         # The rules a read may apply, loaded by the reads that apply them (a list of cards needs none).
         from ledger.rules.rescoring import match_note, score_under
         from ledger.rules.server import unknown_baselines
@@ -301,9 +297,7 @@ class Ledger:
         baselines: Mapping[str, BaselineEntry] | None = None,
     ) -> str:
         """The card's JSON, identical to the toolkit's ``get_scorecard(card_id).model_dump_json()``.
-
-        :class:`BaselinesNotKnown` for an open server card whose baselines nothing revealed yet (unless given).
-        """
+        :class:`BaselinesNotKnown` for an open server card whose baselines nothing revealed yet (unless given)."""
         read = self.read(card_id, until=until, entries=baselines)
         if read.unknown:
             raise BaselinesNotKnown(card_id, read.unknown)

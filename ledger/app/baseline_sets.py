@@ -339,10 +339,8 @@ def _game_diff(old: BaselineEntry | None, new: BaselineEntry | None) -> GameDiff
 def diff_sets(
     a: Mapping[str, BaselineEntry], b: Mapping[str, BaselineEntry], *, match: Literal["exact", "base"] = "exact"
 ) -> list[GameDiff]:
-    """Per game of A and B: added, removed, changed (fields; per-level old -> new baseline) or same.
-
-    ``match='base'`` pairs a game missing from B with B's first unheld version of its base id (a version bump).
-    """
+    """Per game of A and B: added, removed, changed (fields; per-level old -> new baseline) or same. ``match='base'``
+    pairs a game missing from B with B's first unheld version of its base id (a version bump)."""
     out: list[GameDiff] = []
     paired_b: set[str] = set()
     b_by_base = bl.by_base_id(b)

@@ -46,10 +46,8 @@ def card_rows(ledger: Any, card_id: str) -> StoredRows:
 
 
 class CardEvents(Sequence[Numbered]):
-    """A card's decoded events, read again a page at a time whenever a check walks them.
-
-    ``missing``: the places (0-based, ascending) of rows whose body did not decode; the events are the others.
-    """
+    """A card's decoded events, read again a page at a time whenever a check walks them. ``missing``: the places
+    (0-based, ascending) of rows whose body did not decode; the events are the others."""
 
     def __init__(self, store: Any, stream: str, rows: int, missing: list[int], page: int | None = None) -> None:
         self.store, self.stream, self.rows, self.missing = store, stream, rows, missing

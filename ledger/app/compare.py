@@ -1,7 +1,5 @@
-"""Cards side by side (``ledger compare`` and the viewer's compare page) and a leaderboard of tags.
-
-Cards whose calculators differ are never ranked as they stand: every card is scored with one calculator.
-"""
+"""Cards side by side (``ledger compare`` and the viewer's compare page) and a leaderboard of tags. Cards whose
+calculators differ are never ranked as they stand: every card is scored with one calculator."""
 
 from __future__ import annotations
 

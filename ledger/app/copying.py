@@ -1,8 +1,6 @@
-"""``ledger copy``: every event, with its hash, from one ledger into another (only ``seq`` is new).
-
-Idempotent: each stream continues from the destination's head; a diverged stream stops the copy before any write,
-except a baseline set or label history recorded on both sides. A finished copy is remembered at the destination.
-"""
+"""``ledger copy``: every event, with its hash, from one ledger into another (only ``seq`` is new). Idempotent: each
+stream continues from the destination's head; a diverged stream stops the copy before any write, except a baseline set
+or label history recorded on both sides. A finished copy is remembered at the destination."""
 
 from __future__ import annotations
 

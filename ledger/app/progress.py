@@ -1,7 +1,5 @@
-"""The viewer's progress chart: each tag's card scores over the time each card was opened, one series per tag.
-
-A series is the newest ``limit`` cards of the tag; ``older`` names where the previous page starts.
-"""
+"""The viewer's progress chart: each tag's card scores over the time each card was opened, one series per tag. A series
+is the newest ``limit`` cards of the tag; ``older`` names where the previous page starts."""
 
 from __future__ import annotations
 

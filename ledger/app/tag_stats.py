@@ -1,8 +1,6 @@
-"""Compare by tag: per tag, game and level, how many cards, the best, the median and the quartiles.
-
-All from the tag figures table (:mod:`ledger.store.tag_figures`), so the size never depends on the cards; only the
-cost reads each card's usage. Quartiles interpolate linearly (numpy's default); means are exact, rounded once.
-"""
+"""Compare by tag: per tag, game and level, how many cards, the best, the median and the quartiles. All from the tag
+figures table (:mod:`ledger.store.tag_figures`), so the size never depends on the cards; only the cost reads each card's
+usage. Quartiles interpolate linearly (numpy's default); means are exact, rounded once."""
 
 from __future__ import annotations
 

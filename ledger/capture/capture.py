@@ -1,8 +1,6 @@
-"""Live capture: attach a ledger to an ``arc_agi.Arcade`` so every scorecard fact is committed as it happens.
-
-The toolkit swallows exceptions raised in ``update_scorecard``, so the wrappers ``Arcade.make`` returns re-raise a
-failed write (:class:`CaptureError`) after the toolkit's own call finished.
-"""
+"""Live capture: attach a ledger to an ``arc_agi.Arcade`` so every scorecard fact is committed as it happens. The
+toolkit swallows exceptions raised in ``update_scorecard``, so the wrappers ``Arcade.make`` returns re-raise a failed
+write (:class:`CaptureError`) after the toolkit's own call finished."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""What both live captures share: attaching, opening a card, appending with recovery, failing closed, detaching.
-
-A failed write is raised (:class:`CaptureError`) after the toolkit's own call returned, and the card's projection,
-which ran ahead of the log, is rebuilt from the log (or, if unreadable, before the card's next fact).
-"""
+"""What both live captures share: attaching, opening a card, appending with recovery, failing closed, detaching. A
+failed write is raised (:class:`CaptureError`) after the toolkit's own call returned, and the card's projection, which
+ran ahead of the log, is rebuilt from the log (or, if unreadable, before the card's next fact)."""
 
 from __future__ import annotations
 

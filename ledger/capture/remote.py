@@ -1,8 +1,6 @@
 """ONLINE / COMPETITION capture: an ``arc_agi.Arcade`` whose scorecards live on the ARC server, recorded client-side.
-
 Scorecard calls are HTTP requests, watched only inside the Arcade's own calls on the calling thread through one
-pass-through hook on ``requests.Session.request``, and folded with :mod:`ledger.rules.server`'s counting rules.
-"""
+pass-through hook on ``requests.Session.request``, and folded with :mod:`ledger.rules.server`'s counting rules."""
 
 from __future__ import annotations
 

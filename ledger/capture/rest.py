@@ -100,11 +100,9 @@ CARD_INCOMPLETE = "LEDGER_CARD_INCOMPLETE"
 
 
 class FailClosed:
-    """``ledger serve``'s answers never acknowledge what the ledger did not record (see docs/guarantees.md).
-
-    Capture runs with ``raise_errors=False`` there (the toolkit's handler holds the server's locks and must finish)
-    and logs each failure at ERROR in the request's thread; this guard collects those records per request.
-    """
+    """``ledger serve``'s answers never acknowledge what the ledger did not record (see docs/guarantees.md). Capture
+    runs with ``raise_errors=False`` there (the toolkit's handler holds the server's locks and must finish) and logs
+    each failure at ERROR in the request's thread; this guard collects those records per request."""
 
     def __init__(
         self, repository: CardRepository, arcade: Any, *, on_refusal: Callable[[str], None] | None = None

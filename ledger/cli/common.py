@@ -140,11 +140,9 @@ class LedgerGroup(click.Group):
 
 @contextmanager
 def _ctrl_c_latched() -> Iterator[list[int]]:
-    """Ctrl-C still raises KeyboardInterrupt, and is also noted in the list yielded (the command then exits 130).
-
-    Python drops an exception raised in a finalizer or weakref callback (importlib runs one after every import), so
-    a real SIGINT is sent again a moment later from a timer thread.
-    """
+    """Ctrl-C still raises KeyboardInterrupt, and is also noted in the list yielded (the command then exits 130). Python
+    drops an exception raised in a finalizer or weakref callback (importlib runs one after every import), so a real
+    SIGINT is sent again a moment later from a timer thread."""
     import signal
     import threading
 

@@ -141,10 +141,8 @@ def import_cmd(
 
 
 class _Committed:
-    """Counts the cards an import has committed, for the line Ctrl-C prints.
-
-    Ctrl-C is held until a safe point so the count is exact; a second Ctrl-C stops at once.
-    """
+    """Counts the cards an import has committed, for the line Ctrl-C prints. Ctrl-C is held until a safe point so the
+    count is exact; a second Ctrl-C stops at once."""
 
     def __init__(self, total: int) -> None:
         self.total = total

@@ -144,11 +144,9 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
 def mount_card_pages(
     app: Any, ledger: Any, environments: str, arcade: Any, competition_cards: list[str] | None
 ) -> None:
-    """The viewer's pages under ``/scorecards/`` (``/scorecards/<card id>`` as the ARC site has it).
-
-    Reasoning stays off these pages (anyone who reaches the API reaches them); while a ``competition_cards`` card is
-    open they answer 403, as the API hides an open competition card's score.
-    """
+    """The viewer's pages under ``/scorecards/`` (``/scorecards/<card id>`` as the ARC site has it). Reasoning stays off
+    these pages (anyone who reaches the API reaches them); while a ``competition_cards`` card is open they answer 403,
+    as the API hides an open competition card's score."""
     from flask import request
     from werkzeug.middleware.dispatcher import DispatcherMiddleware
 

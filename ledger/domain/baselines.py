@@ -1,7 +1,5 @@
-"""Baseline sets: the per-game scoring data a card is scored under, content-addressed (see docs/baselines.md).
-
-One entry per game id (the last given wins, as in the toolkit's lookup); the id hashes the sorted canonical form.
-"""
+"""Baseline sets: the per-game scoring data a card is scored under, content-addressed (see docs/baselines.md). One entry
+per game id (the last given wins, as in the toolkit's lookup); the id hashes the sorted canonical form."""
 
 from __future__ import annotations
 

@@ -211,9 +211,7 @@ def check_link(
     stream: str, row: Link, prev_version: int, prev_hash: str, prev_seq: int | None = None
 ) -> BrokenLink | None:
     """The first thing that breaks the link from the stream's previous event to ``row`` (None: the link holds).
-
-    ``prev_seq``: ``row`` must also have been stored after it. Only a ``gap`` message names ``row``'s version.
-    """
+    ``prev_seq``: ``row`` must also have been stored after it. Only a ``gap`` message names ``row``'s version."""
     problem = column_problem(row) if isinstance(stream, str) else stream_problem(stream)
     if problem is not None:
         return BrokenLink("column", problem)

@@ -46,11 +46,9 @@ class PlayStarted(Event, tag="play_started", frozen=True, kw_only=True):
 
 
 class ActionTaken(Event, tag="action_taken", frozen=True, kw_only=True):
-    """ACTION1..ACTION7 answered with a frame: one action counted on the guid's current play.
-
-    ``candidates``: an imported recording did not decide the action; ``action`` is then the first of them (the count
-    is the same whichever it was; an audit reports it as undecided, never as a mismatch).
-    """
+    """ACTION1..ACTION7 answered with a frame: one action counted on the guid's current play. ``candidates``: an
+    imported recording did not decide the action; ``action`` is then the first of them (the count is the same whichever
+    it was; an audit reports it as undecided, never as a mismatch)."""
 
     game_id: str
     guid: str
@@ -166,11 +164,9 @@ class LabelSet(Event, tag="label_set", frozen=True, kw_only=True):
 
 
 class RecordingImported(Event, tag="recording_imported", frozen=True, kw_only=True):
-    """How far ``ledger import`` has read one recording file of an imported card.
-
-    ``tail_sha256`` hashes the 4096 bytes before ``offset`` (a rewritten file vs one that grew); ``game_state`` says
-    whether the next action, without frame data, got an empty frame.
-    """
+    """How far ``ledger import`` has read one recording file of an imported card. ``tail_sha256`` hashes the 4096 bytes
+    before ``offset`` (a rewritten file vs one that grew); ``game_state`` says whether the next action, without frame
+    data, got an empty frame."""
 
     file: str
     offset: int
@@ -201,11 +197,9 @@ class LinesSkipped(Event, tag="lines_skipped", frozen=True, kw_only=True):
 
 
 class ActionsInferred(Event, tag="actions_inferred", frozen=True, kw_only=True):
-    """A harness recording (which holds answers, not actions) was imported: how its actions were found.
-
-    ``method``: ``resimulated``, ``frames`` (resets unknown) or ``recorded``. ``undecided``: lines that could be a
-    level RESET as well; a long list is split over consecutive events, 4,096 lines each (the first holds ``inferred``).
-    """
+    """A harness recording (which holds answers, not actions) was imported: how its actions were found. ``method``:
+    ``resimulated``, ``frames`` (resets unknown) or ``recorded``. ``undecided``: lines that could be a level RESET as
+    well; a long list is split over consecutive events, 4,096 lines each (the first holds ``inferred``)."""
 
     file: str
     method: Literal["resimulated", "frames", "recorded"]
@@ -281,9 +275,7 @@ class CardOnServer(Event, tag="card_on_server", frozen=True, kw_only=True):
 
 class BaselinesReported(Event, tag="baselines_reported", frozen=True, kw_only=True):
     """Baselines the ARC server revealed in a scorecard document (``answer``: ``close`` or ``scorecard``).
-
-    ``baselines_id``: the card's previous set with the baselines of ``games`` as reported.
-    """
+    ``baselines_id``: the card's previous set with the baselines of ``games`` as reported."""
 
     baselines_id: str
     answer: Literal["close", "scorecard"]

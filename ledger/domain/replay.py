@@ -1,8 +1,6 @@
-"""Replaying a long card straight from its stored bytes, equal to :func:`~ledger.domain.projection.fold`.
-
-Action bodies are decoded with the card's games and guids as ``Literal`` values, so a million actions allocate no
-string; a chunk with an unknown one is decoded again with plain ``str`` fields.
-"""
+"""Replaying a long card straight from its stored bytes, equal to :func:`~ledger.domain.projection.fold`. Action bodies
+are decoded with the card's games and guids as ``Literal`` values, so a million actions allocate no string; a chunk with
+an unknown one is decoded again with plain ``str`` fields."""
 
 from __future__ import annotations
 

@@ -208,10 +208,8 @@ def score_card(
     calculator: Calculator | None = None,
 ) -> ScorecardDoc:
     """The card's scorecard document under ``baselines`` and ``calculator`` (default: the card's own).
-
-    ``all_environments``: game ids scored even if unplayed, as the competition server ``make``s them before close
-    (one NOT_FINISHED run of 0 actions, no ``guid``).
-    """
+    ``all_environments``: game ids scored even if unplayed, as the competition server ``make``s them before close (one
+    NOT_FINISHED run of 0 actions, no ``guid``)."""
     calc = calculator if calculator is not None else calculator_of(card)
     environments: list[EnvironmentDoc] = []
     tags: dict[str, WeightedLevels] = {}

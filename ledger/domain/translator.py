@@ -1,8 +1,6 @@
-"""The translator: what the toolkit observed -> the events that record it, for live capture and imports alike.
-
-It applies the toolkit's counting rules (see docs/scoring.md, 'From events to the counts'), keeping the card's
-projection current so each decision sees the state the toolkit's scorecard would have.
-"""
+"""The translator: what the toolkit observed -> the events that record it, for live capture and imports alike. It
+applies the toolkit's counting rules (see docs/scoring.md, 'From events to the counts'), keeping the card's projection
+current so each decision sees the state the toolkit's scorecard would have."""
 
 from __future__ import annotations
 

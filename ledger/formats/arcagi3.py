@@ -1,8 +1,6 @@
-"""joinplank/arc-agi-3-benchmarking's results JSON and ``.checkpoint/<card_id>/costs.json``: a built-in reader.
-
-They decide no action, only usage (see docs/import.md, 'Usage and cost'). Each file is a snapshot of one running
-total, so every file of a card gives the same run (``arcagi3:<card_id>``): the import keeps the latest, never a sum.
-"""
+"""joinplank/arc-agi-3-benchmarking's results JSON and ``.checkpoint/<card_id>/costs.json``: a built-in reader. They
+decide no action, only usage (see docs/import.md, 'Usage and cost'). Each file is a snapshot of one running total, so
+every file of a card gives the same run (``arcagi3:<card_id>``): the import keeps the latest, never a sum."""
 
 from __future__ import annotations
 

@@ -61,9 +61,7 @@ class _Asker:
 
 def find_recordings(paths: Iterable[str | os.PathLike[str]]) -> Found:
     """Every file given or under the folders given, asked which reader reads it (see docs/import.md, 'Which card').
-
-    Raises :class:`ImportInputError` for a missing path, a file given that no reader reads, or nothing read at all.
-    """
+    Raises :class:`ImportInputError` for a missing path, a file given that no reader reads, or nothing read at all."""
     found = Found()
     ask = _Asker()
     seen: set[Path] = set()

@@ -1,9 +1,7 @@
-"""Reading the toolkit's JSONL recordings (``<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl``), line by line.
-
-The frame is the last key the toolkit writes, so the fast path decodes only the bytes before ``, "frame": ``; any
-other line is decoded whole, with the same result. sha256 costs as much as the parse and ``hashlib`` releases the
-GIL, so :class:`BackgroundHash` hashes on another core.
-"""
+"""Reading the toolkit's JSONL recordings (``<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl``), line by line. The
+frame is the last key the toolkit writes, so the fast path decodes only the bytes before ``, "frame": ``; any other line
+is decoded whole, with the same result. sha256 costs as much as the parse and ``hashlib`` releases the GIL, so
+:class:`BackgroundHash` hashes on another core."""
 
 from __future__ import annotations
 

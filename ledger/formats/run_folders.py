@@ -1,9 +1,7 @@
-"""arc-agi-3-benchmarking's run folders: ``run_meta.json`` and ``step_NNN.json``; key names vary between its
-versions, so each figure is read from the first key that holds it.
-
-Folder and recording names need not agree, so :func:`match_run_folder` matches by content (game, run id, step times,
-token counts); exactly one passing folder is used.
-"""
+"""arc-agi-3-benchmarking's run folders: ``run_meta.json`` and ``step_NNN.json``; key names vary between its versions,
+so each figure is read from the first key that holds it. Folder and recording names need not agree, so
+:func:`match_run_folder` matches by content (game, run id, step times, token counts); exactly one passing folder is
+used."""
 
 from __future__ import annotations
 

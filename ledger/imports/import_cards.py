@@ -1,7 +1,5 @@
-"""What the importers share: one card's result, the card as held, the baseline set of new cards, the import's close.
-
-A card id comes only from what proves it, never from a name alone (see docs/import.md, 'Which card').
-"""
+"""What the importers share: one card's result, the card as held, the baseline set of new cards, the import's close. A
+card id comes only from what proves it, never from a name alone (see docs/import.md, 'Which card')."""
 
 from __future__ import annotations
 

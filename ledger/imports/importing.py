@@ -1,8 +1,6 @@
-"""Import the toolkit's JSONL recordings: every line goes through the same translator as live capture.
-
-A card's files are merged by timestamp and written in one transaction; each file's ``RecordingImported`` hashes
-every byte consumed, so the same files add nothing, a grown file resumes and a rewritten one is refused.
-"""
+"""Import the toolkit's JSONL recordings: every line goes through the same translator as live capture. A card's files
+are merged by timestamp and written in one transaction; each file's ``RecordingImported`` hashes every byte consumed, so
+the same files add nothing, a grown file resumes and a rewritten one is refused."""
 
 from __future__ import annotations
 

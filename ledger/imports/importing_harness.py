@@ -1,7 +1,5 @@
-"""Importing one ARC-AGI-3-Agents harness recording as one card (see docs/import.md, 'The harnesses' recordings').
-
-A grown file is re-simulated from its start (the game's state depends on every line); only new lines add events.
-"""
+"""Importing one ARC-AGI-3-Agents harness recording as one card (see docs/import.md, 'The harnesses' recordings'). A
+grown file is re-simulated from its start (the game's state depends on every line); only new lines add events."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Frames for the viewer's replay: a recorded play re-simulated against the game code, one grid per step.
-
-Each step keeps the response's last grid, one hex digit per cell; where the game diverges the frames stop.
-"""
+"""Frames for the viewer's replay: a recorded play re-simulated against the game code, one grid per step. Each step
+keeps the response's last grid, one hex digit per cell; where the game diverges the frames stop."""
 
 from __future__ import annotations
 

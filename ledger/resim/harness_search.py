@@ -1,8 +1,6 @@
-"""Recover the actions a harness recording does not hold, by re-simulating the game and matching its frames.
-
-See docs/import.md, 'The harnesses' recordings': the path kept is the first in priority order; a line where paths
-disagree on RESET versus a game action is undecided; a line no action reproduces is skipped.
-"""
+"""Recover the actions a harness recording does not hold, by re-simulating the game and matching its frames. See
+docs/import.md, 'The harnesses' recordings': the path kept is the first in priority order; a line where paths disagree
+on RESET versus a game action is undecided; a line no action reproduces is skipped."""
 
 from __future__ import annotations
 
@@ -114,11 +112,9 @@ def recover(
     lost: Iterable[int] = (),
     tick: Callable[[], None] | None = None,
 ) -> Recovery:
-    """Re-simulate one recording's play and recover the action each frame line answers.
-
-    ``tick`` is called once a line (it may raise to stop). ``lost``: unreadable lines the game did see, where every
-    action is allowed (and none is imported).
-    """
+    """Re-simulate one recording's play and recover the action each frame line answers. ``tick`` is called once a line
+    (it may raise to stop). ``lost``: unreadable lines the game did see, where every action is allowed (and none is
+    imported)."""
     game, error = _started(info)
     if error is not None:
         return Recovery(error=error)

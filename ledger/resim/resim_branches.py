@@ -1,8 +1,6 @@
-"""One guid's game during re-simulation, when the record leaves some inputs open (``ActionTaken.candidates``).
-
-Every state still agreeing with the record is kept (:mod:`ledger.resim.state_search`); while one is left the live
-game is stepped in place, so a card whose inputs are all decided costs one game step per input.
-"""
+"""One guid's game during re-simulation, when the record leaves some inputs open (``ActionTaken.candidates``). Every
+state still agreeing with the record is kept (:mod:`ledger.resim.state_search`); while one is left the live game is
+stepped in place, so a card whose inputs are all decided costs one game step per input."""
 
 from __future__ import annotations
 

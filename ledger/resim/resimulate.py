@@ -1,8 +1,6 @@
-"""Re-simulation: execute a card's recorded plays again against the real game code and compare, event by event.
-
-Each response goes through live capture's translator; its events must equal the recorded ones (timestamps and
-reasoning aside), so a fabricated or edited run diverges at the first event the game does not produce.
-"""
+"""Re-simulation: execute a card's recorded plays again against the real game code and compare, event by event. Each
+response goes through live capture's translator; its events must equal the recorded ones (timestamps and reasoning
+aside), so a fabricated or edited run diverges at the first event the game does not produce."""
 
 from __future__ import annotations
 
@@ -230,11 +228,9 @@ class _Games:
 def resimulate(
     events: Sequence[Numbered], environments_dir: str | os.PathLike[str], decide: bool = False
 ) -> ResimResult:
-    """Replay every play of the card (``events`` in stream order) against the games under ``environments_dir``.
-
-    See docs/audit.md for unrecorded seeds and open actions; ``decide`` searches every path, to tell which of them
-    the game decides.
-    """
+    """Replay every play of the card (``events`` in stream order) against the games under ``environments_dir``. See
+    docs/audit.md for unrecorded seeds and open actions; ``decide`` searches every path, to tell which of them the game
+    decides."""
     infos = scan_games(environments_dir)
     needed = sorted({e.event.game_id for e in events if isinstance(e.event, PlayStarted)})
     skipped = {g: f"game {g} not found under {environments_dir} (no metadata.json with that game_id)" for g in needed}

@@ -1,8 +1,6 @@
-"""The search over game states that a record leaves open, shared by the harness import and the audit.
-
-A state reached by several paths is kept once, under the first in priority order; a line's states replace those
-before it, and the paths are cut now and then at their common state: memory stays that of one line's states.
-"""
+"""The search over game states that a record leaves open, shared by the harness import and the audit. A state reached by
+several paths is kept once, under the first in priority order; a line's states replace those before it, and the paths
+are cut now and then at their common state: memory stays that of one line's states."""
 
 from __future__ import annotations
 

@@ -219,11 +219,9 @@ def check_consistency(
     folded: CardState | None = None,
     rest_answer: bool = False,
 ) -> Check:
-    """Rebuild the card and compare it with the document recorded at close and with the cached projection.
-
-    ``baselines`` None: missing (``baselines_problem`` says why); ``complete`` False: some events did not decode;
-    ``folded``: ``fold`` of ``events`` if the caller has it (not modified); ``rest_answer``: the close answer's hash.
-    """
+    """Rebuild the card and compare it with the document recorded at close and with the cached projection. ``baselines``
+    None: missing (``baselines_problem`` says why); ``complete`` False: some events did not decode; ``folded``: ``fold``
+    of ``events`` if the caller has it (not modified); ``rest_answer``: the close answer's hash."""
     prefixes: dict[int, CardState] = {len(events): folded} if folded is not None else {}
 
     def fold_prefix(n: int) -> CardState:

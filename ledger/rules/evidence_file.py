@@ -1,8 +1,6 @@
-"""The evidence file and its pure checks, from its bytes and a checkpoint verifier (docs/evidence-format.md, 5-6).
-
-The file must be the canonical encoding of what it holds (no escape, number spelling or duplicate key can differ
-unnoticed), and each stream's head the one the signed stream-heads root commits to (no event left out).
-"""
+"""The evidence file and its pure checks, from its bytes and a checkpoint verifier (docs/evidence-format.md, 5-6). The
+file must be the canonical encoding of what it holds (no escape, number spelling or duplicate key can differ unnoticed),
+and each stream's head the one the signed stream-heads root commits to (no event left out)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The post-mortem of a card: per game, the best play's levels and arithmetic, and what cost the score.
-
-Each :class:`Finding` names the numbers it comes from, all the card's; the arithmetic is the calculator's.
-"""
+"""The post-mortem of a card: per game, the best play's levels and arithmetic, and what cost the score. Each
+:class:`Finding` names the numbers it comes from, all the card's; the arithmetic is the calculator's."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Re-scoring: a card's plays under another baseline set and what changed (see docs/baselines.md).
-
-``match``: ``exact`` is the toolkit's rule; ``base`` falls back to the first entry with the same 4-letter base id.
-"""
+"""Re-scoring: a card's plays under another baseline set and what changed (see docs/baselines.md). ``match``: ``exact``
+is the toolkit's rule; ``base`` falls back to the first entry with the same 4-letter base id."""
 
 from __future__ import annotations
 

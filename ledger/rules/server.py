@@ -1,8 +1,6 @@
 """The ARC server as a client sees it: its counting rules, its document at close, the baselines it reveals.
-
-:class:`ServerModel` keeps per guid the little of the server's game state the counting rules depend on. The game
-list leaves baselines out: a client without local game files learns them only from a scorecard document.
-"""
+:class:`ServerModel` keeps per guid the little of the server's game state the counting rules depend on. The game list
+leaves baselines out: a client without local game files learns them only from a scorecard document."""
 
 from __future__ import annotations
 
@@ -37,11 +35,9 @@ class ServerModel(msgspec.Struct):
     guids: dict[str, GuidState] = msgspec.field(default_factory=dict)
 
     def judge(self, sent: int, game_id: str, guid: str, answered: int, levels_completed: int, state: str) -> Verdict:
-        """How an answer (``answered``: its action id) to action ``sent`` counts; the model moves past it.
-
-        A RESET is a full reset on a level without action or a won game (arcengine's ``handle_reset``), else a level
-        reset; in competition mode a RESET on an untouched level is not executed (the last observation re-applied).
-        """
+        """How an answer (``answered``: its action id) to action ``sent`` counts; the model moves past it. A RESET is a
+        full reset on a level without action or a won game (arcengine's ``handle_reset``), else a level reset; in
+        competition mode a RESET on an untouched level is not executed (the last observation re-applied)."""
         g = self.guids.get(guid)
         if g is None:
             # A guid never answered before: the server made the game, and make's first reset began a play.

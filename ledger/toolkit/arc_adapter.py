@@ -1,7 +1,5 @@
-"""Every name of the toolkit's internals that live capture touches (none documented API), checked at attach.
-
-Reads go through the installed release's era (:mod:`ledger.toolkit.eras`); see docs/capture.md for the versions.
-"""
+"""Every name of the toolkit's internals that live capture touches (none documented API), checked at attach. Reads go
+through the installed release's era (:mod:`ledger.toolkit.eras`); see docs/capture.md for the versions."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""One adapter per API era of the published arc-agi releases 0.9.1 to 0.9.9 (:data:`ERAS`).
-
-An era is a run of releases whose internals capture touches are the same; scoring is not the adapter's business.
-"""
+"""One adapter per API era of the published arc-agi releases 0.9.1 to 0.9.9 (:data:`ERAS`). An era is a run of releases
+whose internals capture touches are the same; scoring is not the adapter's business."""
 
 from __future__ import annotations
 

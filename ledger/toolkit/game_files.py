@@ -1,10 +1,7 @@
-"""Game folders read and games started as the toolkit does, without ``import arc_agi`` (0.6-0.9 s of matplotlib,
-flask and requests that re-simulation never uses), with ``arcengine`` alone.
-
-A ``metadata.json`` is read here only when every field has its plain JSON type; any other goes to the toolkit's
-model. The game file is run again for every game started, as before 0.9.8, so a game that changes its own class
-starts the same way whatever was started before.
-"""
+"""Game folders read and games started as the toolkit does, without ``import arc_agi`` (0.6-0.9 s of matplotlib, flask
+and requests that re-simulation never uses), with ``arcengine`` alone. A ``metadata.json`` is read here only when every
+field has its plain JSON type; any other goes to the toolkit's model. The game file is run again for every game started,
+as before 0.9.8, so a game that changes its own class starts the same way whatever was started before."""
 
 from __future__ import annotations
 

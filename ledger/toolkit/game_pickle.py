@@ -1,8 +1,6 @@
-"""Pickling a game's state for :mod:`ledger.toolkit.game_states`.
-
-The toolkit runs a game file as an unregistered module, so a snapshot names its classes by number; for a game the
-plain pickle does not copy, sets are written sorted and the game's functions by their code's number.
-"""
+"""Pickling a game's state for :mod:`ledger.toolkit.game_states`. The toolkit runs a game file as an unregistered
+module, so a snapshot names its classes by number; for a game the plain pickle does not copy, sets are written sorted
+and the game's functions by their code's number."""
 
 from __future__ import annotations
 

@@ -101,12 +101,10 @@ class Snap(NamedTuple):
 
 
 class Engine:
-    """Runs actions on copies of game states, remembering each transition.
-
-    A state is the pickle of the game's attributes with its numpy arrays beside it; their digest is its fingerprint.
-    Levels the game is not on are shared by content, so a copy costs the current level only (a level moved onto is
-    made private first). An answer is checked before its state is kept. Failing the pickle, states are deep-copied.
-    """
+    """Runs actions on copies of game states, remembering each transition. A state is the pickle of the game's
+    attributes with its numpy arrays beside it; their digest is its fingerprint. Levels the game is not on are shared by
+    content, so a copy costs the current level only (a level moved onto is made private first). An answer is checked
+    before its state is kept. Failing the pickle, states are deep-copied."""
 
     def __init__(self, game: Any) -> None:
         from arcengine import ActionInput, GameAction

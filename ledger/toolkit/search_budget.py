@@ -1,7 +1,5 @@
-"""How much a search over what a record leaves open may spend (see docs/audit.md, 'What a search is allowed').
-
-Counted in game steps, so a record gets the same answer on any machine, and in CPU seconds for slow games.
-"""
+"""How much a search over what a record leaves open may spend (see docs/audit.md, 'What a search is allowed'). Counted
+in game steps, so a record gets the same answer on any machine, and in CPU seconds for slow games."""
 
 from __future__ import annotations
 

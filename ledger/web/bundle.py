@@ -1,7 +1,5 @@
-"""``ledger bundle``: the viewer's pages as a static site that opens from ``file://`` (see docs/viewer.md).
-
-Written to a temporary folder beside ``DIR`` and moved into place at the end, so a failure leaves no half bundle.
-"""
+"""``ledger bundle``: the viewer's pages as a static site that opens from ``file://`` (see docs/viewer.md). Written to a
+temporary folder beside ``DIR`` and moved into place at the end, so a failure leaves no half bundle."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""What the pages show, read from a ledger without writing to it.
-
-:class:`CardCache` folds only the events appended since a card was cached, so an open card's page can be polled.
-"""
+"""What the pages show, read from a ledger without writing to it. :class:`CardCache` folds only the events appended
+since a card was cached, so an open card's page can be polled."""
 
 from __future__ import annotations
 

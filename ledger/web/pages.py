@@ -1,7 +1,5 @@
-"""The pages, rendered by Jinja2 for the live server and the static bundle alike.
-
-Autoescaping is on for every template: whatever the ledger holds reaches the page as text, or JSON via ``tojson``.
-"""
+"""The pages, rendered by Jinja2 for the live server and the static bundle alike. Autoescaping is on for every template:
+whatever the ledger holds reaches the page as text, or JSON via ``tojson``."""
 
 from __future__ import annotations
 

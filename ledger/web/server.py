@@ -1,8 +1,5 @@
-"""``ledger view``: a Flask app over one ledger, opened read-only.
-
-Werkzeug runs a thread per request: the card cache takes a lock, cached lists are replaced whole, and the store's
-connections are bounded.
-"""
+"""``ledger view``: a Flask app over one ledger, opened read-only. Werkzeug runs a thread per request: the card cache
+takes a lock, cached lists are replaced whole, and the store's connections are bounded."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""``ledger record``: run a command with every ``arc_agi.Arcade`` it creates attached to the ledger, unchanged.
-
-The command's PYTHONPATH starts with the ``site`` folder beside this file, whose ``sitecustomize`` wraps
-``Arcade.__init__``; its processes note their cards and failures, a JSON line each, in a private temporary file.
-"""
+"""``ledger record``: run a command with every ``arc_agi.Arcade`` it creates attached to the ledger, unchanged. The
+command's PYTHONPATH starts with the ``site`` folder beside this file, whose ``sitecustomize`` wraps
+``Arcade.__init__``; its processes note their cards and failures, a JSON line each, in a private temporary file."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""``ledger record``: loaded at start-up by every Python process the recorded command starts.
-
-Once ``arc_agi.base`` is imported, ``Arcade.__init__`` is wrapped to attach the ledger (standard library only until
-then; a shadowed ``sitecustomize`` still runs). An Arcade that cannot be attached raises :class:`NotRecorded`.
-"""
+"""``ledger record``: loaded at start-up by every Python process the recorded command starts. Once ``arc_agi.base`` is
+imported, ``Arcade.__init__`` is wrapped to attach the ledger (standard library only until then; a shadowed
+``sitecustomize`` still runs). An Arcade that cannot be attached raises :class:`NotRecorded`."""
 
 import contextlib
 import importlib.machinery

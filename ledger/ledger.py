@@ -149,8 +149,7 @@ class Ledger:
         return self.repository.seq_at_version(card_id, version)
 
     def close_card(self, card_id: str, reason: CloseReason = "explicit", *, ts: datetime | None = None) -> CardState:
-        """Append a ``card_closed`` event (with the document hash, as capture does) to an open card; returns the
-        card as closed."""
+        """Append a ``card_closed`` event (with the document hash, as capture does) to an open card; returns it."""
         read = self.repository.read(card_id)
         card = read.state
         if card.closed:

@@ -142,8 +142,7 @@ class Board(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def ledger_board(ledger: Ledger, *, include_retracted: bool = False, calculator: str | None = None) -> Board:
-    """Every tag of the ledger ranked, every card scored with one calculator (from the cards summary when that is
-    every card's own)."""
+    """Every tag of the ledger ranked, every card scored with one calculator (via the summary if it is all theirs)."""
     from ledger.app.card_read import one_of, own_calculators, recorded_calculators, rescored
     from ledger.store.summary import ranked_cards, tag_board
 

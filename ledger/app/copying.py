@@ -113,8 +113,7 @@ def copy_ledger(
     progress: Callable[[int], None] | None = None,
     batch: int = BATCH,
 ) -> CopyReport:
-    """Copy every event of ``src`` that ``dst`` does not hold yet, each batch one transaction (an interrupted copy
-    leaves ``dst`` consistent)."""
+    """Copy every event ``dst`` lacks, a transaction a batch (an interrupted copy leaves ``dst`` consistent)."""
     t0 = time.perf_counter()
     plan = plan if plan is not None else plan_copy(src, dst)
     copied = 0

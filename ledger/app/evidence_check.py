@@ -58,8 +58,7 @@ def check_evidence(
     witnesses: Sequence[Verifier] = (),
     quorum: int | None = None,
 ) -> CheckReport:
-    """Check an evidence or consistency file from its bytes, keys (and game files); at least ``quorum`` witnesses
-    (default all) must have cosigned."""
+    """Check an evidence or consistency file from its bytes and keys; ``quorum`` witnesses (default all) must cosign."""
     rep = CheckReport()
     if file_format(raw) == cf.FORMAT:
         rep.kind = "consistency"

@@ -35,8 +35,7 @@ class CardFilter(msgspec.Struct, frozen=True):
 def shown_close(
     card: CardState, now: datetime | None = None, environ: Mapping[str, str] | None = None
 ) -> tuple[datetime, str, bool] | None:
-    """(closed at, reason, lapsed) as read commands show the card (None while open); ``lapsed``: the toolkit's
-    auto-close has passed."""
+    """(closed at, reason, lapsed) as read commands show the card (None while open), with the toolkit's auto-close."""
     return timeline_close(card, now or datetime.now(UTC), os.environ if environ is None else environ)
 
 

@@ -27,8 +27,7 @@ def checked_output(out: str | os.PathLike[str]) -> Iterator[None]:
 
 
 def write_text_file(text: str, out: str) -> None:
-    """Write ``text`` to the file ``out`` atomically, keeping its mode; a symlink's target is replaced, a device
-    (``/dev/stdout``) written to directly."""
+    """Write ``text`` to ``out`` atomically, keeping its mode (a symlink's target replaced, a device written to)."""
     with checked_output(out):
         _write_file(text, out)
 

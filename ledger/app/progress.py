@@ -82,8 +82,7 @@ def tag_progress(
     before: str | None = None,
     calculator: str | None = None,
 ) -> Progress:
-    """The progress chart of ``tags`` (none: the newest cards' tags), each its newest ``limit`` cards before
-    ``before``."""
+    """The progress chart of ``tags`` (none: the newest cards'), each its newest ``limit`` cards before ``before``."""
     from ledger.app.card_read import one_of, own_calculators, rescored
     from ledger.store.summary import recent_tags, tag_count, tag_points
 

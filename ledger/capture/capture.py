@@ -28,8 +28,7 @@ log = logging.getLogger(__name__)
 
 
 def attach(repository: CardRepository, arcade: Any, *, record_reasoning: bool = False, **options: Any) -> CaptureBase:
-    """Capture everything ``arcade`` does to its scorecards: :class:`Capture` for OFFLINE/NORMAL, RemoteCapture for
-    ONLINE/COMPETITION."""
+    """Capture what ``arcade`` does to its scorecards: Capture (OFFLINE/NORMAL), RemoteCapture (ONLINE/COMPETITION)."""
     if arc.capture_kind(arcade) == "remote":
         from ledger.capture.remote import RemoteCapture
 

@@ -171,8 +171,7 @@ class CaptureBase:
         return live
 
     def _captured_elsewhere(self, card_id: str) -> str | None:
-        """Who holds the card when its stream was there first (a ``ledger record`` harness talking to a ``ledger
-        serve``); None when the log holds no such card."""
+        """Who holds the card when its stream was there first (a ``ledger record`` harness under ``ledger serve``)."""
         try:
             held = self.repository.load(card_id)
         except (StoreError, LookupError):

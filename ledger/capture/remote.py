@@ -120,8 +120,7 @@ def server_tags(tags: Any) -> list[str]:
 
 
 class RemoteCapture(CaptureBase):
-    """The hooks of one attached ONLINE/COMPETITION Arcade (the request hook stays after ``detach()``, passing
-    through)."""
+    """The hooks of one attached ONLINE/COMPETITION Arcade (the request hook passes through after ``detach()``)."""
 
     unit = "call"
 

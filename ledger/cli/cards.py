@@ -172,8 +172,7 @@ def cards_table(
     usage: dict[str, tuple[int | None, float | None]] | None = None,
     columns: tuple[str, ...] = (),
 ) -> str:
-    """The `ledger cards` table: every column as wide as its widest cell; ``columns`` (tokens, cost) before the
-    tags, from ``usage``."""
+    """The `ledger cards` table, each column as wide as its widest cell; ``columns`` (from ``usage``) before tags."""
     extra = tuple(dict.fromkeys(columns)) if usage is not None else ()
     head = ("card", "opened", "closed", "games", "actions", "score", *extra, "tags")
     cells = [

@@ -241,8 +241,7 @@ def missing_extra(e: ImportError) -> str | None:
 
 @contextmanager
 def open_ledger(ctx: click.Context, *, write: bool = False) -> Iterator[Ledger]:
-    """The ledger ``--db`` names, closed when the block ends; read-only (never created, migrated or written) unless
-    ``write``."""
+    """The ledger ``--db`` names, closed when the block ends; read-only (never created or migrated) unless ``write``."""
     from ledger.ledger import Ledger
 
     if not write:

@@ -1,5 +1,4 @@
-"""``ledger keygen``, ``checkpoint``, ``prove``, ``consistency`` and ``check``: signed checkpoints, evidence files
-and consistency proofs."""
+"""``ledger keygen``, ``checkpoint``, ``prove``, ``consistency`` and ``check``: signed checkpoints and proofs."""
 
 from __future__ import annotations
 

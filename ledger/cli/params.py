@@ -52,8 +52,7 @@ def head_hash(_ctx: click.Context, _param: click.Parameter, value: str | None) -
 
 
 def calculator_version(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    """``--calculator VERSION``: a published arc-agi release (0.9.1 to 0.9.9); another is a usage error (exit 2)
-    naming the published ones."""
+    """``--calculator VERSION``: a published arc-agi release; another is a usage error (exit 2) naming them."""
     if value is None:
         return None
     from ledger.domain.calculators import UnknownCalculator, get

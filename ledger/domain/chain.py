@@ -30,8 +30,7 @@ def _part(text: str) -> bytes:
 
 
 def chain_hashes(prev_hash: str, stream: str, version: int, rows: Iterable[tuple[str, bytes]]) -> list[str]:
-    """:func:`event_hash` of consecutive events of ``stream``, each part of the message built once (a batch append
-    spends its time here)."""
+    """:func:`event_hash` of consecutive events of ``stream``, each part built once (batch appends spend time here)."""
     import hashlib  # here: it loads OpenSSL (about 2 ms), which listing cards never needs
 
     stream_part = _part(stream)
@@ -61,8 +60,7 @@ def chain_hashes(prev_hash: str, stream: str, version: int, rows: Iterable[tuple
 
 
 def first_unhashed(rows: Sequence[StreamLink]) -> int | None:
-    """The index of the first row whose ``hash`` or column types do not hold (None: all do; :func:`check_link`
-    says what is wrong)."""
+    """The index of the first row whose ``hash`` or column types do not hold (None: all do; see :func:`check_link`)."""
     import hashlib
 
     head = DOMAIN + (64).to_bytes(8, "big")

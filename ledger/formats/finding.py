@@ -37,8 +37,7 @@ class Found:
 
 
 class _Asker:
-    """Asks the built-in readers, then the installed ones, loaded only when needed (a broken plugin stops only the
-    imports that need one)."""
+    """Asks the built-in readers, then the installed ones, loaded only when needed (a broken plugin stops no other)."""
 
     def __init__(self) -> None:
         self.mine = builtin()
@@ -189,8 +188,7 @@ def _utc(raw: bytes) -> datetime:
 
 
 def recording_of_run(run_dir: Path) -> tuple[Path | None, str]:
-    """The harness recording beside a run folder given alone: the one of its game whose lines span its steps' times;
-    else None, with why."""
+    """The recording beside a run folder given alone: its game's one whose lines span its steps (else None, why)."""
     meta = read_run_meta(run_dir)
     steps = read_run_folder(run_dir)
     game = (meta.game_id if meta is not None else None) or run_dir.name.split(".", 1)[0]

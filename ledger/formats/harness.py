@@ -314,8 +314,7 @@ class _Lines:
 
 
 def _closes(data: dict[str, Any]) -> bool:
-    """Whether a scorecard-shaped line is the harness's ``scorecard.get(game_id)`` after close: ``{}`` for a local
-    card, a run's entry online."""
+    """Whether a scorecard-shaped line is the close's ``scorecard.get(game_id)`` (``{}`` locally, a run online)."""
     return not data or isinstance(data.get("guid"), str) or isinstance(data.get("runs"), list)
 
 

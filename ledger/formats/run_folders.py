@@ -80,8 +80,7 @@ def _judge(
 def _written_before(
     tokens: Mapping[int, tuple[datetime, int]], lines: list[tuple[int, datetime, Step]]
 ) -> Iterator[tuple[int, Step, int | None]]:
-    """Each matched line (lineno, time, step) with the sum of the token lines since the line before it (None if
-    none): its step's model calls."""
+    """Each matched line (lineno, time, step) with its step's model calls: the token lines since the line before."""
     counts = tokens.values()
     if all(a[0] <= b[0] for a, b in pairwise(counts)) and all(a[1] <= b[1] for a, b in pairwise(lines)):
         left = iter(counts)

@@ -250,8 +250,7 @@ def with_retries(
 def close_import(
     card: CardState, bmap: Mapping[str, BaselineEntry], ts: datetime, read: Sequence[AnyEvent], out: list[AnyEvent]
 ) -> ScorecardDoc:
-    """Apply ``read`` then ``CardClosed(end_of_import)`` with the document's hash to ``card`` into ``out``; returns
-    that document."""
+    """Apply ``read`` and ``CardClosed(end_of_import)`` to ``card`` into ``out``; returns the document at close."""
     for ev in read:
         apply(card, ev)
         out.append(ev)
@@ -328,8 +327,7 @@ class Baselines:
 
 
 def attach_baselines(ledger: Ledger, existing: Existing, baselines: Baselines, result: CardResult) -> None:
-    """With --environments, give an imported card without a baseline set this one (reopen, attach, close; the earlier
-    close keeps its document)."""
+    """With --environments, give an imported card without baselines this set (reopen, attach, close)."""
     card = existing.card
     if baselines.entries is None or card.baselines_id is not None or not card.closed:
         return

@@ -154,8 +154,7 @@ def _import_card_once(
 def _read_new_lines(
     files: list[Path], existing: Existing | None, progress: Callable[[int], None] | None
 ) -> tuple[list[FileRead], list[Problem], int]:
-    """Each file read from where the last import stopped, the card's problems and the bytes read (a rewritten or
-    unreadable file is a problem)."""
+    """Each file read from where the last import stopped, the card's problems (a rewritten file is one), bytes read."""
     reads: list[FileRead] = []
     card_problems: list[Problem] = []
     bytes_read = 0

@@ -1,5 +1,4 @@
-"""Where to try a click the recording does not place: one pixel per camera cell, then (games that read finer, the
-public ``bp35``) every other display pixel."""
+"""Where to try a click the recording does not place: one pixel per camera cell, then every pixel (e.g. ``bp35``)."""
 
 from __future__ import annotations
 

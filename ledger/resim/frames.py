@@ -75,8 +75,7 @@ def encode_grid(grid: Any) -> tuple[str, int, int]:
 
 
 def _play_events(events: Sequence[Numbered], game_id: str, play: int) -> tuple[str | None, int, int]:
-    """The guid of play ``play`` (1-based) of ``game_id``, the index of the guid's first play_started and of the
-    play's own (-1, -1: no such play)."""
+    """The guid of play ``play`` (1-based) of ``game_id``, and the indexes of its first and own play_started."""
     seen = 0
     first_of_guid: dict[str, int] = {}
     for i, n in enumerate(events):

@@ -279,8 +279,7 @@ class _Settled:
 
 
 def _choose_best(hyps: list[Node], result: Recovery, settled: _Settled) -> None:
-    """Record the first hypothesis's choices; lines where another disagrees on RESET, or merged ambiguous, are
-    undecided."""
+    """Record the first hypothesis's choices; lines where another disagrees on RESET, or merged, are undecided."""
     best = hyps[0]
     undecided = settled.undecided
     for other in hyps[1:]:

@@ -153,8 +153,7 @@ class Instance:
     deadline: float = float("inf")
 
     def send(self, version: int, choices: list[Choice], open_: bool, ok: Agrees) -> Signature | None:
-        """Send the input; the answer of a state that agrees with the record (else the first). None: the game raised
-        or has no such action."""
+        """Send the input; the answer of an agreeing state (else the first); None: the game raised or lacks it."""
         self.agreed = True
         if self.first:
             return self._along(version, choices, open_, ok)

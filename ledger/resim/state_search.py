@@ -192,8 +192,7 @@ def path(last: Node) -> list[Node]:
 
 
 class SettleSchedule:
-    """When to look for the state every kept state comes from: every SETTLE_EVERY lines, doubling while they
-    disagree."""
+    """When to look for the state all kept states come from: every SETTLE_EVERY lines, doubling while they differ."""
 
     __slots__ = ("every", "left")
 

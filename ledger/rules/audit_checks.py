@@ -313,8 +313,7 @@ def _check_closes(
     failures: list[str],
     notes: list[str],
 ) -> tuple[list[dict[str, Any]], document.ScorecardDoc | None]:
-    """Every close's recorded document hash against the card rebuilt up to it, and what follows it; and the document
-    rebuilt at the last close."""
+    """Every close's document hash against the card rebuilt up to it, what follows it, and the last close's document."""
     out: list[dict[str, Any]] = []
     doc: document.ScorecardDoc | None = None
     running = new_card(card_id)

@@ -1,5 +1,4 @@
-"""The consistency file: two signed checkpoints of one log and the RFC 9162 proof between them (docs/evidence-format.md,
-section 9)."""
+"""The consistency file: two signed checkpoints and the RFC 9162 proof between them (docs/evidence-format.md, 9)."""
 
 from __future__ import annotations
 

@@ -13,8 +13,7 @@ from ledger.domain.events import BaselineEntry
 
 
 def scan_environments(root: str | os.PathLike[str]) -> tuple[list[BaselineEntry], list[str]]:
-    """Every ``metadata.json`` under ``root`` as the toolkit's Arcade scans, sorted by path, and one message per
-    unreadable file (the toolkit skips those too)."""
+    """Every ``metadata.json`` under ``root`` as Arcade scans, sorted by path, and a message per unreadable file."""
     entries: list[BaselineEntry] = []
     problems: list[str] = []
     for path in sorted(Path(root).rglob("metadata.json")):

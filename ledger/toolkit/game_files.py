@@ -47,8 +47,7 @@ class GameStartError(Exception):
 
 
 def scan_games(environments_dir: str | os.PathLike[str]) -> dict[str, GameInfo]:
-    """game_id -> :class:`GameInfo` for every ``metadata.json`` under the folder, the first per game id winning (as
-    ``Arcade.make``). ImportError without the toolkit."""
+    """game_id -> :class:`GameInfo` per ``metadata.json``, the first per id winning (as ``Arcade.make``)."""
     if importlib.util.find_spec("arc_agi") is None:  # found without importing it
         raise ImportError("arc_agi is not installed")
     out: dict[str, GameInfo] = {}

@@ -344,8 +344,7 @@ class Engine:
         return found
 
     def step(self, node: Any, c: Choice, keep: Callable[[Any], bool] | None = None) -> Result | None:
-        """(signature, fingerprint, snapshot) after ``c`` from ``node``'s state (None: the game raised); an answer
-        ``keep`` rejects is not kept."""
+        """(signature, fingerprint, snapshot) after ``c`` from ``node`` (None: raised); ``keep`` may refuse it."""
         key = (node.fp, c)
         if key in self.cache:
             hit = self.cache[key]

@@ -41,8 +41,7 @@ def _codes(code: CodeType) -> Iterator[CodeType]:
 
 
 def fingerprint(game: Any, counts: bool = False) -> bytes:
-    """A digest of a game's state, per-action bookkeeping left out, ``_action_count`` as "zero or not" unless
-    ``counts``."""
+    """A digest of a game's state without per-action bookkeeping (``_action_count``: zero or not, unless ``counts``)."""
     h = hashlib.blake2b(digest_size=20)
     seen: dict[int, int] = {}
     up = h.update

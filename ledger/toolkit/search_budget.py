@@ -19,8 +19,7 @@ STATE_BYTES = 64 << 20
 
 
 class Room:
-    """Room for one line's states in priority order: at most ``count`` and :data:`STATE_BYTES` (the first always
-    fits; after one that does not, none does)."""
+    """Room for one line's states in priority order: at most ``count``, :data:`STATE_BYTES` (the first always fits)."""
 
     __slots__ = ("bytes", "count", "full")
 

@@ -231,8 +231,7 @@ def create_app(
     with_reasoning: bool = True,
     card_ids_at_root: bool = False,
 ) -> Flask:
-    """The viewer app over an open (read-only) ``ledger``; ``card_ids_at_root`` also serves a card at ``/<card id>``
-    (``ledger serve`` mounts it at the toolkit's ``/scorecards/``)."""
+    """The viewer app over a read-only ``ledger``; ``card_ids_at_root``: also a card at ``/<card id>`` (for serve)."""
     app = Flask("ledger.web", static_folder=str(STATIC), static_url_path="/static")
     viewer = Viewer(ledger, environments, source, with_reasoning)
     app.after_request(_headers)

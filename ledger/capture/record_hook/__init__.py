@@ -110,8 +110,7 @@ class _Tee:
 
 
 def last_error_of(stderr: str, stdout: str) -> str | None:
-    """The command's last error line: stderr's when it reads as an error, else stdout's (harnesses log errors there
-    too), else either's last line."""
+    """The command's last error line: stderr's if it reads as one, else stdout's (harnesses log there), else any."""
     err, out = last_error_line(stderr), last_error_line(stdout)
     for line in (err, out):
         if line is not None and _ERROR.search(line):

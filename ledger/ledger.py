@@ -111,8 +111,6 @@ class Ledger:
         """Call ``hook()`` when the ledger closes, before the database is released."""
         self._on_close.append(hook)
 
-    # -- capture ------------------------------------------------------------------------------------------
-
     def attach(self, arcade: Any, *, record_reasoning: bool = False, **options: Any) -> Any:
         """Capture everything ``arcade`` (an ``arc_agi.Arcade``) does to its scorecards from now on.
 
@@ -123,8 +121,6 @@ class Ledger:
         capture = attach(self.repository, arcade, record_reasoning=record_reasoning, **options)
         self.on_close(capture.flush)
         return capture
-
-    # -- baselines ----------------------------------------------------------------------------------------
 
     def record_baselines(self, entries: Iterable[BaselineEntry], *, ts: datetime | None = None) -> str:
         """Store a baseline set (once per content); returns its id."""
@@ -176,8 +172,6 @@ class Ledger:
     def save_snapshot(self, card_id: str, state: CardState, version: int, seq: int) -> None:
         """Cache ``state`` as the projection of the card's first ``version`` events."""
         self.repository.save(card_id, state, version, seq)
-
-    # -- writing ------------------------------------------------------------------------------------------------
 
     def append(
         self, stream: str, events: Iterable[AnyEvent], expected_version: int | None, *, whole: bool = True

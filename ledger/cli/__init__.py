@@ -54,7 +54,6 @@ COMMANDS: dict[str, Entry] = {
 #: Subcommands that open the ledger otherwise than their group does (the rest of a group's do as it does).
 SUBCOMMANDS_OPEN: dict[str, str] = {"baselines import": "write"}
 
-#: What `ledger` alone prints.
 START = """\
 ledger: ARC-AGI-3 scorecards as an append-only event log.
 

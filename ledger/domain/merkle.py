@@ -195,9 +195,6 @@ def verify_consistency(old: int, new: int, old_root: bytes, new_root: bytes, pro
     return sn == 0 and fr == old_root and sr == new_root
 
 
-# -- multi-proofs: many leaves of one tree at once --------------------------------------------------------------
-
-
 def multiproof_ranges(indices: Sequence[int], size: int) -> list[Range]:
     """The ranges whose hashes prove every leaf of ``indices`` at once, in left-to-right order."""
     _check_indices(indices, size)
@@ -258,9 +255,6 @@ def tree_hashes(ranges: Sequence[Range], lookup: Callable[[set[Part]], Mapping[P
     """The hashes of ``ranges``, fetching the perfect subtrees they need in one call of ``lookup``."""
     parts = lookup({p for lo, hi in ranges for p in perfect_parts(lo, hi)})
     return [fold([parts[p] for p in perfect_parts(lo, hi)]) for lo, hi in ranges]
-
-
-# -- what the leaves are -------------------------------------------------------------------------------------------
 
 
 def event_leaf(chain_hash: str) -> bytes:

@@ -71,9 +71,6 @@ def score_under(
     return score_card(card, effective, all_environments=every, calculator=calculator), matches
 
 
-# -- what changed -------------------------------------------------------------------------------------------
-
-
 class LevelChange(msgspec.Struct, frozen=True):
     """One level of one play; None where the level is not in that side's list."""
 
@@ -257,9 +254,6 @@ def rescore_card(
 
 def by_largest_change(results: Iterable[CardRescore]) -> list[CardRescore]:
     return sorted(results, key=lambda r: (-abs(r.delta), r.card_id))
-
-
-# -- text for people -----------------------------------------------------------------------------------------
 
 
 def _f(v: float | None) -> str:

@@ -9,7 +9,6 @@ from typing import Any
 from ledger.toolkit.game_files import LocalGame
 from ledger.toolkit.game_states import fingerprint
 
-#: Seeds tried for a play whose seed the record does not hold.
 SEED_TRIES = 32
 
 

@@ -109,7 +109,6 @@ class BundleLinks:
         return ""  # no server, no live updates
 
 
-#: Where each page lives: the server's URLs or the bundle's file names.
 Links = LiveLinks | BundleLinks
 
 

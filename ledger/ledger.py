@@ -159,8 +159,7 @@ class Ledger:
     def load_card(
         self, card_id: str, *, until: int | None = None, use_cache: bool = True, allow_broken: bool = False
     ) -> CardState:
-        """The card rebuilt from its events up to global ``seq`` ``until`` (a cached projection, then the events
-        after it); :class:`~ledger.store.cards.BrokenChain` for a chain not whole, unless ``allow_broken``."""
+        """The card rebuilt up to global ``seq`` ``until``; BrokenChain for a broken chain, unless ``allow_broken``."""
         return self.repository.load(card_id, until=until, use_cache=use_cache, allow_broken=allow_broken)
 
     def load_cards(self, card_ids: Iterable[str]) -> dict[str, CardState]:
@@ -289,8 +288,8 @@ class Ledger:
         indent: int | None = None,
         baselines: Mapping[str, BaselineEntry] | None = None,
     ) -> str:
-        """The card's JSON, identical to the toolkit's ``get_scorecard(card_id).model_dump_json()``.
-        :class:`BaselinesNotKnown` for an open server card whose baselines nothing revealed yet (unless given)."""
+        """The card's JSON, identical to the toolkit's ``get_scorecard(card_id).model_dump_json()``; BaselinesNotKnown
+        for an open server card whose baselines nothing revealed yet (unless given)."""
         read = self.read(card_id, until=until, entries=baselines)
         if read.unknown:
             raise BaselinesNotKnown(card_id, read.unknown)

@@ -36,8 +36,7 @@ def max_open_minutes(environ: Mapping[str, str] | None = None) -> int:
 def check_resimulation(
     events: Sequence[Numbered], environments_dir: str | os.PathLike[str] | None, decide: bool = False
 ) -> Check:
-    """Replay the card's plays against the game code (``decide``: try every candidate of undecided actions); FAIL
-    only when the game and the record disagree."""
+    """Replay the card's plays against the game code (``decide``: try every open candidate); FAIL only on mismatch."""
     open_actions = sum(1 for n in events if type(n.event) is ActionTaken and n.event.candidates)
     if environments_dir is None:
         details = _resim_details(ResimResult(open_actions=open_actions, searched=decide), None)

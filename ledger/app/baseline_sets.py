@@ -173,8 +173,7 @@ def check_label(label: str) -> None:
 
 
 def set_label(ledger: Ledger, label: str, set_id: str, *, move: bool = False) -> tuple[bool, str | None]:
-    """Point ``label`` at ``set_id``; returns (changed, previous set id). Optimistic concurrency on the label's
-    stream: two writers cannot both move a label unseen."""
+    """Point ``label`` at ``set_id``; (changed, previous set id). Optimistic concurrency on the label's own stream."""
     check_label(label)
     while True:
         events, version = _label_events(ledger, label)

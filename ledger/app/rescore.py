@@ -25,8 +25,7 @@ def rescore_cards(
     allow_broken: bool = False,
     on_broken: Callable[[str, str], None] | None = None,
 ) -> Iterator[CardRescore]:
-    """:func:`rescore_card` for each card, ``chunk`` at a time; ``allow_broken``: a broken chain is re-scored as far
-    as it holds, and ``on_broken(card_id, why)`` told."""
+    """:func:`rescore_card` per card, ``chunk`` at a time; ``allow_broken``: as far as a chain holds (``on_broken``)."""
     ids = list(card_ids)
     for i in range(0, len(ids), chunk):
         loaded = ledger.repository.read_many(ids[i : i + chunk], allow_broken=allow_broken)

@@ -141,8 +141,7 @@ def import_cmd(
 
 
 class _Committed:
-    """Counts the cards an import has committed, for the line Ctrl-C prints. Ctrl-C is held until a safe point so the
-    count is exact; a second Ctrl-C stops at once."""
+    """Counts the committed cards for Ctrl-C's line; Ctrl-C waits for a safe point (a second one stops at once)."""
 
     def __init__(self, total: int) -> None:
         self.total = total

@@ -274,8 +274,7 @@ class CardOnServer(Event, tag="card_on_server", frozen=True, kw_only=True):
 
 
 class BaselinesReported(Event, tag="baselines_reported", frozen=True, kw_only=True):
-    """Baselines the ARC server revealed in a scorecard document (``answer``: ``close`` or ``scorecard``).
-    ``baselines_id``: the card's previous set with the baselines of ``games`` as reported."""
+    """Baselines the ARC server revealed in a document; ``baselines_id``: the card's set with those of ``games``."""
 
     baselines_id: str
     answer: Literal["close", "scorecard"]

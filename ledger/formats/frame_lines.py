@@ -128,8 +128,7 @@ _NONE = -(1 << 31)  # win_levels not recorded
 
 
 class FrameLines(Sequence[FrameLine]):
-    """A recording's frame lines, in file order, held as columns (an object each would cost several times its
-    numbers); values lines repeat are held once a chunk."""
+    """A recording's frame lines in file order, held as columns (objects would cost several times their numbers)."""
 
     def __init__(self) -> None:
         self._spill = Spill()
@@ -225,8 +224,7 @@ def _line(
 
 
 class LineMap[V](Mapping[int, V]):
-    """line number -> value, set in increasing line order, held as columns with each distinct value once a chunk.
-    ``key`` makes an unhashable value's identity (a list: ``tuple``)."""
+    """line number -> value, set in line order, held as columns, each distinct value once a chunk (``key``: its id)."""
 
     def __init__(self, key: Callable[[V], Any] | None = None) -> None:
         self._key = key

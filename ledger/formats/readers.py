@@ -88,8 +88,7 @@ class Streamed(Protocol):
         ...
 
     def card(self, path: Path) -> str | None:
-        """The card the file says it is (None: its folder, or for ``usage`` the recording beside it); ValueError,
-        saying why, when nothing says (it refuses its card)."""
+        """The card the file names (None: its folder, or for ``usage`` the recording beside it); ValueError: refused."""
         ...
 
 
@@ -98,8 +97,7 @@ class ReaderError(Exception):
 
 
 def installed() -> list[Reader]:
-    """The ``ledger.readers`` plugins, by entry point name; :class:`ReaderError` naming one that does not load (a
-    plugin left out silently would drop files)."""
+    """The ``ledger.readers`` plugins by entry point name; ReaderError for one that fails to load (never skipped)."""
     from importlib.metadata import entry_points
 
     out: list[Reader] = []

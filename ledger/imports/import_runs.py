@@ -123,8 +123,7 @@ def usage_held(ledger: Ledger, card_id: str, usage: RunUsage) -> bool:
 def attach_usage(
     ledger: Ledger, card_id: str, usage: RunUsage, where: str, problems: list[Problem], *, check_held: bool = True
 ) -> None:
-    """Add the run's usage to a card already held (a fact beside its counts, its close unchanged); ``check_held``
-    False: a later snapshot of a held run, whatever its file's name."""
+    """Add the run's usage to a held card, its counts and close unchanged (``check_held`` False: a later snapshot)."""
     if check_held and usage_held(ledger, card_id, usage):
         problems.append(Problem(where, None, "harness", f"its usage is on card {card_id} already"))
         return

@@ -94,8 +94,7 @@ def skipped_lines(read: HarnessRead, unreproduced: list[int], done: int) -> list
 
 
 def cross_check(read: HarnessRead, doc: Any, method: str, problems: list[Problem]) -> None:
-    """The final ``scorecard.get(game_id)`` line against the card: the toolkit's first run of the game on the card,
-    another agent's when several played it (then nothing is compared)."""
+    """The final ``scorecard.get(game_id)`` line against the card (skipped when several agents played the game)."""
     final = read.final
     if not final or "actions" not in final:
         return
@@ -412,8 +411,7 @@ def _commit(
     unreproduced: list[int],
     candidates: Mapping[int, list[int]],
 ) -> tuple[_AppendCounts, Any]:
-    """The card's new events in one append, made as they are inserted (a long recording's are never all held);
-    returns what they held and the document at close."""
+    """The card's new events in one append, made lazily; returns what they held and the document at close."""
     read = prep.read
     tags = [read.name.agent, *run_tags(prep.run_dir)]
     head, card, version = _open_or_reopen(prep.existing, card_id, tags, first, baselines)

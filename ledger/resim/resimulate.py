@@ -263,8 +263,7 @@ def _seeded(
     limits: dict[str, int] | None,
     until: float,
 ) -> ResimResult:
-    """The replay, with the seeds not recorded tried until one reproduces each such play (not on the first path:
-    there a divergence may be the path's, not the seed's)."""
+    """The replay, trying unrecorded seeds until one reproduces each play (not on the first path: it may diverge)."""
     seeds: dict[str, int] = {}
     tried: dict[str, list[int]] = {}
     while True:

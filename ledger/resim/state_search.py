@@ -91,8 +91,7 @@ def first_fit(
 
 
 class Layer:
-    """The states after one line: each distinct state once, under the first path to it in priority order;
-    ``merge(kept, child)`` is told of a later path to a kept state."""
+    """The states after one line, each once under its first path in priority order (``merge``: told of later ones)."""
 
     def __init__(
         self,

@@ -28,8 +28,7 @@ def _level_table(run: RunDoc, indent: str, known: bool = True) -> list[str]:
 def replay_text(
     card: CardState, doc: ScorecardDoc, unknown: Collection[str] = (), calc: Calculator | None = None
 ) -> str:
-    """The card game by game, play by play, level by level, then the post-mortem; ``unknown``: games whose baselines
-    are not known yet; ``calc``: the one ``doc`` was scored with."""
+    """The card per game, play and level, then the post-mortem (``unknown``: games without known baselines)."""
     calc = calc if calc is not None else calculator_of(card)
     score = f"score {doc.score:.2f}" if not unknown else "score not known yet"
     lines = [f"card {card.card_id}   {score}"]

@@ -145,8 +145,7 @@ def retraction_text(when: str, reason: str | None) -> str:
 
 
 def shown_close(card: CardState, now: datetime, environ: Mapping[str, str]) -> tuple[datetime, str, bool] | None:
-    """(closed at, reason, lapsed) as every reader shows the card: its own close, or the auto-close passed by
-    ``now``; None while open."""
+    """(closed at, reason, lapsed) as every reader shows the card, the auto-close passed by ``now``; None while open."""
     if card.closed and card.closed_at is not None:
         return card.closed_at, card.close_reason or "?", False
     at = lapse(card, card.last_ts, now, *limits(environ))

@@ -106,8 +106,7 @@ def _modes(names: tuple[str, ...]) -> frozenset[Any]:
 
 
 def capture_kind(arcade: Any) -> Literal["local", "remote"]:
-    """``remote`` for ONLINE/COMPETITION (the scorecards live on the server), ``local`` for OFFLINE/NORMAL (the
-    toolkit's own ``ScorecardManager``); any other value is refused, never guessed."""
+    """``remote`` for ONLINE/COMPETITION, ``local`` for OFFLINE/NORMAL; any other mode is refused, never guessed."""
     _refuse_unimportable()
     mode = getattr(arcade, "operation_mode", None)
     if mode in _modes(era().remote_mode_names()):

@@ -123,8 +123,7 @@ _ERROR = re.compile(r"error|exception|fail|fatal|cannot|can't|could not|denied|r
 
 
 def last_error_line(text: str) -> str | None:
-    """The exception line ending the last traceback, or the last line that reads as an error, else the last line;
-    never a warning nor the source line under one."""
+    """The exception line ending the last traceback, else the last error-like line (never a warning), else the last."""
     lines: list[str] = []
     after_warning = False
     exception: int | None = None

@@ -112,10 +112,8 @@ class Ledger:
         self._on_close.append(hook)
 
     def attach(self, arcade: Any, *, record_reasoning: bool = False, **options: Any) -> Any:
-        """Capture everything ``arcade`` (an ``arc_agi.Arcade``) does to its scorecards from now on.
-
-        Returns the capture (its ``detach()`` stops it); :class:`~ledger.errors.CaptureError` for an untested
-        ``arc-agi`` release or an Arcade it cannot patch (see docs/capture.md)."""
+        """Capture everything ``arcade`` (an ``arc_agi.Arcade``) does to its scorecards from now on; returns the capture
+        (``detach()`` stops it). CaptureError for an untested release or an Arcade it cannot patch (docs/capture.md)."""
         from ledger.capture.capture import attach
 
         capture = attach(self.repository, arcade, record_reasoning=record_reasoning, **options)

@@ -1,7 +1,5 @@
-"""REST-server fidelity: ``RestAPI.cmd`` calls ``Scorecard.update_scorecard`` directly on a card (competition
-RESET, ``ONLY_RESET_LEVELS``), bypassing the manager's hooks, so that method is wrapped once per process; and
-``ledger serve``'s guard (:class:`FailClosed`).
-"""
+"""REST-server fidelity: ``RestAPI.cmd`` updates a card directly, bypassing the manager's hooks, so
+``Scorecard.update_scorecard`` is wrapped once per process; and ``ledger serve``'s guard (:class:`FailClosed`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """Reading the ARC-AGI-3-Agents harness's recordings (see docs/import.md, 'The harnesses' recordings').
 
-Each ``{"timestamp", "data"}`` line is a frame, a side line LLM templates write, or, last, the
-``scorecard.get(game_id)`` written at the card's close. The answer to ``Arcade.make``'s RESET is in no file.
-
 On Ctrl-C the harness appends its final scorecard line from another thread, which can land inside a long frame
 line; :func:`find_cut` recovers both records only when exactly one split leaves two whole records.
 """

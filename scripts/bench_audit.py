@@ -29,14 +29,14 @@ from ledger.domain.translator import translate
 from ledger.resim.resimulate import scan_games
 from ledger.rules.postmortem import postmortem
 from ledger.rules.text import postmortem_text
+from tests.toolkit import ENV_DIR
 
-ENV_DIR = Path(__file__).resolve().parent.parent / "tests" / "environment_files"
 GAME = "cnt3-0000000a"
 T0 = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
 
 
 def record_card(led: Ledger, n_events: int, seed: int = 11) -> tuple[str, int]:
-    """Append a closed card of about ``n_events`` events; returns (card id, events)."""
+    """A closed card of about ``n_events`` events appended; (card id, events)."""
     from arc_agi import LocalEnvironmentWrapper
     from arcengine import GameAction
 

@@ -35,8 +35,7 @@ def toolkit_rate(plays: list[tuple[int, int, str, bool]]) -> tuple[float, str, s
 
     mgr = ScorecardManager()
     card_id = mgr.new_scorecard(None, None, "", None)
-    guid = GUID
-    mgr.add_game(card_id, guid)
+    mgr.add_game(card_id, GUID)
     frame = [np.zeros((1, 1), dtype=np.int8)]
     cache: dict[tuple[int, int, str, bool], Any] = {}
     frames = []
@@ -49,7 +48,7 @@ def toolkit_rate(plays: list[tuple[int, int, str, bool]]) -> tuple[float, str, s
                 state=GameState(st),
                 levels_completed=lv,
                 action_input=ActionInput(id=GameAction.from_id(a)),
-                guid=guid,
+                guid=GUID,
                 full_reset=fr,
             )
             f.frame = frame
@@ -57,7 +56,7 @@ def toolkit_rate(plays: list[tuple[int, int, str, bool]]) -> tuple[float, str, s
         frames.append(f)
     t = time.perf_counter()
     for f in frames:
-        mgr.update_scorecard(guid, f, f.full_reset)
+        mgr.update_scorecard(GUID, f, f.full_reset)
     doc = EnvironmentScorecard.from_scorecard(
         mgr.scorecards[card_id], [EnvironmentInfo(game_id=GAME, baseline_actions=BASELINES)]
     )

@@ -16,8 +16,8 @@ from typing import Any
 from benchlib import rounds
 
 from ledger import Ledger
+from tests.toolkit import arcade
 
-ENV_DIR = Path(__file__).resolve().parent.parent / "tests" / "environment_files"
 _quiet = logging.getLogger("bench.remote")
 _quiet.setLevel(logging.CRITICAL)
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -27,12 +27,10 @@ class _Server:
     """The toolkit's REST server (``create_app``) on a free port of 127.0.0.1, in a thread; keeps close answers."""
 
     def __init__(self) -> None:
-        from arc_agi import Arcade, OperationMode
         from arc_agi.server import create_app
         from werkzeug.serving import make_server
 
-        arc = Arcade(operation_mode=OperationMode.OFFLINE, environments_dir=str(ENV_DIR), logger=_quiet)
-        self.app, _ = create_app(arc)
+        self.app, _ = create_app(arcade())
         self.closes: dict[str, Any] = {}
         self.http = make_server("127.0.0.1", 0, self._wsgi, threaded=True)
         self.url = f"http://127.0.0.1:{self.http.server_port}"

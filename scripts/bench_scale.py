@@ -132,12 +132,11 @@ def _row(backend: str, cards: int, db: str, card_id: str) -> str:
     busy = _root_while_slow(db)
     export = _best("--db", db, "export", card_id)[0]
     verified = ledger("--db", db, "verify", peak=True)
-    verify, verify_mb = verified.wall, verified.mb
     per_event = _size_per_event(db)
     return _note(
         f"| {backend} | {cards:,} | {page:.2f} | {tag:.2f} | {cmp:.2f} / CPU {cmp_cpu:.2f} ({cmp_size}) "
         f"| {compare_page} | {viewer}"
-        f" | {busy:.2f} | {export:.2f} | {verify:.1f} ({verify_mb:.0f} MB) | {per_event:.0f} |"
+        f" | {busy:.2f} | {export:.2f} | {verified.wall:.1f} ({verified.mb:.0f} MB) | {per_event:.0f} |"
     )
 
 

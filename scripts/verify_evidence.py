@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import itertools
 import json
 import re
 import sys
@@ -395,10 +396,11 @@ def set_id(entries: list[dict[str, Any]]) -> str:
 # -- section 8: the scorecard ----------------------------------------------------------------------------------------
 
 
+OPENED_FIELDS = ("source_url", "tags", "opaque", "competition_mode", "baselines_id", "environments", "calculator")
+
+
 def fold(card_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
-    card: dict[str, Any] = {"card_id": card_id, "games": {}, "closed": False, "baselines_id": None, "calculator": None}
-    for k in ("source_url", "tags", "opaque", "competition_mode", "environments"):
-        card[k] = None
+    card: dict[str, Any] = {"card_id": card_id, "games": {}, "closed": False, **dict.fromkeys(OPENED_FIELDS)}
 
     def play_for(e: dict[str, Any]) -> dict[str, Any] | None:
         plays = card["games"].get(e.get("game_id"))
@@ -413,7 +415,7 @@ def fold(card_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
         t = e["type"]
         if t == "card_opened":
             card["card_id"] = e["card_id"]
-            for k in ("source_url", "tags", "opaque", "competition_mode", "baselines_id", "environments", "calculator"):
+            for k in OPENED_FIELDS:
                 card[k] = e.get(k)
         elif t == "card_closed":
             card["closed"] = True
@@ -485,13 +487,11 @@ def score_run(
         message = "Human baseline actions are not available for this environment"
     elif len(base) < len(play["marks"]):
         message = "Human baseline actions size mismatch"
+    marks = len(play["marks"])
+    # The actions spent on each level completed, then those since the last completion.
+    spent = [b - a for a, b in itertools.pairwise([0, *(at for _, at in play["marks"]), play["actions"]])]
     if message is not None:
-        acts, prev = [], 0
-        for _, at in play["marks"]:
-            acts.append(at - prev)
-            prev = at
-        if play["state"] != "WIN":
-            acts.append(play["actions"] - prev)
+        acts = spent[: marks + (play["state"] != "WIN")]
         return {
             "id": game_id,
             "guid": play["guid"],
@@ -508,19 +508,11 @@ def score_run(
             "message": message,
         }
     assert info is not None and base
-    scores, actions, weights, done, prev = [], [], [], 0, 0
-    for i, b in enumerate(base):
-        if i < len(play["marks"]):
-            at = play["marks"][i][1]
-            completed, a = True, at - prev
-            prev = at
-        else:
-            completed, a = False, play["actions"] - prev
-            prev = play["actions"]
-        done += completed
+    actions = (spent + [0] * len(base))[: len(base)]  # the levels after the one being played: none
+    scores = []
+    for i, (b, a) in enumerate(zip(base, actions, strict=True)):
+        completed = i < marks
         scores.append(level_score(completed, a, b, arithmetic))
-        actions.append(a)
-        weights.append(i + 1)
         if pool is not None:
             for tag in info.get("tags") or []:
                 t = pool.setdefault(tag, {"scores": [], "weights": [], "done": 0, "actions": 0, "games": set()})
@@ -531,8 +523,8 @@ def score_run(
                 t["games"].add(game_id)
     return {
         "guid": play["guid"],
-        "score": weighted(scores, weights, arithmetic),
-        "levels_completed": done,
+        "score": weighted(scores, list(range(1, len(base) + 1)), arithmetic),
+        "levels_completed": marks,
         "actions": sum(actions),
         "resets": play["resets"],
         "state": play["state"],
@@ -561,10 +553,7 @@ def scorecard(card: dict[str, Any], infos: dict[str, dict[str, Any]]) -> str:
         }
 
     for gid, plays in card["games"].items():
-        best, most = -1, -1
-        for i, p in enumerate(plays):
-            if p["levels"] > most:
-                best, most = i, p["levels"]
+        best = max(range(len(plays)), key=lambda i: plays[i]["levels"])  # the first of the most levels
         runs = [score_run(gid, p, infos.get(gid), pool if i == best else None, arithmetic) for i, p in enumerate(plays)]
         envs.append(game(gid, runs))
     if card["competition_mode"] and not card["closed"] and card["environments"] is not None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import random
 import tempfile
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -98,9 +97,8 @@ def run(quick: bool) -> list[str]:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "audit.sqlite"
         with Ledger.open(path) as led:
-            t0 = time.perf_counter()
-            card_id, events = record_card(led, n)
-            lines.append(f"card of {events:,} events recorded from real play in {time.perf_counter() - t0:.1f} s")
+            took, (card_id, events) = best(lambda: record_card(led, n), 1)
+            lines.append(f"card of {events:,} events recorded from real play in {took:.1f} s")
 
         def audit(env: Path | None) -> AuditReport:
             with Ledger.open(path) as led:

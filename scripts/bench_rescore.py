@@ -126,9 +126,8 @@ def run(quick: bool) -> list[str]:
         lines.append(row("score: rescore_card (2 documents + changes)", t_score))
         lines.append(row("rescore_cards (bulk load + score)", t_all))
         lines.append(row("rescore_cards, every card with a cached projection", t_cached))
-        t0 = time.perf_counter()
-        r = CliRunner().invoke(cli, ["--db", str(db), "rescore", "--all", "--baselines", new_id[:12], "--json"])
-        t_cli = time.perf_counter() - t0
+        args = ["--db", str(db), "rescore", "--all", "--baselines", new_id[:12], "--json"]
+        t_cli, r = best(lambda: CliRunner().invoke(cli, args), 1)
         assert r.exit_code == 0, r.output
         lines.append(
             row(

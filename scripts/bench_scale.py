@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_postgres import copy_figures
-from benchlib import LEDGER, ledger, pg_connect, pg_database, pg_unusable
+from benchlib import LEDGER, best, ledger, pg_connect, pg_database, pg_unusable
 
 from ledger import Ledger
 from ledger.app import synthetic
@@ -43,14 +43,10 @@ def _viewer(db: str, path: str = "/") -> tuple[float, float, int]:
 
     with Ledger.open_readonly(db) as led:
         client = create_app(led).test_client()
-        t = time.perf_counter()
-        got = client.get(path)
-        cold = time.perf_counter() - t
+        cold, got = best(lambda: client.get(path), 1)
         if got.status_code != 200:
             raise RuntimeError(f"GET {path}: {got.status_code}")
-        t = time.perf_counter()
-        client.get(path)
-        warm = time.perf_counter() - t
+        warm, _ = best(lambda: client.get(path), 1)
     return cold, warm, len(got.data)
 
 

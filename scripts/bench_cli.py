@@ -169,8 +169,6 @@ def _pg_section(rounds: int) -> list[str]:
 
 
 def run(quick: bool) -> list[str]:
-    """scripts/bench.py's entry: best of 9 (3 with --quick) for each read command vs the interpreter floor, then
-    the read commands on PostgreSQL vs SQLite."""
     rounds = 3 if quick else ROUNDS
     floor = [f"CLI startup, best of {rounds} wall times (small ledger: one demo card)", *lines(measure(rounds))]
     return [*floor, "", *_pg_section(rounds)]

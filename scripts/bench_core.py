@@ -319,17 +319,15 @@ def inline_checkpoints(where: str, n_steps: int) -> float:
 
 #: One-b-tree designs of the events table, for the floor figures only (the ledger's schema is not these):
 #: a clustered (stream, version) key with ``seq`` a plain column, or ``seq`` as rowid with no (stream, version) index.
+_COLUMNS = (
+    "stream VARCHAR(400) NOT NULL, version INTEGER NOT NULL, type VARCHAR(40) NOT NULL, ts VARCHAR(40) NOT NULL, "
+    "body BLOB NOT NULL, prev_hash VARCHAR(64) NOT NULL, hash VARCHAR(64) NOT NULL"
+)
 FLOOR_TABLES = {
     "without_rowid": (
-        "CREATE TABLE events (seq INTEGER NOT NULL, stream VARCHAR(400) NOT NULL, version INTEGER NOT NULL, "
-        "type VARCHAR(40) NOT NULL, ts VARCHAR(40) NOT NULL, body BLOB NOT NULL, prev_hash VARCHAR(64) NOT NULL, "
-        "hash VARCHAR(64) NOT NULL, PRIMARY KEY (stream, version)) WITHOUT ROWID"
+        f"CREATE TABLE events (seq INTEGER NOT NULL, {_COLUMNS}, PRIMARY KEY (stream, version)) WITHOUT ROWID"
     ),
-    "rowid_only": (
-        "CREATE TABLE events (seq INTEGER PRIMARY KEY, stream VARCHAR(400) NOT NULL, version INTEGER NOT NULL, "
-        "type VARCHAR(40) NOT NULL, ts VARCHAR(40) NOT NULL, body BLOB NOT NULL, prev_hash VARCHAR(64) NOT NULL, "
-        "hash VARCHAR(64) NOT NULL)"
-    ),
+    "rowid_only": f"CREATE TABLE events (seq INTEGER PRIMARY KEY, {_COLUMNS})",
 }
 
 

@@ -37,23 +37,21 @@ def toolkit_rate(plays: list[tuple[int, int, str, bool]]) -> tuple[float, str, s
     card_id = mgr.new_scorecard(None, None, "", None)
     mgr.add_game(card_id, GUID)
     frame = [np.zeros((1, 1), dtype=np.int8)]
-    cache: dict[tuple[int, int, str, bool], Any] = {}
-    frames = []
-    for p in plays:
-        f = cache.get(p)
-        if f is None:
-            a, lv, st, fr = p
-            f = FrameDataRaw(
-                game_id=GAME,
-                state=GameState(st),
-                levels_completed=lv,
-                action_input=ActionInput(id=GameAction.from_id(a)),
-                guid=GUID,
-                full_reset=fr,
-            )
-            f.frame = frame
-            cache[p] = f
-        frames.append(f)
+
+    @functools.cache
+    def frame_of(a: int, lv: int, st: str, fr: bool) -> Any:
+        f = FrameDataRaw(
+            game_id=GAME,
+            state=GameState(st),
+            levels_completed=lv,
+            action_input=ActionInput(id=GameAction.from_id(a)),
+            guid=GUID,
+            full_reset=fr,
+        )
+        f.frame = frame
+        return f
+
+    frames = [frame_of(*p) for p in plays]
     t = time.perf_counter()
     for f in frames:
         mgr.update_scorecard(GUID, f, f.full_reset)

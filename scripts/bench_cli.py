@@ -2,8 +2,7 @@
 
 The floor is the bare interpreter, ``python -c pass``; ``python -c "import click, msgspec, sqlite3"`` (what any Click
 tool on msgspec and SQLite pays) is shown beside it. Each command runs as a fresh process on a small ledger (the
-demo's one card), rounds interleaved so that load on the machine weighs on every command alike; the best of the
-rounds is reported, as a ratio to the floor's best.
+demo's one card); the best of the interleaved rounds is reported, as a ratio to the floor's best.
 
 Then the read commands on PostgreSQL against the same commands on SQLite: the demo's ledger is copied (``ledger
 copy``) into a fresh database of the server (``$LEDGER_BENCH_PG_URL``, else ``$LEDGER_TEST_PG_URL``, else the
@@ -86,7 +85,6 @@ def measure(n_rounds: int) -> list[tuple[str, float, float]]:
 
 
 def lines(results: list[tuple[str, float, float]]) -> list[str]:
-    """The table: command, best wall ms, ratio to the floor, and whether it meets the goal."""
     out = [f"{'command':<46} {'best ms':>8} {'vs floor':>9}", f"{'-' * 46} {'-' * 8} {'-' * 9}"]
     for i, (name, t, ratio) in enumerate(results):
         mark = "" if i < 2 else ("  ok" if ratio <= GOAL else f"  > {GOAL}x goal")
@@ -135,7 +133,6 @@ def measure_pg(pg: str, n_rounds: int) -> tuple[list[tuple[str, Best, Best]], li
 
 
 def pg_lines(results: list[tuple[str, Best, Best]]) -> list[str]:
-    """The table: checkout, command, best wall and CPU ms on each backend, their ratios, whether they meet the goal."""
     width = len(str(ROOT))
     out = [
         f"{'checkout':<{width}} {'command':<18} {'wall ms SQLite / PG':>20} {'ratio':>6} {'CPU ms SQLite / PG':>19} "

@@ -329,8 +329,34 @@ def strip_ws(raw: str) -> str:
     return "".join(out)
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+#: The files' fields, in their canonical order: a type, [a list of one shape], or {exactly these fields}.
+STREAM_FIELDS = {"stream": str, "leaves": [int], "events": [str], "head_index": int, "head_proof": [str]}
+EVIDENCE_FIELDS = {
+    "format": str,
+    "card": str,
+    "checkpoint": str,
+    "streams": [STREAM_FIELDS],
+    "proof": [str],
+    "scorecard": str,
+}
+CONSISTENCY_FIELDS = {"format": str, "old": str, "new": str, "proof": [str]}
+
+
+def fits(v: Any, shape: Any) -> bool:
+    if isinstance(shape, list):
+        return isinstance(v, list) and all(fits(x, shape[0]) for x in v)
+    if isinstance(shape, dict):
+        return isinstance(v, dict) and set(v) == set(shape) and all(fits(v[k], t) for k, t in shape.items())
+    return isinstance(v, shape) and not isinstance(v, bool)
+
+
+def ordered(v: Any, shape: Any) -> Any:
+    """``v`` (which fits ``shape``) with its objects' fields in the shape's order."""
+    if isinstance(shape, list):
+        return [ordered(x, shape[0]) for x in v]
+    if isinstance(shape, dict):
+        return {k: ordered(v[k], t) for k, t in shape.items()}
+    return v
 
 
 def read_file(raw: bytes) -> dict[str, Any]:
@@ -340,36 +366,11 @@ def read_file(raw: bytes) -> dict[str, Any]:
         doc = json.loads(text)
     except (UnicodeDecodeError, ValueError):
         raise Fail("not an evidence file: not JSON") from None
-    keys = ["format", "card", "checkpoint", "streams", "proof", "scorecard"]
-    skeys = ["stream", "leaves", "events", "head_index", "head_proof"]
-    if not isinstance(doc, dict) or set(doc) != set(keys):
+    if not isinstance(doc, dict) or set(doc) != set(EVIDENCE_FIELDS):
         raise Fail("not an evidence file: its fields differ")
-    ok = (
-        all(isinstance(doc[k], str) for k in ("format", "card", "checkpoint", "scorecard"))
-        and isinstance(doc["streams"], list)
-        and isinstance(doc["proof"], list)
-        and all(isinstance(h, str) for h in doc["proof"])
-    )
-    for s in doc["streams"] if ok else []:
-        ok = (
-            isinstance(s, dict)
-            and set(s) == set(skeys)
-            and isinstance(s["stream"], str)
-            and isinstance(s["leaves"], list)
-            and all(_is_int(i) for i in s["leaves"])
-            and isinstance(s["events"], list)
-            and all(isinstance(e, str) for e in s["events"])
-            and _is_int(s["head_index"])
-            and isinstance(s["head_proof"], list)
-            and all(isinstance(h, str) for h in s["head_proof"])
-        )
-        if not ok:
-            break
-    if not ok:
+    if not fits(doc, EVIDENCE_FIELDS):
         raise Fail("not an evidence file: a field has the wrong type")
-    canonical = enc({k: doc[k] for k in keys[:3]} | {"streams": [{k: s[k] for k in skeys} for s in doc["streams"]]}
-                    | {k: doc[k] for k in keys[4:]})  # fmt: skip
-    if canonical != strip_ws(text):
+    if enc(ordered(doc, EVIDENCE_FIELDS)) != strip_ws(text):
         raise Fail("the file is not in canonical form")
     if doc["format"] != FORMAT:
         raise Fail(f"unknown format {doc['format']!r}")
@@ -625,16 +626,9 @@ def verify_consistency_file(
             doc = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
             raise Fail("not JSON") from None
-        keys = ["format", "old", "new", "proof"]
-        if (
-            not isinstance(doc, dict)
-            or set(doc) != set(keys)
-            or not all(isinstance(doc[k], str) for k in keys[:3])
-            or not isinstance(doc["proof"], list)
-            or not all(isinstance(h, str) for h in doc["proof"])
-        ):
+        if not fits(doc, CONSISTENCY_FIELDS):
             raise Fail("not a consistency file")
-        if enc({k: doc[k] for k in keys}) != strip_ws(raw.decode("utf-8")):
+        if enc(ordered(doc, CONSISTENCY_FIELDS)) != strip_ws(raw.decode("utf-8")):
             raise Fail("the file is not in canonical form")
         if doc["format"] != CONSISTENCY:
             raise Fail(f"unknown format {doc['format']!r}")

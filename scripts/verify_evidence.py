@@ -616,19 +616,15 @@ def signed(cp: dict[str, Any], name: str, kid: bytes, public: bytes, what: str) 
 
 
 def verify_consistency_file(
-    raw: bytes, key_line: str, witnesses: list[str], quorum: int | None = None
+    text: str, doc: dict[str, Any], key_line: str, witnesses: list[str], quorum: int | None = None
 ) -> dict[str, Any]:
-    """Section 9: a consistency file."""
+    """Section 9: a consistency file (``doc``, read from ``text``)."""
     name, kid, public = read_key(key_line)
     out: dict[str, Any] = {"ok": False, "error": None, "events": None, "checkpoint_size": None}
     try:
-        try:
-            doc = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise Fail("not JSON") from None
         if not fits(doc, CONSISTENCY_FIELDS):
             raise Fail("not a consistency file")
-        if enc(ordered(doc, CONSISTENCY_FIELDS)) != strip_ws(raw.decode("utf-8")):
+        if enc(ordered(doc, CONSISTENCY_FIELDS)) != strip_ws(text):
             raise Fail("the file is not in canonical form")
         if doc["format"] != CONSISTENCY:
             raise Fail(f"unknown format {doc['format']!r}")
@@ -656,11 +652,12 @@ def verify(raw: bytes, key_line: str, witnesses: list[str] | None = None, quorum
     """Every check of section 6 (but re-simulation) in order; returns {"ok", "error", "card", "events", ...}.
     A consistency file (section 9) is checked as such."""
     try:
-        kind = json.loads(raw.decode("utf-8")).get("format")
-    except (UnicodeDecodeError, ValueError, AttributeError):
-        kind = None
-    if kind == CONSISTENCY:
-        return verify_consistency_file(raw, key_line, witnesses or [], quorum)
+        text = raw.decode("utf-8")
+        parsed = json.loads(text)
+    except (UnicodeDecodeError, ValueError):
+        parsed = None
+    if isinstance(parsed, dict) and parsed.get("format") == CONSISTENCY:
+        return verify_consistency_file(text, parsed, key_line, witnesses or [], quorum)
     name, kid, public = read_key(key_line)
     out: dict[str, Any] = {"ok": False, "error": None, "card": None, "checkpoint_size": None, "events": None}
     try:

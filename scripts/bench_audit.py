@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import random
 import tempfile
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -29,14 +28,14 @@ from ledger.domain.translator import translate
 from ledger.resim.resimulate import scan_games
 from ledger.rules.postmortem import postmortem
 from ledger.rules.text import postmortem_text
+from tests.toolkit import ENV_DIR
 
-ENV_DIR = Path(__file__).resolve().parent.parent / "tests" / "environment_files"
 GAME = "cnt3-0000000a"
 T0 = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
 
 
 def record_card(led: Ledger, n_events: int, seed: int = 11) -> tuple[str, int]:
-    """Append a closed card of about ``n_events`` events; returns (card id, events)."""
+    """A closed card of about ``n_events`` events appended; (card id, events)."""
     from arc_agi import LocalEnvironmentWrapper
     from arcengine import GameAction
 
@@ -98,9 +97,8 @@ def run(quick: bool) -> list[str]:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "audit.sqlite"
         with Ledger.open(path) as led:
-            t0 = time.perf_counter()
-            card_id, events = record_card(led, n)
-            lines.append(f"card of {events:,} events recorded from real play in {time.perf_counter() - t0:.1f} s")
+            took, (card_id, events) = best(lambda: record_card(led, n), 1)
+            lines.append(f"card of {events:,} events recorded from real play in {took:.1f} s")
 
         def audit(env: Path | None) -> AuditReport:
             with Ledger.open(path) as led:

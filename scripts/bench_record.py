@@ -11,19 +11,12 @@ import tempfile
 from pathlib import Path
 
 from ledger import Ledger
-from tests.test_record_soak import Soak, soak
+from tests.test_record_soak import soak
 
 GAMES = 25
 
 
-def _same_card(db: Path, run: Soak) -> bool:
-    printed = run.printed_card()
-    with Ledger.open(db) as led:
-        return led.export(json.loads(printed)["card_id"]) == printed
-
-
 def run(quick: bool) -> list[str]:
-    """Measure and return the printed lines."""
     steps = 40 if quick else 400
     out: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-record-") as tmp:
@@ -34,9 +27,11 @@ def run(quick: bool) -> list[str]:
             return [
                 f"FAILED: bare exit {bare.returncode}, recorded exit {recorded.returncode}: {recorded.stderr[-500:]}"
             ]
+        printed = recorded.printed_card()
         with Ledger.open(db) as led:
-            card = led.load_card(json.loads(recorded.printed_card())["card_id"])
+            card = led.load_card(json.loads(printed)["card_id"])
             actions, events = card.total_actions, card.events
+            same = led.export(card.card_id) == printed
         out.append(
             f"record of {GAMES} game threads x {steps} steps ({actions} actions, {events} events): "
             f"{recorded.seconds:.1f} s recorded vs {bare.seconds:.1f} s bare = {recorded.seconds / bare.seconds:.2f}x "
@@ -47,5 +42,5 @@ def run(quick: bool) -> list[str]:
             f"peak {max(recorded.fds)}, last {recorded.fds[-1]} over {len(recorded.fds)} samples; "
             f"bare harness peak {max(bare.fds)}"
         )
-        out.append(f"  exported card equals the harness's printed card: {_same_card(db, recorded)}")
+        out.append(f"  exported card equals the harness's printed card: {same}")
     return out

@@ -8,50 +8,20 @@ import itertools
 import json
 import logging
 import tempfile
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from benchlib import rounds
 
 from ledger import Ledger
+from tests.test_online_capture import Server, server
 
-ENV_DIR = Path(__file__).resolve().parent.parent / "tests" / "environment_files"
 _quiet = logging.getLogger("bench.remote")
 _quiet.setLevel(logging.CRITICAL)
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
 
-class _Server:
-    """The toolkit's REST server (``create_app``) on a free port of 127.0.0.1, in a thread; keeps close answers."""
-
-    def __init__(self) -> None:
-        from arc_agi import Arcade, OperationMode
-        from arc_agi.server import create_app
-        from werkzeug.serving import make_server
-
-        arc = Arcade(operation_mode=OperationMode.OFFLINE, environments_dir=str(ENV_DIR), logger=_quiet)
-        self.app, _ = create_app(arc)
-        self.closes: dict[str, Any] = {}
-        self.http = make_server("127.0.0.1", 0, self._wsgi, threaded=True)
-        self.url = f"http://127.0.0.1:{self.http.server_port}"
-        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
-        self.thread.start()
-
-    def _wsgi(self, environ: dict[str, Any], start_response: Any) -> Any:
-        body = b"".join(self.app(environ, lambda *a: start_response(*a)))
-        if environ["PATH_INFO"] == "/api/scorecard/close":
-            doc = json.loads(body)
-            self.closes[doc.get("card_id", "")] = doc
-        return [body]
-
-    def stop(self) -> None:
-        self.http.shutdown()
-        self.thread.join(5)
-
-
-def _step_cost(srv: _Server, where: str | None, n_steps: int) -> tuple[float, float, bool | None]:
+def _step_cost(srv: Server, where: str | None, n_steps: int) -> tuple[float, float, bool | None]:
     """Wall and client-thread CPU seconds per ACTION6 step on clk2, ledger at ``where`` attached (None: bare); and,
     attached, whether the export equals the server's close answer."""
     from arc_agi import Arcade, OperationMode
@@ -86,20 +56,16 @@ def _step_cost(srv: _Server, where: str | None, n_steps: int) -> tuple[float, fl
 
 def run(quick: bool) -> list[str]:
     n, n_rounds = (100, 2) if quick else (1000, 3)
-    srv = _Server()
     same = []
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            names = itertools.count()
+    with server() as srv, tempfile.TemporaryDirectory() as d:
+        names = itertools.count()
 
-            def attached() -> tuple[float, float]:
-                dt, dc, ok = _step_cost(srv, str(Path(d) / f"remote-{next(names)}.sqlite"), n)
-                same.append(ok)
-                return dt, dc
+        def attached() -> tuple[float, float]:
+            dt, dc, ok = _step_cost(srv, str(Path(d) / f"remote-{next(names)}.sqlite"), n)
+            same.append(ok)
+            return dt, dc
 
-            got = rounds(n_rounds, {"bare": lambda: _step_cost(srv, None, n)[:2], "attached": attached})
-    finally:
-        srv.stop()
+        got = rounds(n_rounds, {"bare": lambda: _step_cost(srv, None, n)[:2], "attached": attached})
     (bare, bare_cpu), (on, on_cpu) = got["bare"], got["attached"]
     return [
         f"ONLINE step through the remote wrapper (HTTP to 127.0.0.1): bare {bare * 1e6:.0f} us, attached "

@@ -3,10 +3,12 @@ scoring timed apart."""
 
 from __future__ import annotations
 
+import functools
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from benchlib import best
 from click.testing import CliRunner
@@ -43,14 +45,13 @@ def card_rows(card_id: str, actions: int, set_id: str, ts: datetime) -> list[tup
     """One card: wkex played for 60% of the actions (levels at 15% and 40%), cnt3 for the rest (levels at 10%
     and 25% of the whole), then closed. Bodies of identical events are encoded once."""
     out: list[tuple[str, str, bytes]] = []
-    cache: dict[object, tuple[str, str, bytes]] = {}
+
+    @functools.cache
+    def row(ev: Any) -> tuple[str, str, bytes]:
+        return type_of(ev), ts.isoformat(), encode(ev)
 
     def add(ev: object) -> None:
-        row = cache.get(ev)
-        if row is None:
-            row = (type_of(ev), ts.isoformat(), encode(ev))  # type: ignore[arg-type]
-            cache[ev] = row
-        out.append(row)
+        out.append(row(ev))
 
     add(CardOpened(ts=ts, card_id=card_id, baselines_id=set_id))
     plan = [("wkex-0000000f", "g1", actions * 6 // 10, (actions * 15 // 100, actions * 40 // 100))]
@@ -126,9 +127,8 @@ def run(quick: bool) -> list[str]:
         lines.append(row("score: rescore_card (2 documents + changes)", t_score))
         lines.append(row("rescore_cards (bulk load + score)", t_all))
         lines.append(row("rescore_cards, every card with a cached projection", t_cached))
-        t0 = time.perf_counter()
-        r = CliRunner().invoke(cli, ["--db", str(db), "rescore", "--all", "--baselines", new_id[:12], "--json"])
-        t_cli = time.perf_counter() - t0
+        args = ["--db", str(db), "rescore", "--all", "--baselines", new_id[:12], "--json"]
+        t_cli, r = best(lambda: CliRunner().invoke(cli, args), 1)
         assert r.exit_code == 0, r.output
         lines.append(
             row(

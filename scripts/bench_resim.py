@@ -80,18 +80,15 @@ def record(
             last = env.observation_space
             if solving:
                 a = _solving(rng, last, plan)
-                raw = env.step(GameAction.from_id(a))
-                sent.append(a)
-                rec.record(json.loads(convert(raw).model_dump_json()))
-                continue
-            r = rng.random()
-            # Now and then the agent wanders for a while (and runs out of energy, then of lives).
-            wander = max(wander - 1, 0) or (120 if r < 0.01 else 0)
-            if last.state.name in ("GAME_OVER", "WIN") or r > 0.99:
-                a = 0
             else:
-                towards = _towards_goal(last.frame) if steer and r < 0.85 and not wander else None
-                a = towards or rng.choice([1, 2, 3, 4])
+                r = rng.random()
+                # Now and then the agent wanders for a while (and runs out of energy, then of lives).
+                wander = max(wander - 1, 0) or (120 if r < 0.01 else 0)
+                if last.state.name in ("GAME_OVER", "WIN") or r > 0.99:
+                    a = 0
+                else:
+                    towards = _towards_goal(last.frame) if steer and r < 0.85 and not wander else None
+                    a = towards or rng.choice([1, 2, 3, 4])
             raw = env.step(GameAction.from_id(a))
             sent.append(a)
             rec.record(json.loads(convert(raw).model_dump_json()))
@@ -137,6 +134,15 @@ def _ledger(*args: str) -> tuple[float, float, str]:
     return p.cpu, p.mb, p.out.decode()
 
 
+def _import(db: Path, path: Path, envs: Path | None = None) -> tuple[float, float, str]:
+    """``ledger import`` of the recording ``path``, with the game code of ``envs`` or without."""
+    return _ledger("--db", str(db), "import", str(path), *(("--environments", str(envs)) if envs else ()), "-q")
+
+
+def _audit(db: Path, card: str, envs: Path, *more: str) -> tuple[float, float, str]:
+    return _ledger("--db", str(db), "audit", card, "--environments", str(envs), *more)
+
+
 def _resimulation(out: str) -> dict[str, Any]:
     return next(c for c in json.loads(out)["checks"] if c["name"] == "resimulation")
 
@@ -166,33 +172,31 @@ def shape(path: Path) -> dict[str, int]:
     return counts
 
 
-def one_size(root: Path, envs: Path, actions: int, game: str = GAME, solving: bool = False) -> list[str]:
+def one_size(root: Path, envs: Path, actions: int, game: str, solving: bool) -> list[str]:
     live_db, with_db, without_db = root / "live.sqlite", root / "with.sqlite", root / "without.sqlite"
     path, live_card, sent = record(root / "rec", envs, live_db, actions, game=game, solving=solving)
     seen = shape(path)
     n = seen["lines"]
     step_s = bare(envs, [(a, None) for a in sent], game)
-    t_with, mb_with, _ = _ledger("--db", str(with_db), "import", str(path), "--environments", str(envs), "-q")
-    t_frames, mb_frames, _ = _ledger("--db", str(without_db), "import", str(path), "-q")
+    t_with, mb_with, _ = _import(with_db, path, envs)
+    t_frames, mb_frames, _ = _import(without_db, path)
     with Ledger.open(without_db) as led:
         (card,) = led.card_ids()
-    t_audit, mb_audit, out = _ledger("--db", str(without_db), "audit", card, "--environments", str(envs), "--json")
+    t_audit, mb_audit, out = _audit(without_db, card, envs, "--json")
     decided = _resimulation(out)
     searched = ""
     if game == LS20:  # every candidate of every open line (minutes on lsx3's 5,000 lines): on ls20 only
-        t_all, mb_all, out_all = _ledger(
-            "--db", str(without_db), "audit", card, "--environments", str(envs), "--decide", "--json"
-        )
+        t_all, mb_all, out_all = _audit(without_db, card, envs, "--decide", "--json")
         every = _resimulation(out_all)
         searched = (
             f"  audit --environments --decide of it: {t_all:6.2f} s, {n / t_all:5.0f} lines/s, peak {mb_all:.0f} MB; "
             f"resimulation {every['status']} ({every['decided_actions']} decided by the game)"
         )
-    t_live, mb_live, out_live = _ledger("--db", str(live_db), "audit", live_card, "--environments", str(envs), "--json")
+    t_live, mb_live, out_live = _audit(live_db, live_card, envs, "--json")
     live_verdict = _resimulation(out_live)["status"]
     with Ledger.open(with_db) as led:
         (coded,) = led.card_ids()
-    t_coded, mb_coded, out_coded = _ledger("--db", str(with_db), "audit", coded, "--environments", str(envs), "--json")
+    t_coded, mb_coded, out_coded = _audit(with_db, coded, envs, "--json")
     coded_verdict = _resimulation(out_coded)["status"]
     return [
         f"{n}-line {game} recording{' (an agent that solves its first two levels)' if solving else ''} "
@@ -227,13 +231,13 @@ def by_length(root: Path, envs: Path, sizes: tuple[int, ...]) -> list[str]:
         d = root / f"n{n}"
         d.mkdir()
         path, _, _ = record(d / "rec", envs, d / "live.sqlite", n, game=LS20)
-        without = str(d / "without.sqlite")
-        mb_with = _ledger("--db", str(d / "with.sqlite"), "import", str(path), "--environments", str(envs), "-q")[1]
-        mb_frames = _ledger("--db", without, "import", str(path), "-q")[1]
+        without = d / "without.sqlite"
+        mb_with = _import(d / "with.sqlite", path, envs)[1]
+        mb_frames = _import(without, path)[1]
         with Ledger.open(without) as led:
             (card,) = led.card_ids()
-        audit = ("--db", without, "audit", card, "--environments", str(envs), "--json")
-        peaks.append((n, mb_with, mb_frames, _ledger(*audit)[1], _ledger(*audit, "--decide")[1]))
+        audit = (without, card, envs, "--json")
+        peaks.append((n, mb_with, mb_frames, _audit(*audit)[1], _audit(*audit, "--decide")[1]))
         shutil.rmtree(d)  # a 100,000-line recording is 1.3 GB
     out = [f"peak memory by length, public ls20, random agent ({', '.join(f'{n:,}' for n in sizes)} lines):"]
     whats = ("import --environments", "import without the code", "audit --environments of it", "  with --decide")
@@ -248,7 +252,7 @@ def by_length(root: Path, envs: Path, sizes: tuple[int, ...]) -> list[str]:
     return out
 
 
-def head(root: Path, envs: Path, actions: int, game: str = GAME) -> list[str]:
+def head(root: Path, envs: Path, actions: int, game: str) -> list[str]:
     """The same figures for a recording of arc-agi-3-benchmarking's head (frame lines that name their actions)."""
     from tests.head_harness import run_head
 
@@ -267,11 +271,10 @@ def head(root: Path, envs: Path, actions: int, game: str = GAME) -> list[str]:
     n = len(sent)
     step_s = bare(envs, sent, game)
     dbs = {"with": root / "hwith.sqlite", "without": root / "hwithout.sqlite"}
-    t_with, mb_with, _ = _ledger("--db", str(dbs["with"]), "import", str(path), "--environments", str(envs), "-q")
-    t_without, mb_without, _ = _ledger("--db", str(dbs["without"]), "import", str(path), "-q")
-    card = run.agents[0].guid
-    audits = {k: _ledger("--db", str(db), "audit", card, "--environments", str(envs))[0] for k, db in dbs.items()}
-    t_live = _ledger("--db", str(live_db), "audit", run.card_id, "--environments", str(envs))[0]
+    t_with, mb_with, _ = _import(dbs["with"], path, envs)
+    t_without, mb_without, _ = _import(dbs["without"], path)
+    audits = {k: _audit(db, run.agents[0].guid, envs)[0] for k, db in dbs.items()}
+    t_live = _audit(live_db, run.card_id, envs)[0]
     return [
         f"{game}, arc-agi-3-benchmarking head recording (action_input on every line), {n:,} actions, "
         f"{run.agents[0].forced} RESETs forced after GAME_OVER; bare steps {step_s:.2f} s CPU:",
@@ -283,7 +286,7 @@ def head(root: Path, envs: Path, actions: int, game: str = GAME) -> list[str]:
     ]
 
 
-def run(quick: bool, sizes: tuple[int, ...] = (400, 5000)) -> list[str]:
+def run(quick: bool) -> list[str]:
     out: list[str] = []
     public = os.environ.get("LEDGER_BENCH_LS20")
     if public and not (Path(public) / "ls20").is_dir():
@@ -291,9 +294,10 @@ def run(quick: bool, sizes: tuple[int, ...] = (400, 5000)) -> list[str]:
             f"LEDGER_BENCH_LS20={public}: no ls20 folder there (environment_files/ls20/...): the public ls20 is skipped"
         )
         public = None
-    runs = [(GAME, a, False) for a in ((60,) if quick else sizes)]
+    sizes = (60,) if quick else (400, 5000)
+    runs = [(GAME, a, False) for a in sizes]
     if public:
-        runs += [(LS20, a, False) for a in ((60,) if quick else sizes)]
+        runs += [(LS20, a, False) for a in sizes]
         runs.append((LS20, 400 if quick else max(sizes), True))
     for game, actions, solving in runs:
         with tempfile.TemporaryDirectory() as tmp:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_postgres import copy_figures
-from benchlib import LEDGER, ledger, pg_connect, pg_database, pg_unusable
+from benchlib import LEDGER, best, ledger, pg_connect, pg_database, pg_unusable
 
 from ledger import Ledger
 from ledger.app import synthetic
@@ -43,14 +43,10 @@ def _viewer(db: str, path: str = "/") -> tuple[float, float, int]:
 
     with Ledger.open_readonly(db) as led:
         client = create_app(led).test_client()
-        t = time.perf_counter()
-        got = client.get(path)
-        cold = time.perf_counter() - t
+        cold, got = best(lambda: client.get(path), 1)
         if got.status_code != 200:
             raise RuntimeError(f"GET {path}: {got.status_code}")
-        t = time.perf_counter()
-        client.get(path)
-        warm = time.perf_counter() - t
+        warm, _ = best(lambda: client.get(path), 1)
     return cold, warm, len(got.data)
 
 
@@ -110,9 +106,7 @@ def _root_while_slow(db: str) -> float:
         with socket.create_connection(("127.0.0.1", int(m.group(1))), timeout=30) as slow:
             slow.sendall(b"GET /compare?tag=nightly HTTP/1.1\r\nHost: x\r\n")
             for _ in range(5):
-                t = time.perf_counter()
-                urllib.request.urlopen(url, timeout=120).read()
-                worst = max(worst, time.perf_counter() - t)
+                worst = max(worst, best(lambda: urllib.request.urlopen(url, timeout=120).read(), 1)[0])
         stop.set()
         worker.join(timeout=120)
         return worst
@@ -132,12 +126,11 @@ def _row(backend: str, cards: int, db: str, card_id: str) -> str:
     busy = _root_while_slow(db)
     export = _best("--db", db, "export", card_id)[0]
     verified = ledger("--db", db, "verify", peak=True)
-    verify, verify_mb = verified.wall, verified.mb
     per_event = _size_per_event(db)
     return _note(
         f"| {backend} | {cards:,} | {page:.2f} | {tag:.2f} | {cmp:.2f} / CPU {cmp_cpu:.2f} ({cmp_size}) "
         f"| {compare_page} | {viewer}"
-        f" | {busy:.2f} | {export:.2f} | {verify:.1f} ({verify_mb:.0f} MB) | {per_event:.0f} |"
+        f" | {busy:.2f} | {export:.2f} | {verified.wall:.1f} ({verified.mb:.0f} MB) | {per_event:.0f} |"
     )
 
 

@@ -41,12 +41,12 @@ def _serve(folder: Path, requests: int) -> list[str]:
     errors = sum(1 for c in run.cards for _, status in c.statuses if status >= 500)
     wrong = sd.closed_cards_match(db, run.cards)
     closed = sum(c.close_status == 200 for c in run.cards)
-    out = [
+    return [
         f"serve (ulimit -n 256): {run.requests:,} requests, {len(run.cards):,} cards, {run.seconds:.0f} s "
         f"({run.requests / run.seconds:.0f} requests/s), exit {code}",
         f"  5xx answers {errors}; cards closed 200: {closed:,}, of which exported differently: {len(wrong)}",
+        *_figures("serve", run.samples, "requests"),
     ]
-    return out + _figures("serve", run.samples, "requests")
 
 
 def _attached(folder: Path, cards: int) -> tuple[list[str], str, list[str]]:

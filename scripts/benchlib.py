@@ -1,8 +1,7 @@
 """What the bench areas share.
 
 On a shared machine one timing means little: a figure is the best of several runs, and what is compared is measured
-in alternating rounds so that load weighs on all alike. The package and the toolkit are imported where used:
-``bench_cli.py`` measures other checkouts' packages and must not load this one's."""
+in alternating rounds so that load weighs on all alike."""
 
 from __future__ import annotations
 

@@ -104,7 +104,6 @@ def masked(page: Any, cards: dict[str, str]) -> str:
 
 
 def png_size(path: Path) -> tuple[int, int]:
-    """A PNG's width and height, from its header."""
     head = path.read_bytes()[:24]
     assert head[:8] == b"\x89PNG\r\n\x1a\n", path
     w, h = struct.unpack(">II", head[16:24])

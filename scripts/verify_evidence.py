@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import itertools
 import json
 import re
 import sys
@@ -328,8 +329,34 @@ def strip_ws(raw: str) -> str:
     return "".join(out)
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+#: The files' fields, in their canonical order: a type, [a list of one shape], or {exactly these fields}.
+STREAM_FIELDS = {"stream": str, "leaves": [int], "events": [str], "head_index": int, "head_proof": [str]}
+EVIDENCE_FIELDS = {
+    "format": str,
+    "card": str,
+    "checkpoint": str,
+    "streams": [STREAM_FIELDS],
+    "proof": [str],
+    "scorecard": str,
+}
+CONSISTENCY_FIELDS = {"format": str, "old": str, "new": str, "proof": [str]}
+
+
+def fits(v: Any, shape: Any) -> bool:
+    if isinstance(shape, list):
+        return isinstance(v, list) and all(fits(x, shape[0]) for x in v)
+    if isinstance(shape, dict):
+        return isinstance(v, dict) and set(v) == set(shape) and all(fits(v[k], t) for k, t in shape.items())
+    return isinstance(v, shape) and not isinstance(v, bool)
+
+
+def ordered(v: Any, shape: Any) -> Any:
+    """``v`` (which fits ``shape``) with its objects' fields in the shape's order."""
+    if isinstance(shape, list):
+        return [ordered(x, shape[0]) for x in v]
+    if isinstance(shape, dict):
+        return {k: ordered(v[k], t) for k, t in shape.items()}
+    return v
 
 
 def read_file(raw: bytes) -> dict[str, Any]:
@@ -339,36 +366,11 @@ def read_file(raw: bytes) -> dict[str, Any]:
         doc = json.loads(text)
     except (UnicodeDecodeError, ValueError):
         raise Fail("not an evidence file: not JSON") from None
-    keys = ["format", "card", "checkpoint", "streams", "proof", "scorecard"]
-    skeys = ["stream", "leaves", "events", "head_index", "head_proof"]
-    if not isinstance(doc, dict) or set(doc) != set(keys):
+    if not isinstance(doc, dict) or set(doc) != set(EVIDENCE_FIELDS):
         raise Fail("not an evidence file: its fields differ")
-    ok = (
-        all(isinstance(doc[k], str) for k in ("format", "card", "checkpoint", "scorecard"))
-        and isinstance(doc["streams"], list)
-        and isinstance(doc["proof"], list)
-        and all(isinstance(h, str) for h in doc["proof"])
-    )
-    for s in doc["streams"] if ok else []:
-        ok = (
-            isinstance(s, dict)
-            and set(s) == set(skeys)
-            and isinstance(s["stream"], str)
-            and isinstance(s["leaves"], list)
-            and all(_is_int(i) for i in s["leaves"])
-            and isinstance(s["events"], list)
-            and all(isinstance(e, str) for e in s["events"])
-            and _is_int(s["head_index"])
-            and isinstance(s["head_proof"], list)
-            and all(isinstance(h, str) for h in s["head_proof"])
-        )
-        if not ok:
-            break
-    if not ok:
+    if not fits(doc, EVIDENCE_FIELDS):
         raise Fail("not an evidence file: a field has the wrong type")
-    canonical = enc({k: doc[k] for k in keys[:3]} | {"streams": [{k: s[k] for k in skeys} for s in doc["streams"]]}
-                    | {k: doc[k] for k in keys[4:]})  # fmt: skip
-    if canonical != strip_ws(text):
+    if enc(ordered(doc, EVIDENCE_FIELDS)) != strip_ws(text):
         raise Fail("the file is not in canonical form")
     if doc["format"] != FORMAT:
         raise Fail(f"unknown format {doc['format']!r}")
@@ -395,10 +397,11 @@ def set_id(entries: list[dict[str, Any]]) -> str:
 # -- section 8: the scorecard ----------------------------------------------------------------------------------------
 
 
+OPENED_FIELDS = ("source_url", "tags", "opaque", "competition_mode", "baselines_id", "environments", "calculator")
+
+
 def fold(card_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
-    card: dict[str, Any] = {"card_id": card_id, "games": {}, "closed": False, "baselines_id": None, "calculator": None}
-    for k in ("source_url", "tags", "opaque", "competition_mode", "environments"):
-        card[k] = None
+    card: dict[str, Any] = {"card_id": card_id, "games": {}, "closed": False, **dict.fromkeys(OPENED_FIELDS)}
 
     def play_for(e: dict[str, Any]) -> dict[str, Any] | None:
         plays = card["games"].get(e.get("game_id"))
@@ -413,7 +416,7 @@ def fold(card_id: str, events: list[dict[str, Any]]) -> dict[str, Any]:
         t = e["type"]
         if t == "card_opened":
             card["card_id"] = e["card_id"]
-            for k in ("source_url", "tags", "opaque", "competition_mode", "baselines_id", "environments", "calculator"):
+            for k in OPENED_FIELDS:
                 card[k] = e.get(k)
         elif t == "card_closed":
             card["closed"] = True
@@ -485,13 +488,11 @@ def score_run(
         message = "Human baseline actions are not available for this environment"
     elif len(base) < len(play["marks"]):
         message = "Human baseline actions size mismatch"
+    marks = len(play["marks"])
+    # The actions spent on each level completed, then those since the last completion.
+    spent = [b - a for a, b in itertools.pairwise([0, *(at for _, at in play["marks"]), play["actions"]])]
     if message is not None:
-        acts, prev = [], 0
-        for _, at in play["marks"]:
-            acts.append(at - prev)
-            prev = at
-        if play["state"] != "WIN":
-            acts.append(play["actions"] - prev)
+        acts = spent[: marks + (play["state"] != "WIN")]
         return {
             "id": game_id,
             "guid": play["guid"],
@@ -508,19 +509,11 @@ def score_run(
             "message": message,
         }
     assert info is not None and base
-    scores, actions, weights, done, prev = [], [], [], 0, 0
-    for i, b in enumerate(base):
-        if i < len(play["marks"]):
-            at = play["marks"][i][1]
-            completed, a = True, at - prev
-            prev = at
-        else:
-            completed, a = False, play["actions"] - prev
-            prev = play["actions"]
-        done += completed
+    actions = (spent + [0] * len(base))[: len(base)]  # the levels after the one being played: none
+    scores = []
+    for i, (b, a) in enumerate(zip(base, actions, strict=True)):
+        completed = i < marks
         scores.append(level_score(completed, a, b, arithmetic))
-        actions.append(a)
-        weights.append(i + 1)
         if pool is not None:
             for tag in info.get("tags") or []:
                 t = pool.setdefault(tag, {"scores": [], "weights": [], "done": 0, "actions": 0, "games": set()})
@@ -531,8 +524,8 @@ def score_run(
                 t["games"].add(game_id)
     return {
         "guid": play["guid"],
-        "score": weighted(scores, weights, arithmetic),
-        "levels_completed": done,
+        "score": weighted(scores, list(range(1, len(base) + 1)), arithmetic),
+        "levels_completed": marks,
         "actions": sum(actions),
         "resets": play["resets"],
         "state": play["state"],
@@ -561,10 +554,7 @@ def scorecard(card: dict[str, Any], infos: dict[str, dict[str, Any]]) -> str:
         }
 
     for gid, plays in card["games"].items():
-        best, most = -1, -1
-        for i, p in enumerate(plays):
-            if p["levels"] > most:
-                best, most = i, p["levels"]
+        best = max(range(len(plays)), key=lambda i: plays[i]["levels"])  # the first of the most levels
         runs = [score_run(gid, p, infos.get(gid), pool if i == best else None, arithmetic) for i, p in enumerate(plays)]
         envs.append(game(gid, runs))
     if card["competition_mode"] and not card["closed"] and card["environments"] is not None:
@@ -626,26 +616,15 @@ def signed(cp: dict[str, Any], name: str, kid: bytes, public: bytes, what: str) 
 
 
 def verify_consistency_file(
-    raw: bytes, key_line: str, witnesses: list[str], quorum: int | None = None
+    text: str, doc: dict[str, Any], key_line: str, witnesses: list[str], quorum: int | None = None
 ) -> dict[str, Any]:
-    """Section 9: a consistency file."""
+    """Section 9: a consistency file (``doc``, read from ``text``)."""
     name, kid, public = read_key(key_line)
     out: dict[str, Any] = {"ok": False, "error": None, "events": None, "checkpoint_size": None}
     try:
-        try:
-            doc = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise Fail("not JSON") from None
-        keys = ["format", "old", "new", "proof"]
-        if (
-            not isinstance(doc, dict)
-            or set(doc) != set(keys)
-            or not all(isinstance(doc[k], str) for k in keys[:3])
-            or not isinstance(doc["proof"], list)
-            or not all(isinstance(h, str) for h in doc["proof"])
-        ):
+        if not fits(doc, CONSISTENCY_FIELDS):
             raise Fail("not a consistency file")
-        if enc({k: doc[k] for k in keys}) != strip_ws(raw.decode("utf-8")):
+        if enc(ordered(doc, CONSISTENCY_FIELDS)) != strip_ws(text):
             raise Fail("the file is not in canonical form")
         if doc["format"] != CONSISTENCY:
             raise Fail(f"unknown format {doc['format']!r}")
@@ -673,11 +652,12 @@ def verify(raw: bytes, key_line: str, witnesses: list[str] | None = None, quorum
     """Every check of section 6 (but re-simulation) in order; returns {"ok", "error", "card", "events", ...}.
     A consistency file (section 9) is checked as such."""
     try:
-        kind = json.loads(raw.decode("utf-8")).get("format")
-    except (UnicodeDecodeError, ValueError, AttributeError):
-        kind = None
-    if kind == CONSISTENCY:
-        return verify_consistency_file(raw, key_line, witnesses or [], quorum)
+        text = raw.decode("utf-8")
+        parsed = json.loads(text)
+    except (UnicodeDecodeError, ValueError):
+        parsed = None
+    if isinstance(parsed, dict) and parsed.get("format") == CONSISTENCY:
+        return verify_consistency_file(text, parsed, key_line, witnesses or [], quorum)
     name, kid, public = read_key(key_line)
     out: dict[str, Any] = {"ok": False, "error": None, "card": None, "checkpoint_size": None, "events": None}
     try:

@@ -1,8 +1,8 @@
 """A ledger written by the first schema revision, upgraded by the current migrations: nothing lost or changed.
 
-tests/fixtures/first_schema.sqlite was written at revision 0001 (scripts/make_first_schema_fixture.py); beside it
-are the (seq, stream, version, type, hash) of every event and the JSON the toolkit reported for each card. A copy
-is upgraded to head and compared against both.
+tests/fixtures/first_schema.sqlite was written at revision 0001 (by scripts/make_first_schema_fixture.py, now in
+the git history only); beside it are the (seq, stream, version, type, hash) of every event and the JSON the toolkit
+reported for each card. A copy is upgraded to head and compared against both.
 """
 
 from __future__ import annotations

@@ -2,16 +2,23 @@
 
 The floor is the bare interpreter, ``python -c pass``; ``python -c "import click, msgspec, sqlite3"`` (what any Click
 tool on msgspec and SQLite pays) is shown beside it. Each command runs as a fresh process on a small ledger (the
-demo's one card); the best of the interleaved rounds is reported, as a ratio to the floor's best.
+demo's one card), rounds interleaved so that load on the machine weighs on every command alike; the best of the
+rounds is reported, as a ratio to the floor's best.
 
-Then the read commands on PostgreSQL against the same commands on SQLite: the demo's ledger is copied (``ledger
-copy``) into a fresh database of the server (``$LEDGER_BENCH_PG_URL``, else ``$LEDGER_TEST_PG_URL``, else the
-machine's default; dropped afterwards), and each command's best PostgreSQL time is given as a ratio to its best
-SQLite time.
+With ``--pg``, the read commands on PostgreSQL against the same commands on SQLite instead: the demo's ledger is
+copied (``ledger copy``) into a fresh database of the server (``$LEDGER_BENCH_PG_URL``, else
+``$LEDGER_TEST_PG_URL``, else the machine's default; dropped afterwards), and each command's best PostgreSQL time
+is given as a ratio to its best SQLite time. Several ``--src`` are measured in the same interleaved rounds (before
+and after a change, on the same ledgers).
+
+    .venv/bin/python scripts/bench_cli.py                 # this tree
+    .venv/bin/python scripts/bench_cli.py --src /tmp/old  # another checkout of the package (e.g. before a change)
+    .venv/bin/python scripts/bench_cli.py --pg --src /work/main --src .   # PostgreSQL / SQLite, before and after
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import re
@@ -28,9 +35,9 @@ GOAL = 2.5
 PG_GOAL = 2.0
 
 
-def _env(pycache: str) -> dict[str, str]:
+def _env(src: Path, pycache: str) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = str(src)
     env.pop("LEDGER_DB", None)
     # An installed package runs from its bytecode: let the warm-up run write it (outside the source tree), so
     # that no run pays for compiling the package's modules (PYTHONDONTWRITEBYTECODE would make every run do so).
@@ -59,16 +66,16 @@ def _best[K](commands: dict[K, tuple[list[str], dict[str, str]]], n_rounds: int)
 
 
 def _times(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    p = proc(cmd, env=env, cwd=ROOT)
+    p = proc(cmd, env=env, cwd=env["PYTHONPATH"])
     return p.wall, p.cpu
 
 
-def measure(n_rounds: int) -> list[tuple[str, float, float]]:
+def measure(src: Path = ROOT, n_rounds: int = ROUNDS) -> list[tuple[str, float, float]]:
     """(command, best wall seconds, ratio to the floor) for the floor and each read command."""
     with tempfile.TemporaryDirectory() as tmp:
-        env = _env(str(Path(tmp) / "pycache"))
+        env = _env(src, str(Path(tmp) / "pycache"))
         db = str(Path(tmp) / "ledger.sqlite")
-        card = _demo(env, db)
+        card = _demo(src, env, db)
         commands: dict[str, list[str]] = {
             "python -c pass": [sys.executable, "-c", "pass"],
             'python -c "import click, msgspec, sqlite3"': [sys.executable, "-c", "import click, msgspec, sqlite3"],
@@ -85,6 +92,7 @@ def measure(n_rounds: int) -> list[tuple[str, float, float]]:
 
 
 def lines(results: list[tuple[str, float, float]]) -> list[str]:
+    """The table: command, best wall ms, ratio to the floor, and whether it meets the goal."""
     out = [f"{'command':<46} {'best ms':>8} {'vs floor':>9}", f"{'-' * 46} {'-' * 8} {'-' * 9}"]
     for i, (name, t, ratio) in enumerate(results):
         mark = "" if i < 2 else ("  ok" if ratio <= GOAL else f"  > {GOAL}x goal")
@@ -92,9 +100,9 @@ def lines(results: list[tuple[str, float, float]]) -> list[str]:
     return out
 
 
-def _demo(env: dict[str, str], db: str) -> str:
+def _demo(src: Path, env: dict[str, str], db: str) -> str:
     """A demo ledger at ``db``; its card's id."""
-    out = proc(_ledger("--db", db, "demo"), env=env, cwd=ROOT).out.decode()
+    out = proc(_ledger("--db", db, "demo"), env=env, cwd=src).out.decode()
     found = re.search(r"export (\S+) --indent 2", out)
     assert found is not None, out
     return found.group(1)
@@ -111,52 +119,56 @@ DRIVER_IMPORT = {"python -c pass": "pass", 'python -c "import psycopg"': "import
 Best = tuple[float, float]
 
 
-def measure_pg(pg: str, n_rounds: int) -> tuple[list[tuple[str, Best, Best]], list[Best]]:
-    """(command, best on SQLite, best on PostgreSQL) for each read command, on the demo's ledger and its copy in the
-    PostgreSQL database ``pg``, both backends in the same rounds; and the best of each of :data:`DRIVER_IMPORT`'s
-    commands. CPU is the command's process only (not the server's)."""
+def measure_pg(
+    srcs: list[Path], pg: str, n_rounds: int = ROUNDS
+) -> tuple[list[tuple[Path, str, Best, Best]], list[Best]]:
+    """(checkout, command, best on SQLite, best on PostgreSQL) for each read command, on the demo's ledger and its
+    copy in the PostgreSQL database ``pg``, every checkout and backend in the same rounds; and the best of each of
+    :data:`DRIVER_IMPORT`'s commands. CPU is the command's process only (not the server's)."""
     with tempfile.TemporaryDirectory() as tmp:
-        env = _env(str(Path(tmp) / "pycache"))
+        envs = {src: _env(src, str(Path(tmp) / f"pycache{i}")) for i, src in enumerate(srcs)}
         db = str(Path(tmp) / "ledger.sqlite")
-        card = _demo(env, db)
-        proc(_ledger("--db", db, "copy", "--to", pg), env=env, cwd=ROOT)
+        card = _demo(srcs[0], envs[srcs[0]], db)
+        proc(_ledger("--db", db, "copy", "--to", pg), env=envs[srcs[0]], cwd=srcs[0])
         commands = {
-            (name, where): (_ledger("--db", where, *name.replace("CARD", card).split()), env)
+            (src, name, where): (_ledger("--db", where, *name.replace("CARD", card).split()), envs[src])
+            for src in srcs
             for name in PG_COMMANDS
             for where in (db, pg)
         }
         for name, code in DRIVER_IMPORT.items():
-            commands[(name, "")] = ([sys.executable, "-c", code], env)
+            commands[(srcs[0], name, "")] = ([sys.executable, "-c", code], envs[srcs[0]])
         best = _best(commands, n_rounds)
-    floor = [best[(name, "")] for name in DRIVER_IMPORT]
-    return [(name, best[(name, db)], best[(name, pg)]) for name in PG_COMMANDS], floor
+    floor = [best[(srcs[0], name, "")] for name in DRIVER_IMPORT]
+    return [(src, name, best[(src, name, db)], best[(src, name, pg)]) for src in srcs for name in PG_COMMANDS], floor
 
 
-def pg_lines(results: list[tuple[str, Best, Best]]) -> list[str]:
-    width = len(str(ROOT))
+def pg_lines(results: list[tuple[Path, str, Best, Best]]) -> list[str]:
+    """The table: checkout, command, best wall and CPU ms on each backend, their ratios, whether they meet the goal."""
+    width = max(len(str(src)) for src, *_ in results)
     out = [
         f"{'checkout':<{width}} {'command':<18} {'wall ms SQLite / PG':>20} {'ratio':>6} {'CPU ms SQLite / PG':>19} "
         f"{'ratio':>6}",
         f"{'-' * width} {'-' * 18} {'-' * 20} {'-' * 6} {'-' * 19} {'-' * 6}",
     ]
-    for name, sq, pg in results:
+    for src, name, sq, pg in results:
         wall, cpu = pg[0] / sq[0], pg[1] / sq[1]
         mark = "  ok" if max(wall, cpu) <= PG_GOAL else f"  > {PG_GOAL}x goal"
         out.append(
-            f"{ROOT!s:<{width}} {'ledger ' + name:<18} {sq[0] * 1000:>9.0f} / {pg[0] * 1000:>6.0f} {wall:>5.2f}x "
+            f"{src!s:<{width}} {'ledger ' + name:<18} {sq[0] * 1000:>9.0f} / {pg[0] * 1000:>6.0f} {wall:>5.2f}x "
             f"{sq[1] * 1000:>9.0f} / {pg[1] * 1000:>5.0f} {cpu:>5.2f}x{mark}"
         )
     return out
 
 
-def _pg_section(rounds: int) -> list[str]:
+def _pg_section(srcs: list[Path], rounds: int) -> list[str]:
     why = pg_unusable()
     if why is not None:
         return [f"PostgreSQL read commands: skipped ({why})"]
     with pg_database() as pg:
-        results, (bare, driver) = measure_pg(pg, rounds)
+        results, (bare, driver) = measure_pg(srcs, pg, rounds)
     head = f"PostgreSQL read commands against SQLite, best of {rounds} (the demo's card, copied; goal {PG_GOAL}x)"
-    cards = next(sq for name, sq, _ in results if name == "cards")
+    cards = next(sq for src, name, sq, _ in results if src == srcs[-1] and name == "cards")
     note = (
         f'`python -c "import psycopg"` alone: {(driver[0] - bare[0]) * 1000:.0f} ms wall, '
         f"{(driver[1] - bare[1]) * 1000:.0f} ms CPU above the bare interpreter: "
@@ -166,6 +178,29 @@ def _pg_section(rounds: int) -> list[str]:
 
 
 def run(quick: bool) -> list[str]:
+    """scripts/bench.py's entry: best of 9 (3 with --quick) for each read command vs the interpreter floor, then
+    the read commands on PostgreSQL vs SQLite."""
     rounds = 3 if quick else ROUNDS
-    floor = [f"CLI startup, best of {rounds} wall times (small ledger: one demo card)", *lines(measure(rounds))]
-    return [*floor, "", *_pg_section(rounds)]
+    floor = [f"CLI startup, best of {rounds} wall times (small ledger: one demo card)", *lines(measure(ROOT, rounds))]
+    return [*floor, "", *_pg_section([ROOT], rounds)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--src",
+        type=Path,
+        action="append",
+        help="the checkout whose `ledger` package is measured (default: this tree; repeat with --pg to compare)",
+    )
+    ap.add_argument("--pg", action="store_true", help="the read commands on PostgreSQL against SQLite")
+    ap.add_argument("--rounds", type=int, default=ROUNDS)
+    args = ap.parse_args()
+    srcs = [s.resolve() for s in args.src or [ROOT]]
+    for line in _pg_section(srcs, args.rounds) if args.pg else lines(measure(srcs[0], args.rounds)):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

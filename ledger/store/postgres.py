@@ -647,8 +647,7 @@ class PostgresStore(StoreBase):
 
     def rebuild_summary(self) -> int:
         from ledger.store import tracking
-        from ledger.store.summary import UPSERT_SQL, pg, write_streamed
-        from ledger.store.tag_figures import has_figures
+        from ledger.store.summary import pg, write_streamed
 
         def work(conn: Any) -> int:
             def execute(sql: str, params: Any) -> None:
@@ -658,9 +657,8 @@ class PostgresStore(StoreBase):
                 else:
                     conn.execute(pg(sql), tuple(params) or None)
 
-            read = fetcher(conn)
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (PG_APPEND_LOCK,))
-            n = write_streamed(read, execute, UPSERT_SQL, None, figures=has_figures(read, "postgresql"))
+            n = write_streamed(fetcher(conn), execute, "postgresql")
             conn.execute(pg(tracking.AT_HEAD_SQL), (tracking.SUMMARY,))
             return n
 
@@ -687,18 +685,15 @@ class PostgresStore(StoreBase):
         self.catch_up_summary()
         return None
 
-    def _overlay_at(self, conn: Any, head: int) -> SummaryOverlay:
-        from ledger.store.summary import POSITION_SQL, build_overlay, position, probe
+    def _overlay_at(self, conn: Any, head: int) -> SummaryOverlay | None:
+        from ledger.store.summary import build_overlay
 
         if self._overlay is not None and self._overlay.head == head:
             return self._overlay
         # One snapshot for the stored tables and the tail (a writer's catch-up may commit meanwhile).
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        fetch = fetcher(conn)
         try:
-            at, head = position(fetch(POSITION_SQL, ())[0], self.describe())
-            probe(self._summary, fetch, "postgresql")
-            self._overlay = build_overlay(fetch, self._summary, head, at)
+            self._overlay = build_overlay(fetcher(conn), self._summary, "postgresql", self.describe())
         finally:
             if not conn.broken:  # (a broken one is dropped by the pool)
                 conn.execute("ROLLBACK")
@@ -852,18 +847,14 @@ def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
     """:func:`~ledger.store.summary.catch_up` on psycopg connection ``conn`` (not in autocommit mode).
     ``wait`` False: nothing when another session is catching up (it folds what was committed before it read)."""
     from ledger.store import tracking
-    from ledger.store.summary import POSITION_SQL, catch_up, pg, position, probe
+    from ledger.store.summary import catch_up, pg
 
     fetch = fetcher(conn)
 
-    def begin() -> int:
-        probe(keeper, fetch, "postgresql")
+    def begin() -> None:
         lock = f"SELECT seq FROM {tracking.TABLE} WHERE name = '{tracking.SUMMARY}' FOR UPDATE"
         if not fetch(lock + ("" if wait else " SKIP LOCKED"), ()):
             raise _Busy
-        # A statement of its own: under READ COMMITTED its snapshot sees what the catch-up that held the row
-        # committed (the locking statement's snapshot is older than the row it waited for).
-        return position(fetch(POSITION_SQL, ())[0], "this ledger")[0]
 
     def execute(sql: str, params: Any) -> None:
         conn.execute(pg(sql), params)
@@ -873,7 +864,9 @@ def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
             cur.executemany(pg(sql), params)
 
     try:
-        return catch_up(keeper, begin, fetch, execute, executemany, conn.commit, conn.rollback, conn.pipeline)
+        return catch_up(
+            keeper, "postgresql", begin, fetch, execute, executemany, conn.commit, conn.rollback, conn.pipeline
+        )
     except _Busy:
         conn.rollback()
         return 0

@@ -16,6 +16,7 @@ so WAL's ``-shm`` cannot be created): they never create, migrate or write a byte
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import threading
@@ -330,6 +331,11 @@ def chunk_reader(
     return ReadAhead(produce, name="ledger-read-ahead", translate=_store_error).start()
 
 
+def fetcher(con: sqlite3.Connection) -> Callable[[str, Any], list[Any]]:
+    """Runs a ``?`` statement on ``con`` and returns its rows (the summary's reads)."""
+    return lambda sql, args: con.execute(sql, tuple(args)).fetchall()
+
+
 def _store_error(e: BaseException) -> BaseException:
     return StoreError(f"cannot read the ledger: {e}") if isinstance(e, sqlite3.Error) else e
 
@@ -402,16 +408,13 @@ class SQLiteStore(StoreBase):
 
     def rebuild_summary(self) -> int:
         from ledger.store import tracking
-        from ledger.store.summary import UPSERT_SQL, write_streamed
-        from ledger.store.tag_figures import has_figures
+        from ledger.store.summary import write_streamed
 
         with self._writer.connection() as con, immediate(con):
             n = write_streamed(
-                lambda sql, args: con.execute(sql, tuple(args)).fetchall(),
+                fetcher(con),
                 lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p),
-                UPSERT_SQL,
-                None,
-                figures=has_figures(con.execute, "sqlite"),
+                "sqlite",
             )
             con.execute(tracking.AT_HEAD_SQL, (tracking.SUMMARY,))
         return n
@@ -421,7 +424,7 @@ class SQLiteStore(StoreBase):
             self.catch_up_summary()
 
     def summary_at_head(self) -> SummaryOverlay | None:
-        from ledger.store.summary import POSITION_SQL, position
+        from ledger.store.summary import POSITION_SQL, build_overlay, position
 
         try:
             row = self._read(POSITION_SQL, ())
@@ -438,7 +441,11 @@ class SQLiteStore(StoreBase):
         if self._overlay is None or self._overlay.head != head:
             try:
                 with self._readers.connection() as con:
-                    self._overlay = _overlay(self._summary, con)
+                    con.execute("BEGIN")  # one read transaction for the stored tables and the tail
+                    try:
+                        self._overlay = build_overlay(fetcher(con), self._summary, "sqlite", "this ledger")
+                    finally:
+                        con.execute("ROLLBACK")
             except sqlite3.Error as e:
                 raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
         return self._overlay
@@ -761,15 +768,7 @@ class SQLiteStore(StoreBase):
 def _catch_up(keeper: SummaryKeeper, con: sqlite3.Connection) -> int:
     """:func:`~ledger.store.summary.catch_up` on SQLite writer connection ``con`` (autocommit mode; BEGIN
     IMMEDIATE serializes it with every append and every other catch-up)."""
-    from ledger.store.summary import POSITION_SQL, catch_up, position, probe
-
-    def fetch(sql: str, args: Any) -> list[Any]:
-        return con.execute(sql, args).fetchall()
-
-    def begin() -> int:
-        con.execute("BEGIN IMMEDIATE")
-        probe(keeper, con.execute, "sqlite")
-        return position(fetch(POSITION_SQL, ())[0], "this ledger")[0]
+    from ledger.store.summary import catch_up
 
     def rollback() -> None:
         if con.in_transaction:
@@ -778,19 +777,5 @@ def _catch_up(keeper: SummaryKeeper, con: sqlite3.Connection) -> int:
     def commit() -> None:
         con.execute("COMMIT")
 
-    return catch_up(keeper, begin, fetch, con.execute, con.executemany, commit, rollback)
-
-
-def _overlay(keeper: SummaryKeeper, con: sqlite3.Connection) -> SummaryOverlay | None:
-    """The summary as of the log's head, read in one read transaction on ``con``; None when it is at the head."""
-    from ledger.store.summary import POSITION_SQL, build_overlay, position, probe
-
-    con.execute("BEGIN")
-    try:
-        at, head = position(con.execute(POSITION_SQL).fetchone(), "this ledger")
-        if at >= head:
-            return None
-        probe(keeper, con.execute, "sqlite")
-        return build_overlay(lambda sql, args: con.execute(sql, args).fetchall(), keeper, head, at)
-    finally:
-        con.execute("ROLLBACK")
+    begin = functools.partial(con.execute, "BEGIN IMMEDIATE")
+    return catch_up(keeper, "sqlite", begin, fetcher(con), con.execute, con.executemany, commit, rollback)

@@ -199,17 +199,24 @@ def card_id_of(stream: str) -> str | None:
     return stream[len(CARD_STREAM) :] if stream.startswith(CARD_STREAM) else None
 
 
-def _baseline_set(body: bytes) -> dict[str, dict[str, BaselineEntry]]:
-    try:
-        ev = decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+def baseline_set(
+    sets: dict[str, dict[str, BaselineEntry]], set_id: str | None, first_bodies: Callable[[str], Sequence[bytes]]
+) -> dict[str, BaselineEntry]:
+    """A baseline set's entries by id, cached in ``sets`` (a set's content is its id); empty for None or a set not
+    stored or unreadable. ``first_bodies`` reads a stream's first event's body (a list, empty for no stream)."""
+    if set_id is None:
         return {}
-    return {ev.set_id: bl.as_map(ev.entries)} if isinstance(ev, BaselinesRecorded) else {}
-
-
-def baselines_map(set_id: str, bodies: Sequence[bytes]) -> dict[str, BaselineEntry]:
-    """The entries of a baseline set from its stream's bodies (empty when the set is not stored or unreadable)."""
-    return _baseline_set(bodies[0]).get(set_id, {}) if bodies else {}
+    got = sets.get(set_id)
+    if got is None:
+        bodies = first_bodies(baselines_stream(set_id))
+        try:
+            ev = decode(bodies[0]) if bodies else None
+            got = bl.as_map(ev.entries) if isinstance(ev, BaselinesRecorded) and ev.set_id == set_id else {}
+        except (msgspec.DecodeError, msgspec.ValidationError, TypeError, ValueError):
+            got = {}
+        if got:
+            sets[set_id] = got
+    return got
 
 
 class Tracked(msgspec.Struct):
@@ -282,22 +289,11 @@ class SummaryKeeper:
         scored = held.scored
         rescore = scored is None or not COUNTER_TYPES.issuperset(types)
         if rescore or scored is None:
-            scored = card_score(state, self.baselines(state.baselines_id, read))
+            scored = card_score(state, baseline_set(self._baselines, state.baselines_id, lambda s: read(s, 1)))
         keys = keys_of(state) if rescore else held.keys
         version = base_version + len(bodies)
         tracked = Tracked(state, version, scored, keys)
         return Change(stream, tracked, row_of(state, version, scored), keys if keys != held.keys else None)
-
-    def baselines(self, set_id: str | None, read: BodyReader) -> dict[str, BaselineEntry]:
-        """A baseline set by id (cached: a set's content is its id); empty for None or a set not stored."""
-        if set_id is None:
-            return {}
-        got = self._baselines.get(set_id)
-        if got is None:
-            got = baselines_map(set_id, read(baselines_stream(set_id), 1))
-            if got:
-                self._baselines[set_id] = got
-        return got
 
     def committed(self, change: Change | None) -> None:
         if change is None:
@@ -608,7 +604,8 @@ def fold_tail(
 
 def catch_up(
     keeper: SummaryKeeper,
-    begin: Callable[[], int],
+    dialect: str,
+    begin: Callable[[], Any],
     fetch: Callable[[str, Any], list[Any]],
     execute: Callable[[str, Any], Any],
     executemany: Callable[[str, Any], Any],
@@ -616,16 +613,20 @@ def catch_up(
     rollback: Callable[[], None],
     writing: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> int:
-    """Bring the summary tables to the log's head, a transaction per :data:`TAIL_CHUNK` events; returns how many events
-    were folded. ``begin`` opens the transaction, takes what serializes catch-ups and returns the position;
-    ``writing`` wraps the writes (PostgreSQL: a pipeline, not a round trip per statement)."""
+    """Bring the summary tables to the log's head, a transaction per :data:`TAIL_CHUNK` events; returns how many
+    events were folded. ``begin`` opens the transaction and takes what serializes catch-ups; ``writing`` wraps the
+    writes (PostgreSQL: a pipeline, not a round trip per statement)."""
     folded = 0
     while True:
         changes: list[Change | None] = []
         try:
             # Inside the try: ``begin`` may fail once its transaction is open (a schema without the position table,
             # after a downgrade), and a SQLite writer left in it would hold the write lock.
-            at = begin()
+            begin()
+            probe(keeper, fetch, dialect)
+            # A statement of its own: on PostgreSQL under READ COMMITTED its snapshot sees what the catch-up that
+            # held the position row committed (the locking statement's snapshot is older than the row it waited for).
+            at = position(fetch(POSITION_SQL, ())[0], "this ledger")[0]
             changes, last, n = fold_tail(keeper, fetch, at)
             if last is None:
                 commit()
@@ -691,9 +692,15 @@ class Overlay:
                 raise StoreError(f"cannot read the cards summary folded in memory: {e}") from e
 
 
-def build_overlay(fetch: Callable[[str, Any], list[Any]], keeper: SummaryKeeper, head: int, at: int) -> Overlay:
-    """An :class:`Overlay` at ``head`` from the stored tables (at seq ``at``) and the events after it, read through
-    ``fetch`` in one read transaction."""
+def build_overlay(
+    fetch: Callable[[str, Any], list[Any]], keeper: SummaryKeeper, dialect: str, where: str
+) -> Overlay | None:
+    """An :class:`Overlay` at the log's head from the stored tables and the events after their position, read
+    through ``fetch`` in one read transaction; None when the tables are at the head."""
+    at, head = position(fetch(POSITION_SQL, ())[0], where)
+    if at >= head:
+        return None
+    probe(keeper, fetch, dialect)
     figures = fetch(SELECT_ALL_SQL, ()) if keeper.figures else None
     overlay = Overlay(head, fetch(SELECT_ROWS_SQL, ()), fetch(SELECT_KEYS_SQL, ()), figures)
     while at < head:
@@ -758,31 +765,14 @@ def _card_events(read: Read) -> Iterator[tuple[str, list[tuple[int, bytes]]]]:
         yield current[len(CARD_STREAM) :], held
 
 
-class _Sets:
-    """Baseline sets by id, each read once from its stream."""
-
-    def __init__(self, read: Read) -> None:
-        self.read = read
-        self.sets: dict[str, dict[str, BaselineEntry]] = {}
-
-    def get(self, set_id: str | None) -> dict[str, BaselineEntry]:
-        if set_id is None:
-            return {}
-        got = self.sets.get(set_id)
-        if got is None:
-            bodies = [_as_bytes(r[0]) for r in self.read(SET_SQL, (baselines_stream(set_id),))]
-            try:
-                got = baselines_map(set_id, bodies)
-            except (TypeError, ValueError):
-                got = {}
-            self.sets[set_id] = got
-        return got
-
-
 def rebuilt(read: Read) -> Iterator[tuple[str, Built | None]]:
     """Every card's summary row and keys as the log has them, one card at a time (None: an event of the card does
     not decode, so it has no row)."""
-    sets = _Sets(read)
+    sets: dict[str, dict[str, BaselineEntry]] = {}
+
+    def first_bodies(stream: str) -> list[bytes]:
+        return [_as_bytes(r[0]) for r in read(SET_SQL, (stream,))]
+
     for card_id, events in _card_events(read):
         try:
             state = replay(card_id, (b for _, b in events))
@@ -790,7 +780,13 @@ def rebuilt(read: Read) -> Iterator[tuple[str, Built | None]]:
             yield card_id, None
             continue
         version = events[-1][0]
-        yield card_id, (row_of(state, version, card_score(state, sets.get(state.baselines_id))), keys_of(state))
+        yield (
+            card_id,
+            (
+                row_of(state, version, card_score(state, baseline_set(sets, state.baselines_id, first_bodies))),
+                keys_of(state),
+            ),
+        )
 
 
 def _stored(read: Read, ids: Sequence[str]) -> dict[str, Stored]:
@@ -884,16 +880,15 @@ def check_streamed(
 
 
 def write_streamed(
-    read: Read,
-    execute: Callable[[str, Any], Any],
-    upsert: str,
-    pick: Sequence[int] | None,
-    *,
-    figures: bool = False,
+    read: Read, execute: Callable[[str, Any], Any], dialect: str, columns: Sequence[str] = COLUMNS
 ) -> int:
     """Replace the summary tables' content with a rebuild from the log, :data:`CARDS_CHUNK` cards per statement (inside
-    the caller's transaction); returns the number of cards. ``figures``: the schema has the tag figures table,
-    rewritten from the counts of the rows (held per figure value, not per card)."""
+    the caller's transaction), writing ``columns`` (those the table has at a migration's revision); returns the
+    number of cards. Where the schema has the tag figures table, it is rewritten from the counts of the rows (held
+    per figure value, not per card)."""
+    upsert = upsert_sql(columns)
+    pick = None if tuple(columns) == COLUMNS else [COLUMNS.index(c) for c in columns]
+    figures = has_figures(read, dialect)
     execute(f"DELETE FROM {KEYS}", ())
     execute(f"DELETE FROM {SUMMARY}", ())
     n = 0
@@ -917,20 +912,12 @@ def fill(conn: Any, columns: Sequence[str] = COLUMNS) -> int:
     """Build the summary tables from the log on SQLAlchemy connection ``conn`` (the migration's transaction),
     writing ``columns`` (those the table has at the migration's revision)."""
     fix = pg if conn.dialect.name == "postgresql" else str
-    upsert, pick = _upsert_of(columns)
 
     def read(sql: str, args: Any) -> list[Any]:
         return list(conn.exec_driver_sql(fix(sql), tuple(args)).fetchall())
 
     _hold_position(read, conn.dialect.name)
-
-    return write_streamed(
-        read,
-        lambda sql, params: conn.exec_driver_sql(fix(sql), params),
-        upsert,
-        pick,
-        figures=has_figures(read, conn.dialect.name),
-    )
+    return write_streamed(read, lambda sql, params: conn.exec_driver_sql(fix(sql), params), conn.dialect.name, columns)
 
 
 def _hold_position(read: Callable[[str, Any], list[Any]], dialect: str) -> None:
@@ -964,12 +951,6 @@ def fill_figures(conn: Any) -> int:
             counts.update(counts_of(tags, score, stats, retracted))
         after = page[-1][0]
     return replace_all(lambda sql, params: conn.exec_driver_sql(fix(sql), params), counts)
-
-
-def _upsert_of(columns: Sequence[str]) -> tuple[str, list[int] | None]:
-    if tuple(columns) == COLUMNS:
-        return UPSERT_SQL, None
-    return upsert_sql(columns), [COLUMNS.index(c) for c in columns]
 
 
 def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:

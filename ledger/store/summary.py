@@ -1,28 +1,20 @@
-"""The cards summary: one row per card (and its tags and games in a keys table), a projection of the log.
+"""The cards summary: one row per card (its tags and games in a keys table), a projection of the log that every
+list reads a page of instead of replaying every card (the same ``?`` statements on both backends).
 
-Every list (``ledger cards``, ``compare --tag``, the viewer, the bundle) reads a page of ``card_summary`` through the
-same ``?`` statements on both backends (psycopg gets ``%s``) instead of replaying every card. The rules:
-
-* it follows the log by position: its ``tracking`` row holds the ``seq`` and hash of the last event folded, written
-  in the same transaction as the rows, so each event is folded exactly once whoever runs the catch-up and whenever
-  it is killed. ``ledger verify`` and ``rebuild-summary --check`` prove it equals a rebuild up to that position;
-* tailing by ``seq`` needs ``seq`` order to be commit order: SQLite has one writer at a time; on PostgreSQL every
-  insert into ``events`` takes the append advisory lock before its ``seq`` and holds it to its commit, and a
-  catch-up reads under READ COMMITTED after locking the position row. An insert that skipped the lock would break
-  this (``verify`` would report the summary differing from a rebuild);
-* :class:`SummaryKeeper` keeps the cards it folded and rescores a card only for a batch with an event other than an
-  action (actions change counters, never the score or levels);
-* a card with an event that does not decode has no row (the log takes any bytes; ``verify`` reports the event);
-* a read-only store never writes: when behind, lists are answered from an in-memory copy with the tail folded
-  (:class:`Overlay`);
-* a rebuild holds one card at a time (the log read in ``(stream, version)`` order): a card's row depends only on
-  its own events and its baseline set, so this equals folding the whole log in ``seq`` order.
+* It follows the log by position: its ``tracking`` row (seq and hash of the last event folded) is written in the
+  transaction that writes the rows, so each event is folded once whoever catches up and whenever it is killed.
+* Tailing by ``seq`` needs ``seq`` order to be commit order: SQLite has one writer; on PostgreSQL every insert into
+  ``events`` holds the append advisory lock from its ``seq`` to its commit (an insert that skipped it would make
+  ``verify`` report the summary differing from a rebuild).
+* A card with an event that does not decode has no row (the log takes any bytes; ``verify`` reports the event).
+* A read-only store never writes: when behind, it reads an in-memory copy with the tail folded (:class:`Overlay`).
+* A rebuild holds one card at a time (the log in ``(stream, version)`` order): a row depends only on its card's
+  events and baseline set, so this equals folding the log in ``seq`` order.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import sqlite3
 import threading
 from collections import Counter, OrderedDict
@@ -832,13 +824,16 @@ def _orphans(read: Read) -> Iterator[str]:
         after = ids[-1]
 
 
-def check_streamed(
-    read: Read, *, limit: int = 10, skip: frozenset[str] = frozenset(), figures: bool = False
-) -> tuple[int, list[str]]:
-    """(cards the log holds, how the stored summary differs from a rebuild: one line per card, the first
-    ``limit`` then a count), comparing :data:`CARDS_CHUNK` cards per query; cards in ``skip`` are left out (their rows
-    as stored count in the tag figures). ``figures``: the schema has the tag figures table, compared with the
-    counts of the rebuilt rows (held as counts per figure value, not per card)."""
+def check(store: LogStore, *, limit: int = 10, skip: frozenset[str] = frozenset()) -> tuple[int, list[str]]:
+    """(cards the log holds, how the summary tables, caught up to the log's head, differ from a rebuild: one line
+    per card, the first ``limit`` then a count), :data:`CARDS_CHUNK` cards per query; cards in ``skip`` are left out
+    (their rows as stored count in the tag figures). The tag figures, where the schema has them, are compared with
+    the counts of the rebuilt rows (held per figure value, not per card)."""
+    figures = has_figures(lambda sql, args: _query(store, sql, args), store.dialect)
+
+    def read(sql: str, args: Sequence[Any]) -> list[Any]:
+        return query(store, sql, args)
+
     out: list[str] = []
     extra = 0
     cards = 0
@@ -1015,50 +1010,14 @@ def _stored_of(key_rows: Iterable[Sequence[Any]], rows: Iterable[Sequence[Any]])
     return out
 
 
-def stored(store: LogStore) -> dict[str, Stored]:
-    """The summary tables caught up to the log's head, each card's row (None: only keys) and keys, read
-    consistently: a catch-up by another process between the reads is read again."""
-    for _ in range(100):
-        overlay = store.summary_at_head()
-        if overlay is not None:
-            return _stored_of(overlay.query(SELECT_KEYS_SQL, ()), overlay.query(SELECT_ROWS_SQL, ()))
-        before = _position(store)
-        read = functools.partial(query if before is None else _query, store)
-        have = _stored_of(read(SELECT_KEYS_SQL), read(SELECT_ROWS_SQL))
-        if _position(store) == before:
-            return have
-    raise StoreError(f"the cards summary of the ledger at {store.describe()} kept moving while it was read")
-
-
-def _position(store: LogStore) -> int | None:
-    try:
-        return int(_query(store, POSITION_SQL)[0][0])
-    except StoreError:
-        if has_table(lambda sql, args: _query(store, sql, args), store.dialect, tracking.TABLE):
-            raise
-        return None
-
-
 def differences(store: LogStore, *, limit: int = 10) -> list[str]:
-    """How the summary tables (caught up to the log's head) differ from a rebuild from the log, one line each."""
+    """How the summary tables differ from a rebuild from the log, one line each (see :func:`check`)."""
     return check(store, limit=limit)[1]
-
-
-def check(store: LogStore, *, limit: int = 10, skip: frozenset[str] = frozenset()) -> tuple[int, list[str]]:
-    """(cards the log holds, :func:`differences`) in bounded memory; cards in ``skip`` are left out."""
-    figures = has_figures(lambda sql, args: _query(store, sql, args), store.dialect)
-    return check_streamed(lambda sql, args: query(store, sql, args), limit=limit, skip=skip, figures=figures)
 
 
 def has_summary(store: LogStore) -> bool:
     """True when the schema has the summary tables (a ledger at an earlier revision has not)."""
     return has_table(lambda sql, args: _query(store, sql, args), store.dialect, SUMMARY)
-
-
-def rebuild_summary(store: LogStore) -> int:
-    """Rewrite the summary tables from the log, in one transaction that holds the append lock; returns the
-    number of cards."""
-    return store.rebuild_summary()
 
 
 def tagged_card_ids(store: LogStore, tags: Sequence[str], *, include_retracted: bool = False) -> list[str]:

@@ -646,28 +646,34 @@ FOLLOW_DELAY_S = 0.05
 
 
 class Follower:
-    """Catches the summary up in a daemon thread of a writing process, :data:`FOLLOW_DELAY_S` after a commit (the
-    commits in between are folded together). A failure is left for the next catch-up (a reader's, or this
-    thread's after the next commit): the summary is derived, the log is the truth. A forked child starts its own
-    thread."""
+    """Runs ``work`` in a daemon thread of a writing process, woken every ``every`` commits (0: never) and run
+    ``delay`` seconds later (the commits in between are folded together): the summary's catch-up, SQLite's WAL
+    checkpoints. A failure is left for the next run (the summary is derived, the log is the truth; a checkpoint's
+    pages stay in the WAL). A forked child starts its own thread."""
 
-    def __init__(self, catch_up: Callable[[], object]) -> None:
-        self._catch_up = catch_up
+    def __init__(self, work: Callable[[], object], name: str, *, every: int = 1, delay: float = FOLLOW_DELAY_S) -> None:
+        self._work = work
+        self._name = name
+        self._every = every
+        self._delay = delay
+        self._commits = 0
         self._wake = threading.Event()
-        #: Set by :meth:`close`: the wait before a catch-up ends at once (the closing store catches up itself).
+        #: Set by :meth:`close`: the wait before a run ends at once (the closing store catches up itself).
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._closed = False
 
     def committed(self) -> None:
-        """Called by the appending thread after a commit (costs a flag when the thread runs already)."""
-        if self._closed:
+        """Called by the appending thread after a commit (costs a count when the thread runs already)."""
+        self._commits += 1
+        if self._closed or not self._every or self._commits < self._every:
             return
+        self._commits = 0
         if self._pid != os.getpid() or self._thread is None:
             self._pid = os.getpid()
             self._wake, self._stop = threading.Event(), threading.Event()
-            self._thread = threading.Thread(target=self._run, name="ledger-summary-follower", daemon=True)
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
             self._thread.start()
         self._wake.set()
 
@@ -677,15 +683,15 @@ class Follower:
             wake.wait()
             if self._closed:
                 return
-            self._stop.wait(FOLLOW_DELAY_S)
+            self._stop.wait(self._delay)
             wake.clear()
             if self._closed:
                 return
             with contextlib.suppress(Exception):
-                self._catch_up()
+                self._work()
 
     def close(self) -> bool:
-        """Stop the thread (a catch-up in progress finishes first); whether this process committed through it."""
+        """Stop the thread (a run in progress finishes first); whether this process committed through it."""
         self._closed = True
         thread = self._thread
         ours = thread is not None and self._pid == os.getpid()

@@ -417,7 +417,7 @@ class PostgresStore(StoreBase):
         self._open = connector(self._url, readonly=readonly)
         self._heads = HeadCache()
         self._keeper: SummaryKeeper | None = None
-        self._follower = Follower(self._follow)
+        self._follower = Follower(self._follow, "ledger-summary-follower")
         self._overlay: SummaryOverlay | None = None
         timeout = busy_timeout_ms / 1000
         # Appends hold the one writer; reads check a connection out of the bounded pool per call (connections.py).

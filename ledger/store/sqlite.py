@@ -19,7 +19,6 @@ import contextlib
 import functools
 import os
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import batched
 from typing import TYPE_CHECKING, Any
@@ -62,59 +61,6 @@ from ledger.store.connections import ReadPool, Writer
 BACKSTOP_PAGES = 10_000
 #: Commits between two background checkpoints (each commit of a captured step writes one or two pages).
 EVERY_COMMITS = 250
-
-
-class Checkpointer:
-    """Runs ``PRAGMA wal_checkpoint(PASSIVE)`` on its own connection, in a daemon thread, when told enough
-    commits happened. A forked child starts its own thread on its first commits."""
-
-    def __init__(self, connect: Callable[[], sqlite3.Connection], every: int) -> None:
-        self._connect = connect
-        self._every = every  # 0: never (SQLite checkpoints inline, as by default)
-        self._commits = 0
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-        self._closed = False
-
-    def committed(self) -> None:
-        """Count one commit (called by the appending thread right after COMMIT; costs an increment)."""
-        self._commits += 1
-        if self._commits < self._every or not self._every:
-            return
-        self._commits = 0
-        if self._pid != os.getpid() or self._thread is None:
-            self._pid = os.getpid()
-            self._wake = threading.Event()
-            self._thread = threading.Thread(target=self._run, name="ledger-wal-checkpoint", daemon=True)
-            self._thread.start()
-        self._wake.set()
-
-    def _run(self) -> None:
-        try:
-            con = self._connect()
-        except Exception:
-            return
-        wake = self._wake
-        try:
-            while True:
-                wake.wait()
-                wake.clear()
-                if self._closed:
-                    return
-                # Failing is harmless: the pages stay in the WAL and the next checkpoint (or the backstop) moves them.
-                with contextlib.suppress(sqlite3.Error):
-                    con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        finally:
-            con.close()
-
-    def close(self) -> None:
-        self._closed = True
-        thread = self._thread
-        if thread is not None and self._pid == os.getpid():
-            self._wake.set()
-            thread.join(timeout=30)
-        self._thread = None
 
 
 HEAD_SQL = "SELECT version, hash FROM events WHERE stream = ? ORDER BY version DESC LIMIT 1"
@@ -372,8 +318,9 @@ class SQLiteStore(StoreBase):
         )
         self._readers = ReadPool(self._connect, sqlite3.Connection.close, timeout=timeout, where=self.describe)
         self._engine: Any = None
-        self._checkpointer = Checkpointer(self._connect, every=EVERY_COMMITS if durability != "full" else 0)
-        self._follower = Follower(self._follow)
+        every = EVERY_COMMITS if durability != "full" else 0
+        self._checkpointer = Follower(self._checkpoint, "ledger-wal-checkpoint", every=every, delay=0)
+        self._follower = Follower(self._follow, "ledger-summary-follower")
         self._overlay: SummaryOverlay | None = None
         self._immutable = readonly and not writable(self.path)
         if readonly:
@@ -422,6 +369,13 @@ class SQLiteStore(StoreBase):
     def _follow(self) -> None:
         with contextlib.suppress(StoreError):
             self.catch_up_summary()
+
+    def _checkpoint(self) -> None:
+        con = self._connect()
+        try:
+            con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        finally:
+            con.close()
 
     def summary_at_head(self) -> SummaryOverlay | None:
         from ledger.store.summary import POSITION_SQL, build_overlay, position

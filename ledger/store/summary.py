@@ -241,10 +241,7 @@ class SummaryKeeper:
         self._cards: OrderedDict[str, Tracked] = OrderedDict()
         self._baselines: dict[str, dict[str, BaselineEntry]] = {}
         self._lock = threading.Lock()
-        #: Whether the schema has the summary tables (None: not looked yet; a ledger still at an earlier revision
-        #: has none, and gets them filled from the log when it is migrated; see :func:`probe`).
-        self.enabled: bool | None = None
-        #: Whether the schema has the tag figures table (:mod:`ledger.store.tag_figures`); looked at with ``enabled``.
+        #: Whether the schema has the tag figures table (:mod:`ledger.store.tag_figures`; see :func:`probe`).
         self.figures: bool | None = None
 
     def change(
@@ -262,7 +259,7 @@ class SummaryKeeper:
         The bodies are decoded here, not taken from the caller's event objects: an event the log cannot decode
         (a value outside its type) leaves the card without a row, as a rebuild from the log does."""
         card_id = card_id_of(stream)
-        if card_id is None or not self.enabled:
+        if card_id is None:
             return None
         with self._lock:
             # Taken out while the append runs: folded in place, it is put back only by ``committed``, so a rolled
@@ -515,10 +512,9 @@ READ_BODIES_SQL = "SELECT body FROM events WHERE stream = ? AND version <= ? ORD
 
 
 def probe(keeper: SummaryKeeper, execute: Callable[[str, Any], Any], dialect: str) -> None:
-    """Look whether the schema has the summary tables (inside the append transaction): once when it has them; on
-    every append while it has not (a ledger at an earlier revision, until it is migrated)."""
-    if not keeper.enabled:
-        keeper.enabled = has_table(execute, dialect, SUMMARY)
+    """Look whether the schema has the tag figures table: once when it has it, at every catch-up while it has not (a
+    ledger at an earlier revision, until it is migrated). The summary tables need no look: every fold reads the
+    summary's position, and the tracking table came after them."""
     if not keeper.figures:
         keeper.figures = has_figures(execute, dialect)
 

@@ -356,10 +356,8 @@ def copied_rows(
     batch: CopyBatch, heads: dict[str, tuple[int, str]], held: dict[tuple[str, int], str]
 ) -> list[StoredEvent]:
     """Which copied rows to insert: those past each stream's head (``heads``, updated), each checked to continue it.
-
-    ``held`` maps (stream, version) to the hash the destination holds for the versions the rows overlap.
-    Raises :class:`HistoryConflict` or :class:`StoreError` (nothing is to be written then).
-    """
+    ``held``: (stream, version) -> the destination's hash, for the versions the rows overlap. Raises
+    :class:`HistoryConflict` or :class:`StoreError` (nothing is to be written then)."""
     # A row before ``batch.unhashed`` hashes to its own hash: it continues its stream when its version follows
     # the head and its prev_hash is the head's hash. Any other row gets the whole check and its message.
     rows = batch.rows

@@ -286,11 +286,9 @@ def idle_usable(conn: psycopg.Connection[Any]) -> bool:
 
 
 def read_rows(pool: Any, q: str, args: Any) -> list[Any]:
-    """Rows of one statement on a connection of the reader ``pool``; raises psycopg's errors.
-
-    A connection the server ended while it sat idle looks usable until the server's goodbye reaches its socket,
-    which can be after the pool's look (:func:`idle_usable`): a statement that finds its connection lost is sent
-    once more, on a new one (it is a read, and its own transaction)."""
+    """Rows of one statement on a connection of the reader ``pool``; raises psycopg's errors. A connection the
+    server ended while it sat idle can pass the pool's look (:func:`idle_usable`): a statement that finds its
+    connection lost is sent once more, on a new one (it is a read, and its own transaction)."""
     for attempt in (1, 2):
         conn = None
         try:
@@ -363,12 +361,9 @@ def encode_rows(rows: Sequence[StoredEvent]) -> bytes | None:
 
 
 def copy_batch(conn: Any, batch: CopyBatch, lock: tuple[str, tuple[Any, ...]]) -> int:
-    """Insert the copied rows of ``batch`` on psycopg connection ``conn`` in one transaction (not committed here);
-    returns how many were new. The cards summary is not folded here: it follows the log by position
-    (``summary.py``) and catches up on the next read, in bulk.
-
-    Raises what :func:`copied_rows` raises (nothing is written then); the caller rolls back on any error.
-    """
+    """Insert the copied rows of ``batch`` on psycopg connection ``conn`` in one transaction (not committed here;
+    the caller rolls back on any error); returns how many were new. Raises what :func:`copied_rows` raises. The
+    cards summary is not folded here: it catches up on the next read, in bulk."""
     rows = batch.rows
     lowest = lowest_versions(rows)
     # The append lock, as every insert into events takes it: events commit in seq order (see postgres.py).

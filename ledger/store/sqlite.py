@@ -70,10 +70,8 @@ INSERT_SQL = "INSERT INTO events (stream, version, type, ts, body, prev_hash, ha
 def insert_one(
     dbapi: sqlite3.Connection, stream: str, row: tuple[str, str, bytes], head: tuple[int, str]
 ) -> StoredEvent:
-    """Insert one ``(type, ts, body)`` row after ``head`` (version, hash), inside the caller's transaction.
-
-    One event per toolkit step: hashed, inserted and given its seq as it is built, with no list or copy between.
-    """
+    """Insert one ``(type, ts, body)`` row after ``head`` (version, hash), inside the caller's transaction: one
+    event per toolkit step, hashed, inserted and given its seq as it is built, with no list or copy between."""
     (type_, ts, body), (version, prev) = row, head
     h = chain.chain_hashes(prev, stream, version, ((type_, body),))[0]
     cur = dbapi.execute(INSERT_SQL, (stream, version + 1, type_, ts, body, prev, h))
@@ -232,11 +230,8 @@ SCHEMA = os.path.join(os.path.dirname(__file__), "fresh_schema.json")
 
 def create_fresh(con: sqlite3.Connection) -> bool:
     """Create the head schema on an empty database, in one transaction; False (nothing done) if the database is
-    not empty or the migrations are newer than the generated statements (then Alembic must do it).
-
-    ``con`` is in autocommit mode (``isolation_level=None``). IMMEDIATE: a second process creating the same new
-    file waits for the first and then finds it not empty.
-    """
+    not empty or the migrations are newer than the generated statements (then Alembic must do it). IMMEDIATE: a
+    second process creating the same new file waits for the first and then finds it not empty."""
     import json
 
     with open(SCHEMA, encoding="utf-8") as f:
@@ -256,9 +251,7 @@ def chunk_reader(
     connect: Callable[[], sqlite3.Connection], joined: str, args: tuple[Any, ...], ranges: list[tuple[int, int]]
 ) -> ReadAhead[tuple[bytes, int]]:
     """``(JSON lines, count)`` chunks of ``ranges`` (version ranges), read one ahead; close it if not read to the end.
-
-    ``args``: the separator, the stream, then the where's args after its version (lo and hi are per chunk).
-    """
+    ``args``: the separator, the stream, then the where's args after its version (lo and hi are per chunk)."""
     from ledger.store.read_ahead import ReadAhead  # (and queue) only for a stream long enough to read ahead
 
     def produce(put: Put[tuple[bytes, int]]) -> None:
@@ -629,11 +622,8 @@ class SQLiteStore(StoreBase):
     def read_joined(
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None, chunk: int = 25_000
     ) -> tuple[list[tuple[bytes, int]], int, int]:
-        """Like :meth:`read_bodies`, the bodies as ``(JSON lines, count)`` chunks of up to ``chunk`` versions.
-
-        SQLite joins them (no row object per event: a cold replay of a million events is mostly that), in version
-        order (see :func:`joined_sql`).
-        """
+        """Like :meth:`read_bodies`, the bodies as ``(JSON lines, count)`` chunks of up to ``chunk`` versions, joined by
+        SQLite (no row object per event: a cold replay of a million events is mostly that; see :func:`joined_sql`)."""
         where, args = stream_query("?", "", stream, after_version, until_seq, None)
         out: list[tuple[bytes, int]] = []
         try:

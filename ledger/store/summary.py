@@ -126,13 +126,9 @@ def scored(doc: ScorecardDoc) -> Scored:
 
 
 def game_stats(doc: ScorecardDoc) -> str:
-    """Per game of the document, as JSON: ``[game_id, score, levels completed, level count, actions of each
-    completed level, score of each completed level, baseline of each level (-1: none)]``, levels from the game's
-    best play (the play its score comes from).
-
-    Only what changes with a scored event is kept (a completed level's actions are fixed when it completes; the
-    actions of the level being played are not kept), so the capture path's counter-only update leaves it true.
-    """
+    """Per game, as JSON: ``[game_id, score, levels completed, level count, actions and score of each completed
+    level, baseline of each level (-1: none)]`` from the game's best play. Only what a scored event changes is
+    kept (not the actions of the level being played), so a counter-only update leaves it true."""
     out = []
     for env in doc.environments:
         run = max(env.runs, key=lambda r: r.levels_completed, default=None) if env.runs else None
@@ -253,11 +249,9 @@ class SummaryKeeper:
         read: BodyReader,
     ) -> Change | None:
         """The summary change of appending ``bodies`` (of ``types``) after ``base_version``; None for a stream
-        that is not a card. ``read`` replays the stream when this process does not hold the card at
-        ``base_version``; it and the baseline reads run in the caller's transaction.
-
-        The bodies are decoded here, not taken from the caller's event objects: an event the log cannot decode
-        (a value outside its type) leaves the card without a row, as a rebuild from the log does."""
+        that is not a card. ``read`` (in the caller's transaction) replays the stream when the card is not held at
+        ``base_version``. The bodies are decoded here: one the log cannot decode leaves the card without a row, as
+        a rebuild does."""
         card_id = card_id_of(stream)
         if card_id is None:
             return None
@@ -335,8 +329,7 @@ class CardSummary(msgspec.Struct, frozen=True):
     @classmethod
     def of(cls, row: SummaryRow, now: datetime, limits: tuple[int, int], baselines_known: bool = True) -> CardSummary:
         """The line of a card's summary row as every list shows it at ``now``: an open card the toolkit would have
-        closed by then under ``limits`` (STALE_MINUTES, MAX_OPEN_FOR_MINUTES) shown closed, ``lapsed``: the one
-        constructor, for ``ledger cards`` and the viewer's lists."""
+        closed by then under ``limits`` (STALE_MINUTES, MAX_OPEN_FOR_MINUTES) shown closed, ``lapsed``."""
         card = CardState(card_id=row.card_id, opened_at=_at(row.opened), close_reason=row.close_reason)
         due = lapse(card, _at(row.last_ts), now, *limits)
         return cls(
@@ -393,8 +386,7 @@ def pg(sql: str) -> str:
 
 
 def figures_change(fetch: Callable[[str, Any], list[Any]], changes: Iterable[Change | None]) -> Counter[Key]:
-    """How the tag figures move when ``changes`` are written (read before writing them: the old rows are read
-    through ``fetch``)."""
+    """How the tag figures move when ``changes`` are written (read before: the old rows are read through ``fetch``)."""
     done = [c for c in changes if c is not None]
     old = old_rows(fetch, [c.stream[len(CARD_STREAM) :] for c in done])
     new = [(r.tags, r.score, r.game_stats, r.retracted) for r in (c.row for c in done) if r is not None]
@@ -404,9 +396,8 @@ def figures_change(fetch: Callable[[str, Any], list[Any]], changes: Iterable[Cha
 def write_changes(
     executemany: Callable[[str, Any], Any], changes: Iterable[Change | None], figures: Counter[Key] | None = None
 ) -> None:
-    """Write many cards' changes with one statement of each kind (``executemany``: one parse, rows pipelined on
-    PostgreSQL): a catch-up writes hundreds of cards at once. ``figures``: the tag figures' change
-    (:func:`figures_change`, read before), written with them."""
+    """Write many cards' changes with one ``executemany`` of each kind (one parse, pipelined on PostgreSQL), and
+    ``figures``, the tag figures' change (:func:`figures_change`, read before)."""
     done = [c for c in changes if c is not None]
     if figures:
         write_delta(executemany, figures)
@@ -529,13 +520,10 @@ MANY_CARDS = 5000
 
 
 def tag_points_query(tag: str, limit: int, before: str | None = None, *, many: bool = False) -> tuple[str, list[Any]]:
-    """The newest ``limit`` cards with ``tag`` (``all_tags``) that have an opened time and are not retracted, newest
-    first: (card_id, opened, opened_key, score); ``before``: only cards opened before that card (keyset paging).
-
-    Two plans for one answer: a tag of few cards reads them through the keys table and sorts them (its cost is its
-    cards); a tag of ``many`` cards walks the opened-time index from the newest and keeps the cards with the tag
-    (its cost is about the cards opened since its ``limit``-th newest), so neither reads every card of a large tag.
-    """
+    """(card_id, opened, opened_key, score) of the newest ``limit`` cards with ``tag`` that have an opened time and
+    are not retracted, newest first; ``before``: only cards opened before that card (keyset paging). Two plans: a
+    tag of few cards is read through the keys table and sorted; a tag of ``many`` walks the opened-time index from
+    the newest, keeping the cards with the tag (its cost is the cards opened since its ``limit``-th newest)."""
     args: list[Any] = [tag, NEVER]
     older = ""
     if before is not None:
@@ -581,8 +569,7 @@ def fold_tail(
     keeper: SummaryKeeper, fetch: Callable[[str, Any], list[Any]], position: int
 ) -> tuple[list[Change | None], tuple[int, str] | None, int]:
     """The summary changes of the (at most :data:`TAIL_CHUNK`) events after ``position``, the seq and hash of the
-    last one (None when there is none) and how many there were. ``fetch`` runs ``?`` reads in the caller's
-    transaction."""
+    last one (None: none) and how many there were, read in the caller's transaction."""
     rows = fetch(TAIL_SQL, (position, TAIL_CHUNK))
     if not rows:
         return [], None, 0
@@ -639,8 +626,7 @@ def catch_up(
 
 class Overlay:
     """The summary tables as of the log's head for a store that must not write: an in-memory SQLite copy of the
-    stored rows and keys with the tail's changes applied. Built when a read finds the summary behind; reused while
-    the log's head stays where it was."""
+    stored tables with the tail's changes applied, reused while the log's head stays where it was."""
 
     def __init__(
         self,
@@ -873,10 +859,9 @@ def check(store: LogStore, *, limit: int = 10, skip: frozenset[str] = frozenset(
 def write_streamed(
     read: Read, execute: Callable[[str, Any], Any], dialect: str, columns: Sequence[str] = COLUMNS
 ) -> int:
-    """Replace the summary tables' content with a rebuild from the log, :data:`CARDS_CHUNK` cards per statement (inside
-    the caller's transaction), writing ``columns`` (those the table has at a migration's revision); returns the
-    number of cards. Where the schema has the tag figures table, it is rewritten from the counts of the rows (held
-    per figure value, not per card)."""
+    """Replace the summary tables (and the tag figures, where the schema has them) with a rebuild from the log in
+    the caller's transaction, :data:`CARDS_CHUNK` cards per statement, writing ``columns`` (those the table has at a
+    migration's revision); returns the number of cards."""
     upsert = upsert_sql(columns)
     pick = None if tuple(columns) == COLUMNS else [COLUMNS.index(c) for c in columns]
     figures = has_figures(read, dialect)
@@ -912,9 +897,8 @@ def fill(conn: Any, columns: Sequence[str] = COLUMNS) -> int:
 
 
 def _hold_position(read: Callable[[str, Any], list[Any]], dialect: str) -> None:
-    """Take the lock every catch-up of the summary takes first (its position row) before a migration rewrites the
-    summary: a store's follower thread catching up meanwhile then waits or steps aside, where it would otherwise hold
-    the position and wait for rows the migration holds while the migration waits for the position (a deadlock).
+    """Take the position row every catch-up locks first before a migration rewrites the summary: else a follower
+    thread could hold it and wait for rows the migration holds, while the migration waits for it (a deadlock).
     SQLite needs none: a migration there holds the whole database (IMMEDIATE)."""
     if dialect == "postgresql" and has_table(read, dialect, tracking.TABLE):
         read(POSITION_SQL + " FOR UPDATE", ())
@@ -945,9 +929,8 @@ def fill_figures(conn: Any) -> int:
 
 
 def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
-    """Rows of one read statement (``?`` placeholders) on ``store``, on a single connection. A statement on the
-    summary tables is answered as of the log's head: the summary is caught up first (or, on a read-only store,
-    answered from the tail folded in memory: :class:`Overlay`)."""
+    """Rows of one ``?`` read statement on ``store``; one on the summary tables is answered as of the log's head
+    (caught up first, or on a read-only store from the :class:`Overlay`)."""
     try:
         if SUMMARY in sql or FIGURES in sql:
             overlay = store.summary_at_head()
@@ -1077,9 +1060,7 @@ def distinct_keys(store: LogStore, kind: str) -> list[str]:
 
 
 def tag_points(store: LogStore, tag: str, limit: int, before: str | None = None) -> list[tuple[str, str, int, float]]:
-    """(card id, opened, opened key, score) of the newest ``limit`` cards with ``tag`` that have an opened time and
-        are not retracted, newest first, opened before card ``before`` if given: two queries on the summary (how many
-    cards the tag has, which chooses the plan; then the page)."""
+    """:func:`tag_points_query`'s rows: two queries (how many cards the tag has, which chooses the plan; the page)."""
     many = tag_count(store, tag) > MANY_CARDS
     sql, args = tag_points_query(tag, limit, before, many=many)
     return [(r[0], r[1], int(r[2]), float(r[3])) for r in query(store, sql, args)]

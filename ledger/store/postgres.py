@@ -70,6 +70,20 @@ def fetcher(conn: Any) -> Callable[[str, Any], list[Any]]:
     return lambda sql, args: conn.execute(pg(sql), tuple(args) or None).fetchall()
 
 
+def runner(conn: Any) -> Callable[[str, Any], None]:
+    """Runs a ``?`` statement (the summary's) on psycopg connection ``conn``, for each row of a list of parameters."""
+    from ledger.store.summary import pg
+
+    def run(sql: str, params: Any) -> None:
+        if isinstance(params, list):
+            with conn.cursor() as cur:
+                cur.executemany(pg(sql), params)
+        else:
+            conn.execute(pg(sql), tuple(params) or None)
+
+    return run
+
+
 def reason(e: Exception) -> str:
     # One line: psycopg's messages run over several ("...Connection refused\n\tIs the server running...").
     return " ".join(str(e).split())
@@ -625,14 +639,28 @@ class PostgresStore(StoreBase):
     def catch_up_summary(self, *, wait: bool = True) -> int:
         """On a connection of the read pool, not the writer: the appending thread never waits for a catch-up.
         ``wait`` False (the follower thread): nothing if another session is catching up right now."""
+        from ledger.store import tracking
+        from ledger.store.summary import catch_up
+
         if self.readonly:
             return 0
+        lock = f"SELECT seq FROM {tracking.TABLE} WHERE name = '{tracking.SUMMARY}' FOR UPDATE"
         try:
             with self._readers.connection() as conn:
                 # Its own transactions (commit and rollback are the catch-up's), then autocommit again for reads.
                 conn.autocommit = False
+                fetch, run = fetcher(conn), runner(conn)
+
+                def begin() -> None:
+                    if not fetch(lock + ("" if wait else " SKIP LOCKED"), ()):
+                        raise _Busy
+
                 try:
-                    return pg_catch_up(self._summary, conn, wait=wait)
+                    return catch_up(
+                        self._summary, "postgresql", begin, fetch, run, run, conn.commit, conn.rollback, conn.pipeline
+                    )
+                except _Busy:
+                    return 0
                 finally:
                     if not conn.broken:  # (a broken one is dropped by the pool)
                         conn.rollback()
@@ -645,15 +673,8 @@ class PostgresStore(StoreBase):
         from ledger.store.summary import pg, write_streamed
 
         def work(conn: Any) -> int:
-            def execute(sql: str, params: Any) -> None:
-                if isinstance(params, list):
-                    with conn.cursor() as cur:
-                        cur.executemany(pg(sql), params)
-                else:
-                    conn.execute(pg(sql), tuple(params) or None)
-
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (PG_APPEND_LOCK,))
-            n = write_streamed(fetcher(conn), execute, "postgresql")
+            n = write_streamed(fetcher(conn), runner(conn), "postgresql")
             conn.execute(pg(tracking.AT_HEAD_SQL), (tracking.SUMMARY,))
             return n
 
@@ -664,7 +685,7 @@ class PostgresStore(StoreBase):
             self.catch_up_summary(wait=False)
 
     def summary_at_head(self) -> SummaryOverlay | None:
-        from ledger.store.summary import POSITION_SQL, position
+        from ledger.store.summary import POSITION_SQL, build_overlay, position
 
         try:
             with self._readers.connection() as conn:
@@ -672,27 +693,21 @@ class PostgresStore(StoreBase):
                 if at >= head:
                     return None
                 if self.readonly:
-                    return self._overlay_at(conn, head)
+                    if self._overlay is None or self._overlay.head != head:
+                        # One snapshot for the stored tables and the tail (a writer's catch-up may commit meanwhile).
+                        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                        try:
+                            self._overlay = build_overlay(fetcher(conn), self._summary, "postgresql", self.describe())
+                        finally:
+                            if not conn.broken:  # (a broken one is dropped by the pool)
+                                conn.execute("ROLLBACK")
+                    return self._overlay
         except psycopg.Error as e:
             if "tracking" in str(e):  # an earlier revision, open read-only: it is read as it is
                 return None
             raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
         self.catch_up_summary()
         return None
-
-    def _overlay_at(self, conn: Any, head: int) -> SummaryOverlay | None:
-        from ledger.store.summary import build_overlay
-
-        if self._overlay is not None and self._overlay.head == head:
-            return self._overlay
-        # One snapshot for the stored tables and the tail (a writer's catch-up may commit meanwhile).
-        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        try:
-            self._overlay = build_overlay(fetcher(conn), self._summary, "postgresql", self.describe())
-        finally:
-            if not conn.broken:  # (a broken one is dropped by the pool)
-                conn.execute("ROLLBACK")
-        return self._overlay
 
     def _lock(self) -> tuple[str, tuple[int, str]]:
         return lock_statement(self.durability), (PG_APPEND_LOCK, str(int(self.busy_timeout_ms)))
@@ -836,35 +851,6 @@ class PostgresStore(StoreBase):
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
-
-
-def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
-    """:func:`~ledger.store.summary.catch_up` on psycopg connection ``conn`` (not in autocommit mode).
-    ``wait`` False: nothing when another session is catching up (it folds what was committed before it read)."""
-    from ledger.store import tracking
-    from ledger.store.summary import catch_up, pg
-
-    fetch = fetcher(conn)
-
-    def begin() -> None:
-        lock = f"SELECT seq FROM {tracking.TABLE} WHERE name = '{tracking.SUMMARY}' FOR UPDATE"
-        if not fetch(lock + ("" if wait else " SKIP LOCKED"), ()):
-            raise _Busy
-
-    def execute(sql: str, params: Any) -> None:
-        conn.execute(pg(sql), params)
-
-    def executemany(sql: str, params: Any) -> None:
-        with conn.cursor() as cur:
-            cur.executemany(pg(sql), params)
-
-    try:
-        return catch_up(
-            keeper, "postgresql", begin, fetch, execute, executemany, conn.commit, conn.rollback, conn.pipeline
-        )
-    except _Busy:
-        conn.rollback()
-        return 0
 
 
 class _Busy(Exception):

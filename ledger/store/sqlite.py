@@ -338,11 +338,23 @@ class SQLiteStore(StoreBase):
         return self._keeper
 
     def catch_up_summary(self) -> int:
+        """On the writer connection: BEGIN IMMEDIATE serializes it with every append and every other catch-up."""
+        from ledger.store.summary import catch_up
+
         if self.readonly:
             return 0
         try:
             with self._writer.connection() as con:
-                return _catch_up(self._summary, con)
+
+                def rollback() -> None:
+                    if con.in_transaction:
+                        con.execute("ROLLBACK")
+
+                begin = functools.partial(con.execute, "BEGIN IMMEDIATE")
+                commit = functools.partial(con.execute, "COMMIT")
+                return catch_up(
+                    self._summary, "sqlite", begin, fetcher(con), con.execute, con.executemany, commit, rollback
+                )
         except sqlite3.Error as e:
             raise StoreError(f"cannot update the cards summary of the ledger at {self.describe()}: {e}") from e
 
@@ -707,19 +719,3 @@ class SQLiteStore(StoreBase):
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
-
-
-def _catch_up(keeper: SummaryKeeper, con: sqlite3.Connection) -> int:
-    """:func:`~ledger.store.summary.catch_up` on SQLite writer connection ``con`` (autocommit mode; BEGIN
-    IMMEDIATE serializes it with every append and every other catch-up)."""
-    from ledger.store.summary import catch_up
-
-    def rollback() -> None:
-        if con.in_transaction:
-            con.execute("ROLLBACK")
-
-    def commit() -> None:
-        con.execute("COMMIT")
-
-    begin = functools.partial(con.execute, "BEGIN IMMEDIATE")
-    return catch_up(keeper, "sqlite", begin, fetcher(con), con.execute, con.executemany, commit, rollback)

@@ -584,8 +584,8 @@ def catch_up(
     fetch: Callable[[str, Any], list[Any]],
     execute: Callable[[str, Any], Any],
     executemany: Callable[[str, Any], Any],
-    commit: Callable[[], None],
-    rollback: Callable[[], None],
+    commit: Callable[[], object],
+    rollback: Callable[[], object],
     writing: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> int:
     """Bring the summary tables to the log's head, a transaction per :data:`TAIL_CHUNK` events; returns how many

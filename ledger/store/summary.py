@@ -41,8 +41,6 @@ from ledger.store.tag_figures import (
     SELECT_ALL_SQL,
     Key,
     counts_of,
-    delta,
-    has_figures,
     old_rows,
     replace_all,
     write_delta,
@@ -388,9 +386,13 @@ def pg(sql: str) -> str:
 def figures_change(fetch: Callable[[str, Any], list[Any]], changes: Iterable[Change | None]) -> Counter[Key]:
     """How the tag figures move when ``changes`` are written (read before: the old rows are read through ``fetch``)."""
     done = [c for c in changes if c is not None]
-    old = old_rows(fetch, [c.stream[len(CARD_STREAM) :] for c in done])
-    new = [(r.tags, r.score, r.game_stats, r.retracted) for r in (c.row for c in done) if r is not None]
-    return delta(old.values(), new)
+    out: Counter[Key] = Counter()
+    for r in (c.row for c in done):
+        if r is not None:
+            out.update(counts_of(r.tags, r.score, r.game_stats, r.retracted))
+    for row in old_rows(fetch, [c.stream[len(CARD_STREAM) :] for c in done]).values():
+        out.subtract(counts_of(*row))
+    return out
 
 
 def write_changes(
@@ -507,7 +509,7 @@ def probe(keeper: SummaryKeeper, execute: Callable[[str, Any], Any], dialect: st
     ledger at an earlier revision, until it is migrated). The summary tables need no look: every fold reads the
     summary's position, and the tracking table came after them."""
     if not keeper.figures:
-        keeper.figures = has_figures(execute, dialect)
+        keeper.figures = has_table(execute, dialect, FIGURES)
 
 
 def body_reader(execute: Callable[[str, Any], Any]) -> BodyReader:
@@ -811,7 +813,7 @@ def check(store: LogStore, *, limit: int = 10, skip: frozenset[str] = frozenset(
     per card, the first ``limit`` then a count), :data:`CARDS_CHUNK` cards per query; cards in ``skip`` are left out
     (their rows as stored count in the tag figures). The tag figures, where the schema has them, are compared with
     the counts of the rebuilt rows (held per figure value, not per card)."""
-    figures = has_figures(lambda sql, args: _query(store, sql, args), store.dialect)
+    figures = has_table(lambda sql, args: _query(store, sql, args), store.dialect, FIGURES)
 
     def read(sql: str, args: Sequence[Any]) -> list[Any]:
         return query(store, sql, args)
@@ -864,7 +866,7 @@ def write_streamed(
     migration's revision); returns the number of cards."""
     upsert = upsert_sql(columns)
     pick = None if tuple(columns) == COLUMNS else [COLUMNS.index(c) for c in columns]
-    figures = has_figures(read, dialect)
+    figures = has_table(read, dialect, FIGURES)
     execute(f"DELETE FROM {KEYS}", ())
     execute(f"DELETE FROM {SUMMARY}", ())
     n = 0
@@ -938,7 +940,7 @@ def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
                 return overlay.query(sql, tuple(args))
         return _query(store, sql, args)
     except StoreError as e:
-        no_figures = FIGURES in str(e) and not has_figures(lambda q, a: _query(store, q, a), store.dialect)
+        no_figures = FIGURES in str(e) and not has_table(lambda q, a: _query(store, q, a), store.dialect, FIGURES)
         if no_figures and has_summary(store):
             raise StoreError(
                 f"the ledger at {store.describe()} has no tag figures yet (schema {store.revision()}): "

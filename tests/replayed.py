@@ -22,6 +22,7 @@ from ledger.store.summary import (
     _query,
     _stored_of,
     card_score,
+    check,
     query,
     row_of,
 )
@@ -61,3 +62,8 @@ def _position(store: LogStore) -> int | None:
         if has_table(lambda sql, args: _query(store, sql, args), store.dialect, tracking.TABLE):
             raise
         return None
+
+
+def differences(store: LogStore) -> list[str]:
+    """How the summary tables differ from a rebuild from the log, one line each."""
+    return check(store)[1]

@@ -34,13 +34,12 @@ from ledger.store.summary import (
     SummaryRow,
     card_id_of,
     card_score,
-    differences,
     keys_of,
     play_owners,
     read_page,
     row_of,
 )
-from tests.replayed import replayed_cards, stored
+from tests.replayed import differences, replayed_cards, stored
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "recordings_corpus" / "good"

@@ -991,11 +991,6 @@ def _stored_of(key_rows: Iterable[Sequence[Any]], rows: Iterable[Sequence[Any]])
     return out
 
 
-def differences(store: LogStore, *, limit: int = 10) -> list[str]:
-    """How the summary tables differ from a rebuild from the log, one line each (see :func:`check`)."""
-    return check(store, limit=limit)[1]
-
-
 def has_summary(store: LogStore) -> bool:
     """True when the schema has the summary tables (a ledger at an earlier revision has not)."""
     return has_table(lambda sql, args: _query(store, sql, args), store.dialect, SUMMARY)

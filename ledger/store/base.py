@@ -27,7 +27,7 @@ from ledger.errors import HistoryConflict, InputError, LedgerError, StoreError
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ledger.store.connections import Writer
+    from ledger.store.connections import ReadPool, Writer
 
 Durability = Literal["normal", "full", "batched"]
 
@@ -443,8 +443,14 @@ class StoreBase:
     readonly: bool
     _mark: str
     _writer: Writer[Any]
+    _readers: ReadPool[Any]
+    _follower: Follower
+    _engine: Any
 
     def describe(self) -> str:
+        raise NotImplementedError
+
+    def catch_up_summary(self) -> int:
         raise NotImplementedError
 
     def revision(self) -> str | None:
@@ -536,6 +542,20 @@ class StoreBase:
 
     def head_revision(self) -> str:
         return head_revision()
+
+    def close(self) -> None:
+        """Release every connection this process opened (a forked child's: its own only), the summary caught up
+        first when it can be: what the appends since the follower's last run added (a copy leaves it to the next
+        read). On PostgreSQL this waits for another session's catch-up, which may have read the log before this
+        process's last commit."""
+        if self._follower.close():
+            with contextlib.suppress(StoreError):
+                self.catch_up_summary()
+        self._writer.close()
+        self._readers.close()
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
 
     # -- reads alike on both backends ---------------------------------------------------------------------
 

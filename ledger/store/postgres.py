@@ -838,20 +838,6 @@ class PostgresStore(StoreBase):
     def describe(self) -> str:
         return self._url.render()
 
-    def close(self) -> None:
-        """Release every connection this process opened (a forked child's: its own only); the summary is caught up
-        first, when it can be."""
-        if self._follower.close():
-            # What the appends since its last catch-up added (a copy leaves it to the next read); waiting for
-            # another session's catch-up, which may have read the log before this process's last commit.
-            with contextlib.suppress(StoreError):
-                self.catch_up_summary()
-        self._writer.close()
-        self._readers.close()
-        if self._engine is not None:
-            self._engine.dispose()
-            self._engine = None
-
 
 class _Busy(Exception):
     """Another session holds the position row (a follower does not queue behind it)."""

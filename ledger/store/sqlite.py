@@ -710,12 +710,5 @@ class SQLiteStore(StoreBase):
         return self.url
 
     def close(self) -> None:
-        """Release every connection this process opened (the summary caught up first, when it can be)."""
-        if self._follower.close():
-            self._follow()  # what the appends since its last catch-up added (a copy leaves it to the next read)
         self._checkpointer.close()
-        self._writer.close()
-        self._readers.close()
-        if self._engine is not None:
-            self._engine.dispose()
-            self._engine = None
+        super().close()

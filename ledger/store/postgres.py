@@ -426,7 +426,7 @@ class PostgresStore(StoreBase):
         self._open = connector(self._url, readonly=readonly)
         self._heads = HeadCache()
         self._keeper: SummaryKeeper | None = None
-        self._follower = Follower(self._follow, "ledger-summary-follower")
+        self._follower = Follower(functools.partial(self.catch_up_summary, wait=False), "ledger-summary-follower")
         self._overlay: SummaryOverlay | None = None
         timeout = busy_timeout_ms / 1000
         # Appends hold the one writer; reads check a connection out of the bounded pool per call (connections.py).
@@ -679,10 +679,6 @@ class PostgresStore(StoreBase):
             return n
 
         return int(self._write_transaction(work, "cannot rebuild the cards summary of the ledger"))
-
-    def _follow(self) -> None:
-        with contextlib.suppress(StoreError):
-            self.catch_up_summary(wait=False)
 
     def summary_at_head(self) -> SummaryOverlay | None:
         from ledger.store.summary import POSITION_SQL, build_overlay, position

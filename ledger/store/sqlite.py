@@ -313,7 +313,7 @@ class SQLiteStore(StoreBase):
         self._engine: Any = None
         every = EVERY_COMMITS if durability != "full" else 0
         self._checkpointer = Follower(self._checkpoint, "ledger-wal-checkpoint", every=every, delay=0)
-        self._follower = Follower(self._follow, "ledger-summary-follower")
+        self._follower = Follower(self.catch_up_summary, "ledger-summary-follower")
         self._overlay: SummaryOverlay | None = None
         self._immutable = readonly and not writable(self.path)
         if readonly:
@@ -370,10 +370,6 @@ class SQLiteStore(StoreBase):
             )
             con.execute(tracking.AT_HEAD_SQL, (tracking.SUMMARY,))
         return n
-
-    def _follow(self) -> None:
-        with contextlib.suppress(StoreError):
-            self.catch_up_summary()
 
     def _checkpoint(self) -> None:
         con = self._connect()

@@ -108,7 +108,6 @@ def copy_figures(src: str, how: str, dst: str | None = None) -> list[str]:
     encoded, chunks = best(lambda: [encode_rows(b) for b in batches], 1)
     con = sqlite3.connect(src)
     keeper = SummaryKeeper()
-    keeper.enabled = True
     reader = body_reader(lambda sql, params: con.execute(sql, params).fetchall())
     t = time.perf_counter()
     for i in range(0, len(rows), BATCH):

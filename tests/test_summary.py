@@ -34,15 +34,12 @@ from ledger.store.summary import (
     SummaryRow,
     card_id_of,
     card_score,
-    differences,
     keys_of,
     play_owners,
     read_page,
-    rebuild_summary,
     row_of,
-    stored,
 )
-from tests.replayed import replayed_cards
+from tests.replayed import differences, replayed_cards, stored
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "recordings_corpus" / "good"
@@ -78,7 +75,7 @@ def test_summary_equals_a_rebuild_after_every_kind_of_write(backend_url: str) ->
             v,
         )
         assert not differences(led.store)
-        assert rebuild_summary(led.store) == len(got)
+        assert led.store.rebuild_summary() == len(got)
         assert not differences(led.store)
 
 

@@ -27,7 +27,7 @@ from ledger.cli import cli
 from ledger.domain.events import card_stream
 from ledger.store.backends import open_store
 from ledger.store.base import head_revision, migrations_dir
-from ledger.store.summary import stored
+from tests.replayed import stored
 
 
 def _q(values: list[float], q: float) -> float:

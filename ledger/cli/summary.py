@@ -28,10 +28,9 @@ def rebuild_summary_cmd(ctx: click.Context, check: bool, as_json: bool) -> None:
       ledger rebuild-summary
     """
     from ledger.store.summary import check as check_summary
-    from ledger.store.summary import rebuild_summary
 
     with open_ledger(ctx, write=not check) as ledger:
-        n, diff = check_summary(ledger.store) if check else (rebuild_summary(ledger.store), [])
+        n, diff = check_summary(ledger.store) if check else (ledger.store.rebuild_summary(), [])
     if as_json:
         echo_json({"ok": not diff, "cards": n, "differences": diff})
     elif not check:

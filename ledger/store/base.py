@@ -27,7 +27,7 @@ from ledger.errors import HistoryConflict, InputError, LedgerError, StoreError
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ledger.store.connections import Writer
+    from ledger.store.connections import ReadPool, Writer
 
 Durability = Literal["normal", "full", "batched"]
 
@@ -356,10 +356,8 @@ def copied_rows(
     batch: CopyBatch, heads: dict[str, tuple[int, str]], held: dict[tuple[str, int], str]
 ) -> list[StoredEvent]:
     """Which copied rows to insert: those past each stream's head (``heads``, updated), each checked to continue it.
-
-    ``held`` maps (stream, version) to the hash the destination holds for the versions the rows overlap.
-    Raises :class:`HistoryConflict` or :class:`StoreError` (nothing is to be written then).
-    """
+    ``held``: (stream, version) -> the destination's hash, for the versions the rows overlap. Raises
+    :class:`HistoryConflict` or :class:`StoreError` (nothing is to be written then)."""
     # A row before ``batch.unhashed`` hashes to its own hash: it continues its stream when its version follows
     # the head and its prev_hash is the head's hash. Any other row gets the whole check and its message.
     rows = batch.rows
@@ -445,8 +443,14 @@ class StoreBase:
     readonly: bool
     _mark: str
     _writer: Writer[Any]
+    _readers: ReadPool[Any]
+    _follower: Follower
+    _engine: Any
 
     def describe(self) -> str:
+        raise NotImplementedError
+
+    def catch_up_summary(self) -> int:
         raise NotImplementedError
 
     def revision(self) -> str | None:
@@ -538,6 +542,20 @@ class StoreBase:
 
     def head_revision(self) -> str:
         return head_revision()
+
+    def close(self) -> None:
+        """Release every connection this process opened (a forked child's: its own only), the summary caught up
+        first when it can be: what the appends since the follower's last run added (a copy leaves it to the next
+        read). On PostgreSQL this waits for another session's catch-up, which may have read the log before this
+        process's last commit."""
+        if self._follower.close():
+            with contextlib.suppress(StoreError):
+                self.catch_up_summary()
+        self._writer.close()
+        self._readers.close()
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
 
     # -- reads alike on both backends ---------------------------------------------------------------------
 
@@ -646,28 +664,34 @@ FOLLOW_DELAY_S = 0.05
 
 
 class Follower:
-    """Catches the summary up in a daemon thread of a writing process, :data:`FOLLOW_DELAY_S` after a commit (the
-    commits in between are folded together). A failure is left for the next catch-up (a reader's, or this
-    thread's after the next commit): the summary is derived, the log is the truth. A forked child starts its own
-    thread."""
+    """Runs ``work`` in a daemon thread of a writing process, woken every ``every`` commits (0: never) and run
+    ``delay`` seconds later (the commits in between are folded together): the summary's catch-up, SQLite's WAL
+    checkpoints. A failure is left for the next run (the summary is derived, the log is the truth; a checkpoint's
+    pages stay in the WAL). A forked child starts its own thread."""
 
-    def __init__(self, catch_up: Callable[[], object]) -> None:
-        self._catch_up = catch_up
+    def __init__(self, work: Callable[[], object], name: str, *, every: int = 1, delay: float = FOLLOW_DELAY_S) -> None:
+        self._work = work
+        self._name = name
+        self._every = every
+        self._delay = delay
+        self._commits = 0
         self._wake = threading.Event()
-        #: Set by :meth:`close`: the wait before a catch-up ends at once (the closing store catches up itself).
+        #: Set by :meth:`close`: the wait before a run ends at once (the closing store catches up itself).
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._closed = False
 
     def committed(self) -> None:
-        """Called by the appending thread after a commit (costs a flag when the thread runs already)."""
-        if self._closed:
+        """Called by the appending thread after a commit (costs a count when the thread runs already)."""
+        self._commits += 1
+        if self._closed or not self._every or self._commits < self._every:
             return
+        self._commits = 0
         if self._pid != os.getpid() or self._thread is None:
             self._pid = os.getpid()
             self._wake, self._stop = threading.Event(), threading.Event()
-            self._thread = threading.Thread(target=self._run, name="ledger-summary-follower", daemon=True)
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
             self._thread.start()
         self._wake.set()
 
@@ -677,15 +701,15 @@ class Follower:
             wake.wait()
             if self._closed:
                 return
-            self._stop.wait(FOLLOW_DELAY_S)
+            self._stop.wait(self._delay)
             wake.clear()
             if self._closed:
                 return
             with contextlib.suppress(Exception):
-                self._catch_up()
+                self._work()
 
     def close(self) -> bool:
-        """Stop the thread (a catch-up in progress finishes first); whether this process committed through it."""
+        """Stop the thread (a run in progress finishes first); whether this process committed through it."""
         self._closed = True
         thread = self._thread
         ours = thread is not None and self._pid == os.getpid()

@@ -396,10 +396,8 @@ def _gap(after: int, last: int, count: int) -> str:
 def _fold_joined(
     store: LogStore, card_id: str, snap: Snapshot | None, state: CardState | None, until: int | None
 ) -> tuple[CardState, int, int, int] | None:
-    """(state, events folded, last version, last seq) replayed from bodies the store joins (SQLite), or None.
-
-    None also when nothing was read or a body does not decode: the per-body path then says what it says.
-    """
+    """(state, events folded, last version, last seq) replayed from bodies the store joins (SQLite), or None (also
+    when nothing was read or a body does not decode: the per-body path then says what it says)."""
     after = snap.version if snap else 0
     joined = store.iter_joined(card_stream(card_id), after_version=after, until_seq=until)
     if joined is None:  # the backend reads bodies one by one

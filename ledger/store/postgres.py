@@ -70,6 +70,20 @@ def fetcher(conn: Any) -> Callable[[str, Any], list[Any]]:
     return lambda sql, args: conn.execute(pg(sql), tuple(args) or None).fetchall()
 
 
+def runner(conn: Any) -> Callable[[str, Any], None]:
+    """Runs a ``?`` statement (the summary's) on psycopg connection ``conn``, for each row of a list of parameters."""
+    from ledger.store.summary import pg
+
+    def run(sql: str, params: Any) -> None:
+        if isinstance(params, list):
+            with conn.cursor() as cur:
+                cur.executemany(pg(sql), params)
+        else:
+            conn.execute(pg(sql), tuple(params) or None)
+
+    return run
+
+
 def reason(e: Exception) -> str:
     # One line: psycopg's messages run over several ("...Connection refused\n\tIs the server running...").
     return " ".join(str(e).split())
@@ -286,11 +300,9 @@ def idle_usable(conn: psycopg.Connection[Any]) -> bool:
 
 
 def read_rows(pool: Any, q: str, args: Any) -> list[Any]:
-    """Rows of one statement on a connection of the reader ``pool``; raises psycopg's errors.
-
-    A connection the server ended while it sat idle looks usable until the server's goodbye reaches its socket,
-    which can be after the pool's look (:func:`idle_usable`): a statement that finds its connection lost is sent
-    once more, on a new one (it is a read, and its own transaction)."""
+    """Rows of one statement on a connection of the reader ``pool``; raises psycopg's errors. A connection the
+    server ended while it sat idle can pass the pool's look (:func:`idle_usable`): a statement that finds its
+    connection lost is sent once more, on a new one (it is a read, and its own transaction)."""
     for attempt in (1, 2):
         conn = None
         try:
@@ -363,12 +375,9 @@ def encode_rows(rows: Sequence[StoredEvent]) -> bytes | None:
 
 
 def copy_batch(conn: Any, batch: CopyBatch, lock: tuple[str, tuple[Any, ...]]) -> int:
-    """Insert the copied rows of ``batch`` on psycopg connection ``conn`` in one transaction (not committed here);
-    returns how many were new. The cards summary is not folded here: it follows the log by position
-    (``summary.py``) and catches up on the next read, in bulk.
-
-    Raises what :func:`copied_rows` raises (nothing is written then); the caller rolls back on any error.
-    """
+    """Insert the copied rows of ``batch`` on psycopg connection ``conn`` in one transaction (not committed here;
+    the caller rolls back on any error); returns how many were new. Raises what :func:`copied_rows` raises. The
+    cards summary is not folded here: it catches up on the next read, in bulk."""
     rows = batch.rows
     lowest = lowest_versions(rows)
     # The append lock, as every insert into events takes it: events commit in seq order (see postgres.py).
@@ -417,7 +426,7 @@ class PostgresStore(StoreBase):
         self._open = connector(self._url, readonly=readonly)
         self._heads = HeadCache()
         self._keeper: SummaryKeeper | None = None
-        self._follower = Follower(self._follow)
+        self._follower = Follower(functools.partial(self.catch_up_summary, wait=False), "ledger-summary-follower")
         self._overlay: SummaryOverlay | None = None
         timeout = busy_timeout_ms / 1000
         # Appends hold the one writer; reads check a connection out of the bounded pool per call (connections.py).
@@ -630,14 +639,28 @@ class PostgresStore(StoreBase):
     def catch_up_summary(self, *, wait: bool = True) -> int:
         """On a connection of the read pool, not the writer: the appending thread never waits for a catch-up.
         ``wait`` False (the follower thread): nothing if another session is catching up right now."""
+        from ledger.store import tracking
+        from ledger.store.summary import catch_up
+
         if self.readonly:
             return 0
+        lock = f"SELECT seq FROM {tracking.TABLE} WHERE name = '{tracking.SUMMARY}' FOR UPDATE"
         try:
             with self._readers.connection() as conn:
                 # Its own transactions (commit and rollback are the catch-up's), then autocommit again for reads.
                 conn.autocommit = False
+                fetch, run = fetcher(conn), runner(conn)
+
+                def begin() -> None:
+                    if not fetch(lock + ("" if wait else " SKIP LOCKED"), ()):
+                        raise _Busy
+
                 try:
-                    return pg_catch_up(self._summary, conn, wait=wait)
+                    return catch_up(
+                        self._summary, "postgresql", begin, fetch, run, run, conn.commit, conn.rollback, conn.pipeline
+                    )
+                except _Busy:
+                    return 0
                 finally:
                     if not conn.broken:  # (a broken one is dropped by the pool)
                         conn.rollback()
@@ -647,31 +670,18 @@ class PostgresStore(StoreBase):
 
     def rebuild_summary(self) -> int:
         from ledger.store import tracking
-        from ledger.store.summary import UPSERT_SQL, pg, write_streamed
-        from ledger.store.tag_figures import has_figures
+        from ledger.store.summary import pg, write_streamed
 
         def work(conn: Any) -> int:
-            def execute(sql: str, params: Any) -> None:
-                if isinstance(params, list):
-                    with conn.cursor() as cur:
-                        cur.executemany(pg(sql), params)
-                else:
-                    conn.execute(pg(sql), tuple(params) or None)
-
-            read = fetcher(conn)
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (PG_APPEND_LOCK,))
-            n = write_streamed(read, execute, UPSERT_SQL, None, figures=has_figures(read, "postgresql"))
+            n = write_streamed(fetcher(conn), runner(conn), "postgresql")
             conn.execute(pg(tracking.AT_HEAD_SQL), (tracking.SUMMARY,))
             return n
 
         return int(self._write_transaction(work, "cannot rebuild the cards summary of the ledger"))
 
-    def _follow(self) -> None:
-        with contextlib.suppress(StoreError):
-            self.catch_up_summary(wait=False)
-
     def summary_at_head(self) -> SummaryOverlay | None:
-        from ledger.store.summary import POSITION_SQL, position
+        from ledger.store.summary import POSITION_SQL, build_overlay, position
 
         try:
             with self._readers.connection() as conn:
@@ -679,30 +689,21 @@ class PostgresStore(StoreBase):
                 if at >= head:
                     return None
                 if self.readonly:
-                    return self._overlay_at(conn, head)
+                    if self._overlay is None or self._overlay.head != head:
+                        # One snapshot for the stored tables and the tail (a writer's catch-up may commit meanwhile).
+                        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                        try:
+                            self._overlay = build_overlay(fetcher(conn), self._summary, "postgresql", self.describe())
+                        finally:
+                            if not conn.broken:  # (a broken one is dropped by the pool)
+                                conn.execute("ROLLBACK")
+                    return self._overlay
         except psycopg.Error as e:
             if "tracking" in str(e):  # an earlier revision, open read-only: it is read as it is
                 return None
             raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
         self.catch_up_summary()
         return None
-
-    def _overlay_at(self, conn: Any, head: int) -> SummaryOverlay:
-        from ledger.store.summary import POSITION_SQL, build_overlay, position, probe
-
-        if self._overlay is not None and self._overlay.head == head:
-            return self._overlay
-        # One snapshot for the stored tables and the tail (a writer's catch-up may commit meanwhile).
-        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        fetch = fetcher(conn)
-        try:
-            at, head = position(fetch(POSITION_SQL, ())[0], self.describe())
-            probe(self._summary, fetch, "postgresql")
-            self._overlay = build_overlay(fetch, self._summary, head, at)
-        finally:
-            if not conn.broken:  # (a broken one is dropped by the pool)
-                conn.execute("ROLLBACK")
-        return self._overlay
 
     def _lock(self) -> tuple[str, tuple[int, str]]:
         return lock_statement(self.durability), (PG_APPEND_LOCK, str(int(self.busy_timeout_ms)))
@@ -832,51 +833,6 @@ class PostgresStore(StoreBase):
 
     def describe(self) -> str:
         return self._url.render()
-
-    def close(self) -> None:
-        """Release every connection this process opened (a forked child's: its own only); the summary is caught up
-        first, when it can be."""
-        if self._follower.close():
-            # What the appends since its last catch-up added (a copy leaves it to the next read); waiting for
-            # another session's catch-up, which may have read the log before this process's last commit.
-            with contextlib.suppress(StoreError):
-                self.catch_up_summary()
-        self._writer.close()
-        self._readers.close()
-        if self._engine is not None:
-            self._engine.dispose()
-            self._engine = None
-
-
-def pg_catch_up(keeper: SummaryKeeper, conn: Any, *, wait: bool = True) -> int:
-    """:func:`~ledger.store.summary.catch_up` on psycopg connection ``conn`` (not in autocommit mode).
-    ``wait`` False: nothing when another session is catching up (it folds what was committed before it read)."""
-    from ledger.store import tracking
-    from ledger.store.summary import POSITION_SQL, catch_up, pg, position, probe
-
-    fetch = fetcher(conn)
-
-    def begin() -> int:
-        probe(keeper, fetch, "postgresql")
-        lock = f"SELECT seq FROM {tracking.TABLE} WHERE name = '{tracking.SUMMARY}' FOR UPDATE"
-        if not fetch(lock + ("" if wait else " SKIP LOCKED"), ()):
-            raise _Busy
-        # A statement of its own: under READ COMMITTED its snapshot sees what the catch-up that held the row
-        # committed (the locking statement's snapshot is older than the row it waited for).
-        return position(fetch(POSITION_SQL, ())[0], "this ledger")[0]
-
-    def execute(sql: str, params: Any) -> None:
-        conn.execute(pg(sql), params)
-
-    def executemany(sql: str, params: Any) -> None:
-        with conn.cursor() as cur:
-            cur.executemany(pg(sql), params)
-
-    try:
-        return catch_up(keeper, begin, fetch, execute, executemany, conn.commit, conn.rollback, conn.pipeline)
-    except _Busy:
-        conn.rollback()
-        return 0
 
 
 class _Busy(Exception):

@@ -16,9 +16,9 @@ so WAL's ``-shm`` cannot be created): they never create, migrate or write a byte
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import batched
 from typing import TYPE_CHECKING, Any
@@ -63,59 +63,6 @@ BACKSTOP_PAGES = 10_000
 EVERY_COMMITS = 250
 
 
-class Checkpointer:
-    """Runs ``PRAGMA wal_checkpoint(PASSIVE)`` on its own connection, in a daemon thread, when told enough
-    commits happened. A forked child starts its own thread on its first commits."""
-
-    def __init__(self, connect: Callable[[], sqlite3.Connection], every: int) -> None:
-        self._connect = connect
-        self._every = every  # 0: never (SQLite checkpoints inline, as by default)
-        self._commits = 0
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-        self._closed = False
-
-    def committed(self) -> None:
-        """Count one commit (called by the appending thread right after COMMIT; costs an increment)."""
-        self._commits += 1
-        if self._commits < self._every or not self._every:
-            return
-        self._commits = 0
-        if self._pid != os.getpid() or self._thread is None:
-            self._pid = os.getpid()
-            self._wake = threading.Event()
-            self._thread = threading.Thread(target=self._run, name="ledger-wal-checkpoint", daemon=True)
-            self._thread.start()
-        self._wake.set()
-
-    def _run(self) -> None:
-        try:
-            con = self._connect()
-        except Exception:
-            return
-        wake = self._wake
-        try:
-            while True:
-                wake.wait()
-                wake.clear()
-                if self._closed:
-                    return
-                # Failing is harmless: the pages stay in the WAL and the next checkpoint (or the backstop) moves them.
-                with contextlib.suppress(sqlite3.Error):
-                    con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        finally:
-            con.close()
-
-    def close(self) -> None:
-        self._closed = True
-        thread = self._thread
-        if thread is not None and self._pid == os.getpid():
-            self._wake.set()
-            thread.join(timeout=30)
-        self._thread = None
-
-
 HEAD_SQL = "SELECT version, hash FROM events WHERE stream = ? ORDER BY version DESC LIMIT 1"
 INSERT_SQL = "INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
 
@@ -123,10 +70,8 @@ INSERT_SQL = "INSERT INTO events (stream, version, type, ts, body, prev_hash, ha
 def insert_one(
     dbapi: sqlite3.Connection, stream: str, row: tuple[str, str, bytes], head: tuple[int, str]
 ) -> StoredEvent:
-    """Insert one ``(type, ts, body)`` row after ``head`` (version, hash), inside the caller's transaction.
-
-    One event per toolkit step: hashed, inserted and given its seq as it is built, with no list or copy between.
-    """
+    """Insert one ``(type, ts, body)`` row after ``head`` (version, hash), inside the caller's transaction: one
+    event per toolkit step, hashed, inserted and given its seq as it is built, with no list or copy between."""
     (type_, ts, body), (version, prev) = row, head
     h = chain.chain_hashes(prev, stream, version, ((type_, body),))[0]
     cur = dbapi.execute(INSERT_SQL, (stream, version + 1, type_, ts, body, prev, h))
@@ -285,11 +230,8 @@ SCHEMA = os.path.join(os.path.dirname(__file__), "fresh_schema.json")
 
 def create_fresh(con: sqlite3.Connection) -> bool:
     """Create the head schema on an empty database, in one transaction; False (nothing done) if the database is
-    not empty or the migrations are newer than the generated statements (then Alembic must do it).
-
-    ``con`` is in autocommit mode (``isolation_level=None``). IMMEDIATE: a second process creating the same new
-    file waits for the first and then finds it not empty.
-    """
+    not empty or the migrations are newer than the generated statements (then Alembic must do it). IMMEDIATE: a
+    second process creating the same new file waits for the first and then finds it not empty."""
     import json
 
     with open(SCHEMA, encoding="utf-8") as f:
@@ -309,9 +251,7 @@ def chunk_reader(
     connect: Callable[[], sqlite3.Connection], joined: str, args: tuple[Any, ...], ranges: list[tuple[int, int]]
 ) -> ReadAhead[tuple[bytes, int]]:
     """``(JSON lines, count)`` chunks of ``ranges`` (version ranges), read one ahead; close it if not read to the end.
-
-    ``args``: the separator, the stream, then the where's args after its version (lo and hi are per chunk).
-    """
+    ``args``: the separator, the stream, then the where's args after its version (lo and hi are per chunk)."""
     from ledger.store.read_ahead import ReadAhead  # (and queue) only for a stream long enough to read ahead
 
     def produce(put: Put[tuple[bytes, int]]) -> None:
@@ -328,6 +268,11 @@ def chunk_reader(
             con.close()
 
     return ReadAhead(produce, name="ledger-read-ahead", translate=_store_error).start()
+
+
+def fetcher(con: sqlite3.Connection) -> Callable[[str, Any], list[Any]]:
+    """Runs a ``?`` statement on ``con`` and returns its rows (the summary's reads)."""
+    return lambda sql, args: con.execute(sql, tuple(args)).fetchall()
 
 
 def _store_error(e: BaseException) -> BaseException:
@@ -366,8 +311,9 @@ class SQLiteStore(StoreBase):
         )
         self._readers = ReadPool(self._connect, sqlite3.Connection.close, timeout=timeout, where=self.describe)
         self._engine: Any = None
-        self._checkpointer = Checkpointer(self._connect, every=EVERY_COMMITS if durability != "full" else 0)
-        self._follower = Follower(self._follow)
+        every = EVERY_COMMITS if durability != "full" else 0
+        self._checkpointer = Follower(self._checkpoint, "ledger-wal-checkpoint", every=every, delay=0)
+        self._follower = Follower(self.catch_up_summary, "ledger-summary-follower")
         self._overlay: SummaryOverlay | None = None
         self._immutable = readonly and not writable(self.path)
         if readonly:
@@ -392,36 +338,48 @@ class SQLiteStore(StoreBase):
         return self._keeper
 
     def catch_up_summary(self) -> int:
+        """On the writer connection: BEGIN IMMEDIATE serializes it with every append and every other catch-up."""
+        from ledger.store.summary import catch_up
+
         if self.readonly:
             return 0
         try:
             with self._writer.connection() as con:
-                return _catch_up(self._summary, con)
+
+                def rollback() -> None:
+                    if con.in_transaction:
+                        con.execute("ROLLBACK")
+
+                begin = functools.partial(con.execute, "BEGIN IMMEDIATE")
+                commit = functools.partial(con.execute, "COMMIT")
+                return catch_up(
+                    self._summary, "sqlite", begin, fetcher(con), con.execute, con.executemany, commit, rollback
+                )
         except sqlite3.Error as e:
             raise StoreError(f"cannot update the cards summary of the ledger at {self.describe()}: {e}") from e
 
     def rebuild_summary(self) -> int:
         from ledger.store import tracking
-        from ledger.store.summary import UPSERT_SQL, write_streamed
-        from ledger.store.tag_figures import has_figures
+        from ledger.store.summary import write_streamed
 
         with self._writer.connection() as con, immediate(con):
             n = write_streamed(
-                lambda sql, args: con.execute(sql, tuple(args)).fetchall(),
+                fetcher(con),
                 lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p),
-                UPSERT_SQL,
-                None,
-                figures=has_figures(con.execute, "sqlite"),
+                "sqlite",
             )
             con.execute(tracking.AT_HEAD_SQL, (tracking.SUMMARY,))
         return n
 
-    def _follow(self) -> None:
-        with contextlib.suppress(StoreError):
-            self.catch_up_summary()
+    def _checkpoint(self) -> None:
+        con = self._connect()
+        try:
+            con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        finally:
+            con.close()
 
     def summary_at_head(self) -> SummaryOverlay | None:
-        from ledger.store.summary import POSITION_SQL, position
+        from ledger.store.summary import POSITION_SQL, build_overlay, position
 
         try:
             row = self._read(POSITION_SQL, ())
@@ -438,7 +396,11 @@ class SQLiteStore(StoreBase):
         if self._overlay is None or self._overlay.head != head:
             try:
                 with self._readers.connection() as con:
-                    self._overlay = _overlay(self._summary, con)
+                    con.execute("BEGIN")  # one read transaction for the stored tables and the tail
+                    try:
+                        self._overlay = build_overlay(fetcher(con), self._summary, "sqlite", "this ledger")
+                    finally:
+                        con.execute("ROLLBACK")
             except sqlite3.Error as e:
                 raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
         return self._overlay
@@ -668,11 +630,8 @@ class SQLiteStore(StoreBase):
     def read_joined(
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None, chunk: int = 25_000
     ) -> tuple[list[tuple[bytes, int]], int, int]:
-        """Like :meth:`read_bodies`, the bodies as ``(JSON lines, count)`` chunks of up to ``chunk`` versions.
-
-        SQLite joins them (no row object per event: a cold replay of a million events is mostly that), in version
-        order (see :func:`joined_sql`).
-        """
+        """Like :meth:`read_bodies`, the bodies as ``(JSON lines, count)`` chunks of up to ``chunk`` versions, joined by
+        SQLite (no row object per event: a cold replay of a million events is mostly that; see :func:`joined_sql`)."""
         where, args = stream_query("?", "", stream, after_version, until_seq, None)
         out: list[tuple[bytes, int]] = []
         try:
@@ -747,50 +706,5 @@ class SQLiteStore(StoreBase):
         return self.url
 
     def close(self) -> None:
-        """Release every connection this process opened (the summary caught up first, when it can be)."""
-        if self._follower.close():
-            self._follow()  # what the appends since its last catch-up added (a copy leaves it to the next read)
         self._checkpointer.close()
-        self._writer.close()
-        self._readers.close()
-        if self._engine is not None:
-            self._engine.dispose()
-            self._engine = None
-
-
-def _catch_up(keeper: SummaryKeeper, con: sqlite3.Connection) -> int:
-    """:func:`~ledger.store.summary.catch_up` on SQLite writer connection ``con`` (autocommit mode; BEGIN
-    IMMEDIATE serializes it with every append and every other catch-up)."""
-    from ledger.store.summary import POSITION_SQL, catch_up, position, probe
-
-    def fetch(sql: str, args: Any) -> list[Any]:
-        return con.execute(sql, args).fetchall()
-
-    def begin() -> int:
-        con.execute("BEGIN IMMEDIATE")
-        probe(keeper, con.execute, "sqlite")
-        return position(fetch(POSITION_SQL, ())[0], "this ledger")[0]
-
-    def rollback() -> None:
-        if con.in_transaction:
-            con.execute("ROLLBACK")
-
-    def commit() -> None:
-        con.execute("COMMIT")
-
-    return catch_up(keeper, begin, fetch, con.execute, con.executemany, commit, rollback)
-
-
-def _overlay(keeper: SummaryKeeper, con: sqlite3.Connection) -> SummaryOverlay | None:
-    """The summary as of the log's head, read in one read transaction on ``con``; None when it is at the head."""
-    from ledger.store.summary import POSITION_SQL, build_overlay, position, probe
-
-    con.execute("BEGIN")
-    try:
-        at, head = position(con.execute(POSITION_SQL).fetchone(), "this ledger")
-        if at >= head:
-            return None
-        probe(keeper, con.execute, "sqlite")
-        return build_overlay(lambda sql, args: con.execute(sql, args).fetchall(), keeper, head, at)
-    finally:
-        con.execute("ROLLBACK")
+        super().close()

@@ -1,28 +1,20 @@
-"""The cards summary: one row per card (and its tags and games in a keys table), a projection of the log.
+"""The cards summary: one row per card (its tags and games in a keys table), a projection of the log that every
+list reads a page of instead of replaying every card (the same ``?`` statements on both backends).
 
-Every list (``ledger cards``, ``compare --tag``, the viewer, the bundle) reads a page of ``card_summary`` through the
-same ``?`` statements on both backends (psycopg gets ``%s``) instead of replaying every card. The rules:
-
-* it follows the log by position: its ``tracking`` row holds the ``seq`` and hash of the last event folded, written
-  in the same transaction as the rows, so each event is folded exactly once whoever runs the catch-up and whenever
-  it is killed. ``ledger verify`` and ``rebuild-summary --check`` prove it equals a rebuild up to that position;
-* tailing by ``seq`` needs ``seq`` order to be commit order: SQLite has one writer at a time; on PostgreSQL every
-  insert into ``events`` takes the append advisory lock before its ``seq`` and holds it to its commit, and a
-  catch-up reads under READ COMMITTED after locking the position row. An insert that skipped the lock would break
-  this (``verify`` would report the summary differing from a rebuild);
-* :class:`SummaryKeeper` keeps the cards it folded and rescores a card only for a batch with an event other than an
-  action (actions change counters, never the score or levels);
-* a card with an event that does not decode has no row (the log takes any bytes; ``verify`` reports the event);
-* a read-only store never writes: when behind, lists are answered from an in-memory copy with the tail folded
-  (:class:`Overlay`);
-* a rebuild holds one card at a time (the log read in ``(stream, version)`` order): a card's row depends only on
-  its own events and its baseline set, so this equals folding the whole log in ``seq`` order.
+* It follows the log by position: its ``tracking`` row (seq and hash of the last event folded) is written in the
+  transaction that writes the rows, so each event is folded once whoever catches up and whenever it is killed.
+* Tailing by ``seq`` needs ``seq`` order to be commit order: SQLite has one writer; on PostgreSQL every insert into
+  ``events`` holds the append advisory lock from its ``seq`` to its commit (an insert that skipped it would make
+  ``verify`` report the summary differing from a rebuild).
+* A card with an event that does not decode has no row (the log takes any bytes; ``verify`` reports the event).
+* A read-only store never writes: when behind, it reads an in-memory copy with the tail folded (:class:`Overlay`).
+* A rebuild holds one card at a time (the log in ``(stream, version)`` order): a row depends only on its card's
+  events and baseline set, so this equals folding the log in ``seq`` order.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import sqlite3
 import threading
 from collections import Counter, OrderedDict
@@ -49,8 +41,6 @@ from ledger.store.tag_figures import (
     SELECT_ALL_SQL,
     Key,
     counts_of,
-    delta,
-    has_figures,
     old_rows,
     replace_all,
     write_delta,
@@ -134,13 +124,9 @@ def scored(doc: ScorecardDoc) -> Scored:
 
 
 def game_stats(doc: ScorecardDoc) -> str:
-    """Per game of the document, as JSON: ``[game_id, score, levels completed, level count, actions of each
-    completed level, score of each completed level, baseline of each level (-1: none)]``, levels from the game's
-    best play (the play its score comes from).
-
-    Only what changes with a scored event is kept (a completed level's actions are fixed when it completes; the
-    actions of the level being played are not kept), so the capture path's counter-only update leaves it true.
-    """
+    """Per game, as JSON: ``[game_id, score, levels completed, level count, actions and score of each completed
+    level, baseline of each level (-1: none)]`` from the game's best play. Only what a scored event changes is
+    kept (not the actions of the level being played), so a counter-only update leaves it true."""
     out = []
     for env in doc.environments:
         run = max(env.runs, key=lambda r: r.levels_completed, default=None) if env.runs else None
@@ -199,17 +185,24 @@ def card_id_of(stream: str) -> str | None:
     return stream[len(CARD_STREAM) :] if stream.startswith(CARD_STREAM) else None
 
 
-def _baseline_set(body: bytes) -> dict[str, dict[str, BaselineEntry]]:
-    try:
-        ev = decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+def baseline_set(
+    sets: dict[str, dict[str, BaselineEntry]], set_id: str | None, first_bodies: Callable[[str], Sequence[bytes]]
+) -> dict[str, BaselineEntry]:
+    """A baseline set's entries by id, cached in ``sets`` (a set's content is its id); empty for None or a set not
+    stored or unreadable. ``first_bodies`` reads a stream's first event's body (a list, empty for no stream)."""
+    if set_id is None:
         return {}
-    return {ev.set_id: bl.as_map(ev.entries)} if isinstance(ev, BaselinesRecorded) else {}
-
-
-def baselines_map(set_id: str, bodies: Sequence[bytes]) -> dict[str, BaselineEntry]:
-    """The entries of a baseline set from its stream's bodies (empty when the set is not stored or unreadable)."""
-    return _baseline_set(bodies[0]).get(set_id, {}) if bodies else {}
+    got = sets.get(set_id)
+    if got is None:
+        bodies = first_bodies(baselines_stream(set_id))
+        try:
+            ev = decode(bodies[0]) if bodies else None
+            got = bl.as_map(ev.entries) if isinstance(ev, BaselinesRecorded) and ev.set_id == set_id else {}
+        except (msgspec.DecodeError, msgspec.ValidationError, TypeError, ValueError):
+            got = {}
+        if got:
+            sets[set_id] = got
+    return got
 
 
 class Tracked(msgspec.Struct):
@@ -242,10 +235,7 @@ class SummaryKeeper:
         self._cards: OrderedDict[str, Tracked] = OrderedDict()
         self._baselines: dict[str, dict[str, BaselineEntry]] = {}
         self._lock = threading.Lock()
-        #: Whether the schema has the summary tables (None: not looked yet; a ledger still at an earlier revision
-        #: has none, and gets them filled from the log when it is migrated; see :func:`probe`).
-        self.enabled: bool | None = None
-        #: Whether the schema has the tag figures table (:mod:`ledger.store.tag_figures`); looked at with ``enabled``.
+        #: Whether the schema has the tag figures table (:mod:`ledger.store.tag_figures`; see :func:`probe`).
         self.figures: bool | None = None
 
     def change(
@@ -257,13 +247,11 @@ class SummaryKeeper:
         read: BodyReader,
     ) -> Change | None:
         """The summary change of appending ``bodies`` (of ``types``) after ``base_version``; None for a stream
-        that is not a card. ``read`` replays the stream when this process does not hold the card at
-        ``base_version``; it and the baseline reads run in the caller's transaction.
-
-        The bodies are decoded here, not taken from the caller's event objects: an event the log cannot decode
-        (a value outside its type) leaves the card without a row, as a rebuild from the log does."""
+        that is not a card. ``read`` (in the caller's transaction) replays the stream when the card is not held at
+        ``base_version``. The bodies are decoded here: one the log cannot decode leaves the card without a row, as
+        a rebuild does."""
         card_id = card_id_of(stream)
-        if card_id is None or not self.enabled:
+        if card_id is None:
             return None
         with self._lock:
             # Taken out while the append runs: folded in place, it is put back only by ``committed``, so a rolled
@@ -282,22 +270,11 @@ class SummaryKeeper:
         scored = held.scored
         rescore = scored is None or not COUNTER_TYPES.issuperset(types)
         if rescore or scored is None:
-            scored = card_score(state, self.baselines(state.baselines_id, read))
+            scored = card_score(state, baseline_set(self._baselines, state.baselines_id, lambda s: read(s, 1)))
         keys = keys_of(state) if rescore else held.keys
         version = base_version + len(bodies)
         tracked = Tracked(state, version, scored, keys)
         return Change(stream, tracked, row_of(state, version, scored), keys if keys != held.keys else None)
-
-    def baselines(self, set_id: str | None, read: BodyReader) -> dict[str, BaselineEntry]:
-        """A baseline set by id (cached: a set's content is its id); empty for None or a set not stored."""
-        if set_id is None:
-            return {}
-        got = self._baselines.get(set_id)
-        if got is None:
-            got = baselines_map(set_id, read(baselines_stream(set_id), 1))
-            if got:
-                self._baselines[set_id] = got
-        return got
 
     def committed(self, change: Change | None) -> None:
         if change is None:
@@ -350,8 +327,7 @@ class CardSummary(msgspec.Struct, frozen=True):
     @classmethod
     def of(cls, row: SummaryRow, now: datetime, limits: tuple[int, int], baselines_known: bool = True) -> CardSummary:
         """The line of a card's summary row as every list shows it at ``now``: an open card the toolkit would have
-        closed by then under ``limits`` (STALE_MINUTES, MAX_OPEN_FOR_MINUTES) shown closed, ``lapsed``: the one
-        constructor, for ``ledger cards`` and the viewer's lists."""
+        closed by then under ``limits`` (STALE_MINUTES, MAX_OPEN_FOR_MINUTES) shown closed, ``lapsed``."""
         card = CardState(card_id=row.card_id, opened_at=_at(row.opened), close_reason=row.close_reason)
         due = lapse(card, _at(row.last_ts), now, *limits)
         return cls(
@@ -408,20 +384,22 @@ def pg(sql: str) -> str:
 
 
 def figures_change(fetch: Callable[[str, Any], list[Any]], changes: Iterable[Change | None]) -> Counter[Key]:
-    """How the tag figures move when ``changes`` are written (read before writing them: the old rows are read
-    through ``fetch``)."""
+    """How the tag figures move when ``changes`` are written (read before: the old rows are read through ``fetch``)."""
     done = [c for c in changes if c is not None]
-    old = old_rows(fetch, [c.stream[len(CARD_STREAM) :] for c in done])
-    new = [(r.tags, r.score, r.game_stats, r.retracted) for r in (c.row for c in done) if r is not None]
-    return delta(old.values(), new)
+    out: Counter[Key] = Counter()
+    for r in (c.row for c in done):
+        if r is not None:
+            out.update(counts_of(r.tags, r.score, r.game_stats, r.retracted))
+    for row in old_rows(fetch, [c.stream[len(CARD_STREAM) :] for c in done]).values():
+        out.subtract(counts_of(*row))
+    return out
 
 
 def write_changes(
     executemany: Callable[[str, Any], Any], changes: Iterable[Change | None], figures: Counter[Key] | None = None
 ) -> None:
-    """Write many cards' changes with one statement of each kind (``executemany``: one parse, rows pipelined on
-    PostgreSQL): a catch-up writes hundreds of cards at once. ``figures``: the tag figures' change
-    (:func:`figures_change`, read before), written with them."""
+    """Write many cards' changes with one ``executemany`` of each kind (one parse, pipelined on PostgreSQL), and
+    ``figures``, the tag figures' change (:func:`figures_change`, read before)."""
     done = [c for c in changes if c is not None]
     if figures:
         write_delta(executemany, figures)
@@ -527,12 +505,11 @@ READ_BODIES_SQL = "SELECT body FROM events WHERE stream = ? AND version <= ? ORD
 
 
 def probe(keeper: SummaryKeeper, execute: Callable[[str, Any], Any], dialect: str) -> None:
-    """Look whether the schema has the summary tables (inside the append transaction): once when it has them; on
-    every append while it has not (a ledger at an earlier revision, until it is migrated)."""
-    if not keeper.enabled:
-        keeper.enabled = has_table(execute, dialect, SUMMARY)
+    """Look whether the schema has the tag figures table: once when it has it, at every catch-up while it has not (a
+    ledger at an earlier revision, until it is migrated). The summary tables need no look: every fold reads the
+    summary's position, and the tracking table came after them."""
     if not keeper.figures:
-        keeper.figures = has_figures(execute, dialect)
+        keeper.figures = has_table(execute, dialect, FIGURES)
 
 
 def body_reader(execute: Callable[[str, Any], Any]) -> BodyReader:
@@ -545,13 +522,10 @@ MANY_CARDS = 5000
 
 
 def tag_points_query(tag: str, limit: int, before: str | None = None, *, many: bool = False) -> tuple[str, list[Any]]:
-    """The newest ``limit`` cards with ``tag`` (``all_tags``) that have an opened time and are not retracted, newest
-    first: (card_id, opened, opened_key, score); ``before``: only cards opened before that card (keyset paging).
-
-    Two plans for one answer: a tag of few cards reads them through the keys table and sorts them (its cost is its
-    cards); a tag of ``many`` cards walks the opened-time index from the newest and keeps the cards with the tag
-    (its cost is about the cards opened since its ``limit``-th newest), so neither reads every card of a large tag.
-    """
+    """(card_id, opened, opened_key, score) of the newest ``limit`` cards with ``tag`` that have an opened time and
+    are not retracted, newest first; ``before``: only cards opened before that card (keyset paging). Two plans: a
+    tag of few cards is read through the keys table and sorted; a tag of ``many`` walks the opened-time index from
+    the newest, keeping the cards with the tag (its cost is the cards opened since its ``limit``-th newest)."""
     args: list[Any] = [tag, NEVER]
     older = ""
     if before is not None:
@@ -597,8 +571,7 @@ def fold_tail(
     keeper: SummaryKeeper, fetch: Callable[[str, Any], list[Any]], position: int
 ) -> tuple[list[Change | None], tuple[int, str] | None, int]:
     """The summary changes of the (at most :data:`TAIL_CHUNK`) events after ``position``, the seq and hash of the
-    last one (None when there is none) and how many there were. ``fetch`` runs ``?`` reads in the caller's
-    transaction."""
+    last one (None: none) and how many there were, read in the caller's transaction."""
     rows = fetch(TAIL_SQL, (position, TAIL_CHUNK))
     if not rows:
         return [], None, 0
@@ -608,24 +581,29 @@ def fold_tail(
 
 def catch_up(
     keeper: SummaryKeeper,
-    begin: Callable[[], int],
+    dialect: str,
+    begin: Callable[[], Any],
     fetch: Callable[[str, Any], list[Any]],
     execute: Callable[[str, Any], Any],
     executemany: Callable[[str, Any], Any],
-    commit: Callable[[], None],
-    rollback: Callable[[], None],
+    commit: Callable[[], object],
+    rollback: Callable[[], object],
     writing: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> int:
-    """Bring the summary tables to the log's head, a transaction per :data:`TAIL_CHUNK` events; returns how many events
-    were folded. ``begin`` opens the transaction, takes what serializes catch-ups and returns the position;
-    ``writing`` wraps the writes (PostgreSQL: a pipeline, not a round trip per statement)."""
+    """Bring the summary tables to the log's head, a transaction per :data:`TAIL_CHUNK` events; returns how many
+    events were folded. ``begin`` opens the transaction and takes what serializes catch-ups; ``writing`` wraps the
+    writes (PostgreSQL: a pipeline, not a round trip per statement)."""
     folded = 0
     while True:
         changes: list[Change | None] = []
         try:
             # Inside the try: ``begin`` may fail once its transaction is open (a schema without the position table,
             # after a downgrade), and a SQLite writer left in it would hold the write lock.
-            at = begin()
+            begin()
+            probe(keeper, fetch, dialect)
+            # A statement of its own: on PostgreSQL under READ COMMITTED its snapshot sees what the catch-up that
+            # held the position row committed (the locking statement's snapshot is older than the row it waited for).
+            at = position(fetch(POSITION_SQL, ())[0], "this ledger")[0]
             changes, last, n = fold_tail(keeper, fetch, at)
             if last is None:
                 commit()
@@ -650,8 +628,7 @@ def catch_up(
 
 class Overlay:
     """The summary tables as of the log's head for a store that must not write: an in-memory SQLite copy of the
-    stored rows and keys with the tail's changes applied. Built when a read finds the summary behind; reused while
-    the log's head stays where it was."""
+    stored tables with the tail's changes applied, reused while the log's head stays where it was."""
 
     def __init__(
         self,
@@ -691,9 +668,15 @@ class Overlay:
                 raise StoreError(f"cannot read the cards summary folded in memory: {e}") from e
 
 
-def build_overlay(fetch: Callable[[str, Any], list[Any]], keeper: SummaryKeeper, head: int, at: int) -> Overlay:
-    """An :class:`Overlay` at ``head`` from the stored tables (at seq ``at``) and the events after it, read through
-    ``fetch`` in one read transaction."""
+def build_overlay(
+    fetch: Callable[[str, Any], list[Any]], keeper: SummaryKeeper, dialect: str, where: str
+) -> Overlay | None:
+    """An :class:`Overlay` at the log's head from the stored tables and the events after their position, read
+    through ``fetch`` in one read transaction; None when the tables are at the head."""
+    at, head = position(fetch(POSITION_SQL, ())[0], where)
+    if at >= head:
+        return None
+    probe(keeper, fetch, dialect)
     figures = fetch(SELECT_ALL_SQL, ()) if keeper.figures else None
     overlay = Overlay(head, fetch(SELECT_ROWS_SQL, ()), fetch(SELECT_KEYS_SQL, ()), figures)
     while at < head:
@@ -758,31 +741,14 @@ def _card_events(read: Read) -> Iterator[tuple[str, list[tuple[int, bytes]]]]:
         yield current[len(CARD_STREAM) :], held
 
 
-class _Sets:
-    """Baseline sets by id, each read once from its stream."""
-
-    def __init__(self, read: Read) -> None:
-        self.read = read
-        self.sets: dict[str, dict[str, BaselineEntry]] = {}
-
-    def get(self, set_id: str | None) -> dict[str, BaselineEntry]:
-        if set_id is None:
-            return {}
-        got = self.sets.get(set_id)
-        if got is None:
-            bodies = [_as_bytes(r[0]) for r in self.read(SET_SQL, (baselines_stream(set_id),))]
-            try:
-                got = baselines_map(set_id, bodies)
-            except (TypeError, ValueError):
-                got = {}
-            self.sets[set_id] = got
-        return got
-
-
 def rebuilt(read: Read) -> Iterator[tuple[str, Built | None]]:
     """Every card's summary row and keys as the log has them, one card at a time (None: an event of the card does
     not decode, so it has no row)."""
-    sets = _Sets(read)
+    sets: dict[str, dict[str, BaselineEntry]] = {}
+
+    def first_bodies(stream: str) -> list[bytes]:
+        return [_as_bytes(r[0]) for r in read(SET_SQL, (stream,))]
+
     for card_id, events in _card_events(read):
         try:
             state = replay(card_id, (b for _, b in events))
@@ -790,7 +756,13 @@ def rebuilt(read: Read) -> Iterator[tuple[str, Built | None]]:
             yield card_id, None
             continue
         version = events[-1][0]
-        yield card_id, (row_of(state, version, card_score(state, sets.get(state.baselines_id))), keys_of(state))
+        yield (
+            card_id,
+            (
+                row_of(state, version, card_score(state, baseline_set(sets, state.baselines_id, first_bodies))),
+                keys_of(state),
+            ),
+        )
 
 
 def _stored(read: Read, ids: Sequence[str]) -> dict[str, Stored]:
@@ -836,13 +808,16 @@ def _orphans(read: Read) -> Iterator[str]:
         after = ids[-1]
 
 
-def check_streamed(
-    read: Read, *, limit: int = 10, skip: frozenset[str] = frozenset(), figures: bool = False
-) -> tuple[int, list[str]]:
-    """(cards the log holds, how the stored summary differs from a rebuild: one line per card, the first
-    ``limit`` then a count), comparing :data:`CARDS_CHUNK` cards per query; cards in ``skip`` are left out (their rows
-    as stored count in the tag figures). ``figures``: the schema has the tag figures table, compared with the
-    counts of the rebuilt rows (held as counts per figure value, not per card)."""
+def check(store: LogStore, *, limit: int = 10, skip: frozenset[str] = frozenset()) -> tuple[int, list[str]]:
+    """(cards the log holds, how the summary tables, caught up to the log's head, differ from a rebuild: one line
+    per card, the first ``limit`` then a count), :data:`CARDS_CHUNK` cards per query; cards in ``skip`` are left out
+    (their rows as stored count in the tag figures). The tag figures, where the schema has them, are compared with
+    the counts of the rebuilt rows (held per figure value, not per card)."""
+    figures = has_table(lambda sql, args: _query(store, sql, args), store.dialect, FIGURES)
+
+    def read(sql: str, args: Sequence[Any]) -> list[Any]:
+        return query(store, sql, args)
+
     out: list[str] = []
     extra = 0
     cards = 0
@@ -884,16 +859,14 @@ def check_streamed(
 
 
 def write_streamed(
-    read: Read,
-    execute: Callable[[str, Any], Any],
-    upsert: str,
-    pick: Sequence[int] | None,
-    *,
-    figures: bool = False,
+    read: Read, execute: Callable[[str, Any], Any], dialect: str, columns: Sequence[str] = COLUMNS
 ) -> int:
-    """Replace the summary tables' content with a rebuild from the log, :data:`CARDS_CHUNK` cards per statement (inside
-    the caller's transaction); returns the number of cards. ``figures``: the schema has the tag figures table,
-    rewritten from the counts of the rows (held per figure value, not per card)."""
+    """Replace the summary tables (and the tag figures, where the schema has them) with a rebuild from the log in
+    the caller's transaction, :data:`CARDS_CHUNK` cards per statement, writing ``columns`` (those the table has at a
+    migration's revision); returns the number of cards."""
+    upsert = upsert_sql(columns)
+    pick = None if tuple(columns) == COLUMNS else [COLUMNS.index(c) for c in columns]
+    figures = has_table(read, dialect, FIGURES)
     execute(f"DELETE FROM {KEYS}", ())
     execute(f"DELETE FROM {SUMMARY}", ())
     n = 0
@@ -917,26 +890,17 @@ def fill(conn: Any, columns: Sequence[str] = COLUMNS) -> int:
     """Build the summary tables from the log on SQLAlchemy connection ``conn`` (the migration's transaction),
     writing ``columns`` (those the table has at the migration's revision)."""
     fix = pg if conn.dialect.name == "postgresql" else str
-    upsert, pick = _upsert_of(columns)
 
     def read(sql: str, args: Any) -> list[Any]:
         return list(conn.exec_driver_sql(fix(sql), tuple(args)).fetchall())
 
     _hold_position(read, conn.dialect.name)
-
-    return write_streamed(
-        read,
-        lambda sql, params: conn.exec_driver_sql(fix(sql), params),
-        upsert,
-        pick,
-        figures=has_figures(read, conn.dialect.name),
-    )
+    return write_streamed(read, lambda sql, params: conn.exec_driver_sql(fix(sql), params), conn.dialect.name, columns)
 
 
 def _hold_position(read: Callable[[str, Any], list[Any]], dialect: str) -> None:
-    """Take the lock every catch-up of the summary takes first (its position row) before a migration rewrites the
-    summary: a store's follower thread catching up meanwhile then waits or steps aside, where it would otherwise hold
-    the position and wait for rows the migration holds while the migration waits for the position (a deadlock).
+    """Take the position row every catch-up locks first before a migration rewrites the summary: else a follower
+    thread could hold it and wait for rows the migration holds, while the migration waits for it (a deadlock).
     SQLite needs none: a migration there holds the whole database (IMMEDIATE)."""
     if dialect == "postgresql" and has_table(read, dialect, tracking.TABLE):
         read(POSITION_SQL + " FOR UPDATE", ())
@@ -966,16 +930,9 @@ def fill_figures(conn: Any) -> int:
     return replace_all(lambda sql, params: conn.exec_driver_sql(fix(sql), params), counts)
 
 
-def _upsert_of(columns: Sequence[str]) -> tuple[str, list[int] | None]:
-    if tuple(columns) == COLUMNS:
-        return UPSERT_SQL, None
-    return upsert_sql(columns), [COLUMNS.index(c) for c in columns]
-
-
 def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
-    """Rows of one read statement (``?`` placeholders) on ``store``, on a single connection. A statement on the
-    summary tables is answered as of the log's head: the summary is caught up first (or, on a read-only store,
-    answered from the tail folded in memory: :class:`Overlay`)."""
+    """Rows of one ``?`` read statement on ``store``; one on the summary tables is answered as of the log's head
+    (caught up first, or on a read-only store from the :class:`Overlay`)."""
     try:
         if SUMMARY in sql or FIGURES in sql:
             overlay = store.summary_at_head()
@@ -983,7 +940,7 @@ def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
                 return overlay.query(sql, tuple(args))
         return _query(store, sql, args)
     except StoreError as e:
-        no_figures = FIGURES in str(e) and not has_figures(lambda q, a: _query(store, q, a), store.dialect)
+        no_figures = FIGURES in str(e) and not has_table(lambda q, a: _query(store, q, a), store.dialect, FIGURES)
         if no_figures and has_summary(store):
             raise StoreError(
                 f"the ledger at {store.describe()} has no tag figures yet (schema {store.revision()}): "
@@ -1034,50 +991,9 @@ def _stored_of(key_rows: Iterable[Sequence[Any]], rows: Iterable[Sequence[Any]])
     return out
 
 
-def stored(store: LogStore) -> dict[str, Stored]:
-    """The summary tables caught up to the log's head, each card's row (None: only keys) and keys, read
-    consistently: a catch-up by another process between the reads is read again."""
-    for _ in range(100):
-        overlay = store.summary_at_head()
-        if overlay is not None:
-            return _stored_of(overlay.query(SELECT_KEYS_SQL, ()), overlay.query(SELECT_ROWS_SQL, ()))
-        before = _position(store)
-        read = functools.partial(query if before is None else _query, store)
-        have = _stored_of(read(SELECT_KEYS_SQL), read(SELECT_ROWS_SQL))
-        if _position(store) == before:
-            return have
-    raise StoreError(f"the cards summary of the ledger at {store.describe()} kept moving while it was read")
-
-
-def _position(store: LogStore) -> int | None:
-    try:
-        return int(_query(store, POSITION_SQL)[0][0])
-    except StoreError:
-        if has_table(lambda sql, args: _query(store, sql, args), store.dialect, tracking.TABLE):
-            raise
-        return None
-
-
-def differences(store: LogStore, *, limit: int = 10) -> list[str]:
-    """How the summary tables (caught up to the log's head) differ from a rebuild from the log, one line each."""
-    return check(store, limit=limit)[1]
-
-
-def check(store: LogStore, *, limit: int = 10, skip: frozenset[str] = frozenset()) -> tuple[int, list[str]]:
-    """(cards the log holds, :func:`differences`) in bounded memory; cards in ``skip`` are left out."""
-    figures = has_figures(lambda sql, args: _query(store, sql, args), store.dialect)
-    return check_streamed(lambda sql, args: query(store, sql, args), limit=limit, skip=skip, figures=figures)
-
-
 def has_summary(store: LogStore) -> bool:
     """True when the schema has the summary tables (a ledger at an earlier revision has not)."""
     return has_table(lambda sql, args: _query(store, sql, args), store.dialect, SUMMARY)
-
-
-def rebuild_summary(store: LogStore) -> int:
-    """Rewrite the summary tables from the log, in one transaction that holds the append lock; returns the
-    number of cards."""
-    return store.rebuild_summary()
 
 
 def tagged_card_ids(store: LogStore, tags: Sequence[str], *, include_retracted: bool = False) -> list[str]:
@@ -1141,9 +1057,7 @@ def distinct_keys(store: LogStore, kind: str) -> list[str]:
 
 
 def tag_points(store: LogStore, tag: str, limit: int, before: str | None = None) -> list[tuple[str, str, int, float]]:
-    """(card id, opened, opened key, score) of the newest ``limit`` cards with ``tag`` that have an opened time and
-        are not retracted, newest first, opened before card ``before`` if given: two queries on the summary (how many
-    cards the tag has, which chooses the plan; then the page)."""
+    """:func:`tag_points_query`'s rows: two queries (how many cards the tag has, which chooses the plan; the page)."""
     many = tag_count(store, tag) > MANY_CARDS
     sql, args = tag_points_query(tag, limit, before, many=many)
     return [(r[0], r[1], int(r[2]), float(r[3])) for r in query(store, sql, args)]

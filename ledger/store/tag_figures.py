@@ -30,8 +30,6 @@ from typing import Any
 
 import msgspec
 
-from ledger.store.base import has_table
-
 FIGURES = "tag_figures"
 #: Primary key order: one tag's figures are one range; within it one figure's values are in order.
 KEY_COLUMNS = ("tag", "metric", "game_id", "level", "retracted", "value", "label")
@@ -75,11 +73,6 @@ def counts_of(tags: str | None, score: float, game_stats: str, retracted: object
     return out
 
 
-def has_figures(execute: Callable[[str, Any], Any], dialect: str) -> bool:
-    """Whether the schema has the table (a ledger at an earlier revision has not)."""
-    return has_table(execute, dialect, FIGURES)
-
-
 def old_rows(fetch: Callable[[str, Any], list[Any]], card_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
     """card id -> (tags, score, game_stats, retracted) as the summary holds it now, for ``card_ids``."""
     out: dict[str, tuple[Any, ...]] = {}
@@ -87,16 +80,6 @@ def old_rows(fetch: Callable[[str, Any], list[Any]], card_ids: Sequence[str]) ->
         part = list(card_ids[i : i + CHUNK])
         for cid, tags, score, stats, retracted in fetch(OLD_ROWS_SQL.format(", ".join("?" * len(part))), part):
             out[cid] = (tags, score, stats, retracted)
-    return out
-
-
-def delta(old: Iterable[tuple[Any, ...]], new: Iterable[tuple[Any, ...]]) -> Counter[Key]:
-    """The change of the counts when rows ``old`` become rows ``new`` (each (tags, score, game_stats, retracted))."""
-    out: Counter[Key] = Counter()
-    for row in new:
-        out.update(counts_of(*row))
-    for row in old:
-        out.subtract(counts_of(*row))
     return out
 
 

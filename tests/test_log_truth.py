@@ -206,6 +206,31 @@ def test_every_edit_of_a_derived_table_is_ignored_or_reported_by_verify(
         assert v.exit_code == 1 and named in v.stdout, v.stdout
 
 
+DERIVED_TABLES = ("snapshots", "card_summary", "card_summary_keys", "tag_figures", "tracking", "merkle_nodes")
+
+
+@pytest.mark.parametrize("table", DERIVED_TABLES)
+def test_a_derived_table_dropped_by_hand_fails_verify_and_no_command_shows_a_traceback(
+    demo: tuple[str, str], table: str
+) -> None:
+    db, card = demo
+    with Ledger.open(db) as led:
+        TreeStore(led.store).catch_up()
+    sql(db, f"DROP TABLE {table}" + (" CASCADE" if db.startswith("postgresql") else ""))
+    v = verify(db)
+    assert v.exit_code == 1 and f"FAIL table missing: {table} (schema " in v.stdout, v.stdout
+    assert "1 table(s) missing" in v.stdout
+    # Every other command answers in one line and an exit code (catch_exceptions=False: a traceback fails here).
+    for args in [*(a + ([] if a[0] == "cards" else [card]) for a in map(list, READS)), ["rebuild-summary"]]:
+        r = run(db, *args)
+        assert r.exit_code in (0, 1), (args, r.exit_code, r.output)
+        if r.exit_code:
+            assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("Error: "), (args, r.stderr)
+    if table == "card_summary":
+        r = run(db, "cards")
+        assert r.exit_code == 1 and "has no cards summary table, though its schema" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("cached", [True, False], ids=["with snapshot", "without"])
 @pytest.mark.parametrize("where", ["middle", "tail"])
 def test_a_card_missing_events_is_refused_by_every_read(demo: tuple[str, str], cached: bool, where: str) -> None:

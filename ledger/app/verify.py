@@ -12,7 +12,7 @@ import msgspec
 from ledger.domain import chain
 from ledger.domain.events import CARD_STREAM, decode, type_of
 from ledger.errors import StoreError
-from ledger.store.base import APPEND_ONLY_TRIGGERS, LogStore, StoredEvent, has_table
+from ledger.store.base import APPEND_ONLY_TRIGGERS, LogStore, StoredEvent, has_table, head_tables
 
 
 @dataclass
@@ -29,6 +29,8 @@ class VerifyReport:
     events: int = 0
     streams: list[StreamCheck] = field(default_factory=list)
     missing_triggers: list[str] = field(default_factory=list)
+    #: Tables the schema's revision has that the database lacks (dropped by hand: a rebuild cannot write them).
+    missing_tables: list[str] = field(default_factory=list)
     expected_triggers: list[str] = field(default_factory=list)
     revision: str | None = None
     head_revision: str | None = None
@@ -46,6 +48,11 @@ class VerifyReport:
     def errors(self) -> list[str]:
         out = [f"{s.stream}: {s.error}" for s in self.streams if s.error]
         out += [f"append-only trigger missing: {t}" for t in self.missing_triggers]
+        out += [
+            f"table missing: {t} (schema {self.revision} has it; `ledger copy --to NEW` copies the log into a new "
+            "ledger with every table)"
+            for t in self.missing_tables
+        ]
         out += [f"cards summary: {d}" for d in self.summary_differences]
         out += [f"card {d}" for d in self.card_differences]
         out += [f"cached card state: {d}" for d in self.snapshot_differences]
@@ -69,6 +76,7 @@ class VerifyReport:
             "head_revision": self.head_revision,
             "migrations_at_head": self.revision == self.head_revision,
             "triggers": {"expected": self.expected_triggers, "missing": self.missing_triggers},
+            "missing_tables": self.missing_tables,
             "chains_ok": not any(s.error for s in self.streams),
             "derived": {
                 "cards": self.card_differences,
@@ -100,6 +108,8 @@ class VerifyReport:
         ) + bool(self.tree_problem)
         closes = f", {len(self.card_differences)} card(s) differ from their closes" if self.card_differences else ""
         what = "derived tables match the log" if not derived else f"{derived} derived row(s) differ from the log"
+        if self.missing_tables:
+            what = f"{len(self.missing_tables)} table(s) missing, {what}"
         if self.snapshot_sample > 1:
             what += f" (cached card states sampled: 1 in {self.snapshot_sample})"
         return (
@@ -184,8 +194,10 @@ def verify_ledger(
     report.expected_triggers = list(APPEND_ONLY_TRIGGERS[store.dialect])
     report.revision = store.revision()
     report.head_revision = store.head_revision()
+    if report.revision == report.head_revision:
+        report.missing_tables = [t for t in head_tables() if not _has_table(store, t)]
     report.head = chain.ledger_head((s.stream, s.version, s.head) for s in report.streams)
-    if has_summary(store):
+    if has_summary(store) and "card_summary_keys" not in report.missing_tables:
         # A card whose chain is broken is reported as such; its summary is compared only once the chain holds.
         # A second read, in the order of the (stream, version) index, one card at a time: memory stays bounded.
         broken = frozenset(s.stream[len(CARD_STREAM) :] for s in report.streams if s.error)

@@ -136,6 +136,20 @@ class LedgerGroup(click.Group):
             if extra is None:
                 raise
             raise LedgerCommandError(extra, 1) from e
+        except Exception as e:
+            # A database that refuses a statement the ledger's schema allows (a table dropped by hand, a file that
+            # is no database): one line, never a traceback.
+            if not _database_error(e):
+                raise
+            raise LedgerCommandError(
+                f"the database refused: {e} (`ledger verify` says what the ledger holds)", 1
+            ) from e
+
+
+def _database_error(e: Exception) -> bool:
+    import sqlite3
+
+    return isinstance(e, sqlite3.Error) or any(c.__module__.startswith("psycopg") for c in type(e).__mro__)
 
 
 @contextmanager

@@ -300,6 +300,16 @@ def not_a_file(path: str) -> InputError | None:
     return None
 
 
+def head_tables() -> list[str]:
+    """The tables of the schema at the head revision: those of ``fresh_schema.json``, which the migrations generate
+    (a test holds the two equal) and which name the same tables on both backends."""
+    import json
+
+    with open(os.path.join(os.path.dirname(__file__), "fresh_schema.json"), encoding="utf-8") as f:
+        statements = json.load(f)["statements"]
+    return [m.group(1) for s in statements if (m := re.match(r'CREATE TABLE "?(\w+)', s))]
+
+
 def has_table(execute: Callable[[str, Any], Any], dialect: str, table: str) -> bool:
     """Whether the ledger's schema has ``table`` (a ledger at an earlier revision may not): ``execute`` runs one
     statement and returns its rows (a list or a cursor)."""

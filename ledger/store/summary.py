@@ -942,16 +942,23 @@ def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
     except StoreError as e:
         no_figures = FIGURES in str(e) and not has_table(lambda q, a: _query(store, q, a), store.dialect, FIGURES)
         if no_figures and has_summary(store):
-            raise StoreError(
-                f"the ledger at {store.describe()} has no tag figures yet (schema {store.revision()}): "
-                "run `ledger init` once to build them from the log"
-            ) from e
+            raise StoreError(_no_table(store, "tag figures")) from e
         if SUMMARY not in str(e) or has_summary(store):
             raise
-        raise StoreError(
-            f"the ledger at {store.describe()} has no cards summary yet (schema {store.revision()}): "
+        raise StoreError(_no_table(store, "cards summary")) from e
+
+
+def _no_table(store: LogStore, what: str) -> str:
+    where, revision = store.describe(), store.revision()
+    if revision != store.head_revision():  # a ledger from before the table: migrating builds it from the log
+        return (
+            f"the ledger at {where} has no {what} yet (schema {revision}): "
             "run `ledger init` once to build it from the log"
-        ) from e
+        )
+    return (
+        f"the ledger at {where} has no {what} table, though its schema ({revision}) has one: it was dropped; the "
+        "log is intact (`ledger verify`), and `ledger copy --to NEW` copies it into a new ledger with every table"
+    )
 
 
 def _query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:

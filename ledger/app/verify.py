@@ -76,7 +76,6 @@ class VerifyReport:
             "head_revision": self.head_revision,
             "migrations_at_head": self.revision == self.head_revision,
             "triggers": {"expected": self.expected_triggers, "missing": self.missing_triggers},
-            "missing_tables": self.missing_tables,
             "chains_ok": not any(s.error for s in self.streams),
             "derived": {
                 "cards": self.card_differences,

@@ -11,7 +11,7 @@ import pytest
 
 from ledger import Ledger
 from ledger.store import sqlite as sqlite_store
-from ledger.store.base import head_revision
+from ledger.store.base import FRESH_SCHEMA, head_revision
 from ledger.store.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +31,7 @@ def test_the_statements_are_what_the_migrations_make_now() -> None:
     assert spec is not None and spec.loader is not None
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
-    assert Path(sqlite_store.SCHEMA).read_text(encoding="utf-8") == generator.generate(), (
+    assert Path(FRESH_SCHEMA).read_text(encoding="utf-8") == generator.generate(), (
         "the migrations changed: run `.venv/bin/python scripts/fresh_schema.py`"
     )
 

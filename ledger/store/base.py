@@ -300,12 +300,16 @@ def not_a_file(path: str) -> InputError | None:
     return None
 
 
+#: The schema at the head revision, generated from the migrations (``scripts/fresh_schema.py``).
+FRESH_SCHEMA = os.path.join(os.path.dirname(__file__), "fresh_schema.json")
+
+
 def head_tables() -> list[str]:
     """The tables of the schema at the head revision: those of ``fresh_schema.json``, which the migrations generate
     (a test holds the two equal) and which name the same tables on both backends."""
     import json
 
-    with open(os.path.join(os.path.dirname(__file__), "fresh_schema.json"), encoding="utf-8") as f:
+    with open(FRESH_SCHEMA, encoding="utf-8") as f:
         statements = json.load(f)["statements"]
     return [m.group(1) for s in statements if (m := re.match(r'CREATE TABLE "?(\w+)', s))]
 

@@ -30,6 +30,7 @@ from ledger.domain.events import Event
 from ledger.errors import InputError, StoreError, VersionConflict
 from ledger.store.base import (
     APPEND_CHUNK,
+    FRESH_SCHEMA,
     CopyBatch,
     Durability,
     Follower,
@@ -225,7 +226,6 @@ def joined_sql(con: sqlite3.Connection, where: str) -> str:
 
 
 #: Read only when a new ledger is made (json and the file stay out of every other command's start).
-SCHEMA = os.path.join(os.path.dirname(__file__), "fresh_schema.json")
 
 
 def create_fresh(con: sqlite3.Connection) -> bool:
@@ -234,7 +234,7 @@ def create_fresh(con: sqlite3.Connection) -> bool:
     second process creating the same new file waits for the first and then finds it not empty."""
     import json
 
-    with open(SCHEMA, encoding="utf-8") as f:
+    with open(FRESH_SCHEMA, encoding="utf-8") as f:
         schema = json.load(f)
     if head_revision() != schema["revision"]:
         return False
@@ -362,14 +362,16 @@ class SQLiteStore(StoreBase):
         from ledger.store import tracking
         from ledger.store.summary import write_streamed
 
-        with self._writer.connection() as con, immediate(con):
+        def work(con: sqlite3.Connection) -> int:
             n = write_streamed(
                 fetcher(con),
                 lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p),
                 "sqlite",
             )
             con.execute(tracking.AT_HEAD_SQL, (tracking.SUMMARY,))
-        return n
+            return n
+
+        return int(self._write_transaction(work, "cannot rebuild the cards summary of the ledger"))
 
     def _checkpoint(self) -> None:
         con = self._connect()
@@ -500,9 +502,12 @@ class SQLiteStore(StoreBase):
         return missing
 
     def _write_transaction(self, work: Callable[[sqlite3.Connection], Any], what: str) -> Any:
-        """``work(connection)`` in one write transaction on the writer (``what`` is PostgreSQL's message only)."""
-        with self._writer.connection() as con, immediate(con):
-            return work(con)
+        """``work(connection)`` in one write transaction on the writer; the driver's errors as ``what``."""
+        try:
+            with self._writer.connection() as con, immediate(con):
+                return work(con)
+        except sqlite3.Error as e:
+            raise StoreError(f"{what} at {self.describe()}: {e}") from e
 
     # -- writing ------------------------------------------------------------------------------------------
 

@@ -385,8 +385,8 @@ def import_recordings(
         if on_card is not None:
             on_card(r)
         bytes_read += n
-    from ledger.imports.import_readers import import_read
-
+    if found.read:  # loaded (with the run usage it attaches) only when a reader's format was found
+        from ledger.imports.import_readers import import_read
     for reader, path in found.read:
         for r in import_read(opts, reader, path, problems):
             results.append(r)

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import re
 import sys
 import tempfile
 from pathlib import Path
 
-from benchlib import pg_database, pg_unusable, proc, rounds
+from benchlib import bytecode_env, pg_database, pg_unusable, proc, rounds
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUNDS = 9
@@ -35,15 +34,9 @@ GOAL = 2.5
 PG_GOAL = 2.0
 
 
-def _env(src: Path, pycache: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(src)
-    env.pop("LEDGER_DB", None)
-    # An installed package runs from its bytecode: let the warm-up run write it (outside the source tree), so
-    # that no run pays for compiling the package's modules (PYTHONDONTWRITEBYTECODE would make every run do so).
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = pycache
-    return env
+def _env(src: Path, pycache: Path) -> dict[str, str]:
+    # The warm-up run of _best writes the bytecode.
+    return bytecode_env(pycache) | {"PYTHONPATH": str(src)}
 
 
 def _ledger(*args: str) -> list[str]:
@@ -73,7 +66,7 @@ def _times(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
 def measure(src: Path = ROOT, n_rounds: int = ROUNDS) -> list[tuple[str, float, float]]:
     """(command, best wall seconds, ratio to the floor) for the floor and each read command."""
     with tempfile.TemporaryDirectory() as tmp:
-        env = _env(src, str(Path(tmp) / "pycache"))
+        env = _env(src, Path(tmp) / "pycache")
         db = str(Path(tmp) / "ledger.sqlite")
         card = _demo(src, env, db)
         commands: dict[str, list[str]] = {
@@ -126,7 +119,7 @@ def measure_pg(
     copy in the PostgreSQL database ``pg``, every checkout and backend in the same rounds; and the best of each of
     :data:`DRIVER_IMPORT`'s commands. CPU is the command's process only (not the server's)."""
     with tempfile.TemporaryDirectory() as tmp:
-        envs = {src: _env(src, str(Path(tmp) / f"pycache{i}")) for i, src in enumerate(srcs)}
+        envs = {src: _env(src, Path(tmp) / f"pycache{i}") for i, src in enumerate(srcs)}
         db = str(Path(tmp) / "ledger.sqlite")
         card = _demo(srcs[0], envs[srcs[0]], db)
         proc(_ledger("--db", db, "copy", "--to", pg), env=envs[srcs[0]], cwd=srcs[0])

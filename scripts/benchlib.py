@@ -100,6 +100,15 @@ def ledger(*args: str, peak: bool = False, ok: tuple[int, ...] | None = (0,)) ->
     return proc([LEDGER, *args], peak=peak, ok=ok)
 
 
+def bytecode_env(pycache: str | Path) -> dict[str, str]:
+    """The environment of a measured command that runs from bytecode, as an installed package does: its first run
+    writes the bytecode under ``pycache`` (outside the source tree), so no later run pays for compiling the
+    package's modules (PYTHONDONTWRITEBYTECODE would make every run do so). ``--db`` is given, never LEDGER_DB."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "LEDGER_DB")}
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
+
+
 def synthetic_plays(n_steps: int, seed: int = 7) -> list[tuple[int, int, str, bool]]:
     """(action, levels_completed after, state after, full_reset) for a long agent session on a 3-level game:
     mostly ACTION2 (no effect), ACTION1 completing levels now and then, level resets, full resets."""
@@ -233,6 +242,20 @@ def pg_database() -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+def pg_bare_commits(con: Any, table: str) -> Callable[[], None]:
+    """``commit()``: one INSERT + COMMIT into ``table`` (made if missing) of a row as large as a captured action
+    event, on the psycopg connection ``con``."""
+    con.execute(f"CREATE TABLE IF NOT EXISTS {table} (seq BIGSERIAL PRIMARY KEY, body BYTEA NOT NULL)")
+    con.commit()
+    row = os.urandom(430)
+
+    def commit() -> None:
+        con.execute(f"INSERT INTO {table} (body) VALUES (%s)", (row,))
+        con.commit()
+
+    return commit
 
 
 def pg_connect(url: str) -> Any:

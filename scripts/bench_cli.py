@@ -34,11 +34,6 @@ GOAL = 2.5
 PG_GOAL = 2.0
 
 
-def _env(src: Path, pycache: Path) -> dict[str, str]:
-    # The warm-up run of _best writes the bytecode.
-    return bytecode_env(pycache) | {"PYTHONPATH": str(src)}
-
-
 def _ledger(*args: str) -> list[str]:
     # What the console script does, without depending on where it is installed.
     return [sys.executable, "-c", "import sys; from ledger.cli import main; sys.argv[0] = 'ledger'; main()", *args]
@@ -66,9 +61,8 @@ def _times(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
 def measure(src: Path = ROOT, n_rounds: int = ROUNDS) -> list[tuple[str, float, float]]:
     """(command, best wall seconds, ratio to the floor) for the floor and each read command."""
     with tempfile.TemporaryDirectory() as tmp:
-        env = _env(src, Path(tmp) / "pycache")
-        db = str(Path(tmp) / "ledger.sqlite")
-        card = _demo(src, env, db)
+        envs, db, card = _demo(Path(tmp), [src])
+        env = envs[src]
         commands: dict[str, list[str]] = {
             "python -c pass": [sys.executable, "-c", "pass"],
             'python -c "import click, msgspec, sqlite3"': [sys.executable, "-c", "import click, msgspec, sqlite3"],
@@ -93,12 +87,15 @@ def lines(results: list[tuple[str, float, float]]) -> list[str]:
     return out
 
 
-def _demo(src: Path, env: dict[str, str], db: str) -> str:
-    """A demo ledger at ``db``; its card's id."""
-    out = proc(_ledger("--db", db, "demo"), env=env, cwd=src).out.decode()
+def _demo(tmp: Path, srcs: list[Path]) -> tuple[dict[Path, dict[str, str]], str, str]:
+    """Each checkout's environment (its bytecode written by _best's warm-up run) and a demo ledger in ``tmp`` made
+    by the first: (the environments, the ledger's path, its card's id)."""
+    envs = {src: bytecode_env(tmp / f"pycache{i}") | {"PYTHONPATH": str(src)} for i, src in enumerate(srcs)}
+    db = str(tmp / "ledger.sqlite")
+    out = proc(_ledger("--db", db, "demo"), env=envs[srcs[0]], cwd=srcs[0]).out.decode()
     found = re.search(r"export (\S+) --indent 2", out)
     assert found is not None, out
-    return found.group(1)
+    return envs, db, found.group(1)
 
 
 #: The read commands compared on both backends (CARD: the demo's card).
@@ -119,9 +116,7 @@ def measure_pg(
     copy in the PostgreSQL database ``pg``, every checkout and backend in the same rounds; and the best of each of
     :data:`DRIVER_IMPORT`'s commands. CPU is the command's process only (not the server's)."""
     with tempfile.TemporaryDirectory() as tmp:
-        envs = {src: _env(src, Path(tmp) / f"pycache{i}") for i, src in enumerate(srcs)}
-        db = str(Path(tmp) / "ledger.sqlite")
-        card = _demo(srcs[0], envs[srcs[0]], db)
+        envs, db, card = _demo(Path(tmp), srcs)
         proc(_ledger("--db", db, "copy", "--to", pg), env=envs[srcs[0]], cwd=srcs[0])
         commands = {
             (src, name, where): (_ledger("--db", where, *name.replace("CARD", card).split()), envs[src])

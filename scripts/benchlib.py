@@ -48,14 +48,12 @@ def rounds[K](n: int, measures: dict[K, Callable[[], Any]]) -> dict[K, Any]:
 
 @dataclass
 class Proc:
-    code: int
     wall: float
     #: User + system seconds of the command's process, its start-up included.
     cpu: float
     #: Peak resident MB of the command's process alone (``peak=True`` only).
     mb: float
     out: bytes
-    err: str
 
 
 #: Runs a command and writes its CPU seconds and peak resident kB on stderr's last line. A child keeps the
@@ -71,9 +69,7 @@ _LAUNCH = (
 )
 
 
-def proc(
-    cmd: list[str], *, peak: bool = False, ok: tuple[int, ...] | None = (0,), env: Any = None, cwd: Any = None
-) -> Proc:
+def proc(cmd: list[str], *, peak: bool = False, ok: tuple[int, ...] = (0,), env: Any = None, cwd: Any = None) -> Proc:
     """Run ``cmd``; its wall and CPU time (and peak memory with ``peak``); RuntimeError unless its exit is in ``ok``."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t = time.perf_counter()
@@ -91,12 +87,12 @@ def proc(
         stderr, _, last = stderr.rstrip().rpartition("\n")
         took, kb = last.split()[1:]
         cpu, mb = float(took), int(kb) / 1024
-    if ok is not None and p.returncode not in ok:
+    if p.returncode not in ok:
         raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {stderr.strip()[-500:]}")
-    return Proc(p.returncode, wall, cpu, mb, stdout, stderr)
+    return Proc(wall, cpu, mb, stdout)
 
 
-def ledger(*args: str, peak: bool = False, ok: tuple[int, ...] | None = (0,)) -> Proc:
+def ledger(*args: str, peak: bool = False, ok: tuple[int, ...] = (0,)) -> Proc:
     return proc([LEDGER, *args], peak=peak, ok=ok)
 
 

@@ -27,8 +27,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes: checks the script, figures mean little")
     ap.add_argument("--only", default=",".join(AREAS), help=f"comma-separated areas (default: {','.join(AREAS)})")
     args = ap.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' toolkit
     print(f"# bench on {platform.python_implementation()} {platform.python_version()}, {platform.machine()}")
     for area in [a.strip() for a in args.only.split(",") if a.strip()]:
         try:

@@ -20,30 +20,18 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import re
 import sys
 import tempfile
 from pathlib import Path
 
-from benchlib import pg_database, pg_unusable, proc, rounds
+from benchlib import bytecode_env, pg_database, pg_unusable, proc, rounds
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUNDS = 9
 GOAL = 2.5
 #: A read command on PostgreSQL against the same command on SQLite.
 PG_GOAL = 2.0
-
-
-def _env(src: Path, pycache: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(src)
-    env.pop("LEDGER_DB", None)
-    # An installed package runs from its bytecode: let the warm-up run write it (outside the source tree), so
-    # that no run pays for compiling the package's modules (PYTHONDONTWRITEBYTECODE would make every run do so).
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = pycache
-    return env
 
 
 def _ledger(*args: str) -> list[str]:
@@ -73,9 +61,8 @@ def _times(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
 def measure(src: Path = ROOT, n_rounds: int = ROUNDS) -> list[tuple[str, float, float]]:
     """(command, best wall seconds, ratio to the floor) for the floor and each read command."""
     with tempfile.TemporaryDirectory() as tmp:
-        env = _env(src, str(Path(tmp) / "pycache"))
-        db = str(Path(tmp) / "ledger.sqlite")
-        card = _demo(src, env, db)
+        envs, db, card = _demo(Path(tmp), [src])
+        env = envs[src]
         commands: dict[str, list[str]] = {
             "python -c pass": [sys.executable, "-c", "pass"],
             'python -c "import click, msgspec, sqlite3"': [sys.executable, "-c", "import click, msgspec, sqlite3"],
@@ -100,12 +87,15 @@ def lines(results: list[tuple[str, float, float]]) -> list[str]:
     return out
 
 
-def _demo(src: Path, env: dict[str, str], db: str) -> str:
-    """A demo ledger at ``db``; its card's id."""
-    out = proc(_ledger("--db", db, "demo"), env=env, cwd=src).out.decode()
+def _demo(tmp: Path, srcs: list[Path]) -> tuple[dict[Path, dict[str, str]], str, str]:
+    """Each checkout's environment (its bytecode written by _best's warm-up run) and a demo ledger in ``tmp`` made
+    by the first: (the environments, the ledger's path, its card's id)."""
+    envs = {src: bytecode_env(tmp / f"pycache{i}") | {"PYTHONPATH": str(src)} for i, src in enumerate(srcs)}
+    db = str(tmp / "ledger.sqlite")
+    out = proc(_ledger("--db", db, "demo"), env=envs[srcs[0]], cwd=srcs[0]).out.decode()
     found = re.search(r"export (\S+) --indent 2", out)
     assert found is not None, out
-    return found.group(1)
+    return envs, db, found.group(1)
 
 
 #: The read commands compared on both backends (CARD: the demo's card).
@@ -126,9 +116,7 @@ def measure_pg(
     copy in the PostgreSQL database ``pg``, every checkout and backend in the same rounds; and the best of each of
     :data:`DRIVER_IMPORT`'s commands. CPU is the command's process only (not the server's)."""
     with tempfile.TemporaryDirectory() as tmp:
-        envs = {src: _env(src, str(Path(tmp) / f"pycache{i}")) for i, src in enumerate(srcs)}
-        db = str(Path(tmp) / "ledger.sqlite")
-        card = _demo(srcs[0], envs[srcs[0]], db)
+        envs, db, card = _demo(Path(tmp), srcs)
         proc(_ledger("--db", db, "copy", "--to", pg), env=envs[srcs[0]], cwd=srcs[0])
         commands = {
             (src, name, where): (_ledger("--db", where, *name.replace("CARD", card).split()), envs[src])

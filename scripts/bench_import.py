@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
 import re
 import sys
@@ -23,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-from benchlib import LEDGER, best, proc, rounds
+from benchlib import LEDGER, best, bytecode_env, proc, rounds
 
 from ledger import Ledger
 from ledger.formats.finding import find_recordings
@@ -94,12 +93,9 @@ _VIA_ALEMBIC = (
 def _cli_import(rec: Path, db: Path, alembic: bool = False) -> float:
     """Wall time of ``ledger import`` into a fresh ledger at ``db``, as a user runs it (a new process)."""
     cmd = [sys.executable, "-c", _VIA_ALEMBIC] if alembic else [LEDGER]
-    # From bytecode, as an installed package runs: the first round writes it (PYTHONDONTWRITEBYTECODE would have
-    # every round compile the package again, 0.1-0.3 s of the figure).
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(rec.parent / "pycache")
     cli = [*cmd, "--db", str(db), "import", str(rec), "--environments", str(ENV_DIR), "--quiet"]
-    return proc(cli, env=env).wall
+    # The first round writes the bytecode (compiling the package is 0.1-0.3 s of the figure).
+    return proc(cli, env=bytecode_env(rec.parent / "pycache")).wall
 
 
 def run(quick: bool) -> list[str]:

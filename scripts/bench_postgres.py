@@ -4,28 +4,24 @@ events/s, and ``ledger copy`` events/s in both directions.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 import time
 from pathlib import Path
 
-from benchlib import best, build_card, pg_connect, pg_database, pg_unusable, rounds, synthetic_plays, toolkit_steps
+import benchlib as bl
 
 from ledger import Ledger
 from ledger.app.copying import copy_ledger, open_destination, open_source
 
 
 def bare_pg_commit(url: str, n: int) -> float:
-    """One INSERT + COMMIT of a row as large as a captured action event on a plain table."""
-    with pg_connect(url) as con:
-        con.execute("CREATE TABLE IF NOT EXISTS bench_t (seq BIGSERIAL PRIMARY KEY, body BYTEA NOT NULL)")
-        con.commit()
-        row = os.urandom(430)
+    """Seconds of one bare INSERT + COMMIT (:func:`benchlib.pg_bare_commits`) in a loop of ``n``."""
+    with bl.pg_connect(url) as con:
+        commit = bl.pg_bare_commits(con, "bench_t")
         t = time.perf_counter()
         for _ in range(n):
-            con.execute("INSERT INTO bench_t (body) VALUES (%s)", (row,))
-            con.commit()
+            commit()
         dt = (time.perf_counter() - t) / n
         con.execute("DROP TABLE bench_t")
     return dt
@@ -35,8 +31,8 @@ def export_rate(where: str, card_id: str, n_events: int) -> tuple[float, float, 
     """(cold events/s with no projection cache, warm seconds, the JSON)."""
     with Ledger.open(where) as led:
         led.store.drop_snapshots()
-        cold, out = best(lambda: led.export(card_id), 1)
-        warm, again = best(lambda: led.export(card_id), 1)
+        cold, out = bl.best(lambda: led.export(card_id), 1)
+        warm, again = bl.best(lambda: led.export(card_id), 1)
     assert again == out
     return n_events / cold, warm, out
 
@@ -53,7 +49,7 @@ def copy_rate(src: str, dst: str) -> tuple[int, float]:
 
 def _backend_cpu(url: str) -> float | None:
     """CPU seconds used so far by the other sessions on ``url``'s database, if the server is on this machine."""
-    with pg_connect(url) as con:
+    with bl.pg_connect(url) as con:
         pids = [
             r[0]
             for r in con.execute(
@@ -70,9 +66,9 @@ def _backend_cpu(url: str) -> float | None:
     return total
 
 
-def copy_figures(src: str, how: str, dst: str | None = None) -> list[str]:
-    """``ledger copy`` of the SQLite ledger ``src`` into ``dst`` (default: a fresh database), and what its time is
-    made of: the same rows COPYed raw (the server's part alone), and the client's work per event measured apart."""
+def copy_figures(src: str, how: str, pg: str) -> list[str]:
+    """``ledger copy`` of the SQLite ledger ``src`` into the PostgreSQL database ``pg``, and what its time is made
+    of: the same rows COPYed raw (the server's part alone), and the client's work per event measured apart."""
     import sqlite3
 
     from ledger.app.copying import BATCH
@@ -81,17 +77,15 @@ def copy_figures(src: str, how: str, dst: str | None = None) -> list[str]:
     from ledger.store.summary import SummaryKeeper, body_reader, copied_changes
 
     lines = []
-    with contextlib.ExitStack() as stack:
-        pg = dst if dst is not None else stack.enter_context(pg_database())
-        s, d = open_source(src), open_destination(pg)
-        try:
-            c0 = time.process_time()
-            rep = copy_ledger(s, d)
-            client = time.process_time() - c0
-            server = _backend_cpu(pg)
-        finally:
-            s.close()
-            d.close()
+    s, d = open_source(src), open_destination(pg)
+    try:
+        c0 = time.process_time()
+        rep = copy_ledger(s, d)
+        client = time.process_time() - c0
+        server = _backend_cpu(pg)  # before the copy's session ends
+    finally:
+        s.close()
+        d.close()
     n, rate = rep.events, rep.events / rep.seconds
     lines.append(
         f"ledger copy SQLite -> PostgreSQL of {n:,} events ({how}): {rate:,.0f} events/s ({rep.seconds:.2f} s; "
@@ -100,12 +94,12 @@ def copy_figures(src: str, how: str, dst: str | None = None) -> list[str]:
         f"in {rep.summary_seconds:.2f} s ({rep.summary_seconds / n * 1e6:.1f} us an event)"
     )
     s = open_source(src)
-    read, rows = best(lambda: list(s.scan(batch=BATCH)), 1)
+    read, rows = bl.best(lambda: list(s.scan(batch=BATCH)), 1)
     s.close()
     batches = [rows[i : i + BATCH] for i in range(0, len(rows), BATCH)]
-    hashed, unhashed = best(lambda: [chain.first_unhashed(b) for b in batches], 1)
+    hashed, unhashed = bl.best(lambda: [chain.first_unhashed(b) for b in batches], 1)
     assert unhashed == [None] * len(batches)
-    encoded, chunks = best(lambda: [encode_rows(b) for b in batches], 1)
+    encoded, chunks = bl.best(lambda: [encode_rows(b) for b in batches], 1)
     con = sqlite3.connect(src)
     keeper = SummaryKeeper()
     reader = body_reader(lambda sql, params: con.execute(sql, params).fetchall())
@@ -116,9 +110,9 @@ def copy_figures(src: str, how: str, dst: str | None = None) -> list[str]:
             keeper.committed(c)
     folded = time.perf_counter() - t
     con.close()
-    with pg_database() as pg:
+    with bl.pg_database() as pg:
         open_destination(pg).close()  # the ledger's schema: its indexes and constraints
-        with pg_connect(pg) as c:
+        with bl.pg_connect(pg) as c:
             t = time.perf_counter()
             for data in chunks:
                 with c.cursor() as cur, cur.copy(COPY_BINARY_SQL) as cp:
@@ -141,20 +135,20 @@ def copy_figures(src: str, how: str, dst: str | None = None) -> list[str]:
 
 
 def run(quick: bool) -> list[str]:
-    why = pg_unusable()
+    why = bl.pg_unusable()
     if why is not None:
         return [f"skipped: PostgreSQL at {why}"]
     steps = 300 if quick else 3000
     card_steps = 20_000 if quick else 200_000
     lines: list[str] = []
-    with pg_database() as pg, tempfile.TemporaryDirectory() as d:
+    with bl.pg_database() as pg, tempfile.TemporaryDirectory() as d:
         sq = str(Path(d) / "bench.sqlite")
-        got = rounds(
+        got = bl.rounds(
             2,
             {
-                "bare": lambda: toolkit_steps(None, steps),
-                "sqlite": lambda: toolkit_steps(sq, steps),
-                "pg": lambda: toolkit_steps(pg, steps),
+                "bare": lambda: bl.toolkit_steps(None, steps),
+                "sqlite": lambda: bl.toolkit_steps(sq, steps),
+                "pg": lambda: bl.toolkit_steps(pg, steps),
                 "commit": lambda: bare_pg_commit(pg, steps),
             },
         )
@@ -170,7 +164,7 @@ def run(quick: bool) -> list[str]:
         built = str(Path(d) / "card.sqlite")
         card_id = "bench-7"
         with Ledger.open(built) as led:
-            n_events = build_card(led, synthetic_plays(card_steps), card_id)
+            n_events = bl.build_card(led, bl.synthetic_plays(card_steps), card_id)
         lines += copy_figures(built, f"one card of {n_events:,} events from {card_steps:,} translated steps", pg)
         n_copy, to_sq = copy_rate(pg, str(Path(d) / "back.sqlite"))
         lines.append(f"ledger copy of {n_copy:,} events PostgreSQL -> SQLite: {to_sq:,.0f} events/s")

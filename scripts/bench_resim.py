@@ -16,6 +16,8 @@ import shutil
 import tempfile
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -143,16 +145,24 @@ def _audit(db: Path, card: str, envs: Path, *more: str) -> tuple[float, float, s
     return _ledger("--db", str(db), "audit", card, "--environments", str(envs), *more)
 
 
+def _only_card(db: Path) -> str:
+    with Ledger.open(db) as led:
+        (card,) = led.card_ids()
+    return card
+
+
 def _resimulation(out: str) -> dict[str, Any]:
     return next(c for c in json.loads(out)["checks"] if c["name"] == "resimulation")
 
 
-def _environments(root: Path, public: str | None) -> Path:
-    """The tests' harness games in ``root``, with the public ls20 folder ``public`` copied beside them."""
-    envs = environments(root / "envs")
-    if public:
-        shutil.copytree(public, envs, dirs_exist_ok=True)
-    return envs
+@contextmanager
+def _workspace(public: str | None) -> Iterator[tuple[Path, Path]]:
+    """A temporary folder, and in it the tests' harness games with the public ls20 folder ``public`` beside them."""
+    with tempfile.TemporaryDirectory() as tmp:
+        envs = environments(Path(tmp) / "envs")
+        if public:
+            shutil.copytree(public, envs, dirs_exist_ok=True)
+        yield Path(tmp), envs
 
 
 def shape(path: Path) -> dict[str, int]:
@@ -180,8 +190,7 @@ def one_size(root: Path, envs: Path, actions: int, game: str, solving: bool) -> 
     step_s = bare(envs, [(a, None) for a in sent], game)
     t_with, mb_with, _ = _import(with_db, path, envs)
     t_frames, mb_frames, _ = _import(without_db, path)
-    with Ledger.open(without_db) as led:
-        (card,) = led.card_ids()
+    card = _only_card(without_db)
     t_audit, mb_audit, out = _audit(without_db, card, envs, "--json")
     decided = _resimulation(out)
     searched = ""
@@ -194,9 +203,7 @@ def one_size(root: Path, envs: Path, actions: int, game: str, solving: bool) -> 
         )
     t_live, mb_live, out_live = _audit(live_db, live_card, envs, "--json")
     live_verdict = _resimulation(out_live)["status"]
-    with Ledger.open(with_db) as led:
-        (coded,) = led.card_ids()
-    t_coded, mb_coded, out_coded = _audit(with_db, coded, envs, "--json")
+    t_coded, mb_coded, out_coded = _audit(with_db, _only_card(with_db), envs, "--json")
     coded_verdict = _resimulation(out_coded)["status"]
     return [
         f"{n}-line {game} recording{' (an agent that solves its first two levels)' if solving else ''} "
@@ -234,9 +241,7 @@ def by_length(root: Path, envs: Path, sizes: tuple[int, ...]) -> list[str]:
         without = d / "without.sqlite"
         mb_with = _import(d / "with.sqlite", path, envs)[1]
         mb_frames = _import(without, path)[1]
-        with Ledger.open(without) as led:
-            (card,) = led.card_ids()
-        audit = (without, card, envs, "--json")
+        audit = (without, _only_card(without), envs, "--json")
         peaks.append((n, mb_with, mb_frames, _audit(*audit)[1], _audit(*audit, "--decide")[1]))
         shutil.rmtree(d)  # a 100,000-line recording is 1.3 GB
     out = [f"peak memory by length, public ls20, random agent ({', '.join(f'{n:,}' for n in sizes)} lines):"]
@@ -300,15 +305,12 @@ def run(quick: bool) -> list[str]:
         runs += [(LS20, a, False) for a in sizes]
         runs.append((LS20, 400 if quick else max(sizes), True))
     for game, actions, solving in runs:
-        with tempfile.TemporaryDirectory() as tmp:
-            envs = _environments(Path(tmp), public if game == LS20 else None)
-            out += one_size(Path(tmp), envs, actions, game, solving)
+        with _workspace(public if game == LS20 else None) as (root, envs):
+            out += one_size(root, envs, actions, game, solving)
     for game in [GAME, *([LS20] if public else [])]:
-        with tempfile.TemporaryDirectory() as tmp:
-            envs = _environments(Path(tmp), public if game == LS20 else None)
-            out += head(Path(tmp), envs, 60 if quick else 2_100, game)
+        with _workspace(public if game == LS20 else None) as (root, envs):
+            out += head(root, envs, 60 if quick else 2_100, game)
     if public:
-        with tempfile.TemporaryDirectory() as tmp:
-            envs = _environments(Path(tmp), public)
-            out += by_length(Path(tmp), envs, (2_000, 10_000) if quick else (20_000, 100_000))
+        with _workspace(public) as (root, envs):
+            out += by_length(root, envs, (2_000, 10_000) if quick else (20_000, 100_000))
     return out

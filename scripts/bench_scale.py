@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_postgres import copy_figures
-from benchlib import LEDGER, best, ledger, pg_connect, pg_database, pg_unusable
+from benchlib import LEDGER, best, ledger, pg_bare_commits, pg_connect, pg_database, pg_unusable
 
 from ledger import Ledger
 from ledger.app import synthetic
@@ -204,15 +204,9 @@ def _capture(url: str, steps: int, out: Any, start: Any) -> None:
 
 
 def _bare(url: str, steps: int, out: Any, start: Any) -> None:
-    """A process of INSERT+COMMIT of a row as large as a captured event on a plain table."""
+    """A process of bare INSERT+COMMITs."""
     with pg_connect(url) as con:
-        row = os.urandom(430)
-
-        def commit() -> None:
-            con.execute("INSERT INTO bench_w (body) VALUES (%s)", (row,))
-            con.commit()
-
-        _timed_steps(commit, steps, start, out)
+        _timed_steps(pg_bare_commits(con, "bench_w"), steps, start, out)
 
 
 def _side_by_side(target: Any, url: str, procs: int, steps: int) -> tuple[float, list[float]]:
@@ -239,7 +233,7 @@ def concurrent_writers(url: str, procs: int = 16, steps: int = 200) -> list[str]
     """``procs`` capturing processes, then as many bare INSERT+COMMIT loops, on the PostgreSQL database ``url``."""
     Ledger.open(url).close()  # the ledger's schema first: a database holding other tables is refused as no ledger
     with pg_connect(url) as con:
-        con.execute("CREATE TABLE IF NOT EXISTS bench_w (seq BIGSERIAL PRIMARY KEY, body BYTEA NOT NULL)")
+        pg_bare_commits(con, "bench_w")  # its table, before the processes start
     wall, cap = _side_by_side(_capture, url, procs, steps)
     _, bare = _side_by_side(_bare, url, procs, steps)
 

@@ -48,14 +48,12 @@ def rounds[K](n: int, measures: dict[K, Callable[[], Any]]) -> dict[K, Any]:
 
 @dataclass
 class Proc:
-    code: int
     wall: float
     #: User + system seconds of the command's process, its start-up included.
     cpu: float
     #: Peak resident MB of the command's process alone (``peak=True`` only).
     mb: float
     out: bytes
-    err: str
 
 
 #: Runs a command and writes its CPU seconds and peak resident kB on stderr's last line. A child keeps the
@@ -71,9 +69,7 @@ _LAUNCH = (
 )
 
 
-def proc(
-    cmd: list[str], *, peak: bool = False, ok: tuple[int, ...] | None = (0,), env: Any = None, cwd: Any = None
-) -> Proc:
+def proc(cmd: list[str], *, peak: bool = False, ok: tuple[int, ...] = (0,), env: Any = None, cwd: Any = None) -> Proc:
     """Run ``cmd``; its wall and CPU time (and peak memory with ``peak``); RuntimeError unless its exit is in ``ok``."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t = time.perf_counter()
@@ -91,13 +87,22 @@ def proc(
         stderr, _, last = stderr.rstrip().rpartition("\n")
         took, kb = last.split()[1:]
         cpu, mb = float(took), int(kb) / 1024
-    if ok is not None and p.returncode not in ok:
+    if p.returncode not in ok:
         raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {stderr.strip()[-500:]}")
-    return Proc(p.returncode, wall, cpu, mb, stdout, stderr)
+    return Proc(wall, cpu, mb, stdout)
 
 
-def ledger(*args: str, peak: bool = False, ok: tuple[int, ...] | None = (0,)) -> Proc:
+def ledger(*args: str, peak: bool = False, ok: tuple[int, ...] = (0,)) -> Proc:
     return proc([LEDGER, *args], peak=peak, ok=ok)
+
+
+def bytecode_env(pycache: str | Path) -> dict[str, str]:
+    """The environment of a measured command that runs from bytecode, as an installed package does: its first run
+    writes the bytecode under ``pycache`` (outside the source tree), so no later run pays for compiling the
+    package's modules (PYTHONDONTWRITEBYTECODE would make every run do so). ``--db`` is given, never LEDGER_DB."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "LEDGER_DB")}
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
 
 
 def synthetic_plays(n_steps: int, seed: int = 7) -> list[tuple[int, int, str, bool]]:
@@ -233,6 +238,20 @@ def pg_database() -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+def pg_bare_commits(con: Any, table: str) -> Callable[[], None]:
+    """``commit()``: one INSERT + COMMIT into ``table`` (made if missing) of a row as large as a captured action
+    event, on the psycopg connection ``con``."""
+    con.execute(f"CREATE TABLE IF NOT EXISTS {table} (seq BIGSERIAL PRIMARY KEY, body BYTEA NOT NULL)")
+    con.commit()
+    row = os.urandom(430)
+
+    def commit() -> None:
+        con.execute(f"INSERT INTO {table} (body) VALUES (%s)", (row,))
+        con.commit()
+
+    return commit
 
 
 def pg_connect(url: str) -> Any:

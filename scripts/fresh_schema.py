@@ -2,8 +2,7 @@
 statements, so a new SQLite ledger is created without loading SQLAlchemy or Alembic (the migrations stay the one
 source: ``tests/test_fresh_schema.py`` fails when the file is stale).
 
-    .venv/bin/python scripts/fresh_schema.py            # rewrite the file
-    .venv/bin/python scripts/fresh_schema.py --print    # print what it would write
+    .venv/bin/python scripts/fresh_schema.py
 """
 
 from __future__ import annotations
@@ -15,12 +14,11 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "ledger" / "store" / "fresh_schema.json"
+sys.path.insert(0, str(ROOT))
 
 
 def generate() -> str:
     """The file's text: the head revision and the statements, from a ledger the migrations created."""
-    sys.path.insert(0, str(ROOT))
     from ledger.store.base import head_revision
     from ledger.store.sqlite import SQLiteStore
 
@@ -56,12 +54,11 @@ def _quoted(value: object) -> str:
 
 
 def main() -> int:
-    text = generate()
-    if "--print" in sys.argv[1:]:
-        sys.stdout.write(text)
-        return 0
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT.relative_to(ROOT)}")
+    from ledger.store.base import FRESH_SCHEMA
+
+    out = Path(FRESH_SCHEMA)
+    out.write_text(generate(), encoding="utf-8")
+    print(f"wrote {out.relative_to(ROOT)}")
     return 0
 
 

@@ -1,7 +1,8 @@
 """The viewer's screenshots in docs/ (docs/viewer-*.png), taken by the tests' browser from the current code.
 
-    .venv/bin/python scripts/screenshots.py            # writes docs/viewer-*.png and docs/viewer-screenshots.json
-    .venv/bin/python scripts/screenshots.py --out DIR  # the same into DIR (what tests/test_web_screenshots.py does)
+    .venv/bin/python scripts/screenshots.py   # writes docs/viewer-*.png and docs/viewer-screenshots.json
+
+tests/test_web_screenshots.py takes them into a temporary folder (:func:`take`).
 
 A picture cannot be compared pixel for pixel (fonts, anti-aliasing, the toolkit's ids and times), so the manifest
 keeps, per picture, a digest of what the page was made of, ids and times masked; the test takes the pictures again
@@ -175,12 +176,9 @@ def take(out: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("--out", type=Path, default=DOCS, help="folder for the pictures and the manifest (default docs/)")
-    args = ap.parse_args()
-    manifest = take(args.out)
-    for name, shot in manifest["shots"].items():
-        print(f"{args.out / name}  {shot['size'][0]}x{shot['size'][1]}")
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    for name, shot in take(DOCS)["shots"].items():
+        print(f"{DOCS / name}  {shot['size'][0]}x{shot['size'][1]}")
 
 
 if __name__ == "__main__":

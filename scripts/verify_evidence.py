@@ -102,22 +102,7 @@ def mth(leaves: list[bytes]) -> bytes:
 
 def verify_inclusion(index: int, size: int, leaf_hash: bytes, path: list[bytes], root: bytes) -> bool:
     """RFC 9162 section 2.1.3.2."""
-    if index >= size:
-        return False
-    fn, sn, r = index, size - 1, leaf_hash
-    for p in path:
-        if sn == 0:
-            return False
-        if fn % 2 == 1 or fn == sn:
-            r = node(p, r)
-            while fn % 2 == 0 and fn != 0:
-                fn //= 2
-                sn //= 2
-        else:
-            r = node(r, p)
-        fn //= 2
-        sn //= 2
-    return sn == 0 and r == root
+    return index < size and _climb(index, size - 1, leaf_hash, path)[1:] == (0, root)
 
 
 def verify_consistency(m: int, n: int, old: bytes, new: bytes, path: list[bytes]) -> bool:
@@ -136,10 +121,16 @@ def verify_consistency(m: int, n: int, old: bytes, new: bytes, path: list[bytes]
     while fn % 2 == 1:
         fn //= 2
         sn //= 2
-    fr = sr = path[0]
-    for c in path[1:]:
+    return _climb(fn, sn, path[0], path[1:]) == (old, 0, new)
+
+
+def _climb(fn: int, sn: int, first: bytes, path: list[bytes]) -> tuple[bytes, int, bytes]:
+    """The loop both RFC 9162 checks share, from the hash ``first`` at (fn, sn) up ``path``: (fr, sn, sr) at its
+    end (sn is not 0 when the path does not fit the tree)."""
+    fr = sr = first
+    for c in path:
         if sn == 0:
-            return False
+            return fr, -1, sr
         if fn % 2 == 1 or fn == sn:
             fr, sr = node(c, fr), node(c, sr)
             while fn % 2 == 0 and fn != 0:
@@ -149,7 +140,7 @@ def verify_consistency(m: int, n: int, old: bytes, new: bytes, path: list[bytes]
             sr = node(sr, c)
         fn //= 2
         sn //= 2
-    return sn == 0 and fr == old and sr == new
+    return fr, sn, sr
 
 
 def multiproof_root(items: list[tuple[int, bytes]], proof: list[bytes], size: int) -> bytes:
@@ -370,11 +361,16 @@ def read_file(raw: bytes) -> dict[str, Any]:
         raise Fail("not an evidence file: its fields differ")
     if not fits(doc, EVIDENCE_FIELDS):
         raise Fail("not an evidence file: a field has the wrong type")
-    if enc(ordered(doc, EVIDENCE_FIELDS)) != strip_ws(text):
-        raise Fail("the file is not in canonical form")
-    if doc["format"] != FORMAT:
-        raise Fail(f"unknown format {doc['format']!r}")
+    canonical(text, doc, EVIDENCE_FIELDS, FORMAT)
     return doc
+
+
+def canonical(text: str, doc: dict[str, Any], shape: dict[str, Any], format_: str) -> None:
+    """A file's text is the canonical encoding of its fields, and its format is ``format_``."""
+    if enc(ordered(doc, shape)) != strip_ws(text):
+        raise Fail("the file is not in canonical form")
+    if doc["format"] != format_:
+        raise Fail(f"unknown format {doc['format']!r}")
 
 
 # -- section 7: baseline sets ----------------------------------------------------------------------------------------
@@ -624,10 +620,7 @@ def verify_consistency_file(
     try:
         if not fits(doc, CONSISTENCY_FIELDS):
             raise Fail("not a consistency file")
-        if enc(ordered(doc, CONSISTENCY_FIELDS)) != strip_ws(text):
-            raise Fail("the file is not in canonical form")
-        if doc["format"] != CONSISTENCY:
-            raise Fail(f"unknown format {doc['format']!r}")
+        canonical(text, doc, CONSISTENCY_FIELDS, CONSISTENCY)
         old, new = parse_note(doc["old"]), parse_note(doc["new"])
         signed(old, name, kid, public, "the old checkpoint")
         signed(new, name, kid, public, "the new checkpoint")

@@ -282,6 +282,57 @@ def echo_json(obj: Any) -> None:
     click.echo(json.dumps(msgspec.to_builtins(obj), indent=2))
 
 
+def emit(outcome: Any, as_json: bool) -> None:
+    """A service's outcome: its ``to_json()``, or its ``lines()`` and its ``usage_error``; then its ``exit_code``."""
+    if as_json:
+        echo_json(outcome.to_json())
+    else:
+        for line in outcome.lines():
+            click.echo(line)
+        error = getattr(outcome, "usage_error", None)  # exit 2: the JSON says it already
+        if error:
+            click.echo(f"Error: {error}", err=True)
+    code = getattr(outcome, "exit_code", 0)
+    if code:
+        sys.exit(code)
+
+
+def json_option(help_text: str) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, help=help_text)
+
+
+def out_option(help_text: str, dest: str = "out") -> Callable[..., Any]:
+    return click.option("-o", "--output", dest, default=None, metavar="FILE", help=help_text)
+
+
+def tags_option(help_text: str) -> Callable[..., Any]:
+    return click.option("--tag", "tags", multiple=True, metavar="TAG", help=help_text)
+
+
+def include_retracted_option(help_text: str) -> Callable[..., Any]:
+    return click.option("--include-retracted", is_flag=True, help=help_text)
+
+
+def environments_option(help_text: str, *, required: bool = False, path_type: Any = None) -> Callable[..., Any]:
+    """``--environments DIR``: a game files folder (each command says what it does with it)."""
+    return click.option(
+        "--environments",
+        type=click.Path(exists=True, file_okay=False, path_type=path_type),
+        required=required,
+        default=None,
+        metavar="DIR",
+        help=help_text,
+    )
+
+
+def listen_options(host_help: str, port: int, port_help: str) -> Callable[..., Any]:
+    def options(f: Callable[..., Any]) -> Callable[..., Any]:
+        f = click.option("--port", type=click.IntRange(0, 65535), default=port, show_default=True, help=port_help)(f)
+        return click.option("--host", default="127.0.0.1", show_default=True, metavar="HOST", help=host_help)(f)
+
+    return options
+
+
 def card_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option(
         "--until",

@@ -12,7 +12,6 @@ from ledger.cli.common import (
     SORT_KEYS,
     allow_broken_option,
     card_options,
-    echo_json,
     emit,
     include_retracted_option,
     json_option,
@@ -199,36 +198,11 @@ def replay(ctx: click.Context, card_id: str, as_json: bool, **options: Any) -> N
       ledger replay CARD --until 10                 # as it stood after its event 10
       ledger replay CARD --calculator 0.9.7 --json
     """
-    from ledger.app.card_read import read_card, replay_json
-    from ledger.app.listing import as_shown
-    from ledger.app.usage import card_usage, usage_lines
-    from ledger.rules.rescoring import match_note
-    from ledger.rules.text import replay_text
+    from ledger.app.card_read import replay as read_replay
 
-    until, match, all_environments = options["until"], options["match"], options["all_environments"]
-    by_set = options["baselines"] is not None or match != "exact" or all_environments
     with open_ledger(ctx) as ledger:
-        read = read_card(ledger, card_id, **options)  # as export's
-        card = read.card
-        # A benchmarking run's usage and cost, kept with a card imported from its run folder.
-        usage = card_usage(ledger, card.card_id)
-    shown = as_shown(card) if until is None else card
-    if as_json:
-        echo_json(replay_json(read, shown, usage, match=match, all_environments=all_environments, by_set=by_set))
-        return
-    if read.broken is not None:
-        click.echo(f"BROKEN: {read.broken}; shown as far as the log holds it, not as a whole card")
-    if by_set:
-        played = (card.baselines_id or "none")[:12]
-        view = ", competition view" if all_environments else ""
-        click.echo(
-            f"scored under baselines {(read.set_id or 'none')[:12]} (played under {played}), match {match}{view}"
-        )
-        for n in filter(None, map(match_note, read.matches)):
-            click.echo(f"  {n}")
-    click.echo(replay_text(shown, read.doc, read.unknown, read.calculator))
-    for line in usage_lines(usage):
-        click.echo(line)
+        out = read_replay(ledger, card_id, **options)  # read as export's
+    emit(out, as_json)
 
 
 @click.command()

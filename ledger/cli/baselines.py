@@ -9,7 +9,6 @@ import click
 import msgspec
 
 from ledger.cli.common import (
-    MATCHES,
     LedgerCommandError,
     allow_broken_option,
     complete_card_ids,
@@ -17,6 +16,7 @@ from ledger.cli.common import (
     echo_json,
     emit,
     json_option,
+    match_option,
     match_options,
     open_ledger,
 )
@@ -137,13 +137,7 @@ def show_cmd(ctx: click.Context, ref: str, as_json: bool) -> None:
 @baselines_group.command("diff")
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
-@click.option(
-    "--match",
-    type=click.Choice(MATCHES),
-    default="exact",
-    show_default=True,
-    help="base: pair a game of A with B's version of the same 4-letter base id when its exact id is gone.",
-)
+@match_option("base: pair a game of A with B's version of the same 4-letter base id when its exact id is gone.")
 @click.option("--all", "show_all", is_flag=True, help="Also list the games that did not change.")
 @json_option("Every game's difference as JSON.")
 @click.pass_context
@@ -208,9 +202,9 @@ def rescore_cmd(
       ledger baselines import v2.json --label v2
       ledger rescore --all --baselines v2
     """
-    from ledger.app.rescore import rescore_cards, rescore_targets
+    from ledger.app.rescore import Rescored, rescore_cards, rescore_targets
     from ledger.domain import calculators
-    from ledger.rules.rescoring import by_largest_change, rescore_text
+    from ledger.rules.rescoring import by_largest_change
 
     if every and card_ids:
         raise LedgerCommandError("give CARD_IDs or --all, not both", 2)
@@ -238,32 +232,10 @@ def rescore_cmd(
                 results = by_largest_change(bar)
         else:
             results = by_largest_change(results_iter)
-    if set_id is None:
-        name = "each card's own baselines"
-    else:
-        name = f"{ref} ({_short(set_id)})" if ref != set_id else _short(set_id)
-    if as_json:
-        # msgspec encodes the Structs directly: for `--all` over many cards this is several times faster than
-        # echo_json's json.dumps, with the same keys, order and float digits.
-        body = {
-            "set_id": set_id,
-            "ref": ref,
-            "calculator": calculator,
-            "match": match,
-            "all_environments": all_environments,
-            "cards": results,
-        }
-        click.echo(msgspec.json.format(msgspec.json.encode(body), indent=2).decode("utf-8"))
+    out = Rescored(results, set_id, ref, calculator, match, all_environments)  # type: ignore[arg-type]
+    if not as_json:
+        emit(out, as_json)
         return
-    if not results:
-        click.echo("no cards in this ledger")
-        return
-    click.echo(
-        rescore_text(
-            results,
-            set_name=name,
-            match=match,  # type: ignore[arg-type]
-            all_environments=all_environments,
-            calculator=calculator,
-        )
-    )
+    # msgspec encodes the Structs directly: for `--all` over many cards this is several times faster than
+    # echo_json's json.dumps, with the same keys, order and float digits.
+    click.echo(msgspec.json.format(msgspec.json.encode(out.to_json()), indent=2).decode("utf-8"))

@@ -104,10 +104,7 @@ class LedgerGroup(click.Group):
         try:
             return super().make_context(info_name, args, parent, **extra)
         except OSError as e:
-            code = output_failed(e)
-            if code is None:
-                raise
-            raise click.exceptions.Exit(code) from None
+            raise click.exceptions.Exit(output_failed(e)) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -119,10 +116,7 @@ class LedgerGroup(click.Group):
             sys.stdout.flush()
             return rv
         except OSError as e:
-            code = output_failed(e)
-            if code is None:
-                raise
-            ctx.exit(code)
+            ctx.exit(output_failed(e))
         except LedgerError as e:
             raise LedgerCommandError(str(e), e.exit_code) from e
         except KeyboardInterrupt:
@@ -352,13 +346,13 @@ def match_options(f: Callable[..., Any]) -> Callable[..., Any]:
         help="Competition view: score against every game of the baseline set, an unplayed game appearing with a "
         "0-action run that scores 0.",
     )(f)
-    return click.option(
-        "--match",
-        type=click.Choice(MATCHES),
-        default="exact",
-        show_default=True,
-        help="exact: the toolkit's rule (same game_id). base: same 4-letter base id when the version id changed.",
+    return match_option(
+        "exact: the toolkit's rule (same game_id). base: same 4-letter base id when the version id changed."
     )(f)
+
+
+def match_option(help_text: str) -> Callable[..., Any]:
+    return click.option("--match", type=click.Choice(MATCHES), default="exact", show_default=True, help=help_text)
 
 
 def scoring_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -501,11 +495,12 @@ def guard_output() -> None:
     )
 
 
-def output_failed(e: BaseException) -> int | None:
+def output_failed(e: OSError) -> int:
     """For a failed write to standard output: say so in one line (nothing for a closed pipe, as for ``head``),
-    drop what is left to write, and give the exit code; None for any other error."""
-    if not isinstance(e, OSError) or not getattr(e, "ledger_output", False):
-        return None
+    drop what is left to write, and give the exit code. Called while ``e`` is handled: any other error is raised
+    again, as it came."""
+    if not getattr(e, "ledger_output", False):
+        raise
     name = "standard output"
     with contextlib.suppress(OSError):
         target = os.readlink("/proc/self/fd/1")

@@ -1,14 +1,20 @@
-"""One read of a card by the names a user gives, and each card's own calculator for the lists."""
+"""One read of a card by the names a user gives, shown as the toolkit would show it now (`ledger replay`), and each
+card's own calculator for the lists."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from ledger.domain import calculators
 from ledger.domain.calculators import Calculator
 from ledger.domain.projection import CardState
+from ledger.rules.timeline import shown_close as timeline_close
 
 if TYPE_CHECKING:
     from ledger.ledger import CardRead, Ledger
@@ -48,6 +54,21 @@ def _resolve(ledger: Ledger, ref: str) -> str:
     from ledger.app.baseline_sets import resolve
 
     return resolve(ledger, ref)
+
+
+def shown_close(
+    card: CardState, now: datetime | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[datetime, str, bool] | None:
+    """(closed at, reason, lapsed) as read commands show the card (None while open), with the toolkit's auto-close."""
+    return timeline_close(card, now or datetime.now(UTC), os.environ if environ is None else environ)
+
+
+def as_shown(card: CardState, now: datetime | None = None, environ: Mapping[str, str] | None = None) -> CardState:
+    """A copy of ``card`` with the toolkit's auto-close applied when it has passed."""
+    shown = shown_close(card, now, environ)
+    if shown is None or not shown[2]:
+        return card
+    return msgspec.structs.replace(card, closed_at=shown[0], close_reason=shown[1])
 
 
 def own_calculators(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, Calculator]:
@@ -95,8 +116,6 @@ class Replay:
     def to_json(self) -> dict[str, Any]:
         """The card read, its plays, its document and what it was scored under."""
         import json
-
-        import msgspec
 
         from ledger.domain import document
         from ledger.rules.server import baselines_source
@@ -171,7 +190,6 @@ class Replay:
 
 def replay(ledger: Ledger, card_id: str, **options: Any) -> Replay:
     """The card ``card_id`` names read as :func:`read_card` reads it (the same ``options``), for `ledger replay`."""
-    from ledger.app.listing import as_shown
     from ledger.app.usage import card_usage
 
     match, all_environments = options["match"], options["all_environments"]

@@ -50,7 +50,7 @@ def event_log(ledger: Any, card_id: str, *, as_json: bool) -> Iterator[str]:
     table or one JSON object; a card the toolkit would have closed meanwhile ends with a line saying when."""
     import itertools
 
-    from ledger.app.listing import shown_close
+    from ledger.app.card_read import shown_close
 
     rows = card_rows(ledger, card_id)
     try:

@@ -9,11 +9,10 @@ from typing import Any, Literal
 
 import msgspec
 
+from ledger.app.card_read import shown_close
 from ledger.domain.events import CardOpened, card_stream, decode
-from ledger.domain.projection import CardState
 from ledger.ledger import Ledger
 from ledger.rules.timeline import limits
-from ledger.rules.timeline import shown_close as timeline_close
 from ledger.store.summary import CardSummary, PageQuery, SummaryRow, count_page, micros, read_page
 
 SortKey = Literal["opened", "closed", "score", "actions", "events", "id"]
@@ -30,21 +29,6 @@ class CardFilter(msgspec.Struct, frozen=True):
     reverse: bool = False
     after: str | None = None
     include_retracted: bool = False
-
-
-def shown_close(
-    card: CardState, now: datetime | None = None, environ: Mapping[str, str] | None = None
-) -> tuple[datetime, str, bool] | None:
-    """(closed at, reason, lapsed) as read commands show the card (None while open), with the toolkit's auto-close."""
-    return timeline_close(card, now or datetime.now(UTC), os.environ if environ is None else environ)
-
-
-def as_shown(card: CardState, now: datetime | None = None, environ: Mapping[str, str] | None = None) -> CardState:
-    """A copy of ``card`` with the toolkit's auto-close applied when it has passed."""
-    shown = shown_close(card, now, environ)
-    if shown is None or not shown[2]:
-        return card
-    return msgspec.structs.replace(card, closed_at=shown[0], close_reason=shown[1])
 
 
 def page_of(f: CardFilter, now: datetime, stale: int, max_open: int) -> PageQuery:

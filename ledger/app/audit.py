@@ -277,3 +277,58 @@ def audit_card(
         doc=doc,
         postmortem=postmortem(card, doc) if doc is not None else None,
     )
+
+
+@dataclass
+class AuditOutcome:
+    """`ledger audit` whole: the report, the card's retraction, and the --environments folder given."""
+
+    report: AuditReport
+    retracted: dict[str, str] | None
+    environments: str | os.PathLike[str] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.report.to_json(), "retracted": self.retracted}
+
+    def lines(self) -> list[str]:
+        from ledger.rules.text import postmortem_text
+
+        rep = self.report
+        out = [
+            f"audit of card {rep.card_id}: {rep.events} events, card head {rep.head} (this card's last event; "
+            "`ledger verify` prints the ledger's head)"
+        ]
+        if self.retracted is not None:
+            out.append(f"NOTE this card was {self.retracted['note']}")
+        out += [f"{c.status} {c.name}: {c.message}" for c in rep.checks]
+        if rep.postmortem is not None:
+            out += ["", postmortem_text(rep.postmortem)]
+        return out
+
+    @property
+    def usage_error(self) -> str | None:
+        """A folder that holds none of the card's games checked nothing: bad usage (the JSON says it already)."""
+        resim = next(c for c in self.report.checks if c.name == "resimulation")
+        if self.report.ok and self.environments is not None and resim.status == "SKIP":
+            return f"{self.environments} holds none of the games of card {self.report.card_id}"
+        return None
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if not self.report.ok else 2 if self.usage_error else 0
+
+
+def audit_outcome(
+    ledger: Any,
+    ref: str,
+    *,
+    environments: str | os.PathLike[str] | None = None,
+    expect_head: str | None = None,
+    decide: bool = False,
+) -> AuditOutcome:
+    """The audit of the card ``ref`` names (an id or a unique prefix), with its retraction."""
+    from ledger.app.retract import retraction_of
+
+    card_id = ledger.resolve_card(ref)
+    rep = audit_card(ledger, card_id, environments=environments, expect_head=expect_head, decide=decide)
+    return AuditOutcome(rep, retraction_of(ledger, card_id), environments)

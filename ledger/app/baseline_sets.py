@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -256,6 +256,60 @@ class SetInfo:
     def levels(self) -> int:
         return sum(len(e.baseline_actions or []) for e in self.entries)
 
+    @property
+    def named(self) -> str:
+        return f"{self.set_id[:12]} ({', '.join(self.labels)})" if self.labels else self.set_id[:12]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"set_id": self.set_id, "recorded": self.recorded, "labels": self.labels, "entries": self.entries}
+
+    def lines(self) -> list[str]:
+        """`ledger baselines show`: the set, then each game's baselines and tags."""
+        out = [
+            f"set {self.set_id}",
+            f"  recorded {self.recorded.isoformat()}, {len(self.entries)} games, "
+            f"labels: {', '.join(self.labels) or '-'}",
+        ]
+        for e in self.entries:
+            base = "none" if e.baseline_actions is None else "[" + ", ".join(map(str, e.baseline_actions)) + "]"
+            out.append(f"  {e.game_id:<24} baselines {base}   tags {', '.join(e.tags or []) or '-'}")
+            extra = []
+            if e.private_tags:
+                extra.append("private " + ", ".join(e.private_tags))
+            if e.level_tags:
+                extra.append("levels " + " | ".join(",".join(t) for t in e.level_tags))
+            if extra:
+                out.append(f"  {'':<24} {'   '.join(extra)}")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SetList:
+    """`ledger baselines list`: every stored set, oldest first."""
+
+    sets: list[SetInfo]
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "set_id": s.set_id,
+                "recorded": s.recorded,
+                "games": len(s.entries),
+                "levels": s.levels,
+                "labels": s.labels,
+            }
+            for s in self.sets
+        ]
+
+    def lines(self) -> list[str]:
+        if not self.sets:
+            return ["no baseline sets in this ledger (see `ledger baselines import`)"]
+        return [f"{'set':<12}  {'recorded':<19}  {'games':>5}  {'levels':>6}  labels"] + [
+            f"{s.set_id[:12]:<12}  {s.recorded.isoformat()[:19]:<19}  {len(s.entries):>5}  {s.levels:>6}  "
+            + ", ".join(s.labels)
+            for s in self.sets
+        ]
+
 
 def _recorded(ledger: Ledger, set_id: str) -> BaselinesRecorded:
     bodies, _, _ = ledger.store.read_bodies(baselines_stream(set_id))
@@ -272,9 +326,9 @@ def set_info(ledger: Ledger, set_id: str, all_labels: Mapping[str, Label] | None
     return SetInfo(set_id, ev.ts, list(ev.entries), sorted(k for k, v in labs.items() if v.set_id == set_id))
 
 
-def list_sets(ledger: Ledger) -> list[SetInfo]:
+def list_sets(ledger: Ledger) -> SetList:
     labs = labels(ledger)
-    return [set_info(ledger, sid, labs) for sid in ledger.baseline_set_ids()]
+    return SetList([set_info(ledger, sid, labs) for sid in ledger.baseline_set_ids()])
 
 
 GameStatus = Literal["added", "removed", "changed", "same"]
@@ -361,3 +415,54 @@ def diff_sets(
     order = {"changed": 0, "added": 1, "removed": 2, "same": 3}
     out.sort(key=lambda d: (order[d.status], d.game_id))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class SetDiff:
+    """`ledger baselines diff A B`: every game's difference (``show_all``: the games that did not change too)."""
+
+    a: SetInfo
+    b: SetInfo
+    match: str
+    games: list[GameDiff]
+    show_all: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"a": self.a.set_id, "b": self.b.set_id, "match": self.match, "games": self.games}
+
+    def lines(self) -> list[str]:
+        out = [f"A {self.a.named}   B {self.b.named}"]
+        same = 0
+        for d in self.games:
+            if d.status == "same":
+                same += 1
+                if self.show_all:
+                    out.append(f"  same     {d.game_id}")
+            elif d.status == "changed":
+                renamed = f" -> {d.game_id_new}" if d.game_id_new != d.game_id else ""
+                fields = ", ".join(d.fields) if d.fields else "version id only"
+                counts = (
+                    f"levels {d.levels_old} -> {d.levels_new}"
+                    if d.levels_old != d.levels_new
+                    else f"{d.levels_new} level(s)"
+                )
+                out.append(f"  changed  {d.game_id}{renamed}   {fields}   {counts}")
+                for lv in d.levels:
+                    old, new = ("-" if x is None else x for x in (lv.old, lv.new))
+                    out.append(f"      level {lv.level}: {old} -> {new}")
+            else:
+                n = d.levels_new if d.status == "added" else d.levels_old
+                out.append(f"  {d.status:<8} {d.game_id}   {n} level(s)")
+        if not self.show_all:
+            out.append(f"  {same} game(s) the same" if same else "  no game is the same in both sets")
+        return out
+
+
+def diff(
+    ledger: Ledger, a: str, b: str, *, match: Literal["exact", "base"] = "exact", show_all: bool = False
+) -> SetDiff:
+    """The sets ``a`` and ``b`` name (labels or ids) and what changed from one to the other."""
+    labs = labels(ledger)
+    ia, ib = (set_info(ledger, resolve(ledger, ref), labs) for ref in (a, b))
+    games = diff_sets({e.game_id: e for e in ia.entries}, {e.game_id: e for e in ib.entries}, match=match)
+    return SetDiff(ia, ib, match, games, show_all)

@@ -1,13 +1,20 @@
-"""One read of a card by the names a user gives, and each card's own calculator for the lists."""
+"""One read of a card by the names a user gives, shown as the toolkit would show it now (`ledger replay`), and each
+card's own calculator for the lists."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from ledger.domain import calculators
 from ledger.domain.calculators import Calculator
 from ledger.domain.projection import CardState
+from ledger.rules.timeline import shown_close as timeline_close
 
 if TYPE_CHECKING:
     from ledger.ledger import CardRead, Ledger
@@ -49,6 +56,21 @@ def _resolve(ledger: Ledger, ref: str) -> str:
     return resolve(ledger, ref)
 
 
+def shown_close(
+    card: CardState, now: datetime | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[datetime, str, bool] | None:
+    """(closed at, reason, lapsed) as read commands show the card (None while open), with the toolkit's auto-close."""
+    return timeline_close(card, now or datetime.now(UTC), os.environ if environ is None else environ)
+
+
+def as_shown(card: CardState, now: datetime | None = None, environ: Mapping[str, str] | None = None) -> CardState:
+    """A copy of ``card`` with the toolkit's auto-close applied when it has passed."""
+    shown = shown_close(card, now, environ)
+    if shown is None or not shown[2]:
+        return card
+    return msgspec.structs.replace(card, closed_at=shown[0], close_reason=shown[1])
+
+
 def own_calculators(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, Calculator]:
     """Each card's own calculator, from the cards summary's keys, without reading the cards."""
     from ledger.store.summary import calculator_keys
@@ -78,58 +100,101 @@ def rescored(ledger: Ledger, own: Mapping[str, Calculator], calc: Calculator) ->
     }
 
 
-def replay_json(
-    read: CardRead, shown: CardState, usage: Sequence[Any], *, match: str, all_environments: bool, by_set: bool
-) -> dict[str, Any]:
-    """`ledger replay --json`: the card read, its plays, its document and what it was scored under."""
-    import json
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """`ledger replay`: the card read, as shown (the toolkit's auto-close applied unless read ``until`` a version),
+    with a benchmarking run's usage and cost kept with a card imported from its run folder."""
 
-    import msgspec
+    read: CardRead
+    shown: CardState
+    usage: list[Any]
+    match: str
+    all_environments: bool
+    #: Scored under another set than the card's own, or matched by base id, or in the competition view.
+    by_set: bool
 
-    from ledger.domain import document
-    from ledger.rules.server import baselines_source
+    def to_json(self) -> dict[str, Any]:
+        """The card read, its plays, its document and what it was scored under."""
+        import json
 
-    card = read.card
-    out: dict[str, Any] = {
-        "card_id": card.card_id,
-        "events": card.events,
-        "closed": shown.close_reason,
-        "plays": {
-            gid: [
-                {
-                    "guid": p.guid,
-                    "state": p.state,
-                    "actions": p.actions,
-                    "resets": p.resets,
-                    "levels_completed": p.levels_completed,
-                    "level_marks": [list(m) for m in p.marks],
-                }
-                for p in ps
-            ]
-            for gid, ps in card.games.items()
-        },
-        "retracted": read.retraction,
-        "scorecard": json.loads(document.to_json(read.doc)),
-        "baselines_source": baselines_source(card),
-        "baselines_not_known": read.unknown,
-        "calculator": {
-            "version": read.calculator.version,
-            "arithmetic": read.calculator.arithmetic,
-            "card": read.own_calculator.version,
-            "recorded": card.calculator,
-            "source": card.calculator_source,
-        },
-    }
-    if read.broken is not None:
-        out["broken"] = read.broken
-    if usage:
-        out["run_usage"] = [msgspec.to_builtins(u) for u in usage]
-    if by_set:
-        out["baselines"] = {
-            "set_id": read.set_id,
-            "played_set_id": card.baselines_id,
-            "match": match,
-            "all_environments": all_environments,
-            "matches": read.matches,
+        from ledger.domain import document
+        from ledger.rules.server import baselines_source
+
+        read = self.read
+        card = read.card
+        out: dict[str, Any] = {
+            "card_id": card.card_id,
+            "events": card.events,
+            "closed": self.shown.close_reason,
+            "plays": {
+                gid: [
+                    {
+                        "guid": p.guid,
+                        "state": p.state,
+                        "actions": p.actions,
+                        "resets": p.resets,
+                        "levels_completed": p.levels_completed,
+                        "level_marks": [list(m) for m in p.marks],
+                    }
+                    for p in ps
+                ]
+                for gid, ps in card.games.items()
+            },
+            "retracted": read.retraction,
+            "scorecard": json.loads(document.to_json(read.doc)),
+            "baselines_source": baselines_source(card),
+            "baselines_not_known": read.unknown,
+            "calculator": {
+                "version": read.calculator.version,
+                "arithmetic": read.calculator.arithmetic,
+                "card": read.own_calculator.version,
+                "recorded": card.calculator,
+                "source": card.calculator_source,
+            },
         }
-    return out
+        if read.broken is not None:
+            out["broken"] = read.broken
+        if self.usage:
+            out["run_usage"] = [msgspec.to_builtins(u) for u in self.usage]
+        if self.by_set:
+            out["baselines"] = {
+                "set_id": read.set_id,
+                "played_set_id": card.baselines_id,
+                "match": self.match,
+                "all_environments": self.all_environments,
+                "matches": read.matches,
+            }
+        return out
+
+    def lines(self) -> list[str]:
+        """Per game and play the arithmetic, then the post-mortem (rules.text.replay_text) and the run's usage."""
+        from ledger.app.usage import usage_lines
+        from ledger.rules.rescoring import match_note
+        from ledger.rules.text import replay_text
+
+        read = self.read
+        out = []
+        if read.broken is not None:
+            out.append(f"BROKEN: {read.broken}; shown as far as the log holds it, not as a whole card")
+        if self.by_set:
+            played = (read.card.baselines_id or "none")[:12]
+            view = ", competition view" if self.all_environments else ""
+            out.append(
+                f"scored under baselines {(read.set_id or 'none')[:12]} (played under {played}), "
+                f"match {self.match}{view}"
+            )
+            out += [f"  {n}" for n in filter(None, map(match_note, read.matches))]
+        out.append(replay_text(self.shown, read.doc, read.unknown, read.calculator))
+        return out + usage_lines(self.usage)
+
+
+def replay(ledger: Ledger, card_id: str, **options: Any) -> Replay:
+    """The card ``card_id`` names read as :func:`read_card` reads it (the same ``options``), for `ledger replay`."""
+    from ledger.app.usage import card_usage
+
+    match, all_environments = options["match"], options["all_environments"]
+    read = read_card(ledger, card_id, **options)
+    usage = card_usage(ledger, read.card.card_id)
+    shown = as_shown(read.card) if options["until"] is None else read.card
+    by_set = options["baselines"] is not None or match != "exact" or all_environments
+    return Replay(read, shown, usage, match, all_environments, by_set)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
 from ledger.domain.events import Numbered, card_stream, decode
@@ -43,6 +43,79 @@ def card_rows(ledger: Any, card_id: str) -> StoredRows:
     if not rows.first:
         raise UnknownCard(card_id)
     return rows
+
+
+def event_log(ledger: Any, card_id: str, *, as_json: bool) -> Iterator[str]:
+    """`ledger events`: the card's events a page at a time (a long session's card has hundreds of thousands), as a
+    table or one JSON object; a card the toolkit would have closed meanwhile ends with a line saying when."""
+    import itertools
+
+    from ledger.app.card_read import shown_close
+
+    rows = card_rows(ledger, card_id)
+    try:
+        card = ledger.load_card(card_id)
+    except StoreError:  # an event that does not decode: still list them all (each says what it is)
+        card = None
+    shown = shown_close(card) if card is not None else None
+    lapsed = shown if shown is not None and shown[2] else None
+    if as_json:
+        return _json_parts(card_id, rows, {"closed": lapsed[0].isoformat(), "reason": lapsed[1]} if lapsed else None)
+    vw, sw, tw = len("version"), len("seq"), 0
+    for r in rows:
+        vw, sw, tw = max(vw, len(str(r.version))), max(sw, len(str(r.seq))), max(tw, len(r.type))
+    head = f"{'version':>{vw}}  {'seq':>{sw}}  {'type':<{tw}}  {'time':<26}  what\n"
+    lines = (
+        f"{r.version:>{vw}}  {r.seq:>{sw}}  {r.type:<{tw}}  {r.ts[:26]:<26}  {_summary(_decoded(r.body), r.type)}\n"
+        for r in itertools.islice(card_rows(ledger, card_id), rows.read)
+    )
+    tail = (
+        [
+            f"(no close event: the toolkit would have closed the card at {lapsed[0].isoformat()} ({lapsed[1]}); "
+            f"`ledger close {card_id}` records a close)\n"
+        ]
+        if lapsed
+        else []
+    )
+    return itertools.chain([head], lines, tail)
+
+
+def _json_parts(card_id: str, rows: Iterable[Any], lapsed: dict[str, str] | None) -> Iterator[str]:
+    import json
+
+    import msgspec
+
+    yield '{\n  "card_id": ' + json.dumps(card_id) + ',\n  "events": ['
+    sep = "\n"
+    for r in rows:
+        ev = _decoded(r.body)
+        item = {
+            "version": r.version,
+            "seq": r.seq,
+            "type": r.type,
+            "ts": r.ts,
+            "summary": _summary(ev, r.type),
+            "hash": r.hash,
+            "event": msgspec.to_builtins(ev) if ev is not None else None,
+        }
+        yield sep + "    " + json.dumps(item, indent=2).replace("\n", "\n    ")
+        sep = ",\n"
+    yield '\n  ],\n  "lapsed": ' + json.dumps(lapsed, indent=2).replace("\n", "\n  ") + "\n}\n"
+
+
+def _decoded(body: bytes) -> Any:
+    try:
+        return decode(body)
+    except Exception:
+        return None
+
+
+def _summary(ev: Any, type_: str) -> str:
+    if ev is None:
+        return f"(body does not decode as {type_}: see `ledger audit`)"
+    from ledger.rules.timeline import summary
+
+    return summary(ev)
 
 
 class CardEvents(Sequence[Numbered]):

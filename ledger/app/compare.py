@@ -4,6 +4,7 @@ calculators differ are never ranked as they stand: every card is scored with one
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -16,6 +17,7 @@ from ledger.domain.scoring import best_play_index, calculator_of
 from ledger.rules.timeline import retraction_note
 
 if TYPE_CHECKING:
+    from ledger.app.tag_stats import TagReport
     from ledger.ledger import Ledger
 
 
@@ -225,6 +227,50 @@ def compare_cards(
     states = _load_all(ledger, ids)
     calc = one_calculator(states, calculator)
     return comparison([(s, ledger.document(s.card_id, card=s, calculator=calc)) for s in states], calc)
+
+
+@dataclass(frozen=True, slots=True)
+class Compared:
+    """`ledger compare` whole: the named cards side by side, and the figures of the ``--group`` tags."""
+
+    side_by_side: Comparison | None
+    report: TagReport | None
+
+    def to_json(self) -> Any:
+        if self.report is None:
+            return self.side_by_side
+        return {**msgspec.to_builtins(self.report), "side_by_side": msgspec.to_builtins(self.side_by_side)}
+
+    def lines(self) -> list[str]:
+        from ledger.app.tag_stats import SIDE_BY_SIDE, report_text
+
+        parts = []
+        if self.side_by_side is not None:
+            parts.append(
+                comparison_text(self.side_by_side)
+                + f"\n\n(at most {SIDE_BY_SIDE} cards side by side; --tag T for figures)"
+            )
+        if self.report is not None:
+            parts.append(report_text(self.report))
+        return ["\n\n".join(parts)]
+
+
+def compare(
+    ledger: Ledger, card_ids: Sequence[str], tags: Sequence[str], *, include_retracted: bool, calculator: str | None
+) -> Compared:
+    """The named cards side by side (if any), and the figures of the cards of each of ``tags`` (if any)."""
+    from ledger.app.tag_stats import tag_report
+    from ledger.errors import LedgerError
+
+    side = (
+        compare_cards(ledger, card_ids, include_retracted=include_retracted, calculator=calculator)
+        if card_ids
+        else None
+    )
+    report = tag_report(ledger, tags, include_retracted=include_retracted) if tags else None
+    if report is not None and not report.tags and not card_ids:
+        raise LedgerError("no card has tag " + ", ".join(repr(t) for t in tags))
+    return Compared(side, report)
 
 
 def _load_all(ledger: Ledger, ids: Sequence[str]) -> list[CardState]:

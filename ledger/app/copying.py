@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ledger.domain.events import BASELINES_STREAM, LABEL_STREAM, BaselinesRecorded, LabelSet, decode
 from ledger.errors import HistoryConflict, SameLedger
@@ -42,6 +43,37 @@ class CopyReport:
     current_streams: int
     seconds: float
     summary_seconds: float = 0.0
+    #: The whole command's: opening both ledgers (the destination's schema), reading every stream's head on both
+    #: sides and comparing them, then the copy; set by the caller that timed it.
+    total_seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "from": self.source,
+            "to": self.destination,
+            "events": self.events,
+            "new_streams": self.new_streams,
+            "extended_streams": self.extended_streams,
+            "current_streams": self.current_streams,
+            "seconds": round(self.total_seconds, 3),
+            "copy_seconds": round(self.seconds, 3),
+            "summary_seconds": round(self.summary_seconds, 3),
+        }
+
+    def lines(self) -> list[str]:
+        total = self.total_seconds
+        if self.events == 0:
+            return [
+                f"nothing to copy: {self.destination} already holds every event of {self.source} "
+                f"(checked in {total:.2f} s)"
+            ]
+        rate = self.events / total if total > 0 else float("inf")
+        return [
+            f"copied {self.events} events ({self.new_streams} new streams, {self.extended_streams} extended, "
+            f"{self.current_streams} already up to date) from {self.source} to {self.destination} "
+            f"in {total:.2f} s, the whole command ({rate:,.0f} events/s; the copy itself {self.seconds:.2f} s, then "
+            f"the cards summary caught up in {self.summary_seconds:.2f} s)"
+        ]
 
 
 def open_source(path_or_url: str) -> LogStore:

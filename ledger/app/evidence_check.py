@@ -138,3 +138,52 @@ def load_witnesses(paths: Sequence[Path], quorum: int | None) -> list[Verifier]:
     if quorum is not None and quorum > len(cosigners):
         raise InputError(f"--quorum {quorum} needs at least {quorum} --witness keys (got {len(cosigners)})")
     return cosigners
+
+
+@dataclass
+class CheckOutcome:
+    """`ledger check` whole: the report, the key that signed the file, and the --environments folder given."""
+
+    report: CheckReport
+    signer: str
+    environments: str | os.PathLike[str] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.report.to_json()
+
+    def lines(self) -> list[str]:
+        rep = self.report
+        cosigned = ""
+        if rep.cosigned_by is not None:
+            cosigned = f", cosigned by {len(rep.cosigned_by)} of the witnesses given ({', '.join(rep.cosigned_by)})"
+        if not rep.ok:
+            return [f"FAIL {rep.error}"]
+        if rep.kind == "consistency":
+            return [
+                f"OK consistency: the tree of {rep.checkpoint_size} events extends the tree of {rep.old_size} events, "
+                f"both checkpoints signed by {self.signer} (RFC 9162 consistency proof verified){cosigned}"
+            ]
+        sim = ", plays re-simulated" if rep.resimulated else ""
+        if rep.resimulation is not None and not rep.resimulated and not self._skipped:
+            sim = f"; re-simulation {rep.resimulation}: {rep.resimulation_message}"
+        state = "closed" if rep.closed else "open"
+        return [
+            f"OK card {rep.card}: {rep.events} events, all of them, in the tree of {rep.checkpoint_size} events "
+            f"signed by {self.signer}{cosigned}; {state} at the checkpoint; scorecard rebuilt and equal "
+            f"(score {rep.score}){sim}"
+        ]
+
+    @property
+    def _skipped(self) -> bool:
+        return self.report.ok and self.report.resimulation == "SKIP"
+
+    @property
+    def usage_error(self) -> str | None:
+        """As `ledger audit`: a folder without the card's games checked nothing."""
+        if self._skipped:
+            return f"{self.environments} holds none of the games of card {self.report.card}: plays not re-simulated"
+        return None
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if not self.report.ok else 2 if self._skipped else 0

@@ -5,15 +5,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
+from ledger.app.card_read import shown_close
 from ledger.domain.events import CardOpened, card_stream, decode
-from ledger.domain.projection import CardState
 from ledger.ledger import Ledger
 from ledger.rules.timeline import limits
-from ledger.rules.timeline import shown_close as timeline_close
 from ledger.store.summary import CardSummary, PageQuery, SummaryRow, count_page, micros, read_page
 
 SortKey = Literal["opened", "closed", "score", "actions", "events", "id"]
@@ -30,21 +29,6 @@ class CardFilter(msgspec.Struct, frozen=True):
     reverse: bool = False
     after: str | None = None
     include_retracted: bool = False
-
-
-def shown_close(
-    card: CardState, now: datetime | None = None, environ: Mapping[str, str] | None = None
-) -> tuple[datetime, str, bool] | None:
-    """(closed at, reason, lapsed) as read commands show the card (None while open), with the toolkit's auto-close."""
-    return timeline_close(card, now or datetime.now(UTC), os.environ if environ is None else environ)
-
-
-def as_shown(card: CardState, now: datetime | None = None, environ: Mapping[str, str] | None = None) -> CardState:
-    """A copy of ``card`` with the toolkit's auto-close applied when it has passed."""
-    shown = shown_close(card, now, environ)
-    if shown is None or not shown[2]:
-        return card
-    return msgspec.structs.replace(card, closed_at=shown[0], close_reason=shown[1])
 
 
 def page_of(f: CardFilter, now: datetime, stale: int, max_open: int) -> PageQuery:
@@ -111,16 +95,51 @@ def rescored_with(
 
 
 class CardList(msgspec.Struct, frozen=True):
+    """What ``ledger cards`` prints: the rows the filter chose, with the ``columns`` of usage asked for."""
+
     rows: list[CardSummary]
     mixed: str | None
     #: For an empty list that leaves retracted cards out: how many of them match.
     hidden: int
     usage: dict[str, tuple[int | None, float | None]] | None
+    filter: CardFilter
+    calculator: str | None = None
+    columns: tuple[str, ...] = ()
+
+    def to_json(self) -> Any:
+        if self.usage is None:
+            return self.rows
+        usage = self.usage
+        return [{**msgspec.to_builtins(r), **_usage_cells(usage[r.card_id], self.columns, raw=True)} for r in self.rows]
+
+    def lines(self) -> list[str]:
+        f = self.filter
+        if not self.rows:
+            plain = CardFilter(sort=f.sort, reverse=f.reverse, include_retracted=f.include_retracted)
+            said = "no cards match" if f != plain else "no cards in this ledger"
+            if self.hidden:
+                said = f"{said} but {self.hidden} retracted card(s) (--include-retracted lists them)"
+            return [said]
+        out = [cards_table(self.rows, self.usage, self.columns)]
+        if self.calculator is not None:
+            out.append(f"scores with the calculator of arc-agi {self.calculator}, not each card's own")
+        elif self.mixed:
+            out.append(
+                f"scores with each card's own calculator, and these differ ({self.mixed}): --calculator VERSION "
+                "scores them all with one"
+            )
+        return out
 
 
 def card_list(
-    ledger: Ledger, f: CardFilter, *, calculator: str | None = None, mixed: bool = True, usage: bool = False
+    ledger: Ledger,
+    f: CardFilter,
+    *,
+    calculator: str | None = None,
+    mixed: bool = True,
+    columns: tuple[str, ...] = (),
 ) -> CardList:
+    """The cards ``f`` chooses (scored with ``calculator`` if given), with the usage ``columns`` asked for."""
     rows = list_cards(ledger, f)
     if calculator is not None:
         rows = rescored_with(ledger, rows, calculator, by_score=f.sort == "score", descending=f.reverse)
@@ -128,12 +147,60 @@ def card_list(
     if not rows and not f.include_retracted:
         hidden = len(list_cards(ledger, msgspec.structs.replace(f, include_retracted=True)))
     figures = None
-    if usage:
+    if columns:
         from ledger.app.usage import usage_totals
 
         figures = usage_totals(ledger, [r.card_id for r in rows])
     own = mixed_calculators(ledger, [r.card_id for r in rows]) if mixed and calculator is None else None
-    return CardList(rows, own, hidden, figures)
+    return CardList(rows, own, hidden, figures, f, calculator, columns)
+
+
+def _usage_cells(figures: tuple[int | None, float | None], columns: tuple[str, ...], *, raw: bool = False) -> Any:
+    """The --columns cells of one card: text for the table, or (``raw``) the values for --json."""
+    tokens, cost = figures
+    values = {"tokens": tokens, "cost": cost}
+    if raw:
+        return {c: values[c] for c in dict.fromkeys(columns)}
+    shown = {"tokens": "-" if tokens is None else str(tokens), "cost": "-" if cost is None else f"${cost:.4f}"}
+    return tuple(shown[c] for c in dict.fromkeys(columns))
+
+
+def cards_table(
+    rows: list[CardSummary],
+    usage: dict[str, tuple[int | None, float | None]] | None = None,
+    columns: tuple[str, ...] = (),
+) -> str:
+    """The `ledger cards` table, each column as wide as its widest cell; ``columns`` (from ``usage``) before tags."""
+    extra = tuple(dict.fromkeys(columns)) if usage is not None else ()
+    head = ("card", "opened", "closed", "games", "actions", "score", *extra, "tags")
+    cells = [
+        (
+            r.card_id + (" (competition)" if r.competition else "") + (" (retracted)" if r.retracted else ""),
+            (r.opened or "?")[:19],
+            f"{r.closed[:19]} {r.close_reason}{'*' if r.lapsed else ''}" if r.closed else "open",
+            str(r.games),
+            str(r.actions),
+            f"{r.score:.2f}" if r.baselines_known else "not known yet",
+            *(_usage_cells(usage[r.card_id], extra) if usage is not None else ()),
+            ",".join(r.tags or []) or "-",
+        )
+        for r in rows
+    ]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
+    right = set(range(3, 6 + len(extra)))
+
+    def line(values: tuple[str, ...]) -> str:
+        return "  ".join(
+            v.rjust(w) if i in right else (v if i == len(values) - 1 else v.ljust(w))
+            for i, (v, w) in enumerate(zip(values, widths, strict=True))
+        )
+
+    out = [line(head), *(line(c) for c in cells)]
+    if any(r.competition for r in rows):
+        out.append("(competition): opened in competition mode, scored over every game of the server")
+    if any(r.lapsed for r in rows):
+        out.append("* no close event: closed as the toolkit would have (STALE_MINUTES / MAX_OPEN_FOR_MINUTES)")
+    return "\n".join(out)
 
 
 def mixed_calculators(ledger: Ledger, card_ids: list[str]) -> str | None:

@@ -26,6 +26,18 @@ def checked_output(out: str | os.PathLike[str]) -> Iterator[None]:
         raise OutputError(f"cannot write {os.fspath(out)}: {reason}") from None
 
 
+def check_writable(out: str | None) -> None:
+    """Refuse, before any work, an output file that cannot be made: a folder, or one in a folder that does not exist
+    (None or ``-``: standard output)."""
+    if out is None or out == "-":
+        return
+    path = Path(out)
+    if path.is_dir():
+        raise OutputError(f"cannot write {out}: it is a folder (give a file name)")
+    if not path.parent.is_dir():
+        raise OutputError(f"cannot write {out}: folder {path.parent} does not exist")
+
+
 def write_text_file(text: str, out: str) -> None:
     """Write ``text`` to ``out`` atomically, keeping its mode (a symlink's target replaced, a device written to)."""
     with checked_output(out):

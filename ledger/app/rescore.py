@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ledger.domain.calculators import Calculator
 from ledger.domain.events import BaselineEntry
-from ledger.rules.rescoring import CardRescore, Match, rescore_card
+from ledger.rules.rescoring import CardRescore, Match, rescore_card, rescore_text
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
@@ -52,3 +53,42 @@ def rescore_targets(
     ids = ledger.card_ids() if every else list(dict.fromkeys(ledger.resolve_card(c) for c in card_ids))
     set_id = resolve(ledger, ref) if ref is not None else None
     return ids, set_id, ledger.baselines(set_id) if set_id is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class Rescored:
+    """`ledger rescore`: every card's changes, largest first, and what they were re-scored under (``set_id``, as
+    ``ref`` named it; None: each card's own)."""
+
+    cards: list[CardRescore]
+    set_id: str | None
+    ref: str | None
+    calculator: str | None
+    match: Match
+    all_environments: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "set_id": self.set_id,
+            "ref": self.ref,
+            "calculator": self.calculator,
+            "match": self.match,
+            "all_environments": self.all_environments,
+            "cards": self.cards,
+        }
+
+    def lines(self) -> list[str]:
+        if not self.cards:
+            return ["no cards in this ledger"]
+        if self.set_id is None:
+            name = "each card's own baselines"
+        else:
+            name = f"{self.ref} ({self.set_id[:12]})" if self.ref != self.set_id else self.set_id[:12]
+        text = rescore_text(
+            self.cards,
+            set_name=name,
+            match=self.match,
+            all_environments=self.all_environments,
+            calculator=self.calculator,
+        )
+        return [text]

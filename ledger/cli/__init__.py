@@ -120,7 +120,4 @@ def main() -> None:
         finally:
             sys.stdout.flush()
     except OSError as e:
-        code = output_failed(e)
-        if code is None:
-            raise
-        sys.exit(code)
+        sys.exit(output_failed(e))

@@ -2,32 +2,21 @@
 
 from __future__ import annotations
 
-import json
-import sys
-
 import click
 
-from ledger.cli.common import card_argument, open_ledger
-from ledger.cli.params import head_hash
+from ledger.cli.common import card_argument, emit, environments_option, json_option, open_ledger
+from ledger.cli.params import expect_head_option
 
 
 @click.command("audit")
 @card_argument
-@click.option(
-    "--environments",
-    type=click.Path(exists=True, file_okay=False, dir_okay=True),
-    default=None,
-    metavar="DIR",
-    help="An environment_files folder (scanned for metadata.json like the toolkit does): re-run every recorded "
-    "action against the real game code and compare state and levels_completed action by action.",
+@environments_option(
+    "An environment_files folder (scanned for metadata.json like the toolkit does): re-run every recorded "
+    "action against the real game code and compare state and levels_completed action by action."
 )
-@click.option(
-    "--expect-head",
-    callback=head_hash,
-    default=None,
-    metavar="HASH",
-    help="Fail unless the card's log still ends at this card head (one an earlier audit printed, kept elsewhere). "
-    "Given the ledger's head (what `ledger verify` prints), the audit says so and checks that instead.",
+@expect_head_option(
+    "Fail unless the card's log still ends at this card head (one an earlier audit printed, kept elsewhere). "
+    "Given the ledger's head (what `ledger verify` prints), the audit says so and checks that instead."
 )
 @click.option(
     "--decide",
@@ -37,7 +26,7 @@ from ledger.cli.params import head_hash
     "each such action costs a game step per candidate. Without it the audit follows the first path of the game that "
     "reproduces the record, which proves the record just the same.",
 )
-@click.option("--json", "as_json", is_flag=True, help="The checks and the post-mortem as one JSON object.")
+@json_option("The checks and the post-mortem as one JSON object.")
 @click.pass_context
 def audit(
     ctx: click.Context, card_id: str, environments: str | None, expect_head: str | None, decide: bool, as_json: bool
@@ -64,34 +53,10 @@ def audit(
       ledger audit CARD --environments environment_files  # every action re-played
       ledger audit CARD --json
     """
-    from ledger.app.audit import audit_card
-    from ledger.app.retract import retraction_of
-    from ledger.rules.text import postmortem_text
+    from ledger.app.audit import audit_outcome
 
     if decide and environments is None:
         raise click.UsageError("--decide tries actions against the game code: give --environments DIR as well")
     with open_ledger(ctx) as ledger:
-        card_id = ledger.resolve_card(card_id)
-        rep = audit_card(ledger, card_id, environments=environments, expect_head=expect_head, decide=decide)
-        retracted = retraction_of(ledger, card_id)
-    if as_json:
-        click.echo(json.dumps({**rep.to_json(), "retracted": retracted}, indent=2))
-    else:
-        click.echo(
-            f"audit of card {rep.card_id}: {rep.events} events, card head {rep.head} (this card's last event; "
-            "`ledger verify` prints the ledger's head)"
-        )
-        if retracted is not None:
-            click.echo(f"NOTE this card was {retracted['note']}")
-        for c in rep.checks:
-            click.echo(f"{c.status} {c.name}: {c.message}")
-        if rep.postmortem is not None:
-            click.echo("")
-            click.echo(postmortem_text(rep.postmortem))
-    if not rep.ok:
-        sys.exit(1)
-    resim = next(c for c in rep.checks if c.name == "resimulation")
-    if environments is not None and resim.status == "SKIP":
-        if not as_json:  # the JSON says it already (resimulation.skipped_games)
-            click.echo(f"Error: {environments} holds none of the games of card {rep.card_id}", err=True)
-        sys.exit(2)
+        out = audit_outcome(ledger, card_id, environments=environments, expect_head=expect_head, decide=decide)
+    emit(out, as_json)

@@ -4,33 +4,27 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import click
 import msgspec
 
 from ledger.cli.common import (
-    MATCHES,
     LedgerCommandError,
     allow_broken_option,
     complete_card_ids,
     count,
     echo_json,
+    emit,
+    json_option,
+    match_option,
     match_options,
     open_ledger,
 )
 from ledger.cli.params import calculator_option
 
-if TYPE_CHECKING:  # the services are imported when a command runs: `ledger --help` must start fast
-    from ledger.app import baseline_sets as bs
-
 
 def _short(set_id: str) -> str:
     return set_id[:12]
-
-
-def _named(info: bs.SetInfo) -> str:
-    return f"{_short(info.set_id)} ({', '.join(info.labels)})" if info.labels else _short(info.set_id)
 
 
 @click.group("baselines")
@@ -57,7 +51,7 @@ def baselines_group() -> None:
     is_flag=True,
     help="DIR: leave out unreadable metadata.json files (as the toolkit does) instead of refusing the import.",
 )
-@click.option("--json", "as_json", is_flag=True, help="The result as JSON.")
+@json_option("The result as JSON.")
 @click.pass_context
 def import_cmd(
     ctx: click.Context, source: str, label: str | None, move: bool, skip_invalid: bool, as_json: bool
@@ -99,7 +93,7 @@ def import_cmd(
 
 
 @baselines_group.command("list")
-@click.option("--json", "as_json", is_flag=True, help="One JSON array of sets.")
+@json_option("One JSON array of sets.")
 @click.pass_context
 def list_cmd(ctx: click.Context, as_json: bool) -> None:
     """List the stored sets, oldest first.
@@ -116,34 +110,12 @@ def list_cmd(ctx: click.Context, as_json: bool) -> None:
 
     with open_ledger(ctx) as ledger:
         sets = bs.list_sets(ledger)
-    if as_json:
-        echo_json(
-            [
-                {
-                    "set_id": s.set_id,
-                    "recorded": s.recorded,
-                    "games": len(s.entries),
-                    "levels": s.levels,
-                    "labels": s.labels,
-                }
-                for s in sets
-            ]
-        )
-        return
-    if not sets:
-        click.echo("no baseline sets in this ledger (see `ledger baselines import`)")
-        return
-    click.echo(f"{'set':<12}  {'recorded':<19}  {'games':>5}  {'levels':>6}  labels")
-    for s in sets:
-        click.echo(
-            f"{_short(s.set_id):<12}  {s.recorded.isoformat()[:19]:<19}  {len(s.entries):>5}  {s.levels:>6}  "
-            + ", ".join(s.labels)
-        )
+    emit(sets, as_json)
 
 
 @baselines_group.command("show")
 @click.argument("ref", metavar="LABEL|ID")
-@click.option("--json", "as_json", is_flag=True, help="The set as JSON (importable with `baselines import`).")
+@json_option("The set as JSON (importable with `baselines import`).")
 @click.pass_context
 def show_cmd(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Print one set's games: id, baselines per level, tags.
@@ -159,45 +131,15 @@ def show_cmd(ctx: click.Context, ref: str, as_json: bool) -> None:
 
     with open_ledger(ctx) as ledger:
         info = bs.set_info(ledger, bs.resolve(ledger, ref))
-    if as_json:
-        echo_json(
-            {
-                "set_id": info.set_id,
-                "recorded": info.recorded,
-                "labels": info.labels,
-                "entries": info.entries,
-            }
-        )
-        return
-    click.echo(f"set {info.set_id}")
-    click.echo(
-        f"  recorded {info.recorded.isoformat()}, {len(info.entries)} games, labels: {', '.join(info.labels) or '-'}"
-    )
-    for e in info.entries:
-        base = "none" if e.baseline_actions is None else "[" + ", ".join(map(str, e.baseline_actions)) + "]"
-        tags = ", ".join(e.tags or []) or "-"
-        click.echo(f"  {e.game_id:<24} baselines {base}   tags {tags}")
-        extra = []
-        if e.private_tags:
-            extra.append("private " + ", ".join(e.private_tags))
-        if e.level_tags:
-            extra.append("levels " + " | ".join(",".join(t) for t in e.level_tags))
-        if extra:
-            click.echo(f"  {'':<24} {'   '.join(extra)}")
+    emit(info, as_json)
 
 
 @baselines_group.command("diff")
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
-@click.option(
-    "--match",
-    type=click.Choice(MATCHES),
-    default="exact",
-    show_default=True,
-    help="base: pair a game of A with B's version of the same 4-letter base id when its exact id is gone.",
-)
+@match_option("base: pair a game of A with B's version of the same 4-letter base id when its exact id is gone.")
 @click.option("--all", "show_all", is_flag=True, help="Also list the games that did not change.")
-@click.option("--json", "as_json", is_flag=True, help="Every game's difference as JSON.")
+@json_option("Every game's difference as JSON.")
 @click.pass_context
 def diff_cmd(ctx: click.Context, a: str, b: str, match: str, show_all: bool, as_json: bool) -> None:
     """Show what changed from set A to set B.
@@ -214,38 +156,8 @@ def diff_cmd(ctx: click.Context, a: str, b: str, match: str, show_all: bool, as_
     from ledger.app import baseline_sets as bs
 
     with open_ledger(ctx) as ledger:
-        labs = bs.labels(ledger)
-        ia = bs.set_info(ledger, bs.resolve(ledger, a), labs)
-        ib = bs.set_info(ledger, bs.resolve(ledger, b), labs)
-    diffs = bs.diff_sets({e.game_id: e for e in ia.entries}, {e.game_id: e for e in ib.entries}, match=match)  # type: ignore[arg-type]
-    if as_json:
-        echo_json({"a": ia.set_id, "b": ib.set_id, "match": match, "games": diffs})
-        return
-    click.echo(f"A {_named(ia)}   B {_named(ib)}")
-    same = 0
-    for d in diffs:
-        if d.status == "same":
-            same += 1
-            if show_all:
-                click.echo(f"  same     {d.game_id}")
-            continue
-        if d.status == "changed":
-            renamed = f" -> {d.game_id_new}" if d.game_id_new != d.game_id else ""
-            fields = ", ".join(d.fields) if d.fields else "version id only"
-            counts = (
-                f"levels {d.levels_old} -> {d.levels_new}"
-                if d.levels_old != d.levels_new
-                else f"{d.levels_new} level(s)"
-            )
-            click.echo(f"  changed  {d.game_id}{renamed}   {fields}   {counts}")
-            for lv in d.levels:
-                old, new = ("-" if x is None else x for x in (lv.old, lv.new))
-                click.echo(f"      level {lv.level}: {old} -> {new}")
-        else:
-            n = d.levels_new if d.status == "added" else d.levels_old
-            click.echo(f"  {d.status:<8} {d.game_id}   {n} level(s)")
-    if not show_all:
-        click.echo(f"  {same} game(s) the same" if same else "  no game is the same in both sets")
+        out = bs.diff(ledger, a, b, match=match, show_all=show_all)  # type: ignore[arg-type]
+    emit(out, as_json)
 
 
 @click.command("rescore")
@@ -263,7 +175,7 @@ def diff_cmd(ctx: click.Context, a: str, b: str, match: str, show_all: bool, as_
 )
 @click.option("--all", "every", is_flag=True, help="Every card in the ledger.")
 @match_options
-@click.option("--json", "as_json", is_flag=True, help="Every card's changes as JSON.")
+@json_option("Every card's changes as JSON.")
 @allow_broken_option
 @click.pass_context
 def rescore_cmd(
@@ -290,9 +202,9 @@ def rescore_cmd(
       ledger baselines import v2.json --label v2
       ledger rescore --all --baselines v2
     """
-    from ledger.app.rescore import rescore_cards, rescore_targets
+    from ledger.app.rescore import Rescored, rescore_cards, rescore_targets
     from ledger.domain import calculators
-    from ledger.rules.rescoring import by_largest_change, rescore_text
+    from ledger.rules.rescoring import by_largest_change
 
     if every and card_ids:
         raise LedgerCommandError("give CARD_IDs or --all, not both", 2)
@@ -320,32 +232,10 @@ def rescore_cmd(
                 results = by_largest_change(bar)
         else:
             results = by_largest_change(results_iter)
-    if set_id is None:
-        name = "each card's own baselines"
-    else:
-        name = f"{ref} ({_short(set_id)})" if ref != set_id else _short(set_id)
-    if as_json:
-        # msgspec encodes the Structs directly: for `--all` over many cards this is several times faster than
-        # echo_json's json.dumps, with the same keys, order and float digits.
-        body = {
-            "set_id": set_id,
-            "ref": ref,
-            "calculator": calculator,
-            "match": match,
-            "all_environments": all_environments,
-            "cards": results,
-        }
-        click.echo(msgspec.json.format(msgspec.json.encode(body), indent=2).decode("utf-8"))
+    out = Rescored(results, set_id, ref, calculator, match, all_environments)  # type: ignore[arg-type]
+    if not as_json:
+        emit(out, as_json)
         return
-    if not results:
-        click.echo("no cards in this ledger")
-        return
-    click.echo(
-        rescore_text(
-            results,
-            set_name=name,
-            match=match,  # type: ignore[arg-type]
-            all_environments=all_environments,
-            calculator=calculator,
-        )
-    )
+    # msgspec encodes the Structs directly: for `--all` over many cards this is several times faster than
+    # echo_json's json.dumps, with the same keys, order and float digits.
+    click.echo(msgspec.json.format(msgspec.json.encode(out.to_json()), indent=2).decode("utf-8"))

@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import os
-import sys
 from datetime import datetime
 from typing import Any
 
 import click
-import msgspec
 
 from ledger.cli.common import (
     SORT_KEYS,
     allow_broken_option,
     card_options,
-    echo_json,
+    emit,
+    include_retracted_option,
+    json_option,
     open_ledger,
+    out_option,
     scoring_options,
     shown_db,
+    tags_option,
     write_output,
 )
-from ledger.cli.params import SINCE, calculator_option, head_hash
+from ledger.cli.params import SINCE, calculator_option, expect_head_option
 from ledger.cli.progress import ledger_command, verify_progress
 
 
@@ -42,10 +44,8 @@ def init(ctx: click.Context) -> None:
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="One JSON array of card summaries (with tags and `lapsed`).")
-@click.option(
-    "--tag", "tags", multiple=True, metavar="TAG", help="Only cards with tag TAG (repeat it: cards with any of them)."
-)
+@json_option("One JSON array of card summaries (with tags and `lapsed`).")
+@tags_option("Only cards with tag TAG (repeat it: cards with any of them).")
 @click.option(
     "--game", "games", multiple=True, metavar="GAME", help="Only cards that played this game (id or 4-letter base id)."
 )
@@ -66,7 +66,7 @@ def init(ctx: click.Context) -> None:
     help="Order: opened/closed/id oldest or first; score/actions/events largest first.",
 )
 @click.option("--reverse", is_flag=True, help="Reverse the order (with --limit: newest N, say).")
-@click.option("--include-retracted", is_flag=True, help="Also list retracted cards (marked; left out by default).")
+@include_retracted_option("Also list retracted cards (marked; left out by default).")
 @click.option(
     "--columns",
     "columns",
@@ -119,7 +119,6 @@ def cards(
     """
     from ledger.app.listing import CardFilter, card_list
 
-    descending = sort in ("score", "actions", "events")
     f = CardFilter(
         tags=tags,
         games=games,
@@ -127,87 +126,18 @@ def cards(
         since=since,
         limit=limit,
         sort=sort,  # type: ignore[arg-type]
-        reverse=descending != reverse,
+        reverse=(sort in ("score", "actions", "events")) != reverse,  # those sort largest first
         include_retracted=include_retracted,
         after=after,
     )
     with open_ledger(ctx) as ledger:
-        listed = card_list(ledger, f, calculator=calculator, mixed=not as_json, usage=bool(columns))
-    rows, usage, mixed, hidden = listed.rows, listed.usage, listed.mixed, listed.hidden
-    if as_json:
-        if usage is None:
-            echo_json(rows)
-        else:
-            echo_json([{**msgspec.to_builtins(r), **_usage_cells(usage[r.card_id], columns, raw=True)} for r in rows])
-        return
-    if not rows:
-        plain = CardFilter(sort=f.sort, reverse=f.reverse, include_retracted=f.include_retracted)
-        said = "no cards match" if f != plain else "no cards in this ledger"
-        if hidden:
-            said = f"{said} but {hidden} retracted card(s) (--include-retracted lists them)"
-        click.echo(said)
-        return
-    click.echo(cards_table(rows, usage, columns))
-    if calculator is not None:
-        click.echo(f"scores with the calculator of arc-agi {calculator}, not each card's own")
-    elif mixed:
-        click.echo(
-            f"scores with each card's own calculator, and these differ ({mixed}): --calculator VERSION scores them "
-            "all with one"
-        )
-
-
-def _usage_cells(figures: tuple[int | None, float | None], columns: tuple[str, ...], *, raw: bool = False) -> Any:
-    """The --columns cells of one card: text for the table, or (``raw``) the values for --json."""
-    tokens, cost = figures
-    values = {"tokens": tokens, "cost": cost}
-    if raw:
-        return {c: values[c] for c in dict.fromkeys(columns)}
-    shown = {"tokens": "-" if tokens is None else str(tokens), "cost": "-" if cost is None else f"${cost:.4f}"}
-    return tuple(shown[c] for c in dict.fromkeys(columns))
-
-
-def cards_table(
-    rows: list[Any],
-    usage: dict[str, tuple[int | None, float | None]] | None = None,
-    columns: tuple[str, ...] = (),
-) -> str:
-    """The `ledger cards` table, each column as wide as its widest cell; ``columns`` (from ``usage``) before tags."""
-    extra = tuple(dict.fromkeys(columns)) if usage is not None else ()
-    head = ("card", "opened", "closed", "games", "actions", "score", *extra, "tags")
-    cells = [
-        (
-            r.card_id + (" (competition)" if r.competition else "") + (" (retracted)" if r.retracted else ""),
-            (r.opened or "?")[:19],
-            f"{r.closed[:19]} {r.close_reason}{'*' if r.lapsed else ''}" if r.closed else "open",
-            str(r.games),
-            str(r.actions),
-            f"{r.score:.2f}" if r.baselines_known else "not known yet",
-            *(_usage_cells(usage[r.card_id], extra) if usage is not None else ()),
-            ",".join(r.tags or []) or "-",
-        )
-        for r in rows
-    ]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
-    right = set(range(3, 6 + len(extra)))
-
-    def line(values: tuple[str, ...]) -> str:
-        return "  ".join(
-            v.rjust(w) if i in right else (v if i == len(values) - 1 else v.ljust(w))
-            for i, (v, w) in enumerate(zip(values, widths, strict=True))
-        )
-
-    out = [line(head), *(line(c) for c in cells)]
-    if any(r.competition for r in rows):
-        out.append("(competition): opened in competition mode, scored over every game of the server")
-    if any(r.lapsed for r in rows):
-        out.append("* no close event: closed as the toolkit would have (STALE_MINUTES / MAX_OPEN_FOR_MINUTES)")
-    return "\n".join(out)
+        listed = card_list(ledger, f, calculator=calculator, mixed=not as_json, columns=columns)
+    emit(listed, as_json)
 
 
 @click.command()
 @card_options
-@click.option("-o", "--output", default=None, metavar="FILE", help="Write to FILE (atomically) instead of stdout.")
+@out_option("Write to FILE (atomically) instead of stdout.", "output")
 @click.option("--indent", type=click.IntRange(min=0, max=16), default=None, help="Pretty-print with N spaces.")
 @scoring_options
 @calculator_option(
@@ -246,7 +176,7 @@ def export(ctx: click.Context, card_id: str, output: str | None, indent: int | N
 
 @click.command()
 @card_options
-@click.option("--json", "as_json", is_flag=True, help="The card's plays and document as JSON.")
+@json_option("The card's plays and document as JSON.")
 @scoring_options
 @calculator_option(
     "Score with the calculator of this arc-agi release (0.9.1 to 0.9.9), not the card's own (the first lines say "
@@ -268,52 +198,20 @@ def replay(ctx: click.Context, card_id: str, as_json: bool, **options: Any) -> N
       ledger replay CARD --until 10                 # as it stood after its event 10
       ledger replay CARD --calculator 0.9.7 --json
     """
-    from ledger.app.card_read import read_card, replay_json
-    from ledger.app.listing import as_shown
-    from ledger.app.usage import card_usage, usage_lines
-    from ledger.rules.rescoring import match_note
-    from ledger.rules.text import replay_text
+    from ledger.app.card_read import replay as read_replay
 
-    until, match, all_environments = options["until"], options["match"], options["all_environments"]
-    by_set = options["baselines"] is not None or match != "exact" or all_environments
     with open_ledger(ctx) as ledger:
-        read = read_card(ledger, card_id, **options)  # as export's
-        card = read.card
-        # A benchmarking run's usage and cost, kept with a card imported from its run folder.
-        usage = card_usage(ledger, card.card_id)
-    shown = as_shown(card) if until is None else card
-    if as_json:
-        echo_json(replay_json(read, shown, usage, match=match, all_environments=all_environments, by_set=by_set))
-        return
-    if read.broken is not None:
-        click.echo(f"BROKEN: {read.broken}; shown as far as the log holds it, not as a whole card")
-    if by_set:
-        played = (card.baselines_id or "none")[:12]
-        view = ", competition view" if all_environments else ""
-        click.echo(
-            f"scored under baselines {(read.set_id or 'none')[:12]} (played under {played}), match {match}{view}"
-        )
-        for n in filter(None, map(match_note, read.matches)):
-            click.echo(f"  {n}")
-    click.echo(replay_text(shown, read.doc, read.unknown, read.calculator))
-    for line in usage_lines(usage):
-        click.echo(line)
+        out = read_replay(ledger, card_id, **options)  # read as export's
+    emit(out, as_json)
 
 
 @click.command()
-@click.option(
-    "--expect-head",
-    callback=head_hash,
-    default=None,
-    metavar="HASH",
-    help="Fail (exit 1) unless the ledger's head is still HASH (the `ledger head` line an earlier verify printed).",
+@expect_head_option(
+    "Fail (exit 1) unless the ledger's head is still HASH (the `ledger head` line an earlier verify printed)."
 )
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="One JSON object: ok, events, streams, head, revision, head_revision, migrations_at_head, triggers, "
-    "chains_ok, derived, errors, stream_checks (and checkpoint, with --checkpoint).",
+@json_option(
+    "One JSON object: ok, events, streams, head, revision, head_revision, migrations_at_head, triggers, "
+    "chains_ok, derived, errors, stream_checks (and checkpoint, with --checkpoint)."
 )
 @click.option(
     "--quick",
@@ -371,13 +269,7 @@ def verify(
 
             cp = verify_checkpoint_files(ledger.store, checkpoint, key)
         out = verify_outcome(ledger, rep, expect_head, cp)
-    if as_json:
-        echo_json(out.to_json())
-    else:
-        for line in out.lines():
-            click.echo(line)
-    if out.exit_code:
-        sys.exit(out.exit_code)
+    emit(out, as_json)
 
 
 @click.command()

@@ -104,10 +104,7 @@ class LedgerGroup(click.Group):
         try:
             return super().make_context(info_name, args, parent, **extra)
         except OSError as e:
-            code = output_failed(e)
-            if code is None:
-                raise
-            raise click.exceptions.Exit(code) from None
+            raise click.exceptions.Exit(output_failed(e)) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -119,10 +116,7 @@ class LedgerGroup(click.Group):
             sys.stdout.flush()
             return rv
         except OSError as e:
-            code = output_failed(e)
-            if code is None:
-                raise
-            ctx.exit(code)
+            ctx.exit(output_failed(e))
         except LedgerError as e:
             raise LedgerCommandError(str(e), e.exit_code) from e
         except KeyboardInterrupt:
@@ -282,6 +276,57 @@ def echo_json(obj: Any) -> None:
     click.echo(json.dumps(msgspec.to_builtins(obj), indent=2))
 
 
+def emit(outcome: Any, as_json: bool) -> None:
+    """A service's outcome: its ``to_json()``, or its ``lines()`` and its ``usage_error``; then its ``exit_code``."""
+    if as_json:
+        echo_json(outcome.to_json())
+    else:
+        for line in outcome.lines():
+            click.echo(line)
+        error = getattr(outcome, "usage_error", None)  # exit 2: the JSON says it already
+        if error:
+            click.echo(f"Error: {error}", err=True)
+    code = getattr(outcome, "exit_code", 0)
+    if code:
+        sys.exit(code)
+
+
+def json_option(help_text: str) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, help=help_text)
+
+
+def out_option(help_text: str, dest: str = "out") -> Callable[..., Any]:
+    return click.option("-o", "--output", dest, default=None, metavar="FILE", help=help_text)
+
+
+def tags_option(help_text: str) -> Callable[..., Any]:
+    return click.option("--tag", "tags", multiple=True, metavar="TAG", help=help_text)
+
+
+def include_retracted_option(help_text: str) -> Callable[..., Any]:
+    return click.option("--include-retracted", is_flag=True, help=help_text)
+
+
+def environments_option(help_text: str, *, required: bool = False, path_type: Any = None) -> Callable[..., Any]:
+    """``--environments DIR``: a game files folder (each command says what it does with it)."""
+    return click.option(
+        "--environments",
+        type=click.Path(exists=True, file_okay=False, path_type=path_type),
+        required=required,
+        default=None,
+        metavar="DIR",
+        help=help_text,
+    )
+
+
+def listen_options(host_help: str, port: int, port_help: str) -> Callable[..., Any]:
+    def options(f: Callable[..., Any]) -> Callable[..., Any]:
+        f = click.option("--port", type=click.IntRange(0, 65535), default=port, show_default=True, help=port_help)(f)
+        return click.option("--host", default="127.0.0.1", show_default=True, metavar="HOST", help=host_help)(f)
+
+    return options
+
+
 def card_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option(
         "--until",
@@ -301,13 +346,13 @@ def match_options(f: Callable[..., Any]) -> Callable[..., Any]:
         help="Competition view: score against every game of the baseline set, an unplayed game appearing with a "
         "0-action run that scores 0.",
     )(f)
-    return click.option(
-        "--match",
-        type=click.Choice(MATCHES),
-        default="exact",
-        show_default=True,
-        help="exact: the toolkit's rule (same game_id). base: same 4-letter base id when the version id changed.",
+    return match_option(
+        "exact: the toolkit's rule (same game_id). base: same 4-letter base id when the version id changed."
     )(f)
+
+
+def match_option(help_text: str) -> Callable[..., Any]:
+    return click.option("--match", type=click.Choice(MATCHES), default="exact", show_default=True, help=help_text)
 
 
 def scoring_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -450,11 +495,12 @@ def guard_output() -> None:
     )
 
 
-def output_failed(e: BaseException) -> int | None:
+def output_failed(e: OSError) -> int:
     """For a failed write to standard output: say so in one line (nothing for a closed pipe, as for ``head``),
-    drop what is left to write, and give the exit code; None for any other error."""
-    if not isinstance(e, OSError) or not getattr(e, "ledger_output", False):
-        return None
+    drop what is left to write, and give the exit code. Called while ``e`` is handled: any other error is raised
+    again, as it came."""
+    if not getattr(e, "ledger_output", False):
+        raise
     name = "standard output"
     with contextlib.suppress(OSError):
         target = os.readlink("/proc/self/fd/1")

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-from ledger.cli.common import LedgerCommandError, allow_broken_option, echo_json, open_ledger, write_output
-
-if TYPE_CHECKING:
-    from ledger.app.evidence_check import CheckReport
+from ledger.cli.common import (
+    LedgerCommandError,
+    allow_broken_option,
+    emit,
+    environments_option,
+    json_option,
+    open_ledger,
+    out_option,
+    write_output,
+)
 
 _KEY = click.Path(dir_okay=False, path_type=Path)
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -22,16 +26,6 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as e:
         raise LedgerCommandError(f"cannot read {path}: {e.strerror or e}", 2) from None
-
-
-def _check_output(out: str | None) -> None:
-    if out is None or out == "-":
-        return
-    path = Path(out)
-    if path.is_dir():
-        raise LedgerCommandError(f"cannot write {out}: it is a folder (give a file name)", 2)
-    if not path.parent.is_dir():
-        raise LedgerCommandError(f"cannot write {out}: folder {path.parent} does not exist", 2)
 
 
 @click.command()
@@ -65,9 +59,7 @@ def keygen(name: str, out: Path, as_witness: bool) -> None:
 
 @click.command("checkpoint")
 @click.option("--key", "key", type=_FILE, required=True, help="The private key (from `ledger keygen`).")
-@click.option(
-    "-o", "--output", "out", default=None, metavar="FILE", help="Write the checkpoint to this file (default: stdout)."
-)
+@out_option("Write the checkpoint to this file (default: stdout).")
 @click.option(
     "--origin",
     default=None,
@@ -89,10 +81,11 @@ def checkpoint_cmd(ctx: click.Context, key: Path, out: str | None, origin: str |
       ledger checkpoint --key team.key                    # print it
     """
     from ledger.app.checkpoints import make_checkpoint
+    from ledger.app.output import check_writable
     from ledger.app.signing import load_signer
 
     signer = load_signer(key)
-    _check_output(out)  # before signing: a checkpoint the ledger keeps but nobody received helps no one
+    check_writable(out)  # before signing: a checkpoint the ledger keeps but nobody received helps no one
     with open_ledger(ctx, write=True) as ledger:
         note = make_checkpoint(ledger.store, signer, origin)
     write_output(note[:-1], out)
@@ -101,9 +94,7 @@ def checkpoint_cmd(ctx: click.Context, key: Path, out: str | None, origin: str |
 @click.command()
 @click.argument("card")
 @click.option("--checkpoint", type=_FILE, required=True, help="The signed checkpoint to prove against.")
-@click.option(
-    "-o", "--output", "out", default=None, metavar="FILE", help="Write the evidence file here (default: stdout)."
-)
+@out_option("Write the evidence file here (default: stdout).")
 @allow_broken_option
 @click.pass_context
 def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None, allow_broken: bool) -> None:
@@ -121,10 +112,11 @@ def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None, allo
       ledger check card.evidence.json --key team.key.pub                   # what a reviewer runs
     """
     from ledger.app.checkpoints import prove as make
+    from ledger.app.output import check_writable
     from ledger.app.signing import read_text
 
     note = read_text(checkpoint, "checkpoint")
-    _check_output(out)
+    check_writable(out)
     with open_ledger(ctx, write=True) as ledger:
         broken = ledger.repository.read(ledger.resolve_card(card), allow_broken=allow_broken).broken
         text = make(ledger, card, note)
@@ -136,9 +128,7 @@ def prove(ctx: click.Context, card: str, checkpoint: Path, out: str | None, allo
 @click.command()
 @click.argument("old", type=_FILE)
 @click.argument("new", type=_FILE)
-@click.option(
-    "-o", "--output", "out", default=None, metavar="FILE", help="Write the consistency file here (default: stdout)."
-)
+@out_option("Write the consistency file here (default: stdout).")
 @click.pass_context
 def consistency(ctx: click.Context, old: Path, new: Path, out: str | None) -> None:
     """The file holds checkpoints OLD and NEW of this ledger and the RFC 9162 proof that NEW's tree extends OLD's.
@@ -154,10 +144,11 @@ def consistency(ctx: click.Context, old: Path, new: Path, out: str | None) -> No
       ledger check new.consistency.json --key team.key.pub
     """
     from ledger.app.checkpoints import consistency as make
+    from ledger.app.output import check_writable
     from ledger.app.signing import read_text
 
     old_note, new_note = read_text(old, "old checkpoint"), read_text(new, "new checkpoint")
-    _check_output(out)
+    check_writable(out)
     with open_ledger(ctx, write=True) as ledger:
         text = make(ledger, old_note, new_note)
     write_output(text, out)
@@ -166,12 +157,7 @@ def consistency(ctx: click.Context, old: Path, new: Path, out: str | None) -> No
 @click.command()
 @click.argument("evidence", type=_FILE)
 @click.option("--key", type=_FILE, required=True, help="The public key (KEY.pub) the checkpoint must be signed with.")
-@click.option(
-    "--environments",
-    type=click.Path(exists=True, file_okay=False),
-    default=None,
-    help="Also replay every action against the game code in this folder (as `ledger audit` does).",
-)
+@environments_option("Also replay every action against the game code in this folder (as `ledger audit` does).")
 @click.option(
     "--witness",
     "witnesses",
@@ -185,7 +171,7 @@ def consistency(ctx: click.Context, old: Path, new: Path, out: str | None) -> No
     default=None,
     help="How many of the --witness keys must have cosigned (default: all).",
 )
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: ok, card, checkpoint_size, events, score, ...")
+@json_option("One JSON object: ok, card, checkpoint_size, events, score, ...")
 def check(
     evidence: Path,
     key: Path,
@@ -212,7 +198,7 @@ def check(
       ledger check card.evidence.json --key team.key.pub --environments environment_files
       ledger check card.evidence.json --key team.key.pub --json
     """
-    from ledger.app.evidence_check import check_evidence, load_witnesses
+    from ledger.app.evidence_check import CheckOutcome, check_evidence, load_witnesses
     from ledger.app.signing import load_verifier
 
     verifier = load_verifier(key)
@@ -220,39 +206,7 @@ def check(
     rep = check_evidence(_read(evidence), verifier, environments, cosigners, quorum)
     if rep.kind == "consistency" and environments is not None:
         raise LedgerCommandError("--environments replays a card's plays: a consistency file holds no card", 2)
-    skipped = rep.ok and rep.resimulation == "SKIP"
-    if as_json:
-        echo_json(rep.to_json())
-    elif rep.ok and rep.kind == "consistency":
-        click.echo(
-            f"OK consistency: the tree of {rep.checkpoint_size} events extends the tree of {rep.old_size} events, "
-            f"both checkpoints signed by {verifier.name} (RFC 9162 consistency proof verified){_cosigned(rep)}"
-        )
-    elif rep.ok:
-        sim = ", plays re-simulated" if rep.resimulated else ""
-        if rep.resimulation is not None and not rep.resimulated and not skipped:
-            sim = f"; re-simulation {rep.resimulation}: {rep.resimulation_message}"
-        state = "closed" if rep.closed else "open"
-        click.echo(
-            f"OK card {rep.card}: {rep.events} events, all of them, in the tree of {rep.checkpoint_size} events "
-            f"signed by {verifier.name}{_cosigned(rep)}; {state} at the checkpoint; scorecard rebuilt and equal "
-            f"(score {rep.score}){sim}"
-        )
-    else:
-        click.echo(f"FAIL {rep.error}")
-    if not rep.ok:
-        sys.exit(1)
-    if skipped:  # as `ledger audit`: a folder without the card's games checked nothing
-        if not as_json:
-            line = f"Error: {environments} holds none of the games of card {rep.card}: plays not re-simulated"
-            click.echo(line, err=True)
-        sys.exit(2)
-
-
-def _cosigned(rep: CheckReport) -> str:
-    if rep.cosigned_by is None:
-        return ""
-    return f", cosigned by {len(rep.cosigned_by)} of the witnesses given ({', '.join(rep.cosigned_by)})"
+    emit(CheckOutcome(rep, verifier.name, environments), as_json)
 
 
 @click.command("witness")
@@ -267,9 +221,7 @@ def _cosigned(rep: CheckReport) -> str:
     required=True,
     help="The witness's folder: per log origin, the log's key and the last checkpoint cosigned (made if missing).",
 )
-@click.option(
-    "-o", "--output", "out", default=None, metavar="FILE", help="Write the cosigned checkpoint here (default: stdout)."
-)
+@out_option("Write the cosigned checkpoint here (default: stdout).")
 def witness_cmd(checkpoint: Path, key: Path, log_key: Path, state: Path, out: str | None) -> None:
     """C2SP tlog-witness, tlog-cosignature v1: the witness refuses a checkpoint that does not extend the last one it
     cosigned for that log (a split view).
@@ -288,6 +240,7 @@ def witness_cmd(checkpoint: Path, key: Path, log_key: Path, state: Path, out: st
       ledger prove CARD --checkpoint cosigned.txt -o card.cosigned.json
       ledger check card.cosigned.json --key team.key.pub --witness w1.key.pub
     """
+    from ledger.app.output import check_writable
     from ledger.app.signing import load_signer, load_verifier
     from ledger.app.witness import witness
     from ledger.domain.signed_note import COSIGNATURE_V1
@@ -295,6 +248,6 @@ def witness_cmd(checkpoint: Path, key: Path, log_key: Path, state: Path, out: st
     me = load_signer(key, COSIGNATURE_V1)
     log = load_verifier(log_key)
     raw = _read(checkpoint)
-    _check_output(out)
+    check_writable(out)
     note = witness(raw, log, me, state)
     write_output(note[:-1], out)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from ledger.cli.common import count, echo_json, open_ledger, size
+from ledger.cli.common import count, echo_json, environments_option, json_option, open_ledger, size
 from ledger.cli.params import calculator_option
 from ledger.cli.progress import progress_bar
 
@@ -21,15 +21,12 @@ if TYPE_CHECKING:  # the services are imported when the command runs: `ledger --
 
 @click.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path), metavar="PATH...")
-@click.option(
-    "--environments",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    metavar="DIR",
-    help="An environment_files tree (every metadata.json under it, as the toolkit scans): new cards are stored "
+@environments_option(
+    "An environment_files tree (every metadata.json under it, as the toolkit scans): new cards are stored "
     "with its baselines, and already imported cards that have none get them. Without it they have none, and export "
     "shows 'No Matching EnvironmentInfo' for every game unless given --baselines. For harness recordings, the "
     "games' code under it is re-run to recover each line's action, resets included.",
+    path_type=Path,
 )
 @click.option(
     "--strict",
@@ -57,7 +54,7 @@ if TYPE_CHECKING:  # the services are imported when the command runs: `ledger --
     "The arc-agi release that played the recordings (0.9.1 to 0.9.9): new cards are scored with its calculator. "
     "Without it they are scored with the newest, and export and replay say so."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object (and nothing else).")
+@json_option("Print the summary as one JSON object (and nothing else).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no line per card; problems and summary only.")
 @click.pass_context
 def import_cmd(
@@ -113,12 +110,12 @@ def import_cmd(
     from ledger.imports.importing import find_recordings, import_recordings, summary_json, total_bytes
 
     found = find_recordings(paths)
-    show_bar = not quiet and not as_json and sys.stderr.isatty()
+    show = not quiet and not as_json and sys.stderr.isatty()
     done = _Committed(len(found.cards))
     ctx.obj["on_interrupt"] = done.line
     with (
         open_ledger(ctx, write=True) as ledger,
-        progress_bar(total_bytes(found.cards), "importing", in_mb=True) if show_bar else nullcontext() as bar,
+        progress_bar(total_bytes(found.cards) if show else 0, "importing", in_mb=True, show=show) as bar,
         done.deferring_ctrl_c(),
     ):
         summary = import_recordings(

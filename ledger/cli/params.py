@@ -51,6 +51,10 @@ def head_hash(_ctx: click.Context, _param: click.Parameter, value: str | None) -
     return v
 
 
+def expect_head_option(help_text: str) -> Any:
+    return click.option("--expect-head", callback=head_hash, default=None, metavar="HASH", help=help_text)
+
+
 def calculator_version(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     """``--calculator VERSION``: a published arc-agi release; another is a usage error (exit 2) naming them."""
     if value is None:

@@ -18,8 +18,14 @@ VERIFY_PROGRESS_FROM = 200_000
 
 
 @contextmanager
-def progress_bar(total: int, label: str, *, in_mb: bool = False) -> Iterator[Callable[[int], None]]:
-    """A click progress bar on stderr, redrawn at most every :data:`REDRAW_SECONDS`; ``in_mb``: also shows MB done."""
+def progress_bar(
+    total: int, label: str, *, in_mb: bool = False, show: bool = True
+) -> Iterator[Callable[[int], None] | None]:
+    """A click progress bar on stderr, redrawn at most every :data:`REDRAW_SECONDS`, when ``show`` and stderr is a
+    terminal (else None); ``in_mb``: also shows MB done."""
+    if not (show and sys.stderr.isatty()):
+        yield None
+        return
     bar: Any = click.progressbar(length=max(total, 1), label=label, file=sys.stderr, show_eta=True)
     if in_mb:
         bar.item_show_func = lambda _: f"{bar.pos / 1e6:.1f} of {total / 1e6:.1f} MB"
@@ -45,10 +51,7 @@ def progress_bar(total: int, label: str, *, in_mb: bool = False) -> Iterator[Cal
 def verify_progress(ledger: Any, *, show: bool) -> Iterator[Callable[[int], None] | None]:
     """A per-event progress callback for ``verify`` when stderr is a terminal and the ledger is large, else None."""
     total = ledger.store.count() if show and sys.stderr.isatty() else 0
-    if total < VERIFY_PROGRESS_FROM:
-        yield None
-        return
-    with progress_bar(total, "verifying") as bar:
+    with progress_bar(total, "verifying", show=total >= VERIFY_PROGRESS_FROM) as bar:
         yield bar
 
 

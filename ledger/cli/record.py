@@ -7,20 +7,16 @@ from datetime import UTC, datetime
 
 import click
 
-from ledger.cli.common import LedgerCommandError, open_ledger
+from ledger.cli.common import LedgerCommandError, open_ledger, tags_option
 
 
 @click.command(
     "record",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
-@click.option(
-    "--tag",
-    "tags",
-    multiple=True,
-    metavar="TAG",
-    help="Tag each card captured with TAG (repeatable): `cards`, `compare`, `bundle` and the viewer find the card "
-    "by it; the card's exported JSON keeps only its own tags.",
+@tags_option(
+    "Tag each card captured with TAG (repeatable): `cards`, `compare`, `bundle` and the viewer find the card "
+    "by it; the card's exported JSON keeps only its own tags."
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context

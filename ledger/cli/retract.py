@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ledger.cli.common import card_argument, echo_json, open_ledger
+from ledger.cli.common import card_argument, echo_json, json_option, open_ledger
 
 
 @click.command()
@@ -15,7 +15,7 @@ from ledger.cli.common import card_argument, echo_json, open_ledger
     metavar="TEXT",
     help="Why the card is withdrawn (kept with the card; export, replay and audit say it).",
 )
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: card_id, retracted_at, reason.")
+@json_option("One JSON object: card_id, retracted_at, reason.")
 @click.pass_context
 def retract(ctx: click.Context, card_id: str, reason: str, as_json: bool) -> None:
     """`cards`, `compare`, leaderboards, the viewer and `bundle` then leave it out (their --include-retracted shows it,

@@ -10,17 +10,21 @@ from typing import Any
 
 import click
 
-from ledger.cli.common import LedgerCommandError, count, listen_error, open_ledger, pick_port
+from ledger.cli.common import (
+    LedgerCommandError,
+    count,
+    environments_option,
+    listen_error,
+    listen_options,
+    open_ledger,
+    pick_port,
+)
 from ledger.errors import LedgerError
 
 
 @click.command("serve")
-@click.option(
-    "--environments",
-    required=True,
-    type=click.Path(exists=True, file_okay=False, dir_okay=True),
-    metavar="DIR",
-    help="An environment_files folder (metadata.json + game code per game), scanned as the toolkit does.",
+@environments_option(
+    "An environment_files folder (metadata.json + game code per game), scanned as the toolkit does.", required=True
 )
 @click.option(
     "--competition",
@@ -28,15 +32,10 @@ from ledger.errors import LedgerError
     help="Competition mode (create_app(competition_mode=True)): one card, a game made once per card, an open card "
     "hidden (403), RESET on an untouched level re-applies the last observation, unplayed games made at close.",
 )
-@click.option(
-    "--host",
-    default="127.0.0.1",
-    show_default=True,
-    metavar="HOST",
-    help="Address to bind. Anything but a loopback address warns: the API's only check is the X-API-Key header.",
-)
-@click.option(
-    "--port", type=click.IntRange(0, 65535), default=8001, show_default=True, help="TCP port (0: any free port)."
+@listen_options(
+    "Address to bind. Anything but a loopback address warns: the API's only check is the X-API-Key header.",
+    8001,
+    "TCP port (0: any free port).",
 )
 @click.pass_context
 def serve(ctx: click.Context, environments: str, competition: bool, host: str, port: int) -> None:

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import click
 
-from ledger.cli.common import echo_json, open_ledger
+from ledger.cli.common import echo_json, json_option, open_ledger
 from ledger.errors import StoreError
 
 
 @click.command("rebuild-summary")
 @click.option("--check", is_flag=True, help="Only compare the summary with a rebuild from the log (writes nothing).")
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help='One JSON object: {"ok", "cards" (the cards the log holds), "differences"}.',
-)
+@json_option('One JSON object: {"ok", "cards" (the cards the log holds), "differences"}.')
 @click.pass_context
 def rebuild_summary_cmd(ctx: click.Context, check: bool, as_json: bool) -> None:
     """The summary is kept by every append in its own transaction; this replays every event, and with --check only

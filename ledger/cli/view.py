@@ -6,7 +6,19 @@ import sys
 
 import click
 
-from ledger.cli.common import LedgerCommandError, echo_json, listen_error, open_ledger, shown_db
+from ledger.cli.common import (
+    LedgerCommandError,
+    echo_json,
+    emit,
+    environments_option,
+    include_retracted_option,
+    json_option,
+    listen_error,
+    listen_options,
+    open_ledger,
+    shown_db,
+    tags_option,
+)
 from ledger.cli.params import calculator_option
 
 _ENVIRONMENTS_HELP = (
@@ -16,17 +28,12 @@ _ENVIRONMENTS_HELP = (
 
 
 @click.command("view")
-@click.option(
-    "--host",
-    default="127.0.0.1",
-    show_default=True,
-    metavar="HOST",
-    help="Address to listen on. Anything but a loopback address lets other machines read the ledger.",
+@listen_options(
+    "Address to listen on. Anything but a loopback address lets other machines read the ledger.",
+    8000,
+    "Port to listen on (0: any free).",
 )
-@click.option(
-    "--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port to listen on (0: any free)."
-)
-@click.option("--environments", type=click.Path(exists=True, file_okay=False), default=None, help=_ENVIRONMENTS_HELP)
+@environments_option(_ENVIRONMENTS_HELP)
 @click.pass_context
 def view(ctx: click.Context, host: str, port: int, environments: str | None) -> None:
     """Pages: cards, a card, compare, progress, and a replay of each play drawn from the game code.
@@ -79,10 +86,8 @@ def view(ctx: click.Context, host: str, port: int, environments: str | None) -> 
 @click.command("bundle")
 @click.argument("card_ids", nargs=-1, metavar="[CARD]...")
 @click.option("--all", "all_cards", is_flag=True, help="Every card of the ledger.")
-@click.option(
-    "--tag", "tags", multiple=True, metavar="TAG", help="Every card with tag TAG (repeat it: cards with any of them)."
-)
-@click.option("--environments", type=click.Path(exists=True, file_okay=False), default=None, help=_ENVIRONMENTS_HELP)
+@tags_option("Every card with tag TAG (repeat it: cards with any of them).")
+@environments_option(_ENVIRONMENTS_HELP)
 @click.option(
     "--with-reasoning",
     is_flag=True,
@@ -95,8 +100,8 @@ def view(ctx: click.Context, host: str, port: int, environments: str | None) -> 
     metavar="DIR",
     help="Folder to write (index.html and one page per card); it must be new, empty, or an earlier bundle.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON: path, cards, pages, bytes.")
-@click.option("--include-retracted", is_flag=True, help="Also bundle retracted cards (marked; left out by default).")
+@json_option("Print what was written as JSON: path, cards, pages, bytes.")
+@include_retracted_option("Also bundle retracted cards (marked; left out by default).")
 @click.pass_context
 def bundle(
     ctx: click.Context,
@@ -167,20 +172,13 @@ def bundle(
 )
 # --tag is read as --group for scripts that spell it so; hidden, as a repeated --tag elsewhere means any of the tags.
 @click.option("--tag", "old_tags", multiple=True, hidden=True)
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="One JSON object. Cards side by side: cards (with opened time and score), games (per level: baseline, "
+@json_option(
+    "One JSON object. Cards side by side: cards (with opened time and score), games (per level: baseline, "
     "each card's actions), leaderboard. With --group: tags (per tag: rank, cards, score figures, cost (of its cards "
     "that carry one: cards, cost, levels_completed, cost_per_level; null: none does), games with their levels' "
-    "figures), missing, ledger_cards, and side_by_side (the named cards, or null).",
+    "figures), missing, ledger_cards, and side_by_side (the named cards, or null)."
 )
-@click.option(
-    "--include-retracted",
-    is_flag=True,
-    help="Also compare retracted cards (marked, never ranked; left out by default).",
-)
+@include_retracted_option("Also compare retracted cards (marked, never ranked; left out by default).")
 @calculator_option(
     "Score every card with the calculator of this arc-agi release (0.9.1 to 0.9.9). Default: the newest of the "
     "cards' own (cards played under another release are re-scored with it; the first line says so)."
@@ -216,10 +214,8 @@ def compare(
       ledger compare --group demo         # the figures of every card tagged demo
       ledger compare --group demo --json
     """
-    import msgspec
-
-    from ledger.app.compare import compare_cards, comparison_text
-    from ledger.app.tag_stats import SIDE_BY_SIDE, report_text, tag_report
+    from ledger.app.compare import compare as compared
+    from ledger.app.tag_stats import SIDE_BY_SIDE
 
     tags = tags + old_tags
     named = list(dict.fromkeys(card_ids))
@@ -232,23 +228,5 @@ def compare(
             2,
         )
     with open_ledger(ctx) as ledger:
-        cmp = (
-            compare_cards(ledger, named, include_retracted=include_retracted, calculator=calculator) if named else None
-        )
-        report = tag_report(ledger, tags, include_retracted=include_retracted) if tags else None
-    if report is not None and not report.tags and not named:
-        raise LedgerCommandError("no card has tag " + ", ".join(repr(t) for t in tags), 1)
-    if as_json:
-        if report is None:
-            echo_json(cmp)
-        else:
-            echo_json(
-                {**msgspec.to_builtins(report), "side_by_side": None if cmp is None else msgspec.to_builtins(cmp)}
-            )
-        return
-    parts = []
-    if cmp is not None:
-        parts.append(comparison_text(cmp) + f"\n\n(at most {SIDE_BY_SIDE} cards side by side; --tag T for figures)")
-    if report is not None:
-        parts.append(report_text(report))
-    click.echo("\n\n".join(parts))
+        out = compared(ledger, named, tags, include_retracted=include_retracted, calculator=calculator)
+    emit(out, as_json)

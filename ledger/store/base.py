@@ -502,6 +502,8 @@ class StoreBase:
 
     dialect: str
     _mark: str
+    #: The statement that refreshes the query planner's statistics (after a copy).
+    _analyze: str
     _writer: Writer[Any]
     _readers: ReadPool[Any]
     _follower: Follower
@@ -646,6 +648,15 @@ class StoreBase:
 
     def head_revision(self) -> str:
         return head_revision()
+
+    def drop_snapshots(self) -> None:
+        self._write_transaction(lambda con: con.execute("DELETE FROM snapshots"), "cannot write to the ledger")
+
+    def analyze(self) -> None:
+        if not self.readonly:
+            # Statistics only steer the planner: the copied events are committed either way.
+            with contextlib.suppress(StoreError):
+                self._write_transaction(lambda con: con.execute(self._analyze), "cannot analyze the ledger")
 
     def close(self) -> None:
         """Release every connection this process opened (a forked child's: its own only), the summary caught up

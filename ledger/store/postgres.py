@@ -30,7 +30,7 @@ from psycopg.copy import QueuedLibpqWriter
 
 from ledger.domain import chain
 from ledger.domain.events import Event
-from ledger.errors import HistoryConflict, InputError, StoreError, VersionConflict
+from ledger.errors import InputError, StoreError, VersionConflict
 from ledger.store.base import (
     APPEND_CHUNK,
     CopyBatch,
@@ -389,6 +389,9 @@ class PostgresStore(StoreBase):
 
     dialect = "postgresql"
     _mark = "%s"
+    # The tables the lists read: a ledger filled by COPY has no statistics until autovacuum gets to it, and the
+    # planner then reads every card of a tag for a page of them.
+    _analyze = "ANALYZE events, card_summary, card_summary_keys"
 
     def __init__(
         self, url: str, *, durability: Durability = "normal", busy_timeout_ms: int = 60_000, readonly: bool = False
@@ -480,22 +483,27 @@ class PostgresStore(StoreBase):
         )
         return {r[0] for r in self._read(q)}
 
-    def _write_transaction(self, work: Any, what: str) -> Any:
+    def _write_transaction(self, work: Any, what: str, *, retry: bool = False) -> Any:
+        """See :meth:`StoreBase._write_transaction`; ``retry``: once more on a new connection when the server closed
+        this one (``work`` must find out itself whether the lost attempt committed)."""
         with self._writer.locked():
-            try:
-                pg = self._write_dbapi()
-            except psycopg.Error as e:
-                raise StoreError(f"{what} at {self.describe()}: {reason(e)}") from e
-            try:
-                out = work(pg)
-                pg.commit()
-                return out
-            except psycopg.Error as e:
-                self._failed(pg)
-                raise StoreError(f"{what} at {self.describe()}: {reason(e)}") from e
-            except BaseException:
-                rollback_quietly(pg)
-                raise
+            for attempt in (1, 2):
+                try:
+                    pg = self._write_dbapi()
+                except psycopg.Error as e:
+                    raise StoreError(f"{what} at {self.describe()}: {reason(e)}") from e
+                try:
+                    out = work(pg)
+                    pg.commit()
+                    return out
+                except psycopg.Error as e:
+                    if self._failed(pg) and retry and attempt == 1:
+                        continue
+                    raise StoreError(f"{what} at {self.describe()}: {reason(e)}") from e
+                except BaseException:
+                    rollback_quietly(pg)
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     # -- writing ------------------------------------------------------------------------------------------
 
@@ -671,41 +679,19 @@ class PostgresStore(StoreBase):
         return CopyBatch(batch.rows, batch.unhashed, encode_rows(batch.rows) if batch.unhashed is None else None)
 
     def insert_copied(self, rows: Sequence[StoredEvent] | CopyBatch) -> int:
-        """See :class:`LogStore`; the rows go in through COPY (:func:`copy_batch`)."""
+        """See :class:`LogStore`; the rows go in through COPY (:func:`copy_batch`). A dropped connection is tried
+        once more on a new one (a batch that did commit is then skipped as held); every writer reads the heads
+        under the append lock, so an integrity error is a row the schema refuses."""
         batch = copy_batch_of(rows)
-        rows = batch.rows
-        if not rows:
+        if not batch.rows:
             return 0
         lock = self._lock()
         try:
-            with self._writer.locked():
-                for attempt in (1, 2):
-                    try:
-                        pg = self._write_dbapi()
-                    except psycopg.Error as e:
-                        raise StoreError(f"cannot write to the ledger at {self.describe()}: {reason(e)}") from e
-                    try:
-                        n = copy_batch(pg, batch, lock)
-                        pg.commit()
-                        return n
-                    except (HistoryConflict, StoreError):
-                        rollback_quietly(pg)
-                        raise
-                    except psycopg.Error as e:
-                        if self._failed(pg) and attempt == 1:
-                            # A dropped connection: once more on a new one (a batch that did commit is skipped
-                            # as held).
-                            continue
-                        # Every writer reads the heads under the append lock: an integrity error is a row the
-                        # schema refuses.
-                        raise StoreError(f"cannot copy into the ledger at {self.describe()}: {reason(e)}") from e
-                    except BaseException:
-                        rollback_quietly(pg)
-                        raise
+            work = functools.partial(copy_batch, batch=batch, lock=lock)
+            return int(self._write_transaction(work, "cannot copy into the ledger", retry=True))
         finally:
-            for s in {r.stream for r in rows}:
+            for s in {r.stream for r in batch.rows}:
                 self._heads.forget(s)
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     # -- snapshots (a cache: never the truth) ------------------------------------------------------------------
 
@@ -722,24 +708,6 @@ class PostgresStore(StoreBase):
         except (psycopg.Error, StoreError):
             # Includes two writers racing on the same row (a unique violation): either cache is fine.
             pass
-
-    def drop_snapshots(self) -> None:
-        try:
-            with self._readers.connection() as conn:
-                conn.execute("DELETE FROM snapshots")
-        except psycopg.Error as e:
-            raise StoreError(f"cannot write to the ledger at {self.describe()}: {reason(e)}") from e
-
-    def analyze(self) -> None:
-        """ANALYZE the tables the lists read: a ledger filled by COPY has no statistics until autovacuum gets to
-        it, and the planner then reads every card of a tag for a page of them."""
-        if self.readonly:
-            return
-        try:
-            with self._readers.connection() as conn:
-                conn.execute("ANALYZE events, card_summary, card_summary_keys")
-        except (psycopg.Error, StoreError):
-            pass  # statistics only steer the planner: the copied events are committed either way
 
     # -- reading ------------------------------------------------------------------------------------------
 

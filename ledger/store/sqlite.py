@@ -284,6 +284,8 @@ class SQLiteStore(StoreBase):
 
     dialect = "sqlite"
     _mark = "?"
+    # Bounded work, not a full ANALYZE: SQLite refreshes the statistics it finds stale.
+    _analyze = "PRAGMA optimize"
 
     def __init__(
         self, url: str, *, durability: Durability = "normal", busy_timeout_ms: int = 60_000, readonly: bool = False
@@ -547,20 +549,6 @@ class SQLiteStore(StoreBase):
                 )
         except (sqlite3.Error, StoreError):
             pass  # only a cache: the next writer or reader caches it again
-
-    def drop_snapshots(self) -> None:
-        with self._writer.connection() as con:
-            con.execute("DELETE FROM snapshots")
-
-    def analyze(self) -> None:
-        """Let SQLite refresh the statistics it finds stale (``PRAGMA optimize``: bounded work, not a full ANALYZE)."""
-        if self.readonly:
-            return
-        try:
-            with self._writer.connection() as con:
-                con.execute("PRAGMA optimize")
-        except (sqlite3.Error, StoreError):
-            pass  # statistics only steer the planner: the copied events are committed either way
 
     # -- reading ------------------------------------------------------------------------------------------
 

@@ -801,11 +801,6 @@ def rebuilt(read: Read) -> Iterator[tuple[str, Built | None]]:
         )
 
 
-def _stored(read: Read, ids: Sequence[str]) -> dict[str, Stored]:
-    where = f" WHERE card_id IN ({', '.join('?' * len(ids))})"
-    return _stored_of(read(SELECT_KEYS_SQL + where, ids), read(SELECT_ROWS_SQL + where, ids))
-
-
 def _difference(cid: str, want: Built | None, got: Stored | None) -> str | None:
     if want is None and (got is None or (got[0] is None and not got[1])):
         return None
@@ -879,7 +874,9 @@ def check(store: LogStore, *, limit: int = 10, skip: frozenset[str] = frozenset(
             yield cid, want
 
     for chunk in batched(compared(), CARDS_CHUNK):
-        have = _stored(read, [c for c, _ in chunk])
+        ids = [c for c, _ in chunk]
+        where = f" WHERE card_id IN ({', '.join('?' * len(ids))})"
+        have = _stored_of(read(SELECT_KEYS_SQL + where, ids), read(SELECT_ROWS_SQL + where, ids))
         for cid, want in chunk:
             note(_difference(cid, want, have.get(cid)))
     for cid in _orphans(read):

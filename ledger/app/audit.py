@@ -166,7 +166,7 @@ def _with_summary_row(
 ) -> Check:
     """The consistency check, failed when the card's cards-summary row is not the one a replay makes."""
     from ledger.store.summary import (
-        COLUMNS,
+        SELECT_ROWS_SQL,
         SUMMARY,
         SummaryRow,
         SummaryUnbound,
@@ -177,7 +177,7 @@ def _with_summary_row(
 
     if not ledger.store.has_table(SUMMARY):
         return consistency
-    sql = f"SELECT {', '.join(COLUMNS)} FROM {SUMMARY} WHERE card_id = ?"
+    sql = SELECT_ROWS_SQL + " WHERE card_id = ?"
     try:
         got = query(ledger.store, sql, [card.card_id])
     except SummaryUnbound:

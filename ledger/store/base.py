@@ -108,7 +108,7 @@ class LogStore(Protocol):
 
     def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         """Rows of one read statement with ``?`` placeholders (the read models' statements, alike on both
-        backends)."""
+        backends), as stored (``summary.query`` reads the summary tables as of the log's head)."""
 
     def has_table(self, table: str) -> bool:
         """Whether the schema has ``table`` (a ledger at an earlier revision may not)."""

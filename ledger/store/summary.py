@@ -485,7 +485,7 @@ def page_query(dialect: str, q: PageQuery) -> tuple[str, list[Any]]:
         inner = f"SELECT {', '.join(order)} FROM {SUMMARY} WHERE card_id = ?"
         where.append(f"({', '.join(order)}) {op} ({inner})")
         args += key_args + key_args + [q.after]
-    sql = f"SELECT {', '.join(COLUMNS)} FROM {SUMMARY}"
+    sql = SELECT_ROWS_SQL
     if where:
         sql += " WHERE " + " AND ".join(where)
     direction = " DESC" if q.descending else ""

@@ -12,7 +12,7 @@ import msgspec
 
 from ledger.domain import calculators, document
 from ledger.domain.events import AnyEvent, BaselineEntry, CardClosed, CloseReason
-from ledger.domain.projection import CardState, fold
+from ledger.domain.projection import CardState
 from ledger.domain.scoring import calculator_of
 from ledger.errors import BaselinesNotKnown, InputError
 from ledger.rules.timeline import retraction, retraction_note
@@ -25,6 +25,7 @@ from ledger.store.cards import (  # noqa: F401  (the snapshot policy, named here
     Appended,
     BrokenChain,
     CardRepository,
+    apply_events,
 )
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ class Ledger:
             raise InputError(f"card {card_id} is already closed ({card.close_reason}); nothing written")
         doc = self.document(card_id, card=card)
         ev = CardClosed(ts=ts or datetime.now(UTC), reason=reason, document_sha256=document.sha256(doc))
-        closed = fold(card_id, [ev], card)
+        closed = apply_events(card_id, [ev], card)
         self.append_card(card_id, [ev], read.version, state=closed)
         return closed
 

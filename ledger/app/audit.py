@@ -13,13 +13,14 @@ import msgspec
 from ledger.app.card_rows import CardEvents, card_rows
 from ledger.domain import document
 from ledger.domain.events import ActionTaken, BaselineEntry, Numbered
-from ledger.domain.projection import CardState, fold
+from ledger.domain.projection import CardState
 from ledger.domain.scoring import score_card
 from ledger.resim.resimulate import ResimResult, resimulate
 from ledger.rules.audit_checks import Check, Status, check_consistency, check_import, check_integrity, check_lifecycle
 from ledger.rules.postmortem import PostMortem, postmortem
 from ledger.rules.server import baselines_source, server_check
 from ledger.rules.timeline import limits
+from ledger.store.cards import apply_events
 
 
 def stale_minutes(environ: Mapping[str, str] | None = None) -> int:
@@ -224,7 +225,7 @@ def audit_card(
     integrity = card_head_check(ledger, integrity, expect_head)  # a ledger head is not a tampered card
     events = CardEvents(ledger.store, rows.stream, rows.read, missing, rows.page)
     complete = not missing
-    card = fold(card_id, (n.event for n in events))
+    card = apply_events(card_id, (n.event for n in events))
     baselines: Mapping[str, BaselineEntry] | None
     problem = None
     try:

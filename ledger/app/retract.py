@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from ledger.domain.events import CardRetracted
-from ledger.domain.projection import CardState, fold
+from ledger.domain.projection import CardState
 from ledger.errors import InputError, StoreError
 from ledger.ledger import Ledger
 from ledger.rules.timeline import listed, retraction, retraction_note
+from ledger.store.cards import apply_events
 
 MAX_REASON = 2000
 
@@ -38,7 +39,7 @@ def retract_card(ledger: Ledger, ref: str, reason: str, *, ts: datetime | None =
             f"(`ledger close {card_id}`), then retract it; nothing written"
         )
     ev = CardRetracted(ts=ts or datetime.now(UTC), reason=why)
-    state = fold(card_id, [ev], card)
+    state = apply_events(card_id, [ev], card)
     ledger.append_card(card_id, [ev], read.version, state=state)
     return state
 

@@ -218,8 +218,8 @@ def verify_ledger(
 def _closes(store: LogStore, streams: list[str]) -> list[str]:
     from ledger.domain.baselines import as_map
     from ledger.domain.events import BaselinesRecorded, Numbered, baselines_stream
-    from ledger.domain.projection import fold
     from ledger.rules.audit_checks import check_consistency
+    from ledger.store.cards import apply_events
 
     sets: dict[str, dict[str, Any] | None] = {}
     out: list[str] = []
@@ -231,7 +231,7 @@ def _closes(store: LogStore, streams: list[str]) -> list[str]:
             events = [Numbered(r.version, r.seq, decode(r.body)) for r in store.read_stream(stream)]
         except (msgspec.DecodeError, msgspec.ValidationError, TypeError):
             continue  # the chain walk already said which event does not decode
-        card = fold(card_id, (n.event for n in events))
+        card = apply_events(card_id, (n.event for n in events))
         set_id = card.baselines_id
         if set_id is not None and set_id not in sets:
             bodies = store.read_bodies(baselines_stream(set_id))[0]

@@ -109,6 +109,11 @@ def replay(card_id: str, bodies: Iterable[bytes], state: CardState | None = None
         raise unreadable(card_id, e) from None
 
 
+def apply_events(card_id: str, events: Iterable[AnyEvent], state: CardState | None = None) -> CardState:
+    """``state`` (a new card when None) moved forward by events already decoded (a writer's, the audit's)."""
+    return fold(card_id, events, state)
+
+
 class Appended(msgspec.Struct, frozen=True):
     """What :meth:`CardRepository.append` wrote: the events as stored (the last one only when not ``whole``), and
     whether it cached the card's projection."""

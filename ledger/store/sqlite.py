@@ -540,15 +540,16 @@ class SQLiteStore(StoreBase):
     def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
         if self.readonly:
             return
-        try:
-            with self._writer.connection() as con, immediate(con):
-                con.execute("DELETE FROM snapshots WHERE stream = ?", (stream,))
-                con.execute(
-                    "INSERT INTO snapshots (stream, kind, version, seq, body) VALUES (?, ?, ?, ?, ?)",
-                    (stream, kind, version, seq, body),
-                )
-        except (sqlite3.Error, StoreError):
-            pass  # only a cache: the next writer or reader caches it again
+
+        def work(con: sqlite3.Connection) -> None:
+            con.execute("DELETE FROM snapshots WHERE stream = ?", (stream,))
+            con.execute(
+                "INSERT INTO snapshots (stream, kind, version, seq, body) VALUES (?, ?, ?, ?, ?)",
+                (stream, kind, version, seq, body),
+            )
+
+        with contextlib.suppress(StoreError):  # only a cache: the next writer or reader caches it again
+            self._write_transaction(work, "cannot cache a card's state")
 
     # -- reading ------------------------------------------------------------------------------------------
 

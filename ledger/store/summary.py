@@ -34,7 +34,7 @@ from ledger.domain.scoring import calculator_of, score_card
 from ledger.errors import StoreError
 from ledger.rules.timeline import lapse
 from ledger.store import tracking
-from ledger.store.base import LogStore, StoreBase, has_table, in_chunks, pg_sql
+from ledger.store.base import LogStore, StoreBase, SummaryOverlay, has_table, in_chunks, pg_sql
 from ledger.store.cards import replay
 from ledger.store.tag_figures import (
     FIGURES,
@@ -640,7 +640,7 @@ def rebuild(store: StoreBase) -> int:
     return int(store._write_transaction(work, "cannot rebuild the cards summary of the ledger"))
 
 
-def at_head(store: StoreBase) -> Overlay | None:
+def at_head(store: StoreBase) -> SummaryOverlay | None:
     """None once the summary tables reflect the log's head (caught up first when behind); for a read-only store
     that is behind, the :class:`Overlay` to read them from (built again when the head moved)."""
     try:
@@ -659,7 +659,7 @@ def at_head(store: StoreBase) -> Overlay | None:
         # One snapshot for the stored tables and the tail (a writer's catch-up may commit meanwhile).
         keeper, where = keeper_of(store), store.describe()
         store._overlay = store._snapshot(lambda con: build_overlay(store._fetcher(con), keeper, store.dialect, where))
-    return store._overlay  # type: ignore[return-value]
+    return store._overlay
 
 
 class Overlay:
@@ -845,10 +845,7 @@ def check(store: LogStore, *, limit: int = 10, skip: frozenset[str] = frozenset(
     (their rows as stored count in the tag figures). The tag figures, where the schema has them, are compared with
     the counts of the rebuilt rows (held per figure value, not per card)."""
     figures = store.has_table(FIGURES)
-
-    def read(sql: str, args: Sequence[Any]) -> list[Any]:
-        return query(store, sql, args)
-
+    read = functools.partial(query, store)
     out: list[str] = []
     extra = 0
     cards = 0

@@ -12,14 +12,13 @@ from ledger import Ledger
 from ledger.errors import StoreError
 from ledger.rules.timeline import limits, listed
 from ledger.store import tracking
-from ledger.store.base import LogStore, has_table
+from ledger.store.base import LogStore
 from ledger.store.summary import (
     POSITION_SQL,
     SELECT_KEYS_SQL,
     SELECT_ROWS_SQL,
     CardSummary,
     Stored,
-    _query,
     _stored_of,
     card_score,
     check,
@@ -48,7 +47,7 @@ def stored(store: LogStore) -> dict[str, Stored]:
         if overlay is not None:
             return _stored_of(overlay.query(SELECT_KEYS_SQL, ()), overlay.query(SELECT_ROWS_SQL, ()))
         before = _position(store)
-        read = functools.partial(query if before is None else _query, store)
+        read = functools.partial(query, store) if before is None else store.rows
         have = _stored_of(read(SELECT_KEYS_SQL), read(SELECT_ROWS_SQL))
         if _position(store) == before:
             return have
@@ -57,9 +56,9 @@ def stored(store: LogStore) -> dict[str, Stored]:
 
 def _position(store: LogStore) -> int | None:
     try:
-        return int(_query(store, POSITION_SQL)[0][0])
+        return int(store.rows(POSITION_SQL)[0][0])
     except StoreError:
-        if has_table(lambda sql, args: _query(store, sql, args), store.dialect, tracking.TABLE):
+        if store.has_table(tracking.TABLE):
             raise
         return None
 

@@ -459,6 +459,6 @@ def test_readers_after_killed_writers_see_every_committed_event(backend_url: str
 
 
 def _position(led: Ledger) -> int:
-    from ledger.store.summary import POSITION_SQL, _query
+    from ledger.store.summary import POSITION_SQL
 
-    return int(_query(led.store, POSITION_SQL)[0][0])
+    return int(led.store.rows(POSITION_SQL)[0][0])

@@ -167,25 +167,23 @@ def _with_summary_row(
 ) -> Check:
     """The consistency check, failed when the card's cards-summary row is not the one a replay makes."""
     from ledger.store.summary import (
-        COLUMNS,
+        SELECT_ROWS_SQL,
         SUMMARY,
         SummaryRow,
         SummaryUnbound,
-        _query,
         card_score,
-        has_summary,
         query,
         row_of,
     )
 
-    if not has_summary(ledger.store):
+    if not ledger.store.has_table(SUMMARY):
         return consistency
-    sql = f"SELECT {', '.join(COLUMNS)} FROM {SUMMARY} WHERE card_id = ?"
+    sql = SELECT_ROWS_SQL + " WHERE card_id = ?"
     try:
         got = query(ledger.store, sql, [card.card_id])
     except SummaryUnbound:
         # The summary no longer follows the log (verify says so); this card's row is compared as it is stored.
-        got = _query(ledger.store, sql, [card.card_id])
+        got = ledger.store.rows(sql, [card.card_id])
     want = row_of(card, version, card_score(card, baselines))
     have = SummaryRow(*got[0]) if got else None
     if have == want:

@@ -12,7 +12,7 @@ import msgspec
 from ledger.domain import chain
 from ledger.domain.events import CARD_STREAM, decode, type_of
 from ledger.errors import StoreError
-from ledger.store.base import APPEND_ONLY_TRIGGERS, LogStore, StoredEvent, has_table, head_tables
+from ledger.store.base import APPEND_ONLY_TRIGGERS, LogStore, StoredEvent, head_tables
 
 
 @dataclass
@@ -163,12 +163,12 @@ def verify_ledger(
     store: LogStore, *, progress: Callable[[int], None] | None = None, quick: bool = False
 ) -> VerifyReport:
     """Check each stream's chain in ``seq`` order, then every derived table against a rebuild."""
-    from ledger.store.summary import SummaryUnbound, check, has_summary
+    from ledger.store.summary import SUMMARY, SummaryUnbound, check
     from ledger.store.tracking import TABLE, marks
 
     report = VerifyReport(snapshot_sample=QUICK_SAMPLE if quick else 1)
     checks: dict[str, StreamCheck] = {}
-    tracked = _has_table(store, TABLE)
+    tracked = store.has_table(TABLE)
     copied = marks(store) if tracked else []
     wanted = {h for _, _, h, _ in copied}
     seen: set[str] = set()
@@ -194,9 +194,9 @@ def verify_ledger(
     report.revision = store.revision()
     report.head_revision = store.head_revision()
     if report.revision == report.head_revision:
-        report.missing_tables = [t for t in head_tables() if not _has_table(store, t)]
+        report.missing_tables = [t for t in head_tables() if not store.has_table(t)]
     report.head = chain.ledger_head((s.stream, s.version, s.head) for s in report.streams)
-    if has_summary(store) and "card_summary_keys" not in report.missing_tables:
+    if store.has_table(SUMMARY) and "card_summary_keys" not in report.missing_tables:
         # A card whose chain is broken is reported as such; its summary is compared only once the chain holds.
         # A second read, in the order of the (stream, version) index, one card at a time: memory stays bounded.
         broken = frozenset(s.stream[len(CARD_STREAM) :] for s in report.streams if s.error)
@@ -213,12 +213,6 @@ def verify_ledger(
         if h not in seen
     ][:LIMIT]
     return report
-
-
-def _has_table(store: LogStore, table: str) -> bool:
-    from ledger.store.summary import _query
-
-    return has_table(lambda sql, args: _query(store, sql, args), store.dialect, table)
 
 
 def _closes(store: LogStore, streams: list[str]) -> list[str]:
@@ -258,7 +252,7 @@ def _closes(store: LogStore, streams: list[str]) -> list[str]:
 def _snapshots(store: LogStore, every: int) -> tuple[list[str], int]:
     from ledger.store.cards import CardRepository
 
-    if not _has_table(store, "snapshots"):
+    if not store.has_table("snapshots"):
         return [], 0  # a ledger at the first revision, read as it is: it has no cached states
 
     out = []
@@ -275,15 +269,14 @@ def _snapshots(store: LogStore, every: int) -> tuple[list[str], int]:
 
 
 def _tree(store: LogStore) -> str | None:
-    from ledger.store.summary import _query
     from ledger.store.tracking import READ_SQL, TABLE, TREE
 
-    if not _has_table(store, TABLE):
+    if not store.has_table(TABLE):
         return None
-    seq, tracked, size = _query(store, READ_SQL, [TREE])[0]
+    seq, tracked, size = store.rows(READ_SQL, [TREE])[0]
     if not int(size):
         return None  # never built: a checkpoint or a proof builds it
-    held = _query(store, "SELECT hash FROM events WHERE seq = ?", [seq])
+    held = store.rows("SELECT hash FROM events WHERE seq = ?", [seq])
     if not held or held[0][0] != tracked:
         return f"the tree's position names event seq {seq} with hash {tracked}, which the log does not hold"
     from ledger.store.merkle_store import TreeStore, tree_problem

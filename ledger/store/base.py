@@ -106,6 +106,13 @@ class LogStore(Protocol):
 
     def missing_triggers(self) -> list[str]: ...
 
+    def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """Rows of one read statement with ``?`` placeholders (the read models' statements, alike on both
+        backends), as stored (``summary.query`` reads the summary tables as of the log's head)."""
+
+    def has_table(self, table: str) -> bool:
+        """Whether the schema has ``table`` (a ledger at an earlier revision may not)."""
+
     def repair_triggers(self) -> list[str]:
         """Create the missing append-only triggers again; returns their names."""
 
@@ -314,6 +321,44 @@ def head_tables() -> list[str]:
     return [m.group(1) for s in statements if (m := re.match(r'CREATE TABLE "?(\w+)', s))]
 
 
+def trigger_statements(dialect: str, missing: list[str]) -> list[str]:
+    """The DDL that creates the ``missing`` append-only triggers again (the first migration's own statements)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_ledger_0001", migrations_dir() / "versions" / "0001_events.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    if dialect == "sqlite":
+        return [s for s in mod.SQLITE_TRIGGERS if any(f"TRIGGER {name} " in s for name in missing)]
+    out = [mod.PG_TRIGGERS[0]]  # the trigger function (CREATE OR REPLACE)
+    for name in missing:
+        # A disabled trigger counts as missing: drop it and create it again, enabled ALWAYS.
+        out.append(f"DROP TRIGGER IF EXISTS {name} ON events")
+        out += [s for s in mod.PG_TRIGGERS[1:] if f"TRIGGER {name} " in s or s.endswith(f"TRIGGER {name}")]
+    return out
+
+
+def pg_sql(sql: str) -> str:
+    """A ``?`` statement for psycopg (``%s`` placeholders; no literal ``%`` is used in the ledger's statements)."""
+    return sql.replace("?", "%s")
+
+
+def in_chunks(
+    read: Callable[[str, tuple[Any, ...]], Iterable[Any]],
+    sql: str,
+    values: Sequence[Any],
+    *,
+    before: Sequence[Any] = (),
+    mark: str = "?",
+    chunk: int = 500,
+) -> Iterator[Any]:
+    """Rows of ``sql`` for many ``values``, a query per ``chunk`` of them: ``{}`` in ``sql`` is the chunk's
+    placeholders (an ``IN`` list), after the arguments ``before``."""
+    for part in itertools.batched(values, chunk):
+        yield from read(sql.format(", ".join([mark] * len(part))), (*before, *part))
+
+
 def has_table(execute: Callable[[str, Any], Any], dialect: str, table: str) -> bool:
     """Whether the ledger's schema has ``table`` (a ledger at an earlier revision may not): ``execute`` runs one
     statement and returns its rows (a list or a cursor)."""
@@ -451,15 +496,28 @@ STREAMS_SQL = (
 
 class StoreBase:
     """What both backends share: the public append methods over their ``_append_rows``, the reads that differ only
-    in the driver's placeholder (``_mark``) over their ``_read``, the trigger check, the migration's revision check."""
+    in the driver's placeholder (``_mark``) over their ``_read``, the trigger check and repair, the migration's
+    revision check. The cards summary's part (``summary.py``, loaded only when needed) runs over the hooks
+    ``_fetcher``, ``_runner``, ``_snapshot`` and ``_write_transaction``."""
 
     dialect: str
-    readonly: bool
     _mark: str
+    #: The statement that refreshes the query planner's statistics (after a copy).
+    _analyze: str
     _writer: Writer[Any]
     _readers: ReadPool[Any]
     _follower: Follower
-    _engine: Any
+
+    def __init__(self, url: str, durability: Durability, busy_timeout_ms: int, readonly: bool) -> None:
+        self.url = url
+        self.durability = durability
+        self.busy_timeout_ms = busy_timeout_ms
+        self.readonly = readonly
+        self._heads = HeadCache()
+        #: The cards summary's keeper (``summary.keeper_of``: this module does not import the summary's).
+        self._keeper: Any = None
+        self._overlay: SummaryOverlay | None = None
+        self._engine: Any = None
 
     def describe(self) -> str:
         raise NotImplementedError
@@ -480,6 +538,30 @@ class StoreBase:
     def _prefix(self, prefix: str) -> tuple[str, tuple[str, ...]]:
         """The condition (and its arguments) matching the streams whose name starts with ``prefix`` exactly."""
         raise NotImplementedError
+
+    @staticmethod
+    def _fetcher(con: Any) -> Callable[[str, Any], list[Any]]:
+        """Runs a ``?`` statement on connection ``con`` and returns its rows."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _runner(con: Any) -> Callable[[str, Any], object]:
+        """Runs a ``?`` statement on connection ``con``, once per row of its parameters when they are a list."""
+        raise NotImplementedError
+
+    def _snapshot[T](self, work: Callable[[Any], T]) -> T:
+        """``work(connection)`` in one read transaction on a reader connection: one snapshot of the database."""
+        raise NotImplementedError
+
+    def _hold_appends(self, con: Any) -> None:
+        """Hold off every append until the write transaction on ``con`` ends (SQLite's IMMEDIATE transaction does
+        already)."""
+
+    def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        return self._read(sql if self._mark == "?" else pg_sql(sql), tuple(args))
+
+    def has_table(self, table: str) -> bool:
+        return has_table(self.rows, self.dialect, table)
 
     def _events(self, q: str, args: tuple[Any, ...]) -> list[StoredEvent]:
         return [StoredEvent(*r) for r in self._read(q, args)]
@@ -550,12 +632,31 @@ class StoreBase:
         have = self.triggers()
         return [t for t in APPEND_ONLY_TRIGGERS[self.dialect] if t not in have]
 
+    def repair_triggers(self) -> list[str]:
+        """Create the missing (on PostgreSQL also disabled) append-only triggers again (``ledger init``); returns
+        their names."""
+        missing = self.missing_triggers()
+        if missing:
+            statements = trigger_statements(self.dialect, missing)
+            self._write_transaction(lambda con: [con.execute(s) for s in statements], "cannot prepare the ledger")
+        return missing
+
     def _write_transaction(self, work: Callable[[Any], Any], what: str) -> Any:
-        """``work(connection)`` in one committed transaction on the writer; PostgreSQL's errors as ``what``."""
+        """``work(connection)`` in one committed transaction on the writer (rolled back on any error); the driver's
+        errors as :class:`StoreError` saying ``what``."""
         raise NotImplementedError
 
     def head_revision(self) -> str:
         return head_revision()
+
+    def drop_snapshots(self) -> None:
+        self._write_transaction(lambda con: con.execute("DELETE FROM snapshots"), "cannot write to the ledger")
+
+    def analyze(self) -> None:
+        if not self.readonly:
+            # Statistics only steer the planner: the copied events are committed either way.
+            with contextlib.suppress(StoreError):
+                self._write_transaction(lambda con: con.execute(self._analyze), "cannot analyze the ledger")
 
     def close(self) -> None:
         """Release every connection this process opened (a forked child's: its own only), the summary caught up
@@ -584,19 +685,12 @@ class StoreBase:
         return Snapshot(rows[0][0], rows[0][1], bytes(rows[0][2])) if rows else None
 
     def snapshots_for(self, streams: Sequence[str], kind: str) -> dict[str, Snapshot]:
-        out: dict[str, Snapshot] = {}
+        q = f"SELECT stream, version, seq, body FROM snapshots WHERE kind = {self._mark} AND stream IN ({{}})"
         try:
-            for i in range(0, len(streams), 500):
-                chunk = tuple(streams[i : i + 500])
-                q = (
-                    f"SELECT stream, version, seq, body FROM snapshots WHERE kind = {self._mark} "
-                    f"AND stream IN ({', '.join([self._mark] * len(chunk))})"
-                )
-                for r in self._read(q, (kind, *chunk)):
-                    out[r[0]] = Snapshot(r[1], r[2], bytes(r[3]))
+            got = in_chunks(self._read, q, streams, before=(kind,), mark=self._mark)
+            return {r[0]: Snapshot(r[1], r[2], bytes(r[3])) for r in got}
         except StoreError:
             return {}
-        return out
 
     def snapshot_keys(self) -> list[tuple[str, str, int, int]]:
         return [tuple(r) for r in self._read("SELECT stream, kind, version, seq FROM snapshots ORDER BY stream", ())]

@@ -57,18 +57,24 @@ class _Waits(TypedDict):
 
 
 class _PerProcess[C, S: _ProcessState]:
-    """What a writer and a reader pool share: how connections are opened, closed and described, and one state per
-    process (a parent's, inherited by a fork, stays referenced and untouched)."""
+    """What a writer and a reader pool share: how connections are opened, closed, checked (``usable``) and
+    described, and one state per process (a parent's, inherited by a fork, stays referenced and untouched)."""
+
+    _new_state: Callable[[int], S]
 
     def __init__(
-        self, connect: Callable[[], C], close: Callable[[C], None], state: Callable[[int], S], **waits: Unpack[_Waits]
+        self,
+        connect: Callable[[], C],
+        close: Callable[[C], None],
+        usable: Callable[[C], bool] = lambda con: True,
+        **waits: Unpack[_Waits],
     ) -> None:
         self._connect = connect
         self._close = close
+        self._usable = usable
         self.timeout = waits["timeout"]
         self._where = waits["where"]
-        self._new_state = state
-        self._state = state(_pid)
+        self._state = self._new_state(_pid)
         self._inherited: list[S] = []
 
     def _current(self) -> S:
@@ -93,15 +99,7 @@ class _WriterState[C](_ProcessState):
 class Writer[C](_PerProcess[C, _WriterState[C]]):
     """The one connection a process writes through (see the module's docstring)."""
 
-    def __init__(
-        self,
-        connect: Callable[[], C],
-        close: Callable[[C], None],
-        usable: Callable[[C], bool] = lambda con: True,
-        **waits: Unpack[_Waits],
-    ) -> None:
-        super().__init__(connect, close, _WriterState, **waits)
-        self._usable = usable
+    _new_state = _WriterState
 
     def locked(self) -> _Held[C]:
         """Hold the writer for this thread (re-entrant); raises StoreError after waiting ``timeout`` seconds."""
@@ -182,17 +180,8 @@ class _PoolState[C](_ProcessState):
 class ReadPool[C](_PerProcess[C, _PoolState[C]]):
     """At most ``size`` reader connections, each used by one thread at a time (see the module's docstring)."""
 
-    def __init__(
-        self,
-        connect: Callable[[], C],
-        close: Callable[[C], None],
-        size: int = READERS,
-        usable: Callable[[C], bool] = lambda con: True,
-        **waits: Unpack[_Waits],
-    ) -> None:
-        super().__init__(connect, close, _PoolState, **waits)
-        self.size = size
-        self._usable = usable
+    _new_state = _PoolState
+    size = READERS
 
     @contextmanager
     def connection(self) -> Iterator[C]:

@@ -1,9 +1,7 @@
-"""Alembic, loaded only when a schema must be created, upgraded or repaired (never by a read command)."""
+"""Alembic, loaded only when a schema must be created or upgraded (never by a read command)."""
 
 from __future__ import annotations
 
-import importlib.util
-from types import ModuleType
 from typing import Any
 
 from alembic import command
@@ -33,24 +31,3 @@ def upgrade(conn: Any) -> None:
     cfg = alembic_config()
     cfg.attributes["connection"] = conn
     command.upgrade(cfg, "head")
-
-
-def _first_migration() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_ledger_0001", migrations_dir() / "versions" / "0001_events.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def trigger_statements(dialect: str, missing: list[str]) -> list[str]:
-    """The DDL that creates the ``missing`` append-only triggers again (the migrations' own statements)."""
-    mod = _first_migration()
-    if dialect == "sqlite":
-        return [s for s in mod.SQLITE_TRIGGERS if any(f"TRIGGER {name} " in s for name in missing)]
-    out = [mod.PG_TRIGGERS[0]]  # the trigger function (CREATE OR REPLACE)
-    for name in missing:
-        # A disabled trigger counts as missing: drop it and create it again, enabled ALWAYS.
-        out.append(f"DROP TRIGGER IF EXISTS {name} ON events")
-        out += [s for s in mod.PG_TRIGGERS[1:] if f"TRIGGER {name} " in s or s.endswith(f"TRIGGER {name}")]
-    return out

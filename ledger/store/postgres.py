@@ -21,7 +21,7 @@ import re
 import select
 from collections.abc import Callable, Iterable, Sequence
 from itertools import batched
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qsl, quote, quote_plus, unquote
 
 import msgspec
@@ -30,13 +30,12 @@ from psycopg.copy import QueuedLibpqWriter
 
 from ledger.domain import chain
 from ledger.domain.events import Event
-from ledger.errors import HistoryConflict, InputError, StoreError, VersionConflict
+from ledger.errors import InputError, StoreError, VersionConflict
 from ledger.store.base import (
     APPEND_CHUNK,
     CopyBatch,
     Durability,
     Follower,
-    HeadCache,
     LogStore,
     StoreBase,
     StoredEvent,
@@ -49,6 +48,7 @@ from ledger.store.base import (
     hide_password,
     lowest_versions,
     no_ledger,
+    pg_sql,
     stream_query,
 )
 from ledger.store.connections import READERS, ReadPool, Writer
@@ -61,27 +61,6 @@ HEAD_SQL = "SELECT version, hash FROM events WHERE stream = %s ORDER BY version 
 
 def stored_event(r: Any) -> StoredEvent:
     return StoredEvent(r[0], r[1], r[2], r[3], r[4], bytes(r[5]), r[6], r[7])
-
-
-def fetcher(conn: Any) -> Callable[[str, Any], list[Any]]:
-    """Runs a ``?`` statement (the summary's) on psycopg connection ``conn`` and returns its rows."""
-    from ledger.store.summary import pg
-
-    return lambda sql, args: conn.execute(pg(sql), tuple(args) or None).fetchall()
-
-
-def runner(conn: Any) -> Callable[[str, Any], None]:
-    """Runs a ``?`` statement (the summary's) on psycopg connection ``conn``, for each row of a list of parameters."""
-    from ledger.store.summary import pg
-
-    def run(sql: str, params: Any) -> None:
-        if isinstance(params, list):
-            with conn.cursor() as cur:
-                cur.executemany(pg(sql), params)
-        else:
-            conn.execute(pg(sql), tuple(params) or None)
-
-    return run
 
 
 def reason(e: Exception) -> str:
@@ -405,29 +384,22 @@ def copy_batch(conn: Any, batch: CopyBatch, lock: tuple[str, tuple[Any, ...]]) -
     return len(new)
 
 
-if TYPE_CHECKING:
-    from ledger.store.summary import SummaryKeeper
-
-
 class PostgresStore(StoreBase):
     """A ledger in one PostgreSQL database."""
 
     dialect = "postgresql"
     _mark = "%s"
+    # The tables the lists read: a ledger filled by COPY has no statistics until autovacuum gets to it, and the
+    # planner then reads every card of a tag for a page of them.
+    _analyze = "ANALYZE events, card_summary, card_summary_keys"
 
     def __init__(
         self, url: str, *, durability: Durability = "normal", busy_timeout_ms: int = 60_000, readonly: bool = False
     ) -> None:
-        self.url = url
+        super().__init__(url, durability, busy_timeout_ms, readonly)
         self._url = parse_url(url)
-        self.durability = durability
-        self.busy_timeout_ms = busy_timeout_ms
-        self.readonly = readonly
         self._open = connector(self._url, readonly=readonly)
-        self._heads = HeadCache()
-        self._keeper: SummaryKeeper | None = None
         self._follower = Follower(functools.partial(self.catch_up_summary, wait=False), "ledger-summary-follower")
-        self._overlay: SummaryOverlay | None = None
         timeout = busy_timeout_ms / 1000
         # Appends hold the one writer; reads check a connection out of the bounded pool per call (connections.py).
         self._writer: Writer[psycopg.Connection[Any]] = Writer(
@@ -442,7 +414,6 @@ class PostgresStore(StoreBase):
         self._readers: ReadPool[psycopg.Connection[Any]] = ReadPool(
             lambda: self._open(True), psycopg.Connection.close, usable=idle_usable, timeout=timeout, where=self.describe
         )
-        self._engine: Any = None
         if readonly:
             try:
                 self._check_is_ledger()
@@ -512,33 +483,27 @@ class PostgresStore(StoreBase):
         )
         return {r[0] for r in self._read(q)}
 
-    def repair_triggers(self) -> list[str]:
-        """Create the missing (or disabled) append-only triggers again (``ledger init``); returns their names."""
-        missing = self.missing_triggers()
-        if missing:
-            from ledger.store.migrating import trigger_statements
-
-            statements = trigger_statements(self.dialect, missing)
-            self._write_transaction(lambda con: [con.execute(s) for s in statements], "cannot prepare the ledger")
-        return missing
-
-    def _write_transaction(self, work: Any, what: str) -> Any:
-        """``work(connection)`` in one transaction on the writer, committed (rolled back on any error)."""
+    def _write_transaction(self, work: Any, what: str, *, retry: bool = False) -> Any:
+        """See :meth:`StoreBase._write_transaction`; ``retry``: once more on a new connection when the server closed
+        this one (``work`` must find out itself whether the lost attempt committed)."""
         with self._writer.locked():
-            try:
-                pg = self._write_dbapi()
-            except psycopg.Error as e:
-                raise StoreError(f"{what} at {self.describe()}: {reason(e)}") from e
-            try:
-                out = work(pg)
-                pg.commit()
-                return out
-            except psycopg.Error as e:
-                self._failed(pg)
-                raise StoreError(f"{what} at {self.describe()}: {reason(e)}") from e
-            except BaseException:
-                rollback_quietly(pg)
-                raise
+            for attempt in (1, 2):
+                try:
+                    pg = self._write_dbapi()
+                except psycopg.Error as e:
+                    raise StoreError(f"{what} at {self.describe()}: {reason(e)}") from e
+                try:
+                    out = work(pg)
+                    pg.commit()
+                    return out
+                except psycopg.Error as e:
+                    if self._failed(pg) and retry and attempt == 1:
+                        continue
+                    raise StoreError(f"{what} at {self.describe()}: {reason(e)}") from e
+                except BaseException:
+                    rollback_quietly(pg)
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     # -- writing ------------------------------------------------------------------------------------------
 
@@ -627,15 +592,6 @@ class PostgresStore(StoreBase):
 
     # -- the cards summary (summary.py): loaded when a list or a writer needs it, not by every read --------
 
-    @property
-    def _summary(self) -> SummaryKeeper:
-        """The cards summary's keeper (summary.py): loaded when a list or a writer needs it, not by every read."""
-        if self._keeper is None:
-            from ledger.store.summary import SummaryKeeper
-
-            self._keeper = SummaryKeeper()
-        return self._keeper
-
     def catch_up_summary(self, *, wait: bool = True) -> int:
         """On a connection of the read pool, not the writer: the appending thread never waits for a catch-up.
         ``wait`` False (the follower thread): nothing if another session is catching up right now."""
@@ -649,16 +605,13 @@ class PostgresStore(StoreBase):
             with self._readers.connection() as conn:
                 # Its own transactions (commit and rollback are the catch-up's), then autocommit again for reads.
                 conn.autocommit = False
-                fetch, run = fetcher(conn), runner(conn)
 
                 def begin() -> None:
-                    if not fetch(lock + ("" if wait else " SKIP LOCKED"), ()):
+                    if not conn.execute(lock + ("" if wait else " SKIP LOCKED")).fetchall():
                         raise _Busy
 
                 try:
-                    return catch_up(
-                        self._summary, "postgresql", begin, fetch, run, run, conn.commit, conn.rollback, conn.pipeline
-                    )
+                    return catch_up(self, conn, begin, conn.commit, conn.rollback, conn.pipeline)
                 except _Busy:
                     return 0
                 finally:
@@ -669,41 +622,44 @@ class PostgresStore(StoreBase):
             raise StoreError(f"cannot update the cards summary of the ledger at {self.describe()}: {reason(e)}") from e
 
     def rebuild_summary(self) -> int:
-        from ledger.store import tracking
-        from ledger.store.summary import pg, write_streamed
+        from ledger.store.summary import rebuild
 
-        def work(conn: Any) -> int:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (PG_APPEND_LOCK,))
-            n = write_streamed(fetcher(conn), runner(conn), "postgresql")
-            conn.execute(pg(tracking.AT_HEAD_SQL), (tracking.SUMMARY,))
-            return n
-
-        return int(self._write_transaction(work, "cannot rebuild the cards summary of the ledger"))
+        return rebuild(self)
 
     def summary_at_head(self) -> SummaryOverlay | None:
-        from ledger.store.summary import POSITION_SQL, build_overlay, position
+        from ledger.store.summary import at_head
 
+        return at_head(self)
+
+    @staticmethod
+    def _fetcher(con: Any) -> Callable[[str, Any], list[Any]]:
+        return lambda sql, args: con.execute(pg_sql(sql), tuple(args) or None).fetchall()
+
+    @staticmethod
+    def _runner(con: Any) -> Callable[[str, Any], object]:
+        def run(sql: str, params: Any) -> None:
+            if isinstance(params, list):
+                with con.cursor() as cur:
+                    cur.executemany(pg_sql(sql), params)
+            else:
+                con.execute(pg_sql(sql), tuple(params) or None)
+
+        return run
+
+    def _snapshot[T](self, work: Callable[[Any], T]) -> T:
         try:
             with self._readers.connection() as conn:
-                at, head = position(conn.execute(POSITION_SQL).fetchone() or (0, 0, 1), self.describe())
-                if at >= head:
-                    return None
-                if self.readonly:
-                    if self._overlay is None or self._overlay.head != head:
-                        # One snapshot for the stored tables and the tail (a writer's catch-up may commit meanwhile).
-                        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-                        try:
-                            self._overlay = build_overlay(fetcher(conn), self._summary, "postgresql", self.describe())
-                        finally:
-                            if not conn.broken:  # (a broken one is dropped by the pool)
-                                conn.execute("ROLLBACK")
-                    return self._overlay
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                try:
+                    return work(conn)
+                finally:
+                    if not conn.broken:  # (a broken one is dropped by the pool)
+                        conn.execute("ROLLBACK")
         except psycopg.Error as e:
-            if "tracking" in str(e):  # an earlier revision, open read-only: it is read as it is
-                return None
             raise StoreError(f"cannot read the ledger at {self.describe()}: {reason(e)}") from e
-        self.catch_up_summary()
-        return None
+
+    def _hold_appends(self, con: Any) -> None:
+        con.execute("SELECT pg_advisory_xact_lock(%s)", (PG_APPEND_LOCK,))
 
     def _lock(self) -> tuple[str, tuple[int, str]]:
         return lock_statement(self.durability), (PG_APPEND_LOCK, str(int(self.busy_timeout_ms)))
@@ -723,41 +679,19 @@ class PostgresStore(StoreBase):
         return CopyBatch(batch.rows, batch.unhashed, encode_rows(batch.rows) if batch.unhashed is None else None)
 
     def insert_copied(self, rows: Sequence[StoredEvent] | CopyBatch) -> int:
-        """See :class:`LogStore`; the rows go in through COPY (:func:`copy_batch`)."""
+        """See :class:`LogStore`; the rows go in through COPY (:func:`copy_batch`). A dropped connection is tried
+        once more on a new one (a batch that did commit is then skipped as held); every writer reads the heads
+        under the append lock, so an integrity error is a row the schema refuses."""
         batch = copy_batch_of(rows)
-        rows = batch.rows
-        if not rows:
+        if not batch.rows:
             return 0
         lock = self._lock()
         try:
-            with self._writer.locked():
-                for attempt in (1, 2):
-                    try:
-                        pg = self._write_dbapi()
-                    except psycopg.Error as e:
-                        raise StoreError(f"cannot write to the ledger at {self.describe()}: {reason(e)}") from e
-                    try:
-                        n = copy_batch(pg, batch, lock)
-                        pg.commit()
-                        return n
-                    except (HistoryConflict, StoreError):
-                        rollback_quietly(pg)
-                        raise
-                    except psycopg.Error as e:
-                        if self._failed(pg) and attempt == 1:
-                            # A dropped connection: once more on a new one (a batch that did commit is skipped
-                            # as held).
-                            continue
-                        # Every writer reads the heads under the append lock: an integrity error is a row the
-                        # schema refuses.
-                        raise StoreError(f"cannot copy into the ledger at {self.describe()}: {reason(e)}") from e
-                    except BaseException:
-                        rollback_quietly(pg)
-                        raise
+            work = functools.partial(copy_batch, batch=batch, lock=lock)
+            return int(self._write_transaction(work, "cannot copy into the ledger", retry=True))
         finally:
-            for s in {r.stream for r in rows}:
+            for s in {r.stream for r in batch.rows}:
                 self._heads.forget(s)
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     # -- snapshots (a cache: never the truth) ------------------------------------------------------------------
 
@@ -774,24 +708,6 @@ class PostgresStore(StoreBase):
         except (psycopg.Error, StoreError):
             # Includes two writers racing on the same row (a unique violation): either cache is fine.
             pass
-
-    def drop_snapshots(self) -> None:
-        try:
-            with self._readers.connection() as conn:
-                conn.execute("DELETE FROM snapshots")
-        except psycopg.Error as e:
-            raise StoreError(f"cannot write to the ledger at {self.describe()}: {reason(e)}") from e
-
-    def analyze(self) -> None:
-        """ANALYZE the tables the lists read: a ledger filled by COPY has no statistics until autovacuum gets to
-        it, and the planner then reads every card of a tag for a page of them."""
-        if self.readonly:
-            return
-        try:
-            with self._readers.connection() as conn:
-                conn.execute("ANALYZE events, card_summary, card_summary_keys")
-        except (psycopg.Error, StoreError):
-            pass  # statistics only steer the planner: the copied events are committed either way
 
     # -- reading ------------------------------------------------------------------------------------------
 

@@ -34,7 +34,6 @@ from ledger.store.base import (
     CopyBatch,
     Durability,
     Follower,
-    HeadCache,
     LogStore,
     StoreBase,
     StoredEvent,
@@ -65,6 +64,8 @@ EVERY_COMMITS = 250
 
 
 HEAD_SQL = "SELECT version, hash FROM events WHERE stream = ? ORDER BY version DESC LIMIT 1"
+#: The last (version, seq) of a stream's events under a WHERE clause of :func:`~ledger.store.base.stream_query`.
+LAST_SQL = "SELECT version, seq FROM events {} ORDER BY version DESC LIMIT 1"
 INSERT_SQL = "INSERT INTO events (stream, version, type, ts, body, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
 
 
@@ -270,18 +271,12 @@ def chunk_reader(
     return ReadAhead(produce, name="ledger-read-ahead", translate=_store_error).start()
 
 
-def fetcher(con: sqlite3.Connection) -> Callable[[str, Any], list[Any]]:
-    """Runs a ``?`` statement on ``con`` and returns its rows (the summary's reads)."""
-    return lambda sql, args: con.execute(sql, tuple(args)).fetchall()
-
-
 def _store_error(e: BaseException) -> BaseException:
     return StoreError(f"cannot read the ledger: {e}") if isinstance(e, sqlite3.Error) else e
 
 
 if TYPE_CHECKING:
     from ledger.store.read_ahead import Put, ReadAhead
-    from ledger.store.summary import SummaryKeeper
 
 
 class SQLiteStore(StoreBase):
@@ -289,17 +284,14 @@ class SQLiteStore(StoreBase):
 
     dialect = "sqlite"
     _mark = "?"
+    # Bounded work, not a full ANALYZE: SQLite refreshes the statistics it finds stale.
+    _analyze = "PRAGMA optimize"
 
     def __init__(
         self, url: str, *, durability: Durability = "normal", busy_timeout_ms: int = 60_000, readonly: bool = False
     ) -> None:
-        self.url = url
+        super().__init__(url, durability, busy_timeout_ms, readonly)
         self.path = sqlite_path(url)
-        self.durability = durability
-        self.busy_timeout_ms = busy_timeout_ms
-        self.readonly = readonly
-        self._heads = HeadCache()
-        self._keeper: SummaryKeeper | None = None
         timeout = busy_timeout_ms / 1000
         # A writer left inside a transaction (its ROLLBACK failed too) would refuse every later BEGIN: replaced.
         self._writer = Writer(
@@ -310,11 +302,9 @@ class SQLiteStore(StoreBase):
             usable=lambda con: not con.in_transaction,
         )
         self._readers = ReadPool(self._connect, sqlite3.Connection.close, timeout=timeout, where=self.describe)
-        self._engine: Any = None
         every = EVERY_COMMITS if durability != "full" else 0
         self._checkpointer = Follower(self._checkpoint, "ledger-wal-checkpoint", every=every, delay=0)
         self._follower = Follower(self.catch_up_summary, "ledger-summary-follower")
-        self._overlay: SummaryOverlay | None = None
         self._immutable = readonly and not writable(self.path)
         if readonly:
             self._check_is_ledger()
@@ -327,15 +317,6 @@ class SQLiteStore(StoreBase):
         refuse_foreign(self.path, busy_timeout_ms)
 
     # -- the cards summary (summary.py): loaded when a list or a writer needs it, not by every read --------
-
-    @property
-    def _summary(self) -> SummaryKeeper:
-        """The cards summary's keeper (summary.py): loaded when a list or a writer needs it, not by every read."""
-        if self._keeper is None:
-            from ledger.store.summary import SummaryKeeper
-
-            self._keeper = SummaryKeeper()
-        return self._keeper
 
     def catch_up_summary(self) -> int:
         """On the writer connection: BEGIN IMMEDIATE serializes it with every append and every other catch-up."""
@@ -351,27 +332,38 @@ class SQLiteStore(StoreBase):
                         con.execute("ROLLBACK")
 
                 begin = functools.partial(con.execute, "BEGIN IMMEDIATE")
-                commit = functools.partial(con.execute, "COMMIT")
-                return catch_up(
-                    self._summary, "sqlite", begin, fetcher(con), con.execute, con.executemany, commit, rollback
-                )
+                return catch_up(self, con, begin, functools.partial(con.execute, "COMMIT"), rollback)
         except sqlite3.Error as e:
             raise StoreError(f"cannot update the cards summary of the ledger at {self.describe()}: {e}") from e
 
     def rebuild_summary(self) -> int:
-        from ledger.store import tracking
-        from ledger.store.summary import write_streamed
+        from ledger.store.summary import rebuild
 
-        def work(con: sqlite3.Connection) -> int:
-            n = write_streamed(
-                fetcher(con),
-                lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p),
-                "sqlite",
-            )
-            con.execute(tracking.AT_HEAD_SQL, (tracking.SUMMARY,))
-            return n
+        return rebuild(self)
 
-        return int(self._write_transaction(work, "cannot rebuild the cards summary of the ledger"))
+    def summary_at_head(self) -> SummaryOverlay | None:
+        from ledger.store.summary import at_head
+
+        return at_head(self)
+
+    @staticmethod
+    def _fetcher(con: Any) -> Callable[[str, Any], list[Any]]:
+        return lambda sql, args: con.execute(sql, tuple(args)).fetchall()
+
+    @staticmethod
+    def _runner(con: Any) -> Callable[[str, Any], object]:
+        return lambda sql, p: (con.executemany if isinstance(p, list) else con.execute)(sql, p)
+
+    def _snapshot[T](self, work: Callable[[Any], T]) -> T:
+        try:
+            with self._readers.connection() as con:
+                con.execute("BEGIN")
+                try:
+                    return work(con)
+                finally:
+                    con.execute("ROLLBACK")
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
 
     def _checkpoint(self) -> None:
         con = self._connect()
@@ -379,33 +371,6 @@ class SQLiteStore(StoreBase):
             con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         finally:
             con.close()
-
-    def summary_at_head(self) -> SummaryOverlay | None:
-        from ledger.store.summary import POSITION_SQL, build_overlay, position
-
-        try:
-            row = self._read(POSITION_SQL, ())
-        except StoreError as e:
-            if "tracking" in str(e):  # an earlier revision, open read-only: it is read as it is
-                return None
-            raise
-        at, head = position(row[0], self.describe())
-        if at >= head:
-            return None
-        if not self.readonly:
-            self.catch_up_summary()
-            return None
-        if self._overlay is None or self._overlay.head != head:
-            try:
-                with self._readers.connection() as con:
-                    con.execute("BEGIN")  # one read transaction for the stored tables and the tail
-                    try:
-                        self._overlay = build_overlay(fetcher(con), self._summary, "sqlite", "this ledger")
-                    finally:
-                        con.execute("ROLLBACK")
-            except sqlite3.Error as e:
-                raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
-        return self._overlay
 
     # -- connections ----------------------------------------------------------------------------------------
 
@@ -491,18 +456,7 @@ class SQLiteStore(StoreBase):
         q = "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'"
         return {r[0] for r in self._read(q, ())}
 
-    def repair_triggers(self) -> list[str]:
-        """Create the missing append-only triggers again (``ledger init``); returns their names."""
-        missing = self.missing_triggers()
-        if missing:
-            from ledger.store.migrating import trigger_statements
-
-            statements = trigger_statements(self.dialect, missing)
-            self._write_transaction(lambda con: [con.execute(s) for s in statements], "cannot prepare the ledger")
-        return missing
-
     def _write_transaction(self, work: Callable[[sqlite3.Connection], Any], what: str) -> Any:
-        """``work(connection)`` in one write transaction on the writer; the driver's errors as ``what``."""
         try:
             with self._writer.connection() as con, immediate(con):
                 return work(con)
@@ -586,48 +540,30 @@ class SQLiteStore(StoreBase):
     def put_snapshot(self, stream: str, kind: str, version: int, seq: int, body: bytes) -> None:
         if self.readonly:
             return
-        try:
-            with self._writer.connection() as con, immediate(con):
-                con.execute("DELETE FROM snapshots WHERE stream = ?", (stream,))
-                con.execute(
-                    "INSERT INTO snapshots (stream, kind, version, seq, body) VALUES (?, ?, ?, ?, ?)",
-                    (stream, kind, version, seq, body),
-                )
-        except (sqlite3.Error, StoreError):
-            pass  # only a cache: the next writer or reader caches it again
 
-    def drop_snapshots(self) -> None:
-        with self._writer.connection() as con:
-            con.execute("DELETE FROM snapshots")
+        def work(con: sqlite3.Connection) -> None:
+            con.execute("DELETE FROM snapshots WHERE stream = ?", (stream,))
+            con.execute(
+                "INSERT INTO snapshots (stream, kind, version, seq, body) VALUES (?, ?, ?, ?, ?)",
+                (stream, kind, version, seq, body),
+            )
 
-    def analyze(self) -> None:
-        """Let SQLite refresh the statistics it finds stale (``PRAGMA optimize``: bounded work, not a full ANALYZE)."""
-        if self.readonly:
-            return
-        try:
-            with self._writer.connection() as con:
-                con.execute("PRAGMA optimize")
-        except (sqlite3.Error, StoreError):
-            pass  # statistics only steer the planner: the copied events are committed either way
+        with contextlib.suppress(StoreError):  # only a cache: the next writer or reader caches it again
+            self._write_transaction(work, "cannot cache a card's state")
 
     # -- reading ------------------------------------------------------------------------------------------
 
     def read_bodies(
         self, stream: str, *, after_version: int = 0, until_seq: int | None = None
     ) -> tuple[list[bytes], int, int]:
-        # One-column rows iterated straight into a list cost about half of fetching (body, version, seq).
         where, args = stream_query("?", "", stream, after_version, until_seq, None)
-        try:
-            with self._readers.connection() as dbapi:
-                dbapi.execute("BEGIN")  # one snapshot for both statements, so the last version matches the bodies
-                try:
-                    bodies = [r[0] for r in dbapi.execute(f"SELECT body FROM events {where} ORDER BY version", args)]
-                    q = f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1"
-                    row = dbapi.execute(q, args).fetchone()
-                finally:
-                    dbapi.execute("COMMIT")
-        except sqlite3.Error as e:
-            raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
+
+        def read(con: sqlite3.Connection) -> tuple[list[bytes], Any]:
+            # One-column rows iterated straight into a list cost about half of fetching (body, version, seq).
+            bodies = [r[0] for r in con.execute(f"SELECT body FROM events {where} ORDER BY version", args)]
+            return bodies, con.execute(LAST_SQL.format(where), args).fetchone()
+
+        bodies, row = self._snapshot(read)  # one snapshot, so that the last version matches the bodies
         if not bodies or row is None:
             return [], after_version, 0
         return bodies, row[0], row[1]
@@ -638,24 +574,18 @@ class SQLiteStore(StoreBase):
         """Like :meth:`read_bodies`, the bodies as ``(JSON lines, count)`` chunks of up to ``chunk`` versions, joined by
         SQLite (no row object per event: a cold replay of a million events is mostly that; see :func:`joined_sql`)."""
         where, args = stream_query("?", "", stream, after_version, until_seq, None)
-        out: list[tuple[bytes, int]] = []
-        try:
-            with self._readers.connection() as dbapi:
-                joined = joined_sql(dbapi, where)
-                dbapi.execute("BEGIN")  # one snapshot for every statement
-                try:
-                    q = f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1"
-                    row = dbapi.execute(q, args).fetchone()
-                    lo = after_version
-                    while row is not None and lo < row[0]:
-                        body, count = dbapi.execute(joined, ("\n", *args[:1], lo, *args[2:], lo + chunk)).fetchone()
-                        if count:
-                            out.append((body, count))
-                        lo += chunk
-                finally:
-                    dbapi.execute("COMMIT")
-        except sqlite3.Error as e:
-            raise StoreError(f"cannot read the ledger at {self.describe()}: {e}") from e
+
+        def read(con: sqlite3.Connection) -> tuple[list[tuple[bytes, int]], Any]:
+            joined = joined_sql(con, where)
+            row = con.execute(LAST_SQL.format(where), args).fetchone()
+            out = []
+            for lo in range(after_version, row[0] if row is not None else after_version, chunk):
+                body, count = con.execute(joined, ("\n", *args[:1], lo, *args[2:], lo + chunk)).fetchone()
+                if count:
+                    out.append((body, count))
+            return out, row
+
+        out, row = self._snapshot(read)  # one snapshot for every statement
         if row is None:
             return [], after_version, 0
         return out, row[0], row[1]
@@ -666,7 +596,7 @@ class SQLiteStore(StoreBase):
         """Like :meth:`read_joined`; past one chunk, read ahead by a second thread (close the iterable if not read
         to the end: see :func:`chunk_reader`)."""
         where, args = stream_query("?", "", stream, after_version, until_seq, None)
-        row = self._read(f"SELECT version, seq FROM events {where} ORDER BY version DESC LIMIT 1", args)
+        row = self._read(LAST_SQL.format(where), args)
         if not row:
             return [], after_version, 0
         if row[0][0] - after_version <= chunk:

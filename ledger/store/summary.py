@@ -15,6 +15,7 @@ list reads a page of instead of replaying every card (the same ``?`` statements 
 from __future__ import annotations
 
 import contextlib
+import functools
 import sqlite3
 import threading
 from collections import Counter, OrderedDict
@@ -33,7 +34,7 @@ from ledger.domain.scoring import calculator_of, score_card
 from ledger.errors import StoreError
 from ledger.rules.timeline import lapse
 from ledger.store import tracking
-from ledger.store.base import LogStore, has_table
+from ledger.store.base import LogStore, StoreBase, SummaryOverlay, has_table, in_chunks, pg_sql
 from ledger.store.cards import replay
 from ledger.store.tag_figures import (
     FIGURES,
@@ -378,11 +379,6 @@ SORT_COLUMNS = {
 }
 
 
-def pg(sql: str) -> str:
-    """The statement for psycopg (``%s`` placeholders; no literal ``%`` is used in these statements)."""
-    return sql.replace("?", "%s")
-
-
 def figures_change(fetch: Callable[[str, Any], list[Any]], changes: Iterable[Change | None]) -> Counter[Key]:
     """How the tag figures move when ``changes`` are written (read before: the old rows are read through ``fetch``)."""
     done = [c for c in changes if c is not None]
@@ -489,7 +485,7 @@ def page_query(dialect: str, q: PageQuery) -> tuple[str, list[Any]]:
         inner = f"SELECT {', '.join(order)} FROM {SUMMARY} WHERE card_id = ?"
         where.append(f"({', '.join(order)}) {op} ({inner})")
         args += key_args + key_args + [q.after]
-    sql = f"SELECT {', '.join(COLUMNS)} FROM {SUMMARY}"
+    sql = SELECT_ROWS_SQL
     if where:
         sql += " WHERE " + " AND ".join(where)
     direction = " DESC" if q.descending else ""
@@ -580,19 +576,17 @@ def fold_tail(
 
 
 def catch_up(
-    keeper: SummaryKeeper,
-    dialect: str,
-    begin: Callable[[], Any],
-    fetch: Callable[[str, Any], list[Any]],
-    execute: Callable[[str, Any], Any],
-    executemany: Callable[[str, Any], Any],
+    store: StoreBase,
+    con: Any,
+    begin: Callable[[], object],
     commit: Callable[[], object],
     rollback: Callable[[], object],
     writing: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> int:
-    """Bring the summary tables to the log's head, a transaction per :data:`TAIL_CHUNK` events; returns how many
-    events were folded. ``begin`` opens the transaction and takes what serializes catch-ups; ``writing`` wraps the
-    writes (PostgreSQL: a pipeline, not a round trip per statement)."""
+    """Bring the summary tables to the log's head on ``store``'s connection ``con``, a transaction per
+    :data:`TAIL_CHUNK` events; returns how many events were folded. ``begin`` opens the transaction and takes what
+    serializes catch-ups; ``writing`` wraps the writes (PostgreSQL: a pipeline, not a round trip per statement)."""
+    keeper, fetch, run = keeper_of(store), store._fetcher(con), store._runner(con)
     folded = 0
     while True:
         changes: list[Change | None] = []
@@ -600,7 +594,7 @@ def catch_up(
             # Inside the try: ``begin`` may fail once its transaction is open (a schema without the position table,
             # after a downgrade), and a SQLite writer left in it would hold the write lock.
             begin()
-            probe(keeper, fetch, dialect)
+            probe(keeper, fetch, store.dialect)
             # A statement of its own: on PostgreSQL under READ COMMITTED its snapshot sees what the catch-up that
             # held the position row committed (the locking statement's snapshot is older than the row it waited for).
             at = position(fetch(POSITION_SQL, ())[0], "this ledger")[0]
@@ -610,8 +604,8 @@ def catch_up(
                 return folded
             figures = figures_change(fetch, changes) if keeper.figures else None
             with writing():
-                write_changes(executemany, changes, figures)
-                execute(SET_POSITION_SQL, last)
+                write_changes(run, changes, figures)
+                run(SET_POSITION_SQL, last)
             commit()
         except BaseException:
             with contextlib.suppress(Exception):
@@ -624,6 +618,48 @@ def catch_up(
         if n < TAIL_CHUNK:
             # Fewer than a chunk: the head as it was when read (a reader that wants a newer head asks again).
             return folded
+
+
+def keeper_of(store: StoreBase) -> SummaryKeeper:
+    """``store``'s keeper, made on first use (a read that lists nothing never loads this module)."""
+    if store._keeper is None:
+        store._keeper = SummaryKeeper()
+    return store._keeper
+
+
+def rebuild(store: StoreBase) -> int:
+    """Rewrite the summary tables from the log in one write transaction that holds off appends; how many cards."""
+
+    def work(con: Any) -> int:
+        store._hold_appends(con)
+        run = store._runner(con)
+        n = write_streamed(store._fetcher(con), run, store.dialect)
+        run(tracking.AT_HEAD_SQL, (tracking.SUMMARY,))
+        return n
+
+    return int(store._write_transaction(work, "cannot rebuild the cards summary of the ledger"))
+
+
+def at_head(store: StoreBase) -> SummaryOverlay | None:
+    """None once the summary tables reflect the log's head (caught up first when behind); for a read-only store
+    that is behind, the :class:`Overlay` to read them from (built again when the head moved)."""
+    try:
+        row = store.rows(POSITION_SQL) or [(0, 0, 1)]
+    except StoreError as e:
+        if "tracking" in str(e):  # an earlier revision, open read-only: it is read as it is
+            return None
+        raise
+    at, head = position(row[0], store.describe())
+    if at >= head:
+        return None
+    if not store.readonly:
+        store.catch_up_summary()
+        return None
+    if store._overlay is None or store._overlay.head != head:
+        # One snapshot for the stored tables and the tail (a writer's catch-up may commit meanwhile).
+        keeper, where = keeper_of(store), store.describe()
+        store._overlay = store._snapshot(lambda con: build_overlay(store._fetcher(con), keeper, store.dialect, where))
+    return store._overlay
 
 
 class Overlay:
@@ -765,11 +801,6 @@ def rebuilt(read: Read) -> Iterator[tuple[str, Built | None]]:
         )
 
 
-def _stored(read: Read, ids: Sequence[str]) -> dict[str, Stored]:
-    where = f" WHERE card_id IN ({', '.join('?' * len(ids))})"
-    return _stored_of(read(SELECT_KEYS_SQL + where, ids), read(SELECT_ROWS_SQL + where, ids))
-
-
 def _difference(cid: str, want: Built | None, got: Stored | None) -> str | None:
     if want is None and (got is None or (got[0] is None and not got[1])):
         return None
@@ -813,11 +844,8 @@ def check(store: LogStore, *, limit: int = 10, skip: frozenset[str] = frozenset(
     per card, the first ``limit`` then a count), :data:`CARDS_CHUNK` cards per query; cards in ``skip`` are left out
     (their rows as stored count in the tag figures). The tag figures, where the schema has them, are compared with
     the counts of the rebuilt rows (held per figure value, not per card)."""
-    figures = has_table(lambda sql, args: _query(store, sql, args), store.dialect, FIGURES)
-
-    def read(sql: str, args: Sequence[Any]) -> list[Any]:
-        return query(store, sql, args)
-
+    figures = store.has_table(FIGURES)
+    read = functools.partial(query, store)
     out: list[str] = []
     extra = 0
     cards = 0
@@ -843,7 +871,9 @@ def check(store: LogStore, *, limit: int = 10, skip: frozenset[str] = frozenset(
             yield cid, want
 
     for chunk in batched(compared(), CARDS_CHUNK):
-        have = _stored(read, [c for c, _ in chunk])
+        ids = [c for c, _ in chunk]
+        where = f" WHERE card_id IN ({', '.join('?' * len(ids))})"
+        have = _stored_of(read(SELECT_KEYS_SQL + where, ids), read(SELECT_ROWS_SQL + where, ids))
         for cid, want in chunk:
             note(_difference(cid, want, have.get(cid)))
     for cid in _orphans(read):
@@ -889,45 +919,45 @@ def write_streamed(
 def fill(conn: Any, columns: Sequence[str] = COLUMNS) -> int:
     """Build the summary tables from the log on SQLAlchemy connection ``conn`` (the migration's transaction),
     writing ``columns`` (those the table has at the migration's revision)."""
-    fix = pg if conn.dialect.name == "postgresql" else str
+    read, execute = _migrating(conn)
+    return write_streamed(read, execute, conn.dialect.name, columns)
+
+
+def _migrating(conn: Any) -> tuple[Read, Callable[[str, Any], object]]:
+    """(read, execute) of ``?`` statements on a migration's SQLAlchemy connection ``conn``, once it holds the position
+    row every catch-up locks first: else a follower thread could hold it and wait for rows the migration rewrites,
+    while the migration waits for it (a deadlock). SQLite needs none: a migration there holds the whole database
+    (IMMEDIATE)."""
+    dialect = conn.dialect.name
+    fix = pg_sql if dialect == "postgresql" else str
 
     def read(sql: str, args: Any) -> list[Any]:
         return list(conn.exec_driver_sql(fix(sql), tuple(args)).fetchall())
 
-    _hold_position(read, conn.dialect.name)
-    return write_streamed(read, lambda sql, params: conn.exec_driver_sql(fix(sql), params), conn.dialect.name, columns)
-
-
-def _hold_position(read: Callable[[str, Any], list[Any]], dialect: str) -> None:
-    """Take the position row every catch-up locks first before a migration rewrites the summary: else a follower
-    thread could hold it and wait for rows the migration holds, while the migration waits for it (a deadlock).
-    SQLite needs none: a migration there holds the whole database (IMMEDIATE)."""
     if dialect == "postgresql" and has_table(read, dialect, tracking.TABLE):
         read(POSITION_SQL + " FOR UPDATE", ())
+    return read, lambda sql, params: conn.exec_driver_sql(fix(sql), params)
 
 
 def fill_figures(conn: Any) -> int:
     """Fill the tag figures table from the summary rows as they stand, on SQLAlchemy connection ``conn`` (the
     migration's transaction): a page of rows at a time, the counts held per figure value; returns the rows
     written. The rows may lag the log: the catch-up that brings them to the head moves the figures with them."""
-    fix = pg if conn.dialect.name == "postgresql" else str
-    _hold_position(lambda sql, args: list(conn.exec_driver_sql(fix(sql), tuple(args)).fetchall()), conn.dialect.name)
+    read, execute = _migrating(conn)
     counts: Counter[Key] = Counter()
     after = ""
     while True:
-        page = conn.exec_driver_sql(
-            fix(
-                f"SELECT card_id, tags, score, game_stats, retracted FROM {SUMMARY} WHERE card_id > ? "
-                "ORDER BY card_id LIMIT 5000"
-            ),
+        page = read(
+            f"SELECT card_id, tags, score, game_stats, retracted FROM {SUMMARY} WHERE card_id > ? "
+            "ORDER BY card_id LIMIT 5000",
             (after,),
-        ).fetchall()
+        )
         if not page:
             break
         for _, tags, score, stats, retracted in page:
             counts.update(counts_of(tags, score, stats, retracted))
         after = page[-1][0]
-    return replace_all(lambda sql, params: conn.exec_driver_sql(fix(sql), params), counts)
+    return replace_all(execute, counts)
 
 
 def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
@@ -938,12 +968,12 @@ def query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
             overlay = store.summary_at_head()
             if overlay is not None:
                 return overlay.query(sql, tuple(args))
-        return _query(store, sql, args)
+        return store.rows(sql, tuple(args))
     except StoreError as e:
-        no_figures = FIGURES in str(e) and not has_table(lambda q, a: _query(store, q, a), store.dialect, FIGURES)
-        if no_figures and has_summary(store):
+        no_figures = FIGURES in str(e) and not store.has_table(FIGURES)
+        if no_figures and store.has_table(SUMMARY):
             raise StoreError(_no_table(store, "tag figures")) from e
-        if SUMMARY not in str(e) or has_summary(store):
+        if SUMMARY not in str(e) or store.has_table(SUMMARY):
             raise
         raise StoreError(_no_table(store, "cards summary")) from e
 
@@ -959,10 +989,6 @@ def _no_table(store: LogStore, what: str) -> str:
         f"the ledger at {where} has no {what} table, though its schema ({revision}) has one: it was dropped; the "
         "log is intact (`ledger verify`), and `ledger copy --to NEW` copies it into a new ledger with every table"
     )
-
-
-def _query(store: LogStore, sql: str, args: Iterable[Any] = ()) -> list[Any]:
-    return list(store._read(sql if store.dialect == "sqlite" else pg(sql), tuple(args)))  # type: ignore[attr-defined]
 
 
 def read_page(store: LogStore, q: PageQuery) -> list[SummaryRow]:
@@ -998,11 +1024,6 @@ def _stored_of(key_rows: Iterable[Sequence[Any]], rows: Iterable[Sequence[Any]])
     return out
 
 
-def has_summary(store: LogStore) -> bool:
-    """True when the schema has the summary tables (a ledger at an earlier revision has not)."""
-    return has_table(lambda sql, args: _query(store, sql, args), store.dialect, SUMMARY)
-
-
 def tagged_card_ids(store: LogStore, tags: Sequence[str], *, include_retracted: bool = False) -> list[str]:
     """The ids of the cards with any of ``tags`` (their own or given at capture), in the order they were opened:
     one query on the summary."""
@@ -1020,17 +1041,13 @@ def play_owners(store: LogStore, guids: Sequence[str], chunk: int = 500) -> dict
     """guid -> the card holding a play of it, for those of ``guids`` a card holds (retracted cards too): the keys
     table's primary key probed per guid. Where several cards hold one guid, the card opened first (its
     ``opened_key``, then its id) is named, for every reader alike."""
+    sql = (
+        f"SELECT k.value, k.card_id FROM {KEYS} k JOIN {SUMMARY} s ON s.card_id = k.card_id "
+        "WHERE k.kind = 'p' AND k.value IN ({}) ORDER BY k.value, s.opened_key, k.card_id"
+    )
     out: dict[str, str] = {}
-    wanted = sorted(set(guids))
-    for i in range(0, len(wanted), chunk):
-        part = wanted[i : i + chunk]
-        marks = ", ".join("?" * len(part))
-        sql = (
-            f"SELECT k.value, k.card_id FROM {KEYS} k JOIN {SUMMARY} s ON s.card_id = k.card_id "
-            f"WHERE k.kind = 'p' AND k.value IN ({marks}) ORDER BY k.value, s.opened_key, k.card_id"
-        )
-        for guid, card_id in query(store, sql, part):
-            out.setdefault(guid, card_id)
+    for guid, card_id in in_chunks(functools.partial(query, store), sql, sorted(set(guids)), chunk=chunk):
+        out.setdefault(guid, card_id)
     return out
 
 
@@ -1090,25 +1107,20 @@ def recent_tags(store: LogStore, cards: int) -> list[str]:
 def stream_bodies(store: LogStore, streams: Sequence[str], chunk: int = 500) -> dict[str, list[bytes]]:
     """The bodies of many streams in version order, a query per ``chunk`` streams (not one per stream)."""
     out: dict[str, list[bytes]] = {s: [] for s in streams}
-    for i in range(0, len(streams), chunk):
-        part = list(streams[i : i + chunk])
-        sql = f"SELECT stream, body FROM events WHERE stream IN ({', '.join('?' * len(part))}) ORDER BY stream, version"
-        for stream, body in query(store, sql, part):
-            out[stream].append(bytes(body))
+    sql = "SELECT stream, body FROM events WHERE stream IN ({}) ORDER BY stream, version"
+    for stream, body in in_chunks(store.rows, sql, streams, chunk=chunk):
+        out[stream].append(bytes(body))
     return out
 
 
 def calculator_keys(store: LogStore, card_ids: Sequence[str] | None = None, chunk: int = 500) -> dict[str, str]:
     """card id -> the arc-agi release it records (the keys table's ``c`` key) for ``card_ids``, or for every card;
     a card that records none is absent. A query per ``chunk`` cards, or one in all."""
+    sql = f"SELECT card_id, value FROM {KEYS} WHERE kind = 'c'"
     if card_ids is None:
-        return {r[0]: r[1] for r in query(store, f"SELECT card_id, value FROM {KEYS} WHERE kind = 'c'")}
-    out: dict[str, str] = {}
-    for i in range(0, len(card_ids), chunk):
-        part = list(card_ids[i : i + chunk])
-        sql = f"SELECT card_id, value FROM {KEYS} WHERE kind = 'c' AND card_id IN ({', '.join('?' * len(part))})"
-        out.update({r[0]: r[1] for r in query(store, sql, part)})
-    return out
+        return {r[0]: r[1] for r in query(store, sql)}
+    read = functools.partial(query, store)
+    return {r[0]: r[1] for r in in_chunks(read, sql + " AND card_id IN ({})", card_ids, chunk=chunk)}
 
 
 def ranked_cards(store: LogStore) -> list[tuple[str, list[str], float]]:

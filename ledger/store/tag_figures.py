@@ -30,6 +30,8 @@ from typing import Any
 
 import msgspec
 
+from ledger.store.base import in_chunks
+
 FIGURES = "tag_figures"
 #: Primary key order: one tag's figures are one range; within it one figure's values are in order.
 KEY_COLUMNS = ("tag", "metric", "game_id", "level", "retracted", "value", "label")
@@ -43,8 +45,6 @@ ADD_SQL = (
 DROP_ZERO_SQL = f"DELETE FROM {FIGURES} WHERE {' AND '.join(f'{c} = ?' for c in KEY_COLUMNS)} AND n = 0"
 SELECT_ALL_SQL = f"SELECT {', '.join(KEY_COLUMNS)}, n FROM {FIGURES}"
 OLD_ROWS_SQL = "SELECT card_id, tags, score, game_stats, retracted FROM card_summary WHERE card_id IN ({})"
-#: Cards whose old rows are read per query.
-CHUNK = 500
 
 _stats = msgspec.json.Decoder(list[tuple[str, float, int, int, list[int], list[float], list[int]]])
 _tags = msgspec.json.Decoder(list[str])
@@ -75,12 +75,10 @@ def counts_of(tags: str | None, score: float, game_stats: str, retracted: object
 
 def old_rows(fetch: Callable[[str, Any], list[Any]], card_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
     """card id -> (tags, score, game_stats, retracted) as the summary holds it now, for ``card_ids``."""
-    out: dict[str, tuple[Any, ...]] = {}
-    for i in range(0, len(card_ids), CHUNK):
-        part = list(card_ids[i : i + CHUNK])
-        for cid, tags, score, stats, retracted in fetch(OLD_ROWS_SQL.format(", ".join("?" * len(part))), part):
-            out[cid] = (tags, score, stats, retracted)
-    return out
+    return {
+        cid: (tags, score, stats, retracted)
+        for cid, tags, score, stats, retracted in in_chunks(fetch, OLD_ROWS_SQL, card_ids)
+    }
 
 
 def replace_all(execute: Callable[[str, Any], Any], counts: Counter[Key]) -> int:

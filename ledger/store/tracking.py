@@ -12,10 +12,9 @@ changed behind the ledger's back), a read knows the follower no longer matches t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ledger.store.base import LogStore
+from ledger.store.base import LogStore, pg_sql
 
 TABLE = "tracking"
 SUMMARY = "summary"
@@ -55,22 +54,18 @@ def read_mark(store: LogStore, source: str) -> tuple[int, str, int] | None:
     A log is append-only: a source whose last event is still that event has nothing the copy did not already
     bring, and the destination (append-only too) still holds it all, so a copy with nothing to do is told in two
     reads. Any other case is planned in full, with every check."""
-    rows = _rows(store, READ_SQL, [COPY + source])
+    rows = store.rows(READ_SQL, [COPY + source])
     return (int(rows[0][0]), str(rows[0][1]), int(rows[0][2])) if rows else None
 
 
 def marks(store: LogStore) -> list[tuple[str, int, str, int]]:
     """Every (source, seq, hash, streams) the ledger remembers of the sources copied into it."""
-    return [(str(r[0]), int(r[1]), str(r[2]), int(r[3])) for r in _rows(store, ALL_COPIES_SQL, [])]
+    return [(str(r[0]), int(r[1]), str(r[2]), int(r[3])) for r in store.rows(ALL_COPIES_SQL)]
 
 
 def write_mark(store: LogStore, source: str, seq: int, hash_: str, streams: int) -> None:
     """Remember a finished copy from ``source`` into ``store``. Its own transaction, after the copy's: a copy is
     idempotent (every event is matched by hash), so a mark lost to a crash costs only a full plan next time."""
     args: tuple[Any, ...] = (COPY + source, seq, hash_, streams)
-    sql = UPSERT_SQL if store.dialect == "sqlite" else UPSERT_SQL.replace("?", "%s")
+    sql = UPSERT_SQL if store.dialect == "sqlite" else pg_sql(UPSERT_SQL)
     store._write_transaction(lambda conn: conn.execute(sql, args), "cannot write to the ledger")  # type: ignore[attr-defined]
-
-
-def _rows(store: LogStore, sql: str, args: list[Any]) -> list[Any]:
-    return list(store._read(sql if store.dialect == "sqlite" else sql.replace("?", "%s"), tuple(args)))  # type: ignore[attr-defined]

@@ -125,8 +125,8 @@ def unproven_message(plan: CardPlan, name: str) -> str:
     )
 
 
-def held_elsewhere(index: GuidIndex, obs: Iterable[Observation], card_id: str) -> str | None:
-    others = index.others({o.guid for o in obs}, card_id)
+def held_elsewhere(index: GuidIndex, guids: set[str], card_id: str) -> str | None:
+    others = index.others(guids, card_id)
     return next(iter(others.values())) if others else None
 
 

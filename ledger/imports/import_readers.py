@@ -97,7 +97,7 @@ def _one(opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: 
     result = CardResult(d.card_id, "nothing to import", 1, format=f"reader:{reader.name}")
     usage = _usage(reader, path, d)
     existing = load_existing(ledger, d.card_id)
-    held = held_elsewhere(opts.index, list(_observations(d.answers[:1])), d.card_id) if d.answers else None
+    held = held_elsewhere(opts.index, {o.guid for o in _observations(d.answers[:1])}, d.card_id) if d.answers else None
     if held is None and existing is not None and not existing.imported and d.answers:
         held = d.card_id  # captured live under the id the file names: compared with it
     target = held or (d.card_id if existing is not None else None)

@@ -300,10 +300,12 @@ def _compared(
     problems: list[Problem],
 ) -> bool:
     """When the ledger holds these plays already, compare the card the lines make with it, write nothing (True)."""
-    obs = sorted((o for r in reads for o in r.observations), key=_ts_key)
-    held = live if live is not None else (held_elsewhere(index, obs, result.card_id) if obs else None)
-    if held is None or not obs:
+    if not any(r.observations for r in reads):
         return False
+    held = live if live is not None else held_elsewhere(index, set().union(*(r.guids for r in reads)), result.card_id)
+    if held is None:
+        return False
+    obs = sorted((o for r in reads for o in r.observations), key=_ts_key)
     where = str(reads[0].path.parent)
     compare_with_held(
         ledger,

@@ -353,7 +353,7 @@ def _import_once(
         result.lines = 0
         return result, prep.size
     # One guid a recording (_prepare refuses more): the first observation's is every one's.
-    held = held_elsewhere(index, [first] if first is not None else [], card_id)
+    held = held_elsewhere(index, {first.guid} if first is not None else set(), card_id)
     if held is not None:
         obs = ((f.lineno, o) for f, o in _observations(read.frames, choices, done))
         first_play = _first_play if prep.existing is None else None

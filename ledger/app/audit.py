@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -75,19 +76,7 @@ def _resim_details(res: ResimResult, environments_dir: str | os.PathLike[str] | 
         "reproduced_actions": res.reproduced,
         "error": res.error,
         "unknown": res.unknown,
-        "divergence": None
-        if div is None
-        else {
-            "version": div.version,
-            "seq": div.seq,
-            "game_id": div.game_id,
-            "guid": div.guid,
-            "action": div.action,
-            "field": div.field,
-            "expected": div.expected,
-            "recorded": div.recorded,
-            "message": div.message,
-        },
+        "divergence": None if div is None else dataclasses.asdict(div),
     }
 
 
@@ -150,7 +139,6 @@ class AuditReport:
         return all(c.status != "FAIL" for c in self.checks)
 
     def to_json(self) -> dict[str, Any]:
-
         pm = self.postmortem
         return {
             "card_id": self.card_id,
@@ -203,8 +191,6 @@ def _with_summary_row(
 
 
 def _failed(consistency: Check, said: str) -> Check:
-    import dataclasses
-
     message = said if consistency.status == "PASS" else f"{consistency.message}; {said}"
     return dataclasses.replace(consistency, status="FAIL", message=message)
 

@@ -211,20 +211,14 @@ def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]], calc: Calculator
 def compare_cards(
     ledger: Ledger,
     card_ids: Sequence[str] = (),
-    tags: Sequence[str] = (),
     *,
     include_retracted: bool = False,
     hint: str = "add --include-retracted to compare it",
     calculator: str | None = None,
 ) -> Comparison:
-    """The named cards, then every card with one of ``tags``, each once, scored with one calculator."""
-    from ledger.store.summary import tagged_card_ids
-
-    named = [s.card_id for s in choose_cards(ledger, card_ids, include_retracted=include_retracted, hint=hint)]
-    ids = list(dict.fromkeys(named))
-    if tags:
-        ids += [c for c in tagged_card_ids(ledger.store, tags, include_retracted=include_retracted) if c not in ids]
-    states = _load_all(ledger, ids)
+    """The named cards, each once, scored with one calculator."""
+    chosen = choose_cards(ledger, card_ids, include_retracted=include_retracted, hint=hint)
+    states = _load_all(ledger, [s.card_id for s in chosen])
     calc = one_calculator(states, calculator)
     return comparison([(s, ledger.document(s.card_id, card=s, calculator=calc)) for s in states], calc)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -87,10 +87,7 @@ class VerifyReport:
                 "copy_marks": self.copy_mark_differences,
             },
             "errors": self.errors,
-            "stream_checks": [
-                {"stream": s.stream, "events": s.events, "version": s.version, "head": s.head, "error": s.error}
-                for s in self.streams
-            ],
+            "stream_checks": self.streams,
         }
 
     def summary(self) -> str:
@@ -295,18 +292,16 @@ def _tree(store: LogStore) -> str | None:
         return str(e)
 
 
-def check_expected_head(ledger: Any, report: VerifyReport, expected: str) -> tuple[str, str]:
+def check_expected_head(report: VerifyReport, expected: str) -> tuple[str, str]:
     """Compare the ledger head with one the user kept: ``PASS``, ``FAIL``, or ``CARD`` (a stream's own head)."""
     if expected == report.head:
         return "PASS", f"the ledger's head is still {expected}: no event was added, removed or changed since"
     for s in report.streams:
         if s.head == expected:
-            what = f"card {s.stream[len(CARD_STREAM) :]}" if s.stream.startswith(CARD_STREAM) else s.stream
-            hint = (
-                f"check it with `ledger audit {s.stream[len(CARD_STREAM) :]} --expect-head HASH`"
-                if s.stream.startswith(CARD_STREAM)
-                else "a stream's head"
-            )
+            what, hint = s.stream, "a stream's head"
+            if s.stream.startswith(CARD_STREAM):
+                card = s.stream[len(CARD_STREAM) :]
+                what, hint = f"card {card}", f"check it with `ledger audit {card} --expect-head HASH`"
             return (
                 "CARD",
                 f"{expected} is the head of {what} (its last event, version {s.version}, as `ledger audit` prints "
@@ -321,8 +316,6 @@ def check_expected_head(ledger: Any, report: VerifyReport, expected: str) -> tup
 
 def card_head_check(ledger: Any, integrity: Any, expected: str | None) -> Any:
     """The audit's integrity check, where a ``--expect-head`` that is the ledger's head is not a tampered card."""
-    import dataclasses
-
     details = integrity.details
     if expected is None or expected == details.get("head") or details.get("expected_head_version") is not None:
         return integrity
@@ -333,9 +326,9 @@ def card_head_check(ledger: Any, integrity: Any, expected: str | None) -> Any:
             "and the whole ledger still ends there: nothing was added, removed or changed anywhere since"
         )
         if details.get("problems"):
-            return dataclasses.replace(integrity, message=f"{integrity.message}; {note}")
+            return replace(integrity, message=f"{integrity.message}; {note}")
         n = details.get("events", 0)
-        return dataclasses.replace(
+        return replace(
             integrity,
             status="PASS",
             message=f"{n} events, versions 1..{n}, hash chain unbroken; card head {details.get('head')}; {note}",
@@ -345,7 +338,7 @@ def card_head_check(ledger: Any, integrity: Any, expected: str | None) -> Any:
         "; if that hash came from `ledger verify`, it is a ledger head, not a card's: check it with "
         "`ledger verify --expect-head`"
     )
-    return dataclasses.replace(integrity, message=integrity.message + hint)
+    return replace(integrity, message=integrity.message + hint)
 
 
 @dataclass
@@ -386,5 +379,5 @@ class VerifyOutcome:
 
 
 def verify_outcome(ledger: Any, report: VerifyReport, expect_head: str | None, checkpoint: Any) -> VerifyOutcome:
-    head_check = check_expected_head(ledger, report, expect_head) if expect_head is not None else None
+    head_check = check_expected_head(report, expect_head) if expect_head is not None else None
     return VerifyOutcome(report, expect_head, head_check, checkpoint)

@@ -133,6 +133,9 @@ class AuditReport:
     card: CardState | None = None
     doc: document.ScorecardDoc | None = None
     postmortem: PostMortem | None = None
+    #: The card's retraction, and the --environments folder given (`ledger audit` says both).
+    retracted: dict[str, str] | None = None
+    environments: str | os.PathLike[str] | None = None
 
     @property
     def ok(self) -> bool:
@@ -147,7 +150,34 @@ class AuditReport:
             "events": self.events,
             "checks": [{"name": c.name, "status": c.status, "message": c.message, **c.details} for c in self.checks],
             "postmortem": msgspec.to_builtins(pm) if pm is not None else None,
+            "retracted": self.retracted,
         }
+
+    def lines(self) -> list[str]:
+        from ledger.rules.text import postmortem_text
+
+        out = [
+            f"audit of card {self.card_id}: {self.events} events, card head {self.head} (this card's last event; "
+            "`ledger verify` prints the ledger's head)"
+        ]
+        if self.retracted is not None:
+            out.append(f"NOTE this card was {self.retracted['note']}")
+        out += [f"{c.status} {c.name}: {c.message}" for c in self.checks]
+        if self.postmortem is not None:
+            out += ["", postmortem_text(self.postmortem)]
+        return out
+
+    @property
+    def usage_error(self) -> str | None:
+        """A folder that holds none of the card's games checked nothing: bad usage (the JSON says it already)."""
+        resim = next(c for c in self.checks if c.name == "resimulation")
+        if self.ok and self.environments is not None and resim.status == "SKIP":
+            return f"{self.environments} holds none of the games of card {self.card_id}"
+        return None
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if not self.ok else 2 if self.usage_error else 0
 
 
 def _with_summary_row(
@@ -262,46 +292,8 @@ def audit_card(
         card=card,
         doc=doc,
         postmortem=postmortem(card, doc) if doc is not None else None,
+        environments=environments,
     )
-
-
-@dataclass
-class AuditOutcome:
-    """`ledger audit` whole: the report, the card's retraction, and the --environments folder given."""
-
-    report: AuditReport
-    retracted: dict[str, str] | None
-    environments: str | os.PathLike[str] | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.report.to_json(), "retracted": self.retracted}
-
-    def lines(self) -> list[str]:
-        from ledger.rules.text import postmortem_text
-
-        rep = self.report
-        out = [
-            f"audit of card {rep.card_id}: {rep.events} events, card head {rep.head} (this card's last event; "
-            "`ledger verify` prints the ledger's head)"
-        ]
-        if self.retracted is not None:
-            out.append(f"NOTE this card was {self.retracted['note']}")
-        out += [f"{c.status} {c.name}: {c.message}" for c in rep.checks]
-        if rep.postmortem is not None:
-            out += ["", postmortem_text(rep.postmortem)]
-        return out
-
-    @property
-    def usage_error(self) -> str | None:
-        """A folder that holds none of the card's games checked nothing: bad usage (the JSON says it already)."""
-        resim = next(c for c in self.report.checks if c.name == "resimulation")
-        if self.report.ok and self.environments is not None and resim.status == "SKIP":
-            return f"{self.environments} holds none of the games of card {self.report.card_id}"
-        return None
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if not self.report.ok else 2 if self.usage_error else 0
 
 
 def audit_outcome(
@@ -311,10 +303,11 @@ def audit_outcome(
     environments: str | os.PathLike[str] | None = None,
     expect_head: str | None = None,
     decide: bool = False,
-) -> AuditOutcome:
+) -> AuditReport:
     """The audit of the card ``ref`` names (an id or a unique prefix), with its retraction."""
     from ledger.app.retract import retraction_of
 
     card_id = ledger.resolve_card(ref)
     rep = audit_card(ledger, card_id, environments=environments, expect_head=expect_head, decide=decide)
-    return AuditOutcome(rep, retraction_of(ledger, card_id), environments)
+    rep.retracted = retraction_of(ledger, card_id)
+    return rep

@@ -231,7 +231,6 @@ def audit_card(
     *,
     environments: str | os.PathLike[str] | None = None,
     expect_head: str | None = None,
-    environ: Mapping[str, str] | None = None,
     decide: bool = False,
 ) -> AuditReport:
     from ledger.app.verify import card_head_check
@@ -268,7 +267,7 @@ def audit_card(
     if cache is not None:
         consistency = _failed(consistency, f"its cached state {cache}")
     resim = check_resimulation(events, environments, decide)
-    lifecycle = check_lifecycle(events, stale_minutes(environ), max_open_minutes(environ))
+    lifecycle = check_lifecycle(events, stale_minutes(), max_open_minutes())
     doc = score_card(card, baselines) if baselines is not None else None
     checks = [integrity, consistency, resim, lifecycle]
     imported = check_import(n.event for n in events)

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Literal
 
@@ -369,11 +370,7 @@ def _game_diff(old: BaselineEntry | None, new: BaselineEntry | None) -> GameDiff
         if old.baseline_actions != new.baseline_actions:
             fields.insert(0, "baseline_actions")
         status = "changed" if fields or old.game_id != new.game_id else "same"
-    levels = [
-        LevelDiff(i + 1, a[i] if i < len(a) else None, b[i] if i < len(b) else None)
-        for i in range(max(len(a), len(b)))
-        if (a[i] if i < len(a) else None) != (b[i] if i < len(b) else None)
-    ]
+    levels = [LevelDiff(i + 1, x, y) for i, (x, y) in enumerate(zip_longest(a, b)) if x != y]
     ref = old if old is not None else new
     assert ref is not None
     return GameDiff(

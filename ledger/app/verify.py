@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 import msgspec
@@ -43,6 +44,10 @@ class VerifyReport:
     #: 1 when every snapshot was compared; n when one in n was (``--quick``).
     snapshot_sample: int = 1
     snapshots_checked: int = 0
+    #: The --expect-head given and its check (status, message), and the --checkpoint check, when asked for.
+    expected: str | None = None
+    head_check: tuple[str, str] | None = None
+    checkpoint: Any = None
 
     @property
     def errors(self) -> list[str]:
@@ -67,7 +72,7 @@ class VerifyReport:
         return not self.errors
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "ok": self.ok,
             "events": self.events,
             "streams": len(self.streams),
@@ -89,6 +94,11 @@ class VerifyReport:
             "errors": self.errors,
             "stream_checks": self.streams,
         }
+        if self.head_check is not None:
+            out["expected_head"] = {"hash": self.expected, "status": self.head_check[0], "message": self.head_check[1]}
+        if self.checkpoint is not None:
+            out["checkpoint"] = self.checkpoint.to_json()
+        return out
 
     def summary(self) -> str:
         bad_chains = sum(1 for s in self.streams if s.error)
@@ -112,6 +122,24 @@ class VerifyReport:
             f"{'OK' if self.ok else 'FAILED'}: {self.events} events in {len(self.streams)} streams, {chains}{closes}, "
             f"{triggers}, {what}, schema {self.revision} ({at_head})"
         )
+
+    def lines(self) -> list[str]:
+        out = [f"FAIL {err}" for err in self.errors]
+        out.append(self.summary())
+        out.append(f"ledger head {self.head}  (all streams; keep it, check later with `ledger verify --expect-head`)")
+        if self.head_check is not None:
+            status, message = self.head_check
+            out.append(f"{'NOTE' if status == 'CARD' else status} expected head: {message}")
+        if self.checkpoint is not None:
+            out.append(self.checkpoint.line())
+        return out
+
+    @property
+    def exit_code(self) -> int:
+        status = self.head_check[0] if self.head_check is not None else None
+        if not self.ok or status == "FAIL" or (self.checkpoint is not None and not self.checkpoint.ok):
+            return 1
+        return 2 if status == "CARD" else 0
 
 
 def check_event(check: StreamCheck, row: StoredEvent) -> None:
@@ -258,17 +286,11 @@ def _snapshots(store: LogStore, every: int) -> tuple[list[str], int]:
     if not _has_table(store, "snapshots"):
         return [], 0  # a ledger at the first revision, read as it is: it has no cached states
 
-    out = []
     repo = CardRepository(store)
     found = repo.snapshot_problems(every=every)
-    for line in found:
-        out.append(line)
-        if len(out) == LIMIT:
-            more = sum(1 for _ in found)
-            if more:
-                out.append(f"+{more} more")
-            break
-    return out, repo.snapshots_checked
+    out = list(islice(found, LIMIT))
+    more = sum(1 for _ in found)
+    return out + ([f"+{more} more"] if more else []), repo.snapshots_checked
 
 
 def _tree(store: LogStore) -> str | None:
@@ -341,43 +363,8 @@ def card_head_check(ledger: Any, integrity: Any, expected: str | None) -> Any:
     return replace(integrity, message=integrity.message + hint)
 
 
-@dataclass
-class VerifyOutcome:
-    """`ledger verify` whole: the log's report, then the --expect-head and --checkpoint checks asked for."""
-
-    report: VerifyReport
-    expected: str | None = None
-    head_check: tuple[str, str] | None = None
-    checkpoint: Any = None
-
-    def to_json(self) -> dict[str, Any]:
-        out = self.report.to_json()
-        if self.head_check is not None:
-            out["expected_head"] = {"hash": self.expected, "status": self.head_check[0], "message": self.head_check[1]}
-        if self.checkpoint is not None:
-            out["checkpoint"] = self.checkpoint.to_json()
-        return out
-
-    def lines(self) -> list[str]:
-        rep = self.report
-        out = [f"FAIL {err}" for err in rep.errors]
-        out.append(rep.summary())
-        out.append(f"ledger head {rep.head}  (all streams; keep it, check later with `ledger verify --expect-head`)")
-        if self.head_check is not None:
-            status, message = self.head_check
-            out.append(f"{'NOTE' if status == 'CARD' else status} expected head: {message}")
-        if self.checkpoint is not None:
-            out.append(self.checkpoint.line())
-        return out
-
-    @property
-    def exit_code(self) -> int:
-        status = self.head_check[0] if self.head_check is not None else None
-        if not self.report.ok or status == "FAIL" or (self.checkpoint is not None and not self.checkpoint.ok):
-            return 1
-        return 2 if status == "CARD" else 0
-
-
-def verify_outcome(ledger: Any, report: VerifyReport, expect_head: str | None, checkpoint: Any) -> VerifyOutcome:
-    head_check = check_expected_head(report, expect_head) if expect_head is not None else None
-    return VerifyOutcome(report, expect_head, head_check, checkpoint)
+def verify_outcome(ledger: Any, report: VerifyReport, expect_head: str | None, checkpoint: Any) -> VerifyReport:
+    """The report with the --expect-head and --checkpoint checks asked for: what `ledger verify` prints."""
+    report.expected, report.checkpoint = expect_head, checkpoint
+    report.head_check = check_expected_head(report, expect_head) if expect_head is not None else None
+    return report

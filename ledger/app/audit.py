@@ -9,8 +9,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
 from ledger.app.card_rows import CardEvents, card_rows
 from ledger.domain import document
 from ledger.domain.events import ActionTaken, BaselineEntry, Numbered
@@ -142,14 +140,13 @@ class AuditReport:
         return all(c.status != "FAIL" for c in self.checks)
 
     def to_json(self) -> dict[str, Any]:
-        pm = self.postmortem
         return {
             "card_id": self.card_id,
             "ok": self.ok,
             "head": self.head,
             "events": self.events,
             "checks": [{"name": c.name, "status": c.status, "message": c.message, **c.details} for c in self.checks],
-            "postmortem": msgspec.to_builtins(pm) if pm is not None else None,
+            "postmortem": self.postmortem,
             "retracted": self.retracted,
         }
 
@@ -184,34 +181,24 @@ def _with_summary_row(
     ledger: Any, card: CardState, version: int, baselines: Mapping[str, BaselineEntry], consistency: Check
 ) -> Check:
     """The consistency check, failed when the card's cards-summary row is not the one a replay makes."""
-    from ledger.store.summary import (
-        COLUMNS,
-        SUMMARY,
-        SummaryRow,
-        SummaryUnbound,
-        _query,
-        card_score,
-        has_summary,
-        query,
-        row_of,
-    )
+    from ledger.store import summary as s
 
-    if not has_summary(ledger.store):
+    if not s.has_summary(ledger.store):
         return consistency
-    sql = f"SELECT {', '.join(COLUMNS)} FROM {SUMMARY} WHERE card_id = ?"
+    sql = f"SELECT {', '.join(s.COLUMNS)} FROM {s.SUMMARY} WHERE card_id = ?"
     try:
-        got = query(ledger.store, sql, [card.card_id])
-    except SummaryUnbound:
+        got = s.query(ledger.store, sql, [card.card_id])
+    except s.SummaryUnbound:
         # The summary no longer follows the log (verify says so); this card's row is compared as it is stored.
-        got = _query(ledger.store, sql, [card.card_id])
-    want = row_of(card, version, card_score(card, baselines))
-    have = SummaryRow(*got[0]) if got else None
+        got = s._query(ledger.store, sql, [card.card_id])
+    want = s.row_of(card, version, s.card_score(card, baselines))
+    have = s.SummaryRow(*got[0]) if got else None
     if have == want:
         return consistency
     if have is None:
         said = "the cards summary has no row for it"
     else:
-        fields = [f for f in SummaryRow.__struct_fields__ if getattr(have, f) != getattr(want, f)]
+        fields = [f for f in s.SummaryRow.__struct_fields__ if getattr(have, f) != getattr(want, f)]
         said = (
             "its row in the cards summary differs from a replay ("
             + ", ".join(f"{f} {getattr(have, f)!r}, log {getattr(want, f)!r}" for f in fields)

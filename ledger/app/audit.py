@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import msgspec
 
 from ledger.app.card_rows import CardEvents, card_rows
 from ledger.domain import document
@@ -75,19 +74,7 @@ def _resim_details(res: ResimResult, environments_dir: str | os.PathLike[str] | 
         "reproduced_actions": res.reproduced,
         "error": res.error,
         "unknown": res.unknown,
-        "divergence": None
-        if div is None
-        else {
-            "version": div.version,
-            "seq": div.seq,
-            "game_id": div.game_id,
-            "guid": div.guid,
-            "action": div.action,
-            "field": div.field,
-            "expected": div.expected,
-            "recorded": div.recorded,
-            "message": div.message,
-        },
+        "divergence": None if div is None else dataclasses.asdict(div),
     }
 
 
@@ -144,54 +131,74 @@ class AuditReport:
     card: CardState | None = None
     doc: document.ScorecardDoc | None = None
     postmortem: PostMortem | None = None
+    #: The card's retraction, and the --environments folder given (`ledger audit` says both).
+    retracted: dict[str, str] | None = None
+    environments: str | os.PathLike[str] | None = None
 
     @property
     def ok(self) -> bool:
         return all(c.status != "FAIL" for c in self.checks)
 
     def to_json(self) -> dict[str, Any]:
-
-        pm = self.postmortem
         return {
             "card_id": self.card_id,
             "ok": self.ok,
             "head": self.head,
             "events": self.events,
             "checks": [{"name": c.name, "status": c.status, "message": c.message, **c.details} for c in self.checks],
-            "postmortem": msgspec.to_builtins(pm) if pm is not None else None,
+            "postmortem": self.postmortem,
+            "retracted": self.retracted,
         }
+
+    def lines(self) -> list[str]:
+        from ledger.rules.text import postmortem_text
+
+        out = [
+            f"audit of card {self.card_id}: {self.events} events, card head {self.head} (this card's last event; "
+            "`ledger verify` prints the ledger's head)"
+        ]
+        if self.retracted is not None:
+            out.append(f"NOTE this card was {self.retracted['note']}")
+        out += [f"{c.status} {c.name}: {c.message}" for c in self.checks]
+        if self.postmortem is not None:
+            out += ["", postmortem_text(self.postmortem)]
+        return out
+
+    @property
+    def usage_error(self) -> str | None:
+        """A folder that holds none of the card's games checked nothing: bad usage (the JSON says it already)."""
+        resim = next(c for c in self.checks if c.name == "resimulation")
+        if self.ok and self.environments is not None and resim.status == "SKIP":
+            return f"{self.environments} holds none of the games of card {self.card_id}"
+        return None
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if not self.ok else 2 if self.usage_error else 0
 
 
 def _with_summary_row(
     ledger: Any, card: CardState, version: int, baselines: Mapping[str, BaselineEntry], consistency: Check
 ) -> Check:
     """The consistency check, failed when the card's cards-summary row is not the one a replay makes."""
-    from ledger.store.summary import (
-        SELECT_ROWS_SQL,
-        SUMMARY,
-        SummaryRow,
-        SummaryUnbound,
-        card_score,
-        query,
-        row_of,
-    )
+    from ledger.store import summary as s
 
-    if not ledger.store.has_table(SUMMARY):
+    if not ledger.store.has_table(s.SUMMARY):
         return consistency
-    sql = SELECT_ROWS_SQL + " WHERE card_id = ?"
+    sql = s.SELECT_ROWS_SQL + " WHERE card_id = ?"
     try:
-        got = query(ledger.store, sql, [card.card_id])
-    except SummaryUnbound:
+        got = s.query(ledger.store, sql, [card.card_id])
+    except s.SummaryUnbound:
         # The summary no longer follows the log (verify says so); this card's row is compared as it is stored.
         got = ledger.store.rows(sql, [card.card_id])
-    want = row_of(card, version, card_score(card, baselines))
-    have = SummaryRow(*got[0]) if got else None
+    want = s.row_of(card, version, s.card_score(card, baselines))
+    have = s.SummaryRow(*got[0]) if got else None
     if have == want:
         return consistency
     if have is None:
         said = "the cards summary has no row for it"
     else:
-        fields = [f for f in SummaryRow.__struct_fields__ if getattr(have, f) != getattr(want, f)]
+        fields = [f for f in s.SummaryRow.__struct_fields__ if getattr(have, f) != getattr(want, f)]
         said = (
             "its row in the cards summary differs from a replay ("
             + ", ".join(f"{f} {getattr(have, f)!r}, log {getattr(want, f)!r}" for f in fields)
@@ -201,8 +208,6 @@ def _with_summary_row(
 
 
 def _failed(consistency: Check, said: str) -> Check:
-    import dataclasses
-
     message = said if consistency.status == "PASS" else f"{consistency.message}; {said}"
     return dataclasses.replace(consistency, status="FAIL", message=message)
 
@@ -213,7 +218,6 @@ def audit_card(
     *,
     environments: str | os.PathLike[str] | None = None,
     expect_head: str | None = None,
-    environ: Mapping[str, str] | None = None,
     decide: bool = False,
 ) -> AuditReport:
     from ledger.app.verify import card_head_check
@@ -250,7 +254,7 @@ def audit_card(
     if cache is not None:
         consistency = _failed(consistency, f"its cached state {cache}")
     resim = check_resimulation(events, environments, decide)
-    lifecycle = check_lifecycle(events, stale_minutes(environ), max_open_minutes(environ))
+    lifecycle = check_lifecycle(events, stale_minutes(), max_open_minutes())
     doc = score_card(card, baselines) if baselines is not None else None
     checks = [integrity, consistency, resim, lifecycle]
     imported = check_import(n.event for n in events)
@@ -274,46 +278,8 @@ def audit_card(
         card=card,
         doc=doc,
         postmortem=postmortem(card, doc) if doc is not None else None,
+        environments=environments,
     )
-
-
-@dataclass
-class AuditOutcome:
-    """`ledger audit` whole: the report, the card's retraction, and the --environments folder given."""
-
-    report: AuditReport
-    retracted: dict[str, str] | None
-    environments: str | os.PathLike[str] | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.report.to_json(), "retracted": self.retracted}
-
-    def lines(self) -> list[str]:
-        from ledger.rules.text import postmortem_text
-
-        rep = self.report
-        out = [
-            f"audit of card {rep.card_id}: {rep.events} events, card head {rep.head} (this card's last event; "
-            "`ledger verify` prints the ledger's head)"
-        ]
-        if self.retracted is not None:
-            out.append(f"NOTE this card was {self.retracted['note']}")
-        out += [f"{c.status} {c.name}: {c.message}" for c in rep.checks]
-        if rep.postmortem is not None:
-            out += ["", postmortem_text(rep.postmortem)]
-        return out
-
-    @property
-    def usage_error(self) -> str | None:
-        """A folder that holds none of the card's games checked nothing: bad usage (the JSON says it already)."""
-        resim = next(c for c in self.report.checks if c.name == "resimulation")
-        if self.report.ok and self.environments is not None and resim.status == "SKIP":
-            return f"{self.environments} holds none of the games of card {self.report.card_id}"
-        return None
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if not self.report.ok else 2 if self.usage_error else 0
 
 
 def audit_outcome(
@@ -323,10 +289,11 @@ def audit_outcome(
     environments: str | os.PathLike[str] | None = None,
     expect_head: str | None = None,
     decide: bool = False,
-) -> AuditOutcome:
+) -> AuditReport:
     """The audit of the card ``ref`` names (an id or a unique prefix), with its retraction."""
     from ledger.app.retract import retraction_of
 
     card_id = ledger.resolve_card(ref)
     rep = audit_card(ledger, card_id, environments=environments, expect_head=expect_head, decide=decide)
-    return AuditOutcome(rep, retraction_of(ledger, card_id), environments)
+    rep.retracted = retraction_of(ledger, card_id)
+    return rep

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Literal
 
@@ -249,8 +250,8 @@ def resolve(ledger: Ledger, ref: str) -> str:
 class SetInfo:
     set_id: str
     recorded: datetime
-    entries: list[BaselineEntry]
     labels: list[str]
+    entries: list[BaselineEntry]
 
     @property
     def levels(self) -> int:
@@ -260,8 +261,8 @@ class SetInfo:
     def named(self) -> str:
         return f"{self.set_id[:12]} ({', '.join(self.labels)})" if self.labels else self.set_id[:12]
 
-    def to_json(self) -> dict[str, Any]:
-        return {"set_id": self.set_id, "recorded": self.recorded, "labels": self.labels, "entries": self.entries}
+    def to_json(self) -> SetInfo:
+        return self
 
     def lines(self) -> list[str]:
         """`ledger baselines show`: the set, then each game's baselines and tags."""
@@ -323,7 +324,7 @@ def _recorded(ledger: Ledger, set_id: str) -> BaselinesRecorded:
 def set_info(ledger: Ledger, set_id: str, all_labels: Mapping[str, Label] | None = None) -> SetInfo:
     labs = all_labels if all_labels is not None else labels(ledger)
     ev = _recorded(ledger, set_id)
-    return SetInfo(set_id, ev.ts, list(ev.entries), sorted(k for k, v in labs.items() if v.set_id == set_id))
+    return SetInfo(set_id, ev.ts, sorted(k for k, v in labs.items() if v.set_id == set_id), list(ev.entries))
 
 
 def list_sets(ledger: Ledger) -> SetList:
@@ -369,11 +370,7 @@ def _game_diff(old: BaselineEntry | None, new: BaselineEntry | None) -> GameDiff
         if old.baseline_actions != new.baseline_actions:
             fields.insert(0, "baseline_actions")
         status = "changed" if fields or old.game_id != new.game_id else "same"
-    levels = [
-        LevelDiff(i + 1, a[i] if i < len(a) else None, b[i] if i < len(b) else None)
-        for i in range(max(len(a), len(b)))
-        if (a[i] if i < len(a) else None) != (b[i] if i < len(b) else None)
-    ]
+    levels = [LevelDiff(i + 1, x, y) for i, (x, y) in enumerate(zip_longest(a, b)) if x != y]
     ref = old if old is not None else new
     assert ref is not None
     return GameDiff(

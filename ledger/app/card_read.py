@@ -56,19 +56,9 @@ def _resolve(ledger: Ledger, ref: str) -> str:
     return resolve(ledger, ref)
 
 
-def shown_close(
-    card: CardState, now: datetime | None = None, environ: Mapping[str, str] | None = None
-) -> tuple[datetime, str, bool] | None:
+def shown_close(card: CardState, now: datetime | None = None) -> tuple[datetime, str, bool] | None:
     """(closed at, reason, lapsed) as read commands show the card (None while open), with the toolkit's auto-close."""
-    return timeline_close(card, now or datetime.now(UTC), os.environ if environ is None else environ)
-
-
-def as_shown(card: CardState, now: datetime | None = None, environ: Mapping[str, str] | None = None) -> CardState:
-    """A copy of ``card`` with the toolkit's auto-close applied when it has passed."""
-    shown = shown_close(card, now, environ)
-    if shown is None or not shown[2]:
-        return card
-    return msgspec.structs.replace(card, closed_at=shown[0], close_reason=shown[1])
+    return timeline_close(card, now or datetime.now(UTC), os.environ)
 
 
 def own_calculators(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, Calculator]:
@@ -195,6 +185,8 @@ def replay(ledger: Ledger, card_id: str, **options: Any) -> Replay:
     match, all_environments = options["match"], options["all_environments"]
     read = read_card(ledger, card_id, **options)
     usage = card_usage(ledger, read.card.card_id)
-    shown = as_shown(read.card) if options["until"] is None else read.card
+    shown, close = read.card, shown_close(read.card) if options["until"] is None else None
+    if close is not None and close[2]:  # the toolkit's auto-close has passed
+        shown = msgspec.structs.replace(shown, closed_at=close[0], close_reason=close[1])
     by_set = options["baselines"] is not None or match != "exact" or all_environments
     return Replay(read, shown, usage, match, all_environments, by_set)

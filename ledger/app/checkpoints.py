@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.app.evidence_check import Outcome
-from ledger.app.signing import Signer, Verifier, load_verifier, read_text
+from ledger.app.signing import Signer, Verifier, load_verifier, parse_checkpoint, read_text
 from ledger.domain import baselines as bl
 from ledger.domain import merkle
 from ledger.domain import signed_note as sn
@@ -27,7 +27,7 @@ class NotProvable(LedgerError):
 
 def prove(led: Ledger, card_ref: str, note: str) -> str:
     """The evidence file for a card against the checkpoint ``note``, which this ledger's tree must have signed."""
-    cp = _parse(note)
+    cp = parse_checkpoint(note)
     card_id = led.resolve_card(card_ref)
     if cp.size == 0:
         raise NotProvable(
@@ -70,20 +70,13 @@ def prove(led: Ledger, card_ref: str, note: str) -> str:
 
 def consistency(led: Ledger, old_note: str, new_note: str) -> str:
     """The consistency file: both checkpoints (this ledger's) and the RFC 9162 proof between them."""
-    old, new = _parse(old_note, "the old checkpoint"), _parse(new_note, "the new checkpoint")
+    old, new = parse_checkpoint(old_note, "the old checkpoint"), parse_checkpoint(new_note, "the new checkpoint")
     if new.size < old.size:
         raise InputError(f"the new checkpoint ({new.size} events) is smaller than the old one ({old.size}): swap them")
     tree = _tree_at(led, new)
     _tree_at(led, old)
     proof = merkle.tree_hashes(merkle.consistency_ranges(old.size, new.size), tree.parts)
     return cf.to_text(cf.Consistency(cf.FORMAT, old_note, new_note, [b64(h) for h in proof]))
-
-
-def _parse(note: str, what: str = "the checkpoint") -> sn.Checkpoint:
-    try:
-        return sn.parse_checkpoint(note)
-    except sn.NoteError as e:
-        raise InputError(f"{what}: {e}") from e
 
 
 def _tree_at(led: Ledger, cp: sn.Checkpoint) -> TreeStore:
@@ -174,7 +167,7 @@ def _root(leaves: bytearray, lo: int, hi: int) -> bytes:
 def verify_checkpoint(store: LogStore, note: str, verifier: Verifier) -> CheckpointReport:
     """Check the signature, then the tree rebuilt from the events (not the stored tree, which an owner could rewrite
     along with them): a consistency proof to today's and the committed stream heads."""
-    cp = _parse(note)
+    cp = parse_checkpoint(note)
     rep = CheckpointReport(checkpoint_size=cp.size, checkpoint_root=base64.b64encode(cp.root).decode())
     if not verifier.signed(cp):
         rep.error = f"the checkpoint is not signed by the key {verifier.name} (wrong key, or a forged signature)"

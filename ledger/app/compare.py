@@ -170,14 +170,9 @@ def one_calculator(cards: Sequence[CardState], calculator: str | None = None) ->
 def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]], calc: Calculator | None = None) -> Comparison:
     """The comparison of ``cards`` (each with its document scored by ``calc``); games in order of first play."""
     columns: list[CardColumn] = []
-    game_ids: dict[str, None] = {}
     entries: list[dict[str, CardGame]] = []
     for card, doc in cards:
-        mine: dict[str, CardGame] = {}
-        for env in doc.environments:
-            game_ids.setdefault(env.id)
-            mine[env.id] = _card_game(card, env)
-        entries.append(mine)
+        entries.append({env.id: _card_game(card, env) for env in doc.environments})
         columns.append(
             CardColumn(
                 card_id=card.card_id,
@@ -193,7 +188,7 @@ def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]], calc: Calculator
             )
         )
     games = []
-    for g in game_ids:
+    for g in dict.fromkeys(g for e in entries for g in e):
         row = [e.get(g) for e in entries]
         games.append(
             GameRow(game_id=g, levels=max((len(e.levels) for e in row if e is not None), default=0), cards=row)
@@ -211,20 +206,14 @@ def comparison(cards: Sequence[tuple[CardState, ScorecardDoc]], calc: Calculator
 def compare_cards(
     ledger: Ledger,
     card_ids: Sequence[str] = (),
-    tags: Sequence[str] = (),
     *,
     include_retracted: bool = False,
     hint: str = "add --include-retracted to compare it",
     calculator: str | None = None,
 ) -> Comparison:
-    """The named cards, then every card with one of ``tags``, each once, scored with one calculator."""
-    from ledger.store.summary import tagged_card_ids
-
-    named = [s.card_id for s in choose_cards(ledger, card_ids, include_retracted=include_retracted, hint=hint)]
-    ids = list(dict.fromkeys(named))
-    if tags:
-        ids += [c for c in tagged_card_ids(ledger.store, tags, include_retracted=include_retracted) if c not in ids]
-    states = _load_all(ledger, ids)
+    """The named cards, each once, scored with one calculator."""
+    chosen = choose_cards(ledger, card_ids, include_retracted=include_retracted, hint=hint)
+    states = _load_all(ledger, [s.card_id for s in chosen])
     calc = one_calculator(states, calculator)
     return comparison([(s, ledger.document(s.card_id, card=s, calculator=calc)) for s in states], calc)
 

@@ -89,7 +89,7 @@ def plan_copy(src: LogStore, dst: LogStore) -> CopyPlan:
     if src.same_database(dst):
         raise SameLedger(f"the source and the destination are the same ledger ({src.describe()})")
     until = src.max_seq()  # events appended to the source while copying are left for the next copy
-    last = _hash_at_seq(src, until)
+    last = ev.hash if (ev := _at_seq(src, until)) is not None else None
     mark = read_mark(dst, src.describe())
     if mark is not None and last is not None and mark[:2] == (until, last):
         current: int | None = mark[2]  # the source's last event is the one the last finished copy ended on
@@ -236,16 +236,14 @@ def _same_label_history(src: LogStore, dst: LogStore, stream: str) -> bool:
     return len(theirs) > 0 and mine[: len(theirs)] == theirs
 
 
-def _hash_at_seq(store: LogStore, seq: int) -> str | None:
-    if seq <= 0:
-        return None
-    ev = next(iter(store.scan(after_seq=seq - 1, batch=1)), None)
-    return ev.hash if ev is not None and ev.seq == seq else None
+def _at_seq(store: LogStore, seq: int) -> StoredEvent | None:
+    ev = next(iter(store.scan(after_seq=seq - 1, batch=1)), None) if seq > 0 else None
+    return ev if ev is not None and ev.seq == seq else None
 
 
 def _holds(src: LogStore, dst: LogStore, seq: int, hash_: str) -> bool:
-    ev = next(iter(src.scan(after_seq=seq - 1, batch=1)), None)
-    return ev is not None and ev.seq == seq and _hash_at(dst, ev.stream, ev.version) == hash_
+    ev = _at_seq(src, seq)
+    return ev is not None and _hash_at(dst, ev.stream, ev.version) == hash_
 
 
 def _hash_at(store: LogStore, stream: str, version: int) -> str | None:

@@ -81,19 +81,6 @@ def list_cards(ledger: Ledger, f: CardFilter | None = None) -> list[CardSummary]
     return [shown for _, shown in shown_rows(ledger, f)]
 
 
-def rescored_with(
-    ledger: Ledger, rows: list[CardSummary], calculator: str, *, by_score: bool, descending: bool
-) -> list[CardSummary]:
-    from ledger.domain import calculators
-
-    calc = calculators.get(calculator)
-    out = [msgspec.structs.replace(r, score=ledger.document(r.card_id, calculator=calc).score) for r in rows]
-    if by_score:
-        out.sort(key=lambda r: (r.opened or "", r.card_id))
-        out.sort(key=lambda r: r.score, reverse=descending)
-    return out
-
-
 class CardList(msgspec.Struct, frozen=True):
     """What ``ledger cards`` prints: the rows the filter chose, with the ``columns`` of usage asked for."""
 
@@ -142,7 +129,13 @@ def card_list(
     """The cards ``f`` chooses (scored with ``calculator`` if given), with the usage ``columns`` asked for."""
     rows = list_cards(ledger, f)
     if calculator is not None:
-        rows = rescored_with(ledger, rows, calculator, by_score=f.sort == "score", descending=f.reverse)
+        from ledger.domain import calculators
+
+        calc = calculators.get(calculator)
+        rows = [msgspec.structs.replace(r, score=ledger.document(r.card_id, calculator=calc).score) for r in rows]
+        if f.sort == "score":
+            rows.sort(key=lambda r: (r.opened or "", r.card_id))
+            rows.sort(key=lambda r: r.score, reverse=f.reverse)
     hidden = 0
     if not rows and not f.include_retracted:
         hidden = len(list_cards(ledger, msgspec.structs.replace(f, include_retracted=True)))

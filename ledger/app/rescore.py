@@ -68,14 +68,8 @@ class Rescored:
     all_environments: bool
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "set_id": self.set_id,
-            "ref": self.ref,
-            "calculator": self.calculator,
-            "match": self.match,
-            "all_environments": self.all_environments,
-            "cards": self.cards,
-        }
+        """Every field, what it was re-scored under first."""
+        return {f: getattr(self, f) for f in ("set_id", "ref", "calculator", "match", "all_environments", "cards")}
 
     def lines(self) -> list[str]:
         if not self.cards:

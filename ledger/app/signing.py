@@ -99,6 +99,14 @@ def read_text(path: Path, what: str) -> str:
         raise InputError(f"cannot read the {what} {path}: {getattr(e, 'strerror', None) or e}") from e
 
 
+def parse_checkpoint(note: str, what: str = "the checkpoint") -> sn.Checkpoint:
+    """The checkpoint ``note`` given as ``what``: an input error (exit 2) when it is not one."""
+    try:
+        return sn.parse_checkpoint(note)
+    except sn.NoteError as e:
+        raise InputError(f"{what}: {e}") from e
+
+
 def load_signer(path: Path, key_type: int = sn.ED25519) -> Signer:
     try:
         name, kid, seed = sn.parse_signer_key(read_text(path, "private key"), key_type)

@@ -231,7 +231,7 @@ def tag_report(ledger: Ledger, tags: Sequence[str], *, include_retracted: bool =
 
 def tag_cost(ledger: Ledger, tag: str, *, include_retracted: bool = False) -> TagCost | None:
     """The cost figures of the tag's cards that carry one, read per card: cost is kept as events, not figures."""
-    from ledger.app.usage import usage_costs
+    from ledger.app.usage import rows_in, usage_costs
     from ledger.domain.events import card_stream
     from ledger.store.summary import SUMMARY, query, tagged_card_ids
 
@@ -244,12 +244,9 @@ def tag_cost(ledger: Ledger, tag: str, *, include_retracted: bool = False) -> Ta
     costs = usage_costs(ledger, [c for c in tagged if card_stream(c) in with_usage])
     if not costs:
         return None
-    ids = list(costs)
-    levels = 0
-    for i in range(0, len(ids), 500):
-        part = ids[i : i + 500]
-        sql = f"SELECT levels FROM {SUMMARY} WHERE card_id IN ({', '.join('?' * len(part))})"
-        levels += sum(int(r[0]) for r in query(ledger.store, sql, part))
+    levels = sum(
+        int(r[0]) for r in rows_in(ledger, f"SELECT levels FROM {SUMMARY} WHERE card_id IN ({{}})", list(costs))
+    )
     total = float(sum(Fraction(c) for c in costs.values()))
     return TagCost(
         cards=len(costs), cost=total, levels_completed=levels, cost_per_level=total / levels if levels else None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
@@ -113,23 +113,25 @@ def usage_totals(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, tuple[int
     return out
 
 
-def usage_costs(ledger: Ledger, card_ids: Sequence[str], chunk: int = 500) -> dict[str, float]:
+def usage_costs(ledger: Ledger, card_ids: Sequence[str]) -> dict[str, float]:
     """card id -> the cost its runs' usage gives, for the cards whose usage gives one (only usage events read)."""
-    from ledger.store.summary import query
-
     found: dict[str, list[RunUsage]] = {}
     streams = [card_stream(c) for c in card_ids]
-    for i in range(0, len(streams), chunk):
-        part = streams[i : i + chunk]
-        sql = (
-            f"SELECT stream, body FROM events WHERE type = 'run_usage' AND stream IN ({', '.join('?' * len(part))}) "
-            "ORDER BY stream, version"
-        )
-        for stream, body in query(ledger.store, sql, part):
-            found.setdefault(stream, []).append(cast(RunUsage, decode(bytes(body))))
+    sql = "SELECT stream, body FROM events WHERE type = 'run_usage' AND stream IN ({}) ORDER BY stream, version"
+    for stream, body in rows_in(ledger, sql, streams):
+        found.setdefault(stream, []).append(cast(RunUsage, decode(bytes(body))))
     out: dict[str, float] = {}
     for cid, stream in zip(card_ids, streams, strict=True):
         costs = [u.cost for u in current(found.get(stream, [])) if u.cost is not None]
         if costs:
             out[cid] = sum(costs)
     return out
+
+
+def rows_in(ledger: Ledger, sql: str, values: Sequence[Any], chunk: int = 500) -> Iterator[Any]:
+    """The rows of ``sql`` whose ``IN ({})`` is each ``chunk`` of ``values`` in turn (a query per chunk)."""
+    from ledger.store.summary import query
+
+    for i in range(0, len(values), chunk):
+        part = list(values[i : i + chunk])
+        yield from query(ledger.store, sql.format(", ".join("?" * len(part))), part)

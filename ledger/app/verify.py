@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 import msgspec
@@ -43,6 +44,10 @@ class VerifyReport:
     #: 1 when every snapshot was compared; n when one in n was (``--quick``).
     snapshot_sample: int = 1
     snapshots_checked: int = 0
+    #: The --expect-head given and its check (status, message), and the --checkpoint check, when asked for.
+    expected: str | None = None
+    head_check: tuple[str, str] | None = None
+    checkpoint: Any = None
 
     @property
     def errors(self) -> list[str]:
@@ -67,7 +72,7 @@ class VerifyReport:
         return not self.errors
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "ok": self.ok,
             "events": self.events,
             "streams": len(self.streams),
@@ -87,11 +92,13 @@ class VerifyReport:
                 "copy_marks": self.copy_mark_differences,
             },
             "errors": self.errors,
-            "stream_checks": [
-                {"stream": s.stream, "events": s.events, "version": s.version, "head": s.head, "error": s.error}
-                for s in self.streams
-            ],
+            "stream_checks": self.streams,
         }
+        if self.head_check is not None:
+            out["expected_head"] = {"hash": self.expected, "status": self.head_check[0], "message": self.head_check[1]}
+        if self.checkpoint is not None:
+            out["checkpoint"] = self.checkpoint.to_json()
+        return out
 
     def summary(self) -> str:
         bad_chains = sum(1 for s in self.streams if s.error)
@@ -115,6 +122,24 @@ class VerifyReport:
             f"{'OK' if self.ok else 'FAILED'}: {self.events} events in {len(self.streams)} streams, {chains}{closes}, "
             f"{triggers}, {what}, schema {self.revision} ({at_head})"
         )
+
+    def lines(self) -> list[str]:
+        out = [f"FAIL {err}" for err in self.errors]
+        out.append(self.summary())
+        out.append(f"ledger head {self.head}  (all streams; keep it, check later with `ledger verify --expect-head`)")
+        if self.head_check is not None:
+            status, message = self.head_check
+            out.append(f"{'NOTE' if status == 'CARD' else status} expected head: {message}")
+        if self.checkpoint is not None:
+            out.append(self.checkpoint.line())
+        return out
+
+    @property
+    def exit_code(self) -> int:
+        status = self.head_check[0] if self.head_check is not None else None
+        if not self.ok or status == "FAIL" or (self.checkpoint is not None and not self.checkpoint.ok):
+            return 1
+        return 2 if status == "CARD" else 0
 
 
 def check_event(check: StreamCheck, row: StoredEvent) -> None:
@@ -255,17 +280,11 @@ def _snapshots(store: LogStore, every: int) -> tuple[list[str], int]:
     if not store.has_table("snapshots"):
         return [], 0  # a ledger at the first revision, read as it is: it has no cached states
 
-    out = []
     repo = CardRepository(store)
     found = repo.snapshot_problems(every=every)
-    for line in found:
-        out.append(line)
-        if len(out) == LIMIT:
-            more = sum(1 for _ in found)
-            if more:
-                out.append(f"+{more} more")
-            break
-    return out, repo.snapshots_checked
+    out = list(islice(found, LIMIT))
+    more = sum(1 for _ in found)
+    return out + ([f"+{more} more"] if more else []), repo.snapshots_checked
 
 
 def _tree(store: LogStore) -> str | None:
@@ -288,18 +307,16 @@ def _tree(store: LogStore) -> str | None:
         return str(e)
 
 
-def check_expected_head(ledger: Any, report: VerifyReport, expected: str) -> tuple[str, str]:
+def check_expected_head(report: VerifyReport, expected: str) -> tuple[str, str]:
     """Compare the ledger head with one the user kept: ``PASS``, ``FAIL``, or ``CARD`` (a stream's own head)."""
     if expected == report.head:
         return "PASS", f"the ledger's head is still {expected}: no event was added, removed or changed since"
     for s in report.streams:
         if s.head == expected:
-            what = f"card {s.stream[len(CARD_STREAM) :]}" if s.stream.startswith(CARD_STREAM) else s.stream
-            hint = (
-                f"check it with `ledger audit {s.stream[len(CARD_STREAM) :]} --expect-head HASH`"
-                if s.stream.startswith(CARD_STREAM)
-                else "a stream's head"
-            )
+            what, hint = s.stream, "a stream's head"
+            if s.stream.startswith(CARD_STREAM):
+                card = s.stream[len(CARD_STREAM) :]
+                what, hint = f"card {card}", f"check it with `ledger audit {card} --expect-head HASH`"
             return (
                 "CARD",
                 f"{expected} is the head of {what} (its last event, version {s.version}, as `ledger audit` prints "
@@ -314,8 +331,6 @@ def check_expected_head(ledger: Any, report: VerifyReport, expected: str) -> tup
 
 def card_head_check(ledger: Any, integrity: Any, expected: str | None) -> Any:
     """The audit's integrity check, where a ``--expect-head`` that is the ledger's head is not a tampered card."""
-    import dataclasses
-
     details = integrity.details
     if expected is None or expected == details.get("head") or details.get("expected_head_version") is not None:
         return integrity
@@ -326,9 +341,9 @@ def card_head_check(ledger: Any, integrity: Any, expected: str | None) -> Any:
             "and the whole ledger still ends there: nothing was added, removed or changed anywhere since"
         )
         if details.get("problems"):
-            return dataclasses.replace(integrity, message=f"{integrity.message}; {note}")
+            return replace(integrity, message=f"{integrity.message}; {note}")
         n = details.get("events", 0)
-        return dataclasses.replace(
+        return replace(
             integrity,
             status="PASS",
             message=f"{n} events, versions 1..{n}, hash chain unbroken; card head {details.get('head')}; {note}",
@@ -338,46 +353,11 @@ def card_head_check(ledger: Any, integrity: Any, expected: str | None) -> Any:
         "; if that hash came from `ledger verify`, it is a ledger head, not a card's: check it with "
         "`ledger verify --expect-head`"
     )
-    return dataclasses.replace(integrity, message=integrity.message + hint)
+    return replace(integrity, message=integrity.message + hint)
 
 
-@dataclass
-class VerifyOutcome:
-    """`ledger verify` whole: the log's report, then the --expect-head and --checkpoint checks asked for."""
-
-    report: VerifyReport
-    expected: str | None = None
-    head_check: tuple[str, str] | None = None
-    checkpoint: Any = None
-
-    def to_json(self) -> dict[str, Any]:
-        out = self.report.to_json()
-        if self.head_check is not None:
-            out["expected_head"] = {"hash": self.expected, "status": self.head_check[0], "message": self.head_check[1]}
-        if self.checkpoint is not None:
-            out["checkpoint"] = self.checkpoint.to_json()
-        return out
-
-    def lines(self) -> list[str]:
-        rep = self.report
-        out = [f"FAIL {err}" for err in rep.errors]
-        out.append(rep.summary())
-        out.append(f"ledger head {rep.head}  (all streams; keep it, check later with `ledger verify --expect-head`)")
-        if self.head_check is not None:
-            status, message = self.head_check
-            out.append(f"{'NOTE' if status == 'CARD' else status} expected head: {message}")
-        if self.checkpoint is not None:
-            out.append(self.checkpoint.line())
-        return out
-
-    @property
-    def exit_code(self) -> int:
-        status = self.head_check[0] if self.head_check is not None else None
-        if not self.report.ok or status == "FAIL" or (self.checkpoint is not None and not self.checkpoint.ok):
-            return 1
-        return 2 if status == "CARD" else 0
-
-
-def verify_outcome(ledger: Any, report: VerifyReport, expect_head: str | None, checkpoint: Any) -> VerifyOutcome:
-    head_check = check_expected_head(ledger, report, expect_head) if expect_head is not None else None
-    return VerifyOutcome(report, expect_head, head_check, checkpoint)
+def verify_outcome(report: VerifyReport, expect_head: str | None, checkpoint: Any) -> VerifyReport:
+    """The report with the --expect-head and --checkpoint checks asked for: what `ledger verify` prints."""
+    report.expected, report.checkpoint = expect_head, checkpoint
+    report.head_check = check_expected_head(report, expect_head) if expect_head is not None else None
+    return report

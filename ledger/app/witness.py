@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ledger.app.signing import Signer, Verifier
+from ledger.app.signing import Signer, Verifier, parse_checkpoint
 from ledger.domain import merkle
 from ledger.domain import signed_note as sn
 from ledger.errors import InputError, LedgerError
@@ -29,10 +29,7 @@ def _state_file(state: Path, origin: str) -> Path:
 def witness(raw: bytes, log: Verifier, me: Signer, state: Path, now: int | None = None) -> str:
     """The checkpoint of ``raw`` with this witness's cosignature, recorded in the state; else WitnessRefusal."""
     old_note, proof_text, note = _read_input(raw)
-    try:
-        new = sn.parse_checkpoint(note)
-    except sn.NoteError as e:
-        raise InputError(f"the checkpoint: {e}") from e
+    new = parse_checkpoint(note)
     if not log.signed(new):
         raise WitnessRefusal(f"not cosigned: the checkpoint is not signed by the log's key {log.name}")
     log_line = sn.verifier_key(log.name, log.public)
@@ -107,10 +104,7 @@ def _extends(last: sn.Checkpoint, new: sn.Checkpoint, old_note: str | None, proo
             f"not cosigned: this witness last cosigned {new.origin!r} at {last.size} events; give a consistency file "
             f"from that checkpoint to this one (`ledger consistency`)"
         )
-    try:
-        old = sn.parse_checkpoint(old_note)
-    except sn.NoteError as e:
-        raise InputError(f"the consistency file's old checkpoint: {e}") from e
+    old = parse_checkpoint(old_note, "the consistency file's old checkpoint")
     if (old.size, old.root) != (last.size, last.root):
         raise WitnessRefusal(
             f"not cosigned: the consistency proof starts from a tree of {old.size} events, not from the tree of "

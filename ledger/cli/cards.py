@@ -268,7 +268,7 @@ def verify(
             from ledger.app.checkpoints import verify_checkpoint_files
 
             cp = verify_checkpoint_files(ledger.store, checkpoint, key)
-        out = verify_outcome(ledger, rep, expect_head, cp)
+        out = verify_outcome(rep, expect_head, cp)
     emit(out, as_json)
 
 

@@ -23,8 +23,8 @@ from ledger import Ledger
 from ledger.domain import merkle
 from ledger.domain.events import card_stream
 from ledger.store.merkle_store import TreeStore
+from tests.cli_run import in_process, no_traceback
 from tests.cli_run import ledger as ledger_process
-from tests.cli_run import no_traceback
 from tests.test_audit import play_disputed_card, play_open_card, rewrite_card, run
 
 # -- an independent RFC 9162 verifier (from the RFC's text) -------------------------------------------------------
@@ -462,7 +462,7 @@ def test_checkpoint_refuses_a_tree_the_log_does_not_make(
     }[attack]
     doctor_tree(backend_url, *expect)
     before = [c.size for c in TreeStore(Ledger.open(backend_url, readonly=True).store).checkpoints()]
-    r = ledger_process("--db", backend_url, "checkpoint", "--key", str(key), "-o", str(tmp_path / "cp2.txt"))
+    r = in_process("--db", backend_url, "checkpoint", "--key", str(key), "-o", str(tmp_path / "cp2.txt"))
     no_traceback(r)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "refusing to sign:" in r.stderr and r.stderr.count("\n") == 1, r.stderr

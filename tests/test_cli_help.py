@@ -20,7 +20,7 @@ import click
 import pytest
 
 from ledger.cli import COMMANDS, JOBS, START, SUBCOMMANDS_OPEN, cli
-from tests.cli_run import ledger
+from tests.cli_run import in_process, ledger
 from tests.test_docs import BIN, TIMEOUT, _docs_inputs, make_demo_ledger, walk
 
 ALL = list(walk(cli))
@@ -71,7 +71,7 @@ def test_ledger_alone_says_where_to_start() -> None:
 
 @pytest.mark.parametrize("path,cmd", ALL, ids=[_name(p) for p, _ in ALL])
 def test_help_opens_with_one_line_and_ends_with_examples(path: tuple[str, ...], cmd: click.Command) -> None:
-    r = ledger(*path, "--help")
+    r = in_process(*path, "--help")
     assert r.returncode == 0, r.stderr
     first = r.stdout.split("\n\n")[1].strip()
     assert "\n" not in first and first.endswith("."), first
@@ -210,19 +210,19 @@ def _leaves() -> list[tuple[tuple[str, ...], click.Command]]:
 
 @pytest.mark.parametrize("path,cmd", _leaves(), ids=[_name(p) for p, _ in _leaves()])
 def test_db_and_durability_only_where_used(path: tuple[str, ...], cmd: click.Command) -> None:
-    shown = ledger(*path, "--help").stdout
+    shown = in_process(*path, "--help").stdout
     opens = _opens(path)
     assert ("--db PATH|URL" in shown) == bool(opens), (path, opens)
     assert ("--durability" in shown) == (opens == "write"), (path, opens)
 
 
 def test_an_option_a_command_does_not_use_is_refused(tmp_path: Path) -> None:
-    r = ledger("keygen", "x", "-o", str(tmp_path / "x.key"), "--db", "mysql://bad")
+    r = in_process("keygen", "x", "-o", str(tmp_path / "x.key"), "--db", "mysql://bad")
     assert r.returncode == 2 and "No such option '--db'" in r.stderr and not (tmp_path / "x.key").exists()
-    r = ledger("cards", "--durability", "full")
+    r = in_process("cards", "--durability", "full")
     assert r.returncode == 2 and "No such option '--durability'" in r.stderr
     # Given before the command, --db still names the ledger of every command that opens one.
-    r = ledger("--db", str(tmp_path / "none.sqlite"), "cards")
+    r = in_process("--db", str(tmp_path / "none.sqlite"), "cards")
     assert r.returncode == 1 and "no ledger at" in r.stderr
 
 

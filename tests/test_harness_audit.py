@@ -204,10 +204,11 @@ def test_the_viewer_draws_undecided_actions_as_the_game_decided_them(tmp_path: P
 
 def test_toolkit_recordings_of_seeded_plays_pass_their_audit(tmp_path: Path) -> None:
     """Plays made with ``arc.make(game, seed=N)`` and recorded by the toolkit (which does not record N), imported and
-    audited by the ``ledger`` program: the seed is found and the audit passes."""
+    audited by the ``ledger`` commands (through Click's runner): the seed is found and the audit passes."""
     import random as _random
 
-    from tests.cli_run import ledger, no_traceback
+    from tests.cli_run import in_process as ledger
+    from tests.cli_run import no_traceback
     from tests.toolkit import arcade, step
 
     arc = arcade(recordings_dir=str(tmp_path / "rec"))

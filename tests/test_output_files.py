@@ -1,5 +1,9 @@
 """`export -o`: atomic writes through symbolic links, devices and FIFOs written in place, the umask's mode, and a
-one-line error (never a traceback) for a folder, a read-only folder or /proc."""
+one-line error (never a traceback) for a folder, a read-only folder or /proc.
+
+The program runs in its own process where that process's file descriptors, umask or capabilities are the point
+(/dev/stdout, a FIFO read as it is written, the umask, a root without CAP_DAC_OVERRIDE); elsewhere through
+Click's runner, which writes the same files."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_run import LEDGER, import_copies, ledger, no_traceback
+from tests.cli_run import LEDGER, import_copies, in_process, ledger, no_traceback
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +25,7 @@ def card_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
     root = tmp_path_factory.mktemp("out")
     db = str(root / "l.sqlite")
     import_copies(db, root / "rec", ["card-one"])
-    r = ledger("--db", db, "export", "card-one")
+    r = in_process("--db", db, "export", "card-one")
     assert r.returncode == 0
     return db, "card-one", r.stdout
 
@@ -34,7 +38,7 @@ def test_export_to_a_symbolic_link_writes_its_target_and_keeps_the_link(card_db,
     target.chmod(0o640)
     link = tmp_path / "link.json"
     link.symlink_to(os.path.relpath(target, tmp_path))
-    r = ledger("--db", db, "export", card, "-o", str(link))
+    r = in_process("--db", db, "export", card, "-o", str(link))
     assert r.returncode == 0, r.stderr
     assert link.is_symlink() and target.read_text() == text
     assert stat.S_IMODE(target.stat().st_mode) == 0o640  # an existing file keeps its mode
@@ -45,7 +49,7 @@ def test_a_dangling_link_creates_its_target(card_db, tmp_path: Path) -> None:
     db, card, text = card_db
     link = tmp_path / "link.json"
     link.symlink_to(tmp_path / "new.json")
-    r = ledger("--db", db, "export", card, "-o", str(link))
+    r = in_process("--db", db, "export", card, "-o", str(link))
     assert r.returncode == 0 and link.is_symlink() and (tmp_path / "new.json").read_text() == text
 
 
@@ -89,7 +93,7 @@ def test_a_fifo_is_written_in_place(card_db, tmp_path: Path) -> None:
 
 def test_an_existing_folder_is_refused_in_one_line(card_db, tmp_path: Path) -> None:
     db, card, _ = card_db
-    r = ledger("--db", db, "export", card, "-o", str(tmp_path))
+    r = in_process("--db", db, "export", card, "-o", str(tmp_path))
     no_traceback(r)
     assert r.returncode == 2
     assert r.stderr.strip() == f"Error: cannot write {tmp_path}: it is a folder (give a file name)"
@@ -99,7 +103,7 @@ def test_an_existing_folder_is_refused_in_one_line(card_db, tmp_path: Path) -> N
 @pytest.mark.parametrize("path", ["/proc/ledger-card.json", "/proc/version", "/proc/self/status", "/sys/card.json"])
 def test_kernel_filesystems_are_refused_in_one_line(card_db, path: str) -> None:
     db, card, _ = card_db
-    r = ledger("--db", db, "export", card, "-o", path)
+    r = in_process("--db", db, "export", card, "-o", path)
     no_traceback(r)
     assert r.returncode == 2 and r.stderr.startswith(f"Error: cannot write {path}: "), r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
@@ -107,7 +111,7 @@ def test_kernel_filesystems_are_refused_in_one_line(card_db, path: str) -> None:
 
 def test_a_missing_folder_is_refused(card_db, tmp_path: Path) -> None:
     db, card, _ = card_db
-    r = ledger("--db", db, "export", card, "-o", str(tmp_path / "no" / "such" / "card.json"))
+    r = in_process("--db", db, "export", card, "-o", str(tmp_path / "no" / "such" / "card.json"))
     no_traceback(r)
     assert r.returncode == 2 and "does not exist" in r.stderr
 

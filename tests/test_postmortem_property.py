@@ -186,7 +186,8 @@ def test_every_finding_follows_from_the_card(data: tuple[list[int], list[Any]]) 
 
 def test_a_play_scored_0_for_want_of_baselines_says_so(tmp_path: Path) -> None:
     from ledger.rules.text import summary_lines
-    from tests.cli_run import CORPUS_CARD, ledger
+    from tests.cli_run import CORPUS_CARD
+    from tests.cli_run import in_process as ledger
 
     t = datetime(2026, 1, 1, tzinfo=UTC)
     events: list[Any] = [CardOpened(ts=t, card_id="c"), PlayStarted(ts=t, game_id=GAME, guid="g")]

@@ -10,7 +10,9 @@ string reasoning, every other action with a reasoning object whose ``"tokens:"``
 
 from __future__ import annotations
 
+import copy
 import json
+import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -22,7 +24,8 @@ import pytest
 
 from ledger import Ledger
 from ledger.domain.events import RunUsage, card_stream, decode
-from tests.rest_agent import LEDGER, Arcagi3Client, start_server
+from tests.cli_run import in_process
+from tests.rest_agent import Arcagi3Client, start_server
 
 GAME = "cnt3-0000000a"  # ACTION1 twice completes level 1, three more level 2, two more WIN
 CONFIG = "gpt-4o-mini-2024-07-18"
@@ -150,13 +153,15 @@ class Run:
 
 
 def ledger(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*LEDGER, "--db", str(db), *args], capture_output=True, text=True, timeout=300)
+    # The server is the real program; what these tests run against its ledger afterwards is plain output.
+    return in_process("--db", str(db), *args)
 
 
-@pytest.fixture()
-def run(tmp_path: Path) -> Run:
-    """Three agents through one server: one WINs (its card closed), one leaves its card open, one of another tag."""
-    db = tmp_path / "served.sqlite"
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """Three agents through one server: one WINs (its card closed), one leaves its card open, one of another tag.
+    Played once for the module: each test gets a copy (``run``)."""
+    db = tmp_path_factory.mktemp("served") / "served.sqlite"
     proc, url = start_server(db)
     try:
         won, left, other = Agent(url), Agent(url), Agent(url)
@@ -166,8 +171,21 @@ def run(tmp_path: Path) -> Run:
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)
+    assert proc.returncode == 130, proc.returncode
     assert won.state == "WIN" and left.state == "NOT_FINISHED"
+    for agent in (won, left, other):
+        agent.session.close()
     return Run(db, won, left, other)
+
+
+@pytest.fixture()
+def run(served: Run, tmp_path: Path) -> Run:
+    """The served ledger copied (its file as the server left it) and the agents' tallies, this test's own."""
+    db = tmp_path / served.db.name
+    for part in served.db.parent.glob(served.db.name + "*"):
+        if not part.name.endswith("-shm"):
+            shutil.copy2(part, db.parent / part.name)
+    return Run(db, *copy.deepcopy((served.won, served.left, served.other)))
 
 
 def usage_events(db: Path, card: str) -> list[RunUsage]:

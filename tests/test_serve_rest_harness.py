@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import signal
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,8 @@ import pytest
 import requests
 
 from ledger import Ledger
-from tests.rest_agent import LEDGER, Arcagi3Client, start_server
+from tests.cli_run import in_process
+from tests.rest_agent import Arcagi3Client, start_server
 
 GAME = "cnt3-0000000a"
 OTHER = "clk2-0000000b"
@@ -141,7 +141,7 @@ def test_stopping_names_the_cards_left_open_and_how_they_close(session: Session)
 
 def test_audit_gives_the_hash_of_the_close_answer_as_sent(session: Session) -> None:
     db, card = str(session.db), session.closed_card
-    r = subprocess.run([*LEDGER, "--db", db, "audit", card, "--json"], capture_output=True, text=True, timeout=120)
+    r = in_process("--db", db, "audit", card, "--json")
     assert r.returncode == 0, r.stderr
     cons = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "consistency")
     with Ledger.open(session.db) as led:
@@ -149,7 +149,7 @@ def test_audit_gives_the_hash_of_the_close_answer_as_sent(session: Session) -> N
     assert cons["recorded_document_sha256"] == hashlib.sha256(exported.encode()).hexdigest()
     assert cons["close_answer_sha256"] == hashlib.sha256(session.close_answer).hexdigest()
     assert cons["close_answer_sha256"] != cons["recorded_document_sha256"]
-    text = subprocess.run([*LEDGER, "--db", db, "audit", card], capture_output=True, text=True, timeout=120).stdout
+    text = in_process("--db", db, "audit", card).stdout
     line = next(ln for ln in text.splitlines() if ln.startswith("PASS consistency: "))
     assert f"(sha256 {cons['recorded_document_sha256']} of the bytes `ledger export` prints)" in line
     assert (
@@ -157,9 +157,7 @@ def test_audit_gives_the_hash_of_the_close_answer_as_sent(session: Session) -> N
         f"to {hashlib.sha256(session.close_answer).hexdigest()}"
     ) in line
     # A card no REST server answered has no such hash, and the key is there all the same.
-    left = subprocess.run(
-        [*LEDGER, "--db", db, "audit", session.open_card, "--json"], capture_output=True, text=True, timeout=120
-    )
+    left = in_process("--db", db, "audit", session.open_card, "--json")
     cons = next(c for c in json.loads(left.stdout)["checks"] if c["name"] == "consistency")
     assert cons["close_answer_sha256"] is None
 

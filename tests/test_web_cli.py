@@ -24,8 +24,9 @@ from ledger.resim.frames import play_frames
 from ledger.web.data import card_events
 from ledger.web.pages import LiveLinks
 from tests.child_agent import play
+from tests.cli_run import in_process
 from tests.toolkit import arcade, step
-from tests.web_support import ENV_DIR, HOSTILE_REASONING, LEDGER, Played, ViewServer, best_run, play_ledger
+from tests.web_support import ENV_DIR, HOSTILE_REASONING, Played, ViewServer, best_run, play_ledger
 
 STATIC = Path(__file__).resolve().parent.parent / "ledger" / "web" / "static"
 
@@ -36,7 +37,8 @@ def played(tmp_path_factory: pytest.TempPathFactory) -> Played:
 
 
 def ledger_cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*LEDGER, "--db", str(db), *args], capture_output=True, text=True)
+    # The commands' output and exit codes; the servers (ViewServer) run as their own processes.
+    return in_process("--db", str(db), *args)
 
 
 def test_compare_numbers_equal_export(played: Played) -> None:

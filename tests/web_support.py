@@ -209,10 +209,13 @@ class ViewServer:
 
 
 def export(db: Path, card_id: str) -> dict[str, Any]:
-    """``ledger export`` of a card, through the command line."""
+    """``ledger export`` of a card, through the command line (Click's runner)."""
     import json
 
-    r = subprocess.run([*LEDGER, "--db", str(db), "export", card_id], capture_output=True, text=True, check=True)
+    from tests.cli_run import in_process
+
+    r = in_process("--db", str(db), "export", card_id)
+    assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
 

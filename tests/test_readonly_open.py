@@ -326,6 +326,13 @@ def test_read_commands_on_sqlite_load_neither_sqlalchemy_nor_alembic(tmp_path: P
     assert "ledger.ledger" not in _modules_after(db, "--help")
 
 
+def test_the_viewer_starts_without_the_toolkit(tmp_path: Path) -> None:
+    # `ledger view` serves what a ledger holds: the toolkit (arc_agi loads matplotlib, about a second) is not loaded.
+    loaded = _modules_after(tmp_path / "missing.sqlite", "view")
+    assert "ledger.web.server" in loaded
+    assert not {m for m in loaded if m.split(".")[0] in ("arc_agi", "arcengine", "matplotlib")}
+
+
 WRITE_THEN_READ = """
 import sys
 from datetime import UTC, datetime

@@ -131,7 +131,7 @@ def test_serve_refuses_a_folder_without_games(tmp_path: Path) -> None:
 
 
 def test_only_loopback_hosts_pass_without_a_warning() -> None:
-    from ledger.capture.rest import is_loopback
+    from ledger.cli.common import is_loopback
 
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.10") and not is_loopback("example.org")

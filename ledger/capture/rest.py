@@ -270,24 +270,3 @@ class _Failures(logging.Handler):
         elif logging.lastResort is not None:
             # Outside any request (no answer to turn into an error): still said on stderr, as without this handler.
             logging.lastResort.handle(record)
-
-
-def check_bindable(host: str, port: int) -> None:
-    """Raise ``OSError`` if ``host:port`` cannot be bound now (werkzeug would only print and exit)."""
-    import socket
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((host, port))
-
-
-def is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -527,3 +527,25 @@ def allow_broken_option(f: Callable[..., Any]) -> Callable[..., Any]:
         help="Show a card whose chain is not whole (events missing) as far as the log holds it, marked as broken; "
         "without it such a card is refused with exit 1.",
     )(f)
+
+
+# The servers' address checks (`view`, `serve`): here, so the viewer starts without the toolkit capture loads.
+def check_bindable(host: str, port: int) -> None:
+    """Raise ``OSError`` if ``host:port`` cannot be bound now (werkzeug would only print and exit)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host, port))
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

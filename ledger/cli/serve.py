@@ -12,8 +12,10 @@ import click
 
 from ledger.cli.common import (
     LedgerCommandError,
+    check_bindable,
     count,
     environments_option,
+    is_loopback,
     listen_error,
     listen_options,
     open_ledger,
@@ -57,7 +59,7 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
     """
     import logging
 
-    from ledger.capture.rest import FailClosed, check_bindable, is_loopback, serve, serve_problem
+    from ledger.capture.rest import FailClosed, serve, serve_problem
     from ledger.domain.events import CaptureContext
     from ledger.toolkit.arc_adapter import offline_arcade
 

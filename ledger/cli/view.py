@@ -8,10 +8,12 @@ import click
 
 from ledger.cli.common import (
     LedgerCommandError,
+    check_bindable,
     echo_json,
     emit,
     environments_option,
     include_retracted_option,
+    is_loopback,
     json_option,
     listen_error,
     listen_options,
@@ -51,7 +53,6 @@ def view(ctx: click.Context, host: str, port: int, environments: str | None) -> 
     import logging
     import signal
 
-    from ledger.capture.rest import check_bindable, is_loopback
     from ledger.web.server import create_app, run
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request is noise here

@@ -1,17 +1,16 @@
 """Reading the toolkit's JSONL recordings (``<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl``), line by line. The
 frame is the last key the toolkit writes, so the fast path decodes only the bytes before ``, "frame": ``; any other line
 is decoded whole, with the same result. sha256 costs as much as the parse and ``hashlib`` releases the GIL, so
-:class:`BackgroundRead` reads and hashes on another core."""
+:class:`BackgroundHash` hashes on another core."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import queue
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,47 +38,31 @@ TAIL = 4096
 _PENDING = 32
 
 
-class BackgroundRead:
-    """Reads ``f`` from its position in blocks and feeds ``digest`` with each, in a thread: both release the GIL,
-    so the parsing thread pays for neither. Iterate it for the blocks; :meth:`close` (the context manager's exit)
-    stops the thread and returns ``digest``, which then holds every block read."""
+class BackgroundHash:
+    """Feeds ``digest`` in a thread, in order, until :meth:`finish` (or the context manager's exit)."""
 
-    def __init__(self, f: Any, digest: Any) -> None:
+    def __init__(self, digest: Any) -> None:
         self.digest = digest
-        self._f = f
-        self._queue: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=_PENDING)
-        self._stop = False
-        self._thread: threading.Thread | None = threading.Thread(target=self._run, name="ledger-read", daemon=True)
+        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=_PENDING)
+        self._thread: threading.Thread | None = threading.Thread(target=self._run, name="ledger-hash", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        try:
-            while not self._stop and (block := self._f.read(BLOCK)):
-                self._queue.put(block)
-                self.digest.update(block)
-            self._queue.put(None)
-        except BaseException as e:  # handed to the reading thread, which raises it where it would have read
-            self._queue.put(e)
-
-    def __iter__(self) -> Iterator[bytes]:
         while (block := self._queue.get()) is not None:
-            if isinstance(block, BaseException):
-                raise block
-            yield block
+            self.digest.update(block)
 
-    def __enter__(self) -> BackgroundRead:
+    def update(self, block: bytes) -> None:
+        self._queue.put(block)
+
+    def __enter__(self) -> BackgroundHash:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.finish()
 
-    def close(self) -> Any:
+    def finish(self) -> Any:
         if self._thread is not None:
-            # A reader stopped early (an exception while parsing) drains the queue so the thread's put returns.
-            self._stop = True
-            while self._thread.is_alive():
-                with contextlib.suppress(queue.Empty):
-                    self._queue.get(timeout=0.01)
+            self._queue.put(None)
             self._thread.join()
             self._thread = None
         return self.digest
@@ -144,15 +127,19 @@ def check_continues(f: Any, since: RecordingImported, digest: Any) -> None:
 
 
 def feed_lines(
-    blocks: Iterable[bytes], reader: _FileReader, progress: Callable[[int], None] | None
+    f: Any, reader: _FileReader, hasher: BackgroundHash, progress: Callable[[int], None] | None
 ) -> tuple[int, bytes, LongLine | None]:
-    """Hand every whole line of ``blocks`` to ``reader``; returns the bytes read and an unended last line."""
+    """Hand every whole line from ``f``'s position to ``reader``; returns the bytes read and an unended last line."""
     line = reader.line
     carry = b""
     long: LongLine | None = None
     read = 0
-    for chunk in blocks:
+    while True:
+        chunk = f.read(BLOCK)
+        if not chunk:
+            break
         read += len(chunk)
+        hasher.update(chunk)
         if progress is not None:
             progress(len(chunk))
         pos = 0
@@ -497,8 +484,8 @@ def read_recording(
             p, since.lines if since is not None else 0, since.game_state if since is not None else None
         )
         f.seek(start)
-        with BackgroundRead(f, digest) as blocks:
-            read, carry, long = feed_lines(blocks, reader, progress)
+        with BackgroundHash(digest) as hasher:
+            read, carry, long = feed_lines(f, reader, hasher, progress)
         consumed = start + read - len(carry) - (long.length if long is not None else 0)
         if long is not None:
             reader.truncated(long.length)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -90,8 +89,7 @@ def rescored(ledger: Ledger, own: Mapping[str, Calculator], calc: Calculator) ->
     }
 
 
-@dataclass(frozen=True, slots=True)
-class Replay:
+class Replay(msgspec.Struct, frozen=True):
     """`ledger replay`: the card read, as shown (the toolkit's auto-close applied unless read ``until`` a version),
     with a benchmarking run's usage and cost kept with a card imported from its run folder."""
 

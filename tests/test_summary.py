@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
-import msgspec
 import pytest
 from click.testing import CliRunner
 
@@ -463,33 +462,3 @@ def _position(led: Ledger) -> int:
     from ledger.store.summary import POSITION_SQL
 
     return int(led.store.rows(POSITION_SQL)[0][0])
-
-
-def test_a_card_its_writer_lends_is_scored_as_appended_and_never_folded_into(backend_url: str) -> None:
-    # The writer's own object is scored (nothing decoded and folded again), and the writer may change it afterwards:
-    # the card's next append is folded from the log. An event the log cannot decode leaves no row, lent or not.
-    with Ledger.open(backend_url) as led:
-        events = list(synthetic.card_events(synthetic.random.Random(3), 1, synthetic.baselines(led), close=False))
-        card_id = events[0].card_id  # type: ignore[union-attr]
-        mine = fold(card_id, events)
-        led.append_card(card_id, events, 0, state=mine)
-        led.store.catch_up_summary()
-        assert led.store._keeper._cards[f"card:{card_id}"].state is mine
-        assert not differences(led.store)
-        game, plays = next(iter(mine.games.items()))
-        mine.games.clear()
-        mine.tags = ["the writer's own business"]
-        action = ActionTaken(
-            ts=synthetic.START, game_id=game, guid=plays[0].guid, action=2, levels_completed=0, state="WIN"
-        )
-        led.append_card(card_id, [action], len(events))
-        led.store.catch_up_summary()
-        assert not differences(led.store)
-        row = stored(led.store)[card_id][0]
-        assert row is not None and row.version == len(events) + 1
-        bogus = msgspec.structs.replace(action, state="BOGUS")
-        after = led.load_card(card_id)
-        led.append_card(card_id, [bogus], after.events, state=fold(card_id, [bogus], after))
-        led.store.catch_up_summary()
-        assert card_id not in stored(led.store)
-        assert not differences(led.store)

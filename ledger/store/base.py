@@ -123,10 +123,6 @@ class LogStore(Protocol):
     def rebuild_summary(self) -> int:
         """Rewrite the summary tables from the log in one transaction that holds the append lock; how many cards."""
 
-    def lend_to_summary(self, stream: str, state: Any, version: int) -> None:
-        """Hand the summary's next catch-up the card a writer holds as its committed append left it (``version``),
-        to score instead of decoding and folding that append's events again."""
-
     def summary_at_head(self) -> SummaryOverlay | None:
         """None once the summary tables reflect the log's head (caught up when behind); for a read-only store
         that is behind, the in-memory overlay to read them from."""
@@ -478,9 +474,6 @@ class HeadCache:
             self._heads.pop(stream, None)
 
 
-#: Cards lent to the summary and not taken yet, at most (:meth:`StoreBase.lend_to_summary`).
-LENT_CARDS = 64
-
 #: Events encoded, chained and inserted at a time by an append that returns only its last event.
 APPEND_CHUNK = 2_000
 
@@ -523,8 +516,6 @@ class StoreBase:
         self._heads = HeadCache()
         #: The cards summary's keeper (``summary.keeper_of``: this module does not import the summary's).
         self._keeper: Any = None
-        #: stream -> (card, version) lent by writers (:meth:`lend_to_summary`), taken by the summary's next catch-up.
-        self._lent: dict[str, tuple[Any, int]] = {}
         self._overlay: SummaryOverlay | None = None
         self._engine: Any = None
 
@@ -565,11 +556,6 @@ class StoreBase:
     def _hold_appends(self, con: Any) -> None:
         """Hold off every append until the write transaction on ``con`` ends (SQLite's IMMEDIATE transaction does
         already)."""
-
-    def lend_to_summary(self, stream: str, state: Any, version: int) -> None:
-        # A few at most: a catch-up that cannot run (a dropped table) leaves the cards to be read from the log.
-        if not self.readonly and len(self._lent) < LENT_CARDS:
-            self._lent[stream] = (state, version)
 
     def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         return self._read(sql if self._mark == "?" else pg_sql(sql), tuple(args))

@@ -330,7 +330,6 @@ class CardRepository:
         cached = False
         if state is not None and stored:
             last = stored[-1]
-            self.store.lend_to_summary(card_stream(card_id), state, last.version)
             if state.closed or last.version - cached_version >= SNAPSHOT_EVERY:
                 self.save(card_id, state, last.version, last.seq, last.hash)
                 cached = True

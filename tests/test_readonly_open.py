@@ -10,6 +10,7 @@ import inspect
 import json
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -104,6 +105,43 @@ def test_a_database_that_is_not_a_ledger_is_refused_untouched(tmp_path: Path) ->
     before_text = garbage.read_bytes()
     one_line(ledger_cli(garbage, "cards"), 1, "is not a ledger")
     assert garbage.read_bytes() == before_text
+
+
+def _killed_mid_transaction(tmp_path: Path, name: str) -> Path:
+    """The file and hot rollback journal a writer leaves when it is killed in its first transaction (a new ledger's
+    first connection writes in rollback mode until it has switched the file to WAL)."""
+    live = tmp_path / "live.db"
+    con = sqlite3.connect(live, isolation_level=None)
+    con.execute("CREATE TABLE t (x)")
+    con.execute("PRAGMA cache_size=1")  # the change spills to the file: the journal is hot
+    con.execute("BEGIN")
+    con.execute("CREATE TABLE events (x)")
+    con.execute(
+        "INSERT INTO t SELECT randomblob(4000) FROM (SELECT 1 UNION ALL SELECT 2) a, (SELECT 1 UNION ALL SELECT 2) b"
+    )
+    con.execute("INSERT INTO t SELECT randomblob(4000) FROM t, t AS u")
+    crashed = tmp_path / name
+    shutil.copy(live, crashed)
+    shutil.copy(f"{live}-journal", f"{crashed}-journal")
+    con.execute("ROLLBACK")
+    con.close()
+    return crashed
+
+
+def test_a_file_a_killed_writer_left_mid_transaction_is_rolled_back_then_judged(tmp_path: Path) -> None:
+    # Read-only, the hot journal cannot be rolled back ("attempt to write a readonly database"): the writer's check
+    # rolls it back as SQLite's own recovery does, then judges what the file holds. Here, another program's table.
+    crashed = _killed_mid_transaction(tmp_path, "crashed.db")
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        sqlite3.connect(f"file:{crashed}?mode=ro", uri=True).execute("SELECT 1 FROM sqlite_master").fetchone()
+    with pytest.raises(
+        StoreError, match=re.escape("is not a ledger (no events table or schema revision); nothing was")
+    ):
+        Ledger.open(crashed)
+    assert not Path(f"{crashed}-journal").exists()
+    con = sqlite3.connect(crashed)
+    assert [r[0] for r in con.execute("SELECT name FROM sqlite_master")] == ["t"]  # the committed state
+    con.close()
 
 
 def test_init_refuses_a_database_that_holds_tables_it_did_not_make_untouched(tmp_path: Path) -> None:

@@ -186,6 +186,9 @@ def check_tables(con: sqlite3.Connection, path: str) -> None:
         raise StoreError(f"{path} is not a ledger (no events table or schema revision); nothing was changed")
 
 
+FIRST_TABLE_SQL = "SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1"
+
+
 def refuse_foreign(path: str, busy_timeout_ms: int) -> None:
     """Refuse, as the read commands do (:func:`check_tables`), a database that holds tables and is not a ledger,
     through a read-only connection: a writer's first connection already switches the file to WAL, so another
@@ -195,9 +198,19 @@ def refuse_foreign(path: str, busy_timeout_ms: int) -> None:
     con = connect(path, busy_timeout_ms, "normal", True, False)
     try:
         try:
-            empty = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1").fetchone() is None
+            empty = con.execute(FIRST_TABLE_SQL).fetchone() is None
         except sqlite3.DatabaseError as e:
-            raise StoreError(f"{path} is not a ledger ({e}); nothing was changed") from e
+            if getattr(e, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_READONLY:
+                raise StoreError(f"{path} is not a ledger ({e}); nothing was changed") from e
+            # A writer killed mid-transaction left a hot journal (or a WAL to recover), which only a connection
+            # that may write rolls back: the file's committed state is restored as any SQLite writer would, and
+            # the check reads that. The journal mode is left as it is.
+            con.close()
+            con = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000)
+            try:
+                empty = con.execute(FIRST_TABLE_SQL).fetchone() is None
+            except sqlite3.DatabaseError as again:
+                raise StoreError(f"{path} is not a ledger ({again}); nothing was changed") from again
         if not empty:
             check_tables(con, path)
     finally:

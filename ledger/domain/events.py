@@ -13,7 +13,9 @@ State = Literal["NOT_PLAYED", "NOT_FINISHED", "WIN", "GAME_OVER"]
 CloseReason = Literal["explicit", "idle", "max_open", "end_of_import", "abandoned"]
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True):
+# gc=False: an event refers to nothing that refers back to it, so it never closes a cycle; untracked, the million
+# events a cold read decodes do not set off the collector's passes over everything else the process holds.
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True, gc=False):
     """Base of every event: ``ts`` is when the toolkit observed it (UTC)."""
 
     ts: datetime

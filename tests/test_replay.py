@@ -12,8 +12,9 @@ import msgspec
 import pytest
 
 from ledger import Ledger
+from ledger.app import synthetic
 from ledger.domain import chain
-from ledger.domain.events import card_stream, decode
+from ledger.domain.events import ActionTaken, PlayStarted, card_stream, decode
 from ledger.domain.projection import fold
 from ledger.domain.replay import ChunkMismatch, fold_joined
 from ledger.errors import StoreError
@@ -124,6 +125,40 @@ def test_checkpoints_run_off_the_appending_thread(db_path: Path) -> None:
             wal.BACKSTOP_PAGES
         )
     con.close()
+
+
+def test_one_commit_of_many_events_is_checkpointed_off_the_appending_thread(db_path: Path) -> None:
+    # An import commits a card of thousands of events at once: counted by its pages, not as one commit, so its WAL
+    # is checkpointed while the import goes on, not all at the close. A commit of a few events counts once.
+    from ledger.store import sqlite as wal
+    from ledger.store.base import Follower
+
+    ran: list[str] = []
+    real = Follower._run
+
+    def spy(self: Follower) -> None:
+        ran.append(self._name)
+        real(self)
+
+    Follower._run = spy  # type: ignore[method-assign]
+    try:
+        with Ledger.open(db_path) as led:
+            events = list(synthetic.card_events(random.Random(1), 0, synthetic.baselines(led), close=False))
+            card_id, play = events[0].card_id, events[1]  # type: ignore[union-attr]
+            assert isinstance(play, PlayStarted)
+            led.append_card(card_id, events, 0)
+            assert "ledger-wal-checkpoint" not in ran
+            n = wal.EVERY_COMMITS * wal.EVENTS_PER_PAGE
+            more = [
+                ActionTaken(
+                    ts=play.ts, game_id=play.game_id, guid=play.guid, action=2, levels_completed=0, state="NOT_FINISHED"
+                )
+                for _ in range(n)
+            ]
+            led.append_card(card_id, more, len(events))
+            assert "ledger-wal-checkpoint" in ran
+    finally:
+        Follower._run = real  # type: ignore[method-assign]
 
 
 def test_a_long_range_read_ahead_by_a_second_thread_gives_the_same_chunks(db_path: Path) -> None:

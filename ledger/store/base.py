@@ -123,6 +123,10 @@ class LogStore(Protocol):
     def rebuild_summary(self) -> int:
         """Rewrite the summary tables from the log in one transaction that holds the append lock; how many cards."""
 
+    def hand_over(self, stream: str, state: Any, version: int) -> None:
+        """Give the summary's next catch-up the card a writer folded as its committed append left it (``version``),
+        to score instead of decoding and folding those events again; the writer never touches ``state`` again."""
+
     def summary_at_head(self) -> SummaryOverlay | None:
         """None once the summary tables reflect the log's head (caught up when behind); for a read-only store
         that is behind, the in-memory overlay to read them from."""
@@ -474,6 +478,9 @@ class HeadCache:
             self._heads.pop(stream, None)
 
 
+#: Cards handed over to the summary and not taken yet, at most (:meth:`StoreBase.hand_over`).
+HANDED_CARDS = 64
+
 #: Events encoded, chained and inserted at a time by an append that returns only its last event.
 APPEND_CHUNK = 2_000
 
@@ -516,6 +523,8 @@ class StoreBase:
         self._heads = HeadCache()
         #: The cards summary's keeper (``summary.keeper_of``: this module does not import the summary's).
         self._keeper: Any = None
+        #: stream -> (card, version) handed over by writers (:meth:`hand_over`), taken by the summary's next catch-up.
+        self._handed: dict[str, tuple[Any, int]] = {}
         self._overlay: SummaryOverlay | None = None
         self._engine: Any = None
 
@@ -556,6 +565,11 @@ class StoreBase:
     def _hold_appends(self, con: Any) -> None:
         """Hold off every append until the write transaction on ``con`` ends (SQLite's IMMEDIATE transaction does
         already)."""
+
+    def hand_over(self, stream: str, state: Any, version: int) -> None:
+        # A few at most: a catch-up that cannot run (a dropped table) leaves the cards to be read from the log.
+        if not self.readonly and len(self._handed) < HANDED_CARDS:
+            self._handed[stream] = (state, version)
 
     def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         return self._read(sql if self._mark == "?" else pg_sql(sql), tuple(args))
@@ -772,9 +786,9 @@ FOLLOW_DELAY_S = 0.05
 
 
 class Follower:
-    """Runs ``work`` in a daemon thread of a writing process, woken every ``every`` commits (0: never) and run
-    ``delay`` seconds later (the commits in between are folded together): the summary's catch-up, SQLite's WAL
-    checkpoints. A failure is left for the next run (the summary is derived, the log is the truth; a checkpoint's
+    """Runs ``work`` in a daemon thread of a writing process, woken every ``every`` commits (0: never; a commit
+    counts its ``weight``) and run ``delay`` seconds later (the commits in between are folded together): the
+    summary's catch-up, SQLite's WAL checkpoints. A failure is left for the next run (the summary is derived, the log is the truth; a checkpoint's
     pages stay in the WAL). A forked child starts its own thread."""
 
     def __init__(self, work: Callable[[], object], name: str, *, every: int = 1, delay: float = FOLLOW_DELAY_S) -> None:
@@ -790,9 +804,10 @@ class Follower:
         self._pid = 0
         self._closed = False
 
-    def committed(self) -> None:
-        """Called by the appending thread after a commit (costs a count when the thread runs already)."""
-        self._commits += 1
+    def committed(self, weight: int = 1) -> None:
+        """Called by the appending thread after a commit of ``weight`` units (costs a count when the thread runs
+        already)."""
+        self._commits += weight
         if self._closed or not self._every or self._commits < self._every:
             return
         self._commits = 0

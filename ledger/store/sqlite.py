@@ -59,8 +59,11 @@ from ledger.store.connections import ReadPool, Writer
 # running it inline (measured), so ``full`` keeps SQLite's own checkpointing.
 #: The writers' ``wal_autocheckpoint``: only if the background checkpoints fall behind (about 40 MB of WAL).
 BACKSTOP_PAGES = 10_000
-#: Commits between two background checkpoints (each commit of a captured step writes one or two pages).
+#: Commits between two background checkpoints (each commit of a captured step writes one or two pages). A commit of
+#: many events counts once per EVENTS_PER_PAGE of them (about what a page holds): an import checkpoints each card's
+#: pages while it reads the next, and its close is left little to copy and sync.
 EVERY_COMMITS = 250
+EVENTS_PER_PAGE = 8
 
 
 HEAD_SQL = "SELECT version, hash FROM events WHERE stream = ? ORDER BY version DESC LIMIT 1"
@@ -516,7 +519,7 @@ class SQLiteStore(StoreBase):
                     if dbapi.in_transaction:
                         dbapi.execute("ROLLBACK")
                     raise
-            self._checkpointer.committed()
+            self._checkpointer.committed(1 + (out[-1].version - head[0] - 1) // EVENTS_PER_PAGE)
             self._follower.committed()
         except sqlite3.Error as e:
             self._heads.forget(stream)

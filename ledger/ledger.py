@@ -187,10 +187,17 @@ class Ledger:
         state: CardState | None = None,
         cached_version: int = 0,
         whole: bool = True,
+        hand_over: bool = False,
     ) -> Appended:
-        """:meth:`append` to a card's stream, then apply the snapshot policy."""
+        """:meth:`append` to a card's stream, then apply the snapshot policy (see ``CardRepository.append``)."""
         return self.repository.append(
-            card_id, events, expected_version, state=state, cached_version=cached_version, whole=whole
+            card_id,
+            events,
+            expected_version,
+            state=state,
+            cached_version=cached_version,
+            whole=whole,
+            hand_over=hand_over,
         )
 
     def card_baselines(self, card: CardState) -> dict[str, BaselineEntry]:

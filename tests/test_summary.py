@@ -462,3 +462,51 @@ def _position(led: Ledger) -> int:
     from ledger.store.summary import POSITION_SQL
 
     return int(led.store.rows(POSITION_SQL)[0][0])
+
+
+def test_a_card_its_writer_hands_over_is_scored_as_it_is_and_later_appends_fold_into_it(backend_url: str) -> None:
+    # The writer's own object is held (nothing decoded and folded again); the card's next append is folded into it
+    # and the rows still equal a rebuild. A writer that keeps its card (live capture) does not hand it over.
+    with Ledger.open(backend_url) as led:
+        events = list(synthetic.card_events(synthetic.random.Random(3), 1, synthetic.baselines(led), close=False))
+        card_id = events[0].card_id  # type: ignore[union-attr]
+        mine = fold(card_id, events)
+        led.append_card(card_id, events, 0, state=mine, hand_over=True)
+        led.store.catch_up_summary()
+        held = led.store._keeper._cards
+        assert held[f"card:{card_id}"].state is mine
+        assert not differences(led.store)
+        game, plays = next(iter(mine.games.items()))
+        action = ActionTaken(
+            ts=synthetic.START, game_id=game, guid=plays[0].guid, action=2, levels_completed=0, state="WIN"
+        )
+        led.append_card(card_id, [action], len(events))
+        led.store.catch_up_summary()
+        assert held[f"card:{card_id}"].state is mine and mine.events == len(events) + 1
+        assert not differences(led.store)
+        row = stored(led.store)[card_id][0]
+        assert row is not None and row.version == len(events) + 1
+        others = list(synthetic.card_events(synthetic.random.Random(4), 2, synthetic.baselines(led), close=False))
+        kept = fold(others[0].card_id, others)  # type: ignore[union-attr]
+        led.append_card(kept.card_id, others, 0, state=kept)
+        led.store.catch_up_summary()
+        assert held[f"card:{kept.card_id}"].state is not kept
+        assert not differences(led.store)
+
+
+def test_an_import_hands_its_cards_over_to_the_summary(tmp_path: Path) -> None:
+    taken: list[str] = []
+    with Ledger.open(tmp_path / "l.sqlite") as led:
+        hand_over = led.store.hand_over
+
+        def spy(stream: str, state: CardState, version: int) -> None:
+            taken.append(stream)
+            assert state.events == version
+            hand_over(stream, state, version)
+
+        led.store.hand_over = spy  # type: ignore[method-assign]
+        summary = import_recordings(led, [CORPUS])
+        led.store.catch_up_summary()
+        imported = [c.card_id for c in summary.cards if c.status == "imported"]
+        assert imported and sorted(taken) == sorted(f"card:{c}" for c in imported)
+        assert not differences(led.store)

@@ -134,7 +134,7 @@ def _one(opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: 
         )
     )
     close_import(card, bmap, max(a.ts for a in d.answers), told, events)
-    ledger.append_card(d.card_id, events, 0, state=card)
+    ledger.append_card(d.card_id, events, 0, state=card, hand_over=True)
     result.status, result.events, result.lines = "imported", len(events), len(d.answers)
     result.plays = len({a.guid for a in d.answers})
     return result

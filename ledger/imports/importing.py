@@ -143,7 +143,7 @@ def _import_card_once(
     count_not_counted(out, result)
     _record_progress_and_close(card, advanced, bmap, last, out)
     # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
-    ledger.append_card(card_id, out, version, state=card, whole=False)
+    ledger.append_card(card_id, out, version, state=card, whole=False, hand_over=True)
     index.add(set().union(*(r.guids for r in reads)), card_id)
     result.status = "imported" if existing is None else "updated"
     result.events = len(out)

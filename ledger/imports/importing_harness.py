@@ -458,7 +458,7 @@ def _commit(
         yield from tail
 
     # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
-    ledger.append_card(card_id, events(), version, state=card, whole=False)
+    ledger.append_card(card_id, events(), version, state=card, whole=False, hand_over=True)
     return made, closed[0]
 
 

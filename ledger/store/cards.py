@@ -322,10 +322,14 @@ class CardRepository:
         state: CardState | None = None,
         cached_version: int = 0,
         whole: bool = True,
+        hand_over: bool = False,
     ) -> Appended:
         """Append to a card's stream (``expected_version`` None: at its head), then apply the snapshot policy:
         ``state`` (the card after these events, when the caller holds it) is cached once the card is closed or once
-        :data:`SNAPSHOT_EVERY` events have followed the snapshot at ``cached_version``."""
+        :data:`SNAPSHOT_EVERY` events have followed the snapshot at ``cached_version``. ``hand_over``: the caller
+        gives ``state`` up (an import's card, never changed again), and the cards summary scores it as it is
+        rather than folding these events once more; a writer that goes on folding into its card (live capture)
+        must not."""
         stored = self.store.append(card_stream(card_id), events, expected_version=expected_version, whole=whole)
         cached = False
         if state is not None and stored:
@@ -333,6 +337,8 @@ class CardRepository:
             if state.closed or last.version - cached_version >= SNAPSHOT_EVERY:
                 self.save(card_id, state, last.version, last.seq, last.hash)
                 cached = True
+            if hand_over:  # after the snapshot is written: from here on the summary's thread may fold into it
+                self.store.hand_over(card_stream(card_id), state, last.version)
         return Appended(stored, cached)
 
     def document(

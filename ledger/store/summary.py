@@ -250,7 +250,8 @@ class SummaryKeeper:
         """The summary change of appending ``bodies`` (of ``types``) after ``base_version``; None for a stream
         that is not a card. ``read`` (in the caller's transaction) replays the stream when the card is not held at
         ``base_version``. The bodies are decoded here: one the log cannot decode leaves the card without a row, as
-        a rebuild does."""
+        a rebuild does. A card held at the version these bodies end at was handed over by its writer
+        (:meth:`take`; the keeper's own cards are never ahead of the log's position): it is scored as it is."""
         card_id = card_id_of(stream)
         if card_id is None:
             return None
@@ -258,6 +259,17 @@ class SummaryKeeper:
             # Taken out while the append runs: folded in place, it is put back only by ``committed``, so a rolled
             # back append leaves nothing held and the next one replays the stream.
             held = self._cards.pop(stream, None)
+        version = base_version + len(bodies)
+        if held is not None and held.version == version:
+            try:
+                for body in bodies:  # one the log cannot decode leaves no row, whatever the writer held
+                    decode(body)
+            except (msgspec.DecodeError, msgspec.ValidationError, TypeError):
+                return Change(stream, None, None, None)
+            card = held.state
+            got = card_score(card, baseline_set(self._baselines, card.baselines_id, lambda s: read(s, 1)))
+            keys = keys_of(card)
+            return Change(stream, Tracked(card, version, got, keys), row_of(card, version, got), keys)
         try:
             if held is None or held.version != base_version:
                 state = replay(card_id, read(stream, base_version) if base_version else [])
@@ -273,9 +285,14 @@ class SummaryKeeper:
         if rescore or scored is None:
             scored = card_score(state, baseline_set(self._baselines, state.baselines_id, lambda s: read(s, 1)))
         keys = keys_of(state) if rescore else held.keys
-        version = base_version + len(bodies)
         tracked = Tracked(state, version, scored, keys)
         return Change(stream, tracked, row_of(state, version, scored), keys if keys != held.keys else None)
+
+    def take(self, handed: dict[str, tuple[CardState, int]]) -> None:
+        """Hold the cards writers handed over (``StoreBase.hand_over``), each at the version its append left it."""
+        while handed:
+            stream, (state, version) = handed.popitem()
+            self.committed(Change(stream, Tracked(state, version, None, frozenset()), None, None))
 
     def committed(self, change: Change | None) -> None:
         if change is None:
@@ -587,6 +604,7 @@ def catch_up(
     :data:`TAIL_CHUNK` events; returns how many events were folded. ``begin`` opens the transaction and takes what
     serializes catch-ups; ``writing`` wraps the writes (PostgreSQL: a pipeline, not a round trip per statement)."""
     keeper, fetch, run = keeper_of(store), store._fetcher(con), store._runner(con)
+    keeper.take(store._handed)
     folded = 0
     while True:
         changes: list[Change | None] = []

@@ -119,7 +119,7 @@ def bare(envs: Path, sent: list[tuple[int, Any]], game_id: str = GAME) -> float:
     """CPU seconds to step ``sent`` (action id, its data or None) through a fresh game, nothing else."""
     from arcengine import ActionInput, GameAction
 
-    from ledger.toolkit.environments import scan_games
+    from ledger.toolkit.game_files import scan_games
     from ledger.toolkit.seeds import start_game
 
     game = start_game(scan_games(envs)[game_id])

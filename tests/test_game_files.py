@@ -200,7 +200,7 @@ def test_resimulation_does_not_import_the_toolkit(tmp_path: Path) -> None:
     envs = environments(tmp_path / "envs")
     code = (
         "import sys\n"
-        "from ledger.toolkit.environments import scan_games\n"
+        "from ledger.toolkit.game_files import scan_games\n"
         "from ledger.toolkit.seeds import start_game\n"
         "from ledger.toolkit.seeds import seed_classes\n"
         f"infos = scan_games({str(envs)!r})\n"

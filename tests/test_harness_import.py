@@ -140,7 +140,7 @@ def test_without_the_games_code_scores_are_exact_and_resets_unknown(tmp_path: Pa
         base = json.loads(led.export(run.agents[0].recorder.guid))  # imported without baselines
         assert base["environments"][0]["runs"][0]["message"].startswith("No Matching EnvironmentInfo")
         from ledger.domain.baselines import as_map, canonical
-        from ledger.toolkit.environments import scan_environments
+        from ledger.toolkit.game_files import scan_environments
 
         bmap = as_map(canonical(scan_environments(envs)[0]))
         for agent in run.agents:

@@ -31,7 +31,7 @@ from ledger.domain.events import ActionTaken, BaselineEntry, CardClosed, CardOpe
 from ledger.errors import ImportInputError
 from ledger.formats.recordings import STRICT_KINDS
 from ledger.imports.importing import import_recordings
-from ledger.toolkit.environments import scan_environments
+from ledger.toolkit.game_files import scan_environments
 
 CORPUS = Path(__file__).resolve().parent / "recordings_corpus"
 GOOD = next((CORPUS / "good").glob("*/*.jsonl"))

@@ -24,7 +24,7 @@ from ledger.domain.events import (
 )
 from ledger.errors import BaselinesInputError, LabelConflict, UnknownBaselines, VersionConflict
 from ledger.ledger import Ledger
-from ledger.toolkit.environments import scan_environments
+from ledger.toolkit.game_files import scan_environments
 
 #: Labels are short names; one that could read as a set id (or a prefix of one) is refused, see check_label.
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,63}$")

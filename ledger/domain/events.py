@@ -21,6 +21,13 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_de
     ts: datetime
 
 
+class PlayEvent(Event, frozen=True, kw_only=True):
+    """An event of one play: ``guid``'s play of ``game_id``."""
+
+    game_id: str
+    guid: str
+
+
 class CardOpened(Event, tag="card_opened", frozen=True, kw_only=True):
     """A scorecard was opened; ``api_key_fingerprint`` is a salted hash (the key is never stored)."""
 
@@ -39,21 +46,17 @@ class CardOpened(Event, tag="card_opened", frozen=True, kw_only=True):
     calculator_source: str | None = None
 
 
-class PlayStarted(Event, tag="play_started", frozen=True, kw_only=True):
+class PlayStarted(PlayEvent, tag="play_started", frozen=True, kw_only=True):
     """A full reset (``Scorecard.new_play``): a new play of ``game_id`` for ``guid``; it counts as no action."""
 
-    game_id: str
-    guid: str
     seed: int | None = None
 
 
-class ActionTaken(Event, tag="action_taken", frozen=True, kw_only=True):
+class ActionTaken(PlayEvent, tag="action_taken", frozen=True, kw_only=True):
     """ACTION1..ACTION7 answered with a frame: one action counted on the guid's current play. ``candidates``: an
     imported recording did not decide the action; ``action`` is then the first of them (the count is the same whichever
     it was; an audit reports it as undecided, never as a mismatch)."""
 
-    game_id: str
-    guid: str
     action: int
     x: int | None = None
     y: int | None = None
@@ -63,41 +66,33 @@ class ActionTaken(Event, tag="action_taken", frozen=True, kw_only=True):
     candidates: list[int] | None = None
 
 
-class ActionIgnored(Event, tag="action_ignored", frozen=True, kw_only=True):
+class ActionIgnored(PlayEvent, tag="action_ignored", frozen=True, kw_only=True):
     """An action answered with an empty frame (after GAME_OVER or WIN): counted nowhere, kept for the post-mortem."""
 
-    game_id: str
-    guid: str
     action: int
     state: State
 
 
-class LevelReset(Event, tag="level_reset", frozen=True, kw_only=True):
+class LevelReset(PlayEvent, tag="level_reset", frozen=True, kw_only=True):
     """A RESET that restarted the current level: one reset and one action; a GAME_OVER play stays GAME_OVER."""
 
-    game_id: str
-    guid: str
     levels_completed: int
     state: State
 
 
-class LevelCompleted(Event, tag="level_completed", frozen=True, kw_only=True):
+class LevelCompleted(PlayEvent, tag="level_completed", frozen=True, kw_only=True):
     """The play's ``levels_completed`` changed after ``actions`` actions: one entry of ``Card.actions_by_level``."""
 
-    game_id: str
-    guid: str
     levels_completed: int
     actions: int
 
 
-class GameOver(Event, tag="game_over", frozen=True, kw_only=True):
-    game_id: str
-    guid: str
+class GameOver(PlayEvent, tag="game_over", frozen=True, kw_only=True):
+    pass
 
 
-class Win(Event, tag="win", frozen=True, kw_only=True):
-    game_id: str
-    guid: str
+class Win(PlayEvent, tag="win", frozen=True, kw_only=True):
+    pass
 
 
 class CardClosed(Event, tag="card_closed", frozen=True, kw_only=True):
@@ -107,11 +102,9 @@ class CardClosed(Event, tag="card_closed", frozen=True, kw_only=True):
     document_sha256: str | None = None
 
 
-class ObservationReapplied(Event, tag="observation_reapplied", frozen=True, kw_only=True):
+class ObservationReapplied(PlayEvent, tag="observation_reapplied", frozen=True, kw_only=True):
     """A RESET the REST server did not execute (competition mode): it counted the play's last observation again."""
 
-    game_id: str
-    guid: str
     action: int
     levels_completed: int
     state: State

@@ -74,12 +74,8 @@ class Frontier:
         return fold([h for _, h in self.stack])
 
 
-def frontier_parts(size: int) -> list[Part]:
-    """The perfect subtrees a tree of ``size`` leaves is made of, largest first (its :class:`Frontier`)."""
-    return perfect_parts(0, size)
-
-
 def perfect_parts(lo: int, hi: int) -> list[Part]:
+    """The perfect subtrees leaves ``lo`` .. ``hi``-1 are made of, largest first (from 0: a :class:`Frontier`'s)."""
     out = []
     while hi > lo:
         n = hi - lo

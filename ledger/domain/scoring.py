@@ -102,14 +102,9 @@ def tags_for_level(info: BaselineEntry, level_idx: int, private: bool) -> list[s
 
 
 def _unscored_run(game_id: str, play: Play, message: str) -> RunDoc:
-    # The toolkit's _raw_scores_from_card: per-level actions only, baselines unknown (-1), no score.
-    actions: list[int] = []
-    prev = 0
-    for _, at in play.marks:
-        actions.append(at - prev)
-        prev = at
-    if play.state != "WIN":
-        actions.append(play.actions - prev)
+    # The toolkit's _raw_scores_from_card: per-level actions only (the level being played too unless it won),
+    # baselines unknown (-1), no score.
+    actions = [a for _, a in level_split(play, len(play.marks) + (play.state != "WIN"))]
     return RunDoc(
         id=game_id,
         guid=play.guid,

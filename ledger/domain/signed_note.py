@@ -112,8 +112,8 @@ def checkpoint_text(origin: str, size: int, root: bytes, heads_count: int, heads
     return f"{origin}\n{size}\n{r}\n{HEADS_LINE} {heads_count} {h}\n"
 
 
-def signature_line(name: str, public_key: bytes, sig: bytes) -> str:
-    return f"{DASH}{name} {base64.b64encode(key_id(name, public_key) + sig).decode()}\n"
+def signature_line(name: str, public_key: bytes, sig: bytes, key_type: int = ED25519) -> str:
+    return f"{DASH}{name} {base64.b64encode(key_id(name, public_key, key_type) + sig).decode()}\n"
 
 
 def _number(text: str, what: str) -> int:
@@ -178,9 +178,9 @@ def parse_checkpoint(note: str) -> Checkpoint:
     )
 
 
-def signatures_by(cp: Checkpoint, name: str, public_key: bytes) -> list[bytes]:
+def signatures_by(cp: Checkpoint, name: str, public_key: bytes, key_type: int = ED25519) -> list[bytes]:
     """The signatures in ``cp`` that claim to be by this key (same name and key id)."""
-    kid = key_id(name, public_key)
+    kid = key_id(name, public_key, key_type)
     return [s.sig for s in cp.signatures if s.name == name and s.key_id == kid]
 
 
@@ -194,17 +194,13 @@ def cosigned_message(text: str, timestamp: int) -> str:
 
 def cosignature_line(name: str, public_key: bytes, timestamp: int, sig: bytes) -> str:
     """A cosignature line: em dash, the witness's name, base64(key id || u64 timestamp || signature)."""
-    blob = key_id(name, public_key, COSIGNATURE_V1) + timestamp.to_bytes(8, "big") + sig
-    return f"{DASH}{name} {base64.b64encode(blob).decode()}\n"
+    return signature_line(name, public_key, timestamp.to_bytes(8, "big") + sig, COSIGNATURE_V1)
 
 
 def cosignatures_by(cp: Checkpoint, name: str, public_key: bytes) -> list[tuple[int, bytes]]:
     """The (timestamp, signature) of each cosignature in ``cp`` that claims to be by this witness key."""
-    kid = key_id(name, public_key, COSIGNATURE_V1)
     out = []
-    for s in cp.signatures:
-        if s.name == name and s.key_id == kid and len(s.sig) == 72:
-            ts = int.from_bytes(s.sig[:8], "big")
-            if ts < 2**63:
-                out.append((ts, s.sig[8:]))
+    for sig in signatures_by(cp, name, public_key, COSIGNATURE_V1):
+        if len(sig) == 72 and (ts := int.from_bytes(sig[:8], "big")) < 2**63:
+            out.append((ts, sig[8:]))
     return out

@@ -312,7 +312,7 @@ class Baselines:
         if self.folder is None:
             return None
         if self._infos is None:
-            from ledger.toolkit.environments import scan_games
+            from ledger.toolkit.game_files import scan_games
 
             self._infos = scan_games(self.folder)
         return self._infos.get(game_id)

@@ -57,7 +57,7 @@ from ledger.imports.import_cards import (
 )
 from ledger.imports.import_cards import ImportSummary as ImportSummary  # re-exported
 from ledger.rules.audit_checks import not_a_recording
-from ledger.toolkit.environments import scan_environments
+from ledger.toolkit.game_files import scan_environments
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger

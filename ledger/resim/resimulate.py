@@ -38,8 +38,7 @@ from ledger.resim.resim_branches import (
     noted_frames,
 )
 from ledger.resim.state_search import Signature
-from ledger.toolkit.environments import scan_games
-from ledger.toolkit.game_files import LocalGame
+from ledger.toolkit.game_files import LocalGame, scan_games
 from ledger.toolkit.game_states import StateNotCopied
 from ledger.toolkit.search_budget import STATE_BYTES, SearchSpent, allowance, deadline, step_limit
 from ledger.toolkit.seeds import SEED_TRIES, seed_classes

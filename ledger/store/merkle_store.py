@@ -220,7 +220,7 @@ class TreeStore:
     # -- reading subtrees ------------------------------------------------------------------------------------------
 
     def _frontier(self, conn: Any, size: int) -> list[tuple[int, bytes]]:
-        parts = merkle.frontier_parts(size)
+        parts = merkle.perfect_parts(0, size)
         got = self._parts(conn, set(parts))
         return [(level, got[(level, idx)]) for level, idx in parts]
 

@@ -177,26 +177,24 @@ def state_name(state: Any) -> str:
 
 
 _wrap_lock = threading.Lock()
-_session_request: Callable[..., Any] | None = None
-_scorecard_update: Callable[..., Any] | None = None
+_originals: dict[tuple[Any, str], Callable[..., Any]] = {}
+
+
+def _wrap_once(cls: Any, name: str, replacement: Callable[..., Any]) -> Callable[..., Any]:
+    """Patch ``cls.name`` with ``replacement`` the first time only; the original, every time."""
+    with _wrap_lock:
+        if (cls, name) not in _originals:
+            _originals[cls, name] = getattr(cls, name)
+            setattr(cls, name, replacement)
+        return _originals[cls, name]
 
 
 def wrap_session_request(replacement: Callable[..., Any]) -> Callable[..., Any]:
-    global _session_request
-    with _wrap_lock:
-        if _session_request is None:
-            _session_request = requests.Session.request
-            setattr(requests.Session, "request", replacement)  # noqa: B010 (a patch, not an assignment mypy types)
-        return _session_request
+    return _wrap_once(requests.Session, "request", replacement)
 
 
 def wrap_scorecard_update(replacement: Callable[..., Any]) -> Callable[..., Any]:
-    global _scorecard_update
-    with _wrap_lock:
-        if _scorecard_update is None:
-            _scorecard_update = Scorecard.update_scorecard
-            setattr(Scorecard, "update_scorecard", replacement)  # noqa: B010
-        return _scorecard_update
+    return _wrap_once(Scorecard, "update_scorecard", replacement)
 
 
 def offline_arcade(environments_dir: str, logger: Any = None) -> Any:

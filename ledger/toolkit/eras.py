@@ -7,9 +7,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-#: The releases capture is tested against, both included.
-TESTED = ((0, 9, 1), (0, 9, 9))
-
 
 @dataclass(frozen=True, slots=True)
 class Era:
@@ -68,7 +65,7 @@ ERAS = (
     _era((0, 9, 6), (0, 9, 6), "rest_server", "idle_for", "competition", "wrapper_skips_empty_frames"),
     _era((0, 9, 7), (0, 9, 9), "rest_server", "idle_for", "competition", "wrapper_skips_empty_frames", "max_open_for"),
 )
-#: The adapter used for a release outside :data:`TESTED` when the override is set: the newest era's.
+#: The adapter used for a release outside the tested ones (:data:`ERAS`) when the override is set: the newest era's.
 NEWEST = ERAS[-1]
 
 
@@ -86,7 +83,7 @@ def parse(version: str) -> tuple[int, ...]:
 
 
 def era_of(version: str | None) -> Era | None:
-    """The era of an arc-agi release, None outside :data:`TESTED` (or for a version that cannot be read)."""
+    """The era of an arc-agi release, None outside :data:`ERAS` (or for a version that cannot be read)."""
     v = parse(version) if version else ()
     if len(v) < 3:
         return None
@@ -102,4 +99,5 @@ def _span(first: tuple[int, ...], last: tuple[int, ...]) -> str:
 
 
 def tested_range() -> str:
-    return _span(*TESTED)
+    """The releases capture is tested against, both included."""
+    return _span(ERAS[0].first, NEWEST.last)

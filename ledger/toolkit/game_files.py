@@ -15,6 +15,9 @@ from typing import Any
 
 import msgspec
 
+from ledger.domain.baselines import entry_from_metadata
+from ledger.domain.events import BaselineEntry
+
 
 class GameInfo(msgspec.Struct, frozen=True):
     game_id: str
@@ -44,6 +47,18 @@ _PLAIN_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-
 
 class GameStartError(Exception):
     """A game's code did not load, or did not answer its first RESET."""
+
+
+def scan_environments(root: str | os.PathLike[str]) -> tuple[list[BaselineEntry], list[str]]:
+    """Every ``metadata.json`` under ``root`` as Arcade scans, sorted by path, and a message per unreadable file."""
+    entries: list[BaselineEntry] = []
+    problems: list[str] = []
+    for path in sorted(Path(root).rglob("metadata.json")):
+        try:
+            entries.append(entry_from_metadata(path.read_bytes()))
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as e:
+            problems.append(f"{path}: {e}")
+    return entries, problems
 
 
 def scan_games(environments_dir: str | os.PathLike[str]) -> dict[str, GameInfo]:

@@ -25,7 +25,6 @@ class DirectWatcher(Protocol):
 
 _watchers: dict[str, DirectWatcher] = {}
 _tls = threading.local()
-_lock = threading.Lock()
 _original: Callable[..., Any] | None = None
 
 
@@ -37,15 +36,9 @@ def _update_scorecard(self: Any, guid: str, data: Any, full_reset: bool) -> Any:
     return watcher.direct_update(self, _original, guid, data, full_reset)
 
 
-def install() -> None:
-    global _original
-    with _lock:
-        if _original is None:
-            _original = arc_adapter.wrap_scorecard_update(_update_scorecard)
-
-
 def watch(card_id: str, watcher: DirectWatcher) -> None:
-    install()
+    global _original
+    _original = arc_adapter.wrap_scorecard_update(_update_scorecard)  # the toolkit's own, wrapped once per process
     _watchers[card_id] = watcher
 
 

@@ -103,21 +103,13 @@ class Ledger:
         self._on_close.clear()
         self.store.close()
 
-    @property
-    def durability(self) -> str:
-        return str(getattr(self.store, "durability", "normal"))
-
-    def on_close(self, hook: Any) -> None:
-        """Call ``hook()`` when the ledger closes, before the database is released."""
-        self._on_close.append(hook)
-
     def attach(self, arcade: Any, *, record_reasoning: bool = False, **options: Any) -> Any:
         """Capture everything ``arcade`` (an ``arc_agi.Arcade``) does to its scorecards from now on; returns the capture
         (``detach()`` stops it). CaptureError for an untested release or an Arcade it cannot patch (docs/capture.md)."""
         from ledger.capture.capture import attach
 
         capture = attach(self.repository, arcade, record_reasoning=record_reasoning, **options)
-        self.on_close(capture.flush)
+        self._on_close.append(capture.flush)
         return capture
 
     def record_baselines(self, entries: Iterable[BaselineEntry], *, ts: datetime | None = None) -> str:

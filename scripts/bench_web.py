@@ -15,8 +15,8 @@ from typing import Any
 from benchlib import best, build_card, synthetic_plays
 
 from ledger import Ledger
-from ledger.web.pages import LiveLinks
-from ledger.web.server import STATIC, create_app
+from ledger.web.pages import STATIC, LiveLinks
+from ledger.web.server import create_app
 
 
 def _serve(led: Ledger) -> tuple[Any, str]:

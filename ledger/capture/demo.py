@@ -15,10 +15,10 @@ if TYPE_CHECKING:
 DEMO_GAMES = Path(__file__).resolve().parent / "demo_games"
 
 
-def quiet_toolkit_logger() -> logging.Logger:
+def quiet_toolkit_logger(name: str) -> logging.Logger:
     """A logger for ``Arcade`` that shows warnings only (the toolkit logs every step at INFO on stdout)."""
     logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
-    log = logging.getLogger("ledger.demo.arcade")
+    log = logging.getLogger(name)
     log.setLevel(logging.WARNING)
     return log
 
@@ -32,7 +32,7 @@ def run_demo(repository: CardRepository, *, seed: int = 0) -> str:
     from ledger.toolkit.arc_adapter import offline_arcade
 
     rng = random.Random(seed)
-    arcade = offline_arcade(str(DEMO_GAMES), logger=quiet_toolkit_logger())
+    arcade = offline_arcade(str(DEMO_GAMES), logger=quiet_toolkit_logger("ledger.demo.arcade"))
     capture = attach(repository, arcade)
     try:
         card_id = arcade.open_scorecard(tags=["demo"], source_url="https://example.invalid/ledger-demo")

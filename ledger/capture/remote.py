@@ -73,11 +73,6 @@ def _probed_request(self: requests.Session, method: str, url: str, *args: Any, *
     return resp
 
 
-def install_probe() -> None:
-    global _original_request
-    _original_request = arc.wrap_session_request(_probed_request)
-
-
 def _json(ex: Exchange) -> tuple[Any, str | None]:
     if ex.error is not None:
         return None, ex.error
@@ -125,7 +120,8 @@ class RemoteCapture(CaptureBase):
     unit = "call"
 
     def _install(self) -> None:
-        install_probe()
+        global _original_request
+        _original_request = arc.wrap_session_request(_probed_request)  # the toolkit's own, wrapped once per process
         arcade = self.arcade
         originals = {name: getattr(arcade, name) for name in arc.REMOTE_ARCADE_HOOKS}
 

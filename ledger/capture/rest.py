@@ -25,7 +25,6 @@ class DirectWatcher(Protocol):
 
 _watchers: dict[str, DirectWatcher] = {}
 _tls = threading.local()
-_lock = threading.Lock()
 _original: Callable[..., Any] | None = None
 
 
@@ -37,15 +36,9 @@ def _update_scorecard(self: Any, guid: str, data: Any, full_reset: bool) -> Any:
     return watcher.direct_update(self, _original, guid, data, full_reset)
 
 
-def install() -> None:
-    global _original
-    with _lock:
-        if _original is None:
-            _original = arc_adapter.wrap_scorecard_update(_update_scorecard)
-
-
 def watch(card_id: str, watcher: DirectWatcher) -> None:
-    install()
+    global _original
+    _original = arc_adapter.wrap_scorecard_update(_update_scorecard)  # the toolkit's own, wrapped once per process
     _watchers[card_id] = watcher
 
 
@@ -53,8 +46,10 @@ def unwatch(card_id: str) -> None:
     _watchers.pop(card_id, None)
 
 
-class _ViaManager:
-    # A plain class, not a generator context manager: every captured step enters one (a generator costs more).
+class via_manager:
+    """Mark the current thread as inside ``ScorecardManager.update_scorecard`` (whose hook records the update). A plain
+    class, not a generator context manager: every captured step enters one (a generator costs more)."""
+
     __slots__ = ("_prev",)
 
     def __enter__(self) -> None:
@@ -63,11 +58,6 @@ class _ViaManager:
 
     def __exit__(self, *exc: object) -> None:
         _tls.via_manager = self._prev
-
-
-def via_manager() -> _ViaManager:
-    """Mark the current thread as inside ``ScorecardManager.update_scorecard`` (whose hook records the update)."""
-    return _ViaManager()
 
 
 def serve_problem(competition_mode: bool) -> str | None:
@@ -85,10 +75,6 @@ def serve_problem(competition_mode: bool) -> str | None:
             "install arc-agi 0.9.3 or later where ledger serve runs"
         )
     return None
-
-
-def serve(arcade: Any, **kwargs: Any) -> None:
-    arcade.listen_and_serve(**kwargs)
 
 
 #: The ``error`` of an answer whose request the ledger could not record (HTTP 503), and of every later answer about

@@ -57,15 +57,12 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
       ledger serve --environments environment_files                            # http://127.0.0.1:8001/
       ledger serve --environments environment_files --competition --port 8002
     """
-    import logging
-
-    from ledger.capture.rest import FailClosed, serve, serve_problem
+    from ledger.capture.demo import quiet_toolkit_logger
+    from ledger.capture.rest import FailClosed, serve_problem
     from ledger.domain.events import CaptureContext
     from ledger.toolkit.arc_adapter import offline_arcade
 
-    quiet = logging.getLogger("ledger.serve.toolkit")
-    quiet.setLevel(logging.WARNING)
-    logging.getLogger("arc_agi.scorecard").setLevel(logging.WARNING)
+    quiet = quiet_toolkit_logger("ledger.serve.toolkit")
     problem = serve_problem(competition)
     if problem is not None:
         raise LedgerCommandError(problem, 2)
@@ -118,8 +115,7 @@ def serve(ctx: click.Context, environments: str, competition: bool, host: str, p
             mount_card_pages(app, ledger, environments, arcade, opened if competition else None)
 
         try:
-            serve(
-                arcade,
+            arcade.listen_and_serve(
                 host=host,
                 port=port,
                 competition_mode=competition,

@@ -127,14 +127,16 @@ def bundle(
       ledger bundle --tag demo --environments environment_files -o demo-site
       ledger bundle CARD --with-reasoning -o dispute
     """
-    from ledger.web.bundle import select_cards, write_bundle
+    from ledger.app.retract import choose_cards
+    from ledger.web.bundle import write_bundle
 
     if all_cards and (card_ids or tags):
         raise LedgerCommandError("give cards by id, or --all, or --tag: not --all with the others", 2)
     if not (all_cards or card_ids or tags):
         raise LedgerCommandError("which cards? give CARD ids, --all or --tag TAG (see `ledger bundle --help`)", 2)
     with open_ledger(ctx) as ledger:
-        chosen = select_cards(ledger, card_ids, all_cards, tags, include_retracted=include_retracted)
+        cards = choose_cards(ledger, card_ids, tags, every=all_cards, include_retracted=include_retracted)
+        chosen = [c.card_id for c in cards]
         if not chosen:
             what = "has a tag " + ", ".join(repr(t) for t in tags) if tags else "is in this ledger"
             raise LedgerCommandError(f"no card {what}: nothing to bundle", 1)

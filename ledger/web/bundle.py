@@ -16,14 +16,11 @@ from ledger.app.checkpoints import covering_checkpoint, prove
 from ledger.app.compare import LeaderRow, comparison, one_calculator
 from ledger.app.output import checked_output
 from ledger.app.progress import rows_progress
-from ledger.app.retract import choose_cards
 from ledger.app.tag_stats import SIDE_BY_SIDE
 from ledger.errors import InputError
 
 from . import pages
 from .data import PAGE_SIZE, CardCache, CardRow, card_events, card_row, card_view, usage_of
-
-STATIC = Path(__file__).resolve().parent / "static"
 
 #: The vendored chart library and its licence, copied beside the pages that draw charts.
 VENDORED = ("vendor/uplot/uPlot.iife.min.js", "vendor/uplot/uPlot.min.css", "vendor/uplot/LICENSE")
@@ -38,13 +35,6 @@ class BundleResult(msgspec.Struct, frozen=True, kw_only=True):
     pages: int
     bytes: int
     replays_without_frames: int
-
-
-def select_cards(
-    ledger: Any, card_ids: Sequence[str], all_cards: bool, tags: Sequence[str], *, include_retracted: bool = False
-) -> list[str]:
-    chosen = choose_cards(ledger, card_ids, tags, every=all_cards, include_retracted=include_retracted)
-    return [c.card_id for c in chosen]
 
 
 def _check_target(out: Path) -> None:
@@ -105,7 +95,7 @@ def _write(
     (root / "static").mkdir()
     for name in ("viewer.css", "viewer.js", *VENDORED):
         (root / "static" / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(STATIC / name, root / "static" / name)
+        shutil.copyfile(pages.STATIC / name, root / "static" / name)
     colours = palette_or_empty()
     loaded, rows = [], []
     written = 0

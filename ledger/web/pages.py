@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
@@ -19,6 +20,8 @@ from ledger.resim.frames import PlayFrames
 
 from .data import CardRow, CardView
 
+#: The pages' assets: served by the viewer, copied into a bundle.
+STATIC = Path(__file__).resolve().parent / "static"
 #: The policy every page runs under: only the package's own script and style, no inline script, nothing remote.
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import urlencode
 
@@ -26,7 +25,6 @@ from .data import PAGE_SIZE, CardCache, card_events, card_view, load, page_rows,
 if TYPE_CHECKING:
     from ledger.app.listing import CardFilter
 
-STATIC = Path(__file__).resolve().parent / "static"
 T = TypeVar("T")
 
 
@@ -127,25 +125,24 @@ class Viewer:
         html = pages.card_body_fragment(card_view(state, doc, usage_of(self.cache, state.card_id)), links=self.links)
         return jsonify({"events": version, "open": not state.closed, "html": html})
 
-    def _chosen(self) -> tuple[list[str], list[str]]:
-        return request.args.getlist("card"), [t for t in request.args.getlist("tag") if t]
-
     def _report(self, tags: list[str]) -> TagReport:
         retracted = _flag("retracted")
         return self._kept((tuple(tags), retracted), lambda: tag_report(self.ledger, tags, include_retracted=retracted))
 
-    def _side_by_side(self, ids: list[str]) -> Comparison:
+    def _chosen(self) -> tuple[list[str], list[str], Comparison]:
+        """The cards of ``?card=``, the tags of ``?tag=``, and those cards side by side."""
+        ids = request.args.getlist("card")
         if len(dict.fromkeys(ids)) > SIDE_BY_SIDE:
             raise InputError(
                 f"at most {SIDE_BY_SIDE} cards side by side ({len(dict.fromkeys(ids))} chosen): tag them and "
                 "compare the tag's figures"
             )
-        return compare_cards(self.ledger, ids, include_retracted=_flag("retracted"), hint=_RETRACTED_HINT)
+        cmp = compare_cards(self.ledger, ids, include_retracted=_flag("retracted"), hint=_RETRACTED_HINT)
+        return ids, [t for t in request.args.getlist("tag") if t], cmp
 
     def compare(self) -> str:
         """The figures of every card of ``?tag=`` and the cards of ``?card=`` side by side."""
-        ids, tags = self._chosen()
-        cmp = self._side_by_side(ids)
+        ids, tags, cmp = self._chosen()
         report = self._report(tags) if tags else None
         all_tags = self._lists()[0]
         return pages.compare_page(
@@ -158,13 +155,12 @@ class Viewer:
         )
 
     def api_compare(self) -> Any:
-        ids, tags = self._chosen()
-        cmp = self._side_by_side(ids)
-        if not tags:
-            return Response(msgspec.json.encode(cmp), mimetype="application/json")
-        report = self._report(tags)
-        both = {**msgspec.to_builtins(report), "side_by_side": msgspec.to_builtins(cmp) if ids else None}
-        return Response(msgspec.json.encode(both), mimetype="application/json")
+        ids, tags, cmp = self._chosen()
+        body: Any = cmp
+        if tags:
+            report = self._report(tags)
+            body = {**msgspec.to_builtins(report), "side_by_side": msgspec.to_builtins(cmp) if ids else None}
+        return Response(msgspec.json.encode(body), mimetype="application/json")
 
     def progress(self) -> str:
         """Each tag's card scores over time (``?tag=``, ``?limit=``, ``?before=``)."""
@@ -232,7 +228,7 @@ def create_app(
     card_ids_at_root: bool = False,
 ) -> Flask:
     """The viewer app over a read-only ``ledger``; ``card_ids_at_root``: also a card at ``/<card id>`` (for serve)."""
-    app = Flask("ledger.web", static_folder=str(STATIC), static_url_path="/static")
+    app = Flask("ledger.web", static_folder=str(pages.STATIC), static_url_path="/static")
     viewer = Viewer(ledger, environments, source, with_reasoning)
     app.after_request(_headers)
     app.register_error_handler(UnknownCard, lambda e: (viewer.message("Not found", str(e)), 404))

@@ -162,9 +162,8 @@ def read_notes(path: str) -> Recorded:
     failures: list[str] = []
     aside: list[tuple[str, str]] = []
     http: str | None = None
-    if not os.path.exists(path):
-        return Recorded(0, cards, lost, failures=failures)
-    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+    text = Path(path).read_text(encoding="utf-8", errors="replace") if os.path.exists(path) else ""
+    for line in text.splitlines():
         try:
             note: dict[str, Any] = json.loads(line)
         except ValueError:

@@ -54,15 +54,12 @@ def _note(entry: dict[str, Any]) -> None:
             os.close(fd)
 
 
-def _note_card(card_id: str) -> None:
-    _note({"card": card_id, "pid": os.getpid()})
-
-
-def _note_aside(card_id: str, holder: str) -> None:
-    _note({"aside": card_id, "by": holder, "pid": os.getpid()})
-
-
 def attach(arcade: Any) -> Any:
     tags = json.loads(os.environ.get(ENV_TAGS) or "[]")
     context = CaptureContext(ts=datetime.now(UTC), via="record", tags=list(tags) or None)
-    return _open().attach(arcade, context=context, on_open=_note_card, on_aside=_note_aside)
+    return _open().attach(
+        arcade,
+        context=context,
+        on_open=lambda card_id: _note({"card": card_id, "pid": os.getpid()}),
+        on_aside=lambda card_id, holder: _note({"aside": card_id, "by": holder, "pid": os.getpid()}),
+    )

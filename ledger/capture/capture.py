@@ -61,7 +61,7 @@ class Capture(CaptureBase):
                 result = orig_update(guid, data, full_reset)
                 self._unrecorded(card_id)
                 return result
-            with live.lock, rest.via_manager():
+            with live.lock, rest.ViaManager():
                 result = orig_update(guid, data, full_reset)
                 # The wrapper calls update_scorecard only for non-empty frames.
                 self._record_update(card_id, live, data, full_reset, frame_empty=False)

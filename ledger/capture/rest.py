@@ -46,7 +46,7 @@ def unwatch(card_id: str) -> None:
     _watchers.pop(card_id, None)
 
 
-class via_manager:
+class ViaManager:
     """Mark the current thread as inside ``ScorecardManager.update_scorecard`` (whose hook records the update). A plain
     class, not a generator context manager: every captured step enters one (a generator costs more)."""
 

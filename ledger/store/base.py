@@ -788,8 +788,8 @@ FOLLOW_DELAY_S = 0.05
 class Follower:
     """Runs ``work`` in a daemon thread of a writing process, woken every ``every`` commits (0: never; a commit
     counts its ``weight``) and run ``delay`` seconds later (the commits in between are folded together): the
-    summary's catch-up, SQLite's WAL checkpoints. A failure is left for the next run (the summary is derived, the log is the truth; a checkpoint's
-    pages stay in the WAL). A forked child starts its own thread."""
+    summary's catch-up, SQLite's WAL checkpoints. A failure is left for the next run (the summary is derived, the
+    log is the truth; a checkpoint's pages stay in the WAL). A forked child starts its own thread."""
 
     def __init__(self, work: Callable[[], object], name: str, *, every: int = 1, delay: float = FOLLOW_DELAY_S) -> None:
         self._work = work

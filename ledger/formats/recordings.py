@@ -21,9 +21,7 @@ import msgspec
 from ledger.domain.events import RecordingImported, SkippedLine, State
 from ledger.domain.translator import Observation
 from ledger.formats.harness import ACTION_NAMES
-from ledger.formats.import_problems import FATAL_KINDS as FATAL_KINDS  # re-exported
 from ledger.formats.import_problems import SKIP_REASONS, Problem, ProblemKind
-from ledger.formats.import_problems import STRICT_KINDS as STRICT_KINDS  # re-exported
 from ledger.toolkit.observation import click_xy
 
 #: Bytes read at a time: small enough that a block is still in the CPU cache when its lines are scanned.

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from ledger.domain import baselines as bl
 from ledger.domain import calculators, document
 from ledger.domain.events import (
-    ActionIgnored,
     AnyEvent,
     BaselineEntry,
     BaselinesAttached,
@@ -75,9 +74,9 @@ class GuidIndex:
             if g in self._map and self._map[g] is None:
                 self._map[g] = card_id
 
-    def others(self, guids: set[str], card_id: str) -> dict[str, str]:
-        found = self.owners(guids)
-        return {g: c for g, c in sorted(found.items()) if c is not None and c != card_id}
+    def held_elsewhere(self, guids: set[str], card_id: str) -> str | None:
+        """The card other than ``card_id`` that holds one of ``guids`` (the first guid so held), or None."""
+        return next((c for _, c in sorted(self.owners(guids).items()) if c is not None and c != card_id), None)
 
 
 def plan_cards(found: Found, index: GuidIndex, card_id: str | None, problems: list[Problem]) -> dict[str, CardPlan]:
@@ -115,19 +114,6 @@ def plan_cards(found: Found, index: GuidIndex, card_id: str | None, problems: li
 def _owner_of(f: Path, index: GuidIndex) -> str | None:
     owners = set(index.owners(head_guids(f)).values())
     return owners.pop() if len(owners) == 1 else None
-
-
-def unproven_message(plan: CardPlan, name: str) -> str:
-    return (
-        f"cannot tell which card these recordings are: the folder name {name!r} is no card id and none of their "
-        "plays is in the ledger; put each run's files in a folder named by its card id, as the toolkit writes them "
-        "(<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl), or name the card with --card-id ID (one run at a time)"
-    )
-
-
-def held_elsewhere(index: GuidIndex, guids: set[str], card_id: str) -> str | None:
-    others = index.others(guids, card_id)
-    return next(iter(others.values())) if others else None
 
 
 def compare_with_held(
@@ -207,11 +193,11 @@ class CardResult:
     exit_code: int = 0
     format: str = "toolkit"
     inferred: int = 0
+    #: Actions the recording's lines name (``action_input``), none inferred.
+    recorded: int = 0
     undecided: int = 0
     unreproduced: int = 0
     resets_known: bool = True
-    #: Actions the recording's lines name (``action_input``), none inferred.
-    recorded: int = 0
     baselines_attached: bool = False
     #: Lines after a play's end (no RESET since): kept, but neither the toolkit nor the server counts them.
     not_counted: int = 0
@@ -340,10 +326,6 @@ def attach_baselines(ledger: Ledger, existing: Existing, baselines: Baselines, r
     # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
     ledger.append_card(card.card_id, out, version, state=card)
     result.status, result.baselines_attached, result.events = "updated", True, len(out)
-
-
-def count_not_counted(events: Sequence[AnyEvent], result: CardResult) -> None:
-    result.not_counted += sum(1 for e in events if type(e) is ActionIgnored)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,6 @@ from ledger.imports.import_cards import (
     ImportOptions,
     close_import,
     compare_with_held,
-    held_elsewhere,
     load_existing,
     with_retries,
 )
@@ -97,7 +96,7 @@ def _one(opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: 
     result = CardResult(d.card_id, "nothing to import", 1, format=f"reader:{reader.name}")
     usage = _usage(reader, path, d)
     existing = load_existing(ledger, d.card_id)
-    held = held_elsewhere(opts.index, {o.guid for o in _observations(d.answers[:1])}, d.card_id) if d.answers else None
+    held = opts.index.held_elsewhere({o.guid for o in _observations(d.answers[:1])}, d.card_id) if d.answers else None
     if held is None and existing is not None and not existing.imported and d.answers:
         held = d.card_id  # captured live under the id the file names: compared with it
     target = held or (d.card_id if existing is not None else None)

@@ -43,7 +43,6 @@ from ledger.imports.import_cards import (
     attach_baselines,
     close_import,
     compare_with_held,
-    held_elsewhere,
     load_existing,
     with_retries,
 )
@@ -353,7 +352,7 @@ def _import_once(
         result.lines = 0
         return result, prep.size
     # One guid a recording (_prepare refuses more): the first observation's is every one's.
-    held = held_elsewhere(index, {first.guid} if first is not None else set(), card_id)
+    held = index.held_elsewhere({first.guid} if first is not None else set(), card_id)
     if held is not None:
         obs = ((f.lineno, o) for f, o in _observations(read.frames, choices, done))
         first_play = _first_play if prep.existing is None else None

@@ -242,14 +242,20 @@ def read_run_meta(folder: Path) -> RunMeta | None:
     )
 
 
-def step_usages(folder: Path) -> dict[int, Usage]:
-    out: dict[int, Usage] = {}
+def _step_files(folder: Path) -> Iterator[tuple[int, Any]]:
+    """Each step file's number and JSON, in name order; a file unreadable or without a ``step`` number left out."""
     for f in sorted(folder.glob("step_*.json")):
         try:
             d = json.loads(f.read_text(encoding="utf-8"))
             n = int(d["step"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
+        yield n, d
+
+
+def step_usages(folder: Path) -> dict[int, Usage]:
+    out: dict[int, Usage] = {}
+    for n, d in _step_files(folder):
         u = usage_of(d)
         if u.total_tokens is not None or u.cost is not None:
             out[n] = u
@@ -282,19 +288,22 @@ def _parse_action(value: Any) -> tuple[int, int | None, int | None] | None:
 
 def read_run_folder(folder: Path) -> list[Step]:
     steps: list[Step] = []
-    for f in sorted(folder.glob("step_*.json")):
+    for n, d in _step_files(folder):
         try:
-            d = json.loads(f.read_text(encoding="utf-8"))
-            ts = datetime.fromisoformat(str(d["timestamp"]).replace("Z", "+00:00"))
-            parsed = _parse_action(d.get("parsed_action"))
-            n = int(d["step"])
-        except (OSError, ValueError, KeyError, TypeError):
+            ts = utc(str(d["timestamp"]))
+        except (ValueError, KeyError):
             continue
-        if parsed is None:
-            continue
-        steps.append(Step(n, ts if ts.tzinfo else ts.replace(tzinfo=UTC), *parsed))
+        parsed = _parse_action(d.get("parsed_action"))
+        if parsed is not None:
+            steps.append(Step(n, ts, *parsed))
     steps.sort(key=lambda s: s.step)
     return steps
+
+
+def utc(text: str) -> datetime:
+    """An ISO 8601 time (``Z`` for UTC), UTC when it gives no zone."""
+    t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def match_steps(frames: Sequence[FrameLine], steps: list[Step]) -> dict[int, Step]:

@@ -66,11 +66,12 @@ def _import_card(
         how = "in no format the ledger reads" if {found.refused[f] for f in refused} == {UNREAD} else "refused"
         what = f"{len(refused)} of its files {how} ({', '.join(f.name for f in refused[:3])})"
         return CardResult(card_id, "not imported", len(files), error=f"{what}: nothing of it imported", exit_code=2), 0
+    once = _import_card_once
     if len(files) == 1 and found.readers[files[0]].decides == "frames":
-        from ledger.imports.importing_harness import import_harness_card
+        from ledger.imports.importing_harness import import_harness_once
 
-        return import_harness_card(opts, card_id, files[0], problems, how=plan.how)
-    return with_retries(card_id, len(files), lambda found: _import_card_once(opts, card_id, plan, found), problems)
+        once = import_harness_once
+    return with_retries(card_id, len(files), lambda found: once(opts, card_id, plan, found), problems)
 
 
 def _import_card_once(

@@ -37,6 +37,7 @@ from ledger.formats.recordings import MAX_LISTED, Problem, RewrittenError, check
 from ledger.formats.run_folders import Step, match_run_folder, read_run_meta
 from ledger.imports.import_cards import (
     Baselines,
+    CardPlan,
     CardResult,
     Existing,
     ImportOptions,
@@ -44,7 +45,6 @@ from ledger.imports.import_cards import (
     close_import,
     compare_with_held,
     load_existing,
-    with_retries,
 )
 from ledger.imports.import_runs import attach_usage, run_tags, run_usage, usage_held
 from ledger.resim.harness_search import line_signature
@@ -117,13 +117,6 @@ def cross_check(read: HarnessRead, doc: Any, method: str, problems: list[Problem
 #: Lines one FramesNoted or ActionsInferred event lists at most (a long recording's are never all held).
 EVENT_LINES = 4096
 _DIGESTS_KEPT = 4096
-
-
-def import_harness_card(
-    opts: ImportOptions, card_id: str, path: Path, problems: list[Problem], *, how: str = "harness"
-) -> tuple[CardResult, int]:
-    """``how`` says how ``card_id`` was found (``harness``: the recorder's uuid, which is said)."""
-    return with_retries(card_id, 1, lambda found: _import_once(opts, card_id, path, found, how), problems)
 
 
 def _steps_for(
@@ -313,9 +306,11 @@ def _prepare(opts: ImportOptions, result: CardResult, path: Path, problems: list
     return _ReadyFile(existing, read, done, size)
 
 
-def _import_once(
-    opts: ImportOptions, card_id: str, path: Path, problems: list[Problem], how: str
+def import_harness_once(
+    opts: ImportOptions, card_id: str, plan: CardPlan, problems: list[Problem]
 ) -> tuple[CardResult, int]:
+    """The plan's one file; ``plan.how`` says how ``card_id`` was found (``harness``: the recorder's uuid, said)."""
+    path = plan.files[0]
     ledger, baselines, index = opts.ledger, opts.baselines, opts.index
     result = CardResult(card_id, "nothing to import", 1)
     prep = _prepare(opts, result, path, problems)
@@ -364,7 +359,7 @@ def _import_once(
             attach_usage(ledger, held, prep.usage, str(prep.run_dir), problems)
         result.format, result.lines = "harness", read.lines - done
         return result, prep.size
-    if prep.existing is None and how == "harness":
+    if prep.existing is None and plan.how == "harness":
         msg = (
             f"card id {card_id} is the recorder's uuid in the file name: the recording does not name its card "
             "(--card-id names it)"

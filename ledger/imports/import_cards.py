@@ -124,7 +124,7 @@ def compare_with_held(
     where: str,
     result: CardResult,
     problems: list[Problem],
-    first_play: Callable[[CardState, CardOpened, Observation], list[AnyEvent]] | None = None,
+    first_play: Callable[[CardState, Observation], list[AnyEvent]] | None = None,
     resets: bool = True,
 ) -> None:
     """Compare the card ``obs`` make with the held card; set ``result`` ("same card", or "differs", exit 1). Lines
@@ -145,11 +145,9 @@ def compare_with_held(
         if not started:
             started = True
             # The recordings are counted as the toolkit that played the held card counted (its release's rules).
-            opened = CardOpened(ts=o.ts, card_id=held_id, calculator=held.calculator)
+            apply(card, CardOpened(ts=o.ts, card_id=held_id, calculator=held.calculator))
             if first_play is not None:
-                first_play(card, opened, o)
-            else:
-                apply(card, opened)
+                first_play(card, o)
         translate(card, o)
     if not started and first_ts is not None:
         apply(card, CardOpened(ts=first_ts, card_id=held_id, calculator=held.calculator))
@@ -282,10 +280,14 @@ class Baselines:
         self.calculator = calculators.get(calculator).version if calculator is not None else None
         self._infos: dict[str, Any] | None = None
 
-    def opened(self, ts: datetime, card_id: str, set_id: str | None, tags: list[str] | None = None) -> CardOpened:
-        """Its calculator: the stated release, else the newest, recorded as assumed."""
+    def new_card(
+        self, ts: datetime, card_id: str, tags: list[str] | None = None
+    ) -> tuple[CardState, CardOpened, dict[str, BaselineEntry]]:
+        """A new card, opened with the set (:meth:`for_new_card`) and its calculator: the stated release, else the
+        newest, recorded as assumed; with the set's entries."""
+        set_id, bmap = self.for_new_card()
         calc, source = (self.calculator, "user") if self.calculator is not None else (None, "assumed")
-        return CardOpened(
+        opened = CardOpened(
             ts=ts,
             card_id=card_id,
             tags=tags,
@@ -293,6 +295,9 @@ class Baselines:
             calculator=calc or calculators.NEWEST.version,
             calculator_source=source,
         )
+        card = new_card(card_id)
+        apply(card, opened)
+        return card, opened, bmap
 
     def game_info(self, game_id: str) -> Any:
         if self.folder is None:

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, cast
 
 from ledger.app.usage import card_usage, same_run
 from ledger.domain.events import AnyEvent, RecordingImported, RunUsage, State
-from ledger.domain.projection import apply, new_card
 from ledger.domain.translator import Observation, translate
 from ledger.formats.harness import STATES
 from ledger.formats.import_problems import Problem
@@ -112,10 +111,7 @@ def _one(opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: 
     if not d.answers:
         result.refuse(1, f"{path}: card {d.card_id} is not in the ledger: its usage has no card to go with")
         return result
-    set_id, bmap = opts.baselines.for_new_card()
-    card = new_card(d.card_id)
-    opened = opts.baselines.opened(d.answers[0].ts, d.card_id, set_id, [f"reader:{reader.name}", *d.tags])
-    apply(card, opened)
+    card, opened, bmap = opts.baselines.new_card(d.answers[0].ts, d.card_id, [f"reader:{reader.name}", *d.tags])
     events: list[AnyEvent] = [opened]
     for o in _observations(d.answers):
         events += translate(card, o)

@@ -24,7 +24,7 @@ from ledger.domain.events import (
     PlayStarted,
     RecordingImported,
 )
-from ledger.domain.projection import CardState, apply, new_card
+from ledger.domain.projection import CardState, apply
 from ledger.domain.translator import Observation, translate
 from ledger.errors import ImportInputError
 from ledger.formats.finding import UNREAD, Found, find_recordings
@@ -180,10 +180,7 @@ def _open_or_reopen(
     """The card to append to, its version, baselines and last timestamp; appends its opening event to ``out``."""
     if existing is None:
         first = min(o[0].ts for o in observations)
-        set_id, bmap = baselines.for_new_card()
-        card = new_card(card_id)
-        opened = baselines.opened(first, card_id, set_id)
-        apply(card, opened)
+        card, opened, bmap = baselines.new_card(first, card_id)
         out.append(opened)
         return card, 0, bmap, first
     card = existing.card

@@ -18,7 +18,6 @@ from ledger.domain.events import (
     ActionsInferred,
     ActionTaken,
     AnyEvent,
-    CardOpened,
     CardReopened,
     FramesNoted,
     LinesSkipped,
@@ -28,7 +27,7 @@ from ledger.domain.events import (
     SkippedLine,
     State,
 )
-from ledger.domain.projection import apply, new_card
+from ledger.domain.projection import apply
 from ledger.domain.translator import Observation, translate
 from ledger.formats.frame_lines import FrameLine, LineSet
 from ledger.formats.harness import HarnessRead, parse_name, read_harness
@@ -517,10 +516,8 @@ def _open_or_reopen(
 ) -> tuple[list[AnyEvent], Any, int]:
     if existing is None:
         assert first is not None  # a new card is made only of lines that have observations
-        set_id, _ = baselines.for_new_card()
-        card = new_card(card_id)
-        opened = baselines.opened(first.ts, card_id, set_id, tags)
-        return [opened, *_first_play(card, opened, first)], card, 0
+        card, opened, _ = baselines.new_card(first.ts, card_id, tags)
+        return [opened, *_first_play(card, first)], card, 0
     card = existing.card
     if not card.closed:
         return [], card, card.events
@@ -529,7 +526,6 @@ def _open_or_reopen(
     return [reopened], card, card.events - 1
 
 
-def _first_play(card: Any, opened: CardOpened, o: Observation) -> list[AnyEvent]:
-    """A new card of a recording: opened, then the play of ``Arcade.make``'s unrecorded RESET."""
-    apply(card, opened)
+def _first_play(card: Any, o: Observation) -> list[AnyEvent]:
+    """The first play of a new card of a recording: that of ``Arcade.make``'s unrecorded RESET."""
     return translate(card, Observation(o.ts, o.game_id, o.guid, 0, "NOT_FINISHED", 0, True, False))

@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import batched
+from itertools import batched, chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -356,7 +356,7 @@ def import_harness_once(
         )
         if result.status == "same card" and prep.usage is not None:
             attach_usage(ledger, held, prep.usage, str(prep.run_dir), problems)
-        result.format, result.lines = "harness", read.lines - done
+        result.lines = read.lines - done
         return result, prep.size
     if prep.existing is None and plan.how == "harness":
         msg = (
@@ -491,24 +491,18 @@ def _facts(
 def _inferred(
     ts: datetime, file: str, method: str, lines: int, undecided: LineSet, known: bool
 ) -> Iterator[ActionsInferred]:
-    """Undecided lines over as many events as they need (EVENT_LINES each); the first holds the inferred count."""
-
-    def event(inferred: int, chunk: list[int]) -> ActionsInferred:
-        return ActionsInferred(
+    """Undecided lines over as many events as they need (EVENT_LINES each, one event at least); the first holds the
+    inferred count."""
+    chunks = batched(undecided, EVENT_LINES)
+    for i, chunk in enumerate(chain([next(chunks, ())], chunks)):
+        yield ActionsInferred(
             ts=ts,
             file=file,
             method=method,  # type: ignore[arg-type]
-            inferred=inferred,
-            undecided=chunk,
+            inferred=lines if i == 0 else 0,
+            undecided=list(chunk),
             resets_known=known,
         )
-
-    first = True
-    for chunk in batched(undecided, EVENT_LINES):
-        yield event(lines if first else 0, list(chunk))
-        first = False
-    if first:
-        yield event(lines, [])
 
 
 def _open_or_reopen(

@@ -204,6 +204,15 @@ class CardResult:
         self.status, self.exit_code, self.error = "not imported", exit_code, error
 
 
+#: CardResult's fields under another name in the summary JSON.
+JSON_NAMES = {
+    "inferred": "inferred_actions",
+    "recorded": "recorded_actions",
+    "undecided": "undecided_lines",
+    "unreproduced": "unreproduced_lines",
+}
+
+
 @dataclass(slots=True)
 class Existing:
     card: CardState
@@ -367,29 +376,24 @@ class ImportSummary:
         return 2 if 2 in codes else (1 if 1 in codes else 0)
 
     def totals(self) -> dict[str, int]:
+        n = Counter(c.status for c in self.cards)
         return {
             "cards": len(self.cards),
-            "imported": sum(c.status == "imported" for c in self.cards),
-            "updated": sum(c.status == "updated" for c in self.cards),
-            "already_imported": sum(c.status == "already imported" for c in self.cards),
-            "not_imported": sum(c.status == "not imported" for c in self.cards),
-            "plays": sum(c.plays for c in self.cards),
-            "events": sum(c.events for c in self.cards),
-            "lines": sum(c.lines for c in self.cards),
-            "not_counted": sum(c.not_counted for c in self.cards),
-            "same_card": sum(c.status == "same card" for c in self.cards),
-            "differs": sum(c.status == "differs" for c in self.cards),
+            **{s.replace(" ", "_"): n[s] for s in ("imported", "updated", "already imported", "not imported")},
+            **self._sums("plays", "events", "lines", "not_counted"),
+            "same_card": n["same card"],
+            "differs": n["differs"],
         }
 
     def inference(self) -> dict[str, int]:
         return {
-            "inferred_actions": sum(c.inferred for c in self.cards),
-            "recorded_actions": sum(c.recorded for c in self.cards),
-            "undecided_lines": sum(c.undecided for c in self.cards),
-            "unreproduced_lines": sum(c.unreproduced for c in self.cards),
+            **self._sums("inferred", "recorded", "undecided", "unreproduced"),
             "resets_unknown_cards": sum(c.format == "harness" and not c.resets_known for c in self.cards),
-            "baselines_attached": sum(c.baselines_attached for c in self.cards),
+            **self._sums("baselines_attached"),
         }
+
+    def _sums(self, *names: str) -> dict[str, int]:
+        return {JSON_NAMES.get(k, k): sum(getattr(c, k) for c in self.cards) for k in names}
 
     def skipped(self) -> dict[str, int]:
         out: Counter[str] = Counter()

@@ -31,6 +31,7 @@ from ledger.formats.finding import UNREAD, Found, find_recordings
 from ledger.formats.import_problems import FATAL_KINDS, REPEAT_KINDS, SKIP_REASONS, STRICT_KINDS, Problem
 from ledger.formats.recordings import FileRead, RewrittenError, read_recording
 from ledger.imports.import_cards import (
+    JSON_NAMES,
     Baselines,
     CardPlan,
     CardResult,
@@ -390,14 +391,6 @@ def import_recordings(
     return ImportSummary(results, problems, bytes_read, time.perf_counter() - t0, baselines.set_id)
 
 
-_JSON_NAMES = {
-    "inferred": "inferred_actions",
-    "recorded": "recorded_actions",
-    "undecided": "undecided_lines",
-    "unreproduced": "unreproduced_lines",
-}
-
-
 def summary_json(s: ImportSummary, with_environments: bool) -> dict[str, Any]:
     return {
         "exit_code": s.exit_code,
@@ -411,7 +404,7 @@ def summary_json(s: ImportSummary, with_environments: bool) -> dict[str, Any]:
         "environments": with_environments,
         # A card's fields in their order, exit_code left out (the summary's says it).
         "cards": [
-            {_JSON_NAMES.get(f.name, f.name): getattr(c, f.name) for f in fields(c) if f.name != "exit_code"}
+            {JSON_NAMES.get(f.name, f.name): getattr(c, f.name) for f in fields(c) if f.name != "exit_code"}
             for c in s.cards
         ],
         "problems": [{"path": p.path, "line": p.line, "kind": p.kind, "message": p.message} for p in s.problems],

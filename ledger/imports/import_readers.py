@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from ledger.app.usage import card_usage, same_run
-from ledger.domain.events import AnyEvent, RecordingImported, RunUsage, State
+from ledger.domain.events import AnyEvent, RecordingImported, RunUsage
 from ledger.domain.translator import Observation, translate
 from ledger.formats.harness import STATES
 from ledger.formats.import_problems import Problem
@@ -83,11 +84,8 @@ def _usage(reader: Reader, path: Path, d: Decided) -> RunUsage | None:
 
 
 def _observations(answers: list[Answer]) -> Iterator[Observation]:
-    for a in answers:
-        state = cast(State, a.state)  # checked against the toolkit's states (_refused)
-        yield Observation(
-            a.ts, a.game_id, a.guid, a.action, state, a.levels_completed, a.full_reset, a.frame_empty, a.x, a.y
-        )
+    # An Answer's fields are an Observation's, its state checked against the toolkit's (_refused).
+    return (Observation(**asdict(a)) for a in answers)
 
 
 def _one(opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: list[Problem]) -> CardResult:
@@ -95,7 +93,7 @@ def _one(opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: 
     result = CardResult(d.card_id, "nothing to import", 1, format=f"reader:{reader.name}")
     usage = _usage(reader, path, d)
     existing = load_existing(ledger, d.card_id)
-    held = opts.index.held_elsewhere({o.guid for o in _observations(d.answers[:1])}, d.card_id) if d.answers else None
+    held = opts.index.held_elsewhere({d.answers[0].guid}, d.card_id) if d.answers else None
     if held is None and existing is not None and not existing.imported and d.answers:
         held = d.card_id  # captured live under the id the file names: compared with it
     target = held or (d.card_id if existing is not None else None)

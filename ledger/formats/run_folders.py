@@ -135,14 +135,18 @@ def _overlaps(d: Path, frames: Sequence[FrameLine]) -> bool:
     return steps[0].ts <= frames[-1].ts and steps[-1].ts >= frames[0].ts
 
 
-_INPUT = ("input_tokens", "prompt_tokens")
-_OUTPUT = ("output_tokens", "completion_tokens")
-_TOTAL = ("total_tokens", "tokens")
-_COST = ("total_cost", "cost", "cost_usd")
-_CACHED = ("cached_tokens", "cache_read_tokens")
-_REASONING = ("reasoning_tokens",)
-_CACHE_WRITE = ("cache_write_tokens", "cache_creation_tokens")
-_NAMED = {*_INPUT, *_OUTPUT, *_TOTAL, *_COST, *_CACHED, *_REASONING, *_CACHE_WRITE}
+#: Each figure of :class:`Usage` with the keys that may hold it (key names vary between versions), the first used.
+_KEYS = {
+    "input_tokens": ("input_tokens", "prompt_tokens"),
+    "output_tokens": ("output_tokens", "completion_tokens"),
+    "total_tokens": ("total_tokens", "tokens"),
+    "cost": ("total_cost", "cost", "cost_usd"),
+    "cached_tokens": ("cached_tokens", "cache_read_tokens"),
+    "reasoning_tokens": ("reasoning_tokens",),
+    "cache_write_tokens": ("cache_write_tokens", "cache_creation_tokens"),
+}
+FIGURES = tuple(_KEYS)
+_NAMED = {k for keys in _KEYS.values() for k in keys}
 _META_READ = {"run_id", "game_id", "model", "config", "started_at", "start_time", "ended_at", "end_time"}
 _META_READ |= {"finished_at", "usage", "total_usage", "token_usage", *_NAMED}
 
@@ -176,7 +180,7 @@ def _number(d: dict[str, Any], keys: tuple[str, ...], kind: type) -> Any:
     for k in keys:
         v = d.get(k)
         if isinstance(v, dict):
-            v = next((v[j] for j in _COST if isinstance(v.get(j), int | float)), None)
+            v = next((v[j] for j in _KEYS["cost"] if isinstance(v.get(j), int | float)), None)
         if isinstance(v, int | float) and not isinstance(v, bool):
             return kind(v)
     return None
@@ -196,24 +200,10 @@ def usage_of(d: Any) -> Usage:
     return u
 
 
-FIGURES = (
-    *("input_tokens", "output_tokens", "total_tokens", "cost"),
-    *("cached_tokens", "reasoning_tokens", "cache_write_tokens"),
-)
-
-
 def usage_of_flat(d: dict[str, Any], *, keep_other: bool = True) -> Usage:
     other = {k: v for k, v in d.items() if k not in _NAMED} if keep_other else {}
-    return Usage(
-        _number(d, _INPUT, int),
-        _number(d, _OUTPUT, int),
-        _number(d, _TOTAL, int),
-        _number(d, _COST, float),
-        _number(d, _CACHED, int),
-        _number(d, _REASONING, int),
-        _number(d, _CACHE_WRITE, int),
-        other or None,
-    )
+    figures = {f: _number(d, keys, float if f == "cost" else int) for f, keys in _KEYS.items()}
+    return Usage(**figures, other=other or None)
 
 
 def _text(d: dict[str, Any], *keys: str) -> str | None:

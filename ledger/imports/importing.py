@@ -242,11 +242,11 @@ def _record_progress_and_close(
     read: list[AnyEvent] = []
     for r in advanced:
         if r.skipped_lines:
-            read.append(LinesSkipped(ts=r.last_ts or last, file=r.name, lines=r.skipped_lines))
+            read.append(LinesSkipped(ts=r.last_ts or last, file=r.path.name, lines=r.skipped_lines))
         read.append(
             RecordingImported(
                 ts=r.last_ts or last,
-                file=r.name,
+                file=r.path.name,
                 offset=r.end,
                 lines=r.lines,
                 skipped=r.skipped,

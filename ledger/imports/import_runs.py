@@ -81,15 +81,9 @@ def run_usage(
         model=meta.model,
         started_at=meta.started_at,
         ended_at=meta.ended_at,
-        input_tokens=u.input_tokens,
-        output_tokens=u.output_tokens,
-        total_tokens=u.total_tokens,
-        cost=u.cost,
         levels=levels,
-        cached_tokens=u.cached_tokens,
-        reasoning_tokens=u.reasoning_tokens,
-        cache_write_tokens=u.cache_write_tokens,
         usage_other=u.other,
+        **{f: getattr(u, f) for f in FIGURES},
     )
 
 

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import fields
 from datetime import UTC, datetime
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,10 +52,6 @@ from ledger.toolkit.environments import scan_environments
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
-
-
-def _ts_key(o: Observation) -> datetime:
-    return o.ts
 
 
 def _import_card(
@@ -201,7 +198,7 @@ def _translate_in_time_order(
 ) -> tuple[datetime, Counter[str]]:
     """Append every file's lines' events in timestamp order; the last timestamp, and per guid the lines with no play."""
     merged = (
-        heapq.merge(*observations, key=_ts_key)
+        heapq.merge(*observations, key=attrgetter("ts"))
         if len(observations) > 1
         else iter(observations[0] if observations else ())
     )
@@ -297,7 +294,7 @@ def _compared(
     held = live if live is not None else index.held_elsewhere(set().union(*(r.guids for r in reads)), result.card_id)
     if held is None:
         return False
-    obs = sorted((o for r in reads for o in r.observations), key=_ts_key)
+    obs = sorted((o for r in reads for o in r.observations), key=attrgetter("ts"))
     where = str(reads[0].path.parent)
     compare_with_held(
         ledger,

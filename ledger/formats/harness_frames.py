@@ -24,12 +24,9 @@ class FrameClassification:
     candidates: LineMap[list[int]] = field(default_factory=lambda: LineMap(key=tuple))
 
 
-def classify_from_frames(
-    frames: Sequence[FrameLine], game_id: str, steps: dict[int, Step] | None = None
-) -> FrameClassification:
+def classify_from_frames(frames: Sequence[FrameLine], game_id: str, steps: dict[int, Step]) -> FrameClassification:
     """The actions as far as the frames tell them (rules in docs/import.md)."""
     out = FrameClassification()
-    steps = steps or {}
     starts: dict[int, set[bytes]] = {}
     prev: FrameLine | None = None
     for line in frames:

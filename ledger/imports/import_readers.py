@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Iterator
 from dataclasses import asdict
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,11 +45,7 @@ def import_read(opts: ImportOptions, reader: Reader, path: Path, problems: list[
             error = f"{path}: {why}: nothing of it imported"
             out.append(CardResult(d.card_id, "not imported", 1, error=error, exit_code=2))
             continue
-
-        def attempt(found: list[Problem], d: Decided = d) -> tuple[CardResult, int]:
-            return _one(opts, reader, path, d, found), 0
-
-        out.append(with_retries(d.card_id, 1, attempt, problems)[0])
+        out.append(with_retries(d.card_id, 1, partial(_one, opts, reader, path, d), problems)[0])
     return out
 
 
@@ -88,7 +85,9 @@ def _observations(answers: list[Answer]) -> Iterator[Observation]:
     return (Observation(**asdict(a)) for a in answers)
 
 
-def _one(opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: list[Problem]) -> CardResult:
+def _one(
+    opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: list[Problem]
+) -> tuple[CardResult, int]:
     ledger = opts.ledger
     result = CardResult(d.card_id, "nothing to import", 1, format=f"reader:{reader.name}")
     usage = _usage(reader, path, d)
@@ -105,10 +104,10 @@ def _one(opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: 
             result.status = "already imported"
         if usage is not None and result.status != "differs":
             _give_usage(ledger, target, usage, d, path, result, problems, strict=opts.strict)
-        return result
+        return result, 0
     if not d.answers:
         result.refuse(1, f"{path}: card {d.card_id} is not in the ledger: its usage has no card to go with")
-        return result
+        return result, 0
     card, opened, bmap = opts.baselines.new_card(d.answers[0].ts, d.card_id, [f"reader:{reader.name}", *d.tags])
     events: list[AnyEvent] = [opened]
     for o in _observations(d.answers):
@@ -130,7 +129,7 @@ def _one(opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: 
     ledger.append_card(d.card_id, events, 0, state=card)
     result.status, result.events, result.lines = "imported", len(events), len(d.answers)
     result.plays = len({a.guid for a in d.answers})
-    return result
+    return result, 0
 
 
 def _give_usage(

@@ -23,9 +23,7 @@ def run_tags(folder: Path | None) -> list[str]:
     meta = read_run_meta(folder) if folder is not None else None
     if meta is None:
         return []
-    return [
-        t for t in (f"model:{meta.model}" if meta.model else None, f"run:{meta.run_id}" if meta.run_id else None) if t
-    ]
+    return [f"{k}:{v}" for k, v in (("model", meta.model), ("run", meta.run_id)) if v]
 
 
 def run_usage(

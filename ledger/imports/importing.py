@@ -296,16 +296,7 @@ def _compared(
         return False
     obs = sorted((o for r in reads for o in r.observations), key=attrgetter("ts"))
     where = str(reads[0].path.parent)
-    compare_with_held(
-        ledger,
-        held,
-        ((None, o) for o in obs),
-        where=where,
-        first_play=None,
-        resets=True,
-        result=result,
-        problems=problems,
-    )
+    compare_with_held(ledger, held, ((None, o) for o in obs), where=where, result=result, problems=problems)
     return True
 
 

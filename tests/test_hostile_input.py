@@ -29,7 +29,7 @@ from ledger.cli import cli
 from ledger.domain import baselines as bl
 from ledger.domain.events import ActionTaken, BaselineEntry, CardClosed, CardOpened, PlayStarted, card_stream, decode
 from ledger.errors import ImportInputError
-from ledger.formats.recordings import STRICT_KINDS
+from ledger.formats.import_problems import STRICT_KINDS
 from ledger.imports.importing import import_recordings
 from ledger.toolkit.game_files import scan_environments
 

@@ -16,7 +16,8 @@ from ledger.cli.params import calculator_option
 from ledger.cli.progress import progress_bar
 
 if TYPE_CHECKING:  # the services are imported when the command runs: `ledger --help` must start fast
-    from ledger.imports.importing import CardResult, ImportSummary, Problem
+    from ledger.formats.import_problems import Problem
+    from ledger.imports.import_cards import CardResult, ImportSummary
 
 
 @click.command("import")
@@ -107,7 +108,8 @@ def import_cmd(
       ledger import harness --environments environment_files  # a harness run, re-played
       ledger import recordings --json --quiet
     """
-    from ledger.imports.importing import find_recordings, import_recordings, summary_json, total_bytes
+    from ledger.formats.finding import find_recordings
+    from ledger.imports.importing import import_recordings, summary_json, total_bytes
 
     found = find_recordings(paths)
     show = not quiet and not as_json and sys.stderr.isatty()
@@ -193,7 +195,7 @@ class _Committed:
 
 
 def _severity(p: Problem, strict: bool, repeats: bool = False) -> str:
-    from ledger.imports.importing import FATAL_KINDS, REFUSED_KINDS, REPEAT_KINDS, STRICT_KINDS
+    from ledger.formats.import_problems import FATAL_KINDS, REFUSED_KINDS, REPEAT_KINDS, STRICT_KINDS
 
     if p.kind in REPEAT_KINDS:
         return "Warning" if repeats else "Error"

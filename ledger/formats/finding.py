@@ -6,7 +6,7 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import msgspec
@@ -16,7 +16,7 @@ from ledger.formats.builtin_readers import builtin
 from ledger.formats.harness import FORMATS
 from ledger.formats.import_problems import Problem
 from ledger.formats.readers import Reader, ReaderError, Streamed, installed, reader_for
-from ledger.formats.run_folders import read_run_folder, read_run_meta
+from ledger.formats.run_folders import read_run_folder, read_run_meta, utc
 
 #: Why a ``.jsonl`` file no reader reads makes no card.
 UNREAD = f"not a recording the ledger reads. It reads: {'; '.join(FORMATS)}"
@@ -177,14 +177,9 @@ def _time_span(path: Path) -> tuple[datetime, datetime] | None:
             last = _TIMESTAMP.findall(f.read())
         if first is None or not last:
             return None
-        return _utc(first.group(1)), _utc(last[-1])
+        return utc(first.group(1).decode()), utc(last[-1].decode())
     except (OSError, ValueError):
         return None
-
-
-def _utc(raw: bytes) -> datetime:
-    t = datetime.fromisoformat(raw.decode().replace("Z", "+00:00"))
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def recording_of_run(run_dir: Path) -> tuple[Path | None, str]:

@@ -180,33 +180,22 @@ class FrameLines(Sequence[FrameLine]):
             raise IndexError("frame line out of range")
         k, j = divmod(i, CHUNK)
         columns, values = self._chunk(k)
-        return _line(values, *(column[j] for column in columns))
+        return _line(values, [column[j] for column in columns])
 
     def __iter__(self) -> Iterator[FrameLine]:
         # The columns side by side, a chunk at a time: a search walks every line, several times.
         for k in range(len(self._spill) + 1):
             columns, values = self._chunk(k)
-            for vs in zip(*columns, strict=True):
-                yield _line(values, *vs)
+            for row in zip(*columns, strict=True):
+                yield _line(values, row)
 
     def _chunk(self, k: int) -> tuple[tuple[Any, ...], list[Any]]:
         return (self._columns, self._values) if k == len(self._spill) else self._spill.get(k)
 
 
-def _line(
-    v: list[Any],
-    lineno: int,
-    us: int,
-    levels: int,
-    win: int,
-    full: int,
-    tz: int,
-    game_id: int,
-    guid: int,
-    state: int,
-    packed: int,
-    actions: int,
-) -> FrameLine:
+def _line(v: list[Any], row: Sequence[int]) -> FrameLine:
+    """The line of a row of the columns (see :meth:`FrameLines._fresh`), its values' places in ``v``."""
+    lineno, us, levels, win, full, tz, game_id, guid, state, packed, actions = row
     ts = _EPOCH + timedelta(microseconds=us)
     zone = v[tz]
     return FrameLine(

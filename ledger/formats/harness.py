@@ -183,15 +183,18 @@ def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
     read = HarnessRead(p, name)
     digest = hashlib.sha256()
     lines = _Lines(read)
-    lineno = 0
+
+    def consume(raw: bytes) -> int:
+        digest.update(raw)
+        read.end += len(raw)
+        read.lines += 1
+        return read.lines
+
     with open(p, "rb") as f:
         it = iter(f)
         held: bytes | None = None
-        while True:
-            raw = held if held is not None else next(it, None)
+        while (raw := held if held is not None else next(it, None)) is not None:
             held = None
-            if raw is None:
-                break
             complete = raw.endswith(b"\n")
             body = raw.rstrip(b"\r\n")
             if not complete and not _decodes(_line, body):
@@ -205,29 +208,22 @@ def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
                     read.truncated_tail = len(raw) + len(nxt)  # its rest is still being written
                     break
                 if cut is not None:
-                    digest.update(raw)
-                    read.end += len(raw)
-                    lineno += 1
+                    lineno = consume(raw)
                     read.cuts.append((lineno, cut.describe(lineno)))
                     lines.take(lineno, cut.outer, _decode_line(cut.outer))
                     lines.take(lineno + 1 if cut.joins_next else lineno, cut.inner, _decode_line(cut.inner))
                     if cut.joins_next and nxt is not None:
-                        digest.update(nxt)
-                        read.end += len(nxt)
-                        lineno += 1
+                        consume(nxt)
                     else:
                         held = nxt
                     continue
                 held = nxt
-            digest.update(raw)
-            read.end += len(raw)
-            lineno += 1
+            lineno = consume(raw)
             if not body.strip():
                 read.blank_lines += 1
                 continue
             lines.take(lineno, body, decoded)
     lines.finish()
-    read.lines = lineno
     read.prefix_sha256 = digest.hexdigest()
     return read
 

@@ -24,12 +24,9 @@ class FrameClassification:
     candidates: LineMap[list[int]] = field(default_factory=lambda: LineMap(key=tuple))
 
 
-def classify_from_frames(
-    frames: Sequence[FrameLine], game_id: str, steps: dict[int, Step] | None = None
-) -> FrameClassification:
+def classify_from_frames(frames: Sequence[FrameLine], game_id: str, steps: dict[int, Step]) -> FrameClassification:
     """The actions as far as the frames tell them (rules in docs/import.md)."""
     out = FrameClassification()
-    steps = steps or {}
     starts: dict[int, set[bytes]] = {}
     prev: FrameLine | None = None
     for line in frames:
@@ -48,14 +45,11 @@ def classify_from_frames(
             if step is not None and step.action != 0
             else (min(offered or [1]), None, None)
         )
-        if line.full_reset:
+        if line.full_reset or (not line.empty and prev is not None and prev.state == "GAME_OVER"):
             out.choices[line.lineno] = (0, None, None)
             starts.setdefault(line.levels_completed, set()).add(line.last_grid_key())
         elif line.empty:
             out.choices[line.lineno] = fallback
-        elif prev is not None and prev.state == "GAME_OVER":
-            out.choices[line.lineno] = (0, None, None)
-            starts.setdefault(line.levels_completed, set()).add(line.last_grid_key())
         else:
             key = line.last_grid_key()
             could_reset = prev is not None and prev.levels_completed == line.levels_completed

@@ -21,9 +21,7 @@ import msgspec
 from ledger.domain.events import RecordingImported, SkippedLine, State
 from ledger.domain.translator import Observation
 from ledger.formats.harness import ACTION_NAMES
-from ledger.formats.import_problems import FATAL_KINDS as FATAL_KINDS  # re-exported
 from ledger.formats.import_problems import SKIP_REASONS, Problem, ProblemKind
-from ledger.formats.import_problems import STRICT_KINDS as STRICT_KINDS  # re-exported
 from ledger.toolkit.observation import click_xy
 
 #: Bytes read at a time: small enough that a block is still in the CPU cache when its lines are scanned.
@@ -234,7 +232,6 @@ def _frame_is_empty(raw: msgspec.Raw) -> bool | None:
 @dataclass(slots=True)
 class FileRead:
     path: Path
-    name: str
     start: int
     end: int
     lines: int
@@ -475,14 +472,12 @@ def read_recording(
 ) -> FileRead:
     """Read one recording file from where ``since`` stopped; OSError if unreadable, RewrittenError if rewritten."""
     p = Path(path)
-    start = since.offset if since is not None else 0
+    start, first_line = (since.offset, since.lines) if since is not None else (0, 0)
     with open(p, "rb") as f:
         digest = hashlib.sha256()
         if since is not None:
             check_continues(f, since, digest)
-        reader = _FileReader(
-            p, since.lines if since is not None else 0, since.game_state if since is not None else None
-        )
+        reader = _FileReader(p, first_line, since.game_state if since is not None else None)
         f.seek(start)
         with BackgroundHash(digest) as hasher:
             read, carry, long = feed_lines(f, reader, hasher, progress)
@@ -500,11 +495,10 @@ def read_recording(
         prefix = digest.hexdigest()
     return FileRead(
         path=p,
-        name=p.name,
         start=start,
         end=consumed,
         lines=reader.lineno,
-        new_lines=reader.lineno - (since.lines if since is not None else 0),
+        new_lines=reader.lineno - first_line,
         skipped=(since.skipped if since is not None else 0) + reader.bad,
         observations=reader.obs,
         problems=reader.problems,

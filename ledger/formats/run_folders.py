@@ -135,14 +135,18 @@ def _overlaps(d: Path, frames: Sequence[FrameLine]) -> bool:
     return steps[0].ts <= frames[-1].ts and steps[-1].ts >= frames[0].ts
 
 
-_INPUT = ("input_tokens", "prompt_tokens")
-_OUTPUT = ("output_tokens", "completion_tokens")
-_TOTAL = ("total_tokens", "tokens")
-_COST = ("total_cost", "cost", "cost_usd")
-_CACHED = ("cached_tokens", "cache_read_tokens")
-_REASONING = ("reasoning_tokens",)
-_CACHE_WRITE = ("cache_write_tokens", "cache_creation_tokens")
-_NAMED = {*_INPUT, *_OUTPUT, *_TOTAL, *_COST, *_CACHED, *_REASONING, *_CACHE_WRITE}
+#: Each figure of :class:`Usage` with the keys that may hold it (key names vary between versions), the first used.
+_KEYS = {
+    "input_tokens": ("input_tokens", "prompt_tokens"),
+    "output_tokens": ("output_tokens", "completion_tokens"),
+    "total_tokens": ("total_tokens", "tokens"),
+    "cost": ("total_cost", "cost", "cost_usd"),
+    "cached_tokens": ("cached_tokens", "cache_read_tokens"),
+    "reasoning_tokens": ("reasoning_tokens",),
+    "cache_write_tokens": ("cache_write_tokens", "cache_creation_tokens"),
+}
+FIGURES = tuple(_KEYS)
+_NAMED = {k for keys in _KEYS.values() for k in keys}
 _META_READ = {"run_id", "game_id", "model", "config", "started_at", "start_time", "ended_at", "end_time"}
 _META_READ |= {"finished_at", "usage", "total_usage", "token_usage", *_NAMED}
 
@@ -176,7 +180,7 @@ def _number(d: dict[str, Any], keys: tuple[str, ...], kind: type) -> Any:
     for k in keys:
         v = d.get(k)
         if isinstance(v, dict):
-            v = next((v[j] for j in _COST if isinstance(v.get(j), int | float)), None)
+            v = next((v[j] for j in _KEYS["cost"] if isinstance(v.get(j), int | float)), None)
         if isinstance(v, int | float) and not isinstance(v, bool):
             return kind(v)
     return None
@@ -196,24 +200,10 @@ def usage_of(d: Any) -> Usage:
     return u
 
 
-FIGURES = (
-    *("input_tokens", "output_tokens", "total_tokens", "cost"),
-    *("cached_tokens", "reasoning_tokens", "cache_write_tokens"),
-)
-
-
 def usage_of_flat(d: dict[str, Any], *, keep_other: bool = True) -> Usage:
     other = {k: v for k, v in d.items() if k not in _NAMED} if keep_other else {}
-    return Usage(
-        _number(d, _INPUT, int),
-        _number(d, _OUTPUT, int),
-        _number(d, _TOTAL, int),
-        _number(d, _COST, float),
-        _number(d, _CACHED, int),
-        _number(d, _REASONING, int),
-        _number(d, _CACHE_WRITE, int),
-        other or None,
-    )
+    figures = {f: _number(d, keys, float if f == "cost" else int) for f, keys in _KEYS.items()}
+    return Usage(**figures, other=other or None)
 
 
 def _text(d: dict[str, Any], *keys: str) -> str | None:
@@ -242,14 +232,20 @@ def read_run_meta(folder: Path) -> RunMeta | None:
     )
 
 
-def step_usages(folder: Path) -> dict[int, Usage]:
-    out: dict[int, Usage] = {}
+def _step_files(folder: Path) -> Iterator[tuple[int, Any]]:
+    """Each step file's number and JSON, in name order; a file unreadable or without a ``step`` number left out."""
     for f in sorted(folder.glob("step_*.json")):
         try:
             d = json.loads(f.read_text(encoding="utf-8"))
             n = int(d["step"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
+        yield n, d
+
+
+def step_usages(folder: Path) -> dict[int, Usage]:
+    out: dict[int, Usage] = {}
+    for n, d in _step_files(folder):
         u = usage_of(d)
         if u.total_tokens is not None or u.cost is not None:
             out[n] = u
@@ -282,19 +278,22 @@ def _parse_action(value: Any) -> tuple[int, int | None, int | None] | None:
 
 def read_run_folder(folder: Path) -> list[Step]:
     steps: list[Step] = []
-    for f in sorted(folder.glob("step_*.json")):
+    for n, d in _step_files(folder):
         try:
-            d = json.loads(f.read_text(encoding="utf-8"))
-            ts = datetime.fromisoformat(str(d["timestamp"]).replace("Z", "+00:00"))
-            parsed = _parse_action(d.get("parsed_action"))
-            n = int(d["step"])
-        except (OSError, ValueError, KeyError, TypeError):
+            ts = utc(str(d["timestamp"]))
+        except (ValueError, KeyError):
             continue
-        if parsed is None:
-            continue
-        steps.append(Step(n, ts if ts.tzinfo else ts.replace(tzinfo=UTC), *parsed))
+        parsed = _parse_action(d.get("parsed_action"))
+        if parsed is not None:
+            steps.append(Step(n, ts, *parsed))
     steps.sort(key=lambda s: s.step)
     return steps
+
+
+def utc(text: str) -> datetime:
+    """An ISO 8601 time (``Z`` for UTC), UTC when it gives no zone."""
+    t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def match_steps(frames: Sequence[FrameLine], steps: list[Step]) -> dict[int, Step]:

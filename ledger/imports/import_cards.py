@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from ledger.domain import baselines as bl
 from ledger.domain import calculators, document
 from ledger.domain.events import (
-    ActionIgnored,
     AnyEvent,
     BaselineEntry,
     BaselinesAttached,
@@ -75,9 +74,9 @@ class GuidIndex:
             if g in self._map and self._map[g] is None:
                 self._map[g] = card_id
 
-    def others(self, guids: set[str], card_id: str) -> dict[str, str]:
-        found = self.owners(guids)
-        return {g: c for g, c in sorted(found.items()) if c is not None and c != card_id}
+    def held_elsewhere(self, guids: set[str], card_id: str) -> str | None:
+        """The card other than ``card_id`` that holds one of ``guids`` (the first guid so held), or None."""
+        return next((c for _, c in sorted(self.owners(guids).items()) if c is not None and c != card_id), None)
 
 
 def plan_cards(found: Found, index: GuidIndex, card_id: str | None, problems: list[Problem]) -> dict[str, CardPlan]:
@@ -117,19 +116,6 @@ def _owner_of(f: Path, index: GuidIndex) -> str | None:
     return owners.pop() if len(owners) == 1 else None
 
 
-def unproven_message(plan: CardPlan, name: str) -> str:
-    return (
-        f"cannot tell which card these recordings are: the folder name {name!r} is no card id and none of their "
-        "plays is in the ledger; put each run's files in a folder named by its card id, as the toolkit writes them "
-        "(<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl), or name the card with --card-id ID (one run at a time)"
-    )
-
-
-def held_elsewhere(index: GuidIndex, guids: set[str], card_id: str) -> str | None:
-    others = index.others(guids, card_id)
-    return next(iter(others.values())) if others else None
-
-
 def compare_with_held(
     ledger: Ledger,
     held_id: str,
@@ -138,7 +124,7 @@ def compare_with_held(
     where: str,
     result: CardResult,
     problems: list[Problem],
-    first_play: Callable[[CardState, CardOpened, Observation], list[AnyEvent]] | None = None,
+    first_play: Callable[[CardState, Observation], list[AnyEvent]] | None = None,
     resets: bool = True,
 ) -> None:
     """Compare the card ``obs`` make with the held card; set ``result`` ("same card", or "differs", exit 1). Lines
@@ -159,11 +145,9 @@ def compare_with_held(
         if not started:
             started = True
             # The recordings are counted as the toolkit that played the held card counted (its release's rules).
-            opened = CardOpened(ts=o.ts, card_id=held_id, calculator=held.calculator)
+            apply(card, CardOpened(ts=o.ts, card_id=held_id, calculator=held.calculator))
             if first_play is not None:
-                first_play(card, opened, o)
-            else:
-                apply(card, opened)
+                first_play(card, o)
         translate(card, o)
     if not started and first_ts is not None:
         apply(card, CardOpened(ts=first_ts, card_id=held_id, calculator=held.calculator))
@@ -207,17 +191,26 @@ class CardResult:
     exit_code: int = 0
     format: str = "toolkit"
     inferred: int = 0
+    #: Actions the recording's lines name (``action_input``), none inferred.
+    recorded: int = 0
     undecided: int = 0
     unreproduced: int = 0
     resets_known: bool = True
-    #: Actions the recording's lines name (``action_input``), none inferred.
-    recorded: int = 0
     baselines_attached: bool = False
     #: Lines after a play's end (no RESET since): kept, but neither the toolkit nor the server counts them.
     not_counted: int = 0
 
     def refuse(self, exit_code: int, error: str) -> None:
         self.status, self.exit_code, self.error = "not imported", exit_code, error
+
+
+#: CardResult's fields under another name in the summary JSON.
+JSON_NAMES = {
+    "inferred": "inferred_actions",
+    "recorded": "recorded_actions",
+    "undecided": "undecided_lines",
+    "unreproduced": "unreproduced_lines",
+}
 
 
 @dataclass(slots=True)
@@ -296,10 +289,14 @@ class Baselines:
         self.calculator = calculators.get(calculator).version if calculator is not None else None
         self._infos: dict[str, Any] | None = None
 
-    def opened(self, ts: datetime, card_id: str, set_id: str | None, tags: list[str] | None = None) -> CardOpened:
-        """Its calculator: the stated release, else the newest, recorded as assumed."""
+    def new_card(
+        self, ts: datetime, card_id: str, tags: list[str] | None = None
+    ) -> tuple[CardState, CardOpened, dict[str, BaselineEntry]]:
+        """A new card, opened with the set (:meth:`for_new_card`) and its calculator: the stated release, else the
+        newest, recorded as assumed; with the set's entries."""
+        set_id, bmap = self.for_new_card()
         calc, source = (self.calculator, "user") if self.calculator is not None else (None, "assumed")
-        return CardOpened(
+        opened = CardOpened(
             ts=ts,
             card_id=card_id,
             tags=tags,
@@ -307,6 +304,9 @@ class Baselines:
             calculator=calc or calculators.NEWEST.version,
             calculator_source=source,
         )
+        card = new_card(card_id)
+        apply(card, opened)
+        return card, opened, bmap
 
     def game_info(self, game_id: str) -> Any:
         if self.folder is None:
@@ -340,10 +340,6 @@ def attach_baselines(ledger: Ledger, existing: Existing, baselines: Baselines, r
     # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
     ledger.append_card(card.card_id, out, version, state=card)
     result.status, result.baselines_attached, result.events = "updated", True, len(out)
-
-
-def count_not_counted(events: Sequence[AnyEvent], result: CardResult) -> None:
-    result.not_counted += sum(1 for e in events if type(e) is ActionIgnored)
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,29 +376,24 @@ class ImportSummary:
         return 2 if 2 in codes else (1 if 1 in codes else 0)
 
     def totals(self) -> dict[str, int]:
+        n = Counter(c.status for c in self.cards)
         return {
             "cards": len(self.cards),
-            "imported": sum(c.status == "imported" for c in self.cards),
-            "updated": sum(c.status == "updated" for c in self.cards),
-            "already_imported": sum(c.status == "already imported" for c in self.cards),
-            "not_imported": sum(c.status == "not imported" for c in self.cards),
-            "plays": sum(c.plays for c in self.cards),
-            "events": sum(c.events for c in self.cards),
-            "lines": sum(c.lines for c in self.cards),
-            "not_counted": sum(c.not_counted for c in self.cards),
-            "same_card": sum(c.status == "same card" for c in self.cards),
-            "differs": sum(c.status == "differs" for c in self.cards),
+            **{s.replace(" ", "_"): n[s] for s in ("imported", "updated", "already imported", "not imported")},
+            **self._sums("plays", "events", "lines", "not_counted"),
+            "same_card": n["same card"],
+            "differs": n["differs"],
         }
 
     def inference(self) -> dict[str, int]:
         return {
-            "inferred_actions": sum(c.inferred for c in self.cards),
-            "recorded_actions": sum(c.recorded for c in self.cards),
-            "undecided_lines": sum(c.undecided for c in self.cards),
-            "unreproduced_lines": sum(c.unreproduced for c in self.cards),
+            **self._sums("inferred", "recorded", "undecided", "unreproduced"),
             "resets_unknown_cards": sum(c.format == "harness" and not c.resets_known for c in self.cards),
-            "baselines_attached": sum(c.baselines_attached for c in self.cards),
+            **self._sums("baselines_attached"),
         }
+
+    def _sums(self, *names: str) -> dict[str, int]:
+        return {JSON_NAMES.get(k, k): sum(getattr(c, k) for c in self.cards) for k in names}
 
     def skipped(self) -> dict[str, int]:
         out: Counter[str] = Counter()

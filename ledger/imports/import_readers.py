@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from dataclasses import asdict
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from ledger.app.usage import card_usage, same_run
-from ledger.domain.events import AnyEvent, RecordingImported, RunUsage, State
-from ledger.domain.projection import apply, new_card
+from ledger.domain.events import AnyEvent, RecordingImported, RunUsage
 from ledger.domain.translator import Observation, translate
 from ledger.formats.harness import STATES
 from ledger.formats.import_problems import Problem
@@ -20,7 +21,6 @@ from ledger.imports.import_cards import (
     ImportOptions,
     close_import,
     compare_with_held,
-    held_elsewhere,
     load_existing,
     with_retries,
 )
@@ -45,11 +45,7 @@ def import_read(opts: ImportOptions, reader: Reader, path: Path, problems: list[
             error = f"{path}: {why}: nothing of it imported"
             out.append(CardResult(d.card_id, "not imported", 1, error=error, exit_code=2))
             continue
-
-        def attempt(found: list[Problem], d: Decided = d) -> tuple[CardResult, int]:
-            return _one(opts, reader, path, d, found), 0
-
-        out.append(with_retries(d.card_id, 1, attempt, problems)[0])
+        out.append(with_retries(d.card_id, 1, partial(_one, opts, reader, path, d), problems)[0])
     return out
 
 
@@ -85,19 +81,18 @@ def _usage(reader: Reader, path: Path, d: Decided) -> RunUsage | None:
 
 
 def _observations(answers: list[Answer]) -> Iterator[Observation]:
-    for a in answers:
-        state = cast(State, a.state)  # checked against the toolkit's states (_refused)
-        yield Observation(
-            a.ts, a.game_id, a.guid, a.action, state, a.levels_completed, a.full_reset, a.frame_empty, a.x, a.y
-        )
+    # An Answer's fields are an Observation's, its state checked against the toolkit's (_refused).
+    return (Observation(**asdict(a)) for a in answers)
 
 
-def _one(opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: list[Problem]) -> CardResult:
+def _one(
+    opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: list[Problem]
+) -> tuple[CardResult, int]:
     ledger = opts.ledger
     result = CardResult(d.card_id, "nothing to import", 1, format=f"reader:{reader.name}")
     usage = _usage(reader, path, d)
     existing = load_existing(ledger, d.card_id)
-    held = held_elsewhere(opts.index, {o.guid for o in _observations(d.answers[:1])}, d.card_id) if d.answers else None
+    held = opts.index.held_elsewhere({d.answers[0].guid}, d.card_id) if d.answers else None
     if held is None and existing is not None and not existing.imported and d.answers:
         held = d.card_id  # captured live under the id the file names: compared with it
     target = held or (d.card_id if existing is not None else None)
@@ -109,14 +104,11 @@ def _one(opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: 
             result.status = "already imported"
         if usage is not None and result.status != "differs":
             _give_usage(ledger, target, usage, d, path, result, problems, strict=opts.strict)
-        return result
+        return result, 0
     if not d.answers:
         result.refuse(1, f"{path}: card {d.card_id} is not in the ledger: its usage has no card to go with")
-        return result
-    set_id, bmap = opts.baselines.for_new_card()
-    card = new_card(d.card_id)
-    opened = opts.baselines.opened(d.answers[0].ts, d.card_id, set_id, [f"reader:{reader.name}", *d.tags])
-    apply(card, opened)
+        return result, 0
+    card, opened, bmap = opts.baselines.new_card(d.answers[0].ts, d.card_id, [f"reader:{reader.name}", *d.tags])
     events: list[AnyEvent] = [opened]
     for o in _observations(d.answers):
         events += translate(card, o)
@@ -137,7 +129,7 @@ def _one(opts: ImportOptions, reader: Reader, path: Path, d: Decided, problems: 
     ledger.append_card(d.card_id, events, 0, state=card, hand_over=True)
     result.status, result.events, result.lines = "imported", len(events), len(d.answers)
     result.plays = len({a.guid for a in d.answers})
-    return result
+    return result, 0
 
 
 def _give_usage(

@@ -23,9 +23,7 @@ def run_tags(folder: Path | None) -> list[str]:
     meta = read_run_meta(folder) if folder is not None else None
     if meta is None:
         return []
-    return [
-        t for t in (f"model:{meta.model}" if meta.model else None, f"run:{meta.run_id}" if meta.run_id else None) if t
-    ]
+    return [f"{k}:{v}" for k, v in (("model", meta.model), ("run", meta.run_id)) if v]
 
 
 def run_usage(
@@ -81,15 +79,9 @@ def run_usage(
         model=meta.model,
         started_at=meta.started_at,
         ended_at=meta.ended_at,
-        input_tokens=u.input_tokens,
-        output_tokens=u.output_tokens,
-        total_tokens=u.total_tokens,
-        cost=u.cost,
         levels=levels,
-        cached_tokens=u.cached_tokens,
-        reasoning_tokens=u.reasoning_tokens,
-        cache_write_tokens=u.cache_write_tokens,
         usage_other=u.other,
+        **{f: getattr(u, f) for f in FIGURES},
     )
 
 

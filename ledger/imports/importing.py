@@ -9,12 +9,15 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import fields
 from datetime import UTC, datetime
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.domain import baselines as bl
 from ledger.domain.events import (
+    ActionIgnored,
     AnyEvent,
     BaselineEntry,
     CardReopened,
@@ -22,49 +25,33 @@ from ledger.domain.events import (
     PlayStarted,
     RecordingImported,
 )
-from ledger.domain.projection import CardState, apply, new_card
+from ledger.domain.projection import CardState, apply
 from ledger.domain.translator import Observation, translate
 from ledger.errors import ImportInputError
-from ledger.formats.finding import UNREAD, Found
-from ledger.formats.finding import find_recordings as find_recordings  # re-exported
-from ledger.formats.import_problems import REFUSED_KINDS as REFUSED_KINDS  # re-exported
-from ledger.formats.import_problems import REPEAT_KINDS as REPEAT_KINDS  # re-exported
-from ledger.formats.recordings import (
-    FATAL_KINDS,
-    SKIP_REASONS,
-    STRICT_KINDS,
-    FileRead,
-    Problem,
-    RewrittenError,
-    read_recording,
-)
+from ledger.formats.finding import UNREAD, Found, find_recordings
+from ledger.formats.import_problems import FATAL_KINDS, REPEAT_KINDS, SKIP_REASONS, STRICT_KINDS, Problem
+from ledger.formats.recordings import FileRead, RewrittenError, read_recording
 from ledger.imports.import_cards import (
+    JSON_NAMES,
     Baselines,
     CardPlan,
     CardResult,
     Existing,
     GuidIndex,
     ImportOptions,
+    ImportSummary,
     attach_baselines,
     close_import,
     compare_with_held,
-    count_not_counted,
-    held_elsewhere,
     load_existing,
     plan_cards,
-    unproven_message,
     with_retries,
 )
-from ledger.imports.import_cards import ImportSummary as ImportSummary  # re-exported
 from ledger.rules.audit_checks import not_a_recording
 from ledger.toolkit.game_files import scan_environments
 
 if TYPE_CHECKING:
     from ledger.ledger import Ledger
-
-
-def _ts_key(o: Observation) -> datetime:
-    return o.ts
 
 
 def _import_card(
@@ -77,11 +64,12 @@ def _import_card(
         how = "in no format the ledger reads" if {found.refused[f] for f in refused} == {UNREAD} else "refused"
         what = f"{len(refused)} of its files {how} ({', '.join(f.name for f in refused[:3])})"
         return CardResult(card_id, "not imported", len(files), error=f"{what}: nothing of it imported", exit_code=2), 0
+    once = _import_card_once
     if len(files) == 1 and found.readers[files[0]].decides == "frames":
-        from ledger.imports.importing_harness import import_harness_card
+        from ledger.imports.importing_harness import import_harness_once
 
-        return import_harness_card(opts, card_id, files[0], problems, how=plan.how)
-    return with_retries(card_id, len(files), lambda found: _import_card_once(opts, card_id, plan, found), problems)
+        once = import_harness_once
+    return with_retries(card_id, len(files), lambda found: once(opts, card_id, plan, found), problems)
 
 
 def _import_card_once(
@@ -103,20 +91,19 @@ def _import_card_once(
     refused = _refusal(reads, plan, card_id, index)
     if refused is not None:
         problems.append(refused)
-        result.status, result.error, result.exit_code = "not imported", _REFUSED[refused.kind], 2
+        result.refuse(2, _REFUSED[refused.kind])
         return result, bytes_read
     repeats = None if opts.allow_repeats else _repeats(card_problems)
     if repeats is not None:
-        result.status, result.error, result.exit_code = "not imported", repeats, 2
+        result.refuse(2, repeats)
         return result, bytes_read
     fatal = [p for p in card_problems if p.kind in FATAL_KINDS]
     if fatal:
-        result.status, result.error, result.exit_code = "not imported", str(fatal[0]), 1
+        result.refuse(1, str(fatal[0]))
         return result, bytes_read
     bad = [p for p in card_problems if p.kind in STRICT_KINDS]
     if opts.strict and bad:
-        result.status, result.exit_code = "not imported", 2
-        result.error = f"{len(bad)} problem(s) in its recordings (--strict): nothing of this card imported"
+        result.refuse(2, f"{len(bad)} problem(s) in its recordings (--strict): nothing of this card imported")
         return result, bytes_read
 
     advanced = [r for r in reads if r.end > r.start]
@@ -140,7 +127,7 @@ def _import_card_once(
     if playless and _no_play(opts.strict, advanced, playless, result, problems):
         return result, bytes_read
     plays = sum(1 for e in out if type(e) is PlayStarted)
-    count_not_counted(out, result)
+    result.not_counted += sum(1 for e in out if type(e) is ActionIgnored)
     _record_progress_and_close(card, advanced, bmap, last, out)
     # The card ends closed: the facade's snapshot policy caches its projection, as live capture's close does.
     ledger.append_card(card_id, out, version, state=card, whole=False, hand_over=True)
@@ -191,10 +178,7 @@ def _open_or_reopen(
     """The card to append to, its version, baselines and last timestamp; appends its opening event to ``out``."""
     if existing is None:
         first = min(o[0].ts for o in observations)
-        set_id, bmap = baselines.for_new_card()
-        card = new_card(card_id)
-        opened = baselines.opened(first, card_id, set_id)
-        apply(card, opened)
+        card, opened, bmap = baselines.new_card(first, card_id)
         out.append(opened)
         return card, 0, bmap, first
     card = existing.card
@@ -214,7 +198,7 @@ def _translate_in_time_order(
 ) -> tuple[datetime, Counter[str]]:
     """Append every file's lines' events in timestamp order; the last timestamp, and per guid the lines with no play."""
     merged = (
-        heapq.merge(*observations, key=_ts_key)
+        heapq.merge(*observations, key=attrgetter("ts"))
         if len(observations) > 1
         else iter(observations[0] if observations else ())
     )
@@ -243,8 +227,7 @@ def _no_play(
             )
             problems.append(Problem(str(r.path), None, "impossible", msg))
     if strict:
-        result.status, result.exit_code = "not imported", 2
-        result.error = f"{sum(playless.values())} line(s) make no play (--strict): nothing of this card imported"
+        result.refuse(2, f"{sum(playless.values())} line(s) make no play (--strict): nothing of this card imported")
         return True
     result.exit_code = 1
     return False
@@ -256,11 +239,11 @@ def _record_progress_and_close(
     read: list[AnyEvent] = []
     for r in advanced:
         if r.skipped_lines:
-            read.append(LinesSkipped(ts=r.last_ts or last, file=r.name, lines=r.skipped_lines))
+            read.append(LinesSkipped(ts=r.last_ts or last, file=r.path.name, lines=r.skipped_lines))
         read.append(
             RecordingImported(
                 ts=r.last_ts or last,
-                file=r.name,
+                file=r.path.name,
                 offset=r.end,
                 lines=r.lines,
                 skipped=r.skipped,
@@ -286,8 +269,14 @@ def _refusal(reads: list[FileRead], plan: CardPlan, card_id: str, index: GuidInd
             return Problem(str(r.path), None, "several_plays", msg)
     if not any(r.observations for r in reads):
         return None
-    if plan.how == "unproven" and not index.others(set().union(*(r.guids for r in reads)), card_id):
-        return Problem(str(plan.files[0].parent), None, "unknown_card", unproven_message(plan, card_id))
+    if plan.how == "unproven" and index.held_elsewhere(set().union(*(r.guids for r in reads)), card_id) is None:
+        msg = (
+            f"cannot tell which card these recordings are: the folder name {card_id!r} is no card id and none of "
+            "their plays is in the ledger; put each run's files in a folder named by its card id, as the toolkit "
+            "writes them (<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl), or name the card with --card-id ID "
+            "(one run at a time)"
+        )
+        return Problem(str(plan.files[0].parent), None, "unknown_card", msg)
     return None
 
 
@@ -302,21 +291,12 @@ def _compared(
     """When the ledger holds these plays already, compare the card the lines make with it, write nothing (True)."""
     if not any(r.observations for r in reads):
         return False
-    held = live if live is not None else held_elsewhere(index, set().union(*(r.guids for r in reads)), result.card_id)
+    held = live if live is not None else index.held_elsewhere(set().union(*(r.guids for r in reads)), result.card_id)
     if held is None:
         return False
-    obs = sorted((o for r in reads for o in r.observations), key=_ts_key)
+    obs = sorted((o for r in reads for o in r.observations), key=attrgetter("ts"))
     where = str(reads[0].path.parent)
-    compare_with_held(
-        ledger,
-        held,
-        ((None, o) for o in obs),
-        where=where,
-        first_play=None,
-        resets=True,
-        result=result,
-        problems=problems,
-    )
+    compare_with_held(ledger, held, ((None, o) for o in obs), where=where, result=result, problems=problems)
     return True
 
 
@@ -410,25 +390,9 @@ def summary_json(s: ImportSummary, with_environments: bool) -> dict[str, Any]:
         "mb_per_s": s.mb_per_s,
         "baselines_id": s.baselines_id,
         "environments": with_environments,
+        # A card's fields in their order, exit_code left out (the summary's says it).
         "cards": [
-            {
-                "card_id": c.card_id,
-                "status": c.status,
-                "files": c.files,
-                "lines": c.lines,
-                "plays": c.plays,
-                "events": c.events,
-                "skipped": c.skipped,
-                "error": c.error,
-                "format": c.format,
-                "inferred_actions": c.inferred,
-                "recorded_actions": c.recorded,
-                "undecided_lines": c.undecided,
-                "unreproduced_lines": c.unreproduced,
-                "resets_known": c.resets_known,
-                "baselines_attached": c.baselines_attached,
-                "not_counted": c.not_counted,
-            }
+            {JSON_NAMES.get(f.name, f.name): getattr(c, f.name) for f in fields(c) if f.name != "exit_code"}
             for c in s.cards
         ],
         "problems": [{"path": p.path, "line": p.line, "kind": p.kind, "message": p.message} for p in s.problems],

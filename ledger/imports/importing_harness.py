@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import batched
+from itertools import batched, chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -18,7 +18,6 @@ from ledger.domain.events import (
     ActionsInferred,
     ActionTaken,
     AnyEvent,
-    CardOpened,
     CardReopened,
     FramesNoted,
     LinesSkipped,
@@ -28,7 +27,7 @@ from ledger.domain.events import (
     SkippedLine,
     State,
 )
-from ledger.domain.projection import apply, new_card
+from ledger.domain.projection import apply
 from ledger.domain.translator import Observation, translate
 from ledger.formats.frame_lines import FrameLine, LineSet
 from ledger.formats.harness import HarnessRead, parse_name, read_harness
@@ -37,15 +36,14 @@ from ledger.formats.recordings import MAX_LISTED, Problem, RewrittenError, check
 from ledger.formats.run_folders import Step, match_run_folder, read_run_meta
 from ledger.imports.import_cards import (
     Baselines,
+    CardPlan,
     CardResult,
     Existing,
     ImportOptions,
     attach_baselines,
     close_import,
     compare_with_held,
-    held_elsewhere,
     load_existing,
-    with_retries,
 )
 from ledger.imports.import_runs import attach_usage, run_tags, run_usage, usage_held
 from ledger.resim.harness_search import line_signature
@@ -118,13 +116,6 @@ def cross_check(read: HarnessRead, doc: Any, method: str, problems: list[Problem
 #: Lines one FramesNoted or ActionsInferred event lists at most (a long recording's are never all held).
 EVENT_LINES = 4096
 _DIGESTS_KEPT = 4096
-
-
-def import_harness_card(
-    opts: ImportOptions, card_id: str, path: Path, problems: list[Problem], *, how: str = "harness"
-) -> tuple[CardResult, int]:
-    """``how`` says how ``card_id`` was found (``harness``: the recorder's uuid, which is said)."""
-    return with_retries(card_id, 1, lambda found: _import_once(opts, card_id, path, found, how), problems)
 
 
 def _steps_for(
@@ -314,9 +305,11 @@ def _prepare(opts: ImportOptions, result: CardResult, path: Path, problems: list
     return _ReadyFile(existing, read, done, size)
 
 
-def _import_once(
-    opts: ImportOptions, card_id: str, path: Path, problems: list[Problem], how: str
+def import_harness_once(
+    opts: ImportOptions, card_id: str, plan: CardPlan, problems: list[Problem]
 ) -> tuple[CardResult, int]:
+    """The plan's one file; ``plan.how`` says how ``card_id`` was found (``harness``: the recorder's uuid, said)."""
+    path = plan.files[0]
     ledger, baselines, index = opts.ledger, opts.baselines, opts.index
     result = CardResult(card_id, "nothing to import", 1)
     prep = _prepare(opts, result, path, problems)
@@ -353,7 +346,7 @@ def _import_once(
         result.lines = 0
         return result, prep.size
     # One guid a recording (_prepare refuses more): the first observation's is every one's.
-    held = held_elsewhere(index, {first.guid} if first is not None else set(), card_id)
+    held = index.held_elsewhere({first.guid} if first is not None else set(), card_id)
     if held is not None:
         obs = ((f.lineno, o) for f, o in _observations(read.frames, choices, done))
         first_play = _first_play if prep.existing is None else None
@@ -363,9 +356,9 @@ def _import_once(
         )
         if result.status == "same card" and prep.usage is not None:
             attach_usage(ledger, held, prep.usage, str(prep.run_dir), problems)
-        result.format, result.lines = "harness", read.lines - done
+        result.lines = read.lines - done
         return result, prep.size
-    if prep.existing is None and how == "harness":
+    if prep.existing is None and plan.how == "harness":
         msg = (
             f"card id {card_id} is the recorder's uuid in the file name: the recording does not name its card "
             "(--card-id names it)"
@@ -498,24 +491,18 @@ def _facts(
 def _inferred(
     ts: datetime, file: str, method: str, lines: int, undecided: LineSet, known: bool
 ) -> Iterator[ActionsInferred]:
-    """Undecided lines over as many events as they need (EVENT_LINES each); the first holds the inferred count."""
-
-    def event(inferred: int, chunk: list[int]) -> ActionsInferred:
-        return ActionsInferred(
+    """Undecided lines over as many events as they need (EVENT_LINES each, one event at least); the first holds the
+    inferred count."""
+    chunks = batched(undecided, EVENT_LINES)
+    for i, chunk in enumerate(chain([next(chunks, ())], chunks)):
+        yield ActionsInferred(
             ts=ts,
             file=file,
             method=method,  # type: ignore[arg-type]
-            inferred=inferred,
-            undecided=chunk,
+            inferred=lines if i == 0 else 0,
+            undecided=list(chunk),
             resets_known=known,
         )
-
-    first = True
-    for chunk in batched(undecided, EVENT_LINES):
-        yield event(lines if first else 0, list(chunk))
-        first = False
-    if first:
-        yield event(lines, [])
 
 
 def _open_or_reopen(
@@ -523,10 +510,8 @@ def _open_or_reopen(
 ) -> tuple[list[AnyEvent], Any, int]:
     if existing is None:
         assert first is not None  # a new card is made only of lines that have observations
-        set_id, _ = baselines.for_new_card()
-        card = new_card(card_id)
-        opened = baselines.opened(first.ts, card_id, set_id, tags)
-        return [opened, *_first_play(card, opened, first)], card, 0
+        card, opened, _ = baselines.new_card(first.ts, card_id, tags)
+        return [opened, *_first_play(card, first)], card, 0
     card = existing.card
     if not card.closed:
         return [], card, card.events
@@ -535,7 +520,6 @@ def _open_or_reopen(
     return [reopened], card, card.events - 1
 
 
-def _first_play(card: Any, opened: CardOpened, o: Observation) -> list[AnyEvent]:
-    """A new card of a recording: opened, then the play of ``Arcade.make``'s unrecorded RESET."""
-    apply(card, opened)
+def _first_play(card: Any, o: Observation) -> list[AnyEvent]:
+    """The first play of a new card of a recording: that of ``Arcade.make``'s unrecorded RESET."""
     return translate(card, Observation(o.ts, o.game_id, o.guid, 0, "NOT_FINISHED", 0, True, False))

@@ -416,11 +416,27 @@ def check_lifecycle(events: Sequence[Numbered], stale: int, max_open: int) -> Ch
             if gap > longest[0]:
                 longest = (gap, last, n)
             if gap >= idle_for:
-                gaps.append(_idle_gap(last, n, gap))
+                gaps.append(
+                    {
+                        "previous_version": last.version,
+                        "previous_ts": last.event.ts.isoformat(),
+                        "version": n.version,
+                        "seq": n.seq,
+                        "ts": ev.ts.isoformat(),
+                        "minutes": round(gap.total_seconds() / 60, 3),
+                    }
+                )
                 if first_close_index is None:
                     first_close_index = i
         if over is None and opened_at is not None and ev.ts - opened_at >= max_for:
-            over = _past_max_open(n, opened_at, max_for)
+            over = {
+                "version": n.version,
+                "seq": n.seq,
+                "ts": ev.ts.isoformat(),
+                "opened_at": opened_at.isoformat(),
+                "closes_at": (opened_at + max_for).isoformat(),
+                "minutes": round((ev.ts - opened_at).total_seconds() / 60, 3),
+            }
             if first_close_index is None or i < first_close_index:
                 first_close_index = i
         last = n
@@ -441,35 +457,6 @@ def check_lifecycle(events: Sequence[Numbered], stale: int, max_open: int) -> Ch
         "events_after_first_close": after_events,
         "actions_after_first_close": after_actions,
     }
-    return _lifecycle_check(details, longest)
-
-
-def _idle_gap(last: Numbered, n: Numbered, gap: timedelta) -> dict[str, Any]:
-    return {
-        "previous_version": last.version,
-        "previous_ts": last.event.ts.isoformat(),
-        "version": n.version,
-        "seq": n.seq,
-        "ts": n.event.ts.isoformat(),
-        "minutes": round(gap.total_seconds() / 60, 3),
-    }
-
-
-def _past_max_open(n: Numbered, opened_at: datetime, max_for: timedelta) -> dict[str, Any]:
-    return {
-        "version": n.version,
-        "seq": n.seq,
-        "ts": n.event.ts.isoformat(),
-        "opened_at": opened_at.isoformat(),
-        "closes_at": (opened_at + max_for).isoformat(),
-        "minutes": round((n.event.ts - opened_at).total_seconds() / 60, 3),
-    }
-
-
-def _lifecycle_check(details: dict[str, Any], longest: tuple[timedelta, Numbered | None, Numbered | None]) -> Check:
-    stale, max_open, open_minutes = details["stale_minutes"], details["max_open_minutes"], details["open_minutes"]
-    gaps, over = details["idle_gaps"], details["max_open"]
-    after_events, after_actions = details["events_after_first_close"], details["actions_after_first_close"]
     if not gaps and over is None:
         lg, a, b = longest
         lg_txt = (

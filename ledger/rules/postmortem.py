@@ -111,19 +111,17 @@ def _levels(run: RunDoc, calc: Calculator) -> list[LevelLine]:
     acts = run.level_actions or []
     scores = run.level_scores or []
     ws = weights(len(scores), calc)
-    out = []
-    for i, (b, a, s) in enumerate(zip(base, acts, scores, strict=False)):
-        out.append(
-            LevelLine(
-                level=i + 1,
-                weight=ws[i],
-                baseline=None if b < 0 else b,
-                actions=a,
-                score=s,
-                completed=i < run.levels_completed,
-            )
+    return [
+        LevelLine(
+            level=i + 1,
+            weight=ws[i],
+            baseline=None if b < 0 else b,
+            actions=a,
+            score=s,
+            completed=i < run.levels_completed,
         )
-    return out
+        for i, (b, a, s) in enumerate(zip(base, acts, scores, strict=False))
+    ]
 
 
 def _unscored_finding(game_id: str, play_no: int, run: RunDoc) -> Finding:

@@ -71,7 +71,6 @@ class ResimResult:
     games: list[str] = field(default_factory=list)
     #: game_id -> why its plays were not checked.
     skipped: dict[str, str] = field(default_factory=dict)
-    skipped_plays: int = 0
     #: Why a mismatch does not prove the record wrong (a seed not recorded, too many open states); else None.
     unknown: str | None = None
     #: Inputs the record leaves open (actions with candidates), those the game decided, those still open.
@@ -85,8 +84,6 @@ class ResimResult:
     #: (``reproduced`` counts the open inputs it took an action for).
     searched: bool = True
     reproduced: int = 0
-    #: Where the one path broke and a search from a state kept a little before carried it on.
-    repairs: int = 0
     steps: int = 0
     copies: int = 0
     spent: bool = False
@@ -276,7 +273,6 @@ def _seeded(
             for guid, inst in games.by_guid.items():
                 result.steps += inst.steps + (inst.engine.steps if inst.engine else 0)
                 result.copies += inst.engine.copies if inst.engine else 0
-                result.repairs += inst.repairs
                 if limits is not None and inst.engine is not None:  # what the next try (seed, search) has left
                     limits[guid] = max(limits[guid] - inst.engine.steps, 0)
         d = result.divergence
@@ -311,7 +307,6 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         if guid in skipped_guids or (t is PlayStarted and ev.game_id in result.skipped):
             # A game the folder cannot check: its plays are left out, the card's translator never sees them.
             skipped_guids.add(guid)
-            result.skipped_plays += t is PlayStarted
             i += 1
             continue
         if t is ObservationReapplied:

@@ -51,12 +51,6 @@ def match_baselines(
     return (effective if effective is not None else entries), matches
 
 
-def competition_ids(entries: Mapping[str, BaselineEntry], matches: Iterable[GameMatch]) -> list[str]:
-    """The set's game ids (in its canonical order) for the competition view, less those a played game used."""
-    used = {m.used for m in matches if m.used is not None}
-    return [gid for gid in sorted(entries) if gid not in used]
-
-
 def score_under(
     card: CardState,
     entries: Mapping[str, BaselineEntry],
@@ -67,7 +61,9 @@ def score_under(
 ) -> tuple[ScorecardDoc, list[GameMatch]]:
     """The card's document under ``entries`` and ``calculator`` (default: its own), and how each game matched."""
     effective, matches = match_baselines(card.games, entries, match)
-    every = competition_ids(entries, matches) if all_environments else None
+    # The competition view: the set's game ids (in its canonical order), less those a played game used.
+    used = {m.used for m in matches if m.used is not None}
+    every = [gid for gid in sorted(entries) if gid not in used] if all_environments else None
     return score_card(card, effective, all_environments=every, calculator=calculator), matches
 
 

@@ -9,6 +9,7 @@ import os
 from collections import ChainMap, Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import Any
 
 import msgspec
@@ -458,9 +459,7 @@ def _at_input(cur: Numbered, field: str, recorded: Any, message: str) -> Diverge
 
 
 def _first_mismatch(expected: list[AnyEvent], recorded: Sequence[Numbered], cur: Numbered) -> Divergence | None:
-    for k in range(max(len(expected), len(recorded))):
-        exp = expected[k] if k < len(expected) else None
-        rec = recorded[k] if k < len(recorded) else None
+    for k, (exp, rec) in enumerate(zip_longest(expected, recorded)):
         d = _compare(exp, rec, recorded[min(k, len(recorded)) - 1], cur)
         if d is not None:
             return d

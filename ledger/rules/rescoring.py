@@ -4,6 +4,7 @@ is the toolkit's rule; ``base`` falls back to the first entry with the same 4-le
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import zip_longest
 from typing import Literal
 
 import msgspec
@@ -158,9 +159,7 @@ def _runs(old: EnvironmentDoc | None, new: EnvironmentDoc | None, best: int) -> 
     o = old.runs if old is not None else []
     n = new.runs if new is not None else []
     out = []
-    for i in range(max(len(o), len(n))):
-        ro = o[i] if i < len(o) else None
-        rn = n[i] if i < len(n) else None
+    for i, (ro, rn) in enumerate(zip_longest(o, n)):
         ref = ro if ro is not None else rn
         assert ref is not None
         out.append(

@@ -136,10 +136,9 @@ def _levels(old: RunDoc | None, new: RunDoc | None) -> list[LevelChange]:
     def cols(r: RunDoc | None) -> tuple[list[int], list[int], list[float]]:
         if r is None:
             return [], [], []
-        return list(r.level_baseline_actions or []), list(r.level_actions or []), list(r.level_scores or [])
+        return r.level_baseline_actions or [], r.level_actions or [], r.level_scores or []
 
-    ob, oa, os_ = cols(old)
-    nb, na, ns = cols(new)
+    (ob, oa, os_), (nb, na, ns) = cols(old), cols(new)
 
     def at(xs: Sequence[int] | Sequence[float], i: int) -> int | float | None:
         return xs[i] if i < len(xs) else None
@@ -148,10 +147,9 @@ def _levels(old: RunDoc | None, new: RunDoc | None) -> list[LevelChange]:
         v = xs[i] if i < len(xs) else None
         return None if v is None or v < 0 else v
 
-    n = max(len(os_), len(ns))
     return [
         LevelChange(i + 1, base(ob, i), base(nb, i), at(oa, i), at(na, i), at(os_, i), at(ns, i))  # type: ignore[arg-type]
-        for i in range(n)
+        for i in range(max(len(os_), len(ns)))
     ]
 
 

@@ -4,7 +4,6 @@ aside), so a fabricated or edited run diverges at the first event the game does 
 
 from __future__ import annotations
 
-import logging
 import os
 from collections import ChainMap, Counter
 from collections.abc import Mapping, Sequence
@@ -98,9 +97,6 @@ class ResimResult:
 DERIVED = (GameOver, Win, LevelCompleted)
 #: Fields that are not the game's output: never compared.
 _NOT_COMPARED = frozenset({"ts", "reasoning", "candidates"})
-
-_quiet = logging.getLogger("ledger.resimulate.toolkit")
-_quiet.setLevel(logging.CRITICAL)
 
 
 def action_name(action: int) -> str:

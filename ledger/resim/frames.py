@@ -18,7 +18,7 @@ from ledger.domain.events import (
     PlayStarted,
     Win,
 )
-from ledger.resim.resimulate import Numbered, action_name, scan_games
+from ledger.resim.resimulate import DERIVED, INPUTS, Numbered, action_name, scan_games
 
 #: Steps sent to the page at most, per window (a 64x64 grid is 4 KB of JSON).
 DEFAULT_LIMIT = 2000
@@ -114,9 +114,9 @@ def _inputs(events: Sequence[Numbered], guid: str, first: int) -> list[tuple[Num
         e = n.event
         if getattr(e, "guid", None) != guid:
             continue
-        if type(e) in (PlayStarted, ActionTaken, LevelReset, ActionIgnored):
+        if type(e) in INPUTS:
             out.append((n, []))
-        elif type(e) in (LevelCompleted, GameOver, Win) and out:
+        elif type(e) in DERIVED and out:
             out[-1][1].append(e)
     return out
 

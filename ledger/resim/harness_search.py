@@ -55,18 +55,14 @@ def line_signature(line: FrameLine, arr: Any = None) -> Signature:
     return line.state, line.levels_completed, line.full_reset, arr.tobytes() + str(arr.shape).encode()
 
 
-def _simple(step: Step | None, default_click: tuple[int, int]) -> list[Choice]:
-    first = None if step is None else Choice(step.action, step.x, step.y) if step.action == 6 else Choice(step.action)
-    return in_priority(first, default_click)
-
-
 def _choices(engine: Engine, step: Step | None) -> Callable[[Node], list[Choice]]:
     """A line's simple actions from a state: ACTION6 at the step's coordinate, else at the state's first cell."""
+    first = None if step is None else Choice(step.action, step.x, step.y) if step.action == 6 else Choice(step.action)
     default = (step.x or 0, step.y or 0) if step is not None and step.action == 6 else None
 
     def of(node: Node) -> list[Choice]:
-        first = engine.cells(node)[0]
-        return _simple(step, default or first)
+        cell = engine.cells(node)[0]
+        return in_priority(first, default or cell)
 
     return of
 

@@ -148,7 +148,6 @@ class Instance:
     _sent: int = 0
     _log: deque[tuple[int, int, list[Choice], bool, Agrees]] = field(default_factory=deque)
     _marks: list[tuple[int, bytes, Any]] = field(default_factory=list)
-    repairs: int = 0
     stop_at: float = float("inf")
     deadline: float = float("inf")
 
@@ -205,7 +204,6 @@ class Instance:
                 tried.add(mark[0])
                 answer = self._search_from(mark)
                 if answer is not None:
-                    self.repairs += 1
                     return answer
         self.agreed = False
         return None

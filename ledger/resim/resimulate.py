@@ -4,11 +4,11 @@ aside), so a fabricated or edited run diverges at the first event the game does 
 
 from __future__ import annotations
 
-import logging
 import os
 from collections import ChainMap, Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import Any
 
 import msgspec
@@ -70,7 +70,6 @@ class ResimResult:
     games: list[str] = field(default_factory=list)
     #: game_id -> why its plays were not checked.
     skipped: dict[str, str] = field(default_factory=dict)
-    skipped_plays: int = 0
     #: Why a mismatch does not prove the record wrong (a seed not recorded, too many open states); else None.
     unknown: str | None = None
     #: Inputs the record leaves open (actions with candidates), those the game decided, those still open.
@@ -84,8 +83,6 @@ class ResimResult:
     #: (``reproduced`` counts the open inputs it took an action for).
     searched: bool = True
     reproduced: int = 0
-    #: Where the one path broke and a search from a state kept a little before carried it on.
-    repairs: int = 0
     steps: int = 0
     copies: int = 0
     spent: bool = False
@@ -99,9 +96,6 @@ class ResimResult:
 DERIVED = (GameOver, Win, LevelCompleted)
 #: Fields that are not the game's output: never compared.
 _NOT_COMPARED = frozenset({"ts", "reasoning", "candidates"})
-
-_quiet = logging.getLogger("ledger.resimulate.toolkit")
-_quiet.setLevel(logging.CRITICAL)
 
 
 def action_name(action: int) -> str:
@@ -275,7 +269,6 @@ def _seeded(
             for guid, inst in games.by_guid.items():
                 result.steps += inst.steps + (inst.engine.steps if inst.engine else 0)
                 result.copies += inst.engine.copies if inst.engine else 0
-                result.repairs += inst.repairs
                 if limits is not None and inst.engine is not None:  # what the next try (seed, search) has left
                     limits[guid] = max(limits[guid] - inst.engine.steps, 0)
         d = result.divergence
@@ -310,7 +303,6 @@ def _replay(events: Sequence[Numbered], games: _Games, result: ResimResult) -> N
         if guid in skipped_guids or (t is PlayStarted and ev.game_id in result.skipped):
             # A game the folder cannot check: its plays are left out, the card's translator never sees them.
             skipped_guids.add(guid)
-            result.skipped_plays += t is PlayStarted
             i += 1
             continue
         if t is ObservationReapplied:
@@ -462,9 +454,7 @@ def _at_input(cur: Numbered, field: str, recorded: Any, message: str) -> Diverge
 
 
 def _first_mismatch(expected: list[AnyEvent], recorded: Sequence[Numbered], cur: Numbered) -> Divergence | None:
-    for k in range(max(len(expected), len(recorded))):
-        exp = expected[k] if k < len(expected) else None
-        rec = recorded[k] if k < len(recorded) else None
+    for k, (exp, rec) in enumerate(zip_longest(expected, recorded)):
         d = _compare(exp, rec, recorded[min(k, len(recorded)) - 1], cur)
         if d is not None:
             return d

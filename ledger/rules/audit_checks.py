@@ -56,13 +56,6 @@ class Check:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
-    version: int
-    seq: int
-    problem: str
-
-
 # -- 1. integrity --------------------------------------------------------------------------------------------------
 
 
@@ -70,7 +63,7 @@ def check_integrity(card_id: str, rows: Iterable[Link], expect_head: str | None 
     """The check of the card's stored rows (version order, read once, a page at a time) and the places (0-based) of
     rows whose event did not decode; the events are not held (a long card's would not fit)."""
     stream = card_stream(card_id)
-    problems: list[Problem] = []
+    problems: list[dict[str, Any]] = []
     missing: list[int] = []
     prev_version, prev_seq, prev_hash = 0, 0, chain.GENESIS
     event_hash, fromiso = chain.event_hash, datetime.fromisoformat
@@ -89,15 +82,22 @@ def check_integrity(card_id: str, rows: Iterable[Link], expect_head: str | None 
             if shape is not None:
                 # Reported at the place the event holds; the chain goes on from its hash if that is one.
                 prev_version += 1
-                problems.append(Problem(prev_version, r.seq if isinstance(r.seq, int) else prev_seq, shape))
+                seq = r.seq if isinstance(r.seq, int) else prev_seq
+                problems.append({"version": prev_version, "seq": seq, "problem": shape})
                 prev_hash = r.hash if chain.column_problem_of_hash(r.hash) is None else prev_hash
                 missing.append(n - 1)
                 continue
-            p, decodes = _row_problem(stream, card_id, r, prev_version, prev_seq, prev_hash)
-            if p is not None:
-                problems.append(Problem(r.version, r.seq, p))
-            if not decodes:
+            # The first thing wrong with the row: its link, else its body.
+            broken = chain.check_link(stream, r, prev_version, prev_hash, prev_seq)
+            try:
+                p = _event_problem(card_id, r, decode(r.body))
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                p = f"body does not decode: {e}"
                 missing.append(n - 1)
+            if broken is not None or p is not None:
+                problems.append(
+                    {"version": r.version, "seq": r.seq, "problem": broken.message if broken is not None else p}
+                )
         prev_version, prev_seq, prev_hash = r.version, r.seq, r.hash
     head = prev_hash
     details: dict[str, Any] = {
@@ -106,13 +106,13 @@ def check_integrity(card_id: str, rows: Iterable[Link], expect_head: str | None 
         "head": head,
         "expected_head": expect_head,
         "expected_head_version": expected_at,
-        "problems": [{"version": p.version, "seq": p.seq, "problem": p.problem} for p in problems],
+        "problems": problems,
     }
     head_msg = _head_moved(expect_head, head, n, details["expected_head_version"])
     if problems:
         first = problems[0]
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-        msg = f"version {first.version} (seq {first.seq}): {first.problem}{more}"
+        msg = f"version {first['version']} (seq {first['seq']}): {first['problem']}{more}"
         if head_msg:
             msg += f"; {head_msg}"
         return Check("integrity", "FAIL", msg, details), missing
@@ -167,23 +167,6 @@ def _same_ts(fromiso: Any, column: str, ts: datetime) -> bool:
         return fromiso(column) == ts
     except ValueError:
         return False
-
-
-def _row_problem(
-    stream: str,
-    card_id: str,
-    r: Link,
-    prev_version: int,
-    prev_seq: int,
-    prev_hash: str,
-) -> tuple[str | None, bool]:
-    """The first thing wrong with one row (None if nothing), and whether its body decodes."""
-    broken = chain.check_link(stream, r, prev_version, prev_hash, prev_seq)
-    try:
-        ev = decode(r.body)
-    except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        return (broken.message if broken is not None else f"body does not decode: {e}"), False
-    return (broken.message if broken is not None else _event_problem(card_id, r, ev)), True
 
 
 def _event_problem(card_id: str, r: Link, ev: Any) -> str | None:
@@ -416,11 +399,27 @@ def check_lifecycle(events: Sequence[Numbered], stale: int, max_open: int) -> Ch
             if gap > longest[0]:
                 longest = (gap, last, n)
             if gap >= idle_for:
-                gaps.append(_idle_gap(last, n, gap))
+                gaps.append(
+                    {
+                        "previous_version": last.version,
+                        "previous_ts": last.event.ts.isoformat(),
+                        "version": n.version,
+                        "seq": n.seq,
+                        "ts": ev.ts.isoformat(),
+                        "minutes": round(gap.total_seconds() / 60, 3),
+                    }
+                )
                 if first_close_index is None:
                     first_close_index = i
         if over is None and opened_at is not None and ev.ts - opened_at >= max_for:
-            over = _past_max_open(n, opened_at, max_for)
+            over = {
+                "version": n.version,
+                "seq": n.seq,
+                "ts": ev.ts.isoformat(),
+                "opened_at": opened_at.isoformat(),
+                "closes_at": (opened_at + max_for).isoformat(),
+                "minutes": round((ev.ts - opened_at).total_seconds() / 60, 3),
+            }
             if first_close_index is None or i < first_close_index:
                 first_close_index = i
         last = n
@@ -441,35 +440,6 @@ def check_lifecycle(events: Sequence[Numbered], stale: int, max_open: int) -> Ch
         "events_after_first_close": after_events,
         "actions_after_first_close": after_actions,
     }
-    return _lifecycle_check(details, longest)
-
-
-def _idle_gap(last: Numbered, n: Numbered, gap: timedelta) -> dict[str, Any]:
-    return {
-        "previous_version": last.version,
-        "previous_ts": last.event.ts.isoformat(),
-        "version": n.version,
-        "seq": n.seq,
-        "ts": n.event.ts.isoformat(),
-        "minutes": round(gap.total_seconds() / 60, 3),
-    }
-
-
-def _past_max_open(n: Numbered, opened_at: datetime, max_for: timedelta) -> dict[str, Any]:
-    return {
-        "version": n.version,
-        "seq": n.seq,
-        "ts": n.event.ts.isoformat(),
-        "opened_at": opened_at.isoformat(),
-        "closes_at": (opened_at + max_for).isoformat(),
-        "minutes": round((n.event.ts - opened_at).total_seconds() / 60, 3),
-    }
-
-
-def _lifecycle_check(details: dict[str, Any], longest: tuple[timedelta, Numbered | None, Numbered | None]) -> Check:
-    stale, max_open, open_minutes = details["stale_minutes"], details["max_open_minutes"], details["open_minutes"]
-    gaps, over = details["idle_gaps"], details["max_open"]
-    after_events, after_actions = details["events_after_first_close"], details["actions_after_first_close"]
     if not gaps and over is None:
         lg, a, b = longest
         lg_txt = (

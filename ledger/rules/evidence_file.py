@@ -72,7 +72,7 @@ def unb64(text: str, what: str) -> bytes:
         raw = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as e:
         raise EvidenceFailure(f"{what} is not base64") from e
-    if len(raw) != 32 or base64.b64encode(raw).decode() != text:
+    if len(raw) != 32 or b64(raw) != text:
         raise EvidenceFailure(f"{what} is not a canonical base64 SHA-256 hash")
     return raw
 
@@ -253,7 +253,7 @@ def _changed_checkpoint(ev: Evidence, cp: sn.Checkpoint, key: KeyCheck, sigs: Se
     except (EvidenceFailure, merkle.ProofError):
         return general
     if root != cp.root:
-        text = "\n".join([lines[0], lines[1], base64.b64encode(root).decode(), *lines[3:]])
+        text = "\n".join([lines[0], lines[1], b64(root), *lines[3:]])
         if key.verifies(text, sigs):
             return (
                 "the checkpoint's root hash was changed after it was signed: its signature holds for the root the "

@@ -111,19 +111,17 @@ def _levels(run: RunDoc, calc: Calculator) -> list[LevelLine]:
     acts = run.level_actions or []
     scores = run.level_scores or []
     ws = weights(len(scores), calc)
-    out = []
-    for i, (b, a, s) in enumerate(zip(base, acts, scores, strict=False)):
-        out.append(
-            LevelLine(
-                level=i + 1,
-                weight=ws[i],
-                baseline=None if b < 0 else b,
-                actions=a,
-                score=s,
-                completed=i < run.levels_completed,
-            )
+    return [
+        LevelLine(
+            level=i + 1,
+            weight=ws[i],
+            baseline=None if b < 0 else b,
+            actions=a,
+            score=s,
+            completed=i < run.levels_completed,
         )
-    return out
+        for i, (b, a, s) in enumerate(zip(base, acts, scores, strict=False))
+    ]
 
 
 def _unscored_finding(game_id: str, play_no: int, run: RunDoc) -> Finding:
@@ -152,14 +150,12 @@ def _range(levels: list[int]) -> str:
 def _score_findings(game_id: str, play_no: int, run: RunDoc, ar: Arithmetic, calc: Calculator) -> list[Finding]:
     levels = _levels(run, calc)
     failed = [lv for lv in levels if not lv.completed]
-    level_finding: Finding | None
     if failed:
-        level_finding = _failed_level_finding(game_id, play_no, run, failed, ar)
-    elif ar.score < 100:
-        level_finding = _costliest_level_finding(game_id, play_no, levels, ar)
+        out = [_failed_level_finding(game_id, play_no, run, failed, ar)]
+    elif ar.score < 100 and (costliest := _costliest_level_finding(game_id, play_no, levels, ar)) is not None:
+        out = [costliest]
     else:
-        level_finding = None
-    out = [level_finding] if level_finding is not None else []
+        out = []
     if ar.weighted_mean > ar.cap:
         out.append(_completion_cap_finding(game_id, play_no, ar))
     return out
@@ -367,11 +363,9 @@ def postmortem(card: CardState, doc: ScorecardDoc, calc: Calculator | None = Non
             findings.append(_unscored_finding(env.id, best + 1, run))
         if run is not None and ar is not None:
             findings += _score_findings(env.id, best + 1, run, ar, calc)
-            cap = _cap_finding(env.id, best + 1, run, calc)
-            if cap is not None:
+            if (cap := _cap_finding(env.id, best + 1, run, calc)) is not None:
                 findings.append(cap)
-        restart = _restart_finding(env)
-        if restart is not None:
+        if (restart := _restart_finding(env)) is not None:
             findings.append(restart)
         findings += _after_end_findings(env, plays)
         games.append(

@@ -4,6 +4,7 @@ is the toolkit's rule; ``base`` falls back to the first entry with the same 4-le
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import zip_longest
 from typing import Literal
 
 import msgspec
@@ -51,12 +52,6 @@ def match_baselines(
     return (effective if effective is not None else entries), matches
 
 
-def competition_ids(entries: Mapping[str, BaselineEntry], matches: Iterable[GameMatch]) -> list[str]:
-    """The set's game ids (in its canonical order) for the competition view, less those a played game used."""
-    used = {m.used for m in matches if m.used is not None}
-    return [gid for gid in sorted(entries) if gid not in used]
-
-
 def score_under(
     card: CardState,
     entries: Mapping[str, BaselineEntry],
@@ -67,7 +62,9 @@ def score_under(
 ) -> tuple[ScorecardDoc, list[GameMatch]]:
     """The card's document under ``entries`` and ``calculator`` (default: its own), and how each game matched."""
     effective, matches = match_baselines(card.games, entries, match)
-    every = competition_ids(entries, matches) if all_environments else None
+    # The competition view: the set's game ids (in its canonical order), less those a played game used.
+    used = {m.used for m in matches if m.used is not None}
+    every = [gid for gid in sorted(entries) if gid not in used] if all_environments else None
     return score_card(card, effective, all_environments=every, calculator=calculator), matches
 
 
@@ -139,10 +136,9 @@ def _levels(old: RunDoc | None, new: RunDoc | None) -> list[LevelChange]:
     def cols(r: RunDoc | None) -> tuple[list[int], list[int], list[float]]:
         if r is None:
             return [], [], []
-        return list(r.level_baseline_actions or []), list(r.level_actions or []), list(r.level_scores or [])
+        return r.level_baseline_actions or [], r.level_actions or [], r.level_scores or []
 
-    ob, oa, os_ = cols(old)
-    nb, na, ns = cols(new)
+    (ob, oa, os_), (nb, na, ns) = cols(old), cols(new)
 
     def at(xs: Sequence[int] | Sequence[float], i: int) -> int | float | None:
         return xs[i] if i < len(xs) else None
@@ -151,10 +147,9 @@ def _levels(old: RunDoc | None, new: RunDoc | None) -> list[LevelChange]:
         v = xs[i] if i < len(xs) else None
         return None if v is None or v < 0 else v
 
-    n = max(len(os_), len(ns))
     return [
         LevelChange(i + 1, base(ob, i), base(nb, i), at(oa, i), at(na, i), at(os_, i), at(ns, i))  # type: ignore[arg-type]
-        for i in range(n)
+        for i in range(max(len(os_), len(ns)))
     ]
 
 
@@ -162,9 +157,7 @@ def _runs(old: EnvironmentDoc | None, new: EnvironmentDoc | None, best: int) -> 
     o = old.runs if old is not None else []
     n = new.runs if new is not None else []
     out = []
-    for i in range(max(len(o), len(n))):
-        ro = o[i] if i < len(o) else None
-        rn = n[i] if i < len(n) else None
+    for i, (ro, rn) in enumerate(zip_longest(o, n)):
         ref = ro if ro is not None else rn
         assert ref is not None
         out.append(

@@ -110,9 +110,7 @@ def summary_lines(pm: PostMortem) -> list[str]:
             lines.append(f"  {g.game_id}: not played, score {g.score:.2f}")
             continue
         lines.append(f"  {g.game_id}: best play {g.best_play} of {g.plays}, score {g.score:.2f}")
-        if not g.findings:
-            lines.append("    - nothing stands out")
-        lines += [f"    - {f.text}" for f in g.findings]
+        lines += [f"    - {f.text}" for f in g.findings] or ["    - nothing stands out"]
     return lines
 
 
@@ -137,7 +135,5 @@ def postmortem_text(pm: PostMortem) -> str:
             lines.append(f"  {lv.level:>5}  {lv.weight:>6}  {base:>8}  {lv.actions:>7}  {lv.score:>7.2f}")
         if g.arithmetic is not None:
             lines.append(f"  game score {g.arithmetic.text}")
-        if not g.findings:
-            lines.append("  - nothing stands out")
-        lines += [f"  - {f.text}" for f in g.findings]
+        lines += [f"  - {f.text}" for f in g.findings] or ["  - nothing stands out"]
     return "\n".join(lines)

@@ -37,12 +37,14 @@ _PENDING = 32
 
 
 class BackgroundHash:
-    """Feeds ``digest`` in a thread, in order, until :meth:`finish` (or the context manager's exit)."""
+    """Feeds ``digest`` in a thread, in order, until :meth:`end` (the thread then hashes what it holds and ends) and
+    :meth:`finish` (which waits for that; also the context manager's exit)."""
 
     def __init__(self, digest: Any) -> None:
         self.digest = digest
         self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=_PENDING)
         self._thread: threading.Thread | None = threading.Thread(target=self._run, name="ledger-hash", daemon=True)
+        self._ended = False
         self._thread.start()
 
     def _run(self) -> None:
@@ -58,9 +60,14 @@ class BackgroundHash:
     def __exit__(self, *exc: object) -> None:
         self.finish()
 
-    def finish(self) -> Any:
-        if self._thread is not None:
+    def end(self) -> None:
+        if not self._ended:
+            self._ended = True
             self._queue.put(None)
+
+    def finish(self) -> Any:
+        self.end()
+        if self._thread is not None:
             self._thread.join()
             self._thread = None
         return self.digest
@@ -244,11 +251,18 @@ class FileRead:
     last_ts: datetime | None
     tail_sha256: str
     bytes_read: int
-    prefix_sha256: str | None = None
+    #: The sha256 of the file's bytes up to ``end``, possibly still being hashed (:attr:`prefix_sha256`).
+    hashing: BackgroundHash
     skipped_lines: list[SkippedLine] = field(default_factory=list)
     first_bad: bool = False
     #: Every play guid the lines carry (the toolkit writes one per file).
     guids: set[str] = field(default_factory=set)
+
+    @property
+    def prefix_sha256(self) -> str:
+        """Waited for only when asked (when the card's lines have been translated): the next file's parse does not
+        wait for the hash of this one's last blocks."""
+        return str(self.hashing.finish().hexdigest())
 
 
 class _FileReader:
@@ -479,8 +493,11 @@ def read_recording(
             check_continues(f, since, digest)
         reader = _FileReader(p, first_line, since.game_state if since is not None else None)
         f.seek(start)
-        with BackgroundHash(digest) as hasher:
+        hasher = BackgroundHash(digest)
+        try:
             read, carry, long = feed_lines(f, reader, hasher, progress)
+        finally:
+            hasher.end()
         consumed = start + read - len(carry) - (long.length if long is not None else 0)
         if long is not None:
             reader.truncated(long.length)
@@ -490,9 +507,9 @@ def read_recording(
         tail = tail_hash(f, consumed) if consumed != start or since is None else since.tail_sha256
         if consumed != start + read:
             # The last line is left for later: hash exactly what was consumed.
-            digest = hashlib.sha256()
-            hash_prefix(f, consumed, digest)
-        prefix = digest.hexdigest()
+            hasher.finish()
+            hasher.digest = hashlib.sha256()
+            hash_prefix(f, consumed, hasher.digest)
     return FileRead(
         path=p,
         start=start,
@@ -507,7 +524,7 @@ def read_recording(
         last_ts=reader.obs[-1].ts if reader.obs else None,
         tail_sha256=tail,
         bytes_read=read,
-        prefix_sha256=prefix,
+        hashing=hasher,
         skipped_lines=reader.skipped_lines,
         first_bad=reader.first_bad,
         guids=reader.guids,

@@ -243,15 +243,17 @@ class SummaryKeeper:
         self,
         stream: str,
         base_version: int,
-        types: Sequence[str],
-        bodies: Sequence[bytes],
+        count: int,
+        events: Callable[[], Sequence[tuple[str, bytes]]],
         read: BodyReader,
     ) -> Change | None:
-        """The summary change of appending ``bodies`` (of ``types``) after ``base_version``; None for a stream
-        that is not a card. ``read`` (in the caller's transaction) replays the stream when the card is not held at
-        ``base_version``. The bodies are decoded here: one the log cannot decode leaves the card without a row, as
-        a rebuild does. A card held at the version these bodies end at was handed over by its writer
-        (:meth:`take`; the keeper's own cards are never ahead of the log's position): it is scored as it is."""
+        """The summary change of appending ``count`` events (``events()``: their types and bodies) after
+        ``base_version``; None for a stream that is not a card. ``read`` (in the caller's transaction) replays the
+        stream when the card is not held at ``base_version``. The bodies are decoded here: one the log cannot decode
+        leaves the card without a row, as a rebuild does. A card held at the version these events end at was handed
+        over by its writer (:meth:`take`; the keeper's own cards are never ahead of the log's position): it is
+        scored as it is, its events not even read (its writer folded the very events it encoded; a log changed
+        since is verify's to find)."""
         card_id = card_id_of(stream)
         if card_id is None:
             return None
@@ -259,13 +261,8 @@ class SummaryKeeper:
             # Taken out while the append runs: folded in place, it is put back only by ``committed``, so a rolled
             # back append leaves nothing held and the next one replays the stream.
             held = self._cards.pop(stream, None)
-        version = base_version + len(bodies)
+        version = base_version + count
         if held is not None and held.version == version:
-            try:
-                for body in bodies:  # one the log cannot decode leaves no row, whatever the writer held
-                    decode(body)
-            except (msgspec.DecodeError, msgspec.ValidationError, TypeError):
-                return Change(stream, None, None, None)
             card = held.state
             got = card_score(card, baseline_set(self._baselines, card.baselines_id, lambda s: read(s, 1)))
             keys = keys_of(card)
@@ -276,6 +273,7 @@ class SummaryKeeper:
                 held = Tracked(state, base_version, None, keys_of(state))
             else:
                 state = held.state
+            types, bodies = zip(*events(), strict=True)
             replay(card_id, bodies, state)
         except StoreError:
             # The log takes any bytes; a card with an event that is not one has no row (the rebuild agrees).
@@ -315,7 +313,8 @@ def copied_changes(
     for r in rows:
         groups.setdefault(r[0], []).append(r)
     return [
-        keeper.change(stream, g[0][1] - 1, [r[2] for r in g], [r[3] for r in g], read) for stream, g in groups.items()
+        keeper.change(stream, g[0][1] - 1, len(g), lambda g=g: [(r[2], r[3]) for r in g], read)  # type: ignore[misc]
+        for stream, g in groups.items()
     ]
 
 
@@ -558,7 +557,15 @@ def tag_points_query(tag: str, limit: int, before: str | None = None, *, many: b
 #: (the summary's position, the log's last seq, 1 while the event at the position is the one folded there).
 POSITION_SQL = tracking.behind_sql(tracking.SUMMARY)
 SET_POSITION_SQL = f"UPDATE {tracking.TABLE} SET seq = ?, hash = ? WHERE name = '{tracking.SUMMARY}'"
-TAIL_SQL = "SELECT stream, version, type, body, seq, hash FROM events WHERE seq > ? ORDER BY seq LIMIT ?"
+#: The streams of the (at most TAIL_CHUNK) events after a position, as they first appear: each one's first and last
+#: version and last seq.
+TAIL_SQL = (
+    "SELECT stream, min(version), max(version), max(seq) FROM (SELECT stream, version, seq FROM events "
+    "WHERE seq > ? ORDER BY seq LIMIT ?) AS tail GROUP BY stream ORDER BY min(seq)"
+)
+LAST_SQL = "SELECT seq, hash FROM events WHERE seq = ?"
+#: A stream's events between two versions: read only for those a catch-up folds (not a card handed over).
+EVENTS_SQL = "SELECT type, body FROM events WHERE stream = ? AND version BETWEEN ? AND ? ORDER BY version"
 #: Events folded per transaction of a catch-up (a long tail, after a copy, is caught up in several).
 TAIL_CHUNK = 20_000
 
@@ -585,11 +592,17 @@ def fold_tail(
 ) -> tuple[list[Change | None], tuple[int, str] | None, int]:
     """The summary changes of the (at most :data:`TAIL_CHUNK`) events after ``position``, the seq and hash of the
     last one (None: none) and how many there were, read in the caller's transaction."""
-    rows = fetch(TAIL_SQL, (position, TAIL_CHUNK))
-    if not rows:
+    streams = fetch(TAIL_SQL, (position, TAIL_CHUNK))
+    if not streams:
         return [], None, 0
-    events = [(r[0], r[1], r[2], bytes(r[3])) for r in rows]
-    return copied_changes(keeper, events, body_reader(fetch)), (int(rows[-1][4]), str(rows[-1][5])), len(rows)
+
+    def events(stream: str, first: int, last: int) -> Callable[[], list[tuple[str, bytes]]]:
+        return lambda: [(t, bytes(b)) for t, b in fetch(EVENTS_SQL, (stream, first, last))]
+
+    read = body_reader(fetch)
+    changes = [keeper.change(s, lo - 1, hi - lo + 1, events(s, lo, hi), read) for s, lo, hi, _ in streams]
+    seq, hash_ = fetch(LAST_SQL, (max(r[3] for r in streams),))[0]
+    return changes, (int(seq), str(hash_)), sum(hi - lo + 1 for _, lo, hi, _ in streams)
 
 
 def catch_up(

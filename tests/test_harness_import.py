@@ -862,7 +862,8 @@ def test_the_frame_lines_held_as_columns_give_back_each_line_as_recorded(tmp_pat
     frame; equal values are one object."""
     from datetime import datetime
 
-    from ledger.formats.harness import parse_name, read_harness
+    from ledger.formats.builtin_readers import parse_name
+    from ledger.formats.harness import read_harness
 
     stamps = ["2026-01-02T03:04:05.123456+00:00", "2026-01-02T05:04:05.5+02:00", "1969-12-31T23:59:59.999999Z"]
     lines = []
@@ -1034,7 +1035,7 @@ def test_a_temporary_directory_that_refuses_the_lines_kept_is_one_line_and_nothi
 
     for args in ((), ("--environments", str(envs))):
         with monkeypatch.context() as m:
-            m.setattr(fl.tempfile, "TemporaryFile", full)
+            m.setattr(tempfile, "TemporaryFile", full)
             r = CliRunner().invoke(cli, ["--db", str(db), "import", str(rec), *args])
         assert r.exit_code == 1 and "Traceback" not in r.output, r.output
         assert f"in the temporary directory {tempfile.gettempdir()}: No space left on device" in r.output, r.output
@@ -1044,7 +1045,7 @@ def test_a_temporary_directory_that_refuses_the_lines_kept_is_one_line_and_nothi
     assert r.exit_code == 0, r.output
     with Ledger.open(db) as led:
         (card,) = led.card_ids()
-    monkeypatch.setattr(fl.tempfile, "TemporaryFile", full)
+    monkeypatch.setattr(tempfile, "TemporaryFile", full)
     r = CliRunner().invoke(cli, ["--db", str(db), "audit", card, "--environments", str(envs)])
     assert r.exit_code == 1 and "No space left on device" in r.output and "Traceback" not in r.output, r.output
 

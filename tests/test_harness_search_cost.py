@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+from ledger.formats.builtin_readers import parse_name
 from ledger.formats.frame_lines import FrameLine
-from ledger.formats.harness import parse_name, read_harness
+from ledger.formats.harness import read_harness
 from ledger.resim.harness_search import Recovery, recover
 from ledger.resim.resimulate import scan_games
 from tests.harness_recorder import Recorder, convert, environments

@@ -295,3 +295,23 @@ def test_lines_that_make_no_play_are_refused_under_strict_and_a_warning_otherwis
     code, out, err = invoke(db, str(card))
     assert code == 1 and f"Warning: {card / src.name}: {len(lines)} line(s) make no play" in err, err
     assert "0 plays" in out, out
+
+
+def test_an_import_of_toolkit_recordings_loads_no_reader_of_other_formats(tmp_path: Path) -> None:
+    # Start-up is part of an import's time: the harnesses' readers, the run folders' and what they need (pickle and
+    # tempfile for a long recording's lines) are loaded when a file of theirs is found, not by every import.
+    corpus = Path(__file__).resolve().parent / "recordings_corpus" / "good"
+    code = (
+        "import sys\n"
+        "from ledger.cli import main\n"
+        f"sys.argv = ['ledger', '--db', {str(tmp_path / 'l.sqlite')!r}, 'import', {str(corpus)!r}, '--quiet']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "names = ('ledger.formats.harness', 'ledger.formats.frame_lines', 'ledger.formats.run_folders', 'pickle',\n"
+        "         'tempfile')\n"
+        "print('loaded:', *(m for m in names if m in sys.modules))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.splitlines()[-1] == "loaded:", r.stdout + r.stderr

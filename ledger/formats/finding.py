@@ -12,11 +12,9 @@ from pathlib import Path
 import msgspec
 
 from ledger.errors import ImportInputError
-from ledger.formats.builtin_readers import builtin
-from ledger.formats.harness import FORMATS
+from ledger.formats.builtin_readers import FORMATS, builtin
 from ledger.formats.import_problems import Problem
 from ledger.formats.readers import Reader, ReaderError, Streamed, installed, reader_for
-from ledger.formats.run_folders import read_run_folder, read_run_meta, utc
 
 #: Why a ``.jsonl`` file no reader reads makes no card.
 UNREAD = f"not a recording the ledger reads. It reads: {'; '.join(FORMATS)}"
@@ -170,6 +168,8 @@ TAIL_BYTES = 1 << 22
 
 
 def _time_span(path: Path) -> tuple[datetime, datetime] | None:
+    from ledger.formats.run_folders import utc
+
     try:
         with open(path, "rb") as f:
             first = _TIMESTAMP.match(f.readline(1 << 20))
@@ -184,6 +184,8 @@ def _time_span(path: Path) -> tuple[datetime, datetime] | None:
 
 def recording_of_run(run_dir: Path) -> tuple[Path | None, str]:
     """The recording beside a run folder given alone: its game's one whose lines span its steps (else None, why)."""
+    from ledger.formats.run_folders import read_run_folder, read_run_meta  # a run folder's reading, when one is given
+
     meta = read_run_meta(run_dir)
     steps = read_run_folder(run_dir)
     game = (meta.game_id if meta is not None else None) or run_dir.name.split(".", 1)[0]

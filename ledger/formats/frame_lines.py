@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import pickle
-import tempfile
 import zlib
 from array import array
 from bisect import bisect_left, bisect_right
@@ -36,6 +34,9 @@ class Spill:
         return len(self._at) - 1
 
     def put(self, chunk: Any) -> None:
+        import pickle  # here and below: only a long recording spills, and most imports read none
+        import tempfile
+
         blob = pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)
         try:
             if self._file is None:
@@ -58,6 +59,8 @@ class Spill:
             blob = self._file.read(self._at[k + 1] - self._at[k])
         except OSError as e:
             raise _failed("read", e) from e
+        import pickle
+
         chunk = pickle.loads(blob)
         if len(self._cache) >= 2:
             del self._cache[next(iter(self._cache))]
@@ -75,6 +78,8 @@ class Spill:
 
 
 def _failed(what: str, e: OSError) -> SpillError:
+    import tempfile
+
     return SpillError(
         f"cannot {what} the lines of a long recording kept in the temporary directory {tempfile.gettempdir()}: "
         f"{e.strerror or e} (TMPDIR names another)"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import msgspec
 
 from ledger.domain.events import SkippedLine
+from ledger.formats.builtin_readers import ACTION_NAMES, STATES, HarnessName, any_json, decodes
 from ledger.formats.frame_lines import FrameLine, FrameLines, LineMap, pack
 
 _scan = json.JSONDecoder()
@@ -47,7 +47,7 @@ class Cut:
 def find_cut(body: bytes, nxt: bytes | None) -> Cut | None:
     """``body`` (a line that is not JSON) taken apart, or None when the bytes do not decide one way."""
     nxt = nxt.rstrip(b"\r\n") if nxt is not None else None
-    if nxt is not None and (not nxt.strip() or _decodes(_any, nxt)):
+    if nxt is not None and (not nxt.strip() or decodes(any_json, nxt)):
         nxt = None  # a line of its own: not the rest of this one
     try:
         text = body.decode("utf-8")
@@ -71,38 +71,12 @@ def find_cut(body: bytes, nxt: bytes | None) -> Cut | None:
                 outer = (text[:k] + text[end:]).encode("utf-8")
             else:
                 outer = b""
-            if outer and _decodes(_line, outer):
+            if outer and decodes(_line, outer):
                 inner = text[k:end].encode("utf-8")
                 found.append(Cut(outer, inner, len(text[:k].encode("utf-8")), joins))
         k = text.find("{", k + 1)
     distinct = {(c.outer, c.inner, c.joins_next) for c in found}
     return found[0] if len(distinct) == 1 else None
-
-
-_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-_NAME = re.compile(rf"^(?P<game>[^.]+)\.(?P<agent>.+)\.(?P<uuid>{_UUID})\.recording\.jsonl$")
-RUN_DIR = re.compile(rf"^(?P<prefix>.+)\.(?P<run>{_UUID})$")
-STATES = frozenset(("NOT_PLAYED", "NOT_FINISHED", "WIN", "GAME_OVER"))
-ACTION_NAMES = {"RESET": 0, **{f"ACTION{i}": i for i in range(1, 8)}}
-
-
-@dataclass(frozen=True, slots=True)
-class HarnessName:
-    game_id: str
-    agent: str
-    uuid: str
-
-    @property
-    def prefix(self) -> str:
-        """``{game_id}.{agent}``: the benchmarking harness's run folders start with it."""
-        return f"{self.game_id}.{self.agent}"
-
-
-def parse_name(name: str) -> HarnessName | None:
-    m = _NAME.match(name)
-    if m is None:
-        return None
-    return HarnessName(m["game"], m["agent"], m["uuid"].lower())
 
 
 @dataclass(slots=True)
@@ -164,7 +138,6 @@ class _Line(msgspec.Struct):
 
 _line = msgspec.json.Decoder(_Line)
 _data = msgspec.json.Decoder(_Data)
-_any = msgspec.json.Decoder()
 
 
 def _skip(read: HarnessRead, lineno: int, raw: bytes, reason: str) -> None:
@@ -197,7 +170,7 @@ def read_harness(path: str | Path, name: HarnessName) -> HarnessRead:
             held = None
             complete = raw.endswith(b"\n")
             body = raw.rstrip(b"\r\n")
-            if not complete and not _decodes(_line, body):
+            if not complete and not decodes(_line, body):
                 read.truncated_tail = len(raw)
                 break
             decoded = _decode_line(body) if body.strip() else None
@@ -251,7 +224,7 @@ class _Lines:
         read = self.read
         self.records += 1
         if self.records == 1:
-            read.first_bad = isinstance(rec, str) or not _decodes(_line, body)
+            read.first_bad = isinstance(rec, str) or not decodes(_line, body)
         if self.pending_final is not None and self.closed is None:
             # A scorecard-shaped line that was not the last: a side line, unless it closed the card (below).
             if _closes(self.pending_final[1]):
@@ -265,7 +238,7 @@ class _Lines:
         try:
             d = _data.decode(rec.data)
         except (msgspec.DecodeError, RecursionError):
-            whole = _any.decode(rec.data) if _decodes(_any, rec.data) else None
+            whole = any_json.decode(rec.data) if decodes(any_json, rec.data) else None
             if isinstance(whole, dict) and "frame" in whole:
                 _skip(read, lineno, body, "wrong types")
             elif _is_scorecard(whole) and self.closed is None:
@@ -311,14 +284,6 @@ def _closes(data: dict[str, Any]) -> bool:
     return not data or isinstance(data.get("guid"), str) or isinstance(data.get("runs"), list)
 
 
-def _decodes(decoder: msgspec.json.Decoder[Any], raw: bytes) -> bool:
-    try:
-        decoder.decode(raw)
-    except (msgspec.DecodeError, RecursionError):
-        return False
-    return True
-
-
 def _frame_line(read: HarnessRead, lineno: int, ts: datetime, d: _Data, body: bytes) -> FrameLine | None:
     levels = d.levels_completed if d.levels_completed is not None else d.score
     win = d.win_levels if d.win_levels is not None else d.win_score
@@ -355,58 +320,3 @@ def _action_of(ai: _Action | None) -> tuple[int, int | None, int | None] | None:
     data = ai.data or {}
     x, y = data.get("x"), data.get("y")
     return a, x if type(x) is int else None, y if type(y) is int else None
-
-
-#: What ``ledger import`` reads, for the error on anything else.
-FORMATS = (
-    "the toolkit's recordings (<recordings_dir>/<card_id>/<game_id>-<guid>.jsonl, lines "
-    '{"timestamp", "data": {"game_id", "state", "levels_completed", "action_input": {"id": "ACTION1"}, ...}})',
-    "the ARC-AGI-3-Agents harness's recordings (<game_id>.<agent>.<uuid>.recording.jsonl, lines "
-    '{"timestamp", "data": FrameData} and side lines)',
-)
-_SNIFF_LINES = 20
-
-
-class _Sniff(msgspec.Struct):
-    timestamp: str
-    data: msgspec.Raw
-
-
-_sniff = msgspec.json.Decoder(_Sniff)
-_NAMED_ACTION = re.compile(rb'"action_input":\s*\{"id":\s*"')
-
-
-def sniff(path: Path) -> str:
-    """``toolkit``, ``harness`` or ``unknown``, from the first lines' shape; the name decides only what they cannot."""
-    harness_name = parse_name(path.name) is not None
-    by_name = "harness" if harness_name else "toolkit" if path.suffix == ".jsonl" else "unknown"
-    records = 0
-    with open(path, "rb") as f:
-        for _ in range(_SNIFF_LINES):
-            raw = f.readline(1 << 24)
-            if not raw:
-                break
-            if not _decodes(_any, raw.strip()):
-                continue
-            records += 1
-            try:
-                rec = _sniff.decode(raw.strip())
-            except (msgspec.DecodeError, RecursionError):
-                continue  # JSON, but not a {"timestamp", "data"} record
-            d = bytes(rec.data)
-            if not d.startswith(b"{"):
-                continue
-            head = d[: 1 << 16]
-            if b'"state"' in head and b'"game_id"' in head:
-                fpos, spos = head.find(b'"frame"'), head.find(b'"state"')
-                # FrameData.model_dump writes the frame before the state; the toolkit writes it last from 0.9.4 on,
-                # first before that, with the action's name (``"id": "RESET"``) where FrameData has its number.
-                framedata = 0 <= fpos < spos and not _NAMED_ACTION.search(d[spos:])
-                return "harness" if harness_name or framedata else "toolkit"
-    if records == 0:
-        # No recording at all, unless empty or its first record is still being written (the reader says so).
-        with open(path, "rb") as f:
-            head = f.read(1 << 16)
-        writing = head.lstrip().startswith(b'{"timestamp"') and b"\n" not in head
-        return by_name if writing or not head.strip() else "unknown"
-    return "harness" if harness_name else "unknown"

@@ -20,7 +20,7 @@ import msgspec
 
 from ledger.domain.events import RecordingImported, SkippedLine, State
 from ledger.domain.translator import Observation
-from ledger.formats.harness import ACTION_NAMES
+from ledger.formats.builtin_readers import ACTION_NAMES
 from ledger.formats.import_problems import SKIP_REASONS, Problem, ProblemKind
 from ledger.toolkit.observation import click_xy
 

@@ -13,8 +13,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from ledger.formats.builtin_readers import ACTION_NAMES, RUN_DIR, HarnessName
 from ledger.formats.frame_lines import FrameLine
-from ledger.formats.harness import ACTION_NAMES, RUN_DIR, HarnessName
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ledger.app.usage import card_usage, same_run
 from ledger.domain.events import AnyEvent, RecordingImported, RunUsage
 from ledger.domain.translator import Observation, translate
-from ledger.formats.harness import STATES
+from ledger.formats.builtin_readers import STATES
 from ledger.formats.import_problems import Problem
 from ledger.formats.readers import Decided, Reader
 from ledger.imports.import_cards import (

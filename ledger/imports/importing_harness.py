@@ -29,8 +29,9 @@ from ledger.domain.events import (
 )
 from ledger.domain.projection import apply
 from ledger.domain.translator import Observation, translate
+from ledger.formats.builtin_readers import parse_name
 from ledger.formats.frame_lines import FrameLine, LineSet
-from ledger.formats.harness import HarnessRead, parse_name, read_harness
+from ledger.formats.harness import HarnessRead, read_harness
 from ledger.formats.harness_frames import classify_from_frames, from_recorded
 from ledger.formats.recordings import MAX_LISTED, Problem, RewrittenError, check_continues, tail_hash
 from ledger.formats.run_folders import Step, match_run_folder, read_run_meta

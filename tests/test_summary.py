@@ -464,9 +464,10 @@ def _position(led: Ledger) -> int:
     return int(led.store.rows(POSITION_SQL)[0][0])
 
 
-def test_a_card_its_writer_hands_over_is_scored_as_it_is_and_later_appends_fold_into_it(backend_url: str) -> None:
-    # The writer's own object is held (nothing decoded and folded again); the card's next append is folded into it
-    # and the rows still equal a rebuild. A writer that keeps its card (live capture) does not hand it over.
+def test_a_card_its_writer_hands_over_is_scored_as_it_is_and_never_changed(backend_url: str) -> None:
+    # The writer's own object is held (nothing decoded and folded again) and only read: the card's next append is
+    # folded from the log into a card of the summary's own, and the rows still equal a rebuild. A writer that keeps
+    # its card (live capture) does not hand it over.
     with Ledger.open(backend_url) as led:
         events = list(synthetic.card_events(synthetic.random.Random(3), 1, synthetic.baselines(led), close=False))
         card_id = events[0].card_id  # type: ignore[union-attr]
@@ -482,7 +483,8 @@ def test_a_card_its_writer_hands_over_is_scored_as_it_is_and_later_appends_fold_
         )
         led.append_card(card_id, [action], len(events))
         led.store.catch_up_summary()
-        assert held[f"card:{card_id}"].state is mine and mine.events == len(events) + 1
+        assert held[f"card:{card_id}"].state is not mine and mine.events == len(events)
+        assert mine == fold(card_id, events)
         assert not differences(led.store)
         row = stored(led.store)[card_id][0]
         assert row is not None and row.version == len(events) + 1

@@ -125,7 +125,8 @@ class LogStore(Protocol):
 
     def hand_over(self, stream: str, state: Any, version: int) -> None:
         """Give the summary's next catch-up the card a writer folded as its committed append left it (``version``),
-        to score instead of decoding and folding those events again; the writer never touches ``state`` again."""
+        to score instead of decoding and folding those events again; the writer never changes ``state`` again, and
+        the summary only reads it."""
 
     def summary_at_head(self) -> SummaryOverlay | None:
         """None once the summary tables reflect the log's head (caught up when behind); for a read-only store

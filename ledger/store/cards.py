@@ -334,11 +334,13 @@ class CardRepository:
         cached = False
         if state is not None and stored:
             last = stored[-1]
+            if hand_over:
+                # Before the snapshot is written: the summary's catch-up, which may be waiting for the writer now,
+                # then scores the card without reading its events again. It only reads the card, as the snapshot does.
+                self.store.hand_over(card_stream(card_id), state, last.version)
             if state.closed or last.version - cached_version >= SNAPSHOT_EVERY:
                 self.save(card_id, state, last.version, last.seq, last.hash)
                 cached = True
-            if hand_over:  # after the snapshot is written: from here on the summary's thread may fold into it
-                self.store.hand_over(card_stream(card_id), state, last.version)
         return Appended(stored, cached)
 
     def document(

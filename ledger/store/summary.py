@@ -213,6 +213,8 @@ class Tracked(msgspec.Struct):
     version: int
     scored: Scored | None
     keys: frozenset[tuple[str, str]]
+    #: The projection is its writer's (:meth:`SummaryKeeper.take`): read, never folded into.
+    handed: bool = False
 
 
 class Change(msgspec.Struct, frozen=True):
@@ -253,7 +255,7 @@ class SummaryKeeper:
         leaves the card without a row, as a rebuild does. A card held at the version these events end at was handed
         over by its writer (:meth:`take`; the keeper's own cards are never ahead of the log's position): it is
         scored as it is, its events not even read (its writer folded the very events it encoded; a log changed
-        since is verify's to find)."""
+        since is verify's to find). A handed card is only read: its next append is folded from the log."""
         card_id = card_id_of(stream)
         if card_id is None:
             return None
@@ -266,9 +268,9 @@ class SummaryKeeper:
             card = held.state
             got = card_score(card, baseline_set(self._baselines, card.baselines_id, lambda s: read(s, 1)))
             keys = keys_of(card)
-            return Change(stream, Tracked(card, version, got, keys), row_of(card, version, got), keys)
+            return Change(stream, Tracked(card, version, got, keys, handed=True), row_of(card, version, got), keys)
         try:
-            if held is None or held.version != base_version:
+            if held is None or held.version != base_version or held.handed:
                 state = replay(card_id, read(stream, base_version) if base_version else [])
                 held = Tracked(state, base_version, None, keys_of(state))
             else:
@@ -290,7 +292,7 @@ class SummaryKeeper:
         """Hold the cards writers handed over (``StoreBase.hand_over``), each at the version its append left it."""
         while handed:
             stream, (state, version) = handed.popitem()
-            self.committed(Change(stream, Tracked(state, version, None, frozenset()), None, None))
+            self.committed(Change(stream, Tracked(state, version, None, frozenset(), handed=True), None, None))
 
     def committed(self, change: Change | None) -> None:
         if change is None:

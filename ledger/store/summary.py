@@ -275,8 +275,9 @@ class SummaryKeeper:
                 held = Tracked(state, base_version, None, keys_of(state))
             else:
                 state = held.state
-            types, bodies = zip(*events(), strict=True)
-            replay(card_id, bodies, state)
+            read_events = events()
+            types = [t for t, _ in read_events]
+            replay(card_id, [b for _, b in read_events], state)
         except StoreError:
             # The log takes any bytes; a card with an event that is not one has no row (the rebuild agrees).
             return Change(stream, None, None, None)
@@ -619,7 +620,6 @@ def catch_up(
     :data:`TAIL_CHUNK` events; returns how many events were folded. ``begin`` opens the transaction and takes what
     serializes catch-ups; ``writing`` wraps the writes (PostgreSQL: a pipeline, not a round trip per statement)."""
     keeper, fetch, run = keeper_of(store), store._fetcher(con), store._runner(con)
-    keeper.take(store._handed)
     folded = 0
     while True:
         changes: list[Change | None] = []
@@ -627,6 +627,9 @@ def catch_up(
             # Inside the try: ``begin`` may fail once its transaction is open (a schema without the position table,
             # after a downgrade), and a SQLite writer left in it would hold the write lock.
             begin()
+            # Once appends are held off: an importer hands its card over as soon as its append commits, so a
+            # catch-up that waited for that append mostly finds the card here.
+            keeper.take(store._handed)
             probe(keeper, fetch, store.dialect)
             # A statement of its own: on PostgreSQL under READ COMMITTED its snapshot sees what the catch-up that
             # held the position row committed (the locking statement's snapshot is older than the row it waited for).

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from dataclasses import asdict
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ledger.app.usage import card_usage, same_run
-from ledger.domain.events import AnyEvent, RecordingImported, RunUsage
+from ledger.domain.events import AnyEvent, RecordingImported, RunUsage, State
 from ledger.domain.translator import Observation, translate
 from ledger.formats.builtin_readers import STATES
 from ledger.formats.import_problems import Problem
@@ -81,8 +80,11 @@ def _usage(reader: Reader, path: Path, d: Decided) -> RunUsage | None:
 
 
 def _observations(answers: list[Answer]) -> Iterator[Observation]:
-    # An Answer's fields are an Observation's, its state checked against the toolkit's (_refused).
-    return (Observation(**asdict(a)) for a in answers)
+    for a in answers:
+        state = cast(State, a.state)  # checked against the toolkit's states (_refused)
+        yield Observation(
+            a.ts, a.game_id, a.guid, a.action, state, a.levels_completed, a.full_reset, a.frame_empty, a.x, a.y
+        )
 
 
 def _one(

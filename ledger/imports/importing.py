@@ -9,7 +9,6 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import fields
 from datetime import UTC, datetime
 from operator import attrgetter
 from pathlib import Path
@@ -32,7 +31,6 @@ from ledger.formats.finding import UNREAD, Found, find_recordings
 from ledger.formats.import_problems import FATAL_KINDS, REPEAT_KINDS, SKIP_REASONS, STRICT_KINDS, Problem
 from ledger.formats.recordings import FileRead, RewrittenError, read_recording
 from ledger.imports.import_cards import (
-    JSON_NAMES,
     Baselines,
     CardPlan,
     CardResult,
@@ -390,9 +388,25 @@ def summary_json(s: ImportSummary, with_environments: bool) -> dict[str, Any]:
         "mb_per_s": s.mb_per_s,
         "baselines_id": s.baselines_id,
         "environments": with_environments,
-        # A card's fields in their order, exit_code left out (the summary's says it).
         "cards": [
-            {JSON_NAMES.get(f.name, f.name): getattr(c, f.name) for f in fields(c) if f.name != "exit_code"}
+            {
+                "card_id": c.card_id,
+                "status": c.status,
+                "files": c.files,
+                "lines": c.lines,
+                "plays": c.plays,
+                "events": c.events,
+                "skipped": c.skipped,
+                "error": c.error,
+                "format": c.format,
+                "inferred_actions": c.inferred,
+                "recorded_actions": c.recorded,
+                "undecided_lines": c.undecided,
+                "unreproduced_lines": c.unreproduced,
+                "resets_known": c.resets_known,
+                "baselines_attached": c.baselines_attached,
+                "not_counted": c.not_counted,
+            }
             for c in s.cards
         ],
         "problems": [{"path": p.path, "line": p.line, "kind": p.kind, "message": p.message} for p in s.problems],

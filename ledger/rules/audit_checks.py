@@ -89,15 +89,18 @@ def check_integrity(card_id: str, rows: Iterable[Link], expect_head: str | None 
                 continue
             # The first thing wrong with the row: its link, else its body.
             broken = chain.check_link(stream, r, prev_version, prev_hash, prev_seq)
+            p: str | None
             try:
-                p = _event_problem(card_id, r, decode(r.body))
+                ev = decode(r.body)
             except (msgspec.DecodeError, msgspec.ValidationError) as e:
                 p = f"body does not decode: {e}"
                 missing.append(n - 1)
-            if broken is not None or p is not None:
-                problems.append(
-                    {"version": r.version, "seq": r.seq, "problem": broken.message if broken is not None else p}
-                )
+            else:
+                p = _event_problem(card_id, r, ev) if broken is None else None
+            if broken is not None:
+                p = broken.message
+            if p is not None:
+                problems.append({"version": r.version, "seq": r.seq, "problem": p})
         prev_version, prev_seq, prev_hash = r.version, r.seq, r.hash
     head = prev_hash
     details: dict[str, Any] = {

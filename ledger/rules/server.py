@@ -67,15 +67,16 @@ def _show(v: Any) -> str:
 
 def first_difference(ledger: Any, server: Any, path: str = "") -> str | None:
     """The first difference between two JSON values as ``path: ledger X, server Y``, or None if they are equal."""
-    pairs: Iterable[tuple[str, Any, Any]] | None = None
     if isinstance(ledger, dict) and isinstance(server, dict):
-        keys = [*ledger, *(k for k in server if k not in ledger)]
-        pairs = ((f"{path}.{k}" if path else str(k), ledger.get(k, _MISSING), server.get(k, _MISSING)) for k in keys)
-    elif isinstance(ledger, list) and isinstance(server, list):
-        pairs = ((f"{path}[{i}]", a, b) for i, (a, b) in enumerate(zip_longest(ledger, server, fillvalue=_MISSING)))
-    if pairs is not None:
-        for sub, a, b in pairs:
-            d = first_difference(a, b, sub)
+        for key in [*ledger, *(k for k in server if k not in ledger)]:
+            sub = f"{path}.{key}" if path else str(key)
+            d = first_difference(ledger.get(key, _MISSING), server.get(key, _MISSING), sub)
+            if d is not None:
+                return d
+        return None
+    if isinstance(ledger, list) and isinstance(server, list):
+        for i, (a, b) in enumerate(zip_longest(ledger, server, fillvalue=_MISSING)):
+            d = first_difference(a, b, f"{path}[{i}]")
             if d is not None:
                 return d
         return None
